@@ -1,0 +1,88 @@
+# pooled - build with `make`, test with `make test` (see README).
+#
+# Sources are found by wildcard, so adding a file needs no edit here:
+#   src/**/*.c           -> $(BUILD)/libpooled.a  (libc, libm, pthreads, dlopen only)
+#   cmd/pooled/*.c       -> $(BUILD)/pooled
+#   tests/**/*_test.c    -> $(BUILD)/tests/<name>  (one program each, run by tests/run.sh)
+#   tests/fuzz/*_fuzz.c  -> $(BUILD)/fuzz/<name>   (clang libFuzzer, `make fuzz`)
+# SAN=1 builds everything with ASan+UBSan (into build/san unless BUILD is given).
+
+CC      ?= cc
+SAN     ?= 0
+ifeq ($(SAN),1)
+BUILD   ?= build/san
+SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+OPT     ?= -O1
+else
+BUILD   ?= build
+SANFLAGS =
+OPT     ?= -O2
+endif
+
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -pthread $(SANFLAGS)
+LDLIBS  += -lm -ldl -pthread
+
+LIB_SRC  := $(shell find src -name '*.c' | sort)
+CMD_SRC  := $(wildcard cmd/pooled/*.c)
+TEST_SRC := $(shell find tests -name '*_test.c' | sort)
+FUZZ_SRC := $(wildcard tests/fuzz/*_fuzz.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(foreach t,$(TEST_SRC),$(BUILD)/tests/$(basename $(notdir $(t))))
+FUZZ_BIN := $(foreach t,$(FUZZ_SRC),$(BUILD)/fuzz/$(basename $(notdir $(t))))
+
+.PHONY: all test check fuzz fuzz-run clean format
+all: $(BUILD)/pooled
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -Isrc -Iinclude -c $< -o $@
+
+$(BUILD)/libpooled.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/pooled: $(CMD_OBJ) $(BUILD)/libpooled.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Each test is its own program; tests/test.h supplies main().
+define test_rule
+$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $(BUILD)/libpooled.a tests/test.h
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) -Isrc -Iinclude -Itests -o $$@ $(1) $(BUILD)/libpooled.a $$(LDLIBS)
+endef
+$(foreach t,$(TEST_SRC),$(eval $(call test_rule,$(t))))
+
+test: $(BUILD)/pooled $(TEST_BIN)
+	POOLED_BUILD=$(BUILD) tests/run.sh
+
+# libFuzzer targets: always clang, always with ASan+UBSan, separate from the main build.
+FUZZ_CC    ?= clang
+FUZZ_FLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -Isrc -Iinclude
+define fuzz_rule
+build/fuzz/$(basename $(notdir $(1))): $(1) $(LIB_SRC)
+	@mkdir -p build/fuzz
+	$$(FUZZ_CC) $$(FUZZ_FLAGS) -o $$@ $(1) $(LIB_SRC) -lm -ldl -pthread
+endef
+$(foreach t,$(FUZZ_SRC),$(eval $(call fuzz_rule,$(t))))
+fuzz: $(foreach t,$(FUZZ_SRC),build/fuzz/$(basename $(notdir $(t))))
+
+# Run every fuzzer for FUZZ_SECONDS (default 60) each, from its seed corpus.
+FUZZ_SECONDS ?= 60
+fuzz-run: fuzz
+	tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+# What CI runs: all tests under ASan+UBSan, then the fuzzers.
+check:
+	$(MAKE) SAN=1 test
+	$(MAKE) fuzz-run
+
+format:
+	clang-format -i $(LIB_SRC) $(CMD_SRC) $(shell find src cmd tests -name '*.h') $(TEST_SRC) $(FUZZ_SRC)
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d)

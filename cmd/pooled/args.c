@@ -1,0 +1,66 @@
+/* args.c - option parsing helpers shared by the subcommands. */
+#include "args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int die(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* keep it to one line whatever the message holds */
+    for (char *p = msg; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+    fprintf(stderr, "pooled: %s\n", msg);
+    return 1;
+}
+
+bool arg_take(int argc, char **argv, int *i, const char *name, const char *alias,
+              const char **value, bool *err) {
+    const char *a = argv[*i];
+    size_t nl = strlen(name);
+    /* --name=value */
+    if (strncmp(a, name, nl) == 0 && a[nl] == '=' && name[0] == '-' && name[1] == '-') {
+        *value = a + nl + 1;
+        return true;
+    }
+    if (strcmp(a, name) != 0 && !(alias && strcmp(a, alias) == 0)) return false;
+    if (*i + 1 >= argc) {
+        die("option %s needs a value", a);
+        *err = true;
+        return true;
+    }
+    *value = argv[++*i];
+    return true;
+}
+
+bool arg_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        die("%s: expected an integer in [%lld, %lld], got '%s'", opt, (long long)lo,
+            (long long)hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool arg_float(const char *opt, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+        die("%s: expected a number in [%g, %g], got '%s'", opt, lo, hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}

@@ -1,0 +1,86 @@
+/* quant.h - the weight formats GGUF files carry: type ids, block layouts, and one traits
+ * row per type (the table in quant_traits.c).
+ *
+ * Type ids are GGML's, pinned: they are what is stored in the file. A format is a row of
+ * the traits table; the CPU and GPU backends both read it, so layouts cannot drift.
+ * Blocks are byte-compatible with ggml's (static_asserts in quant_blocks.h). */
+#ifndef PL_FORMAT_QUANT_H
+#define PL_FORMAT_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/status.h"
+
+typedef enum {
+    PL_TYPE_F32 = 0,
+    PL_TYPE_F16 = 1,
+    PL_TYPE_Q4_0 = 2,
+    PL_TYPE_Q4_1 = 3,
+    PL_TYPE_Q5_0 = 6,
+    PL_TYPE_Q5_1 = 7,
+    PL_TYPE_Q8_0 = 8,
+    PL_TYPE_Q8_1 = 9,
+    PL_TYPE_Q2_K = 10,
+    PL_TYPE_Q3_K = 11,
+    PL_TYPE_Q4_K = 12,
+    PL_TYPE_Q5_K = 13,
+    PL_TYPE_Q6_K = 14,
+    PL_TYPE_Q8_K = 15,
+    PL_TYPE_IQ2_XXS = 16,
+    PL_TYPE_IQ2_XS = 17,
+    PL_TYPE_IQ3_XXS = 18,
+    PL_TYPE_IQ1_S = 19,
+    PL_TYPE_IQ4_NL = 20,
+    PL_TYPE_IQ3_S = 21,
+    PL_TYPE_IQ2_S = 22,
+    PL_TYPE_IQ4_XS = 23,
+    PL_TYPE_I8 = 24,
+    PL_TYPE_I16 = 25,
+    PL_TYPE_I32 = 26,
+    PL_TYPE_I64 = 27,
+    PL_TYPE_F64 = 28,
+    PL_TYPE_IQ1_M = 29,
+    PL_TYPE_BF16 = 30,
+    PL_TYPE_TQ1_0 = 34,
+    PL_TYPE_TQ2_0 = 35,
+    PL_TYPE_MXFP4 = 39,
+    PL_TYPE_COUNT = 40, /* one past the largest id; gaps are retired ggml types */
+} pl_type;
+
+/* Dequantize n values (n a multiple of the block size) from src to float. */
+typedef void (*pl_dequant_fn)(const void *src, float *dst, int64_t n);
+/* Quantize n floats (n a multiple of the block size) into blocks at dst. */
+typedef void (*pl_quant_fn)(const float *src, void *dst, int64_t n);
+
+typedef struct {
+    const char *name;        /* "q4_0": lower case, as users type it */
+    int block_size;          /* values per block (1 for plain types) */
+    int type_size;           /* bytes per block */
+    pl_dequant_fn dequant;   /* NULL: we cannot read this format's values */
+    pl_quant_fn quant;       /* NULL: we cannot write this format */
+} pl_type_traits;
+
+/* The traits row of type t, or NULL if t is not a known GGML type id. */
+const pl_type_traits *pl_type_get(uint32_t t);
+
+/* Parse a type name ("Q4_0", "q8_0", "f16"...), case-insensitive. Returns -1 if unknown. */
+int pl_type_from_name(const char *name);
+
+/* Bytes of one row of n values, or -1 if n is not a multiple of the block size
+ * or the type is unknown. */
+int64_t pl_row_size(uint32_t t, int64_t n);
+
+/* Dequantize a row; fails (with a message) if the type cannot be read or n is bad. */
+pl_status pl_dequant_row(uint32_t t, const void *src, float *dst, int64_t n);
+
+/* Quantize a row; fails if the type cannot be written or n is bad. */
+pl_status pl_quant_row(uint32_t t, const float *src, void *dst, int64_t n);
+
+/* IEEE half and bfloat16 conversions (round-to-nearest-even, as ggml does). */
+float pl_f16_to_f32(uint16_t h);
+uint16_t pl_f32_to_f16(float f);
+float pl_bf16_to_f32(uint16_t h);
+uint16_t pl_f32_to_bf16(float f);
+
+#endif

@@ -1,0 +1,68 @@
+/* test.h - the whole test harness: CHECK macros, a main(), and fixture paths.
+ *
+ * A test program defines `static void run_tests(void)` and includes this header once.
+ * It prints one line per failure and ends with "RESULT <passed> <failed>", which
+ * tests/run.sh adds up. Tests write only to temporary folders (test_tmpdir()). */
+#ifndef PL_TEST_H
+#define PL_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int test_passed, test_failed;
+
+#define CHECK(cond, ...)                                                                          \
+    do {                                                                                          \
+        if (cond) {                                                                               \
+            test_passed++;                                                                        \
+        } else {                                                                                  \
+            test_failed++;                                                                        \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                       \
+            fprintf(stderr, "" __VA_ARGS__);                                                      \
+            fprintf(stderr, "\n");                                                                \
+        }                                                                                         \
+    } while (0)
+
+/* Path of a file under shared/ (POOLED_SHARED, default ../shared from the repo root). */
+static inline const char *test_shared(const char *rel) {
+    static char buf[8][1024];
+    static int slot;
+    const char *root = getenv("POOLED_SHARED");
+    if (!root || !*root) root = "../shared";
+    char *b = buf[slot++ & 7];
+    snprintf(b, sizeof buf[0], "%s/%s", root, rel);
+    return b;
+}
+
+/* A fresh temporary directory for this test program (removed by tests/run.sh). */
+static inline const char *test_tmpdir(void) {
+    static char dir[256];
+    if (!dir[0]) {
+        const char *base = getenv("POOLED_TEST_TMP");
+        snprintf(dir, sizeof dir, "%s/pooled-test-XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(dir)) {
+            perror("mkdtemp");
+            exit(2);
+        }
+    }
+    return dir;
+}
+
+/* Path of the pooled binary under test (POOLED_BIN, default build/pooled). */
+static inline const char *test_pooled_bin(void) {
+    const char *b = getenv("POOLED_BIN");
+    return b && *b ? b : "build/pooled";
+}
+
+static void run_tests(void);
+
+int main(void) {
+    run_tests();
+    printf("RESULT %d %d\n", test_passed, test_failed);
+    return test_failed ? 1 : 0;
+}
+
+#endif
