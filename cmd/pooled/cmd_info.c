@@ -1,9 +1,333 @@
-/* cmd_info.c - `pooled info`. Not built yet: see the open issues. */
+/* cmd_info.c - `pooled info FILE [--json] [--full]`: what a GGUF file holds.
+ *
+ * Prints the header facts (version, alignment, data offset, architecture), every metadata
+ * key with its type and value, a table of tensors (name, type, shape, offset, bytes) and
+ * totals. Long arrays (the vocabulary) and long strings (the chat template) are shortened
+ * unless --full; --json prints the same as one JSON object. Everything printed comes from
+ * the file, so names and strings are escaped: a hostile file cannot break the output. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "args.h"
+#include "base/json_write.h"
 #include "commands.h"
+#include "format/gguf.h"
+#include "format/quant.h"
+
+enum {
+    TEXT_ARRAY_ITEMS = 8,   /* array elements shown in text mode */
+    TEXT_STR_BYTES = 64,    /* bytes of a string value shown in text mode */
+    TEXT_ITEM_BYTES = 24,   /* bytes of each string inside an array, text mode */
+    JSON_ARRAY_ITEMS = 16,  /* array elements kept in --json without --full */
+    JSON_STR_BYTES = 1024,  /* bytes of a string kept in --json without --full */
+};
+
+typedef struct {
+    FILE *f;
+    bool full;
+} out;
+
+static const char *usage_text =
+    "usage: pooled info FILE [--json] [--full]\n"
+    "\n"
+    "Show a GGUF file's header, metadata and tensors.\n"
+    "  --json   print one JSON object instead of text\n"
+    "  --full   do not shorten long arrays and strings\n";
+
+/* ---- helpers shared by both formats ---- */
+
+static uint64_t tensor_elements(const pl_gguf_tensor *t) {
+    uint64_t n = 1;
+    for (int d = 0; d < PL_GGUF_MAX_DIMS; d++) {
+        if (t->ne[d] == 0) return 0;
+        n *= (uint64_t)t->ne[d];
+    }
+    return n;
+}
+
+static const char *tensor_type_name(uint32_t type) {
+    const pl_type_traits *tr = pl_type_get(type);
+    return tr ? tr->name : "?";
+}
+
+typedef struct {
+    uint64_t params, bytes;
+    int64_t per_type[PL_TYPE_COUNT];
+} totals;
+
+static totals count_totals(const pl_gguf *g) {
+    totals s;
+    memset(&s, 0, sizeof s);
+    for (int64_t i = 0; i < pl_gguf_tensor_count(g); i++) {
+        const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        s.params += tensor_elements(t);
+        s.bytes += t->nbytes;
+        if (t->type < PL_TYPE_COUNT) s.per_type[t->type]++;
+    }
+    return s;
+}
+
+/* A name (key or tensor) as is when it is plain printable ASCII, else as a JSON string. */
+static void print_name(FILE *f, pl_gguf_str s, int width) {
+    bool plain = s.len > 0;
+    for (uint64_t i = 0; i < s.len && plain; i++)
+        plain = s.ptr[i] > 0x20 && s.ptr[i] < 0x7f;
+    if (plain) fprintf(f, "%-*.*s", width, (int)s.len, s.ptr);
+    else pl_json_str(f, s.ptr, s.len);
+}
+
+/* ---- text ---- */
+
+static void text_scalar(FILE *f, const pl_gguf_value *v) {
+    switch (v->type) {
+    case PL_GGUF_BOOL: fputs(v->u ? "true" : "false", f); break;
+    case PL_GGUF_FLOAT32: fprintf(f, "%.7g", v->f); break;
+    case PL_GGUF_FLOAT64: fprintf(f, "%.15g", v->f); break;
+    case PL_GGUF_INT8:
+    case PL_GGUF_INT16:
+    case PL_GGUF_INT32:
+    case PL_GGUF_INT64: fprintf(f, "%" PRId64, v->i); break;
+    default: fprintf(f, "%" PRIu64, v->u); break;
+    }
+}
+
+static void text_string(const out *o, pl_gguf_str s, size_t limit) {
+    size_t n = o->full ? (size_t)s.len : pl_utf8_clip(s.ptr, (size_t)s.len, limit);
+    pl_json_str(o->f, s.ptr, n);
+    if (n < s.len) fprintf(o->f, "... (%" PRIu64 " bytes)", s.len);
+}
+
+static void text_value(const out *o, const pl_gguf_value *v, bool in_array) {
+    if (v->type == PL_GGUF_STRING) {
+        text_string(o, v->str, in_array ? TEXT_ITEM_BYTES : TEXT_STR_BYTES);
+        return;
+    }
+    if (v->type != PL_GGUF_ARRAY) {
+        text_scalar(o->f, v);
+        return;
+    }
+    uint64_t n = v->arr.count, shown = n;
+    if (!o->full && shown > TEXT_ARRAY_ITEMS) shown = TEXT_ARRAY_ITEMS;
+    fputc('[', o->f);
+    for (uint64_t i = 0; i < shown; i++) {
+        pl_gguf_value x;
+        pl_gguf_arr_at(v, i, &x);
+        if (i) fputs(", ", o->f);
+        text_value(o, &x, true);
+    }
+    if (shown < n) fprintf(o->f, ", ... %" PRIu64 " more", n - shown);
+    fputc(']', o->f);
+}
+
+static void type_label(char *buf, size_t size, const pl_gguf_value *v) {
+    if (v->type == PL_GGUF_ARRAY)
+        snprintf(buf, size, "arr[%s,%" PRIu64 "]", pl_gguf_type_name(v->arr.elem_type),
+                 v->arr.count);
+    else snprintf(buf, size, "%s", pl_gguf_type_name(v->type));
+}
+
+/* 1234567 -> "1.23 M" (decimal, as model sizes are quoted) */
+static void human_count(char *buf, size_t size, uint64_t n) {
+    const char *unit[] = {"", " K", " M", " B", " T"};
+    double x = (double)n;
+    int u = 0;
+    while (x >= 1000 && u < 4) x /= 1000, u++;
+    if (u == 0) snprintf(buf, size, "%" PRIu64, n);
+    else snprintf(buf, size, "%.2f%s", x, unit[u]);
+}
+
+static void human_bytes(char *buf, size_t size, uint64_t n) {
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)n;
+    int u = 0;
+    while (x >= 1024 && u < 4) x /= 1024, u++;
+    if (u == 0) snprintf(buf, size, "%" PRIu64 " B", n);
+    else snprintf(buf, size, "%.2f %s", x, unit[u]);
+}
+
+static void print_text(const out *o, const char *path, const pl_gguf *g) {
+    FILE *f = o->f;
+    char buf[64], buf2[64];
+    fprintf(f, "file:          %s\n", path);
+    fprintf(f, "gguf version:  %u\n", pl_gguf_version(g));
+    fprintf(f, "alignment:     %u\n", pl_gguf_alignment(g));
+    fprintf(f, "data offset:   %" PRIu64 "\n", pl_gguf_data_offset(g));
+    human_bytes(buf, sizeof buf, pl_gguf_file_size(g));
+    fprintf(f, "file size:     %" PRIu64 " (%s)\n", pl_gguf_file_size(g), buf);
+    const pl_gguf_value *arch = pl_gguf_get(g, "general.architecture");
+    fputs("architecture:  ", f);
+    if (arch && arch->type == PL_GGUF_STRING) print_name(f, arch->str, 0);
+    else fputs("(none)", f);
+    fputc('\n', f);
+
+    fprintf(f, "\nmetadata (%" PRId64 " keys):\n", pl_gguf_kv_count(g));
+    for (int64_t i = 0; i < pl_gguf_kv_count(g); i++) {
+        const pl_gguf_kv *kv = pl_gguf_kv_at(g, i);
+        fputs("  ", f);
+        print_name(f, kv->key, 40);
+        type_label(buf, sizeof buf, &kv->value);
+        fprintf(f, " %-16s ", buf);
+        text_value(o, &kv->value, false);
+        fputc('\n', f);
+    }
+
+    int64_t nt = pl_gguf_tensor_count(g);
+    fprintf(f, "\ntensors (%" PRId64 "):\n", nt);
+    if (nt) fprintf(f, "  %5s %-32s %-7s %-24s %12s %12s\n", "#", "name", "type", "shape", "offset", "bytes");
+    for (int64_t i = 0; i < nt; i++) {
+        const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        char shape[96];
+        int n = snprintf(shape, sizeof shape, "[");
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRId64, d ? ", " : "", t->ne[d]);
+        snprintf(shape + n, sizeof shape - (size_t)n, "]");
+        fprintf(f, "  %5" PRId64 " ", i);
+        print_name(f, t->name, 32);
+        fprintf(f, " %-7s %-24s %12" PRIu64 " %12" PRIu64 "\n", tensor_type_name(t->type), shape,
+                t->offset, t->nbytes);
+    }
+
+    totals s = count_totals(g);
+    human_count(buf, sizeof buf, s.params);
+    human_bytes(buf2, sizeof buf2, s.bytes);
+    fprintf(f, "\ntotals: %" PRId64 " tensors, %" PRIu64 " parameters (%s), %" PRIu64 " bytes (%s)\n",
+            nt, s.params, buf, s.bytes, buf2);
+    fputs("types: ", f);
+    bool any = false;
+    for (int t = 0; t < PL_TYPE_COUNT; t++)
+        if (s.per_type[t]) {
+            fprintf(f, "%s%s %" PRId64, any ? ", " : "", tensor_type_name((uint32_t)t), s.per_type[t]);
+            any = true;
+        }
+    fputs(any ? "\n" : "(none)\n", f);
+}
+
+/* ---- JSON ---- */
+
+static void json_scalar(FILE *f, const pl_gguf_value *v) {
+    switch (v->type) {
+    case PL_GGUF_BOOL: fputs(v->u ? "true" : "false", f); break;
+    case PL_GGUF_FLOAT32: pl_json_num(f, v->f, 1); break;
+    case PL_GGUF_FLOAT64: pl_json_num(f, v->f, 0); break;
+    case PL_GGUF_INT8:
+    case PL_GGUF_INT16:
+    case PL_GGUF_INT32:
+    case PL_GGUF_INT64: fprintf(f, "%" PRId64, v->i); break;
+    default: fprintf(f, "%" PRIu64, v->u); break;
+    }
+}
+
+/* {"type": "str", "value": "...", ["len": N, "truncated": true]} and likewise for arrays
+ * ("elem_type", "count"); nested array elements are such objects too. */
+static void json_value(const out *o, const pl_gguf_value *v) {
+    FILE *f = o->f;
+    fprintf(f, "{\"type\": \"%s\", ", pl_gguf_type_name(v->type));
+    bool truncated = false;
+    if (v->type == PL_GGUF_STRING) {
+        size_t n = o->full ? (size_t)v->str.len
+                           : pl_utf8_clip(v->str.ptr, (size_t)v->str.len, JSON_STR_BYTES);
+        fputs("\"value\": ", f);
+        pl_json_str(f, v->str.ptr, n);
+        if (n < v->str.len) {
+            fprintf(f, ", \"len\": %" PRIu64, v->str.len);
+            truncated = true;
+        }
+    } else if (v->type == PL_GGUF_ARRAY) {
+        uint64_t n = v->arr.count, shown = n;
+        if (!o->full && shown > JSON_ARRAY_ITEMS) shown = JSON_ARRAY_ITEMS;
+        fprintf(f, "\"elem_type\": \"%s\", \"count\": %" PRIu64 ", \"value\": [",
+                pl_gguf_type_name(v->arr.elem_type), n);
+        for (uint64_t i = 0; i < shown; i++) {
+            pl_gguf_value x;
+            pl_gguf_arr_at(v, i, &x);
+            if (i) fputs(", ", f);
+            if (x.type == PL_GGUF_STRING) {
+                size_t k = o->full ? (size_t)x.str.len
+                                   : pl_utf8_clip(x.str.ptr, (size_t)x.str.len, JSON_STR_BYTES);
+                pl_json_str(f, x.str.ptr, k);
+                truncated |= k < x.str.len;
+            } else if (x.type == PL_GGUF_ARRAY) {
+                json_value(o, &x);
+            } else {
+                json_scalar(f, &x);
+            }
+        }
+        fputc(']', f);
+        truncated |= shown < n;
+    } else {
+        fputs("\"value\": ", f);
+        json_scalar(f, v);
+    }
+    if (truncated) fputs(", \"truncated\": true", f);
+    fputc('}', f);
+}
+
+static void print_json(const out *o, const char *path, const pl_gguf *g) {
+    FILE *f = o->f;
+    fputs("{\n  \"file\": ", f);
+    pl_json_str(f, path, strlen(path));
+    fprintf(f, ",\n  \"version\": %u,\n  \"alignment\": %u,\n  \"data_offset\": %" PRIu64
+               ",\n  \"file_size\": %" PRIu64 ",\n  \"architecture\": ",
+            pl_gguf_version(g), pl_gguf_alignment(g), pl_gguf_data_offset(g), pl_gguf_file_size(g));
+    const pl_gguf_value *arch = pl_gguf_get(g, "general.architecture");
+    if (arch && arch->type == PL_GGUF_STRING) pl_json_str(f, arch->str.ptr, arch->str.len);
+    else fputs("null", f);
+
+    fputs(",\n  \"metadata\": {", f);
+    for (int64_t i = 0; i < pl_gguf_kv_count(g); i++) {
+        const pl_gguf_kv *kv = pl_gguf_kv_at(g, i);
+        fputs(i ? ",\n    " : "\n    ", f);
+        pl_json_str(f, kv->key.ptr, kv->key.len);
+        fputs(": ", f);
+        json_value(o, &kv->value);
+    }
+    fputs(pl_gguf_kv_count(g) ? "\n  },\n  \"tensors\": [" : "},\n  \"tensors\": [", f);
+    int64_t nt = pl_gguf_tensor_count(g);
+    for (int64_t i = 0; i < nt; i++) {
+        const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
+        pl_json_str(f, t->name.ptr, t->name.len);
+        fprintf(f, ", \"type\": \"%s\", \"shape\": [", tensor_type_name(t->type));
+        for (uint32_t d = 0; d < t->n_dims; d++) fprintf(f, "%s%" PRId64, d ? ", " : "", t->ne[d]);
+        fprintf(f, "], \"offset\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", t->offset, t->nbytes);
+    }
+    totals s = count_totals(g);
+    fprintf(f, "%s],\n  \"totals\": {\"tensors\": %" PRId64 ", \"parameters\": %" PRIu64
+               ", \"bytes\": %" PRIu64 ", \"types\": {",
+            nt ? "\n  " : "", nt, s.params, s.bytes);
+    bool any = false;
+    for (int t = 0; t < PL_TYPE_COUNT; t++)
+        if (s.per_type[t]) {
+            fprintf(f, "%s\"%s\": %" PRId64, any ? ", " : "", tensor_type_name((uint32_t)t), s.per_type[t]);
+            any = true;
+        }
+    fputs("}}\n}\n", f);
+}
 
 int cmd_info(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return die("'info' is not implemented yet");
+    const char *path = NULL;
+    bool json = false, full = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) json = true;
+        else if (!strcmp(a, "--full")) full = true;
+        else if (a[0] == '-' && a[1]) return die("info: unknown option '%s' (see pooled info --help)", a);
+        else if (path) return die("info: only one FILE, got '%s' and '%s'", path, a);
+        else path = a;
+    }
+    if (!path) return die("info: no FILE given (usage: pooled info FILE [--json] [--full])");
+
+    pl_gguf *g;
+    if (pl_gguf_open(path, &g)) return die("%s", pl_last_error());
+    out o = {stdout, full};
+    if (json) print_json(&o, path, g);
+    else print_text(&o, path, g);
+    pl_gguf_free(g);
+    if (fflush(stdout) != 0 || ferror(stdout)) return die("info: cannot write the output");
+    return 0;
 }

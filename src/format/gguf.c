@@ -140,6 +140,18 @@ double pl_gguf_arr_float(const pl_gguf_value *v, uint64_t i) {
     return (double)x.u;
 }
 
+bool pl_gguf_arr_at(const pl_gguf_value *v, uint64_t i, pl_gguf_value *out) {
+    if (v->type != PL_GGUF_ARRAY || i >= v->arr.count) return false;
+    size_t es = pl_gguf_type_size(v->arr.elem_type);
+    if (es) {
+        memset(out, 0, sizeof *out);
+        pl_gguf_load_scalar(out, v->arr.elem_type, (const uint8_t *)v->arr.data + i * es);
+    } else {
+        *out = v->arr.items[i];
+    }
+    return true;
+}
+
 const char *pl_gguf_type_name(uint32_t t) {
     static const char *names[] = {"u8",  "i8",  "u16", "i16", "u32", "i32", "f32",
                                   "bool", "str", "arr", "u64", "i64", "f64"};

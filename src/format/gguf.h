@@ -107,6 +107,9 @@ char *pl_gguf_get_string(const pl_gguf *g, const char *key);
 /* Array helpers: element i of a numeric array as int/float. */
 int64_t pl_gguf_arr_int(const pl_gguf_value *v, uint64_t i);
 double pl_gguf_arr_float(const pl_gguf_value *v, uint64_t i);
+/* Element i of any array as a value of its own (numbers widened as for scalars; strings
+ * and nested arrays point into the parent). False if v is not an array or i is past it. */
+bool pl_gguf_arr_at(const pl_gguf_value *v, uint64_t i, pl_gguf_value *out);
 
 int64_t pl_gguf_tensor_count(const pl_gguf *g);
 const pl_gguf_tensor *pl_gguf_tensor_at(const pl_gguf *g, int64_t i);
