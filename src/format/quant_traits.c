@@ -6,9 +6,14 @@
 #include <string.h>
 
 #include "quant.h"
+#include "quant_rows.h"
 
-static void dequant_f32(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
-static void quant_f32(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
+static void dequant_f32(const void *src, float *dst, int64_t n) {
+    memcpy(dst, src, (size_t)n * 4);
+}
+static void quant_f32(const float *src, void *dst, int64_t n) {
+    memcpy(dst, src, (size_t)n * 4);
+}
 
 static void dequant_f16(const void *src, float *dst, int64_t n) {
     const uint16_t *s = src;
@@ -31,34 +36,34 @@ static const pl_type_traits traits[PL_TYPE_COUNT] = {
     [PL_TYPE_F32] = {"f32", 1, 4, dequant_f32, quant_f32},
     [PL_TYPE_F16] = {"f16", 1, 2, dequant_f16, quant_f16},
     [PL_TYPE_BF16] = {"bf16", 1, 2, dequant_bf16, quant_bf16},
-    [PL_TYPE_Q4_0] = {"q4_0", 32, 18, NULL, NULL},
-    [PL_TYPE_Q4_1] = {"q4_1", 32, 20, NULL, NULL},
-    [PL_TYPE_Q5_0] = {"q5_0", 32, 22, NULL, NULL},
-    [PL_TYPE_Q5_1] = {"q5_1", 32, 24, NULL, NULL},
-    [PL_TYPE_Q8_0] = {"q8_0", 32, 34, NULL, NULL},
+    [PL_TYPE_Q4_0] = {"q4_0", 32, 18, pl_dequant_q4_0, pl_quant_q4_0},
+    [PL_TYPE_Q4_1] = {"q4_1", 32, 20, pl_dequant_q4_1, pl_quant_q4_1},
+    [PL_TYPE_Q5_0] = {"q5_0", 32, 22, pl_dequant_q5_0, pl_quant_q5_0},
+    [PL_TYPE_Q5_1] = {"q5_1", 32, 24, pl_dequant_q5_1, pl_quant_q5_1},
+    [PL_TYPE_Q8_0] = {"q8_0", 32, 34, pl_dequant_q8_0, pl_quant_q8_0},
     [PL_TYPE_Q8_1] = {"q8_1", 32, 36, NULL, NULL},
-    [PL_TYPE_Q2_K] = {"q2_k", 256, 84, NULL, NULL},
-    [PL_TYPE_Q3_K] = {"q3_k", 256, 110, NULL, NULL},
-    [PL_TYPE_Q4_K] = {"q4_k", 256, 144, NULL, NULL},
-    [PL_TYPE_Q5_K] = {"q5_k", 256, 176, NULL, NULL},
-    [PL_TYPE_Q6_K] = {"q6_k", 256, 210, NULL, NULL},
-    [PL_TYPE_Q8_K] = {"q8_k", 256, 292, NULL, NULL},
+    [PL_TYPE_Q2_K] = {"q2_k", 256, 84, pl_dequant_q2_K, NULL},
+    [PL_TYPE_Q3_K] = {"q3_k", 256, 110, pl_dequant_q3_K, NULL},
+    [PL_TYPE_Q4_K] = {"q4_k", 256, 144, pl_dequant_q4_K, pl_quant_q4_K},
+    [PL_TYPE_Q5_K] = {"q5_k", 256, 176, pl_dequant_q5_K, NULL},
+    [PL_TYPE_Q6_K] = {"q6_k", 256, 210, pl_dequant_q6_K, pl_quant_q6_K},
+    [PL_TYPE_Q8_K] = {"q8_k", 256, 292, pl_dequant_q8_K, NULL},
     [PL_TYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, NULL, NULL},
     [PL_TYPE_IQ2_XS] = {"iq2_xs", 256, 74, NULL, NULL},
     [PL_TYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, NULL, NULL},
     [PL_TYPE_IQ1_S] = {"iq1_s", 256, 50, NULL, NULL},
-    [PL_TYPE_IQ4_NL] = {"iq4_nl", 32, 18, NULL, NULL},
+    [PL_TYPE_IQ4_NL] = {"iq4_nl", 32, 18, pl_dequant_iq4_nl, NULL},
     [PL_TYPE_IQ3_S] = {"iq3_s", 256, 110, NULL, NULL},
     [PL_TYPE_IQ2_S] = {"iq2_s", 256, 82, NULL, NULL},
-    [PL_TYPE_IQ4_XS] = {"iq4_xs", 256, 136, NULL, NULL},
+    [PL_TYPE_IQ4_XS] = {"iq4_xs", 256, 136, pl_dequant_iq4_xs, NULL},
     [PL_TYPE_I8] = {"i8", 1, 1, NULL, NULL},
     [PL_TYPE_I16] = {"i16", 1, 2, NULL, NULL},
     [PL_TYPE_I32] = {"i32", 1, 4, NULL, NULL},
     [PL_TYPE_I64] = {"i64", 1, 8, NULL, NULL},
     [PL_TYPE_F64] = {"f64", 1, 8, NULL, NULL},
     [PL_TYPE_IQ1_M] = {"iq1_m", 256, 56, NULL, NULL},
-    [PL_TYPE_TQ1_0] = {"tq1_0", 256, 54, NULL, NULL},
-    [PL_TYPE_TQ2_0] = {"tq2_0", 256, 66, NULL, NULL},
+    [PL_TYPE_TQ1_0] = {"tq1_0", 256, 54, pl_dequant_tq1_0, NULL},
+    [PL_TYPE_TQ2_0] = {"tq2_0", 256, 66, pl_dequant_tq2_0, NULL},
     [PL_TYPE_MXFP4] = {"mxfp4", 32, 17, NULL, NULL},
 };
 
@@ -87,8 +92,8 @@ pl_status pl_dequant_row(uint32_t t, const void *src, float *dst, int64_t n) {
     if (!tr) return pl_fail(PL_ERR_ARG, "unknown tensor type %u", t);
     if (!tr->dequant) return pl_fail(PL_ERR_FORMAT, "cannot read %s weights", tr->name);
     if (n % tr->block_size)
-        return pl_fail(PL_ERR_ARG, "%s row of %lld is not a multiple of %d", tr->name,
-                       (long long)n, tr->block_size);
+        return pl_fail(PL_ERR_ARG, "%s row of %lld is not a multiple of %d", tr->name, (long long)n,
+                       tr->block_size);
     tr->dequant(src, dst, n);
     return PL_OK;
 }
@@ -98,8 +103,8 @@ pl_status pl_quant_row(uint32_t t, const float *src, void *dst, int64_t n) {
     if (!tr) return pl_fail(PL_ERR_ARG, "unknown tensor type %u", t);
     if (!tr->quant) return pl_fail(PL_ERR_FORMAT, "cannot write %s weights", tr->name);
     if (n % tr->block_size)
-        return pl_fail(PL_ERR_ARG, "%s row of %lld is not a multiple of %d", tr->name,
-                       (long long)n, tr->block_size);
+        return pl_fail(PL_ERR_ARG, "%s row of %lld is not a multiple of %d", tr->name, (long long)n,
+                       tr->block_size);
     tr->quant(src, dst, n);
     return PL_OK;
 }
