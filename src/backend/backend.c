@@ -1,0 +1,285 @@
+/* backend.c - the checked entry points of the backend seam.
+ *
+ * Each wrapper verifies that the buffers belong to one backend, have the types the op
+ * needs and are large enough for the rows it touches, then calls the method. A backend
+ * therefore never sees an inconsistent call, and a bug in the model code becomes a one-line
+ * error instead of an out-of-bounds write on some device. */
+#include "backend.h"
+
+#include <stddef.h>
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) return pl_fail(PL_ERR_ARG, __VA_ARGS__);                                      \
+    } while (0)
+
+static const char *tname(uint32_t t) {
+    const pl_type_traits *tr = pl_type_get(t);
+    return tr ? tr->name : "?";
+}
+
+static int64_t nvals(const pl_buf *b) { return b->ne0 * b->ne1; }
+
+/* An activation buffer of type t with at least `rows` rows of `cols` values. */
+static pl_status want(const char *op, const char *what, const pl_buf *b, uint32_t t,
+                      int64_t cols, int64_t rows) {
+    CHECK(b, "%s: %s is missing", op, what);
+    CHECK(b->type == t, "%s: %s has type %s, expected %s", op, what, tname(b->type), tname(t));
+    CHECK(cols < 0 || b->ne0 == cols, "%s: %s rows hold %lld values, expected %lld", op, what,
+          (long long)b->ne0, (long long)cols);
+    CHECK(rows <= b->ne1, "%s: %s has %lld rows, %lld needed", op, what, (long long)b->ne1,
+          (long long)rows);
+    return PL_OK;
+}
+
+/* Every buffer of one call must belong to the same backend. */
+static pl_status same_be(const char *op, const pl_buf *a, const pl_buf *b) {
+    CHECK(!a || !b || a->be == b->be, "%s: buffers of different backends", op);
+    return PL_OK;
+}
+
+static pl_status writable(const char *op, const pl_buf *b) {
+    CHECK(!b->weight, "%s: destination is a weight", op);
+    return PL_OK;
+}
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        pl_status s_ = (x);                                                                        \
+        if (s_) return s_;                                                                         \
+    } while (0)
+
+int64_t pl_be_buf_bytes(const pl_buf *b) {
+    int64_t row = pl_row_size(b->type, b->ne0);
+    return row < 0 ? 0 : row * b->ne1;
+}
+
+pl_status pl_be_buf_new(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1, pl_buf **out) {
+    *out = NULL;
+    CHECK(type == PL_TYPE_F32 || type == PL_TYPE_F16 || type == PL_TYPE_I32,
+          "buffer type %s is not f32, f16 or i32", tname(type));
+    CHECK(ne0 > 0 && ne1 > 0 && ne0 <= (INT64_C(1) << 40) / ne1, "bad buffer shape [%lld, %lld]",
+          (long long)ne1, (long long)ne0);
+    TRY(be->m->buf_new(be, type, ne0, ne1, out));
+    be->live_bufs++;
+    return PL_OK;
+}
+
+pl_status pl_be_buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1,
+                           const void *data, pl_buf **out) {
+    *out = NULL;
+    const pl_type_traits *tr = pl_type_get(type);
+    CHECK(tr, "unknown weight type %u", type);
+    if (!tr->dequant) return pl_fail(PL_ERR_FORMAT, "cannot read %s weights", tr->name);
+    CHECK(ne0 > 0 && ne1 > 0 && ne0 <= (INT64_C(1) << 40) / ne1, "bad weight shape [%lld, %lld]",
+          (long long)ne1, (long long)ne0);
+    CHECK(pl_row_size(type, ne0) > 0, "%s rows of %lld values are not whole blocks", tr->name,
+          (long long)ne0);
+    CHECK(data, "weight without data");
+    TRY(be->m->buf_weight(be, type, ne0, ne1, data, out));
+    be->live_bufs++;
+    return PL_OK;
+}
+
+void pl_be_buf_free(pl_buf *b) {
+    if (!b) return;
+    pl_backend *be = b->be;
+    be->live_bufs--;
+    be->m->buf_free(be, b);
+}
+
+pl_status pl_be_write(pl_buf *dst, int64_t offset, const void *src, int64_t nbytes) {
+    CHECK(dst && src, "write: missing buffer");
+    TRY(writable("write", dst));
+    CHECK(offset >= 0 && nbytes >= 0 && offset + nbytes <= pl_be_buf_bytes(dst),
+          "write: bytes [%lld, %lld) outside a buffer of %lld", (long long)offset,
+          (long long)(offset + nbytes), (long long)pl_be_buf_bytes(dst));
+    return dst->be->m->write(dst->be, dst, offset, src, nbytes);
+}
+
+pl_status pl_be_read(const pl_buf *src, int64_t offset, void *dst, int64_t nbytes) {
+    CHECK(src && dst, "read: missing buffer");
+    CHECK(offset >= 0 && nbytes >= 0 && offset + nbytes <= pl_be_buf_bytes(src),
+          "read: bytes [%lld, %lld) outside a buffer of %lld", (long long)offset,
+          (long long)(offset + nbytes), (long long)pl_be_buf_bytes(src));
+    return src->be->m->read(src->be, src, offset, dst, nbytes);
+}
+
+pl_status pl_be_embed(const pl_buf *table, const pl_buf *ids, int64_t n, pl_buf *out) {
+    CHECK(table && table->weight, "embed: table must be a weight");
+    CHECK(n >= 0, "embed: negative row count");
+    TRY(want("embed", "ids", ids, PL_TYPE_I32, -1, 0));
+    CHECK(n <= nvals(ids), "embed: %lld ids needed, buffer holds %lld", (long long)n,
+          (long long)nvals(ids));
+    TRY(want("embed", "out", out, PL_TYPE_F32, table->ne0, n));
+    TRY(writable("embed", out));
+    TRY(same_be("embed", table, ids));
+    TRY(same_be("embed", table, out));
+    return table->be->m->embed(table->be, table, ids, n, out);
+}
+
+pl_status pl_be_rms_norm(const pl_buf *x, const pl_buf *w, int64_t rows, int64_t cols,
+                         float eps, pl_buf *out) {
+    CHECK(x && w && out, "rms_norm: missing buffer");
+    CHECK(rows >= 0 && cols > 0, "rms_norm: bad shape");
+    CHECK(x->type == PL_TYPE_F32 && out->type == PL_TYPE_F32, "rms_norm: x and out must be f32");
+    CHECK(w->type == PL_TYPE_F32 && w->ne0 * w->ne1 == cols, "rms_norm: weight must be f32 [%lld]",
+          (long long)cols);
+    CHECK(rows * cols <= nvals(x) && rows * cols <= nvals(out),
+          "rms_norm: %lld x %lld values do not fit the buffers", (long long)rows, (long long)cols);
+    CHECK(eps >= 0, "rms_norm: negative eps");
+    TRY(writable("rms_norm", out));
+    TRY(same_be("rms_norm", x, w));
+    TRY(same_be("rms_norm", x, out));
+    return x->be->m->rms_norm(x->be, x, w, rows, cols, eps, out);
+}
+
+pl_status pl_be_matmul(const pl_buf *w, const pl_buf *x, const pl_buf *bias, int64_t n,
+                       bool accumulate, pl_buf *out) {
+    CHECK(w && w->weight, "matmul: w must be a weight");
+    CHECK(n >= 0, "matmul: negative row count");
+    TRY(want("matmul", "x", x, PL_TYPE_F32, w->ne0, n));
+    TRY(want("matmul", "out", out, PL_TYPE_F32, w->ne1, n));
+    CHECK(out != x, "matmul: out must not be x");
+    if (bias) {
+        CHECK(bias->type == PL_TYPE_F32 && bias->ne0 * bias->ne1 == w->ne1,
+              "matmul: bias must be f32 [%lld]", (long long)w->ne1);
+        TRY(same_be("matmul", w, bias));
+    }
+    TRY(writable("matmul", out));
+    TRY(same_be("matmul", w, x));
+    TRY(same_be("matmul", w, out));
+    return w->be->m->matmul(w->be, w, x, bias, n, accumulate, out);
+}
+
+pl_status pl_be_add(const pl_buf *a, const pl_buf *b, int64_t count, pl_buf *out) {
+    CHECK(a && b && out, "add: missing buffer");
+    CHECK(a->type == PL_TYPE_F32 && b->type == PL_TYPE_F32 && out->type == PL_TYPE_F32,
+          "add: buffers must be f32");
+    CHECK(count >= 0 && count <= nvals(a) && count <= nvals(b) && count <= nvals(out),
+          "add: %lld values do not fit the buffers", (long long)count);
+    TRY(writable("add", out));
+    TRY(same_be("add", a, b));
+    TRY(same_be("add", a, out));
+    return a->be->m->add(a->be, a, b, count, out);
+}
+
+pl_status pl_be_rope(pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p) {
+    CHECK(x && p, "rope: missing argument");
+    CHECK(p->mode == PL_ROPE_NORMAL || p->mode == PL_ROPE_NEOX, "rope: unknown mode %d", p->mode);
+    CHECK(p->n_heads > 0 && p->head_dim > 0 && p->rope_dim > 0 && p->rope_dim % 2 == 0 &&
+              p->rope_dim <= p->head_dim,
+          "rope: bad head geometry (%d heads of %d, rope %d)", p->n_heads, p->head_dim,
+          p->rope_dim);
+    CHECK(p->theta_base > 0 && p->freq_scale > 0, "rope: bad frequency base or scale");
+    CHECK(n >= 0 && pos0 >= 0, "rope: negative rows or position");
+    TRY(want("rope", "x", x, PL_TYPE_F32, (int64_t)p->n_heads * p->head_dim, n));
+    TRY(writable("rope", x));
+    if (p->factors) {
+        CHECK(p->factors->type == PL_TYPE_F32 &&
+                  p->factors->ne0 * p->factors->ne1 == p->rope_dim / 2,
+              "rope: frequency factors must be f32 [%d]", p->rope_dim / 2);
+        TRY(same_be("rope", x, p->factors));
+    }
+    return x->be->m->rope(x->be, x, n, pos0, p);
+}
+
+pl_status pl_be_kv_store(const pl_buf *src, int64_t n, int64_t pos0, pl_buf *cache) {
+    CHECK(src && cache, "kv_store: missing buffer");
+    CHECK(cache->type == PL_TYPE_F32 || cache->type == PL_TYPE_F16,
+          "kv_store: cache must be f32 or f16");
+    CHECK(n >= 0 && pos0 >= 0 && pos0 + n <= cache->ne1,
+          "kv_store: rows [%lld, %lld) outside a cache of %lld", (long long)pos0,
+          (long long)(pos0 + n), (long long)cache->ne1);
+    TRY(want("kv_store", "src", src, PL_TYPE_F32, cache->ne0, n));
+    TRY(writable("kv_store", cache));
+    TRY(same_be("kv_store", src, cache));
+    return src->be->m->kv_store(src->be, src, n, pos0, cache);
+}
+
+pl_status pl_be_attention(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache,
+                          int64_t n, int64_t pos0, const pl_attn_params *p, pl_buf *out) {
+    CHECK(q && k_cache && v_cache && out && p, "attention: missing argument");
+    CHECK(p->n_head > 0 && p->n_head_kv > 0 && p->n_head % p->n_head_kv == 0 &&
+              p->head_dim > 0 && p->head_dim_v > 0,
+          "attention: bad head geometry (%d heads, %d kv heads)", p->n_head, p->n_head_kv);
+    CHECK(n >= 0 && pos0 >= 0, "attention: negative rows or position");
+    CHECK(k_cache->type == v_cache->type &&
+              (k_cache->type == PL_TYPE_F32 || k_cache->type == PL_TYPE_F16),
+          "attention: caches must both be f32 or both f16");
+    CHECK(k_cache->ne0 == (int64_t)p->n_head_kv * p->head_dim &&
+              v_cache->ne0 == (int64_t)p->n_head_kv * p->head_dim_v,
+          "attention: cache rows do not match the kv heads");
+    CHECK(pos0 + n <= k_cache->ne1 && pos0 + n <= v_cache->ne1,
+          "attention: position %lld past a cache of %lld", (long long)(pos0 + n),
+          (long long)k_cache->ne1);
+    TRY(want("attention", "q", q, PL_TYPE_F32, (int64_t)p->n_head * p->head_dim, n));
+    TRY(want("attention", "out", out, PL_TYPE_F32, (int64_t)p->n_head * p->head_dim_v, n));
+    CHECK(out != q, "attention: out must not be q");
+    TRY(writable("attention", out));
+    TRY(same_be("attention", q, k_cache));
+    TRY(same_be("attention", q, v_cache));
+    TRY(same_be("attention", q, out));
+    return q->be->m->attention(q->be, q, k_cache, v_cache, n, pos0, p, out);
+}
+
+pl_status pl_be_swiglu(const pl_buf *gate, const pl_buf *up, int64_t count, pl_buf *out) {
+    CHECK(gate && up && out, "swiglu: missing buffer");
+    CHECK(gate->type == PL_TYPE_F32 && up->type == PL_TYPE_F32 && out->type == PL_TYPE_F32,
+          "swiglu: buffers must be f32");
+    CHECK(count >= 0 && count <= nvals(gate) && count <= nvals(up) && count <= nvals(out),
+          "swiglu: %lld values do not fit the buffers", (long long)count);
+    TRY(writable("swiglu", out));
+    TRY(same_be("swiglu", gate, up));
+    TRY(same_be("swiglu", gate, out));
+    return gate->be->m->swiglu(gate->be, gate, up, count, out);
+}
+
+pl_status pl_be_argmax(const pl_buf *x, int64_t rows, pl_buf *ids, int64_t dst0) {
+    CHECK(x && ids, "argmax: missing buffer");
+    TRY(want("argmax", "x", x, PL_TYPE_F32, -1, rows));
+    CHECK(rows >= 0 && ids->type == PL_TYPE_I32 && dst0 >= 0 && dst0 + rows <= nvals(ids),
+          "argmax: ids must be i32 with room for %lld values at %lld", (long long)rows,
+          (long long)dst0);
+    TRY(writable("argmax", ids));
+    TRY(same_be("argmax", x, ids));
+    return x->be->m->argmax(x->be, x, rows, ids, dst0);
+}
+
+pl_status pl_be_topk(const pl_buf *x, int64_t row, int64_t k, pl_buf *ids, pl_buf *vals) {
+    CHECK(x && ids && vals, "topk: missing buffer");
+    CHECK(x->type == PL_TYPE_F32 && row >= 0 && row < x->ne1, "topk: row %lld outside x",
+          (long long)row);
+    CHECK(k > 0 && k <= x->ne0, "topk: k = %lld outside [1, %lld]", (long long)k,
+          (long long)x->ne0);
+    CHECK(ids->type == PL_TYPE_I32 && nvals(ids) >= k, "topk: ids must be i32 [>=%lld]",
+          (long long)k);
+    CHECK(vals->type == PL_TYPE_F32 && nvals(vals) >= k, "topk: vals must be f32 [>=%lld]",
+          (long long)k);
+    CHECK(ids != vals, "topk: ids and vals must differ");
+    TRY(writable("topk", ids));
+    TRY(writable("topk", vals));
+    TRY(same_be("topk", x, ids));
+    TRY(same_be("topk", x, vals));
+    return x->be->m->topk(x->be, x, row, k, ids, vals);
+}
+
+pl_status pl_be_copy(const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst,
+                     int64_t dst0) {
+    CHECK(src && dst, "copy: missing buffer");
+    CHECK(!src->weight, "copy: source is a weight");
+    CHECK(src->type == dst->type, "copy: types differ (%s, %s)", tname(src->type),
+          tname(dst->type));
+    CHECK(src0 >= 0 && dst0 >= 0 && count >= 0 && src0 + count <= nvals(src) &&
+              dst0 + count <= nvals(dst),
+          "copy: %lld values outside the buffers", (long long)count);
+    CHECK(src != dst || src0 + count <= dst0 || dst0 + count <= src0,
+          "copy: overlapping ranges");
+    TRY(writable("copy", dst));
+    TRY(same_be("copy", src, dst));
+    return src->be->m->copy(src->be, src, src0, count, dst, dst0);
+}
+
+void pl_be_destroy(pl_backend *be) {
+    if (be) be->m->destroy(be);
+}

@@ -1,0 +1,179 @@
+/* backend.h - the seam between the model code and the device that runs it.
+ *
+ * A backend is one methods struct (every slot filled) plus the buffers it owns. The model
+ * code (src/model/) only ever calls the pl_be_* wrappers below; it never names a backend.
+ * src/cpu/ implements the methods with plain C, src/gpu/ over WebGPU.
+ *
+ * Execution model, chosen so a GPU can record a whole token's work into one command buffer
+ * and submit it once:
+ *   - Ops take backend-owned buffers (pl_buf). Weights are wrapped once at load time (on
+ *     the CPU a zero-copy view of the mapped file; a GPU uploads them). Activations, the
+ *     token ids and the KV cache are buffers too, so nothing has to leave the device
+ *     between ops: the next token's id can be written by argmax and read by embed on the
+ *     device.
+ *   - Ops and writes take effect in call order. A backend may defer them (record them);
+ *     only pl_be_read() waits for the work before it and returns bytes to the host.
+ *   - Every op validates its arguments in backend.c before the backend sees them, so a
+ *     backend may assume shapes, types and ranges are consistent.
+ *
+ * Shapes are written [rows, cols] with cols the contiguous (innermost) dimension, which is
+ * GGUF's ne0. A buffer has a fixed capacity of ne1 rows of ne0 values; ops name how many
+ * rows they use. All activations are F32. */
+#ifndef PL_BACKEND_BACKEND_H
+#define PL_BACKEND_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../base/status.h"
+#include "../format/quant.h"
+
+typedef struct pl_backend pl_backend;
+
+/* What every buffer carries; a backend allocates a larger struct with this as its first
+ * member. Fields are read-only outside the owning backend. */
+typedef struct pl_buf {
+    pl_backend *be;
+    uint32_t type; /* pl_type: F32 / F16 / I32 for buffers made by buf_new, any format for weights */
+    int64_t ne0;   /* values per row */
+    int64_t ne1;   /* rows */
+    bool weight;   /* made by buf_weight: read-only, never an op's destination */
+} pl_buf;
+
+/* RoPE pair layout. NORMAL rotates adjacent pairs (x[2i], x[2i+1]) - llama GGUFs, whose q/k
+ * rows the converter permuted; NEOX rotates the halves (x[i], x[i + rope_dim/2]) - qwen2/3. */
+typedef enum { PL_ROPE_NORMAL = 0, PL_ROPE_NEOX = 2 } pl_rope_mode;
+
+typedef struct {
+    pl_rope_mode mode;
+    int n_heads;           /* heads in a row */
+    int head_dim;          /* values per head */
+    int rope_dim;          /* the first rope_dim values of each head rotate (even, <= head_dim) */
+    float theta_base;      /* frequency base: theta_i = pos * freq_scale * base^(-2i/rope_dim) */
+    float freq_scale;      /* 1 / linear scaling factor (1 = none) */
+    const pl_buf *factors; /* NULL, or F32 [rope_dim/2]: theta_i is divided by factors[i]
+                            * (Llama 3 rope_freqs) */
+} pl_rope_params;
+
+typedef struct {
+    int n_head;      /* query heads */
+    int n_head_kv;   /* key/value heads; n_head is a multiple (grouped-query attention) */
+    int head_dim;    /* query/key values per head */
+    int head_dim_v;  /* value values per head */
+    float scale;     /* multiplies q.k before the softmax, usually 1/sqrt(head_dim) */
+} pl_attn_params;
+
+/* The methods a backend fills in. Arguments arrive already checked by backend.c.
+ * n = rows used in this call. */
+typedef struct pl_backend_methods {
+    /* ---- buffers ---- */
+    /* A zeroed buffer of ne1 rows x ne0 values of type F32, F16 or I32. */
+    pl_status (*buf_new)(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1, pl_buf **out);
+    /* A weight tensor [ne1, ne0] of any readable type whose bytes (pl_row_size(type, ne0) *
+     * ne1 of them) stay valid and unchanged until the buffer is freed (the mapped file). */
+    pl_status (*buf_weight)(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1,
+                            const void *data, pl_buf **out);
+    void (*buf_free)(pl_backend *be, pl_buf *b);
+    /* Host -> buffer, bytes [offset, offset+nbytes); in call order with the ops. */
+    pl_status (*write)(pl_backend *be, pl_buf *dst, int64_t offset, const void *src,
+                       int64_t nbytes);
+    /* Buffer -> host. Waits for every op issued before it: the only synchronising call. */
+    pl_status (*read)(pl_backend *be, const pl_buf *src, int64_t offset, void *dst,
+                      int64_t nbytes);
+
+    /* ---- ops (all F32 activations unless said otherwise) ---- */
+    /* out[i, :] = table[ids[i], :] dequantised.  table [n_vocab, d] any type; ids I32 [>=n];
+     * out [>=n, d]. An id outside [0, n_vocab) gives a zero row (the runtime checks ids). */
+    pl_status (*embed)(pl_backend *be, const pl_buf *table, const pl_buf *ids, int64_t n,
+                       pl_buf *out);
+    /* out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w.  x, out: rows x cols values
+     * read as contiguous rows (so a [n, heads*hd] buffer can be normed per head with
+     * rows = n*heads, cols = hd); w F32 [cols]. out may be x. */
+    pl_status (*rms_norm)(pl_backend *be, const pl_buf *x, const pl_buf *w, int64_t rows,
+                          int64_t cols, float eps, pl_buf *out);
+    /* out[i, :] (+)= W x[i, :] + bias for i < n.  W [n_out, k] any type; x [>=n, k];
+     * bias NULL or F32 [n_out]; out [>=n, n_out]; accumulate adds into out (the residual
+     * add fused). out must not be x. */
+    pl_status (*matmul)(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
+                        int64_t n, bool accumulate, pl_buf *out);
+    /* out[i] = a[i] + b[i] for the first count values. out may be a or b. */
+    pl_status (*add)(pl_backend *be, const pl_buf *a, const pl_buf *b, int64_t count,
+                     pl_buf *out);
+    /* Rotate x in place: row i is at position pos0 + i.  x [>=n, n_heads*head_dim]. */
+    pl_status (*rope)(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0,
+                      const pl_rope_params *p);
+    /* cache[pos0 + i, :] = src[i, :] for i < n, converted to the cache's type (F32 or F16).
+     * src [>=n, d]; cache [n_ctx, d]; pos0 + n <= n_ctx. */
+    pl_status (*kv_store)(pl_backend *be, const pl_buf *src, int64_t n, int64_t pos0,
+                          pl_buf *cache);
+    /* Causal attention over the cache: query row i (position pos0 + i) attends cache rows
+     * 0..pos0+i.  q [>=n, n_head*head_dim]; k_cache [n_ctx, n_head_kv*head_dim];
+     * v_cache [n_ctx, n_head_kv*head_dim_v] (F32 or F16, both the same);
+     * out [>=n, n_head*head_dim_v]. Query head h uses kv head h / (n_head / n_head_kv).
+     * F32 caches: float32 arithmetic. F16 caches: a backend may compute at half precision
+     * (the CPU backend rounds q and the value accumulator to f16 as llama.cpp does, see
+     * cpu_attention.c); compare backends on F16 caches with an f16-sized tolerance. */
+    pl_status (*attention)(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
+                           const pl_buf *v_cache, int64_t n, int64_t pos0,
+                           const pl_attn_params *p, pl_buf *out);
+    /* out[i] = silu(gate[i]) * up[i] for the first count values; silu(x) = x / (1 + e^-x). */
+    pl_status (*swiglu)(pl_backend *be, const pl_buf *gate, const pl_buf *up, int64_t count,
+                        pl_buf *out);
+    /* ids[dst0 + r] = index of the largest value of x row r, for r < rows (ties: lowest
+     * index).  x [>=rows, cols]; ids I32. */
+    pl_status (*argmax)(pl_backend *be, const pl_buf *x, int64_t rows, pl_buf *ids,
+                        int64_t dst0);
+    /* The k largest values of x row `row`, descending (ties: lower index first):
+     * ids I32 [>=k], vals F32 [>=k]. */
+    pl_status (*topk)(pl_backend *be, const pl_buf *x, int64_t row, int64_t k, pl_buf *ids,
+                      pl_buf *vals);
+    /* dst values [dst0, dst0+count) = src values [src0, src0+count); same type, F32/F16/I32. */
+    pl_status (*copy)(pl_backend *be, const pl_buf *src, int64_t src0, int64_t count,
+                      pl_buf *dst, int64_t dst0);
+
+    /* ---- lifetime ---- */
+    /* Free the backend; every buffer must have been freed before. */
+    void (*destroy)(pl_backend *be);
+} pl_backend_methods;
+
+/* A backend instance; the implementation embeds it as its first member. */
+struct pl_backend {
+    const pl_backend_methods *m;
+    const char *name; /* "cpu", "webgpu" */
+    char device[160]; /* one line for reports: "cpu, 2 threads" */
+    int64_t live_bufs; /* maintained by backend.c: buffers not yet freed */
+};
+
+/* ---- checked wrappers: what the model and runtime call ---- */
+
+pl_status pl_be_buf_new(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1, pl_buf **out);
+pl_status pl_be_buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1,
+                           const void *data, pl_buf **out);
+/* NULL is fine. */
+void pl_be_buf_free(pl_buf *b);
+pl_status pl_be_write(pl_buf *dst, int64_t offset, const void *src, int64_t nbytes);
+pl_status pl_be_read(const pl_buf *src, int64_t offset, void *dst, int64_t nbytes);
+
+pl_status pl_be_embed(const pl_buf *table, const pl_buf *ids, int64_t n, pl_buf *out);
+pl_status pl_be_rms_norm(const pl_buf *x, const pl_buf *w, int64_t rows, int64_t cols,
+                         float eps, pl_buf *out);
+pl_status pl_be_matmul(const pl_buf *w, const pl_buf *x, const pl_buf *bias, int64_t n,
+                       bool accumulate, pl_buf *out);
+pl_status pl_be_add(const pl_buf *a, const pl_buf *b, int64_t count, pl_buf *out);
+pl_status pl_be_rope(pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p);
+pl_status pl_be_kv_store(const pl_buf *src, int64_t n, int64_t pos0, pl_buf *cache);
+pl_status pl_be_attention(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache,
+                          int64_t n, int64_t pos0, const pl_attn_params *p, pl_buf *out);
+pl_status pl_be_swiglu(const pl_buf *gate, const pl_buf *up, int64_t count, pl_buf *out);
+pl_status pl_be_argmax(const pl_buf *x, int64_t rows, pl_buf *ids, int64_t dst0);
+pl_status pl_be_topk(const pl_buf *x, int64_t row, int64_t k, pl_buf *ids, pl_buf *vals);
+pl_status pl_be_copy(const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst,
+                     int64_t dst0);
+
+/* Destroy a backend (NULL is fine). */
+void pl_be_destroy(pl_backend *be);
+
+/* Bytes a buffer holds (its rows x row size). */
+int64_t pl_be_buf_bytes(const pl_buf *b);
+
+#endif

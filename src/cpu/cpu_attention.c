@@ -1,0 +1,123 @@
+/* cpu_attention.c - causal grouped-query attention over the KV cache on the CPU.
+ *
+ * One work item is one (query row, head). Two arithmetics, picked by the cache type:
+ *   - F32 cache: exact float32 - scores against every key up to the row's own position,
+ *     a max-subtracted softmax, the weighted sum of the values, divided by the total.
+ *   - F16 cache: half-precision attention as llama.cpp's CPU flash attention computes it
+ *     (llama.cpp's default, so its reference outputs carry this rounding): the query is
+ *     rounded to f16, keys are visited once with a running maximum (online softmax), and
+ *     the value accumulator is held in f16, rounded after every update. Exact float32
+ *     arithmetic on the same f16 cache lands about 3e-4 of the largest logit away from
+ *     llama.cpp on stories260K; this path lands within 1e-4.
+ * Each output value is computed by one thread in one fixed order, so the thread count
+ * never changes a result. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "cpu_internal.h"
+
+typedef struct {
+    const cpu_backend *c;
+    const pl_buf *q, *k, *v;
+    pl_buf *out;
+    int64_t pos0;
+    const pl_attn_params *p;
+    atomic_int failed;
+} attn_job;
+
+/* Exact float32 attention of query q (hd values) over keys 0..n_keys-1 of kv head kvh. */
+static void attend_f32(const attn_job *j, const float *q, int64_t kvh, int64_t n_keys, float *o,
+                       float *scratch) {
+    const pl_attn_params *p = j->p;
+    int64_t hd = p->head_dim, hdv = p->head_dim_v;
+    const float *kc = fptr(j->k), *vc = fptr(j->v);
+    float *scores = scratch, *acc = scratch + n_keys;
+    float mx = -INFINITY;
+    for (int64_t t = 0; t < n_keys; t++) {
+        scores[t] = pl_cpu_dot(q, kc + t * j->k->ne0 + kvh * hd, hd) * p->scale;
+        if (scores[t] > mx) mx = scores[t];
+    }
+    float sum = 0;
+    for (int64_t t = 0; t < n_keys; t++) {
+        scores[t] = expf(scores[t] - mx);
+        sum += scores[t];
+    }
+    for (int64_t d = 0; d < hdv; d++) acc[d] = 0;
+    for (int64_t t = 0; t < n_keys; t++) {
+        const float *vr = vc + t * j->v->ne0 + kvh * hdv;
+        for (int64_t d = 0; d < hdv; d++) acc[d] += scores[t] * vr[d];
+    }
+    for (int64_t d = 0; d < hdv; d++) o[d] = acc[d] / sum;
+}
+
+/* Half-precision attention (see the file comment) over an F16 cache. */
+static void attend_f16(const attn_job *j, const float *q, int64_t kvh, int64_t n_keys, float *o,
+                       float *scratch) {
+    const pl_attn_params *p = j->p;
+    const float *h2f = j->c->f16;
+    int64_t hd = p->head_dim, hdv = p->head_dim_v;
+    float *qh = scratch, *kr = scratch + hd;
+    uint16_t *acc = (uint16_t *)(scratch + 2 * hd);
+    for (int64_t d = 0; d < hd; d++) qh[d] = h2f[pl_f32_to_f16(q[d])];
+    for (int64_t d = 0; d < hdv; d++) acc[d] = 0;
+    float mx = -INFINITY, sum = 0;
+    for (int64_t t = 0; t < n_keys; t++) {
+        const uint16_t *kh = (const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd;
+        const uint16_t *vh = (const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv;
+        for (int64_t d = 0; d < hd; d++) kr[d] = h2f[kh[d]];
+        float s = pl_cpu_dot(qh, kr, hd) * p->scale;
+        float rescale = 1, w = 1; /* old terms are scaled when the maximum grows */
+        if (s > mx) {
+            rescale = expf(mx - s);
+            mx = s;
+            for (int64_t d = 0; d < hdv; d++) acc[d] = pl_f32_to_f16(h2f[acc[d]] * rescale);
+        } else {
+            w = expf(s - mx);
+        }
+        for (int64_t d = 0; d < hdv; d++) acc[d] = pl_f32_to_f16(fmaf(h2f[vh[d]], w, h2f[acc[d]]));
+        sum = sum * rescale + w;
+    }
+    float inv = 1.0f / sum;
+    for (int64_t d = 0; d < hdv; d++) o[d] = h2f[acc[d]] * inv;
+}
+
+static void attn_item(void *ctx, int64_t item) {
+    attn_job *j = ctx;
+    const pl_attn_params *p = j->p;
+    int64_t i = item / p->n_head, h = item % p->n_head;
+    int64_t kvh = h / (p->n_head / p->n_head_kv);
+    int64_t n_keys = j->pos0 + i + 1;
+    /* f32: scores + accumulator; f16: query + key row + half accumulator */
+    size_t need = j->k->type == PL_TYPE_F32 ? (size_t)(n_keys + p->head_dim_v)
+                                            : (size_t)(2 * p->head_dim + p->head_dim_v);
+    float *scratch = malloc(sizeof(float) * need);
+    if (!scratch) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    const float *q = fptr(j->q) + i * j->q->ne0 + h * p->head_dim;
+    float *o = fptr(j->out) + i * j->out->ne0 + h * p->head_dim_v;
+    if (j->k->type == PL_TYPE_F32)
+        attend_f32(j, q, kvh, n_keys, o, scratch);
+    else
+        attend_f16(j, q, kvh, n_keys, o, scratch);
+    free(scratch);
+}
+
+pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
+                           const pl_buf *v_cache, int64_t n, int64_t pos0,
+                           const pl_attn_params *p, pl_buf *out) {
+    cpu_backend *c = cpu_of(be);
+    attn_job j = {.c = c, .q = q, .k = k_cache, .v = v_cache, .out = out, .pos0 = pos0, .p = p};
+    atomic_init(&j.failed, 0);
+    int64_t items = n * p->n_head;
+    int64_t work = items * (pos0 + n) * (p->head_dim + p->head_dim_v);
+    if (work < CPU_PAR_MIN_WORK) {
+        for (int64_t it = 0; it < items; it++) attn_item(&j, it);
+    } else {
+        pl_pool_run(c->pool, items, attn_item, &j);
+    }
+    if (atomic_load(&j.failed)) return pl_fail(PL_ERR_NOMEM, "attention: out of memory");
+    return PL_OK;
+}

@@ -1,0 +1,37 @@
+/* cpu_internal.h - the CPU backend's structs, shared by its files only. */
+#ifndef PL_CPU_INTERNAL_H
+#define PL_CPU_INTERNAL_H
+
+#include "cpu.h"
+#include "pool.h"
+
+typedef struct {
+    pl_buf h;   /* must be first: the seam sees only this */
+    void *data; /* the values: malloc'd, or a view of the mapped file for weights */
+    bool owned;
+} cpu_buf;
+
+typedef struct {
+    pl_backend base; /* must be first */
+    pl_pool *pool;
+    float f16[65536]; /* every half value as float: the KV cache is read through it */
+} cpu_backend;
+
+static inline cpu_backend *cpu_of(pl_backend *be) { return (cpu_backend *)be; }
+static inline float *fptr(const pl_buf *b) { return ((const cpu_buf *)b)->data; }
+static inline void *vptr(const pl_buf *b) { return ((const cpu_buf *)b)->data; }
+
+/* The work of a job below this many multiply-adds runs on the caller's thread alone:
+ * waking the pool costs more than it saves. */
+#define CPU_PAR_MIN_WORK 32768
+
+/* Dot product of two float rows (several accumulators so the compiler can vectorise). */
+float pl_cpu_dot(const float *a, const float *b, int64_t n);
+
+pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
+                        int64_t n, bool accumulate, pl_buf *out);
+pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
+                           const pl_buf *v_cache, int64_t n, int64_t pos0,
+                           const pl_attn_params *p, pl_buf *out);
+
+#endif

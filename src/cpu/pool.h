@@ -1,0 +1,22 @@
+/* pool.h - a small fixed pool of worker threads that split one loop between them.
+ *
+ * pl_pool_run(p, n, fn, ctx) calls fn(ctx, i) for every i in [0, n) across the pool's
+ * threads (the caller's thread included) and returns when all calls are done. Work items
+ * are taken in order from a shared counter, so uneven items balance themselves. */
+#ifndef PL_CPU_POOL_H
+#define PL_CPU_POOL_H
+
+#include <stdint.h>
+
+#include "../base/status.h"
+
+typedef struct pl_pool pl_pool;
+typedef void (*pl_pool_fn)(void *ctx, int64_t item);
+
+/* n_threads counts the caller: 1 starts no thread at all. */
+pl_status pl_pool_new(int n_threads, pl_pool **out);
+void pl_pool_free(pl_pool *p);
+int pl_pool_threads(const pl_pool *p);
+void pl_pool_run(pl_pool *p, int64_t n_items, pl_pool_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,234 @@
+/* llama.c - the llama family of decoder-only transformers: llama (Llama 2/3, SmolLM2,
+ * TinyStories), qwen2 (biases on q/k/v) and qwen3 (RMSNorm on each q/k head).
+ *
+ * Per layer: RMSNorm -> q,k,v projections -> (qwen3: per-head norm) -> RoPE -> KV cache ->
+ * causal grouped-query attention -> output projection added to the residual -> RMSNorm ->
+ * SwiGLU feed-forward added to the residual. Then the final RMSNorm and the output matrix
+ * (tied to the token embedding when the file has no output.weight). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        pl_status s_ = (x);                                                                        \
+        if (s_) return s_;                                                                         \
+    } while (0)
+
+/* Largest values we accept from metadata: far above any real model, small enough that no
+ * product of them overflows or asks for absurd memory before the tensor checks run. */
+#define MAX_DIM 1048576
+#define MAX_LAYERS 4096
+
+static pl_status read_int(pl_loader *ld, const char *key, bool required, int64_t dflt, int lo,
+                          int hi, int *out) {
+    int64_t v;
+    TRY(pl_load_int(ld, key, required, dflt, &v));
+    if (v < lo || v > hi)
+        return pl_fail(PL_ERR_FORMAT, "%s.%s = %lld is outside [%d, %d]", ld->m->info.arch, key,
+                       (long long)v, lo, hi);
+    *out = (int)v;
+    return PL_OK;
+}
+
+/* RoPE frequency scaling from rope.scaling.type / factor (or the older rope.scale_linear). */
+static pl_status read_rope_scaling(pl_loader *ld, llama_config *c) {
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", ld->m->info.arch);
+    char *type = pl_gguf_get_string(ld->g, key);
+    double factor = 1.0;
+    pl_status s = PL_OK;
+    if (type && strcmp(type, "none") != 0) {
+        if (strcmp(type, "linear") != 0)
+            s = pl_fail(PL_ERR_FORMAT, "RoPE scaling '%.32s' is not supported (none or linear)",
+                        type);
+        else
+            s = pl_load_float(ld, "rope.scaling.factor", false, 1.0, &factor);
+    } else if (!type) {
+        s = pl_load_float(ld, "rope.scale_linear", false, 1.0, &factor);
+    }
+    free(type);
+    if (s) return s;
+    if (!(factor > 0 && factor < 1e6))
+        return pl_fail(PL_ERR_FORMAT, "bad RoPE scaling factor %g", factor);
+    c->rope_freq_scale = (float)(1.0 / factor);
+    return PL_OK;
+}
+
+static pl_status read_config(pl_loader *ld, llama_config *c) {
+    const char *arch = ld->m->info.arch;
+    TRY(read_int(ld, "embedding_length", true, 0, 1, MAX_DIM, &c->n_embd));
+    TRY(read_int(ld, "block_count", true, 0, 1, MAX_LAYERS, &c->n_layer));
+    TRY(read_int(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &c->n_ff));
+    TRY(read_int(ld, "attention.head_count", true, 0, 1, MAX_DIM, &c->n_head));
+    TRY(read_int(ld, "attention.head_count_kv", false, c->n_head, 1, c->n_head, &c->n_head_kv));
+    if (c->n_head % c->n_head_kv)
+        return pl_fail(PL_ERR_FORMAT, "%d heads cannot share %d kv heads", c->n_head,
+                       c->n_head_kv);
+    TRY(read_int(ld, "attention.key_length", false, c->n_embd / c->n_head, 1, MAX_DIM,
+                 &c->head_dim));
+    TRY(read_int(ld, "attention.value_length", false, c->head_dim, 1, MAX_DIM, &c->head_dim_v));
+    TRY(read_int(ld, "rope.dimension_count", false, c->head_dim, 2, c->head_dim, &c->rope_dim));
+    if (c->rope_dim % 2) return pl_fail(PL_ERR_FORMAT, "odd RoPE dimension %d", c->rope_dim);
+    TRY(read_int(ld, "context_length", false, 4096, 1, 1 << 30, &c->n_ctx_train));
+    double eps, base;
+    TRY(pl_load_float(ld, "attention.layer_norm_rms_epsilon", true, 0, &eps));
+    TRY(pl_load_float(ld, "rope.freq_base", false, 10000.0, &base));
+    if (!(eps >= 0 && eps < 1)) return pl_fail(PL_ERR_FORMAT, "bad RMSNorm epsilon %g", eps);
+    if (!(base > 1 && base < 1e12)) return pl_fail(PL_ERR_FORMAT, "bad RoPE base %g", base);
+    c->rms_eps = (float)eps;
+    c->rope_base = (float)base;
+    TRY(read_rope_scaling(ld, c));
+    /* The llama converter permutes q/k rows into adjacent pairs; qwen keeps the halves. */
+    c->rope_mode = strcmp(arch, "llama") == 0 ? PL_ROPE_NORMAL : PL_ROPE_NEOX;
+    c->qk_norm = strcmp(arch, "qwen3") == 0;
+    return PL_OK;
+}
+
+static pl_status load_layer(pl_loader *ld, const llama_config *c, int l, llama_layer *L) {
+    char nm[96];
+    int64_t d = c->n_embd, q_rows = (int64_t)c->n_head * c->head_dim;
+    int64_t k_rows = (int64_t)c->n_head_kv * c->head_dim;
+    int64_t v_rows = (int64_t)c->n_head_kv * c->head_dim_v;
+#define T(field, suffix, ne0, ne1, req)                                                            \
+    do {                                                                                           \
+        snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix);                                           \
+        TRY(pl_load_tensor(ld, nm, ne0, ne1, req, &L->field));                                     \
+    } while (0)
+    T(attn_norm, "attn_norm.weight", d, 1, true);
+    T(wq, "attn_q.weight", d, q_rows, true);
+    T(wk, "attn_k.weight", d, k_rows, true);
+    T(wv, "attn_v.weight", d, v_rows, true);
+    /* Biases: qwen2 always has them; a llama-architecture file may too. */
+    bool bias_req = strcmp(ld->m->info.arch, "qwen2") == 0;
+    T(bq, "attn_q.bias", q_rows, 1, bias_req);
+    T(bk, "attn_k.bias", k_rows, 1, bias_req);
+    T(bv, "attn_v.bias", v_rows, 1, bias_req);
+    T(q_norm, "attn_q_norm.weight", c->head_dim, 1, c->qk_norm);
+    T(k_norm, "attn_k_norm.weight", c->head_dim, 1, c->qk_norm);
+    T(wo, "attn_output.weight", (int64_t)c->n_head * c->head_dim_v, d, true);
+    T(ffn_norm, "ffn_norm.weight", d, 1, true);
+    T(w_gate, "ffn_gate.weight", d, c->n_ff, true);
+    T(w_up, "ffn_up.weight", d, c->n_ff, true);
+    T(w_down, "ffn_down.weight", c->n_ff, d, true);
+#undef T
+    if (!c->qk_norm && (L->q_norm || L->k_norm))
+        return pl_fail(PL_ERR_FORMAT, "blk.%d has q/k norms, which %s does not use", l,
+                       ld->m->info.arch);
+    return PL_OK;
+}
+
+pl_status pl_llama_load(pl_loader *ld) {
+    pl_model *m = ld->m;
+    llama_config *c = &m->cfg;
+    TRY(read_config(ld, c));
+    const pl_gguf_tensor *te = pl_gguf_find_tensor(ld->g, "token_embd.weight");
+    if (!te) return pl_fail(PL_ERR_FORMAT, "missing tensor token_embd.weight");
+    if (te->ne[1] < 1 || te->ne[1] > INT32_MAX)
+        return pl_fail(PL_ERR_FORMAT, "token_embd.weight has %lld rows", (long long)te->ne[1]);
+    c->n_vocab = (int)te->ne[1];
+    if ((int64_t)c->n_layer > pl_gguf_tensor_count(ld->g))
+        return pl_fail(PL_ERR_FORMAT, "%d layers but only %lld tensors", c->n_layer,
+                       (long long)pl_gguf_tensor_count(ld->g));
+    llama_weights *w = &m->w;
+    TRY(pl_load_tensor(ld, "token_embd.weight", c->n_embd, c->n_vocab, true, &w->tok_embd));
+    TRY(pl_load_tensor(ld, "output_norm.weight", c->n_embd, 1, true, &w->out_norm));
+    TRY(pl_load_tensor(ld, "output.weight", c->n_embd, c->n_vocab, false, &w->output));
+    if (!w->output) w->output = w->tok_embd; /* tied */
+    TRY(pl_load_tensor(ld, "rope_freqs.weight", c->rope_dim / 2, 1, false, &w->rope_freqs));
+    w->layers = calloc((size_t)c->n_layer, sizeof *w->layers);
+    if (!w->layers) return pl_fail(PL_ERR_NOMEM, "out of memory for %d layers", c->n_layer);
+    for (int l = 0; l < c->n_layer; l++) TRY(load_layer(ld, c, l, &w->layers[l]));
+    m->info.n_vocab = c->n_vocab;
+    m->info.n_embd = c->n_embd;
+    m->info.n_layer = c->n_layer;
+    m->info.n_ctx_train = c->n_ctx_train;
+    return PL_OK;
+}
+
+pl_status pl_llama_state_init(pl_state *s) {
+    const llama_config *c = &s->m->cfg;
+    pl_backend *be = s->m->be;
+    int64_t B = s->o.n_batch;
+    TRY(pl_be_buf_new(be, PL_TYPE_I32, B, 1, &s->ids));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_embd, B, &s->x));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_embd, B, &s->xb));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head * c->head_dim, B, &s->q));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head_kv * c->head_dim, B, &s->k));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head_kv * c->head_dim_v, B, &s->v));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head * c->head_dim_v, B, &s->att));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &s->gate));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &s->up));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_vocab, s->o.n_logits, &s->logits));
+    s->kc = calloc((size_t)c->n_layer, sizeof *s->kc);
+    s->vc = calloc((size_t)c->n_layer, sizeof *s->vc);
+    if (!s->kc || !s->vc) return pl_fail(PL_ERR_NOMEM, "out of memory for the KV cache");
+    for (int l = 0; l < c->n_layer; l++) {
+        TRY(pl_be_buf_new(be, s->o.kv_type, (int64_t)c->n_head_kv * c->head_dim, s->o.n_ctx,
+                          &s->kc[l]));
+        TRY(pl_be_buf_new(be, s->o.kv_type, (int64_t)c->n_head_kv * c->head_dim_v, s->o.n_ctx,
+                          &s->vc[l]));
+    }
+    return PL_OK;
+}
+
+static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t n, int64_t pos0) {
+    const llama_config *c = &m->cfg;
+    const llama_layer *L = &m->w.layers[l];
+    float eps = c->rms_eps;
+    TRY(pl_be_rms_norm(s->x, L->attn_norm, n, c->n_embd, eps, s->xb));
+    TRY(pl_be_matmul(L->wq, s->xb, L->bq, n, false, s->q));
+    TRY(pl_be_matmul(L->wk, s->xb, L->bk, n, false, s->k));
+    TRY(pl_be_matmul(L->wv, s->xb, L->bv, n, false, s->v));
+    if (c->qk_norm) { /* qwen3: RMSNorm over each head's values */
+        TRY(pl_be_rms_norm(s->q, L->q_norm, n * c->n_head, c->head_dim, eps, s->q));
+        TRY(pl_be_rms_norm(s->k, L->k_norm, n * c->n_head_kv, c->head_dim, eps, s->k));
+    }
+    pl_rope_params rp = {.mode = c->rope_mode, .n_heads = c->n_head, .head_dim = c->head_dim,
+                         .rope_dim = c->rope_dim, .theta_base = c->rope_base,
+                         .freq_scale = c->rope_freq_scale, .factors = m->w.rope_freqs};
+    TRY(pl_be_rope(s->q, n, pos0, &rp));
+    rp.n_heads = c->n_head_kv;
+    TRY(pl_be_rope(s->k, n, pos0, &rp));
+    TRY(pl_be_kv_store(s->k, n, pos0, s->kc[l]));
+    TRY(pl_be_kv_store(s->v, n, pos0, s->vc[l]));
+    pl_attn_params ap = {.n_head = c->n_head, .n_head_kv = c->n_head_kv,
+                         .head_dim = c->head_dim, .head_dim_v = c->head_dim_v,
+                         .scale = (float)(1.0 / sqrt((double)c->head_dim))};
+    TRY(pl_be_attention(s->q, s->kc[l], s->vc[l], n, pos0, &ap, s->att));
+    return pl_be_matmul(L->wo, s->att, NULL, n, true, s->x); /* residual add fused */
+}
+
+static pl_status ffn_block(const pl_model *m, pl_state *s, int l, int64_t n) {
+    const llama_config *c = &m->cfg;
+    const llama_layer *L = &m->w.layers[l];
+    TRY(pl_be_rms_norm(s->x, L->ffn_norm, n, c->n_embd, c->rms_eps, s->xb));
+    TRY(pl_be_matmul(L->w_gate, s->xb, NULL, n, false, s->gate));
+    TRY(pl_be_matmul(L->w_up, s->xb, NULL, n, false, s->up));
+    TRY(pl_be_swiglu(s->gate, s->up, n * c->n_ff, s->gate));
+    return pl_be_matmul(L->w_down, s->gate, NULL, n, true, s->x); /* residual add fused */
+}
+
+pl_status pl_llama_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
+                          int last) {
+    for (int l = first; l < last; l++) {
+        TRY(attention_block(m, s, l, n, pos0));
+        TRY(ffn_block(m, s, l, n));
+    }
+    return PL_OK;
+}
+
+pl_status pl_llama_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows) {
+    const llama_config *c = &m->cfg;
+    int64_t rows = all_rows ? n : 1;
+    if (all_rows) {
+        TRY(pl_be_rms_norm(s->x, m->w.out_norm, n, c->n_embd, c->rms_eps, s->xb));
+    } else { /* only the last token's row is needed for the next token */
+        TRY(pl_be_copy(s->x, (n - 1) * c->n_embd, c->n_embd, s->xb, 0));
+        TRY(pl_be_rms_norm(s->xb, m->w.out_norm, 1, c->n_embd, c->rms_eps, s->xb));
+    }
+    return pl_be_matmul(m->w.output, s->xb, NULL, rows, false, s->logits);
+}

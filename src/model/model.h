@@ -1,0 +1,92 @@
+/* model.h - a transformer read from a GGUF and run through the backend seam.
+ *
+ * pl_model holds the configuration and the weights (backend buffers wrapping the file's
+ * tensors); pl_state holds everything one sequence needs while it runs: the KV cache and
+ * the activation buffers. The forward pass is split so that a caller can run any layer
+ * range on its own (the room runs layers k..m on one device):
+ *
+ *     ids --pl_model_embed--> hidden --pl_model_layers[first,last)--> hidden
+ *         --pl_model_head--> logits
+ *
+ * The state's buffers are backend buffers: the ids, the hidden state and the logits can be
+ * read or written with pl_be_read/pl_be_write, and an argmax can feed the next token's id
+ * without the host in between. The model code never names a backend. */
+#ifndef PL_MODEL_MODEL_H
+#define PL_MODEL_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../backend/backend.h"
+#include "../format/gguf.h"
+
+typedef struct pl_model pl_model;
+typedef struct pl_state pl_state;
+
+/* What a loaded model is, for reports and for the runtime. */
+typedef struct {
+    char arch[32];        /* general.architecture: "llama", "qwen2", "qwen3" */
+    char name[64];        /* general.name, or "" */
+    int n_vocab;
+    int n_embd;
+    int n_layer;
+    int n_ctx_train;      /* context the model was trained with */
+    int64_t n_params;     /* values in all weight tensors */
+    uint64_t weight_bytes; /* bytes of all weight tensors in the file */
+    char weight_type[16]; /* the format holding most of the weight bytes ("q4_0") */
+} pl_model_info;
+
+typedef struct {
+    /* Called as tensors are prepared, with bytes done and total (may be NULL). */
+    void (*progress)(void *ud, uint64_t done, uint64_t total);
+    void *progress_ud;
+} pl_model_opts;
+
+/* Read the architecture, configuration and weights of g. The GGUF (and its mapping) must
+ * outlive the model: weights are views of it. Fails with a one-line reason for an unknown
+ * architecture, a missing tensor, a tensor of the wrong shape or an unreadable format. */
+pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *opts,
+                        pl_model **out);
+void pl_model_free(pl_model *m);
+const pl_model_info *pl_model_get_info(const pl_model *m);
+pl_backend *pl_model_backend(const pl_model *m);
+
+typedef struct {
+    int n_ctx;        /* KV cache rows (positions) */
+    uint32_t kv_type; /* PL_TYPE_F16 or PL_TYPE_F32 */
+    int n_batch;      /* most tokens one forward call may take */
+    int n_logits;     /* most rows of logits one call may produce (1: last token only) */
+} pl_state_opts;
+
+/* n_ctx 4096 capped at the training context, f16 cache, batch 512 (capped at n_ctx), 1 logit row. */
+pl_state_opts pl_state_opts_default(const pl_model *m);
+
+pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out);
+void pl_state_free(pl_state *s);
+const pl_state_opts *pl_state_get_opts(const pl_state *s);
+/* Bytes of backend memory the state holds (KV cache and activations). */
+int64_t pl_state_bytes(const pl_state *s);
+
+/* The state's buffers: ids I32 [n_batch]; hidden F32 [n_batch, n_embd];
+ * logits F32 [n_logits, n_vocab]. */
+pl_buf *pl_state_ids(pl_state *s);
+pl_buf *pl_state_hidden(pl_state *s);
+pl_buf *pl_state_logits(pl_state *s);
+
+/* hidden[0..n) = embeddings of ids[0..n) (the ids buffer). */
+pl_status pl_model_embed(const pl_model *m, pl_state *s, int64_t n);
+/* Run layers [first, last) over hidden rows 0..n-1 at positions pos0..pos0+n-1, storing
+ * their keys and values in the cache. Every position before pos0 must already be cached
+ * for these layers. */
+pl_status pl_model_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
+                          int last);
+/* Final norm and output matrix: logits of hidden rows 0..n-1 (all_rows, n <= n_logits)
+ * or of row n-1 only (into logits row 0). */
+pl_status pl_model_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows);
+
+/* The whole pass for host ids: write ids, embed, every layer, head. 1 <= n <= n_batch and
+ * pos0 + n <= n_ctx, else a one-line error. */
+pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, int64_t n,
+                           int64_t pos0, bool all_rows);
+
+#endif

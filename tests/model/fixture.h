@@ -1,0 +1,78 @@
+/* fixture.h - reading the reference files of shared/fixtures in tests: a number array out
+ * of a JSON file (found by the keys leading to it), raw float32 logit files, and the
+ * relative logit comparison every model test uses. Header-only, included by test programs. */
+#ifndef PL_TEST_FIXTURE_H
+#define PL_TEST_FIXTURE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file_map.h"
+
+/* The numbers of the array that follows the keys path[0], path[1], ... (each searched after
+ * the previous one) in a JSON text: `"key": [1, 2, ...]`. Returns the count (<= cap) or -1. */
+static inline int fixture_numbers(const char *json, const char *const *path, int n_path,
+                                  double *out, int cap) {
+    const char *p = json;
+    char quoted[256];
+    for (int i = 0; i < n_path; i++) {
+        snprintf(quoted, sizeof quoted, "\"%s\"", path[i]);
+        p = strstr(p, quoted);
+        if (!p) return -1;
+        p += strlen(quoted);
+    }
+    while (*p == ' ' || *p == ':' || *p == '\n') p++;
+    if (*p != '[') return -1;
+    p++;
+    int n = 0;
+    for (;;) {
+        while (*p == ' ' || *p == '\n' || *p == ',') p++;
+        if (*p == ']') return n;
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || n == cap) return -1;
+        out[n++] = v;
+        p = end;
+    }
+}
+
+/* Same, as token ids. */
+static inline int fixture_ids(const char *json, const char *const *path, int n_path,
+                              int32_t *out, int cap) {
+    double tmp[4096];
+    int n = fixture_numbers(json, path, n_path, tmp, cap < 4096 ? cap : 4096);
+    for (int i = 0; i < n; i++) out[i] = (int32_t)tmp[i];
+    return n;
+}
+
+/* A whole text file (malloc'd) or NULL. */
+static inline char *fixture_text(const char *path) {
+    char *t = NULL;
+    size_t len;
+    return pl_file_read_all(path, &t, &len) == PL_OK ? t : NULL;
+}
+
+/* Raw little-endian float32 values of a file (malloc'd), count in *n; NULL if unreadable. */
+static inline float *fixture_f32(const char *path, int64_t *n) {
+    char *t = NULL;
+    size_t len = 0;
+    if (pl_file_read_all(path, &t, &len) != PL_OK) return NULL;
+    *n = (int64_t)(len / 4);
+    return (float *)t;
+}
+
+/* max |a - b| / max |b|: the logit error relative to the largest reference logit. */
+static inline double fixture_rel_err(const float *a, const float *b, int64_t n) {
+    double mx = 0, err = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = a[i] > b[i] ? a[i] - b[i] : b[i] - a[i];
+        double m = b[i] < 0 ? -b[i] : b[i];
+        if (d > err) err = d;
+        if (m > mx) mx = m;
+    }
+    return mx > 0 ? err / mx : err;
+}
+
+#endif
