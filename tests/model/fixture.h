@@ -12,7 +12,8 @@
 #include "base/file_map.h"
 
 /* The numbers of the array that follows the keys path[0], path[1], ... (each searched after
- * the previous one) in a JSON text: `"key": [1, 2, ...]`. Returns the count (<= cap) or -1. */
+ * the previous one) in a JSON text: `"key": [1, 2, ...]`; nested arrays are flattened in
+ * order. Returns the count (<= cap) or -1. */
 static inline int fixture_numbers(const char *json, const char *const *path, int n_path,
                                   double *out, int cap) {
     const char *p = json;
@@ -25,25 +26,32 @@ static inline int fixture_numbers(const char *json, const char *const *path, int
     }
     while (*p == ' ' || *p == ':' || *p == '\n') p++;
     if (*p != '[') return -1;
-    p++;
-    int n = 0;
+    int n = 0, depth = 0;
     for (;;) {
         while (*p == ' ' || *p == '\n' || *p == ',') p++;
-        if (*p == ']') return n;
-        char *end;
-        double v = strtod(p, &end);
-        if (end == p || n == cap) return -1;
-        out[n++] = v;
-        p = end;
+        if (*p == '[') {
+            depth++;
+            p++;
+        } else if (*p == ']') {
+            p++;
+            if (--depth == 0) return n;
+        } else {
+            char *end;
+            double v = strtod(p, &end);
+            if (end == p || n == cap) return -1;
+            out[n++] = v;
+            p = end;
+        }
     }
 }
 
 /* Same, as token ids. */
 static inline int fixture_ids(const char *json, const char *const *path, int n_path,
                               int32_t *out, int cap) {
-    double tmp[4096];
-    int n = fixture_numbers(json, path, n_path, tmp, cap < 4096 ? cap : 4096);
+    double *tmp = malloc(sizeof(double) * (size_t)cap);
+    int n = tmp ? fixture_numbers(json, path, n_path, tmp, cap) : -1;
     for (int i = 0; i < n; i++) out[i] = (int32_t)tmp[i];
+    free(tmp);
     return n;
 }
 

@@ -1,10 +1,16 @@
-/* stories_test.c - stories260K (llama architecture, SPM vocabulary) on the CPU against
- * llama.cpp b10573: the prompt-end logits of "Once upon a time" and the 64 greedy ids.
+/* stories_test.c - stories260K (llama architecture, SPM vocabulary) F32, Q8_0 and Q4_0 on
+ * the CPU against llama.cpp b10573: the prompt-end logits of "Once upon a time" (BOS + 4
+ * ids) and the 64 greedy ids, which must be identical.
  *
- * Tolerances: the F32 file's logits within 1e-4 of the largest logit. llama.cpp ran with
- * its default f16 KV cache and flash attention (f16 accumulation of V), so we compare with
- * our f16 cache. The quantised files' references come from llama.cpp's Q8 activation path;
- * their tolerance is stated next to them below. */
+ * Tolerances on the logits, relative to the largest logit:
+ *   - F32 file, default f16 cache: 1e-4. llama.cpp ran with an f16 cache and f16 flash
+ *     attention; our f16 path rounds the same way (cpu_attention.c) and lands at 9.6e-5.
+ *     With an f32 cache (exact arithmetic) we are 4.3e-4 away: that is llama.cpp's f16
+ *     rounding, so the f32-cache check allows 1e-4 + 4.5e-4.
+ *   - Q8_0 / Q4_0: llama.cpp quantises activations to 8 bits in these matmuls, we keep them
+ *     float32, so the reference is only as good as its own quantisation spread: how far
+ *     llama.cpp's Q8_0 / Q4_0 logits are from its F32 ones, 1.5e-2 / 1.67e-1. Measured:
+ *     8.2e-3 / 9.1e-3. */
 #include "cpu/cpu.h"
 #include "model/model.h"
 #include "model/fixture.h"
@@ -90,6 +96,8 @@ static void run_tests(void) {
     CHECK(pl_cpu_new(1, &be) == PL_OK, "%s", pl_last_error());
     static const stories_case cases[] = {
         {"stories260K.gguf", "stories260K.prompt_last_logits.f32", 1e-4},
+        {"stories260K-Q8_0.gguf", "stories260K-Q8_0.prompt_last_logits.f32", 1.5e-2},
+        {"stories260K-Q4_0.gguf", "stories260K-Q4_0.prompt_last_logits.f32", 1.67e-1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_case(be, json, &cases[i], PL_TYPE_F16);
