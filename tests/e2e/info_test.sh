@@ -142,6 +142,22 @@ check_err "cut in the tensor data" "$POOLED" info --json "$TMP/cut-data.gguf"
 check_err "no file" "$POOLED" info
 check_err "two files" "$POOLED" info "$M/stories260K.gguf" "$M/stories260K.gguf"
 check_err "unknown option" "$POOLED" info --bogus "$M/stories260K.gguf"
+# hand-made hostile files: absurd count, a key holding a newline (the message must stay one
+# line), a tensor whose byte size overflows 64 bits (2^61 f64 values), nesting 10000 deep
+hdr() { printf 'GGUF\x03\x00\x00\x00'; printf "$1"; printf "$2"; }
+u64_0='\x00\x00\x00\x00\x00\x00\x00\x00'; u64_1='\x01\x00\x00\x00\x00\x00\x00\x00'
+hdr '\xff\xff\xff\xff\xff\xff\xff\xff' "$u64_0" >"$TMP/count.gguf"
+{ hdr "$u64_0" "$u64_1"; printf '\x03\x00\x00\x00\x00\x00\x00\x00a\nb\x0d\x00\x00\x00'; } >"$TMP/newline.gguf"
+{ hdr "$u64_1" "$u64_0"; printf '\x01\x00\x00\x00\x00\x00\x00\x00t\x01\x00\x00\x00'
+  printf '\x00\x00\x00\x00\x00\x00\x00\x20\x1c\x00\x00\x00'; printf "$u64_0"; head -c 64 /dev/zero; } >"$TMP/wrap.gguf"
+{ hdr "$u64_0" "$u64_1"; printf '\x01\x00\x00\x00\x00\x00\x00\x00k\x09\x00\x00\x00'
+  for _ in $(seq 10000); do printf '\x09\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00'; done; } >"$TMP/deep.gguf"
+check_err "absurd tensor count" "$POOLED" info "$TMP/count.gguf"
+check_err "key with a newline" "$POOLED" info "$TMP/newline.gguf"
+check "  ... named on one line" grep -q "key 'a?b' has bad type 13" "$TMP/err"
+check_err "byte size overflows 64 bits" "$POOLED" info --json "$TMP/wrap.gguf"
+check "  ... said so" grep -q "too large" "$TMP/err"
+check_err "arrays nested 10000 deep" "$POOLED" info "$TMP/deep.gguf"
 check "--help" "$POOLED" info --help >/dev/null
 check "--full prints every token" [ "$("$POOLED" info --full --json "$M/stories260K.gguf" | jq '.metadata["tokenizer.ggml.tokens"].value | length')" -eq 512 ]
 
