@@ -54,11 +54,11 @@ typedef void (*pl_dequant_fn)(const void *src, float *dst, int64_t n);
 typedef void (*pl_quant_fn)(const float *src, void *dst, int64_t n);
 
 typedef struct {
-    const char *name;        /* "q4_0": lower case, as users type it */
-    int block_size;          /* values per block (1 for plain types) */
-    int type_size;           /* bytes per block */
-    pl_dequant_fn dequant;   /* NULL: we cannot read this format's values */
-    pl_quant_fn quant;       /* NULL: we cannot write this format */
+    const char *name;      /* "q4_0": lower case, as users type it */
+    int block_size;        /* values per block (1 for plain types) */
+    int type_size;         /* bytes per block */
+    pl_dequant_fn dequant; /* NULL: we cannot read this format's values */
+    pl_quant_fn quant;     /* NULL: we cannot write this format */
 } pl_type_traits;
 
 /* The traits row of type t, or NULL if t is not a known GGML type id. */
@@ -78,9 +78,24 @@ pl_status pl_dequant_row(uint32_t t, const void *src, float *dst, int64_t n);
 pl_status pl_quant_row(uint32_t t, const float *src, void *dst, int64_t n);
 
 /* IEEE half and bfloat16 conversions (round-to-nearest-even, as ggml does). */
-float pl_f16_to_f32(uint16_t h);
 uint16_t pl_f32_to_f16(float f);
 float pl_bf16_to_f32(uint16_t h);
 uint16_t pl_f32_to_bf16(float f);
+
+/* Half to float, inline because every block of every format reads one or two halves: the exponent
+ * and mantissa bits move into float position and a multiply by 2^112 rebiases the exponent,
+ * exactly, normals and subnormals alike (a subnormal half lands on a subnormal float, and
+ * the product is the normal float it stands for); the all-ones exponent (inf, NaN) is set
+ * by hand. */
+static inline float pl_f16_to_f32(uint16_t h) {
+    union {
+        uint32_t u;
+        float f;
+    } v = {(uint32_t)(h & 0x7fff) << 13};
+    v.f *= 0x1p112f;
+    if ((h & 0x7c00) == 0x7c00) v.u |= 0x7f800000u; /* inf/NaN: exponent all ones */
+    v.u |= (uint32_t)(h & 0x8000) << 16;
+    return v.f;
+}
 
 #endif

@@ -19,14 +19,14 @@ static void iq4_run(const uint8_t *qs, float d, float *dst) {
     }
 }
 
-void pl_dequant_iq4_nl(const void *src, float *dst, int64_t n) {
-    const pl_block_iq4_nl *b = src;
+void pl_dequant_iq4_nl(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_iq4_nl *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK; i++, b++, dst += PL_QK)
         iq4_run(b->qs, pl_f16_to_f32(b->d), dst);
 }
 
-void pl_dequant_iq4_xs(const void *src, float *dst, int64_t n) {
-    const pl_block_iq4_xs *b = src;
+void pl_dequant_iq4_xs(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_iq4_xs *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK_K; i++, b++) {
         const float d = pl_f16_to_f32(b->d);
         for (int j = 0; j < 8; j++, dst += 32) {

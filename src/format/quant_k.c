@@ -35,8 +35,8 @@ static void k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
 
 /* ---- dequantize ---- */
 
-void pl_dequant_q2_K(const void *src, float *dst, int64_t n) {
-    const pl_block_q2_K *b = src;
+void pl_dequant_q2_K(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_q2_K *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK_K; i++, b++) {
         const float d = pl_f16_to_f32(b->d), dmin = pl_f16_to_f32(b->dmin);
         for (int half = 0; half < 2; half++) {
@@ -60,8 +60,8 @@ static void q3_scales(const uint8_t *p, int out[16]) {
     }
 }
 
-void pl_dequant_q3_K(const void *src, float *dst, int64_t n) {
-    const pl_block_q3_K *b = src;
+void pl_dequant_q3_K(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_q3_K *restrict b = src;
     int sc[16];
     for (int64_t i = 0; i < n / PL_QK_K; i++, b++) {
         const float d = pl_f16_to_f32(b->d);
@@ -81,8 +81,8 @@ void pl_dequant_q3_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-void pl_dequant_q4_K(const void *src, float *dst, int64_t n) {
-    const pl_block_q4_K *b = src;
+void pl_dequant_q4_K(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_q4_K *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK_K; i++, b++) {
         const float d = pl_f16_to_f32(b->d), dmin = pl_f16_to_f32(b->dmin);
         for (int j = 0; j < 4; j++) { /* 64 values: low nibbles, then high nibbles */
@@ -98,8 +98,8 @@ void pl_dequant_q4_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-void pl_dequant_q5_K(const void *src, float *dst, int64_t n) {
-    const pl_block_q5_K *b = src;
+void pl_dequant_q5_K(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_q5_K *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK_K; i++, b++) {
         const float d = pl_f16_to_f32(b->d), dmin = pl_f16_to_f32(b->dmin);
         for (int j = 0; j < 4; j++) {
@@ -118,8 +118,8 @@ void pl_dequant_q5_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-void pl_dequant_q6_K(const void *src, float *dst, int64_t n) {
-    const pl_block_q6_K *b = src;
+void pl_dequant_q6_K(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_q6_K *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK_K; i++, b++) {
         const float d = pl_f16_to_f32(b->d);
         for (int half = 0; half < 2; half++, dst += 128) {
@@ -140,8 +140,8 @@ void pl_dequant_q6_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-void pl_dequant_q8_K(const void *src, float *dst, int64_t n) {
-    const pl_block_q8_K *b = src;
+void pl_dequant_q8_K(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_q8_K *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK_K; i++, b++)
         for (int j = 0; j < PL_QK_K; j++) *dst++ = b->d * (float)b->qs[j];
 }

@@ -16,8 +16,8 @@ PL_NO_FP_CONTRACT
 
 /* ---- dequantize ---- */
 
-void pl_dequant_q4_0(const void *src, float *dst, int64_t n) {
-    const pl_block_q4_0 *b = src;
+void pl_dequant_q4_0(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_q4_0 *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK; i++, b++, dst += PL_QK) {
         const float d = pl_f16_to_f32(b->d);
         for (int j = 0; j < PL_QK / 2; j++) {
@@ -27,8 +27,8 @@ void pl_dequant_q4_0(const void *src, float *dst, int64_t n) {
     }
 }
 
-void pl_dequant_q4_1(const void *src, float *dst, int64_t n) {
-    const pl_block_q4_1 *b = src;
+void pl_dequant_q4_1(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_q4_1 *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK; i++, b++, dst += PL_QK) {
         const float d = pl_f16_to_f32(b->d), m = pl_f16_to_f32(b->m);
         for (int j = 0; j < PL_QK / 2; j++) {
@@ -42,8 +42,8 @@ static uint32_t load_u32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-void pl_dequant_q5_0(const void *src, float *dst, int64_t n) {
-    const pl_block_q5_0 *b = src;
+void pl_dequant_q5_0(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_q5_0 *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK; i++, b++, dst += PL_QK) {
         const float d = pl_f16_to_f32(b->d);
         const uint32_t qh = load_u32(b->qh);
@@ -56,8 +56,8 @@ void pl_dequant_q5_0(const void *src, float *dst, int64_t n) {
     }
 }
 
-void pl_dequant_q5_1(const void *src, float *dst, int64_t n) {
-    const pl_block_q5_1 *b = src;
+void pl_dequant_q5_1(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_q5_1 *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK; i++, b++, dst += PL_QK) {
         const float d = pl_f16_to_f32(b->d), m = pl_f16_to_f32(b->m);
         const uint32_t qh = load_u32(b->qh);
@@ -70,8 +70,8 @@ void pl_dequant_q5_1(const void *src, float *dst, int64_t n) {
     }
 }
 
-void pl_dequant_q8_0(const void *src, float *dst, int64_t n) {
-    const pl_block_q8_0 *b = src;
+void pl_dequant_q8_0(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_q8_0 *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK; i++, b++, dst += PL_QK) {
         const float d = pl_f16_to_f32(b->d);
         for (int j = 0; j < PL_QK; j++) dst[j] = (float)b->qs[j] * d;

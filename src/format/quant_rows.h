@@ -33,12 +33,20 @@ static inline int pl_round_even(float x) {
     return (u.i & 0x007fffff) - 0x00400000;
 }
 
+/* f16.c */
+void pl_dequant_f32(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_f16(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_bf16(const void *restrict src, float *restrict dst, int64_t n);
+void pl_quant_f32(const float *src, void *dst, int64_t n);
+void pl_quant_f16(const float *src, void *dst, int64_t n);
+void pl_quant_bf16(const float *src, void *dst, int64_t n);
+
 /* quant_legacy.c */
-void pl_dequant_q4_0(const void *src, float *dst, int64_t n);
-void pl_dequant_q4_1(const void *src, float *dst, int64_t n);
-void pl_dequant_q5_0(const void *src, float *dst, int64_t n);
-void pl_dequant_q5_1(const void *src, float *dst, int64_t n);
-void pl_dequant_q8_0(const void *src, float *dst, int64_t n);
+void pl_dequant_q4_0(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_q4_1(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_q5_0(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_q5_1(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_q8_0(const void *restrict src, float *restrict dst, int64_t n);
 void pl_quant_q4_0(const float *src, void *dst, int64_t n);
 void pl_quant_q4_1(const float *src, void *dst, int64_t n);
 void pl_quant_q5_0(const float *src, void *dst, int64_t n);
@@ -46,21 +54,21 @@ void pl_quant_q5_1(const float *src, void *dst, int64_t n);
 void pl_quant_q8_0(const float *src, void *dst, int64_t n);
 
 /* quant_k.c */
-void pl_dequant_q2_K(const void *src, float *dst, int64_t n);
-void pl_dequant_q3_K(const void *src, float *dst, int64_t n);
-void pl_dequant_q4_K(const void *src, float *dst, int64_t n);
-void pl_dequant_q5_K(const void *src, float *dst, int64_t n);
-void pl_dequant_q6_K(const void *src, float *dst, int64_t n);
-void pl_dequant_q8_K(const void *src, float *dst, int64_t n);
+void pl_dequant_q2_K(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_q3_K(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_q4_K(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_q5_K(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_q6_K(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_q8_K(const void *restrict src, float *restrict dst, int64_t n);
 void pl_quant_q4_K(const float *src, void *dst, int64_t n);
 void pl_quant_q6_K(const float *src, void *dst, int64_t n);
 
 /* quant_iq.c */
-void pl_dequant_iq4_nl(const void *src, float *dst, int64_t n);
-void pl_dequant_iq4_xs(const void *src, float *dst, int64_t n);
+void pl_dequant_iq4_nl(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_iq4_xs(const void *restrict src, float *restrict dst, int64_t n);
 
 /* quant_ternary.c */
-void pl_dequant_tq1_0(const void *src, float *dst, int64_t n);
-void pl_dequant_tq2_0(const void *src, float *dst, int64_t n);
+void pl_dequant_tq1_0(const void *restrict src, float *restrict dst, int64_t n);
+void pl_dequant_tq2_0(const void *restrict src, float *restrict dst, int64_t n);
 
 #endif

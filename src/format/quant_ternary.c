@@ -29,8 +29,8 @@ void pl_dequant_tq1_0(const void *src, float *dst, int64_t n) {
     }
 }
 
-void pl_dequant_tq2_0(const void *src, float *dst, int64_t n) {
-    const pl_block_tq2_0 *b = src;
+void pl_dequant_tq2_0(const void *restrict src, float *restrict dst, int64_t n) {
+    const pl_block_tq2_0 *restrict b = src;
     for (int64_t i = 0; i < n / PL_QK_K; i++, b++) {
         const float d = pl_f16_to_f32(b->d);
         for (int half = 0; half < 2; half++)

@@ -3,39 +3,14 @@
  * A NULL dequant/quant means we cannot read/write that format's values (yet); the type is
  * still known so files that contain it parse and `pooled info` can show them. */
 #include <ctype.h>
-#include <string.h>
 
 #include "quant.h"
 #include "quant_rows.h"
 
-static void dequant_f32(const void *src, float *dst, int64_t n) {
-    memcpy(dst, src, (size_t)n * 4);
-}
-static void quant_f32(const float *src, void *dst, int64_t n) {
-    memcpy(dst, src, (size_t)n * 4);
-}
-
-static void dequant_f16(const void *src, float *dst, int64_t n) {
-    const uint16_t *s = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = pl_f16_to_f32(s[i]);
-}
-static void quant_f16(const float *src, void *dst, int64_t n) {
-    uint16_t *d = dst;
-    for (int64_t i = 0; i < n; i++) d[i] = pl_f32_to_f16(src[i]);
-}
-static void dequant_bf16(const void *src, float *dst, int64_t n) {
-    const uint16_t *s = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = pl_bf16_to_f32(s[i]);
-}
-static void quant_bf16(const float *src, void *dst, int64_t n) {
-    uint16_t *d = dst;
-    for (int64_t i = 0; i < n; i++) d[i] = pl_f32_to_bf16(src[i]);
-}
-
 static const pl_type_traits traits[PL_TYPE_COUNT] = {
-    [PL_TYPE_F32] = {"f32", 1, 4, dequant_f32, quant_f32},
-    [PL_TYPE_F16] = {"f16", 1, 2, dequant_f16, quant_f16},
-    [PL_TYPE_BF16] = {"bf16", 1, 2, dequant_bf16, quant_bf16},
+    [PL_TYPE_F32] = {"f32", 1, 4, pl_dequant_f32, pl_quant_f32},
+    [PL_TYPE_F16] = {"f16", 1, 2, pl_dequant_f16, pl_quant_f16},
+    [PL_TYPE_BF16] = {"bf16", 1, 2, pl_dequant_bf16, pl_quant_bf16},
     [PL_TYPE_Q4_0] = {"q4_0", 32, 18, pl_dequant_q4_0, pl_quant_q4_0},
     [PL_TYPE_Q4_1] = {"q4_1", 32, 20, pl_dequant_q4_1, pl_quant_q4_1},
     [PL_TYPE_Q5_0] = {"q5_0", 32, 22, pl_dequant_q5_0, pl_quant_q5_0},
