@@ -1,0 +1,209 @@
+/* sampler.c - penalties, temperature, top-k / top-p / min-p and a seeded draw (the rules
+ * are spelled out in sampler.h). */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pl_sampler {
+    pl_sampler_params p;
+    int n_vocab;
+    pl_candidate *cand; /* [n_vocab] scratch */
+    uint64_t rng[4];    /* xoshiro256** state */
+};
+
+pl_sampler_params pl_sampler_defaults(void) {
+    return (pl_sampler_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
+                               .repeat_penalty = 1.0f, .penalty_last_n = -1};
+}
+
+/* ---- random numbers: splitmix64 seeds xoshiro256** ---- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(uint64_t s[4]) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double next_unit(uint64_t s[4]) { return (double)(next_u64(s) >> 11) * 0x1.0p-53; }
+
+/* ---- steps ---- */
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+void pl_sampler_penalize(const pl_sampler_params *p, float *logits, int n_vocab,
+                         const int32_t *ctx, int64_t n_ctx) {
+    bool rep = p->repeat_penalty != 1.0f && p->repeat_penalty > 0;
+    if (!rep && p->presence_penalty == 0 && p->frequency_penalty == 0) return;
+    int64_t n = p->penalty_last_n < 0 || p->penalty_last_n > n_ctx ? n_ctx : p->penalty_last_n;
+    if (n <= 0) return;
+    int32_t *ids = malloc(sizeof *ids * (size_t)n);
+    if (!ids) return; /* a penalty is a refinement; without memory we sample without it */
+    memcpy(ids, ctx + (n_ctx - n), sizeof *ids * (size_t)n);
+    qsort(ids, (size_t)n, sizeof *ids, cmp_i32);
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i;
+        while (j < n && ids[j] == ids[i]) j++;
+        int32_t id = ids[i];
+        int64_t count = j - i;
+        i = j;
+        if (id < 0 || id >= n_vocab) continue;
+        float *l = &logits[id];
+        if (rep) *l = *l > 0 ? *l / p->repeat_penalty : *l * p->repeat_penalty; /* once per id */
+        *l -= (float)count * p->frequency_penalty + p->presence_penalty;
+    }
+    free(ids);
+}
+
+static int cmp_cand(const void *a, const void *b) {
+    const pl_candidate *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int cmp_float_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* The k-th largest of v[0..n) (1-based k), by quickselect on a scratch copy. */
+static float kth_largest(const float *v, int64_t n, int64_t k, float *tmp) {
+    memcpy(tmp, v, sizeof *tmp * (size_t)n);
+    int64_t lo = 0, hi = n - 1, want = k - 1;
+    while (hi - lo > 16) {
+        float pivot = tmp[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (tmp[i] > pivot) i++;
+            while (tmp[j] < pivot) j--;
+            if (i <= j) {
+                float t = tmp[i];
+                tmp[i++] = tmp[j];
+                tmp[j--] = t;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else return tmp[want];
+    }
+    qsort(tmp + lo, (size_t)(hi - lo + 1), sizeof *tmp, cmp_float_desc);
+    return tmp[want];
+}
+
+/* Softmax of logit / temp over cand[0..n) (sorted, cand[0] the largest) into .p. The
+ * maximum is subtracted before dividing, so a tiny temperature cannot overflow. */
+static void softmax(pl_candidate *cand, int64_t n, double temp) {
+    double sum = 0, mx = cand[0].logit;
+    for (int64_t i = 0; i < n; i++) sum += exp(((double)cand[i].logit - mx) / temp);
+    for (int64_t i = 0; i < n; i++)
+        cand[i].p = (float)(exp(((double)cand[i].logit - mx) / temp) / sum);
+}
+
+int64_t pl_sampler_distribution(const pl_sampler_params *p, const float *logits, int n_vocab,
+                                pl_candidate *cand) {
+    float thr = -INFINITY;
+    if (p->top_k > 0 && p->top_k < n_vocab) {
+        /* reuse cand's memory as the float scratch: it is filled just below */
+        thr = kth_largest(logits, n_vocab, p->top_k, (float *)cand);
+    }
+    int64_t n = 0;
+    for (int i = 0; i < n_vocab; i++)
+        if (logits[i] >= thr) cand[n++] = (pl_candidate){.id = i, .logit = logits[i]};
+    if (n == 0) { /* every logit NaN: nothing to rank, answer something valid */
+        cand[0] = (pl_candidate){.id = 0, .logit = 0, .p = 1};
+        return 1;
+    }
+    qsort(cand, (size_t)n, sizeof *cand, cmp_cand);
+    softmax(cand, n, p->temp);
+    if (p->top_p < 1.0f) {
+        double cum = 0;
+        int64_t keep = 0;
+        while (keep < n && (keep == 0 || cum < p->top_p)) cum += cand[keep++].p;
+        n = keep;
+    }
+    if (p->min_p > 0) {
+        float floor_p = p->min_p * cand[0].p;
+        int64_t keep = 1;
+        while (keep < n && cand[keep].p >= floor_p) keep++;
+        n = keep;
+    }
+    softmax(cand, n, p->temp);
+    return n;
+}
+
+/* ---- the sampler ---- */
+
+pl_status pl_sampler_new(const pl_sampler_params *p, int n_vocab, pl_sampler **out) {
+    *out = NULL;
+    if (n_vocab < 1) return pl_fail(PL_ERR_ARG, "sampler: empty vocabulary");
+    if (!(p->top_p > 0) || p->min_p > 1 || !(p->repeat_penalty > 0) || !isfinite(p->temp))
+        return pl_fail(PL_ERR_ARG, "sampler: top-p must be > 0, min-p <= 1, repeat penalty > 0");
+    pl_sampler *s = calloc(1, sizeof *s);
+    pl_candidate *cand = malloc(sizeof *cand * (size_t)n_vocab);
+    if (!s || !cand) {
+        free(s);
+        free(cand);
+        return pl_fail(PL_ERR_NOMEM, "out of memory for the sampler");
+    }
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->cand = cand;
+    uint64_t x = p->seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+    *out = s;
+    return PL_OK;
+}
+
+void pl_sampler_free(pl_sampler *s) {
+    if (!s) return;
+    free(s->cand);
+    free(s);
+}
+
+bool pl_sampler_is_argmax(const pl_sampler *s) {
+    return s->p.temp <= 0 && (s->p.repeat_penalty == 1.0f || s->p.penalty_last_n == 0) &&
+           ((s->p.presence_penalty == 0 && s->p.frequency_penalty == 0) ||
+            s->p.penalty_last_n == 0);
+}
+
+pl_status pl_sampler_pick(pl_sampler *s, float *logits, const int32_t *ctx, int64_t n_ctx,
+                          int32_t *out) {
+    pl_sampler_penalize(&s->p, logits, s->n_vocab, ctx, n_ctx);
+    if (s->p.temp <= 0) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < s->n_vocab; i++)
+            if (logits[i] > logits[best]) best = i;
+        *out = best;
+        return PL_OK;
+    }
+    int64_t n = pl_sampler_distribution(&s->p, logits, s->n_vocab, s->cand);
+    double u = next_unit(s->rng), acc = 0;
+    *out = s->cand[n - 1].id;
+    for (int64_t i = 0; i < n; i++) {
+        acc += s->cand[i].p;
+        if (u < acc) {
+            *out = s->cand[i].id;
+            break;
+        }
+    }
+    return PL_OK;
+}

@@ -1,0 +1,69 @@
+/* sampler.h - choosing the next token from the logits.
+ *
+ * The steps, in transformers' order:
+ *   1. penalties over the context window (the last penalty_last_n ids, or all):
+ *      repetition (transformers' RepetitionPenaltyLogitsProcessor: each DISTINCT id once,
+ *      logit > 0 ? logit / p : logit * p), then presence and frequency as OpenAI defines
+ *      them (logit -= count * frequency + (count > 0) * presence);
+ *   2. temperature <= 0: greedy, the largest logit (ties: lowest id); otherwise
+ *   3. logits / temperature, then top-k (keeps every logit >= the k-th largest, as
+ *      transformers' TopKLogitsWarper does), top-p (keeps the most likely ids until their
+ *      probability reaches top_p, the one that crosses included), min-p (drops ids whose
+ *      probability is below min_p times the largest);
+ *   4. one draw from the renormalised distribution with a seeded generator, so the same
+ *      seed gives the same tokens. */
+#ifndef PL_RUNTIME_SAMPLER_H
+#define PL_RUNTIME_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../base/status.h"
+
+typedef struct {
+    float temp;              /* <= 0: greedy */
+    int top_k;               /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off */
+    float presence_penalty;  /* 0: off */
+    float frequency_penalty; /* 0: off */
+    int penalty_last_n;      /* ids of the context the penalties look at; < 0: all */
+    uint64_t seed;
+} pl_sampler_params;
+
+/* temp 0.8, top-k 40, top-p 0.95, min-p 0.05, no penalties, whole context, seed 0. */
+pl_sampler_params pl_sampler_defaults(void);
+
+/* One candidate of the final distribution. */
+typedef struct {
+    int32_t id;
+    float logit; /* after penalties (before temperature) */
+    float p;     /* renormalised probability over the kept candidates */
+} pl_candidate;
+
+typedef struct pl_sampler pl_sampler;
+
+pl_status pl_sampler_new(const pl_sampler_params *p, int n_vocab, pl_sampler **out);
+void pl_sampler_free(pl_sampler *s);
+
+/* True when the choice is a plain argmax of the raw logits (greedy, no penalties): the
+ * runtime may then let the backend pick the id on the device. */
+bool pl_sampler_is_argmax(const pl_sampler *s);
+
+/* Pick the next id. logits (n_vocab values) are modified by the penalties; ctx holds the
+ * n_ctx ids so far (prompt and generated). */
+pl_status pl_sampler_pick(pl_sampler *s, float *logits, const int32_t *ctx, int64_t n_ctx,
+                          int32_t *out);
+
+/* ---- the steps, for tests and other samplers ---- */
+
+/* Step 1 on logits in place. */
+void pl_sampler_penalize(const pl_sampler_params *p, float *logits, int n_vocab,
+                         const int32_t *ctx, int64_t n_ctx);
+/* Step 3 (temp > 0): the kept candidates in cand (room for n_vocab), most probable first
+ * (ties: lower id first), with probabilities summing to 1. Returns their count (>= 1). */
+int64_t pl_sampler_distribution(const pl_sampler_params *p, const float *logits, int n_vocab,
+                                pl_candidate *cand);
+
+#endif

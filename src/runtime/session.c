@@ -1,0 +1,113 @@
+/* session.c - a conversation's KV cache and the ids in it, with common-prefix reuse. */
+#include "session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct pl_session {
+    const pl_model *m;
+    pl_state *st;
+    int32_t *ids;   /* [n_ctx]: the ids whose keys and values are cached */
+    int64_t n_ids;
+    float *logits;  /* [n_vocab] host copy for sampling */
+    int n_vocab;
+    bool have_logits; /* the state's logits belong to ids[n_ids - 1] */
+};
+
+pl_status pl_session_new(const pl_model *m, const pl_state_opts *o, pl_session **out) {
+    *out = NULL;
+    pl_state_opts so = *o;
+    so.n_logits = 1;
+    pl_session *s = calloc(1, sizeof *s);
+    if (!s) return pl_fail(PL_ERR_NOMEM, "out of memory for the session");
+    s->m = m;
+    s->n_vocab = pl_model_get_info(m)->n_vocab;
+    pl_status st = pl_state_new(m, &so, &s->st);
+    if (!st) {
+        s->ids = malloc(sizeof *s->ids * (size_t)so.n_ctx);
+        s->logits = malloc(sizeof *s->logits * (size_t)s->n_vocab);
+        if (!s->ids || !s->logits) st = pl_fail(PL_ERR_NOMEM, "out of memory for the session");
+    }
+    if (st) {
+        pl_session_free(s);
+        return st;
+    }
+    *out = s;
+    return PL_OK;
+}
+
+void pl_session_free(pl_session *s) {
+    if (!s) return;
+    pl_state_free(s->st);
+    free(s->ids);
+    free(s->logits);
+    free(s);
+}
+
+void pl_session_reset(pl_session *s) {
+    s->n_ids = 0;
+    s->have_logits = false;
+}
+
+int64_t pl_session_n_ctx(const pl_session *s) { return pl_state_get_opts(s->st)->n_ctx; }
+pl_state *pl_session_state(pl_session *s) { return s->st; }
+
+const int32_t *pl_session_ids(const pl_session *s, int64_t *n) {
+    *n = s->n_ids;
+    return s->ids;
+}
+
+/* Run ids[0..n) at position n_ids onwards, in batches, appending them. */
+static pl_status run(pl_session *s, const int32_t *ids, int64_t n) {
+    int64_t batch = pl_state_get_opts(s->st)->n_batch;
+    s->have_logits = false;
+    for (int64_t i = 0; i < n; i += batch) {
+        int64_t len = n - i < batch ? n - i : batch;
+        pl_status st = pl_model_forward(s->m, s->st, ids + i, len, s->n_ids, false);
+        if (st) return st;
+        memcpy(s->ids + s->n_ids, ids + i, sizeof *ids * (size_t)len);
+        s->n_ids += len;
+    }
+    s->have_logits = n > 0;
+    return PL_OK;
+}
+
+pl_status pl_session_set(pl_session *s, const int32_t *ids, int64_t n, int64_t *n_run) {
+    if (n_run) *n_run = 0;
+    int64_t n_ctx = pl_session_n_ctx(s);
+    if (n < 1) return pl_fail(PL_ERR_ARG, "nothing to run: no tokens");
+    if (n > n_ctx)
+        return pl_fail(PL_ERR_ARG, "the prompt is %lld tokens, longer than the context of %lld "
+                                   "(raise --ctx)",
+                       (long long)n, (long long)n_ctx);
+    int64_t keep = 0;
+    while (keep < s->n_ids && keep < n && s->ids[keep] == ids[keep]) keep++;
+    if (keep == n) keep = n - 1; /* the last id is run again: its logits are needed */
+    s->n_ids = keep;
+    if (n_run) *n_run = n - keep;
+    return run(s, ids + keep, n - keep);
+}
+
+pl_status pl_session_push(pl_session *s, int32_t id) {
+    int64_t n_ctx = pl_session_n_ctx(s);
+    if (s->n_ids >= n_ctx)
+        return pl_fail(PL_ERR_ARG, "context full: all %lld positions are used (raise --ctx)",
+                       (long long)n_ctx);
+    return run(s, &id, 1);
+}
+
+pl_status pl_session_logits(pl_session *s, float *out) {
+    if (!s->have_logits) return pl_fail(PL_ERR_ARG, "no logits: nothing has been run");
+    return pl_be_read(pl_state_logits(s->st), 0, out, (int64_t)s->n_vocab * (int64_t)sizeof *out);
+}
+
+pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out) {
+    if (!s->have_logits) return pl_fail(PL_ERR_ARG, "no logits: nothing has been run");
+    pl_status st;
+    if (pl_sampler_is_argmax(smp)) { /* only 4 bytes come back from the device */
+        if ((st = pl_be_argmax(pl_state_logits(s->st), 1, pl_state_ids(s->st), 0))) return st;
+        return pl_be_read(pl_state_ids(s->st), 0, out, (int64_t)sizeof *out);
+    }
+    if ((st = pl_session_logits(s, s->logits))) return st;
+    return pl_sampler_pick(smp, s->logits, s->ids, s->n_ids, out);
+}

@@ -1,0 +1,193 @@
+/* sampler_test.c - penalties and the sampling distribution against hand-computed values,
+ * and the seeded draw: the same seed gives the same ids, and draws follow the
+ * distribution. */
+#include <math.h>
+
+#include "runtime/sampler.h"
+#include "test.h"
+
+static bool near(double a, double b) { return fabs(a - b) < 1e-6; }
+
+static pl_sampler_params plain(void) {
+    pl_sampler_params p = pl_sampler_defaults();
+    p.temp = 1;
+    p.top_k = 0;
+    p.top_p = 1;
+    p.min_p = 0;
+    return p;
+}
+
+static void test_penalties(void) {
+    pl_sampler_params p = plain();
+    /* repetition: id 0 occurs 3 times but is penalised once (transformers) */
+    p.repeat_penalty = 2;
+    float l[4] = {2.0f, -1.0f, 0.5f, 3.0f};
+    int32_t ctx[] = {0, 0, 1, 0};
+    pl_sampler_penalize(&p, l, 4, ctx, 4);
+    CHECK(near(l[0], 1.0) && near(l[1], -2.0) && near(l[2], 0.5) && near(l[3], 3.0),
+          "repetition: %g %g %g %g", l[0], l[1], l[2], l[3]);
+
+    /* presence and frequency (OpenAI): logit -= count * f + (count > 0) * presence */
+    p = plain();
+    p.presence_penalty = 0.5f;
+    p.frequency_penalty = 0.25f;
+    float m[3] = {1, 1, 1};
+    int32_t c2[] = {0, 0, 2};
+    pl_sampler_penalize(&p, m, 3, c2, 3);
+    CHECK(near(m[0], 0.0) && near(m[1], 1.0) && near(m[2], 0.25), "presence/frequency: %g %g %g",
+          m[0], m[1], m[2]);
+
+    /* the window: only the last id counts */
+    p = plain();
+    p.repeat_penalty = 2;
+    p.penalty_last_n = 1;
+    float w[3] = {1, 1, 1};
+    int32_t c3[] = {0, 1, 2};
+    pl_sampler_penalize(&p, w, 3, c3, 3);
+    CHECK(near(w[0], 1) && near(w[1], 1) && near(w[2], 0.5), "window: %g %g %g", w[0], w[1], w[2]);
+
+    /* ids outside the vocabulary are ignored */
+    float z[2] = {1, 1};
+    int32_t c4[] = {-1, 7};
+    pl_sampler_penalize(&p, z, 2, c4, 2);
+    CHECK(near(z[0], 1) && near(z[1], 1), "out-of-range ids");
+}
+
+/* The distribution of logits [ln 4, ln 2, 0, 0] is [0.5, 0.25, 0.125, 0.125]. */
+static int64_t dist(pl_sampler_params p, pl_candidate *c) {
+    float l[4] = {logf(4), logf(2), 0, 0};
+    return pl_sampler_distribution(&p, l, 4, c);
+}
+
+static void test_distribution(void) {
+    pl_candidate c[4];
+    pl_sampler_params p = plain();
+    int64_t n = dist(p, c);
+    CHECK(n == 4 && c[0].id == 0 && c[1].id == 1 && c[2].id == 2 && c[3].id == 3,
+          "order (ties lower id first)");
+    CHECK(near(c[0].p, 0.5) && near(c[1].p, 0.25) && near(c[2].p, 0.125) && near(c[3].p, 0.125),
+          "softmax %g %g %g %g", c[0].p, c[1].p, c[2].p, c[3].p);
+
+    p.top_k = 2;
+    n = dist(p, c);
+    CHECK(n == 2 && near(c[0].p, 2.0 / 3) && near(c[1].p, 1.0 / 3), "top-k 2: %lld", (long long)n);
+    p.top_k = 3; /* the 3rd largest ties with the 4th: transformers keeps both */
+    n = dist(p, c);
+    CHECK(n == 4, "top-k 3 with a tie keeps %lld", (long long)n);
+
+    p = plain();
+    p.top_p = 0.7f; /* 0.5 then 0.75 >= 0.7: two kept */
+    n = dist(p, c);
+    CHECK(n == 2 && near(c[0].p, 2.0 / 3), "top-p 0.7 keeps %lld", (long long)n);
+    p.top_p = 0.5f; /* the first reaches 0.5 */
+    n = dist(p, c);
+    CHECK(n == 1 && near(c[0].p, 1.0), "top-p 0.5 keeps %lld", (long long)n);
+
+    p = plain();
+    p.min_p = 0.3f; /* floor 0.15: 0.125 goes */
+    n = dist(p, c);
+    CHECK(n == 2 && near(c[1].p, 1.0 / 3), "min-p 0.3 keeps %lld", (long long)n);
+
+    p = plain();
+    p.temp = 0.5f; /* probabilities ~ [16, 4, 1, 1] */
+    n = dist(p, c);
+    CHECK(n == 4 && near(c[0].p, 16.0 / 22) && near(c[2].p, 1.0 / 22), "temperature 0.5: %g",
+          c[0].p);
+
+    p = plain(); /* temperature first, then top-p on the sharpened distribution */
+    p.temp = 0.5f;
+    p.top_p = 0.9f; /* 16/22 = 0.727 < 0.9, + 4/22 = 0.909: two kept */
+    n = dist(p, c);
+    CHECK(n == 2 && near(c[0].p, 0.8), "temperature then top-p keeps %lld", (long long)n);
+
+    /* a tiny temperature must not overflow */
+    p = plain();
+    p.temp = 1e-30f;
+    n = dist(p, c);
+    CHECK(isfinite(c[0].p) && near(c[0].p, 1.0), "tiny temperature: %g", c[0].p);
+}
+
+static void test_pick(void) {
+    /* greedy with a penalty: 3 / 1.1 = 2.73 < 2.9 */
+    pl_sampler_params p = plain();
+    p.temp = 0;
+    p.repeat_penalty = 1.1f;
+    pl_sampler *s;
+    CHECK(pl_sampler_new(&p, 2, &s) == PL_OK, "new");
+    CHECK(!pl_sampler_is_argmax(s), "a penalty is not a plain argmax");
+    float l[2] = {3.0f, 2.9f};
+    int32_t ctx[] = {0}, id = -1;
+    pl_sampler_pick(s, l, ctx, 1, &id);
+    CHECK(id == 1, "greedy with penalty picked %d", id);
+    pl_sampler_free(s);
+
+    /* same seed, same ids; draws follow [0.5, 0.25, 0.125, 0.125] */
+    p = plain();
+    p.seed = 42;
+    pl_sampler *a, *b;
+    pl_sampler_new(&p, 4, &a);
+    pl_sampler_new(&p, 4, &b);
+    int count[4] = {0}, same = 1;
+    const int N = 20000;
+    for (int i = 0; i < N; i++) {
+        float la[4] = {logf(4), logf(2), 0, 0}, lb[4] = {logf(4), logf(2), 0, 0};
+        int32_t ia, ib;
+        pl_sampler_pick(a, la, NULL, 0, &ia);
+        pl_sampler_pick(b, lb, NULL, 0, &ib);
+        same &= ia == ib;
+        count[ia]++;
+    }
+    CHECK(same, "same seed gave different ids");
+    const double want[4] = {0.5, 0.25, 0.125, 0.125};
+    for (int i = 0; i < 4; i++)
+        CHECK(fabs((double)count[i] / N - want[i]) < 0.015, "id %d drawn %.4f of the time", i,
+              (double)count[i] / N);
+    pl_sampler_free(a);
+    pl_sampler_free(b);
+
+    /* another seed: another sequence */
+    p.seed = 43;
+    pl_sampler_new(&p, 4, &b);
+    p.seed = 42;
+    pl_sampler_new(&p, 4, &a);
+    int differ = 0;
+    for (int i = 0; i < 64; i++) {
+        float la[4] = {0, 0, 0, 0}, lb[4] = {0, 0, 0, 0};
+        int32_t ia, ib;
+        pl_sampler_pick(a, la, NULL, 0, &ia);
+        pl_sampler_pick(b, lb, NULL, 0, &ib);
+        differ += ia != ib;
+    }
+    CHECK(differ > 0, "seeds 42 and 43 gave the same 64 ids");
+    pl_sampler_free(a);
+    pl_sampler_free(b);
+
+    /* bad parameters */
+    p = plain();
+    p.top_p = 0;
+    CHECK(pl_sampler_new(&p, 4, &s) != PL_OK, "top-p 0 accepted");
+}
+
+static void test_big_vocab(void) {
+    /* 151936 ids with top-k 40: the k-th largest by selection, not a full sort */
+    const int V = 151936;
+    float *l = malloc(sizeof(float) * V);
+    pl_candidate *c = malloc(sizeof(pl_candidate) * V);
+    for (int i = 0; i < V; i++) l[i] = (float)((i * 7919) % V) / V;
+    pl_sampler_params p = plain();
+    p.top_k = 40;
+    int64_t n = pl_sampler_distribution(&p, l, V, c);
+    bool sorted = true;
+    for (int64_t i = 1; i < n; i++) sorted &= c[i - 1].logit >= c[i].logit;
+    CHECK(n == 40 && sorted && near(c[0].logit, (float)(V - 1) / V), "top-40 of 151936: %lld",
+          (long long)n);
+    free(l);
+    free(c);
+}
+
+static void run_tests(void) {
+    test_penalties();
+    test_distribution();
+    test_pick();
+    test_big_vocab();
+}
