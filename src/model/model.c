@@ -76,6 +76,11 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
     const void *data = t->data;
     uint32_t type = t->type;
     pl_status s;
+    if (ld->opts && ld->opts->prefault) { /* one byte a page brings the file in */
+        volatile unsigned char sink = 0;
+        for (uint64_t off = 0; off < t->nbytes; off += 4096) sink ^= ((const unsigned char *)data)[off];
+        (void)sink;
+    }
     if (ne1 == 1 && type != PL_TYPE_F32) {
         float *copy = malloc(sizeof(float) * (size_t)ne0);
         if (!copy) return pl_fail(PL_ERR_NOMEM, "out of memory loading %s", name);

@@ -40,6 +40,9 @@ typedef struct {
     /* Called as tensors are prepared, with bytes done and total (may be NULL). */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
+    /* Read every weight page once while loading, so the disk reads happen here (with
+     * progress) rather than in the first forward pass. */
+    bool prefault;
 } pl_model_opts;
 
 /* Read the architecture, configuration and weights of g. The GGUF (and its mapping) must

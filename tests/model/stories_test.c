@@ -1,6 +1,6 @@
-/* stories_test.c - stories260K (llama architecture, SPM vocabulary) F32, Q8_0 and Q4_0 on
- * the CPU against llama.cpp b10573: the prompt-end logits of "Once upon a time" (BOS + 4
- * ids) and the 64 greedy ids, which must be identical.
+/* stories_test.c - stories260K (llama architecture, SPM vocabulary) F32, Q8_0 and Q4_0, and
+ * llama-2-tiny-random (F16), on the CPU against llama.cpp b10573: the prompt-end logits of
+ * "Once upon a time" (BOS + 4 ids) and the 64 greedy ids, which must be identical.
  *
  * Tolerances on the logits, relative to the largest logit:
  *   - F32 file, default f16 cache: 1e-4. llama.cpp ran with an f16 cache and f16 flash
@@ -10,7 +10,9 @@
  *   - Q8_0 / Q4_0: llama.cpp quantises activations to 8 bits in these matmuls, we keep them
  *     float32, so the reference is only as good as its own quantisation spread: how far
  *     llama.cpp's Q8_0 / Q4_0 logits are from its F32 ones, 1.5e-2 / 1.67e-1. Measured:
- *     8.2e-3 / 9.1e-3. */
+ *     8.2e-3 / 9.1e-3.
+ *   - llama-2-tiny-random (F16 weights, 32000-id vocabulary): llama.cpp rounds activations
+ *     to f16 inside F16 matmuls, we keep float32: 5e-4 (measured 2.8e-4). */
 #include "cpu/cpu.h"
 #include "model/model.h"
 #include "model/fixture.h"
@@ -50,16 +52,17 @@ static void run_case(pl_backend *be, const char *json, const stories_case *c, ui
 
     s = pl_model_forward(m, st, prompt, np, 0, false);
     CHECK(s == PL_OK, "%s", pl_last_error());
-    float logits[512];
-    pl_be_read(pl_state_logits(st), 0, logits, sizeof logits);
+    float logits[32000];
+    pl_be_read(pl_state_logits(st), 0, logits, 4 * (int64_t)pl_model_get_info(m)->n_vocab);
     snprintf(path, sizeof path, "fixtures/llamacpp-b10573/%s", c->logits);
     int64_t nref = 0;
     float *ref = fixture_f32(test_shared(path), &nref);
-    CHECK(ref && nref == 512, "reference logits %s", path);
-    if (ref && nref == 512) {
+    int64_t V = pl_model_get_info(m)->n_vocab;
+    CHECK(ref && nref == V && V <= 32000, "reference logits %s", path);
+    if (ref && nref == V && V <= 32000) {
         /* f32 cache: exact arithmetic, llama.cpp's f16 attention is up to ~4.3e-4 away */
         double tol = kv == PL_TYPE_F16 ? c->tol : c->tol + 4.5e-4;
-        double err = fixture_rel_err(logits, ref, 512);
+        double err = fixture_rel_err(logits, ref, V);
         CHECK(err <= tol, "%s kv %s: prompt logits off by %.3g of the largest (tolerance %g)",
               c->file, kv == PL_TYPE_F16 ? "f16" : "f32", err, tol);
         if (getenv("POOLED_TEST_VERBOSE"))
@@ -98,6 +101,7 @@ static void run_tests(void) {
         {"stories260K.gguf", "stories260K.prompt_last_logits.f32", 1e-4},
         {"stories260K-Q8_0.gguf", "stories260K-Q8_0.prompt_last_logits.f32", 1.5e-2},
         {"stories260K-Q4_0.gguf", "stories260K-Q4_0.prompt_last_logits.f32", 1.67e-1},
+        {"llama-2-tiny-random.gguf", "llama-2-tiny-random.prompt_last_logits.f32", 5e-4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_case(be, json, &cases[i], PL_TYPE_F16);
