@@ -42,6 +42,12 @@ pl_status pl_tok_encode(const pl_tokenizer *t, const char *text, size_t len, boo
 int64_t pl_tok_piece(const pl_tokenizer *t, int32_t id, bool show_special, char *buf,
                      size_t cap);
 
+/* A whole sequence back to text, pieces concatenated; the space an SPM vocabulary puts in
+ * front of the text (add_space_prefix) is removed again. *out is malloc'd, NUL-terminated
+ * (out_len may be NULL). Fails for an invalid id. */
+pl_status pl_tok_decode(const pl_tokenizer *t, const int32_t *ids, int64_t n, bool show_special,
+                        char **out, size_t *out_len);
+
 /* Streaming detokeniser: feed ids one by one, get text that is always whole UTF-8 (a
  * partial sequence is held until its last byte arrives). */
 typedef struct pl_tok_stream pl_tok_stream;
