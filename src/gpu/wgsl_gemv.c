@@ -1,0 +1,242 @@
+/* wgsl_gemv.c - the cooperative GEMV template (decode's matrix-vector products).
+ *
+ * A workgroup of T threads owns R consecutive rows. Thread t walks the blocks t, t+T, ...
+ * of all R rows at once: it loads the x values of a block once, then one block of each row,
+ * so neighbouring threads read neighbouring 16-byte pieces of the same row (a contiguous
+ * stripe) and each x load is reused R times. Partial sums live in named scalars (a0, a1, ...)
+ * because an accumulator array indexed by a variable spills to memory. Quants are decoded
+ * in registers; nothing accumulates in f16. See wgsl_gen.h for the bindings. */
+#include <stdio.h>
+#include <string.h>
+
+#include "wgsl_gen.h"
+#include "wgsl_text.h"
+
+/* How one weight type is read: `elems` weights per block, `xv` vec4 loads of x per block
+ * (0: x is read as scalars), `words` vec4<u32> per block for packed types. */
+typedef struct {
+    unsigned elems, xv;
+    int scaled;
+    const char *qtype;
+} wfmt;
+
+static wfmt fmt_of(pl_gpu_wtype type, unsigned cols) {
+    switch (type) {
+    case PL_GW_Q4_0: return (wfmt){32, 8, 1, "vec4<u32>"};
+    case PL_GW_Q8_0: return (wfmt){32, 8, 1, "vec4<u32>"};
+    case PL_GW_F16: return cols % 8 == 0 ? (wfmt){8, 2, 0, "vec4<u32>"} : (wfmt){1, 0, 0, "u32"};
+    case PL_GW_F32:
+    default: return cols % 4 == 0 ? (wfmt){4, 1, 0, "vec4<f32>"} : (wfmt){1, 0, 0, "f32"};
+    }
+}
+
+static unsigned n_mats(const pl_gemv_params *p) { return p->mode == PL_GEMV_GATE_UP ? 2 : 1; }
+static unsigned n_parts(const pl_gemv_params *p) { return p->parts ? p->parts : 1; }
+
+uint32_t pl_gemv_groups(const pl_gemv_params *p) {
+    return (p->rows + p->rows_per_wg - 1) / p->rows_per_wg;
+}
+
+int pl_gemv_bindings(const pl_gemv_params *p) {
+    wfmt f = fmt_of(p->type, p->cols);
+    return 2 + (int)(n_mats(p) * n_parts(p)) * (f.scaled ? 2 : 1) + (p->norm != 0) + (p->bias != 0);
+}
+
+static pl_status check(const pl_gemv_params *p) {
+    unsigned T = p->threads, R = p->rows_per_wg;
+    if (!p->rows || !p->cols || T < 8 || T > 1024 || (T & (T - 1)) || R < 1 || R > 8)
+        return pl_fail(PL_ERR_ARG, "GEMV %ux%u: bad threads %u / rows %u", p->rows, p->cols, T, R);
+    if ((p->type == PL_GW_Q4_0 || p->type == PL_GW_Q8_0) && p->cols % 32)
+        return pl_fail(PL_ERR_ARG, "GEMV: %u columns is not a whole number of blocks", p->cols);
+    unsigned parts = n_parts(p);
+    if (parts > PL_GEMV_MAX_PARTS ||
+        (parts > 1 && (p->rows_per_part % R || (uint64_t)p->rows_per_part * parts < p->rows ||
+                       (uint64_t)p->rows_per_part * (parts - 1) >= p->rows)))
+        return pl_fail(PL_ERR_ARG, "GEMV: bad split into %u parts of %u rows", parts,
+                       p->rows_per_part);
+    if (p->mode == PL_GEMV_GATE_UP && p->bias)
+        return pl_fail(PL_ERR_ARG, "GEMV: gate/up takes no bias");
+    return PL_OK;
+}
+
+static void decl_weights(pl_wtext *t, const pl_gemv_params *p, wfmt f, int *binding) {
+    for (unsigned m = 0; m < n_mats(p); m++) {
+        for (unsigned q = 0; q < n_parts(p); q++) {
+            pl_wtext_add(t, "@group(0) @binding(%d) var<storage, read> q%c%u: array<%s>;\n",
+                         (*binding)++, 'A' + m, q, f.qtype);
+            if (f.scaled)
+                pl_wtext_add(t, "@group(0) @binding(%d) var<storage, read> s%c%u: array<u32>;\n",
+                             (*binding)++, 'A' + m, q);
+        }
+    }
+}
+
+static const char *helpers =
+    /* low / high nibbles of 4 bytes, minus the Q4_0 offset of 8 */
+    "fn lo4(v: u32) -> vec4<f32> {\n"
+    "  return vec4<f32>(vec4<u32>(v, v >> 8u, v >> 16u, v >> 24u) & vec4<u32>(15u)) - 8.0;\n"
+    "}\n"
+    "fn hi4(v: u32) -> vec4<f32> {\n"
+    "  return vec4<f32>(vec4<u32>(v >> 4u, v >> 12u, v >> 20u, v >> 28u) & vec4<u32>(15u)) - 8.0;\n"
+    "}\n"
+    /* 4 signed bytes: shift each to the top, arithmetic shift back down */
+    "fn i8x4(v: u32) -> vec4<f32> {\n"
+    "  let s = vec4<i32>(bitcast<i32>(v << 24u), bitcast<i32>(v << 16u), bitcast<i32>(v << 8u),\n"
+    "                    bitcast<i32>(v));\n"
+    "  return vec4<f32>(s >> vec4<u32>(24u));\n"
+    "}\n"
+    "fn h4(a: u32, b: u32) -> vec4<f32> {\n"
+    "  return vec4<f32>(unpack2x16float(a), unpack2x16float(b));\n"
+    "}\n";
+
+/* acc += the dot of block `idx` of matrix (m, part) with the x values of this block. */
+static void block_dot(pl_wtext *t, const pl_gemv_params *p, wfmt f, char m, unsigned part,
+                      const char *idx, const char *acc) {
+    switch (p->type) {
+    case PL_GW_Q4_0:
+        pl_wtext_add(t,
+                     "      { let w = q%c%u[%s];\n"
+                     "        let d = unpack2x16float(s%c%u[%s >> 1u])[%s & 1u];\n"
+                     "        %s += d * (dot(lo4(w.x), x0) + dot(lo4(w.y), x1) + dot(lo4(w.z), x2)"
+                     " + dot(lo4(w.w), x3)\n"
+                     "          + dot(hi4(w.x), x4) + dot(hi4(w.y), x5) + dot(hi4(w.z), x6)"
+                     " + dot(hi4(w.w), x7)); }\n",
+                     m, part, idx, m, part, idx, idx, acc);
+        break;
+    case PL_GW_Q8_0:
+        pl_wtext_add(t,
+                     "      { let w = q%c%u[2u * %s]; let v = q%c%u[2u * %s + 1u];\n"
+                     "        let d = unpack2x16float(s%c%u[%s >> 1u])[%s & 1u];\n"
+                     "        %s += d * (dot(i8x4(w.x), x0) + dot(i8x4(w.y), x1) + dot(i8x4(w.z), x2)"
+                     " + dot(i8x4(w.w), x3)\n"
+                     "          + dot(i8x4(v.x), x4) + dot(i8x4(v.y), x5) + dot(i8x4(v.z), x6)"
+                     " + dot(i8x4(v.w), x7)); }\n",
+                     m, part, idx, m, part, idx, m, part, idx, idx, acc);
+        break;
+    case PL_GW_F16:
+        if (f.xv)
+            pl_wtext_add(t,
+                         "      { let w = q%c%u[%s];\n"
+                         "        %s += dot(h4(w.x, w.y), x0) + dot(h4(w.z, w.w), x1); }\n",
+                         m, part, idx, acc);
+        else
+            pl_wtext_add(t, "      %s += unpack2x16float(q%c%u[(%s) >> 1u])[(%s) & 1u] * x0;\n",
+                         acc, m, part, idx, idx);
+        break;
+    case PL_GW_F32:
+        if (f.xv) pl_wtext_add(t, "      %s += dot(q%c%u[%s], x0);\n", acc, m, part, idx);
+        else pl_wtext_add(t, "      %s += q%c%u[%s] * x0;\n", acc, m, part, idx);
+        break;
+    }
+}
+
+/* The block loop over one part: load x for the block (normalised if fused), then one block
+ * of each of the R rows (of both matrices for gate/up). */
+static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned part) {
+    unsigned R = p->rows_per_wg;
+    const char *nb = f.elems == 1 ? "K" : "NB";
+    pl_wtext_add(t, "    for (var b = lid; b < %s; b += T) {\n", nb);
+    unsigned nx = f.xv ? f.xv : 1;
+    for (unsigned j = 0; j < nx; j++) {
+        char at[48];
+        if (f.xv) snprintf(at, sizeof at, "[b * %uu + %uu]", f.xv, j);
+        else snprintf(at, sizeof at, "[b]");
+        /* fused RMSNorm: x * inv * w, in the reference's order */
+        if (p->norm) pl_wtext_add(t, "      let x%u = (x%s * inv) * nw%s;\n", j, at, at);
+        else pl_wtext_add(t, "      let x%u = x%s;\n", j, at);
+    }
+    for (unsigned m = 0; m < n_mats(p); m++) {
+        for (unsigned r = 0; r < R; r++) {
+            char idx[64], acc[16];
+            snprintf(idx, sizeof idx, "(r%u * %s + b)", r, nb);
+            snprintf(acc, sizeof acc, "a%u", m * R + r);
+            block_dot(t, p, f, (char)('A' + m), part, idx, acc);
+        }
+    }
+    pl_wtext_add(t, "    }\n");
+}
+
+pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
+    *out = NULL;
+    if (check(p) != PL_OK) return PL_ERR_ARG;
+    wfmt f = fmt_of(p->type, p->cols);
+    unsigned T = p->threads, R = p->rows_per_wg, M = n_mats(p), parts = n_parts(p);
+    unsigned nacc = M * R;
+    pl_wtext t = {0};
+    if (p->subgroups) pl_wtext_add(&t, "enable subgroups;\n");
+    pl_wtext_add(&t,
+                 "const N = %uu;\nconst K = %uu;\nconst NB = %uu;\nconst T = %uu;\nconst R = %uu;\n",
+                 p->rows, p->cols, p->cols / f.elems, T, R);
+    const char *xt = f.xv ? "vec4<f32>" : "f32";
+    pl_wtext_add(&t,
+                 "@group(0) @binding(0) var<storage, read> x: array<%s>;\n"
+                 "@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n",
+                 xt);
+    int binding = 2;
+    decl_weights(&t, p, f, &binding);
+    if (p->norm)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw: array<%s>;\n", binding++, xt);
+    if (p->bias)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> bias: array<f32>;\n", binding++);
+    pl_wtext_add(&t, "var<workgroup> red: array<f32, %u>;\n", nacc * T);
+    pl_wtext_add(&t, "%s", helpers);
+    pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS "%s) {\n", T,
+                 p->subgroups ? ", @builtin(subgroup_invocation_id) sid: u32, "
+                                "@builtin(subgroup_size) ssz: u32"
+                              : "");
+    pl_wtext_group_index(&t, pl_gemv_groups(p));
+    pl_wtext_add(&t, "  let row0 = g * R;\n");
+    if (p->norm) {
+        /* every workgroup computes the RMS of x itself: x is small and cached */
+        pl_wtext_add(&t, "  var ss = 0.0;\n  for (var j = lid; j < %uu; j += T) {\n",
+                     f.xv ? p->cols / 4 : p->cols);
+        pl_wtext_add(&t, "    let v = x[j];\n    ss += %s;\n  }\n  red[lid] = ss;\n",
+                     f.xv ? "dot(v, v)" : "v * v");
+        pl_wtext_tree_sum(&t, T, 1);
+        pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(K) + ");
+        pl_wtext_f32(&t, p->eps);
+        pl_wtext_add(&t, ");\n  workgroupBarrier();\n");
+    }
+    for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  var a%u = 0.0;\n", a);
+    /* rows past N (last workgroup) read row N-1 and are not written */
+    if (parts > 1) pl_wtext_add(&t, "  let part = row0 / %uu;\n  let base = part * %uu;\n",
+                                p->rows_per_part, p->rows_per_part);
+    else pl_wtext_add(&t, "  let base = 0u;\n");
+    for (unsigned r = 0; r < R; r++)
+        pl_wtext_add(&t, "  let r%u = min(row0 + %uu, N - 1u) - base;\n", r, r);
+    for (unsigned q = 0; q < parts; q++) {
+        if (parts > 1) pl_wtext_add(&t, "  %sif (part == %uu) {\n", q ? "else " : "", q);
+        else pl_wtext_add(&t, "  {\n");
+        part_loop(&t, p, f, q);
+        pl_wtext_add(&t, "  }\n");
+    }
+    /* reduce the accumulators over the workgroup */
+    if (p->subgroups) {
+        for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
+        pl_wtext_add(&t, "  let nsg = (T + ssz - 1u) / ssz;\n  if (sid == 0u) {\n");
+        for (unsigned a = 0; a < nacc; a++)
+            pl_wtext_add(&t, "    red[%uu + lid / ssz] = s%u;\n", a * T, a);
+        pl_wtext_add(&t, "  }\n  workgroupBarrier();\n  if (lid < R) {\n");
+        for (unsigned m = 0; m < M; m++)
+            pl_wtext_add(&t,
+                         "    var t%u = 0.0;\n"
+                         "    for (var i = 0u; i < nsg; i++) { t%u += red[(%uu + lid) * T + i]; }\n",
+                         m, m, m * R);
+    } else {
+        for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  red[%uu + lid] = a%u;\n", a * T, a);
+        pl_wtext_tree_sum(&t, T, nacc);
+        pl_wtext_add(&t, "  if (lid < R) {\n");
+        for (unsigned m = 0; m < M; m++)
+            pl_wtext_add(&t, "    let t%u = red[(%uu + lid) * T];\n", m, m * R);
+    }
+    pl_wtext_add(&t, "    let row = row0 + lid;\n    if (row < N) {\n");
+    switch (p->mode) {
+    case PL_GEMV_STORE:
+        pl_wtext_add(&t, "      y[row] = t0%s;\n", p->bias ? " + bias[row]" : "");
+        break;
+    case PL_GEMV_ACCUM: pl_wtext_add(&t, "      y[row] = y[row] + t0;\n"); break;
+    case PL_GEMV_GATE_UP: pl_wtext_add(&t, "      y[row] = t0 / (1.0 + exp(-t0)) * t1;\n"); break;
+    }
+    pl_wtext_add(&t, "    }\n  }\n}\n");
+    return pl_wtext_finish(&t, out);
+}

@@ -1,0 +1,37 @@
+/* wgsl_text.h - a growable text buffer the WGSL generators write into (printf-style), and
+ * the WGSL helper functions several kernel families share. */
+#ifndef PL_GPU_WGSL_TEXT_H
+#define PL_GPU_WGSL_TEXT_H
+
+#include <stddef.h>
+
+#include "../base/status.h"
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int oom;
+} pl_wtext;
+
+/* Append formatted text; an allocation failure is remembered and reported by finish. */
+void pl_wtext_add(pl_wtext *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Hand the text to *out (caller frees) or fail with PL_ERR_NOMEM. */
+pl_status pl_wtext_finish(pl_wtext *t, char **out);
+/* Free an unfinished text (on a failure path). */
+void pl_wtext_drop(pl_wtext *t);
+
+/* Append the workgroup-index prologue: `let g = wid.x + wid.y * nwg.x;` and an early
+ * return past `groups` (uniform across the workgroup, so barriers after it are legal). */
+void pl_wtext_group_index(pl_wtext *t, unsigned groups);
+/* The entry point's builtin parameters: workgroup id, grid size, local index. */
+#define PL_WGSL_MAIN_ARGS                                                                   \
+    "@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, "     \
+    "@builtin(local_invocation_index) lid: u32"
+
+/* An f32 literal that parses back to exactly v. */
+void pl_wtext_f32(pl_wtext *t, float v);
+/* A tree sum of red[base + 0..threads) into red[base] by all threads (threads a power of
+ * two); ends with a barrier. */
+void pl_wtext_tree_sum(pl_wtext *t, unsigned threads, unsigned copies);
+
+#endif
