@@ -12,23 +12,45 @@
 /* Files from this size up get a progress line per tensor. */
 #define PROGRESS_FROM_BYTES (64ull << 20)
 
+/* Print words at column 9, wrapped before column 88. */
+static void print_wrapped(FILE *f, const char *words) {
+    int col = 9;
+    for (const char *w = words; *w;) {
+        int len = (int)strcspn(w, " ");
+        if (col > 9 && col + 1 + len > 88) {
+            fprintf(f, "\n%9s", "");
+            col = 9;
+        } else if (col > 9) {
+            fputc(' ', f), col++;
+        }
+        fprintf(f, "%.*s", len, w);
+        col += len;
+        w += len;
+        while (*w == ' ') w++;
+    }
+    fputc('\n', f);
+}
+
 static void usage(FILE *f) {
-    fprintf(
-        f, "usage: pooled quantize IN.gguf OUT.gguf TYPE [--tensor-type PATTERN=TYPE]... [--pure]\n"
-           "\n"
-           "Store the 2-D weight tensors of IN in TYPE (1-D tensors such as norms stay as they\n"
-           "are) and write OUT with the same metadata.\n"
-           "\n"
-           "  TYPE   f32 f16 bf16 q8_0 q5_1 q5_0 q4_1 q4_0 q6_k q4_k (q4_k_m = q4_k)\n"
-           "  --tensor-type PATTERN=TYPE   tensors whose name matches PATTERN (an extended\n"
-           "         regex, found anywhere in the name, e.g. ffn_down or 'blk\\.[0-3]\\.attn_v')\n"
-           "         get TYPE; the first matching option wins; may be repeated\n"
-           "  --pure every weight in TYPE; without it output.weight is q6_k (unless TYPE is\n"
-           "         q8_0), and for q4_k/q5_k the attn_v and ffn_down of some layers too,\n"
-           "         as llama-quantize does\n"
-           "\n"
-           "A row length the type cannot hold (not a multiple of its block) falls back to a\n"
-           "type that can (q4_k->q5_0, q6_k->q8_0, otherwise f16), with a note on stderr.\n");
+    fprintf(f, "usage: pooled quantize IN.gguf OUT.gguf TYPE [--tensor-type PATTERN=TYPE]... "
+               "[--pure]\n"
+               "\n"
+               "Store the weight matrices of IN in TYPE (1-D tensors such as norms stay as they\n"
+               "are) and write OUT with the same metadata, as llama-quantize does.\n"
+               "\n"
+               "  TYPE   ");
+    print_wrapped(f, pl_quantize_file_type_names());
+    fprintf(f,
+            "  --tensor-type PATTERN=TYPE   tensors whose name matches PATTERN (an extended\n"
+            "         regex, found anywhere in the name, e.g. ffn_down or 'blk\\.[0-3]\\.attn_v')\n"
+            "         get TYPE (a plain type: q8_0, q4_k, f16, ...); the first match wins;\n"
+            "         may be repeated\n"
+            "  --pure every weight in TYPE's own type; without it llama-quantize's mixture for\n"
+            "         TYPE applies (output.weight in q6_k unless TYPE is q8_0; for q4_k_m\n"
+            "         attn_v and ffn_down of some layers in q6_k; ...)\n"
+            "\n"
+            "A row length a type cannot hold (not a multiple of its block) falls back to one\n"
+            "that can (q4_k->q5_0, q6_k->q8_0, ..., otherwise f16), with a note on stderr.\n");
 }
 
 static void print_note(void *ctx, const char *line) {
@@ -62,7 +84,7 @@ int cmd_quantize(int argc, char **argv) {
         } else if (arg_take(argc, argv, &i, "--tensor-type", NULL, &v, &err)) {
             if (err) goto out;
             const char *eq = strrchr(v, '=');
-            int t = eq ? pl_quantize_type_from_name(eq + 1) : -1;
+            int t = eq ? pl_type_from_name(eq + 1) : -1;
             if (!eq || eq == v || t < 0) {
                 die("--tensor-type: expected PATTERN=TYPE with a known type, got '%s'", v);
                 goto out;
@@ -84,12 +106,11 @@ int cmd_quantize(int argc, char **argv) {
         die("quantize: expected IN OUT TYPE (see pooled quantize --help)");
         goto out;
     }
-    int t = pl_quantize_type_from_name(pos[2]);
-    if (t < 0) {
-        die("quantize: unknown type '%s' (see pooled quantize --help)", pos[2]);
+    p.file_type = pl_quantize_file_type_from_name(pos[2]);
+    if (p.file_type < 0) {
+        die("quantize: unknown or unsupported type '%s' (see pooled quantize --help)", pos[2]);
         goto out;
     }
-    p.type = (uint32_t)t;
     FILE *in = fopen(pos[0], "rb");
     uint64_t in_size = 0;
     if (in && !fseek(in, 0, SEEK_END) && ftell(in) > 0) in_size = (uint64_t)ftell(in);

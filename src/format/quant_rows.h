@@ -33,6 +33,28 @@ static inline int pl_round_even(float x) {
     return (u.i & 0x007fffff) - 0x00400000;
 }
 
+/* Scale and min j (0..7) of a Q4_K/Q5_K block: 6 bits each, packed in 12 bytes. Bytes 0-3
+ * hold scales 0-3 and bytes 4-7 mins 0-3 in their low 6 bits; scales/mins 4-7 keep their
+ * low 4 bits in the nibbles of bytes 8-11 and their top 2 bits in the spare top bits of
+ * bytes 0-3 (scales) and 4-7 (mins). */
+static inline void pl_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0x0f) | (q[j - 4] >> 6) << 4);
+        *m = (uint8_t)((q[j + 4] >> 4) | (q[j] >> 6) << 4);
+    }
+}
+
+/* Scale j (0..15) of a Q3_K block, -32..31: low 4 bits in the nibbles of bytes 0-7 (scales
+ * 0-7 low nibbles, 8-15 high), top 2 bits in bytes 8-11 (byte 8 + j%4, bits 2*(j/4)). */
+static inline int pl_q3_scale(int j, const uint8_t *p) {
+    const int lo = j < 8 ? p[j] & 0x0f : p[j - 8] >> 4;
+    const int hi = (p[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
 /* f16.c */
 void pl_dequant_f32(const void *restrict src, float *restrict dst, int64_t n);
 void pl_dequant_f16(const void *restrict src, float *restrict dst, int64_t n);
@@ -60,15 +82,24 @@ void pl_dequant_q4_K(const void *restrict src, float *restrict dst, int64_t n);
 void pl_dequant_q5_K(const void *restrict src, float *restrict dst, int64_t n);
 void pl_dequant_q6_K(const void *restrict src, float *restrict dst, int64_t n);
 void pl_dequant_q8_K(const void *restrict src, float *restrict dst, int64_t n);
+
+/* quant_k_search.c */
+void pl_quant_q2_K(const float *src, void *dst, int64_t n);
+void pl_quant_q3_K(const float *src, void *dst, int64_t n);
 void pl_quant_q4_K(const float *src, void *dst, int64_t n);
+void pl_quant_q5_K(const float *src, void *dst, int64_t n);
 void pl_quant_q6_K(const float *src, void *dst, int64_t n);
 
 /* quant_iq.c */
 void pl_dequant_iq4_nl(const void *restrict src, float *restrict dst, int64_t n);
 void pl_dequant_iq4_xs(const void *restrict src, float *restrict dst, int64_t n);
+void pl_quant_iq4_nl(const float *src, void *dst, int64_t n);
+void pl_quant_iq4_xs(const float *src, void *dst, int64_t n);
 
 /* quant_ternary.c */
 void pl_dequant_tq1_0(const void *restrict src, float *restrict dst, int64_t n);
 void pl_dequant_tq2_0(const void *restrict src, float *restrict dst, int64_t n);
+void pl_quant_tq1_0(const float *src, void *dst, int64_t n);
+void pl_quant_tq2_0(const float *src, void *dst, int64_t n);
 
 #endif

@@ -23,13 +23,15 @@ typedef struct {
 } pl_quant_override;
 
 typedef struct {
-    uint32_t type; /* pl_type for the weights; must be one we can write */
+    /* llama.cpp's general.file_type id (see pl_quantize_file_type_from_name): its default
+     * type (Q4_K for Q4_K_M) is the type of the weights; must be one we write */
+    int file_type;
     /* per-tensor types: the first pattern that matches a quantizable tensor wins */
     const pl_quant_override *overrides;
     int n_overrides;
-    /* false: llama.cpp's main mixture rules apply (output.weight in Q6_K unless the type is
-     * Q8_0; for Q4_K/Q5_K also attn_v and ffn_down of the "more bits" layers in Q6_K).
-     * true: every quantized tensor gets `type` (llama-quantize --pure). */
+    /* false: llama-quantize's mixture rules for file_type apply (e.g. output.weight in
+     * Q6_K; for Q4_K_M attn_v and ffn_down of some layers in Q6_K).
+     * true: every quantized tensor gets the default type (llama-quantize --pure). */
     bool pure;
     /* Called with one line (no newline) for each decision the user should hear about: a
      * fallback type for a row length the type cannot hold, requantizing. May be NULL. */
@@ -39,17 +41,25 @@ typedef struct {
     void (*progress)(void *ctx, int64_t i, int64_t n, uint64_t done, uint64_t total,
                      const char *name);
     void *ctx;
+    /* Threads converting rows (0: one per online CPU, at most PL_QUANTIZE_MAX_THREADS).
+     * The output does not depend on it. */
+    int n_threads;
 } pl_quantize_params;
+
+#define PL_QUANTIZE_MAX_THREADS 32
 
 /* Read in_path, write out_path. On failure the partial output file is removed. */
 pl_status pl_quantize_file(const char *in_path, const char *out_path, const pl_quantize_params *p);
 
-/* llama.cpp's general.file_type id for a file whose main type is t (e.g. Q4_0 -> 2, Q4_K ->
- * 15 "Q4_K_M"), or -1 if there is none. */
-int pl_quantize_file_type(uint32_t t);
+/* llama.cpp's general.file_type id for a name as llama-quantize takes it ("Q4_K_M",
+ * "q8_0", "f16"; case-insensitive; "Q4_K" means Q4_K_M as in llama-quantize), or -1 if we
+ * cannot write that file type. */
+int pl_quantize_file_type_from_name(const char *name);
 
-/* Parse a quantize type name: the plain type names ("q4_0", "Q8_0", "f16", ...), plus
- * llama-quantize's "_M" names for the K-quants (Q4_K_M is Q4_K). -1 if unknown. */
-int pl_quantize_type_from_name(const char *name);
+/* The default tensor type (pl_type) of a file type, or -1 if unknown. */
+int pl_quantize_base_type(int file_type);
+
+/* The names pl_quantize_file_type_from_name knows, space-separated (for usage text). */
+const char *pl_quantize_file_type_names(void);
 
 #endif
