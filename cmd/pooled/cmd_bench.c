@@ -1,9 +1,162 @@
-/* cmd_bench.c - `pooled bench`. Not built yet: see the open issues. */
+/* cmd_bench.c - `pooled bench`: prompt processing (prefill) and generation (decode) speed,
+ * measured like llama-bench's pp/tg tests: prefill runs P ids as one batch into an empty
+ * cache; decode runs N ids one at a time from an empty cache, each picked by argmax of the
+ * previous step. Each is repeated R times after a warm-up; the median is reported, with
+ * the peak resident memory of the process. With --json the last line of stdout is one JSON
+ * object. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
 #include "args.h"
+#include "base/json_write.h"
 #include "commands.h"
+#include "model_args.h"
+#include "runtime/generate.h"
+
+static const char *const usage =
+    "usage: pooled bench -m FILE [-p 512] [-n 128] [-r 5] [--json] [options]\n"
+    "  -p N                 prompt ids processed as one batch (0: skip)\n"
+    "  -n N                 ids generated one at a time (0: skip)\n"
+    "  -r N                 repetitions; the median is reported\n"
+    "  --json               end stdout with one JSON object of the results\n";
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Seconds to prefill ids[0..n) into an empty cache. */
+static pl_status time_prefill(pl_session *s, const int32_t *ids, int64_t n, double *secs) {
+    pl_session_reset(s);
+    double t0 = pl_now();
+    pl_status st = pl_session_set(s, ids, n, NULL);
+    *secs = pl_now() - t0;
+    return st;
+}
+
+/* Seconds to decode n ids one at a time from an empty cache. */
+static pl_status time_decode(pl_session *s, pl_sampler *greedy, int32_t first, int64_t n,
+                             double *secs) {
+    pl_session_reset(s);
+    double t0 = pl_now();
+    pl_status st = pl_session_set(s, &first, 1, NULL);
+    for (int64_t i = 1; i < n && !st; i++) {
+        int32_t id;
+        st = pl_session_pick(s, greedy, &id);
+        if (!st) st = pl_session_push(s, id);
+    }
+    *secs = pl_now() - t0;
+    return st;
+}
 
 int cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return die("'bench' is not implemented yet");
+    model_args ma = model_args_defaults();
+    int64_t n_prompt = 512, n_gen = 128, reps = 5;
+    bool json = false, err = false;
+    for (int i = 1; i < argc && !err; i++) {
+        const char *v;
+        if (model_args_take(argc, argv, &i, &ma, &err)) continue;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("%s%s", usage, model_args_help);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = true;
+        } else if (arg_take(argc, argv, &i, "-p", "--n-prompt", &v, &err)) {
+            err = err || !arg_int("-p", v, 0, 1 << 20, &n_prompt);
+        } else if (arg_take(argc, argv, &i, "-n", "--n-gen", &v, &err)) {
+            err = err || !arg_int("-n", v, 0, 1 << 20, &n_gen);
+        } else if (arg_take(argc, argv, &i, "-r", "--repetitions", &v, &err)) {
+            err = err || !arg_int("-r", v, 1, 1000, &reps);
+        } else if (!err) {
+            return die("bench: unknown option '%s' (pooled bench --help)", argv[i]);
+        }
+    }
+    if (err) return 1;
+    if (!n_prompt && !n_gen) return die("bench: nothing to measure (-p 0 and -n 0)");
+    loaded_model lm;
+    if (!model_load(&ma, false, &lm)) return 1;
+    int64_t need = n_prompt > n_gen ? n_prompt : n_gen;
+    if (!ma.ctx) lm.so.n_ctx = (int)need;
+    if (lm.so.n_ctx < need) {
+        model_unload(&lm);
+        return die("bench: --ctx %d is smaller than the %lld ids a test needs", lm.so.n_ctx,
+                   (long long)need);
+    }
+    lm.so.n_batch = n_prompt > 0 ? (int)n_prompt : 1;
+    const pl_model_info *info = pl_model_get_info(lm.m);
+    int rc = 1;
+    pl_session *ses = NULL;
+    pl_sampler *greedy = NULL;
+    int32_t *ids = malloc(sizeof *ids * (size_t)(n_prompt + 1));
+    double *tp = calloc((size_t)reps, sizeof *tp), *td = calloc((size_t)reps, sizeof *td);
+    pl_sampler_params gp = pl_sampler_defaults();
+    gp.temp = 0;
+    pl_status s = ids && tp && td ? PL_OK : pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (!s) s = pl_session_new(lm.m, &lm.so, &ses);
+    if (!s) s = pl_sampler_new(&gp, info->n_vocab, &greedy);
+    /* fixed pseudo-random prompt ids: every run measures the same work */
+    uint32_t x = 12345;
+    for (int64_t i = 0; ids && i < n_prompt + 1; i++) {
+        x = x * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((x >> 8) % (uint32_t)info->n_vocab);
+    }
+    model_report(&lm);
+    double t;
+    /* warm-up: caches, page faults, thread start */
+    if (!s && n_prompt) s = time_prefill(ses, ids, n_prompt, &t);
+    if (!s && n_gen) s = time_decode(ses, greedy, ids[0], n_gen < 8 ? n_gen : 8, &t);
+    for (int64_t r = 0; r < reps && !s; r++) {
+        if (n_prompt) s = time_prefill(ses, ids, n_prompt, &tp[r]);
+        if (!s && n_gen) s = time_decode(ses, greedy, ids[0], n_gen, &td[r]);
+    }
+    if (s) {
+        die("bench: %s", pl_last_error());
+        goto done;
+    }
+    double pp = n_prompt ? n_prompt / median(tp, (int)reps) : 0;
+    double tg = n_gen ? n_gen / median(td, (int)reps) : 0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double peak_mib = (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
+    printf("model      %s (%s, %s)\n", ma.path, info->arch, info->weight_type);
+    printf("backend    %s | kv %s\n", lm.be->device, lm.so.kv_type == PL_TYPE_F16 ? "f16" : "f32");
+    if (n_prompt) printf("prefill    pp%-6lld %10.1f tok/s\n", (long long)n_prompt, pp);
+    if (n_gen) printf("decode     tg%-6lld %10.1f tok/s\n", (long long)n_gen, tg);
+    printf("peak rss   %.1f MiB   (median of %lld repetitions)\n", peak_mib, (long long)reps);
+    if (json) {
+        printf("{\"model\":");
+        pl_json_str(stdout, ma.path, strlen(ma.path));
+        printf(",\"arch\":");
+        pl_json_str(stdout, info->arch, strlen(info->arch));
+        printf(",\"weight_type\":\"%s\",\"backend\":\"%s\",\"device\":", info->weight_type,
+               lm.be->name);
+        pl_json_str(stdout, lm.be->device, strlen(lm.be->device));
+        printf(",\"kv\":\"%s\",\"n_prompt\":%lld,\"n_gen\":%lld,\"repetitions\":%lld,"
+               "\"prefill_tok_s\":",
+               lm.so.kv_type == PL_TYPE_F16 ? "f16" : "f32", (long long)n_prompt,
+               (long long)n_gen, (long long)reps);
+        pl_json_num(stdout, pp, 0);
+        printf(",\"decode_tok_s\":");
+        pl_json_num(stdout, tg, 0);
+        printf(",\"peak_rss_mib\":");
+        pl_json_num(stdout, peak_mib, 0);
+        printf(",\"weight_bytes\":%llu,\"n_params\":%lld}\n", (unsigned long long)info->weight_bytes,
+               (long long)info->n_params);
+    }
+    rc = 0;
+done:
+    free(ids);
+    free(tp);
+    free(td);
+    pl_sampler_free(greedy);
+    pl_session_free(ses);
+    model_unload(&lm);
+    return rc;
 }

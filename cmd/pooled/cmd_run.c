@@ -1,9 +1,154 @@
-/* cmd_run.c - `pooled run`. Not built yet: see the open issues. */
+/* cmd_run.c - `pooled run`: continue a prompt. Only the generated text goes to stdout (or,
+ * with --ids, the generated ids on one line); the load report and timings go to stderr. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "args.h"
 #include "commands.h"
+#include "model_args.h"
+#include "runtime/generate.h"
+
+static const char *const usage =
+    "usage: pooled run -m FILE (-p PROMPT | --prompt-ids \"ID ...\") [options]\n"
+    "  -p, --prompt TEXT    the prompt (BOS added as the model's tokenizer asks)\n"
+    "  --prompt-ids LIST    the prompt as token ids, space or comma separated\n"
+    "  -n, --n-predict N    ids to generate (default 128)\n"
+    "  --ids                print the generated ids on one line instead of text\n"
+    "  --ignore-eos         keep going after an end-of-generation id\n";
+
+typedef struct {
+    const pl_tokenizer *tok;
+    pl_tok_stream *stream;
+    bool ids;
+    bool ignore_eos;
+    int64_t n_out;
+} run_out;
+
+static bool on_token(void *ud, int32_t id) {
+    run_out *o = ud;
+    if (!o->ignore_eos && o->tok && pl_tok_is_eog(o->tok, id)) return false;
+    if (o->ids) {
+        printf(o->n_out ? " %d" : "%d", id);
+    } else {
+        fputs(pl_tok_stream_push(o->stream, id), stdout);
+    }
+    fflush(stdout);
+    o->n_out++;
+    return true;
+}
+
+/* "1 2, 3" -> ids; false (with the error printed) on anything else. */
+static bool parse_ids(const char *s, int32_t **ids, int64_t *n) {
+    size_t cap = strlen(s) / 2 + 1;
+    *ids = malloc(sizeof **ids * cap);
+    *n = 0;
+    while (*ids && *s) {
+        while (*s == ' ' || *s == ',') s++;
+        if (!*s) break;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < 0 || v > INT32_MAX) {
+            die("--prompt-ids: '%.20s' is not a token id", s);
+            return false;
+        }
+        (*ids)[(*n)++] = (int32_t)v;
+        s = end;
+    }
+    if (!*ids || !*n) return die("--prompt-ids: no ids given"), false;
+    return true;
+}
 
 int cmd_run(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return die("'run' is not implemented yet");
+    model_args ma = model_args_defaults();
+    pl_sampler_params sp = pl_sampler_defaults();
+    const char *prompt = NULL, *prompt_ids = NULL;
+    int64_t n_predict = 128;
+    bool print_ids = false, ignore_eos = false, seeded = false, err = false;
+    for (int i = 1; i < argc && !err; i++) {
+        const char *v;
+        if (model_args_take(argc, argv, &i, &ma, &err)) continue;
+        if (sampler_args_take(argc, argv, &i, &sp, &seeded, &err)) continue;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("%s%s%s", usage, sampler_args_help, model_args_help);
+            return 0;
+        } else if (!strcmp(argv[i], "--ids")) {
+            print_ids = true;
+        } else if (!strcmp(argv[i], "--ignore-eos")) {
+            ignore_eos = true;
+        } else if (arg_take(argc, argv, &i, "--prompt", "-p", &v, &err)) {
+            prompt = v;
+        } else if (arg_take(argc, argv, &i, "--prompt-ids", NULL, &v, &err)) {
+            prompt_ids = v;
+        } else if (arg_take(argc, argv, &i, "--n-predict", "-n", &v, &err)) {
+            err = err || !arg_int("-n", v, 0, INT32_MAX, &n_predict);
+        } else if (!err) {
+            return die("run: unknown option '%s' (pooled run --help)", argv[i]);
+        }
+    }
+    if (err) return 1;
+    if (!prompt == !prompt_ids) return die("run: give the prompt with -p TEXT or --prompt-ids IDS");
+    if (!seeded) sp.seed = sampler_args_clock_seed();
+
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    if (prompt_ids && !parse_ids(prompt_ids, &ids, &n_ids)) {
+        free(ids);
+        return 1;
+    }
+    loaded_model lm;
+    /* the tokenizer is needed for a text prompt, text output, or the end-of-generation ids */
+    if (!model_load(&ma, true, &lm)) {
+        free(ids);
+        return 1;
+    }
+    int rc = 1;
+    pl_session *ses = NULL;
+    pl_sampler *smp = NULL;
+    run_out out = {.tok = lm.tok, .ids = print_ids, .ignore_eos = ignore_eos};
+    pl_status s = PL_OK;
+    if (prompt) {
+        s = pl_tok_encode(lm.tok, prompt, strlen(prompt), true, false, &ids, &n_ids);
+        if (!s && n_ids == 0) s = pl_fail(PL_ERR_ARG, "the prompt is empty (and the model has no BOS)");
+    }
+    if (!s && n_ids > lm.so.n_ctx)
+        s = pl_fail(PL_ERR_ARG, "the prompt is %lld tokens, longer than the context of %d (raise --ctx)",
+                    (long long)n_ids, lm.so.n_ctx);
+    if (!s) s = pl_session_new(lm.m, &lm.so, &ses);
+    if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
+    if (!s && !print_ids && !(out.stream = pl_tok_stream_new(lm.tok, false)))
+        s = pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (s) {
+        die("%s", pl_last_error());
+        goto done;
+    }
+    model_report(&lm);
+    pl_gen_opts go = {.n_predict = n_predict, .on_token = on_token, .ud = &out};
+    pl_gen_stats st;
+    s = pl_generate(ses, smp, ids, n_ids, &go, &st);
+    if (out.stream) fputs(pl_tok_stream_flush(out.stream), stdout);
+    if (print_ids || isatty(1)) putchar('\n');
+    fflush(stdout);
+    fprintf(stderr, "prompt %lld tokens (%lld run) in %.1f ms, %.1f tok/s | generated %lld in %.1f ms, "
+                    "%.1f tok/s | seed %" PRIu64 "\n",
+            (long long)n_ids, (long long)st.n_prompt_run, st.t_prompt * 1e3,
+            st.t_prompt > 0 ? st.n_prompt_run / st.t_prompt : 0.0, (long long)st.n_generated,
+            st.t_decode * 1e3, st.t_decode > 0 ? st.n_decoded / st.t_decode : 0.0, sp.seed);
+    if (s) {
+        die("%s", pl_last_error());
+        goto done;
+    }
+    rc = 0;
+done:
+    if (out.stream) pl_tok_stream_free(out.stream);
+    pl_sampler_free(smp);
+    pl_session_free(ses);
+    model_unload(&lm);
+    free(ids);
+    return rc;
 }

@@ -18,6 +18,10 @@ typedef struct {
     atomic_int failed; /* set if a dequantisation failed (cannot happen after the wrapper checks) */
 } mm_job;
 
+/* Weight rows are taken MM_BLOCK at a time: the block's dequantised rows stay in cache
+ * while every activation row of the batch passes over them once. */
+#define MM_BLOCK 8
+
 static void mm_item(void *ctx, int64_t item) {
     mm_job *j = ctx;
     int64_t k = j->w->ne0, n_out = j->w->ne1;
@@ -28,24 +32,32 @@ static void mm_item(void *ctx, int64_t item) {
     const float *x = fptr(j->x), *bias = j->bias ? fptr(j->bias) : NULL;
     float *out = fptr(j->out);
     float *tmp = NULL;
-    if (j->w->type != PL_TYPE_F32 && !(tmp = malloc((size_t)k * sizeof *tmp))) {
+    if (j->w->type != PL_TYPE_F32 && !(tmp = malloc((size_t)(k * MM_BLOCK) * sizeof *tmp))) {
         atomic_store(&j->failed, 1);
         return;
     }
-    for (int64_t r = r0; r < r1; r++) {
-        const float *wr = (const float *)(wdata + r * row_bytes);
-        if (tmp) {
-            if (pl_dequant_row(j->w->type, wdata + r * row_bytes, tmp, k)) {
-                atomic_store(&j->failed, 1);
-                break;
+    const float *rows[MM_BLOCK];
+    for (int64_t rb = r0; rb < r1; rb += MM_BLOCK) {
+        int nb = r1 - rb < MM_BLOCK ? (int)(r1 - rb) : MM_BLOCK;
+        for (int b = 0; b < nb; b++) {
+            const char *src = wdata + (rb + b) * row_bytes;
+            rows[b] = (const float *)src;
+            if (tmp) {
+                if (pl_dequant_row(j->w->type, src, tmp + b * k, k)) {
+                    atomic_store(&j->failed, 1);
+                    free(tmp);
+                    return;
+                }
+                rows[b] = tmp + b * k;
             }
-            wr = tmp;
         }
-        float b = bias ? bias[r] : 0.0f;
         for (int64_t i = 0; i < j->n; i++) {
-            float v = pl_cpu_dot(wr, x + i * k, k) + b;
-            float *o = out + i * n_out + r;
-            *o = j->accumulate ? *o + v : v;
+            const float *xi = x + i * k;
+            float *o = out + i * n_out + rb;
+            for (int b = 0; b < nb; b++) {
+                float v = pl_cpu_dot(rows[b], xi, k) + (bias ? bias[rb + b] : 0.0f);
+                o[b] = j->accumulate ? o[b] + v : v;
+            }
         }
     }
     free(tmp);

@@ -207,10 +207,18 @@ pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out
     return PL_OK;
 }
 
+/* The state's activation buffers (the caches are per layer, visited separately). */
+#define STATE_N_ACT 10
+static void state_acts(const pl_state *s, pl_buf *b[STATE_N_ACT]) {
+    pl_buf *all[STATE_N_ACT] = {s->ids, s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up, s->logits};
+    memcpy(b, all, sizeof all);
+}
+
 void pl_state_free(pl_state *s) {
     if (!s) return;
-    pl_buf *bufs[] = {s->ids, s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up, s->logits};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pl_be_buf_free(bufs[i]);
+    pl_buf *acts[STATE_N_ACT];
+    state_acts(s, acts);
+    for (int i = 0; i < STATE_N_ACT; i++) pl_be_buf_free(acts[i]);
     for (int l = 0; s->kc && l < s->m->cfg.n_layer; l++) pl_be_buf_free(s->kc[l]);
     for (int l = 0; s->vc && l < s->m->cfg.n_layer; l++) pl_be_buf_free(s->vc[l]);
     free(s->kc);
@@ -222,8 +230,9 @@ const pl_state_opts *pl_state_get_opts(const pl_state *s) { return &s->o; }
 
 int64_t pl_state_bytes(const pl_state *s) {
     int64_t b = 0;
-    const pl_buf *bufs[] = {s->ids, s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up, s->logits};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) b += bufs[i] ? pl_be_buf_bytes(bufs[i]) : 0;
+    pl_buf *acts[STATE_N_ACT];
+    state_acts(s, acts);
+    for (int i = 0; i < STATE_N_ACT; i++) b += pl_be_buf_bytes(acts[i]);
     for (int l = 0; l < s->m->cfg.n_layer; l++)
         b += pl_be_buf_bytes(s->kc[l]) + pl_be_buf_bytes(s->vc[l]);
     return b;

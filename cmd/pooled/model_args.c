@@ -1,0 +1,162 @@
+/* model_args.c - shared model options, loading with a progress line, and the load report. */
+#include "model_args.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "runtime/backend_open.h"
+
+const char *const model_args_help =
+    "  -m FILE              the model (GGUF)\n"
+    "  --backend NAME       auto, cpu or webgpu (default auto)\n"
+    "  -t, --threads N      CPU threads (default: one per core)\n"
+    "  --ctx N              context length in tokens (default: the model's, at most 4096)\n"
+    "  --kv f16|f32         KV cache type (default f16)\n";
+
+model_args model_args_defaults(void) {
+    return (model_args){.backend = "auto", .kv = PL_TYPE_F16};
+}
+
+bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
+    const char *v;
+    if (arg_take(argc, argv, i, "-m", "--model", &v, err)) {
+        a->path = v;
+    } else if (arg_take(argc, argv, i, "--backend", NULL, &v, err)) {
+        a->backend = v;
+    } else if (arg_take(argc, argv, i, "--threads", "-t", &v, err)) {
+        if (!*err && !arg_int("--threads", v, 0, 256, &a->threads)) *err = true;
+    } else if (arg_take(argc, argv, i, "--ctx", "-c", &v, err)) {
+        if (!*err && !arg_int("--ctx", v, 1, 1 << 24, &a->ctx)) *err = true;
+    } else if (arg_take(argc, argv, i, "--kv", NULL, &v, err)) {
+        if (!*err && !strcmp(v, "f16")) a->kv = PL_TYPE_F16;
+        else if (!*err && !strcmp(v, "f32")) a->kv = PL_TYPE_F32;
+        else if (!*err) {
+            die("--kv: expected f16 or f32, got '%s'", v);
+            *err = true;
+        }
+    } else {
+        return false;
+    }
+    return true;
+}
+
+typedef struct {
+    bool shown;
+    int last_pct;
+} progress_state;
+
+/* A "loading NN%" line rewritten in place, only on a terminal and only for big files. */
+static void progress(void *ud, uint64_t done, uint64_t total) {
+    progress_state *p = ud;
+    int pct = total ? (int)(done * 100 / total) : 100;
+    if (pct == p->last_pct) return;
+    p->last_pct = pct;
+    fprintf(stderr, "\rloading %3d%%", pct);
+    p->shown = true;
+}
+
+bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
+    memset(l, 0, sizeof *l);
+    if (!a->path) return die("no model: give one with -m FILE"), false;
+    pl_status s = pl_gguf_open(a->path, &l->g);
+    if (!s) s = pl_backend_open(a->backend, (int)a->threads, &l->be, &l->note);
+    if (!s) {
+        progress_state ps = {.last_pct = -1};
+        bool big = pl_gguf_file_size(l->g) > (64u << 20) && isatty(2);
+        pl_model_opts mo = {.progress = big ? progress : NULL, .progress_ud = &ps, .prefault = true};
+        s = pl_model_load(l->g, l->be, &mo, &l->m);
+        if (ps.shown) fprintf(stderr, "\r%*s\r", 16, "");
+    }
+    if (!s && want_tok) s = pl_tok_load(l->g, &l->tok);
+    if (!s) {
+        l->so = pl_state_opts_default(l->m);
+        if (a->ctx) l->so.n_ctx = (int)a->ctx;
+        if (l->so.n_batch > l->so.n_ctx) l->so.n_batch = l->so.n_ctx;
+        l->so.kv_type = a->kv;
+    }
+    if (s) {
+        die("%s: %s", a->path, pl_last_error());
+        model_unload(l);
+        return false;
+    }
+    return true;
+}
+
+static void human(double v, const char *const *units, char *buf, size_t cap, double step) {
+    int u = 0;
+    while (v >= step && units[u + 1]) v /= step, u++;
+    snprintf(buf, cap, u ? "%.1f%s" : "%.0f%s", v, units[u]);
+}
+
+void model_report(const loaded_model *l) {
+    const pl_model_info *in = pl_model_get_info(l->m);
+    static const char *const count_u[] = {"", "K", "M", "B", "T", NULL};
+    static const char *const byte_u[] = {" B", " KiB", " MiB", " GiB", " TiB", NULL};
+    char params[32], bytes[32];
+    human((double)in->n_params, count_u, params, sizeof params, 1000);
+    human((double)in->weight_bytes, byte_u, bytes, sizeof bytes, 1024);
+    if (l->note) fprintf(stderr, "%s\n", l->note);
+    fprintf(stderr, "loaded %s%s%s%s (%s params, %s %s) | ctx %d of %d | kv %s | %s\n", in->arch,
+            in->name[0] ? " '" : "", in->name, in->name[0] ? "'" : "", params, bytes,
+            in->weight_type, l->so.n_ctx, in->n_ctx_train,
+            l->so.kv_type == PL_TYPE_F16 ? "f16" : "f32", l->be->device);
+}
+
+void model_unload(loaded_model *l) {
+    if (l->tok) pl_tok_free(l->tok);
+    pl_model_free(l->m);
+    pl_be_destroy(l->be);
+    pl_gguf_free(l->g);
+    memset(l, 0, sizeof *l);
+}
+
+const char *const sampler_args_help =
+    "  --temp T             temperature, 0 = greedy (default 0.8)\n"
+    "  --top-k K, --top-p P, --min-p P   (defaults 40, 0.95, 0.05; 0/1/0 turn them off)\n"
+    "  --repeat-penalty P   transformers' repetition penalty (default 1 = off)\n"
+    "  --presence-penalty P, --frequency-penalty P   OpenAI's (default 0)\n"
+    "  --repeat-last-n N    ids the penalties look back over (default all)\n"
+    "  --seed S             sampling seed (default: from the clock, shown with the timings)\n";
+
+bool sampler_args_take(int argc, char **argv, int *i, pl_sampler_params *p, bool *seeded,
+                       bool *err) {
+    const char *v;
+    int64_t iv;
+    double fv;
+#define FLOAT_OPT(name, lo, hi, field)                                                             \
+    if (arg_take(argc, argv, i, name, NULL, &v, err)) {                                            \
+        if (!*err && !arg_float(name, v, lo, hi, &fv)) *err = true;                                \
+        if (!*err) p->field = (float)fv;                                                           \
+        return true;                                                                               \
+    }
+    FLOAT_OPT("--temp", 0, 1e6, temp)
+    FLOAT_OPT("--top-p", 1e-9, 1, top_p)
+    FLOAT_OPT("--min-p", 0, 1, min_p)
+    FLOAT_OPT("--repeat-penalty", 1e-6, 1e6, repeat_penalty)
+    FLOAT_OPT("--presence-penalty", -1e6, 1e6, presence_penalty)
+    FLOAT_OPT("--frequency-penalty", -1e6, 1e6, frequency_penalty)
+#undef FLOAT_OPT
+    if (arg_take(argc, argv, i, "--top-k", NULL, &v, err)) {
+        if (!*err && !arg_int("--top-k", v, 0, INT32_MAX, &iv)) *err = true;
+        if (!*err) p->top_k = (int)iv;
+    } else if (arg_take(argc, argv, i, "--repeat-last-n", NULL, &v, err)) {
+        if (!*err && !arg_int("--repeat-last-n", v, -1, INT32_MAX, &iv)) *err = true;
+        if (!*err) p->penalty_last_n = (int)iv;
+    } else if (arg_take(argc, argv, i, "--seed", "-s", &v, err)) {
+        if (!*err && !arg_int("--seed", v, 0, INT64_MAX, &iv)) *err = true;
+        if (!*err) p->seed = (uint64_t)iv;
+        *seeded = true;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+uint64_t sampler_args_clock_seed(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
+}

@@ -1,0 +1,58 @@
+/* model_args.h - what run, chat and bench share: the options that choose a model and where
+ * it runs (-m, --backend, --threads, --ctx, --kv), loading it with progress, the one-line
+ * report of what was loaded, and the sampling options of run and chat. */
+#ifndef PL_CMD_MODEL_ARGS_H
+#define PL_CMD_MODEL_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "format/gguf.h"
+#include "model/model.h"
+#include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    const char *path;    /* -m */
+    const char *backend; /* --backend auto|cpu|webgpu */
+    int64_t threads;     /* -t, 0: one per core */
+    int64_t ctx;         /* --ctx, 0: the model's default */
+    uint32_t kv;         /* --kv f16|f32 */
+} model_args;
+
+typedef struct {
+    pl_gguf *g;
+    pl_backend *be;
+    pl_model *m;
+    pl_tokenizer *tok; /* NULL unless asked for */
+    pl_state_opts so;  /* context and cache as the options asked */
+    const char *note;  /* the backend's remark, printed with the report */
+} loaded_model;
+
+model_args model_args_defaults(void);
+
+/* If argv[*i] is one of the shared options, take it (and its value) and return true;
+ * a bad value prints the error and sets *err. */
+bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err);
+
+/* The options' help lines. */
+extern const char *const model_args_help;
+
+/* Open, map and load the model (and its tokenizer when want_tok). On failure prints the
+ * one-line error and returns false, with everything freed. */
+bool model_load(const model_args *a, bool want_tok, loaded_model *l);
+/* "loaded llama 'stories260K' (292.8K params, 1.1 MiB f32) | ctx 512 of 2048 | kv f16 |
+ * cpu, 2 threads" on stderr. */
+void model_report(const loaded_model *l);
+void model_unload(loaded_model *l);
+
+/* --temp, --top-k, --top-p, --min-p, --repeat-penalty, --presence-penalty,
+ * --frequency-penalty, --repeat-last-n, --seed: like model_args_take. *seeded is set when
+ * --seed was given. */
+bool sampler_args_take(int argc, char **argv, int *i, pl_sampler_params *p, bool *seeded,
+                       bool *err);
+extern const char *const sampler_args_help;
+/* A seed from the clock and the process id, for runs without --seed. */
+uint64_t sampler_args_clock_seed(void);
+
+#endif
