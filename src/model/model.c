@@ -116,13 +116,15 @@ static const struct {
     {"qwen3", pl_llama_load},
 };
 
-/* The format holding most weight bytes, and the total. */
+/* The format holding most weight values (a "Q4_0 file" keeps its norms and odd-sized
+ * matrices in other formats), and the total bytes. */
 static void summarise_types(const pl_gguf *g, pl_model_info *info) {
     uint64_t by_type[PL_TYPE_COUNT] = {0};
     for (int64_t i = 0; i < pl_gguf_tensor_count(g); i++) {
         const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
         info->weight_bytes += t->nbytes;
-        if (t->type < PL_TYPE_COUNT) by_type[t->type] += t->nbytes;
+        if (t->type < PL_TYPE_COUNT)
+            by_type[t->type] += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
     }
     int best = 0;
     for (int t = 1; t < PL_TYPE_COUNT; t++)

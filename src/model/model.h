@@ -33,7 +33,7 @@ typedef struct {
     int n_ctx_train;      /* context the model was trained with */
     int64_t n_params;     /* values in all weight tensors */
     uint64_t weight_bytes; /* bytes of all weight tensors in the file */
-    char weight_type[16]; /* the format holding most of the weight bytes ("q4_0") */
+    char weight_type[16]; /* the format holding most of the weight values ("q4_0") */
 } pl_model_info;
 
 typedef struct {
