@@ -1,9 +1,145 @@
-/* cmd_synth.c - `pooled synth`. Not built yet: see the open issues. */
+/* cmd_synth.c - `pooled synth`: write a GGUF with random weights and a real model's shapes.
+ *
+ * The shapes and metadata come from a preset (src/synth/synth_presets.c); the values from
+ * a seed. Big files are streamed; on a terminal the progress shows on stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "args.h"
 #include "commands.h"
+#include "format/gguf.h"
+#include "format/quant.h"
+#include "format/quantize.h"
+#include "synth/synth.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: pooled synth --preset NAME [--arch ARCH] [--type TYPE] -o OUT.gguf\n"
+               "                    [--seed N] [--vocab-from FILE] [--layers N] [--vocab N]\n"
+               "                    [--threads N]\n"
+               "\n"
+               "Write a GGUF with seeded random weights and the exact shapes and metadata of a\n"
+               "real model (as llama.cpp's converter names them).\n"
+               "  --preset NAME     the model to imitate (below)\n"
+               "  --arch ARCH       llama, qwen2 or qwen3; must match the preset (optional)\n"
+               "  --type TYPE       type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, ...\n"
+               "                    (default f16); norms stay f32; matrices whose rows do not\n"
+               "                    fit the type's block are stored as f16 (a note says so)\n"
+               "  -o OUT            the file to write\n"
+               "  --seed N          random seed (default 1): same seed, same bytes\n"
+               "  --vocab-from FILE copy the tokenizer (every tokenizer.* key) from FILE; its\n"
+               "                    token count becomes the vocabulary size\n"
+               "  --layers N        use N layers instead of the preset's (smaller test files)\n"
+               "  --vocab N         vocabulary size of the synthetic tokenizer (>= %d)\n"
+               "  --threads N       threads making the values (default 2)\n"
+               "Without --vocab-from the tokenizer is byte-level BPE (tokenizer.ggml.model gpt2):\n"
+               "256 byte tokens, <|endoftext|> (BOS), <|im_start|>, <|im_end|> (EOS), then\n"
+               "[PADn] filler tokens up to the vocabulary size, no merges, a ChatML template.\n"
+               "\npresets:\n",
+            PL_SYNTH_MIN_VOCAB);
+    for (int i = 0; pl_synth_preset_at(i); i++) {
+        const pl_synth_config *c = pl_synth_preset_at(i);
+        fprintf(f, "  %-14s %-6s %2d layers, hidden %4d, heads %2d/%d, head_dim %3d, ffn %5d, vocab %6d%s\n",
+                c->preset, c->arch, c->n_layer, c->n_embd, c->n_head, c->n_head_kv, c->head_dim,
+                c->n_ff, c->n_vocab, c->tied ? ", tied" : "");
+    }
+}
+
+typedef struct {
+    bool tty;
+    double last; /* time of the last progress line */
+    struct timespec start;
+} progress_state;
+
+static double seconds_since(const struct timespec *a) {
+    struct timespec b;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (double)(b.tv_sec - a->tv_sec) + (double)(b.tv_nsec - a->tv_nsec) * 1e-9;
+}
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total) {
+    progress_state *p = ctx;
+    if (!p->tty) return;
+    double t = seconds_since(&p->start);
+    if (done < total && t - p->last < 0.25) return;
+    p->last = t;
+    fprintf(stderr, "\rsynth: %.2f / %.2f GiB (%3.0f%%) %.0f s", (double)done / (1 << 30),
+            (double)total / (1 << 30), total ? 100.0 * (double)done / (double)total : 100.0, t);
+    if (done >= total) fputc('\n', stderr);
+}
+
+static void on_note(void *ctx, const char *line) {
+    (void)ctx;
+    printf("note: %s\n", line);
+}
 
 int cmd_synth(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return die("'synth' is not implemented yet");
+    const char *preset = NULL, *arch = NULL, *type_name = "f16", *out = NULL, *vocab_path = NULL;
+    const char *v;
+    int64_t seed = 1, layers = 0, vocab = 0, threads = 2;
+    for (int i = 1; i < argc; i++) {
+        bool err = false;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (arg_take(argc, argv, &i, "--preset", NULL, &v, &err)) preset = v;
+        else if (arg_take(argc, argv, &i, "--arch", NULL, &v, &err)) arch = v;
+        else if (arg_take(argc, argv, &i, "--type", NULL, &v, &err)) type_name = v;
+        else if (arg_take(argc, argv, &i, "--out", "-o", &v, &err)) out = v;
+        else if (arg_take(argc, argv, &i, "--vocab-from", NULL, &v, &err)) vocab_path = v;
+        else if (arg_take(argc, argv, &i, "--seed", NULL, &v, &err)) {
+            if (!err && !arg_int("--seed", v, 0, INT64_MAX, &seed)) return 1;
+        } else if (arg_take(argc, argv, &i, "--layers", NULL, &v, &err)) {
+            if (!err && !arg_int("--layers", v, 1, 1000, &layers)) return 1;
+        } else if (arg_take(argc, argv, &i, "--vocab", NULL, &v, &err)) {
+            if (!err && !arg_int("--vocab", v, PL_SYNTH_MIN_VOCAB, 1 << 22, &vocab)) return 1;
+        } else if (arg_take(argc, argv, &i, "--threads", NULL, &v, &err)) {
+            if (!err && !arg_int("--threads", v, 1, 64, &threads)) return 1;
+        } else return die("synth: unknown argument '%s' (see pooled synth --help)", argv[i]);
+        if (err) return 1;
+    }
+    if (!preset) return die("synth: --preset is required (see pooled synth --help for the list)");
+    if (!out) return die("synth: -o OUT.gguf is required");
+    const pl_synth_config *found = pl_synth_preset(NULL, preset);
+    if (!found) return die("synth: unknown preset '%s' (see pooled synth --help)", preset);
+    if (arch && strcmp(arch, found->arch))
+        return die("synth: preset %s is a %s model, not %s", preset, found->arch, arch);
+    int type = pl_quantize_type_from_name(type_name);
+    if (type < 0) return die("synth: unknown type '%s'", type_name);
+    if (vocab && vocab_path) return die("synth: --vocab and --vocab-from exclude each other");
+
+    pl_synth_config c = *found;
+    if (layers) c.n_layer = (int)layers;
+    if (vocab) c.n_vocab = (int)vocab;
+    pl_gguf *vocab_src = NULL;
+    if (vocab_path && pl_gguf_open(vocab_path, &vocab_src)) return die("%s", pl_last_error());
+
+    pl_synth_opts o = {(uint32_t)type, vocab_src, on_note, NULL};
+    pl_gguf *plan;
+    pl_status st = pl_synth_plan(&c, &o, &plan);
+    pl_gguf_free(vocab_src); /* the plan holds copies of what it took */
+    if (st) return die("%s", pl_last_error());
+
+    progress_state ps = {isatty(2) != 0, 0, {0, 0}};
+    clock_gettime(CLOCK_MONOTONIC, &ps.start);
+    st = pl_synth_write(plan, &c, (uint64_t)seed, (int)threads, out, on_progress, &ps);
+    if (st) {
+        if (ps.tty) fputc('\n', stderr);
+        pl_gguf_free(plan);
+        return die("%s", pl_last_error());
+    }
+    uint64_t params = 0, bytes = 0;
+    for (int64_t i = 0; i < pl_gguf_tensor_count(plan); i++) {
+        const pl_gguf_tensor *t = pl_gguf_tensor_at(plan, i);
+        params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        bytes += t->nbytes;
+    }
+    printf("wrote %s: %s %s, %lld tensors, %llu parameters, %.3f GiB of weights in %.1f s\n",
+           out, c.arch, c.preset, (long long)pl_gguf_tensor_count(plan),
+           (unsigned long long)params, (double)bytes / (1 << 30), seconds_since(&ps.start));
+    pl_gguf_free(plan);
+    return 0;
 }

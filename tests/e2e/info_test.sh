@@ -53,10 +53,10 @@ for ref in "$HF"/*/llamacpp.json; do
         gguf=$dir/$name
         [ -f "$gguf" ] || continue # the f32 files were trimmed from shared/ (README says so)
         n_hf=$((n_hf + 1))
-        if ! "$POOLED" info --json "$gguf" >"$TMP/info.json" 2>"$TMP/err"; then
+        if ! "$POOLED" info --json "$gguf" >"$TMP/$name.json" 2>"$TMP/err"; then
             fail "info --json $name: $(cat "$TMP/err")"; continue
         fi
-        diffs=$(jq -r --slurpfile ref <(jq ".meta[\"$name\"]" "$ref") "$CMP" "$TMP/info.json")
+        diffs=$(jq -r --slurpfile ref <(jq ".meta[\"$name\"]" "$ref") "$CMP" "$TMP/$name.json")
         if [ -z "$diffs" ]; then pass; else fail "$name vs llamacpp.json: $(echo "$diffs" | head -5)"; fi
     done
 done
@@ -65,8 +65,7 @@ check "all hf fixture GGUFs compared ($n_hf)" [ "$n_hf" -eq 16 ]
 
 # The README's "-> `arch`, N tensors" line for each part-A architecture, on the q8_0 file.
 while read -r folder arch count; do
-    f=$HF/$folder/$folder-q8_0.gguf
-    got=$("$POOLED" info --json "$f" | jq -r '"\(.architecture) \(.totals.tensors)"')
+    got=$(jq -r '"\(.architecture) \(.totals.tensors)"' "$TMP/$folder-q8_0.gguf.json")
     check "$folder: README says $arch with $count tensors, got $got" [ "$got" = "$arch $count" ]
 done < <(sed -n 's/^\* \*\*\([a-z0-9_]*\)\*\* -> `\([a-z0-9]*\)`, \([0-9]*\) tensors.*/\1 \2 \3/p' "$HF/README.md")
 check "README lists six part-A architectures" \
