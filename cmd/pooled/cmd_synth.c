@@ -107,7 +107,9 @@ int cmd_synth(int argc, char **argv) {
     if (!found) return die("synth: unknown preset '%s' (see pooled synth --help)", preset);
     if (arch && strcmp(arch, found->arch))
         return die("synth: preset %s is a %s model, not %s", preset, found->arch, arch);
-    int type = pl_quantize_type_from_name(type_name);
+    /* a plain type ("q4_k") or a llama-quantize file type ("Q4_K_M": its main type) */
+    int ft = pl_quantize_file_type_from_name(type_name);
+    int type = ft >= 0 ? pl_quantize_base_type(ft) : pl_type_from_name(type_name);
     if (type < 0) return die("synth: unknown type '%s'", type_name);
     if (vocab && vocab_path) return die("synth: --vocab and --vocab-from exclude each other");
 

@@ -135,6 +135,13 @@ static pl_status copy_vocab(pl_gguf *g, const pl_gguf *src, int *n_vocab) {
     return PL_OK;
 }
 
+/* llama.cpp's general.file_type for a file whose matrices are `type` (q4_k: Q4_K_M, as
+ * llama-quantize reads "Q4_K"), or -1 when we cannot write that type. */
+static int file_type_of(uint32_t type) {
+    const pl_type_traits *tr = pl_type_get(type);
+    return tr && tr->quant ? pl_quantize_file_type_from_name(tr->name) : -1;
+}
+
 static pl_status arch_metadata(pl_gguf *g, const pl_synth_config *c, int n_vocab, uint32_t type) {
     char key[96];
     pl_status st = PL_OK;
@@ -161,7 +168,7 @@ static pl_status arch_metadata(pl_gguf *g, const pl_synth_config *c, int n_vocab
         if (!st) st = ARCH_U32("attention.key_length", c->head_dim);
         if (!st) st = ARCH_U32("attention.value_length", c->head_dim);
     }
-    if (!st) st = pl_gguf_set_u32(g, "general.file_type", (uint32_t)pl_quantize_file_type(type));
+    if (!st) st = pl_gguf_set_u32(g, "general.file_type", (uint32_t)file_type_of(type));
     if (!strcmp(c->arch, "llama")) {
         if (!st) st = ARCH_U32("vocab_size", n_vocab);
         if (!st) st = ARCH_U32("rope.dimension_count", c->head_dim);
@@ -223,7 +230,7 @@ pl_status pl_synth_plan(const pl_synth_config *c, const pl_synth_opts *o, pl_ggu
     pl_status st = check_config(c);
     if (st) return st;
     const pl_type_traits *tr = pl_type_get(o->type);
-    if (!tr || !tr->quant || pl_quantize_file_type(o->type) < 0)
+    if (file_type_of(o->type) < 0)
         return pl_fail(PL_ERR_ARG, "synth: cannot write %s weights", tr ? tr->name : "unknown-type");
     pl_gguf *g = pl_gguf_new();
     if (!g) return pl_fail(PL_ERR_NOMEM, "synth: out of memory");
