@@ -60,11 +60,8 @@ static int nearest_level(float x) {
  * k = -7..7, keeping the least-squares d of the one capturing the most weighted energy.
  * L gets the levels of the starting scale. */
 static float fit_iq4(const float *x, uint8_t *L) {
-    float amax = 0, max = 0, w[32];
-    for (int j = 0; j < 32; j++) {
-        w[j] = x[j] * x[j];
-        if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
-    }
+    float amax, max = pl_signed_max(32, x, &amax), w[32];
+    for (int j = 0; j < 32; j++) w[j] = x[j] * x[j];
     if (amax < 1e-15f) {
         memset(L, 0, 32);
         return 0;
@@ -118,11 +115,9 @@ void pl_quant_iq4_xs(const float *src, void *dst, int64_t n) {
     uint8_t L[32];
     float scales[8];
     for (int64_t i = 0; i < n / PL_QK_K; i++, b++, src += PL_QK_K) {
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < 8; j++) {
-            scales[j] = fit_iq4(src + 32 * j, L);
-            if (fabsf(scales[j]) > amax) amax = fabsf(scales[j]), max_scale = scales[j];
-        }
+        for (int j = 0; j < 8; j++) scales[j] = fit_iq4(src + 32 * j, L);
+        float amax;
+        const float max_scale = pl_signed_max(8, scales, &amax);
         /* 6-bit signed sub-block scales (stored +32) against d = -max/32 */
         const float d = -max_scale / 32, id = d != 0 ? 1 / d : 0.0f;
         b->d = pl_f32_to_f16(d);

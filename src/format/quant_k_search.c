@@ -100,13 +100,18 @@ static float fit_scale_min(int n, const grid_search *g, const float *x, const fl
     return scale;
 }
 
-/* The signed value of largest magnitude (the first on ties), and that magnitude. */
-static float signed_max(int n, const float *x, float *amax) {
-    float max = 0;
-    *amax = 0;
-    for (int i = 0; i < n; i++)
-        if (fabsf(x[i]) > *amax) *amax = fabsf(x[i]), max = x[i];
-    return max;
+/* Round x[0..n) against iscale to levels -nmax..nmax-1 and return the energy sums
+ * sum w*x*l and sum w*l*l (w = x^2); with L, store each level plus `offset` there. */
+static void sym_levels(int n, int nmax, const float *x, float iscale, int8_t *L, int offset,
+                       float *sumlx, float *suml2) {
+    *sumlx = *suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = clamp_int(pl_round_even(iscale * x[i]), -nmax, nmax - 1);
+        if (L) L[i] = (int8_t)(l + offset);
+        const float w = x[i] * x[i];
+        *sumlx += w * x[i] * (float)l;
+        *suml2 += w * (float)l * (float)l;
+    }
 }
 
 /* Fit x[0..n) as scale * (L[i] - nmax), L in 0..2*nmax-1, weighting each value by x^2.
@@ -114,35 +119,22 @@ static float signed_max(int n, const float *x, float *amax) {
  * largest magnitude) and keeps the one capturing the most weighted energy
  * (sum w*x*l)^2 / (sum w*l*l); returns its least-squares scale. */
 static float fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
-    float amax, max = signed_max(n, x, &amax);
+    float amax, max = pl_signed_max(n, x, &amax);
     if (amax < GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
         return 0;
     }
-    float iscale = (float)-nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        const int l = clamp_int(pl_round_even(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)(l + nmax);
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * (float)l;
-        suml2 += w * (float)l * (float)l;
-    }
+    float sumlx, suml2;
+    sym_levels(n, nmax, x, (float)-nmax / max, L, nmax, &sumlx, &suml2);
     float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int k = -9; k <= 9; k++) {
         if (k == 0) continue;
-        iscale = -((float)nmax + 0.1f * (float)k) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; i++) {
-            const int l = clamp_int(pl_round_even(iscale * x[i]), -nmax, nmax - 1);
-            const float w = x[i] * x[i];
-            sumlx += w * x[i] * (float)l;
-            suml2 += w * (float)l * (float)l;
-        }
+        const float iscale = -((float)nmax + 0.1f * (float)k) / max;
+        sym_levels(n, nmax, x, iscale, NULL, 0, &sumlx, &suml2);
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; i++)
-                L[i] = (int8_t)(nmax + clamp_int(pl_round_even(iscale * x[i]), -nmax, nmax - 1));
+            float again_lx, again_l2; /* the same sums again: only L is wanted */
+            sym_levels(n, nmax, x, iscale, L, nmax, &again_lx, &again_l2);
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -154,20 +146,13 @@ static float fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
  * level that maximizes the captured energy (sum w*x*l)^2 / (sum w*l*l), w = x^2. L comes
  * back offset by nmax. */
 static float fit_scale_q3(int n, int nmax, const float *x, int8_t *L) {
-    float amax, max = signed_max(n, x, &amax);
+    float amax, max = pl_signed_max(n, x, &amax);
     if (amax < GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
         return 0;
     }
-    const float iscale = (float)-nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        const int l = clamp_int(pl_round_even(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)l;
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * (float)l;
-        suml2 += w * (float)l * (float)l;
-    }
+    float sumlx, suml2;
+    sym_levels(n, nmax, x, (float)-nmax / max, L, 0, &sumlx, &suml2);
     for (int pass = 0; pass < 5; pass++) {
         int changed = 0;
         for (int i = 0; i < n; i++) {
@@ -248,11 +233,9 @@ void pl_quant_q3_K(const float *src, void *dst, int64_t n) {
     int8_t L[PL_QK_K];
     float scales[16];
     for (int64_t i = 0; i < n / PL_QK_K; i++, b++, src += PL_QK_K) {
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < 16; j++) {
-            scales[j] = fit_scale_q3(16, 4, src + 16 * j, L + 16 * j);
-            if (fabsf(scales[j]) > amax) amax = fabsf(scales[j]), max_scale = scales[j];
-        }
+        for (int j = 0; j < 16; j++) scales[j] = fit_scale_q3(16, 4, src + 16 * j, L + 16 * j);
+        float amax;
+        const float max_scale = pl_signed_max(16, scales, &amax);
         memset(b->scales, 0, sizeof b->scales);
         b->d = 0;
         if (max_scale != 0) { /* 6-bit signed scales, stored +32 */
@@ -367,11 +350,9 @@ void pl_quant_q6_K(const float *src, void *dst, int64_t n) {
     int8_t L[PL_QK_K];
     float scales[16];
     for (int64_t i = 0; i < n / PL_QK_K; i++, b++, src += PL_QK_K) {
-        float max_scale = 0, max_abs = 0;
-        for (int j = 0; j < 16; j++) {
-            scales[j] = fit_scale_sym(16, 32, src + 16 * j, L + 16 * j);
-            if (fabsf(scales[j]) > max_abs) max_abs = fabsf(scales[j]), max_scale = scales[j];
-        }
+        for (int j = 0; j < 16; j++) scales[j] = fit_scale_sym(16, 32, src + 16 * j, L + 16 * j);
+        float max_abs;
+        const float max_scale = pl_signed_max(16, scales, &max_abs);
         if (max_abs < GROUP_MAX_EPS) { /* all (near) zero: an all-zero block */
             memset(b, 0, sizeof *b);
             continue;

@@ -80,21 +80,19 @@ void pl_dequant_q8_0(const void *restrict src, float *restrict dst, int64_t n) {
 
 /* ---- quantize ---- */
 
-/* The value of largest magnitude, with its sign (the first one on ties). */
-static float signed_absmax(const float *x) {
-    float amax = 0, max = 0;
-    for (int j = 0; j < PL_QK; j++)
-        if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
-    return max;
-}
-
-static void min_max(const float *x, float *min, float *max) {
-    *min = FLT_MAX;
-    *max = -FLT_MAX;
+/* The _1 formats' block header: scale d = (max - min) / levels and the min, both stored as
+ * f16; returns the min and sets *id = 1/d (0 for a constant block). */
+static float asym_header(const float *x, int levels, pl_half *d16, pl_half *m16, float *id) {
+    float min = FLT_MAX, max = -FLT_MAX;
     for (int j = 0; j < PL_QK; j++) {
-        if (x[j] < *min) *min = x[j];
-        if (x[j] > *max) *max = x[j];
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
     }
+    const float d = (max - min) / (float)levels;
+    *id = d != 0 ? 1.0f / d : 0.0f;
+    *d16 = pl_f32_to_f16(d);
+    *m16 = pl_f32_to_f16(min);
+    return min;
 }
 
 /* Truncate toward zero as the reference's (int8_t) cast does for the values it sees (0 to
@@ -111,7 +109,8 @@ static int min_int(int a, int b) {
 void pl_quant_q4_0(const float *src, void *dst, int64_t n) {
     pl_block_q4_0 *b = dst;
     for (int64_t i = 0; i < n / PL_QK; i++, b++, src += PL_QK) {
-        const float d = signed_absmax(src) / -8;
+        float amax;
+        const float d = pl_signed_max(PL_QK, src, &amax) / -8;
         const float id = d != 0 ? 1.0f / d : 0.0f;
         b->d = pl_f32_to_f16(d);
         for (int j = 0; j < PL_QK / 2; j++) {
@@ -126,12 +125,8 @@ void pl_quant_q4_0(const float *src, void *dst, int64_t n) {
 void pl_quant_q4_1(const float *src, void *dst, int64_t n) {
     pl_block_q4_1 *b = dst;
     for (int64_t i = 0; i < n / PL_QK; i++, b++, src += PL_QK) {
-        float min, max;
-        min_max(src, &min, &max);
-        const float d = (max - min) / 15;
-        const float id = d != 0 ? 1.0f / d : 0.0f;
-        b->d = pl_f32_to_f16(d);
-        b->m = pl_f32_to_f16(min);
+        float id;
+        const float min = asym_header(src, 15, &b->d, &b->m, &id);
         for (int j = 0; j < PL_QK / 2; j++) {
             const float x0 = (src[j] - min) * id, x1 = (src[j + PL_QK / 2] - min) * id;
             const int q0 = min_int(15, trunc_q(x0 + 0.5f));
@@ -156,7 +151,8 @@ void pl_quant_q5_0(const float *src, void *dst, int64_t n) {
     pl_block_q5_0 *b = dst;
     int q[PL_QK];
     for (int64_t i = 0; i < n / PL_QK; i++, b++, src += PL_QK) {
-        const float d = signed_absmax(src) / -16;
+        float amax;
+        const float d = pl_signed_max(PL_QK, src, &amax) / -16;
         const float id = d != 0 ? 1.0f / d : 0.0f;
         b->d = pl_f32_to_f16(d);
         for (int j = 0; j < PL_QK; j++) {
@@ -171,12 +167,8 @@ void pl_quant_q5_1(const float *src, void *dst, int64_t n) {
     pl_block_q5_1 *b = dst;
     int q[PL_QK];
     for (int64_t i = 0; i < n / PL_QK; i++, b++, src += PL_QK) {
-        float min, max;
-        min_max(src, &min, &max);
-        const float d = (max - min) / 31;
-        const float id = d != 0 ? 1.0f / d : 0.0f;
-        b->d = pl_f32_to_f16(d);
-        b->m = pl_f32_to_f16(min);
+        float id;
+        const float min = asym_header(src, 31, &b->d, &b->m, &id);
         for (int j = 0; j < PL_QK; j++) {
             const float x = (src[j] - min) * id;
             q[j] = trunc_q(x + 0.5f); /* no clamp in the reference: max lands on 31 */

@@ -11,6 +11,7 @@
 #ifndef PL_FORMAT_QUANT_ROWS_H
 #define PL_FORMAT_QUANT_ROWS_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "quant.h"
@@ -31,6 +32,16 @@ static inline int pl_round_even(float x) {
         int32_t i;
     } u = {x + 12582912.0f};
     return (u.i & 0x007fffff) - 0x00400000;
+}
+
+/* The value of largest magnitude with its sign (the first one on ties), and that magnitude:
+ * the symmetric formats put it on their outermost level. */
+static inline float pl_signed_max(int n, const float *x, float *amax) {
+    float max = 0;
+    *amax = 0;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > *amax) *amax = fabsf(x[i]), max = x[i];
+    return max;
 }
 
 /* Scale and min j (0..7) of a Q4_K/Q5_K block: 6 bits each, packed in 12 bytes. Bytes 0-3

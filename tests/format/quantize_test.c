@@ -148,15 +148,19 @@ static void check_errors(void) {
         CHECK(pl_quantize_file_type_from_name(ids[i].name) == ids[i].id, "%s", ids[i].name);
 }
 
+/* Uniform values in [-0.5, 0.5) from a fixed seed (a plain LCG). */
+static void fill_uniform(float *w, size_t n, uint32_t seed) {
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        w[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
+    }
+}
+
 /* A random llama-shaped model of 8 layers (GQA 4: 8 heads, 2 KV heads), 256-wide matrices of
  * 16 rows, written to path. */
 static void write_model8(const char *path) {
     static float w[256 * 16];
-    uint32_t r = 99;
-    for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
-        r = r * 1664525u + 1013904223u;
-        w[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
-    }
+    fill_uniform(w, sizeof w / sizeof *w, 99);
     pl_gguf *g = pl_gguf_new();
     int64_t ne[2] = {256, 16};
     pl_status st = !g || pl_gguf_set_str(g, "general.architecture", "llama") ||
@@ -245,11 +249,7 @@ static void check_threads(void) {
     snprintf(a, sizeof a, "%s/t1.gguf", test_tmpdir());
     snprintf(b, sizeof b, "%s/t5.gguf", test_tmpdir());
     static float w[512 * 1024];
-    uint32_t r = 12345;
-    for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
-        r = r * 1664525u + 1013904223u;
-        w[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
-    }
+    fill_uniform(w, sizeof w / sizeof *w, 12345);
     pl_gguf *g = pl_gguf_new();
     int64_t ne[2] = {1024, 512};
     CHECK(g && !pl_gguf_set_str(g, "general.architecture", "llama") &&
