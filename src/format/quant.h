@@ -48,9 +48,12 @@ typedef enum {
     PL_TYPE_COUNT = 40, /* one past the largest id; gaps are retired ggml types */
 } pl_type;
 
-/* Dequantize n values (n a multiple of the block size) from src to float. */
+/* Dequantize n values (n a multiple of the block size) from src to float. The inner loop:
+ * no checks. src and dst must not overlap; any bytes are a valid input (a broken file gives
+ * odd values, never a crash). Bit-exact with ggml's dequantization. */
 typedef void (*pl_dequant_fn)(const void *src, float *dst, int64_t n);
-/* Quantize n floats (n a multiple of the block size) into blocks at dst. */
+/* Quantize n floats (n a multiple of the block size) into blocks at dst, byte-exact with
+ * llama-quantize (without an importance matrix). NaN/Inf input gives unspecified blocks. */
 typedef void (*pl_quant_fn)(const float *src, void *dst, int64_t n);
 
 typedef struct {
@@ -82,11 +85,11 @@ uint16_t pl_f32_to_f16(float f);
 float pl_bf16_to_f32(uint16_t h);
 uint16_t pl_f32_to_bf16(float f);
 
-/* Half to float, inline because every block of every format reads one or two halves: the exponent
- * and mantissa bits move into float position and a multiply by 2^112 rebiases the exponent,
- * exactly, normals and subnormals alike (a subnormal half lands on a subnormal float, and
- * the product is the normal float it stands for); the all-ones exponent (inf, NaN) is set
- * by hand. */
+/* Half to float, inline because every block of every format reads one or two halves: the
+ * exponent and mantissa bits move into float position and a multiply by 2^112 rebiases the
+ * exponent, exactly, normals and subnormals alike (a subnormal half lands on a subnormal
+ * float, and the product is the normal float it stands for); the all-ones exponent (inf,
+ * NaN) is set by hand. Needs the default float environment (no flush-to-zero). */
 static inline float pl_f16_to_f32(uint16_t h) {
     union {
         uint32_t u;
