@@ -42,6 +42,7 @@ static pl_status read_rope_scaling(pl_loader *ld, llama_config *c) {
     double factor = 1.0;
     pl_status s = PL_OK;
     if (type && strcmp(type, "none") != 0) {
+        pl_load_printable(type);
         if (strcmp(type, "linear") != 0)
             s = pl_fail(PL_ERR_FORMAT, "RoPE scaling '%.32s' is not supported (none or linear)",
                         type);

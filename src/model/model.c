@@ -105,6 +105,11 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
     return PL_OK;
 }
 
+void pl_load_printable(char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 /* ---- model ---- */
 
 static const struct {
@@ -141,6 +146,7 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
     size_t fi = 0, nf = sizeof families / sizeof families[0];
     while (fi < nf && strcmp(families[fi].arch, arch) != 0) fi++;
     if (fi == nf) {
+        pl_load_printable(arch);
         pl_status s = pl_fail(PL_ERR_FORMAT, "unsupported architecture '%.40s' (this build runs "
                                              "llama, qwen2, qwen3)",
                               arch);
@@ -158,6 +164,7 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
     char *name = pl_gguf_get_string(g, "general.name");
     if (name) snprintf(m->info.name, sizeof m->info.name, "%s", name);
     free(name);
+    pl_load_printable(m->info.name);
     summarise_types(g, &m->info);
     pl_loader ld = {.g = g, .m = m, .opts = opts, .total = m->info.weight_bytes};
     pl_status s = families[fi].load(&ld);

@@ -100,6 +100,10 @@ pl_status pl_load_float(pl_loader *ld, const char *suffix, bool required, double
 pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1,
                          bool required, pl_buf **out);
 
+/* Replace control characters in a string from the file, so an error message that quotes
+ * it stays one line. */
+void pl_load_printable(char *s);
+
 /* llama.c */
 pl_status pl_llama_load(pl_loader *ld);
 pl_status pl_llama_state_init(pl_state *s);

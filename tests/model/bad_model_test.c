@@ -3,11 +3,13 @@
  * format, absurd metadata. Each is a copy of stories260K with one thing changed, written
  * to the test's temporary folder, loaded through the library and run through `pooled run`
  * (non-zero exit, exactly one line on stderr). A prompt longer than the context is the
- * last case. */
+ * last case. Tiny random models of each architecture (tiny_model.h) must load and give
+ * finite logits; POOLED_WRITE_FUZZ_SEEDS=DIR also writes them as the model fuzzer's seeds. */
 #include <sys/wait.h>
 
 #include "cpu/cpu.h"
 #include "model/model.h"
+#include "model/tiny_model.h"
 #include "test.h"
 
 typedef enum { EDIT_ARCH, EDIT_DROP, EDIT_SHAPE, EDIT_TYPE, EDIT_LAYERS, EDIT_HEADS } edit_kind;
@@ -85,6 +87,44 @@ static void check_library(pl_backend *be, const char *path, const char *want) {
     pl_gguf_free(g);
 }
 
+/* Tiny models of each architecture and weight type load and give finite logits. */
+static void check_tiny(pl_backend *be) {
+    static const struct {
+        const char *arch, *file;
+        int layers;
+        uint32_t type;
+    } tiny[] = {
+        {"llama", "tiny-llama.gguf", 1, PL_TYPE_F32},
+        {"qwen2", "tiny-qwen2.gguf", 1, PL_TYPE_F32},
+        {"qwen3", "tiny-qwen3.gguf", 1, PL_TYPE_F32},
+        {"llama", "tiny-llama-f16.gguf", 2, PL_TYPE_F16},
+    };
+    const char *seeds = getenv("POOLED_WRITE_FUZZ_SEEDS");
+    for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", seeds && *seeds ? seeds : test_tmpdir(), tiny[i].file);
+        CHECK(tiny_model_write(path, tiny[i].arch, tiny[i].layers, tiny[i].type) == 0, "%s", path);
+        pl_gguf *g = NULL;
+        pl_model *m = NULL;
+        pl_state *st = NULL;
+        pl_status s = pl_gguf_open(path, &g);
+        if (!s) s = pl_model_load(g, be, NULL, &m);
+        pl_state_opts o = {.n_ctx = 8, .n_batch = 4, .n_logits = 4, .kv_type = PL_TYPE_F16};
+        if (!s) s = pl_state_new(m, &o, &st);
+        const int32_t ids[4] = {1, 5, 9, 15};
+        if (!s) s = pl_model_forward(m, st, ids, 4, 0, true);
+        float lg[4 * TINY_VOCAB];
+        if (!s) s = pl_be_read(pl_state_logits(st), 0, lg, sizeof lg);
+        CHECK(s == PL_OK, "%s: %s", tiny[i].file, pl_last_error());
+        bool finite = true;
+        for (int k = 0; k < 4 * TINY_VOCAB; k++) finite &= isfinite(lg[k]) && lg[k] != 0;
+        CHECK(s || finite, "%s: logits not finite", tiny[i].file);
+        pl_state_free(st);
+        pl_model_free(m);
+        pl_gguf_free(g);
+    }
+}
+
 static void run_tests(void) {
     pl_gguf *src = NULL;
     pl_backend *be = NULL;
@@ -107,6 +147,7 @@ static void run_tests(void) {
         check_library(be, p, cases[i].want);
         check_command(p, "--backend cpu", cases[i].want);
     }
+    check_tiny(be);
     const char *good = test_shared("models/stories260K.gguf");
     check_command(good, "--ctx 2", "longer than the context of 2");
     check_command(good, "--backend webgpu", "webgpu");
