@@ -8,6 +8,14 @@
 #   - bad input and bad usage: one stderr line and a non-zero exit, never a crash.
 . "$(dirname "$0")/lib.sh"
 
+# ij FILE: path of `pooled info --json FILE`'s output, made once per file
+mkdir -p "$TMP/j"
+ij() {
+    local k="$TMP/j/$(echo "$1" | tr '/' '_')"
+    [ -f "$k" ] || "$POOLED" info --json "$1" >"$k" 2>"$TMP/err" || { rm -f "$k"; return 1; }
+    echo "$k"
+}
+
 # jq program: compare `pooled info --json` (input) with one llamacpp.json "meta" entry
 # ($ref); prints one line per difference.
 read -r -d '' CMP <<'EOF'
@@ -53,10 +61,8 @@ for ref in "$HF"/*/llamacpp.json; do
         gguf=$dir/$name
         [ -f "$gguf" ] || continue # the f32 files were trimmed from shared/ (README says so)
         n_hf=$((n_hf + 1))
-        if ! "$POOLED" info --json "$gguf" >"$TMP/$name.json" 2>"$TMP/err"; then
-            fail "info --json $name: $(cat "$TMP/err")"; continue
-        fi
-        diffs=$(jq -r --slurpfile ref <(jq ".meta[\"$name\"]" "$ref") "$CMP" "$TMP/$name.json")
+        if ! j=$(ij "$gguf"); then fail "info --json $name: $(cat "$TMP/err")"; continue; fi
+        diffs=$(jq -r --slurpfile ref <(jq ".meta[\"$name\"]" "$ref") "$CMP" "$j")
         if [ -z "$diffs" ]; then pass; else fail "$name vs llamacpp.json: $(echo "$diffs" | head -5)"; fi
     done
 done
@@ -65,7 +71,7 @@ check "all hf fixture GGUFs compared ($n_hf)" [ "$n_hf" -eq 16 ]
 
 # The README's "-> `arch`, N tensors" line for each part-A architecture, on the q8_0 file.
 while read -r folder arch count; do
-    got=$(jq -r '"\(.architecture) \(.totals.tensors)"' "$TMP/$folder-q8_0.gguf.json")
+    got=$(jq -r '"\(.architecture) \(.totals.tensors)"' "$(ij "$HF/$folder/$folder-q8_0.gguf")")
     check "$folder: README says $arch with $count tensors, got $got" [ "$got" = "$arch $count" ]
 done < <(sed -n 's/^\* \*\*\([a-z0-9_]*\)\*\* -> `\([a-z0-9]*\)`, \([0-9]*\) tensors.*/\1 \2 \3/p' "$HF/README.md")
 check "README lists six part-A architectures" \
@@ -73,8 +79,8 @@ check "README lists six part-A architectures" \
 
 # models/SOURCES.md, "Model facts": stories260K.
 M=$SHARED/models
-"$POOLED" info --json "$M/stories260K.gguf" >"$TMP/s.json"
-q() { jq -r "$@" "$TMP/s.json"; }
+J=$(ij "$M/stories260K.gguf")
+q() { jq -r "$@" "$J"; }
 check "stories260K: llama" [ "$(q .architecture)" = llama ]
 check "stories260K: 48 tensors" [ "$(q .totals.tensors)" = 48 ]
 check "stories260K: 292.8 K parameters" [ "$(q '.totals.parameters / 100 | round')" = 2928 ]
@@ -102,7 +108,7 @@ check "stories260K text: totals" grep -q '^totals: 48 tensors, 292800 parameters
 check "stories260K text: vocabulary shortened" grep -q 'arr\[str,512\] .*\.\.\. 504 more\]' <<<"$out"
 
 # llama-2-tiny-random: F16 with F32 norms, n_embd 8, 1 layer, 2/2 heads, n_ff 32, rope dim 4.
-"$POOLED" info --json "$M/llama-2-tiny-random.gguf" >"$TMP/s.json"
+J=$(ij "$M/llama-2-tiny-random.gguf")
 check "tiny-random: llama" [ "$(q .architecture)" = llama ]
 check "tiny-random: n_embd 8" [ "$(q '.metadata["llama.embedding_length"].value')" = 8 ]
 check "tiny-random: 1 layer" [ "$(q '.metadata["llama.block_count"].value')" = 1 ]
@@ -120,11 +126,29 @@ for t in Q4_0 Q8_0; do
     exp=$(sed -E 's/^([^ ]+) +- \[ *([0-9]+), *([0-9]+), *([0-9]+), *([0-9]+)\], type = +([a-z0-9_]+),( converting to ([a-z0-9_]+))?.*/\1 \2,\3,\4,\5 \6 \8/' \
         "$SHARED/fixtures/llamacpp-b10573/quantize_stories260K_$t.tensors.txt" |
         awk '{print $1, $2, ($4 != "" ? $4 : $3)}' | sort)
-    got=$("$POOLED" info --json "$M/stories260K-$t.gguf" |
-        jq -r '.tensors[] | "\(.name) \((.shape + [1,1,1,1])[0:4] | join(",")) \(.type)"' | sort)
+    got=$(jq -r '.tensors[] | "\(.name) \((.shape + [1,1,1,1])[0:4] | join(",")) \(.type)"' \
+        "$(ij "$M/stories260K-$t.gguf")" | sort)
     check "stories260K-$t: 48 tensors listed by llama-quantize" [ "$(wc -l <<<"$exp")" -eq 48 ]
     if [ "$exp" = "$got" ]; then pass; else fail "stories260K-$t tensors: $(diff <(echo "$exp") <(echo "$got") | head -5)"; fi
 done
+
+# fixtures/quant: every tensor's type and shape as expected.json lists them (rows, cols).
+Q=$SHARED/fixtures/quant
+for f in $(jq -r '.files | keys[]' "$Q/expected.json"); do
+    exp=$(jq -r --arg f "$f" '.files[$f] | to_entries[] | "\(.key) \(.value.type | ascii_downcase) \(.value.shape_rows_cols | reverse | join(","))"' "$Q/expected.json" | sort)
+    got=$(jq -r '.tensors[] | "\(.name) \(.type) \(.shape | join(","))"' "$(ij "$Q/$f")" | sort)
+    if [ -n "$exp" ] && [ "$exp" = "$got" ]; then pass; else fail "$f tensors: $(diff <(echo "$exp") <(echo "$got") | head -4)"; fi
+done
+
+# Every GGUF under models/ and fixtures/ reads, and --json is valid JSON with as many
+# tensors as the table says.
+n=0
+while IFS= read -r f; do
+    n=$((n + 1))
+    if j=$(ij "$f") && jq -e '(.tensors | length) == .totals.tensors' "$j" >/dev/null; then pass
+    else fail "$f: $(head -c 200 "$TMP/err")"; fi
+done < <(find "$SHARED/models" "$SHARED/fixtures" -name '*.gguf' | sort)
+check "found the 41 shared GGUFs ($n)" [ "$n" -ge 41 ]
 
 # Bad input and bad usage.
 printf 'GGUF' >"$TMP/magic-only.gguf"
