@@ -23,6 +23,19 @@ void *pl_gguf_alloc(pl_gguf *g, size_t size) {
     return p;
 }
 
+pl_status pl_gguf_grow(void **arr, uint64_t *cap, uint64_t i, uint64_t limit, size_t elem) {
+    if (i < *cap) return PL_OK;
+    uint64_t nc = *cap ? *cap * 2 : 16;
+    if (nc > limit) nc = limit;
+    if (nc <= i) return pl_fail(PL_ERR_NOMEM, "gguf: too many entries");
+    void *na = realloc(*arr, nc * elem);
+    if (!na) return pl_fail(PL_ERR_NOMEM, "gguf: out of memory");
+    memset((char *)na + *cap * elem, 0, (nc - *cap) * elem);
+    *arr = na;
+    *cap = nc;
+    return PL_OK;
+}
+
 void pl_gguf_free(pl_gguf *g) {
     if (!g) return;
     for (uint64_t i = 0; i < g->n_allocs; i++) free(g->allocs[i]);
@@ -208,13 +221,8 @@ pl_status pl_gguf_set_value(pl_gguf *g, const char *key, const pl_gguf_value *v)
         g->kv[i].value = copy;
         return PL_OK;
     }
-    if (g->n_kv == g->kv_cap) {
-        uint64_t cap = g->kv_cap ? g->kv_cap * 2 : 16;
-        pl_gguf_kv *nk = realloc(g->kv, cap * sizeof *nk);
-        if (!nk) return pl_fail(PL_ERR_NOMEM, "gguf: out of memory");
-        g->kv = nk;
-        g->kv_cap = cap;
-    }
+    if (pl_gguf_grow((void **)&g->kv, &g->kv_cap, g->n_kv, UINT64_MAX, sizeof *g->kv))
+        return PL_ERR_NOMEM;
     pl_gguf_kv *kv = &g->kv[g->n_kv];
     if (copy_str(g, &kv->key, key, strlen(key))) return PL_ERR_NOMEM;
     kv->value = copy;
@@ -302,13 +310,9 @@ pl_status pl_gguf_add_tensor(pl_gguf *g, const char *name, uint32_t type, uint32
     if (ne[0] % tr->block_size)
         return pl_fail(PL_ERR_ARG, "gguf: tensor '%s' row %lld is not a multiple of %d", name,
                        (long long)ne[0], tr->block_size);
-    if (g->n_tensors == g->tensor_cap) {
-        uint64_t cap = g->tensor_cap ? g->tensor_cap * 2 : 16;
-        pl_gguf_tensor *nt = realloc(g->tensors, cap * sizeof *nt);
-        if (!nt) return pl_fail(PL_ERR_NOMEM, "gguf: out of memory");
-        g->tensors = nt;
-        g->tensor_cap = cap;
-    }
+    if (pl_gguf_grow((void **)&g->tensors, &g->tensor_cap, g->n_tensors, UINT64_MAX,
+                     sizeof *g->tensors))
+        return PL_ERR_NOMEM;
     pl_gguf_tensor *t = &g->tensors[g->n_tensors];
     memset(t, 0, sizeof *t);
     if (copy_str(g, &t->name, name, strlen(name))) return PL_ERR_NOMEM;

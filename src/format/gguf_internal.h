@@ -23,5 +23,8 @@ struct pl_gguf {
 /* malloc (zeroed) a block that lives as long as g; NULL on failure. */
 void *pl_gguf_alloc(pl_gguf *g, size_t size);
 void pl_gguf_load_scalar(pl_gguf_value *v, uint32_t t, const void *p);
+/* Make room for entry i of an array of elem-byte entries that grows by doubling, to at most
+ * `limit` entries (new entries zeroed). */
+pl_status pl_gguf_grow(void **arr, uint64_t *cap, uint64_t i, uint64_t limit, size_t elem);
 
 #endif

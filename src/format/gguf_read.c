@@ -250,20 +250,6 @@ static pl_status set_add(name_set *s, pl_gguf_str name, bool *dup) {
     return PL_OK;
 }
 
-/* Make room for entry i of an array that grows by doubling (never more than `limit`
- * entries, the count the header promised). */
-static pl_status grow(void **arr, uint64_t *cap, uint64_t i, uint64_t limit, size_t elem) {
-    if (i < *cap) return PL_OK;
-    uint64_t nc = *cap ? *cap * 2 : 64;
-    if (nc > limit) nc = limit;
-    void *na = realloc(*arr, nc * elem);
-    if (!na) return pl_fail(PL_ERR_NOMEM, "gguf: out of memory");
-    memset((char *)na + *cap * elem, 0, (nc - *cap) * elem);
-    *arr = na;
-    *cap = nc;
-    return PL_OK;
-}
-
 /* Bytes of a tensor of type tr and shape ne, or a message if that passes 2^62 (no file
  * is that big; stopping there keeps every product below overflow). */
 static pl_status tensor_bytes(const pl_gguf_tensor *t, const pl_type_traits *tr, uint64_t *out) {
@@ -284,7 +270,7 @@ too_large:
 
 static pl_status parse_kv(pl_gguf *g, cursor *c, uint64_t n_kv, name_set *seen) {
     for (uint64_t i = 0; i < n_kv; i++) {
-        if (grow((void **)&g->kv, &g->kv_cap, i, n_kv, sizeof *g->kv)) return PL_ERR_NOMEM;
+        if (pl_gguf_grow((void **)&g->kv, &g->kv_cap, i, n_kv, sizeof *g->kv)) return PL_ERR_NOMEM;
         pl_gguf_kv *kv = &g->kv[i];
         uint32_t type;
         bool dup;
@@ -374,7 +360,7 @@ static pl_status parse(pl_gguf *g, const uint8_t *buf, size_t len, name_set *see
     free(seen->slot);
     memset(seen, 0, sizeof *seen);
     for (uint64_t i = 0; i < n_tensors; i++) {
-        if (grow((void **)&g->tensors, &g->tensor_cap, i, n_tensors, sizeof *g->tensors))
+        if (pl_gguf_grow((void **)&g->tensors, &g->tensor_cap, i, n_tensors, sizeof *g->tensors))
             return PL_ERR_NOMEM;
         pl_gguf_tensor *t = &g->tensors[i];
         bool dup;

@@ -77,6 +77,12 @@ static void r_header(raw *r, uint64_t n_tensors, uint64_t n_kv) {
     r_u64(r, n_tensors);
     r_u64(r, n_kv);
 }
+/* a header with one key "k" of the given type; its value follows */
+static void r_one_key(raw *r, uint32_t type) {
+    r_header(r, 0, 1);
+    r_str(r, "k");
+    r_u32(r, type);
+}
 /* one tensor info with a shape of n dims */
 static void r_tensor(raw *r, const char *name, uint32_t n_dims, const uint64_t *ne, uint32_t type,
                      uint64_t offset) {
@@ -200,22 +206,16 @@ static void absurd_metadata(void) {
     /* value types */
     uint32_t types[] = {13, 0xffffffff};
     for (int i = 0; i < 2; i++) {
-        r_header(&r, 0, 1);
-        r_str(&r, "k");
-        r_u32(&r, types[i]);
+        r_one_key(&r, types[i]);
         r_zeros(&r, 16);
         expect_fail(r.p, r.n, "bad type", "bad value type");
     }
     /* string value lengths */
-    r_header(&r, 0, 1);
-    r_str(&r, "k");
-    r_u32(&r, PL_GGUF_STRING);
+    r_one_key(&r, PL_GGUF_STRING);
     r_u64(&r, UINT64_MAX);
     r_zeros(&r, 16);
     expect_fail(r.p, r.n, "truncated", "huge string length");
-    r_header(&r, 0, 1);
-    r_str(&r, "k");
-    r_u32(&r, PL_GGUF_STRING);
+    r_one_key(&r, PL_GGUF_STRING);
     r_u64(&r, 5);
     r_bytes(&r, "abcd", 4);
     expect_fail(r.p, r.n, "truncated", "string one byte short");
@@ -223,9 +223,7 @@ static void absurd_metadata(void) {
     for (uint32_t et = 0; et < PL_GGUF_TYPE_COUNT; et++) {
         uint64_t ns[] = {UINT64_MAX, UINT64_MAX / 8 + 1, 1u << 20};
         for (int i = 0; i < 3; i++) {
-            r_header(&r, 0, 1);
-            r_str(&r, "k");
-            r_u32(&r, PL_GGUF_ARRAY);
+            r_one_key(&r, PL_GGUF_ARRAY);
             r_u32(&r, et);
             r_u64(&r, ns[i]);
             r_zeros(&r, 64);
@@ -235,18 +233,14 @@ static void absurd_metadata(void) {
             expect_fail(r.p, r.n, "overruns", w);
         }
     }
-    r_header(&r, 0, 1);
-    r_str(&r, "k");
-    r_u32(&r, PL_GGUF_ARRAY);
+    r_one_key(&r, PL_GGUF_ARRAY);
     r_u32(&r, 13);
     r_u64(&r, 1);
     r_zeros(&r, 16);
     expect_fail(r.p, r.n, "bad array element type", "bad array element type");
     /* an array of strings whose count promises more than is there: refused before the
      * item array is allocated (see skip_value) */
-    r_header(&r, 0, 1);
-    r_str(&r, "k");
-    r_u32(&r, PL_GGUF_ARRAY);
+    r_one_key(&r, PL_GGUF_ARRAY);
     r_u32(&r, PL_GGUF_STRING);
     r_u64(&r, 100000);
     for (int i = 0; i < 1000; i++) r_str(&r, "tok");
@@ -256,9 +250,7 @@ static void absurd_metadata(void) {
     /* nesting: 9 levels of arrays parse, 10 and 10000 do not (and do not blow the stack) */
     int depths[] = {9, 10, 10000};
     for (int i = 0; i < 3; i++) {
-        r_header(&r, 0, 1);
-        r_str(&r, "k");
-        r_u32(&r, PL_GGUF_ARRAY);
+        r_one_key(&r, PL_GGUF_ARRAY);
         for (int d = 1; d < depths[i]; d++) {
             r_u32(&r, PL_GGUF_ARRAY);
             r_u64(&r, 1);
