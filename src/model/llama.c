@@ -134,15 +134,29 @@ pl_status pl_llama_load(pl_loader *ld) {
     if ((int64_t)c->n_layer > pl_gguf_tensor_count(ld->g))
         return pl_fail(PL_ERR_FORMAT, "%d layers but only %lld tensors", c->n_layer,
                        (long long)pl_gguf_tensor_count(ld->g));
+    int first = ld->opts ? ld->opts->layer_first : 0;
+    int last = ld->opts && ld->opts->layer_last ? ld->opts->layer_last : c->n_layer;
+    if (first < 0 || first >= last || last > c->n_layer)
+        return pl_fail(PL_ERR_ARG, "layer range [%d, %d) outside the model's [0, %d)", first, last,
+                       c->n_layer);
+    bool embed = first == 0, head = last == c->n_layer;
+    bool tied = !pl_gguf_find_tensor(ld->g, "output.weight");
     llama_weights *w = &m->w;
-    TRY(pl_load_tensor(ld, "token_embd.weight", c->n_embd, c->n_vocab, true, &w->tok_embd));
-    TRY(pl_load_tensor(ld, "output_norm.weight", c->n_embd, 1, true, &w->out_norm));
-    TRY(pl_load_tensor(ld, "output.weight", c->n_embd, c->n_vocab, false, &w->output));
-    if (!w->output) w->output = w->tok_embd; /* tied */
+    if (embed || (head && tied))
+        TRY(pl_load_tensor(ld, "token_embd.weight", c->n_embd, c->n_vocab, true, &w->tok_embd));
+    if (head) {
+        TRY(pl_load_tensor(ld, "output_norm.weight", c->n_embd, 1, true, &w->out_norm));
+        TRY(pl_load_tensor(ld, "output.weight", c->n_embd, c->n_vocab, false, &w->output));
+        if (!w->output) w->output = w->tok_embd; /* tied */
+    }
     TRY(pl_load_tensor(ld, "rope_freqs.weight", c->rope_dim / 2, 1, false, &w->rope_freqs));
     w->layers = calloc((size_t)c->n_layer, sizeof *w->layers);
     if (!w->layers) return pl_fail(PL_ERR_NOMEM, "out of memory for %d layers", c->n_layer);
-    for (int l = 0; l < c->n_layer; l++) TRY(load_layer(ld, c, l, &w->layers[l]));
+    for (int l = first; l < last; l++) TRY(load_layer(ld, c, l, &w->layers[l]));
+    m->info.layer_first = first;
+    m->info.layer_last = last;
+    m->info.has_embed = embed;
+    m->info.has_head = head;
     m->info.n_vocab = c->n_vocab;
     m->info.n_embd = c->n_embd;
     m->info.n_layer = c->n_layer;
@@ -167,7 +181,7 @@ pl_status pl_llama_state_init(pl_state *s) {
     s->kc = calloc((size_t)c->n_layer, sizeof *s->kc);
     s->vc = calloc((size_t)c->n_layer, sizeof *s->vc);
     if (!s->kc || !s->vc) return pl_fail(PL_ERR_NOMEM, "out of memory for the KV cache");
-    for (int l = 0; l < c->n_layer; l++) {
+    for (int l = s->m->info.layer_first; l < s->m->info.layer_last; l++) {
         TRY(pl_be_buf_new(be, s->o.kv_type, (int64_t)c->n_head_kv * c->head_dim, s->o.n_ctx,
                           &s->kc[l]));
         TRY(pl_be_buf_new(be, s->o.kv_type, (int64_t)c->n_head_kv * c->head_dim_v, s->o.n_ctx,

@@ -242,7 +242,7 @@ int64_t pl_state_bytes(const pl_state *s) {
     pl_buf *acts[STATE_N_ACT];
     state_acts(s, acts);
     for (int i = 0; i < STATE_N_ACT; i++) b += pl_be_buf_bytes(acts[i]);
-    for (int l = 0; l < s->m->cfg.n_layer; l++)
+    for (int l = s->m->info.layer_first; l < s->m->info.layer_last; l++)
         b += pl_be_buf_bytes(s->kc[l]) + pl_be_buf_bytes(s->vc[l]);
     return b;
 }
@@ -266,6 +266,9 @@ static pl_status check_rows(const pl_state *s, int64_t n, int64_t pos0) {
 pl_status pl_model_embed(const pl_model *m, pl_state *s, int64_t n) {
     pl_status st = check_rows(s, n, 0);
     if (st) return st;
+    if (!m->info.has_embed)
+        return pl_fail(PL_ERR_ARG, "this part of the model (layers %d..%d) has no embedding",
+                       m->info.layer_first, m->info.layer_last);
     return pl_be_embed(m->w.tok_embd, s->ids, n, s->x);
 }
 
@@ -273,15 +276,18 @@ pl_status pl_model_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos
                           int last) {
     pl_status st = check_rows(s, n, pos0);
     if (st) return st;
-    if (first < 0 || last > m->cfg.n_layer || first > last)
-        return pl_fail(PL_ERR_ARG, "layer range [%d, %d) outside [0, %d)", first, last,
-                       m->cfg.n_layer);
+    if (first < m->info.layer_first || last > m->info.layer_last || first > last)
+        return pl_fail(PL_ERR_ARG, "layer range [%d, %d) outside the loaded [%d, %d)", first, last,
+                       m->info.layer_first, m->info.layer_last);
     return pl_llama_layers(m, s, n, pos0, first, last);
 }
 
 pl_status pl_model_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows) {
     pl_status st = check_rows(s, n, 0);
     if (st) return st;
+    if (!m->info.has_head)
+        return pl_fail(PL_ERR_ARG, "this part of the model (layers %d..%d) has no output head",
+                       m->info.layer_first, m->info.layer_last);
     if (all_rows && n > s->o.n_logits)
         return pl_fail(PL_ERR_ARG, "%lld rows of logits asked, the state holds %d", (long long)n,
                        s->o.n_logits);
@@ -292,6 +298,8 @@ pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, i
                            int64_t pos0, bool all_rows) {
     pl_status st = check_rows(s, n, pos0);
     if (st) return st;
+    if (!m->info.has_embed || !m->info.has_head)
+        return pl_fail(PL_ERR_ARG, "a whole forward pass needs the whole model");
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= m->info.n_vocab)
             return pl_fail(PL_ERR_ARG, "token id %d outside the vocabulary of %d", ids[i],

@@ -34,6 +34,10 @@ typedef struct {
     int64_t n_params;     /* values in all weight tensors */
     uint64_t weight_bytes; /* bytes of all weight tensors in the file */
     char weight_type[16]; /* the format holding most of the weight values ("q4_0") */
+    int layer_first;      /* the layers loaded: [layer_first, layer_last) */
+    int layer_last;
+    bool has_embed;       /* the token embedding is loaded (layer_first == 0) */
+    bool has_head;        /* the final norm and output matrix are (layer_last == n_layer) */
 } pl_model_info;
 
 typedef struct {
@@ -43,6 +47,10 @@ typedef struct {
     /* Read every weight page once while loading, so the disk reads happen here (with
      * progress) rather than in the first forward pass. */
     bool prefault;
+    /* Load only layers [layer_first, layer_last) (both 0: all), with the embedding only
+     * when the range starts at 0 and the head only when it ends at the last layer: one
+     * device's part of a model split across several. */
+    int layer_first, layer_last;
 } pl_model_opts;
 
 /* Read the architecture, configuration and weights of g. The GGUF (and its mapping) must
@@ -76,19 +84,21 @@ pl_buf *pl_state_ids(pl_state *s);
 pl_buf *pl_state_hidden(pl_state *s);
 pl_buf *pl_state_logits(pl_state *s);
 
-/* hidden[0..n) = embeddings of ids[0..n) (the ids buffer). */
+/* A state holds KV caches for the model's loaded layers only. */
+
+/* hidden[0..n) = embeddings of ids[0..n) (the ids buffer). Needs has_embed. */
 pl_status pl_model_embed(const pl_model *m, pl_state *s, int64_t n);
-/* Run layers [first, last) over hidden rows 0..n-1 at positions pos0..pos0+n-1, storing
- * their keys and values in the cache. Every position before pos0 must already be cached
- * for these layers. */
+/* Run layers [first, last) (within the loaded ones) over hidden rows 0..n-1 at positions
+ * pos0..pos0+n-1, storing their keys and values in the cache. Every position before pos0
+ * must already be cached for these layers. */
 pl_status pl_model_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
                           int last);
 /* Final norm and output matrix: logits of hidden rows 0..n-1 (all_rows, n <= n_logits)
- * or of row n-1 only (into logits row 0). */
+ * or of row n-1 only (into logits row 0). Needs has_head. */
 pl_status pl_model_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows);
 
-/* The whole pass for host ids: write ids, embed, every layer, head. 1 <= n <= n_batch and
- * pos0 + n <= n_ctx, else a one-line error. */
+/* The whole pass for host ids: write ids, embed, every layer, head (a whole model only).
+ * 1 <= n <= n_batch and pos0 + n <= n_ctx, else a one-line error. */
 pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, int64_t n,
                            int64_t pos0, bool all_rows);
 
