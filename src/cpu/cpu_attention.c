@@ -14,7 +14,6 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cpu_internal.h"
 
@@ -52,20 +51,6 @@ static void attend_f32(const attn_job *j, const float *q, int64_t kvh, int64_t n
     for (int64_t d = 0; d < hdv; d++) o[d] = acc[d] / sum;
 }
 
-/* x rounded to the nearest half-precision value (ties to even), kept as a float. Values in
- * the normal half range take a bit trick (drop 13 mantissa bits with rounding); the rest
- * go through the exact conversion. */
-static inline float round_half(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    uint32_t e = (u >> 23) & 0xff;
-    if (e < 113 || e > 141) return pl_f16_to_f32(pl_f32_to_f16(x));
-    u += 0x0fff + ((u >> 13) & 1);
-    u &= 0xffffe000u;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* Half-precision attention (see the file comment) over an F16 cache. The accumulator holds
  * half values, stored as floats. */
 static void attend_f16(const attn_job *j, const float *q, int64_t kvh, int64_t n_keys, float *o,
@@ -74,7 +59,7 @@ static void attend_f16(const attn_job *j, const float *q, int64_t kvh, int64_t n
     const float *h2f = j->c->f16;
     int64_t hd = p->head_dim, hdv = p->head_dim_v;
     float *qh = scratch, *kr = scratch + hd, *acc = scratch + 2 * hd;
-    for (int64_t d = 0; d < hd; d++) qh[d] = round_half(q[d]);
+    for (int64_t d = 0; d < hd; d++) qh[d] = pl_cpu_round_half(q[d]);
     for (int64_t d = 0; d < hdv; d++) acc[d] = 0;
     float mx = -INFINITY, sum = 0;
     for (int64_t t = 0; t < n_keys; t++) {
@@ -86,11 +71,11 @@ static void attend_f16(const attn_job *j, const float *q, int64_t kvh, int64_t n
         if (s > mx) {
             rescale = expf(mx - s);
             mx = s;
-            for (int64_t d = 0; d < hdv; d++) acc[d] = round_half(acc[d] * rescale);
+            for (int64_t d = 0; d < hdv; d++) acc[d] = pl_cpu_round_half(acc[d] * rescale);
         } else {
             w = expf(s - mx);
         }
-        for (int64_t d = 0; d < hdv; d++) acc[d] = round_half(fmaf(h2f[vh[d]], w, acc[d]));
+        for (int64_t d = 0; d < hdv; d++) acc[d] = pl_cpu_round_half(fmaf(h2f[vh[d]], w, acc[d]));
         sum = sum * rescale + w;
     }
     float inv = 1.0f / sum;

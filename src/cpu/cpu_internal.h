@@ -2,6 +2,8 @@
 #ifndef PL_CPU_INTERNAL_H
 #define PL_CPU_INTERNAL_H
 
+#include <string.h>
+
 #include "cpu.h"
 #include "pool.h"
 
@@ -24,6 +26,20 @@ static inline void *vptr(const pl_buf *b) { return ((const cpu_buf *)b)->data; }
 /* The work of a job below this many multiply-adds runs on the caller's thread alone:
  * waking the pool costs more than it saves. */
 #define CPU_PAR_MIN_WORK 32768
+
+/* x rounded to the nearest half-precision value (ties to even), kept as a float: equal to
+ * pl_f16_to_f32(pl_f32_to_f16(x)). Values in the normal half range take a bit trick (drop
+ * 13 mantissa bits with rounding); the rest go through the exact conversion. */
+static inline float pl_cpu_round_half(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t e = (u >> 23) & 0xff;
+    if (e < 113 || e > 141) return pl_f16_to_f32(pl_f32_to_f16(x));
+    u += 0x0fff + ((u >> 13) & 1);
+    u &= 0xffffe000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 /* Dot product of two float rows (several accumulators so the compiler can vectorise). */
 float pl_cpu_dot(const float *a, const float *b, int64_t n);

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "cpu/cpu.h"
+#include "cpu/cpu_internal.h"
 #include "test.h"
 
 static pl_buf *f32(pl_backend *be, int64_t ne0, int64_t ne1, const float *init) {
@@ -204,7 +205,25 @@ static void test_matmul_embed(pl_backend *be) {
     pl_be_buf_free(emb);
 }
 
+/* The fast half rounding of the f16 attention equals the exact conversion (every 61st bit
+ * pattern over the range it handles specially and around it; exhaustively it took 15 s). */
+static void test_round_half(void) {
+    uint64_t bad = 0;
+    for (uint64_t i = (uint64_t)110 << 23; i < (uint64_t)145 << 23; i += 61) {
+        for (int sign = 0; sign < 2; sign++) {
+            uint32_t u = (uint32_t)i | (uint32_t)sign << 31;
+            float x, a, b;
+            memcpy(&x, &u, 4);
+            a = pl_cpu_round_half(x);
+            b = pl_f16_to_f32(pl_f32_to_f16(x));
+            bad += memcmp(&a, &b, 4) != 0;
+        }
+    }
+    CHECK(bad == 0, "%llu values round differently", (unsigned long long)bad);
+}
+
 static void run_tests(void) {
+    test_round_half();
     pl_backend *be = NULL, *other = NULL;
     CHECK(pl_cpu_new(2, &be) == PL_OK && pl_cpu_new(1, &other) == PL_OK, "%s", pl_last_error());
     if (!be || !other) return;
