@@ -7,6 +7,7 @@
 #   tests/fuzz/*_fuzz.c  -> $(BUILD)/fuzz/<name>   (clang libFuzzer, `make fuzz`)
 # SAN=1 builds everything with ASan+UBSan (into build/san unless BUILD is given).
 
+SHELL   := /bin/bash
 CC      ?= cc
 SAN     ?= 0
 ifeq ($(SAN),1)
@@ -59,12 +60,20 @@ test: $(BUILD)/pooled $(TEST_BIN)
 	POOLED_BUILD=$(BUILD) tests/run.sh
 
 # libFuzzer targets: always clang, always with ASan+UBSan, separate from the main build.
+# The library is compiled once with fuzzer instrumentation (-fsanitize=fuzzer-no-link)
+# and each target links against it.
 FUZZ_CC    ?= clang
-FUZZ_FLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -Isrc -Iinclude
+FUZZ_FLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=address,undefined -Isrc -Iinclude
+FUZZ_OBJ   := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+build/fuzz/libpooled.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 define fuzz_rule
-build/fuzz/$(basename $(notdir $(1))): $(1) $(LIB_SRC)
-	@mkdir -p build/fuzz
-	$$(FUZZ_CC) $$(FUZZ_FLAGS) -o $$@ $(1) $(LIB_SRC) -lm -ldl -pthread
+build/fuzz/$(basename $(notdir $(1))): $(1) build/fuzz/libpooled.a
+	$$(FUZZ_CC) $$(FUZZ_FLAGS) -fsanitize=fuzzer -o $$@ $(1) build/fuzz/libpooled.a -lm -ldl -pthread
 endef
 $(foreach t,$(FUZZ_SRC),$(eval $(call fuzz_rule,$(t))))
 fuzz: $(foreach t,$(FUZZ_SRC),build/fuzz/$(basename $(notdir $(t))))
@@ -75,9 +84,12 @@ fuzz-run: fuzz
 	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 # What CI runs: all tests under ASan+UBSan, then the fuzzers.
+# The test summary is printed again last, so the final line is the test count.
 check:
-	$(MAKE) SAN=1 test
+	@mkdir -p build
+	$(MAKE) SAN=1 test 2>&1 | tee build/check-tests.log; test $${PIPESTATUS[0]} -eq 0
 	$(MAKE) fuzz-run
+	@tail -n 1 build/check-tests.log
 
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(shell find src cmd tests -name '*.h') $(TEST_SRC) $(FUZZ_SRC)
@@ -85,4 +97,4 @@ format:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)
