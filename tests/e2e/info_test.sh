@@ -150,6 +150,15 @@ while IFS= read -r f; do
 done < <(find "$SHARED/models" "$SHARED/fixtures" -name '*.gguf' | sort)
 check "found the 41 shared GGUFs ($n)" [ "$n" -ge 41 ]
 
+# Strings that are not plain text (a newline, quotes, invalid UTF-8, nested arrays): the
+# fuzz seed made by tests/format/gguf_samples.h. --json stays valid, text keeps one line a key.
+R=tests/fuzz/corpus/gguf_fuzz/rich.gguf
+check "odd strings: valid JSON, bad byte as U+FFFD" \
+    jq -e '.metadata["tokenizer.ggml.tokens"].value[4] == "bad \ufffd utf8" and .metadata["general.name"].value == "sample \u2713 \"quoted\"\n"' \
+    <("$POOLED" info --json "$R") >/dev/null
+check "odd strings: one text line per key" \
+    [ "$("$POOLED" info "$R" | awk '/^metadata \(/{on=1; next} /^$/{on=0} on' | wc -l)" -eq 29 ]
+
 # Bad input and bad usage.
 printf 'GGUF' >"$TMP/magic-only.gguf"
 head -c 1000 "$M/stories260K.gguf" >"$TMP/cut-meta.gguf"
