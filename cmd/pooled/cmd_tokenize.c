@@ -108,17 +108,26 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(a, "--pieces")) pieces = true;
         else if (!strcmp(a, "--bench")) {
             do_bench = true;
-            if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
-                if (!arg_int("--bench", argv[++i], 1, 4096, &mb)) return 1;
-            }
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage();
+            if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9' &&
+                !arg_int("--bench", argv[++i], 1, 4096, &mb))
+                err = true;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            pl_sb_free(&text);
+            return usage();
+        }
         else {
             pl_sb_free(&text);
             return die("tokenize: unknown option '%s' (use -- before text that starts with -)", a);
         }
-        if (err) return 1;
+        if (err) {
+            pl_sb_free(&text);
+            return 1;
+        }
     }
-    if (!model) return die("tokenize: give a model with -m FILE");
+    if (!model) {
+        pl_sb_free(&text);
+        return die("tokenize: give a model with -m FILE");
+    }
     if (file && n_text && !do_bench) {
         pl_sb_free(&text);
         return die("tokenize: give either --file or TEXT, not both");

@@ -1,46 +1,23 @@
 /* json.c - recursive-descent JSON parser into an arena, and the string quoter (json.h). */
 #include "json.h"
 
+#include "arena.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- arena ---- */
-
-typedef struct block {
-    struct block *next;
-    size_t used, cap;
-    _Alignas(16) unsigned char data[];
-} block;
-
 struct pl_json_doc {
-    block *blocks;
+    pl_arena arena;
     pl_json *root;
 };
 
-static void *arena_alloc(pl_json_doc *d, size_t n) {
-    n = (n + 15) & ~(size_t)15;
-    block *b = d->blocks;
-    if (!b || b->cap - b->used < n) {
-        size_t cap = n > 16384 ? n : 16384;
-        b = malloc(sizeof *b + cap);
-        if (!b) return NULL;
-        b->next = d->blocks, b->used = 0, b->cap = cap;
-        d->blocks = b;
-    }
-    void *p = b->data + b->used;
-    b->used += n;
-    return p;
-}
+static void *arena_alloc(pl_json_doc *d, size_t n) { return pl_arena_alloc(&d->arena, n); }
 
 void pl_json_doc_free(pl_json_doc *d) {
     if (!d) return;
-    for (block *b = d->blocks; b;) {
-        block *n = b->next;
-        free(b);
-        b = n;
-    }
+    pl_arena_free(&d->arena);
     free(d);
 }
 
@@ -380,7 +357,7 @@ static bool literal(parser *ps, const char *word) {
 }
 
 static pl_json *parse_value(parser *ps, int depth) {
-    if (depth > PL_JSON_MAX_DEPTH) {
+    if (depth >= PL_JSON_MAX_DEPTH) {
         ps->err = "nested too deep";
         return NULL;
     }
@@ -525,4 +502,36 @@ void pl_json_quote(pl_strbuf *b, const char *s, size_t n, bool ascii_only) {
         }
     }
     pl_sb_putc(b, '"');
+}
+
+void pl_json_write(pl_strbuf *b, const pl_json *v) {
+    switch (v->type) {
+    case PL_JSON_NULL: pl_sb_puts(b, "null"); return;
+    case PL_JSON_TRUE: pl_sb_puts(b, "true"); return;
+    case PL_JSON_FALSE: pl_sb_puts(b, "false"); return;
+    case PL_JSON_NUMBER:
+        if (v->n.is_int) pl_sb_printf(b, "%lld", (long long)v->n.i);
+        else if (isfinite(v->n.num)) pl_sb_printf(b, "%.17g", v->n.num);
+        else pl_sb_puts(b, v->n.num < 0 ? "-1e999" : "1e999"); /* overflowed on input */
+        return;
+    case PL_JSON_STRING: pl_json_quote(b, v->str.s, v->str.len, false); return;
+    case PL_JSON_ARRAY:
+        pl_sb_putc(b, '[');
+        for (size_t i = 0; i < v->arr.count; i++) {
+            if (i) pl_sb_putc(b, ',');
+            pl_json_write(b, v->arr.items[i]);
+        }
+        pl_sb_putc(b, ']');
+        return;
+    case PL_JSON_OBJECT:
+        pl_sb_putc(b, '{');
+        for (size_t i = 0; i < v->obj.count; i++) {
+            if (i) pl_sb_putc(b, ',');
+            pl_json_quote(b, v->obj.keys[i], v->obj.key_lens[i], false);
+            pl_sb_putc(b, ':');
+            pl_json_write(b, v->obj.vals[i]);
+        }
+        pl_sb_putc(b, '}');
+        return;
+    }
 }

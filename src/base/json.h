@@ -15,7 +15,7 @@
 #include "status.h"
 #include "strbuf.h"
 
-#define PL_JSON_MAX_DEPTH 128
+#define PL_JSON_MAX_DEPTH 128 /* levels of arrays/objects inside each other */
 
 typedef enum {
     PL_JSON_NULL,
@@ -66,6 +66,10 @@ size_t pl_json_count(const pl_json *v); /* items of an array, members of an obje
 const char *pl_json_string(const pl_json *v);
 bool pl_json_number(const pl_json *v, double *out);
 bool pl_json_int(const pl_json *v, int64_t *out); /* integral numbers only */
+
+/* Append v as compact JSON (integers as written, other numbers with 17 significant digits,
+ * so parsing the text back gives the same tree). */
+void pl_json_write(pl_strbuf *b, const pl_json *v);
 
 /* Append s[0..n) as a JSON string literal (quotes included). Control characters and " \ are
  * escaped; other bytes are copied (ascii_only: non-ASCII as \uXXXX, surrogate pairs above

@@ -607,8 +607,10 @@ static bool class_match(const pl_regex *re, const rx_class *cl, uint32_t cp) {
         bool sp = (f & PL_UC_SPACE) != 0;
         in = ((cl->spaces & 1) && sp) || ((cl->spaces & 2) && !sp);
     }
-    const uint32_t *r = re->ranges + cl->first;
-    for (uint32_t i = 0; !in && i < cl->n_ranges; i++) in = cp >= r[2 * i] && cp <= r[2 * i + 1];
+    for (uint32_t i = 0; !in && i < cl->n_ranges; i++) {
+        const uint32_t *r = re->ranges + cl->first + 2 * i;
+        in = cp >= r[0] && cp <= r[1];
+    }
     return in != cl->neg;
 }
 

@@ -161,7 +161,7 @@ static const char *drain(pl_tok_stream *s, bool flush) {
         else memcpy(s->out + o, s->held + i, (size_t)k), o += (size_t)k;
         i += (size_t)k;
     }
-    memmove(s->held, s->held + i, s->n_held - i);
+    if (s->n_held > i) memmove(s->held, s->held + i, s->n_held - i);
     s->n_held -= i;
     s->out[o] = 0;
     return s->out;

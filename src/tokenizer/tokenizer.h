@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/json.h"
 #include "../base/status.h"
 #include "../format/gguf.h"
 
@@ -74,5 +75,20 @@ typedef struct {
  * a table of known templates as fallback). *out is malloc'd. */
 pl_status pl_chat_render(const pl_tokenizer *t, const pl_chat_msg *msgs, int n_msgs,
                          const pl_chat_opts *opts, char **out);
+
+/* The same for a conversation given as JSON: messages is an array of objects with role and
+ * content (content may be null or a list of parts) and any other fields the template reads
+ * (tool_calls, reasoning_content, name, ...); tools is an array of tool schemas or NULL. */
+pl_status pl_chat_render_json(const pl_tokenizer *t, const pl_json *messages, const pl_json *tools,
+                              const pl_chat_opts *opts, char **out);
+
+/* Render with an explicit template source (bos/eos: the texts the template sees as
+ * bos_token/eos_token, may be NULL). */
+pl_status pl_chat_render_template(const char *tmpl, const char *bos, const char *eos,
+                                  const pl_json *messages, const pl_json *tools,
+                                  const pl_chat_opts *opts, char **out);
+
+/* tokenizer.chat_template of the model, or NULL. */
+const char *pl_tok_chat_template(const pl_tokenizer *t);
 
 #endif

@@ -37,6 +37,28 @@ uint32_t pl_uni_tolower(uint32_t cp) {
     return i < 0 ? cp : pl_unitab_lower[i][1];
 }
 
+uint32_t pl_uni_toupper(uint32_t cp) {
+    if (cp < 0x80) return cp >= 'a' && cp <= 'z' ? cp - 32 : cp;
+    int i = find_row(pl_unitab_upper, pl_unitab_n_upper, cp);
+    return i < 0 ? cp : pl_unitab_upper[i][1];
+}
+
+int pl_uni_toupper_full(uint32_t cp, uint32_t out[3]) {
+    if (cp < 0xDF) return 0;
+    int lo = 0, hi = pl_unitab_n_upper_full - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        const uint32_t *r = pl_unitab_upper_full[mid];
+        if (r[0] == cp) {
+            int n = 0;
+            for (int k = 1; k < 4 && r[k]; k++) out[n++] = r[k];
+            return n;
+        }
+        if (r[0] < cp) lo = mid + 1; else hi = mid - 1;
+    }
+    return 0;
+}
+
 static int find_decomp(uint32_t cp) {
     int lo = 0, hi = pl_unitab_n_decomp - 1;
     while (lo <= hi) {

@@ -34,8 +34,11 @@ uint8_t pl_uni_flags(uint32_t cp);
 static inline int pl_uni_cat(uint32_t cp) { return pl_uni_flags(cp) & PL_UC_CAT_MASK; }
 static inline bool pl_uni_is_space(uint32_t cp) { return (pl_uni_flags(cp) & PL_UC_SPACE) != 0; }
 
-/* Simple (one code point) lower-case mapping; cp itself if none. */
+/* Simple (one code point) case mappings; cp itself if none. */
 uint32_t pl_uni_tolower(uint32_t cp);
+uint32_t pl_uni_toupper(uint32_t cp);
+/* Upper case that takes several code points (ß -> SS): their count (2 or 3), or 0. */
+int pl_uni_toupper_full(uint32_t cp, uint32_t out[3]);
 /* The first code point of cp's full canonical decomposition (cp if it has none). */
 uint32_t pl_uni_nfd_first(uint32_t cp);
 /* Canonical combining class. */

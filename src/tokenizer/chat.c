@@ -1,0 +1,149 @@
+/* chat.c - render a conversation with the model's chat template.
+ *
+ * The template in tokenizer.chat_template is interpreted (jinja.h) with the variables
+ * transformers' apply_chat_template gives it: messages, add_generation_prompt, bos_token,
+ * eos_token, tools (none when absent), and enable_thinking only when it is switched off (so
+ * the default render is transformers' default). When the model has no template, or ours
+ * cannot parse it, a known format is chosen from the vocabulary's marker tokens. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "jinja.h"
+#include "tok_internal.h"
+
+/* Known formats, as templates, and the token that identifies each. */
+static const struct {
+    const char *marker;
+    const char *tmpl;
+} k_fallbacks[] = {
+    {"<|im_start|>",
+     "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}"
+     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"},
+    {"<|start_header_id|>",
+     "{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m.role + '<|end_header_id|>\\n\\n'"
+     " + (m.content or '') | trim + '<|eot_id|>' }}{% endfor %}"
+     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"},
+    {"<start_of_turn>",
+     "{{ bos_token }}{% set sys = namespace(text='') %}{% for m in messages %}"
+     "{% if m.role == 'system' %}{% set sys.text = m.content + '\\n\\n' %}{% else %}"
+     "{{ '<start_of_turn>' + ('model' if m.role == 'assistant' else m.role) + '\\n' + sys.text + "
+     "(m.content or '') | trim + '<end_of_turn>\\n' }}{% set sys.text = '' %}{% endif %}{% endfor %}"
+     "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"},
+    {"[INST]",
+     "{% set sys = namespace(text='') %}{% for m in messages %}{% if m.role == 'system' %}"
+     "{% set sys.text = '<<SYS>>\\n' + m.content + '\\n<</SYS>>\\n\\n' %}{% elif m.role == 'user' %}"
+     "{{ bos_token + '[INST] ' + sys.text + m.content | trim + ' [/INST]' }}{% set sys.text = '' %}"
+     "{% else %}{{ ' ' + (m.content or '') | trim + ' ' + eos_token }}{% endif %}{% endfor %}"},
+};
+
+const char *pl_tok_chat_template(const pl_tokenizer *t) { return t->chat_template; }
+
+static pl_status render(const char *tmpl, const char *bos, const char *eos, const pl_json *messages,
+                        const pl_json *tools, const pl_chat_opts *opts, pl_jinja *parsed, char **out) {
+    pl_jinja *own = NULL;
+    pl_status st = PL_OK;
+    if (!parsed) {
+        st = pl_jinja_parse(tmpl, strlen(tmpl), &own);
+        if (st != PL_OK) return st;
+        parsed = own;
+    }
+    pl_jinja_ctx *c = pl_jinja_ctx_new();
+    if (!c) st = pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (st == PL_OK) st = pl_jinja_set_json(c, "messages", messages);
+    if (st == PL_OK && tools) st = pl_jinja_set_json(c, "tools", tools);
+    if (st == PL_OK) st = pl_jinja_set_bool(c, "add_generation_prompt", opts->add_generation_prompt);
+    if (st == PL_OK && !opts->enable_thinking) st = pl_jinja_set_bool(c, "enable_thinking", false);
+    if (st == PL_OK) st = pl_jinja_set_str(c, "bos_token", bos ? bos : "");
+    if (st == PL_OK) st = pl_jinja_set_str(c, "eos_token", eos ? eos : "");
+    if (st == PL_OK && !tools) {
+        /* transformers passes tools=None when there are none */
+        static const pl_json null_value = {.type = PL_JSON_NULL};
+        st = pl_jinja_set_json(c, "tools", &null_value);
+    }
+    if (st == PL_OK) st = pl_jinja_render(parsed, c, out, NULL);
+    pl_jinja_ctx_free(c);
+    pl_jinja_free(own);
+    return st;
+}
+
+pl_status pl_chat_render_template(const char *tmpl, const char *bos, const char *eos,
+                                  const pl_json *messages, const pl_json *tools,
+                                  const pl_chat_opts *opts, char **out) {
+    *out = NULL;
+    if (!messages || messages->type != PL_JSON_ARRAY)
+        return pl_fail(PL_ERR_ARG, "chat: messages must be a JSON array");
+    return render(tmpl, bos, eos, messages, tools, opts, NULL, out);
+}
+
+static char *token_text(const pl_tokenizer *t, int32_t id) {
+    if (id < 0) return NULL;
+    uint32_t len;
+    const char *s = pl_tok_text(t, id, &len);
+    char *c = malloc(len + 1);
+    if (c) memcpy(c, s, len), c[len] = 0;
+    return c;
+}
+
+pl_status pl_chat_render_json(const pl_tokenizer *t, const pl_json *messages, const pl_json *tools,
+                              const pl_chat_opts *opts, char **out) {
+    *out = NULL;
+    if (!messages || messages->type != PL_JSON_ARRAY)
+        return pl_fail(PL_ERR_ARG, "chat: messages must be a JSON array");
+    pl_chat_opts dflt = {.add_generation_prompt = true, .enable_thinking = true};
+    if (!opts) opts = &dflt;
+    char *bos = token_text(t, t->sp.bos), *eos = token_text(t, t->sp.eos);
+    pl_jinja *parsed = NULL;
+    const char *tmpl = NULL;
+    pl_status st = PL_OK;
+    if (t->chat_template) {
+        st = pl_jinja_parse(t->chat_template, strlen(t->chat_template), &parsed);
+        if (st != PL_OK) pl_clear_error();
+    }
+    if (!parsed) { /* no template, or one we cannot read: a known format by its markers */
+        for (size_t i = 0; i < sizeof k_fallbacks / sizeof k_fallbacks[0] && !tmpl; i++) {
+            const char *m = k_fallbacks[i].marker;
+            if ((t->chat_template && strstr(t->chat_template, m)) || pl_tok_find(t, m, strlen(m)) >= 0)
+                tmpl = k_fallbacks[i].tmpl;
+        }
+        if (!tmpl) {
+            st = t->chat_template ? pl_fail(PL_ERR_FORMAT, "chat: cannot read the model's chat template")
+                                  : pl_fail(PL_ERR_FORMAT, "chat: the model has no chat template");
+            goto done;
+        }
+    }
+    st = render(tmpl, bos, eos, messages, tools, opts, parsed, out);
+done:
+    pl_jinja_free(parsed);
+    free(bos), free(eos);
+    return st;
+}
+
+pl_status pl_chat_render(const pl_tokenizer *t, const pl_chat_msg *msgs, int n_msgs,
+                         const pl_chat_opts *opts, char **out) {
+    *out = NULL;
+    /* build the JSON form of the messages, then render that */
+    pl_strbuf b = {0};
+    pl_sb_putc(&b, '[');
+    for (int i = 0; i < n_msgs; i++) {
+        if (i) pl_sb_putc(&b, ',');
+        pl_sb_puts(&b, "{\"role\":");
+        const char *role = msgs[i].role ? msgs[i].role : "user";
+        pl_json_quote(&b, role, strlen(role), false);
+        pl_sb_puts(&b, ",\"content\":");
+        if (msgs[i].content) pl_json_quote(&b, msgs[i].content, strlen(msgs[i].content), false);
+        else pl_sb_puts(&b, "null");
+        pl_sb_putc(&b, '}');
+    }
+    pl_sb_putc(&b, ']');
+    if (b.failed) {
+        pl_sb_free(&b);
+        return pl_fail(PL_ERR_NOMEM, "out of memory");
+    }
+    pl_json_doc *doc = NULL;
+    pl_status st = pl_json_parse(b.s, b.len, &doc);
+    pl_sb_free(&b);
+    if (st != PL_OK) return st;
+    st = pl_chat_render_json(t, pl_json_root(doc), NULL, opts, out);
+    pl_json_doc_free(doc);
+    return st;
+}

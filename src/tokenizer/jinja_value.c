@@ -1,0 +1,423 @@
+/* jinja_value.c - the interpreter's values and their Python behaviour: truth, equality,
+ * ordering, str() and repr(), json.dumps, iteration, and conversion from JSON. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jinja_internal.h"
+#include "unicode.h"
+
+jv jv_undef(void) { return (jv){.type = JV_UNDEF}; }
+jv jv_none(void) { return (jv){.type = JV_NONE}; }
+jv jv_bool(bool b) { return (jv){.type = JV_BOOL, .b = b}; }
+jv jv_int(int64_t i) { return (jv){.type = JV_INT, .i = i}; }
+jv jv_float(double f) { return (jv){.type = JV_FLOAT, .f = f}; }
+
+jv jv_str(jj_state *st, const char *s, size_t n) {
+    jj_str *x = pl_arena_alloc(&st->arena, sizeof *x + n + 1);
+    if (!x) {
+        jj_fail(st, NULL, "template uses too much memory");
+        return jv_undef();
+    }
+    x->len = n;
+    if (n) memcpy(x->s, s, n);
+    x->s[n] = 0;
+    return (jv){.type = JV_STR, .s = x};
+}
+
+jv jv_str0(jj_state *st, const char *s) { return jv_str(st, s, strlen(s)); }
+
+jj_list *jv_list_new(jj_state *st, size_t n) {
+    if (n > ((size_t)1 << 40)) return NULL;
+    jj_list *l = pl_arena_alloc(&st->arena, sizeof *l + n * sizeof(jv));
+    if (!l) {
+        jj_fail(st, NULL, "template uses too much memory");
+        return NULL;
+    }
+    l->n = n;
+    l->tuple = false;
+    for (size_t i = 0; i < n; i++) l->items[i] = jv_undef();
+    return l;
+}
+
+jj_dict *jv_dict_new(jj_state *st) {
+    jj_dict *d = pl_arena_alloc(&st->arena, sizeof *d);
+    if (!d) {
+        jj_fail(st, NULL, "template uses too much memory");
+        return NULL;
+    }
+    memset(d, 0, sizeof *d);
+    return d;
+}
+
+/* Lookups scan from the end: a duplicated key (possible in JSON input) finds its last value. */
+const jv *jv_dict_find(const jj_dict *d, jv key) {
+    for (size_t i = d->n; i-- > 0;)
+        if (jv_equal(d->keys[i], key)) return &d->vals[i];
+    return NULL;
+}
+
+const jv *jv_dict_get(const jj_dict *d, const char *key, size_t len) {
+    for (size_t i = d->n; i-- > 0;) {
+        const jv *k = &d->keys[i];
+        if (k->type == JV_STR && k->s->len == len && memcmp(k->s->s, key, len) == 0)
+            return &d->vals[i];
+    }
+    return NULL;
+}
+
+bool jv_dict_set(jj_state *st, jj_dict *d, jv key, jv val) {
+    for (size_t i = 0; i < d->n; i++) {
+        if (jv_equal(d->keys[i], key)) {
+            d->vals[i] = val;
+            return true;
+        }
+    }
+    return jv_dict_append(st, d, key, val);
+}
+
+bool jv_dict_append(jj_state *st, jj_dict *d, jv key, jv val) {
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 8;
+        jv *k = pl_arena_alloc(&st->arena, cap * sizeof *k);
+        jv *v = pl_arena_alloc(&st->arena, cap * sizeof *v);
+        if (!k || !v) return jj_fail(st, NULL, "template uses too much memory");
+        if (d->n) memcpy(k, d->keys, d->n * sizeof *k), memcpy(v, d->vals, d->n * sizeof *v);
+        d->keys = k, d->vals = v, d->cap = cap;
+    }
+    d->keys[d->n] = key;
+    d->vals[d->n] = val;
+    d->n++;
+    return true;
+}
+
+bool jv_truthy(jv v) {
+    switch (v.type) {
+    case JV_UNDEF:
+    case JV_NONE: return false;
+    case JV_BOOL: return v.b;
+    case JV_INT: return v.i != 0;
+    case JV_FLOAT: return v.f != 0.0;
+    case JV_STR: return v.s->len != 0;
+    case JV_LIST: return v.l->n != 0;
+    case JV_DICT: return v.d->n != 0 || v.d->is_namespace;
+    default: return true;
+    }
+}
+
+static bool is_num(jv v) { return v.type == JV_INT || v.type == JV_FLOAT || v.type == JV_BOOL; }
+static double num(jv v) {
+    return v.type == JV_FLOAT ? v.f : v.type == JV_INT ? (double)v.i : (double)v.b;
+}
+
+bool jv_equal(jv a, jv b) {
+    if (is_num(a) && is_num(b)) {
+        if (a.type != JV_FLOAT && b.type != JV_FLOAT)
+            return (a.type == JV_INT ? a.i : a.b) == (b.type == JV_INT ? b.i : b.b);
+        return num(a) == num(b);
+    }
+    if (a.type != b.type) return false;
+    switch (a.type) {
+    case JV_UNDEF:
+    case JV_NONE: return true;
+    case JV_STR: return a.s->len == b.s->len && memcmp(a.s->s, b.s->s, a.s->len) == 0;
+    case JV_LIST:
+        if (a.l->n != b.l->n) return false;
+        for (size_t i = 0; i < a.l->n; i++)
+            if (!jv_equal(a.l->items[i], b.l->items[i])) return false;
+        return true;
+    case JV_DICT:
+        if (a.d == b.d) return true;
+        if (a.d->n != b.d->n) return false;
+        for (size_t i = 0; i < a.d->n; i++) {
+            const jv *v = jv_dict_find(b.d, a.d->keys[i]);
+            if (!v || !jv_equal(a.d->vals[i], *v)) return false;
+        }
+        return true;
+    case JV_MACRO: return a.macro == b.macro;
+    case JV_FUNC: return a.func == b.func;
+    default: return false;
+    }
+}
+
+bool jv_compare(jv a, jv b, int *cmp) {
+    if (is_num(a) && is_num(b)) {
+        double x = num(a), y = num(b);
+        *cmp = x < y ? -1 : x > y;
+        return true;
+    }
+    if (a.type == JV_STR && b.type == JV_STR) {
+        size_t n = a.s->len < b.s->len ? a.s->len : b.s->len;
+        int c = memcmp(a.s->s, b.s->s, n);
+        *cmp = c ? (c < 0 ? -1 : 1) : a.s->len < b.s->len ? -1 : a.s->len > b.s->len;
+        return true;
+    }
+    if (a.type == JV_LIST && b.type == JV_LIST) {
+        for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
+            if (jv_equal(a.l->items[i], b.l->items[i])) continue;
+            return jv_compare(a.l->items[i], b.l->items[i], cmp);
+        }
+        *cmp = a.l->n < b.l->n ? -1 : a.l->n > b.l->n;
+        return true;
+    }
+    return false;
+}
+
+const char *jv_type_name(jv v) {
+    static const char *names[] = {"undefined", "none",   "bool",   "int",  "float",   "string",
+                                  "list",      "dict",   "macro",  "function", "method", "loop"};
+    return v.type < sizeof names / sizeof names[0] ? names[v.type] : "?";
+}
+
+void jv_format_float(pl_strbuf *b, double f) {
+    if (isnan(f)) {
+        pl_sb_puts(b, "nan");
+        return;
+    }
+    if (isinf(f)) {
+        pl_sb_puts(b, f < 0 ? "-inf" : "inf");
+        return;
+    }
+    /* shortest digits that read back exactly, laid out like Python's repr */
+    char e[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec - 1, f);
+        if (strtod(e, NULL) == f) break;
+    }
+    char digits[24];
+    int nd = 0, exp10 = 0;
+    bool neg = e[0] == '-';
+    const char *p = e + neg;
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9' && nd < 20) digits[nd++] = *p;
+    if (*p == 'e') exp10 = atoi(p + 1);
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    if (neg) pl_sb_putc(b, '-');
+    if (exp10 >= -4 && exp10 < 16) {
+        if (exp10 >= 0) {
+            for (int i = 0; i <= exp10; i++) pl_sb_putc(b, i < nd ? digits[i] : '0');
+            pl_sb_putc(b, '.');
+            if (nd > exp10 + 1) pl_sb_append(b, digits + exp10 + 1, (size_t)(nd - exp10 - 1));
+            else pl_sb_putc(b, '0');
+        } else {
+            pl_sb_puts(b, "0.");
+            for (int i = 0; i < -exp10 - 1; i++) pl_sb_putc(b, '0');
+            pl_sb_append(b, digits, (size_t)nd);
+        }
+    } else {
+        pl_sb_putc(b, digits[0]);
+        if (nd > 1) {
+            pl_sb_putc(b, '.');
+            pl_sb_append(b, digits + 1, (size_t)(nd - 1));
+        }
+        pl_sb_printf(b, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+    }
+}
+
+static void repr_str(pl_strbuf *b, const jj_str *s) {
+    bool has_sq = memchr(s->s, '\'', s->len) != NULL, has_dq = memchr(s->s, '"', s->len) != NULL;
+    char q = has_sq && !has_dq ? '"' : '\'';
+    pl_sb_putc(b, q);
+    for (size_t i = 0; i < s->len; i++) {
+        unsigned char c = (unsigned char)s->s[i];
+        if (c == '\\' || c == (unsigned char)q) pl_sb_putc(b, '\\'), pl_sb_putc(b, (char)c);
+        else if (c == '\n') pl_sb_puts(b, "\\n");
+        else if (c == '\r') pl_sb_puts(b, "\\r");
+        else if (c == '\t') pl_sb_puts(b, "\\t");
+        else if (c < 0x20 || c == 0x7F) pl_sb_printf(b, "\\x%02x", c);
+        else pl_sb_putc(b, (char)c);
+    }
+    pl_sb_putc(b, q);
+}
+
+static void to_str(pl_strbuf *b, jv v, bool repr, int depth) {
+    if (depth > 64) {
+        pl_sb_puts(b, "...");
+        return;
+    }
+    switch (v.type) {
+    case JV_UNDEF: break;
+    case JV_NONE: pl_sb_puts(b, "None"); break;
+    case JV_BOOL: pl_sb_puts(b, v.b ? "True" : "False"); break;
+    case JV_INT: pl_sb_printf(b, "%lld", (long long)v.i); break;
+    case JV_FLOAT: jv_format_float(b, v.f); break;
+    case JV_STR:
+        if (repr) repr_str(b, v.s);
+        else pl_sb_append(b, v.s->s, v.s->len);
+        break;
+    case JV_LIST:
+        pl_sb_putc(b, v.l->tuple ? '(' : '[');
+        for (size_t i = 0; i < v.l->n; i++) {
+            if (i) pl_sb_puts(b, ", ");
+            to_str(b, v.l->items[i], true, depth + 1);
+        }
+        if (v.l->tuple && v.l->n == 1) pl_sb_putc(b, ',');
+        pl_sb_putc(b, v.l->tuple ? ')' : ']');
+        break;
+    case JV_DICT:
+        if (v.d->is_namespace) pl_sb_puts(b, "<Namespace ");
+        pl_sb_putc(b, '{');
+        for (size_t i = 0; i < v.d->n; i++) {
+            if (i) pl_sb_puts(b, ", ");
+            to_str(b, v.d->keys[i], true, depth + 1);
+            pl_sb_puts(b, ": ");
+            to_str(b, v.d->vals[i], true, depth + 1);
+        }
+        pl_sb_putc(b, '}');
+        if (v.d->is_namespace) pl_sb_putc(b, '>');
+        break;
+    case JV_LOOP: pl_sb_puts(b, "<LoopContext>"); break;
+    default: pl_sb_printf(b, "<%s>", jv_type_name(v)); break;
+    }
+}
+
+void jv_to_str(pl_strbuf *b, jv v) { to_str(b, v, false, 0); }
+void jv_repr(pl_strbuf *b, jv v) { to_str(b, v, true, 0); }
+
+jv jv_stringify(jj_state *st, jv v) {
+    if (v.type == JV_STR) return v;
+    pl_strbuf b = {0};
+    jv_to_str(&b, v);
+    if (b.failed) {
+        pl_sb_free(&b);
+        jj_fail(st, NULL, "out of memory");
+        return jv_undef();
+    }
+    jv r = jv_str(st, b.s ? b.s : "", b.len);
+    pl_sb_free(&b);
+    return r;
+}
+
+static void newline_indent(pl_strbuf *b, int indent, int level) {
+    pl_sb_putc(b, '\n');
+    for (int i = 0; i < indent * level; i++) pl_sb_putc(b, ' ');
+}
+
+static bool to_json(pl_strbuf *b, jv v, int indent, bool sort_keys, int level) {
+    if (level > 128) return false;
+    switch (v.type) {
+    case JV_UNDEF:
+    case JV_NONE: pl_sb_puts(b, "null"); return true;
+    case JV_BOOL: pl_sb_puts(b, v.b ? "true" : "false"); return true;
+    case JV_INT: pl_sb_printf(b, "%lld", (long long)v.i); return true;
+    case JV_FLOAT:
+        if (isnan(v.f)) pl_sb_puts(b, "NaN");
+        else if (isinf(v.f)) pl_sb_puts(b, v.f < 0 ? "-Infinity" : "Infinity");
+        else jv_format_float(b, v.f);
+        return true;
+    case JV_STR: pl_json_quote(b, v.s->s, v.s->len, false); return true;
+    case JV_LIST:
+        if (!v.l->n) {
+            pl_sb_puts(b, "[]");
+            return true;
+        }
+        pl_sb_putc(b, '[');
+        for (size_t i = 0; i < v.l->n; i++) {
+            if (i) pl_sb_puts(b, indent >= 0 ? "," : ", ");
+            if (indent >= 0) newline_indent(b, indent, level + 1);
+            if (!to_json(b, v.l->items[i], indent, sort_keys, level + 1)) return false;
+        }
+        if (indent >= 0) newline_indent(b, indent, level);
+        pl_sb_putc(b, ']');
+        return true;
+    case JV_DICT: {
+        size_t n = v.d->n;
+        if (!n) {
+            pl_sb_puts(b, "{}");
+            return true;
+        }
+        size_t order_small[64], *order = n <= 64 ? order_small : malloc(n * sizeof *order);
+        if (!order) return false;
+        for (size_t i = 0; i < n; i++) order[i] = i;
+        if (sort_keys) /* insertion sort by key; dicts in templates are small */
+            for (size_t i = 1; i < n; i++)
+                for (size_t j = i; j > 0; j--) {
+                    int c = 0;
+                    if (!jv_compare(v.d->keys[order[j - 1]], v.d->keys[order[j]], &c) || c <= 0) break;
+                    size_t t = order[j];
+                    order[j] = order[j - 1], order[j - 1] = t;
+                }
+        pl_sb_putc(b, '{');
+        bool ok = true;
+        for (size_t k = 0; k < n && ok; k++) {
+            size_t i = order[k];
+            if (k) pl_sb_puts(b, indent >= 0 ? "," : ", ");
+            if (indent >= 0) newline_indent(b, indent, level + 1);
+            jv key = v.d->keys[i];
+            if (key.type == JV_STR) {
+                pl_json_quote(b, key.s->s, key.s->len, false);
+            } else { /* json.dumps turns int/float/bool/None keys into strings */
+                pl_sb_putc(b, '"');
+                ok = to_json(b, key, -1, false, level + 1);
+                pl_sb_putc(b, '"');
+            }
+            pl_sb_puts(b, ": ");
+            ok = ok && to_json(b, v.d->vals[i], indent, sort_keys, level + 1);
+        }
+        if (order != order_small) free(order);
+        if (!ok) return false;
+        if (indent >= 0) newline_indent(b, indent, level);
+        pl_sb_putc(b, '}');
+        return true;
+    }
+    default: return false;
+    }
+}
+
+bool jv_to_json(pl_strbuf *b, jv v, int indent, bool sort_keys, int depth) {
+    return to_json(b, v, indent, sort_keys, depth);
+}
+
+const jj_list *jv_iter_list(jj_state *st, jv v) {
+    switch (v.type) {
+    case JV_LIST: return v.l;
+    case JV_UNDEF: return jv_list_new(st, 0);
+    case JV_DICT: {
+        jj_list *l = jv_list_new(st, v.d->n);
+        if (l)
+            for (size_t i = 0; i < v.d->n; i++) l->items[i] = v.d->keys[i];
+        return l;
+    }
+    case JV_STR: {
+        size_t n = 0;
+        for (size_t i = 0; i < v.s->len; n++) i += (size_t)pl_utf8_lead_len((uint8_t)v.s->s[i]);
+        jj_list *l = jv_list_new(st, n);
+        if (!l) return NULL;
+        size_t k = 0;
+        for (size_t i = 0; i < v.s->len && k < n; k++) {
+            size_t cl = (size_t)pl_utf8_lead_len((uint8_t)v.s->s[i]);
+            if (cl > v.s->len - i) cl = v.s->len - i;
+            l->items[k] = jv_str(st, v.s->s + i, cl);
+            i += cl;
+        }
+        return l;
+    }
+    default: return NULL;
+    }
+}
+
+jv jv_from_json(jj_state *st, const pl_json *j) {
+    switch (j->type) {
+    case PL_JSON_NULL: return jv_none();
+    case PL_JSON_TRUE: return jv_bool(true);
+    case PL_JSON_FALSE: return jv_bool(false);
+    case PL_JSON_NUMBER: return j->n.is_int ? jv_int(j->n.i) : jv_float(j->n.num);
+    case PL_JSON_STRING: return jv_str(st, j->str.s, j->str.len);
+    case PL_JSON_ARRAY: {
+        jj_list *l = jv_list_new(st, j->arr.count);
+        if (!l) return jv_undef();
+        for (size_t i = 0; i < j->arr.count; i++) l->items[i] = jv_from_json(st, j->arr.items[i]);
+        return (jv){.type = JV_LIST, .l = l};
+    }
+    case PL_JSON_OBJECT: {
+        jj_dict *d = jv_dict_new(st);
+        if (!d) return jv_undef();
+        for (size_t i = 0; i < j->obj.count; i++)
+            jv_dict_append(st, d, jv_str(st, j->obj.keys[i], j->obj.key_lens[i]),
+                           jv_from_json(st, j->obj.vals[i]));
+        return (jv){.type = JV_DICT, .d = d};
+    }
+    }
+    return jv_undef();
+}
