@@ -57,16 +57,6 @@ static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *
 
 /* ---- small ops ---- */
 
-float pl_cpu_dot(const float *a, const float *b, int64_t n) {
-    float s[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
-    float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-    for (; i < n; i++) t += a[i] * b[i];
-    return t;
-}
-
 static pl_status op_embed(pl_backend *be, const pl_buf *table, const pl_buf *ids, int64_t n,
                           pl_buf *out) {
     (void)be;

@@ -1,12 +1,15 @@
 /* cpu_attention.c - causal grouped-query attention over the KV cache on the CPU.
  *
- * One work item is one (query row, head). Two arithmetics, picked by the cache type:
+ * One work item is one query row and the query heads that share one kv head. Two
+ * arithmetics, picked by the cache type:
  *   - F32 cache: exact float32 - scores against every key up to the row's own position,
  *     a max-subtracted softmax, the weighted sum of the values, divided by the total.
  *   - F16 cache: half-precision attention as llama.cpp's CPU flash attention computes it
  *     (llama.cpp's default, so its reference outputs carry this rounding): the query is
  *     rounded to f16, keys are visited once with a running maximum (online softmax), and
- *     the value accumulator is held in f16, rounded after every update. Exact float32
+ *     the value accumulator is held in f16, rounded after every update (multiply, then
+ *     add: the same stories260K results as a fused multiply-add, and fmaf is a library
+ *     call on CPUs built without FMA). Exact float32
  *     arithmetic on the same f16 cache lands about 3e-4 of the largest logit away from
  *     llama.cpp on stories260K; this path lands within 1e-4.
  * Each output value is computed by one thread in one fixed order, so the thread count
@@ -51,57 +54,66 @@ static void attend_f32(const attn_job *j, const float *q, int64_t kvh, int64_t n
     for (int64_t d = 0; d < hdv; d++) o[d] = acc[d] / sum;
 }
 
-/* Half-precision attention (see the file comment) over an F16 cache. The accumulator holds
- * half values, stored as floats. */
-static void attend_f16(const attn_job *j, const float *q, int64_t kvh, int64_t n_keys, float *o,
-                       float *scratch) {
+/* Half-precision attention (see the file comment) over an F16 cache for the g query heads
+ * q[0..g) that share kv head kvh, writing o[0..g). Each key and value row is converted once
+ * for the whole group. The accumulators hold half values, stored as floats. */
+static void attend_f16(const attn_job *j, const float *q, int64_t g, int64_t kvh, int64_t n_keys,
+                       float *o, float *scratch) {
     const pl_attn_params *p = j->p;
     const float *h2f = j->c->f16;
     int64_t hd = p->head_dim, hdv = p->head_dim_v;
-    float *qh = scratch, *kr = scratch + hd, *acc = scratch + 2 * hd;
-    for (int64_t d = 0; d < hd; d++) qh[d] = pl_cpu_round_half(q[d]);
-    for (int64_t d = 0; d < hdv; d++) acc[d] = 0;
-    float mx = -INFINITY, sum = 0;
+    float *qh = scratch, *kr = qh + g * hd, *vr = kr + hd, *acc = vr + hdv;
+    float *mx = acc + g * hdv, *sum = mx + g;
+    for (int64_t d = 0; d < g * hd; d++) qh[d] = pl_cpu_round_half(q[d]);
+    for (int64_t d = 0; d < g * hdv; d++) acc[d] = 0;
+    for (int64_t h = 0; h < g; h++) mx[h] = -INFINITY, sum[h] = 0;
     for (int64_t t = 0; t < n_keys; t++) {
         const uint16_t *kh = (const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd;
         const uint16_t *vh = (const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv;
         for (int64_t d = 0; d < hd; d++) kr[d] = h2f[kh[d]];
-        float s = pl_cpu_dot(qh, kr, hd) * p->scale;
-        float rescale = 1, w = 1; /* old terms are scaled when the maximum grows */
-        if (s > mx) {
-            rescale = expf(mx - s);
-            mx = s;
-            for (int64_t d = 0; d < hdv; d++) acc[d] = pl_cpu_round_half(acc[d] * rescale);
-        } else {
-            w = expf(s - mx);
+        for (int64_t d = 0; d < hdv; d++) vr[d] = h2f[vh[d]];
+        for (int64_t h = 0; h < g; h++) {
+            float s = pl_cpu_dot(qh + h * hd, kr, hd) * p->scale, *ah = acc + h * hdv;
+            float rescale = 1, w = 1; /* old terms are scaled when the maximum grows */
+            if (s > mx[h]) {
+                rescale = expf(mx[h] - s);
+                mx[h] = s;
+                for (int64_t d = 0; d < hdv; d++) ah[d] = pl_cpu_round_half(ah[d] * rescale);
+            } else {
+                w = expf(s - mx[h]);
+            }
+            for (int64_t d = 0; d < hdv; d++) ah[d] = pl_cpu_round_half(vr[d] * w + ah[d]);
+            sum[h] = sum[h] * rescale + w;
         }
-        for (int64_t d = 0; d < hdv; d++) acc[d] = pl_cpu_round_half(fmaf(h2f[vh[d]], w, acc[d]));
-        sum = sum * rescale + w;
     }
-    float inv = 1.0f / sum;
-    for (int64_t d = 0; d < hdv; d++) o[d] = acc[d] * inv;
+    for (int64_t h = 0; h < g; h++) {
+        float inv = 1.0f / sum[h];
+        for (int64_t d = 0; d < hdv; d++) o[h * hdv + d] = acc[h * hdv + d] * inv;
+    }
 }
 
+/* One work item: query row i and the group of query heads of kv head kvh. */
 static void attn_item(void *ctx, int64_t item) {
     attn_job *j = ctx;
     const pl_attn_params *p = j->p;
-    int64_t i = item / p->n_head, h = item % p->n_head;
-    int64_t kvh = h / (p->n_head / p->n_head_kv);
-    int64_t n_keys = j->pos0 + i + 1;
-    /* f32: scores + accumulator; f16: query + key row + half accumulator */
-    size_t need = j->k->type == PL_TYPE_F32 ? (size_t)(n_keys + p->head_dim_v)
-                                            : (size_t)(2 * p->head_dim + p->head_dim_v);
+    int64_t g = p->n_head / p->n_head_kv;
+    int64_t i = item / p->n_head_kv, kvh = item % p->n_head_kv;
+    int64_t n_keys = j->pos0 + i + 1, hd = p->head_dim, hdv = p->head_dim_v;
+    /* f32: scores + accumulator; f16: queries, key and value rows, accumulators, max, sum */
+    size_t need = j->k->type == PL_TYPE_F32 ? (size_t)(n_keys + hdv)
+                                            : (size_t)(g * hd + hd + hdv + g * hdv + 2 * g);
     float *scratch = malloc(sizeof(float) * need);
     if (!scratch) {
         atomic_store(&j->failed, 1);
         return;
     }
-    const float *q = fptr(j->q) + i * j->q->ne0 + h * p->head_dim;
-    float *o = fptr(j->out) + i * j->out->ne0 + h * p->head_dim_v;
-    if (j->k->type == PL_TYPE_F32)
-        attend_f32(j, q, kvh, n_keys, o, scratch);
-    else
-        attend_f16(j, q, kvh, n_keys, o, scratch);
+    const float *q = fptr(j->q) + i * j->q->ne0 + kvh * g * hd;
+    float *o = fptr(j->out) + i * j->out->ne0 + kvh * g * hdv;
+    if (j->k->type == PL_TYPE_F32) {
+        for (int64_t h = 0; h < g; h++) attend_f32(j, q + h * hd, kvh, n_keys, o + h * hdv, scratch);
+    } else {
+        attend_f16(j, q, g, kvh, n_keys, o, scratch);
+    }
     free(scratch);
 }
 
@@ -111,8 +123,8 @@ pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cach
     cpu_backend *c = cpu_of(be);
     attn_job j = {.c = c, .q = q, .k = k_cache, .v = v_cache, .out = out, .pos0 = pos0, .p = p};
     atomic_init(&j.failed, 0);
-    int64_t items = n * p->n_head;
-    int64_t work = items * (pos0 + n) * (p->head_dim + p->head_dim_v);
+    int64_t items = n * p->n_head_kv;
+    int64_t work = n * p->n_head * (pos0 + n) * (p->head_dim + p->head_dim_v);
     if (work < CPU_PAR_MIN_WORK) {
         for (int64_t it = 0; it < items; it++) attn_item(&j, it);
     } else {

@@ -41,8 +41,17 @@ static inline float pl_cpu_round_half(float x) {
     return x;
 }
 
-/* Dot product of two float rows (several accumulators so the compiler can vectorise). */
-float pl_cpu_dot(const float *a, const float *b, int64_t n);
+/* Dot product of two float rows (several accumulators so the compiler can vectorise).
+ * Inline: attention calls it for every key with rows of a few dozen values. */
+static inline float pl_cpu_dot(const float *a, const float *b, int64_t n) {
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
+    float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; i < n; i++) t += a[i] * b[i];
+    return t;
+}
 
 pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out);
