@@ -154,21 +154,23 @@ static void on_scope(WGPUEnum st, WGPUEnum type, WGPUStringView m, void *ud1, vo
     sv_line(r->msg, sizeof r->msg, m);
 }
 
-/* Poll a WaitAnyOnly future to completion: spin briefly (a token's readback is ~20 us),
- * then sleep in short steps so a slow software adapter keeps the CPU. */
+/* Poll a WaitAnyOnly future to completion: spin briefly on a real GPU (a token's read back
+ * is ~20 us away), then sleep in growing steps so a software adapter's threads (lavapipe)
+ * get the CPU instead of this loop. */
 static pl_status wait_future(pl_gpu *g, WGPUFuture f, const char *what) {
     double t0 = pl_gpu_now();
+    long spins = g->info.software ? 4 : 20000, sleep_ns = 5000;
     for (long i = 0;; i++) {
         WGPUFutureWaitInfo wi = {f, 0};
         WGPUEnum st = g->p.wgpuInstanceWaitAny(g->inst, 1, &wi, 0);
         if (st == WGPU_WAIT_SUCCESS) return PL_OK;
         if (st != WGPU_WAIT_TIMED_OUT) return pl_fail(PL_ERR, "GPU: waiting for %s failed", what);
-        if (i > 2000) {
-            struct timespec ts = {0, 50000};
-            nanosleep(&ts, NULL);
-            if (pl_gpu_now() - t0 > WAIT_LIMIT_S)
-                return pl_fail(PL_ERR, "GPU: %s did not finish in %.0f s", what, WAIT_LIMIT_S);
-        }
+        if (i < spins) continue;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 200000) sleep_ns += sleep_ns / 2;
+        if (pl_gpu_now() - t0 > WAIT_LIMIT_S)
+            return pl_fail(PL_ERR, "GPU: %s did not finish in %.0f s", what, WAIT_LIMIT_S);
     }
 }
 
@@ -315,6 +317,7 @@ static pl_status request_device(pl_gpu *g) {
     g->info.max_wg_storage = dl.maxComputeWorkgroupStorageSize;
     g->info.max_storage_buffers = dl.maxStorageBuffersPerShaderStage;
     g->info.storage_align = dl.minStorageBufferOffsetAlignment;
+    g->info.uniform_align = dl.minUniformBufferOffsetAlignment;
     return PL_OK;
 }
 
@@ -536,7 +539,8 @@ pl_status pl_gpu_bind_new(pl_gpu *g, const pl_gpu_kernel *k, const pl_gpu_ref *r
     for (int i = 0; i < n; i++) {
         const pl_gpu_ref *r = &refs[i];
         uint64_t size = r->size ? r->size : r->buf->size - r->offset;
-        if (r->offset % g->info.storage_align || r->offset + size > r->buf->size ||
+        uint32_t align = r->buf->usage == PL_GPU_UNIFORM ? g->info.uniform_align : g->info.storage_align;
+        if (r->offset % align || r->offset + size > r->buf->size ||
             (r->buf->usage == PL_GPU_STORAGE && size > g->info.max_binding))
             return pl_fail(PL_ERR_ARG, "GPU binding %d: range %llu+%llu does not fit", i,
                            (unsigned long long)r->offset, (unsigned long long)size);

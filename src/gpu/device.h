@@ -34,7 +34,8 @@ typedef struct {
     uint32_t max_invocations;    /* threads per workgroup */
     uint32_t max_wg_storage;     /* bytes of var<workgroup> */
     uint32_t max_storage_buffers;/* storage bindings per shader */
-    uint32_t storage_align;      /* binding offsets must be multiples of this */
+    uint32_t storage_align;      /* storage binding offsets must be multiples of this */
+    uint32_t uniform_align;      /* uniform binding offsets must be multiples of this */
 } pl_gpu_info;
 
 /* Counters for benchmarks and notes. */

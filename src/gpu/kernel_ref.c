@@ -38,115 +38,137 @@ static double rms_inv(const float *x, uint32_t n, float eps) {
     return 1.0 / sqrt(ss / n + eps);
 }
 
-void pl_gpu_ref_gemv(const pl_gemv_params *p, const pl_gpu_ref_mat *mats, const float *x,
-                     const float *norm_w, const float *bias, float *y, double *mag) {
-    double inv = p->norm ? rms_inv(x, p->cols, p->eps) : 1.0;
-    for (uint32_t r = 0; r < p->rows; r++) {
-        double acc[2] = {0, 0}, m = 0;
-        for (int k = 0; k < (p->mode == PL_GEMV_GATE_UP ? 2 : 1); k++) {
-            for (uint32_t c = 0; c < p->cols; c++) {
-                double xv = p->norm ? x[c] * inv * norm_w[c] : x[c];
-                double term = (double)mat_weight(p, &mats[k], r, c) * xv;
-                acc[k] += term;
-                m += fabs(term);
+void pl_gpu_ref_gemv(const pl_gemv_params *p, const pl_gpu_ref_mat *mats, uint32_t n,
+                     const float *x, const float *norm_w, const float *bias, float *y, double *mag) {
+    for (uint32_t v = 0; v < n; v++) {
+        const float *xv = x + (uint64_t)v * p->cols;
+        float *yv = y + (uint64_t)v * p->rows;
+        double inv = p->norm ? rms_inv(xv, p->cols, p->eps) : 1.0;
+        for (uint32_t r = 0; r < p->rows; r++) {
+            double acc[2] = {0, 0}, m = 0;
+            for (int k = 0; k < (p->mode == PL_GEMV_GATE_UP ? 2 : 1); k++) {
+                for (uint32_t c = 0; c < p->cols; c++) {
+                    double xc = p->norm ? xv[c] * inv * norm_w[c] : xv[c];
+                    double term = (double)mat_weight(p, &mats[k], r, c) * xc;
+                    acc[k] += term;
+                    m += fabs(term);
+                }
             }
+            switch (p->mode) {
+            case PL_GEMV_STORE: yv[r] = (float)(acc[0] + (p->bias ? bias[r] : 0.0)); break;
+            case PL_GEMV_ACCUM: yv[r] = (float)(yv[r] + acc[0] + (p->bias ? bias[r] : 0.0)); break;
+            case PL_GEMV_GATE_UP: yv[r] = (float)(acc[0] / (1.0 + exp(-acc[0])) * acc[1]); break;
+            }
+            if (mag) mag[(uint64_t)v * p->rows + r] = m;
         }
-        switch (p->mode) {
-        case PL_GEMV_STORE: y[r] = (float)(acc[0] + (p->bias ? bias[r] : 0.0)); break;
-        case PL_GEMV_ACCUM: y[r] = (float)(y[r] + acc[0]); break;
-        case PL_GEMV_GATE_UP: y[r] = (float)(acc[0] / (1.0 + exp(-acc[0])) * acc[1]); break;
-        }
-        if (mag) mag[r] = m;
     }
 }
 
-void pl_gpu_ref_rmsnorm(const pl_rmsnorm_params *p, const float *x, const float *w, float *y) {
-    double inv = rms_inv(x, p->n, p->eps);
-    for (uint32_t i = 0; i < p->n; i++) y[i] = (float)(x[i] * inv * w[i]);
+void pl_gpu_ref_rmsnorm(const pl_rmsnorm_params *p, uint32_t rows, const float *x, const float *w,
+                        float *y) {
+    for (uint32_t r = 0; r < rows; r++) {
+        const float *xr = x + (uint64_t)r * p->cols;
+        float *yr = y + (uint64_t)r * p->cols;
+        double inv = rms_inv(xr, p->cols, p->eps);
+        for (uint32_t i = 0; i < p->cols; i++) yr[i] = (float)(xr[i] * inv * w[i]);
+    }
 }
 
-void pl_gpu_rope_table(uint32_t ctx, uint32_t rot_dim, float base, float *tab) {
+void pl_gpu_rope_table(uint32_t positions, uint32_t rot_dim, float base, float freq_scale,
+                       const float *factors, float *tab) {
     uint32_t half = rot_dim / 2;
-    for (uint32_t pos = 0; pos < ctx; pos++) {
+    for (uint32_t pos = 0; pos < positions; pos++) {
         for (uint32_t i = 0; i < half; i++) {
-            double a = pos * pow((double)base, -2.0 * i / rot_dim);
+            double a = (double)pos * freq_scale * pow((double)base, -2.0 * i / rot_dim);
+            if (factors) a /= factors[i];
             tab[((uint64_t)pos * half + i) * 2] = (float)cos(a);
             tab[((uint64_t)pos * half + i) * 2 + 1] = (float)sin(a);
         }
     }
 }
 
-/* Rotate one head in place. */
-static void rotate(const pl_rope_params *p, float *h, const float *tab, uint32_t pos) {
-    uint32_t half = p->rot_dim / 2;
-    for (uint32_t i = 0; i < half; i++) {
-        uint32_t ia = p->neox ? i : 2 * i, ib = p->neox ? i + half : 2 * i + 1;
-        float c = tab[((uint64_t)pos * half + i) * 2], s = tab[((uint64_t)pos * half + i) * 2 + 1];
-        float a = h[ia], b = h[ib];
-        h[ia] = a * c - b * s;
-        h[ib] = a * s + b * c;
-    }
+/* Store value val at element i of a cache of f16 bits or f32. */
+static void cache_put(int f16, void *c, uint64_t i, float val) {
+    if (f16) ((uint16_t *)c)[i] = pl_f32_to_f16(val);
+    else ((float *)c)[i] = val;
 }
 
-static void head_norm(float *h, uint32_t n, float eps, const float *w) {
-    double inv = rms_inv(h, n, eps);
-    for (uint32_t d = 0; d < n; d++) h[d] = (float)(h[d] * inv * w[d]);
-}
-
-static uint32_t pack2(float a, float b) {
-    return (uint32_t)pl_f32_to_f16(a) | (uint32_t)pl_f32_to_f16(b) << 16;
-}
-
-void pl_gpu_ref_rope(const pl_rope_params *p, const float *qkv, const float *tab, uint32_t pos,
-                     const float *qn, const float *kn, float *q_out, uint32_t *kc, uint32_t *vc) {
-    uint32_t HD = p->head_dim;
-    float h[1024];
-    for (uint32_t g = 0; g < p->n_head + p->n_kv_head; g++) {
-        int is_q = g < p->n_head;
-        const float *src = qkv + (is_q ? g * HD : p->n_head * HD + (g - p->n_head) * HD);
-        memcpy(h, src, HD * sizeof(float));
-        if (p->qk_norm) head_norm(h, HD, p->eps, is_q ? qn : kn);
-        rotate(p, h, tab, pos);
-        if (is_q) {
-            memcpy(q_out + g * HD, h, HD * sizeof(float));
-            continue;
-        }
-        uint32_t kv = g - p->n_head;
-        uint64_t dst = ((uint64_t)kv * p->ctx + pos) * (HD / 2);
-        const float *v = qkv + (uint64_t)(p->n_head + p->n_kv_head + kv) * HD;
-        for (uint32_t j = 0; j < HD / 2; j++) {
-            kc[dst + j] = pack2(h[2 * j], h[2 * j + 1]);
-            vc[dst + j] = pack2(v[2 * j], v[2 * j + 1]);
+void pl_gpu_ref_rope(const pl_rope_params_gpu *p, const float *tab, uint32_t pos0, uint32_t n,
+                     float *x, const float *nw, void *kc, const float *v, void *vc) {
+    uint32_t half = p->rot_dim / 2, HD = p->head_dim, HDV = p->head_dim_v;
+    for (uint32_t r = 0; r < n; r++) {
+        uint64_t pos = pos0 + r;
+        for (uint32_t h = 0; h < p->n_heads; h++) {
+            float *hv = x + ((uint64_t)r * p->n_heads + h) * HD;
+            if (p->norm) {
+                double inv = rms_inv(hv, HD, p->eps);
+                for (uint32_t d = 0; d < HD; d++) hv[d] = (float)(hv[d] * inv * nw[d]);
+            }
+            for (uint32_t i = 0; i < half; i++) {
+                uint32_t ia = p->neox ? i : 2 * i, ib = p->neox ? i + half : 2 * i + 1;
+                float c = tab[(pos * half + i) * 2], s = tab[(pos * half + i) * 2 + 1];
+                float a = hv[ia], b = hv[ib];
+                hv[ia] = a * c - b * s;
+                hv[ib] = a * s + b * c;
+            }
+            uint64_t row = pos * p->n_heads + h;
+            if (p->store)
+                for (uint32_t d = 0; d < HD; d++) cache_put(p->cache_f16, kc, row * HD + d, hv[d]);
+            if (p->store_v)
+                for (uint32_t d = 0; d < HDV; d++)
+                    cache_put(p->cache_f16, vc, row * HDV + d,
+                              v[((uint64_t)r * p->n_heads + h) * HDV + d]);
         }
     }
 }
 
-static float cache_at(const uint32_t *c, uint64_t word_base, uint32_t d) {
-    uint32_t w = c[word_base + d / 2];
-    return pl_f16_to_f32((uint16_t)(d & 1 ? w >> 16 : w & 0xffff));
+/* Element i of a buffer of type e as f32 (F32/F16) or its raw 32 bits (I32). */
+static float elem_f(pl_gpu_etype e, const void *buf, uint64_t i) {
+    if (e == PL_GE_F16) return pl_f16_to_f32(((const uint16_t *)buf)[i]);
+    return ((const float *)buf)[i];
 }
 
-void pl_gpu_ref_attn(const pl_attn_params *p, const float *q, const uint32_t *kc,
-                     const uint32_t *vc, uint32_t n_kv, float *out) {
-    uint32_t HD = p->head_dim, gq = p->n_head / p->n_kv_head;
-    double *sc = malloc((n_kv ? n_kv : 1) * sizeof *sc);
+void pl_gpu_ref_copy(const pl_copy_params *p, const void *src, void *dst, uint32_t src0,
+                     uint32_t dst0, uint32_t count) {
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t si = (uint64_t)src0 + i, di = (uint64_t)dst0 + i;
+        if (p->dst == PL_GE_I32) {
+            ((int32_t *)dst)[di] = ((const int32_t *)src)[si];
+        } else if (p->dst == PL_GE_F16) {
+            ((uint16_t *)dst)[di] = p->src == PL_GE_F16 ? ((const uint16_t *)src)[si]
+                                                        : pl_f32_to_f16(((const float *)src)[si]);
+        } else {
+            ((float *)dst)[di] = elem_f(p->src, src, si);
+        }
+    }
+}
+
+void pl_gpu_ref_attn(const pl_attn_params_gpu *p, const float *q, const void *kc, const void *vc,
+                     uint32_t pos0, uint32_t row0, uint32_t nrows, float *out) {
+    uint32_t HD = p->head_dim, HDV = p->head_dim_v, gq = p->n_head / p->n_kv_head;
+    uint64_t kvd = (uint64_t)p->n_kv_head * HD, vd = (uint64_t)p->n_kv_head * HDV;
+    pl_gpu_etype ct = p->kv_f16 ? PL_GE_F16 : PL_GE_F32;
+    uint64_t max_keys = (uint64_t)pos0 + row0 + nrows;
+    double *sc = malloc(max_keys * sizeof *sc);
     if (!sc) return;
-    for (uint32_t h = 0; h < p->n_head; h++) {
-        uint32_t kvh = h / gq;
-        double mx = -INFINITY, sum = 0;
-        for (uint32_t i = 0; i < n_kv; i++) {
-            uint64_t base = ((uint64_t)kvh * p->ctx + i) * (HD / 2);
-            double acc = 0;
-            for (uint32_t d = 0; d < HD; d++) acc += (double)q[h * HD + d] * cache_at(kc, base, d);
-            sc[i] = acc * p->scale;
-            if (sc[i] > mx) mx = sc[i];
-        }
-        for (uint32_t i = 0; i < n_kv; i++) sum += (sc[i] = exp(sc[i] - mx));
-        for (uint32_t d = 0; d < HD; d++) {
-            double acc = 0;
-            for (uint32_t i = 0; i < n_kv; i++)
-                acc += sc[i] * cache_at(vc, ((uint64_t)kvh * p->ctx + i) * (HD / 2), d);
-            out[h * HD + d] = (float)(acc / sum);
+    for (uint32_t r = row0; r < row0 + nrows; r++) {
+        uint64_t nk = (uint64_t)pos0 + r + 1;
+        for (uint32_t h = 0; h < p->n_head; h++) {
+            uint32_t kvh = h / gq;
+            const float *qh = q + ((uint64_t)r * p->n_head + h) * HD;
+            double mx = -INFINITY, sum = 0;
+            for (uint64_t i = 0; i < nk; i++) {
+                double acc = 0;
+                for (uint32_t d = 0; d < HD; d++) acc += (double)qh[d] * elem_f(ct, kc, i * kvd + kvh * HD + d);
+                sc[i] = acc * p->scale;
+                if (sc[i] > mx) mx = sc[i];
+            }
+            for (uint64_t i = 0; i < nk; i++) sum += (sc[i] = exp(sc[i] - mx));
+            for (uint32_t d = 0; d < HDV; d++) {
+                double acc = 0;
+                for (uint64_t i = 0; i < nk; i++) acc += sc[i] * elem_f(ct, vc, i * vd + kvh * HDV + d);
+                out[((uint64_t)r * p->n_head + h) * HDV + d] = (float)(acc / sum);
+            }
         }
     }
     free(sc);
@@ -168,12 +190,25 @@ void pl_gpu_ref_topk(const float *x, uint32_t n, uint32_t k, float *vals, uint32
     }
 }
 
-void pl_gpu_ref_embed(const pl_embed_params *p, const pl_gpu_ref_mat *table, uint32_t id, float *x) {
-    if (id >= p->rows) id = p->rows - 1;
-    uint32_t part = p->parts > 1 ? id / p->rows_per_part : 0;
-    uint32_t local = id - part * (p->parts > 1 ? p->rows_per_part : 0);
-    for (uint32_t c = 0; c < p->cols; c++) {
-        float v = pl_gpu_ref_weight(p->type, table->q[part], table->s[part], p->cols, local, c);
-        x[c] = p->scale != 1.0f ? v * p->scale : v;
+void pl_gpu_ref_embed(const pl_embed_params *p, const pl_gpu_ref_mat *table, const int32_t *ids,
+                      uint32_t n, float *x) {
+    for (uint32_t g = 0; g < n; g++) {
+        float *o = x + (uint64_t)g * p->cols;
+        if (ids[g] < 0 || (uint32_t)ids[g] >= p->rows) {
+            memset(o, 0, p->cols * sizeof *o);
+            continue;
+        }
+        uint32_t id = (uint32_t)ids[g];
+        uint32_t part = p->parts > 1 ? id / p->rows_per_part : 0;
+        uint32_t local = id - part * (p->parts > 1 ? p->rows_per_part : 0);
+        for (uint32_t c = 0; c < p->cols; c++)
+            o[c] = pl_gpu_ref_weight(p->type, table->q[part], table->s[part], p->cols, local, c);
+    }
+}
+
+void pl_gpu_ref_ew(pl_ew_op op, const float *a, const float *b, uint32_t count, float *out) {
+    for (uint32_t i = 0; i < count; i++) {
+        float x = a[i];
+        out[i] = op == PL_EW_ADD ? x + b[i] : (float)(x / (1.0 + exp(-(double)x)) * b[i]);
     }
 }

@@ -22,29 +22,44 @@ typedef struct {
     const uint16_t *s[PL_GEMV_MAX_PARTS];
 } pl_gpu_ref_mat;
 
-/* y as the GEMV defines it (y is read for PL_GEMV_ACCUM). mats: 1, or 2 for gate/up.
- * mag (optional, rows): sum of |terms| of each output's dot products. */
-void pl_gpu_ref_gemv(const pl_gemv_params *p, const pl_gpu_ref_mat *mats, const float *x,
-                     const float *norm_w, const float *bias, float *y, double *mag);
+/* y as the GEMV defines it, for n vectors x[n][cols] -> y[n][rows] (y is read for
+ * PL_GEMV_ACCUM). mats: 1, or 2 for gate/up. mag (optional, [n][rows]): sum of |terms| of
+ * each output's dot products. */
+void pl_gpu_ref_gemv(const pl_gemv_params *p, const pl_gpu_ref_mat *mats, uint32_t n,
+                     const float *x, const float *norm_w, const float *bias, float *y, double *mag);
 
-void pl_gpu_ref_rmsnorm(const pl_rmsnorm_params *p, const float *x, const float *w, float *y);
+/* rows rows of p->cols values; y may be x. */
+void pl_gpu_ref_rmsnorm(const pl_rmsnorm_params *p, uint32_t rows, const float *x, const float *w,
+                        float *y);
 
-/* The (cos, sin) table of pl_rope_params: f32[ctx][rot_dim/2][2], angle pos * base^(-2i/rot). */
-void pl_gpu_rope_table(uint32_t ctx, uint32_t rot_dim, float base, float *tab);
+/* The (cos, sin) table of the RoPE kernel: f32[positions][rot_dim/2][2], angle
+ * pos * freq_scale * base^(-2i/rot_dim) / factors[i] (factors may be NULL), in double. */
+void pl_gpu_rope_table(uint32_t positions, uint32_t rot_dim, float base, float freq_scale,
+                       const float *factors, float *tab);
 
-/* RoPE (+ q/k norm) of qkv at position pos: q into q_out, k and v into the caches. */
-void pl_gpu_ref_rope(const pl_rope_params *p, const float *qkv, const float *tab, uint32_t pos,
-                     const float *qn, const float *kn, float *q_out, uint32_t *kc, uint32_t *vc);
+/* RoPE in place on n rows at positions pos0.., with the kernel's fusions: norm weight nw,
+ * K cache kc and V cache vc (raw f16 bits or f32 as p->cache_f16 says) from v. */
+void pl_gpu_ref_rope(const pl_rope_params_gpu *p, const float *tab, uint32_t pos0, uint32_t n,
+                     float *x, const float *nw, void *kc, const float *v, void *vc);
 
-/* Attention of q over cache positions [0, n_kv): softmax(q.k * scale) . v per head. */
-void pl_gpu_ref_attn(const pl_attn_params *p, const float *q, const uint32_t *kc,
-                     const uint32_t *vc, uint32_t n_kv, float *out);
+/* The copy kernel on raw words (src and dst as the shader sees them). */
+void pl_gpu_ref_copy(const pl_copy_params *p, const void *src, void *dst, uint32_t src0,
+                     uint32_t dst0, uint32_t count);
+
+/* Attention of query rows row0..row0+nrows-1 (row r at position pos0 + r, seeing cache
+ * positions 0..pos0+r): softmax(q.k * scale) . v per head, into out rows. */
+void pl_gpu_ref_attn(const pl_attn_params_gpu *p, const float *q, const void *kc, const void *vc,
+                     uint32_t pos0, uint32_t row0, uint32_t nrows, float *out);
 
 /* The k best of x[0..n) in order (larger first, equal values lower index first); NaNs are
  * never picked and missing entries are (-inf, 0xffffffff). */
 void pl_gpu_ref_topk(const float *x, uint32_t n, uint32_t k, float *vals, uint32_t *ids);
 
-/* Row id of an embedding table (parts as in the GEMV), times scale. */
-void pl_gpu_ref_embed(const pl_embed_params *p, const pl_gpu_ref_mat *table, uint32_t id, float *x);
+/* Rows ids[0..n) of an embedding table (parts as in the GEMV); bad ids give zeros. */
+void pl_gpu_ref_embed(const pl_embed_params *p, const pl_gpu_ref_mat *table, const int32_t *ids,
+                      uint32_t n, float *x);
+
+/* The element-wise op over count values. */
+void pl_gpu_ref_ew(pl_ew_op op, const float *a, const float *b, uint32_t count, float *out);
 
 #endif

@@ -39,7 +39,8 @@ uint32_t pl_gemv_groups(const pl_gemv_params *p) {
 
 int pl_gemv_bindings(const pl_gemv_params *p) {
     wfmt f = fmt_of(p->type, p->cols);
-    return 2 + (int)(n_mats(p) * n_parts(p)) * (f.scaled ? 2 : 1) + (p->norm != 0) + (p->bias != 0);
+    return 3 + (int)(n_mats(p) * n_parts(p)) * (f.scaled ? 2 : 1) + (p->norm != 0) +
+           (p->norm_out != 0) + (p->bias != 0) + (p->gate_out != 0) + (p->up_out != 0);
 }
 
 static pl_status check(const pl_gemv_params *p) {
@@ -56,6 +57,8 @@ static pl_status check(const pl_gemv_params *p) {
                        p->rows_per_part);
     if (p->mode == PL_GEMV_GATE_UP && p->bias)
         return pl_fail(PL_ERR_ARG, "GEMV: gate/up takes no bias");
+    if ((p->norm_out && !p->norm) || ((p->gate_out || p->up_out) && p->mode != PL_GEMV_GATE_UP))
+        return pl_fail(PL_ERR_ARG, "GEMV: side output without its fusion");
     return PL_OK;
 }
 
@@ -138,12 +141,13 @@ static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned par
     pl_wtext_add(t, "    for (var b = lid; b < %s; b += T) {\n", nb);
     unsigned nx = f.xv ? f.xv : 1;
     for (unsigned j = 0; j < nx; j++) {
-        char at[48];
-        if (f.xv) snprintf(at, sizeof at, "[b * %uu + %uu]", f.xv, j);
-        else snprintf(at, sizeof at, "[b]");
+        char at[64], wat[48]; /* x index (vector xo), norm weight index */
+        if (f.xv) snprintf(wat, sizeof wat, "b * %uu + %uu", f.xv, j);
+        else snprintf(wat, sizeof wat, "b");
+        snprintf(at, sizeof at, "xo + %s", wat);
         /* fused RMSNorm: x * inv * w, in the reference's order */
-        if (p->norm) pl_wtext_add(t, "      let x%u = (x%s * inv) * nw%s;\n", j, at, at);
-        else pl_wtext_add(t, "      let x%u = x%s;\n", j, at);
+        if (p->norm) pl_wtext_add(t, "      let x%u = (x[%s] * inv) * nw[%s];\n", j, at, wat);
+        else pl_wtext_add(t, "      let x%u = x[%s];\n", j, at);
     }
     for (unsigned m = 0; m < n_mats(p); m++) {
         for (unsigned r = 0; r < R; r++) {
@@ -176,26 +180,49 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     decl_weights(&t, p, f, &binding);
     if (p->norm)
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw: array<%s>;\n", binding++, xt);
+    if (p->norm_out)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> xn: array<%s>;\n",
+                     binding++, xt);
     if (p->bias)
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> bias: array<f32>;\n", binding++);
+    if (p->gate_out)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> go: array<f32>;\n", binding++);
+    if (p->up_out)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> uo: array<f32>;\n", binding++);
+    pl_wtext_args(&t, binding++);
     pl_wtext_add(&t, "var<workgroup> red: array<f32, %u>;\n", nacc * T);
+    pl_wtext_reduce_decl(&t, T, nacc);
     pl_wtext_add(&t, "%s", helpers);
     pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS "%s) {\n", T,
                  p->subgroups ? ", @builtin(subgroup_invocation_id) sid: u32, "
                                 "@builtin(subgroup_size) ssz: u32"
                               : "");
-    pl_wtext_group_index(&t, pl_gemv_groups(p));
-    pl_wtext_add(&t, "  let row0 = g * R;\n");
+    /* workgroup g: vector g / NGR of x, rows (g % NGR) * R .. */
+    pl_wtext_add(&t,
+                 "  let g = wid.x + wid.y * nwg.x;\n"
+                 "  if (g >= %uu * args.a0) { return; }\n"
+                 "  let col = g / %uu;\n"
+                 "  let row0 = (g %% %uu) * R;\n"
+                 "  let xo = col * %uu;\n"
+                 "  let yo = col * N;\n",
+                 pl_gemv_groups(p), pl_gemv_groups(p), pl_gemv_groups(p),
+                 f.xv ? p->cols / 4 : p->cols);
     if (p->norm) {
         /* every workgroup computes the RMS of x itself: x is small and cached */
         pl_wtext_add(&t, "  var ss = 0.0;\n  for (var j = lid; j < %uu; j += T) {\n",
                      f.xv ? p->cols / 4 : p->cols);
-        pl_wtext_add(&t, "    let v = x[j];\n    ss += %s;\n  }\n  red[lid] = ss;\n",
+        pl_wtext_add(&t, "    let v = x[xo + j];\n    ss += %s;\n  }\n  red[lid] = ss;\n",
                      f.xv ? "dot(v, v)" : "v * v");
-        pl_wtext_tree_sum(&t, T, 1);
+        pl_wtext_reduce(&t, T, 1, 0);
         pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(K) + ");
         pl_wtext_f32(&t, p->eps);
         pl_wtext_add(&t, ");\n  workgroupBarrier();\n");
+        if (p->norm_out) /* the first row group of each vector also stores normalised x */
+            pl_wtext_add(&t,
+                         "  if (row0 == 0u) {\n"
+                         "    for (var j = lid; j < %uu; j += T) { xn[xo + j] = (x[xo + j] * inv) * nw[j]; }\n"
+                         "  }\n",
+                         f.xv ? p->cols / 4 : p->cols);
     }
     for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  var a%u = 0.0;\n", a);
     /* rows past N (last workgroup) read row N-1 and are not written */
@@ -224,7 +251,7 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                          m, m, m * R);
     } else {
         for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  red[%uu + lid] = a%u;\n", a * T, a);
-        pl_wtext_tree_sum(&t, T, nacc);
+        pl_wtext_reduce(&t, T, nacc, 0);
         pl_wtext_add(&t, "  if (lid < R) {\n");
         for (unsigned m = 0; m < M; m++)
             pl_wtext_add(&t, "    let t%u = red[(%uu + lid) * T];\n", m, m * R);
@@ -232,10 +259,16 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     pl_wtext_add(&t, "    let row = row0 + lid;\n    if (row < N) {\n");
     switch (p->mode) {
     case PL_GEMV_STORE:
-        pl_wtext_add(&t, "      y[row] = t0%s;\n", p->bias ? " + bias[row]" : "");
+        pl_wtext_add(&t, "      y[yo + row] = t0%s;\n", p->bias ? " + bias[row]" : "");
         break;
-    case PL_GEMV_ACCUM: pl_wtext_add(&t, "      y[row] = y[row] + t0;\n"); break;
-    case PL_GEMV_GATE_UP: pl_wtext_add(&t, "      y[row] = t0 / (1.0 + exp(-t0)) * t1;\n"); break;
+    case PL_GEMV_ACCUM:
+        pl_wtext_add(&t, "      y[yo + row] = y[yo + row] + t0%s;\n", p->bias ? " + bias[row]" : "");
+        break;
+    case PL_GEMV_GATE_UP:
+        pl_wtext_add(&t, "      y[yo + row] = t0 / (1.0 + exp(-t0)) * t1;\n");
+        if (p->gate_out) pl_wtext_add(&t, "      go[yo + row] = t0;\n");
+        if (p->up_out) pl_wtext_add(&t, "      uo[yo + row] = t1;\n");
+        break;
     }
     pl_wtext_add(&t, "    }\n  }\n}\n");
     return pl_wtext_finish(&t, out);

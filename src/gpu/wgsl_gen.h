@@ -8,10 +8,14 @@
  * Conventions of every generated kernel:
  * - entry point `main`; bindings are @group(0) @binding(0..n-1) in the order documented at
  *   each generator (that order is the pl_gpu_ref array given to pl_gpu_bind_new);
+ * - scalars that change from call to call (positions, row counts, offsets) come from a
+ *   32-byte uniform, pl_gpu_args, bound last; what is fixed per model is baked in;
  * - the workgroup index is wid.x + wid.y * nwg.x (pl_gpu_dispatch's 2-D grid) and groups
  *   past the count do nothing;
- * - f16 data (block scales, F16 weights, the KV cache) stays packed two per u32 and is
- *   read with unpack2x16float: no shader-f16 is needed, and nothing accumulates in f16. */
+ * - f16 data (block scales, F16 weights, an F16 KV cache) stays packed two per u32 and is
+ *   read with unpack2x16float: no shader-f16 is needed, and nothing accumulates in f16;
+ * - an output that is also an input (an in-place op) is bound once, read_write: WebGPU
+ *   forbids binding one buffer range twice when one of the bindings is writable. */
 #ifndef PL_GPU_WGSL_GEN_H
 #define PL_GPU_WGSL_GEN_H
 
@@ -19,6 +23,11 @@
 #include <stdint.h>
 
 #include "../base/status.h"
+
+/* The per-dispatch scalars; each kernel documents what a0..a7 mean for it. */
+typedef struct {
+    uint32_t a[8];
+} pl_gpu_args;
 
 /* Weight layouts on the GPU (repack.h makes them):
  * F32  : row-major f32.
@@ -38,10 +47,13 @@ typedef enum {
 } pl_gemv_mode;
 
 /* Cooperative GEMV: a workgroup of `threads` sweeps `rows_per_wg` rows together, thread t
- * taking blocks t, t+threads, ... so each read of a row is a contiguous stripe.
- * Bindings: 0 x (f32[cols]), 1 y (f32[rows]), then for each matrix (gate then up in
+ * taking blocks t, t+threads, ... so each read of a row is a contiguous stripe. x holds n
+ * vectors (args.a0 = n): workgroup g works on vector g / row_groups.
+ * Bindings: 0 x f32[n][cols], 1 y f32[n][rows], then for each matrix (gate then up in
  * GATE_UP) and each part p: quants_p (and scales_p for Q4_0/Q8_0); then the norm weight
- * f32[cols] if `norm`; then the bias f32[rows] if `bias`.
+ * f32[cols] if `norm`; the normalised x f32[n][cols] if `norm_out`; the bias f32[rows] if
+ * `bias`; W_gate x if `gate_out` and W_up x if `up_out` (f32[n][rows], GATE_UP); then args.
+ * The side outputs let a fused kernel write every buffer the unfused ops would have.
  * Parts: a matrix too big for one binding is cut into `parts` row ranges of
  * `rows_per_part` rows (a multiple of rows_per_wg), each bound separately. */
 typedef struct {
@@ -53,96 +65,125 @@ typedef struct {
     int norm;  /* fused RMSNorm of x: x * (1/sqrt(mean(x^2) + eps)) * norm_weight */
     float eps;
     int bias;
+    int norm_out, gate_out, up_out; /* side outputs */
     uint32_t parts, rows_per_part; /* parts 1 (rows_per_part ignored) .. PL_GEMV_MAX_PARTS */
     int subgroups; /* reduce with subgroupAdd (needs the subgroups feature) */
 } pl_gemv_params;
 
-/* Workgroups of one dispatch of this GEMV. */
+/* Workgroups per vector of x. */
 uint32_t pl_gemv_groups(const pl_gemv_params *p);
-/* Number of bindings the generated GEMV declares. */
+/* Number of bindings the generated GEMV declares (args included). */
 int pl_gemv_bindings(const pl_gemv_params *p);
 
-/* RMSNorm, one workgroup: y = x * (1/sqrt(mean(x^2) + eps)) * w.
- * Bindings: 0 x f32[n], 1 y f32[n], 2 w f32[n]. */
+/* RMSNorm of args.a0 rows of `cols` values, one workgroup per row:
+ * y = x * (1/sqrt(mean(x^2) + eps)) * w. Bindings: 0 x, 1 y, 2 w f32[cols], 3 args;
+ * in place: 0 x (read and written), 1 w, 2 args. */
 typedef struct {
-    uint32_t n, threads;
+    uint32_t cols, threads;
     float eps;
+    int inplace;
 } pl_rmsnorm_params;
 
-/* Per-token parameters every kernel that needs them reads from one uniform buffer. */
+/* RoPE in place on rows of n_heads heads: row r (r < args.a1) is at position
+ * args.a0 + r; workgroup g rotates head g % n_heads of row g / n_heads. Fusions: `norm`
+ * applies a per-head RMSNorm first (Qwen3's q/k norm); `store` also writes the rotated
+ * head into the K cache row of its position ([positions][n_heads * head_dim], F16 or F32);
+ * `store_v` also copies the same head of v (head_dim_v values) into the V cache.
+ * Bindings: 0 x f32[n][n_heads * head_dim], 1 table f32[positions][rot_dim/2][2] (cos, sin,
+ * pl_gpu_rope_table), then the norm weight f32[head_dim] if norm, the K cache if store, v
+ * f32[n][n_heads * head_dim_v] and the V cache if store_v, then args. */
 typedef struct {
-    uint32_t pos;      /* position of the token being decoded */
-    uint32_t n_kv;     /* positions in the cache after writing this one (pos + 1) */
-    uint32_t n_splits; /* attention splits over the cache (pl_attn_splits) */
-    uint32_t pad;
-} pl_gpu_step;
-
-/* RoPE, optional per-head RMSNorm of q and k (Qwen3), and the K/V cache store, one
- * workgroup per head: groups 0..n_head-1 rotate q into q_out, the next n_kv_head groups
- * rotate k and write it with v into the f16 caches at position step.pos.
- * Bindings: 0 qkv f32[(n_head + 2 n_kv_head) head_dim] (q, then k, then v), 1 q_out
- * f32[n_head head_dim], 2 k cache, 3 v cache (u32[n_kv_head][ctx][head_dim / 2]), 4 rope
- * table f32[ctx][rot_dim / 2][2] (cos, sin), 5 step (uniform), then if qk_norm: 6 q norm
- * weight f32[head_dim], 7 k norm weight f32[head_dim]. */
-typedef struct {
-    uint32_t n_head, n_kv_head, head_dim, rot_dim, ctx;
-    int neox;    /* rotate pairs (i, i + rot_dim/2); else adjacent pairs (2i, 2i+1) */
-    int qk_norm; /* RMSNorm of each q and k head before RoPE */
-    float eps;
+    uint32_t n_heads, head_dim, rot_dim;
+    int neox; /* rotate pairs (i, i + rot_dim/2); else adjacent pairs (2i, 2i+1) */
     uint32_t threads;
-} pl_rope_params;
+    int norm;
+    float eps;
+    int store, store_v, cache_f16;
+    uint32_t head_dim_v;
+} pl_rope_params_gpu;
 
-/* Split-K flash-decoding attention over the f16 cache. Workgroup (head h, split s) covers
- * cache positions [s * chunk, min(n_kv, (s+1) * chunk)); with one split it writes the
- * normalised output, else (max, sum, unnormalised acc[head_dim]) per (h, s) for
- * pl_wgsl_attn_combine. Bindings: 0 q f32[n_head head_dim], 1 k cache, 2 v cache, 3 out
- * f32[n_head head_dim], 4 partials f32[n_head][max_splits][head_dim + 2], 5 step. */
-typedef struct {
-    uint32_t n_head, n_kv_head, head_dim, ctx;
-    uint32_t chunk;   /* positions per split (<= 1024) */
-    uint32_t threads; /* power of two */
-    float scale;      /* 1/sqrt(head_dim) unless the model says otherwise */
-} pl_attn_params;
+/* Element types a copy reads and writes. */
+typedef enum { PL_GE_F32, PL_GE_F16, PL_GE_I32 } pl_gpu_etype;
 
-/* Splits of the cache for n_kv positions. */
-uint32_t pl_attn_splits(const pl_attn_params *p, uint32_t n_kv);
-/* Merge the splits: one workgroup per head. Bindings: 0 partials, 1 out, 2 step. */
+/* dst[a1 + i] = convert(src[a0 + i]) for i < a2 (element offsets), one thread per 32-bit
+ * word of dst, so F16 destinations are written a word at a time without races. F32 <-> F16
+ * converts (f16 rounding by pack2x16float); I32 only copies to I32. KV-cache stores and the
+ * backend's copy op. Bindings: 0 src, 1 dst, 2 args; in place: 0 buffer, 1 args.
+ * Workgroups: pl_copy_groups. */
 typedef struct {
-    uint32_t n_head, head_dim, ctx, chunk, threads;
+    pl_gpu_etype src, dst;
+    uint32_t threads;
+    int inplace;
+} pl_copy_params;
+
+uint32_t pl_copy_groups(const pl_copy_params *p, uint32_t dst0, uint32_t count);
+
+/* Split-K flash-decoding attention over the KV cache (rows are positions, [ctx][kv heads *
+ * head dim], F16 or F32). This dispatch takes query rows args.a1 .. a1+a2-1 (row r is at
+ * position args.a0 + r and sees cache positions 0..that) split into args.a3 chunks of
+ * `chunk` positions: workgroup (row, head, split). With one split it writes the normalised
+ * output, else (acc[head_dim_v], max, sum) for pl_wgsl_attn_combine.
+ * Bindings: 0 q f32[rows][n_head*head_dim], 1 k cache, 2 v cache, 3 out
+ * f32[rows][n_head*head_dim_v], 4 partials f32[block_rows][n_head][max_splits][hdv + 2],
+ * 5 args. */
+typedef struct {
+    uint32_t n_head, n_kv_head, head_dim, head_dim_v;
+    uint32_t max_splits;  /* partials kept per (row, head) */
+    uint32_t block_rows;  /* query rows one dispatch may take */
+    uint32_t chunk;       /* positions per split (<= 4096) */
+    uint32_t threads;     /* power of two */
+    int kv_f16;           /* cache of f16 pairs (else f32) */
+    float scale;
+} pl_attn_params_gpu;
+
+/* Merge the splits of the rows of one attention dispatch: workgroup (row, head).
+ * Bindings: 0 partials, 1 out, 2 args (the attention's). */
+typedef struct {
+    uint32_t n_head, head_dim_v, max_splits, threads;
 } pl_attn_combine_params;
 
 /* Top-k (k = 1 is argmax) with ties broken towards the lower index, in two stages.
- * Stage 1 (pairs_in = 0): workgroup g takes values [g * chunk, ...) of f32[n] and writes its
- * k best as (value, index) pairs; stage 2 (pairs_in = 1): one workgroup reads n pairs and
- * writes the k best, in order, as pairs; `ids_out` also writes the indices alone into a u32
- * buffer (the next token's id for the embedding kernel).
- * Bindings: 0 input, 1 output pairs (vec2<u32>: bitcast value, index), then 2 ids u32[k]
- * if ids_out. */
+ * Stage 1: workgroup (row r, chunk c) takes values [c * chunk, ...) of row args.a0 + r of
+ * f32[.][n] and writes its k best as (value bits, index) pairs at (r * chunks + c) * k.
+ * Stage 2: workgroup r reads the n = chunks * k pairs of row r and writes the k best, in
+ * order: indices (as i32, -1 for none) to ids[args.a0 + r * k + j], values (if `vals`) to
+ * vals[r * k + j].
+ * Stage 1 bindings: 0 x, 1 pairs, 2 args. Stage 2: 0 pairs, 1 ids, [2 vals], then args. */
 typedef struct {
     uint32_t n, k, chunk, threads;
-    int pairs_in, ids_out;
+    int stage2, vals;
 } pl_topk_params;
 
-uint32_t pl_topk_groups(const pl_topk_params *p);
+uint32_t pl_topk_chunks(const pl_topk_params *p);
 
-/* Embedding: x = row `id` of the table, dequantised, times `scale` (1 for most models),
- * with the id read from a u32 buffer on the GPU. Bindings: 0 ids u32[], 1 x f32[cols], then
- * the table's quants_p (and scales_p) for each part. `slot` picks ids[slot]. */
+/* Embedding: row r (< args.a0) of the output = row ids[r] of the table, dequantised; an
+ * id outside the table gives zeros. Bindings: 0 ids i32[], 1 out f32[n][cols], then the
+ * table's quants_p (and scales_p) for each part, then args. */
 typedef struct {
     pl_gpu_wtype type;
     uint32_t rows, cols, threads;
     uint32_t parts, rows_per_part;
-    uint32_t slot;
-    float scale;
 } pl_embed_params;
+
+/* out[i] = a[i] + b[i] (ADD) or silu(a[i]) * b[i] (SWIGLU) for i < args.a0.
+ * alias: 0 none, 1 out is a, 2 out is b, 3 out is a and b. Bindings: the distinct buffers
+ * in the order a, b, out, then args. */
+typedef enum { PL_EW_ADD, PL_EW_SWIGLU } pl_ew_op;
+typedef struct {
+    pl_ew_op op;
+    int alias;
+    uint32_t threads;
+} pl_ew_params;
 
 /* Each generator returns malloc'd WGSL in *out, or fails on parameters it cannot build. */
 pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out);
 pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out);
-pl_status pl_wgsl_rope(const pl_rope_params *p, char **out);
-pl_status pl_wgsl_attn(const pl_attn_params *p, char **out);
+pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out);
+pl_status pl_wgsl_copy(const pl_copy_params *p, char **out);
+pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out);
 pl_status pl_wgsl_attn_combine(const pl_attn_combine_params *p, char **out);
 pl_status pl_wgsl_topk(const pl_topk_params *p, char **out);
 pl_status pl_wgsl_embed(const pl_embed_params *p, char **out);
+pl_status pl_wgsl_ew(const pl_ew_params *p, char **out);
 
 #endif

@@ -1,6 +1,7 @@
-/* wgsl_ops.c - WGSL templates of the small per-token kernels: RMSNorm, RoPE with the K/V
- * cache store, split-K flash-decoding attention and its combine, top-k / argmax, and the
- * embedding lookup from a token id that stays on the GPU. Bindings: see wgsl_gen.h. */
+/* wgsl_ops.c - WGSL templates of the small per-token kernels: RMSNorm, RoPE, copies (KV
+ * cache stores), split-K flash-decoding attention and its combine, top-k / argmax, the
+ * embedding lookup from ids that stay on the GPU, and element-wise add / SwiGLU.
+ * Bindings and arguments: see wgsl_gen.h. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,93 +10,102 @@
 
 static int pow2(unsigned v) { return v && !(v & (v - 1)); }
 
-static const char *step_struct =
-    "struct Step { pos: u32, n_kv: u32, n_splits: u32, pad: u32 };\n";
+/* Early return for workgroups past `count` (a WGSL expression); uniform per workgroup. */
+static void group_guard(pl_wtext *t, const char *count) {
+    pl_wtext_add(t, "  let g = wid.x + wid.y * nwg.x;\n  if (g >= %s) { return; }\n", count);
+}
 
 /* ------------------------------------------------------------------ RMSNorm */
 
 pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out) {
     *out = NULL;
-    if (!p->n || !pow2(p->threads) || p->threads > 1024)
-        return pl_fail(PL_ERR_ARG, "RMSNorm: bad size %u / threads %u", p->n, p->threads);
+    if (!p->cols || !pow2(p->threads) || p->threads > 1024)
+        return pl_fail(PL_ERR_ARG, "RMSNorm: bad size %u / threads %u", p->cols, p->threads);
     pl_wtext t = {0};
+    pl_wtext_add(&t, "const C = %uu;\nconst T = %uu;\n", p->cols, p->threads);
+    if (p->inplace) {
+        pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n"
+                         "@group(0) @binding(1) var<storage, read> w: array<f32>;\n");
+        pl_wtext_args(&t, 2);
+    } else {
+        pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> x: array<f32>;\n"
+                         "@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n"
+                         "@group(0) @binding(2) var<storage, read> w: array<f32>;\n");
+        pl_wtext_args(&t, 3);
+    }
+    pl_wtext_add(&t, "var<workgroup> red: array<f32, T>;\n");
+    pl_wtext_reduce_decl(&t, p->threads, 1);
+    pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
+    group_guard(&t, "args.a0");
     pl_wtext_add(&t,
-                 "@group(0) @binding(0) var<storage, read> x: array<f32>;\n"
-                 "@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n"
-                 "@group(0) @binding(2) var<storage, read> w: array<f32>;\n"
-                 "var<workgroup> red: array<f32, %u>;\n"
-                 "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n",
-                 p->threads, p->threads);
-    pl_wtext_group_index(&t, 1);
-    pl_wtext_add(&t,
+                 "  let o = g * C;\n"
                  "  var ss = 0.0;\n"
-                 "  for (var j = lid; j < %uu; j += %uu) { ss += x[j] * x[j]; }\n"
-                 "  red[lid] = ss;\n",
-                 p->n, p->threads);
-    pl_wtext_tree_sum(&t, p->threads, 1);
-    pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(%uu) + ", p->n);
+                 "  for (var j = lid; j < C; j += T) { ss += x[o + j] * x[o + j]; }\n"
+                 "  red[lid] = ss;\n");
+    pl_wtext_reduce(&t, p->threads, 1, 0);
+    pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(C) + ");
     pl_wtext_f32(&t, p->eps);
-    pl_wtext_add(&t,
-                 ");\n"
-                 "  for (var j = lid; j < %uu; j += %uu) { y[j] = (x[j] * inv) * w[j]; }\n}\n",
-                 p->n, p->threads);
+    pl_wtext_add(&t, ");\n  for (var j = lid; j < C; j += T) { %s[o + j] = (x[o + j] * inv) * w[j]; }\n}\n",
+                 p->inplace ? "x" : "y");
     return pl_wtext_finish(&t, out);
 }
 
-/* ------------------------------------------------------------------ RoPE + cache store */
+/* ------------------------------------------------------------------ RoPE */
 
-pl_status pl_wgsl_rope(const pl_rope_params *p, char **out) {
+pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
     *out = NULL;
-    unsigned HD = p->head_dim, T = p->threads;
-    if (!p->n_head || !p->n_kv_head || p->n_head % p->n_kv_head || !HD || HD % 2 || HD > 1024 ||
-        p->rot_dim > HD || p->rot_dim % 2 || !p->ctx || !pow2(T) || T > 1024)
-        return pl_fail(PL_ERR_ARG, "RoPE: bad shape (heads %u/%u, head_dim %u, rot %u)",
-                       p->n_head, p->n_kv_head, HD, p->rot_dim);
-    unsigned half = p->rot_dim / 2;
+    unsigned HD = p->head_dim, HDV = p->head_dim_v;
+    if (!p->n_heads || !HD || HD > 1024 || !p->rot_dim || p->rot_dim % 2 || p->rot_dim > HD ||
+        !pow2(p->threads) || p->threads > 1024 || (p->store_v && !p->store) ||
+        (p->store && p->cache_f16 && (HD % 2 || (p->store_v && (!HDV || HDV % 2)))))
+        return pl_fail(PL_ERR_ARG, "RoPE: bad shape (%u heads of %u, rotating %u)", p->n_heads,
+                       HD, p->rot_dim);
+    const char *ct = p->cache_f16 ? "u32" : "f32";
     pl_wtext t = {0};
-    pl_wtext_add(&t, "%s", step_struct);
     pl_wtext_add(&t,
-                 "const HD = %uu;\nconst NH = %uu;\nconst NKV = %uu;\nconst CTX = %uu;\n"
-                 "const HALF = %uu;\nconst T = %uu;\n",
-                 HD, p->n_head, p->n_kv_head, p->ctx, half, T);
+                 "const NH = %uu;\nconst HD = %uu;\nconst HDV = %uu;\nconst HALF = %uu;\n"
+                 "const T = %uu;\n"
+                 "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n"
+                 "@group(0) @binding(1) var<storage, read> tab: array<f32>;\n",
+                 p->n_heads, HD, HDV, p->rot_dim / 2, p->threads);
+    int b = 2;
+    if (p->norm) pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw: array<f32>;\n", b++);
+    if (p->store)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> kc: array<%s>;\n", b++, ct);
+    if (p->store_v) {
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> v: array<f32>;\n", b++);
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> vc: array<%s>;\n", b++, ct);
+    }
+    pl_wtext_args(&t, b);
+    pl_wtext_add(&t, "var<workgroup> hv: array<f32, HD>;\n");
+    if (p->norm) {
+        pl_wtext_add(&t, "var<workgroup> red: array<f32, T>;\n");
+        pl_wtext_reduce_decl(&t, p->threads, 1);
+    }
+    pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
+    group_guard(&t, "NH * args.a1");
     pl_wtext_add(&t,
-                 "@group(0) @binding(0) var<storage, read> qkv: array<f32>;\n"
-                 "@group(0) @binding(1) var<storage, read_write> qo: array<f32>;\n"
-                 "@group(0) @binding(2) var<storage, read_write> kc: array<u32>;\n"
-                 "@group(0) @binding(3) var<storage, read_write> vc: array<u32>;\n"
-                 "@group(0) @binding(4) var<storage, read> tab: array<f32>;\n"
-                 "@group(0) @binding(5) var<uniform> st: Step;\n");
-    if (p->qk_norm)
-        pl_wtext_add(&t, "@group(0) @binding(6) var<storage, read> qn: array<f32>;\n"
-                         "@group(0) @binding(7) var<storage, read> kn: array<f32>;\n");
-    pl_wtext_add(&t,
-                 "var<workgroup> red: array<f32, T>;\n"
-                 "var<workgroup> hv: array<f32, HD>;\n"
-                 "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
-    pl_wtext_group_index(&t, p->n_head + p->n_kv_head);
-    pl_wtext_add(&t,
-                 "  let is_q = g < NH;\n"
-                 "  let src = select(NH * HD + (g - NH) * HD, g * HD, is_q);\n"
-                 "  for (var d = lid; d < HD; d += T) { hv[d] = qkv[src + d]; }\n");
-    if (p->qk_norm) {
-        /* per-head RMSNorm with the q or k weight */
+                 "  let row = g / NH;\n"
+                 "  let h = g %% NH;\n"
+                 "  let pos = args.a0 + row;\n"
+                 "  let base = g * HD;\n"
+                 "  for (var d = lid; d < HD; d += T) { hv[d] = x[base + d]; }\n"
+                 "  workgroupBarrier();\n");
+    if (p->norm) {
         pl_wtext_add(&t,
                      "  var ss = 0.0;\n"
                      "  for (var d = lid; d < HD; d += T) { ss += hv[d] * hv[d]; }\n"
                      "  red[lid] = ss;\n");
-        pl_wtext_tree_sum(&t, T, 1);
+        pl_wtext_reduce(&t, p->threads, 1, 0);
         pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(HD) + ");
         pl_wtext_f32(&t, p->eps);
         pl_wtext_add(&t,
                      ");\n"
-                     "  for (var d = lid; d < HD; d += T) {\n"
-                     "    if (is_q) { hv[d] = (hv[d] * inv) * qn[d]; }\n"
-                     "    else { hv[d] = (hv[d] * inv) * kn[d]; }\n"
-                     "  }\n");
+                     "  for (var d = lid; d < HD; d += T) { hv[d] = (hv[d] * inv) * nw[d]; }\n"
+                     "  workgroupBarrier();\n");
     }
+    /* each pair is read and written by one thread */
     pl_wtext_add(&t,
-                 "  workgroupBarrier();\n"
-                 "  let pos = st.pos;\n"
                  "  for (var i = lid; i < HALF; i += T) {\n"
                  "    let ia = %s;\n    let ib = %s;\n"
                  "    let c = tab[(pos * HALF + i) * 2u];\n"
@@ -103,116 +113,197 @@ pl_status pl_wgsl_rope(const pl_rope_params *p, char **out) {
                  "    let a = hv[ia];\n    let b = hv[ib];\n"
                  "    hv[ia] = a * c - b * s;\n    hv[ib] = a * s + b * c;\n"
                  "  }\n"
-                 "  workgroupBarrier();\n",
+                 "  workgroupBarrier();\n"
+                 "  for (var d = lid; d < HD; d += T) { x[base + d] = hv[d]; }\n",
                  p->neox ? "i" : "2u * i", p->neox ? "i + HALF" : "2u * i + 1u");
+    if (p->store && p->cache_f16)
+        pl_wtext_add(&t,
+                     "  let kb = (pos * NH + h) * (HD / 2u);\n"
+                     "  for (var j = lid; j < HD / 2u; j += T) {\n"
+                     "    kc[kb + j] = pack2x16float(vec2<f32>(hv[2u * j], hv[2u * j + 1u]));\n"
+                     "  }\n");
+    else if (p->store)
+        pl_wtext_add(&t, "  for (var d = lid; d < HD; d += T) { kc[(pos * NH + h) * HD + d] = hv[d]; }\n");
+    if (p->store_v && p->cache_f16)
+        pl_wtext_add(&t,
+                     "  let vb = (pos * NH + h) * (HDV / 2u);\n"
+                     "  let vs = g * HDV;\n"
+                     "  for (var j = lid; j < HDV / 2u; j += T) {\n"
+                     "    vc[vb + j] = pack2x16float(vec2<f32>(v[vs + 2u * j], v[vs + 2u * j + 1u]));\n"
+                     "  }\n");
+    else if (p->store_v)
+        pl_wtext_add(&t, "  for (var d = lid; d < HDV; d += T) { vc[(pos * NH + h) * HDV + d] = v[g * HDV + d]; }\n");
+    pl_wtext_add(&t, "}\n");
+    return pl_wtext_finish(&t, out);
+}
+
+/* ------------------------------------------------------------------ copy / convert */
+
+static unsigned per_word(pl_gpu_etype e) { return e == PL_GE_F16 ? 2 : 1; }
+
+uint32_t pl_copy_groups(const pl_copy_params *p, uint32_t dst0, uint32_t count) {
+    if (!count) return 0;
+    unsigned e = per_word(p->dst);
+    uint32_t words = (dst0 + count - 1) / e - dst0 / e + 1;
+    return (words + p->threads - 1) / p->threads;
+}
+
+/* WGSL expression: source element `i` as the destination type (f32 value, f16 bits, i32). */
+static const char *src_expr(pl_gpu_etype s, pl_gpu_etype d) {
+    if (d == PL_GE_I32) return "src[i]";
+    if (d == PL_GE_F32)
+        return s == PL_GE_F16 ? "unpack2x16float(src[i >> 1u])[i & 1u]" : "src[i]";
+    /* f16 destination: 16 bits */
+    return s == PL_GE_F16 ? "((src[i >> 1u] >> (16u * (i & 1u))) & 0xffffu)"
+                          : "(pack2x16float(vec2<f32>(src[i], 0.0)) & 0xffffu)";
+}
+
+pl_status pl_wgsl_copy(const pl_copy_params *p, char **out) {
+    *out = NULL;
+    if ((p->src == PL_GE_I32) != (p->dst == PL_GE_I32) || !pow2(p->threads) || p->threads > 1024)
+        return pl_fail(PL_ERR_ARG, "copy: cannot convert between these types");
+    static const char *arr[3] = {"f32", "u32", "i32"}; /* by pl_gpu_etype */
+    pl_wtext t = {0};
+    pl_wtext_add(&t, "const T = %uu;\n", p->threads);
+    if (p->inplace) {
+        pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read_write> src: array<%s>;\n",
+                     arr[p->src]);
+        pl_wtext_args(&t, 1);
+    } else {
+        pl_wtext_add(&t,
+                     "@group(0) @binding(0) var<storage, read> src: array<%s>;\n"
+                     "@group(0) @binding(1) var<storage, read_write> dst: array<%s>;\n",
+                     arr[p->src], arr[p->dst]);
+        pl_wtext_args(&t, 2);
+    }
+    const char *dst = p->inplace ? "src" : "dst";
+    unsigned e = per_word(p->dst);
+    pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
     pl_wtext_add(&t,
-                 "  if (is_q) {\n"
-                 "    for (var d = lid; d < HD; d += T) { qo[g * HD + d] = hv[d]; }\n"
-                 "  } else {\n"
-                 "    let kv = g - NH;\n"
-                 "    let dst = (kv * CTX + pos) * (HD / 2u);\n"
-                 "    let vsrc = (NH + NKV + kv) * HD;\n"
-                 "    for (var j = lid; j < HD / 2u; j += T) {\n"
-                 "      kc[dst + j] = pack2x16float(vec2<f32>(hv[2u * j], hv[2u * j + 1u]));\n"
-                 "      vc[dst + j] = pack2x16float(vec2<f32>(qkv[vsrc + 2u * j], "
-                 "qkv[vsrc + 2u * j + 1u]));\n"
+                 "  let g = wid.x + wid.y * nwg.x;\n"
+                 "  let w = args.a1 / %uu + g * T + lid;\n"
+                 "  if (w > (args.a1 + args.a2 - 1u) / %uu) { return; }\n",
+                 e, e);
+    if (e == 1) {
+        pl_wtext_add(&t, "  let i = w - args.a1 + args.a0;\n  %s[w] = %s;\n}\n", dst,
+                     src_expr(p->src, p->dst));
+        return pl_wtext_finish(&t, out);
+    }
+    /* an f16 word: replace the halves inside [a1, a1 + a2), keep the others' bits */
+    pl_wtext_add(&t,
+                 "  var word = %s[w];\n"
+                 "  for (var h = 0u; h < 2u; h++) {\n"
+                 "    let e = 2u * w + h;\n"
+                 "    if (e >= args.a1 && e < args.a1 + args.a2) {\n"
+                 "      let i = e - args.a1 + args.a0;\n"
+                 "      let bits = %s;\n"
+                 "      word = (word & ~(0xffffu << (16u * h))) | (bits << (16u * h));\n"
                  "    }\n"
-                 "  }\n}\n");
+                 "  }\n"
+                 "  %s[w] = word;\n}\n",
+                 dst, src_expr(p->src, p->dst), dst);
     return pl_wtext_finish(&t, out);
 }
 
 /* ------------------------------------------------------------------ attention */
 
-uint32_t pl_attn_splits(const pl_attn_params *p, uint32_t n_kv) {
-    return n_kv ? (n_kv + p->chunk - 1) / p->chunk : 1;
-}
-
-static unsigned max_splits(unsigned ctx, unsigned chunk) { return (ctx + chunk - 1) / chunk; }
-
-pl_status pl_wgsl_attn(const pl_attn_params *p, char **out) {
+pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
     *out = NULL;
-    unsigned HD = p->head_dim, T = p->threads;
-    if (!p->n_head || !p->n_kv_head || p->n_head % p->n_kv_head || !HD || HD % 2 || !p->ctx ||
-        !p->chunk || p->chunk > 4096 || !pow2(T) || T > 1024)
-        return pl_fail(PL_ERR_ARG, "attention: bad shape (heads %u/%u, head_dim %u, chunk %u)",
-                       p->n_head, p->n_kv_head, HD, p->chunk);
-    /* the output pass gives each (group of positions, dim) pair to one thread */
-    unsigned ng = (T + HD - 1) / HD;
+    unsigned HD = p->head_dim, HDV = p->head_dim_v, T = p->threads;
+    if (!p->n_head || !p->n_kv_head || p->n_head % p->n_kv_head || !HD || !HDV || HD > 1024 ||
+        (p->kv_f16 && (HD % 2 || HDV % 2)) || !p->chunk || p->chunk > 4096 || !pow2(T) ||
+        T > 1024 || !p->max_splits || !p->block_rows)
+        return pl_fail(PL_ERR_ARG, "attention: bad shape (heads %u/%u, head_dim %u/%u, chunk %u)",
+                       p->n_head, p->n_kv_head, HD, HDV, p->chunk);
+    /* the output pass gives each (group of positions, value dim) pair to one thread */
+    unsigned ng = (T + HDV - 1) / HDV;
+    const char *ct = p->kv_f16 ? "u32" : "f32";
     pl_wtext t = {0};
-    pl_wtext_add(&t, "%s", step_struct);
     pl_wtext_add(&t,
-                 "const HD = %uu;\nconst NH = %uu;\nconst GQ = %uu;\nconst CTX = %uu;\n"
-                 "const CH = %uu;\nconst MAXS = %uu;\nconst T = %uu;\nconst NG = %uu;\n",
-                 HD, p->n_head, p->n_head / p->n_kv_head, p->ctx, p->chunk,
-                 max_splits(p->ctx, p->chunk), T, ng);
+                 "const HD = %uu;\nconst HDV = %uu;\nconst NH = %uu;\nconst GQ = %uu;\n"
+                 "const KVD = %uu;\nconst VD = %uu;\nconst CH = %uu;\nconst MAXS = %uu;\n"
+                 "const T = %uu;\nconst NG = %uu;\n",
+                 HD, HDV, p->n_head, p->n_head / p->n_kv_head, p->n_kv_head * HD,
+                 p->n_kv_head * HDV, p->chunk, p->max_splits, T, ng);
     pl_wtext_add(&t,
                  "@group(0) @binding(0) var<storage, read> q: array<f32>;\n"
-                 "@group(0) @binding(1) var<storage, read> kc: array<u32>;\n"
-                 "@group(0) @binding(2) var<storage, read> vc: array<u32>;\n"
+                 "@group(0) @binding(1) var<storage, read> kc: array<%s>;\n"
+                 "@group(0) @binding(2) var<storage, read> vc: array<%s>;\n"
                  "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n"
-                 "@group(0) @binding(4) var<storage, read_write> part: array<f32>;\n"
-                 "@group(0) @binding(5) var<uniform> st: Step;\n"
+                 "@group(0) @binding(4) var<storage, read_write> part: array<f32>;\n",
+                 ct, ct);
+    pl_wtext_args(&t, 5);
+    pl_wtext_add(&t,
                  "var<workgroup> sc: array<f32, CH>;\n"
                  "var<workgroup> red: array<f32, T>;\n"
                  "var<workgroup> qs: array<f32, HD>;\n"
-                 "var<workgroup> ob: array<f32, NG * HD>;\n"
-                 "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n"
-                 "  let g = wid.x + wid.y * nwg.x;\n"
-                 "  let ns = st.n_splits;\n"
-                 "  if (g >= NH * ns) { return; }\n"
-                 "  let h = g / ns;\n  let sp = g %% ns;\n  let kvh = h / GQ;\n"
-                 "  let p0 = sp * CH;\n  let np = min(st.n_kv, p0 + CH) - p0;\n"
-                 "  let row0 = kvh * CTX + p0;\n"
-                 "  for (var d = lid; d < HD; d += T) { qs[d] = q[h * HD + d]; }\n"
-                 "  workgroupBarrier();\n");
-    /* scores of this chunk's positions */
+                 "var<workgroup> ob: array<f32, NG * HDV>;\n");
+    pl_wtext_reduce_decl(&t, T, 1);
     pl_wtext_add(&t,
+                 "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n"
+                 "  let ns = args.a3;\n");
+    group_guard(&t, "args.a2 * NH * ns");
+    pl_wtext_add(&t,
+                 "  let r = g / (NH * ns);\n  let h = (g / ns) %% NH;\n  let sp = g %% ns;\n"
+                 "  let qr = args.a1 + r;\n  let nk = args.a0 + qr + 1u;\n  let kvh = h / GQ;\n"
+                 "  let p0 = sp * CH;\n  let p1 = min(nk, p0 + CH);\n"
+                 "  let np = select(0u, p1 - p0, p1 > p0);\n"
+                 "  for (var d = lid; d < HD; d += T) { qs[d] = q[(qr * NH + h) * HD + d]; }\n"
+                 "  workgroupBarrier();\n"
                  "  var m = bitcast<f32>(0xff7fffffu);\n"
                  "  for (var i = lid; i < np; i += T) {\n"
-                 "    let base = (row0 + i) * (HD / 2u);\n"
-                 "    var acc = 0.0;\n"
-                 "    for (var j = 0u; j < HD / 2u; j++) {\n"
-                 "      let k2 = unpack2x16float(kc[base + j]);\n"
-                 "      acc += qs[2u * j] * k2.x + qs[2u * j + 1u] * k2.y;\n"
-                 "    }\n"
-                 "    let s = acc * ");
+                 "    var acc = 0.0;\n");
+    if (p->kv_f16)
+        pl_wtext_add(&t,
+                     "    let kb = ((p0 + i) * KVD + kvh * HD) / 2u;\n"
+                     "    for (var j = 0u; j < HD / 2u; j++) {\n"
+                     "      let k2 = unpack2x16float(kc[kb + j]);\n"
+                     "      acc += qs[2u * j] * k2.x + qs[2u * j + 1u] * k2.y;\n"
+                     "    }\n");
+    else
+        pl_wtext_add(&t,
+                     "    let kb = (p0 + i) * KVD + kvh * HD;\n"
+                     "    for (var d = 0u; d < HD; d++) { acc += qs[d] * kc[kb + d]; }\n");
+    pl_wtext_add(&t, "    let s = acc * ");
     pl_wtext_f32(&t, p->scale);
     pl_wtext_add(&t,
                  ";\n"
                  "    sc[i] = s;\n    m = max(m, s);\n"
                  "  }\n"
-                 "  red[lid] = m;\n"
-                 "  workgroupBarrier();\n"
-                 "  for (var s = T / 2u; s > 0u; s >>= 1u) {\n"
-                 "    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }\n"
-                 "    workgroupBarrier();\n"
-                 "  }\n"
+                 "  red[lid] = m;\n");
+    pl_wtext_reduce(&t, T, 1, 1);
+    pl_wtext_add(&t,
                  "  let mx = red[0];\n"
                  "  workgroupBarrier();\n"
                  "  var l = 0.0;\n"
                  "  for (var i = lid; i < np; i += T) { let e = exp(sc[i] - mx); sc[i] = e; l += e; }\n"
                  "  red[lid] = l;\n");
-    pl_wtext_tree_sum(&t, T, 1);
+    pl_wtext_reduce(&t, T, 1, 0);
     pl_wtext_add(&t,
                  "  let sum = red[0];\n"
-                 "  for (var e = lid; e < NG * HD; e += T) {\n"
-                 "    let grp = e / HD;\n    let d = e %% HD;\n"
+                 "  for (var e = lid; e < NG * HDV; e += T) {\n"
+                 "    let grp = e / HDV;\n    let d = e %% HDV;\n"
                  "    var acc = 0.0;\n"
                  "    for (var i = grp; i < np; i += NG) {\n"
-                 "      acc += sc[i] * unpack2x16float(vc[(row0 + i) * (HD / 2u) + d / 2u])[d & 1u];\n"
+                 "      let vi = (p0 + i) * VD + kvh * HDV + d;\n");
+    if (p->kv_f16)
+        pl_wtext_add(&t, "      acc += sc[i] * unpack2x16float(vc[vi >> 1u])[vi & 1u];\n");
+    else
+        pl_wtext_add(&t, "      acc += sc[i] * vc[vi];\n");
+    pl_wtext_add(&t,
                  "    }\n"
                  "    ob[e] = acc;\n"
                  "  }\n"
                  "  workgroupBarrier();\n"
-                 "  for (var d = lid; d < HD; d += T) {\n"
+                 "  for (var d = lid; d < HDV; d += T) {\n"
                  "    var acc = 0.0;\n"
-                 "    for (var j = 0u; j < NG; j++) { acc += ob[j * HD + d]; }\n"
+                 "    for (var j = 0u; j < NG; j++) { acc += ob[j * HDV + d]; }\n"
                  "    if (ns == 1u) {\n"
-                 "      o[h * HD + d] = acc / sum;\n"
+                 "      o[(qr * NH + h) * HDV + d] = acc / sum;\n"
                  "    } else {\n"
-                 "      let pb = (h * MAXS + sp) * (HD + 2u);\n"
+                 "      let pb = ((r * NH + h) * MAXS + sp) * (HDV + 2u);\n"
                  "      part[pb + d] = acc;\n"
-                 "      if (d == 0u) { part[pb + HD] = mx; part[pb + HD + 1u] = sum; }\n"
+                 "      if (d == 0u) { part[pb + HDV] = mx; part[pb + HDV + 1u] = sum; }\n"
                  "    }\n"
                  "  }\n}\n");
     return pl_wtext_finish(&t, out);
@@ -220,81 +311,100 @@ pl_status pl_wgsl_attn(const pl_attn_params *p, char **out) {
 
 pl_status pl_wgsl_attn_combine(const pl_attn_combine_params *p, char **out) {
     *out = NULL;
-    unsigned HD = p->head_dim, T = p->threads;
-    if (!p->n_head || !HD || !p->ctx || !p->chunk || !pow2(T) || T > 1024)
+    unsigned HDV = p->head_dim_v, T = p->threads;
+    if (!p->n_head || !HDV || !p->max_splits || !pow2(T) || T > 1024)
         return pl_fail(PL_ERR_ARG, "attention combine: bad shape");
     pl_wtext t = {0};
-    pl_wtext_add(&t, "%s", step_struct);
     pl_wtext_add(&t,
-                 "const HD = %uu;\nconst MAXS = %uu;\nconst T = %uu;\n"
+                 "const HDV = %uu;\nconst NH = %uu;\nconst MAXS = %uu;\nconst T = %uu;\n"
                  "@group(0) @binding(0) var<storage, read> part: array<f32>;\n"
-                 "@group(0) @binding(1) var<storage, read_write> o: array<f32>;\n"
-                 "@group(0) @binding(2) var<uniform> st: Step;\n"
-                 "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n",
-                 HD, max_splits(p->ctx, p->chunk), T);
-    pl_wtext_group_index(&t, p->n_head);
+                 "@group(0) @binding(1) var<storage, read_write> o: array<f32>;\n",
+                 HDV, p->n_head, p->max_splits, T);
+    pl_wtext_args(&t, 2);
+    pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
+    group_guard(&t, "args.a2 * NH");
     pl_wtext_add(&t,
-                 "  let ns = st.n_splits;\n"
+                 "  let ns = args.a3;\n"
+                 "  let qr = args.a1 + g / NH;\n  let h = g %% NH;\n"
+                 "  let pb0 = g * MAXS * (HDV + 2u);\n"
                  "  var mx = bitcast<f32>(0xff7fffffu);\n"
-                 "  for (var s = 0u; s < ns; s++) { mx = max(mx, part[(g * MAXS + s) * (HD + 2u) + HD]); }\n"
+                 "  for (var s = 0u; s < ns; s++) { mx = max(mx, part[pb0 + s * (HDV + 2u) + HDV]); }\n"
                  "  var sum = 0.0;\n"
                  "  for (var s = 0u; s < ns; s++) {\n"
-                 "    let pb = (g * MAXS + s) * (HD + 2u);\n"
-                 "    sum += exp(part[pb + HD] - mx) * part[pb + HD + 1u];\n"
+                 "    let pb = pb0 + s * (HDV + 2u);\n"
+                 "    sum += exp(part[pb + HDV] - mx) * part[pb + HDV + 1u];\n"
                  "  }\n"
-                 "  for (var d = lid; d < HD; d += T) {\n"
+                 "  for (var d = lid; d < HDV; d += T) {\n"
                  "    var acc = 0.0;\n"
                  "    for (var s = 0u; s < ns; s++) {\n"
-                 "      let pb = (g * MAXS + s) * (HD + 2u);\n"
-                 "      acc += exp(part[pb + HD] - mx) * part[pb + d];\n"
+                 "      let pb = pb0 + s * (HDV + 2u);\n"
+                 "      acc += exp(part[pb + HDV] - mx) * part[pb + d];\n"
                  "    }\n"
-                 "    o[g * HD + d] = acc / sum;\n"
+                 "    o[(qr * NH + h) * HDV + d] = acc / sum;\n"
                  "  }\n}\n");
     return pl_wtext_finish(&t, out);
 }
 
 /* ------------------------------------------------------------------ top-k / argmax */
 
-uint32_t pl_topk_groups(const pl_topk_params *p) {
-    return p->pairs_in ? 1 : (p->n + p->chunk - 1) / p->chunk;
-}
+uint32_t pl_topk_chunks(const pl_topk_params *p) { return (p->n + p->chunk - 1) / p->chunk; }
 
 pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
     *out = NULL;
     unsigned T = p->threads;
-    if (!p->n || !p->k || p->k > 256 || !pow2(T) || T > 1024 || (!p->pairs_in && !p->chunk))
+    if (!p->n || !p->k || p->k > 1024 || !pow2(T) || T > 1024 || (!p->stage2 && !p->chunk))
         return pl_fail(PL_ERR_ARG, "top-k: bad parameters (n %u, k %u)", p->n, p->k);
-    unsigned chunk = p->pairs_in ? p->n : p->chunk;
+    unsigned chunk = p->stage2 ? p->n : p->chunk, nc = p->stage2 ? 1 : pl_topk_chunks(p);
     pl_wtext t = {0};
+    pl_wtext_add(&t, "const N = %uu;\nconst KK = %uu;\nconst CH = %uu;\nconst NC = %uu;\n"
+                     "const T = %uu;\n",
+                 p->n, p->k, chunk, nc, T);
+    int b = 0;
+    if (p->stage2) {
+        pl_wtext_add(&t,
+                     "@group(0) @binding(0) var<storage, read> inp: array<vec2<u32>>;\n"
+                     "@group(0) @binding(1) var<storage, read_write> ids: array<i32>;\n");
+        b = 2;
+        if (p->vals)
+            pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> vals: array<f32>;\n", b++);
+    } else {
+        pl_wtext_add(&t,
+                     "@group(0) @binding(0) var<storage, read> inp: array<f32>;\n"
+                     "@group(0) @binding(1) var<storage, read_write> outp: array<vec2<u32>>;\n");
+        b = 2;
+    }
+    pl_wtext_args(&t, b);
+    unsigned parts = T < 8 ? T : 8;
     pl_wtext_add(&t,
-                 "const N = %uu;\nconst KK = %uu;\nconst CH = %uu;\nconst T = %uu;\n"
-                 "@group(0) @binding(0) var<storage, read> inp: array<%s>;\n"
-                 "@group(0) @binding(1) var<storage, read_write> outp: array<vec2<u32>>;\n",
-                 p->n, p->k, chunk, T, p->pairs_in ? "vec2<u32>" : "f32");
-    if (p->ids_out)
-        pl_wtext_add(&t, "@group(0) @binding(2) var<storage, read_write> ids: array<u32>;\n");
-    pl_wtext_add(&t,
+                 "const PARTS = %uu;\nconst RUN = %uu;\n"
                  "var<workgroup> rv: array<f32, T>;\n"
                  "var<workgroup> ri: array<u32, T>;\n"
+                 "var<workgroup> rv2: array<f32, PARTS>;\n"
+                 "var<workgroup> ri2: array<u32, PARTS>;\n"
                  /* a goes before b: larger value, or equal value and lower index */
                  "fn before(av: f32, ai: u32, bv: f32, bi: u32) -> bool {\n"
                  "  return av > bv || (av == bv && ai < bi);\n"
                  "}\n"
-                 "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
-    pl_wtext_group_index(&t, pl_topk_groups(p));
+                 "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n",
+                 parts, T / parts);
+    group_guard(&t, "args.a1 * NC");
     pl_wtext_add(&t,
-                 "  let lo = g * CH;\n  let hi = min(N, lo + CH);\n"
+                 "  let r = g / NC;\n"
+                 "  let lo = %s;\n  let hi = min(lo + CH, %s);\n"
                  "  var pv = 0.0;\n  var pi = 0u;\n"
-                 "  for (var r = 0u; r < KK; r++) {\n"
+                 "  for (var rd = 0u; rd < KK; rd++) {\n"
                  /* best of the entries that come after the previous pick */
-                 "    var bv = bitcast<f32>(0xff7fffffu);\n    var bi = 0xffffffffu;\n    var found = false;\n"
-                 "    for (var j = lo + lid; j < hi; j += T) {\n");
-    if (p->pairs_in)
+                 "    var bv = 0.0;\n    var bi = 0xffffffffu;\n    var found = false;\n"
+                 "    for (var j = lo + lid; j < hi; j += T) {\n",
+                 p->stage2 ? "r * N" : "(args.a0 + r) * N + (g % NC) * CH",
+                 p->stage2 ? "(r + 1u) * N" : "(args.a0 + r + 1u) * N");
+    if (p->stage2)
         pl_wtext_add(&t, "      let e = inp[j];\n      let v = bitcast<f32>(e.x);\n      let i = e.y;\n");
-    else pl_wtext_add(&t, "      let v = inp[j];\n      let i = j;\n");
+    else
+        pl_wtext_add(&t, "      let v = inp[j];\n      let i = j - (args.a0 + r) * N;\n");
     pl_wtext_add(&t,
-                 "      let after = r == 0u || before(pv, pi, v, i);\n"
-                 "      if (after && (!found || before(v, i, bv, bi)) && v == v) {\n"
+                 "      let after = rd == 0u || before(pv, pi, v, i);\n"
+                 "      if (after && (!found || before(v, i, bv, bi)) && v == v && i != 0xffffffffu) {\n"
                  "        bv = v; bi = i; found = true;\n"
                  "      }\n"
                  "    }\n"
@@ -302,16 +412,27 @@ pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
                  "    if (!found) { bv = bitcast<f32>(0xff800000u | (lid & 0u)); bi = 0xffffffffu; }\n"
                  "    rv[lid] = bv;\n    ri[lid] = bi;\n"
                  "    workgroupBarrier();\n"
-                 "    for (var s = T / 2u; s > 0u; s >>= 1u) {\n"
-                 "      if (lid < s && before(rv[lid + s], ri[lid + s], rv[lid], ri[lid])) {\n"
-                 "        rv[lid] = rv[lid + s]; ri[lid] = ri[lid + s];\n"
+                 /* two levels: PARTS threads scan T / PARTS entries each, then everyone
+                  * takes the best of the PARTS (no loop around a barrier, see wgsl_text.c) */
+                 "    for (var e = lid; e < PARTS; e += T) {\n"
+                 "      var cv = rv[e * RUN];\n      var ci = ri[e * RUN];\n"
+                 "      for (var j = 1u; j < RUN; j++) {\n"
+                 "        if (before(rv[e * RUN + j], ri[e * RUN + j], cv, ci)) { cv = rv[e * RUN + j]; ci = ri[e * RUN + j]; }\n"
                  "      }\n"
-                 "      workgroupBarrier();\n"
+                 "      rv2[e] = cv;\n      ri2[e] = ci;\n"
                  "    }\n"
-                 "    pv = rv[0];\n    pi = ri[0];\n"
-                 "    if (lid == 0u) {\n"
-                 "      outp[g * KK + r] = vec2<u32>(bitcast<u32>(pv), pi);\n");
-    if (p->ids_out) pl_wtext_add(&t, "      ids[r] = pi;\n");
+                 "    workgroupBarrier();\n"
+                 "    pv = rv2[0];\n    pi = ri2[0];\n"
+                 "    for (var j = 1u; j < PARTS; j++) {\n"
+                 "      if (before(rv2[j], ri2[j], pv, pi)) { pv = rv2[j]; pi = ri2[j]; }\n"
+                 "    }\n"
+                 "    if (lid == 0u) {\n");
+    if (p->stage2) {
+        pl_wtext_add(&t, "      ids[args.a0 + r * KK + rd] = bitcast<i32>(pi);\n");
+        if (p->vals) pl_wtext_add(&t, "      vals[r * KK + rd] = pv;\n");
+    } else {
+        pl_wtext_add(&t, "      outp[g * KK + rd] = vec2<u32>(bitcast<u32>(pv), pi);\n");
+    }
     pl_wtext_add(&t,
                  "    }\n"
                  "    workgroupBarrier();\n"
@@ -332,7 +453,7 @@ pl_status pl_wgsl_embed(const pl_embed_params *p, char **out) {
     pl_wtext t = {0};
     pl_wtext_add(&t,
                  "const ROWS = %uu;\nconst K = %uu;\nconst NB = %uu;\nconst T = %uu;\n"
-                 "@group(0) @binding(0) var<storage, read> ids: array<u32>;\n"
+                 "@group(0) @binding(0) var<storage, read> ids: array<i32>;\n"
                  "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
                  p->rows, p->cols, p->cols / 32, T);
     const char *qt = scaled ? "vec4<u32>" : p->type == PL_GW_F16 ? "u32" : "f32";
@@ -342,9 +463,13 @@ pl_status pl_wgsl_embed(const pl_embed_params *p, char **out) {
         if (scaled)
             pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> s%u: array<u32>;\n", b++, q);
     }
+    pl_wtext_args(&t, b);
     pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
-    pl_wtext_group_index(&t, 1);
-    pl_wtext_add(&t, "  let id = min(ids[%uu], ROWS - 1u);\n", p->slot);
+    group_guard(&t, "args.a0");
+    pl_wtext_add(&t,
+                 "  let idv = ids[g];\n"
+                 "  let ok = idv >= 0 && u32(idv) < ROWS;\n"
+                 "  let id = select(0u, u32(idv), ok);\n");
     if (parts > 1)
         pl_wtext_add(&t, "  let part = id / %uu;\n  let r = id - part * %uu;\n", p->rows_per_part,
                      p->rows_per_part);
@@ -378,11 +503,38 @@ pl_status pl_wgsl_embed(const pl_embed_params *p, char **out) {
         }
         pl_wtext_add(&t, "    }\n");
     }
-    if (p->scale != 1.0f) {
-        pl_wtext_add(&t, "    v = v * ");
-        pl_wtext_f32(&t, p->scale);
-        pl_wtext_add(&t, ";\n");
-    }
-    pl_wtext_add(&t, "    x[c] = v;\n  }\n}\n");
+    pl_wtext_add(&t, "    x[g * K + c] = select(0.0, v, ok);\n  }\n}\n");
+    return pl_wtext_finish(&t, out);
+}
+
+/* ------------------------------------------------------------------ element-wise */
+
+pl_status pl_wgsl_ew(const pl_ew_params *p, char **out) {
+    *out = NULL;
+    if (p->alias < 0 || p->alias > 3 || !pow2(p->threads) || p->threads > 1024)
+        return pl_fail(PL_ERR_ARG, "element-wise: bad parameters");
+    /* names of a, b and out in the shader: aliased ones share a binding */
+    static const char *names[4][3] = {
+        {"a", "b", "o"}, {"a", "b", "a"}, {"a", "b", "b"}, {"a", "a", "a"}};
+    const char *const *n = names[p->alias];
+    pl_wtext t = {0};
+    pl_wtext_add(&t, "const T = %uu;\n", p->threads);
+    int b = 0;
+    pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, %s> a: array<f32>;\n", b++,
+                 p->alias == 1 || p->alias == 3 ? "read_write" : "read");
+    if (p->alias != 3)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, %s> b: array<f32>;\n", b++,
+                     p->alias == 2 ? "read_write" : "read");
+    if (p->alias == 0)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> o: array<f32>;\n", b++);
+    pl_wtext_args(&t, b);
+    pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n"
+                     "  let i = (wid.x + wid.y * nwg.x) * T + lid;\n"
+                     "  if (i >= args.a0) { return; }\n");
+    if (p->op == PL_EW_ADD)
+        pl_wtext_add(&t, "  %s[i] = %s[i] + %s[i];\n}\n", n[2], n[0], n[1]);
+    else
+        pl_wtext_add(&t, "  let x = %s[i];\n  %s[i] = x / (1.0 + exp(-x)) * %s[i];\n}\n", n[0],
+                     n[2], n[1]);
     return pl_wtext_finish(&t, out);
 }

@@ -56,6 +56,14 @@ void pl_wtext_group_index(pl_wtext *t, unsigned groups) {
                  groups);
 }
 
+void pl_wtext_args(pl_wtext *t, int binding) {
+    pl_wtext_add(t,
+                 "struct Args { a0: u32, a1: u32, a2: u32, a3: u32, a4: u32, a5: u32, a6: u32, "
+                 "a7: u32 };\n"
+                 "@group(0) @binding(%d) var<uniform> args: Args;\n",
+                 binding);
+}
+
 void pl_wtext_f32(pl_wtext *t, float v) {
     char buf[48];
     snprintf(buf, sizeof buf, "%.9g", (double)v);
@@ -63,10 +71,35 @@ void pl_wtext_f32(pl_wtext *t, float v) {
     pl_wtext_add(t, "%s%s", buf, strpbrk(buf, ".eEn") ? "" : ".0");
 }
 
-void pl_wtext_tree_sum(pl_wtext *t, unsigned threads, unsigned copies) {
-    pl_wtext_add(t, "  workgroupBarrier();\n");
-    pl_wtext_add(t, "  for (var s = %uu; s > 0u; s >>= 1u) {\n    if (lid < s) {\n", threads / 2);
-    for (unsigned c = 0; c < copies; c++)
-        pl_wtext_add(t, "      red[%uu + lid] += red[%uu + lid + s];\n", c * threads, c * threads);
-    pl_wtext_add(t, "    }\n    workgroupBarrier();\n  }\n");
+/* Two levels without a loop around a barrier: lavapipe (llvmpipe) compiles each barrier in
+ * a loop into coroutine splits, which made a 6-step tree cost seconds of LLVM time per
+ * shader; a GPU does the short serial sums just as fast. */
+void pl_wtext_reduce(pl_wtext *t, unsigned threads, unsigned copies, int max) {
+    unsigned parts = threads < 8 ? threads : 8, run = threads / parts;
+    pl_wtext_add(t,
+                 "  workgroupBarrier();\n"
+                 "  for (var e = lid; e < %uu; e += %uu) {\n"
+                 "    let base = (e / %uu) * %uu + (e %% %uu) * %uu;\n"
+                 "    var acc = red[base];\n"
+                 "    for (var j = 1u; j < %uu; j++) { acc = %s; }\n"
+                 "    red2[e] = acc;\n"
+                 "  }\n"
+                 "  workgroupBarrier();\n",
+                 copies * parts, threads, parts, threads, parts, run, run,
+                 max ? "max(acc, red[base + j])" : "acc + red[base + j]");
+    pl_wtext_add(t,
+                 "  for (var c = lid; c < %uu; c += %uu) {\n"
+                 "    var acc = red2[c * %uu];\n"
+                 "    for (var j = 1u; j < %uu; j++) { acc = %s; }\n"
+                 "    red[c * %uu] = acc;\n"
+                 "  }\n"
+                 "  workgroupBarrier();\n",
+                 copies, threads, parts, parts,
+                 max ? "max(acc, red2[c * PARTS + j])" : "acc + red2[c * PARTS + j]", threads);
+}
+
+void pl_wtext_reduce_decl(pl_wtext *t, unsigned threads, unsigned copies) {
+    unsigned parts = threads < 8 ? threads : 8;
+    pl_wtext_add(t, "const PARTS = %uu;\nvar<workgroup> red2: array<f32, %u>;\n", parts,
+                 copies * parts);
 }

@@ -28,10 +28,14 @@ void pl_wtext_group_index(pl_wtext *t, unsigned groups);
     "@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, "     \
     "@builtin(local_invocation_index) lid: u32"
 
+/* Declare the pl_gpu_args uniform `args` (fields a0..a7) at `binding`. */
+void pl_wtext_args(pl_wtext *t, int binding);
+
 /* An f32 literal that parses back to exactly v. */
 void pl_wtext_f32(pl_wtext *t, float v);
-/* A tree sum of red[base + 0..threads) into red[base] by all threads (threads a power of
- * two); ends with a barrier. */
-void pl_wtext_tree_sum(pl_wtext *t, unsigned threads, unsigned copies);
+/* Sum (or max) red[c * threads + 0..threads) into red[c * threads] for each copy c < copies,
+ * by all threads; ends with a barrier. Needs red2 and PARTS from pl_wtext_reduce_decl. */
+void pl_wtext_reduce(pl_wtext *t, unsigned threads, unsigned copies, int max);
+void pl_wtext_reduce_decl(pl_wtext *t, unsigned threads, unsigned copies);
 
 #endif

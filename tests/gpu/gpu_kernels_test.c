@@ -102,26 +102,28 @@ static void upload_part(pl_gpu *g, const mat *m, uint32_t r0, uint32_t r1, pl_gp
 
 static int n_gemv_cases;
 
-static void gemv_case(pl_gpu *g, pl_gemv_params p) {
+/* One GEMV over nv vectors. */
+static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
     n_gemv_cases++;
-    double tstart = pl_gpu_now();
+    double t_start = pl_gpu_now();
     int nm = p.mode == PL_GEMV_GATE_UP ? 2 : 1;
     unsigned parts = p.parts ? p.parts : 1;
+    size_t nx = (size_t)nv * p.cols, ny = (size_t)nv * p.rows;
     mat m[2];
     for (int i = 0; i < nm; i++) m[i] = make_mat(p.type, p.rows, p.cols);
-    float *x = malloc(p.cols * 4), *nw = malloc(p.cols * 4), *bias = malloc(p.rows * 4);
-    float *y0 = malloc(p.rows * 4), *y = malloc(p.rows * 4), *ref = malloc(p.rows * 4);
-    double *mag = malloc(p.rows * sizeof(double));
-    gt_fill(x, p.cols, -1, 1);
+    float *x = malloc(nx * 4), *nw = malloc(p.cols * 4), *bias = malloc(p.rows * 4);
+    float *y0 = malloc(ny * 4), *y = malloc(ny * 4), *ref = malloc(ny * 4);
+    double *mag = malloc(ny * sizeof(double));
+    gt_fill(x, nx, -1, 1);
     gt_fill(nw, p.cols, 0.5f, 1.5f);
     gt_fill(bias, p.rows, -1, 1);
-    gt_fill(y0, p.rows, -2, 2);
+    gt_fill(y0, ny, -2, 2);
 
     pl_gpu_ref refs[16];
     pl_gpu_buf *bufs[16] = {0};
     int nb = 0;
-    bufs[nb] = gt_buf(g, x, p.cols * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
-    bufs[nb] = gt_buf(g, p.mode == PL_GEMV_ACCUM ? y0 : NULL, p.rows * 4);
+    bufs[nb] = gt_buf(g, x, nx * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    bufs[nb] = gt_buf(g, p.mode == PL_GEMV_ACCUM ? y0 : NULL, ny * 4);
     refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     pl_gpu_ref_mat rm[2];
     for (int i = 0; i < nm; i++) {
@@ -135,49 +137,79 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p) {
         }
     }
     if (p.norm) bufs[nb] = gt_buf(g, nw, p.cols * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    int ixn = nb, igo = 0, iuo = 0;
+    if (p.norm_out) bufs[nb] = gt_buf(g, NULL, nx * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     if (p.bias) bufs[nb] = gt_buf(g, bias, p.rows * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    if (p.gate_out) igo = nb, bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    if (p.up_out) iuo = nb, bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    pl_gpu_args a = {{nv}};
+    bufs[nb] = gt_args(g, &a), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     CHECK(nb == pl_gemv_bindings(&p), "binding count %d != %d", nb, pl_gemv_bindings(&p));
 
-    char label[96];
-    snprintf(label, sizeof label, "gemv t%d %ux%u T%u R%u mode%d norm%d bias%d parts%u sg%d", p.type,
-             p.rows, p.cols, p.threads, p.rows_per_wg, p.mode, p.norm, p.bias, parts, p.subgroups);
+    char label[112];
+    snprintf(label, sizeof label, "gemv t%d %ux%u x%u T%u R%u mode%d norm%d bias%d parts%u sg%d",
+             p.type, p.rows, p.cols, nv, p.threads, p.rows_per_wg, p.mode, p.norm, p.bias, parts,
+             p.subgroups);
     char *src = NULL;
     pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_gemv(&p, &src), &src, label);
-    if (k && gt_run(g, k, refs, nb, pl_gemv_groups(&p))) {
-        gt_read(g, bufs[1], y, p.rows * 4);
+    if (k && gt_run(g, k, refs, nb, pl_gemv_groups(&p) * nv)) {
+        gt_read(g, bufs[1], y, ny * 4);
         /* reference, and for gate/up each projection alone to bound the error */
-        memcpy(ref, y0, p.rows * 4);
-        pl_gpu_ref_gemv(&p, rm, x, nw, bias, ref, mag);
+        memcpy(ref, y0, ny * 4);
+        pl_gpu_ref_gemv(&p, rm, nv, x, nw, bias, ref, mag);
         float *gv = NULL, *uv = NULL;
         double *gm = NULL, *um = NULL;
         if (nm == 2) {
             pl_gemv_params one = p;
             one.mode = PL_GEMV_STORE;
-            gv = malloc(p.rows * 4), uv = malloc(p.rows * 4);
-            gm = malloc(p.rows * 8), um = malloc(p.rows * 8);
-            pl_gpu_ref_gemv(&one, &rm[0], x, nw, NULL, gv, gm);
-            pl_gpu_ref_gemv(&one, &rm[1], x, nw, NULL, uv, um);
+            gv = malloc(ny * 4), uv = malloc(ny * 4);
+            gm = malloc(ny * 8), um = malloc(ny * 8);
+            pl_gpu_ref_gemv(&one, &rm[0], nv, x, nw, NULL, gv, gm);
+            pl_gpu_ref_gemv(&one, &rm[1], nv, x, nw, NULL, uv, um);
         }
         int bad = 0;
-        for (uint32_t r = 0; r < p.rows && bad < 3; r++) {
+        for (size_t r = 0; r < ny && bad < 3; r++) {
             double tol = 1e-5 * mag[r] + 1e-6 * fabs(ref[r]) + 1e-30;
             if (nm == 2) {
                 double sg = gv[r] / (1 + exp(-(double)gv[r]));
                 tol = 1e-5 * (1.1 * gm[r] * fabs(uv[r]) + um[r] * fabs(sg)) + 1e-6 * fabs(ref[r]) + 1e-30;
             }
             if (!(fabs((double)y[r] - ref[r]) <= tol)) {
-                CHECK(0, "%s: row %u: %.9g vs %.9g (tol %.3g)", label, r, y[r], ref[r], tol);
+                CHECK(0, "%s: value %zu: %.9g vs %.9g (tol %.3g)", label, r, y[r], ref[r], tol);
                 bad++;
             }
         }
         if (!bad) CHECK(1, "ok");
+        /* side outputs hold what the unfused ops would have written */
+        float *side = malloc((nx > ny ? nx : ny) * 4);
+        if (p.norm_out) {
+            gt_read(g, bufs[ixn], side, nx * 4);
+            pl_rmsnorm_params np = {p.cols, 32, p.eps, 0};
+            float *xr = malloc(nx * 4);
+            pl_gpu_ref_rmsnorm(&np, nv, x, nw, xr);
+            int sb = 0;
+            for (size_t i = 0; i < nx; i++) sb += !(fabsf(side[i] - xr[i]) <= 2e-6f * (fabsf(xr[i]) + 1e-3f));
+            CHECK(sb == 0, "%s: normalised x: %d wrong", label, sb);
+            free(xr);
+        }
+        for (int o = 0; o < 2; o++) {
+            int idx = o ? iuo : igo;
+            if (!idx) continue;
+            gt_read(g, bufs[idx], side, ny * 4);
+            const float *want = o ? uv : gv;
+            const double *wm = o ? um : gm;
+            int sb = 0;
+            for (size_t i = 0; i < ny; i++) sb += !(fabs((double)side[i] - want[i]) <= 1e-5 * wm[i] + 1e-30);
+            CHECK(sb == 0, "%s: %s side output: %d wrong", label, o ? "up" : "gate", sb);
+        }
+        free(side);
         free(gv), free(uv), free(gm), free(um);
     }
     pl_gpu_kernel_free(k);
     for (int i = 0; i < nb; i++) pl_gpu_buf_free(bufs[i]);
     for (int i = 0; i < nm; i++) free_mat(&m[i]);
     free(x), free(nw), free(bias), free(y0), free(y), free(ref), free(mag);
-    if (getenv("GT_TIME")) fprintf(stderr, "gemv %ux%u t%d: %.3fs\n", p.rows, p.cols, p.type, pl_gpu_now() - tstart);
+    if (pl_gpu_now() - t_start > 1.0) fprintf(stderr, "slow: %s %.1fs\n", label, pl_gpu_now() - t_start);
 }
 
 static void test_gemv(pl_gpu *g) {
@@ -186,271 +218,394 @@ static void test_gemv(pl_gpu *g) {
     for (int ti = 0; ti < 4; ti++) {
         pl_gpu_wtype t = types[ti];
         int plain = t == PL_GW_F32 || t == PL_GW_F16;
-        /* (rows, cols, threads, rows/wg, mode, norm, bias, parts, rows/part, subgroups) */
+        /* (rows, cols, threads, rows/wg, mode, norm, bias, parts, rows/part, subgroups, vectors) */
         struct {
             uint32_t rows, cols, T, R;
             pl_gemv_mode mode;
             int norm, bias;
             uint32_t parts, rpp;
             int sg;
+            uint32_t nv;
+            int only; /* -1: every type, else only this type (the heavy variants compile for
+                       * seconds on lavapipe, so each runs for one type) */
         } cs[] = {
-            {37, 64, 64, 4, PL_GEMV_STORE, 0, 0, 1, 0, 0},
-            {64, 256, 32, 2, PL_GEMV_STORE, 1, 1, 1, 0, 0},
-            {50, 128, 16, 1, PL_GEMV_ACCUM, 0, 0, 1, 0, 0},
-            {45, 96, 128, 8, PL_GEMV_GATE_UP, 1, 0, 1, 0, 0},
-            {70, 64, 64, 3, PL_GEMV_STORE, 0, 1, 3, 24, 0},
-            {29, 160, 32, 4, PL_GEMV_GATE_UP, 0, 0, 2, 16, 0},
-            {33, 64, 64, 4, PL_GEMV_ACCUM, 1, 0, 1, 0, 1},
-            {40, 128, 256, 2, PL_GEMV_GATE_UP, 1, 0, 1, 0, 1},
+            {37, 64, 64, 4, PL_GEMV_STORE, 0, 0, 1, 0, 0, 1, -1},
+            {64, 256, 32, 2, PL_GEMV_STORE, 1, 1, 1, 0, 0, 3, -1},
+            {50, 128, 16, 1, PL_GEMV_ACCUM, 0, 1, 1, 0, 0, 2, -1},
+            {45, 96, 64, 2, PL_GEMV_GATE_UP, 1, 0, 1, 0, 0, 1, -1},
+            {70, 64, 64, 3, PL_GEMV_STORE, 0, 1, 3, 24, 0, 2, -1},
+            {33, 64, 64, 4, PL_GEMV_ACCUM, 1, 0, 1, 0, 1, 2, -1},
+            {45, 96, 128, 8, PL_GEMV_GATE_UP, 1, 0, 1, 0, 0, 1, PL_GW_F32},
+            {29, 160, 32, 4, PL_GEMV_GATE_UP, 0, 0, 2, 16, 0, 1, PL_GW_Q8_0},
+            {40, 128, 256, 2, PL_GEMV_GATE_UP, 1, 0, 1, 0, 1, 1, PL_GW_Q4_0},
         };
         for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
-            if (cs[i].sg && !sg) continue;
-            pl_gemv_params p = {t, cs[i].rows, cs[i].cols, cs[i].T, cs[i].R, cs[i].mode,
-                                cs[i].norm, 1e-5f, cs[i].bias, cs[i].parts, cs[i].rpp, cs[i].sg};
-            gemv_case(g, p);
+            if ((cs[i].sg && !sg) || (cs[i].only >= 0 && cs[i].only != (int)t)) continue;
+            pl_gemv_params p = {.type = t, .rows = cs[i].rows, .cols = cs[i].cols,
+                                .threads = cs[i].T, .rows_per_wg = cs[i].R, .mode = cs[i].mode,
+                                .norm = cs[i].norm, .eps = 1e-5f, .bias = cs[i].bias,
+                                .parts = cs[i].parts, .rows_per_part = cs[i].rpp,
+                                .subgroups = cs[i].sg};
+            /* side outputs on every other fused case */
+            p.norm_out = p.norm && i % 2;
+            p.gate_out = p.up_out = p.mode == PL_GEMV_GATE_UP && i % 2;
+            if (pl_gemv_bindings(&p) - 1 > (int)pl_gpu_get_info(g)->max_storage_buffers)
+                p.norm_out = p.gate_out = p.up_out = 0;
+            gemv_case(g, p, cs[i].nv);
         }
         if (plain) {
             /* rows that are not a whole number of vectors: the scalar paths */
             uint32_t odd = t == PL_GW_F32 ? 172 : 20;
-            gemv_case(g, (pl_gemv_params){t, 31, odd, 32, 2, PL_GEMV_STORE, 1, 1e-6f, 1, 1, 0, 0});
-            gemv_case(g, (pl_gemv_params){t, 17, odd, 64, 4, PL_GEMV_GATE_UP, 0, 0, 0, 2, 12, 0});
-            gemv_case(g, (pl_gemv_params){t, 9, odd, 8, 1, PL_GEMV_ACCUM, 1, 1e-5f, 0, 1, 0, 0});
+            gemv_case(g, (pl_gemv_params){.type = t, .rows = 31, .cols = odd, .threads = 32,
+                                          .rows_per_wg = 2, .mode = PL_GEMV_STORE, .norm = 1,
+                                          .eps = 1e-6f, .bias = 1, .norm_out = 1, .parts = 1}, 2);
+            gemv_case(g, (pl_gemv_params){.type = t, .rows = 17, .cols = odd, .threads = 64,
+                                          .rows_per_wg = 4, .mode = PL_GEMV_GATE_UP, .up_out = 1,
+                                          .parts = 2, .rows_per_part = 12}, 1);
+            gemv_case(g, (pl_gemv_params){.type = t, .rows = 9, .cols = odd, .threads = 8,
+                                          .rows_per_wg = 1, .mode = PL_GEMV_ACCUM, .norm = 1,
+                                          .eps = 1e-5f, .bias = 1, .parts = 1}, 3);
         }
     }
     /* a head taller than one grid dimension: rows spread over a 2-D grid */
     uint32_t tall = pl_gpu_get_info(g)->max_groups_per_dim + 300;
-    gemv_case(g, (pl_gemv_params){PL_GW_F32, tall, 8, 8, 1, PL_GEMV_STORE, 0, 0, 0, 1, 0, 0});
+    gemv_case(g, (pl_gemv_params){.type = PL_GW_F32, .rows = tall, .cols = 8, .threads = 8,
+                                  .rows_per_wg = 1, .mode = PL_GEMV_STORE, .parts = 1}, 1);
     /* parameters a kernel cannot be built from are refused */
     char *src = NULL;
-    pl_gemv_params bad = {PL_GW_Q4_0, 10, 48, 64, 4, PL_GEMV_STORE, 0, 0, 0, 1, 0, 0};
+    pl_gemv_params bad = {.type = PL_GW_Q4_0, .rows = 10, .cols = 48, .threads = 64,
+                          .rows_per_wg = 4, .mode = PL_GEMV_STORE, .parts = 1};
     CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK && !src, "48 columns of Q4_0 accepted");
     bad.cols = 64, bad.threads = 48;
     CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "48 threads accepted");
     bad.threads = 64, bad.parts = 2, bad.rows_per_part = 6;
     CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "part of 6 rows with 4 rows per group accepted");
+    bad.parts = 1, bad.norm_out = 1;
+    CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "normalised-x output without the norm accepted");
 }
 
 /* ------------------------------------------------------------------ RMSNorm */
 
 static void test_rmsnorm(pl_gpu *g) {
-    const uint32_t ns[3] = {64, 172, 1000}, ts[3] = {64, 32, 256};
-    for (int i = 0; i < 3; i++) {
-        pl_rmsnorm_params p = {ns[i], ts[i], 1e-6f};
-        float *x = malloc(p.n * 4), *w = malloc(p.n * 4), *y = malloc(p.n * 4), *ref = malloc(p.n * 4);
-        gt_fill(x, p.n, -3, 3);
-        gt_fill(w, p.n, -2, 2);
-        pl_gpu_buf *bx = gt_buf(g, x, p.n * 4), *by = gt_buf(g, NULL, p.n * 4), *bw = gt_buf(g, w, p.n * 4);
+    const uint32_t cs[4] = {64, 172, 1000, 16}, ts[4] = {64, 32, 256, 16}, rows[4] = {1, 3, 2, 24};
+    for (int i = 0; i < 8; i++) {
+        pl_rmsnorm_params p = {cs[i % 4], ts[i % 4], 1e-6f, i >= 4};
+        uint32_t n = rows[i % 4] * p.cols;
+        float *x = malloc(n * 4), *w = malloc(p.cols * 4), *y = malloc(n * 4), *ref = malloc(n * 4);
+        gt_fill(x, n, -3, 3);
+        gt_fill(w, p.cols, -2, 2);
+        pl_gpu_args a = {{rows[i % 4]}};
+        pl_gpu_buf *bx = gt_buf(g, x, n * 4), *by = p.inplace ? NULL : gt_buf(g, NULL, n * 4);
+        pl_gpu_buf *bw = gt_buf(g, w, p.cols * 4), *ba = gt_args(g, &a);
         char *src = NULL;
         pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_rmsnorm(&p, &src), &src, "rmsnorm");
-        pl_gpu_ref refs[3] = {{bx, 0, 0}, {by, 0, 0}, {bw, 0, 0}};
-        if (k && gt_run(g, k, refs, 3, 1)) {
-            gt_read(g, by, y, p.n * 4);
-            pl_gpu_ref_rmsnorm(&p, x, w, ref);
+        pl_gpu_ref refs[4] = {{bx, 0, 0}, {by, 0, 0}, {bw, 0, 0}, {ba, 0, 0}};
+        if (p.inplace) refs[1] = refs[2], refs[2] = refs[3];
+        if (k && gt_run(g, k, refs, p.inplace ? 3 : 4, rows[i % 4])) {
+            gt_read(g, p.inplace ? bx : by, y, n * 4);
+            pl_gpu_ref_rmsnorm(&p, rows[i % 4], x, w, ref);
             int bad = 0;
-            for (uint32_t j = 0; j < p.n; j++) bad += !(fabsf(y[j] - ref[j]) <= 2e-6f * (fabsf(ref[j]) + 1e-3f));
-            CHECK(bad == 0, "rmsnorm n=%u: %d wrong (y0 %g vs %g)", p.n, bad, y[0], ref[0]);
+            for (uint32_t j = 0; j < n; j++) bad += !(fabsf(y[j] - ref[j]) <= 2e-6f * (fabsf(ref[j]) + 1e-3f));
+            CHECK(bad == 0, "rmsnorm %u x %u inplace %d: %d wrong (y0 %g vs %g)", rows[i % 4],
+                  p.cols, p.inplace, bad, y[0], ref[0]);
         }
         pl_gpu_kernel_free(k);
-        pl_gpu_buf_free(bx), pl_gpu_buf_free(by), pl_gpu_buf_free(bw);
+        pl_gpu_buf_free(bx), pl_gpu_buf_free(by), pl_gpu_buf_free(bw), pl_gpu_buf_free(ba);
         free(x), free(w), free(y), free(ref);
     }
 }
 
-/* ------------------------------------------------------------------ RoPE + cache */
+/* ------------------------------------------------------------------ RoPE */
 
-static float half_of(uint32_t w, int hi) { return pl_f16_to_f32((uint16_t)(hi ? w >> 16 : w)); }
-
-static void rope_case(pl_gpu *g, pl_rope_params p, float base) {
-    uint32_t HD = p.head_dim, nq = p.n_head * HD, nqkv = (p.n_head + 2 * p.n_kv_head) * HD;
-    size_t cw = (size_t)p.n_kv_head * p.ctx * HD / 2, tn = (size_t)p.ctx * (p.rot_dim / 2) * 2;
-    float *qkv = malloc(nqkv * 4), *tab = malloc(tn * 4 + 4), *qn = malloc(HD * 4), *kn = malloc(HD * 4);
-    float *qo = malloc(nq * 4), *qref = malloc(nq * 4);
-    uint32_t *kc = malloc(cw * 4), *vc = malloc(cw * 4), *kref = malloc(cw * 4), *vref = malloc(cw * 4);
-    gt_fill(qkv, nqkv, -2, 2);
-    gt_fill(qn, HD, 0.5f, 1.5f);
-    gt_fill(kn, HD, 0.5f, 1.5f);
-    pl_gpu_rope_table(p.ctx, p.rot_dim, base, tab);
-    memset(kref, 0xff, cw * 4);
-    memset(vref, 0xff, cw * 4);
-    pl_gpu_step st = {gt_u32() % p.ctx, 0, 0, 0};
-    st.n_kv = st.pos + 1;
-    pl_gpu_buf *b[8];
-    b[0] = gt_buf(g, qkv, nqkv * 4), b[1] = gt_buf(g, NULL, nq * 4);
-    b[2] = gt_buf(g, NULL, cw * 4), b[3] = gt_buf(g, NULL, cw * 4), b[4] = gt_buf(g, tab, tn * 4);
-    pl_gpu_buf *ub = NULL;
-    CHECK(pl_gpu_buf_new(g, sizeof st, PL_GPU_UNIFORM, "step", &ub) == PL_OK, "%s", pl_last_error());
-    CHECK(pl_gpu_write(g, ub, 0, &st, sizeof st) == PL_OK, "%s", pl_last_error());
-    b[5] = ub, b[6] = gt_buf(g, qn, HD * 4), b[7] = gt_buf(g, kn, HD * 4);
+static void rope_case(pl_gpu *g, pl_rope_params_gpu p, uint32_t n, float base, int factors) {
+    uint32_t positions = 64, pos0 = gt_u32() % (positions - n + 1);
+    uint32_t HD = p.head_dim, HDV = p.head_dim_v ? p.head_dim_v : HD;
+    size_t nx = (size_t)n * p.n_heads * HD, nv = (size_t)n * p.n_heads * HDV, tn = (size_t)positions * p.rot_dim;
+    size_t es = p.cache_f16 ? 2 : 4, kn = (size_t)positions * p.n_heads * HD, vn = (size_t)positions * p.n_heads * HDV;
+    float *x = malloc(nx * 4), *ref = malloc(nx * 4), *tab = malloc(tn * 4), fac[512], *nw = malloc(HD * 4);
+    float *v = malloc(nv * 4);
+    unsigned char *kc = malloc(kn * es), *vc = malloc(vn * es), *kr = malloc(kn * es), *vr = malloc(vn * es);
+    gt_fill(x, nx, -2, 2);
+    gt_fill(v, nv, -2, 2);
+    gt_fill(nw, HD, 0.5f, 1.5f);
+    gt_fill(fac, p.rot_dim / 2, 1, 8);
+    memset(kr, 0xff, kn * es), memset(vr, 0xff, vn * es); /* poison: untouched rows stay so */
+    pl_gpu_rope_table(positions, p.rot_dim, base, 0.5f, factors ? fac : NULL, tab);
+    pl_gpu_args a = {{pos0, n}};
+    pl_gpu_buf *bufs[8] = {0};
     pl_gpu_ref refs[8];
-    for (int i = 0; i < 8; i++) refs[i] = (pl_gpu_ref){b[i], 0, 0};
-    char *src = NULL, label[80];
-    snprintf(label, sizeof label, "rope %u/%u hd%u rot%u neox%d norm%d", p.n_head, p.n_kv_head, HD,
-             p.rot_dim, p.neox, p.qk_norm);
+    int nb = 0;
+    bufs[nb] = gt_buf(g, x, nx * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    bufs[nb] = gt_buf(g, tab, tn * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    if (p.norm) bufs[nb] = gt_buf(g, nw, HD * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    int ik = nb, iv = 0;
+    if (p.store) bufs[nb] = gt_buf(g, NULL, kn * es), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    if (p.store_v) {
+        bufs[nb] = gt_buf(g, v, nv * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+        iv = nb;
+        bufs[nb] = gt_buf(g, NULL, vn * es), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    }
+    bufs[nb] = gt_args(g, &a), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    char *src = NULL, label[120];
+    snprintf(label, sizeof label, "rope %u heads hd%u rot%u neox%d rows %u norm%d store%d/%d f16 %d",
+             p.n_heads, HD, p.rot_dim, p.neox, n, p.norm, p.store, p.store_v, p.cache_f16);
     pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_rope(&p, &src), &src, label);
-    if (k && gt_run(g, k, refs, p.qk_norm ? 8 : 6, p.n_head + p.n_kv_head)) {
-        gt_read(g, b[1], qo, nq * 4);
-        gt_read(g, b[2], kc, cw * 4);
-        gt_read(g, b[3], vc, cw * 4);
-        pl_gpu_ref_rope(&p, qkv, tab, st.pos, qn, kn, qref, kref, vref);
+    if (k && gt_run(g, k, refs, nb, n * p.n_heads)) {
+        float *y = malloc(nx * 4);
+        gt_read(g, bufs[0], y, nx * 4);
+        memcpy(ref, x, nx * 4);
+        pl_gpu_ref_rope(&p, tab, pos0, n, ref, nw, kr, v, vr);
         int bad = 0;
-        for (uint32_t i = 0; i < nq; i++) bad += !(fabsf(qo[i] - qref[i]) <= 1e-5f * (1 + fabsf(qref[i])));
-        CHECK(bad == 0, "%s: %d of q wrong (q0 %g vs %g)", label, bad, qo[0], qref[0]);
-        /* the new position holds k and v within an f16 rounding; every other slot untouched */
-        int kbad = 0, other = 0;
-        for (size_t i = 0; i < cw; i++) {
-            if (kref[i] == 0xffffffffu) {
-                other += kc[i] != 0xffffffffu || vc[i] != 0xffffffffu;
-                continue;
+        for (size_t i = 0; i < nx; i++) bad += !(fabsf(y[i] - ref[i]) <= 1e-6f * (2 + fabsf(ref[i])));
+        CHECK(bad == 0, "%s: %d wrong (%g vs %g)", label, bad, y[0], ref[0]);
+        for (int c = 0; c < 2; c++) {
+            if (!(c == 0 ? p.store : p.store_v)) continue;
+            size_t cn = c == 0 ? kn : vn;
+            unsigned char *got = c == 0 ? kc : vc, *want = c == 0 ? kr : vr;
+            gt_read(g, bufs[c == 0 ? ik : iv], got, cn * es);
+            int cb = 0;
+            for (size_t i = 0; i < cn; i++) {
+                if (es == 4) {
+                    float u, w;
+                    memcpy(&u, got + 4 * i, 4), memcpy(&w, want + 4 * i, 4);
+                    cb += memcmp(&u, &w, 4) != 0 && !(fabsf(u - w) <= 1e-6f * (2 + fabsf(w)));
+                } else {
+                    uint16_t u, w;
+                    memcpy(&u, got + 2 * i, 2), memcpy(&w, want + 2 * i, 2);
+                    /* a rotated value may differ in its last f32 bit, so its f16 by one step */
+                    cb += u != w && !(w != 0xffff && (u - w == 1 || w - u == 1));
+                }
             }
-            for (int h = 0; h < 2; h++) {
-                float a = half_of(kc[i], h), e = half_of(kref[i], h);
-                float va = half_of(vc[i], h), ve = half_of(vref[i], h);
-                kbad += !(fabsf(a - e) <= 1e-3f * fabsf(e) + 1e-6f);
-                kbad += !(fabsf(va - ve) <= 1e-3f * fabsf(ve) + 1e-6f);
-            }
+            CHECK(cb == 0, "%s: %s cache: %d wrong", label, c ? "V" : "K", cb);
         }
-        CHECK(kbad == 0 && other == 0, "%s: cache: %d wrong, %d other slots written", label, kbad, other);
+        free(y);
     }
     pl_gpu_kernel_free(k);
-    for (int i = 0; i < 8; i++) pl_gpu_buf_free(b[i]);
-    free(qkv), free(tab), free(qn), free(kn), free(qo), free(qref), free(kc), free(vc), free(kref), free(vref);
+    for (int i = 0; i < nb; i++) pl_gpu_buf_free(bufs[i]);
+    free(x), free(ref), free(tab), free(nw), free(v), free(kc), free(vc), free(kr), free(vr);
 }
 
 static void test_rope(pl_gpu *g) {
-    rope_case(g, (pl_rope_params){4, 2, 16, 16, 64, 1, 1, 1e-6f, 32}, 1e6f);
-    rope_case(g, (pl_rope_params){8, 4, 8, 8, 40, 0, 0, 0, 64}, 1e4f);
-    rope_case(g, (pl_rope_params){2, 2, 32, 16, 50, 1, 0, 0, 16}, 1e4f);
-    rope_case(g, (pl_rope_params){2, 1, 128, 128, 20, 1, 1, 1e-6f, 64}, 1e6f);
-    rope_case(g, (pl_rope_params){2, 2, 4, 4, 10, 0, 0, 0, 8}, 1e4f);
+    /* (heads, head dim, rot, neox, threads, norm, eps, store, store_v, f16, hdv) */
+    rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 32, 0, 0, 0, 0, 0, 0}, 1, 1e6f, 0);
+    rope_case(g, (pl_rope_params_gpu){8, 8, 8, 0, 64, 0, 0, 0, 0, 0, 0}, 5, 1e4f, 0);
+    rope_case(g, (pl_rope_params_gpu){2, 32, 16, 1, 16, 0, 0, 0, 0, 0, 0}, 3, 1e4f, 1);
+    rope_case(g, (pl_rope_params_gpu){2, 128, 128, 1, 64, 1, 1e-6f, 0, 0, 0, 0}, 2, 1e6f, 0);
+    rope_case(g, (pl_rope_params_gpu){2, 4, 4, 0, 8, 0, 0, 1, 1, 1, 4}, 1, 1e4f, 1);
+    rope_case(g, (pl_rope_params_gpu){4, 32, 32, 1, 32, 1, 1e-6f, 1, 1, 1, 32}, 3, 1e6f, 0);
+    rope_case(g, (pl_rope_params_gpu){2, 16, 8, 0, 32, 1, 1e-5f, 1, 1, 0, 8}, 2, 1e4f, 0);
+    rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 16, 0, 0, 1, 0, 1, 0}, 1, 1e4f, 0);
+}
+
+/* ------------------------------------------------------------------ copies */
+
+static size_t esize(pl_gpu_etype e) { return e == PL_GE_F16 ? 2 : 4; }
+
+static void copy_case(pl_gpu *g, pl_gpu_etype se, pl_gpu_etype de, int inplace, uint32_t src0,
+                      uint32_t dst0, uint32_t count) {
+    uint32_t ns = 200, nd = 200;
+    pl_copy_params p = {se, de, 32, inplace};
+    unsigned char *s = malloc(ns * 4), *d = malloc(nd * 4), *ref = malloc(nd * 4), *got = malloc(nd * 4);
+    for (uint32_t i = 0; i < ns; i++) {
+        if (se == PL_GE_F16) ((uint16_t *)s)[i] = gt_f16(-100, 100);
+        else if (se == PL_GE_F32) ((float *)s)[i] = gt_unif(-100, 100);
+        else ((int32_t *)s)[i] = (int32_t)gt_u32();
+    }
+    for (uint32_t i = 0; i < nd * 4; i++) d[i] = (unsigned char)gt_u32();
+    if (inplace) memcpy(d, s, ns * esize(se));
+    pl_gpu_args a = {{src0, dst0, count}};
+    pl_gpu_buf *bs = gt_buf(g, inplace ? d : s, ns * esize(se)), *bd = inplace ? NULL : gt_buf(g, d, nd * esize(de));
+    pl_gpu_buf *ba = gt_args(g, &a);
+    char *src = NULL, label[80];
+    snprintf(label, sizeof label, "copy %d->%d inplace %d [%u..+%u] -> %u", se, de, inplace, src0,
+             count, dst0);
+    pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_copy(&p, &src), &src, label);
+    pl_gpu_ref refs[3] = {{bs, 0, 0}, {bd, 0, 0}, {ba, 0, 0}};
+    if (inplace) refs[1] = refs[2];
+    if (k && gt_run(g, k, refs, inplace ? 2 : 3, pl_copy_groups(&p, dst0, count))) {
+        size_t bytes = nd * esize(de);
+        if (inplace) bytes = ns * esize(se);
+        gt_read(g, inplace ? bs : bd, got, bytes);
+        memcpy(ref, d, bytes);
+        pl_gpu_ref_copy(&p, inplace ? d : s, ref, src0, dst0, count);
+        /* f32 -> f16 may round either way on some devices: allow one f16 step there */
+        int bad = 0;
+        for (size_t i = 0; i < bytes / esize(de); i++) {
+            if (de == PL_GE_F16) {
+                uint16_t x = ((uint16_t *)got)[i], y = ((uint16_t *)ref)[i];
+                bad += x != y && !(se == PL_GE_F32 && (x - y == 1 || y - x == 1));
+            } else {
+                bad += memcmp(got + 4 * i, ref + 4 * i, 4) != 0;
+            }
+        }
+        CHECK(bad == 0, "%s: %d elements wrong", label, bad);
+    }
+    pl_gpu_kernel_free(k);
+    pl_gpu_buf_free(bs), pl_gpu_buf_free(bd), pl_gpu_buf_free(ba);
+    free(s), free(d), free(ref), free(got);
+}
+
+static void test_copy(pl_gpu *g) {
+    copy_case(g, PL_GE_F32, PL_GE_F32, 0, 3, 17, 100);
+    copy_case(g, PL_GE_I32, PL_GE_I32, 0, 0, 5, 1);
+    copy_case(g, PL_GE_F32, PL_GE_F16, 0, 1, 7, 64);  /* odd start: a shared first word */
+    copy_case(g, PL_GE_F32, PL_GE_F16, 0, 0, 10, 33); /* odd end */
+    copy_case(g, PL_GE_F16, PL_GE_F16, 0, 5, 2, 99);
+    copy_case(g, PL_GE_F16, PL_GE_F32, 0, 9, 0, 150);
+    copy_case(g, PL_GE_F32, PL_GE_F32, 1, 0, 120, 50);
+    copy_case(g, PL_GE_F16, PL_GE_F16, 1, 1, 151, 40);
 }
 
 /* ------------------------------------------------------------------ attention */
 
-static void attn_case(pl_gpu *g, pl_attn_params p, uint32_t n_kv) {
-    uint32_t HD = p.head_dim, nq = p.n_head * HD, maxs = (p.ctx + p.chunk - 1) / p.chunk;
-    size_t cw = (size_t)p.n_kv_head * p.ctx * HD / 2, pn = (size_t)p.n_head * maxs * (HD + 2);
-    float *q = malloc(nq * 4), *o = malloc(nq * 4), *ref = malloc(nq * 4);
-    uint32_t *kc = malloc(cw * 4), *vc = malloc(cw * 4);
-    gt_fill(q, nq, -1, 1);
-    for (size_t i = 0; i < cw; i++) {
-        kc[i] = gt_f16(-2, 2) | (uint32_t)gt_f16(-2, 2) << 16;
-        vc[i] = gt_f16(-1, 1) | (uint32_t)gt_f16(-1, 1) << 16;
+static void attn_case(pl_gpu *g, pl_attn_params_gpu p, uint32_t ctx, uint32_t pos0, uint32_t nrows) {
+    uint32_t HD = p.head_dim, HDV = p.head_dim_v, nq = p.n_head * HD, no = p.n_head * HDV;
+    size_t es = p.kv_f16 ? 2 : 4, kn = (size_t)ctx * p.n_kv_head * HD, vn = (size_t)ctx * p.n_kv_head * HDV;
+    size_t pn = (size_t)p.block_rows * p.n_head * p.max_splits * (HDV + 2);
+    float *q = malloc((size_t)nrows * nq * 4), *o = malloc((size_t)nrows * no * 4), *ref = malloc((size_t)nrows * no * 4);
+    unsigned char *kc = malloc(kn * es), *vc = malloc(vn * es);
+    gt_fill(q, (size_t)nrows * nq, -1, 1);
+    for (size_t i = 0; i < kn; i++) {
+        if (p.kv_f16) ((uint16_t *)kc)[i] = gt_f16(-2, 2);
+        else ((float *)kc)[i] = gt_unif(-2, 2);
     }
-    pl_gpu_step st = {n_kv - 1, n_kv, pl_attn_splits(&p, n_kv), 0};
-    pl_gpu_buf *bq = gt_buf(g, q, nq * 4), *bk = gt_buf(g, kc, cw * 4), *bv = gt_buf(g, vc, cw * 4);
-    pl_gpu_buf *bo = gt_buf(g, NULL, nq * 4), *bp = gt_buf(g, NULL, pn * 4), *ub = NULL;
-    CHECK(pl_gpu_buf_new(g, sizeof st, PL_GPU_UNIFORM, "step", &ub) == PL_OK, "%s", pl_last_error());
-    CHECK(pl_gpu_write(g, ub, 0, &st, sizeof st) == PL_OK, "%s", pl_last_error());
-    char *src = NULL, label[96];
-    snprintf(label, sizeof label, "attn %u/%u hd%u chunk%u T%u n_kv %u", p.n_head, p.n_kv_head, HD,
-             p.chunk, p.threads, n_kv);
+    for (size_t i = 0; i < vn; i++) {
+        if (p.kv_f16) ((uint16_t *)vc)[i] = gt_f16(-1, 1);
+        else ((float *)vc)[i] = gt_unif(-1, 1);
+    }
+    pl_gpu_buf *bq = gt_buf(g, q, (size_t)nrows * nq * 4), *bk = gt_buf(g, kc, kn * es), *bv = gt_buf(g, vc, vn * es);
+    pl_gpu_buf *bo = gt_buf(g, NULL, (size_t)nrows * no * 4), *bp = gt_buf(g, NULL, pn * 4);
+    char *src = NULL, label[112];
+    snprintf(label, sizeof label, "attn %u/%u hd%u/%u chunk%u T%u f16 %d pos0 %u rows %u", p.n_head,
+             p.n_kv_head, HD, HDV, p.chunk, p.threads, p.kv_f16, pos0, nrows);
     pl_gpu_kernel *ka = gt_kernel(g, pl_wgsl_attn(&p, &src), &src, label);
-    pl_attn_combine_params cp = {p.n_head, HD, p.ctx, p.chunk, 64};
+    pl_attn_combine_params cp = {p.n_head, HDV, p.max_splits, 64};
     pl_gpu_kernel *kc2 = gt_kernel(g, pl_wgsl_attn_combine(&cp, &src), &src, "combine");
-    pl_gpu_ref ra[6] = {{bq, 0, 0}, {bk, 0, 0}, {bv, 0, 0}, {bo, 0, 0}, {bp, 0, 0}, {ub, 0, 0}};
-    pl_gpu_ref rc[3] = {{bp, 0, 0}, {bo, 0, 0}, {ub, 0, 0}};
-    pl_gpu_bind *ba = NULL, *bc = NULL;
-    if (ka && kc2 && pl_gpu_bind_new(g, ka, ra, 6, &ba) == PL_OK &&
-        pl_gpu_bind_new(g, kc2, rc, 3, &bc) == PL_OK) {
-        pl_gpu_begin(g);
-        pl_gpu_dispatch(g, ka, ba, p.n_head * st.n_splits);
-        if (st.n_splits > 1) pl_gpu_dispatch(g, kc2, bc, p.n_head);
-        CHECK(pl_gpu_submit(g) == PL_OK, "%s", pl_last_error());
-        gt_read(g, bo, o, nq * 4);
-        pl_gpu_ref_attn(&p, q, kc, vc, n_kv, ref);
-        int bad = 0;
-        for (uint32_t i = 0; i < nq; i++) bad += !(fabsf(o[i] - ref[i]) <= 2e-5f);
-        CHECK(bad == 0, "%s (%u splits): %d wrong (o0 %g vs %g)", label, st.n_splits, bad, o[0], ref[0]);
-    } else {
-        CHECK(0, "%s: %s", label, pl_last_error());
+    int ok = ka && kc2;
+    /* blocks of block_rows query rows, as the backend issues them */
+    for (uint32_t r0 = 0; ok && r0 < nrows; r0 += p.block_rows) {
+        uint32_t nr = nrows - r0 < p.block_rows ? nrows - r0 : p.block_rows;
+        uint32_t ns = (pos0 + r0 + nr + p.chunk - 1) / p.chunk;
+        pl_gpu_args a = {{pos0, r0, nr, ns}};
+        pl_gpu_buf *ba = gt_args(g, &a);
+        pl_gpu_ref ra[6] = {{bq, 0, 0}, {bk, 0, 0}, {bv, 0, 0}, {bo, 0, 0}, {bp, 0, 0}, {ba, 0, 0}};
+        pl_gpu_ref rc[3] = {{bp, 0, 0}, {bo, 0, 0}, {ba, 0, 0}};
+        pl_gpu_bind *b1 = NULL, *b2 = NULL;
+        ok = pl_gpu_bind_new(g, ka, ra, 6, &b1) == PL_OK && pl_gpu_bind_new(g, kc2, rc, 3, &b2) == PL_OK;
+        if (ok) {
+            pl_gpu_begin(g);
+            pl_gpu_dispatch(g, ka, b1, nr * p.n_head * ns);
+            if (ns > 1) pl_gpu_dispatch(g, kc2, b2, nr * p.n_head);
+            ok = pl_gpu_submit(g) == PL_OK;
+        }
+        CHECK(ok, "%s: %s", label, pl_last_error());
+        pl_gpu_bind_free(b1), pl_gpu_bind_free(b2), pl_gpu_buf_free(ba);
     }
-    pl_gpu_bind_free(ba), pl_gpu_bind_free(bc);
+    if (ok) {
+        gt_read(g, bo, o, (size_t)nrows * no * 4);
+        pl_gpu_ref_attn(&p, q, kc, vc, pos0, 0, nrows, ref);
+        int bad = 0;
+        for (size_t i = 0; i < (size_t)nrows * no; i++) bad += !(fabsf(o[i] - ref[i]) <= 2e-5f);
+        CHECK(bad == 0, "%s: %d wrong (o0 %g vs %g)", label, bad, o[0], ref[0]);
+    }
     pl_gpu_kernel_free(ka), pl_gpu_kernel_free(kc2);
-    pl_gpu_buf_free(bq), pl_gpu_buf_free(bk), pl_gpu_buf_free(bv), pl_gpu_buf_free(bo);
-    pl_gpu_buf_free(bp), pl_gpu_buf_free(ub);
+    pl_gpu_buf_free(bq), pl_gpu_buf_free(bk), pl_gpu_buf_free(bv), pl_gpu_buf_free(bo), pl_gpu_buf_free(bp);
     free(q), free(o), free(ref), free(kc), free(vc);
 }
 
 static void test_attn(pl_gpu *g) {
-    pl_attn_params a = {4, 2, 16, 64, 16, 32, 0.25f};
-    const uint32_t lens[5] = {1, 7, 16, 17, 50};
-    for (int i = 0; i < 5; i++) attn_case(g, a, lens[i]);
-    attn_case(g, (pl_attn_params){2, 1, 128, 160, 64, 128, 0.0883883476f}, 150);
-    attn_case(g, (pl_attn_params){8, 4, 8, 40, 8, 64, 0.35355339f}, 33);
-    attn_case(g, (pl_attn_params){4, 4, 32, 300, 256, 256, 0.17677669f}, 299);
+    /* (heads, kv heads, head dim, value head dim, max splits, block rows, chunk, threads, f16, scale) */
+    pl_attn_params_gpu a = {4, 2, 16, 16, 4, 4, 16, 32, 1, 0.25f};
+    const uint32_t pos[5] = {0, 6, 15, 16, 49};
+    for (int i = 0; i < 5; i++) attn_case(g, a, 64, pos[i], 1);
+    attn_case(g, a, 64, 10, 7); /* prefill rows in two blocks, causal per row */
+    a.kv_f16 = 0;
+    attn_case(g, a, 64, 30, 3);
+    attn_case(g, (pl_attn_params_gpu){2, 1, 128, 128, 3, 1, 64, 128, 1, 0.0883883476f}, 160, 149, 1);
+    attn_case(g, (pl_attn_params_gpu){8, 4, 8, 8, 5, 2, 8, 64, 1, 0.35355339f}, 40, 32, 1);
+    attn_case(g, (pl_attn_params_gpu){4, 4, 32, 16, 2, 1, 256, 256, 0, 0.17677669f}, 300, 298, 1);
+    attn_case(g, (pl_attn_params_gpu){2, 2, 4, 4, 1, 8, 64, 16, 1, 0.5f}, 10, 0, 8);
 }
 
 /* ------------------------------------------------------------------ top-k */
 
-static void topk_case(pl_gpu *g, uint32_t n, uint32_t k) {
-    double tstart = pl_gpu_now();
-    float *x = malloc(n * 4);
-    for (uint32_t i = 0; i < n; i++) {
+static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals) {
+    size_t nx = (size_t)n * (rows + 1);
+    float *x = malloc(nx * 4);
+    for (size_t i = 0; i < nx; i++) {
         uint32_t r = gt_u32();
         /* few distinct values so ties are common, plus NaNs and infinities */
         x[i] = (float)(r % 23) - 11.0f;
         if (r % 97 == 0) x[i] = NAN;
         if (r % 101 == 0) x[i] = -INFINITY;
     }
+    uint32_t row0 = 1, dst0 = 2; /* skip a row of x and two ids: offsets are honoured */
     pl_topk_params s1 = {n, k, 256, 64, 0, 0};
-    uint32_t groups = pl_topk_groups(&s1);
-    pl_topk_params s2 = {groups * k, k, 0, 64, 1, 1};
-    pl_gpu_buf *bx = gt_buf(g, x, n * 4), *bp = gt_buf(g, NULL, groups * k * 8);
-    pl_gpu_buf *bo = gt_buf(g, NULL, k * 8), *bi = gt_buf(g, NULL, k * 4);
+    uint32_t nc = pl_topk_chunks(&s1);
+    pl_topk_params s2 = {nc * k, k, 0, 64, 1, vals};
+    pl_gpu_args a1 = {{row0, rows}}, a2 = {{dst0, rows}};
+    pl_gpu_buf *bx = gt_buf(g, x, nx * 4), *bp = gt_buf(g, NULL, (size_t)rows * nc * k * 8);
+    pl_gpu_buf *bi = gt_buf(g, NULL, (dst0 + rows * k) * 4), *bv = gt_buf(g, NULL, rows * k * 4);
+    pl_gpu_buf *ba1 = gt_args(g, &a1), *ba2 = gt_args(g, &a2);
     char *src = NULL;
     pl_gpu_kernel *k1 = gt_kernel(g, pl_wgsl_topk(&s1, &src), &src, "topk1");
     pl_gpu_kernel *k2 = gt_kernel(g, pl_wgsl_topk(&s2, &src), &src, "topk2");
-    pl_gpu_ref r1[2] = {{bx, 0, 0}, {bp, 0, 0}}, r2[3] = {{bp, 0, 0}, {bo, 0, 0}, {bi, 0, 0}};
+    pl_gpu_ref r1[3] = {{bx, 0, 0}, {bp, 0, 0}, {ba1, 0, 0}};
+    pl_gpu_ref r2[4] = {{bp, 0, 0}, {bi, 0, 0}, {bv, 0, 0}, {ba2, 0, 0}};
+    if (!vals) r2[2] = r2[3];
     pl_gpu_bind *b1 = NULL, *b2 = NULL;
-    if (k1 && k2 && pl_gpu_bind_new(g, k1, r1, 2, &b1) == PL_OK && pl_gpu_bind_new(g, k2, r2, 3, &b2) == PL_OK) {
+    if (k1 && k2 && pl_gpu_bind_new(g, k1, r1, 3, &b1) == PL_OK &&
+        pl_gpu_bind_new(g, k2, r2, vals ? 4 : 3, &b2) == PL_OK) {
         pl_gpu_begin(g);
-        pl_gpu_dispatch(g, k1, b1, groups);
-        pl_gpu_dispatch(g, k2, b2, 1);
+        pl_gpu_dispatch(g, k1, b1, rows * nc);
+        pl_gpu_dispatch(g, k2, b2, rows);
         CHECK(pl_gpu_submit(g) == PL_OK, "%s", pl_last_error());
-        uint32_t *pairs = malloc(k * 8), *ids = malloc(k * 4), *rid = malloc(k * 4);
-        float *rv = malloc(k * 4);
-        gt_read(g, bo, pairs, k * 8);
-        gt_read(g, bi, ids, k * 4);
-        pl_gpu_ref_topk(x, n, k, rv, rid);
+        int32_t *ids = malloc((dst0 + rows * k) * 4);
+        float *gv = malloc(rows * k * 4), *rv = malloc(k * 4);
+        uint32_t *rid = malloc(k * 4);
+        gt_read(g, bi, ids, (dst0 + rows * k) * 4);
+        if (vals) gt_read(g, bv, gv, rows * k * 4);
         int bad = 0;
-        for (uint32_t j = 0; j < k; j++) {
-            float v;
-            memcpy(&v, &pairs[2 * j], 4);
-            bad += pairs[2 * j + 1] != rid[j] || ids[j] != rid[j] || memcmp(&v, &rv[j], 4) != 0;
+        for (uint32_t r = 0; r < rows; r++) {
+            pl_gpu_ref_topk(x + (size_t)(row0 + r) * n, n, k, rv, rid);
+            for (uint32_t j = 0; j < k; j++) {
+                bad += ids[dst0 + r * k + j] != (int32_t)rid[j];
+                if (vals) bad += memcmp(&gv[r * k + j], &rv[j], 4) != 0;
+            }
         }
-        CHECK(bad == 0, "top-%u of %u: %d differ (first id %u vs %u)", k, n, bad, ids[0], rid[0]);
-        free(pairs), free(ids), free(rid), free(rv);
+        CHECK(bad == 0, "top-%u of %u x %u rows: %d differ", k, n, rows, bad);
+        free(ids), free(gv), free(rv), free(rid);
     } else {
         CHECK(0, "top-k: %s", pl_last_error());
     }
     pl_gpu_bind_free(b1), pl_gpu_bind_free(b2);
     pl_gpu_kernel_free(k1), pl_gpu_kernel_free(k2);
-    pl_gpu_buf_free(bx), pl_gpu_buf_free(bp), pl_gpu_buf_free(bo), pl_gpu_buf_free(bi);
+    pl_gpu_buf_free(bx), pl_gpu_buf_free(bp), pl_gpu_buf_free(bi), pl_gpu_buf_free(bv);
+    pl_gpu_buf_free(ba1), pl_gpu_buf_free(ba2);
     free(x);
-    if (getenv("GT_TIME")) fprintf(stderr, "topk %u %u: %.3fs\n", n, k, pl_gpu_now() - tstart);
 }
 
 static void test_topk(pl_gpu *g) {
-    topk_case(g, 1, 1);
-    topk_case(g, 2, 3); /* fewer values than k: the rest are (-inf, none) */
-    topk_case(g, 100, 1);
-    topk_case(g, 1000, 5);
-    topk_case(g, 5000, 40);
-    topk_case(g, 70000, 1);
+    topk_case(g, 1, 1, 1, 0);
+    topk_case(g, 2, 3, 1, 1); /* fewer values than k: the rest are (-inf, -1) */
+    topk_case(g, 100, 1, 3, 0);
+    topk_case(g, 1000, 5, 1, 1);
+    topk_case(g, 5000, 40, 1, 1);
+    topk_case(g, 70000, 1, 2, 0);
 }
 
 /* ------------------------------------------------------------------ embedding */
 
 static void embed_case(pl_gpu *g, pl_gpu_wtype t, uint32_t cols, uint32_t parts) {
-    uint32_t rows = 50, rpp = parts == 2 ? 28 : 20;
+    uint32_t rows = 50, rpp = parts == 2 ? 28 : 20, n = 4;
     mat m = make_mat(t, rows, cols);
-    pl_embed_params p = {t, rows, cols, 64, parts, parts > 1 ? rpp : 0, 1, t == PL_GW_F32 ? 1.0f : 0.5f};
-    uint32_t ids[3] = {gt_u32(), gt_u32() % rows, gt_u32()};
-    pl_gpu_buf *bufs[10] = {0};
-    pl_gpu_ref refs[10];
+    pl_embed_params p = {t, rows, cols, 64, parts, parts > 1 ? rpp : 0};
+    int32_t ids[4] = {(int32_t)(gt_u32() % rows), -3, (int32_t)rows, (int32_t)(gt_u32() % rows)};
+    pl_gpu_buf *bufs[12] = {0};
+    pl_gpu_ref refs[12];
     int nb = 0;
     bufs[nb] = gt_buf(g, ids, sizeof ids), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
-    bufs[nb] = gt_buf(g, NULL, cols * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    bufs[nb] = gt_buf(g, NULL, n * cols * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     pl_gpu_ref_mat rm;
     for (uint32_t q = 0; q < parts; q++) {
         uint32_t r0 = parts > 1 ? q * rpp : 0, r1 = parts > 1 && r0 + rpp < rows ? r0 + rpp : rows;
@@ -459,14 +614,16 @@ static void embed_case(pl_gpu *g, pl_gpu_wtype t, uint32_t cols, uint32_t parts)
         bufs[nb] = qb, refs[nb] = (pl_gpu_ref){qb, 0, 0}, nb++;
         if (sb) bufs[nb] = sb, refs[nb] = (pl_gpu_ref){sb, 0, 0}, nb++;
     }
+    pl_gpu_args a = {{n}};
+    bufs[nb] = gt_args(g, &a), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     char *src = NULL;
     pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_embed(&p, &src), &src, "embed");
-    if (k && gt_run(g, k, refs, nb, 1)) {
-        float *x = malloc(cols * 4), *ref = malloc(cols * 4);
-        gt_read(g, bufs[1], x, cols * 4);
-        pl_gpu_ref_embed(&p, &rm, ids[1], ref);
-        CHECK(!memcmp(x, ref, cols * 4), "embed type %d parts %u id %u: x0 %g vs %g", t, parts,
-              ids[1], x[0], ref[0]);
+    if (k && gt_run(g, k, refs, nb, n)) {
+        float *x = malloc(n * cols * 4), *ref = malloc(n * cols * 4);
+        gt_read(g, bufs[1], x, n * cols * 4);
+        pl_gpu_ref_embed(&p, &rm, ids, n, ref);
+        CHECK(!memcmp(x, ref, n * cols * 4), "embed type %d parts %u: x0 %g vs %g", t, parts, x[0],
+              ref[0]);
         free(x), free(ref);
     }
     pl_gpu_kernel_free(k);
@@ -483,6 +640,48 @@ static void test_embed(pl_gpu *g) {
     embed_case(g, PL_GW_Q4_0, 96, 3);
     embed_case(g, PL_GW_Q8_0, 64, 1);
     embed_case(g, PL_GW_Q8_0, 96, 2);
+}
+
+/* ------------------------------------------------------------------ element-wise */
+
+static void test_ew(pl_gpu *g) {
+    for (int op = 0; op < 2; op++) {
+        for (int alias = 0; alias < 4; alias++) {
+            uint32_t n = 300;
+            float *a = malloc(n * 4), *b = malloc(n * 4), *o = malloc(n * 4), *ref = malloc(n * 4);
+            gt_fill(a, n, -6, 6);
+            gt_fill(b, n, -2, 2);
+            pl_ew_params p = {(pl_ew_op)op, alias, 64};
+            pl_gpu_args args = {{n - 7}}; /* the last values must stay untouched */
+            pl_gpu_buf *ba = gt_buf(g, a, n * 4), *bb = alias == 3 ? NULL : gt_buf(g, b, n * 4);
+            pl_gpu_buf *bo = alias == 0 ? gt_buf(g, NULL, n * 4) : NULL, *bg = gt_args(g, &args);
+            pl_gpu_ref refs[4];
+            int nb = 0;
+            refs[nb++] = (pl_gpu_ref){ba, 0, 0};
+            if (bb) refs[nb++] = (pl_gpu_ref){bb, 0, 0};
+            if (bo) refs[nb++] = (pl_gpu_ref){bo, 0, 0};
+            refs[nb++] = (pl_gpu_ref){bg, 0, 0};
+            char *src = NULL;
+            pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_ew(&p, &src), &src, "ew");
+            if (k && gt_run(g, k, refs, nb, (n + 63) / 64)) {
+                pl_gpu_buf *res = alias == 0 ? bo : alias == 2 ? bb : ba;
+                gt_read(g, res, o, n * 4);
+                const float *rb = alias == 3 ? a : b;
+                memcpy(ref, alias == 0 ? o : alias == 2 ? b : a, n * 4);
+                if (alias == 0) for (uint32_t i = n - 7; i < n; i++) memset(&ref[i], 0xff, 4);
+                pl_gpu_ref_ew(p.op, a, rb, n - 7, ref);
+                int bad = 0;
+                for (uint32_t i = 0; i < n; i++) {
+                    if (i >= n - 7) bad += memcmp(&o[i], &ref[i], 4) != 0;
+                    else bad += !(fabsf(o[i] - ref[i]) <= 1e-6f * (1 + fabsf(ref[i])));
+                }
+                CHECK(bad == 0, "element-wise op %d alias %d: %d wrong", op, alias, bad);
+            }
+            pl_gpu_kernel_free(k);
+            pl_gpu_buf_free(ba), pl_gpu_buf_free(bb), pl_gpu_buf_free(bo), pl_gpu_buf_free(bg);
+            free(a), free(b), free(o), free(ref);
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ Q8_0 requantiser */
@@ -513,11 +712,11 @@ static void run_tests(void) {
     fprintf(stderr, "%d GEMV variants %.2fs\n", n_gemv_cases, pl_gpu_now() - t0);
     test_rmsnorm(g);
     test_rope(g);
-    fprintf(stderr, "rmsnorm+rope %.2fs\n", pl_gpu_now() - t0);
+    test_copy(g);
     test_attn(g);
-    fprintf(stderr, "attn %.2fs\n", pl_gpu_now() - t0);
     test_topk(g);
-    fprintf(stderr, "topk %.2fs\n", pl_gpu_now() - t0);
     test_embed(g);
+    test_ew(g);
+    fprintf(stderr, "all %.2fs\n", pl_gpu_now() - t0);
     pl_gpu_close(g);
 }

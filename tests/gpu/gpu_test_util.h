@@ -9,6 +9,7 @@
 
 #include "format/quant.h"
 #include "gpu/device.h"
+#include "gpu/wgsl_gen.h"
 
 /* Open the GPU. Without an adapter this FAILS (CI installs lavapipe); only an explicit
  * POOLED_SKIP_GPU=1 outside CI skips, and then nothing is counted as passed. */
@@ -63,6 +64,17 @@ static inline pl_gpu_buf *gt_buf(pl_gpu *g, const void *data, size_t bytes) {
     }
     if (n) CHECK(pl_gpu_write(g, b, 0, tmp, n) == PL_OK, "write: %s", pl_last_error());
     free(tmp);
+    return b;
+}
+
+/* A uniform buffer holding the per-dispatch arguments. */
+static inline pl_gpu_buf *gt_args(pl_gpu *g, const pl_gpu_args *a) {
+    pl_gpu_buf *b = NULL;
+    if (pl_gpu_buf_new(g, sizeof *a, PL_GPU_UNIFORM, "args", &b) != PL_OK) {
+        CHECK(0, "args buffer: %s", pl_last_error());
+        return NULL;
+    }
+    CHECK(pl_gpu_write(g, b, 0, a, sizeof *a) == PL_OK, "write: %s", pl_last_error());
     return b;
 }
 

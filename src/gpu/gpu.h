@@ -1,0 +1,33 @@
+/* gpu.h - the WebGPU backend: backend.h's ops on a GPU through our WGSL kernels.
+ *
+ * Ops are recorded, not run: a whole token's work goes into one command buffer, submitted
+ * once when the host reads a result (the sampled id) or writes input. Neighbouring ops are
+ * fused (RMSNorm into the next projections, gate/up/SwiGLU, q/k norm + RoPE + KV store)
+ * unless fusion is turned off; a test pins that both give the same ids.
+ *
+ * Opening runs a self-test of every kernel family against its CPU reference (kernel_ref.h)
+ * and fails with the reason if a pipeline is rejected or a result is wrong, so a caller
+ * can fall back to the CPU. */
+#ifndef PL_GPU_GPU_H
+#define PL_GPU_GPU_H
+
+#include "../backend/backend.h"
+
+typedef struct {
+    const char *dawn_lib; /* NULL: default search (device.h) */
+    int no_fuse;          /* 1: one kernel per op (the simple path the fused one is checked against) */
+    int no_tune;          /* 1: skip the load-time autotune, use the built-in choices */
+    int no_selftest;      /* 1: skip the self-test (tests that run the kernels themselves) */
+} pl_gpu_backend_opts;
+
+/* Open the GPU and make a backend; o may be NULL. Environment: POOLED_GPU_FUSE=0 turns
+ * fusion off. Fails (with the reason) without a usable adapter or if the self-test fails. */
+pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out);
+
+/* True when the backend's adapter is a software rasteriser (lavapipe): correct, slow. */
+int pl_gpu_backend_is_software(const pl_backend *be);
+
+/* Dispatches and submits recorded so far (for benchmarks and notes). */
+void pl_gpu_backend_counters(const pl_backend *be, uint64_t *dispatches, uint64_t *submits);
+
+#endif

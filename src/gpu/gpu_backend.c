@@ -1,0 +1,396 @@
+/* gpu_backend.c - the WebGPU backend's buffers, host reads and writes, and the recording
+ * of ops into the queue that a read or write flushes as one command buffer (see
+ * gpu_internal.h for the flow, gpu_fuse.c and gpu_encode.c for what a flush does). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_internal.h"
+#include "repack.h"
+#include "selftest.h"
+
+#define UPLOAD_CHUNK (8u << 20) /* bytes of repacked weights per write */
+#define ARGS_SLOTS 4096
+
+static gpu_backend *gbe(pl_backend *be) { return (gpu_backend *)be; }
+
+void pl_gpu_retire(gpu_backend *gb, pl_gpu_buf *b) {
+    if (!b) return;
+    pl_gpu_forget_buf(gb, b);
+    if (gb->n_retired == (int)(sizeof gb->retired / sizeof gb->retired[0])) {
+        /* full: wait for the GPU, then nothing can still use them */
+        pl_gpu_finish(gb->g);
+        for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
+        gb->n_retired = 0;
+    }
+    gb->retired[gb->n_retired++] = b;
+}
+
+/* ------------------------------------------------------------------ flush */
+
+/* Fuse and record the queue, write the arguments, submit. With rb, also copy
+ * [off, off+n) of src into the read-back buffer in the same command buffer. */
+static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t n) {
+    pl_status st = PL_OK;
+    if (!gb->n_ops && !src) return PL_OK;
+    pl_gpu_fuse(gb);
+    pl_gpu_begin(gb->g);
+    for (int i = 0; i < gb->n_ops && st == PL_OK; i++)
+        if (!gb->ops[i].dead) st = pl_gpu_encode_op(gb, &gb->ops[i]);
+    gb->n_ops = 0;
+    if (st == PL_OK && src) {
+        if (!gb->readback || pl_gpu_buf_size(gb->readback) < n) {
+            pl_gpu_retire(gb, gb->readback);
+            gb->readback = NULL;
+            st = pl_gpu_buf_new(gb->g, n < 4096 ? 4096 : n, PL_GPU_READBACK, "read back",
+                                &gb->readback);
+        }
+        if (st == PL_OK) pl_gpu_copy(gb->g, src->buf, off, gb->readback, 0, n);
+    }
+    if (st == PL_OK && gb->args_used)
+        st = pl_gpu_write(gb->g, gb->args, 0, gb->args_host, (size_t)gb->args_used * gb->args_stride);
+    gb->args_used = 0;
+    pl_status s2 = pl_gpu_submit(gb->g); /* always: ends the recording */
+    if (st == PL_OK) st = s2;
+    if (gb->n_retired) {
+        if (pl_gpu_finish(gb->g) == PL_OK || st != PL_OK)
+            for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
+        gb->n_retired = 0;
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------ buffers */
+
+static size_t esize(uint32_t type) { return type == PL_TYPE_F16 ? 2 : 4; }
+
+static pl_status buf_new(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1, pl_buf **out) {
+    gpu_backend *gb = gbe(be);
+    gbuf *b = calloc(1, sizeof *b);
+    if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    b->h = (pl_buf){.be = be, .type = type, .ne0 = ne0, .ne1 = ne1};
+    b->bytes = ((uint64_t)ne0 * (uint64_t)ne1 * esize(type) + 15) & ~(uint64_t)15;
+    if (pl_gpu_buf_new(gb->g, b->bytes, PL_GPU_STORAGE, "activations", &b->buf) != PL_OK) {
+        free(b);
+        return PL_ERR_NOMEM;
+    }
+    *out = &b->h;
+    return PL_OK;
+}
+
+/* Upload rows [r0, r1) of a weight into part buffers q/s at row offset `local`. */
+static pl_status upload_rows(gpu_backend *gb, gbuf *b, const unsigned char *src, int64_t row_bytes,
+                             uint32_t r0, uint32_t r1, int part, uint32_t local, void *qtmp,
+                             uint16_t *stmp, float *ftmp) {
+    uint32_t cols = (uint32_t)b->h.ne0, n = r1 - r0;
+    if (pl_gpu_repack_rows(b->h.type, src + (uint64_t)r0 * row_bytes, cols, n, b->wt, qtmp, stmp,
+                           ftmp) != PL_OK)
+        return PL_ERR_FORMAT;
+    uint64_t qb = pl_gpu_quant_bytes(b->wt, cols, n), sb = pl_gpu_scale_bytes(b->wt, cols, n);
+    uint64_t qo = pl_gpu_quant_bytes(b->wt, cols, local), so = pl_gpu_scale_bytes(b->wt, cols, local);
+    /* writes are whole words: pad the tail (the buffers are sized in words) */
+    size_t qw = (size_t)((qb + 3) & ~3ull), sw = (size_t)((sb + 3) & ~3ull);
+    memset((char *)qtmp + qb, 0, qw - qb);
+    if (sb) memset((char *)stmp + sb, 0, sw - sb);
+    if (pl_gpu_write(gb->g, b->q[part], qo, qtmp, qw) != PL_OK) return PL_ERR;
+    if (sb && pl_gpu_write(gb->g, b->s[part], so, stmp, sw) != PL_OK) return PL_ERR;
+    return PL_OK;
+}
+
+static pl_status buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1,
+                            const void *data, pl_buf **out) {
+    gpu_backend *gb = gbe(be);
+    if (ne0 > UINT32_MAX || ne1 > UINT32_MAX)
+        return pl_fail(PL_ERR_FORMAT, "GPU: weight of %lld x %lld is too big", (long long)ne1,
+                       (long long)ne0);
+    gbuf *b = calloc(1, sizeof *b);
+    if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    b->h = (pl_buf){.be = be, .type = type, .ne0 = ne0, .ne1 = ne1, .weight = true};
+    b->host = data;
+    uint32_t cols = (uint32_t)ne0, rows = (uint32_t)ne1;
+    pl_status st = pl_gpu_repack_type(type, cols, &b->wt);
+    /* rows per part: as many as one binding holds, a multiple of 8 (the most rows a GEMV
+     * workgroup takes) and even (scales are packed two per word) */
+    uint64_t row_q = pl_gpu_quant_bytes(b->wt, cols, 1);
+    uint64_t per = row_q ? gb->info->max_binding / row_q : rows;
+    per &= ~(uint64_t)7;
+    if (st == PL_OK && per == 0) st = pl_fail(PL_ERR_FORMAT, "GPU: a row of %u values is wider than a binding", cols);
+    b->parts = st == PL_OK ? (uint32_t)((rows + per - 1) / per) : 0;
+    b->rows_per_part = b->parts > 1 ? (uint32_t)per : rows;
+    if (st == PL_OK && b->parts > PL_GEMV_MAX_PARTS)
+        st = pl_fail(PL_ERR_FORMAT, "GPU: a %u x %u weight needs %u bindings (at most %d)", rows,
+                     cols, b->parts, PL_GEMV_MAX_PARTS);
+    for (uint32_t p = 0; st == PL_OK && p < b->parts; p++) {
+        uint32_t n = p + 1 < b->parts ? b->rows_per_part : rows - p * b->rows_per_part;
+        st = pl_gpu_buf_new(gb->g, (pl_gpu_quant_bytes(b->wt, cols, n) + 15) & ~15ull,
+                            PL_GPU_STORAGE, "weights", &b->q[p]);
+        uint64_t sb = pl_gpu_scale_bytes(b->wt, cols, n);
+        if (st == PL_OK && sb)
+            st = pl_gpu_buf_new(gb->g, (sb + 15) & ~15ull, PL_GPU_STORAGE, "scales", &b->s[p]);
+    }
+    /* stream: repack a chunk of rows (at most UPLOAD_CHUNK bytes, an even number of rows),
+     * write it, and let pl_gpu_write submit every 8 MB */
+    int64_t row_bytes = pl_row_size(type, ne0);
+    uint64_t chunk = row_q ? UPLOAD_CHUNK / (row_q + 2 * (cols / 32) + 1) : rows;
+    chunk = chunk < 2 ? 2 : chunk & ~1ull;
+    void *qtmp = NULL;
+    uint16_t *stmp = NULL;
+    float *ftmp = NULL;
+    if (st == PL_OK) {
+        qtmp = malloc(pl_gpu_quant_bytes(b->wt, cols, chunk) + 16);
+        stmp = malloc(pl_gpu_scale_bytes(b->wt, cols, chunk) + 16);
+        ftmp = malloc((size_t)cols * sizeof *ftmp);
+        if (!qtmp || !stmp || !ftmp) st = pl_fail(PL_ERR_NOMEM, "out of memory for the upload");
+    }
+    for (uint32_t p = 0; st == PL_OK && p < b->parts; p++) {
+        uint32_t p0 = p * b->rows_per_part, p1 = p + 1 < b->parts ? p0 + b->rows_per_part : rows;
+        for (uint32_t r = p0; st == PL_OK && r < p1; r += (uint32_t)chunk) {
+            uint32_t r1 = r + chunk < p1 ? r + (uint32_t)chunk : p1;
+            st = upload_rows(gb, b, data, row_bytes, r, r1, (int)p, r - p0, qtmp, stmp, ftmp);
+        }
+    }
+    free(qtmp), free(stmp), free(ftmp);
+    if (st != PL_OK) {
+        for (int p = 0; p < PL_GEMV_MAX_PARTS; p++) pl_gpu_buf_free(b->q[p]), pl_gpu_buf_free(b->s[p]);
+        free(b);
+        return st;
+    }
+    b->buf = b->q[0];
+    b->bytes = pl_gpu_buf_size(b->q[0]);
+    *out = &b->h;
+    return PL_OK;
+}
+
+static void buf_free(pl_backend *be, pl_buf *h) {
+    gpu_backend *gb = gbe(be);
+    gbuf *b = (gbuf *)h;
+    /* recorded ops may still use it: run them first */
+    if (gb->n_ops) flush(gb, NULL, 0, 0);
+    if (h->weight) {
+        for (int p = 0; p < PL_GEMV_MAX_PARTS; p++) {
+            if (b->q[p]) pl_gpu_forget_buf(gb, b->q[p]), pl_gpu_buf_free(b->q[p]);
+            if (b->s[p]) pl_gpu_forget_buf(gb, b->s[p]), pl_gpu_buf_free(b->s[p]);
+        }
+    } else {
+        pl_gpu_forget_buf(gb, b->buf);
+        pl_gpu_buf_free(b->buf);
+    }
+    free(b);
+}
+
+static pl_status buf_write(pl_backend *be, pl_buf *dst, int64_t off, const void *src, int64_t n) {
+    gpu_backend *gb = gbe(be);
+    gbuf *b = (gbuf *)dst;
+    if (n <= 0) return PL_OK;
+    if (flush(gb, NULL, 0, 0) != PL_OK) return PL_ERR; /* in call order with the ops */
+    if (!((off | n) & 3)) return pl_gpu_write(gb->g, b->buf, (uint64_t)off, src, (size_t)n);
+    /* not whole words (F16 data): merge with the words' current bytes */
+    uint64_t lo = (uint64_t)off & ~3ull, hi = ((uint64_t)(off + n) + 3) & ~3ull;
+    unsigned char *tmp = malloc(hi - lo);
+    if (!tmp) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    pl_status st = pl_gpu_download(gb->g, b->buf, lo, tmp, hi - lo);
+    if (st == PL_OK) {
+        memcpy(tmp + (off - lo), src, (size_t)n);
+        st = pl_gpu_write(gb->g, b->buf, lo, tmp, hi - lo);
+    }
+    free(tmp);
+    return st;
+}
+
+static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *dst, int64_t n) {
+    gpu_backend *gb = gbe(be);
+    const gbuf *b = (const gbuf *)src;
+    if (n <= 0) return flush(gb, NULL, 0, 0);
+    uint64_t lo = (uint64_t)off & ~3ull, hi = ((uint64_t)(off + n) + 3) & ~3ull;
+    if (flush(gb, b, lo, hi - lo) != PL_OK) return PL_ERR;
+    return pl_gpu_read(gb->g, gb->readback, (uint64_t)off - lo, dst, (size_t)n);
+}
+
+/* ------------------------------------------------------------------ recording */
+
+static op *push(gpu_backend *gb, op_kind kind) {
+    if (gb->n_ops == gb->cap_ops) {
+        int cap = gb->cap_ops ? gb->cap_ops * 2 : 256;
+        op *o = realloc(gb->ops, (size_t)cap * sizeof *o);
+        if (!o) return NULL;
+        gb->ops = o, gb->cap_ops = cap;
+    }
+    op *o = &gb->ops[gb->n_ops++];
+    memset(o, 0, sizeof *o);
+    o->kind = kind;
+    return o;
+}
+
+#define PUSH(kind)                                                                                 \
+    op *o = push(gbe(be), kind);                                                                   \
+    if (!o) return pl_fail(PL_ERR_NOMEM, "out of memory recording GPU work")
+
+static pl_status op_embed(pl_backend *be, const pl_buf *table, const pl_buf *ids, int64_t n,
+                          pl_buf *out) {
+    PUSH(OP_EMBED);
+    o->a = (const gbuf *)table, o->b = (const gbuf *)ids, o->out = (gbuf *)out, o->n = n;
+    return PL_OK;
+}
+
+static pl_status op_rms_norm(pl_backend *be, const pl_buf *x, const pl_buf *w, int64_t rows,
+                             int64_t cols, float eps, pl_buf *out) {
+    PUSH(OP_NORM);
+    o->a = (const gbuf *)x, o->b = (const gbuf *)w, o->out = (gbuf *)out;
+    o->rows = rows, o->cols = cols, o->eps = eps;
+    return PL_OK;
+}
+
+static pl_status op_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
+                           int64_t n, bool accumulate, pl_buf *out) {
+    PUSH(OP_MATMUL);
+    o->a = (const gbuf *)w, o->b = (const gbuf *)x, o->c = (const gbuf *)bias;
+    o->out = (gbuf *)out, o->n = n, o->acc = accumulate;
+    return PL_OK;
+}
+
+static pl_status op_add(pl_backend *be, const pl_buf *a, const pl_buf *b, int64_t count,
+                        pl_buf *out) {
+    PUSH(OP_ADD);
+    o->a = (const gbuf *)a, o->b = (const gbuf *)b, o->out = (gbuf *)out, o->count = count;
+    return PL_OK;
+}
+
+static pl_status op_swiglu(pl_backend *be, const pl_buf *gate, const pl_buf *up, int64_t count,
+                           pl_buf *out) {
+    PUSH(OP_SWIGLU);
+    o->a = (const gbuf *)gate, o->b = (const gbuf *)up, o->out = (gbuf *)out, o->count = count;
+    return PL_OK;
+}
+
+static pl_status op_rope(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0,
+                         const pl_rope_params *p) {
+    PUSH(OP_ROPE);
+    o->out = (gbuf *)x, o->n = n, o->pos0 = pos0, o->rope = *p;
+    return PL_OK;
+}
+
+static pl_status op_kv_store(pl_backend *be, const pl_buf *src, int64_t n, int64_t pos0,
+                             pl_buf *cache) {
+    PUSH(OP_STORE);
+    o->a = (const gbuf *)src, o->out = (gbuf *)cache, o->n = n, o->pos0 = pos0;
+    return PL_OK;
+}
+
+static pl_status op_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
+                              const pl_buf *v_cache, int64_t n, int64_t pos0,
+                              const pl_attn_params *p, pl_buf *out) {
+    PUSH(OP_ATTN);
+    o->a = (const gbuf *)q, o->b = (const gbuf *)k_cache, o->c = (const gbuf *)v_cache;
+    o->out = (gbuf *)out, o->n = n, o->pos0 = pos0, o->attn = *p;
+    return PL_OK;
+}
+
+static pl_status op_argmax(pl_backend *be, const pl_buf *x, int64_t rows, pl_buf *ids,
+                           int64_t dst0) {
+    PUSH(OP_ARGMAX);
+    o->a = (const gbuf *)x, o->out = (gbuf *)ids, o->rows = rows, o->dst0 = dst0;
+    return PL_OK;
+}
+
+static pl_status op_topk(pl_backend *be, const pl_buf *x, int64_t row, int64_t k, pl_buf *ids,
+                         pl_buf *vals) {
+    PUSH(OP_TOPK);
+    o->a = (const gbuf *)x, o->out = (gbuf *)ids, o->vals = (gbuf *)vals, o->rows = row, o->k = k;
+    return PL_OK;
+}
+
+static pl_status op_copy(pl_backend *be, const pl_buf *src, int64_t src0, int64_t count,
+                         pl_buf *dst, int64_t dst0) {
+    PUSH(OP_COPY);
+    o->a = (const gbuf *)src, o->src0 = src0, o->count = count, o->out = (gbuf *)dst;
+    o->dst0 = dst0;
+    return PL_OK;
+}
+
+/* ------------------------------------------------------------------ lifetime */
+
+static void destroy(pl_backend *be) {
+    gpu_backend *gb = gbe(be);
+    if (!gb) return;
+    if (gb->g) {
+        pl_gpu_finish(gb->g);
+        pl_gpu_caches_free(gb);
+        for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
+        pl_gpu_buf_free(gb->args), pl_gpu_buf_free(gb->rope_tab);
+        pl_gpu_buf_free(gb->partials), pl_gpu_buf_free(gb->pairs), pl_gpu_buf_free(gb->readback);
+        pl_gpu_close(gb->g);
+    }
+    free(gb->ops);
+    free(gb->args_host);
+    free(gb);
+}
+
+static const pl_backend_methods gpu_methods = {
+    .buf_new = buf_new,
+    .buf_weight = buf_weight,
+    .buf_free = buf_free,
+    .write = buf_write,
+    .read = buf_read,
+    .embed = op_embed,
+    .rms_norm = op_rms_norm,
+    .matmul = op_matmul,
+    .add = op_add,
+    .rope = op_rope,
+    .kv_store = op_kv_store,
+    .attention = op_attention,
+    .swiglu = op_swiglu,
+    .argmax = op_argmax,
+    .topk = op_topk,
+    .copy = op_copy,
+    .destroy = destroy,
+};
+
+pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
+    *out = NULL;
+    gpu_backend *gb = calloc(1, sizeof *gb);
+    if (!gb) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (o) gb->o = *o;
+    const char *fuse = getenv("POOLED_GPU_FUSE");
+    if (fuse && !strcmp(fuse, "0")) gb->o.no_fuse = 1;
+    gb->be.m = &gpu_methods;
+    gb->be.name = "webgpu";
+    pl_status st = pl_gpu_open(gb->o.dawn_lib, &gb->g);
+    if (st != PL_OK) {
+        free(gb);
+        return st;
+    }
+    gb->info = pl_gpu_get_info(gb->g);
+    snprintf(gb->be.device, sizeof gb->be.device, "webgpu, %.140s", gb->info->name);
+    gb->args_stride = gb->info->uniform_align > sizeof(pl_gpu_args) ? gb->info->uniform_align
+                                                                     : (uint32_t)sizeof(pl_gpu_args);
+    gb->args_cap = ARGS_SLOTS;
+    gb->args_host = calloc(gb->args_cap, gb->args_stride);
+    if (!gb->args_host) st = pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (st == PL_OK)
+        st = pl_gpu_buf_new(gb->g, (uint64_t)gb->args_cap * gb->args_stride, PL_GPU_UNIFORM,
+                            "args", &gb->args);
+    /* built-in GEMV shapes: small and quick to compile on a software adapter, wider rows
+     * per workgroup on a GPU; the autotuner may replace them */
+    for (int t = 0; t < 4; t++)
+        gb->tune[t] = gb->info->software ? (gemv_tune){32, 1} : (gemv_tune){64, 4};
+    if (st == PL_OK && !gb->o.no_tune && !gb->info->software) st = pl_gpu_autotune(gb);
+    if (st == PL_OK && !gb->o.no_selftest) st = pl_gpu_selftest(gb);
+    if (st != PL_OK) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s", pl_last_error());
+        destroy(&gb->be);
+        return pl_fail(PL_ERR, "%s", msg);
+    }
+    *out = &gb->be;
+    return PL_OK;
+}
+
+int pl_gpu_backend_is_software(const pl_backend *be) {
+    return ((const gpu_backend *)be)->info->software;
+}
+
+void pl_gpu_backend_counters(const pl_backend *be, uint64_t *dispatches, uint64_t *submits) {
+    const pl_gpu_stats *s = pl_gpu_get_stats(((const gpu_backend *)be)->g);
+    *dispatches = s->dispatches;
+    *submits = s->submits;
+}

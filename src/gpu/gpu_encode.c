@@ -1,0 +1,453 @@
+/* gpu_encode.c - turns one recorded (possibly fused) op into kernels, bindings, argument
+ * slots and dispatches in the open command buffer. Kernels are cached by their parameters
+ * and bindings by their buffer ranges, so a decode step after the first creates nothing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_internal.h"
+#include "kernel_ref.h"
+
+enum { F_GEMV, F_NORM, F_ROPE, F_COPY, F_ATTN, F_COMBINE, F_TOPK, F_EMBED, F_EW };
+
+#define ATTN_CHUNK 256  /* cache positions per attention split */
+#define ATTN_BLOCK 8    /* query rows per attention dispatch (sizes the partials) */
+#define TOPK_CHUNK 1024 /* values per first-stage top-k workgroup */
+
+/* ------------------------------------------------------------------ caches */
+
+typedef pl_status (*gen_fn)(const void *params, char **out);
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The kernel of `family` built from params (a zero-padded struct of `size` bytes). */
+static pl_status get_kernel(gpu_backend *gb, int family, const void *params, size_t size,
+                            gen_fn gen, const char *label, pl_gpu_kernel **out) {
+    uint64_t h = fnv(params, size, fnv(&family, sizeof family, 1469598103934665603ull));
+    kcache_entry **slot = &gb->kernels[h % 64];
+    for (kcache_entry *e = *slot; e; e = e->next) {
+        if (e->family == family && !memcmp(e->params, params, size)) {
+            *out = e->k;
+            return PL_OK;
+        }
+    }
+    char *src = NULL;
+    pl_status st = gen(params, &src);
+    pl_gpu_kernel *k = NULL;
+    if (st == PL_OK) st = pl_gpu_kernel_new(gb->g, src, label, &k);
+    free(src);
+    if (st != PL_OK) return st;
+    kcache_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        pl_gpu_kernel_free(k);
+        return pl_fail(PL_ERR_NOMEM, "out of memory");
+    }
+    e->family = family;
+    memcpy(e->params, params, size);
+    e->k = k;
+    e->next = *slot;
+    *slot = e;
+    *out = k;
+    return PL_OK;
+}
+
+static pl_status get_bind(gpu_backend *gb, const pl_gpu_kernel *k, pl_gpu_ref *refs, int n,
+                          pl_gpu_bind **out) {
+    uint64_t h = fnv(refs, (size_t)n * sizeof *refs, fnv(&k, sizeof k, 1469598103934665603ull));
+    bcache_entry **slot = &gb->binds[h % 1024];
+    for (bcache_entry *e = *slot; e; e = e->next) {
+        if (e->k == k && e->n == n && !memcmp(e->refs, refs, (size_t)n * sizeof *refs)) {
+            *out = e->b;
+            return PL_OK;
+        }
+    }
+    bcache_entry *e = calloc(1, sizeof *e);
+    if (!e) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (pl_gpu_bind_new(gb->g, k, refs, n, &e->b) != PL_OK) {
+        free(e);
+        return PL_ERR;
+    }
+    e->k = k, e->n = n;
+    memcpy(e->refs, refs, (size_t)n * sizeof *refs);
+    e->next = *slot;
+    *slot = e;
+    *out = e->b;
+    return PL_OK;
+}
+
+void pl_gpu_forget_buf(gpu_backend *gb, const pl_gpu_buf *b) {
+    for (int i = 0; i < 1024; i++) {
+        for (bcache_entry **pp = &gb->binds[i]; *pp;) {
+            bcache_entry *e = *pp;
+            int uses = 0;
+            for (int j = 0; j < e->n; j++) uses |= e->refs[j].buf == b;
+            if (uses) {
+                *pp = e->next;
+                pl_gpu_bind_free(e->b);
+                free(e);
+            } else {
+                pp = &e->next;
+            }
+        }
+    }
+}
+
+void pl_gpu_caches_free(gpu_backend *gb) {
+    for (int i = 0; i < 1024; i++) {
+        while (gb->binds[i]) {
+            bcache_entry *e = gb->binds[i];
+            gb->binds[i] = e->next;
+            pl_gpu_bind_free(e->b);
+            free(e);
+        }
+    }
+    for (int i = 0; i < 64; i++) {
+        while (gb->kernels[i]) {
+            kcache_entry *e = gb->kernels[i];
+            gb->kernels[i] = e->next;
+            pl_gpu_kernel_free(e->k);
+            free(e);
+        }
+    }
+}
+
+/* A fresh argument slot; when all are used, submit what is recorded (with its arguments)
+ * and start again from slot 0 in a new command buffer. */
+static pl_status args_ref(gpu_backend *gb, pl_gpu_args a, pl_gpu_ref *ref) {
+    if (gb->args_used == gb->args_cap) {
+        if (pl_gpu_write(gb->g, gb->args, 0, gb->args_host,
+                         (size_t)gb->args_used * gb->args_stride) != PL_OK ||
+            pl_gpu_submit(gb->g) != PL_OK)
+            return PL_ERR;
+        gb->args_used = 0;
+        pl_gpu_begin(gb->g);
+    }
+    uint32_t slot = gb->args_used++;
+    memcpy(gb->args_host + (size_t)slot * gb->args_stride, &a, sizeof a);
+    *ref = (pl_gpu_ref){gb->args, (uint64_t)slot * gb->args_stride, sizeof a};
+    return PL_OK;
+}
+
+/* Bind refs[0..n) (the args last) and dispatch. */
+static pl_status run(gpu_backend *gb, const pl_gpu_kernel *k, pl_gpu_ref *refs, int n,
+                     uint32_t groups) {
+    pl_gpu_bind *b = NULL;
+    if (get_bind(gb, k, refs, n, &b) != PL_OK) return PL_ERR;
+    pl_gpu_dispatch(gb->g, k, b, groups);
+    return PL_OK;
+}
+
+static pl_gpu_ref whole(const pl_gpu_buf *b) { return (pl_gpu_ref){(pl_gpu_buf *)b, 0, 0}; }
+
+/* A scratch buffer of at least `bytes`, replacing (and retiring) a smaller one. */
+static pl_status scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const char *label) {
+    if (*b && pl_gpu_buf_size(*b) >= bytes) return PL_OK;
+    pl_gpu_retire(gb, *b);
+    *b = NULL;
+    return pl_gpu_buf_new(gb->g, bytes < 4096 ? 4096 : bytes, PL_GPU_STORAGE, label, b);
+}
+
+static uint32_t threads_for(uint64_t n, uint32_t lo, uint32_t hi) {
+    uint32_t t = lo;
+    while (t < hi && t < n) t *= 2;
+    return t;
+}
+
+static pl_gpu_etype etype(uint32_t type) {
+    return type == PL_TYPE_F16 ? PL_GE_F16 : type == PL_TYPE_I32 ? PL_GE_I32 : PL_GE_F32;
+}
+
+/* ------------------------------------------------------------------ ops */
+
+static pl_status enc_matmul(gpu_backend *gb, const op *o) {
+    const gbuf *w = o->a, *up = o->fgate.w_up;
+    pl_gemv_params p;
+    memset(&p, 0, sizeof p);
+    p.type = w->wt;
+    p.rows = (uint32_t)w->h.ne1;
+    p.cols = (uint32_t)w->h.ne0;
+    p.threads = gb->tune[w->wt].threads;
+    p.rows_per_wg = gb->tune[w->wt].rows;
+    p.mode = up ? PL_GEMV_GATE_UP : o->acc ? PL_GEMV_ACCUM : PL_GEMV_STORE;
+    p.norm = o->fnorm.x != NULL;
+    p.eps = p.norm ? o->fnorm.eps : 0;
+    p.bias = o->c != NULL;
+    p.norm_out = o->fnorm.out != NULL;
+    p.gate_out = o->fgate.gate_out != NULL;
+    p.up_out = o->fgate.up_out != NULL;
+    p.parts = w->parts;
+    p.rows_per_part = w->parts > 1 ? w->rows_per_part : 0;
+    pl_gpu_kernel *k;
+    if (get_kernel(gb, F_GEMV, &p, sizeof p, (gen_fn)pl_wgsl_gemv, "gemv", &k) != PL_OK)
+        return PL_ERR;
+    pl_gpu_ref refs[BIND_MAX];
+    memset(refs, 0, sizeof refs);
+    int n = 0;
+    refs[n++] = whole(p.norm ? o->fnorm.x->buf : o->b->buf);
+    refs[n++] = whole(o->out->buf);
+    for (int m = 0; m < (up ? 2 : 1); m++) {
+        const gbuf *mw = m ? up : w;
+        for (uint32_t q = 0; q < mw->parts; q++) {
+            refs[n++] = whole(mw->q[q]);
+            if (mw->s[q]) refs[n++] = whole(mw->s[q]);
+        }
+    }
+    if (p.norm) refs[n++] = whole(o->fnorm.w->buf);
+    if (p.norm_out) refs[n++] = whole(o->fnorm.out->buf);
+    if (p.bias) refs[n++] = whole(o->c->buf);
+    if (p.gate_out) refs[n++] = whole(o->fgate.gate_out->buf);
+    if (p.up_out) refs[n++] = whole(o->fgate.up_out->buf);
+    if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
+    return run(gb, k, refs, n, pl_gemv_groups(&p) * (uint32_t)o->n);
+}
+
+static pl_status enc_norm(gpu_backend *gb, const op *o) {
+    pl_rmsnorm_params p;
+    memset(&p, 0, sizeof p);
+    p.cols = (uint32_t)o->cols;
+    p.threads = threads_for((uint64_t)o->cols / 4, 32, 256);
+    p.eps = o->eps;
+    p.inplace = o->a == o->out;
+    pl_gpu_kernel *k;
+    if (get_kernel(gb, F_NORM, &p, sizeof p, (gen_fn)pl_wgsl_rmsnorm, "rmsnorm", &k) != PL_OK)
+        return PL_ERR;
+    pl_gpu_ref refs[4];
+    memset(refs, 0, sizeof refs);
+    int n = 0;
+    refs[n++] = whole(o->a->buf);
+    if (!p.inplace) refs[n++] = whole(o->out->buf);
+    refs[n++] = whole(o->b->buf);
+    if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->rows}}, &refs[n++]) != PL_OK) return PL_ERR;
+    return run(gb, k, refs, n, (uint32_t)o->rows);
+}
+
+/* The RoPE table covering positions [0, need) for this configuration. */
+static pl_status rope_table(gpu_backend *gb, const pl_rope_params *r, uint32_t need) {
+    const void *factors = r->factors ? ((const gbuf *)r->factors)->host : NULL;
+    int same = gb->rope_tab && gb->rope_dim == (uint32_t)r->rope_dim &&
+               gb->rope_base == r->theta_base && gb->rope_scale == r->freq_scale &&
+               gb->rope_factors == factors;
+    if (same && gb->rope_positions >= need) return PL_OK;
+    uint32_t positions = (need + 1023) & ~1023u;
+    if (same && positions < 2 * gb->rope_positions) positions = 2 * gb->rope_positions;
+    size_t n = (size_t)positions * (size_t)r->rope_dim;
+    float *tab = malloc(n * sizeof *tab);
+    if (!tab) return pl_fail(PL_ERR_NOMEM, "out of memory for the RoPE table");
+    pl_gpu_rope_table(positions, (uint32_t)r->rope_dim, r->theta_base, r->freq_scale, factors, tab);
+    pl_gpu_retire(gb, gb->rope_tab);
+    gb->rope_tab = NULL;
+    pl_status st = pl_gpu_buf_new(gb->g, n * sizeof *tab, PL_GPU_STORAGE, "rope", &gb->rope_tab);
+    if (st == PL_OK) st = pl_gpu_write(gb->g, gb->rope_tab, 0, tab, n * sizeof *tab);
+    free(tab);
+    if (st != PL_OK) return st;
+    gb->rope_positions = positions, gb->rope_dim = (uint32_t)r->rope_dim;
+    gb->rope_base = r->theta_base, gb->rope_scale = r->freq_scale, gb->rope_factors = factors;
+    return PL_OK;
+}
+
+static pl_status enc_rope(gpu_backend *gb, const op *o) {
+    const pl_rope_params *r = &o->rope;
+    if (rope_table(gb, r, (uint32_t)(o->pos0 + o->n)) != PL_OK) return PL_ERR;
+    pl_rope_params_gpu p;
+    memset(&p, 0, sizeof p);
+    p.n_heads = (uint32_t)r->n_heads;
+    p.head_dim = (uint32_t)r->head_dim;
+    p.rot_dim = (uint32_t)r->rope_dim;
+    p.neox = r->mode == PL_ROPE_NEOX;
+    p.threads = threads_for((uint64_t)r->head_dim / 2, 32, 128);
+    p.norm = o->frope.nw != NULL;
+    p.eps = p.norm ? o->frope.eps : 0;
+    p.store = o->frope.kc != NULL;
+    p.store_v = o->frope.vc != NULL;
+    p.cache_f16 = p.store && o->frope.kc->h.type == PL_TYPE_F16;
+    p.head_dim_v = p.store_v ? (uint32_t)(o->frope.vc->h.ne0 / r->n_heads) : 0;
+    pl_gpu_kernel *k;
+    if (get_kernel(gb, F_ROPE, &p, sizeof p, (gen_fn)pl_wgsl_rope, "rope", &k) != PL_OK)
+        return PL_ERR;
+    pl_gpu_ref refs[8];
+    memset(refs, 0, sizeof refs);
+    int n = 0;
+    refs[n++] = whole(o->out->buf);
+    refs[n++] = whole(gb->rope_tab);
+    if (p.norm) refs[n++] = whole(o->frope.nw->buf);
+    if (p.store) refs[n++] = whole(o->frope.kc->buf);
+    if (p.store_v) {
+        refs[n++] = whole(o->frope.v->buf);
+        refs[n++] = whole(o->frope.vc->buf);
+    }
+    if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->pos0, (uint32_t)o->n}}, &refs[n++]) != PL_OK)
+        return PL_ERR;
+    return run(gb, k, refs, n, (uint32_t)o->n * p.n_heads);
+}
+
+/* A copy of count elements from src[src0] to dst[dst0], converting (STORE, COPY). */
+static pl_status enc_copy(gpu_backend *gb, const gbuf *src, uint64_t src0, gbuf *dst,
+                          uint64_t dst0, uint64_t count) {
+    if (!count) return PL_OK;
+    pl_copy_params p;
+    memset(&p, 0, sizeof p);
+    p.src = etype(src->h.type);
+    p.dst = etype(dst->h.type);
+    p.threads = 64;
+    p.inplace = src == dst;
+    pl_gpu_kernel *k;
+    if (get_kernel(gb, F_COPY, &p, sizeof p, (gen_fn)pl_wgsl_copy, "copy", &k) != PL_OK)
+        return PL_ERR;
+    pl_gpu_ref refs[3];
+    memset(refs, 0, sizeof refs);
+    int n = 0;
+    refs[n++] = whole(src->buf);
+    if (!p.inplace) refs[n++] = whole(dst->buf);
+    pl_gpu_args a = {{(uint32_t)src0, (uint32_t)dst0, (uint32_t)count}};
+    if (args_ref(gb, a, &refs[n++]) != PL_OK) return PL_ERR;
+    return run(gb, k, refs, n, pl_copy_groups(&p, (uint32_t)dst0, (uint32_t)count));
+}
+
+static pl_status enc_attn(gpu_backend *gb, const op *o) {
+    const pl_attn_params *a = &o->attn;
+    pl_attn_params_gpu p;
+    memset(&p, 0, sizeof p);
+    p.n_head = (uint32_t)a->n_head;
+    p.n_kv_head = (uint32_t)a->n_head_kv;
+    p.head_dim = (uint32_t)a->head_dim;
+    p.head_dim_v = (uint32_t)a->head_dim_v;
+    p.chunk = ATTN_CHUNK;
+    p.max_splits = (uint32_t)((o->b->h.ne1 + ATTN_CHUNK - 1) / ATTN_CHUNK);
+    p.block_rows = ATTN_BLOCK;
+    p.threads = gb->info->software ? 32 : 128;
+    p.kv_f16 = o->b->h.type == PL_TYPE_F16;
+    p.scale = a->scale;
+    pl_attn_combine_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.n_head = p.n_head, cp.head_dim_v = p.head_dim_v, cp.max_splits = p.max_splits;
+    cp.threads = threads_for(p.head_dim_v, 32, 128);
+    pl_gpu_kernel *ka, *kc;
+    if (get_kernel(gb, F_ATTN, &p, sizeof p, (gen_fn)pl_wgsl_attn, "attention", &ka) != PL_OK ||
+        get_kernel(gb, F_COMBINE, &cp, sizeof cp, (gen_fn)pl_wgsl_attn_combine, "combine", &kc) !=
+            PL_OK)
+        return PL_ERR;
+    uint64_t pbytes = (uint64_t)ATTN_BLOCK * p.n_head * p.max_splits * (p.head_dim_v + 2) * 4;
+    if (scratch(gb, &gb->partials, pbytes, "attention partials") != PL_OK) return PL_ERR;
+    for (int64_t r0 = 0; r0 < o->n; r0 += ATTN_BLOCK) {
+        uint32_t nr = (uint32_t)(o->n - r0 < ATTN_BLOCK ? o->n - r0 : ATTN_BLOCK);
+        uint32_t ns = (uint32_t)((o->pos0 + r0 + nr + ATTN_CHUNK - 1) / ATTN_CHUNK);
+        pl_gpu_args args = {{(uint32_t)o->pos0, (uint32_t)r0, nr, ns}};
+        pl_gpu_ref refs[6] = {whole(o->a->buf), whole(o->b->buf), whole(o->c->buf),
+                              whole(o->out->buf), whole(gb->partials), {0}};
+        if (args_ref(gb, args, &refs[5]) != PL_OK) return PL_ERR;
+        if (run(gb, ka, refs, 6, nr * p.n_head * ns) != PL_OK) return PL_ERR;
+        if (ns > 1) {
+            pl_gpu_ref cr[3] = {whole(gb->partials), whole(o->out->buf), refs[5]};
+            if (run(gb, kc, cr, 3, nr * p.n_head) != PL_OK) return PL_ERR;
+        }
+    }
+    return PL_OK;
+}
+
+/* Top-k of `rows` rows of x starting at row0 into ids[dst0 + r * k ...] (and vals). */
+static pl_status enc_topk(gpu_backend *gb, const gbuf *x, uint32_t row0, uint32_t rows, uint32_t k,
+                          gbuf *ids, uint32_t dst0, gbuf *vals) {
+    pl_topk_params s1, s2;
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    s1.n = (uint32_t)x->h.ne0;
+    s1.k = k;
+    s1.chunk = TOPK_CHUNK;
+    s1.threads = gb->info->software ? 64 : 256;
+    uint32_t nc = pl_topk_chunks(&s1);
+    s2.n = nc * k;
+    s2.k = k;
+    s2.threads = threads_for(s2.n, 32, 256);
+    s2.stage2 = 1;
+    s2.vals = vals != NULL;
+    pl_gpu_kernel *k1, *k2;
+    if (get_kernel(gb, F_TOPK, &s1, sizeof s1, (gen_fn)pl_wgsl_topk, "top-k", &k1) != PL_OK ||
+        get_kernel(gb, F_TOPK, &s2, sizeof s2, (gen_fn)pl_wgsl_topk, "top-k merge", &k2) != PL_OK)
+        return PL_ERR;
+    if (scratch(gb, &gb->pairs, (uint64_t)rows * nc * k * 8, "top-k pairs") != PL_OK) return PL_ERR;
+    pl_gpu_ref r1[3] = {whole(x->buf), whole(gb->pairs), {0}};
+    if (args_ref(gb, (pl_gpu_args){{row0, rows}}, &r1[2]) != PL_OK) return PL_ERR;
+    if (run(gb, k1, r1, 3, rows * nc) != PL_OK) return PL_ERR;
+    pl_gpu_ref r2[4];
+    memset(r2, 0, sizeof r2);
+    int n = 0;
+    r2[n++] = whole(gb->pairs);
+    r2[n++] = whole(ids->buf);
+    if (vals) r2[n++] = whole(vals->buf);
+    if (args_ref(gb, (pl_gpu_args){{dst0, rows}}, &r2[n++]) != PL_OK) return PL_ERR;
+    return run(gb, k2, r2, n, rows);
+}
+
+static pl_status enc_embed(gpu_backend *gb, const op *o) {
+    const gbuf *t = o->a;
+    pl_embed_params p;
+    memset(&p, 0, sizeof p);
+    p.type = t->wt;
+    p.rows = (uint32_t)t->h.ne1;
+    p.cols = (uint32_t)t->h.ne0;
+    p.threads = threads_for(p.cols, 32, 256);
+    p.parts = t->parts;
+    p.rows_per_part = t->parts > 1 ? t->rows_per_part : 0;
+    pl_gpu_kernel *k;
+    if (get_kernel(gb, F_EMBED, &p, sizeof p, (gen_fn)pl_wgsl_embed, "embed", &k) != PL_OK)
+        return PL_ERR;
+    pl_gpu_ref refs[BIND_MAX];
+    memset(refs, 0, sizeof refs);
+    int n = 0;
+    refs[n++] = whole(o->b->buf);
+    refs[n++] = whole(o->out->buf);
+    for (uint32_t q = 0; q < t->parts; q++) {
+        refs[n++] = whole(t->q[q]);
+        if (t->s[q]) refs[n++] = whole(t->s[q]);
+    }
+    if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
+    return run(gb, k, refs, n, (uint32_t)o->n);
+}
+
+static pl_status enc_ew(gpu_backend *gb, const op *o) {
+    pl_ew_params p;
+    memset(&p, 0, sizeof p);
+    p.op = o->kind == OP_ADD ? PL_EW_ADD : PL_EW_SWIGLU;
+    p.alias = o->a == o->b ? (o->out == o->a ? 3 : -1) : o->out == o->a ? 1 : o->out == o->b ? 2 : 0;
+    p.threads = 256;
+    if (p.alias < 0) { /* a == b but out apart: read the one buffer twice, no writes to it */
+        p.alias = 0;
+    }
+    pl_gpu_kernel *k;
+    if (get_kernel(gb, F_EW, &p, sizeof p, (gen_fn)pl_wgsl_ew, "element-wise", &k) != PL_OK)
+        return PL_ERR;
+    pl_gpu_ref refs[4];
+    memset(refs, 0, sizeof refs);
+    int n = 0;
+    refs[n++] = whole(o->a->buf);
+    if (p.alias != 3) refs[n++] = whole(o->b->buf);
+    if (p.alias == 0) refs[n++] = whole(o->out->buf);
+    if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->count}}, &refs[n++]) != PL_OK) return PL_ERR;
+    return run(gb, k, refs, n, (uint32_t)((o->count + p.threads - 1) / p.threads));
+}
+
+pl_status pl_gpu_encode_op(gpu_backend *gb, op *o) {
+    switch (o->kind) {
+    case OP_EMBED: return o->n ? enc_embed(gb, o) : PL_OK;
+    case OP_NORM: return o->rows ? enc_norm(gb, o) : PL_OK;
+    case OP_MATMUL: return o->n ? enc_matmul(gb, o) : PL_OK;
+    case OP_ADD:
+    case OP_SWIGLU: return o->count ? enc_ew(gb, o) : PL_OK;
+    case OP_ROPE: return o->n ? enc_rope(gb, o) : PL_OK;
+    case OP_STORE:
+        return enc_copy(gb, o->a, 0, o->out, (uint64_t)o->pos0 * (uint64_t)o->out->h.ne0,
+                        (uint64_t)o->n * (uint64_t)o->out->h.ne0);
+    case OP_ATTN: return o->n ? enc_attn(gb, o) : PL_OK;
+    case OP_ARGMAX:
+        return o->rows ? enc_topk(gb, o->a, 0, (uint32_t)o->rows, 1, o->out, (uint32_t)o->dst0, NULL)
+                       : PL_OK;
+    case OP_TOPK:
+        return enc_topk(gb, o->a, (uint32_t)o->rows, 1, (uint32_t)o->k, o->out, 0, o->vals);
+    case OP_COPY:
+        return enc_copy(gb, o->a, (uint64_t)o->src0, o->out, (uint64_t)o->dst0, (uint64_t)o->count);
+    }
+    return pl_fail(PL_ERR, "GPU: unknown op %d", (int)o->kind);
+}

@@ -1,0 +1,146 @@
+/* gpu_internal.h - what the GPU backend's files share: its buffers, the queue of recorded
+ * ops, and the caches of kernels and bindings.
+ *
+ * How a token runs: every backend.h op appends an `op` to the queue (gpu_backend.c). When
+ * the host needs bytes (read) or writes some (write), the queue is flushed: the fusion pass
+ * (gpu_fuse.c) merges neighbouring ops into fused kernels, the encoder (gpu_encode.c) turns
+ * each live op into dispatches, all recorded into one command buffer, submitted once. A
+ * fused kernel always writes every buffer the ops it replaces would have written, so no
+ * buffer is ever left stale, whatever the host reads later. */
+#ifndef PL_GPU_GPU_INTERNAL_H
+#define PL_GPU_GPU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../backend/backend.h"
+#include "device.h"
+#include "gpu.h"
+#include "wgsl_gen.h"
+
+/* A backend buffer: an activation (one GPU buffer) or a weight (quants and scales per
+ * part of at most one binding's worth of rows). */
+typedef struct {
+    pl_buf h;
+    pl_gpu_buf *buf; /* activations, and F32/F16 weights of one part */
+    uint64_t bytes;
+    /* weights */
+    pl_gpu_wtype wt;
+    uint32_t parts, rows_per_part;
+    pl_gpu_buf *q[PL_GEMV_MAX_PARTS], *s[PL_GEMV_MAX_PARTS];
+    const void *host; /* the file's bytes (valid while the buffer lives) */
+} gbuf;
+
+typedef enum {
+    OP_EMBED,
+    OP_NORM,
+    OP_MATMUL,
+    OP_ADD,
+    OP_ROPE,
+    OP_STORE,
+    OP_ATTN,
+    OP_SWIGLU,
+    OP_ARGMAX,
+    OP_TOPK,
+    OP_COPY,
+} op_kind;
+
+/* One recorded op. Fields by kind:
+ * EMBED  a table, b ids, out, n            NORM   a x, b w, out, rows, cols, eps
+ * MATMUL a w, b x, c bias, out, n, acc     ADD/SWIGLU a, b, out, count
+ * ROPE   out x, n, pos0, rope              STORE  a src, out cache, n, pos0
+ * ATTN   a q, b k cache, c v cache, out, n, pos0, attn
+ * ARGMAX a x, out ids, rows, dst0          TOPK   a x, out ids, vals, row (rows), k
+ * COPY   a src, src0, count, out, dst0 */
+typedef struct {
+    op_kind kind;
+    bool dead; /* absorbed into a fused op */
+    const gbuf *a, *b, *c;
+    gbuf *out, *vals;
+    int64_t n, pos0, rows, cols, count, k, src0, dst0;
+    float eps;
+    bool acc;
+    pl_rope_params rope;
+    pl_attn_params attn;
+    /* fusions (gpu_fuse.c) */
+    struct {
+        const gbuf *x, *w; /* MATMUL: read x normalised with w instead of b */
+        float eps;
+        gbuf *out; /* ... and also store the normalised x there (or NULL) */
+    } fnorm;
+    struct {
+        const gbuf *w_up; /* MATMUL: gate/up with SwiGLU into out */
+        gbuf *gate_out, *up_out;
+    } fgate;
+    struct {
+        const gbuf *nw; /* ROPE: per-head norm weight first */
+        float eps;
+        gbuf *kc;       /* then store into this K cache */
+        const gbuf *v;  /* and v into the V cache */
+        gbuf *vc;
+    } frope;
+} op;
+
+/* A cached kernel: a family and its parameter bytes. */
+typedef struct kcache_entry {
+    int family;
+    unsigned char params[96];
+    pl_gpu_kernel *k;
+    struct kcache_entry *next;
+} kcache_entry;
+
+#define BIND_MAX 12
+
+/* A cached binding: kernel + buffer ranges. */
+typedef struct bcache_entry {
+    const pl_gpu_kernel *k;
+    int n;
+    pl_gpu_ref refs[BIND_MAX];
+    pl_gpu_bind *b;
+    struct bcache_entry *next;
+} bcache_entry;
+
+/* Rows per workgroup and threads of the GEMV, per weight type. */
+typedef struct {
+    uint32_t threads, rows;
+} gemv_tune;
+
+typedef struct {
+    pl_backend be; /* first: the seam's view */
+    pl_gpu *g;
+    pl_gpu_backend_opts o;
+    const pl_gpu_info *info;
+    gemv_tune tune[4]; /* by pl_gpu_wtype */
+    /* the op queue */
+    op *ops;
+    int n_ops, cap_ops;
+    /* per-dispatch arguments: host copy, written before each submit */
+    pl_gpu_buf *args;
+    unsigned char *args_host;
+    uint32_t args_used, args_cap, args_stride;
+    /* caches */
+    kcache_entry *kernels[64];
+    bcache_entry *binds[1024];
+    /* the RoPE table of the last rope configuration */
+    pl_gpu_buf *rope_tab;
+    uint32_t rope_positions, rope_dim;
+    float rope_base, rope_scale;
+    const void *rope_factors;
+    /* scratch: attention partials, top-k pairs, read back */
+    pl_gpu_buf *partials, *pairs, *readback;
+    /* buffers replaced while a recording still refers to them, freed after the submit */
+    pl_gpu_buf *retired[16];
+    int n_retired;
+} gpu_backend;
+
+/* gpu_fuse.c: merge ops of the queue (no-op when fusion is off). */
+void pl_gpu_fuse(gpu_backend *gb);
+/* gpu_encode.c: record op i into the open command buffer. */
+pl_status pl_gpu_encode_op(gpu_backend *gb, op *o);
+/* gpu_encode.c: drop cached bindings that use buffer b (before it is freed). */
+void pl_gpu_forget_buf(gpu_backend *gb, const pl_gpu_buf *b);
+void pl_gpu_caches_free(gpu_backend *gb);
+/* gpu_backend.c: keep b alive until the next submit, then free it. */
+void pl_gpu_retire(gpu_backend *gb, pl_gpu_buf *b);
+
+#endif
