@@ -360,6 +360,12 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         return st;
     }
     gb->info = pl_gpu_get_info(gb->g);
+    if (gb->o.hardware_only && gb->info->software) {
+        char name[200];
+        snprintf(name, sizeof name, "%.190s", gb->info->name);
+        destroy(&gb->be);
+        return pl_fail(PL_ERR, "the GPU adapter is a software rasteriser (%s)", name);
+    }
     snprintf(gb->be.device, sizeof gb->be.device, "webgpu, %.140s", gb->info->name);
     gb->args_stride = gb->info->uniform_align > sizeof(pl_gpu_args) ? gb->info->uniform_align
                                                                      : (uint32_t)sizeof(pl_gpu_args);

@@ -19,7 +19,7 @@ typedef struct {
     gpu_backend *gb;
     uint64_t rng;
     char why[200];
-    pl_buf *bufs[32];
+    pl_buf *bufs[64];
     int n_bufs;
 } st_ctx;
 
@@ -36,7 +36,7 @@ static const pl_backend_methods *M(st_ctx *c) { return c->gb->be.m; }
 
 static pl_buf *act(st_ctx *c, uint32_t type, int64_t ne0, int64_t ne1, const void *data) {
     pl_buf *b = NULL;
-    if (M(c)->buf_new(&c->gb->be, type, ne0, ne1, &b) != PL_OK) return NULL;
+    if (c->n_bufs == 64 || M(c)->buf_new(&c->gb->be, type, ne0, ne1, &b) != PL_OK) return NULL;
     c->bufs[c->n_bufs++] = b;
     size_t es = type == PL_TYPE_F16 ? 2 : 4;
     if (data && M(c)->write(&c->gb->be, b, 0, data, ne0 * ne1 * (int64_t)es) != PL_OK) return NULL;
@@ -45,7 +45,8 @@ static pl_buf *act(st_ctx *c, uint32_t type, int64_t ne0, int64_t ne1, const voi
 
 static pl_buf *weight(st_ctx *c, uint32_t type, int64_t ne0, int64_t ne1, const void *data) {
     pl_buf *b = NULL;
-    if (M(c)->buf_weight(&c->gb->be, type, ne0, ne1, data, &b) != PL_OK) return NULL;
+    if (c->n_bufs == 64 || M(c)->buf_weight(&c->gb->be, type, ne0, ne1, data, &b) != PL_OK)
+        return NULL;
     c->bufs[c->n_bufs++] = b;
     return b;
 }

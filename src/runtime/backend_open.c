@@ -1,21 +1,27 @@
 /* backend_open.c - picks and creates the backend a command asked for.
- * "auto" prefers a usable GPU and falls back to the CPU; only the CPU exists so far. */
+ * "auto" prefers a usable hardware GPU and falls back to the CPU, saying why in one line;
+ * "webgpu" never falls back: without a usable adapter it fails with the reason. */
 #include "backend_open.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "../cpu/cpu.h"
+#include "../gpu/gpu.h"
 
 pl_status pl_backend_open(const char *name, int n_threads, pl_backend **out, const char **note) {
     *out = NULL;
     *note = NULL;
     if (!name || !strcmp(name, "cpu")) return pl_cpu_new(n_threads, out);
     if (!strcmp(name, "auto")) {
-        *note = "backend auto: no GPU backend in this build, using cpu";
+        /* the note outlives this call like pl_last_error's message: per thread */
+        static _Thread_local char why[320];
+        pl_gpu_backend_opts o = {.hardware_only = 1};
+        if (pl_gpu_backend_new(&o, out) == PL_OK) return PL_OK;
+        snprintf(why, sizeof why, "backend auto: %.260s; using cpu", pl_last_error());
+        *note = why;
         return pl_cpu_new(n_threads, out);
     }
-    if (!strcmp(name, "webgpu"))
-        return pl_fail(PL_ERR_ARG, "the webgpu backend is not available in this build yet "
-                                   "(use --backend cpu)");
+    if (!strcmp(name, "webgpu")) return pl_gpu_backend_new(NULL, out);
     return pl_fail(PL_ERR_ARG, "unknown backend '%.32s' (auto, cpu or webgpu)", name);
 }

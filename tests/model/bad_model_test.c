@@ -150,7 +150,10 @@ static void run_tests(void) {
     check_tiny(be);
     const char *good = test_shared("models/stories260K.gguf");
     check_command(good, "--ctx 2", "longer than the context of 2");
-    check_command(good, "--backend webgpu", "webgpu");
+    /* webgpu without its library: one clear line, no fallback */
+    setenv("POOLED_DAWN", "/nonexistent/libwebgpu_wrapper.so", 1);
+    check_command(good, "--backend webgpu", "Dawn library");
+    unsetenv("POOLED_DAWN");
     check_command(good, "--kv q4", "--kv");
     check_command("/nonexistent/model.gguf", "", "/nonexistent/model.gguf");
     CHECK(be->live_bufs == 0, "%lld buffers leaked", (long long)be->live_bufs);

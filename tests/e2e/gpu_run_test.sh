@@ -1,0 +1,24 @@
+# gpu_run_test.sh - `pooled run` and `pooled bench` on the WebGPU backend (lavapipe in CI):
+# greedy ids of stories260K equal llama.cpp's, bench reports decode speed and weight
+# bandwidth, and an explicit --backend webgpu never falls back to the CPU.
+. tests/e2e/lib.sh
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+FIX=$SHARED/fixtures/llamacpp-b10573
+want_ids() {
+    awk -v f="\"$1\": {" 'index($0, f) { on = 1 } on && /"generated_ids"/ { print; exit }' \
+        "$FIX/greedy_once_upon_a_time.json" | sed 's/.*\[//; s/\].*//; s/,//g'
+}
+for f in stories260K.gguf stories260K-Q4_0.gguf; do
+    want=$(want_ids "$f")
+    got=$("$POOLED" run -m "$SHARED/models/$f" -p "Once upon a time" -n 64 --temp 0 --ids \
+        --backend webgpu 2>"$TMP/err")
+    check "$f on webgpu: llama.cpp's 64 greedy ids ($(head -c 200 "$TMP/err"))" [ "$(echo $got)" = "$(echo $want)" ]
+    check "$f on webgpu: the device is named" grep -q "webgpu" "$TMP/err"
+done
+out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q8_0.gguf" --backend webgpu -p 4 -n 8 -r 1 --json 2>&1)
+check "bench on webgpu reports decode speed" sh -c "echo '$out' | tail -1 | jq -e '.decode_tok_s > 0 and .decode_weight_gb_s > 0 and .backend == \"webgpu\"' >/dev/null"
+check "bench prints the weight bandwidth" sh -c "echo '$out' | grep -q 'GB/s streamed in decode'"
+POOLED_DAWN=/nonexistent/lib.so check_err "webgpu without Dawn: one line, no fallback" \
+    "$POOLED" run -m "$SHARED/models/stories260K.gguf" -p "Once" -n 2 --backend webgpu
+check "the line says why" grep -q "Dawn library not found" "$TMP/err"
+finish

@@ -1,0 +1,219 @@
+/* gpu_model_test.c - whole models on the WebGPU backend (lavapipe in CI) against the CPU
+ * backend and the references: stories260K F32/Q8_0/Q4_0, llama-2-tiny-random (F16) and the
+ * dense models of shared/fixtures/hf (llama, qwen2, qwen3 in f32, q8_0 and q4_0; qwen3 with
+ * the real 151936-id vocabulary).
+ *
+ * For each: the prompt, then greedy decoding with the argmax on the device (4 bytes read
+ * back per token). Required: the greedy ids identical to the CPU backend's, and to the
+ * reference's where one exists (llama.cpp's 64 ids for stories260K; transformers' 32 for
+ * the lossless f32/q8_0 hf files), and the prompt-end logits within a tolerance of the
+ * CPU's, relative to the largest logit:
+ *   - float32 KV cache: TOL_F32. Both backends compute in float32; only the order of the
+ *     sums differs (measured <= 2e-6).
+ *   - f16 KV cache (the default): TOL_F16. The CPU rounds q and the value accumulator to
+ *     f16 as llama.cpp does, the GPU accumulates in float32 over the same f16 cache
+ *     (measured <= 1e-3).
+ * And the fused kernels (norm into projections, gate/up/SwiGLU, q/k norm + RoPE + cache
+ * store) give the same ids as one kernel per op. */
+#include "cpu/cpu.h"
+#include "gpu/gpu.h"
+#include "model/fixture.h"
+#include "model/model.h"
+#include "test.h"
+
+#include <time.h>
+
+#define TOL_F32 2e-5
+#define TOL_F16 3e-3
+#define MAX_GEN 64
+
+typedef struct {
+    int32_t ids[MAX_GEN];
+    float *logits; /* prompt-end logits, malloc'd */
+    int64_t n_vocab;
+    int ok;
+} run_result;
+
+static double pl_gpu_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Prompt, then n_gen greedy ids (argmax on the device, the id fed back). */
+static run_result run(pl_backend *be, const char *path, const int32_t *prompt, int np, int n_gen,
+                      uint32_t kv) {
+    run_result r;
+    memset(&r, 0, sizeof r);
+    pl_gguf *g = NULL;
+    pl_model *m = NULL;
+    pl_state *st = NULL;
+    pl_status s = pl_gguf_open(path, &g);
+    if (!s) s = pl_model_load(g, be, NULL, &m);
+    if (!s) {
+        pl_state_opts o = pl_state_opts_default(m);
+        o.n_ctx = 128;
+        o.n_batch = 32;
+        o.kv_type = kv;
+        s = pl_state_new(m, &o, &st);
+    }
+    if (!s) s = pl_model_forward(m, st, prompt, np, 0, false);
+    if (!s) {
+        r.n_vocab = pl_model_get_info(m)->n_vocab;
+        r.logits = malloc(sizeof(float) * (size_t)r.n_vocab);
+        s = pl_be_read(pl_state_logits(st), 0, r.logits, 4 * r.n_vocab);
+    }
+    for (int t = 0; !s && t < n_gen; t++) {
+        s = pl_be_argmax(pl_state_logits(st), 1, pl_state_ids(st), 0);
+        if (!s) s = pl_be_read(pl_state_ids(st), 0, &r.ids[t], 4);
+        if (!s && t + 1 < n_gen) s = pl_model_forward(m, st, &r.ids[t], 1, np + t, false);
+    }
+    CHECK(s == PL_OK, "%s on %s: %s", path, be->name, pl_last_error());
+    r.ok = s == PL_OK;
+    pl_state_free(st);
+    pl_model_free(m);
+    pl_gguf_free(g);
+    return r;
+}
+
+static double rel_err(const float *a, const float *b, int64_t n) {
+    double mx = 0, err = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]), m = fabs((double)b[i]);
+        if (d > err) err = d;
+        if (m > mx) mx = m;
+    }
+    return mx > 0 ? err / mx : err;
+}
+
+/* One model: GPU vs CPU (and vs want[] when given) with cache type kv. */
+static void compare(pl_backend *cpu, pl_backend *gpu, const char *path, const int32_t *prompt,
+                    int np, const int32_t *want, int n_gen, uint32_t kv) {
+    run_result c = run(cpu, path, prompt, np, n_gen, kv);
+    double t0 = pl_gpu_now_s();
+    run_result gr = run(gpu, path, prompt, np, n_gen, kv);
+    double t_gpu = pl_gpu_now_s() - t0;
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *kvs = kv == PL_TYPE_F16 ? "f16" : "f32";
+    if (c.ok && gr.ok) {
+        int diff = -1;
+        for (int t = 0; t < n_gen && diff < 0; t++)
+            if (c.ids[t] != gr.ids[t]) diff = t;
+        CHECK(diff < 0, "%s (kv %s): GPU id %d at step %d differs from CPU id %d", name, kvs,
+              diff >= 0 ? gr.ids[diff] : 0, diff, diff >= 0 ? c.ids[diff] : 0);
+        double e = rel_err(gr.logits, c.logits, c.n_vocab), tol = kv == PL_TYPE_F16 ? TOL_F16 : TOL_F32;
+        CHECK(e <= tol, "%s (kv %s): prompt logits %.3g from the CPU's (tolerance %.1g)", name, kvs,
+              e, tol);
+        fprintf(stderr, "%-28s kv %s: ids equal %s, logits vs CPU %.2e (GPU run %.2fs)\n", name,
+                kvs, diff < 0 ? "yes" : "NO", e, t_gpu);
+        if (want) {
+            int wd = -1;
+            for (int t = 0; t < n_gen && wd < 0; t++)
+                if (want[t] != gr.ids[t]) wd = t;
+            CHECK(wd < 0, "%s (kv %s): GPU id %d at step %d differs from the reference %d", name,
+                  kvs, wd >= 0 ? gr.ids[wd] : 0, wd, wd >= 0 ? want[wd] : 0);
+        }
+    }
+    free(c.logits), free(gr.logits);
+}
+
+static void stories(pl_backend *cpu, pl_backend *gpu) {
+    char *json = fixture_text(test_shared("fixtures/llamacpp-b10573/greedy_once_upon_a_time.json"));
+    CHECK(json != NULL, "greedy fixture missing");
+    if (!json) return;
+    const char *files[4] = {"stories260K.gguf", "stories260K-Q8_0.gguf", "stories260K-Q4_0.gguf",
+                            "llama-2-tiny-random.gguf"};
+    for (int i = 0; i < 4; i++) {
+        const char *pp[] = {files[i], "prompt_ids"}, *gp[] = {files[i], "generated_ids"};
+        int32_t prompt[16], want[64];
+        int np = fixture_ids(json, pp, 2, prompt, 16), ng = fixture_ids(json, gp, 2, want, 64);
+        CHECK(np > 0 && ng == 64, "%s: fixture arrays %d %d", files[i], np, ng);
+        if (np <= 0 || ng != 64) continue;
+        char rel[128];
+        snprintf(rel, sizeof rel, "models/%s", files[i]);
+        /* llama.cpp's ids were made with an f16 cache */
+        compare(cpu, gpu, test_shared(rel), prompt, np, want, 64, PL_TYPE_F16);
+        if (i == 0) compare(cpu, gpu, test_shared(rel), prompt, np, NULL, 16, PL_TYPE_F32);
+    }
+    free(json);
+}
+
+static void hf(pl_backend *cpu, pl_backend *gpu) {
+    /* (the fixture folder keeps no f32 files: q8_0 holds the same values, losslessly) */
+    const char *dirs[3] = {"llama", "qwen2", "qwen3"}, *kinds[2] = {"q8_0", "q4_0"};
+    for (int d = 0; d < 4; d++) {
+        char rel[256];
+        const char *dir = d < 3 ? dirs[d] : "qwen3_realtok";
+        snprintf(rel, sizeof rel, "fixtures/hf/%s/ref.json", dir);
+        char *json = fixture_text(test_shared(rel));
+        CHECK(json != NULL, "%s missing", rel);
+        if (!json) continue;
+        const char *pp[] = {"prompt_ids"}, *gp[] = {"greedy_fp64"};
+        int32_t prompt[32], want[32];
+        int np = fixture_ids(json, pp, 1, prompt, 32), ng = fixture_ids(json, gp, 1, want, 32);
+        CHECK(np == 24 && ng == 32, "%s: fixture arrays %d %d", rel, np, ng);
+        for (int k = 0; np == 24 && ng == 32 && k < 2; k++) {
+            if (d == 3 && k != 0) continue; /* the real-vocabulary model comes in q8_0 only */
+            snprintf(rel, sizeof rel, "fixtures/hf/%s/%s-%s.gguf", dir, dir, kinds[k]);
+            /* transformers' ids hold for the lossless files; q4_0 is checked against the CPU */
+            compare(cpu, gpu, test_shared(rel), prompt, np, k == 0 ? want : NULL, 32, PL_TYPE_F32);
+            if (k == 0) compare(cpu, gpu, test_shared(rel), prompt, np, want, 32, PL_TYPE_F16);
+        }
+        free(json);
+    }
+}
+
+/* The fused path and the one-kernel-per-op path give the same ids. */
+static void fused_vs_simple(pl_backend *gpu) {
+    pl_backend *simple = NULL;
+    pl_gpu_backend_opts o = {.no_fuse = 1, .no_selftest = 1};
+    CHECK(pl_gpu_backend_new(&o, &simple) == PL_OK, "%s", pl_last_error());
+    if (!simple) return;
+    const char *files[2] = {"fixtures/hf/qwen3/qwen3-q4_0.gguf", "models/stories260K-Q8_0.gguf"};
+    int32_t prompt[5] = {1, 90, 250, 263, 931};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1) prompt[1] = 403, prompt[2] = 200, prompt[3] = 300, prompt[4] = 400;
+        uint64_t d0, s0, d1, s1;
+        pl_gpu_backend_counters(gpu, &d0, &s0);
+        run_result a = run(gpu, test_shared(files[i]), prompt, 5, 24, PL_TYPE_F16);
+        pl_gpu_backend_counters(gpu, &d1, &s1);
+        uint64_t e0, f0, e1, f1;
+        pl_gpu_backend_counters(simple, &e0, &f0);
+        run_result b = run(simple, test_shared(files[i]), prompt, 5, 24, PL_TYPE_F16);
+        pl_gpu_backend_counters(simple, &e1, &f1);
+        if (a.ok && b.ok) {
+            CHECK(!memcmp(a.ids, b.ids, 24 * sizeof a.ids[0]), "%s: fused and simple ids differ",
+                  files[i]);
+            CHECK(d1 - d0 < e1 - e0, "%s: fusion saved no dispatches (%llu vs %llu)", files[i],
+                  (unsigned long long)(d1 - d0), (unsigned long long)(e1 - e0));
+            fprintf(stderr, "%s: fused %llu dispatches, simple %llu, same ids\n", files[i],
+                    (unsigned long long)(d1 - d0), (unsigned long long)(e1 - e0));
+        }
+        free(a.logits), free(b.logits);
+    }
+    pl_be_destroy(simple);
+}
+
+static void run_tests(void) {
+    if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0);
+    pl_backend *gpu = NULL, *cpu = NULL;
+    double t0 = pl_gpu_now_s();
+    if (pl_gpu_backend_new(NULL, &gpu) != PL_OK) {
+        const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
+        if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
+            fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
+            return;
+        }
+        CHECK(0, "no usable GPU backend: %s (run tools/setup.sh)", pl_last_error());
+        return;
+    }
+    fprintf(stderr, "GPU backend opened in %.2fs (self-test included)\n", pl_gpu_now_s() - t0);
+    CHECK(pl_cpu_new(2, &cpu) == PL_OK, "%s", pl_last_error());
+    if (cpu) {
+        stories(cpu, gpu);
+        hf(cpu, gpu);
+        fused_vs_simple(gpu);
+    }
+    pl_be_destroy(cpu);
+    pl_be_destroy(gpu);
+}
