@@ -1,9 +1,200 @@
-/* cmd_chat.c - `pooled chat`. Not built yet: see the open issues. */
+/* cmd_chat.c - `pooled chat`: an interactive, multi-turn conversation using the model's
+ * chat template. Each turn renders the whole conversation, and the session runs only the
+ * ids that are not already in its KV cache. Replies stream to stdout as they are made.
+ * Lines starting with / are commands: /reset forgets the conversation, /quit ends. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "args.h"
 #include "commands.h"
+#include "model_args.h"
+#include "runtime/chat_ids.h"
+#include "runtime/generate.h"
+
+static const char *const usage =
+    "usage: pooled chat -m FILE [options]     (then type; /reset clears, /quit or EOF ends)\n"
+    "  --system TEXT        a system message to start every conversation with\n"
+    "  -n, --n-predict N    most ids per reply (default: until the model ends its turn)\n"
+    "  --no-think           ask Qwen3-style templates to skip thinking\n"
+    "  --timings            after each reply, one line on stderr: ids run / reused, speed\n";
+
+typedef struct {
+    pl_chat_msg *msgs;
+    int n, cap;
+} conversation;
+
+static bool conv_add(conversation *c, const char *role, const char *content) {
+    if (c->n == c->cap) {
+        int nc = c->cap ? c->cap * 2 : 8;
+        pl_chat_msg *m = realloc(c->msgs, sizeof *m * (size_t)nc);
+        if (!m) return false;
+        c->msgs = m;
+        c->cap = nc;
+    }
+    char *copy = strdup(content);
+    if (!copy) return false;
+    c->msgs[c->n++] = (pl_chat_msg){.role = role, .content = copy};
+    return true;
+}
+
+static void conv_clear(conversation *c, const char *system) {
+    for (int i = 0; i < c->n; i++) free((char *)c->msgs[i].content);
+    c->n = 0;
+    if (system) conv_add(c, "system", system);
+}
+
+/* The reply as it streams: printed, and kept as text for the conversation. */
+typedef struct {
+    const pl_tokenizer *tok;
+    pl_tok_stream *stream;
+    char *text;
+    size_t len, cap;
+} reply;
+
+static void reply_add(reply *r, const char *s) {
+    size_t n = strlen(s);
+    if (r->len + n + 1 > r->cap) {
+        size_t nc = (r->len + n + 1) * 2;
+        char *t = realloc(r->text, nc);
+        if (!t) return;
+        r->text = t;
+        r->cap = nc;
+    }
+    memcpy(r->text + r->len, s, n + 1);
+    r->len += n;
+    fputs(s, stdout);
+    fflush(stdout);
+}
+
+static bool on_token(void *ud, int32_t id) {
+    reply *r = ud;
+    if (pl_tok_is_eog(r->tok, id)) return false;
+    reply_add(r, pl_tok_stream_push(r->stream, id));
+    return true;
+}
 
 int cmd_chat(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return die("'chat' is not implemented yet");
+    model_args ma = model_args_defaults();
+    pl_sampler_params sp = pl_sampler_defaults();
+    const char *system = NULL;
+    int64_t n_predict = -1;
+    bool think = true, timings = false, seeded = false, err = false;
+    for (int i = 1; i < argc && !err; i++) {
+        const char *v;
+        if (model_args_take(argc, argv, &i, &ma, &err)) continue;
+        if (sampler_args_take(argc, argv, &i, &sp, &seeded, &err)) continue;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("%s%s%s", usage, sampler_args_help, model_args_help);
+            return 0;
+        } else if (!strcmp(argv[i], "--no-think")) {
+            think = false;
+        } else if (!strcmp(argv[i], "--timings")) {
+            timings = true;
+        } else if (arg_take(argc, argv, &i, "--system", NULL, &v, &err)) {
+            system = v;
+        } else if (arg_take(argc, argv, &i, "--n-predict", "-n", &v, &err)) {
+            err = err || !arg_int("-n", v, -1, INT32_MAX, &n_predict);
+        } else if (!err) {
+            return die("chat: unknown option '%s' (pooled chat --help)", argv[i]);
+        }
+    }
+    if (err) return 1;
+    if (!seeded) sp.seed = sampler_args_clock_seed();
+    loaded_model lm;
+    if (!model_load(&ma, true, &lm)) return 1;
+    int rc = 1;
+    pl_session *ses = NULL;
+    pl_sampler *smp = NULL;
+    conversation conv = {0};
+    reply r = {.tok = lm.tok};
+    char *line = NULL;
+    size_t line_cap = 0;
+    pl_status s = pl_session_new(lm.m, &lm.so, &ses);
+    if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
+    if (!s && !(r.stream = pl_tok_stream_new(lm.tok, false))) s = pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (s) {
+        die("%s", pl_last_error());
+        goto done;
+    }
+    model_report(&lm);
+    bool tty = isatty(0) && isatty(1);
+    conv_clear(&conv, system);
+    int turn = 0;
+    for (;;) {
+        if (tty) fputs("> ", stdout), fflush(stdout);
+        ssize_t got = getline(&line, &line_cap, stdin);
+        if (got < 0) break;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+        if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
+        if (!strcmp(line, "/reset")) {
+            conv_clear(&conv, system);
+            pl_session_reset(ses);
+            fprintf(stderr, "(conversation cleared)\n");
+            continue;
+        }
+        if (!got) continue;
+        if (line[0] == '/') {
+            fprintf(stderr, "(unknown command %s: /reset or /quit)\n", line);
+            continue;
+        }
+        if (!conv_add(&conv, "user", line)) {
+            die("out of memory");
+            goto done;
+        }
+        int32_t *ids = NULL;
+        int64_t n_ids = 0;
+        pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = think};
+        if ((s = pl_chat_ids(lm.tok, conv.msgs, conv.n, &co, &ids, &n_ids))) {
+            die("%s", pl_last_error());
+            goto done;
+        }
+        r.len = 0;
+        if (r.text) r.text[0] = 0;
+        int64_t room = pl_session_n_ctx(ses) - n_ids + 1;
+        pl_gen_opts go = {.n_predict = n_predict >= 0 && n_predict < room ? n_predict : room,
+                          .on_token = on_token, .ud = &r};
+        pl_gen_stats st;
+        s = n_ids >= pl_session_n_ctx(ses)
+                ? pl_fail(PL_ERR_ARG, "the conversation no longer fits the context")
+                : pl_generate(ses, smp, ids, n_ids, &go, &st);
+        free(ids);
+        reply_add(&r, pl_tok_stream_flush(r.stream));
+        fputs("\n", stdout);
+        fflush(stdout);
+        turn++;
+        if (s) { /* the conversation is too long: say so, let the user /reset */
+            fprintf(stderr, "pooled: %s; /reset to start over\n", pl_last_error());
+            conv.n--; /* drop the user message that did not fit */
+            free((char *)conv.msgs[conv.n].content);
+            continue;
+        }
+        if (go.n_predict == room && st.n_generated == room)
+            fprintf(stderr, "pooled: reply cut short: the context of %lld is full; /reset to start "
+                            "over\n",
+                    (long long)pl_session_n_ctx(ses));
+        if (!conv_add(&conv, "assistant", r.text ? r.text : "")) {
+            die("out of memory");
+            goto done;
+        }
+        if (timings)
+            fprintf(stderr, "turn %d: %lld prompt ids run (%lld reused) in %.1f ms | %lld generated "
+                            "in %.1f ms, %.1f tok/s\n",
+                    turn, (long long)st.n_prompt_run, (long long)(n_ids - st.n_prompt_run),
+                    st.t_prompt * 1e3, (long long)st.n_generated, st.t_decode * 1e3,
+                    st.t_decode > 0 ? st.n_decoded / st.t_decode : 0.0);
+    }
+    rc = 0;
+done:
+    free(line);
+    conv_clear(&conv, NULL);
+    free(conv.msgs);
+    free(r.text);
+    if (r.stream) pl_tok_stream_free(r.stream);
+    pl_sampler_free(smp);
+    pl_session_free(ses);
+    model_unload(&lm);
+    return rc;
 }
