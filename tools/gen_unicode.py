@@ -119,30 +119,18 @@ def main():
         for i in range(0, 256, 32):
             out('    ' + ','.join(str(x) for x in blk[i:i + 32]) + ',\n')
     out('};\n\n')
-    out('const uint32_t pl_unitab_lower[%d][2] = {\n' % len(lower))
-    for i in range(0, len(lower), 6):
-        out('    ' + ' '.join('{0x%X, 0x%X},' % p for p in lower[i:i + 6]) + '\n')
-    out('};\nconst int pl_unitab_n_lower = %d;\n\n' % len(lower))
-    out('const uint32_t pl_unitab_upper[%d][2] = {\n' % len(upper))
-    for i in range(0, len(upper), 6):
-        out('    ' + ' '.join('{0x%X, 0x%X},' % p for p in upper[i:i + 6]) + '\n')
-    out('};\nconst int pl_unitab_n_upper = %d;\n\n' % len(upper))
-    out('const uint32_t pl_unitab_upper_full[%d][4] = {\n' % len(upper_full))
-    for i in range(0, len(upper_full), 4):
-        out('    ' + ' '.join('{0x%X, 0x%X, 0x%X, 0x%X},' % p for p in upper_full[i:i + 4]) + '\n')
-    out('};\nconst int pl_unitab_n_upper_full = %d;\n\n' % len(upper_full))
-    out('const uint32_t pl_unitab_decomp[%d][3] = {\n' % len(decomp))
-    for i in range(0, len(decomp), 4):
-        out('    ' + ' '.join('{0x%X, 0x%X, 0x%X},' % p for p in decomp[i:i + 4]) + '\n')
-    out('};\nconst int pl_unitab_n_decomp = %d;\n\n' % len(decomp))
-    out('const uint32_t pl_unitab_ccc[%d][3] = {\n' % len(ccc))
-    for i in range(0, len(ccc), 4):
-        out('    ' + ' '.join('{0x%X, 0x%X, %d},' % tuple(p) for p in ccc[i:i + 4]) + '\n')
-    out('};\nconst int pl_unitab_n_ccc = %d;\n\n' % len(ccc))
-    out('const uint32_t pl_unitab_comp[%d][3] = {\n' % len(comp))
-    for i in range(0, len(comp), 4):
-        out('    ' + ' '.join('{0x%X, 0x%X, 0x%X},' % p for p in comp[i:i + 4]) + '\n')
-    out('};\nconst int pl_unitab_n_comp = %d;\n' % len(comp))
+    def table(name, rows, cols, per_line, fmt):
+        out('const uint32_t pl_unitab_%s[%d][%d] = {\n' % (name, len(rows), cols))
+        for i in range(0, len(rows), per_line):
+            out('    ' + ' '.join(fmt % tuple(r) for r in rows[i:i + per_line]) + '\n')
+        out('};\nconst int pl_unitab_n_%s = %d;\n\n' % (name, len(rows)))
+
+    table('lower', lower, 2, 6, '{0x%X, 0x%X},')
+    table('upper', upper, 2, 6, '{0x%X, 0x%X},')
+    table('upper_full', upper_full, 4, 4, '{0x%X, 0x%X, 0x%X, 0x%X},')
+    table('decomp', decomp, 3, 4, '{0x%X, 0x%X, 0x%X},')
+    table('ccc', ccc, 3, 4, '{0x%X, 0x%X, %d},')
+    table('comp', comp, 3, 4, '{0x%X, 0x%X, 0x%X},')
     sys.stderr.write('blocks %d, lower %d, decomp %d, ccc ranges %d, comp %d\n'
                      % (len(blocks), len(lower), len(decomp), len(ccc), len(comp)))
 

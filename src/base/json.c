@@ -2,8 +2,10 @@
 #include "json.h"
 
 #include "arena.h"
+#include "utf8.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,41 +78,6 @@ static int hex4(const char *p) {
     return v;
 }
 
-static size_t put_utf8(char *o, uint32_t cp) {
-    if (cp < 0x80) return o[0] = (char)cp, 1;
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6)), o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12)), o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18)), o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* Length of a valid UTF-8 sequence at p (0 if invalid). */
-static size_t utf8_valid(const unsigned char *p, size_t left) {
-    unsigned char c = p[0];
-    size_t n;
-    uint32_t v, min;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c < 0xE0) n = 2, v = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c < 0xF0) n = 3, v = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c < 0xF5) n = 4, v = c & 0x07, min = 0x10000;
-    else return 0;
-    if (left < n) return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (p[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    return n;
-}
-
 /* Parse a string literal at ps->p (on the opening quote) into arena memory. */
 static bool parse_string(parser *ps, const char **out, size_t *out_len) {
     const char *p = ps->p + 1;
@@ -135,7 +102,7 @@ static bool parse_string(parser *ps, const char **out, size_t *out_len) {
             return false;
         }
         if (c != '\\') {
-            size_t k = utf8_valid((const unsigned char *)p, (size_t)(q - p));
+            size_t k = pl_utf8_valid(p, (size_t)(q - p));
             if (!k) {
                 ps->p = p;
                 ps->err = "invalid UTF-8 in string";
@@ -177,7 +144,7 @@ static bool parse_string(parser *ps, const char **out, size_t *out_len) {
                 cp = 0xFFFD;
             }
             /* at most 4 bytes out for the 6 or 12 read */
-            n += put_utf8(o + n, cp);
+            n += (size_t)pl_utf8_encode(cp, o + n);
             break;
         }
         default:
@@ -241,6 +208,15 @@ bad:
     return NULL;
 }
 
+/* After an item of an array or object: 1 if a comma follows (another item), 0 at the
+ * closing bracket, -1 (error set) otherwise. */
+static int next_item(parser *ps, char close) {
+    skip_ws(ps);
+    if (ps->p < ps->end && (*ps->p == ',' || *ps->p == close)) return *ps->p++ == ',';
+    ps->err = close == ']' ? "expected , or ]" : "expected , or }";
+    return -1;
+}
+
 static pl_json *parse_array(parser *ps, int depth) {
     pl_json *v = new_value(ps, PL_JSON_ARRAY);
     ptrs items = {0};
@@ -258,17 +234,9 @@ static pl_json *parse_array(parser *ps, int depth) {
             ps->err = "out of memory";
             goto fail;
         }
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-        if (ps->p < ps->end && *ps->p == ']') {
-            ps->p++;
-            break;
-        }
-        ps->err = "expected , or ]";
-        goto fail;
+        int more = next_item(ps, ']');
+        if (more < 0) goto fail;
+        if (!more) break;
     }
     v->arr.items = arena_alloc(ps->doc, items.n * sizeof *v->arr.items);
     if (!v->arr.items) {
@@ -316,17 +284,9 @@ static pl_json *parse_object(parser *ps, int depth) {
             ps->err = "out of memory";
             goto fail;
         }
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-        if (ps->p < ps->end && *ps->p == '}') {
-            ps->p++;
-            break;
-        }
-        ps->err = "expected , or }";
-        goto fail;
+        int more = next_item(ps, '}');
+        if (more < 0) goto fail;
+        if (!more) break;
     }
     size_t n = keys.n;
     v->obj.keys = arena_alloc(ps->doc, n * sizeof *v->obj.keys);
@@ -475,15 +435,11 @@ void pl_json_quote(pl_strbuf *b, const char *s, size_t n, bool ascii_only) {
             pl_sb_putc(b, (char)c);
             i++;
         } else {
-            size_t k = utf8_valid((const unsigned char *)s + i, n - i);
-            uint32_t cp = 0xFFFD;
-            if (k) {
-                cp = c & (k == 2 ? 0x1F : k == 3 ? 0x0F : 0x07);
-                for (size_t j = 1; j < k; j++) cp = (cp << 6) | ((unsigned char)s[i + j] & 0x3F);
-            }
+            uint32_t cp;
+            size_t k = (size_t)pl_utf8_decode(s + i, n - i, &cp);
             if (!ascii_only) {
                 char o[4];
-                pl_sb_append(b, o, put_utf8(o, cp));
+                pl_sb_append(b, o, (size_t)pl_utf8_encode(cp, o));
             } else {
                 uint32_t units[2] = {cp, 0};
                 int nu = 1;
@@ -498,7 +454,7 @@ void pl_json_quote(pl_strbuf *b, const char *s, size_t n, bool ascii_only) {
                     pl_sb_append(b, e, 6);
                 }
             }
-            i += k ? k : 1;
+            i += k;
         }
     }
     pl_sb_putc(b, '"');
@@ -511,7 +467,13 @@ void pl_json_write(pl_strbuf *b, const pl_json *v) {
     case PL_JSON_FALSE: pl_sb_puts(b, "false"); return;
     case PL_JSON_NUMBER:
         if (v->n.is_int) pl_sb_printf(b, "%lld", (long long)v->n.i);
-        else if (isfinite(v->n.num)) pl_sb_printf(b, "%.17g", v->n.num);
+        else if (isfinite(v->n.num)) {
+            /* keep a non-integer number looking like one (-0.0, 5.0), so it reads back so */
+            char buf[40];
+            snprintf(buf, sizeof buf, "%.17g", v->n.num);
+            pl_sb_puts(b, buf);
+            if (!strpbrk(buf, ".eE")) pl_sb_puts(b, ".0");
+        }
         else pl_sb_puts(b, v->n.num < 0 ? "-1e999" : "1e999"); /* overflowed on input */
         return;
     case PL_JSON_STRING: pl_json_quote(b, v->str.s, v->str.len, false); return;

@@ -67,8 +67,8 @@ const char *pl_json_string(const pl_json *v);
 bool pl_json_number(const pl_json *v, double *out);
 bool pl_json_int(const pl_json *v, int64_t *out); /* integral numbers only */
 
-/* Append v as compact JSON (integers as written, other numbers with 17 significant digits,
- * so parsing the text back gives the same tree). */
+/* Append v as compact JSON (integers as written, other numbers with 17 significant digits
+ * and always a fraction or exponent, so parsing the text back gives the same tree). */
 void pl_json_write(pl_strbuf *b, const pl_json *v);
 
 /* Append s[0..n) as a JSON string literal (quotes included). Control characters and " \ are

@@ -47,6 +47,11 @@ static const pretok_row k_pretoks[] = {
     {"smaug-bpe|dbrx|chatglm-bpe", {RX_LLAMA3}, true, false},
     {"deepseek-llm", {"[\r\n]", RX_DEEPSEEK_LETTERS, "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RX_CJK, "\\p{N}+"}, false, false},
     {"deepseek-coder", {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RX_CJK, "\\p{N}"}, false, false},
+    {"deepseek-v3|hunyuan-dense|joyai-llm",
+     {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
+      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+      " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"},
+     false, false},
     {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RX_GPT2, "[0-9][0-9][0-9]"}, false, false},
     {"gpt-2|phi-2|jina-es|jina-de|gigachat|jina-v1-en|jina-v2-es|jina-v2-de|jina-v2-code|roberta-bpe|mpt|olmo|jais|trillion",
      {RX_GPT2}, false, false},

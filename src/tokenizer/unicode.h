@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "../base/status.h"
+#include "../base/utf8.h"
 
 /* General category classes (the first letter of the Unicode category). */
 enum {
@@ -45,19 +46,6 @@ uint32_t pl_uni_nfd_first(uint32_t cp);
 int pl_uni_ccc(uint32_t cp);
 
 const char *pl_uni_version_string(void);
-
-/* ---- UTF-8 ---- */
-
-/* Decode one code point from s[0..len) (len >= 1). Returns the bytes consumed (1..4);
- * an invalid or truncated sequence yields U+FFFD and consumes 1 byte. Overlong forms,
- * surrogates and values above U+10FFFF are invalid. */
-int pl_utf8_decode(const char *s, size_t len, uint32_t *cp);
-/* Encode cp (<= U+10FFFF) into out; returns 1..4. */
-int pl_utf8_encode(uint32_t cp, char *out);
-/* The length a sequence starting with byte c claims (1 for ASCII, continuation or bad). */
-static inline int pl_utf8_lead_len(unsigned char c) {
-    return c < 0xC0 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 1;
-}
 
 /* ---- normalisation ---- */
 

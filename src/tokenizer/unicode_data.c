@@ -2843,3 +2843,4 @@ const uint32_t pl_unitab_comp[941][3] = {
     {0x11935, 0x11930, 0x11938},
 };
 const int pl_unitab_n_comp = 941;
+

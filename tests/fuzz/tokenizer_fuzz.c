@@ -52,16 +52,6 @@ static void load_all(void) {
     }
 }
 
-static bool valid_utf8(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        int k = pl_utf8_decode(s + i, n - i, &cp);
-        if (cp == 0xFFFD && k == 1) return false;
-        i += (size_t)k;
-    }
-    return true;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!g_tok[0]) load_all();
     if (size == 0) return 0;
@@ -84,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
      * broken sequence); WordPiece lower-cases and drops spaces */
     bool spm = sel % N_VOCABS == 0, bpe = sel % N_VOCABS == 1 || sel % N_VOCABS == 2;
     bool has_space_mark = memmem(text, len, "\xe2\x96\x81", 3) != NULL; /* SPM's own space */
-    if (!add_special && ((spm && !parse_special && !has_space_mark) || bpe) && valid_utf8(text, len))
+    if (!add_special && ((spm && !parse_special && !has_space_mark) || bpe) && pl_utf8_is_valid(text, len))
         REQUIRE(back_len == len && memcmp(back, text, len) == 0);
 
     /* streaming: whatever comes out is valid UTF-8, and all of it is the decoded text */
@@ -93,11 +83,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t total = 0;
     for (int64_t i = 0; i < n; i++) {
         const char *piece = pl_tok_stream_push(s, ids[i]);
-        REQUIRE(valid_utf8(piece, strlen(piece)));
+        REQUIRE(pl_utf8_is_valid(piece, strlen(piece)));
         total += strlen(piece);
     }
     const char *rest = pl_tok_stream_flush(s);
-    REQUIRE(valid_utf8(rest, strlen(rest)));
+    REQUIRE(pl_utf8_is_valid(rest, strlen(rest)));
     total += strlen(rest);
     REQUIRE(total <= back_len * 3 + 3); /* U+FFFD for a bad byte is at most 3 bytes */
     /* ids straight from the input bytes (any id, valid or not) */
@@ -107,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int64_t k = pl_tok_piece(t, id, true, buf, sizeof buf);
         REQUIRE((id < 0 || id >= pl_tok_n_vocab(t)) ? k == -1 : k >= 0);
         const char *piece = pl_tok_stream_push(s, id);
-        REQUIRE(valid_utf8(piece, strlen(piece)));
+        REQUIRE(pl_utf8_is_valid(piece, strlen(piece)));
     }
     pl_tok_stream_free(s);
     free(back);

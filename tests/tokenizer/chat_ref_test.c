@@ -3,21 +3,12 @@
  * through the template stored in the GGUF, from JSON messages and from pl_chat_msg; and the
  * Llama 3 template of the llama3_vocab GGUF against the same rules. */
 #include "test.h"
+#include "tok_test_util.h"
 
 #include "base/file_map.h"
 #include "base/json.h"
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
-
-static pl_tokenizer *load_tok(const char *rel) {
-    pl_gguf *g = NULL;
-    pl_tokenizer *t = NULL;
-    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
-    if (!g) return NULL;
-    CHECK(pl_tok_load(g, &t) == PL_OK, "%s: %s", rel, pl_last_error());
-    pl_gguf_free(g);
-    return t;
-}
 
 static void show_diff(const char *got, const char *want) {
     size_t i = 0;

@@ -27,7 +27,8 @@ static const uint32_t k_alphabet[] = {
 };
 
 static void test_matchers(void) {
-    static const char *names[] = {"gpt-2", "llama3", "qwen2", "qwen35", "starcoder", "falcon", "default"};
+    static const char *names[] = {"gpt-2", "llama3", "qwen2", "qwen35", "starcoder", "falcon", "default",
+                                  "deepseek-llm", "deepseek-coder", "deepseek-v3", "bloom", "viking"};
     pl_regex_scratch sc = {0};
     pl_pieces fast = {0}, slow = {0};
     uint32_t text[48];

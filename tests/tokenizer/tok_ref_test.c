@@ -5,21 +5,12 @@
  * and the tiny byte-level BPE of the architecture fixtures. Decoding must give the text back
  * where the reference says it round-trips. */
 #include "test.h"
+#include "tok_test_util.h"
 
 #include "base/file_map.h"
 #include "base/json.h"
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
-
-static pl_tokenizer *load_tok(const char *rel) {
-    pl_gguf *g = NULL;
-    pl_tokenizer *t = NULL;
-    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
-    if (!g) return NULL;
-    CHECK(pl_tok_load(g, &t) == PL_OK, "%s: %s", rel, pl_last_error());
-    pl_gguf_free(g);
-    return t;
-}
 
 static pl_json_doc *load_json(const char *rel) {
     char *text = NULL;

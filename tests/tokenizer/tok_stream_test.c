@@ -3,31 +3,11 @@
  * from the references (their ids split characters across tokens: byte-fallback tokens in
  * SPM, partial byte-level tokens in Qwen3's emoji). */
 #include "test.h"
+#include "tok_test_util.h"
 
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
-
-static pl_tokenizer *load_tok(const char *rel) {
-    pl_gguf *g = NULL;
-    pl_tokenizer *t = NULL;
-    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
-    if (!g) return NULL;
-    CHECK(pl_tok_load(g, &t) == PL_OK, "%s: %s", rel, pl_last_error());
-    pl_gguf_free(g);
-    return t;
-}
-
-static bool valid_utf8(const char *s) {
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        int k = pl_utf8_decode(s + i, n - i, &cp);
-        if (cp == 0xFFFD && k == 1) return false;
-        i += (size_t)k;
-    }
-    return true;
-}
 
 /* Stream text's ids; every output is whole UTF-8, something is held back at least once,
  * and everything together is the text. */
@@ -42,7 +22,7 @@ static void stream_roundtrip(const pl_tokenizer *t, const char *text, bool expec
         char piece[64];
         int64_t k = pl_tok_piece(t, ids[i], true, piece, sizeof piece);
         const char *out = pl_tok_stream_push(s, ids[i]);
-        CHECK(valid_utf8(out), "stream output is whole UTF-8");
+        CHECK(pl_utf8_is_valid(out, strlen(out)), "stream output is whole UTF-8");
         if (k > 0 && !out[0]) held++;
         strncat(all, out, sizeof all - strlen(all) - 1);
     }
