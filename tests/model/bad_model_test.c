@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "cpu/cpu.h"
+#include "model/fixture.h"
 #include "model/model.h"
 #include "model/tiny_model.h"
 #include "test.h"
@@ -104,24 +105,18 @@ static void check_tiny(pl_backend *be) {
         char path[600];
         snprintf(path, sizeof path, "%s/%s", seeds && *seeds ? seeds : test_tmpdir(), tiny[i].file);
         CHECK(tiny_model_write(path, tiny[i].arch, tiny[i].layers, tiny[i].type) == 0, "%s", path);
-        pl_gguf *g = NULL;
-        pl_model *m = NULL;
-        pl_state *st = NULL;
-        pl_status s = pl_gguf_open(path, &g);
-        if (!s) s = pl_model_load(g, be, NULL, &m);
+        fixture_model fm;
         pl_state_opts o = {.n_ctx = 8, .n_batch = 4, .n_logits = 4, .kv_type = PL_TYPE_F16};
-        if (!s) s = pl_state_new(m, &o, &st);
+        pl_status s = fixture_model_open(&fm, be, path, &o);
         const int32_t ids[4] = {1, 5, 9, 15};
-        if (!s) s = pl_model_forward(m, st, ids, 4, 0, true);
+        if (!s) s = pl_model_forward(fm.m, fm.st, ids, 4, 0, true);
         float lg[4 * TINY_VOCAB];
-        if (!s) s = pl_be_read(pl_state_logits(st), 0, lg, sizeof lg);
+        if (!s) s = pl_be_read(pl_state_logits(fm.st), 0, lg, sizeof lg);
         CHECK(s == PL_OK, "%s: %s", tiny[i].file, pl_last_error());
         bool finite = true;
         for (int k = 0; k < 4 * TINY_VOCAB; k++) finite &= isfinite(lg[k]) && lg[k] != 0;
         CHECK(s || finite, "%s: logits not finite", tiny[i].file);
-        pl_state_free(st);
-        pl_model_free(m);
-        pl_gguf_free(g);
+        fixture_model_close(&fm);
     }
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/file_map.h"
+#include "model/model.h"
 
 /* The numbers of the array that follows the keys path[0], path[1], ... (each searched after
  * the previous one) in a JSON text: `"key": [1, 2, ...]`; nested arrays are flattened in
@@ -81,6 +82,29 @@ static inline double fixture_rel_err(const float *a, const float *b, int64_t n) 
         if (m > mx) mx = m;
     }
     return mx > 0 ? err / mx : err;
+}
+
+/* A loaded model and a state for it (everything NULL on failure, with pl_last_error set). */
+typedef struct {
+    pl_gguf *g;
+    pl_model *m;
+    pl_state *st;
+} fixture_model;
+
+static inline pl_status fixture_model_open(fixture_model *fm, pl_backend *be, const char *path,
+                                           const pl_state_opts *o) {
+    memset(fm, 0, sizeof *fm);
+    pl_status s = pl_gguf_open(path, &fm->g);
+    if (!s) s = pl_model_load(fm->g, be, NULL, &fm->m);
+    if (!s) s = pl_state_new(fm->m, o, &fm->st);
+    return s;
+}
+
+static inline void fixture_model_close(fixture_model *fm) {
+    pl_state_free(fm->st);
+    pl_model_free(fm->m);
+    pl_gguf_free(fm->g);
+    memset(fm, 0, sizeof *fm);
 }
 
 #endif

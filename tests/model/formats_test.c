@@ -6,6 +6,7 @@
  * embedding lookup of each format are what this checks; prompt logits and 8 decode steps
  * are compared exactly. */
 #include "cpu/cpu.h"
+#include "model/fixture.h"
 #include "model/model.h"
 #include "test.h"
 
@@ -46,28 +47,22 @@ static bool write_dequantised(const pl_gguf *src, const char *path) {
 
 /* Prompt logits, then 8 greedy steps' logits, of the model at path, into out [9 * V]. */
 static bool run_model(pl_backend *be, const char *path, float *out, int *V) {
-    pl_gguf *g = NULL;
-    pl_model *m = NULL;
-    pl_state *st = NULL;
-    pl_status s = pl_gguf_open(path, &g);
-    if (!s) s = pl_model_load(g, be, NULL, &m);
+    fixture_model fm;
     pl_state_opts o = {.n_ctx = 32, .n_batch = 8, .n_logits = 1, .kv_type = PL_TYPE_F32};
-    if (!s) s = pl_state_new(m, &o, &st);
+    pl_status s = fixture_model_open(&fm, be, path, &o);
     int32_t ids[16] = {1, 7, 3, 12, 5};
     if (!s) {
-        *V = pl_model_get_info(m)->n_vocab;
-        s = pl_model_forward(m, st, ids, 5, 0, false);
+        *V = pl_model_get_info(fm.m)->n_vocab;
+        s = pl_model_forward(fm.m, fm.st, ids, 5, 0, false);
     }
     for (int t = 0; t < 9 && !s; t++) {
-        s = pl_be_read(pl_state_logits(st), 0, out + (int64_t)t * *V, (int64_t)*V * 4);
-        if (!s) s = pl_be_argmax(pl_state_logits(st), 1, pl_state_ids(st), 0);
-        if (!s) s = pl_be_read(pl_state_ids(st), 0, &ids[5 + t], 4);
-        if (!s && t < 8) s = pl_model_forward(m, st, &ids[5 + t], 1, 5 + t, false);
+        s = pl_be_read(pl_state_logits(fm.st), 0, out + (int64_t)t * *V, (int64_t)*V * 4);
+        if (!s) s = pl_be_argmax(pl_state_logits(fm.st), 1, pl_state_ids(fm.st), 0);
+        if (!s) s = pl_be_read(pl_state_ids(fm.st), 0, &ids[5 + t], 4);
+        if (!s && t < 8) s = pl_model_forward(fm.m, fm.st, &ids[5 + t], 1, 5 + t, false);
     }
     CHECK(s == PL_OK, "%s: %s", path, pl_last_error());
-    pl_state_free(st);
-    pl_model_free(m);
-    pl_gguf_free(g);
+    fixture_model_close(&fm);
     return s == PL_OK;
 }
 

@@ -63,25 +63,21 @@ typedef struct {
 static bool open_model(run_ctx *r, pl_backend *be, const char *path, uint32_t kv) {
     memset(r, 0, sizeof *r);
     r->be = be;
-    pl_status s = pl_gguf_open(path, &r->g);
-    if (!s) s = pl_model_load(r->g, be, NULL, &r->m);
-    if (!s) {
-        pl_state_opts o = pl_state_opts_default(r->m);
-        o.n_ctx = N_PROMPT + N_GEN + 8;
-        o.n_batch = N_PROMPT;
-        o.n_logits = N_PROMPT;
-        o.kv_type = kv;
-        s = pl_state_new(r->m, &o, &r->st);
-    }
+    pl_state_opts o = {.n_ctx = N_PROMPT + N_GEN + 8, .n_batch = N_PROMPT, .n_logits = N_PROMPT,
+                       .kv_type = kv};
+    fixture_model fm;
+    pl_status s = fixture_model_open(&fm, be, path, &o);
     CHECK(s == PL_OK, "%s: %s", path, pl_last_error());
+    r->g = fm.g;
+    r->m = fm.m;
+    r->st = fm.st;
     if (!s) r->V = pl_model_get_info(r->m)->n_vocab;
     return s == PL_OK;
 }
 
 static void close_model(run_ctx *r) {
-    pl_state_free(r->st);
-    pl_model_free(r->m);
-    pl_gguf_free(r->g);
+    fixture_model fm = {r->g, r->m, r->st};
+    fixture_model_close(&fm);
 }
 
 /* Prompt logits of every position into out [N_PROMPT * V]. */
