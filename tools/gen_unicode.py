@@ -19,6 +19,7 @@ MAXCP = 0x110000
 CAT = {'L': 1, 'N': 2, 'P': 3, 'M': 4, 'S': 5, 'Z': 6, 'C': 7}
 WS_BIT = 0x08
 NFC_BIT = 0x10  # may change under NFC: not NFC alone, composes with a previous char, or ccc != 0
+LETTER_SUB = {'Lu': 1, 'Ll': 2, 'Lt': 3, 'Lm': 4, 'Lo': 5}  # bits 5-7: which kind of letter
 
 # White_Space property (PropList.txt); Python's str.isspace() differs (it adds U+001C..1F).
 WHITE_SPACE = [(0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
@@ -30,6 +31,7 @@ def flags_of(cp, comp_second):
     c = chr(cp)
     cat = ud.category(c)
     f = 0 if cat == 'Cn' else CAT[cat[0]]
+    f |= LETTER_SUB.get(cat, 0) << 5
     for lo, hi in WHITE_SPACE:
         if lo <= cp <= hi:
             f |= WS_BIT

@@ -16,6 +16,7 @@
 
 typedef struct {
     uint8_t cats;    /* bit (1 << PL_UC_x) for each category class in the set */
+    uint8_t letters; /* bit (1 << PL_UC_LU..LO) for each kind of letter in the set */
     uint8_t spaces;  /* bit 0: \s, bit 1: \S */
     bool neg;
     uint32_t first, n_ranges; /* into the range pool (lo, hi pairs) */
@@ -140,7 +141,7 @@ static int hexval(char c) {
 typedef struct {
     bool is_set;
     uint32_t cp;
-    uint8_t cats, spaces;
+    uint8_t cats, letters, spaces;
     bool neg;            /* \P{..}, \S, \D, \W as a set */
     uint32_t lo[3], hi[3]; /* explicit ranges of \d \w */
     int n_ranges;
@@ -182,8 +183,21 @@ static bool parse_escape(rx_parser *ps, rx_escape *e) {
         }
         int cat = (int)(l - letters);
         e->is_set = true, e->neg = c == 'P';
-        e->cats = (uint8_t)(1u << cat);
-        if (cat == PL_UC_OTHER) e->cats |= 1u << PL_UC_UNASSIGNED;
+        if (close - ps->p == 3 && cat == PL_UC_LETTER) { /* \p{Lu} \p{Ll} \p{Lt} \p{Lm} \p{Lo} */
+            const char *kinds = "?ulmto", *k = strchr(kinds + 1, ps->p[2]);
+            static const int kind_of[] = {0, PL_UC_LU, PL_UC_LL, PL_UC_LM, PL_UC_LT, PL_UC_LO};
+            if (!k) {
+                ps->err = "unknown \\p category";
+                return false;
+            }
+            e->letters = (uint8_t)(1u << kind_of[k - kinds]);
+        } else if (close - ps->p == 2) {
+            e->cats = (uint8_t)(1u << cat);
+            if (cat == PL_UC_OTHER) e->cats |= 1u << PL_UC_UNASSIGNED;
+        } else {
+            ps->err = "unknown \\p category";
+            return false;
+        }
         ps->p = close + 1;
         return true;
     }
@@ -222,6 +236,7 @@ static bool class_add_set(rx_parser *ps, int k, const rx_escape *e, bool *lone_n
     rx_class *cl = &ps->classes[k];
     if (e->neg) *lone_neg = true;
     cl->cats |= e->cats;
+    cl->letters |= e->letters;
     cl->spaces |= e->spaces;
     for (int i = 0; i < e->n_ranges; i++)
         if (!add_range(ps, e->lo[i], e->hi[i])) return false;
@@ -602,7 +617,9 @@ void pl_regex_scratch_free(pl_regex_scratch *s) {
 
 static bool class_match(const pl_regex *re, const rx_class *cl, uint32_t cp) {
     uint8_t f = pl_uni_flags(cp);
+    int kind = f >> PL_UC_LETTER_SHIFT;
     bool in = (cl->cats >> (f & PL_UC_CAT_MASK)) & 1;
+    if (!in && kind) in = (cl->letters >> kind) & 1;
     if (!in && cl->spaces) {
         bool sp = (f & PL_UC_SPACE) != 0;
         in = ((cl->spaces & 1) && sp) || ((cl->spaces & 2) && !sp);

@@ -3,6 +3,7 @@
  *
  * Syntax (ECMAScript/PCRE subset): literals, `.`, `[...]` and `[^...]` classes with ranges,
  * \p{L} \p{N} \p{P} \p{M} \p{S} \p{Z} \p{C} (and \P{..}) by Unicode general category,
+ * \p{Lu} \p{Ll} \p{Lt} \p{Lm} \p{Lo} for the kinds of letter,
  * \s \S (White_Space) \d \D \w \W, \r \n \t \f \v \xHH \uHHHH and escaped punctuation,
  * groups (...) (?:...) (?i:...), lookahead (?=...) (?!...), ^ $, alternation |, and the
  * quantifiers ? * + {n} {n,} {n,m} (greedy, or lazy with a trailing ?). Matching is
