@@ -4,7 +4,8 @@
  * transformers' apply_chat_template gives it: messages, add_generation_prompt, bos_token,
  * eos_token, tools (none when absent), and enable_thinking only when it is switched off (so
  * the default render is transformers' default). When the model has no template, or ours
- * cannot parse it, a known format is chosen from the vocabulary's marker tokens. */
+ * cannot parse it, a known format is chosen from the vocabulary's marker tokens: ChatML
+ * or Llama 3 (tests/tokenizer/chat_ref_test.c checks both against the real templates). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,17 +24,6 @@ static const struct {
      "{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m.role + '<|end_header_id|>\\n\\n'"
      " + (m.content or '') | trim + '<|eot_id|>' }}{% endfor %}"
      "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"},
-    {"<start_of_turn>",
-     "{{ bos_token }}{% set sys = namespace(text='') %}{% for m in messages %}"
-     "{% if m.role == 'system' %}{% set sys.text = m.content + '\\n\\n' %}{% else %}"
-     "{{ '<start_of_turn>' + ('model' if m.role == 'assistant' else m.role) + '\\n' + sys.text + "
-     "(m.content or '') | trim + '<end_of_turn>\\n' }}{% set sys.text = '' %}{% endif %}{% endfor %}"
-     "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"},
-    {"[INST]",
-     "{% set sys = namespace(text='') %}{% for m in messages %}{% if m.role == 'system' %}"
-     "{% set sys.text = '<<SYS>>\\n' + m.content + '\\n<</SYS>>\\n\\n' %}{% elif m.role == 'user' %}"
-     "{{ bos_token + '[INST] ' + sys.text + m.content | trim + ' [/INST]' }}{% set sys.text = '' %}"
-     "{% else %}{{ ' ' + (m.content or '') | trim + ' ' + eos_token }}{% endif %}{% endfor %}"},
 };
 
 const char *pl_tok_chat_template(const pl_tokenizer *t) { return t->chat_template; }

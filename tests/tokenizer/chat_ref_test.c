@@ -1,7 +1,10 @@
 /* chat_ref_test.c - chat templates rendered as transformers renders them: the four Qwen3
  * conversations of fixtures/hf/qwen3_realtok/ref.json (default and enable_thinking=False),
- * through the template stored in the GGUF, from JSON messages and from pl_chat_msg; and the
- * Llama 3 template of the llama3_vocab GGUF against the same rules. */
+ * through the template stored in the GGUF, from JSON messages and from pl_chat_msg. And the
+ * built-in formats used when a model has no template (ChatML, Llama 3): with the template
+ * taken out of the Qwen3 and Llama 3 GGUFs, they must render what the real templates render
+ * (tests/tokenizer/data/jinja_refs.json, made by jinja2) for conversations where the two
+ * agree (no reasoning to strip, generation prompt on). */
 #include "test.h"
 #include "tok_test_util.h"
 
@@ -61,4 +64,50 @@ done:
     pl_json_doc_free(d);
 }
 
-static void run_tests(void) { test_qwen3(); }
+static void test_fallback(const char *gguf, const char *const *refs) {
+    char *text = NULL;
+    size_t len = 0;
+    pl_json_doc *d = NULL;
+    pl_gguf *g = NULL;
+    pl_tokenizer *t = NULL;
+    CHECK(pl_file_read_all("tests/tokenizer/data/jinja_refs.json", &text, &len) == PL_OK, "refs");
+    if (text) CHECK(pl_json_parse(text, len, &d) == PL_OK, "%s", pl_last_error());
+    free(text);
+    CHECK(pl_gguf_open(test_shared(gguf), &g) == PL_OK, "%s", gguf);
+    if (!d || !g) goto done;
+    pl_gguf_remove(g, "tokenizer.chat_template");
+    CHECK(pl_tok_load(g, &t) == PL_OK && !pl_tok_chat_template(t), "%s without its template", gguf);
+    if (!t) goto done;
+    const pl_json *list = pl_json_get(pl_json_root(d), "refs");
+    for (const char *const *name = refs; *name; name++) {
+        const pl_json *r = NULL;
+        for (size_t i = 0; i < pl_json_count(list) && !r; i++)
+            if (!strcmp(pl_json_string(pl_json_get(pl_json_at(list, i), "name")), *name)) r = pl_json_at(list, i);
+        CHECK(r != NULL, "reference %s", *name);
+        if (!r) continue;
+        const char *want = pl_json_string(pl_json_get(r, "expected"));
+        pl_chat_opts o = {.add_generation_prompt = true, .enable_thinking = true};
+        char *got = NULL;
+        CHECK(pl_chat_render_json(t, pl_json_get(pl_json_get(r, "context"), "messages"), NULL, &o, &got) == PL_OK,
+              "%s: %s", *name, pl_last_error());
+        bool same = got && want && !strcmp(got, want);
+        if (!same && got && want) show_diff(got, want);
+        CHECK(same, "built-in format for %s", *name);
+        free(got);
+    }
+done:
+    pl_tok_free(t);
+    pl_gguf_free(g);
+    pl_json_doc_free(d);
+}
+
+static void run_tests(void) {
+    test_qwen3();
+    static const char *const chatml[] = {"qwen3/sys_user_asst_user/agp=True/think=None",
+                                         "qwen3/unicode/agp=True/think=None", NULL};
+    test_fallback("fixtures/hf/qwen3_realtok/qwen3_realtok-q8_0.gguf", chatml);
+    static const char *const llama3[] = {"llama3/sys_user_asst_user/agp=True/think=None",
+                                         "llama3/think_in_content/agp=True/think=None",
+                                         "llama3/unicode/agp=True/think=None", NULL};
+    test_fallback("fixtures/hf/llama3_vocab/llama3-vocab.gguf", llama3);
+}
