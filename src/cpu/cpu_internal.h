@@ -34,8 +34,9 @@ static inline float pl_cpu_round_half(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     uint32_t e = (u >> 23) & 0xff;
-    if (e < 113 || e > 141) return pl_f16_to_f32(pl_f32_to_f16(x));
-    u += 0x0fff + ((u >> 13) & 1);
+    if (e == 0) u &= 0x80000000u; /* zero and float denormals: far below half's smallest */
+    else if (e < 113 || e > 141) return pl_f16_to_f32(pl_f32_to_f16(x));
+    else u += 0x0fff + ((u >> 13) & 1);
     u &= 0xffffe000u;
     memcpy(&x, &u, sizeof x);
     return x;
