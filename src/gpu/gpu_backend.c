@@ -37,7 +37,7 @@ static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t 
     pl_gpu_begin(gb->g);
     for (int i = 0; i < gb->n_ops && st == PL_OK; i++)
         if (!gb->ops[i].dead) st = pl_gpu_encode_op(gb, &gb->ops[i]);
-    gb->n_ops = 0;
+    int profile = src && gb->profile_path && ++gb->n_reads == gb->profile_at;
     if (st == PL_OK && src) {
         if (!gb->readback || pl_gpu_buf_size(gb->readback) < n) {
             pl_gpu_retire(gb, gb->readback);
@@ -52,6 +52,10 @@ static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t 
     gb->args_used = 0;
     pl_status s2 = pl_gpu_submit(gb->g); /* always: ends the recording */
     if (st == PL_OK) st = s2;
+    if (profile && st == PL_OK && pl_gpu_finish(gb->g) == PL_OK)
+        pl_gpu_profile(gb, gb->profile_path, pl_gpu_now() - gb->last_read_t);
+    gb->n_ops = 0;
+    if (src) gb->last_read_t = pl_gpu_now();
     if (gb->n_retired) {
         if (pl_gpu_finish(gb->g) == PL_OK || st != PL_OK)
             for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
@@ -354,6 +358,9 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     if (fuse && !strcmp(fuse, "0")) gb->o.no_fuse = 1;
     gb->be.m = &gpu_methods;
     gb->be.name = "webgpu";
+    gb->profile_path = getenv("POOLED_GPU_PROFILE");
+    const char *at = getenv("POOLED_GPU_PROFILE_AT");
+    gb->profile_at = at && atoi(at) > 0 ? atoi(at) : 40;
     pl_status st = pl_gpu_open(gb->o.dawn_lib, &gb->g);
     if (st != PL_OK) {
         free(gb);
@@ -378,7 +385,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     /* built-in GEMV shapes: small and quick to compile on a software adapter, wider rows
      * per workgroup on a GPU; the autotuner may replace them */
     for (int t = 0; t < 4; t++)
-        gb->tune[t] = gb->info->software ? (gemv_tune){32, 1} : (gemv_tune){64, 4};
+        gb->tune[t] = gb->info->software ? (gemv_tune){32, 1, 0} : (gemv_tune){64, 4, 0};
     if (st == PL_OK && !gb->o.no_tune && !gb->info->software) st = pl_gpu_autotune(gb);
     if (st == PL_OK && !gb->o.no_selftest) st = pl_gpu_selftest(gb);
     if (st != PL_OK) {
@@ -387,6 +394,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         destroy(&gb->be);
         return pl_fail(PL_ERR, "%s", msg);
     }
+    gb->n_reads = 0; /* the profile counts the caller's reads, not the self-test's */
     *out = &gb->be;
     return PL_OK;
 }

@@ -171,6 +171,7 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     p.cols = (uint32_t)w->h.ne0;
     p.threads = gb->tune[w->wt].threads;
     p.rows_per_wg = gb->tune[w->wt].rows;
+    p.subgroups = (int)gb->tune[w->wt].subgroups;
     p.mode = up ? PL_GEMV_GATE_UP : o->acc ? PL_GEMV_ACCUM : PL_GEMV_STORE;
     p.norm = o->fnorm.x != NULL;
     p.eps = p.norm ? o->fnorm.eps : 0;

@@ -102,7 +102,7 @@ typedef struct bcache_entry {
 
 /* Rows per workgroup and threads of the GEMV, per weight type. */
 typedef struct {
-    uint32_t threads, rows;
+    uint32_t threads, rows, subgroups;
 } gemv_tune;
 
 typedef struct {
@@ -128,6 +128,10 @@ typedef struct {
     const void *rope_factors;
     /* scratch: attention partials, top-k pairs, read back */
     pl_gpu_buf *partials, *pairs, *readback;
+    /* profiling (gpu_profile.c): the flush with a read number profile_at is profiled */
+    const char *profile_path;
+    int64_t profile_at, n_reads;
+    double last_read_t;
     /* buffers replaced while a recording still refers to them, freed after the submit */
     pl_gpu_buf *retired[16];
     int n_retired;
@@ -140,6 +144,8 @@ pl_status pl_gpu_encode_op(gpu_backend *gb, op *o);
 /* gpu_encode.c: drop cached bindings that use buffer b (before it is freed). */
 void pl_gpu_forget_buf(gpu_backend *gb, const pl_gpu_buf *b);
 void pl_gpu_caches_free(gpu_backend *gb);
+/* gpu_profile.c: append the profile of the queued ops to `path`. */
+void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds);
 /* gpu_backend.c: keep b alive until the next submit, then free it. */
 void pl_gpu_retire(gpu_backend *gb, pl_gpu_buf *b);
 

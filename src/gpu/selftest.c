@@ -284,12 +284,16 @@ static int load_tune(gpu_backend *gb) {
     int found = 0;
     while (fgets(line, sizeof line, f)) {
         char k[200];
-        unsigned t[8];
-        if (sscanf(line, "%199s %u %u %u %u %u %u %u %u", k, &t[0], &t[1], &t[2], &t[3], &t[4],
-                   &t[5], &t[6], &t[7]) == 9 && !strcmp(k, key)) {
-            for (int i = 0; i < 4; i++)
-                if (t[2 * i] >= 8 && t[2 * i] <= 1024 && t[2 * i + 1] >= 1 && t[2 * i + 1] <= 8)
-                    gb->tune[i] = (gemv_tune){t[2 * i], t[2 * i + 1]};
+        unsigned t[12];
+        if (sscanf(line, "%199s %u %u %u %u %u %u %u %u %u %u %u %u", k, &t[0], &t[1], &t[2],
+                   &t[3], &t[4], &t[5], &t[6], &t[7], &t[8], &t[9], &t[10], &t[11]) == 13 &&
+            !strcmp(k, key)) {
+            for (int i = 0; i < 4; i++) {
+                unsigned *v = &t[3 * i];
+                if (v[0] >= 8 && v[0] <= 1024 && !(v[0] & (v[0] - 1)) && v[1] >= 1 && v[1] <= 8 &&
+                    (v[2] == 0 || (v[2] == 1 && gb->info->has_subgroups)))
+                    gb->tune[i] = (gemv_tune){v[0], v[1], v[2]};
+            }
             found = 1;
         }
     }
@@ -310,16 +314,16 @@ static void save_tune(const gpu_backend *gb) {
     FILE *f = fopen(path, "a");
     if (!f) return;
     fprintf(f, "%s", key);
-    for (int i = 0; i < 4; i++) fprintf(f, " %u %u", gb->tune[i].threads, gb->tune[i].rows);
+    for (int i = 0; i < 4; i++)
+        fprintf(f, " %u %u %u", gb->tune[i].threads, gb->tune[i].rows, gb->tune[i].subgroups);
     fprintf(f, "\n");
     fclose(f);
 }
 
 /* Median seconds per GEMV of (threads, rows) over a 4096 x 4096 weight w. */
-static double time_gemv(gpu_backend *gb, pl_buf *w, pl_buf *x, pl_buf *y, uint32_t threads,
-                        uint32_t rows) {
+static double time_gemv(gpu_backend *gb, pl_buf *w, pl_buf *x, pl_buf *y, gemv_tune cand) {
     gemv_tune saved = gb->tune[((gbuf *)w)->wt];
-    gb->tune[((gbuf *)w)->wt] = (gemv_tune){threads, rows};
+    gb->tune[((gbuf *)w)->wt] = cand;
     double best[3];
     for (int rep = 0; rep < 3; rep++) {
         float dummy;
@@ -335,7 +339,8 @@ static double time_gemv(gpu_backend *gb, pl_buf *w, pl_buf *x, pl_buf *y, uint32
 
 pl_status pl_gpu_autotune(gpu_backend *gb) {
     const char *env = getenv("POOLED_GPU_TUNE");
-    if ((env && !strcmp(env, "0")) || load_tune(gb)) return PL_OK;
+    int verbose = env && !strcmp(env, "verbose");
+    if ((env && !strcmp(env, "0")) || (!verbose && load_tune(gb))) return PL_OK;
     static const uint32_t cand[][2] = {{32, 1}, {32, 2}, {32, 4}, {64, 1}, {64, 2}, {64, 4},
                                        {64, 8}, {128, 1}, {128, 2}, {128, 4}, {256, 1}, {256, 2}};
     static const uint32_t types[4] = {PL_TYPE_F32, PL_TYPE_F16, PL_TYPE_Q4_0, PL_TYPE_Q8_0};
@@ -358,12 +363,18 @@ pl_status pl_gpu_autotune(gpu_backend *gb) {
             break;
         }
         pl_gpu_wtype wt = ((gbuf *)W)->wt;
-        double base = time_gemv(gb, W, x, y, gb->tune[wt].threads, gb->tune[wt].rows);
+        double base = time_gemv(gb, W, x, y, gb->tune[wt]);
         gemv_tune pick = gb->tune[wt];
-        double best = base;
-        for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
-            double s = time_gemv(gb, W, x, y, cand[i][0], cand[i][1]);
-            if (s < best) best = s, pick = (gemv_tune){cand[i][0], cand[i][1]};
+        double best = base, bytes = (double)N * N * (t == 2 ? 18 : 34) / 32;
+        for (uint32_t sg = 0; sg <= (uint32_t)gb->info->has_subgroups; sg++) {
+            for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
+                gemv_tune ct = {cand[i][0], cand[i][1], sg};
+                double s = time_gemv(gb, W, x, y, ct);
+                if (verbose)
+                    fprintf(stderr, "tune %s %ux%u%s: %.2f us, %.0f GB/s\n", t == 2 ? "q4_0" : "q8_0",
+                            ct.threads, ct.rows, sg ? "+sg" : "", s * 1e6, bytes / s / 1e9);
+                if (s < best) best = s, pick = ct;
+            }
         }
         if (best < 0.97 * base) gb->tune[wt] = pick; /* noise guard */
         gb->be.m->buf_free(&gb->be, W);

@@ -1,0 +1,127 @@
+/* gpu_profile.c - where a decode step's time goes, measured on the device: each op of one
+ * recorded step replayed alone (20 times per command buffer, best of 3), the whole step
+ * replayed without the host read, and the cost of an empty dispatch with and without a
+ * barrier between dispatches. Turned on with POOLED_GPU_PROFILE=<file> (report appended
+ * there) at the flush number POOLED_GPU_PROFILE_AT (default 40). The replays run ops again
+ * (accumulating ones add twice), so a profiled run's later outputs are meaningless: it is
+ * for measurements only (pooled bench -r 1). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_internal.h"
+#include "repack.h"
+
+#define REPS 20
+
+static const char *kind_name(op_kind k) {
+    static const char *n[] = {"embed", "rmsnorm", "matmul", "add", "rope", "kv_store",
+                              "attention", "swiglu", "argmax", "topk", "copy"};
+    return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
+}
+
+static uint64_t weight_bytes(const gbuf *w) {
+    if (!w || !w->h.weight) return 0;
+    uint32_t cols = (uint32_t)w->h.ne0, rows = (uint32_t)w->h.ne1;
+    return pl_gpu_quant_bytes(w->wt, cols, rows) + pl_gpu_scale_bytes(w->wt, cols, rows);
+}
+
+/* Best-of-3 seconds of encoding ops[i0..i1) `reps` times into one command buffer. */
+static double replay(gpu_backend *gb, int i0, int i1, int reps) {
+    double best = 1e9;
+    for (int t = 0; t < 3; t++) {
+        pl_gpu_finish(gb->g);
+        double t0 = pl_gpu_now();
+        pl_gpu_begin(gb->g);
+        for (int r = 0; r < reps; r++)
+            for (int i = i0; i < i1; i++)
+                if (!gb->ops[i].dead && pl_gpu_encode_op(gb, &gb->ops[i]) != PL_OK) return -1;
+        if (gb->args_used)
+            pl_gpu_write(gb->g, gb->args, 0, gb->args_host, (size_t)gb->args_used * gb->args_stride);
+        gb->args_used = 0;
+        if (pl_gpu_submit(gb->g) != PL_OK || pl_gpu_finish(gb->g) != PL_OK) return -1;
+        double s = (pl_gpu_now() - t0) / reps;
+        if (s < best) best = s;
+    }
+    return best;
+}
+
+/* Seconds per empty dispatch, n in one command buffer; `chain` makes each depend on the
+ * previous (a read-write buffer: Dawn puts a barrier between them). */
+static double empty_dispatch(gpu_backend *gb, int chain, int n) {
+    const char *src = chain ? "@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n"
+                              "@compute @workgroup_size(32)\n"
+                              "fn main(@builtin(local_invocation_index) l: u32) { if (l == 0u) { b[0] = b[0] + 1u; } }\n"
+                            : "@group(0) @binding(0) var<storage, read> b: array<u32>;\n"
+                              "@compute @workgroup_size(32)\n"
+                              "fn main(@builtin(local_invocation_index) l: u32) { if (l == 99u) { _ = b[0]; } }\n";
+    pl_gpu_kernel *k = NULL;
+    pl_gpu_buf *buf = NULL;
+    pl_gpu_bind *b = NULL;
+    double best = -1;
+    if (pl_gpu_kernel_new(gb->g, src, "empty", &k) == PL_OK &&
+        pl_gpu_buf_new(gb->g, 256, PL_GPU_STORAGE, "empty", &buf) == PL_OK) {
+        pl_gpu_ref r = {buf, 0, 0};
+        if (pl_gpu_bind_new(gb->g, k, &r, 1, &b) == PL_OK) {
+            best = 1e9;
+            for (int t = 0; t < 3; t++) {
+                pl_gpu_finish(gb->g);
+                double t0 = pl_gpu_now();
+                pl_gpu_begin(gb->g);
+                for (int i = 0; i < n; i++) pl_gpu_dispatch(gb->g, k, b, 1);
+                pl_gpu_submit(gb->g);
+                pl_gpu_finish(gb->g);
+                double s = (pl_gpu_now() - t0) / n;
+                if (s < best) best = s;
+            }
+        }
+    }
+    pl_gpu_bind_free(b);
+    pl_gpu_buf_free(buf);
+    pl_gpu_kernel_free(k);
+    return best;
+}
+
+void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, "== GPU profile: %s\n", gb->info->name);
+    fprintf(f, "GEMV tune (threads x rows per workgroup, +sg: subgroup reduce):");
+    static const char *tn[4] = {"f32", "f16", "q4_0", "q8_0"};
+    for (int i = 0; i < 4; i++)
+        fprintf(f, " %s %ux%u%s", tn[i], gb->tune[i].threads, gb->tune[i].rows,
+                gb->tune[i].subgroups ? "+sg" : "");
+    fprintf(f, "\n");
+    double sum = 0, mm = 0;
+    uint64_t bytes = 0;
+    int live = 0, disp = 0;
+    for (int i = 0; i < gb->n_ops; i++) {
+        op *o = &gb->ops[i];
+        if (o->dead) continue;
+        live++;
+        uint64_t d0 = pl_gpu_get_stats(gb->g)->dispatches;
+        double s = replay(gb, i, i + 1, REPS);
+        disp += (int)((pl_gpu_get_stats(gb->g)->dispatches - d0) / (3 * REPS));
+        uint64_t wb = o->kind == OP_MATMUL ? weight_bytes(o->a) + weight_bytes(o->fgate.w_up) : 0;
+        sum += s;
+        if (o->kind == OP_MATMUL) mm += s, bytes += wb;
+        fprintf(f, "op %3d %-9s%s%s%s%s%s n %lld %lldx%lld  %8.2f us", i, kind_name(o->kind),
+                o->fnorm.x ? " +norm" : "", o->fgate.w_up ? " +gate/up" : "",
+                o->frope.nw ? " +qknorm" : "", o->frope.kc ? " +store" : "", o->acc ? " +acc" : "",
+                (long long)(o->kind == OP_NORM ? o->rows : o->n),
+                (long long)(o->a && o->a->h.weight ? o->a->h.ne1 : 0),
+                (long long)(o->a && o->a->h.weight ? o->a->h.ne0 : 0), s * 1e6);
+        if (wb) fprintf(f, "  %7.1f GB/s of %.2f MB", wb / s / 1e9, wb / 1e6);
+        fprintf(f, "\n");
+    }
+    double whole = replay(gb, 0, gb->n_ops, 5);
+    double chained = empty_dispatch(gb, 1, 500), free_ = empty_dispatch(gb, 0, 500);
+    fprintf(f, "ops %d live, %d dispatches per step\n", live, disp);
+    fprintf(f, "sum of ops alone %.1f us (matmuls %.1f us, %.1f GB/s over %.1f MB)\n", sum * 1e6,
+            mm * 1e6, bytes / mm / 1e9, bytes / 1e6);
+    fprintf(f, "whole step replayed (GPU + submit, no read back) %.1f us; measured step %.1f us\n",
+            whole * 1e6, step_seconds * 1e6);
+    fprintf(f, "empty dispatch: %.2f us chained (barrier), %.2f us independent\n", chained * 1e6,
+            free_ * 1e6);
+    fclose(f);
+}
