@@ -273,11 +273,18 @@ static pl_status request_device(pl_gpu *g) {
     g->info.has_subgroups = g->p.wgpuAdapterHasFeature(g->adapter, WGPU_FEATURE_SUBGROUPS) != 0;
     if (g->info.has_subgroups) feats[nf++] = WGPU_FEATURE_SUBGROUPS;
 
-    const char *toggles[4];
+    const char *toggles[12];
     size_t nt = 0;
     const char *robust = getenv("POOLED_GPU_ROBUST");
     if (!(robust && *robust == '1')) toggles[nt++] = "disable_robustness";
     toggles[nt++] = "disable_workgroup_init";
+    /* more device toggles for experiments: POOLED_GPU_TOGGLES=a,b (e.g. skip_validation) */
+    char extra[256] = "";
+    const char *env = getenv("POOLED_GPU_TOGGLES");
+    if (env) snprintf(extra, sizeof extra, "%s", env);
+    for (char *save = NULL, *tok = strtok_r(extra, ",", &save); tok && nt < 12;
+         tok = strtok_r(NULL, ",", &save))
+        toggles[nt++] = tok;
     WGPUDawnTogglesDescriptor td;
     memset(&td, 0, sizeof td);
     td.chain.sType = WGPU_STYPE_DAWN_TOGGLES;

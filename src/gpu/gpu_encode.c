@@ -172,6 +172,11 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     p.threads = gb->tune[w->wt].threads;
     p.rows_per_wg = gb->tune[w->wt].rows;
     p.subgroups = (int)gb->tune[w->wt].subgroups;
+    p.sg_rows = gb->tune[w->wt].sg_rows;
+    if (w->parts > 1 && w->rows_per_part % pl_gemv_rows_per_group(&p)) {
+        /* parts are cut at multiples of 8 rows: keep the workgroup inside one */
+        p.threads = 64, p.rows_per_wg = 4, p.subgroups = 0, p.sg_rows = 0;
+    }
     p.mode = up ? PL_GEMV_GATE_UP : o->acc ? PL_GEMV_ACCUM : PL_GEMV_STORE;
     p.norm = o->fnorm.x != NULL;
     p.eps = p.norm ? o->fnorm.eps : 0;
@@ -251,6 +256,7 @@ static pl_status rope_table(gpu_backend *gb, const pl_rope_params *r, uint32_t n
 
 static pl_status enc_rope(gpu_backend *gb, const op *o) {
     const pl_rope_params *r = &o->rope;
+    const op *k = o->pair ? o->pair : o; /* the op whose stores and v the kernel does */
     if (rope_table(gb, r, (uint32_t)(o->pos0 + o->n)) != PL_OK) return PL_ERR;
     pl_rope_params_gpu p;
     memset(&p, 0, sizeof p);
@@ -260,28 +266,34 @@ static pl_status enc_rope(gpu_backend *gb, const op *o) {
     p.neox = r->mode == PL_ROPE_NEOX;
     p.threads = threads_for((uint64_t)r->head_dim / 2, 32, 128);
     p.norm = o->frope.nw != NULL;
-    p.eps = p.norm ? o->frope.eps : 0;
-    p.store = o->frope.kc != NULL;
-    p.store_v = o->frope.vc != NULL;
-    p.cache_f16 = p.store && o->frope.kc->h.type == PL_TYPE_F16;
-    p.head_dim_v = p.store_v ? (uint32_t)(o->frope.vc->h.ne0 / r->n_heads) : 0;
-    pl_gpu_kernel *k;
-    if (get_kernel(gb, F_ROPE, &p, sizeof p, (gen_fn)pl_wgsl_rope, "rope", &k) != PL_OK)
+    p.eps = p.norm ? o->frope.eps : o->pair && o->pair->frope.nw ? o->pair->frope.eps : 0;
+    p.store = k->frope.kc != NULL;
+    p.store_v = k->frope.vc != NULL;
+    p.cache_f16 = p.store && k->frope.kc->h.type == PL_TYPE_F16;
+    p.head_dim_v = p.store_v ? (uint32_t)(k->frope.vc->h.ne0 / k->rope.n_heads) : 0;
+    p.pair_heads = o->pair ? (uint32_t)o->pair->rope.n_heads : 0;
+    p.pair_norm = o->pair && o->pair->frope.nw;
+    pl_gpu_kernel *kk;
+    if (get_kernel(gb, F_ROPE, &p, sizeof p, (gen_fn)pl_wgsl_rope, "rope", &kk) != PL_OK)
         return PL_ERR;
-    pl_gpu_ref refs[8];
+    pl_gpu_ref refs[10];
     memset(refs, 0, sizeof refs);
     int n = 0;
     refs[n++] = whole(o->out->buf);
     refs[n++] = whole(gb->rope_tab);
     if (p.norm) refs[n++] = whole(o->frope.nw->buf);
-    if (p.store) refs[n++] = whole(o->frope.kc->buf);
+    if (o->pair) {
+        refs[n++] = whole(o->pair->out->buf);
+        if (p.pair_norm) refs[n++] = whole(o->pair->frope.nw->buf);
+    }
+    if (p.store) refs[n++] = whole(k->frope.kc->buf);
     if (p.store_v) {
-        refs[n++] = whole(o->frope.v->buf);
-        refs[n++] = whole(o->frope.vc->buf);
+        refs[n++] = whole(k->frope.v->buf);
+        refs[n++] = whole(k->frope.vc->buf);
     }
     if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->pos0, (uint32_t)o->n}}, &refs[n++]) != PL_OK)
         return PL_ERR;
-    return run(gb, k, refs, n, (uint32_t)o->n * p.n_heads);
+    return run(gb, kk, refs, n, (uint32_t)o->n * (p.n_heads + p.pair_heads));
 }
 
 /* A copy of count elements from src[src0] to dst[dst0], converting (STORE, COPY). */

@@ -9,6 +9,7 @@
  *                                            is one of them)
  *   RMSNorm(q in place, per head) ... RoPE(q)  the RoPE kernel normalises each head first
  *   RoPE(k) + KVStore(k) + KVStore(v)        the RoPE kernel also writes both caches
+ *   RoPE(q) + RoPE(k)                        one dispatch rotates both
  * A fused kernel writes every buffer the ops it replaces would have written. */
 #include "gpu_internal.h"
 
@@ -119,6 +120,24 @@ static void fuse_rope_store(gpu_backend *gb, int i) {
     sv->dead = true;
 }
 
+/* RoPE(q) followed at once by RoPE(k) of the same rows and geometry. */
+static void fuse_rope_pair(gpu_backend *gb, int i) {
+    op *q = &gb->ops[i];
+    int j = i + 1;
+    while (j < gb->n_ops && gb->ops[j].dead) j++;
+    if (j >= gb->n_ops || q->frope.kc || q->pair) return;
+    op *k = &gb->ops[j];
+    const pl_rope_params *a = &q->rope, *b = &k->rope;
+    if (k->kind != OP_ROPE || k->pair || k->out == q->out || k->n != q->n || k->pos0 != q->pos0 ||
+        a->mode != b->mode || a->head_dim != b->head_dim || a->rope_dim != b->rope_dim ||
+        a->theta_base != b->theta_base || a->freq_scale != b->freq_scale ||
+        a->factors != b->factors ||
+        (q->frope.nw && k->frope.nw && q->frope.eps != k->frope.eps))
+        return;
+    q->pair = k;
+    k->dead = true;
+}
+
 void pl_gpu_fuse(gpu_backend *gb) {
     if (gb->o.no_fuse) return;
     for (int i = 0; i < gb->n_ops; i++) {
@@ -135,4 +154,6 @@ void pl_gpu_fuse(gpu_backend *gb) {
         if (o->kind == OP_MATMUL) fuse_gate_up(gb, i);
         else if (o->kind == OP_ROPE) fuse_rope_store(gb, i);
     }
+    for (int i = 0; i < gb->n_ops; i++)
+        if (!gb->ops[i].dead && gb->ops[i].kind == OP_ROPE) fuse_rope_pair(gb, i);
 }

@@ -29,6 +29,11 @@ typedef struct {
     uint32_t parts, rows_per_part;
     pl_gpu_buf *q[PL_GEMV_MAX_PARTS], *s[PL_GEMV_MAX_PARTS];
     const void *host; /* the file's bytes (valid while the buffer lives) */
+    /* small I32 buffers (sampled ids): a copy made at each submit that wrote them, so a
+     * read need not wait for work recorded later (gpu_backend.c, read) */
+    int64_t wflush;             /* submit that last wrote it (-1: the host wrote it since) */
+    pl_gpu_buf *snap[2];
+    int64_t snap_flush[2];
 } gbuf;
 
 typedef enum {
@@ -52,7 +57,7 @@ typedef enum {
  * ATTN   a q, b k cache, c v cache, out, n, pos0, attn
  * ARGMAX a x, out ids, rows, dst0          TOPK   a x, out ids, vals, row (rows), k
  * COPY   a src, src0, count, out, dst0 */
-typedef struct {
+typedef struct op_s {
     op_kind kind;
     bool dead; /* absorbed into a fused op */
     const gbuf *a, *b, *c;
@@ -79,6 +84,7 @@ typedef struct {
         const gbuf *v;  /* and v into the V cache */
         gbuf *vc;
     } frope;
+    const struct op_s *pair; /* ROPE: the next RoPE (k), done in the same dispatch */
 } op;
 
 /* A cached kernel: a family and its parameter bytes. */
@@ -102,7 +108,7 @@ typedef struct bcache_entry {
 
 /* Rows per workgroup and threads of the GEMV, per weight type. */
 typedef struct {
-    uint32_t threads, rows, subgroups;
+    uint32_t threads, rows, subgroups, sg_rows; /* see pl_gemv_params */
 } gemv_tune;
 
 typedef struct {
@@ -128,6 +134,7 @@ typedef struct {
     const void *rope_factors;
     /* scratch: attention partials, top-k pairs, read back */
     pl_gpu_buf *partials, *pairs, *readback;
+    int64_t flush_no; /* submits made by flush() */
     /* profiling (gpu_profile.c): the flush with a read number profile_at is profiled */
     const char *profile_path;
     int64_t profile_at, n_reads;

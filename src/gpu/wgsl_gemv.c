@@ -33,8 +33,13 @@ static wfmt fmt_of(pl_gpu_wtype type, unsigned cols) {
 static unsigned n_mats(const pl_gemv_params *p) { return p->mode == PL_GEMV_GATE_UP ? 2 : 1; }
 static unsigned n_parts(const pl_gemv_params *p) { return p->parts ? p->parts : 1; }
 
+uint32_t pl_gemv_rows_per_group(const pl_gemv_params *p) {
+    return p->sg_rows ? p->threads / p->sg_rows * p->rows_per_wg : p->rows_per_wg;
+}
+
 uint32_t pl_gemv_groups(const pl_gemv_params *p) {
-    return (p->rows + p->rows_per_wg - 1) / p->rows_per_wg;
+    uint32_t rw = pl_gemv_rows_per_group(p);
+    return (p->rows + rw - 1) / rw;
 }
 
 int pl_gemv_bindings(const pl_gemv_params *p) {
@@ -49,9 +54,11 @@ static pl_status check(const pl_gemv_params *p) {
         return pl_fail(PL_ERR_ARG, "GEMV %ux%u: bad threads %u / rows %u", p->rows, p->cols, T, R);
     if ((p->type == PL_GW_Q4_0 || p->type == PL_GW_Q8_0) && p->cols % 32)
         return pl_fail(PL_ERR_ARG, "GEMV: %u columns is not a whole number of blocks", p->cols);
-    unsigned parts = n_parts(p);
+    if (p->sg_rows && (p->sg_rows < 4 || (p->sg_rows & (p->sg_rows - 1)) || T % p->sg_rows))
+        return pl_fail(PL_ERR_ARG, "GEMV: %u threads are not whole subgroups of %u", T, p->sg_rows);
+    unsigned parts = n_parts(p), rw = pl_gemv_rows_per_group(p);
     if (parts > PL_GEMV_MAX_PARTS ||
-        (parts > 1 && (p->rows_per_part % R || (uint64_t)p->rows_per_part * parts < p->rows ||
+        (parts > 1 && (p->rows_per_part % rw || (uint64_t)p->rows_per_part * parts < p->rows ||
                        (uint64_t)p->rows_per_part * (parts - 1) >= p->rows)))
         return pl_fail(PL_ERR_ARG, "GEMV: bad split into %u parts of %u rows", parts,
                        p->rows_per_part);
@@ -74,23 +81,28 @@ static void decl_weights(pl_wtext *t, const pl_gemv_params *p, wfmt f, int *bind
     }
 }
 
+/* Dequantisation without integer-to-float conversions (a slow instruction on GPUs): the
+ * bits 0x4B000000 | n are the float 2^23 + n exactly, so subtracting a constant gives the
+ * small integer. Q4_0: n - 8 for a nibble; Q8_0: the byte flipped to 0..255 (^ 0x80), so
+ * 2^23 + 128 + s - that constant is the signed value s. */
 static const char *helpers =
-    /* low / high nibbles of 4 bytes, minus the Q4_0 offset of 8 */
     "fn lo4(v: u32) -> vec4<f32> {\n"
-    "  return vec4<f32>(vec4<u32>(v, v >> 8u, v >> 16u, v >> 24u) & vec4<u32>(15u)) - 8.0;\n"
+    "  let m = (vec4<u32>(v, v >> 8u, v >> 16u, v >> 24u) & vec4<u32>(15u)) | vec4<u32>(0x4B000000u);\n"
+    "  return bitcast<vec4<f32>>(m) - vec4<f32>(8388616.0);\n"
     "}\n"
     "fn hi4(v: u32) -> vec4<f32> {\n"
-    "  return vec4<f32>(vec4<u32>(v >> 4u, v >> 12u, v >> 20u, v >> 28u) & vec4<u32>(15u)) - 8.0;\n"
+    "  let m = (vec4<u32>(v >> 4u, v >> 12u, v >> 20u, v >> 28u) & vec4<u32>(15u)) | vec4<u32>(0x4B000000u);\n"
+    "  return bitcast<vec4<f32>>(m) - vec4<f32>(8388616.0);\n"
     "}\n"
-    /* 4 signed bytes: shift each to the top, arithmetic shift back down */
     "fn i8x4(v: u32) -> vec4<f32> {\n"
-    "  let s = vec4<i32>(bitcast<i32>(v << 24u), bitcast<i32>(v << 16u), bitcast<i32>(v << 8u),\n"
-    "                    bitcast<i32>(v));\n"
-    "  return vec4<f32>(s >> vec4<u32>(24u));\n"
+    "  let m = ((vec4<u32>(v, v >> 8u, v >> 16u, v >> 24u) & vec4<u32>(255u)) ^ vec4<u32>(128u))\n"
+    "          | vec4<u32>(0x4B000000u);\n"
+    "  return bitcast<vec4<f32>>(m) - vec4<f32>(8388736.0);\n"
     "}\n"
     "fn h4(a: u32, b: u32) -> vec4<f32> {\n"
     "  return vec4<f32>(unpack2x16float(a), unpack2x16float(b));\n"
-    "}\n";
+    "}\n"
+    "fn sq(a: f32, b: f32) -> f32 { return a * b; }\n";
 
 /* acc += the dot of block `idx` of matrix (m, part) with the x values of this block. */
 static void block_dot(pl_wtext *t, const pl_gemv_params *p, wfmt f, char m, unsigned part,
@@ -133,20 +145,43 @@ static void block_dot(pl_wtext *t, const pl_gemv_params *p, wfmt f, char m, unsi
     }
 }
 
+/* Store the result of row `row` (in the WGSL scope): v0 the dot (of the gate matrix), v1
+ * the up matrix's dot in GATE_UP. */
+static void store_row(pl_wtext *t, const pl_gemv_params *p, const char *v0, const char *v1) {
+    switch (p->mode) {
+    case PL_GEMV_STORE:
+        pl_wtext_add(t, "      y[yo + row] = %s%s;\n", v0, p->bias ? " + bias[row]" : "");
+        break;
+    case PL_GEMV_ACCUM:
+        pl_wtext_add(t, "      y[yo + row] = y[yo + row] + %s%s;\n", v0, p->bias ? " + bias[row]" : "");
+        break;
+    case PL_GEMV_GATE_UP:
+        pl_wtext_add(t, "      y[yo + row] = %s / (1.0 + exp(-%s)) * %s;\n", v0, v0, v1);
+        if (p->gate_out) pl_wtext_add(t, "      go[yo + row] = %s;\n", v0);
+        if (p->up_out) pl_wtext_add(t, "      uo[yo + row] = %s;\n", v1);
+        break;
+    }
+}
+
 /* The block loop over one part: load x for the block (normalised if fused), then one block
  * of each of the R rows (of both matrices for gate/up). */
 static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned part) {
     unsigned R = p->rows_per_wg;
     const char *nb = f.elems == 1 ? "K" : "NB";
-    pl_wtext_add(t, "    for (var b = lid; b < %s; b += T) {\n", nb);
+    /* the sweepers: the workgroup's threads, or one subgroup's lanes */
+    pl_wtext_add(t, "    for (var b = %s; b < %s; b += %s) {\n", p->sg_rows ? "sid" : "lid", nb,
+                 p->sg_rows ? "SG" : "T");
     unsigned nx = f.xv ? f.xv : 1;
     for (unsigned j = 0; j < nx; j++) {
         char at[64], wat[48]; /* x index (vector xo), norm weight index */
         if (f.xv) snprintf(wat, sizeof wat, "b * %uu + %uu", f.xv, j);
         else snprintf(wat, sizeof wat, "b");
         snprintf(at, sizeof at, "xo + %s", wat);
-        /* fused RMSNorm: x * inv * w, in the reference's order */
-        if (p->norm) pl_wtext_add(t, "      let x%u = (x[%s] * inv) * nw[%s];\n", j, at, wat);
+        /* fused RMSNorm: the dot uses x * w, its square sum comes from the same loads and
+         * the 1/rms factor multiplies the finished dot (no pass over x before the sweep) */
+        if (p->norm)
+            pl_wtext_add(t, "      let u%u = x[%s];\n      ss += %s(u%u, u%u);\n      let x%u = u%u * nw[%s];\n",
+                         j, at, f.xv ? "dot" : "sq", j, j, j, j, wat);
         else pl_wtext_add(t, "      let x%u = x[%s];\n", j, at);
     }
     for (unsigned m = 0; m < n_mats(p); m++) {
@@ -166,11 +201,13 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     wfmt f = fmt_of(p->type, p->cols);
     unsigned T = p->threads, R = p->rows_per_wg, M = n_mats(p), parts = n_parts(p);
     unsigned nacc = M * R;
+    unsigned sg = p->sg_rows, xn_len = f.xv ? p->cols / 4 : p->cols;
     pl_wtext t = {0};
-    if (p->subgroups) pl_wtext_add(&t, "enable subgroups;\n");
+    if (p->subgroups || sg) pl_wtext_add(&t, "enable subgroups;\n");
     pl_wtext_add(&t,
-                 "const N = %uu;\nconst K = %uu;\nconst NB = %uu;\nconst T = %uu;\nconst R = %uu;\n",
-                 p->rows, p->cols, p->cols / f.elems, T, R);
+                 "const N = %uu;\nconst K = %uu;\nconst NB = %uu;\nconst T = %uu;\nconst R = %uu;\n"
+                 "const SG = %uu;\nconst RW = %uu;\n",
+                 p->rows, p->cols, p->cols / f.elems, T, R, sg ? sg : 1, pl_gemv_rows_per_group(p));
     const char *xt = f.xv ? "vec4<f32>" : "f32";
     pl_wtext_add(&t,
                  "@group(0) @binding(0) var<storage, read> x: array<%s>;\n"
@@ -190,40 +227,27 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     if (p->up_out)
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> uo: array<f32>;\n", binding++);
     pl_wtext_args(&t, binding++);
-    pl_wtext_add(&t, "var<workgroup> red: array<f32, %u>;\n", nacc * T);
-    pl_wtext_reduce_decl(&t, T, nacc);
+    if (!sg) {
+        unsigned copies = nacc + (p->norm ? 1 : 0);
+        pl_wtext_add(&t, "var<workgroup> red: array<f32, %u>;\n", copies * T);
+        pl_wtext_reduce_decl(&t, T, copies);
+    }
     pl_wtext_add(&t, "%s", helpers);
     pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS "%s) {\n", T,
-                 p->subgroups ? ", @builtin(subgroup_invocation_id) sid: u32, "
-                                "@builtin(subgroup_size) ssz: u32"
-                              : "");
+                 p->subgroups || sg ? ", @builtin(subgroup_invocation_id) sid: u32, "
+                                      "@builtin(subgroup_size) ssz: u32"
+                                    : "");
     /* workgroup g: vector g / NGR of x, rows (g % NGR) * R .. */
     pl_wtext_add(&t,
                  "  let g = wid.x + wid.y * nwg.x;\n"
                  "  if (g >= %uu * args.a0) { return; }\n"
                  "  let col = g / %uu;\n"
-                 "  let row0 = (g %% %uu) * R;\n"
+                 "  let row0 = (g %% %uu) * RW%s;\n"
                  "  let xo = col * %uu;\n"
                  "  let yo = col * N;\n",
                  pl_gemv_groups(p), pl_gemv_groups(p), pl_gemv_groups(p),
-                 f.xv ? p->cols / 4 : p->cols);
-    if (p->norm) {
-        /* every workgroup computes the RMS of x itself: x is small and cached */
-        pl_wtext_add(&t, "  var ss = 0.0;\n  for (var j = lid; j < %uu; j += T) {\n",
-                     f.xv ? p->cols / 4 : p->cols);
-        pl_wtext_add(&t, "    let v = x[xo + j];\n    ss += %s;\n  }\n  red[lid] = ss;\n",
-                     f.xv ? "dot(v, v)" : "v * v");
-        pl_wtext_reduce(&t, T, 1, 0);
-        pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(K) + ");
-        pl_wtext_f32(&t, p->eps);
-        pl_wtext_add(&t, ");\n  workgroupBarrier();\n");
-        if (p->norm_out) /* the first row group of each vector also stores normalised x */
-            pl_wtext_add(&t,
-                         "  if (row0 == 0u) {\n"
-                         "    for (var j = lid; j < %uu; j += T) { xn[xo + j] = (x[xo + j] * inv) * nw[j]; }\n"
-                         "  }\n",
-                         f.xv ? p->cols / 4 : p->cols);
-    }
+                 sg ? " + (lid / SG) * R" : "", xn_len);
+    if (p->norm) pl_wtext_add(&t, "  var ss = 0.0;\n");
     for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  var a%u = 0.0;\n", a);
     /* rows past N (last workgroup) read row N-1 and are not written */
     if (parts > 1) pl_wtext_add(&t, "  let part = row0 / %uu;\n  let base = part * %uu;\n",
@@ -237,39 +261,78 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         part_loop(&t, p, f, q);
         pl_wtext_add(&t, "  }\n");
     }
-    /* reduce the accumulators over the workgroup */
+    /* reduce the accumulators over the workgroup (or the subgroup) */
+    if (sg) {
+        for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
+        if (p->norm) {
+            pl_wtext_add(&t, "  let inv = 1.0 / sqrt(subgroupAdd(ss) / f32(K) + ");
+            pl_wtext_f32(&t, p->eps);
+            pl_wtext_add(&t, ");\n");
+            if (p->norm_out) /* the first subgroup of the first row group stores normalised x */
+                pl_wtext_add(&t,
+                             "  if (row0 == 0u) {\n"
+                             "    for (var j = sid; j < %uu; j += SG) { xn[xo + j] = (x[xo + j] * inv) * nw[j]; }\n"
+                             "  }\n",
+                             xn_len);
+        }
+        pl_wtext_add(&t, "  if (sid == 0u) {\n");
+        for (unsigned r = 0; r < R; r++) {
+            char t0[24], t1[24];
+            snprintf(t0, sizeof t0, p->norm ? "(inv * s%u)" : "s%u", r);
+            snprintf(t1, sizeof t1, p->norm ? "(inv * s%u)" : "s%u", R + r);
+            pl_wtext_add(&t, "    if (row0 + %uu < N) {\n      let row = row0 + %uu;\n", r, r);
+            store_row(&t, p, t0, t1);
+            pl_wtext_add(&t, "    }\n");
+        }
+        pl_wtext_add(&t, "  }\n}\n");
+        return pl_wtext_finish(&t, out);
+    }
+    /* the square sum of x rides along as one more accumulator (copy nacc) */
+    unsigned ncopy = nacc + (p->norm ? 1 : 0);
     if (p->subgroups) {
         for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
+        if (p->norm) pl_wtext_add(&t, "  let s%u = subgroupAdd(ss);\n", nacc);
         pl_wtext_add(&t, "  let nsg = (T + ssz - 1u) / ssz;\n  if (sid == 0u) {\n");
-        for (unsigned a = 0; a < nacc; a++)
+        for (unsigned a = 0; a < ncopy; a++)
             pl_wtext_add(&t, "    red[%uu + lid / ssz] = s%u;\n", a * T, a);
-        pl_wtext_add(&t, "  }\n  workgroupBarrier();\n  if (lid < R) {\n");
+        pl_wtext_add(&t, "  }\n  workgroupBarrier();\n");
+        if (p->norm)
+            pl_wtext_add(&t,
+                         "  var sst = 0.0;\n"
+                         "  for (var i = 0u; i < nsg; i++) { sst += red[%uu + i]; }\n",
+                         nacc * T);
+        /* every thread sums for row min(lid, R-1); threads lid < R store */
+        pl_wtext_add(&t, "  let lr = min(lid, R - 1u);\n");
         for (unsigned m = 0; m < M; m++)
             pl_wtext_add(&t,
-                         "    var t%u = 0.0;\n"
-                         "    for (var i = 0u; i < nsg; i++) { t%u += red[(%uu + lid) * T + i]; }\n",
+                         "  var tt%u = 0.0;\n"
+                         "  for (var i = 0u; i < nsg; i++) { tt%u += red[(%uu + lr) * T + i]; }\n",
                          m, m, m * R);
     } else {
         for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  red[%uu + lid] = a%u;\n", a * T, a);
-        pl_wtext_reduce(&t, T, nacc, 0);
-        pl_wtext_add(&t, "  if (lid < R) {\n");
+        if (p->norm) pl_wtext_add(&t, "  red[%uu + lid] = ss;\n", nacc * T);
+        pl_wtext_reduce(&t, T, ncopy, 0);
+        if (p->norm) pl_wtext_add(&t, "  let sst = red[%uu];\n", nacc * T);
+    }
+    if (p->norm) {
+        pl_wtext_add(&t, "  let inv = 1.0 / sqrt(sst / f32(K) + ");
+        pl_wtext_f32(&t, p->eps);
+        pl_wtext_add(&t, ");\n");
+        if (p->norm_out) /* the first row group of each vector also stores normalised x */
+            pl_wtext_add(&t,
+                         "  if (row0 == 0u) {\n"
+                         "    for (var j = lid; j < %uu; j += T) { xn[xo + j] = (x[xo + j] * inv) * nw[j]; }\n"
+                         "  }\n",
+                         xn_len);
+    }
+    pl_wtext_add(&t, "  if (lid < R) {\n");
+    if (!p->subgroups)
         for (unsigned m = 0; m < M; m++)
             pl_wtext_add(&t, "    let t%u = red[(%uu + lid) * T];\n", m, m * R);
-    }
+    else
+        for (unsigned m = 0; m < M; m++) pl_wtext_add(&t, "    let t%u = tt%u;\n", m, m);
     pl_wtext_add(&t, "    let row = row0 + lid;\n    if (row < N) {\n");
-    switch (p->mode) {
-    case PL_GEMV_STORE:
-        pl_wtext_add(&t, "      y[yo + row] = t0%s;\n", p->bias ? " + bias[row]" : "");
-        break;
-    case PL_GEMV_ACCUM:
-        pl_wtext_add(&t, "      y[yo + row] = y[yo + row] + t0%s;\n", p->bias ? " + bias[row]" : "");
-        break;
-    case PL_GEMV_GATE_UP:
-        pl_wtext_add(&t, "      y[yo + row] = t0 / (1.0 + exp(-t0)) * t1;\n");
-        if (p->gate_out) pl_wtext_add(&t, "      go[yo + row] = t0;\n");
-        if (p->up_out) pl_wtext_add(&t, "      uo[yo + row] = t1;\n");
-        break;
-    }
+    store_row(&t, p, p->norm ? "(inv * t0)" : "t0", p->norm ? "(inv * t1)" : "t1");
     pl_wtext_add(&t, "    }\n  }\n}\n");
     return pl_wtext_finish(&t, out);
 }

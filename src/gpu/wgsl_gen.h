@@ -68,9 +68,15 @@ typedef struct {
     int norm_out, gate_out, up_out; /* side outputs */
     uint32_t parts, rows_per_part; /* parts 1 (rows_per_part ignored) .. PL_GEMV_MAX_PARTS */
     int subgroups; /* reduce with subgroupAdd (needs the subgroups feature) */
+    /* Subgroup rows (needs subgroups of exactly sg_rows invocations): each subgroup of the
+     * workgroup owns rows_per_wg rows on its own and reduces with subgroupAdd alone - no
+     * workgroup memory, no barrier; a workgroup then covers threads / sg_rows *
+     * rows_per_wg rows. 0: the workgroup sweeps its rows together (above). */
+    uint32_t sg_rows;
 } pl_gemv_params;
 
-/* Workgroups per vector of x. */
+/* Rows one workgroup covers, and workgroups per vector of x. */
+uint32_t pl_gemv_rows_per_group(const pl_gemv_params *p);
 uint32_t pl_gemv_groups(const pl_gemv_params *p);
 /* Number of bindings the generated GEMV declares (args included). */
 int pl_gemv_bindings(const pl_gemv_params *p);
@@ -89,9 +95,12 @@ typedef struct {
  * applies a per-head RMSNorm first (Qwen3's q/k norm); `store` also writes the rotated
  * head into the K cache row of its position ([positions][n_heads * head_dim], F16 or F32);
  * `store_v` also copies the same head of v (head_dim_v values) into the V cache.
+ * Pair (pair_heads > 0): one dispatch for q and k. The first n * n_heads workgroups rotate
+ * q (with `norm`), the next n * pair_heads rotate k (with `pair_norm`, `store`, `store_v`).
  * Bindings: 0 x f32[n][n_heads * head_dim], 1 table f32[positions][rot_dim/2][2] (cos, sin,
- * pl_gpu_rope_table), then the norm weight f32[head_dim] if norm, the K cache if store, v
- * f32[n][n_heads * head_dim_v] and the V cache if store_v, then args. */
+ * pl_gpu_rope_table), then the norm weight f32[head_dim] if norm; if pair: k, then k's norm
+ * weight if pair_norm; then the K cache if store, v f32[n][heads * head_dim_v] and the V
+ * cache if store_v, then args. */
 typedef struct {
     uint32_t n_heads, head_dim, rot_dim;
     int neox; /* rotate pairs (i, i + rot_dim/2); else adjacent pairs (2i, 2i+1) */
@@ -100,6 +109,8 @@ typedef struct {
     float eps;
     int store, store_v, cache_f16;
     uint32_t head_dim_v;
+    uint32_t pair_heads;
+    int pair_norm;
 } pl_rope_params_gpu;
 
 /* Element types a copy reads and writes. */

@@ -52,24 +52,90 @@ pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out) {
 
 /* ------------------------------------------------------------------ RoPE */
 
+/* The body for one head of tensor `x` (heads `nh`, norm weight `nw` or NULL, stores). The
+ * head index is `hh`, the workgroup's index within the tensor `gg`. */
+static void rope_head(pl_wtext *t, const pl_rope_params_gpu *p, const char *x, const char *nh,
+                      const char *nw, int store, int store_v) {
+    pl_wtext_add(t,
+                 "    let row = gg / %s;\n"
+                 "    let hh = gg %% %s;\n"
+                 "    let pos = args.a0 + row;\n"
+                 "    let base = gg * HD;\n"
+                 "    for (var d = lid; d < HD; d += T) { hv[d] = %s[base + d]; }\n"
+                 "    workgroupBarrier();\n",
+                 nh, nh, x);
+    if (nw) {
+        pl_wtext_add(t,
+                     "    var ss = 0.0;\n"
+                     "    for (var d = lid; d < HD; d += T) { ss += hv[d] * hv[d]; }\n"
+                     "    red[lid] = ss;\n");
+        pl_wtext_reduce(t, p->threads, 1, 0);
+        pl_wtext_add(t, "    let inv = 1.0 / sqrt(red[0] / f32(HD) + ");
+        pl_wtext_f32(t, p->eps);
+        pl_wtext_add(t,
+                     ");\n"
+                     "    for (var d = lid; d < HD; d += T) { hv[d] = (hv[d] * inv) * %s[d]; }\n"
+                     "    workgroupBarrier();\n",
+                     nw);
+    }
+    /* each pair is read and written by one thread */
+    pl_wtext_add(t,
+                 "    for (var i = lid; i < HALF; i += T) {\n"
+                 "      let ia = %s;\n      let ib = %s;\n"
+                 "      let c = tab[(pos * HALF + i) * 2u];\n"
+                 "      let s = tab[(pos * HALF + i) * 2u + 1u];\n"
+                 "      let a = hv[ia];\n      let b = hv[ib];\n"
+                 "      hv[ia] = a * c - b * s;\n      hv[ib] = a * s + b * c;\n"
+                 "    }\n"
+                 "    workgroupBarrier();\n"
+                 "    for (var d = lid; d < HD; d += T) { %s[base + d] = hv[d]; }\n",
+                 p->neox ? "i" : "2u * i", p->neox ? "i + HALF" : "2u * i + 1u", x);
+    if (store && p->cache_f16)
+        pl_wtext_add(t,
+                     "    let kb = (pos * %s + hh) * (HD / 2u);\n"
+                     "    for (var j = lid; j < HD / 2u; j += T) {\n"
+                     "      kc[kb + j] = pack2x16float(vec2<f32>(hv[2u * j], hv[2u * j + 1u]));\n"
+                     "    }\n",
+                     nh);
+    else if (store)
+        pl_wtext_add(t, "    for (var d = lid; d < HD; d += T) { kc[(pos * %s + hh) * HD + d] = hv[d]; }\n", nh);
+    if (store_v && p->cache_f16)
+        pl_wtext_add(t,
+                     "    let vb = (pos * %s + hh) * (HDV / 2u);\n"
+                     "    let vs = gg * HDV;\n"
+                     "    for (var j = lid; j < HDV / 2u; j += T) {\n"
+                     "      vc[vb + j] = pack2x16float(vec2<f32>(v[vs + 2u * j], v[vs + 2u * j + 1u]));\n"
+                     "    }\n",
+                     nh);
+    else if (store_v)
+        pl_wtext_add(t, "    for (var d = lid; d < HDV; d += T) { vc[(pos * %s + hh) * HDV + d] = v[gg * HDV + d]; }\n", nh);
+}
+
 pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
     *out = NULL;
     unsigned HD = p->head_dim, HDV = p->head_dim_v;
     if (!p->n_heads || !HD || HD > 1024 || !p->rot_dim || p->rot_dim % 2 || p->rot_dim > HD ||
         !pow2(p->threads) || p->threads > 1024 || (p->store_v && !p->store) ||
+        (p->pair_norm && !p->pair_heads) ||
         (p->store && p->cache_f16 && (HD % 2 || (p->store_v && (!HDV || HDV % 2)))))
         return pl_fail(PL_ERR_ARG, "RoPE: bad shape (%u heads of %u, rotating %u)", p->n_heads,
                        HD, p->rot_dim);
     const char *ct = p->cache_f16 ? "u32" : "f32";
+    int pair = p->pair_heads > 0;
     pl_wtext t = {0};
     pl_wtext_add(&t,
-                 "const NH = %uu;\nconst HD = %uu;\nconst HDV = %uu;\nconst HALF = %uu;\n"
-                 "const T = %uu;\n"
+                 "const NH = %uu;\nconst NH2 = %uu;\nconst HD = %uu;\nconst HDV = %uu;\n"
+                 "const HALF = %uu;\nconst T = %uu;\n"
                  "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n"
                  "@group(0) @binding(1) var<storage, read> tab: array<f32>;\n",
-                 p->n_heads, HD, HDV, p->rot_dim / 2, p->threads);
+                 p->n_heads, pair ? p->pair_heads : 1, HD, HDV, p->rot_dim / 2, p->threads);
     int b = 2;
     if (p->norm) pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw: array<f32>;\n", b++);
+    if (pair) {
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> x2: array<f32>;\n", b++);
+        if (p->pair_norm)
+            pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw2: array<f32>;\n", b++);
+    }
     if (p->store)
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> kc: array<%s>;\n", b++, ct);
     if (p->store_v) {
@@ -78,62 +144,20 @@ pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
     }
     pl_wtext_args(&t, b);
     pl_wtext_add(&t, "var<workgroup> hv: array<f32, HD>;\n");
-    if (p->norm) {
+    if (p->norm || p->pair_norm) {
         pl_wtext_add(&t, "var<workgroup> red: array<f32, T>;\n");
         pl_wtext_reduce_decl(&t, p->threads, 1);
     }
     pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
-    group_guard(&t, "NH * args.a1");
-    pl_wtext_add(&t,
-                 "  let row = g / NH;\n"
-                 "  let h = g %% NH;\n"
-                 "  let pos = args.a0 + row;\n"
-                 "  let base = g * HD;\n"
-                 "  for (var d = lid; d < HD; d += T) { hv[d] = x[base + d]; }\n"
-                 "  workgroupBarrier();\n");
-    if (p->norm) {
-        pl_wtext_add(&t,
-                     "  var ss = 0.0;\n"
-                     "  for (var d = lid; d < HD; d += T) { ss += hv[d] * hv[d]; }\n"
-                     "  red[lid] = ss;\n");
-        pl_wtext_reduce(&t, p->threads, 1, 0);
-        pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(HD) + ");
-        pl_wtext_f32(&t, p->eps);
-        pl_wtext_add(&t,
-                     ");\n"
-                     "  for (var d = lid; d < HD; d += T) { hv[d] = (hv[d] * inv) * nw[d]; }\n"
-                     "  workgroupBarrier();\n");
+    group_guard(&t, pair ? "(NH + NH2) * args.a1" : "NH * args.a1");
+    /* the tensor is uniform over the workgroup, so the barriers inside stay legal */
+    pl_wtext_add(&t, "  if (g < NH * args.a1) {\n    let gg = g;\n");
+    rope_head(&t, p, "x", "NH", p->norm ? "nw" : NULL, !pair && p->store, !pair && p->store_v);
+    if (pair) {
+        pl_wtext_add(&t, "  } else {\n    let gg = g - NH * args.a1;\n");
+        rope_head(&t, p, "x2", "NH2", p->pair_norm ? "nw2" : NULL, p->store, p->store_v);
     }
-    /* each pair is read and written by one thread */
-    pl_wtext_add(&t,
-                 "  for (var i = lid; i < HALF; i += T) {\n"
-                 "    let ia = %s;\n    let ib = %s;\n"
-                 "    let c = tab[(pos * HALF + i) * 2u];\n"
-                 "    let s = tab[(pos * HALF + i) * 2u + 1u];\n"
-                 "    let a = hv[ia];\n    let b = hv[ib];\n"
-                 "    hv[ia] = a * c - b * s;\n    hv[ib] = a * s + b * c;\n"
-                 "  }\n"
-                 "  workgroupBarrier();\n"
-                 "  for (var d = lid; d < HD; d += T) { x[base + d] = hv[d]; }\n",
-                 p->neox ? "i" : "2u * i", p->neox ? "i + HALF" : "2u * i + 1u");
-    if (p->store && p->cache_f16)
-        pl_wtext_add(&t,
-                     "  let kb = (pos * NH + h) * (HD / 2u);\n"
-                     "  for (var j = lid; j < HD / 2u; j += T) {\n"
-                     "    kc[kb + j] = pack2x16float(vec2<f32>(hv[2u * j], hv[2u * j + 1u]));\n"
-                     "  }\n");
-    else if (p->store)
-        pl_wtext_add(&t, "  for (var d = lid; d < HD; d += T) { kc[(pos * NH + h) * HD + d] = hv[d]; }\n");
-    if (p->store_v && p->cache_f16)
-        pl_wtext_add(&t,
-                     "  let vb = (pos * NH + h) * (HDV / 2u);\n"
-                     "  let vs = g * HDV;\n"
-                     "  for (var j = lid; j < HDV / 2u; j += T) {\n"
-                     "    vc[vb + j] = pack2x16float(vec2<f32>(v[vs + 2u * j], v[vs + 2u * j + 1u]));\n"
-                     "  }\n");
-    else if (p->store_v)
-        pl_wtext_add(&t, "  for (var d = lid; d < HDV; d += T) { vc[(pos * NH + h) * HDV + d] = v[g * HDV + d]; }\n");
-    pl_wtext_add(&t, "}\n");
+    pl_wtext_add(&t, "  }\n}\n");
     return pl_wtext_finish(&t, out);
 }
 
@@ -207,6 +231,10 @@ pl_status pl_wgsl_copy(const pl_copy_params *p, char **out) {
 
 /* ------------------------------------------------------------------ attention */
 
+/* Scores: one thread per cache position, the key row read in 16-byte pieces (8 halves or
+ * 4 floats) against q held in workgroup memory, so a thread's loads are independent and
+ * few. Values: threads split into NG groups of positions, each thread one word of the row
+ * (two halves, or one float), then the groups are summed. */
 pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
     *out = NULL;
     unsigned HD = p->head_dim, HDV = p->head_dim_v, T = p->threads;
@@ -215,29 +243,34 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
         T > 1024 || !p->max_splits || !p->block_rows)
         return pl_fail(PL_ERR_ARG, "attention: bad shape (heads %u/%u, head_dim %u/%u, chunk %u)",
                        p->n_head, p->n_kv_head, HD, HDV, p->chunk);
-    /* the output pass gives each (group of positions, value dim) pair to one thread */
-    unsigned ng = (T + HDV - 1) / HDV;
-    const char *ct = p->kv_f16 ? "u32" : "f32";
+    unsigned kvd = p->n_kv_head * HD, vd = p->n_kv_head * HDV;
+    /* key rows in 16-byte pieces when every row starts on one */
+    unsigned per16 = p->kv_f16 ? 8 : 4;
+    int kvec = HD % per16 == 0 && kvd % per16 == 0;
+    unsigned nw = p->kv_f16 ? HDV / 2 : HDV; /* value words per row */
+    unsigned ng = T > nw ? T / nw : 1;
+    const char *kt = kvec ? (p->kv_f16 ? "vec4<u32>" : "vec4<f32>") : (p->kv_f16 ? "u32" : "f32");
     pl_wtext t = {0};
     pl_wtext_add(&t,
                  "const HD = %uu;\nconst HDV = %uu;\nconst NH = %uu;\nconst GQ = %uu;\n"
                  "const KVD = %uu;\nconst VD = %uu;\nconst CH = %uu;\nconst MAXS = %uu;\n"
-                 "const T = %uu;\nconst NG = %uu;\n",
-                 HD, HDV, p->n_head, p->n_head / p->n_kv_head, p->n_kv_head * HD,
-                 p->n_kv_head * HDV, p->chunk, p->max_splits, T, ng);
+                 "const T = %uu;\nconst NW = %uu;\nconst NG = %uu;\n",
+                 HD, HDV, p->n_head, p->n_head / p->n_kv_head, kvd, vd, p->chunk, p->max_splits,
+                 T, nw, ng);
     pl_wtext_add(&t,
                  "@group(0) @binding(0) var<storage, read> q: array<f32>;\n"
                  "@group(0) @binding(1) var<storage, read> kc: array<%s>;\n"
                  "@group(0) @binding(2) var<storage, read> vc: array<%s>;\n"
                  "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n"
                  "@group(0) @binding(4) var<storage, read_write> part: array<f32>;\n",
-                 ct, ct);
+                 kt, p->kv_f16 ? "u32" : "f32");
     pl_wtext_args(&t, 5);
     pl_wtext_add(&t,
                  "var<workgroup> sc: array<f32, CH>;\n"
                  "var<workgroup> red: array<f32, T>;\n"
-                 "var<workgroup> qs: array<f32, HD>;\n"
-                 "var<workgroup> ob: array<f32, NG * HDV>;\n");
+                 "var<workgroup> qs: array<f32, %u>;\n"
+                 "var<workgroup> ob: array<%s, NG * NW>;\n",
+                 (HD + 3) & ~3u, p->kv_f16 ? "vec2<f32>" : "f32");
     pl_wtext_reduce_decl(&t, T, 1);
     pl_wtext_add(&t,
                  "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n"
@@ -253,7 +286,23 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                  "  var m = bitcast<f32>(0xff7fffffu);\n"
                  "  for (var i = lid; i < np; i += T) {\n"
                  "    var acc = 0.0;\n");
-    if (p->kv_f16)
+    if (kvec && p->kv_f16)
+        pl_wtext_add(&t,
+                     "    let kb = ((p0 + i) * KVD + kvh * HD) / 8u;\n"
+                     "    for (var j = 0u; j < HD / 8u; j++) {\n"
+                     "      let w = kc[kb + j];\n"
+                     "      let qa = vec4<f32>(qs[8u * j], qs[8u * j + 1u], qs[8u * j + 2u], qs[8u * j + 3u]);\n"
+                     "      let qb = vec4<f32>(qs[8u * j + 4u], qs[8u * j + 5u], qs[8u * j + 6u], qs[8u * j + 7u]);\n"
+                     "      acc += dot(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)), qa)\n"
+                     "           + dot(vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)), qb);\n"
+                     "    }\n");
+    else if (kvec)
+        pl_wtext_add(&t,
+                     "    let kb = ((p0 + i) * KVD + kvh * HD) / 4u;\n"
+                     "    for (var j = 0u; j < HD / 4u; j++) {\n"
+                     "      acc += dot(kc[kb + j], vec4<f32>(qs[4u * j], qs[4u * j + 1u], qs[4u * j + 2u], qs[4u * j + 3u]));\n"
+                     "    }\n");
+    else if (p->kv_f16)
         pl_wtext_add(&t,
                      "    let kb = ((p0 + i) * KVD + kvh * HD) / 2u;\n"
                      "    for (var j = 0u; j < HD / 2u; j++) {\n"
@@ -281,29 +330,41 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
     pl_wtext_reduce(&t, T, 1, 0);
     pl_wtext_add(&t,
                  "  let sum = red[0];\n"
-                 "  for (var e = lid; e < NG * HDV; e += T) {\n"
-                 "    let grp = e / HDV;\n    let d = e %% HDV;\n"
-                 "    var acc = 0.0;\n"
-                 "    for (var i = grp; i < np; i += NG) {\n"
-                 "      let vi = (p0 + i) * VD + kvh * HDV + d;\n");
+                 "  for (var e = lid; e < NG * NW; e += T) {\n"
+                 "    let grp = e / NW;\n    let w = e %% NW;\n"
+                 "    var acc = %s;\n"
+                 "    for (var i = grp; i < np; i += NG) {\n",
+                 p->kv_f16 ? "vec2<f32>(0.0)" : "0.0");
     if (p->kv_f16)
-        pl_wtext_add(&t, "      acc += sc[i] * unpack2x16float(vc[vi >> 1u])[vi & 1u];\n");
+        pl_wtext_add(&t, "      acc += sc[i] * unpack2x16float(vc[((p0 + i) * VD + kvh * HDV) / 2u + w]);\n");
     else
-        pl_wtext_add(&t, "      acc += sc[i] * vc[vi];\n");
+        pl_wtext_add(&t, "      acc += sc[i] * vc[(p0 + i) * VD + kvh * HDV + w];\n");
     pl_wtext_add(&t,
                  "    }\n"
                  "    ob[e] = acc;\n"
                  "  }\n"
                  "  workgroupBarrier();\n"
-                 "  for (var d = lid; d < HDV; d += T) {\n"
-                 "    var acc = 0.0;\n"
-                 "    for (var j = 0u; j < NG; j++) { acc += ob[j * HDV + d]; }\n"
-                 "    if (ns == 1u) {\n"
-                 "      o[(qr * NH + h) * HDV + d] = acc / sum;\n"
-                 "    } else {\n"
+                 "  for (var w = lid; w < NW; w += T) {\n"
+                 "    var acc = ob[w];\n"
+                 "    for (var j = 1u; j < NG; j++) { acc += ob[j * NW + w]; }\n");
+    /* the value dims of word w: (2w, 2w+1) of f16 pairs, w of floats */
+    unsigned per = p->kv_f16 ? 2 : 1;
+    for (unsigned c = 0; c < per; c++) {
+        char v[16], d[24];
+        snprintf(v, sizeof v, per == 2 ? "acc[%u]" : "acc", c);
+        snprintf(d, sizeof d, per == 2 ? "2u * w + %uu" : "w", c);
+        pl_wtext_add(&t,
+                     "    if (ns == 1u) {\n"
+                     "      o[(qr * NH + h) * HDV + %s] = %s / sum;\n"
+                     "    } else {\n"
+                     "      part[((r * NH + h) * MAXS + sp) * (HDV + 2u) + %s] = %s;\n"
+                     "    }\n",
+                     d, v, d, v);
+    }
+    pl_wtext_add(&t,
+                 "    if (w == 0u && ns > 1u) {\n"
                  "      let pb = ((r * NH + h) * MAXS + sp) * (HDV + 2u);\n"
-                 "      part[pb + d] = acc;\n"
-                 "      if (d == 0u) { part[pb + HDV] = mx; part[pb + HDV + 1u] = sum; }\n"
+                 "      part[pb + HDV] = mx;\n      part[pb + HDV + 1u] = sum;\n"
                  "    }\n"
                  "  }\n}\n");
     return pl_wtext_finish(&t, out);

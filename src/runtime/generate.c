@@ -18,6 +18,12 @@ pl_status pl_generate(pl_session *s, pl_sampler *smp, const int32_t *prompt, int
     stats->t_prompt = pl_now() - t0;
     if (st) return st;
     t0 = pl_now();
+    if (pl_sampler_is_argmax(smp)) { /* ids stay on the device, a step ahead of the host */
+        st = pl_session_greedy(s, o->n_predict, o->on_token, o->ud, &stats->n_generated);
+        stats->n_decoded = stats->n_generated > 0 ? stats->n_generated - 1 : 0;
+        stats->t_decode = pl_now() - t0;
+        return st;
+    }
     for (int64_t t = 0; t < o->n_predict; t++) {
         int32_t id;
         if ((st = pl_session_pick(s, smp, &id))) break;

@@ -111,3 +111,57 @@ pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out) {
     if ((st = pl_session_logits(s, s->logits))) return st;
     return pl_sampler_pick(smp, s->logits, s->ids, s->n_ids, out);
 }
+
+/* The next step's input stays on the device: embed the id the argmax left in ids[0]. */
+static pl_status record_step(pl_session *s, pl_buf *hist) {
+    const pl_model *m = s->m;
+    pl_state *st = s->st;
+    pl_status e = pl_model_embed(m, st, 1);
+    if (!e) e = pl_model_layers(m, st, 1, s->n_ids, 0, pl_model_get_info(m)->n_layer);
+    if (!e) e = pl_model_head(m, st, 1, false);
+    if (!e) e = pl_be_argmax(pl_state_logits(st), 1, pl_state_ids(st), 0);
+    if (!e) e = pl_be_copy(pl_state_ids(st), 0, 1, hist, 0);
+    int32_t none;
+    if (!e) e = pl_be_read(hist, 0, &none, 0); /* submit now, do not wait */
+    return e;
+}
+
+pl_status pl_session_greedy(pl_session *s, int64_t n, bool (*on_token)(void *ud, int32_t id),
+                            void *ud, int64_t *n_gen) {
+    *n_gen = 0;
+    if (!s->have_logits) return pl_fail(PL_ERR_ARG, "no logits: nothing has been run");
+    if (n <= 0) return PL_OK;
+    pl_backend *be = pl_model_backend(s->m);
+    pl_buf *hist[2] = {NULL, NULL}; /* step t's id, read by the host after step t+1 is sent */
+    pl_status e = pl_be_buf_new(be, PL_TYPE_I32, 1, 1, &hist[0]);
+    if (!e) e = pl_be_buf_new(be, PL_TYPE_I32, 1, 1, &hist[1]);
+    pl_buf *ids = pl_state_ids(s->st);
+    int32_t none;
+    if (!e) e = pl_be_argmax(pl_state_logits(s->st), 1, ids, 0);
+    if (!e) e = pl_be_copy(ids, 0, 1, hist[0], 0);
+    if (!e) e = pl_be_read(hist[0], 0, &none, 0);
+    int64_t n_ctx = pl_session_n_ctx(s);
+    for (int64_t t = 0; !e && t < n; t++) {
+        /* record the step that feeds id t before knowing it */
+        bool ahead = t + 1 < n && s->n_ids < n_ctx;
+        if (ahead) e = record_step(s, hist[(t + 1) % 2]);
+        int32_t id = 0;
+        if (!e) e = pl_be_read(hist[t % 2], 0, &id, sizeof id);
+        if (e) break;
+        (*n_gen)++;
+        bool more = on_token ? on_token(ud, id) : true;
+        if (ahead && more) { /* the step ran on id: it is in the cache now */
+            s->ids[s->n_ids++] = id;
+            s->have_logits = true;
+        } else if (ahead) {
+            s->have_logits = false; /* the logits belong to an id the caller did not keep */
+        }
+        if (!more || t + 1 == n) break;
+        if (!ahead)
+            e = pl_fail(PL_ERR_ARG, "context full: all %lld positions are used (raise --ctx)",
+                        (long long)n_ctx);
+    }
+    pl_be_buf_free(hist[0]);
+    pl_be_buf_free(hist[1]);
+    return e;
+}

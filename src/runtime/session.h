@@ -9,6 +9,7 @@
 #ifndef PL_RUNTIME_SESSION_H
 #define PL_RUNTIME_SESSION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../model/model.h"
@@ -33,6 +34,17 @@ pl_status pl_session_push(pl_session *s, int32_t id);
 /* Choose the next id from the current logits: on the device when the sampler is a plain
  * argmax, else on the host with the cached ids as the penalty context. */
 pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out);
+
+/* Greedy decoding with the ids kept on the device: each step's argmax is written where
+ * the next step's embedding reads it, and the host reads every id one step late, so a
+ * backend that records its work (the GPU) runs step t while the host records step t+1.
+ * Generates up to n ids from the current logits; on_token (may be NULL) gets each one and
+ * returns false to stop after it. The ids are those of pl_session_pick + pl_session_push
+ * with an argmax sampler, and so is the cache after it (every generated id but the last
+ * is in it); the logits are left ready only if no step was recorded past the last id.
+ * *n_gen gets how many ids were generated. */
+pl_status pl_session_greedy(pl_session *s, int64_t n, bool (*on_token)(void *ud, int32_t id),
+                            void *ud, int64_t *n_gen);
 
 /* Copy the current logits (n_vocab values) to the host. */
 pl_status pl_session_logits(pl_session *s, float *out);

@@ -267,6 +267,25 @@ static void test_gemv(pl_gpu *g) {
                                           .eps = 1e-5f, .bias = 1, .parts = 1}, 3);
         }
     }
+    /* subgroup rows: each subgroup owns its rows, no workgroup memory (fixed subgroup size) */
+    const pl_gpu_info *info = pl_gpu_get_info(g);
+    uint32_t S = info->has_subgroups && info->subgroup_min == info->subgroup_max ? info->subgroup_min : 0;
+    CHECK(S || !info->has_subgroups || info->subgroup_min != info->subgroup_max, "subgroup size");
+    for (int ti = 0; S && ti < 4; ti++) {
+        pl_gpu_wtype t = types[ti];
+        uint32_t cols = t == PL_GW_F32 ? 172 : t == PL_GW_F16 ? 96 : 128;
+        gemv_case(g, (pl_gemv_params){.type = t, .rows = 37, .cols = cols, .threads = 4 * S,
+                                      .rows_per_wg = 2, .mode = PL_GEMV_STORE, .norm = 1,
+                                      .eps = 1e-5f, .bias = 1, .norm_out = 1, .parts = 1,
+                                      .sg_rows = S}, 2);
+        gemv_case(g, (pl_gemv_params){.type = t, .rows = 29, .cols = cols, .threads = 2 * S,
+                                      .rows_per_wg = 1, .mode = PL_GEMV_GATE_UP, .norm = 1,
+                                      .eps = 1e-6f, .norm_out = 1, .up_out = 1, .parts = 1,
+                                      .sg_rows = S}, 1);
+        gemv_case(g, (pl_gemv_params){.type = t, .rows = 70, .cols = cols, .threads = S,
+                                      .rows_per_wg = 4, .mode = PL_GEMV_ACCUM, .parts = 3,
+                                      .rows_per_part = 24, .sg_rows = S}, 3);
+    }
     /* a head taller than one grid dimension: rows spread over a 2-D grid */
     uint32_t tall = pl_gpu_get_info(g)->max_groups_per_dim + 300;
     gemv_case(g, (pl_gemv_params){.type = PL_GW_F32, .rows = tall, .cols = 8, .threads = 8,
@@ -282,6 +301,8 @@ static void test_gemv(pl_gpu *g) {
     CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "part of 6 rows with 4 rows per group accepted");
     bad.parts = 1, bad.norm_out = 1;
     CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "normalised-x output without the norm accepted");
+    bad.norm_out = 0, bad.sg_rows = 48;
+    CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "subgroups of 48 accepted");
 }
 
 /* ------------------------------------------------------------------ RMSNorm */
@@ -385,16 +406,81 @@ static void rope_case(pl_gpu *g, pl_rope_params_gpu p, uint32_t n, float base, i
     free(x), free(ref), free(tab), free(nw), free(v), free(kc), free(vc), free(kr), free(vr);
 }
 
+/* q and k in one dispatch: q (norm) then k (norm, both caches), against two references. */
+static void rope_pair_case(pl_gpu *g, uint32_t nq, uint32_t nk, uint32_t HD, int neox, int f16,
+                           uint32_t n) {
+    uint32_t positions = 32, pos0 = gt_u32() % (positions - n + 1);
+    size_t xq = (size_t)n * nq * HD, xk = (size_t)n * nk * HD, tn = (size_t)positions * HD;
+    size_t es = f16 ? 2 : 4, cn = (size_t)positions * nk * HD;
+    float *q = malloc(xq * 4), *k = malloc(xk * 4), *v = malloc(xk * 4), *tab = malloc(tn * 4);
+    float *qn = malloc(HD * 4), *kn = malloc(HD * 4), *rq = malloc(xq * 4), *rk = malloc(xk * 4);
+    unsigned char *kr = malloc(cn * es), *vr = malloc(cn * es), *got = malloc(cn * es);
+    gt_fill(q, xq, -2, 2), gt_fill(k, xk, -2, 2), gt_fill(v, xk, -2, 2);
+    gt_fill(qn, HD, 0.5f, 1.5f), gt_fill(kn, HD, 0.5f, 1.5f);
+    memset(kr, 0xff, cn * es), memset(vr, 0xff, cn * es);
+    pl_gpu_rope_table(positions, HD, 1e6f, 1.0f, NULL, tab);
+    pl_rope_params_gpu p = {.n_heads = nq, .head_dim = HD, .rot_dim = HD, .neox = neox,
+                            .threads = 32, .norm = 1, .eps = 1e-6f, .store = 1, .store_v = 1,
+                            .cache_f16 = f16, .head_dim_v = HD, .pair_heads = nk, .pair_norm = 1};
+    pl_gpu_args a = {{pos0, n}};
+    pl_gpu_buf *b[10];
+    b[0] = gt_buf(g, q, xq * 4), b[1] = gt_buf(g, tab, tn * 4), b[2] = gt_buf(g, qn, HD * 4);
+    b[3] = gt_buf(g, k, xk * 4), b[4] = gt_buf(g, kn, HD * 4), b[5] = gt_buf(g, NULL, cn * es);
+    b[6] = gt_buf(g, v, xk * 4), b[7] = gt_buf(g, NULL, cn * es), b[8] = gt_args(g, &a);
+    pl_gpu_ref refs[9];
+    for (int i = 0; i < 9; i++) refs[i] = (pl_gpu_ref){b[i], 0, 0};
+    char *src = NULL;
+    pl_gpu_kernel *kk = gt_kernel(g, pl_wgsl_rope(&p, &src), &src, "rope pair");
+    if (kk && gt_run(g, kk, refs, 9, n * (nq + nk))) {
+        float *gq = malloc(xq * 4), *gk = malloc(xk * 4);
+        gt_read(g, b[0], gq, xq * 4);
+        gt_read(g, b[3], gk, xk * 4);
+        memcpy(rq, q, xq * 4), memcpy(rk, k, xk * 4);
+        pl_rope_params_gpu one = p;
+        one.pair_heads = 0, one.pair_norm = 0, one.store = one.store_v = 0;
+        pl_gpu_ref_rope(&one, tab, pos0, n, rq, qn, NULL, NULL, NULL);
+        one.n_heads = nk, one.store = one.store_v = 1;
+        pl_gpu_ref_rope(&one, tab, pos0, n, rk, kn, kr, v, vr);
+        int bad = 0;
+        for (size_t i = 0; i < xq; i++) bad += !(fabsf(gq[i] - rq[i]) <= 1e-6f * (2 + fabsf(rq[i])));
+        for (size_t i = 0; i < xk; i++) bad += !(fabsf(gk[i] - rk[i]) <= 1e-6f * (2 + fabsf(rk[i])));
+        for (int c = 0; c < 2; c++) {
+            gt_read(g, b[c ? 7 : 5], got, cn * es);
+            unsigned char *want = c ? vr : kr;
+            for (size_t i = 0; i < cn; i++) {
+                if (es == 4) {
+                    float u, w;
+                    memcpy(&u, got + 4 * i, 4), memcpy(&w, want + 4 * i, 4);
+                    bad += memcmp(&u, &w, 4) != 0 && !(fabsf(u - w) <= 1e-6f * (2 + fabsf(w)));
+                } else {
+                    uint16_t u, w;
+                    memcpy(&u, got + 2 * i, 2), memcpy(&w, want + 2 * i, 2);
+                    bad += u != w && !(w != 0xffff && (u - w == 1 || w - u == 1));
+                }
+            }
+        }
+        CHECK(bad == 0, "rope pair %u+%u heads hd%u neox%d f16 %d rows %u: %d wrong", nq, nk, HD,
+              neox, f16, n, bad);
+        free(gq), free(gk);
+    }
+    pl_gpu_kernel_free(kk);
+    for (int i = 0; i < 9; i++) pl_gpu_buf_free(b[i]);
+    free(q), free(k), free(v), free(tab), free(qn), free(kn), free(rq), free(rk);
+    free(kr), free(vr), free(got);
+}
+
 static void test_rope(pl_gpu *g) {
+    rope_pair_case(g, 4, 2, 32, 1, 1, 1);
+    rope_pair_case(g, 8, 2, 16, 0, 0, 3);
     /* (heads, head dim, rot, neox, threads, norm, eps, store, store_v, f16, hdv) */
-    rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 32, 0, 0, 0, 0, 0, 0}, 1, 1e6f, 0);
-    rope_case(g, (pl_rope_params_gpu){8, 8, 8, 0, 64, 0, 0, 0, 0, 0, 0}, 5, 1e4f, 0);
-    rope_case(g, (pl_rope_params_gpu){2, 32, 16, 1, 16, 0, 0, 0, 0, 0, 0}, 3, 1e4f, 1);
-    rope_case(g, (pl_rope_params_gpu){2, 128, 128, 1, 64, 1, 1e-6f, 0, 0, 0, 0}, 2, 1e6f, 0);
-    rope_case(g, (pl_rope_params_gpu){2, 4, 4, 0, 8, 0, 0, 1, 1, 1, 4}, 1, 1e4f, 1);
-    rope_case(g, (pl_rope_params_gpu){4, 32, 32, 1, 32, 1, 1e-6f, 1, 1, 1, 32}, 3, 1e6f, 0);
-    rope_case(g, (pl_rope_params_gpu){2, 16, 8, 0, 32, 1, 1e-5f, 1, 1, 0, 8}, 2, 1e4f, 0);
-    rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 16, 0, 0, 1, 0, 1, 0}, 1, 1e4f, 0);
+    rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 32, 0, 0, 0, 0, 0, 0, 0, 0}, 1, 1e6f, 0);
+    rope_case(g, (pl_rope_params_gpu){8, 8, 8, 0, 64, 0, 0, 0, 0, 0, 0, 0, 0}, 5, 1e4f, 0);
+    rope_case(g, (pl_rope_params_gpu){2, 32, 16, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0}, 3, 1e4f, 1);
+    rope_case(g, (pl_rope_params_gpu){2, 128, 128, 1, 64, 1, 1e-6f, 0, 0, 0, 0, 0, 0}, 2, 1e6f, 0);
+    rope_case(g, (pl_rope_params_gpu){2, 4, 4, 0, 8, 0, 0, 1, 1, 1, 4, 0, 0}, 1, 1e4f, 1);
+    rope_case(g, (pl_rope_params_gpu){4, 32, 32, 1, 32, 1, 1e-6f, 1, 1, 1, 32, 0, 0}, 3, 1e6f, 0);
+    rope_case(g, (pl_rope_params_gpu){2, 16, 8, 0, 32, 1, 1e-5f, 1, 1, 0, 8, 0, 0}, 2, 1e4f, 0);
+    rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 16, 0, 0, 1, 0, 1, 0, 0, 0}, 1, 1e4f, 0);
 }
 
 /* ------------------------------------------------------------------ copies */

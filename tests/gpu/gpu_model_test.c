@@ -19,6 +19,7 @@
 #include "gpu/gpu.h"
 #include "model/fixture.h"
 #include "model/model.h"
+#include "runtime/session.h"
 #include "test.h"
 
 #include <time.h>
@@ -194,6 +195,66 @@ static void fused_vs_simple(pl_backend *gpu) {
     pl_be_destroy(simple);
 }
 
+/* Greedy decoding with the ids on the device, one step ahead (pl_session_greedy), gives
+ * the ids and the cache of pick + push; stopping early leaves the same cache. */
+static bool stop_at_5(void *ud, int32_t id) {
+    (void)id;
+    return ++*(int *)ud < 5;
+}
+
+static void session_greedy(pl_backend *be) {
+    pl_gguf *g = NULL;
+    pl_model *m = NULL;
+    pl_session *a = NULL, *b = NULL;
+    pl_sampler *smp = NULL;
+    pl_status s = pl_gguf_open(test_shared("models/stories260K-Q4_0.gguf"), &g);
+    if (!s) s = pl_model_load(g, be, NULL, &m);
+    pl_state_opts o = {0};
+    if (!s) {
+        o = pl_state_opts_default(m);
+        o.n_ctx = 64;
+        o.n_batch = 8;
+        s = pl_session_new(m, &o, &a);
+    }
+    if (!s) s = pl_session_new(m, &o, &b);
+    pl_sampler_params sp = pl_sampler_defaults();
+    sp.temp = 0;
+    if (!s) s = pl_sampler_new(&sp, pl_model_get_info(m)->n_vocab, &smp);
+    int32_t prompt[3] = {1, 403, 407}, x[40], y[40];
+    int64_t ng = 0;
+    if (!s) s = pl_session_set(a, prompt, 3, NULL);
+    if (!s) s = pl_session_greedy(a, 40, NULL, NULL, &ng);
+    if (!s) s = pl_session_set(b, prompt, 3, NULL);
+    for (int t = 0; !s && t < 40; t++) {
+        s = pl_session_pick(b, smp, &y[t]);
+        if (!s && t + 1 < 40) s = pl_session_push(b, y[t]);
+    }
+    CHECK(s == PL_OK && ng == 40, "greedy session on %s: %s", be->name, pl_last_error());
+    if (!s) {
+        int64_t na, nb;
+        const int32_t *ia = pl_session_ids(a, &na), *ib = pl_session_ids(b, &nb);
+        memcpy(x, ia + 3, sizeof x[0] * 39);
+        CHECK(na == nb && na == 42 && !memcmp(ia, ib, sizeof *ia * (size_t)na) &&
+                  !memcmp(x, y, sizeof x[0] * 39),
+              "greedy session on %s: cache of %lld ids vs %lld", be->name, (long long)na,
+              (long long)nb);
+        /* stop after the 5th id: 4 of them are in the cache, as with pick + push */
+        int count = 0;
+        s = pl_session_set(a, prompt, 3, NULL);
+        if (!s) s = pl_session_greedy(a, 40, stop_at_5, &count, &ng);
+        int64_t n5;
+        const int32_t *i5 = pl_session_ids(a, &n5);
+        CHECK(!s && ng == 5 && n5 == 3 + 4 && !memcmp(i5 + 3, y, 4 * sizeof *y),
+              "greedy stop on %s: %lld generated, %lld cached", be->name, (long long)ng,
+              (long long)n5);
+    }
+    pl_sampler_free(smp);
+    pl_session_free(a);
+    pl_session_free(b);
+    pl_model_free(m);
+    pl_gguf_free(g);
+}
+
 static void run_tests(void) {
     if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0);
     pl_backend *gpu = NULL, *cpu = NULL;
@@ -210,6 +271,8 @@ static void run_tests(void) {
     fprintf(stderr, "GPU backend opened in %.2fs (self-test included)\n", pl_gpu_now_s() - t0);
     CHECK(pl_cpu_new(2, &cpu) == PL_OK, "%s", pl_last_error());
     if (cpu) {
+        session_greedy(cpu);
+        session_greedy(gpu);
         stories(cpu, gpu);
         hf(cpu, gpu);
         fused_vs_simple(gpu);
