@@ -428,7 +428,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     /* built-in GEMV shapes: small and quick to compile on a software adapter, wider rows
      * per workgroup on a GPU; the autotuner may replace them */
     for (int t = 0; t < 4; t++)
-        gb->tune[t] = gb->info->software ? (gemv_tune){32, 1, 0, 0} : (gemv_tune){64, 4, 0, 0};
+        gb->tune[t] = gb->info->software ? (gemv_tune){32, 1, 0, 0, 1} : (gemv_tune){64, 4, 0, 0, 1};
     if (st == PL_OK && !gb->o.no_tune && !gb->info->software) st = pl_gpu_autotune(gb);
     if (st == PL_OK && !gb->o.no_selftest) st = pl_gpu_selftest(gb);
     if (st != PL_OK) {

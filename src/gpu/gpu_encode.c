@@ -173,9 +173,10 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     p.rows_per_wg = gb->tune[w->wt].rows;
     p.subgroups = (int)gb->tune[w->wt].subgroups;
     p.sg_rows = gb->tune[w->wt].sg_rows;
+    p.unroll = gb->tune[w->wt].unroll;
     if (w->parts > 1 && w->rows_per_part % pl_gemv_rows_per_group(&p)) {
         /* parts are cut at multiples of 8 rows: keep the workgroup inside one */
-        p.threads = 64, p.rows_per_wg = 4, p.subgroups = 0, p.sg_rows = 0;
+        p.threads = 64, p.rows_per_wg = 4, p.subgroups = 0, p.sg_rows = 0, p.unroll = 1;
     }
     p.mode = up ? PL_GEMV_GATE_UP : o->acc ? PL_GEMV_ACCUM : PL_GEMV_STORE;
     p.norm = o->fnorm.x != NULL;

@@ -108,7 +108,7 @@ typedef struct bcache_entry {
 
 /* Rows per workgroup and threads of the GEMV, per weight type. */
 typedef struct {
-    uint32_t threads, rows, subgroups, sg_rows; /* see pl_gemv_params */
+    uint32_t threads, rows, subgroups, sg_rows, unroll; /* see pl_gemv_params */
 } gemv_tune;
 
 typedef struct {

@@ -96,8 +96,9 @@ void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
     fprintf(f, "GEMV tune (threads x rows per workgroup, +sg: subgroup reduce):");
     static const char *tn[4] = {"f32", "f16", "q4_0", "q8_0"};
     for (int i = 0; i < 4; i++)
-        fprintf(f, " %s %ux%u%s%s", tn[i], gb->tune[i].threads, gb->tune[i].rows,
-                gb->tune[i].subgroups ? "+sg" : "", gb->tune[i].sg_rows ? "+sgrows" : "");
+        fprintf(f, " %s %ux%u u%u%s%s", tn[i], gb->tune[i].threads, gb->tune[i].rows,
+                gb->tune[i].unroll, gb->tune[i].subgroups ? "+sg" : "",
+                gb->tune[i].sg_rows ? "+sgrows" : "");
     fprintf(f, "\n");
     double sum = 0, mm = 0;
     uint64_t bytes = 0;

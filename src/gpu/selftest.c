@@ -284,22 +284,23 @@ static int load_tune(gpu_backend *gb) {
     int found = 0;
     while (fgets(line, sizeof line, f)) {
         char k[200];
-        unsigned t[16];
+        unsigned t[20];
         int n = 0, off = 0;
         if (sscanf(line, "%199s%n", k, &off) != 1 || strcmp(k, key)) continue;
-        for (const char *q = line + off; n < 16; n++) {
+        for (const char *q = line + off; n < 20; n++) {
             int used;
             if (sscanf(q, "%u%n", &t[n], &used) != 1) break;
             q += used;
         }
-        if (n != 16) continue;
+        if (n != 20) continue;
         for (int i = 0; i < 4; i++) {
-            unsigned *v = &t[4 * i];
+            unsigned *v = &t[5 * i];
             int sg_ok = v[3] == 0 || (gb->info->has_subgroups && v[3] == gb->info->subgroup_min &&
                                       v[3] == gb->info->subgroup_max && v[0] % v[3] == 0);
             if (v[0] >= 8 && v[0] <= 1024 && !(v[0] & (v[0] - 1)) && v[1] >= 1 && v[1] <= 8 &&
-                (v[2] == 0 || (v[2] == 1 && gb->info->has_subgroups)) && sg_ok)
-                gb->tune[i] = (gemv_tune){v[0], v[1], v[2], v[3]};
+                (v[2] == 0 || (v[2] == 1 && gb->info->has_subgroups)) && sg_ok &&
+                (v[4] == 1 || v[4] == 2 || v[4] == 4))
+                gb->tune[i] = (gemv_tune){v[0], v[1], v[2], v[3], v[4]};
         }
         found = 1;
     }
@@ -321,8 +322,8 @@ static void save_tune(const gpu_backend *gb) {
     if (!f) return;
     fprintf(f, "%s", key);
     for (int i = 0; i < 4; i++)
-        fprintf(f, " %u %u %u %u", gb->tune[i].threads, gb->tune[i].rows, gb->tune[i].subgroups,
-                gb->tune[i].sg_rows);
+        fprintf(f, " %u %u %u %u %u", gb->tune[i].threads, gb->tune[i].rows,
+                gb->tune[i].subgroups, gb->tune[i].sg_rows, gb->tune[i].unroll);
     fprintf(f, "\n");
     fclose(f);
 }
@@ -353,9 +354,12 @@ pl_status pl_gpu_autotune(gpu_backend *gb) {
                      ? gb->info->subgroup_min : 0;
     uint32_t sgr = gb->info->has_subgroups ? 1 : 0;
     const gemv_tune cand[] = {
-        {64, 4, 0, 0}, {128, 4, 0, 0}, {128, 2, 0, 0}, {256, 2, 0, 0}, {128, 4, sgr, 0},
-        {64, 1, 0, S}, {64, 2, 0, S}, {64, 4, 0, S}, {128, 1, 0, S}, {128, 2, 0, S},
-        {128, 4, 0, S}, {256, 1, 0, S}, {256, 2, 0, S}};
+        {64, 4, 0, 0, 1}, {128, 4, 0, 0, 1}, {64, 8, 0, 0, 1}, {32, 8, 0, 0, 1},
+        {64, 4, 0, 0, 2}, {64, 2, 0, 0, 2}, {128, 4, 0, 0, 2}, {64, 2, 0, 0, 4},
+        {128, 2, 0, 0, 4}, {64, 4, sgr, 0, 2},
+        /* subgroup rows from here on */
+        {128, 2, 0, S, 2}, {128, 4, 0, S, 2}, {256, 2, 0, S, 2}, {128, 1, 0, S, 4}};
+    const size_t first_sg = 10;
     static const uint32_t types[2] = {PL_TYPE_Q4_0, PL_TYPE_Q8_0};
     /* a small and a big projection: latency and bandwidth both count */
     static const uint32_t shapes[2][2] = {{2048, 2048}, {8192, 4096}};
@@ -385,17 +389,17 @@ pl_status pl_gpu_autotune(gpu_backend *gb) {
             double base = time_gemv(gb, W, x, y, gb->tune[wt]);
             double bytes = (double)rows * cols * (t == 0 ? 18 : 34) / 32;
             for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
-                if (i >= 5 && !S) { /* subgroup rows need a fixed subgroup size */
+                if (i >= first_sg && !S) { /* subgroup rows need a fixed subgroup size */
                     score[i] = 1e9;
                     continue;
                 }
                 double secs = time_gemv(gb, W, x, y, cand[i]);
                 score[i] += secs / base;
                 if (verbose)
-                    fprintf(stderr, "tune %s %ux%u %ux%u%s%s: %.2f us, %.0f GB/s\n",
+                    fprintf(stderr, "tune %s %ux%u %ux%u u%u%s%s: %.2f us, %.0f GB/s\n",
                             t == 0 ? "q4_0" : "q8_0", rows, cols, cand[i].threads, cand[i].rows,
-                            cand[i].subgroups ? " sg-reduce" : "", cand[i].sg_rows ? " sg-rows" : "",
-                            secs * 1e6, bytes / secs / 1e9);
+                            cand[i].unroll, cand[i].subgroups ? " sg-reduce" : "",
+                            cand[i].sg_rows ? " sg-rows" : "", secs * 1e6, bytes / secs / 1e9);
             }
             while (c.n_bufs) gb->be.m->buf_free(&gb->be, c.bufs[--c.n_bufs]);
         }

@@ -54,6 +54,8 @@ static pl_status check(const pl_gemv_params *p) {
         return pl_fail(PL_ERR_ARG, "GEMV %ux%u: bad threads %u / rows %u", p->rows, p->cols, T, R);
     if ((p->type == PL_GW_Q4_0 || p->type == PL_GW_Q8_0) && p->cols % 32)
         return pl_fail(PL_ERR_ARG, "GEMV: %u columns is not a whole number of blocks", p->cols);
+    if (p->unroll > 4 || p->unroll == 3)
+        return pl_fail(PL_ERR_ARG, "GEMV: unroll %u (1, 2 or 4)", p->unroll);
     if (p->sg_rows && (p->sg_rows < 4 || (p->sg_rows & (p->sg_rows - 1)) || T % p->sg_rows))
         return pl_fail(PL_ERR_ARG, "GEMV: %u threads are not whole subgroups of %u", T, p->sg_rows);
     unsigned parts = n_parts(p), rw = pl_gemv_rows_per_group(p);
@@ -166,31 +168,45 @@ static void store_row(pl_wtext *t, const pl_gemv_params *p, const char *v0, cons
 /* The block loop over one part: load x for the block (normalised if fused), then one block
  * of each of the R rows (of both matrices for gate/up). */
 static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned part) {
-    unsigned R = p->rows_per_wg;
+    unsigned R = p->rows_per_wg, U = p->unroll ? p->unroll : 1;
     const char *nb = f.elems == 1 ? "K" : "NB";
-    /* the sweepers: the workgroup's threads, or one subgroup's lanes */
-    pl_wtext_add(t, "    for (var b = %s; b < %s; b += %s) {\n", p->sg_rows ? "sid" : "lid", nb,
-                 p->sg_rows ? "SG" : "T");
-    unsigned nx = f.xv ? f.xv : 1;
-    for (unsigned j = 0; j < nx; j++) {
-        char at[64], wat[48]; /* x index (vector xo), norm weight index */
-        if (f.xv) snprintf(wat, sizeof wat, "b * %uu + %uu", f.xv, j);
-        else snprintf(wat, sizeof wat, "b");
-        snprintf(at, sizeof at, "xo + %s", wat);
-        /* fused RMSNorm: the dot uses x * w, its square sum comes from the same loads and
-         * the 1/rms factor multiplies the finished dot (no pass over x before the sweep) */
-        if (p->norm)
-            pl_wtext_add(t, "      let u%u = x[%s];\n      ss += %s(u%u, u%u);\n      let x%u = u%u * nw[%s];\n",
-                         j, at, f.xv ? "dot" : "sq", j, j, j, j, wat);
-        else pl_wtext_add(t, "      let x%u = x[%s];\n", j, at);
-    }
-    for (unsigned m = 0; m < n_mats(p); m++) {
-        for (unsigned r = 0; r < R; r++) {
-            char idx[64], acc[16];
-            snprintf(idx, sizeof idx, "(r%u * %s + b)", r, nb);
-            snprintf(acc, sizeof acc, "a%u", m * R + r);
-            block_dot(t, p, f, (char)('A' + m), part, idx, acc);
+    const char *start = p->sg_rows ? "sid" : "lid", *step = p->sg_rows ? "SG" : "T";
+    /* the sweepers: the workgroup's threads, or one subgroup's lanes; with U > 1 each turn
+     * takes blocks b, b + step, ...: those past the row are clamped to its last block and
+     * weighted 0, so every load is unconditional and can be issued up front */
+    pl_wtext_add(t, "    for (var b0 = %s; b0 < %s; b0 += %uu * %s) {\n", start, nb, U, step);
+    for (unsigned u = 0; u < U; u++) {
+        pl_wtext_add(t, "      {\n");
+        if (U == 1) {
+            pl_wtext_add(t, "      let b = b0;\n");
+        } else {
+            pl_wtext_add(t, "      let b = min(b0 + %uu * %s, %s - 1u);\n", u, step, nb);
+            pl_wtext_add(t, "      let live = select(0.0, 1.0, b0 + %uu * %s < %s);\n", u, step, nb);
         }
+        unsigned nx = f.xv ? f.xv : 1;
+        for (unsigned j = 0; j < nx; j++) {
+            char at[64], wat[48]; /* x index (vector xo), norm weight index */
+            if (f.xv) snprintf(wat, sizeof wat, "b * %uu + %uu", f.xv, j);
+            else snprintf(wat, sizeof wat, "b");
+            snprintf(at, sizeof at, "xo + %s", wat);
+            /* fused RMSNorm: the dot uses x * w, its square sum comes from the same loads
+             * and the 1/rms factor multiplies the finished dot (no pass over x before) */
+            if (p->norm)
+                pl_wtext_add(t, "      let u%u = x[%s];\n      ss += %s%s(u%u, u%u);\n      let x%u = u%u * nw[%s];\n",
+                             j, at, U > 1 ? "live * " : "", f.xv ? "dot" : "sq", j, j, j, j, wat);
+            else pl_wtext_add(t, "      let x%u = x[%s];\n", j, at);
+        }
+        for (unsigned m = 0; m < n_mats(p); m++) {
+            for (unsigned r = 0; r < R; r++) {
+                char idx[64], acc[16];
+                snprintf(idx, sizeof idx, "(r%u * %s + b)", r, nb);
+                snprintf(acc, sizeof acc, U > 1 ? "c%u_%u" : "a%u", m * R + r, u);
+                if (U > 1) pl_wtext_add(t, "      var %s = 0.0;\n", acc);
+                block_dot(t, p, f, (char)('A' + m), part, idx, acc);
+                if (U > 1) pl_wtext_add(t, "      a%u += live * %s;\n", m * R + r, acc);
+            }
+        }
+        pl_wtext_add(t, "      }\n");
     }
     pl_wtext_add(t, "    }\n");
 }

@@ -73,6 +73,9 @@ typedef struct {
      * workgroup memory, no barrier; a workgroup then covers threads / sg_rows *
      * rows_per_wg rows. 0: the workgroup sweeps its rows together (above). */
     uint32_t sg_rows;
+    /* Blocks a sweeper takes per loop turn (1, 2 or 4): their loads are all issued before
+     * any is used, so more bytes are in flight per thread. 0 counts as 1. */
+    uint32_t unroll;
 } pl_gemv_params;
 
 /* Rows one workgroup covers, and workgroups per vector of x. */

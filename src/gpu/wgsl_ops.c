@@ -333,13 +333,26 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                  "  for (var e = lid; e < NG * NW; e += T) {\n"
                  "    let grp = e / NW;\n    let w = e %% NW;\n"
                  "    var acc = %s;\n"
-                 "    for (var i = grp; i < np; i += NG) {\n",
+                 "    var i = grp;\n",
                  p->kv_f16 ? "vec2<f32>(0.0)" : "0.0");
-    if (p->kv_f16)
-        pl_wtext_add(&t, "      acc += sc[i] * unpack2x16float(vc[((p0 + i) * VD + kvh * HDV) / 2u + w]);\n");
-    else
-        pl_wtext_add(&t, "      acc += sc[i] * vc[(p0 + i) * VD + kvh * HDV + w];\n");
+    /* four positions per turn, their loads issued before any is used; then the rest */
+    const char *vload = p->kv_f16 ? "unpack2x16float(vc[((p0 + %s) * VD + kvh * HDV) / 2u + w])"
+                                  : "vc[(p0 + %s) * VD + kvh * HDV + w]";
+    pl_wtext_add(&t, "    for (; i + 3u * NG < np; i += 4u * NG) {\n");
+    const char *pos[4] = {"i", "i + NG", "i + 2u * NG", "i + 3u * NG"};
+    for (int u = 0; u < 4; u++) {
+        pl_wtext_add(&t, "      let v%d = ", u);
+        pl_wtext_add(&t, vload, pos[u]);
+        pl_wtext_add(&t, ";\n");
+    }
     pl_wtext_add(&t,
+                 "      acc += sc[i] * v0 + sc[i + NG] * v1 + sc[i + 2u * NG] * v2 + sc[i + 3u * NG] * v3;\n"
+                 "    }\n"
+                 "    for (; i < np; i += NG) {\n"
+                 "      acc += sc[i] * ");
+    pl_wtext_add(&t, vload, "i");
+    pl_wtext_add(&t,
+                 ";\n"
                  "    }\n"
                  "    ob[e] = acc;\n"
                  "  }\n"

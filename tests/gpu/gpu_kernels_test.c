@@ -286,6 +286,20 @@ static void test_gemv(pl_gpu *g) {
                                       .rows_per_wg = 4, .mode = PL_GEMV_ACCUM, .parts = 3,
                                       .rows_per_part = 24, .sg_rows = S}, 3);
     }
+    /* several blocks per loop turn (the last turn partly past the row) */
+    for (int ti = 0; ti < 4; ti++) {
+        pl_gpu_wtype t = types[ti];
+        uint32_t cols = t == PL_GW_F32 ? 172 : t == PL_GW_F16 ? 96 : 224;
+        gemv_case(g, (pl_gemv_params){.type = t, .rows = 21, .cols = cols, .threads = 16,
+                                      .rows_per_wg = 4, .mode = PL_GEMV_GATE_UP, .norm = 1,
+                                      .eps = 1e-5f, .norm_out = 1, .parts = 1,
+                                      .unroll = ti % 2 ? 4 : 2}, 2);
+        if (S)
+            gemv_case(g, (pl_gemv_params){.type = t, .rows = 19, .cols = cols, .threads = 2 * S,
+                                          .rows_per_wg = 2, .mode = PL_GEMV_ACCUM, .norm = 1,
+                                          .eps = 1e-6f, .bias = 1, .parts = 1, .sg_rows = S,
+                                          .unroll = ti % 2 ? 2 : 4}, 1);
+    }
     /* a head taller than one grid dimension: rows spread over a 2-D grid */
     uint32_t tall = pl_gpu_get_info(g)->max_groups_per_dim + 300;
     gemv_case(g, (pl_gemv_params){.type = PL_GW_F32, .rows = tall, .cols = 8, .threads = 8,
@@ -303,6 +317,8 @@ static void test_gemv(pl_gpu *g) {
     CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "normalised-x output without the norm accepted");
     bad.norm_out = 0, bad.sg_rows = 48;
     CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "subgroups of 48 accepted");
+    bad.sg_rows = 0, bad.unroll = 3;
+    CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "unroll 3 accepted");
 }
 
 /* ------------------------------------------------------------------ RMSNorm */
