@@ -203,6 +203,7 @@ static void buf_free(pl_backend *be, pl_buf *h) {
     /* recorded ops may still use it: run them first */
     if (gb->n_ops) flush(gb, NULL, 0, 0);
     if (h->weight) {
+        pl_gpu_drop_merged(gb, b);
         for (int p = 0; p < PL_GEMV_MAX_PARTS; p++) {
             if (b->q[p]) pl_gpu_forget_buf(gb, b->q[p]), pl_gpu_buf_free(b->q[p]);
             if (b->s[p]) pl_gpu_forget_buf(gb, b->s[p]), pl_gpu_buf_free(b->s[p]);
@@ -429,7 +430,15 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
      * per workgroup on a GPU; the autotuner may replace them */
     for (int t = 0; t < 4; t++)
         gb->tune[t] = gb->info->software ? (gemv_tune){32, 1, 0, 0, 1} : (gemv_tune){64, 4, 0, 0, 1};
-    if (st == PL_OK && !gb->o.no_tune && !gb->info->software) st = pl_gpu_autotune(gb);
+    /* POOLED_GPU_GEMV=threads,rows,subgroup-reduce,subgroup-rows,unroll fixes the GEMV
+     * shape of every weight type (experiments; no autotune then) */
+    const char *fix = getenv("POOLED_GPU_GEMV");
+    unsigned v[5];
+    if (fix && sscanf(fix, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {
+        for (int t = 0; t < 4; t++) gb->tune[t] = (gemv_tune){v[0], v[1], v[2], v[3], v[4]};
+    } else if (st == PL_OK && !gb->o.no_tune && !gb->info->software) {
+        st = pl_gpu_autotune(gb);
+    }
     if (st == PL_OK && !gb->o.no_selftest) st = pl_gpu_selftest(gb);
     if (st != PL_OK) {
         char msg[400];

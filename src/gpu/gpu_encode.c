@@ -163,7 +163,7 @@ static pl_gpu_etype etype(uint32_t type) {
 /* ------------------------------------------------------------------ ops */
 
 static pl_status enc_matmul(gpu_backend *gb, const op *o) {
-    const gbuf *w = o->a, *up = o->fgate.w_up;
+    const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
     pl_gemv_params p;
     memset(&p, 0, sizeof p);
     p.type = w->wt;
@@ -187,6 +187,8 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     p.up_out = o->fgate.up_out != NULL;
     p.parts = w->parts;
     p.rows_per_part = w->parts > 1 ? w->rows_per_part : 0;
+    p.split[0] = o->fqkv.split[0];
+    p.split[1] = o->fqkv.split[1];
     pl_gpu_kernel *k;
     if (get_kernel(gb, F_GEMV, &p, sizeof p, (gen_fn)pl_wgsl_gemv, "gemv", &k) != PL_OK)
         return PL_ERR;
@@ -207,6 +209,10 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     if (p.bias) refs[n++] = whole(o->c->buf);
     if (p.gate_out) refs[n++] = whole(o->fgate.gate_out->buf);
     if (p.up_out) refs[n++] = whole(o->fgate.up_out->buf);
+    if (p.split[0]) {
+        refs[n++] = whole(o->fqkv.y1->buf);
+        refs[n++] = whole(o->fqkv.y2->buf);
+    }
     if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
     return run(gb, k, refs, n, pl_gemv_groups(&p) * (uint32_t)o->n);
 }

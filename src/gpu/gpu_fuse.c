@@ -10,8 +10,15 @@
  *   RMSNorm(q in place, per head) ... RoPE(q)  the RoPE kernel normalises each head first
  *   RoPE(k) + KVStore(k) + KVStore(v)        the RoPE kernel also writes both caches
  *   RoPE(q) + RoPE(k)                        one dispatch rotates both
+ *   MatMul(Wq, x) + MatMul(Wk, x) + MatMul(Wv, x)
+ *                                            one sweep over a copy of the three weights
+ *                                            (made on the GPU at first use), three outputs
  * A fused kernel writes every buffer the ops it replaces would have written. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "gpu_internal.h"
+#include "repack.h"
 
 /* Does op o read or write buffer b? */
 static bool touches(const op *o, const gbuf *b) {
@@ -138,6 +145,95 @@ static void fuse_rope_pair(gpu_backend *gb, int i) {
     k->dead = true;
 }
 
+void pl_gpu_drop_merged(gpu_backend *gb, gbuf *b) {
+    gbuf *owner = b->merged ? b : b->merged_owner;
+    if (!owner || !owner->merged) return;
+    gbuf *m = owner->merged;
+    pl_gpu_retire(gb, m->q[0]);
+    pl_gpu_retire(gb, m->s[0]);
+    free(m);
+    owner->merged = NULL;
+    if (owner->merge_k) ((gbuf *)owner->merge_k)->merged_owner = NULL;
+    if (owner->merge_v) ((gbuf *)owner->merge_v)->merged_owner = NULL;
+    owner->merge_k = owner->merge_v = NULL;
+}
+
+/* The q, k, v weights as one (rows of q, then k, then v), copied on the GPU in the
+ * command buffer being recorded; NULL if it cannot be made. */
+static const gbuf *merged_qkv(gpu_backend *gb, gbuf *q, gbuf *k, gbuf *v) {
+    if (q->merged && q->merge_k == k && q->merge_v == v) return q->merged;
+    pl_gpu_drop_merged(gb, q);
+    gbuf *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    uint32_t cols = (uint32_t)q->h.ne0, rows = (uint32_t)(q->h.ne1 + k->h.ne1 + v->h.ne1);
+    m->h = q->h;
+    m->h.ne1 = rows;
+    m->wt = q->wt, m->parts = 1, m->rows_per_part = rows;
+    uint64_t qb = pl_gpu_quant_bytes(m->wt, cols, rows), sb = pl_gpu_scale_bytes(m->wt, cols, rows);
+    if (pl_gpu_buf_new(gb->g, (qb + 15) & ~15ull, PL_GPU_STORAGE, "q/k/v weights", &m->q[0]) ||
+        (sb && pl_gpu_buf_new(gb->g, (sb + 15) & ~15ull, PL_GPU_STORAGE, "q/k/v scales", &m->s[0]))) {
+        pl_gpu_buf_free(m->q[0]);
+        free(m);
+        pl_clear_error();
+        return NULL;
+    }
+    pl_gpu_begin(gb->g);
+    uint64_t qo = 0, so = 0;
+    const gbuf *src[3] = {q, k, v};
+    for (int i = 0; i < 3; i++) {
+        uint64_t n = (uint64_t)src[i]->h.ne1;
+        uint64_t a = pl_gpu_quant_bytes(m->wt, cols, n), b = pl_gpu_scale_bytes(m->wt, cols, n);
+        pl_gpu_copy(gb->g, src[i]->q[0], 0, m->q[0], qo, a);
+        if (b) pl_gpu_copy(gb->g, src[i]->s[0], 0, m->s[0], so, b);
+        qo += a, so += b;
+    }
+    m->buf = m->q[0];
+    m->bytes = pl_gpu_buf_size(m->q[0]);
+    q->merged = m, q->merge_k = k, q->merge_v = v;
+    k->merged_owner = v->merged_owner = q;
+    return m;
+}
+
+/* Three projections of the same x next to each other (q, k, v). */
+static void fuse_qkv(gpu_backend *gb, int i) {
+    op *m[3];
+    int at = i;
+    for (int j = 0; j < 3; j++) {
+        while (at < gb->n_ops && gb->ops[at].dead) at++;
+        if (at >= gb->n_ops) return;
+        m[j] = &gb->ops[at++];
+    }
+    for (int j = 0; j < 3; j++)
+        if (m[j]->kind != OP_MATMUL) return;
+    const gbuf *w0 = m[0]->a;
+    uint64_t split0 = (uint64_t)w0->h.ne1, split1 = split0 + (uint64_t)m[1]->a->h.ne1;
+    const gemv_tune *tu = &gb->tune[w0->wt];
+    uint32_t rw = tu->sg_rows ? tu->threads / tu->sg_rows * tu->rows : tu->rows;
+    for (int j = 0; j < 3; j++) {
+        const op *o = m[j];
+        const gbuf *w = o->a;
+        if (o->kind != OP_MATMUL || o->acc || o->c || o->fgate.w_up || o->fqkv.w ||
+            o->b != m[0]->b || o->n != m[0]->n || o->fnorm.x != m[0]->fnorm.x ||
+            o->fnorm.w != m[0]->fnorm.w || (j && o->fnorm.out) || w->wt != w0->wt ||
+            w->h.ne0 != w0->h.ne0 || w->parts != 1 || w->h.ne1 % rw ||
+            pl_gpu_quant_bytes(w->wt, (uint32_t)w->h.ne0, (uint64_t)w->h.ne1) % 4 ||
+            pl_gpu_scale_bytes(w->wt, (uint32_t)w->h.ne0, (uint64_t)w->h.ne1) % 4)
+            return; /* (copies move whole words) */
+        const gbuf *x = o->fnorm.x ? o->fnorm.x : o->b;
+        if (o->out == x || (j >= 1 && o->out == m[0]->out) || (j == 2 && o->out == m[1]->out))
+            return;
+    }
+    if (split1 + (uint64_t)m[2]->a->h.ne1 > UINT32_MAX) return;
+    const gbuf *w = merged_qkv(gb, (gbuf *)m[0]->a, (gbuf *)m[1]->a, (gbuf *)m[2]->a);
+    if (!w) return;
+    m[0]->fqkv.w = w;
+    m[0]->fqkv.y1 = m[1]->out;
+    m[0]->fqkv.y2 = m[2]->out;
+    m[0]->fqkv.split[0] = (uint32_t)split0;
+    m[0]->fqkv.split[1] = (uint32_t)split1;
+    m[1]->dead = m[2]->dead = true;
+}
+
 void pl_gpu_fuse(gpu_backend *gb) {
     if (gb->o.no_fuse) return;
     for (int i = 0; i < gb->n_ops; i++) {
@@ -152,6 +248,7 @@ void pl_gpu_fuse(gpu_backend *gb) {
         op *o = &gb->ops[i];
         if (o->dead) continue;
         if (o->kind == OP_MATMUL) fuse_gate_up(gb, i);
+        if (!o->dead && o->kind == OP_MATMUL && !o->fgate.w_up) fuse_qkv(gb, i);
         else if (o->kind == OP_ROPE) fuse_rope_store(gb, i);
     }
     for (int i = 0; i < gb->n_ops; i++)

@@ -20,7 +20,7 @@
 
 /* A backend buffer: an activation (one GPU buffer) or a weight (quants and scales per
  * part of at most one binding's worth of rows). */
-typedef struct {
+typedef struct gbuf_s {
     pl_buf h;
     pl_gpu_buf *buf; /* activations, and F32/F16 weights of one part */
     uint64_t bytes;
@@ -34,6 +34,10 @@ typedef struct {
     int64_t wflush;             /* submit that last wrote it (-1: the host wrote it since) */
     pl_gpu_buf *snap[2];
     int64_t snap_flush[2];
+    /* q/k/v fusion (gpu_fuse.c): on the q weight, its rows followed by k's and v's in one
+     * weight made at first use; on k and v, the q weight that holds such a copy */
+    const struct gbuf_s *merge_k, *merge_v;
+    struct gbuf_s *merged, *merged_owner;
 } gbuf;
 
 typedef enum {
@@ -85,6 +89,11 @@ typedef struct op_s {
         gbuf *vc;
     } frope;
     const struct op_s *pair; /* ROPE: the next RoPE (k), done in the same dispatch */
+    struct {
+        const gbuf *w;  /* MATMUL: q, k and v weights in one; rows past split[0] and */
+        gbuf *y1, *y2;  /* split[1] go to y1 and y2 */
+        uint32_t split[2];
+    } fqkv;
 } op;
 
 /* A cached kernel: a family and its parameter bytes. */
@@ -153,6 +162,8 @@ void pl_gpu_forget_buf(gpu_backend *gb, const pl_gpu_buf *b);
 void pl_gpu_caches_free(gpu_backend *gb);
 /* gpu_profile.c: append the profile of the queued ops to `path`. */
 void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds);
+/* gpu_fuse.c: free the merged q/k/v weight that involves weight b, if any. */
+void pl_gpu_drop_merged(gpu_backend *gb, gbuf *b);
 /* gpu_backend.c: keep b alive until the next submit, then free it. */
 void pl_gpu_retire(gpu_backend *gb, pl_gpu_buf *b);
 

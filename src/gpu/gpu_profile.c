@@ -110,15 +110,19 @@ void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
         uint64_t d0 = pl_gpu_get_stats(gb->g)->dispatches;
         double s = replay(gb, i, i + 1, REPS, NULL, NULL);
         disp += (int)((pl_gpu_get_stats(gb->g)->dispatches - d0) / (3 * REPS));
-        uint64_t wb = o->kind == OP_MATMUL ? weight_bytes(o->a) + weight_bytes(o->fgate.w_up) : 0;
+        uint64_t wb = o->kind == OP_MATMUL ? weight_bytes(o->fqkv.w ? o->fqkv.w : o->a) +
+                                                 weight_bytes(o->fgate.w_up)
+                                           : 0;
         sum += s;
         if (o->kind == OP_MATMUL) mm += s, bytes += wb;
-        fprintf(f, "op %3d %-9s%s%s%s%s%s n %lld %lldx%lld  %8.2f us", i, kind_name(o->kind),
+        const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a;
+        fprintf(f, "op %3d %-9s%s%s%s%s%s%s n %lld %lldx%lld  %8.2f us", i, kind_name(o->kind),
                 o->fnorm.x ? " +norm" : "", o->fgate.w_up ? " +gate/up" : "",
+                o->fqkv.w ? " +q/k/v" : "",
                 o->frope.nw ? " +qknorm" : "", o->frope.kc ? " +store" : "", o->acc ? " +acc" : "",
                 (long long)(o->kind == OP_NORM ? o->rows : o->n),
-                (long long)(o->a && o->a->h.weight ? o->a->h.ne1 : 0),
-                (long long)(o->a && o->a->h.weight ? o->a->h.ne0 : 0), s * 1e6);
+                (long long)(w && w->h.weight ? w->h.ne1 : 0),
+                (long long)(w && w->h.weight ? w->h.ne0 : 0), s * 1e6);
         if (wb) fprintf(f, "  %7.1f GB/s of %.2f MB", wb / s / 1e9, wb / 1e6);
         fprintf(f, "\n");
     }

@@ -8,8 +8,8 @@
 
 /* Pick threads and rows per workgroup of the GEMV for each weight type by timing the
  * candidates on a 2048 x 2048 and an 8192 x 4096 matrix (time relative to the built-in
- * choice, summed), a couple of seconds; a candidate must beat the built-in choice by 3% to
- * replace it (noise guard). Results are cached in
+ * choice, summed, each the median of 5 runs), a couple of seconds; a candidate must beat the
+ * built-in choice by 5% to replace it (noise guard). Results are cached in
  * $XDG_CACHE_HOME/pooled (or ~/.cache/pooled) per adapter; POOLED_GPU_TUNE=0 skips it,
  * POOLED_GPU_TUNE=verbose re-tunes and prints every candidate's time to stderr. */
 pl_status pl_gpu_autotune(gpu_backend *gb);

@@ -45,7 +45,8 @@ uint32_t pl_gemv_groups(const pl_gemv_params *p) {
 int pl_gemv_bindings(const pl_gemv_params *p) {
     wfmt f = fmt_of(p->type, p->cols);
     return 3 + (int)(n_mats(p) * n_parts(p)) * (f.scaled ? 2 : 1) + (p->norm != 0) +
-           (p->norm_out != 0) + (p->bias != 0) + (p->gate_out != 0) + (p->up_out != 0);
+           (p->norm_out != 0) + (p->bias != 0) + (p->gate_out != 0) + (p->up_out != 0) +
+           (p->split[0] ? 2 : 0);
 }
 
 static pl_status check(const pl_gemv_params *p) {
@@ -68,6 +69,11 @@ static pl_status check(const pl_gemv_params *p) {
         return pl_fail(PL_ERR_ARG, "GEMV: gate/up takes no bias");
     if ((p->norm_out && !p->norm) || ((p->gate_out || p->up_out) && p->mode != PL_GEMV_GATE_UP))
         return pl_fail(PL_ERR_ARG, "GEMV: side output without its fusion");
+    if (p->split[0] && (p->mode != PL_GEMV_STORE || p->bias || parts > 1 ||
+                        p->split[0] % rw || p->split[1] % rw || p->split[0] >= p->split[1] ||
+                        p->split[1] >= p->rows))
+        return pl_fail(PL_ERR_ARG, "GEMV: bad output split %u/%u of %u rows", p->split[0],
+                       p->split[1], p->rows);
     return PL_OK;
 }
 
@@ -152,6 +158,15 @@ static void block_dot(pl_wtext *t, const pl_gemv_params *p, wfmt f, char m, unsi
 static void store_row(pl_wtext *t, const pl_gemv_params *p, const char *v0, const char *v1) {
     switch (p->mode) {
     case PL_GEMV_STORE:
+        if (p->split[0]) { /* q, k, v: each range to its own buffer */
+            unsigned a = p->split[0], b = p->split[1], c = p->rows;
+            pl_wtext_add(t,
+                         "      if (row < %uu) { y[col * %uu + row] = %s; }\n"
+                         "      else if (row < %uu) { y1[col * %uu + row - %uu] = %s; }\n"
+                         "      else { y2[col * %uu + row - %uu] = %s; }\n",
+                         a, a, v0, b, b - a, a, v0, c - b, b, v0);
+            break;
+        }
         pl_wtext_add(t, "      y[yo + row] = %s%s;\n", v0, p->bias ? " + bias[row]" : "");
         break;
     case PL_GEMV_ACCUM:
@@ -242,6 +257,10 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> go: array<f32>;\n", binding++);
     if (p->up_out)
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> uo: array<f32>;\n", binding++);
+    if (p->split[0]) {
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> y1: array<f32>;\n", binding++);
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> y2: array<f32>;\n", binding++);
+    }
     pl_wtext_args(&t, binding++);
     if (!sg) {
         unsigned copies = nacc + (p->norm ? 1 : 0);

@@ -76,6 +76,10 @@ typedef struct {
     /* Blocks a sweeper takes per loop turn (1, 2 or 4): their loads are all issued before
      * any is used, so more bytes are in flight per thread. 0 counts as 1. */
     uint32_t unroll;
+    /* Split output (q/k/v in one sweep): rows [0, split[0]) go to y, [split[0], split[1])
+     * to y1 and the rest to y2, each its own f32[n][rows of its range] buffer bound after
+     * the other bindings (before args). Both multiples of the rows per workgroup; 0: none. */
+    uint32_t split[2];
 } pl_gemv_params;
 
 /* Rows one workgroup covers, and workgroups per vector of x. */

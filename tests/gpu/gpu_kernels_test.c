@@ -142,6 +142,13 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
     if (p.bias) bufs[nb] = gt_buf(g, bias, p.rows * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     if (p.gate_out) igo = nb, bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     if (p.up_out) iuo = nb, bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    int iy1 = nb;
+    if (p.split[0]) { /* y holds rows [0, split0), y1 and y2 the next ranges */
+        bufs[nb] = gt_buf(g, NULL, (size_t)nv * (p.split[1] - p.split[0]) * 4);
+        refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+        bufs[nb] = gt_buf(g, NULL, (size_t)nv * (p.rows - p.split[1]) * 4);
+        refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    }
     pl_gpu_args a = {{nv}};
     bufs[nb] = gt_args(g, &a), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     CHECK(nb == pl_gemv_bindings(&p), "binding count %d != %d", nb, pl_gemv_bindings(&p));
@@ -153,7 +160,19 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
     char *src = NULL;
     pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_gemv(&p, &src), &src, label);
     if (k && gt_run(g, k, refs, nb, pl_gemv_groups(&p) * nv)) {
-        gt_read(g, bufs[1], y, ny * 4);
+        if (p.split[0]) { /* gather the three ranges back into whole rows */
+            uint32_t lens[3] = {p.split[0], p.split[1] - p.split[0], p.rows - p.split[1]};
+            uint32_t offs[3] = {0, p.split[0], p.split[1]};
+            for (int o = 0; o < 3; o++) {
+                float *part = malloc((size_t)nv * lens[o] * 4);
+                gt_read(g, bufs[o ? iy1 + o - 1 : 1], part, (size_t)nv * lens[o] * 4);
+                for (uint32_t v = 0; v < nv; v++)
+                    memcpy(y + (size_t)v * p.rows + offs[o], part + (size_t)v * lens[o], lens[o] * 4);
+                free(part);
+            }
+        } else {
+            gt_read(g, bufs[1], y, ny * 4);
+        }
         /* reference, and for gate/up each projection alone to bound the error */
         memcpy(ref, y0, ny * 4);
         pl_gpu_ref_gemv(&p, rm, nv, x, nw, bias, ref, mag);
@@ -286,6 +305,19 @@ static void test_gemv(pl_gpu *g) {
                                       .rows_per_wg = 4, .mode = PL_GEMV_ACCUM, .parts = 3,
                                       .rows_per_part = 24, .sg_rows = S}, 3);
     }
+    /* q, k and v of one sweep: three output ranges */
+    for (int ti = 0; ti < 4; ti++) {
+        pl_gpu_wtype t = types[ti];
+        gemv_case(g, (pl_gemv_params){.type = t, .rows = 48, .cols = 64, .threads = 32,
+                                      .rows_per_wg = 4, .mode = PL_GEMV_STORE, .norm = 1,
+                                      .eps = 1e-6f, .norm_out = 1, .parts = 1,
+                                      .split = {32, 40}}, 2);
+    }
+    if (S)
+        gemv_case(g, (pl_gemv_params){.type = PL_GW_Q4_0, .rows = 96, .cols = 128,
+                                      .threads = 2 * S, .rows_per_wg = 2, .mode = PL_GEMV_STORE,
+                                      .norm = 1, .eps = 1e-6f, .parts = 1, .sg_rows = S,
+                                      .unroll = 2, .split = {64, 80}}, 1);
     /* several blocks per loop turn (the last turn partly past the row) */
     for (int ti = 0; ti < 4; ti++) {
         pl_gpu_wtype t = types[ti];
