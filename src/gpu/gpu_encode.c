@@ -280,6 +280,7 @@ static pl_status enc_rope(gpu_backend *gb, const op *o) {
     p.head_dim_v = p.store_v ? (uint32_t)(k->frope.vc->h.ne0 / k->rope.n_heads) : 0;
     p.pair_heads = o->pair ? (uint32_t)o->pair->rope.n_heads : 0;
     p.pair_norm = o->pair && o->pair->frope.nw;
+    p.sg = (p.norm || p.pair_norm) && gb->info->has_subgroups;
     pl_gpu_kernel *kk;
     if (get_kernel(gb, F_ROPE, &p, sizeof p, (gen_fn)pl_wgsl_rope, "rope", &kk) != PL_OK)
         return PL_ERR;
@@ -337,9 +338,10 @@ static pl_status enc_attn(gpu_backend *gb, const op *o) {
     p.chunk = ATTN_CHUNK;
     p.max_splits = (uint32_t)((o->b->h.ne1 + ATTN_CHUNK - 1) / ATTN_CHUNK);
     p.block_rows = ATTN_BLOCK;
-    p.threads = gb->info->software ? 32 : 128;
+    p.threads = gb->info->software ? 32 : 256;
     p.kv_f16 = o->b->h.type == PL_TYPE_F16;
     p.scale = a->scale;
+    p.sg = gb->info->has_subgroups;
     pl_attn_combine_params cp;
     memset(&cp, 0, sizeof cp);
     cp.n_head = p.n_head, cp.head_dim_v = p.head_dim_v, cp.max_splits = p.max_splits;

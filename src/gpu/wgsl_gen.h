@@ -118,6 +118,7 @@ typedef struct {
     uint32_t head_dim_v;
     uint32_t pair_heads;
     int pair_norm;
+    int sg; /* the norm's sum of squares through subgroupAdd (one barrier) */
 } pl_rope_params_gpu;
 
 /* Element types a copy reads and writes. */
@@ -152,6 +153,9 @@ typedef struct {
     uint32_t threads;     /* power of two */
     int kv_f16;           /* cache of f16 pairs (else f32) */
     float scale;
+    /* softmax statistics through subgroups: each thread's (max, sum) pair is merged by
+     * subgroupMax / subgroupAdd and one barrier, instead of two workgroup reductions */
+    int sg;
 } pl_attn_params_gpu;
 
 /* Merge the splits of the rows of one attention dispatch: workgroup (row, head).

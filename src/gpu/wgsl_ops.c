@@ -67,10 +67,19 @@ static void rope_head(pl_wtext *t, const pl_rope_params_gpu *p, const char *x, c
     if (nw) {
         pl_wtext_add(t,
                      "    var ss = 0.0;\n"
-                     "    for (var d = lid; d < HD; d += T) { ss += hv[d] * hv[d]; }\n"
-                     "    red[lid] = ss;\n");
-        pl_wtext_reduce(t, p->threads, 1, 0);
-        pl_wtext_add(t, "    let inv = 1.0 / sqrt(red[0] / f32(HD) + ");
+                     "    for (var d = lid; d < HD; d += T) { ss += hv[d] * hv[d]; }\n");
+        if (p->sg) {
+            pl_wtext_add(t,
+                         "    let s1 = subgroupAdd(ss);\n"
+                         "    if (sid == 0u) { red[lid / ssz] = s1; }\n"
+                         "    workgroupBarrier();\n"
+                         "    var tot = 0.0;\n"
+                         "    for (var j = 0u; j < (T + ssz - 1u) / ssz; j++) { tot += red[j]; }\n");
+        } else {
+            pl_wtext_add(t, "    red[lid] = ss;\n");
+            pl_wtext_reduce(t, p->threads, 1, 0);
+        }
+        pl_wtext_add(t, "    let inv = 1.0 / sqrt(%s / f32(HD) + ", p->sg ? "tot" : "red[0]");
         pl_wtext_f32(t, p->eps);
         pl_wtext_add(t,
                      ");\n"
@@ -123,6 +132,7 @@ pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
     const char *ct = p->cache_f16 ? "u32" : "f32";
     int pair = p->pair_heads > 0;
     pl_wtext t = {0};
+    if (p->sg) pl_wtext_add(&t, "enable subgroups;\n");
     pl_wtext_add(&t,
                  "const NH = %uu;\nconst NH2 = %uu;\nconst HD = %uu;\nconst HDV = %uu;\n"
                  "const HALF = %uu;\nconst T = %uu;\n"
@@ -146,9 +156,12 @@ pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
     pl_wtext_add(&t, "var<workgroup> hv: array<f32, HD>;\n");
     if (p->norm || p->pair_norm) {
         pl_wtext_add(&t, "var<workgroup> red: array<f32, T>;\n");
-        pl_wtext_reduce_decl(&t, p->threads, 1);
+        if (!p->sg) pl_wtext_reduce_decl(&t, p->threads, 1);
     }
-    pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
+    pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS "%s) {\n",
+                 p->sg ? ", @builtin(subgroup_invocation_id) sid: u32, "
+                         "@builtin(subgroup_size) ssz: u32"
+                       : "");
     group_guard(&t, pair ? "(NH + NH2) * args.a1" : "NH * args.a1");
     /* the tensor is uniform over the workgroup, so the barriers inside stay legal */
     pl_wtext_add(&t, "  if (g < NH * args.a1) {\n    let gg = g;\n");
@@ -251,6 +264,7 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
     unsigned ng = T > nw ? T / nw : 1;
     const char *kt = kvec ? (p->kv_f16 ? "vec4<u32>" : "vec4<f32>") : (p->kv_f16 ? "u32" : "f32");
     pl_wtext t = {0};
+    if (p->sg) pl_wtext_add(&t, "enable subgroups;\n");
     pl_wtext_add(&t,
                  "const HD = %uu;\nconst HDV = %uu;\nconst NH = %uu;\nconst GQ = %uu;\n"
                  "const KVD = %uu;\nconst VD = %uu;\nconst CH = %uu;\nconst MAXS = %uu;\n"
@@ -271,10 +285,16 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                  "var<workgroup> qs: array<f32, %u>;\n"
                  "var<workgroup> ob: array<%s, NG * NW>;\n",
                  (HD + 3) & ~3u, p->kv_f16 ? "vec2<f32>" : "f32");
-    pl_wtext_reduce_decl(&t, T, 1);
+    if (p->sg)
+        pl_wtext_add(&t, "var<workgroup> rm: array<f32, T>;\nvar<workgroup> rl: array<f32, T>;\n");
+    else
+        pl_wtext_reduce_decl(&t, T, 1);
     pl_wtext_add(&t,
-                 "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n"
-                 "  let ns = args.a3;\n");
+                 "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS "%s) {\n"
+                 "  let ns = args.a3;\n",
+                 p->sg ? ", @builtin(subgroup_invocation_id) sid: u32, "
+                         "@builtin(subgroup_size) ssz: u32"
+                       : "");
     group_guard(&t, "args.a2 * NH * ns");
     pl_wtext_add(&t,
                  "  let r = g / (NH * ns);\n  let h = (g / ns) %% NH;\n  let sp = g %% ns;\n"
@@ -318,18 +338,37 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
     pl_wtext_add(&t,
                  ";\n"
                  "    sc[i] = s;\n    m = max(m, s);\n"
-                 "  }\n"
-                 "  red[lid] = m;\n");
-    pl_wtext_reduce(&t, T, 1, 1);
+                 "  }\n");
+    if (p->sg) {
+        /* each thread's (max, sum of exp) over its own positions, merged in subgroups, the
+         * subgroups' pairs merged by every thread after one barrier */
+        pl_wtext_add(&t,
+                     "  var l = 0.0;\n"
+                     "  for (var i = lid; i < np; i += T) { l += exp(sc[i] - m); }\n"
+                     "  let msg = subgroupMax(m);\n"
+                     "  let lsg = subgroupAdd(l * exp(m - msg));\n"
+                     "  if (sid == 0u) { rm[lid / ssz] = msg; rl[lid / ssz] = lsg; }\n"
+                     "  workgroupBarrier();\n"
+                     "  let nsg = (T + ssz - 1u) / ssz;\n"
+                     "  var mx = rm[0];\n"
+                     "  for (var j = 1u; j < nsg; j++) { mx = max(mx, rm[j]); }\n"
+                     "  var sum = 0.0;\n"
+                     "  for (var j = 0u; j < nsg; j++) { sum += rl[j] * exp(rm[j] - mx); }\n"
+                     "  for (var i = lid; i < np; i += T) { sc[i] = exp(sc[i] - mx); }\n"
+                     "  workgroupBarrier();\n");
+    } else {
+        pl_wtext_add(&t, "  red[lid] = m;\n");
+        pl_wtext_reduce(&t, T, 1, 1);
+        pl_wtext_add(&t,
+                     "  let mx = red[0];\n"
+                     "  workgroupBarrier();\n"
+                     "  var l = 0.0;\n"
+                     "  for (var i = lid; i < np; i += T) { let e = exp(sc[i] - mx); sc[i] = e; l += e; }\n"
+                     "  red[lid] = l;\n");
+        pl_wtext_reduce(&t, T, 1, 0);
+        pl_wtext_add(&t, "  let sum = red[0];\n");
+    }
     pl_wtext_add(&t,
-                 "  let mx = red[0];\n"
-                 "  workgroupBarrier();\n"
-                 "  var l = 0.0;\n"
-                 "  for (var i = lid; i < np; i += T) { let e = exp(sc[i] - mx); sc[i] = e; l += e; }\n"
-                 "  red[lid] = l;\n");
-    pl_wtext_reduce(&t, T, 1, 0);
-    pl_wtext_add(&t,
-                 "  let sum = red[0];\n"
                  "  for (var e = lid; e < NG * NW; e += T) {\n"
                  "    let grp = e / NW;\n    let w = e %% NW;\n"
                  "    var acc = %s;\n"

@@ -469,7 +469,8 @@ static void rope_pair_case(pl_gpu *g, uint32_t nq, uint32_t nk, uint32_t HD, int
     pl_gpu_rope_table(positions, HD, 1e6f, 1.0f, NULL, tab);
     pl_rope_params_gpu p = {.n_heads = nq, .head_dim = HD, .rot_dim = HD, .neox = neox,
                             .threads = 32, .norm = 1, .eps = 1e-6f, .store = 1, .store_v = 1,
-                            .cache_f16 = f16, .head_dim_v = HD, .pair_heads = nk, .pair_norm = 1};
+                            .cache_f16 = f16, .head_dim_v = HD, .pair_heads = nk, .pair_norm = 1,
+                            .sg = f16 && pl_gpu_get_info(g)->has_subgroups};
     pl_gpu_args a = {{pos0, n}};
     pl_gpu_buf *b[10];
     b[0] = gt_buf(g, q, xq * 4), b[1] = gt_buf(g, tab, tn * 4), b[2] = gt_buf(g, qn, HD * 4);
@@ -485,7 +486,7 @@ static void rope_pair_case(pl_gpu *g, uint32_t nq, uint32_t nk, uint32_t HD, int
         gt_read(g, b[3], gk, xk * 4);
         memcpy(rq, q, xq * 4), memcpy(rk, k, xk * 4);
         pl_rope_params_gpu one = p;
-        one.pair_heads = 0, one.pair_norm = 0, one.store = one.store_v = 0;
+        one.pair_heads = 0, one.pair_norm = 0, one.store = one.store_v = 0, one.sg = 0;
         pl_gpu_ref_rope(&one, tab, pos0, n, rq, qn, NULL, NULL, NULL);
         one.n_heads = nk, one.store = one.store_v = 1;
         pl_gpu_ref_rope(&one, tab, pos0, n, rk, kn, kr, v, vr);
@@ -521,14 +522,14 @@ static void test_rope(pl_gpu *g) {
     rope_pair_case(g, 4, 2, 32, 1, 1, 1);
     rope_pair_case(g, 8, 2, 16, 0, 0, 3);
     /* (heads, head dim, rot, neox, threads, norm, eps, store, store_v, f16, hdv) */
-    rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 32, 0, 0, 0, 0, 0, 0, 0, 0}, 1, 1e6f, 0);
-    rope_case(g, (pl_rope_params_gpu){8, 8, 8, 0, 64, 0, 0, 0, 0, 0, 0, 0, 0}, 5, 1e4f, 0);
-    rope_case(g, (pl_rope_params_gpu){2, 32, 16, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0}, 3, 1e4f, 1);
-    rope_case(g, (pl_rope_params_gpu){2, 128, 128, 1, 64, 1, 1e-6f, 0, 0, 0, 0, 0, 0}, 2, 1e6f, 0);
-    rope_case(g, (pl_rope_params_gpu){2, 4, 4, 0, 8, 0, 0, 1, 1, 1, 4, 0, 0}, 1, 1e4f, 1);
-    rope_case(g, (pl_rope_params_gpu){4, 32, 32, 1, 32, 1, 1e-6f, 1, 1, 1, 32, 0, 0}, 3, 1e6f, 0);
-    rope_case(g, (pl_rope_params_gpu){2, 16, 8, 0, 32, 1, 1e-5f, 1, 1, 0, 8, 0, 0}, 2, 1e4f, 0);
-    rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 16, 0, 0, 1, 0, 1, 0, 0, 0}, 1, 1e4f, 0);
+    rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1, 1e6f, 0);
+    rope_case(g, (pl_rope_params_gpu){8, 8, 8, 0, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 5, 1e4f, 0);
+    rope_case(g, (pl_rope_params_gpu){2, 32, 16, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 3, 1e4f, 1);
+    rope_case(g, (pl_rope_params_gpu){2, 128, 128, 1, 64, 1, 1e-6f, 0, 0, 0, 0, 0, 0, 0}, 2, 1e6f, 0);
+    rope_case(g, (pl_rope_params_gpu){2, 4, 4, 0, 8, 0, 0, 1, 1, 1, 4, 0, 0, 0}, 1, 1e4f, 1);
+    rope_case(g, (pl_rope_params_gpu){4, 32, 32, 1, 32, 1, 1e-6f, 1, 1, 1, 32, 0, 0, 0}, 3, 1e6f, 0);
+    rope_case(g, (pl_rope_params_gpu){2, 16, 8, 0, 32, 1, 1e-5f, 1, 1, 0, 8, 0, 0, 0}, 2, 1e4f, 0);
+    rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 16, 0, 0, 1, 0, 1, 0, 0, 0, 0}, 1, 1e4f, 0);
 }
 
 /* ------------------------------------------------------------------ copies */
@@ -649,16 +650,23 @@ static void attn_case(pl_gpu *g, pl_attn_params_gpu p, uint32_t ctx, uint32_t po
 
 static void test_attn(pl_gpu *g) {
     /* (heads, kv heads, head dim, value head dim, max splits, block rows, chunk, threads, f16, scale) */
-    pl_attn_params_gpu a = {4, 2, 16, 16, 4, 4, 16, 32, 1, 0.25f};
+    pl_attn_params_gpu a = {4, 2, 16, 16, 4, 4, 16, 32, 1, 0.25f, 0};
     const uint32_t pos[5] = {0, 6, 15, 16, 49};
     for (int i = 0; i < 5; i++) attn_case(g, a, 64, pos[i], 1);
     attn_case(g, a, 64, 10, 7); /* prefill rows in two blocks, causal per row */
     a.kv_f16 = 0;
     attn_case(g, a, 64, 30, 3);
-    attn_case(g, (pl_attn_params_gpu){2, 1, 128, 128, 3, 1, 64, 128, 1, 0.0883883476f}, 160, 149, 1);
-    attn_case(g, (pl_attn_params_gpu){8, 4, 8, 8, 5, 2, 8, 64, 1, 0.35355339f}, 40, 32, 1);
-    attn_case(g, (pl_attn_params_gpu){4, 4, 32, 16, 2, 1, 256, 256, 0, 0.17677669f}, 300, 298, 1);
-    attn_case(g, (pl_attn_params_gpu){2, 2, 4, 4, 1, 8, 64, 16, 1, 0.5f}, 10, 0, 8);
+    attn_case(g, (pl_attn_params_gpu){2, 1, 128, 128, 3, 1, 64, 128, 1, 0.0883883476f, 0}, 160, 149, 1);
+    attn_case(g, (pl_attn_params_gpu){8, 4, 8, 8, 5, 2, 8, 64, 1, 0.35355339f, 0}, 40, 32, 1);
+    attn_case(g, (pl_attn_params_gpu){4, 4, 32, 16, 2, 1, 256, 256, 0, 0.17677669f, 0}, 300, 298, 1);
+    attn_case(g, (pl_attn_params_gpu){2, 2, 4, 4, 1, 8, 64, 16, 1, 0.5f, 0}, 10, 0, 8);
+    /* softmax statistics through subgroups */
+    if (pl_gpu_get_info(g)->has_subgroups) {
+        attn_case(g, (pl_attn_params_gpu){4, 2, 16, 16, 4, 4, 16, 64, 1, 0.25f, 1}, 64, 49, 1);
+        attn_case(g, (pl_attn_params_gpu){4, 2, 16, 16, 4, 4, 16, 32, 0, 0.25f, 1}, 64, 10, 7);
+        attn_case(g, (pl_attn_params_gpu){8, 2, 128, 128, 2, 1, 256, 256, 1, 0.0883883476f, 1}, 300, 80, 1);
+        attn_case(g, (pl_attn_params_gpu){2, 1, 8, 8, 1, 1, 64, 16, 1, 0.35f, 1}, 64, 0, 1);
+    }
 }
 
 /* ------------------------------------------------------------------ top-k */
