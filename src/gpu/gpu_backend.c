@@ -60,6 +60,7 @@ static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t 
     pl_status st = PL_OK;
     if (!gb->n_ops && !src) return PL_OK;
     pl_gpu_fuse(gb);
+    st = pl_gpu_tune_pending(gb); /* GEMV shapes seen for the first time */
     pl_gpu_begin(gb->g);
     for (int i = 0; i < gb->n_ops && st == PL_OK; i++)
         if (!gb->ops[i].dead) st = pl_gpu_encode_op(gb, &gb->ops[i]);
@@ -370,6 +371,7 @@ static void destroy(pl_backend *be) {
     }
     free(gb->ops);
     free(gb->args_host);
+    free(gb->shapes);
     free(gb);
 }
 
@@ -436,8 +438,9 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     unsigned v[5];
     if (fix && sscanf(fix, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {
         for (int t = 0; t < 4; t++) gb->tune[t] = (gemv_tune){v[0], v[1], v[2], v[3], v[4]};
-    } else if (st == PL_OK && !gb->o.no_tune && !gb->info->software) {
-        st = pl_gpu_autotune(gb);
+        gb->tune_fixed = 1;
+    } else if (!gb->info->software) {
+        pl_gpu_tune_load(gb);
     }
     if (st == PL_OK && !gb->o.no_selftest) st = pl_gpu_selftest(gb);
     if (st != PL_OK) {

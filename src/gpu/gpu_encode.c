@@ -169,11 +169,12 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     p.type = w->wt;
     p.rows = (uint32_t)w->h.ne1;
     p.cols = (uint32_t)w->h.ne0;
-    p.threads = gb->tune[w->wt].threads;
-    p.rows_per_wg = gb->tune[w->wt].rows;
-    p.subgroups = (int)gb->tune[w->wt].subgroups;
-    p.sg_rows = gb->tune[w->wt].sg_rows;
-    p.unroll = gb->tune[w->wt].unroll;
+    const gemv_tune *tu = pl_gpu_tune_for(gb, w);
+    p.threads = tu->threads;
+    p.rows_per_wg = tu->rows;
+    p.subgroups = (int)tu->subgroups;
+    p.sg_rows = tu->sg_rows;
+    p.unroll = tu->unroll;
     if (w->parts > 1 && w->rows_per_part % pl_gemv_rows_per_group(&p)) {
         /* parts are cut at multiples of 8 rows: keep the workgroup inside one */
         p.threads = 64, p.rows_per_wg = 4, p.subgroups = 0, p.sg_rows = 0, p.unroll = 1;
@@ -189,6 +190,12 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     p.rows_per_part = w->parts > 1 ? w->rows_per_part : 0;
     p.split[0] = o->fqkv.split[0];
     p.split[1] = o->fqkv.split[1];
+    if (p.split[0] && (p.split[0] % pl_gemv_rows_per_group(&p) || p.split[1] % pl_gemv_rows_per_group(&p))) {
+        /* workgroups must not straddle the q/k/v boundaries: the built-in shape does not */
+        const gemv_tune *d = &gb->tune[w->wt];
+        p.threads = d->threads, p.rows_per_wg = d->rows, p.subgroups = (int)d->subgroups;
+        p.sg_rows = d->sg_rows, p.unroll = d->unroll;
+    }
     pl_gpu_kernel *k;
     if (get_kernel(gb, F_GEMV, &p, sizeof p, (gen_fn)pl_wgsl_gemv, "gemv", &k) != PL_OK)
         return PL_ERR;
@@ -472,4 +479,44 @@ pl_status pl_gpu_encode_op(gpu_backend *gb, op *o) {
         return enc_copy(gb, o->a, (uint64_t)o->src0, o->out, (uint64_t)o->dst0, (uint64_t)o->count);
     }
     return pl_fail(PL_ERR, "GPU: unknown op %d", (int)o->kind);
+}
+
+double pl_gpu_time_gemv(gpu_backend *gb, const gbuf *w, gemv_tune t, pl_gpu_buf *x, pl_gpu_buf *y) {
+    pl_gemv_params p;
+    memset(&p, 0, sizeof p);
+    p.type = w->wt;
+    p.rows = (uint32_t)w->h.ne1;
+    p.cols = (uint32_t)w->h.ne0;
+    p.threads = t.threads, p.rows_per_wg = t.rows, p.subgroups = (int)t.subgroups;
+    p.sg_rows = t.sg_rows, p.unroll = t.unroll;
+    p.mode = PL_GEMV_STORE;
+    p.parts = 1;
+    pl_gpu_kernel *k;
+    if (get_kernel(gb, F_GEMV, &p, sizeof p, (gen_fn)pl_wgsl_gemv, "gemv", &k) != PL_OK) return -1;
+    pl_gpu_args a = {{1}};
+    if (pl_gpu_write(gb->g, gb->args, 0, &a, sizeof a) != PL_OK) return -1; /* slot 0: nothing is recorded */
+    pl_gpu_ref refs[5] = {whole(x), whole(y), whole(w->q[0]), whole(w->s[0]), {0}};
+    int n = w->s[0] ? 4 : 3;
+    refs[n++] = (pl_gpu_ref){gb->args, 0, sizeof a};
+    pl_gpu_bind *b = NULL;
+    if (pl_gpu_bind_new(gb->g, k, refs, n, &b) != PL_OK) return -1;
+    double runs[5];
+    for (int r = 0; r < 5; r++) {
+        double t0 = pl_gpu_now();
+        pl_gpu_begin(gb->g);
+        for (int i = 0; i < 10; i++) pl_gpu_dispatch(gb->g, k, b, pl_gemv_groups(&p));
+        if (pl_gpu_submit(gb->g) != PL_OK || pl_gpu_finish(gb->g) != PL_OK) {
+            pl_gpu_bind_free(b);
+            return -1;
+        }
+        runs[r] = (pl_gpu_now() - t0) / 10;
+    }
+    pl_gpu_bind_free(b);
+    for (int i = 0; i < 5; i++) /* the median */
+        for (int j = i + 1; j < 5; j++)
+            if (runs[j] < runs[i]) {
+                double tmp = runs[i];
+                runs[i] = runs[j], runs[j] = tmp;
+            }
+    return runs[2];
 }

@@ -207,7 +207,7 @@ static void fuse_qkv(gpu_backend *gb, int i) {
         if (m[j]->kind != OP_MATMUL) return;
     const gbuf *w0 = m[0]->a;
     uint64_t split0 = (uint64_t)w0->h.ne1, split1 = split0 + (uint64_t)m[1]->a->h.ne1;
-    const gemv_tune *tu = &gb->tune[w0->wt];
+    const gemv_tune *tu = &gb->tune[w0->wt]; /* the merged weight may tune to another */
     uint32_t rw = tu->sg_rows ? tu->threads / tu->sg_rows * tu->rows : tu->rows;
     for (int j = 0; j < 3; j++) {
         const op *o = m[j];

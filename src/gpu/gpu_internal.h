@@ -120,12 +120,23 @@ typedef struct {
     uint32_t threads, rows, subgroups, sg_rows, unroll; /* see pl_gemv_params */
 } gemv_tune;
 
+/* The GEMV shape tuned for one weight shape (rows x cols of a type). */
+typedef struct {
+    pl_gpu_wtype wt;
+    uint32_t rows, cols;
+    gemv_tune t;
+} shape_tune;
+
 typedef struct {
     pl_backend be; /* first: the seam's view */
     pl_gpu *g;
     pl_gpu_backend_opts o;
     const pl_gpu_info *info;
-    gemv_tune tune[4]; /* by pl_gpu_wtype */
+    gemv_tune tune[4]; /* built-in GEMV shape by pl_gpu_wtype */
+    shape_tune *shapes; /* tuned per weight shape at its first use (selftest.c) */
+    int n_shapes, cap_shapes;
+    int tune_fixed;     /* POOLED_GPU_GEMV gave the shape: no tuning */
+    int in_selftest;    /* the self-test's small weights are not worth tuning */
     /* the op queue */
     op *ops;
     int n_ops, cap_ops;
@@ -162,6 +173,10 @@ void pl_gpu_forget_buf(gpu_backend *gb, const pl_gpu_buf *b);
 void pl_gpu_caches_free(gpu_backend *gb);
 /* gpu_profile.c: append the profile of the queued ops to `path`. */
 void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds);
+/* The GEMV shape for weight w: tuned for its shape, else the built-in one of its type. */
+const gemv_tune *pl_gpu_tune_for(const gpu_backend *gb, const gbuf *w);
+/* gpu_encode.c: the median seconds of 10 GEMVs of w (plain, into scratch) with shape t. */
+double pl_gpu_time_gemv(gpu_backend *gb, const gbuf *w, gemv_tune t, pl_gpu_buf *x, pl_gpu_buf *y);
 /* gpu_fuse.c: free the merged q/k/v weight that involves weight b, if any. */
 void pl_gpu_drop_merged(gpu_backend *gb, gbuf *b);
 /* gpu_backend.c: keep b alive until the next submit, then free it. */

@@ -100,6 +100,11 @@ void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
                 gb->tune[i].unroll, gb->tune[i].subgroups ? "+sg" : "",
                 gb->tune[i].sg_rows ? "+sgrows" : "");
     fprintf(f, "\n");
+    for (int i = 0; i < gb->n_shapes; i++) {
+        const shape_tune *e = &gb->shapes[i];
+        fprintf(f, "tuned: type %d %ux%u -> %ux%u u%u%s%s\n", e->wt, e->rows, e->cols, e->t.threads,
+                e->t.rows, e->t.unroll, e->t.subgroups ? "+sg" : "", e->t.sg_rows ? "+sgrows" : "");
+    }
     double sum = 0, mm = 0;
     uint64_t bytes = 0;
     int live = 0, disp = 0;

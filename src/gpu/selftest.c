@@ -246,6 +246,7 @@ pl_status pl_gpu_selftest(gpu_backend *gb) {
     memset(&c, 0, sizeof c);
     c.gb = gb;
     c.rng = (uint64_t)time(NULL) * 2654435761u + 1;
+    gb->in_selftest = 1;
     static const uint32_t types[4] = {PL_TYPE_F32, PL_TYPE_F16, PL_TYPE_Q4_0, PL_TYPE_Q8_0};
     int ok = 1;
     for (int i = 0; ok && i < 4; i++) ok = check_gemv(&c, types[i]);
@@ -253,6 +254,7 @@ pl_status pl_gpu_selftest(gpu_backend *gb) {
     char err[300];
     snprintf(err, sizeof err, "%s", c.why[0] ? c.why : pl_last_error());
     for (int i = c.n_bufs - 1; i >= 0; i--) gb->be.m->buf_free(&gb->be, c.bufs[i]);
+    gb->in_selftest = 0;
     if (!ok) return pl_fail(PL_ERR, "GPU self-test failed: %s", err);
     return PL_OK;
 }
@@ -274,41 +276,61 @@ static void adapter_key(const gpu_backend *gb, char *key, size_t cap) {
         if (*p == ' ' || *p == '\n' || *p == '=') *p = '_';
 }
 
-static int load_tune(gpu_backend *gb) {
-    char dir[512], path[600], key[200], line[400];
-    if (!cache_path(dir, sizeof dir)) return 0;
+const gemv_tune *pl_gpu_tune_for(const gpu_backend *gb, const gbuf *w) {
+    for (int i = 0; i < gb->n_shapes; i++) {
+        const shape_tune *e = &gb->shapes[i];
+        if (e->wt == w->wt && e->rows == (uint32_t)w->h.ne1 && e->cols == (uint32_t)w->h.ne0)
+            return &e->t;
+    }
+    return &gb->tune[w->wt];
+}
+
+static int known(const gpu_backend *gb, pl_gpu_wtype wt, uint32_t rows, uint32_t cols) {
+    for (int i = 0; i < gb->n_shapes; i++)
+        if (gb->shapes[i].wt == wt && gb->shapes[i].rows == rows && gb->shapes[i].cols == cols)
+            return 1;
+    return 0;
+}
+
+static int add_shape(gpu_backend *gb, shape_tune e) {
+    if (gb->n_shapes == gb->cap_shapes) {
+        int cap = gb->cap_shapes ? gb->cap_shapes * 2 : 16;
+        shape_tune *n = realloc(gb->shapes, (size_t)cap * sizeof *n);
+        if (!n) return 0;
+        gb->shapes = n, gb->cap_shapes = cap;
+    }
+    gb->shapes[gb->n_shapes++] = e;
+    return 1;
+}
+
+static int valid_tune(const gpu_backend *gb, const gemv_tune *t) {
+    int sg_ok = t->sg_rows == 0 || (gb->info->has_subgroups && t->sg_rows == gb->info->subgroup_min &&
+                                    t->sg_rows == gb->info->subgroup_max && t->threads % t->sg_rows == 0);
+    return t->threads >= 8 && t->threads <= 1024 && !(t->threads & (t->threads - 1)) &&
+           t->rows >= 1 && t->rows <= 8 && (t->subgroups == 0 || (t->subgroups == 1 && gb->info->has_subgroups)) &&
+           sg_ok && (t->unroll == 1 || t->unroll == 2 || t->unroll == 4);
+}
+
+void pl_gpu_tune_load(gpu_backend *gb) {
+    char dir[512], path[600], key[200], line[512];
+    if (!cache_path(dir, sizeof dir)) return;
     snprintf(path, sizeof path, "%s/gpu-tune.txt", dir);
     adapter_key(gb, key, sizeof key);
     FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    int found = 0;
+    if (!f) return;
     while (fgets(line, sizeof line, f)) {
         char k[200];
-        unsigned t[20];
-        int n = 0, off = 0;
-        if (sscanf(line, "%199s%n", k, &off) != 1 || strcmp(k, key)) continue;
-        for (const char *q = line + off; n < 20; n++) {
-            int used;
-            if (sscanf(q, "%u%n", &t[n], &used) != 1) break;
-            q += used;
-        }
-        if (n != 20) continue;
-        for (int i = 0; i < 4; i++) {
-            unsigned *v = &t[5 * i];
-            int sg_ok = v[3] == 0 || (gb->info->has_subgroups && v[3] == gb->info->subgroup_min &&
-                                      v[3] == gb->info->subgroup_max && v[0] % v[3] == 0);
-            if (v[0] >= 8 && v[0] <= 1024 && !(v[0] & (v[0] - 1)) && v[1] >= 1 && v[1] <= 8 &&
-                (v[2] == 0 || (v[2] == 1 && gb->info->has_subgroups)) && sg_ok &&
-                (v[4] == 1 || v[4] == 2 || v[4] == 4))
-                gb->tune[i] = (gemv_tune){v[0], v[1], v[2], v[3], v[4]};
-        }
-        found = 1;
+        unsigned v[8];
+        if (sscanf(line, "%199s %u %u %u %u %u %u %u %u", k, &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5], &v[6], &v[7]) != 9 || strcmp(k, key) || v[0] > PL_GW_Q8_0)
+            continue;
+        shape_tune e = {(pl_gpu_wtype)v[0], v[1], v[2], {v[3], v[4], v[5], v[6], v[7]}};
+        if (valid_tune(gb, &e.t) && !known(gb, e.wt, e.rows, e.cols)) add_shape(gb, e);
     }
     fclose(f);
-    return found;
 }
 
-static void save_tune(const gpu_backend *gb) {
+static void save_shape(const gpu_backend *gb, const shape_tune *e) {
     char dir[512], path[600], key[200];
     if (!cache_path(dir, sizeof dir)) return;
     char parent[512];
@@ -320,105 +342,69 @@ static void save_tune(const gpu_backend *gb) {
     adapter_key(gb, key, sizeof key);
     FILE *f = fopen(path, "a");
     if (!f) return;
-    fprintf(f, "%s", key);
-    for (int i = 0; i < 4; i++)
-        fprintf(f, " %u %u %u %u %u", gb->tune[i].threads, gb->tune[i].rows,
-                gb->tune[i].subgroups, gb->tune[i].sg_rows, gb->tune[i].unroll);
-    fprintf(f, "\n");
+    fprintf(f, "%s %u %u %u %u %u %u %u %u\n", key, (unsigned)e->wt, e->rows, e->cols,
+            e->t.threads, e->t.rows, e->t.subgroups, e->t.sg_rows, e->t.unroll);
     fclose(f);
 }
 
-/* Median seconds per GEMV of (threads, rows) over a 4096 x 4096 weight w. */
-static double time_gemv(gpu_backend *gb, pl_buf *w, pl_buf *x, pl_buf *y, gemv_tune cand) {
-    gemv_tune saved = gb->tune[((gbuf *)w)->wt];
-    gb->tune[((gbuf *)w)->wt] = cand;
-    double best[5];
-    for (int rep = 0; rep < 5; rep++) {
-        float dummy;
-        double t0 = pl_gpu_now();
-        for (int i = 0; i < 20; i++) gb->be.m->matmul(&gb->be, w, x, NULL, 1, false, y);
-        if (gb->be.m->read(&gb->be, y, 0, &dummy, 4) != PL_OK) return 1e9;
-        best[rep] = (pl_gpu_now() - t0) / 20;
+/* Tune the shape of weight w; `split` (0 or the q/k/v split points) limits the candidates
+ * to those whose workgroups do not straddle them. */
+static pl_status tune_shape(gpu_backend *gb, const gbuf *w, const uint32_t split[2], int verbose) {
+    const gemv_tune cand[] = {{64, 4, 0, 0, 1}, {128, 4, 0, 0, 1}, {64, 4, 0, 0, 2},
+                              {128, 4, 1, 0, 1}, {64, 8, 0, 0, 1}, {128, 2, 0, 0, 2}};
+    uint32_t rows = (uint32_t)w->h.ne1, cols = (uint32_t)w->h.ne0;
+    pl_gpu_buf *x = NULL, *y = NULL;
+    if (pl_gpu_buf_new(gb->g, (uint64_t)cols * 4, PL_GPU_STORAGE, "tune x", &x) != PL_OK ||
+        pl_gpu_buf_new(gb->g, (uint64_t)rows * 4, PL_GPU_STORAGE, "tune y", &y) != PL_OK) {
+        pl_gpu_buf_free(x);
+        return PL_ERR;
     }
-    gb->tune[((gbuf *)w)->wt] = saved;
-    /* the median of 5 */
-    for (int i = 0; i < 5; i++)
-        for (int j = i + 1; j < 5; j++)
-            if (best[j] < best[i]) {
-                double tmp = best[i];
-                best[i] = best[j], best[j] = tmp;
-            }
-    return best[2];
+    gemv_tune base = gb->tune[w->wt], pick = base;
+    double tbase = pl_gpu_time_gemv(gb, w, base, x, y), best = tbase;
+    double bytes = (double)pl_gpu_quant_bytes(w->wt, cols, rows) + pl_gpu_scale_bytes(w->wt, cols, rows);
+    for (size_t i = 0; i < sizeof cand / sizeof cand[0] && tbase > 0; i++) {
+        const gemv_tune *c = &cand[i];
+        uint32_t rw = c->sg_rows ? c->threads / c->sg_rows * c->rows : c->rows;
+        if (!valid_tune(gb, c) || (split && split[0] && (split[0] % rw || split[1] % rw)) ||
+            !memcmp(c, &base, sizeof base))
+            continue;
+        double secs = pl_gpu_time_gemv(gb, w, *c, x, y);
+        if (secs <= 0) continue;
+        if (verbose)
+            fprintf(stderr, "tune type %d %ux%u %ux%u u%u%s: %.2f us, %.0f GB/s\n", w->wt, rows,
+                    cols, c->threads, c->rows, c->unroll, c->subgroups ? " sg-reduce" : "",
+                    secs * 1e6, bytes / secs / 1e9);
+        if (secs < best) best = secs, pick = *c;
+    }
+    if (verbose && tbase > 0)
+        fprintf(stderr, "tune type %d %ux%u built-in %ux%u: %.2f us, %.0f GB/s\n", w->wt, rows, cols,
+                base.threads, base.rows, tbase * 1e6, bytes / tbase / 1e9);
+    pl_gpu_retire(gb, x);
+    pl_gpu_retire(gb, y);
+    if (tbase <= 0) return pl_fail(PL_ERR, "GPU autotune: %s", pl_last_error());
+    shape_tune e = {w->wt, rows, cols, best < 0.95 * tbase ? pick : base}; /* noise guard */
+    if (!add_shape(gb, e)) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    save_shape(gb, &e);
+    return PL_OK;
 }
 
-pl_status pl_gpu_autotune(gpu_backend *gb) {
+pl_status pl_gpu_tune_pending(gpu_backend *gb) {
     const char *env = getenv("POOLED_GPU_TUNE");
+    if (gb->info->software || gb->o.no_tune || gb->tune_fixed || gb->in_selftest ||
+        (env && !strcmp(env, "0")))
+        return PL_OK;
     int verbose = env && !strcmp(env, "verbose");
-    if ((env && !strcmp(env, "0")) || (!verbose && load_tune(gb))) return PL_OK;
-    /* (threads, rows, subgroup reduce, subgroup rows); subgroup rows need a fixed size */
-    uint32_t S = gb->info->has_subgroups && gb->info->subgroup_min == gb->info->subgroup_max
-                     ? gb->info->subgroup_min : 0;
-    uint32_t sgr = gb->info->has_subgroups ? 1 : 0;
-    const gemv_tune cand[] = {
-        {64, 4, 0, 0, 1}, {128, 4, 0, 0, 1}, {64, 8, 0, 0, 1}, {32, 8, 0, 0, 1},
-        {64, 4, 0, 0, 2}, {64, 2, 0, 0, 2}, {128, 4, 0, 0, 2}, {64, 2, 0, 0, 4},
-        {128, 2, 0, 0, 4}, {64, 4, sgr, 0, 2},
-        /* subgroup rows from here on */
-        {128, 2, 0, S, 2}, {128, 4, 0, S, 2}, {256, 2, 0, S, 2}, {128, 1, 0, S, 4}};
-    const size_t first_sg = 10;
-    static const uint32_t types[2] = {PL_TYPE_Q4_0, PL_TYPE_Q8_0};
-    /* a small and a big projection: latency and bandwidth both count */
-    static const uint32_t shapes[2][2] = {{2048, 2048}, {8192, 4096}};
-    st_ctx c;
-    memset(&c, 0, sizeof c);
-    c.gb = gb;
-    c.rng = 12345;
-    float *xv = malloc(4096 * sizeof *xv);
-    if (!xv) return pl_fail(PL_ERR_NOMEM, "out of memory");
-    fill(&c, xv, 4096, -1, 1);
-    pl_status st = PL_OK;
-    for (int t = 0; st == PL_OK && t < 2; t++) {
-        double score[sizeof cand / sizeof cand[0]];
-        memset(score, 0, sizeof score);
-        pl_gpu_wtype wt = PL_GW_Q4_0;
-        for (int s = 0; st == PL_OK && s < 2; s++) {
-            uint32_t rows = shapes[s][0], cols = shapes[s][1];
-            unsigned char *w = ggml_rows(&c, types[t], cols, rows);
-            pl_buf *W = w ? weight(&c, types[t], cols, rows, w) : NULL;
-            pl_buf *x = act(&c, PL_TYPE_F32, cols, 1, xv), *y = act(&c, PL_TYPE_F32, rows, 1, NULL);
-            free(w);
-            if (!W || !x || !y) {
-                st = PL_ERR;
-                break;
-            }
-            wt = ((gbuf *)W)->wt;
-            double base = time_gemv(gb, W, x, y, gb->tune[wt]);
-            double bytes = (double)rows * cols * (t == 0 ? 18 : 34) / 32;
-            for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
-                if (i >= first_sg && !S) { /* subgroup rows need a fixed subgroup size */
-                    score[i] = 1e9;
-                    continue;
-                }
-                double secs = time_gemv(gb, W, x, y, cand[i]);
-                score[i] += secs / base;
-                if (verbose)
-                    fprintf(stderr, "tune %s %ux%u %ux%u u%u%s%s: %.2f us, %.0f GB/s\n",
-                            t == 0 ? "q4_0" : "q8_0", rows, cols, cand[i].threads, cand[i].rows,
-                            cand[i].unroll, cand[i].subgroups ? " sg-reduce" : "",
-                            cand[i].sg_rows ? " sg-rows" : "", secs * 1e6, bytes / secs / 1e9);
-            }
-            while (c.n_bufs) gb->be.m->buf_free(&gb->be, c.bufs[--c.n_bufs]);
+    int started = 0;
+    for (int i = 0; i < gb->n_ops; i++) {
+        const op *o = &gb->ops[i];
+        if (o->dead || o->kind != OP_MATMUL) continue;
+        const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a;
+        if (w->parts != 1 || known(gb, w->wt, (uint32_t)w->h.ne1, (uint32_t)w->h.ne0)) continue;
+        if (!started) { /* what is recorded so far (q/k/v weight copies) goes first */
+            if (pl_gpu_submit(gb->g) != PL_OK) return PL_ERR;
+            started = 1;
         }
-        /* the built-in choice scores 2 (1 per shape): a candidate must beat it by 5% */
-        size_t best = 0;
-        for (size_t i = 1; i < sizeof cand / sizeof cand[0]; i++)
-            if (score[i] < score[best]) best = i;
-        if (st == PL_OK && score[best] < 0.95 * 2) gb->tune[wt] = cand[best];
+        if (tune_shape(gb, w, o->fqkv.w ? o->fqkv.split : NULL, verbose) != PL_OK) return PL_ERR;
     }
-    /* F32 and F16 weights (small models) follow the Q8_0 choice */
-    gb->tune[PL_GW_F32] = gb->tune[PL_GW_F16] = gb->tune[PL_GW_Q8_0];
-    while (c.n_bufs) gb->be.m->buf_free(&gb->be, c.bufs[--c.n_bufs]);
-    free(xv);
-    if (st == PL_OK) save_tune(gb);
-    return st == PL_OK ? PL_OK : pl_fail(PL_ERR, "GPU autotune failed: %s", pl_last_error());
+    return PL_OK;
 }

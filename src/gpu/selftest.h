@@ -6,13 +6,18 @@
 
 #include "gpu_internal.h"
 
-/* Pick threads and rows per workgroup of the GEMV for each weight type by timing the
- * candidates on a 2048 x 2048 and an 8192 x 4096 matrix (time relative to the built-in
- * choice, summed, each the median of 5 runs), a couple of seconds; a candidate must beat the
- * built-in choice by 5% to replace it (noise guard). Results are cached in
- * $XDG_CACHE_HOME/pooled (or ~/.cache/pooled) per adapter; POOLED_GPU_TUNE=0 skips it,
- * POOLED_GPU_TUNE=verbose re-tunes and prints every candidate's time to stderr. */
-pl_status pl_gpu_autotune(gpu_backend *gb);
+/* Load the GEMV shapes tuned earlier on this adapter ($XDG_CACHE_HOME/pooled/gpu-tune.txt,
+ * or ~/.cache/pooled). */
+void pl_gpu_tune_load(gpu_backend *gb);
+
+/* Tune the GEMV shape (threads, rows per workgroup, reduction, unroll) of every weight
+ * shape the recorded ops use for the first time: each candidate times 10 GEMVs over the
+ * model's own weight (median of 5); one must beat the built-in shape by 5% to replace it
+ * (noise guard: runs on the H200 varied by 10-20% from one call to the next). About 0.2 s
+ * per shape, a dense model has 5 or 6; the results are cached per adapter. Skipped on
+ * software adapters, with POOLED_GPU_TUNE=0 or POOLED_GPU_GEMV; POOLED_GPU_TUNE=verbose
+ * prints every candidate's time to stderr. */
+pl_status pl_gpu_tune_pending(gpu_backend *gb);
 
 /* Run each kernel family, as the backend will build it, on small random inputs and compare
  * with kernel_ref.h. */
