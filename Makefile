@@ -89,7 +89,7 @@ check:
 	@mkdir -p build
 	$(MAKE) SAN=1 test 2>&1 | tee build/check-tests.log; test $${PIPESTATUS[0]} -eq 0
 	$(MAKE) fuzz-run
-	@tail -n 1 build/check-tests.log
+	@grep -E "^[0-9]+ passed, [0-9]+ failed" build/check-tests.log | tail -n 1
 
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(shell find src cmd tests -name '*.h') $(TEST_SRC) $(FUZZ_SRC)
