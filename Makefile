@@ -98,3 +98,9 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)
+
+# Developer tools (not part of `make` or the tests): the GEMV kernel lab.
+.PHONY: lab
+lab: $(BUILD)/gemv_lab
+$(BUILD)/gemv_lab: tools/gemv_lab.c $(BUILD)/libpooled.a
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)

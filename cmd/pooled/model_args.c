@@ -14,10 +14,12 @@ const char *const model_args_help =
     "  --backend NAME       auto, cpu or webgpu (default auto)\n"
     "  -t, --threads N      CPU threads (default: one per core)\n"
     "  --ctx N              context length in tokens (default: the model's, at most 4096)\n"
-    "  --kv f16|f32         KV cache type (default f16)\n";
+    "  --kv f16|f32         KV cache type (default f16)\n"
+    "  --act q8|f32         activations of Q4_0/Q8_0 matmuls: quantised to Q8_0 blocks with\n"
+    "                       integer dot products as llama.cpp does (default), or exact f32\n";
 
 model_args model_args_defaults(void) {
-    return (model_args){.backend = "auto", .kv = PL_TYPE_F16};
+    return (model_args){.backend = "auto", .kv = PL_TYPE_F16, .act_q8 = 1};
 }
 
 bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
@@ -31,10 +33,21 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
     } else if (arg_take(argc, argv, i, "--ctx", "-c", &v, err)) {
         if (!*err && !arg_int("--ctx", v, 1, 1 << 24, &a->ctx)) *err = true;
     } else if (arg_take(argc, argv, i, "--kv", NULL, &v, err)) {
-        if (!*err && !strcmp(v, "f16")) a->kv = PL_TYPE_F16;
-        else if (!*err && !strcmp(v, "f32")) a->kv = PL_TYPE_F32;
+        if (!*err && !strcmp(v, "f16"))
+            a->kv = PL_TYPE_F16;
+        else if (!*err && !strcmp(v, "f32"))
+            a->kv = PL_TYPE_F32;
         else if (!*err) {
             die("--kv: expected f16 or f32, got '%s'", v);
+            *err = true;
+        }
+    } else if (arg_take(argc, argv, i, "--act", NULL, &v, err)) {
+        if (!*err && !strcmp(v, "q8"))
+            a->act_q8 = 1;
+        else if (!*err && !strcmp(v, "f32"))
+            a->act_q8 = 0;
+        else if (!*err) {
+            die("--act: expected q8 or f32, got '%s'", v);
             *err = true;
         }
     } else {
@@ -64,9 +77,11 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
     pl_status s = pl_gguf_open(a->path, &l->g);
     if (!s) s = pl_backend_open(a->backend, (int)a->threads, &l->be, &l->note);
     if (!s) {
+        l->be->act_q8 = a->act_q8;
         progress_state ps = {.last_pct = -1};
         bool big = pl_gguf_file_size(l->g) > (64u << 20) && isatty(2);
-        pl_model_opts mo = {.progress = big ? progress : NULL, .progress_ud = &ps, .prefault = true};
+        pl_model_opts mo = {
+            .progress = big ? progress : NULL, .progress_ud = &ps, .prefault = true};
         s = pl_model_load(l->g, l->be, &mo, &l->m);
         if (ps.shown) fprintf(stderr, "\r%*s\r", 16, "");
     }

@@ -18,6 +18,7 @@ typedef struct {
     int64_t threads;     /* -t, 0: one per core */
     int64_t ctx;         /* --ctx, 0: the model's default */
     uint32_t kv;         /* --kv f16|f32 */
+    int act_q8;          /* --act q8|f32: quantised activations for Q4_0/Q8_0 weights */
 } model_args;
 
 typedef struct {

@@ -93,7 +93,9 @@ typedef struct pl_backend_methods {
                           int64_t cols, float eps, pl_buf *out);
     /* out[i, :] (+)= W x[i, :] + bias for i < n.  W [n_out, k] any type; x [>=n, k];
      * bias NULL or F32 [n_out]; out [>=n, n_out]; accumulate adds into out (the residual
-     * add fused). out must not be x. */
+     * add fused). out must not be x. With the backend's act_q8 set and W in Q4_0 or Q8_0,
+     * each row of x is first quantised to Q8_0 blocks (pl_quant_act_q8_0) and every block
+     * product is an integer dot scaled by the two block scales, as llama.cpp does. */
     pl_status (*matmul)(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out);
     /* out[i] = a[i] + b[i] for the first count values. out may be a or b. */
@@ -142,6 +144,10 @@ struct pl_backend {
     const char *name; /* "cpu", "webgpu" */
     char device[160]; /* one line for reports: "cpu, 2 threads" */
     int64_t live_bufs; /* maintained by backend.c: buffers not yet freed */
+    /* Quantised activations for Q4_0/Q8_0 weights (see matmul). 0 when a backend is
+     * created: exact float activations, the reference; pl_backend_open sets it as asked
+     * (on by default: it is llama.cpp's arithmetic, and 1.5-2x faster on a GPU). */
+    int act_q8;
 };
 
 /* ---- checked wrappers: what the model and runtime call ---- */

@@ -4,7 +4,11 @@
  * Each weight row is dequantised once into float and then dotted with every activation row
  * of the batch, so a prompt's tokens share the dequantisation. The output rows are split
  * between the pool's threads in chunks; each output value is computed by exactly one
- * thread in one fixed order, so results do not depend on the thread count. */
+ * thread in one fixed order, so results do not depend on the thread count.
+ *
+ * With act_q8 (backend.h) and a Q4_0/Q8_0 weight, the activation rows are quantised to Q8_0
+ * blocks once, and each block product is an integer dot scaled by the two f16 scales,
+ * summed in block order: llama.cpp's arithmetic, and no dequantisation at all. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -12,6 +16,8 @@
 
 typedef struct {
     const pl_buf *w, *x, *bias;
+    const int8_t *xq; /* act_q8: the quantised activation rows, and their block scales */
+    const uint16_t *xd;
     pl_buf *out;
     int64_t n, rows_per_item;
     bool accumulate;
@@ -22,8 +28,55 @@ typedef struct {
  * while every activation row of the batch passes over them once. */
 #define MM_BLOCK 8
 
+/* Integer dot of one weight block with 32 quantised activations. */
+static inline int32_t dot_q4_0(const uint8_t *qs, const int8_t *y) {
+    int32_t s = 0;
+    for (int i = 0; i < 16; i++) s += ((qs[i] & 15) - 8) * y[i] + ((qs[i] >> 4) - 8) * y[i + 16];
+    return s;
+}
+static inline int32_t dot_q8_0(const int8_t *qs, const int8_t *y) {
+    int32_t s = 0;
+    for (int i = 0; i < 32; i++) s += qs[i] * y[i];
+    return s;
+}
+
+/* The act_q8 path: rows r0..r1 of a Q4_0/Q8_0 weight against every quantised row. */
+static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
+    int64_t k = j->w->ne0, n_out = j->w->ne1, nb = k / 32;
+    int q4 = j->w->type == PL_TYPE_Q4_0;
+    size_t bs = q4 ? 18 : 34;
+    int64_t row_bytes = nb * (int64_t)bs;
+    const unsigned char *wdata = vptr(j->w);
+    const float *bias = j->bias ? fptr(j->bias) : NULL;
+    float *out = fptr(j->out);
+    for (int64_t r = r0; r < r1; r++) {
+        const unsigned char *wr = wdata + r * row_bytes;
+        for (int64_t i = 0; i < j->n; i++) {
+            const int8_t *y = j->xq + i * k;
+            const uint16_t *yd = j->xd + i * nb;
+            float sum = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                const unsigned char *blk = wr + b * (int64_t)bs;
+                uint16_t dh;
+                memcpy(&dh, blk, 2);
+                int32_t si = q4 ? dot_q4_0(blk + 2, y + b * 32)
+                                : dot_q8_0((const int8_t *)blk + 2, y + b * 32);
+                sum += (float)si * pl_f16_to_f32(dh) * pl_f16_to_f32(yd[b]);
+            }
+            float v = sum + (bias ? bias[r] : 0.0f);
+            float *o = out + i * n_out + r;
+            *o = j->accumulate ? *o + v : v;
+        }
+    }
+}
+
 static void mm_item(void *ctx, int64_t item) {
     mm_job *j = ctx;
+    if (j->xq) {
+        int64_t r0 = item * j->rows_per_item, r1 = r0 + j->rows_per_item;
+        mm_item_q8(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1);
+        return;
+    }
     int64_t k = j->w->ne0, n_out = j->w->ne1;
     int64_t r0 = item * j->rows_per_item, r1 = r0 + j->rows_per_item;
     if (r1 > n_out) r1 = n_out;
@@ -75,7 +128,23 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
     if (items > n_out) items = n_out;
     j.rows_per_item = (n_out + items - 1) / items;
     items = (n_out + j.rows_per_item - 1) / j.rows_per_item;
+    int8_t *xq = NULL;
+    uint16_t *xd = NULL;
+    if (be->act_q8 && (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0)) {
+        int64_t k = w->ne0;
+        xq = malloc((size_t)(n * k));
+        xd = malloc((size_t)(n * k / 32) * sizeof *xd);
+        if (!xq || !xd) {
+            free(xq), free(xd);
+            return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
+        }
+        for (int64_t i = 0; i < n; i++)
+            pl_quant_act_q8_0(fptr(x) + i * k, k, xq + i * k, xd + i * (k / 32));
+        j.xq = xq, j.xd = xd;
+    }
     pl_pool_run(c->pool, items, mm_item, &j);
-    if (atomic_load(&j.failed)) return pl_fail(PL_ERR_NOMEM, "matmul: out of memory or unreadable weights");
+    free(xq), free(xd);
+    if (atomic_load(&j.failed))
+        return pl_fail(PL_ERR_NOMEM, "matmul: out of memory or unreadable weights");
     return PL_OK;
 }

@@ -80,6 +80,12 @@ pl_status pl_dequant_row(uint32_t t, const void *src, float *dst, int64_t n);
 /* Quantize a row; fails if the type cannot be written or n is bad. */
 pl_status pl_quant_row(uint32_t t, const float *src, void *dst, int64_t n);
 
+/* Activations quantised for integer dot products with Q4_0/Q8_0 weights (llama.cpp's
+ * Q8_0 rule, the same bits as pl_quant_q8_0 but split): per block of 32 values, scale
+ * s = max|x| / 127 stored as f16 in d[b], quant q = roundf(x * (1 / s)) (0 when s is 0).
+ * n is a multiple of 32. */
+void pl_quant_act_q8_0(const float *x, int64_t n, int8_t *q, uint16_t *d);
+
 /* IEEE half and bfloat16 conversions (round-to-nearest-even, as ggml does). */
 uint16_t pl_f32_to_f16(float f);
 float pl_bf16_to_f32(uint16_t h);

@@ -10,9 +10,11 @@
 #include "selftest.h"
 
 #define UPLOAD_CHUNK (8u << 20) /* bytes of repacked weights per write */
-#define ARGS_SLOTS 4096
+#define ARGS_SLOTS   4096
 
-static gpu_backend *gbe(pl_backend *be) { return (gpu_backend *)be; }
+static gpu_backend *gbe(pl_backend *be) {
+    return (gpu_backend *)be;
+}
 
 void pl_gpu_retire(gpu_backend *gb, pl_gpu_buf *b) {
     if (!b) return;
@@ -81,7 +83,8 @@ static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t 
         if (st == PL_OK) pl_gpu_copy(gb->g, src->buf, off, gb->readback, 0, n);
     }
     if (st == PL_OK && gb->args_used)
-        st = pl_gpu_write(gb->g, gb->args, 0, gb->args_host, (size_t)gb->args_used * gb->args_stride);
+        st = pl_gpu_write(gb->g, gb->args, 0, gb->args_host,
+                          (size_t)gb->args_used * gb->args_stride);
     gb->args_used = 0;
     pl_status s2 = pl_gpu_submit(gb->g); /* always: ends the recording */
     if (st == PL_OK) st = s2;
@@ -99,7 +102,9 @@ static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t 
 
 /* ------------------------------------------------------------------ buffers */
 
-static size_t esize(uint32_t type) { return type == PL_TYPE_F16 ? 2 : 4; }
+static size_t esize(uint32_t type) {
+    return type == PL_TYPE_F16 ? 2 : 4;
+}
 
 static pl_status buf_new(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1, pl_buf **out) {
     gpu_backend *gb = gbe(be);
@@ -124,7 +129,8 @@ static pl_status upload_rows(gpu_backend *gb, gbuf *b, const unsigned char *src,
                            ftmp) != PL_OK)
         return PL_ERR_FORMAT;
     uint64_t qb = pl_gpu_quant_bytes(b->wt, cols, n), sb = pl_gpu_scale_bytes(b->wt, cols, n);
-    uint64_t qo = pl_gpu_quant_bytes(b->wt, cols, local), so = pl_gpu_scale_bytes(b->wt, cols, local);
+    uint64_t qo = pl_gpu_quant_bytes(b->wt, cols, local),
+             so = pl_gpu_scale_bytes(b->wt, cols, local);
     /* writes are whole words: pad the tail (the buffers are sized in words) */
     size_t qw = (size_t)((qb + 3) & ~3ull), sw = (size_t)((sb + 3) & ~3ull);
     memset((char *)qtmp + qb, 0, qw - qb);
@@ -151,7 +157,8 @@ static pl_status buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t 
     uint64_t row_q = pl_gpu_quant_bytes(b->wt, cols, 1);
     uint64_t per = row_q ? gb->info->max_binding / row_q : rows;
     per &= ~(uint64_t)7;
-    if (st == PL_OK && per == 0) st = pl_fail(PL_ERR_FORMAT, "GPU: a row of %u values is wider than a binding", cols);
+    if (st == PL_OK && per == 0)
+        st = pl_fail(PL_ERR_FORMAT, "GPU: a row of %u values is wider than a binding", cols);
     b->parts = st == PL_OK ? (uint32_t)((rows + per - 1) / per) : 0;
     b->rows_per_part = b->parts > 1 ? (uint32_t)per : rows;
     if (st == PL_OK && b->parts > PL_GEMV_MAX_PARTS)
@@ -188,7 +195,8 @@ static pl_status buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t 
     }
     free(qtmp), free(stmp), free(ftmp);
     if (st != PL_OK) {
-        for (int p = 0; p < PL_GEMV_MAX_PARTS; p++) pl_gpu_buf_free(b->q[p]), pl_gpu_buf_free(b->s[p]);
+        for (int p = 0; p < PL_GEMV_MAX_PARTS; p++)
+            pl_gpu_buf_free(b->q[p]), pl_gpu_buf_free(b->s[p]);
         free(b);
         return st;
     }
@@ -223,7 +231,7 @@ static pl_status buf_write(pl_backend *be, pl_buf *dst, int64_t off, const void 
     gbuf *b = (gbuf *)dst;
     if (n <= 0) return PL_OK;
     if (flush(gb, NULL, 0, 0) != PL_OK) return PL_ERR; /* in call order with the ops */
-    b->wflush = -1; /* its snapshots are stale now */
+    b->wflush = -1;                                    /* its snapshots are stale now */
     if (!((off | n) & 3)) return pl_gpu_write(gb->g, b->buf, (uint64_t)off, src, (size_t)n);
     /* not whole words (F16 data): merge with the words' current bytes */
     uint64_t lo = (uint64_t)off & ~3ull, hi = ((uint64_t)(off + n) + 3) & ~3ull;
@@ -421,23 +429,26 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     }
     snprintf(gb->be.device, sizeof gb->be.device, "webgpu, %.140s", gb->info->name);
     gb->args_stride = gb->info->uniform_align > sizeof(pl_gpu_args) ? gb->info->uniform_align
-                                                                     : (uint32_t)sizeof(pl_gpu_args);
+                                                                    : (uint32_t)sizeof(pl_gpu_args);
     gb->args_cap = ARGS_SLOTS;
     gb->args_host = calloc(gb->args_cap, gb->args_stride);
     if (!gb->args_host) st = pl_fail(PL_ERR_NOMEM, "out of memory");
     if (st == PL_OK)
-        st = pl_gpu_buf_new(gb->g, (uint64_t)gb->args_cap * gb->args_stride, PL_GPU_UNIFORM,
-                            "args", &gb->args);
+        st = pl_gpu_buf_new(gb->g, (uint64_t)gb->args_cap * gb->args_stride, PL_GPU_UNIFORM, "args",
+                            &gb->args);
     /* built-in GEMV shapes: small and quick to compile on a software adapter, wider rows
      * per workgroup on a GPU; the autotuner may replace them */
-    for (int t = 0; t < 4; t++)
-        gb->tune[t] = gb->info->software ? (gemv_tune){32, 1, 0, 0, 1} : (gemv_tune){64, 4, 0, 0, 1};
+    for (int t = 0; t < PL_GPU_TUNE_CLASSES; t++)
+        gb->tune[t] = gb->info->software ? (gemv_tune){32, 1, 0, 0, 1}
+                      : t < 4            ? (gemv_tune){64, 4, 0, 0, 1}
+                              : (gemv_tune){128, 16, 0, 0, 1}; /* q8x: see gpu-notes.md */
     /* POOLED_GPU_GEMV=threads,rows,subgroup-reduce,subgroup-rows,unroll fixes the GEMV
      * shape of every weight type (experiments; no autotune then) */
     const char *fix = getenv("POOLED_GPU_GEMV");
     unsigned v[5];
     if (fix && sscanf(fix, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {
-        for (int t = 0; t < 4; t++) gb->tune[t] = (gemv_tune){v[0], v[1], v[2], v[3], v[4]};
+        for (int t = 0; t < PL_GPU_TUNE_CLASSES; t++)
+            gb->tune[t] = (gemv_tune){v[0], v[1], v[2], v[3], v[4]};
         gb->tune_fixed = 1;
     } else if (!gb->info->software) {
         pl_gpu_tune_load(gb);

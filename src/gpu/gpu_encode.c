@@ -140,7 +140,9 @@ static pl_status run(gpu_backend *gb, const pl_gpu_kernel *k, pl_gpu_ref *refs, 
     return PL_OK;
 }
 
-static pl_gpu_ref whole(const pl_gpu_buf *b) { return (pl_gpu_ref){(pl_gpu_buf *)b, 0, 0}; }
+static pl_gpu_ref whole(const pl_gpu_buf *b) {
+    return (pl_gpu_ref){(pl_gpu_buf *)b, 0, 0};
+}
 
 /* A scratch buffer of at least `bytes`, replacing (and retiring) a smaller one. */
 static pl_status scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const char *label) {
@@ -170,6 +172,7 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     p.rows = (uint32_t)w->h.ne1;
     p.cols = (uint32_t)w->h.ne0;
     const gemv_tune *tu = pl_gpu_tune_for(gb, w);
+    p.q8x = pl_gpu_q8x(gb, w);
     p.threads = tu->threads;
     p.rows_per_wg = tu->rows;
     p.subgroups = (int)tu->subgroups;
@@ -190,12 +193,15 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     p.rows_per_part = w->parts > 1 ? w->rows_per_part : 0;
     p.split[0] = o->fqkv.split[0];
     p.split[1] = o->fqkv.split[1];
-    if (p.split[0] && (p.split[0] % pl_gemv_rows_per_group(&p) || p.split[1] % pl_gemv_rows_per_group(&p))) {
+    if (p.split[0] &&
+        (p.split[0] % pl_gemv_rows_per_group(&p) || p.split[1] % pl_gemv_rows_per_group(&p))) {
         /* workgroups must not straddle the q/k/v boundaries: the built-in shape does not */
-        const gemv_tune *d = &gb->tune[w->wt];
+        const gemv_tune *d = &gb->tune[pl_gpu_tune_class(gb, w)];
         p.threads = d->threads, p.rows_per_wg = d->rows, p.subgroups = (int)d->subgroups;
         p.sg_rows = d->sg_rows, p.unroll = d->unroll;
     }
+    /* fewer rows per workgroup where the partial sums would not fit workgroup memory */
+    while (p.rows_per_wg > 1 && pl_gemv_wg_bytes(&p) > gb->info->max_wg_storage) p.rows_per_wg /= 2;
     pl_gpu_kernel *k;
     if (get_kernel(gb, F_GEMV, &p, sizeof p, (gen_fn)pl_wgsl_gemv, "gemv", &k) != PL_OK)
         return PL_ERR;
@@ -312,8 +318,8 @@ static pl_status enc_rope(gpu_backend *gb, const op *o) {
 }
 
 /* A copy of count elements from src[src0] to dst[dst0], converting (STORE, COPY). */
-static pl_status enc_copy(gpu_backend *gb, const gbuf *src, uint64_t src0, gbuf *dst,
-                          uint64_t dst0, uint64_t count) {
+static pl_status enc_copy(gpu_backend *gb, const gbuf *src, uint64_t src0, gbuf *dst, uint64_t dst0,
+                          uint64_t count) {
     if (!count) return PL_OK;
     pl_copy_params p;
     memset(&p, 0, sizeof p);
@@ -364,7 +370,7 @@ static pl_status enc_attn(gpu_backend *gb, const op *o) {
         uint32_t nr = (uint32_t)(o->n - r0 < ATTN_BLOCK ? o->n - r0 : ATTN_BLOCK);
         uint32_t ns = (uint32_t)((o->pos0 + r0 + nr + ATTN_CHUNK - 1) / ATTN_CHUNK);
         pl_gpu_args args = {{(uint32_t)o->pos0, (uint32_t)r0, nr, ns}};
-        pl_gpu_ref refs[6] = {whole(o->a->buf), whole(o->b->buf), whole(o->c->buf),
+        pl_gpu_ref refs[6] = {whole(o->a->buf),   whole(o->b->buf),    whole(o->c->buf),
                               whole(o->out->buf), whole(gb->partials), {0}};
         if (args_ref(gb, args, &refs[5]) != PL_OK) return PL_ERR;
         if (run(gb, ka, refs, 6, nr * p.n_head * ns) != PL_OK) return PL_ERR;
@@ -440,7 +446,10 @@ static pl_status enc_ew(gpu_backend *gb, const op *o) {
     pl_ew_params p;
     memset(&p, 0, sizeof p);
     p.op = o->kind == OP_ADD ? PL_EW_ADD : PL_EW_SWIGLU;
-    p.alias = o->a == o->b ? (o->out == o->a ? 3 : -1) : o->out == o->a ? 1 : o->out == o->b ? 2 : 0;
+    p.alias = o->a == o->b     ? (o->out == o->a ? 3 : -1)
+              : o->out == o->a ? 1
+              : o->out == o->b ? 2
+                               : 0;
     p.threads = 256;
     if (p.alias < 0) { /* a == b but out apart: read the one buffer twice, no writes to it */
         p.alias = 0;
@@ -471,8 +480,9 @@ pl_status pl_gpu_encode_op(gpu_backend *gb, op *o) {
                         (uint64_t)o->n * (uint64_t)o->out->h.ne0);
     case OP_ATTN: return o->n ? enc_attn(gb, o) : PL_OK;
     case OP_ARGMAX:
-        return o->rows ? enc_topk(gb, o->a, 0, (uint32_t)o->rows, 1, o->out, (uint32_t)o->dst0, NULL)
-                       : PL_OK;
+        return o->rows
+                   ? enc_topk(gb, o->a, 0, (uint32_t)o->rows, 1, o->out, (uint32_t)o->dst0, NULL)
+                   : PL_OK;
     case OP_TOPK:
         return enc_topk(gb, o->a, (uint32_t)o->rows, 1, (uint32_t)o->k, o->out, 0, o->vals);
     case OP_COPY:
@@ -489,27 +499,46 @@ double pl_gpu_time_gemv(gpu_backend *gb, const gbuf *w, gemv_tune t, pl_gpu_buf 
     p.cols = (uint32_t)w->h.ne0;
     p.threads = t.threads, p.rows_per_wg = t.rows, p.subgroups = (int)t.subgroups;
     p.sg_rows = t.sg_rows, p.unroll = t.unroll;
+    p.q8x = pl_gpu_q8x(gb, w);
     p.mode = PL_GEMV_STORE;
     p.parts = 1;
     pl_gpu_kernel *k;
     if (get_kernel(gb, F_GEMV, &p, sizeof p, (gen_fn)pl_wgsl_gemv, "gemv", &k) != PL_OK) return -1;
     pl_gpu_args a = {{1}};
-    if (pl_gpu_write(gb->g, gb->args, 0, &a, sizeof a) != PL_OK) return -1; /* slot 0: nothing is recorded */
+    if (pl_gpu_write(gb->g, gb->args, 0, &a, sizeof a) != PL_OK)
+        return -1; /* slot 0: nothing is recorded */
     pl_gpu_ref refs[5] = {whole(x), whole(y), whole(w->q[0]), whole(w->s[0]), {0}};
     int n = w->s[0] ? 4 : 3;
     refs[n++] = (pl_gpu_ref){gb->args, 0, sizeof a};
     pl_gpu_bind *b = NULL;
     if (pl_gpu_bind_new(gb->g, k, refs, n, &b) != PL_OK) return -1;
-    double runs[5];
-    for (int r = 0; r < 5; r++) {
-        double t0 = pl_gpu_now();
+    /* The GPU's clocks drop when it idles (seen on the H200: the first candidates of a
+     * shape measured 2-4x slow), so it runs this kernel for ~20 ms first; then each run
+     * times 60 and 10 GEMVs in one command buffer each, and their difference is 50 GEMVs
+     * without the fixed cost of a submit and a wait (gemv_lab's method). */
+    double runs[5], w0 = pl_gpu_now();
+    while (pl_gpu_now() - w0 < 0.02) {
         pl_gpu_begin(gb->g);
         for (int i = 0; i < 10; i++) pl_gpu_dispatch(gb->g, k, b, pl_gemv_groups(&p));
         if (pl_gpu_submit(gb->g) != PL_OK || pl_gpu_finish(gb->g) != PL_OK) {
             pl_gpu_bind_free(b);
             return -1;
         }
-        runs[r] = (pl_gpu_now() - t0) / 10;
+    }
+    for (int r = 0; r < 5; r++) {
+        double tn[2];
+        for (int j = 0; j < 2; j++) {
+            double t0 = pl_gpu_now();
+            pl_gpu_begin(gb->g);
+            for (int i = 0; i < (j ? 60 : 10); i++)
+                pl_gpu_dispatch(gb->g, k, b, pl_gemv_groups(&p));
+            if (pl_gpu_submit(gb->g) != PL_OK || pl_gpu_finish(gb->g) != PL_OK) {
+                pl_gpu_bind_free(b);
+                return -1;
+            }
+            tn[j] = pl_gpu_now() - t0;
+        }
+        runs[r] = (tn[1] - tn[0]) / 50;
     }
     pl_gpu_bind_free(b);
     for (int i = 0; i < 5; i++) /* the median */

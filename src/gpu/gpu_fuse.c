@@ -44,8 +44,7 @@ static void fuse_norm_matmul(gpu_backend *gb, int i) {
             m->a->h.ne0 != nrm->cols || m->out == nrm->a || m->out == nrm->out ||
             m->out == nrm->b || m->fnorm.x)
             break;
-        if (gemv_storage(m->a, 1, 2 + (m->c != NULL)) > (int)gb->info->max_storage_buffers)
-            break;
+        if (gemv_storage(m->a, 1, 2 + (m->c != NULL)) > (int)gb->info->max_storage_buffers) break;
         m->fnorm.x = nrm->a;
         m->fnorm.w = nrm->b;
         m->fnorm.eps = nrm->eps;
@@ -65,14 +64,15 @@ static void fuse_gate_up(gpu_backend *gb, int i) {
     op *u = &gb->ops[j], *s = &gb->ops[k];
     if (u->kind != OP_MATMUL || s->kind != OP_SWIGLU || g->acc || u->acc || g->c || u->c ||
         g->b != u->b || g->n != u->n || g->fnorm.x != u->fnorm.x || g->fnorm.w != u->fnorm.w ||
-        u->fnorm.out || g->a->wt != u->a->wt || g->a->h.ne0 != u->a->h.ne0 ||
-        g->a->h.ne1 != u->a->h.ne1 || g->a->parts != u->a->parts || s->a != g->out ||
-        s->b != u->out || s->count != g->n * g->a->h.ne1 || g->out == u->out)
+        u->fnorm.out || g->a->wt != u->a->wt || g->a->h.type != u->a->h.type ||
+        g->a->h.ne0 != u->a->h.ne0 || g->a->h.ne1 != u->a->h.ne1 || g->a->parts != u->a->parts ||
+        s->a != g->out || s->b != u->out || s->count != g->n * g->a->h.ne1 || g->out == u->out)
         return;
     const gbuf *x = g->fnorm.x ? g->fnorm.x : g->b;
     if (s->out == x || g->out == x || u->out == x) return;
     gbuf *gate_out = s->out == g->out ? NULL : g->out, *up_out = s->out == u->out ? NULL : u->out;
-    int extra = (g->fnorm.x ? 1 : 0) + (g->fnorm.out ? 1 : 0) + (gate_out != NULL) + (up_out != NULL);
+    int extra =
+        (g->fnorm.x ? 1 : 0) + (g->fnorm.out ? 1 : 0) + (gate_out != NULL) + (up_out != NULL);
     if (gemv_storage(g->a, 2, extra) > (int)gb->info->max_storage_buffers) return;
     g->fgate.w_up = u->a;
     g->fgate.gate_out = gate_out;
@@ -138,8 +138,7 @@ static void fuse_rope_pair(gpu_backend *gb, int i) {
     if (k->kind != OP_ROPE || k->pair || k->out == q->out || k->n != q->n || k->pos0 != q->pos0 ||
         a->mode != b->mode || a->head_dim != b->head_dim || a->rope_dim != b->rope_dim ||
         a->theta_base != b->theta_base || a->freq_scale != b->freq_scale ||
-        a->factors != b->factors ||
-        (q->frope.nw && k->frope.nw && q->frope.eps != k->frope.eps))
+        a->factors != b->factors || (q->frope.nw && k->frope.nw && q->frope.eps != k->frope.eps))
         return;
     q->pair = k;
     k->dead = true;
@@ -171,7 +170,8 @@ static const gbuf *merged_qkv(gpu_backend *gb, gbuf *q, gbuf *k, gbuf *v) {
     m->wt = q->wt, m->parts = 1, m->rows_per_part = rows;
     uint64_t qb = pl_gpu_quant_bytes(m->wt, cols, rows), sb = pl_gpu_scale_bytes(m->wt, cols, rows);
     if (pl_gpu_buf_new(gb->g, (qb + 15) & ~15ull, PL_GPU_STORAGE, "q/k/v weights", &m->q[0]) ||
-        (sb && pl_gpu_buf_new(gb->g, (sb + 15) & ~15ull, PL_GPU_STORAGE, "q/k/v scales", &m->s[0]))) {
+        (sb &&
+         pl_gpu_buf_new(gb->g, (sb + 15) & ~15ull, PL_GPU_STORAGE, "q/k/v scales", &m->s[0]))) {
         pl_gpu_buf_free(m->q[0]);
         free(m);
         pl_clear_error();
@@ -207,7 +207,8 @@ static void fuse_qkv(gpu_backend *gb, int i) {
         if (m[j]->kind != OP_MATMUL) return;
     const gbuf *w0 = m[0]->a;
     uint64_t split0 = (uint64_t)w0->h.ne1, split1 = split0 + (uint64_t)m[1]->a->h.ne1;
-    const gemv_tune *tu = &gb->tune[w0->wt]; /* the merged weight may tune to another */
+    const gemv_tune *tu =
+        &gb->tune[pl_gpu_tune_class(gb, w0)]; /* the merged weight may tune to another */
     uint32_t rw = tu->sg_rows ? tu->threads / tu->sg_rows * tu->rows : tu->rows;
     for (int j = 0; j < 3; j++) {
         const op *o = m[j];
@@ -215,7 +216,7 @@ static void fuse_qkv(gpu_backend *gb, int i) {
         if (o->kind != OP_MATMUL || o->acc || o->c || o->fgate.w_up || o->fqkv.w ||
             o->b != m[0]->b || o->n != m[0]->n || o->fnorm.x != m[0]->fnorm.x ||
             o->fnorm.w != m[0]->fnorm.w || (j && o->fnorm.out) || w->wt != w0->wt ||
-            w->h.ne0 != w0->h.ne0 || w->parts != 1 || w->h.ne1 % rw ||
+            w->h.type != w0->h.type || w->h.ne0 != w0->h.ne0 || w->parts != 1 || w->h.ne1 % rw ||
             pl_gpu_quant_bytes(w->wt, (uint32_t)w->h.ne0, (uint64_t)w->h.ne1) % 4 ||
             pl_gpu_scale_bytes(w->wt, (uint32_t)w->h.ne0, (uint64_t)w->h.ne1) % 4)
             return; /* (copies move whole words) */
@@ -248,8 +249,10 @@ void pl_gpu_fuse(gpu_backend *gb) {
         op *o = &gb->ops[i];
         if (o->dead) continue;
         if (o->kind == OP_MATMUL) fuse_gate_up(gb, i);
-        if (!o->dead && o->kind == OP_MATMUL && !o->fgate.w_up) fuse_qkv(gb, i);
-        else if (o->kind == OP_ROPE) fuse_rope_store(gb, i);
+        if (!o->dead && o->kind == OP_MATMUL && !o->fgate.w_up)
+            fuse_qkv(gb, i);
+        else if (o->kind == OP_ROPE)
+            fuse_rope_store(gb, i);
     }
     for (int i = 0; i < gb->n_ops; i++)
         if (!gb->ops[i].dead && gb->ops[i].kind == OP_ROPE) fuse_rope_pair(gb, i);

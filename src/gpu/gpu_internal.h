@@ -31,7 +31,7 @@ typedef struct gbuf_s {
     const void *host; /* the file's bytes (valid while the buffer lives) */
     /* small I32 buffers (sampled ids): a copy made at each submit that wrote them, so a
      * read need not wait for work recorded later (gpu_backend.c, read) */
-    int64_t wflush;             /* submit that last wrote it (-1: the host wrote it since) */
+    int64_t wflush; /* submit that last wrote it (-1: the host wrote it since) */
     pl_gpu_buf *snap[2];
     int64_t snap_flush[2];
     /* q/k/v fusion (gpu_fuse.c): on the q weight, its rows followed by k's and v's in one
@@ -84,14 +84,14 @@ typedef struct op_s {
     struct {
         const gbuf *nw; /* ROPE: per-head norm weight first */
         float eps;
-        gbuf *kc;       /* then store into this K cache */
-        const gbuf *v;  /* and v into the V cache */
+        gbuf *kc;      /* then store into this K cache */
+        const gbuf *v; /* and v into the V cache */
         gbuf *vc;
     } frope;
     const struct op_s *pair; /* ROPE: the next RoPE (k), done in the same dispatch */
     struct {
-        const gbuf *w;  /* MATMUL: q, k and v weights in one; rows past split[0] and */
-        gbuf *y1, *y2;  /* split[1] go to y1 and y2 */
+        const gbuf *w; /* MATMUL: q, k and v weights in one; rows past split[0] and */
+        gbuf *y1, *y2; /* split[1] go to y1 and y2 */
         uint32_t split[2];
     } fqkv;
 } op;
@@ -120,9 +120,13 @@ typedef struct {
     uint32_t threads, rows, subgroups, sg_rows, unroll; /* see pl_gemv_params */
 } gemv_tune;
 
-/* The GEMV shape tuned for one weight shape (rows x cols of a type). */
+/* GEMV tune classes: the four GPU weight types with float activations, then Q4_0 and Q8_0
+ * with quantised activations (q8x): each has its own built-in and tuned shapes. */
+#define PL_GPU_TUNE_CLASSES 6
+
+/* The GEMV shape tuned for one weight shape (rows x cols of a tune class). */
 typedef struct {
-    pl_gpu_wtype wt;
+    int wt; /* the tune class */
     uint32_t rows, cols;
     gemv_tune t;
 } shape_tune;
@@ -132,11 +136,11 @@ typedef struct {
     pl_gpu *g;
     pl_gpu_backend_opts o;
     const pl_gpu_info *info;
-    gemv_tune tune[4]; /* built-in GEMV shape by pl_gpu_wtype */
-    shape_tune *shapes; /* tuned per weight shape at its first use (selftest.c) */
+    gemv_tune tune[PL_GPU_TUNE_CLASSES]; /* built-in GEMV shape by tune class */
+    shape_tune *shapes;                  /* tuned per weight shape at its first use (selftest.c) */
     int n_shapes, cap_shapes;
-    int tune_fixed;     /* POOLED_GPU_GEMV gave the shape: no tuning */
-    int in_selftest;    /* the self-test's small weights are not worth tuning */
+    int tune_fixed;  /* POOLED_GPU_GEMV gave the shape: no tuning */
+    int in_selftest; /* the self-test's small weights are not worth tuning */
     /* the op queue */
     op *ops;
     int n_ops, cap_ops;
@@ -164,6 +168,16 @@ typedef struct {
     int n_retired;
 } gpu_backend;
 
+/* Whether matmuls with weight w quantise their activations (backend.h act_q8): only for
+ * weights that are Q4_0 or Q8_0 in the file, as on the CPU. */
+static inline int pl_gpu_q8x(const gpu_backend *gb, const gbuf *w) {
+    return gb->be.act_q8 && (w->h.type == PL_TYPE_Q4_0 || w->h.type == PL_TYPE_Q8_0) &&
+           (w->wt == PL_GW_Q4_0 || w->wt == PL_GW_Q8_0);
+}
+static inline int pl_gpu_tune_class(const gpu_backend *gb, const gbuf *w) {
+    return pl_gpu_q8x(gb, w) ? 4 + (w->wt == PL_GW_Q8_0) : (int)w->wt;
+}
+
 /* gpu_fuse.c: merge ops of the queue (no-op when fusion is off). */
 void pl_gpu_fuse(gpu_backend *gb);
 /* gpu_encode.c: record op i into the open command buffer. */
@@ -175,7 +189,8 @@ void pl_gpu_caches_free(gpu_backend *gb);
 void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds);
 /* The GEMV shape for weight w: tuned for its shape, else the built-in one of its type. */
 const gemv_tune *pl_gpu_tune_for(const gpu_backend *gb, const gbuf *w);
-/* gpu_encode.c: the median seconds of 10 GEMVs of w (plain, into scratch) with shape t. */
+/* gpu_encode.c: seconds per GEMV of w (plain, into scratch) with shape t: the median of 5
+ * differences of 60 and 10 GEMVs per submit, after a warm-up. */
 double pl_gpu_time_gemv(gpu_backend *gb, const gbuf *w, gemv_tune t, pl_gpu_buf *x, pl_gpu_buf *y);
 /* gpu_fuse.c: free the merged q/k/v weight that involves weight b, if any. */
 void pl_gpu_drop_merged(gpu_backend *gb, gbuf *b);

@@ -15,8 +15,8 @@
 #define REPS 20
 
 static const char *kind_name(op_kind k) {
-    static const char *n[] = {"embed", "rmsnorm", "matmul", "add", "rope", "kv_store",
-                              "attention", "swiglu", "argmax", "topk", "copy"};
+    static const char *n[] = {"embed",     "rmsnorm", "matmul", "add",  "rope", "kv_store",
+                              "attention", "swiglu",  "argmax", "topk", "copy"};
     return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
 }
 
@@ -38,7 +38,8 @@ static double replay(gpu_backend *gb, int i0, int i1, int reps, double *enc, dou
             for (int i = i0; i < i1; i++)
                 if (!gb->ops[i].dead && pl_gpu_encode_op(gb, &gb->ops[i]) != PL_OK) return -1;
         if (gb->args_used)
-            pl_gpu_write(gb->g, gb->args, 0, gb->args_host, (size_t)gb->args_used * gb->args_stride);
+            pl_gpu_write(gb->g, gb->args, 0, gb->args_host,
+                         (size_t)gb->args_used * gb->args_stride);
         gb->args_used = 0;
         double t1 = pl_gpu_now();
         if (pl_gpu_submit(gb->g) != PL_OK) return -1;
@@ -56,12 +57,15 @@ static double replay(gpu_backend *gb, int i0, int i1, int reps, double *enc, dou
 /* Seconds per empty dispatch, n in one command buffer; `chain` makes each depend on the
  * previous (a read-write buffer: Dawn puts a barrier between them). */
 static double empty_dispatch(gpu_backend *gb, int chain, int n) {
-    const char *src = chain ? "@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n"
-                              "@compute @workgroup_size(32)\n"
-                              "fn main(@builtin(local_invocation_index) l: u32) { if (l == 0u) { b[0] = b[0] + 1u; } }\n"
-                            : "@group(0) @binding(0) var<storage, read> b: array<u32>;\n"
-                              "@compute @workgroup_size(32)\n"
-                              "fn main(@builtin(local_invocation_index) l: u32) { if (l == 99u) { _ = b[0]; } }\n";
+    const char *src =
+        chain
+            ? "@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n"
+              "@compute @workgroup_size(32)\n"
+              "fn main(@builtin(local_invocation_index) l: u32) { if (l == 0u) { b[0] = b[0] + 1u; "
+              "} }\n"
+            : "@group(0) @binding(0) var<storage, read> b: array<u32>;\n"
+              "@compute @workgroup_size(32)\n"
+              "fn main(@builtin(local_invocation_index) l: u32) { if (l == 99u) { _ = b[0]; } }\n";
     pl_gpu_kernel *k = NULL;
     pl_gpu_buf *buf = NULL;
     pl_gpu_bind *b = NULL;
@@ -94,16 +98,18 @@ void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
     if (!f) return;
     fprintf(f, "== GPU profile: %s\n", gb->info->name);
     fprintf(f, "GEMV tune (threads x rows per workgroup, +sg: subgroup reduce):");
-    static const char *tn[4] = {"f32", "f16", "q4_0", "q8_0"};
-    for (int i = 0; i < 4; i++)
+    static const char *tn[PL_GPU_TUNE_CLASSES] = {"f32",  "f16",      "q4_0",
+                                                  "q8_0", "q4_0/q8x", "q8_0/q8x"};
+    for (int i = 0; i < PL_GPU_TUNE_CLASSES; i++)
         fprintf(f, " %s %ux%u u%u%s%s", tn[i], gb->tune[i].threads, gb->tune[i].rows,
                 gb->tune[i].unroll, gb->tune[i].subgroups ? "+sg" : "",
                 gb->tune[i].sg_rows ? "+sgrows" : "");
     fprintf(f, "\n");
     for (int i = 0; i < gb->n_shapes; i++) {
         const shape_tune *e = &gb->shapes[i];
-        fprintf(f, "tuned: type %d %ux%u -> %ux%u u%u%s%s\n", e->wt, e->rows, e->cols, e->t.threads,
-                e->t.rows, e->t.unroll, e->t.subgroups ? "+sg" : "", e->t.sg_rows ? "+sgrows" : "");
+        fprintf(f, "tuned: class %d %ux%u -> %ux%u u%u%s%s\n", e->wt, e->rows, e->cols,
+                e->t.threads, e->t.rows, e->t.unroll, e->t.subgroups ? "+sg" : "",
+                e->t.sg_rows ? "+sgrows" : "");
     }
     double sum = 0, mm = 0;
     uint64_t bytes = 0;
@@ -115,16 +121,16 @@ void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
         uint64_t d0 = pl_gpu_get_stats(gb->g)->dispatches;
         double s = replay(gb, i, i + 1, REPS, NULL, NULL);
         disp += (int)((pl_gpu_get_stats(gb->g)->dispatches - d0) / (3 * REPS));
-        uint64_t wb = o->kind == OP_MATMUL ? weight_bytes(o->fqkv.w ? o->fqkv.w : o->a) +
-                                                 weight_bytes(o->fgate.w_up)
-                                           : 0;
+        uint64_t wb = o->kind == OP_MATMUL
+                          ? weight_bytes(o->fqkv.w ? o->fqkv.w : o->a) + weight_bytes(o->fgate.w_up)
+                          : 0;
         sum += s;
         if (o->kind == OP_MATMUL) mm += s, bytes += wb;
         const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a;
         fprintf(f, "op %3d %-9s%s%s%s%s%s%s n %lld %lldx%lld  %8.2f us", i, kind_name(o->kind),
                 o->fnorm.x ? " +norm" : "", o->fgate.w_up ? " +gate/up" : "",
-                o->fqkv.w ? " +q/k/v" : "",
-                o->frope.nw ? " +qknorm" : "", o->frope.kc ? " +store" : "", o->acc ? " +acc" : "",
+                o->fqkv.w ? " +q/k/v" : "", o->frope.nw ? " +qknorm" : "",
+                o->frope.kc ? " +store" : "", o->acc ? " +acc" : "",
                 (long long)(o->kind == OP_NORM ? o->rows : o->n),
                 (long long)(w && w->h.weight ? w->h.ne1 : 0),
                 (long long)(w && w->h.weight ? w->h.ne0 : 0), s * 1e6);
@@ -136,8 +142,9 @@ void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
     fprintf(f, "ops %d live, %d dispatches per step\n", live, disp);
     fprintf(f, "sum of ops alone %.1f us (matmuls %.1f us, %.1f GB/s over %.1f MB)\n", sum * 1e6,
             mm * 1e6, bytes / mm / 1e9, bytes / 1e6);
-    fprintf(f, "whole step replayed (GPU + submit, no read back) %.1f us (host: encode %.1f us, "
-               "submit call %.1f us); measured step %.1f us\n",
+    fprintf(f,
+            "whole step replayed (GPU + submit, no read back) %.1f us (host: encode %.1f us, "
+            "submit call %.1f us); measured step %.1f us\n",
             whole * 1e6, enc * 1e6, sub * 1e6, step_seconds * 1e6);
     fprintf(f, "empty dispatch: %.2f us chained (barrier), %.2f us independent\n", chained * 1e6,
             free_ * 1e6);

@@ -6,6 +6,7 @@
 
 #include "../format/quant.h"
 #include "kernel_ref.h"
+#include "repack.h"
 
 float pl_gpu_ref_weight(pl_gpu_wtype t, const void *q, const uint16_t *s, uint32_t cols,
                         uint64_t row, uint32_t col) {
@@ -38,8 +39,70 @@ static double rms_inv(const float *x, uint32_t n, float eps) {
     return 1.0 / sqrt(ss / n + eps);
 }
 
+/* Output r of a GEMV from its dot products (acc[1]: the up matrix's in GATE_UP). */
+static void store_out(const pl_gemv_params *p, const double acc[2], const float *bias, uint32_t r,
+                      float *yv) {
+    switch (p->mode) {
+    case PL_GEMV_STORE: yv[r] = (float)(acc[0] + (p->bias ? bias[r] : 0.0)); break;
+    case PL_GEMV_ACCUM: yv[r] = (float)(yv[r] + acc[0] + (p->bias ? bias[r] : 0.0)); break;
+    case PL_GEMV_GATE_UP: yv[r] = (float)(acc[0] / (1.0 + exp(-acc[0])) * acc[1]); break;
+    }
+}
+
+/* Integer quant (row, col) of a Q4_0 (nibble - 8) or Q8_0 matrix in GPU layout. */
+static int mat_quant(const pl_gemv_params *p, const pl_gpu_ref_mat *m, uint32_t row, uint32_t col,
+                     float *scale) {
+    uint32_t part = p->parts > 1 ? row / p->rows_per_part : 0;
+    uint64_t local = row - part * (p->parts > 1 ? p->rows_per_part : 0);
+    uint64_t blk = local * (p->cols / 32) + col / 32;
+    uint32_t j = col % 32;
+    *scale = pl_f16_to_f32(m->s[part][blk]);
+    if (p->type == PL_GW_Q8_0) return ((const int8_t *)m->q[part])[blk * 32 + j];
+    uint8_t byte = ((const uint8_t *)m->q[part])[blk * 16 + j % 16];
+    return (j < 16 ? (byte & 15) : (byte >> 4)) - 8;
+}
+
+/* The q8x GEMV: x (normalised first with the norm) quantised to Q8_0 blocks, integer block
+ * dots, each scaled by the two f16 scales. */
+static void ref_gemv_q8x(const pl_gemv_params *p, const pl_gpu_ref_mat *mats, const float *xv,
+                         const float *norm_w, const float *bias, float *yv, double *mag) {
+    uint32_t K = p->cols, nb = K / 32;
+    float *xs = malloc((size_t)K * sizeof *xs);
+    int8_t *xq = malloc(K);
+    uint16_t *xd = malloc((size_t)nb * sizeof *xd);
+    if (!xs || !xq || !xd) abort();
+    /* the normalised x exactly as the CPU backend's rms_norm makes it, then quantised */
+    float inv = p->norm ? (float)rms_inv(xv, K, p->eps) : 1.0f;
+    for (uint32_t c = 0; c < K; c++) xs[c] = p->norm ? (xv[c] * inv) * norm_w[c] : xv[c];
+    pl_gpu_quantize_q8_0(xs, K, xq, xd);
+    for (uint32_t r = 0; r < p->rows; r++) {
+        double acc[2] = {0, 0}, m = 0;
+        for (int k = 0; k < (p->mode == PL_GEMV_GATE_UP ? 2 : 1); k++) {
+            for (uint32_t b = 0; b < nb; b++) {
+                int32_t sumi = 0;
+                float dw = 0;
+                for (uint32_t j = 0; j < 32; j++)
+                    sumi += mat_quant(p, &mats[k], r, b * 32 + j, &dw) * xq[b * 32 + j];
+                double term = (double)sumi * dw * pl_f16_to_f32(xd[b]);
+                acc[k] += term;
+                m += fabs(term);
+            }
+        }
+        store_out(p, acc, bias, r, yv);
+        if (mag) mag[r] = m;
+    }
+    free(xs), free(xq), free(xd);
+}
+
 void pl_gpu_ref_gemv(const pl_gemv_params *p, const pl_gpu_ref_mat *mats, uint32_t n,
-                     const float *x, const float *norm_w, const float *bias, float *y, double *mag) {
+                     const float *x, const float *norm_w, const float *bias, float *y,
+                     double *mag) {
+    if (p->q8x) {
+        for (uint32_t v = 0; v < n; v++)
+            ref_gemv_q8x(p, mats, x + (uint64_t)v * p->cols, norm_w, bias,
+                         y + (uint64_t)v * p->rows, mag ? mag + (uint64_t)v * p->rows : NULL);
+        return;
+    }
     for (uint32_t v = 0; v < n; v++) {
         const float *xv = x + (uint64_t)v * p->cols;
         float *yv = y + (uint64_t)v * p->rows;
@@ -54,11 +117,7 @@ void pl_gpu_ref_gemv(const pl_gemv_params *p, const pl_gpu_ref_mat *mats, uint32
                     m += fabs(term);
                 }
             }
-            switch (p->mode) {
-            case PL_GEMV_STORE: yv[r] = (float)(acc[0] + (p->bias ? bias[r] : 0.0)); break;
-            case PL_GEMV_ACCUM: yv[r] = (float)(yv[r] + acc[0] + (p->bias ? bias[r] : 0.0)); break;
-            case PL_GEMV_GATE_UP: yv[r] = (float)(acc[0] / (1.0 + exp(-acc[0])) * acc[1]); break;
-            }
+            store_out(p, acc, bias, r, yv);
             if (mag) mag[(uint64_t)v * p->rows + r] = m;
         }
     }
@@ -89,8 +148,10 @@ void pl_gpu_rope_table(uint32_t positions, uint32_t rot_dim, float base, float f
 
 /* Store value val at element i of a cache of f16 bits or f32. */
 static void cache_put(int f16, void *c, uint64_t i, float val) {
-    if (f16) ((uint16_t *)c)[i] = pl_f32_to_f16(val);
-    else ((float *)c)[i] = val;
+    if (f16)
+        ((uint16_t *)c)[i] = pl_f32_to_f16(val);
+    else
+        ((float *)c)[i] = val;
 }
 
 void pl_gpu_ref_rope(const pl_rope_params_gpu *p, const float *tab, uint32_t pos0, uint32_t n,
@@ -159,14 +220,16 @@ void pl_gpu_ref_attn(const pl_attn_params_gpu *p, const float *q, const void *kc
             double mx = -INFINITY, sum = 0;
             for (uint64_t i = 0; i < nk; i++) {
                 double acc = 0;
-                for (uint32_t d = 0; d < HD; d++) acc += (double)qh[d] * elem_f(ct, kc, i * kvd + kvh * HD + d);
+                for (uint32_t d = 0; d < HD; d++)
+                    acc += (double)qh[d] * elem_f(ct, kc, i * kvd + kvh * HD + d);
                 sc[i] = acc * p->scale;
                 if (sc[i] > mx) mx = sc[i];
             }
             for (uint64_t i = 0; i < nk; i++) sum += (sc[i] = exp(sc[i] - mx));
             for (uint32_t d = 0; d < HDV; d++) {
                 double acc = 0;
-                for (uint64_t i = 0; i < nk; i++) acc += sc[i] * elem_f(ct, vc, i * vd + kvh * HDV + d);
+                for (uint64_t i = 0; i < nk; i++)
+                    acc += sc[i] * elem_f(ct, vc, i * vd + kvh * HDV + d);
                 out[((uint64_t)r * p->n_head + h) * HDV + d] = (float)(acc / sum);
             }
         }

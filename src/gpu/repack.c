@@ -37,14 +37,7 @@ uint64_t pl_gpu_scale_bytes(pl_gpu_wtype t, uint32_t cols, uint64_t n_rows) {
 }
 
 void pl_gpu_quantize_q8_0(const float *x, uint32_t n, int8_t *q, uint16_t *s) {
-    for (uint32_t b = 0; b < n / 32; b++) {
-        const float *v = x + b * 32;
-        float amax = 0;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
-        float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
-        for (int j = 0; j < 32; j++) q[b * 32 + j] = (int8_t)roundf(v[j] * id);
-        s[b] = pl_f32_to_f16(d);
-    }
+    pl_quant_act_q8_0(x, n, q, s);
 }
 
 /* Split n blocks of (f16 scale, nq quant bytes) into quants and scales. */

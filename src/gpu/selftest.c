@@ -27,12 +27,16 @@ static uint32_t rnd(st_ctx *c) {
     c->rng ^= c->rng << 13, c->rng ^= c->rng >> 7, c->rng ^= c->rng << 17;
     return (uint32_t)(c->rng >> 16);
 }
-static float unif(st_ctx *c, float lo, float hi) { return lo + (hi - lo) * (rnd(c) / 4294967296.0f); }
+static float unif(st_ctx *c, float lo, float hi) {
+    return lo + (hi - lo) * (rnd(c) / 4294967296.0f);
+}
 static void fill(st_ctx *c, float *x, size_t n, float lo, float hi) {
     for (size_t i = 0; i < n; i++) x[i] = unif(c, lo, hi);
 }
 
-static const pl_backend_methods *M(st_ctx *c) { return c->gb->be.m; }
+static const pl_backend_methods *M(st_ctx *c) {
+    return c->gb->be.m;
+}
 
 static pl_buf *act(st_ctx *c, uint32_t type, int64_t ne0, int64_t ne1, const void *data) {
     pl_buf *b = NULL;
@@ -77,7 +81,8 @@ static unsigned char *ggml_rows(st_ctx *c, uint32_t type, uint32_t cols, uint32_
     if (type == PL_TYPE_F32) {
         fill(c, (float *)d, (size_t)cols * rows, -1, 1);
     } else if (type == PL_TYPE_F16) {
-        for (size_t i = 0; i < (size_t)cols * rows; i++) ((uint16_t *)d)[i] = pl_f32_to_f16(unif(c, -1, 1));
+        for (size_t i = 0; i < (size_t)cols * rows; i++)
+            ((uint16_t *)d)[i] = pl_f32_to_f16(unif(c, -1, 1));
     } else {
         size_t bs = type == PL_TYPE_Q4_0 ? 18 : 34;
         for (size_t b = 0; b < (size_t)rows * cols / 32; b++) {
@@ -90,19 +95,29 @@ static unsigned char *ggml_rows(st_ctx *c, uint32_t type, uint32_t cols, uint32_
 
 /* ------------------------------------------------------------------ the checks */
 
-/* RMSNorm + projection (+ bias) of 2 vectors: the fused GEMV and its normalised-x output. */
-static int check_gemv(st_ctx *c, uint32_t type) {
+/* RMSNorm + projection (+ bias) of 2 vectors: the fused GEMV and its normalised-x output.
+ * q8: with quantised activations (Q4_0/Q8_0). The GPU's normalised x may differ from the
+ * reference's in the last bit (sums in another order, the GPU's own 1/sqrt), which now and
+ * then puts a value on the other side of a rounding step of its quant (moving an output
+ * by up to 8 weight scales times one activation scale for Q4_0, < 1e-2 here; seen on the
+ * H200: 5e-3) or of its block's f16 scale (moving that block's share by 2^-11): hence 1e-2
+ * plus 1e-3 of the sum of the absolute block products. A wrong kernel is off by O(1). */
+static int check_gemv(st_ctx *c, uint32_t type, int q8) {
     uint32_t rows = 64, cols = 128, n = 2;
     unsigned char *w = ggml_rows(c, type, cols, rows);
     float x[256], nw[128], bias[64], y[128], xb[256], ry[128], rxb[256];
+    double mag[128];
     fill(c, x, n * cols, -2, 2), fill(c, nw, cols, 0.5f, 1.5f), fill(c, bias, rows, -1, 1);
     pl_gpu_wtype wt;
     int ok = w && pl_gpu_repack_type(type, cols, &wt) == PL_OK;
     void *q = malloc(pl_gpu_quant_bytes(wt, cols, rows) + 16);
     uint16_t *s = malloc(pl_gpu_scale_bytes(wt, cols, rows) + 16);
-    pl_buf *W = ok ? weight(c, type, cols, rows, w) : NULL, *NW = weight(c, PL_TYPE_F32, cols, 1, nw);
+    pl_buf *W = ok ? weight(c, type, cols, rows, w) : NULL,
+           *NW = weight(c, PL_TYPE_F32, cols, 1, nw);
     pl_buf *B = weight(c, PL_TYPE_F32, rows, 1, bias), *X = act(c, PL_TYPE_F32, cols, n, x);
     pl_buf *XB = act(c, PL_TYPE_F32, cols, n, NULL), *Y = act(c, PL_TYPE_F32, rows, n, NULL);
+    int saved = c->gb->be.act_q8;
+    c->gb->be.act_q8 = q8;
     ok = ok && q && s && W && NW && B && X && XB && Y &&
          M(c)->rms_norm(&c->gb->be, X, NW, n, cols, 1e-5f, XB) == PL_OK &&
          M(c)->matmul(&c->gb->be, W, XB, B, n, false, Y) == PL_OK && readf(c, Y, y, n * rows * 4) &&
@@ -111,13 +126,29 @@ static int check_gemv(st_ctx *c, uint32_t type) {
     if (ok) {
         pl_rmsnorm_params np = {cols, 32, 1e-5f, 0};
         pl_gpu_ref_rmsnorm(&np, n, x, nw, rxb);
-        pl_gemv_params gp = {.type = wt, .rows = rows, .cols = cols, .mode = PL_GEMV_STORE,
-                             .bias = 1, .parts = 1};
+        pl_gemv_params gp = {.type = wt,
+                             .rows = rows,
+                             .cols = cols,
+                             .mode = PL_GEMV_STORE,
+                             .bias = 1,
+                             .parts = 1,
+                             .q8x = q8};
         pl_gpu_ref_mat m = {{q}, {s}};
-        pl_gpu_ref_gemv(&gp, &m, n, rxb, NULL, bias, ry, NULL);
-        ok = close_to(c, "normalised x", xb, rxb, n * cols, 1e-5f, 1e-6f) &&
-             close_to(c, "projection", y, ry, n * rows, 1e-4f, 1e-4f);
+        pl_gpu_ref_gemv(&gp, &m, n, rxb, NULL, bias, ry, mag);
+        ok = close_to(c, "normalised x", xb, rxb, n * cols, 1e-5f, 1e-6f);
+        if (ok && q8) {
+            for (uint32_t i = 0; ok && i < n * rows; i++)
+                if (!(fabs((double)y[i] - ry[i]) <= 1e-2 + 1e-3 * mag[i])) {
+                    snprintf(c->why, sizeof c->why,
+                             "projection (q8 activations): value %u is %g, expected %g", i,
+                             (double)y[i], (double)ry[i]);
+                    ok = 0;
+                }
+        } else if (ok) {
+            ok = close_to(c, "projection", y, ry, n * rows, 1e-4f, 1e-4f);
+        }
     }
+    c->gb->be.act_q8 = saved;
     free(w), free(q), free(s);
     return ok;
 }
@@ -130,19 +161,24 @@ static int check_gate_up(st_ctx *c, uint32_t type) {
     fill(c, x, cols, -1, 1);
     pl_gpu_wtype wt;
     pl_gpu_repack_type(type, cols, &wt);
-    void *qg = malloc(pl_gpu_quant_bytes(wt, cols, rows)), *qu = malloc(pl_gpu_quant_bytes(wt, cols, rows));
-    uint16_t *sg = malloc(pl_gpu_scale_bytes(wt, cols, rows) + 2), *su = malloc(pl_gpu_scale_bytes(wt, cols, rows) + 2);
-    pl_buf *WG = wg ? weight(c, type, cols, rows, wg) : NULL, *WU = wu ? weight(c, type, cols, rows, wu) : NULL;
+    void *qg = malloc(pl_gpu_quant_bytes(wt, cols, rows)),
+         *qu = malloc(pl_gpu_quant_bytes(wt, cols, rows));
+    uint16_t *sg = malloc(pl_gpu_scale_bytes(wt, cols, rows) + 2),
+             *su = malloc(pl_gpu_scale_bytes(wt, cols, rows) + 2);
+    pl_buf *WG = wg ? weight(c, type, cols, rows, wg) : NULL,
+           *WU = wu ? weight(c, type, cols, rows, wu) : NULL;
     pl_buf *X = act(c, PL_TYPE_F32, cols, 1, x), *G = act(c, PL_TYPE_F32, rows, 1, NULL);
     pl_buf *U = act(c, PL_TYPE_F32, rows, 1, NULL);
     int ok = qg && qu && sg && su && WG && WU && X && G && U &&
              M(c)->matmul(&c->gb->be, WG, X, NULL, 1, false, G) == PL_OK &&
              M(c)->matmul(&c->gb->be, WU, X, NULL, 1, false, U) == PL_OK &&
              M(c)->swiglu(&c->gb->be, G, U, rows, G) == PL_OK && readf(c, G, h, rows * 4) &&
-             readf(c, U, u, rows * 4) && pl_gpu_repack_rows(type, wg, cols, rows, wt, qg, sg, NULL) == PL_OK &&
+             readf(c, U, u, rows * 4) &&
+             pl_gpu_repack_rows(type, wg, cols, rows, wt, qg, sg, NULL) == PL_OK &&
              pl_gpu_repack_rows(type, wu, cols, rows, wt, qu, su, NULL) == PL_OK;
     if (ok) {
-        pl_gemv_params gp = {.type = wt, .rows = rows, .cols = cols, .mode = PL_GEMV_GATE_UP, .parts = 1};
+        pl_gemv_params gp = {
+            .type = wt, .rows = rows, .cols = cols, .mode = PL_GEMV_GATE_UP, .parts = 1};
         pl_gpu_ref_mat m[2] = {{{qg}, {sg}}, {{qu}, {su}}};
         pl_gpu_ref_gemv(&gp, m, 1, x, NULL, NULL, rh, NULL);
         gp.mode = PL_GEMV_STORE;
@@ -167,12 +203,17 @@ static int check_attention(st_ctx *c) {
     }
     pl_buf *Q = act(c, PL_TYPE_F32, NH * HD, 1, q), *K = act(c, PL_TYPE_F32, NKV * HD, 1, k);
     pl_buf *V = act(c, PL_TYPE_F32, NKV * HD, 1, v), *O = act(c, PL_TYPE_F32, NH * HD, 1, NULL);
-    pl_buf *KC = act(c, PL_TYPE_F16, NKV * HD, CTX, kc), *VC = act(c, PL_TYPE_F16, NKV * HD, CTX, vc);
+    pl_buf *KC = act(c, PL_TYPE_F16, NKV * HD, CTX, kc),
+           *VC = act(c, PL_TYPE_F16, NKV * HD, CTX, vc);
     pl_buf *QN = weight(c, PL_TYPE_F32, HD, 1, qn), *KN = weight(c, PL_TYPE_F32, HD, 1, kn);
-    pl_rope_params rp = {.mode = PL_ROPE_NEOX, .n_heads = NH, .head_dim = HD, .rope_dim = HD,
-                         .theta_base = 10000.0f, .freq_scale = 1.0f};
-    pl_attn_params ap = {.n_head = NH, .n_head_kv = NKV, .head_dim = HD, .head_dim_v = HD,
-                         .scale = 0.17677669f};
+    pl_rope_params rp = {.mode = PL_ROPE_NEOX,
+                         .n_heads = NH,
+                         .head_dim = HD,
+                         .rope_dim = HD,
+                         .theta_base = 10000.0f,
+                         .freq_scale = 1.0f};
+    pl_attn_params ap = {
+        .n_head = NH, .n_head_kv = NKV, .head_dim = HD, .head_dim_v = HD, .scale = 0.17677669f};
     pl_backend *be = &c->gb->be;
     pl_rope_params rk = rp;
     rk.n_heads = NKV;
@@ -180,19 +221,24 @@ static int check_attention(st_ctx *c) {
              M(c)->rms_norm(be, Q, QN, NH, HD, 1e-6f, Q) == PL_OK &&
              M(c)->rms_norm(be, K, KN, NKV, HD, 1e-6f, K) == PL_OK &&
              M(c)->rope(be, Q, 1, POS, &rp) == PL_OK && M(c)->rope(be, K, 1, POS, &rk) == PL_OK &&
-             M(c)->kv_store(be, K, 1, POS, KC) == PL_OK && M(c)->kv_store(be, V, 1, POS, VC) == PL_OK &&
-             M(c)->attention(be, Q, KC, VC, 1, POS, &ap, O) == PL_OK && readf(c, O, att, sizeof att) &&
-             readf(c, KC, gk, sizeof gk);
+             M(c)->kv_store(be, K, 1, POS, KC) == PL_OK &&
+             M(c)->kv_store(be, V, 1, POS, VC) == PL_OK &&
+             M(c)->attention(be, Q, KC, VC, 1, POS, &ap, O) == PL_OK &&
+             readf(c, O, att, sizeof att) && readf(c, KC, gk, sizeof gk);
     if (ok) {
         float tab[(POS + 1) * HD];
         pl_gpu_rope_table(POS + 1, HD, 10000.0f, 1.0f, NULL, tab);
-        pl_rope_params_gpu g = {.n_heads = NH, .head_dim = HD, .rot_dim = HD, .neox = 1,
-                                .norm = 1, .eps = 1e-6f};
+        pl_rope_params_gpu g = {
+            .n_heads = NH, .head_dim = HD, .rot_dim = HD, .neox = 1, .norm = 1, .eps = 1e-6f};
         pl_gpu_ref_rope(&g, tab, POS, 1, q, qn, NULL, NULL, NULL);
         g.n_heads = NKV, g.store = g.store_v = g.cache_f16 = 1, g.head_dim_v = HD;
         pl_gpu_ref_rope(&g, tab, POS, 1, k, kn, kc, v, vc);
-        pl_attn_params_gpu a = {.n_head = NH, .n_kv_head = NKV, .head_dim = HD, .head_dim_v = HD,
-                                .kv_f16 = 1, .scale = ap.scale};
+        pl_attn_params_gpu a = {.n_head = NH,
+                                .n_kv_head = NKV,
+                                .head_dim = HD,
+                                .head_dim_v = HD,
+                                .kv_f16 = 1,
+                                .scale = ap.scale};
         pl_gpu_ref_attn(&a, q, kc, vc, POS, 0, 1, ratt);
         float gkf[NKV * HD], rkf[NKV * HD];
         for (int i = 0; i < NKV * HD; i++) {
@@ -216,7 +262,8 @@ static int check_argmax_embed(st_ctx *c) {
     unsigned char *t = ggml_rows(c, PL_TYPE_Q8_0, D, ROWS);
     int32_t ids[2] = {0, (int32_t)(rnd(c) % ROWS)}, gid[2];
     pl_buf *X = act(c, PL_TYPE_F32, NV, 1, x), *I = act(c, PL_TYPE_I32, 2, 1, ids);
-    pl_buf *T = t ? weight(c, PL_TYPE_Q8_0, D, ROWS, t) : NULL, *E = act(c, PL_TYPE_F32, D, 2, NULL);
+    pl_buf *T = t ? weight(c, PL_TYPE_Q8_0, D, ROWS, t) : NULL,
+           *E = act(c, PL_TYPE_F32, D, 2, NULL);
     pl_backend *be = &c->gb->be;
     /* argmax writes ids[0], then the embedding reads both ids on the GPU */
     int ok = X && I && T && E && M(c)->argmax(be, X, 1, I, 0) == PL_OK &&
@@ -231,7 +278,8 @@ static int check_argmax_embed(st_ctx *c) {
         uint16_t *s = malloc(ROWS * D / 16 + 4);
         int32_t rids[2] = {(int32_t)rid, ids[1]};
         pl_embed_params ep = {.type = PL_GW_Q8_0, .rows = ROWS, .cols = D, .parts = 1};
-        ok = q && s && pl_gpu_repack_rows(PL_TYPE_Q8_0, t, D, ROWS, PL_GW_Q8_0, q, s, NULL) == PL_OK;
+        ok =
+            q && s && pl_gpu_repack_rows(PL_TYPE_Q8_0, t, D, ROWS, PL_GW_Q8_0, q, s, NULL) == PL_OK;
         pl_gpu_ref_mat m = {{q}, {s}};
         if (ok) pl_gpu_ref_embed(&ep, &m, rids, 2, remb);
         ok = ok && close_to(c, "embedding", emb, remb, 2 * D, 0, 0);
@@ -249,7 +297,8 @@ pl_status pl_gpu_selftest(gpu_backend *gb) {
     gb->in_selftest = 1;
     static const uint32_t types[4] = {PL_TYPE_F32, PL_TYPE_F16, PL_TYPE_Q4_0, PL_TYPE_Q8_0};
     int ok = 1;
-    for (int i = 0; ok && i < 4; i++) ok = check_gemv(&c, types[i]);
+    for (int i = 0; ok && i < 4; i++) ok = check_gemv(&c, types[i], 0);
+    ok = ok && check_gemv(&c, PL_TYPE_Q4_0, 1) && check_gemv(&c, PL_TYPE_Q8_0, 1);
     ok = ok && check_gate_up(&c, PL_TYPE_Q4_0) && check_attention(&c) && check_argmax_embed(&c);
     char err[300];
     snprintf(err, sizeof err, "%s", c.why[0] ? c.why : pl_last_error());
@@ -263,9 +312,12 @@ pl_status pl_gpu_selftest(gpu_backend *gb) {
 
 static const char *cache_path(char *buf, size_t cap) {
     const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (x && *x) snprintf(buf, cap, "%s/pooled", x);
-    else if (home && *home) snprintf(buf, cap, "%s/.cache/pooled", home);
-    else return NULL;
+    if (x && *x)
+        snprintf(buf, cap, "%s/pooled", x);
+    else if (home && *home)
+        snprintf(buf, cap, "%s/.cache/pooled", home);
+    else
+        return NULL;
     return buf;
 }
 
@@ -277,15 +329,22 @@ static void adapter_key(const gpu_backend *gb, char *key, size_t cap) {
 }
 
 const gemv_tune *pl_gpu_tune_for(const gpu_backend *gb, const gbuf *w) {
+    /* q8x on a GPU: not tuned (see pl_gpu_tune_pending); the shapes measured fastest in
+     * whole decode steps on the H200 (gpu-notes.md, v8): 128 threads x 16 rows for the
+     * 8B's matrices (rows and columns >= 4096), 64 x 8 for the 1.7B's smaller ones */
+    static const gemv_tune q8_big = {128, 16, 0, 0, 1}, q8_small = {64, 8, 0, 0, 1};
+    if (pl_gpu_tune_class(gb, w) >= 4 && !gb->tune_fixed && !gb->info->software)
+        return w->h.ne1 >= 4096 && w->h.ne0 >= 4096 ? &q8_big : &q8_small;
     for (int i = 0; i < gb->n_shapes; i++) {
         const shape_tune *e = &gb->shapes[i];
-        if (e->wt == w->wt && e->rows == (uint32_t)w->h.ne1 && e->cols == (uint32_t)w->h.ne0)
+        if (e->wt == pl_gpu_tune_class(gb, w) && e->rows == (uint32_t)w->h.ne1 &&
+            e->cols == (uint32_t)w->h.ne0)
             return &e->t;
     }
-    return &gb->tune[w->wt];
+    return &gb->tune[pl_gpu_tune_class(gb, w)];
 }
 
-static int known(const gpu_backend *gb, pl_gpu_wtype wt, uint32_t rows, uint32_t cols) {
+static int known(const gpu_backend *gb, int wt, uint32_t rows, uint32_t cols) {
     for (int i = 0; i < gb->n_shapes; i++)
         if (gb->shapes[i].wt == wt && gb->shapes[i].rows == rows && gb->shapes[i].cols == cols)
             return 1;
@@ -304,11 +363,13 @@ static int add_shape(gpu_backend *gb, shape_tune e) {
 }
 
 static int valid_tune(const gpu_backend *gb, const gemv_tune *t) {
-    int sg_ok = t->sg_rows == 0 || (gb->info->has_subgroups && t->sg_rows == gb->info->subgroup_min &&
-                                    t->sg_rows == gb->info->subgroup_max && t->threads % t->sg_rows == 0);
+    int sg_ok =
+        t->sg_rows == 0 || (gb->info->has_subgroups && t->sg_rows == gb->info->subgroup_min &&
+                            t->sg_rows == gb->info->subgroup_max && t->threads % t->sg_rows == 0);
     return t->threads >= 8 && t->threads <= 1024 && !(t->threads & (t->threads - 1)) &&
-           t->rows >= 1 && t->rows <= 8 && (t->subgroups == 0 || (t->subgroups == 1 && gb->info->has_subgroups)) &&
-           sg_ok && (t->unroll == 1 || t->unroll == 2 || t->unroll == 4);
+           t->rows >= 1 && t->rows <= 32 &&
+           (t->subgroups == 0 || (t->subgroups == 1 && gb->info->has_subgroups)) && sg_ok &&
+           (t->unroll == 1 || t->unroll == 2 || t->unroll == 4);
 }
 
 void pl_gpu_tune_load(gpu_backend *gb) {
@@ -322,10 +383,12 @@ void pl_gpu_tune_load(gpu_backend *gb) {
         char k[200];
         unsigned v[8];
         if (sscanf(line, "%199s %u %u %u %u %u %u %u %u", k, &v[0], &v[1], &v[2], &v[3], &v[4],
-                   &v[5], &v[6], &v[7]) != 9 || strcmp(k, key) || v[0] > PL_GW_Q8_0)
+                   &v[5], &v[6], &v[7]) != 9 ||
+            strcmp(k, key) || v[0] >= PL_GPU_TUNE_CLASSES)
             continue;
-        shape_tune e = {(pl_gpu_wtype)v[0], v[1], v[2], {v[3], v[4], v[5], v[6], v[7]}};
-        if (valid_tune(gb, &e.t) && !known(gb, e.wt, e.rows, e.cols)) add_shape(gb, e);
+        shape_tune e = {(int)v[0], v[1], v[2], {v[3], v[4], v[5], v[6], v[7]}};
+        if (e.wt < 4 && valid_tune(gb, &e.t) && !known(gb, e.wt, e.rows, e.cols)) /* q8x: untuned */
+            add_shape(gb, e);
     }
     fclose(f);
 }
@@ -342,16 +405,23 @@ static void save_shape(const gpu_backend *gb, const shape_tune *e) {
     adapter_key(gb, key, sizeof key);
     FILE *f = fopen(path, "a");
     if (!f) return;
-    fprintf(f, "%s %u %u %u %u %u %u %u %u\n", key, (unsigned)e->wt, e->rows, e->cols,
-            e->t.threads, e->t.rows, e->t.subgroups, e->t.sg_rows, e->t.unroll);
+    fprintf(f, "%s %u %u %u %u %u %u %u %u\n", key, (unsigned)e->wt, e->rows, e->cols, e->t.threads,
+            e->t.rows, e->t.subgroups, e->t.sg_rows, e->t.unroll);
     fclose(f);
 }
 
 /* Tune the shape of weight w; `split` (0 or the q/k/v split points) limits the candidates
  * to those whose workgroups do not straddle them. */
 static pl_status tune_shape(gpu_backend *gb, const gbuf *w, const uint32_t split[2], int verbose) {
-    const gemv_tune cand[] = {{64, 4, 0, 0, 1}, {128, 4, 0, 0, 1}, {64, 4, 0, 0, 2},
-                              {128, 4, 1, 0, 1}, {64, 8, 0, 0, 1}, {128, 2, 0, 0, 2}};
+    /* candidates: float activations as measured in v1-v7, q8x from gemv_lab's table */
+    static const gemv_tune cand_f[] = {{64, 4, 0, 0, 1},  {128, 4, 0, 0, 1}, {64, 4, 0, 0, 2},
+                                       {128, 4, 1, 0, 1}, {64, 8, 0, 0, 1},  {128, 2, 0, 0, 2}};
+    static const gemv_tune cand_q[] = {{64, 16, 0, 0, 1},  {128, 32, 0, 0, 1}, {64, 32, 0, 0, 1},
+                                       {32, 32, 0, 0, 1},  {128, 16, 0, 0, 1}, {32, 16, 0, 0, 1},
+                                       {256, 16, 0, 0, 1}, {64, 8, 0, 0, 1}};
+    int cls = pl_gpu_tune_class(gb, w);
+    const gemv_tune *cand = cls >= 4 ? cand_q : cand_f;
+    size_t n_cand = cls >= 4 ? sizeof cand_q / sizeof *cand_q : sizeof cand_f / sizeof *cand_f;
     uint32_t rows = (uint32_t)w->h.ne1, cols = (uint32_t)w->h.ne0;
     pl_gpu_buf *x = NULL, *y = NULL;
     if (pl_gpu_buf_new(gb->g, (uint64_t)cols * 4, PL_GPU_STORAGE, "tune x", &x) != PL_OK ||
@@ -359,10 +429,11 @@ static pl_status tune_shape(gpu_backend *gb, const gbuf *w, const uint32_t split
         pl_gpu_buf_free(x);
         return PL_ERR;
     }
-    gemv_tune base = gb->tune[w->wt], pick = base;
+    gemv_tune base = gb->tune[cls], pick = base;
     double tbase = pl_gpu_time_gemv(gb, w, base, x, y), best = tbase;
-    double bytes = (double)pl_gpu_quant_bytes(w->wt, cols, rows) + pl_gpu_scale_bytes(w->wt, cols, rows);
-    for (size_t i = 0; i < sizeof cand / sizeof cand[0] && tbase > 0; i++) {
+    double bytes =
+        (double)pl_gpu_quant_bytes(w->wt, cols, rows) + pl_gpu_scale_bytes(w->wt, cols, rows);
+    for (size_t i = 0; i < n_cand && tbase > 0; i++) {
         const gemv_tune *c = &cand[i];
         uint32_t rw = c->sg_rows ? c->threads / c->sg_rows * c->rows : c->rows;
         if (!valid_tune(gb, c) || (split && split[0] && (split[0] % rw || split[1] % rw)) ||
@@ -371,7 +442,7 @@ static pl_status tune_shape(gpu_backend *gb, const gbuf *w, const uint32_t split
         double secs = pl_gpu_time_gemv(gb, w, *c, x, y);
         if (secs <= 0) continue;
         if (verbose)
-            fprintf(stderr, "tune type %d %ux%u %ux%u u%u%s: %.2f us, %.0f GB/s\n", w->wt, rows,
+            fprintf(stderr, "tune class %d %ux%u %ux%u u%u%s: %.2f us, %.0f GB/s\n", cls, rows,
                     cols, c->threads, c->rows, c->unroll, c->subgroups ? " sg-reduce" : "",
                     secs * 1e6, bytes / secs / 1e9);
         if (secs < best) best = secs, pick = *c;
@@ -381,12 +452,12 @@ static pl_status tune_shape(gpu_backend *gb, const gbuf *w, const uint32_t split
     double again = tbase > 0 ? pl_gpu_time_gemv(gb, w, base, x, y) : -1;
     if (again > 0 && again < tbase) tbase = again;
     if (verbose && tbase > 0)
-        fprintf(stderr, "tune type %d %ux%u built-in %ux%u: %.2f us, %.0f GB/s\n", w->wt, rows, cols,
+        fprintf(stderr, "tune class %d %ux%u built-in %ux%u: %.2f us, %.0f GB/s\n", cls, rows, cols,
                 base.threads, base.rows, tbase * 1e6, bytes / tbase / 1e9);
     pl_gpu_retire(gb, x);
     pl_gpu_retire(gb, y);
     if (tbase <= 0) return pl_fail(PL_ERR, "GPU autotune: %s", pl_last_error());
-    shape_tune e = {w->wt, rows, cols, best < 0.95 * tbase ? pick : base}; /* noise guard */
+    shape_tune e = {cls, rows, cols, best < 0.95 * tbase ? pick : base}; /* noise guard */
     if (!add_shape(gb, e)) return pl_fail(PL_ERR_NOMEM, "out of memory");
     save_shape(gb, &e);
     return PL_OK;
@@ -403,7 +474,13 @@ pl_status pl_gpu_tune_pending(gpu_backend *gb) {
         const op *o = &gb->ops[i];
         if (o->dead || o->kind != OP_MATMUL) continue;
         const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a;
-        if (w->parts != 1 || known(gb, w->wt, (uint32_t)w->h.ne1, (uint32_t)w->h.ne0)) continue;
+        /* q8x shapes are not tuned: a GEMV replayed alone keeps its weights warm in L2
+         * (50 MB on the H200) and there the many-rows shapes win, while the real step
+         * streams every weight once from memory. Measured on the 8B Q4_0 (gpu-notes.md):
+         * tuned this way 208.7 tok/s, the fixed built-in 128x16 275.6. */
+        if (w->parts != 1 || pl_gpu_tune_class(gb, w) >= 4 ||
+            known(gb, pl_gpu_tune_class(gb, w), (uint32_t)w->h.ne1, (uint32_t)w->h.ne0))
+            continue;
         if (!started) { /* what is recorded so far (q/k/v weight copies) goes first */
             if (pl_gpu_submit(gb->g) != PL_OK) return PL_ERR;
             started = 1;

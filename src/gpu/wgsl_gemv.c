@@ -42,6 +42,11 @@ uint32_t pl_gemv_groups(const pl_gemv_params *p) {
     return (p->rows + rw - 1) / rw;
 }
 
+uint32_t pl_gemv_wg_bytes(const pl_gemv_params *p) {
+    if (p->sg_rows) return 0;
+    return (n_mats(p) * p->rows_per_wg + (p->norm != 0)) * p->threads * 4;
+}
+
 int pl_gemv_bindings(const pl_gemv_params *p) {
     wfmt f = fmt_of(p->type, p->cols);
     return 3 + (int)(n_mats(p) * n_parts(p)) * (f.scaled ? 2 : 1) + (p->norm != 0) +
@@ -51,7 +56,7 @@ int pl_gemv_bindings(const pl_gemv_params *p) {
 
 static pl_status check(const pl_gemv_params *p) {
     unsigned T = p->threads, R = p->rows_per_wg;
-    if (!p->rows || !p->cols || T < 8 || T > 1024 || (T & (T - 1)) || R < 1 || R > 8)
+    if (!p->rows || !p->cols || T < 8 || T > 1024 || (T & (T - 1)) || R < 1 || R > 32)
         return pl_fail(PL_ERR_ARG, "GEMV %ux%u: bad threads %u / rows %u", p->rows, p->cols, T, R);
     if ((p->type == PL_GW_Q4_0 || p->type == PL_GW_Q8_0) && p->cols % 32)
         return pl_fail(PL_ERR_ARG, "GEMV: %u columns is not a whole number of blocks", p->cols);
@@ -65,6 +70,8 @@ static pl_status check(const pl_gemv_params *p) {
                        (uint64_t)p->rows_per_part * (parts - 1) >= p->rows)))
         return pl_fail(PL_ERR_ARG, "GEMV: bad split into %u parts of %u rows", parts,
                        p->rows_per_part);
+    if (p->q8x && p->type != PL_GW_Q4_0 && p->type != PL_GW_Q8_0)
+        return pl_fail(PL_ERR_ARG, "GEMV: quantised activations need Q4_0 or Q8_0 weights");
     if (p->mode == PL_GEMV_GATE_UP && p->bias)
         return pl_fail(PL_ERR_ARG, "GEMV: gate/up takes no bias");
     if ((p->norm_out && !p->norm) || ((p->gate_out || p->up_out) && p->mode != PL_GEMV_GATE_UP))
@@ -112,9 +119,74 @@ static const char *helpers =
     "}\n"
     "fn sq(a: f32, b: f32) -> f32 { return a * b; }\n";
 
+/* Round half away from zero (C's roundf; WGSL's round() goes to even), as packed int8:
+ * the activation quantiser of q8x. v - trunc(v) is exact, so the tie test is too. */
+static const char *q8_helpers =
+    /* f32 -> the nearest f16 value (ties to even) as f32, in integer steps: pack2x16float's
+     * rounding is the driver's choice (lavapipe truncates), the CPU's quantiser rounds */
+    "fn f16r(v: f32) -> f32 {\n"
+    "  if (v < 6.103515625e-05) { return round(v * 16777216.0) * 5.9604644775390625e-08; }\n"
+    "  let b = bitcast<u32>(v);\n"
+    "  let r = (b + 0xFFFu + ((b >> 13u) & 1u)) & 0xFFFFE000u;\n"
+    "  return bitcast<f32>(select(r, 0x7F800000u, r > 0x477FE000u));\n"
+    "}\n"
+    /* a / b rounded as the CPU's division is: a GPU's may be an ulp off, which can move a
+     * block scale across an f16 rounding step; one fma step on the residual corrects it */
+    "fn cdiv(a: f32, b: f32) -> f32 {\n"
+    "  let q = a / b;\n"
+    "  return fma(fma(-q, b, a), 1.0 / b, q);\n"
+    "}\n"
+    "fn q8r(v: vec4<f32>) -> u32 {\n"
+    "  let t = trunc(v);\n"
+    "  return pack4xI8(vec4<i32>(select(round(v), t + sign(v), abs(v - t) == vec4<f32>(0.5))));\n"
+    "}\n";
+
+/* Quantise the x values x0..x7 of one block (q8x): packed quants p0..p7, the f16-rounded
+ * scale dx and, for Q4_0, the quants' sum ps (the nibbles' offset of 8 is taken off as
+ * 8 * ps, all in integers). */
+static void quantize_block(pl_wtext *t, const pl_gemv_params *p) {
+    pl_wtext_add(t,
+                 "      let am = max(max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))),\n"
+                 "                   max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7))));\n"
+                 "      let dq = cdiv(max(max(am.x, am.y), max(am.z, am.w)), 127.0);\n"
+                 "      let iq = select(0.0, cdiv(1.0, dq), dq != 0.0);\n"
+                 "      let dx = f16r(dq);\n");
+    for (int j = 0; j < 8; j++) pl_wtext_add(t, "      let p%d = q8r(x%d * iq);\n", j, j);
+    if (p->type == PL_GW_Q4_0)
+        pl_wtext_add(t, "      let ps = dot4I8Packed(p0, 0x01010101u) + dot4I8Packed(p1, 0x01010101u)"
+                        " + dot4I8Packed(p2, 0x01010101u) + dot4I8Packed(p3, 0x01010101u)\n"
+                        "        + dot4I8Packed(p4, 0x01010101u) + dot4I8Packed(p5, 0x01010101u)"
+                        " + dot4I8Packed(p6, 0x01010101u) + dot4I8Packed(p7, 0x01010101u);\n");
+}
+
 /* acc += the dot of block `idx` of matrix (m, part) with the x values of this block. */
 static void block_dot(pl_wtext *t, const pl_gemv_params *p, wfmt f, char m, unsigned part,
                       const char *idx, const char *acc) {
+    if (p->q8x && p->type == PL_GW_Q4_0) { /* sum of (nibble - 8) * quant, then the scales */
+        pl_wtext_add(t,
+                     "      { let w = q%c%u[%s];\n"
+                     "        let d = unpack2x16float(s%c%u[%s >> 1u])[%s & 1u];\n"
+                     "        let lo = w & vec4<u32>(0x0F0F0F0Fu); let hi = (w >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu);\n"
+                     "        let si = dot4I8Packed(lo.x, p0) + dot4I8Packed(lo.y, p1) + dot4I8Packed(lo.z, p2)"
+                     " + dot4I8Packed(lo.w, p3)\n"
+                     "          + dot4I8Packed(hi.x, p4) + dot4I8Packed(hi.y, p5) + dot4I8Packed(hi.z, p6)"
+                     " + dot4I8Packed(hi.w, p7) - 8 * ps;\n"
+                     "        %s += f32(si) * d * dx; }\n",
+                     m, part, idx, m, part, idx, idx, acc);
+        return;
+    }
+    if (p->q8x) {
+        pl_wtext_add(t,
+                     "      { let w = q%c%u[2u * %s]; let v = q%c%u[2u * %s + 1u];\n"
+                     "        let d = unpack2x16float(s%c%u[%s >> 1u])[%s & 1u];\n"
+                     "        let si = dot4I8Packed(w.x, p0) + dot4I8Packed(w.y, p1) + dot4I8Packed(w.z, p2)"
+                     " + dot4I8Packed(w.w, p3)\n"
+                     "          + dot4I8Packed(v.x, p4) + dot4I8Packed(v.y, p5) + dot4I8Packed(v.z, p6)"
+                     " + dot4I8Packed(v.w, p7);\n"
+                     "        %s += f32(si) * d * dx; }\n",
+                     m, part, idx, m, part, idx, m, part, idx, idx, acc);
+        return;
+    }
     switch (p->type) {
     case PL_GW_Q4_0:
         pl_wtext_add(t,
@@ -206,11 +278,14 @@ static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned par
             snprintf(at, sizeof at, "xo + %s", wat);
             /* fused RMSNorm: the dot uses x * w, its square sum comes from the same loads
              * and the 1/rms factor multiplies the finished dot (no pass over x before) */
-            if (p->norm)
+            if (p->norm && p->q8x) /* the normalised x, as the CPU's rms_norm makes it */
+                pl_wtext_add(t, "      let x%u = (x[%s] * inv) * nw[%s];\n", j, at, wat);
+            else if (p->norm)
                 pl_wtext_add(t, "      let u%u = x[%s];\n      ss += %s%s(u%u, u%u);\n      let x%u = u%u * nw[%s];\n",
                              j, at, U > 1 ? "live * " : "", f.xv ? "dot" : "sq", j, j, j, j, wat);
             else pl_wtext_add(t, "      let x%u = x[%s];\n", j, at);
         }
+        if (p->q8x) quantize_block(t, p);
         for (unsigned m = 0; m < n_mats(p); m++) {
             for (unsigned r = 0; r < R; r++) {
                 char idx[64], acc[16];
@@ -267,7 +342,7 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         pl_wtext_add(&t, "var<workgroup> red: array<f32, %u>;\n", copies * T);
         pl_wtext_reduce_decl(&t, T, copies);
     }
-    pl_wtext_add(&t, "%s", helpers);
+    pl_wtext_add(&t, "%s%s", helpers, p->q8x ? q8_helpers : "");
     pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS "%s) {\n", T,
                  p->subgroups || sg ? ", @builtin(subgroup_invocation_id) sid: u32, "
                                       "@builtin(subgroup_size) ssz: u32"
@@ -282,8 +357,25 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                  "  let yo = col * N;\n",
                  pl_gemv_groups(p), pl_gemv_groups(p), pl_gemv_groups(p),
                  sg ? " + (lid / SG) * R" : "", xn_len);
-    if (p->norm) pl_wtext_add(&t, "  var ss = 0.0;\n");
+    int post = p->norm && !p->q8x; /* 1/rms from the sweep's square sum, applied after */
+    if (post) pl_wtext_add(&t, "  var ss = 0.0;\n");
     for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  var a%u = 0.0;\n", a);
+    /* q8x with the norm: quantising must see the normalised x (the f16 rounding of a block
+     * scale does not commute with 1/rms), so 1/rms comes first, from a pass over x (in
+     * L2: every workgroup reads the same vector) */
+    if (p->q8x && p->norm) {
+        pl_wtext_add(&t, "  var sq0 = 0.0;\n  for (var j = %s; j < %uu; j += %s) { let v = x[xo + j]; sq0 += dot(v, v); }\n",
+                     sg ? "sid" : "lid", xn_len, sg ? "SG" : "T");
+        if (sg) {
+            pl_wtext_add(&t, "  let inv = 1.0 / sqrt(subgroupAdd(sq0) / f32(K) + ");
+        } else {
+            pl_wtext_add(&t, "  red[lid] = sq0;\n");
+            pl_wtext_reduce(&t, T, 1, 0);
+            pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(K) + ");
+        }
+        pl_wtext_f32(&t, p->eps);
+        pl_wtext_add(&t, ");\n%s", sg ? "" : "  workgroupBarrier();\n");
+    }
     /* rows past N (last workgroup) read row N-1 and are not written */
     if (parts > 1) pl_wtext_add(&t, "  let part = row0 / %uu;\n  let base = part * %uu;\n",
                                 p->rows_per_part, p->rows_per_part);
@@ -300,9 +392,11 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     if (sg) {
         for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
         if (p->norm) {
-            pl_wtext_add(&t, "  let inv = 1.0 / sqrt(subgroupAdd(ss) / f32(K) + ");
-            pl_wtext_f32(&t, p->eps);
-            pl_wtext_add(&t, ");\n");
+            if (post) {
+                pl_wtext_add(&t, "  let inv = 1.0 / sqrt(subgroupAdd(ss) / f32(K) + ");
+                pl_wtext_f32(&t, p->eps);
+                pl_wtext_add(&t, ");\n");
+            }
             if (p->norm_out) /* the first subgroup of the first row group stores normalised x */
                 pl_wtext_add(&t,
                              "  if (row0 == 0u) {\n"
@@ -313,8 +407,8 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         pl_wtext_add(&t, "  if (sid == 0u) {\n");
         for (unsigned r = 0; r < R; r++) {
             char t0[24], t1[24];
-            snprintf(t0, sizeof t0, p->norm ? "(inv * s%u)" : "s%u", r);
-            snprintf(t1, sizeof t1, p->norm ? "(inv * s%u)" : "s%u", R + r);
+            snprintf(t0, sizeof t0, post ? "(inv * s%u)" : "s%u", r);
+            snprintf(t1, sizeof t1, post ? "(inv * s%u)" : "s%u", R + r);
             pl_wtext_add(&t, "    if (row0 + %uu < N) {\n      let row = row0 + %uu;\n", r, r);
             store_row(&t, p, t0, t1);
             pl_wtext_add(&t, "    }\n");
@@ -323,15 +417,15 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         return pl_wtext_finish(&t, out);
     }
     /* the square sum of x rides along as one more accumulator (copy nacc) */
-    unsigned ncopy = nacc + (p->norm ? 1 : 0);
+    unsigned ncopy = nacc + (post ? 1 : 0);
     if (p->subgroups) {
         for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
-        if (p->norm) pl_wtext_add(&t, "  let s%u = subgroupAdd(ss);\n", nacc);
+        if (post) pl_wtext_add(&t, "  let s%u = subgroupAdd(ss);\n", nacc);
         pl_wtext_add(&t, "  let nsg = (T + ssz - 1u) / ssz;\n  if (sid == 0u) {\n");
         for (unsigned a = 0; a < ncopy; a++)
             pl_wtext_add(&t, "    red[%uu + lid / ssz] = s%u;\n", a * T, a);
         pl_wtext_add(&t, "  }\n  workgroupBarrier();\n");
-        if (p->norm)
+        if (post)
             pl_wtext_add(&t,
                          "  var sst = 0.0;\n"
                          "  for (var i = 0u; i < nsg; i++) { sst += red[%uu + i]; }\n",
@@ -345,14 +439,16 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                          m, m, m * R);
     } else {
         for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  red[%uu + lid] = a%u;\n", a * T, a);
-        if (p->norm) pl_wtext_add(&t, "  red[%uu + lid] = ss;\n", nacc * T);
+        if (post) pl_wtext_add(&t, "  red[%uu + lid] = ss;\n", nacc * T);
         pl_wtext_reduce(&t, T, ncopy, 0);
-        if (p->norm) pl_wtext_add(&t, "  let sst = red[%uu];\n", nacc * T);
+        if (post) pl_wtext_add(&t, "  let sst = red[%uu];\n", nacc * T);
     }
     if (p->norm) {
-        pl_wtext_add(&t, "  let inv = 1.0 / sqrt(sst / f32(K) + ");
-        pl_wtext_f32(&t, p->eps);
-        pl_wtext_add(&t, ");\n");
+        if (post) {
+            pl_wtext_add(&t, "  let inv = 1.0 / sqrt(sst / f32(K) + ");
+            pl_wtext_f32(&t, p->eps);
+            pl_wtext_add(&t, ");\n");
+        }
         if (p->norm_out) /* the first row group of each vector also stores normalised x */
             pl_wtext_add(&t,
                          "  if (row0 == 0u) {\n"
@@ -367,7 +463,7 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     else
         for (unsigned m = 0; m < M; m++) pl_wtext_add(&t, "    let t%u = tt%u;\n", m, m);
     pl_wtext_add(&t, "    let row = row0 + lid;\n    if (row < N) {\n");
-    store_row(&t, p, p->norm ? "(inv * t0)" : "t0", p->norm ? "(inv * t1)" : "t1");
+    store_row(&t, p, post ? "(inv * t0)" : "t0", post ? "(inv * t1)" : "t1");
     pl_wtext_add(&t, "    }\n  }\n}\n");
     return pl_wtext_finish(&t, out);
 }

@@ -60,14 +60,14 @@ typedef struct {
     pl_gpu_wtype type;
     uint32_t rows, cols;
     uint32_t threads;     /* power of two, 8..1024 */
-    uint32_t rows_per_wg; /* 1..8 */
+    uint32_t rows_per_wg; /* 1..32 */
     pl_gemv_mode mode;
-    int norm;  /* fused RMSNorm of x: x * (1/sqrt(mean(x^2) + eps)) * norm_weight */
+    int norm; /* fused RMSNorm of x: x * (1/sqrt(mean(x^2) + eps)) * norm_weight */
     float eps;
     int bias;
     int norm_out, gate_out, up_out; /* side outputs */
-    uint32_t parts, rows_per_part; /* parts 1 (rows_per_part ignored) .. PL_GEMV_MAX_PARTS */
-    int subgroups; /* reduce with subgroupAdd (needs the subgroups feature) */
+    uint32_t parts, rows_per_part;  /* parts 1 (rows_per_part ignored) .. PL_GEMV_MAX_PARTS */
+    int subgroups;                  /* reduce with subgroupAdd (needs the subgroups feature) */
     /* Subgroup rows (needs subgroups of exactly sg_rows invocations): each subgroup of the
      * workgroup owns rows_per_wg rows on its own and reduces with subgroupAdd alone - no
      * workgroup memory, no barrier; a workgroup then covers threads / sg_rows *
@@ -80,11 +80,20 @@ typedef struct {
      * to y1 and the rest to y2, each its own f32[n][rows of its range] buffer bound after
      * the other bindings (before args). Both multiples of the rows per workgroup; 0: none. */
     uint32_t split[2];
+    /* Q4_0 / Q8_0 only: the activations are quantised to Q8_0 blocks inside the kernel
+     * (per 32 values: scale = max|x| / 127 rounded to f16, quant = round-half-away(x /
+     * scale), exactly pl_act_q8_0's rule) and each block's dot product is an integer one
+     * (dot4I8Packed), scaled by the weight's and the activation's f16 scales. With `norm`,
+     * 1/rms comes from a first pass over x and the normalised x (x * inv) * w is quantised,
+     * as the CPU backend quantises its rms_norm output. */
+    int q8x;
 } pl_gemv_params;
 
 /* Rows one workgroup covers, and workgroups per vector of x. */
 uint32_t pl_gemv_rows_per_group(const pl_gemv_params *p);
 uint32_t pl_gemv_groups(const pl_gemv_params *p);
+/* Bytes of workgroup memory the generated GEMV declares. */
+uint32_t pl_gemv_wg_bytes(const pl_gemv_params *p);
 /* Number of bindings the generated GEMV declares (args included). */
 int pl_gemv_bindings(const pl_gemv_params *p);
 
@@ -147,11 +156,11 @@ uint32_t pl_copy_groups(const pl_copy_params *p, uint32_t dst0, uint32_t count);
  * 5 args. */
 typedef struct {
     uint32_t n_head, n_kv_head, head_dim, head_dim_v;
-    uint32_t max_splits;  /* partials kept per (row, head) */
-    uint32_t block_rows;  /* query rows one dispatch may take */
-    uint32_t chunk;       /* positions per split (<= 4096) */
-    uint32_t threads;     /* power of two */
-    int kv_f16;           /* cache of f16 pairs (else f32) */
+    uint32_t max_splits; /* partials kept per (row, head) */
+    uint32_t block_rows; /* query rows one dispatch may take */
+    uint32_t chunk;      /* positions per split (<= 4096) */
+    uint32_t threads;    /* power of two */
+    int kv_f16;          /* cache of f16 pairs (else f32) */
     float scale;
     /* softmax statistics through subgroups: each thread's (max, sum) pair is merged by
      * subgroupMax / subgroupAdd and one barrier, instead of two workgroup reductions */

@@ -26,6 +26,7 @@
 
 #define TOL_F32 2e-5
 #define TOL_F16 3e-3
+#define TOL_Q8  3e-2 /* quantised activations, see q8_activations */
 #define MAX_GEN 64
 
 typedef struct {
@@ -87,9 +88,10 @@ static double rel_err(const float *a, const float *b, int64_t n) {
     return mx > 0 ? err / mx : err;
 }
 
-/* One model: GPU vs CPU (and vs want[] when given) with cache type kv. */
-static void compare(pl_backend *cpu, pl_backend *gpu, const char *path, const int32_t *prompt,
-                    int np, const int32_t *want, int n_gen, uint32_t kv) {
+/* One model: GPU vs CPU (and vs want[] when given) with cache type kv; prompt logits within
+ * tol_any of the CPU's (0: the cache type's tolerance). */
+static void compare_tol(pl_backend *cpu, pl_backend *gpu, const char *path, const int32_t *prompt,
+                        int np, const int32_t *want, int n_gen, uint32_t kv, double tol_any) {
     run_result c = run(cpu, path, prompt, np, n_gen, kv);
     double t0 = pl_gpu_now_s();
     run_result gr = run(gpu, path, prompt, np, n_gen, kv);
@@ -102,11 +104,13 @@ static void compare(pl_backend *cpu, pl_backend *gpu, const char *path, const in
             if (c.ids[t] != gr.ids[t]) diff = t;
         CHECK(diff < 0, "%s (kv %s): GPU id %d at step %d differs from CPU id %d", name, kvs,
               diff >= 0 ? gr.ids[diff] : 0, diff, diff >= 0 ? c.ids[diff] : 0);
-        double e = rel_err(gr.logits, c.logits, c.n_vocab), tol = kv == PL_TYPE_F16 ? TOL_F16 : TOL_F32;
+        double e = rel_err(gr.logits, c.logits, c.n_vocab),
+               tol = kv == PL_TYPE_F16 ? TOL_F16 : TOL_F32;
+        if (tol_any > 0) tol = tol_any;
         CHECK(e <= tol, "%s (kv %s): prompt logits %.3g from the CPU's (tolerance %.1g)", name, kvs,
               e, tol);
-        fprintf(stderr, "%-28s kv %s: ids equal %s, logits vs CPU %.2e (GPU run %.2fs)\n", name,
-                kvs, diff < 0 ? "yes" : "NO", e, t_gpu);
+        fprintf(stderr, "%-28s kv %s%s: ids equal %s, logits vs CPU %.2e (GPU run %.2fs)\n", name,
+                kvs, gpu->act_q8 ? " act q8" : "", diff < 0 ? "yes" : "NO", e, t_gpu);
         if (want) {
             int wd = -1;
             for (int t = 0; t < n_gen && wd < 0; t++)
@@ -116,6 +120,11 @@ static void compare(pl_backend *cpu, pl_backend *gpu, const char *path, const in
         }
     }
     free(c.logits), free(gr.logits);
+}
+
+static void compare(pl_backend *cpu, pl_backend *gpu, const char *path, const int32_t *prompt,
+                    int np, const int32_t *want, int n_gen, uint32_t kv) {
+    compare_tol(cpu, gpu, path, prompt, np, want, n_gen, kv, 0);
 }
 
 static void stories(pl_backend *cpu, pl_backend *gpu) {
@@ -164,12 +173,51 @@ static void hf(pl_backend *cpu, pl_backend *gpu) {
     }
 }
 
+/* Quantised activations (act_q8) on both backends: the same ids as the CPU, and for the
+ * stories models the ids llama.cpp made (it quantises activations the same way). Logits
+ * are within TOL_Q8 of the CPU's: the two sum floats in different orders, so now and then
+ * an activation lands on the other side of a rounding step, and these small random models
+ * amplify that (the fixtures' README: llama.cpp's activation quantisation alone moves their
+ * logits by 2-35%). Measured: 0 (bit-identical) for four of the eight, at most 1.23e-2. */
+static void q8_activations(pl_backend *cpu, pl_backend *gpu) {
+    cpu->act_q8 = gpu->act_q8 = 1;
+    char *json = fixture_text(test_shared("fixtures/llamacpp-b10573/greedy_once_upon_a_time.json"));
+    const char *files[2] = {"stories260K-Q8_0.gguf", "stories260K-Q4_0.gguf"};
+    for (int i = 0; json && i < 2; i++) {
+        const char *pp[] = {files[i], "prompt_ids"}, *gp[] = {files[i], "generated_ids"};
+        int32_t prompt[16], want[64];
+        int np = fixture_ids(json, pp, 2, prompt, 16), ng = fixture_ids(json, gp, 2, want, 64);
+        char rel[128];
+        snprintf(rel, sizeof rel, "models/%s", files[i]);
+        if (np > 0 && ng == 64)
+            compare_tol(cpu, gpu, test_shared(rel), prompt, np, want, 64, PL_TYPE_F16, TOL_Q8);
+    }
+    free(json);
+    const char *dirs[3] = {"llama", "qwen2", "qwen3"}, *kinds[2] = {"q8_0", "q4_0"};
+    for (int d = 0; d < 3; d++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "fixtures/hf/%s/ref.json", dirs[d]);
+        char *ref = fixture_text(test_shared(rel));
+        const char *pp[] = {"prompt_ids"};
+        int32_t prompt[32];
+        int np = ref ? fixture_ids(ref, pp, 1, prompt, 32) : -1;
+        CHECK(np == 24, "%s: prompt", rel);
+        for (int k = 0; np == 24 && k < 2; k++) {
+            snprintf(rel, sizeof rel, "fixtures/hf/%s/%s-%s.gguf", dirs[d], dirs[d], kinds[k]);
+            compare_tol(cpu, gpu, test_shared(rel), prompt, np, NULL, 32, PL_TYPE_F32, TOL_Q8);
+        }
+        free(ref);
+    }
+    cpu->act_q8 = gpu->act_q8 = 0;
+}
+
 /* The fused path and the one-kernel-per-op path give the same ids. */
 static void fused_vs_simple(pl_backend *gpu) {
     pl_backend *simple = NULL;
     pl_gpu_backend_opts o = {.no_fuse = 1, .no_selftest = 1};
     CHECK(pl_gpu_backend_new(&o, &simple) == PL_OK, "%s", pl_last_error());
     if (!simple) return;
+    simple->act_q8 = gpu->act_q8;
     const char *files[2] = {"fixtures/hf/qwen3/qwen3-q4_0.gguf", "models/stories260K-Q8_0.gguf"};
     int32_t prompt[5] = {1, 90, 250, 263, 931};
     for (int i = 0; i < 2; i++) {
@@ -187,8 +235,9 @@ static void fused_vs_simple(pl_backend *gpu) {
                   files[i]);
             CHECK(d1 - d0 < e1 - e0, "%s: fusion saved no dispatches (%llu vs %llu)", files[i],
                   (unsigned long long)(d1 - d0), (unsigned long long)(e1 - e0));
-            fprintf(stderr, "%s: fused %llu dispatches, simple %llu, same ids\n", files[i],
-                    (unsigned long long)(d1 - d0), (unsigned long long)(e1 - e0));
+            fprintf(stderr, "%s%s: fused %llu dispatches, simple %llu, same ids\n", files[i],
+                    gpu->act_q8 ? " (act q8)" : "", (unsigned long long)(d1 - d0),
+                    (unsigned long long)(e1 - e0));
         }
         free(a.logits), free(b.logits);
     }
@@ -275,7 +324,11 @@ static void run_tests(void) {
         session_greedy(gpu);
         stories(cpu, gpu);
         hf(cpu, gpu);
+        q8_activations(cpu, gpu);
         fused_vs_simple(gpu);
+        gpu->act_q8 = 1;
+        fused_vs_simple(gpu);
+        gpu->act_q8 = 0;
     }
     pl_be_destroy(cpu);
     pl_be_destroy(gpu);
