@@ -21,9 +21,10 @@ typedef struct {
 } mat;
 
 static uint32_t ggml_of(pl_gpu_wtype t) {
-    return t == PL_GW_Q4_0 ? PL_TYPE_Q4_0 : t == PL_GW_Q8_0 ? PL_TYPE_Q8_0
-                                          : t == PL_GW_F16  ? PL_TYPE_F16
-                                                            : PL_TYPE_F32;
+    return t == PL_GW_Q4_0   ? PL_TYPE_Q4_0
+           : t == PL_GW_Q8_0 ? PL_TYPE_Q8_0
+           : t == PL_GW_F16  ? PL_TYPE_F16
+                             : PL_TYPE_F32;
 }
 
 static mat make_mat(pl_gpu_wtype t, uint32_t rows, uint32_t cols) {
@@ -62,8 +63,10 @@ static mat make_mat(pl_gpu_wtype t, uint32_t rows, uint32_t cols) {
             uint16_t d;
             memcpy(&d, blk, 2);
             int j = c % 32, v;
-            if (t == PL_GW_Q4_0) v = (j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8;
-            else v = (int8_t)blk[2 + j];
+            if (t == PL_GW_Q4_0)
+                v = (j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8;
+            else
+                v = (int8_t)blk[2 + j];
             want = (float)v * pl_f16_to_f32(d);
         } else if (t == PL_GW_F16) {
             uint16_t h;
@@ -82,7 +85,9 @@ static mat make_mat(pl_gpu_wtype t, uint32_t rows, uint32_t cols) {
     return m;
 }
 
-static void free_mat(mat *m) { free(m->q), free(m->s); }
+static void free_mat(mat *m) {
+    free(m->q), free(m->s);
+}
 
 /* Upload rows [r0, r1) of m: quants (or values) and scales as separate buffers. */
 static void upload_part(pl_gpu *g, const mat *m, uint32_t r0, uint32_t r1, pl_gpu_buf **q,
@@ -129,7 +134,8 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
     for (int i = 0; i < nm; i++) {
         for (unsigned q = 0; q < parts; q++) {
             uint32_t r0 = parts > 1 ? q * p.rows_per_part : 0;
-            uint32_t r1 = parts > 1 && r0 + p.rows_per_part < p.rows ? r0 + p.rows_per_part : p.rows;
+            uint32_t r1 =
+                parts > 1 && r0 + p.rows_per_part < p.rows ? r0 + p.rows_per_part : p.rows;
             pl_gpu_buf *qb, *sb;
             upload_part(g, &m[i], r0, r1, &qb, &sb, &rm[i], (int)q);
             bufs[nb] = qb, refs[nb] = (pl_gpu_ref){qb, 0, 0}, nb++;
@@ -138,10 +144,14 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
     }
     if (p.norm) bufs[nb] = gt_buf(g, nw, p.cols * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     int ixn = nb, igo = 0, iuo = 0;
-    if (p.norm_out) bufs[nb] = gt_buf(g, NULL, nx * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
-    if (p.bias) bufs[nb] = gt_buf(g, bias, p.rows * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
-    if (p.gate_out) igo = nb, bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
-    if (p.up_out) iuo = nb, bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    if (p.norm_out)
+        bufs[nb] = gt_buf(g, NULL, nx * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    if (p.bias)
+        bufs[nb] = gt_buf(g, bias, p.rows * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    if (p.gate_out)
+        igo = nb, bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    if (p.up_out)
+        iuo = nb, bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     int iy1 = nb;
     if (p.split[0]) { /* y holds rows [0, split0), y1 and y2 the next ranges */
         bufs[nb] = gt_buf(g, NULL, (size_t)nv * (p.split[1] - p.split[0]) * 4);
@@ -167,7 +177,8 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
                 float *part = malloc((size_t)nv * lens[o] * 4);
                 gt_read(g, bufs[o ? iy1 + o - 1 : 1], part, (size_t)nv * lens[o] * 4);
                 for (uint32_t v = 0; v < nv; v++)
-                    memcpy(y + (size_t)v * p.rows + offs[o], part + (size_t)v * lens[o], lens[o] * 4);
+                    memcpy(y + (size_t)v * p.rows + offs[o], part + (size_t)v * lens[o],
+                           lens[o] * 4);
                 free(part);
             }
         } else {
@@ -197,7 +208,8 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
             double tol = rel * mag[r] + 1e-6 * fabs(ref[r]) + 1e-30;
             if (nm == 2) {
                 double sg = gv[r] / (1 + exp(-(double)gv[r]));
-                tol = rel * (1.1 * gm[r] * fabs(uv[r]) + um[r] * fabs(sg)) + 1e-6 * fabs(ref[r]) + 1e-30;
+                tol = rel * (1.1 * gm[r] * fabs(uv[r]) + um[r] * fabs(sg)) + 1e-6 * fabs(ref[r]) +
+                      1e-30;
             }
             if (!(fabs((double)y[r] - ref[r]) <= tol)) {
                 CHECK(0, "%s: value %zu: %.9g vs %.9g (tol %.3g)", label, r, y[r], ref[r], tol);
@@ -213,7 +225,8 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
             float *xr = malloc(nx * 4);
             pl_gpu_ref_rmsnorm(&np, nv, x, nw, xr);
             int sb = 0;
-            for (size_t i = 0; i < nx; i++) sb += !(fabsf(side[i] - xr[i]) <= 2e-6f * (fabsf(xr[i]) + 1e-3f));
+            for (size_t i = 0; i < nx; i++)
+                sb += !(fabsf(side[i] - xr[i]) <= 2e-6f * (fabsf(xr[i]) + 1e-3f));
             CHECK(sb == 0, "%s: normalised x: %d wrong", label, sb);
             free(xr);
         }
@@ -224,7 +237,8 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
             const float *want = o ? uv : gv;
             const double *wm = o ? um : gm;
             int sb = 0;
-            for (size_t i = 0; i < ny; i++) sb += !(fabs((double)side[i] - want[i]) <= 1e-5 * wm[i] + 1e-30);
+            for (size_t i = 0; i < ny; i++)
+                sb += !(fabs((double)side[i] - want[i]) <= 1e-5 * wm[i] + 1e-30);
             CHECK(sb == 0, "%s: %s side output: %d wrong", label, o ? "up" : "gate", sb);
         }
         free(side);
@@ -234,7 +248,8 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
     for (int i = 0; i < nb; i++) pl_gpu_buf_free(bufs[i]);
     for (int i = 0; i < nm; i++) free_mat(&m[i]);
     free(x), free(nw), free(bias), free(y0), free(y), free(ref), free(mag);
-    if (pl_gpu_now() - t_start > 1.0) fprintf(stderr, "slow: %s %.1fs\n", label, pl_gpu_now() - t_start);
+    if (pl_gpu_now() - t_start > 1.0)
+        fprintf(stderr, "slow: %s %.1fs\n", label, pl_gpu_now() - t_start);
 }
 
 static void test_gemv(pl_gpu *g) {
@@ -266,10 +281,17 @@ static void test_gemv(pl_gpu *g) {
         };
         for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
             if ((cs[i].sg && !sg) || (cs[i].only >= 0 && cs[i].only != (int)t)) continue;
-            pl_gemv_params p = {.type = t, .rows = cs[i].rows, .cols = cs[i].cols,
-                                .threads = cs[i].T, .rows_per_wg = cs[i].R, .mode = cs[i].mode,
-                                .norm = cs[i].norm, .eps = 1e-5f, .bias = cs[i].bias,
-                                .parts = cs[i].parts, .rows_per_part = cs[i].rpp,
+            pl_gemv_params p = {.type = t,
+                                .rows = cs[i].rows,
+                                .cols = cs[i].cols,
+                                .threads = cs[i].T,
+                                .rows_per_wg = cs[i].R,
+                                .mode = cs[i].mode,
+                                .norm = cs[i].norm,
+                                .eps = 1e-5f,
+                                .bias = cs[i].bias,
+                                .parts = cs[i].parts,
+                                .rows_per_part = cs[i].rpp,
                                 .subgroups = cs[i].sg};
             /* side outputs on every other fused case */
             p.norm_out = p.norm && i % 2;
@@ -281,100 +303,253 @@ static void test_gemv(pl_gpu *g) {
         if (plain) {
             /* rows that are not a whole number of vectors: the scalar paths */
             uint32_t odd = t == PL_GW_F32 ? 172 : 20;
-            gemv_case(g, (pl_gemv_params){.type = t, .rows = 31, .cols = odd, .threads = 32,
-                                          .rows_per_wg = 2, .mode = PL_GEMV_STORE, .norm = 1,
-                                          .eps = 1e-6f, .bias = 1, .norm_out = 1, .parts = 1}, 2);
-            gemv_case(g, (pl_gemv_params){.type = t, .rows = 17, .cols = odd, .threads = 64,
-                                          .rows_per_wg = 4, .mode = PL_GEMV_GATE_UP, .up_out = 1,
-                                          .parts = 2, .rows_per_part = 12}, 1);
-            gemv_case(g, (pl_gemv_params){.type = t, .rows = 9, .cols = odd, .threads = 8,
-                                          .rows_per_wg = 1, .mode = PL_GEMV_ACCUM, .norm = 1,
-                                          .eps = 1e-5f, .bias = 1, .parts = 1}, 3);
+            gemv_case(g,
+                      (pl_gemv_params){.type = t,
+                                       .rows = 31,
+                                       .cols = odd,
+                                       .threads = 32,
+                                       .rows_per_wg = 2,
+                                       .mode = PL_GEMV_STORE,
+                                       .norm = 1,
+                                       .eps = 1e-6f,
+                                       .bias = 1,
+                                       .norm_out = 1,
+                                       .parts = 1},
+                      2);
+            gemv_case(g,
+                      (pl_gemv_params){.type = t,
+                                       .rows = 17,
+                                       .cols = odd,
+                                       .threads = 64,
+                                       .rows_per_wg = 4,
+                                       .mode = PL_GEMV_GATE_UP,
+                                       .up_out = 1,
+                                       .parts = 2,
+                                       .rows_per_part = 12},
+                      1);
+            gemv_case(g,
+                      (pl_gemv_params){.type = t,
+                                       .rows = 9,
+                                       .cols = odd,
+                                       .threads = 8,
+                                       .rows_per_wg = 1,
+                                       .mode = PL_GEMV_ACCUM,
+                                       .norm = 1,
+                                       .eps = 1e-5f,
+                                       .bias = 1,
+                                       .parts = 1},
+                      3);
         }
     }
     /* subgroup rows: each subgroup owns its rows, no workgroup memory (fixed subgroup size) */
     const pl_gpu_info *info = pl_gpu_get_info(g);
-    uint32_t S = info->has_subgroups && info->subgroup_min == info->subgroup_max ? info->subgroup_min : 0;
+    uint32_t S =
+        info->has_subgroups && info->subgroup_min == info->subgroup_max ? info->subgroup_min : 0;
     CHECK(S || !info->has_subgroups || info->subgroup_min != info->subgroup_max, "subgroup size");
     for (int ti = 0; S && ti < 4; ti++) {
         pl_gpu_wtype t = types[ti];
         uint32_t cols = t == PL_GW_F32 ? 172 : t == PL_GW_F16 ? 96 : 128;
-        gemv_case(g, (pl_gemv_params){.type = t, .rows = 37, .cols = cols, .threads = 4 * S,
-                                      .rows_per_wg = 2, .mode = PL_GEMV_STORE, .norm = 1,
-                                      .eps = 1e-5f, .bias = 1, .norm_out = 1, .parts = 1,
-                                      .sg_rows = S}, 2);
-        gemv_case(g, (pl_gemv_params){.type = t, .rows = 29, .cols = cols, .threads = 2 * S,
-                                      .rows_per_wg = 1, .mode = PL_GEMV_GATE_UP, .norm = 1,
-                                      .eps = 1e-6f, .norm_out = 1, .up_out = 1, .parts = 1,
-                                      .sg_rows = S}, 1);
-        gemv_case(g, (pl_gemv_params){.type = t, .rows = 70, .cols = cols, .threads = S,
-                                      .rows_per_wg = 4, .mode = PL_GEMV_ACCUM, .parts = 3,
-                                      .rows_per_part = 24, .sg_rows = S}, 3);
+        gemv_case(g,
+                  (pl_gemv_params){.type = t,
+                                   .rows = 37,
+                                   .cols = cols,
+                                   .threads = 4 * S,
+                                   .rows_per_wg = 2,
+                                   .mode = PL_GEMV_STORE,
+                                   .norm = 1,
+                                   .eps = 1e-5f,
+                                   .bias = 1,
+                                   .norm_out = 1,
+                                   .parts = 1,
+                                   .sg_rows = S},
+                  2);
+        gemv_case(g,
+                  (pl_gemv_params){.type = t,
+                                   .rows = 29,
+                                   .cols = cols,
+                                   .threads = 2 * S,
+                                   .rows_per_wg = 1,
+                                   .mode = PL_GEMV_GATE_UP,
+                                   .norm = 1,
+                                   .eps = 1e-6f,
+                                   .norm_out = 1,
+                                   .up_out = 1,
+                                   .parts = 1,
+                                   .sg_rows = S},
+                  1);
+        gemv_case(g,
+                  (pl_gemv_params){.type = t,
+                                   .rows = 70,
+                                   .cols = cols,
+                                   .threads = S,
+                                   .rows_per_wg = 4,
+                                   .mode = PL_GEMV_ACCUM,
+                                   .parts = 3,
+                                   .rows_per_part = 24,
+                                   .sg_rows = S},
+                  3);
     }
     /* quantised activations (q8x, Q4_0/Q8_0): every mode, the norm, bias, parts, several
      * vectors, unrolled sweeps and up to 32 rows per workgroup */
     for (int ti = 2; ti < 4; ti++) { /* (the heavier shapes for one type each: lavapipe
-                                       * compiles them for seconds) */
+                                      * compiles them for seconds) */
         pl_gpu_wtype t = types[ti];
-        gemv_case(g, (pl_gemv_params){.type = t, .rows = 37, .cols = 256, .threads = 32,
-                                      .rows_per_wg = 4, .mode = PL_GEMV_STORE, .norm = 1,
-                                      .eps = 1e-5f, .bias = 1, .norm_out = 1, .parts = 1,
-                                      .q8x = 1}, 3);
+        gemv_case(g,
+                  (pl_gemv_params){.type = t,
+                                   .rows = 37,
+                                   .cols = 256,
+                                   .threads = 32,
+                                   .rows_per_wg = 4,
+                                   .mode = PL_GEMV_STORE,
+                                   .norm = 1,
+                                   .eps = 1e-5f,
+                                   .bias = 1,
+                                   .norm_out = 1,
+                                   .parts = 1,
+                                   .q8x = 1},
+                  3);
         if (t == PL_GW_Q8_0)
-            gemv_case(g, (pl_gemv_params){.type = t, .rows = 70, .cols = 128, .threads = 32,
-                                          .rows_per_wg = 4, .mode = PL_GEMV_ACCUM, .parts = 3,
-                                          .rows_per_part = 24, .q8x = 1}, 2);
+            gemv_case(g,
+                      (pl_gemv_params){.type = t,
+                                       .rows = 70,
+                                       .cols = 128,
+                                       .threads = 32,
+                                       .rows_per_wg = 4,
+                                       .mode = PL_GEMV_ACCUM,
+                                       .parts = 3,
+                                       .rows_per_part = 24,
+                                       .q8x = 1},
+                      2);
         if (t == PL_GW_Q4_0) {
-            gemv_case(g, (pl_gemv_params){.type = t, .rows = 45, .cols = 96, .threads = 32,
-                                          .rows_per_wg = 4, .mode = PL_GEMV_GATE_UP, .norm = 1,
-                                          .eps = 1e-6f, .gate_out = 1, .up_out = 1, .parts = 1,
-                                          .unroll = 2, .q8x = 1}, 1);
-            gemv_case(g, (pl_gemv_params){.type = t, .rows = 33, .cols = 64, .threads = 64,
-                                          .rows_per_wg = 32, .mode = PL_GEMV_STORE, .parts = 1,
-                                          .subgroups = sg, .q8x = 1}, 1);
+            gemv_case(g,
+                      (pl_gemv_params){.type = t,
+                                       .rows = 45,
+                                       .cols = 96,
+                                       .threads = 32,
+                                       .rows_per_wg = 4,
+                                       .mode = PL_GEMV_GATE_UP,
+                                       .norm = 1,
+                                       .eps = 1e-6f,
+                                       .gate_out = 1,
+                                       .up_out = 1,
+                                       .parts = 1,
+                                       .unroll = 2,
+                                       .q8x = 1},
+                      1);
+            gemv_case(g,
+                      (pl_gemv_params){.type = t,
+                                       .rows = 33,
+                                       .cols = 64,
+                                       .threads = 64,
+                                       .rows_per_wg = 32,
+                                       .mode = PL_GEMV_STORE,
+                                       .parts = 1,
+                                       .subgroups = sg,
+                                       .q8x = 1},
+                      1);
         }
     }
     /* subgroup rows with q8x and the norm (1/rms through subgroupAdd) */
     if (S)
-        gemv_case(g, (pl_gemv_params){.type = PL_GW_Q4_0, .rows = 37, .cols = 128, .threads = 2 * S,
-                                      .rows_per_wg = 2, .mode = PL_GEMV_STORE, .norm = 1,
-                                      .eps = 1e-5f, .norm_out = 1, .parts = 1, .sg_rows = S,
-                                      .q8x = 1}, 2);
+        gemv_case(g,
+                  (pl_gemv_params){.type = PL_GW_Q4_0,
+                                   .rows = 37,
+                                   .cols = 128,
+                                   .threads = 2 * S,
+                                   .rows_per_wg = 2,
+                                   .mode = PL_GEMV_STORE,
+                                   .norm = 1,
+                                   .eps = 1e-5f,
+                                   .norm_out = 1,
+                                   .parts = 1,
+                                   .sg_rows = S,
+                                   .q8x = 1},
+                  2);
     /* q, k and v of one sweep: three output ranges */
     for (int ti = 0; ti < 4; ti++) {
         pl_gpu_wtype t = types[ti];
-        gemv_case(g, (pl_gemv_params){.type = t, .rows = 48, .cols = 64, .threads = 32,
-                                      .rows_per_wg = 4, .mode = PL_GEMV_STORE, .norm = 1,
-                                      .eps = 1e-6f, .norm_out = 1, .parts = 1,
-                                      .split = {32, 40}}, 2);
+        gemv_case(g,
+                  (pl_gemv_params){.type = t,
+                                   .rows = 48,
+                                   .cols = 64,
+                                   .threads = 32,
+                                   .rows_per_wg = 4,
+                                   .mode = PL_GEMV_STORE,
+                                   .norm = 1,
+                                   .eps = 1e-6f,
+                                   .norm_out = 1,
+                                   .parts = 1,
+                                   .split = {32, 40}},
+                  2);
     }
     if (S)
-        gemv_case(g, (pl_gemv_params){.type = PL_GW_Q4_0, .rows = 96, .cols = 128,
-                                      .threads = 2 * S, .rows_per_wg = 2, .mode = PL_GEMV_STORE,
-                                      .norm = 1, .eps = 1e-6f, .parts = 1, .sg_rows = S,
-                                      .unroll = 2, .split = {64, 80}}, 1);
+        gemv_case(g,
+                  (pl_gemv_params){.type = PL_GW_Q4_0,
+                                   .rows = 96,
+                                   .cols = 128,
+                                   .threads = 2 * S,
+                                   .rows_per_wg = 2,
+                                   .mode = PL_GEMV_STORE,
+                                   .norm = 1,
+                                   .eps = 1e-6f,
+                                   .parts = 1,
+                                   .sg_rows = S,
+                                   .unroll = 2,
+                                   .split = {64, 80}},
+                  1);
     /* several blocks per loop turn (the last turn partly past the row) */
     for (int ti = 0; ti < 4; ti++) {
         pl_gpu_wtype t = types[ti];
         uint32_t cols = t == PL_GW_F32 ? 172 : t == PL_GW_F16 ? 96 : 224;
-        gemv_case(g, (pl_gemv_params){.type = t, .rows = 21, .cols = cols, .threads = 16,
-                                      .rows_per_wg = 4, .mode = PL_GEMV_GATE_UP, .norm = 1,
-                                      .eps = 1e-5f, .norm_out = 1, .parts = 1,
-                                      .unroll = ti % 2 ? 4 : 2}, 2);
+        gemv_case(g,
+                  (pl_gemv_params){.type = t,
+                                   .rows = 21,
+                                   .cols = cols,
+                                   .threads = 16,
+                                   .rows_per_wg = 4,
+                                   .mode = PL_GEMV_GATE_UP,
+                                   .norm = 1,
+                                   .eps = 1e-5f,
+                                   .norm_out = 1,
+                                   .parts = 1,
+                                   .unroll = ti % 2 ? 4 : 2},
+                  2);
         if (S)
-            gemv_case(g, (pl_gemv_params){.type = t, .rows = 19, .cols = cols, .threads = 2 * S,
-                                          .rows_per_wg = 2, .mode = PL_GEMV_ACCUM, .norm = 1,
-                                          .eps = 1e-6f, .bias = 1, .parts = 1, .sg_rows = S,
-                                          .unroll = ti % 2 ? 2 : 4}, 1);
+            gemv_case(g,
+                      (pl_gemv_params){.type = t,
+                                       .rows = 19,
+                                       .cols = cols,
+                                       .threads = 2 * S,
+                                       .rows_per_wg = 2,
+                                       .mode = PL_GEMV_ACCUM,
+                                       .norm = 1,
+                                       .eps = 1e-6f,
+                                       .bias = 1,
+                                       .parts = 1,
+                                       .sg_rows = S,
+                                       .unroll = ti % 2 ? 2 : 4},
+                      1);
     }
     /* a head taller than one grid dimension: rows spread over a 2-D grid */
     uint32_t tall = pl_gpu_get_info(g)->max_groups_per_dim + 300;
-    gemv_case(g, (pl_gemv_params){.type = PL_GW_F32, .rows = tall, .cols = 8, .threads = 8,
-                                  .rows_per_wg = 1, .mode = PL_GEMV_STORE, .parts = 1}, 1);
+    gemv_case(g,
+              (pl_gemv_params){.type = PL_GW_F32,
+                               .rows = tall,
+                               .cols = 8,
+                               .threads = 8,
+                               .rows_per_wg = 1,
+                               .mode = PL_GEMV_STORE,
+                               .parts = 1},
+              1);
     /* parameters a kernel cannot be built from are refused */
     char *src = NULL;
-    pl_gemv_params bad = {.type = PL_GW_Q4_0, .rows = 10, .cols = 48, .threads = 64,
-                          .rows_per_wg = 4, .mode = PL_GEMV_STORE, .parts = 1};
+    pl_gemv_params bad = {.type = PL_GW_Q4_0,
+                          .rows = 10,
+                          .cols = 48,
+                          .threads = 64,
+                          .rows_per_wg = 4,
+                          .mode = PL_GEMV_STORE,
+                          .parts = 1};
     CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK && !src, "48 columns of Q4_0 accepted");
     bad.cols = 64, bad.threads = 48;
     CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "48 threads accepted");
@@ -409,7 +584,8 @@ static void test_rmsnorm(pl_gpu *g) {
             gt_read(g, p.inplace ? bx : by, y, n * 4);
             pl_gpu_ref_rmsnorm(&p, rows[i % 4], x, w, ref);
             int bad = 0;
-            for (uint32_t j = 0; j < n; j++) bad += !(fabsf(y[j] - ref[j]) <= 2e-6f * (fabsf(ref[j]) + 1e-3f));
+            for (uint32_t j = 0; j < n; j++)
+                bad += !(fabsf(y[j] - ref[j]) <= 2e-6f * (fabsf(ref[j]) + 1e-3f));
             CHECK(bad == 0, "rmsnorm %u x %u inplace %d: %d wrong (y0 %g vs %g)", rows[i % 4],
                   p.cols, p.inplace, bad, y[0], ref[0]);
         }
@@ -421,14 +597,24 @@ static void test_rmsnorm(pl_gpu *g) {
 
 /* ------------------------------------------------------------------ RoPE */
 
+/* Two f16 cache values within the f32 checks' absolute slack, 1e-6 * (2 + |w|). */
+static int f16_close(uint16_t u, uint16_t w) {
+    float a = pl_f16_to_f32(u), b = pl_f16_to_f32(w);
+    return fabsf(a - b) <= 1e-6f * (2 + fabsf(b));
+}
+
 static void rope_case(pl_gpu *g, pl_rope_params_gpu p, uint32_t n, float base, int factors) {
     uint32_t positions = 64, pos0 = gt_u32() % (positions - n + 1);
     uint32_t HD = p.head_dim, HDV = p.head_dim_v ? p.head_dim_v : HD;
-    size_t nx = (size_t)n * p.n_heads * HD, nv = (size_t)n * p.n_heads * HDV, tn = (size_t)positions * p.rot_dim;
-    size_t es = p.cache_f16 ? 2 : 4, kn = (size_t)positions * p.n_heads * HD, vn = (size_t)positions * p.n_heads * HDV;
-    float *x = malloc(nx * 4), *ref = malloc(nx * 4), *tab = malloc(tn * 4), fac[512], *nw = malloc(HD * 4);
+    size_t nx = (size_t)n * p.n_heads * HD, nv = (size_t)n * p.n_heads * HDV,
+           tn = (size_t)positions * p.rot_dim;
+    size_t es = p.cache_f16 ? 2 : 4, kn = (size_t)positions * p.n_heads * HD,
+           vn = (size_t)positions * p.n_heads * HDV;
+    float *x = malloc(nx * 4), *ref = malloc(nx * 4), *tab = malloc(tn * 4), fac[512],
+          *nw = malloc(HD * 4);
     float *v = malloc(nv * 4);
-    unsigned char *kc = malloc(kn * es), *vc = malloc(vn * es), *kr = malloc(kn * es), *vr = malloc(vn * es);
+    unsigned char *kc = malloc(kn * es), *vc = malloc(vn * es), *kr = malloc(kn * es),
+                  *vr = malloc(vn * es);
     gt_fill(x, nx, -2, 2);
     gt_fill(v, nv, -2, 2);
     gt_fill(nw, HD, 0.5f, 1.5f);
@@ -451,8 +637,9 @@ static void rope_case(pl_gpu *g, pl_rope_params_gpu p, uint32_t n, float base, i
     }
     bufs[nb] = gt_args(g, &a), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     char *src = NULL, label[120];
-    snprintf(label, sizeof label, "rope %u heads hd%u rot%u neox%d rows %u norm%d store%d/%d f16 %d",
-             p.n_heads, HD, p.rot_dim, p.neox, n, p.norm, p.store, p.store_v, p.cache_f16);
+    snprintf(label, sizeof label,
+             "rope %u heads hd%u rot%u neox%d rows %u norm%d store%d/%d f16 %d", p.n_heads, HD,
+             p.rot_dim, p.neox, n, p.norm, p.store, p.store_v, p.cache_f16);
     pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_rope(&p, &src), &src, label);
     if (k && gt_run(g, k, refs, nb, n * p.n_heads)) {
         float *y = malloc(nx * 4);
@@ -460,7 +647,8 @@ static void rope_case(pl_gpu *g, pl_rope_params_gpu p, uint32_t n, float base, i
         memcpy(ref, x, nx * 4);
         pl_gpu_ref_rope(&p, tab, pos0, n, ref, nw, kr, v, vr);
         int bad = 0;
-        for (size_t i = 0; i < nx; i++) bad += !(fabsf(y[i] - ref[i]) <= 1e-6f * (2 + fabsf(ref[i])));
+        for (size_t i = 0; i < nx; i++)
+            bad += !(fabsf(y[i] - ref[i]) <= 1e-6f * (2 + fabsf(ref[i])));
         CHECK(bad == 0, "%s: %d wrong (%g vs %g)", label, bad, y[0], ref[0]);
         for (int c = 0; c < 2; c++) {
             if (!(c == 0 ? p.store : p.store_v)) continue;
@@ -476,8 +664,10 @@ static void rope_case(pl_gpu *g, pl_rope_params_gpu p, uint32_t n, float base, i
                 } else {
                     uint16_t u, w;
                     memcpy(&u, got + 2 * i, 2), memcpy(&w, want + 2 * i, 2);
-                    /* a rotated value may differ in its last f32 bit, so its f16 by one step */
-                    cb += u != w && !(w != 0xffff && (u - w == 1 || w - u == 1));
+                    /* a rotated value may differ in its last f32 bits, so its f16 by one step,
+                     * or by the f32 check's absolute slack near zero (subnormal f16 steps
+                     * are 6e-8: a*c - b*s of values ~1 cancels to there) */
+                    cb += u != w && !(w != 0xffff && (u - w == 1 || w - u == 1 || f16_close(u, w)));
                 }
             }
             CHECK(cb == 0, "%s: %s cache: %d wrong", label, c ? "V" : "K", cb);
@@ -502,9 +692,19 @@ static void rope_pair_case(pl_gpu *g, uint32_t nq, uint32_t nk, uint32_t HD, int
     gt_fill(qn, HD, 0.5f, 1.5f), gt_fill(kn, HD, 0.5f, 1.5f);
     memset(kr, 0xff, cn * es), memset(vr, 0xff, cn * es);
     pl_gpu_rope_table(positions, HD, 1e6f, 1.0f, NULL, tab);
-    pl_rope_params_gpu p = {.n_heads = nq, .head_dim = HD, .rot_dim = HD, .neox = neox,
-                            .threads = 32, .norm = 1, .eps = 1e-6f, .store = 1, .store_v = 1,
-                            .cache_f16 = f16, .head_dim_v = HD, .pair_heads = nk, .pair_norm = 1,
+    pl_rope_params_gpu p = {.n_heads = nq,
+                            .head_dim = HD,
+                            .rot_dim = HD,
+                            .neox = neox,
+                            .threads = 32,
+                            .norm = 1,
+                            .eps = 1e-6f,
+                            .store = 1,
+                            .store_v = 1,
+                            .cache_f16 = f16,
+                            .head_dim_v = HD,
+                            .pair_heads = nk,
+                            .pair_norm = 1,
                             .sg = f16 && pl_gpu_get_info(g)->has_subgroups};
     pl_gpu_args a = {{pos0, n}};
     pl_gpu_buf *b[10];
@@ -526,8 +726,10 @@ static void rope_pair_case(pl_gpu *g, uint32_t nq, uint32_t nk, uint32_t HD, int
         one.n_heads = nk, one.store = one.store_v = 1;
         pl_gpu_ref_rope(&one, tab, pos0, n, rk, kn, kr, v, vr);
         int bad = 0;
-        for (size_t i = 0; i < xq; i++) bad += !(fabsf(gq[i] - rq[i]) <= 1e-6f * (2 + fabsf(rq[i])));
-        for (size_t i = 0; i < xk; i++) bad += !(fabsf(gk[i] - rk[i]) <= 1e-6f * (2 + fabsf(rk[i])));
+        for (size_t i = 0; i < xq; i++)
+            bad += !(fabsf(gq[i] - rq[i]) <= 1e-6f * (2 + fabsf(rq[i])));
+        for (size_t i = 0; i < xk; i++)
+            bad += !(fabsf(gk[i] - rk[i]) <= 1e-6f * (2 + fabsf(rk[i])));
         for (int c = 0; c < 2; c++) {
             gt_read(g, b[c ? 7 : 5], got, cn * es);
             unsigned char *want = c ? vr : kr;
@@ -539,7 +741,8 @@ static void rope_pair_case(pl_gpu *g, uint32_t nq, uint32_t nk, uint32_t HD, int
                 } else {
                     uint16_t u, w;
                     memcpy(&u, got + 2 * i, 2), memcpy(&w, want + 2 * i, 2);
-                    bad += u != w && !(w != 0xffff && (u - w == 1 || w - u == 1));
+                    bad +=
+                        u != w && !(w != 0xffff && (u - w == 1 || w - u == 1 || f16_close(u, w)));
                 }
             }
         }
@@ -560,31 +763,40 @@ static void test_rope(pl_gpu *g) {
     rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1, 1e6f, 0);
     rope_case(g, (pl_rope_params_gpu){8, 8, 8, 0, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 5, 1e4f, 0);
     rope_case(g, (pl_rope_params_gpu){2, 32, 16, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 3, 1e4f, 1);
-    rope_case(g, (pl_rope_params_gpu){2, 128, 128, 1, 64, 1, 1e-6f, 0, 0, 0, 0, 0, 0, 0}, 2, 1e6f, 0);
+    rope_case(g, (pl_rope_params_gpu){2, 128, 128, 1, 64, 1, 1e-6f, 0, 0, 0, 0, 0, 0, 0}, 2, 1e6f,
+              0);
     rope_case(g, (pl_rope_params_gpu){2, 4, 4, 0, 8, 0, 0, 1, 1, 1, 4, 0, 0, 0}, 1, 1e4f, 1);
-    rope_case(g, (pl_rope_params_gpu){4, 32, 32, 1, 32, 1, 1e-6f, 1, 1, 1, 32, 0, 0, 0}, 3, 1e6f, 0);
+    rope_case(g, (pl_rope_params_gpu){4, 32, 32, 1, 32, 1, 1e-6f, 1, 1, 1, 32, 0, 0, 0}, 3, 1e6f,
+              0);
     rope_case(g, (pl_rope_params_gpu){2, 16, 8, 0, 32, 1, 1e-5f, 1, 1, 0, 8, 0, 0, 0}, 2, 1e4f, 0);
     rope_case(g, (pl_rope_params_gpu){4, 16, 16, 1, 16, 0, 0, 1, 0, 1, 0, 0, 0, 0}, 1, 1e4f, 0);
 }
 
 /* ------------------------------------------------------------------ copies */
 
-static size_t esize(pl_gpu_etype e) { return e == PL_GE_F16 ? 2 : 4; }
+static size_t esize(pl_gpu_etype e) {
+    return e == PL_GE_F16 ? 2 : 4;
+}
 
 static void copy_case(pl_gpu *g, pl_gpu_etype se, pl_gpu_etype de, int inplace, uint32_t src0,
                       uint32_t dst0, uint32_t count) {
     uint32_t ns = 200, nd = 200;
     pl_copy_params p = {se, de, 32, inplace};
-    unsigned char *s = malloc(ns * 4), *d = malloc(nd * 4), *ref = malloc(nd * 4), *got = malloc(nd * 4);
+    unsigned char *s = malloc(ns * 4), *d = malloc(nd * 4), *ref = malloc(nd * 4),
+                  *got = malloc(nd * 4);
     for (uint32_t i = 0; i < ns; i++) {
-        if (se == PL_GE_F16) ((uint16_t *)s)[i] = gt_f16(-100, 100);
-        else if (se == PL_GE_F32) ((float *)s)[i] = gt_unif(-100, 100);
-        else ((int32_t *)s)[i] = (int32_t)gt_u32();
+        if (se == PL_GE_F16)
+            ((uint16_t *)s)[i] = gt_f16(-100, 100);
+        else if (se == PL_GE_F32)
+            ((float *)s)[i] = gt_unif(-100, 100);
+        else
+            ((int32_t *)s)[i] = (int32_t)gt_u32();
     }
     for (uint32_t i = 0; i < nd * 4; i++) d[i] = (unsigned char)gt_u32();
     if (inplace) memcpy(d, s, ns * esize(se));
     pl_gpu_args a = {{src0, dst0, count}};
-    pl_gpu_buf *bs = gt_buf(g, inplace ? d : s, ns * esize(se)), *bd = inplace ? NULL : gt_buf(g, d, nd * esize(de));
+    pl_gpu_buf *bs = gt_buf(g, inplace ? d : s, ns * esize(se)),
+               *bd = inplace ? NULL : gt_buf(g, d, nd * esize(de));
     pl_gpu_buf *ba = gt_args(g, &a);
     char *src = NULL, label[80];
     snprintf(label, sizeof label, "copy %d->%d inplace %d [%u..+%u] -> %u", se, de, inplace, src0,
@@ -628,22 +840,30 @@ static void test_copy(pl_gpu *g) {
 
 /* ------------------------------------------------------------------ attention */
 
-static void attn_case(pl_gpu *g, pl_attn_params_gpu p, uint32_t ctx, uint32_t pos0, uint32_t nrows) {
+static void attn_case(pl_gpu *g, pl_attn_params_gpu p, uint32_t ctx, uint32_t pos0,
+                      uint32_t nrows) {
     uint32_t HD = p.head_dim, HDV = p.head_dim_v, nq = p.n_head * HD, no = p.n_head * HDV;
-    size_t es = p.kv_f16 ? 2 : 4, kn = (size_t)ctx * p.n_kv_head * HD, vn = (size_t)ctx * p.n_kv_head * HDV;
+    size_t es = p.kv_f16 ? 2 : 4, kn = (size_t)ctx * p.n_kv_head * HD,
+           vn = (size_t)ctx * p.n_kv_head * HDV;
     size_t pn = (size_t)p.block_rows * p.n_head * p.max_splits * (HDV + 2);
-    float *q = malloc((size_t)nrows * nq * 4), *o = malloc((size_t)nrows * no * 4), *ref = malloc((size_t)nrows * no * 4);
+    float *q = malloc((size_t)nrows * nq * 4), *o = malloc((size_t)nrows * no * 4),
+          *ref = malloc((size_t)nrows * no * 4);
     unsigned char *kc = malloc(kn * es), *vc = malloc(vn * es);
     gt_fill(q, (size_t)nrows * nq, -1, 1);
     for (size_t i = 0; i < kn; i++) {
-        if (p.kv_f16) ((uint16_t *)kc)[i] = gt_f16(-2, 2);
-        else ((float *)kc)[i] = gt_unif(-2, 2);
+        if (p.kv_f16)
+            ((uint16_t *)kc)[i] = gt_f16(-2, 2);
+        else
+            ((float *)kc)[i] = gt_unif(-2, 2);
     }
     for (size_t i = 0; i < vn; i++) {
-        if (p.kv_f16) ((uint16_t *)vc)[i] = gt_f16(-1, 1);
-        else ((float *)vc)[i] = gt_unif(-1, 1);
+        if (p.kv_f16)
+            ((uint16_t *)vc)[i] = gt_f16(-1, 1);
+        else
+            ((float *)vc)[i] = gt_unif(-1, 1);
     }
-    pl_gpu_buf *bq = gt_buf(g, q, (size_t)nrows * nq * 4), *bk = gt_buf(g, kc, kn * es), *bv = gt_buf(g, vc, vn * es);
+    pl_gpu_buf *bq = gt_buf(g, q, (size_t)nrows * nq * 4), *bk = gt_buf(g, kc, kn * es),
+               *bv = gt_buf(g, vc, vn * es);
     pl_gpu_buf *bo = gt_buf(g, NULL, (size_t)nrows * no * 4), *bp = gt_buf(g, NULL, pn * 4);
     char *src = NULL, label[112];
     snprintf(label, sizeof label, "attn %u/%u hd%u/%u chunk%u T%u f16 %d pos0 %u rows %u", p.n_head,
@@ -661,7 +881,8 @@ static void attn_case(pl_gpu *g, pl_attn_params_gpu p, uint32_t ctx, uint32_t po
         pl_gpu_ref ra[6] = {{bq, 0, 0}, {bk, 0, 0}, {bv, 0, 0}, {bo, 0, 0}, {bp, 0, 0}, {ba, 0, 0}};
         pl_gpu_ref rc[3] = {{bp, 0, 0}, {bo, 0, 0}, {ba, 0, 0}};
         pl_gpu_bind *b1 = NULL, *b2 = NULL;
-        ok = pl_gpu_bind_new(g, ka, ra, 6, &b1) == PL_OK && pl_gpu_bind_new(g, kc2, rc, 3, &b2) == PL_OK;
+        ok = pl_gpu_bind_new(g, ka, ra, 6, &b1) == PL_OK &&
+             pl_gpu_bind_new(g, kc2, rc, 3, &b2) == PL_OK;
         if (ok) {
             pl_gpu_begin(g);
             pl_gpu_dispatch(g, ka, b1, nr * p.n_head * ns);
@@ -679,27 +900,32 @@ static void attn_case(pl_gpu *g, pl_attn_params_gpu p, uint32_t ctx, uint32_t po
         CHECK(bad == 0, "%s: %d wrong (o0 %g vs %g)", label, bad, o[0], ref[0]);
     }
     pl_gpu_kernel_free(ka), pl_gpu_kernel_free(kc2);
-    pl_gpu_buf_free(bq), pl_gpu_buf_free(bk), pl_gpu_buf_free(bv), pl_gpu_buf_free(bo), pl_gpu_buf_free(bp);
+    pl_gpu_buf_free(bq), pl_gpu_buf_free(bk), pl_gpu_buf_free(bv), pl_gpu_buf_free(bo),
+        pl_gpu_buf_free(bp);
     free(q), free(o), free(ref), free(kc), free(vc);
 }
 
 static void test_attn(pl_gpu *g) {
-    /* (heads, kv heads, head dim, value head dim, max splits, block rows, chunk, threads, f16, scale) */
+    /* (heads, kv heads, head dim, value head dim, max splits, block rows, chunk, threads, f16,
+     * scale) */
     pl_attn_params_gpu a = {4, 2, 16, 16, 4, 4, 16, 32, 1, 0.25f, 0};
     const uint32_t pos[5] = {0, 6, 15, 16, 49};
     for (int i = 0; i < 5; i++) attn_case(g, a, 64, pos[i], 1);
     attn_case(g, a, 64, 10, 7); /* prefill rows in two blocks, causal per row */
     a.kv_f16 = 0;
     attn_case(g, a, 64, 30, 3);
-    attn_case(g, (pl_attn_params_gpu){2, 1, 128, 128, 3, 1, 64, 128, 1, 0.0883883476f, 0}, 160, 149, 1);
+    attn_case(g, (pl_attn_params_gpu){2, 1, 128, 128, 3, 1, 64, 128, 1, 0.0883883476f, 0}, 160, 149,
+              1);
     attn_case(g, (pl_attn_params_gpu){8, 4, 8, 8, 5, 2, 8, 64, 1, 0.35355339f, 0}, 40, 32, 1);
-    attn_case(g, (pl_attn_params_gpu){4, 4, 32, 16, 2, 1, 256, 256, 0, 0.17677669f, 0}, 300, 298, 1);
+    attn_case(g, (pl_attn_params_gpu){4, 4, 32, 16, 2, 1, 256, 256, 0, 0.17677669f, 0}, 300, 298,
+              1);
     attn_case(g, (pl_attn_params_gpu){2, 2, 4, 4, 1, 8, 64, 16, 1, 0.5f, 0}, 10, 0, 8);
     /* softmax statistics through subgroups */
     if (pl_gpu_get_info(g)->has_subgroups) {
         attn_case(g, (pl_attn_params_gpu){4, 2, 16, 16, 4, 4, 16, 64, 1, 0.25f, 1}, 64, 49, 1);
         attn_case(g, (pl_attn_params_gpu){4, 2, 16, 16, 4, 4, 16, 32, 0, 0.25f, 1}, 64, 10, 7);
-        attn_case(g, (pl_attn_params_gpu){8, 2, 128, 128, 2, 1, 256, 256, 1, 0.0883883476f, 1}, 300, 80, 1);
+        attn_case(g, (pl_attn_params_gpu){8, 2, 128, 128, 2, 1, 256, 256, 1, 0.0883883476f, 1}, 300,
+                  80, 1);
         attn_case(g, (pl_attn_params_gpu){2, 1, 8, 8, 1, 1, 64, 16, 1, 0.35f, 1}, 64, 0, 1);
     }
 }
@@ -845,12 +1071,15 @@ static void test_ew(pl_gpu *g) {
                 gt_read(g, res, o, n * 4);
                 const float *rb = alias == 3 ? a : b;
                 memcpy(ref, alias == 0 ? o : alias == 2 ? b : a, n * 4);
-                if (alias == 0) for (uint32_t i = n - 7; i < n; i++) memset(&ref[i], 0xff, 4);
+                if (alias == 0)
+                    for (uint32_t i = n - 7; i < n; i++) memset(&ref[i], 0xff, 4);
                 pl_gpu_ref_ew(p.op, a, rb, n - 7, ref);
                 int bad = 0;
                 for (uint32_t i = 0; i < n; i++) {
-                    if (i >= n - 7) bad += memcmp(&o[i], &ref[i], 4) != 0;
-                    else bad += !(fabsf(o[i] - ref[i]) <= 1e-6f * (1 + fabsf(ref[i])));
+                    if (i >= n - 7)
+                        bad += memcmp(&o[i], &ref[i], 4) != 0;
+                    else
+                        bad += !(fabsf(o[i] - ref[i]) <= 1e-6f * (1 + fabsf(ref[i])));
                 }
                 CHECK(bad == 0, "element-wise op %d alias %d: %d wrong", op, alias, bad);
             }
