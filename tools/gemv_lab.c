@@ -5,7 +5,10 @@
  * builds every variant of the GEMV generator in its list, checks the first rows against the
  * CPU reference (kernel_ref.c), and times 20 dispatches in one command buffer (each waits
  * for the one before, as in a decode step), median of 5. Build: `make lab`; run from the
- * repo root (it finds Dawn like pooled does): build/gemv_lab [--model 8b|1.7b] [--only S]. */
+ * repo root (it finds Dawn like pooled does): build/gemv_lab [--model 8b|1.7b] [--only S]
+ * [--cold]. --cold streams 128 MB through a copy before each GEMV, so its weights come
+ * from memory as in a real decode step rather than from L2 (50 MB on an H200), and
+ * reports the time over that of the copies alone. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,13 +54,16 @@ static int cmpd(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     const char *model = "8b", *only = NULL;
+    int cold = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
             model = argv[++i];
+        else if (!strcmp(argv[i], "--cold"))
+            cold = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
         else {
-            fprintf(stderr, "usage: gemv_lab [--model 8b|1.7b] [--only SHAPE]\n");
+            fprintf(stderr, "usage: gemv_lab [--model 8b|1.7b] [--only SHAPE] [--cold]\n");
             return 2;
         }
     }
@@ -77,6 +83,8 @@ int main(int argc, char **argv) {
     vs[nv++] = (variant){64, 4, 2, 0, 0, 0};
     for (uint32_t T = 32; T <= 256; T *= 2)
         for (uint32_t R = 2; R <= 32; R *= 2) vs[nv++] = (variant){T, R, 1, 0, 0, 1};
+    vs[nv++] = (variant){128, 8, 2, 0, 0, 1};
+    vs[nv++] = (variant){64, 4, 2, 0, 0, 1};
     vs[nv++] = (variant){64, 8, 2, 0, 0, 1};
     vs[nv++] = (variant){32, 8, 2, 0, 0, 1};
     vs[nv++] = (variant){128, 8, 1, 1, 0, 1};
@@ -93,6 +101,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     const pl_gpu_info *info = pl_gpu_get_info(g);
+    pl_gpu_buf *F1 = NULL, *F2 = NULL;
+    const uint64_t fbytes = 128ull << 20;
+    if (cold && (pl_gpu_buf_new(g, fbytes, PL_GPU_STORAGE, "flush a", &F1) != PL_OK ||
+                 pl_gpu_buf_new(g, fbytes, PL_GPU_STORAGE, "flush b", &F2) != PL_OK)) {
+        fprintf(stderr, "gemv_lab: %s\n", pl_last_error());
+        return 1;
+    }
     printf("# %s\n# shape type variant: us per GEMV (median of 5 x 20), GB/s of weights, max "
            "error / magnitude over the checked rows\n",
            info->name);
@@ -222,12 +237,19 @@ int main(int argc, char **argv) {
                     for (int j = 0; j < 2; j++) {
                         double t0 = pl_gpu_now();
                         pl_gpu_begin(g);
-                        for (int i = 0; i < (j ? 110 : 10); i++) pl_gpu_dispatch(g, k, b, groups);
+                        if (cold) { /* j = 0: the copies alone; j = 1: copy, GEMV, ... */
+                            for (int i = 0; i < 20; i++) {
+                                pl_gpu_copy(g, F1, 0, F2, 0, fbytes);
+                                if (j) pl_gpu_dispatch(g, k, b, groups);
+                            }
+                        } else {
+                            for (int i = 0; i < (j ? 110 : 10); i++) pl_gpu_dispatch(g, k, b, groups);
+                        }
                         pl_gpu_submit(g);
                         pl_gpu_finish(g);
                         tn[j] = pl_gpu_now() - t0;
                     }
-                    t[r] = (tn[1] - tn[0]) / 100;
+                    t[r] = (tn[1] - tn[0]) / (cold ? 20 : 100);
                 }
                 qsort(t, 5, sizeof *t, cmpd);
                 printf("%s %s %s: %.2f us %.0f GB/s err %.2g\n", sh->name,
@@ -243,6 +265,7 @@ int main(int argc, char **argv) {
             free(x), free(nw), free(y0), free(got), free(mag), free(ref[0]), free(ref[1]);
         }
     }
+    pl_gpu_buf_free(F1), pl_gpu_buf_free(F2);
     pl_gpu_close(g);
     return 0;
 }
