@@ -19,9 +19,15 @@ typedef struct {
     float f16[65536]; /* every half value as float: the KV cache is read through it */
 } cpu_backend;
 
-static inline cpu_backend *cpu_of(pl_backend *be) { return (cpu_backend *)be; }
-static inline float *fptr(const pl_buf *b) { return ((const cpu_buf *)b)->data; }
-static inline void *vptr(const pl_buf *b) { return ((const cpu_buf *)b)->data; }
+static inline cpu_backend *cpu_of(pl_backend *be) {
+    return (cpu_backend *)be;
+}
+static inline float *fptr(const pl_buf *b) {
+    return ((const cpu_buf *)b)->data;
+}
+static inline void *vptr(const pl_buf *b) {
+    return ((const cpu_buf *)b)->data;
+}
 
 /* The work of a job below this many multiply-adds runs on the caller's thread alone:
  * waking the pool costs more than it saves. */
@@ -34,9 +40,12 @@ static inline float pl_cpu_round_half(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     uint32_t e = (u >> 23) & 0xff;
-    if (e == 0) u &= 0x80000000u; /* zero and float denormals: far below half's smallest */
-    else if (e < 113 || e > 141) return pl_f16_to_f32(pl_f32_to_f16(x));
-    else u += 0x0fff + ((u >> 13) & 1);
+    if (e == 0)
+        u &= 0x80000000u; /* zero and float denormals: far below half's smallest */
+    else if (e < 113 || e > 141)
+        return pl_f16_to_f32(pl_f32_to_f16(x));
+    else
+        u += 0x0fff + ((u >> 13) & 1);
     u &= 0xffffe000u;
     memcpy(&x, &u, sizeof x);
     return x;
@@ -54,10 +63,22 @@ static inline float pl_cpu_dot(const float *a, const float *b, int64_t n) {
     return t;
 }
 
+/* One row of Q4_0 (q4) or Q8_0 blocks (GGUF layout) against nb blocks of activations
+ * quantised by pl_quant_act_q8_0 (so in -127..127; weights may be any byte): sum over blocks of
+ * (float)integer_dot * d_w * d_x, in block order. AVX2 when the CPU has it, bit-identical to the
+ * portable version. */
+float pl_cpu_qdot_row(int q4, const unsigned char *w, const int8_t *y, const uint16_t *yd,
+                      int64_t nb);
+/* The same for four activation rows against one weight row (bit-identical to four calls). */
+void pl_cpu_qdot_rows4(int q4, const unsigned char *w, const int8_t *const y[4],
+                       const uint16_t *const yd[4], int64_t nb, float out[4]);
+float pl_cpu_qdot_row_portable(int q4, const unsigned char *w, const int8_t *y, const uint16_t *yd,
+                               int64_t nb);
+
 pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out);
 pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
-                           const pl_buf *v_cache, int64_t n, int64_t pos0,
-                           const pl_attn_params *p, pl_buf *out);
+                           const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
+                           pl_buf *out);
 
 #endif

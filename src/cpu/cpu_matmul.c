@@ -28,18 +28,6 @@ typedef struct {
  * while every activation row of the batch passes over them once. */
 #define MM_BLOCK 8
 
-/* Integer dot of one weight block with 32 quantised activations. */
-static inline int32_t dot_q4_0(const uint8_t *qs, const int8_t *y) {
-    int32_t s = 0;
-    for (int i = 0; i < 16; i++) s += ((qs[i] & 15) - 8) * y[i] + ((qs[i] >> 4) - 8) * y[i + 16];
-    return s;
-}
-static inline int32_t dot_q8_0(const int8_t *qs, const int8_t *y) {
-    int32_t s = 0;
-    for (int i = 0; i < 32; i++) s += qs[i] * y[i];
-    return s;
-}
-
 /* The act_q8 path: rows r0..r1 of a Q4_0/Q8_0 weight against every quantised row. */
 static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
     int64_t k = j->w->ne0, n_out = j->w->ne1, nb = k / 32;
@@ -51,21 +39,23 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
     float *out = fptr(j->out);
     for (int64_t r = r0; r < r1; r++) {
         const unsigned char *wr = wdata + r * row_bytes;
-        for (int64_t i = 0; i < j->n; i++) {
-            const int8_t *y = j->xq + i * k;
-            const uint16_t *yd = j->xd + i * nb;
-            float sum = 0;
-            for (int64_t b = 0; b < nb; b++) {
-                const unsigned char *blk = wr + b * (int64_t)bs;
-                uint16_t dh;
-                memcpy(&dh, blk, 2);
-                int32_t si = q4 ? dot_q4_0(blk + 2, y + b * 32)
-                                : dot_q8_0((const int8_t *)blk + 2, y + b * 32);
-                sum += (float)si * pl_f16_to_f32(dh) * pl_f16_to_f32(yd[b]);
+        for (int64_t i = 0; i < j->n;) {
+            float sums[4];
+            int m = j->n - i >= 4 ? 4 : 1; /* a batch goes four activation rows at a time */
+            if (m == 4) {
+                const int8_t *y[4];
+                const uint16_t *yd[4];
+                for (int t = 0; t < 4; t++)
+                    y[t] = j->xq + (i + t) * k, yd[t] = j->xd + (i + t) * nb;
+                pl_cpu_qdot_rows4(q4, wr, y, yd, nb, sums);
+            } else {
+                sums[0] = pl_cpu_qdot_row(q4, wr, j->xq + i * k, j->xd + i * nb, nb);
             }
-            float v = sum + (bias ? bias[r] : 0.0f);
-            float *o = out + i * n_out + r;
-            *o = j->accumulate ? *o + v : v;
+            for (int t = 0; t < m; t++, i++) {
+                float v = sums[t] + (bias ? bias[r] : 0.0f);
+                float *o = out + i * n_out + r;
+                *o = j->accumulate ? *o + v : v;
+            }
         }
     }
 }
