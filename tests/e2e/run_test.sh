@@ -15,7 +15,11 @@ for f in stories260K.gguf stories260K-Q8_0.gguf stories260K-Q4_0.gguf; do
     got=$("$POOLED" run -m "$SHARED/models/$f" -p "Once upon a time" -n 64 --temp 0 --ids 2>"$TMP/err")
     check "$f: 64 greedy ids equal llama.cpp's" [ -n "$want" -a "$got" = "$want" ]
     check "$f: report on stderr" grep -q "^loaded llama" "$TMP/err"
+    # both activation modes (q8 is the default above): llama.cpp's ids hold for these files
+    got=$("$POOLED" run -m "$SHARED/models/$f" -p "Once upon a time" -n 64 --temp 0 --ids --act f32 2>/dev/null)
+    check "$f --act f32: 64 greedy ids equal llama.cpp's" [ -n "$want" -a "$got" = "$want" ]
 done
+check_err "bad --act value" "$POOLED" run -m "$SHARED/models/stories260K.gguf" -p "x" --act q4
 
 # text: llama.cpp's completion file is the prompt (with SPM's leading space) + continuation
 "$POOLED" run -m "$SHARED/models/stories260K.gguf" -p "Once upon a time" -n 64 --temp 0 \
