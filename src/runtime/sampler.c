@@ -14,8 +14,12 @@ struct pl_sampler {
 };
 
 pl_sampler_params pl_sampler_defaults(void) {
-    return (pl_sampler_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-                               .repeat_penalty = 1.0f, .penalty_last_n = -1};
+    return (pl_sampler_params){.temp = 0.8f,
+                               .top_k = 40,
+                               .top_p = 0.95f,
+                               .min_p = 0.05f,
+                               .repeat_penalty = 1.0f,
+                               .penalty_last_n = -1};
 }
 
 /* ---- random numbers: splitmix64 seeds xoshiro256** ---- */
@@ -27,7 +31,9 @@ static uint64_t splitmix64(uint64_t *x) {
     return z ^ (z >> 31);
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
 
 static uint64_t next_u64(uint64_t s[4]) {
     uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
@@ -41,7 +47,9 @@ static uint64_t next_u64(uint64_t s[4]) {
 }
 
 /* Uniform in [0, 1) with 53 random bits. */
-static double next_unit(uint64_t s[4]) { return (double)(next_u64(s) >> 11) * 0x1.0p-53; }
+static double next_unit(uint64_t s[4]) {
+    return (double)(next_u64(s) >> 11) * 0x1.0p-53;
+}
 
 /* ---- steps ---- */
 
@@ -50,8 +58,8 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-void pl_sampler_penalize(const pl_sampler_params *p, float *logits, int n_vocab,
-                         const int32_t *ctx, int64_t n_ctx) {
+void pl_sampler_penalize(const pl_sampler_params *p, float *logits, int n_vocab, const int32_t *ctx,
+                         int64_t n_ctx) {
     bool rep = p->repeat_penalty != 1.0f && p->repeat_penalty > 0;
     if (!rep && p->presence_penalty == 0 && p->frequency_penalty == 0) return;
     int64_t n = p->penalty_last_n < 0 || p->penalty_last_n > n_ctx ? n_ctx : p->penalty_last_n;
@@ -101,9 +109,12 @@ static float kth_largest(const float *v, int64_t n, int64_t k, float *tmp) {
                 tmp[j--] = t;
             }
         }
-        if (want <= j) hi = j;
-        else if (want >= i) lo = i;
-        else return tmp[want];
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            return tmp[want];
     }
     qsort(tmp + lo, (size_t)(hi - lo + 1), sizeof *tmp, cmp_float_desc);
     return tmp[want];
@@ -117,6 +128,8 @@ static void softmax(pl_candidate *cand, int64_t n, double temp) {
     for (int64_t i = 0; i < n; i++)
         cand[i].p = (float)(exp(((double)cand[i].logit - mx) / temp) / sum);
 }
+
+static int64_t finish(const pl_sampler_params *p, pl_candidate *cand, int64_t n);
 
 int64_t pl_sampler_distribution(const pl_sampler_params *p, const float *logits, int n_vocab,
                                 pl_candidate *cand) {
@@ -132,6 +145,11 @@ int64_t pl_sampler_distribution(const pl_sampler_params *p, const float *logits,
         cand[0] = (pl_candidate){.id = 0, .logit = 0, .p = 1};
         return 1;
     }
+    return finish(p, cand, n);
+}
+
+/* Steps after top-k on the n kept candidates (any order): rank, softmax, top-p, min-p. */
+static int64_t finish(const pl_sampler_params *p, pl_candidate *cand, int64_t n) {
     qsort(cand, (size_t)n, sizeof *cand, cmp_cand);
     softmax(cand, n, p->temp);
     if (p->top_p < 1.0f) {
@@ -179,6 +197,40 @@ void pl_sampler_free(pl_sampler *s) {
     free(s);
 }
 
+/* One draw from the n candidates in s->cand. */
+static int32_t draw(pl_sampler *s, int64_t n) {
+    double u = next_unit(s->rng), acc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        acc += s->cand[i].p;
+        if (u < acc) return s->cand[i].id;
+    }
+    return s->cand[n - 1].id;
+}
+
+int pl_sampler_top_count(const pl_sampler *s) {
+    const pl_sampler_params *p = &s->p;
+    bool penalties =
+        p->penalty_last_n != 0 &&
+        (p->repeat_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0);
+    if (p->temp <= 0 || penalties || p->top_k <= 0 || p->top_k > 256 || p->top_k >= s->n_vocab - 1)
+        return 0;
+    return p->top_k + 1;
+}
+
+bool pl_sampler_pick_top(pl_sampler *s, const int32_t *ids, const float *vals, int m,
+                         int32_t *out) {
+    int k = s->p.top_k;
+    if (m != k + 1 || pl_sampler_top_count(s) != m) return false;
+    for (int i = 0; i < m; i++)
+        if (ids[i] < 0 || ids[i] >= s->n_vocab || isnan(vals[i])) return false;
+    /* top-k keeps every logit >= the k-th largest: the set is exactly the first k unless
+     * the (k+1)-th ties with the k-th */
+    if (!(vals[k] < vals[k - 1])) return false;
+    for (int i = 0; i < k; i++) s->cand[i] = (pl_candidate){.id = ids[i], .logit = vals[i]};
+    *out = draw(s, finish(&s->p, s->cand, k));
+    return true;
+}
+
 bool pl_sampler_is_argmax(const pl_sampler *s) {
     return s->p.temp <= 0 && (s->p.repeat_penalty == 1.0f || s->p.penalty_last_n == 0) &&
            ((s->p.presence_penalty == 0 && s->p.frequency_penalty == 0) ||
@@ -195,15 +247,6 @@ pl_status pl_sampler_pick(pl_sampler *s, float *logits, const int32_t *ctx, int6
         *out = best;
         return PL_OK;
     }
-    int64_t n = pl_sampler_distribution(&s->p, logits, s->n_vocab, s->cand);
-    double u = next_unit(s->rng), acc = 0;
-    *out = s->cand[n - 1].id;
-    for (int64_t i = 0; i < n; i++) {
-        acc += s->cand[i].p;
-        if (u < acc) {
-            *out = s->cand[i].id;
-            break;
-        }
-    }
+    *out = draw(s, pl_sampler_distribution(&s->p, logits, s->n_vocab, s->cand));
     return PL_OK;
 }

@@ -56,11 +56,21 @@ bool pl_sampler_is_argmax(const pl_sampler *s);
 pl_status pl_sampler_pick(pl_sampler *s, float *logits, const int32_t *ctx, int64_t n_ctx,
                           int32_t *out);
 
+/* Sampling from the device's top-k: the number of (id, value) pairs to fetch (top_k + 1,
+ * most probable first, ties lower id first), or 0 when this sampler needs every logit
+ * (penalties, greedy, top-k off or above 256). */
+int pl_sampler_top_count(const pl_sampler *s);
+/* Pick from those m pairs exactly as pl_sampler_pick would from all the logits (the same
+ * candidates, order, probabilities and draw). False, with nothing consumed, when the pairs
+ * cannot decide it (the (k+1)-th value ties the k-th, a NaN, a missing id): then read
+ * the logits and call pl_sampler_pick. */
+bool pl_sampler_pick_top(pl_sampler *s, const int32_t *ids, const float *vals, int m, int32_t *out);
+
 /* ---- the steps, for tests and other samplers ---- */
 
 /* Step 1 on logits in place. */
-void pl_sampler_penalize(const pl_sampler_params *p, float *logits, int n_vocab,
-                         const int32_t *ctx, int64_t n_ctx);
+void pl_sampler_penalize(const pl_sampler_params *p, float *logits, int n_vocab, const int32_t *ctx,
+                         int64_t n_ctx);
 /* Step 3 (temp > 0): the kept candidates in cand (room for n_vocab), most probable first
  * (ties: lower id first), with probabilities summing to 1. Returns their count (>= 1). */
 int64_t pl_sampler_distribution(const pl_sampler_params *p, const float *logits, int n_vocab,

@@ -7,11 +7,14 @@
 struct pl_session {
     const pl_model *m;
     pl_state *st;
-    int32_t *ids;   /* [n_ctx]: the ids whose keys and values are cached */
+    int32_t *ids; /* [n_ctx]: the ids whose keys and values are cached */
     int64_t n_ids;
-    float *logits;  /* [n_vocab] host copy for sampling */
+    float *logits; /* [n_vocab] host copy for sampling */
     int n_vocab;
     bool have_logits; /* the state's logits belong to ids[n_ids - 1] */
+    /* sampling from the device's top-k (pl_sampler_top_count): its pairs land here, so a
+     * few hundred bytes come back per token instead of every logit */
+    pl_buf *top_ids, *top_vals;
 };
 
 pl_status pl_session_new(const pl_model *m, const pl_state_opts *o, pl_session **out) {
@@ -38,6 +41,8 @@ pl_status pl_session_new(const pl_model *m, const pl_state_opts *o, pl_session *
 
 void pl_session_free(pl_session *s) {
     if (!s) return;
+    pl_be_buf_free(s->top_ids);
+    pl_be_buf_free(s->top_vals);
     pl_state_free(s->st);
     free(s->ids);
     free(s->logits);
@@ -49,8 +54,12 @@ void pl_session_reset(pl_session *s) {
     s->have_logits = false;
 }
 
-int64_t pl_session_n_ctx(const pl_session *s) { return pl_state_get_opts(s->st)->n_ctx; }
-pl_state *pl_session_state(pl_session *s) { return s->st; }
+int64_t pl_session_n_ctx(const pl_session *s) {
+    return pl_state_get_opts(s->st)->n_ctx;
+}
+pl_state *pl_session_state(pl_session *s) {
+    return s->st;
+}
 
 const int32_t *pl_session_ids(const pl_session *s, int64_t *n) {
     *n = s->n_ids;
@@ -77,8 +86,9 @@ pl_status pl_session_set(pl_session *s, const int32_t *ids, int64_t n, int64_t *
     int64_t n_ctx = pl_session_n_ctx(s);
     if (n < 1) return pl_fail(PL_ERR_ARG, "nothing to run: no tokens");
     if (n > n_ctx)
-        return pl_fail(PL_ERR_ARG, "the prompt is %lld tokens, longer than the context of %lld "
-                                   "(raise --ctx)",
+        return pl_fail(PL_ERR_ARG,
+                       "the prompt is %lld tokens, longer than the context of %lld "
+                       "(raise --ctx)",
                        (long long)n, (long long)n_ctx);
     int64_t keep = 0;
     while (keep < s->n_ids && keep < n && s->ids[keep] == ids[keep]) keep++;
@@ -107,6 +117,21 @@ pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out) {
     if (pl_sampler_is_argmax(smp)) { /* only 4 bytes come back from the device */
         if ((st = pl_be_argmax(pl_state_logits(s->st), 1, pl_state_ids(s->st), 0))) return st;
         return pl_be_read(pl_state_ids(s->st), 0, out, (int64_t)sizeof *out);
+    }
+    int m = pl_sampler_top_count(smp);
+    if (m > 0) {
+        pl_buf *lg = pl_state_logits(s->st);
+        int32_t ids[257];
+        float vals[257];
+        if (!s->top_ids && (st = pl_be_buf_new(lg->be, PL_TYPE_I32, 257, 1, &s->top_ids)))
+            return st;
+        if (!s->top_vals && (st = pl_be_buf_new(lg->be, PL_TYPE_F32, 257, 1, &s->top_vals)))
+            return st;
+        if ((st = pl_be_topk(lg, 0, m, s->top_ids, s->top_vals)) ||
+            (st = pl_be_read(s->top_ids, 0, ids, (int64_t)m * 4)) ||
+            (st = pl_be_read(s->top_vals, 0, vals, (int64_t)m * 4)))
+            return st;
+        if (pl_sampler_pick_top(smp, ids, vals, m, out)) return PL_OK;
     }
     if ((st = pl_session_logits(s, s->logits))) return st;
     return pl_sampler_pick(smp, s->logits, s->ids, s->n_ids, out);

@@ -6,7 +6,9 @@
 #include "runtime/sampler.h"
 #include "test.h"
 
-static bool near(double a, double b) { return fabs(a - b) < 1e-6; }
+static bool near(double a, double b) {
+    return fabs(a - b) < 1e-6;
+}
 
 static pl_sampler_params plain(void) {
     pl_sampler_params p = pl_sampler_defaults();
@@ -185,7 +187,75 @@ static void test_big_vocab(void) {
     free(c);
 }
 
+/* Picking from the top k+1 pairs gives the id the full logits give, draw for draw, for
+ * random logits and settings; a tie across the k-th place is refused (nothing consumed). */
+static void test_pick_top(void) {
+    enum { V = 600 };
+    static float logits[V], work[V];
+    uint64_t x = 99;
+    int same = 0, refused = 0, total = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        pl_sampler_params p = pl_sampler_defaults();
+        p.seed = (uint64_t)trial;
+        p.top_k = 1 + trial % 60;
+        p.top_p = trial % 3 ? 0.9f : 1.0f;
+        p.min_p = trial % 4 ? 0.05f : 0.0f;
+        p.temp = 0.3f + (float)(trial % 5) * 0.4f;
+        pl_sampler *a = NULL, *b = NULL;
+        pl_sampler_new(&p, V, &a), pl_sampler_new(&p, V, &b);
+        CHECK(pl_sampler_top_count(a) == p.top_k + 1, "top count %d", pl_sampler_top_count(a));
+        for (int step = 0; step < 20; step++) {
+            for (int i = 0; i < V; i++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                /* coarse values on some trials: ties, also across the k-th place */
+                logits[i] = trial % 7 == 0 ? (float)((x >> 40) % 16)
+                                           : (float)((x >> 11) % 100000) / 7000.0f;
+            }
+            /* the top k+1 pairs, descending, ties lower id first (what the device returns) */
+            int32_t ids[257];
+            float vals[257];
+            int m = p.top_k + 1;
+            memcpy(work, logits, sizeof logits);
+            for (int j = 0; j < m; j++) {
+                int best = -1;
+                for (int i = 0; i < V; i++)
+                    if (work[i] > -1e30f && (best < 0 || work[i] > work[best])) best = i;
+                ids[j] = best, vals[j] = work[best], work[best] = -1e31f;
+            }
+            int32_t full = -1, top = -1;
+            memcpy(work, logits, sizeof logits);
+            pl_sampler_pick(a, work, NULL, 0, &full);
+            if (pl_sampler_pick_top(b, ids, vals, m, &top)) {
+                same += top == full;
+            } else {
+                refused++;
+                CHECK(!(vals[m - 1] < vals[m - 2]), "refused without a tie at the k-th place");
+                memcpy(work, logits, sizeof logits);
+                pl_sampler_pick(b, work, NULL, 0, &top); /* the fallback keeps the draws aligned */
+                same += top == full;
+            }
+            total++;
+        }
+        pl_sampler_free(a), pl_sampler_free(b);
+    }
+    CHECK(same == total, "top-k pick differs from the full pick in %d of %d", total - same, total);
+    CHECK(refused > 0 && refused < total / 2,
+          "ties refused %d of %d (the coarse trials must hit some)", refused, total);
+    /* samplers that need every logit */
+    pl_sampler_params p = pl_sampler_defaults();
+    pl_sampler *s = NULL;
+    p.repeat_penalty = 1.1f;
+    pl_sampler_new(&p, V, &s);
+    CHECK(pl_sampler_top_count(s) == 0, "penalties need the full logits");
+    pl_sampler_free(s);
+    p = pl_sampler_defaults(), p.temp = 0;
+    pl_sampler_new(&p, V, &s);
+    CHECK(pl_sampler_top_count(s) == 0, "greedy has its own path");
+    pl_sampler_free(s);
+}
+
 static void run_tests(void) {
+    test_pick_top();
     test_penalties();
     test_distribution();
     test_pick();

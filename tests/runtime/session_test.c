@@ -42,7 +42,8 @@ static bool same_ids(const id_list *a, const id_list *b) {
 
 static void test_two_turns(const pl_model *m, const char *json) {
     const int V = pl_model_get_info(m)->n_vocab;
-    const char *pp[] = {"stories260K.gguf", "prompt_ids"}, *gp[] = {"stories260K.gguf", "generated_ids"};
+    const char *pp[] = {"stories260K.gguf", "prompt_ids"},
+               *gp[] = {"stories260K.gguf", "generated_ids"};
     int32_t prompt[8], want[64];
     int np = fixture_ids(json, pp, 2, prompt, 8);
     CHECK(np == 5 && fixture_ids(json, gp, 2, want, 64) == 64, "fixture");
@@ -54,7 +55,8 @@ static void test_two_turns(const pl_model *m, const char *json) {
     id_list g1 = {0};
     pl_gen_opts o = {.n_predict = 20, .on_token = collect, .ud = &g1};
     CHECK(pl_generate(chat, smp, prompt, np, &o, &st) == PL_OK, "%s", pl_last_error());
-    CHECK(st.n_prompt_run == np && g1.n == 20, "turn 1 ran %lld, made %d", (long long)st.n_prompt_run, g1.n);
+    CHECK(st.n_prompt_run == np && g1.n == 20, "turn 1 ran %lld, made %d",
+          (long long)st.n_prompt_run, g1.n);
     CHECK(!memcmp(g1.ids, want, 20 * sizeof(int32_t)), "turn 1 differs from llama.cpp");
 
     /* turn 2: the whole text so far plus new ids (a "user turn") */
@@ -86,7 +88,8 @@ static void test_two_turns(const pl_model *m, const char *json) {
     pl_session *small = session(m, 256, 3);
     int64_t ran;
     CHECK(pl_session_set(small, full, nf, &ran) == PL_OK && ran == nf, "batched set");
-    CHECK(pl_session_set(fresh, full, nf, &ran) == PL_OK && ran == 1, "re-set ran %lld", (long long)ran);
+    CHECK(pl_session_set(fresh, full, nf, &ran) == PL_OK && ran == 1, "re-set ran %lld",
+          (long long)ran);
     pl_session_logits(small, reused);
     pl_session_logits(fresh, fresh_l);
     CHECK(!memcmp(reused, fresh_l, sizeof reused), "batch size changed the logits");
@@ -118,6 +121,36 @@ static void test_sampled_reproducible(const pl_model *m) {
         pl_sampler_free(smp);
     }
     CHECK(a.n == 40 && same_ids(&a, &b), "same seed, different ids");
+}
+
+/* Sampling through the backend's top-k (pl_session_pick with the default settings) gives
+ * the ids of sampling from every logit with the same seed. */
+static void test_sampled_top_path(const pl_model *m) {
+    const int32_t prompt[] = {1, 403, 407, 261, 378};
+    int V = pl_model_get_info(m)->n_vocab;
+    pl_sampler_params p = pl_sampler_defaults();
+    p.seed = 77;
+    pl_sampler *a = NULL, *b = NULL;
+    pl_sampler_new(&p, V, &a), pl_sampler_new(&p, V, &b);
+    CHECK(pl_sampler_top_count(a) == 41, "defaults should take the top-k path");
+    pl_session *s1 = session(m, 128, 64), *s2 = session(m, 128, 64);
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    int64_t nr;
+    int same = 0, n = 0;
+    bool ok = s1 && s2 && logits && pl_session_set(s1, prompt, 5, &nr) == PL_OK &&
+              pl_session_set(s2, prompt, 5, &nr) == PL_OK;
+    for (int t = 0; ok && t < 40; t++, n++) {
+        int32_t x = -1, y = -1;
+        ok = pl_session_pick(s1, a, &x) == PL_OK && pl_session_logits(s2, logits) == PL_OK &&
+             pl_sampler_pick(b, logits, NULL, 0, &y) == PL_OK;
+        same += ok && x == y;
+        ok = ok && pl_session_push(s1, x) == PL_OK && pl_session_push(s2, x) == PL_OK;
+    }
+    CHECK(ok && same == 40, "top-k path: %d of %d ids equal the full-logits path (%s)", same, n,
+          ok ? "" : pl_last_error());
+    free(logits);
+    pl_session_free(s1), pl_session_free(s2);
+    pl_sampler_free(a), pl_sampler_free(b);
 }
 
 static void test_context_limits(const pl_model *m) {
@@ -152,6 +185,7 @@ static void run_tests(void) {
     if (m) {
         test_two_turns(m, json);
         test_sampled_reproducible(m);
+        test_sampled_top_path(m);
         test_context_limits(m);
     }
     pl_model_free(m);
