@@ -64,15 +64,15 @@ static inline float pl_cpu_dot(const float *a, const float *b, int64_t n) {
 }
 
 /* One row of Q4_0 (q4) or Q8_0 blocks (GGUF layout) against nb blocks of activations
- * quantised by pl_quant_act_q8_0 (so in -127..127; weights may be any byte): sum over blocks of
- * (float)integer_dot * d_w * d_x, in block order. AVX2 when the CPU has it, bit-identical to the
+ * quantised by pl_quant_act_q8_0 (so in -127..127; weights may be any byte), with their
+ * f16 block scales already widened to float in yd: sum over blocks of (float)integer_dot
+ * * d_w * d_x, in block order. AVX2 + F16C when the CPU has them, bit-identical to the
  * portable version. */
-float pl_cpu_qdot_row(int q4, const unsigned char *w, const int8_t *y, const uint16_t *yd,
-                      int64_t nb);
+float pl_cpu_qdot_row(int q4, const unsigned char *w, const int8_t *y, const float *yd, int64_t nb);
 /* The same for four activation rows against one weight row (bit-identical to four calls). */
 void pl_cpu_qdot_rows4(int q4, const unsigned char *w, const int8_t *const y[4],
-                       const uint16_t *const yd[4], int64_t nb, float out[4]);
-float pl_cpu_qdot_row_portable(int q4, const unsigned char *w, const int8_t *y, const uint16_t *yd,
+                       const float *const yd[4], int64_t nb, float out[4]);
+float pl_cpu_qdot_row_portable(int q4, const unsigned char *w, const int8_t *y, const float *yd,
                                int64_t nb);
 
 pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,

@@ -17,7 +17,7 @@
 typedef struct {
     const pl_buf *w, *x, *bias;
     const int8_t *xq; /* act_q8: the quantised activation rows, and their block scales */
-    const uint16_t *xd;
+    const float *xd;  /* (the f16 scales widened once, not once per weight row) */
     pl_buf *out;
     int64_t n, rows_per_item;
     bool accumulate;
@@ -44,7 +44,7 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
             int m = j->n - i >= 4 ? 4 : 1; /* a batch goes four activation rows at a time */
             if (m == 4) {
                 const int8_t *y[4];
-                const uint16_t *yd[4];
+                const float *yd[4];
                 for (int t = 0; t < 4; t++)
                     y[t] = j->xq + (i + t) * k, yd[t] = j->xd + (i + t) * nb;
                 pl_cpu_qdot_rows4(q4, wr, y, yd, nb, sums);
@@ -119,21 +119,24 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
     j.rows_per_item = (n_out + items - 1) / items;
     items = (n_out + j.rows_per_item - 1) / j.rows_per_item;
     int8_t *xq = NULL;
-    uint16_t *xd = NULL;
+    uint16_t *xh = NULL;
+    float *xd = NULL;
     if (be->act_q8 && (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0)) {
-        int64_t k = w->ne0;
+        int64_t k = w->ne0, nbt = n * (k / 32);
         xq = malloc((size_t)(n * k));
-        xd = malloc((size_t)(n * k / 32) * sizeof *xd);
-        if (!xq || !xd) {
-            free(xq), free(xd);
+        xh = malloc((size_t)nbt * sizeof *xh);
+        xd = malloc((size_t)nbt * sizeof *xd);
+        if (!xq || !xh || !xd) {
+            free(xq), free(xh), free(xd);
             return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
         }
         for (int64_t i = 0; i < n; i++)
-            pl_quant_act_q8_0(fptr(x) + i * k, k, xq + i * k, xd + i * (k / 32));
+            pl_quant_act_q8_0(fptr(x) + i * k, k, xq + i * k, xh + i * (k / 32));
+        for (int64_t b = 0; b < nbt; b++) xd[b] = pl_f16_to_f32(xh[b]);
         j.xq = xq, j.xd = xd;
     }
     pl_pool_run(c->pool, items, mm_item, &j);
-    free(xq), free(xd);
+    free(xq), free(xh), free(xd);
     if (atomic_load(&j.failed))
         return pl_fail(PL_ERR_NOMEM, "matmul: out of memory or unreadable weights");
     return PL_OK;

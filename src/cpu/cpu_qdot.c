@@ -20,7 +20,7 @@ static inline float half(const unsigned char *p) {
     return pl_f16_to_f32(h);
 }
 
-static float row_scalar(int q4, const unsigned char *w, const int8_t *y, const uint16_t *yd,
+static float row_scalar(int q4, const unsigned char *w, const int8_t *y, const float *yd,
                         int64_t nb) {
     float sum = 0;
     for (int64_t b = 0; b < nb; b++, y += 32) {
@@ -33,7 +33,7 @@ static float row_scalar(int q4, const unsigned char *w, const int8_t *y, const u
             const int8_t *qs = (const int8_t *)(w + 2);
             for (int i = 0; i < 32; i++) s += qs[i] * y[i];
         }
-        sum += (float)s * half(w) * pl_f16_to_f32(yd[b]);
+        sum += (float)s * half(w) * yd[b];
         w += q4 ? 18 : 34;
     }
     return sum;
@@ -65,13 +65,20 @@ __attribute__((target("avx2"))) static inline __m256i weights32(int q4, const un
     return _mm256_sub_epi8(n, _mm256_set1_epi8(8));
 }
 
-__attribute__((target("avx2"))) static float
-row_avx2(int q4, const unsigned char *w, const int8_t *y, const uint16_t *yd, int64_t nb) {
+/* The block's f16 scale through F16C (exact, like pl_f16_to_f32). */
+__attribute__((target("avx2,f16c"))) static inline float half_f16c(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+__attribute__((target("avx2,f16c"))) static float
+row_avx2(int q4, const unsigned char *w, const int8_t *y, const float *yd, int64_t nb) {
     float sum = 0;
     for (int64_t b = 0; b < nb; b++, y += 32) {
         __m256i x = weights32(q4, w);
         int32_t s = hsum(dot_i8(x, _mm256_loadu_si256((const __m256i *)y)));
-        sum += (float)s * half(w) * pl_f16_to_f32(yd[b]);
+        sum += (float)s * half_f16c(w) * yd[b];
         w += q4 ? 18 : 34;
     }
     return sum;
@@ -79,10 +86,10 @@ row_avx2(int q4, const unsigned char *w, const int8_t *y, const uint16_t *yd, in
 
 /* Four activation rows at once: each weight block is unpacked once, and the four integer
  * sums come out of one horizontal reduction. Same per-row arithmetic as row_avx2. */
-__attribute__((target("avx2"))) static void rows4_avx2(int q4, const unsigned char *w,
-                                                       const int8_t *const y[4],
-                                                       const uint16_t *const yd[4], int64_t nb,
-                                                       float out[4]) {
+__attribute__((target("avx2,f16c"))) static void rows4_avx2(int q4, const unsigned char *w,
+                                                            const int8_t *const y[4],
+                                                            const float *const yd[4], int64_t nb,
+                                                            float out[4]) {
     float sum[4] = {0, 0, 0, 0};
     for (int64_t b = 0; b < nb; b++) {
         __m256i x = weights32(q4, w);
@@ -96,8 +103,8 @@ __attribute__((target("avx2"))) static void rows4_avx2(int q4, const unsigned ch
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
         int32_t si[4];
         _mm_storeu_si128((__m128i *)si, s4);
-        float dw = half(w);
-        for (int i = 0; i < 4; i++) sum[i] += (float)si[i] * dw * pl_f16_to_f32(yd[i][b]);
+        float dw = half_f16c(w);
+        for (int i = 0; i < 4; i++) sum[i] += (float)si[i] * dw * yd[i][b];
         w += q4 ? 18 : 34;
     }
     memcpy(out, sum, sizeof sum);
@@ -107,7 +114,7 @@ __attribute__((target("avx2"))) static void rows4_avx2(int q4, const unsigned ch
 static int have_avx2(void) {
 #ifdef PL_QDOT_X86
     static int avx2 = -1; /* benign race: every thread computes the same answer */
-    if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? 1 : 0;
     return avx2;
 #else
     return 0;
@@ -115,7 +122,7 @@ static int have_avx2(void) {
 }
 
 void pl_cpu_qdot_rows4(int q4, const unsigned char *w, const int8_t *const y[4],
-                       const uint16_t *const yd[4], int64_t nb, float out[4]) {
+                       const float *const yd[4], int64_t nb, float out[4]) {
 #ifdef PL_QDOT_X86
     if (have_avx2()) {
         rows4_avx2(q4, w, y, yd, nb, out);
@@ -125,7 +132,7 @@ void pl_cpu_qdot_rows4(int q4, const unsigned char *w, const int8_t *const y[4],
     for (int i = 0; i < 4; i++) out[i] = row_scalar(q4, w, y[i], yd[i], nb);
 }
 
-float pl_cpu_qdot_row(int q4, const unsigned char *w, const int8_t *y, const uint16_t *yd,
+float pl_cpu_qdot_row(int q4, const unsigned char *w, const int8_t *y, const float *yd,
                       int64_t nb) {
 #ifdef PL_QDOT_X86
     if (have_avx2()) return row_avx2(q4, w, y, yd, nb);
@@ -133,7 +140,7 @@ float pl_cpu_qdot_row(int q4, const unsigned char *w, const int8_t *y, const uin
     return row_scalar(q4, w, y, yd, nb);
 }
 
-float pl_cpu_qdot_row_portable(int q4, const unsigned char *w, const int8_t *y, const uint16_t *yd,
+float pl_cpu_qdot_row_portable(int q4, const unsigned char *w, const int8_t *y, const float *yd,
                                int64_t nb) {
     return row_scalar(q4, w, y, yd, nb);
 }

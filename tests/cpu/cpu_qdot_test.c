@@ -16,7 +16,7 @@ static uint32_t rnd(void) {
     return (uint32_t)(rng >> 11);
 }
 
-static float direct(int q4, const unsigned char *w, const int8_t *y, const uint16_t *yd, int nb) {
+static float direct(int q4, const unsigned char *w, const int8_t *y, const float *yd, int nb) {
     float sum = 0;
     for (int b = 0; b < nb; b++) {
         const unsigned char *blk = w + b * (q4 ? 18 : 34);
@@ -28,7 +28,7 @@ static float direct(int q4, const unsigned char *w, const int8_t *y, const uint1
         }
         uint16_t dh;
         memcpy(&dh, blk, 2);
-        sum += (float)s * pl_f16_to_f32(dh) * pl_f16_to_f32(yd[b]);
+        sum += (float)s * pl_f16_to_f32(dh) * yd[b];
     }
     return sum;
 }
@@ -39,7 +39,7 @@ static void run_tests(void) {
         int q4 = iter & 1, nb = 1 + (int)(rnd() % 40), bs = q4 ? 18 : 34;
         unsigned char *w = malloc((size_t)nb * bs);
         int8_t *y = malloc((size_t)nb * 32);
-        uint16_t *yd = malloc((size_t)nb * 2);
+        float *yd = malloc((size_t)nb * sizeof *yd);
         for (int i = 0; i < nb * bs; i++) w[i] = (unsigned char)rnd();
         /* activations as pl_quant_act_q8_0 makes them: -127..127 */
         for (int i = 0; i < nb * 32; i++)
@@ -47,7 +47,7 @@ static void run_tests(void) {
         for (int b = 0; b < nb; b++) {
             uint16_t d = pl_f32_to_f16((float)(rnd() % 1000) / 1000.0f - 0.5f);
             memcpy(w + b * bs, &d, 2);
-            yd[b] = pl_f32_to_f16((float)(rnd() % 1000) / 50000.0f);
+            yd[b] = pl_f16_to_f32(pl_f32_to_f16((float)(rnd() % 1000) / 50000.0f));
             if (iter % 5 == 0) memset(w + b * bs + 2, iter % 10 == 0 ? 0x00 : 0xff, (size_t)bs - 2);
             if (iter % 11 == 0 && !q4) memset(w + b * bs + 2, 0x80, 32); /* -128 */
         }
@@ -56,9 +56,9 @@ static void run_tests(void) {
         bad_port += memcmp(&a, &p, sizeof a) != 0;
         /* four activation rows: this one and three shifted copies of it */
         int8_t *y4 = malloc((size_t)nb * 32 * 4);
-        uint16_t *yd4 = malloc((size_t)nb * 2 * 4);
+        float *yd4 = malloc((size_t)nb * sizeof *yd4 * 4);
         const int8_t *yp[4];
-        const uint16_t *ydp[4];
+        const float *ydp[4];
         for (int t = 0; t < 4; t++) {
             for (int i = 0; i < nb * 32; i++) y4[t * nb * 32 + i] = y[(i + 5 * t) % (nb * 32)];
             for (int b = 0; b < nb; b++) yd4[t * nb + b] = yd[(b + t) % nb];
