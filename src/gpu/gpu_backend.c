@@ -444,6 +444,9 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
                               : (gemv_tune){128, 16, 0, 0, 1}; /* q8x: see gpu-notes.md */
     /* POOLED_GPU_GEMV=threads,rows,subgroup-reduce,subgroup-rows,unroll fixes the GEMV
      * shape of every weight type (experiments; no autotune then) */
+    const char *pre = getenv("POOLED_GPU_PRELOAD");
+    /* off by default: not yet measured on a GPU (docs/gpu-notes.md, "next") */
+    gb->q8_preload = pre && !strcmp(pre, "1");
     const char *fix = getenv("POOLED_GPU_GEMV");
     unsigned v[5];
     if (fix && sscanf(fix, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {

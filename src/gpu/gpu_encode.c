@@ -200,6 +200,7 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
         p.threads = d->threads, p.rows_per_wg = d->rows, p.subgroups = (int)d->subgroups;
         p.sg_rows = d->sg_rows, p.unroll = d->unroll;
     }
+    p.preload = p.q8x && gb->q8_preload && p.unroll <= 1;
     /* fewer rows per workgroup where the partial sums would not fit workgroup memory */
     while (p.rows_per_wg > 1 && pl_gemv_wg_bytes(&p) > gb->info->max_wg_storage) p.rows_per_wg /= 2;
     pl_gpu_kernel *k;
@@ -500,6 +501,7 @@ double pl_gpu_time_gemv(gpu_backend *gb, const gbuf *w, gemv_tune t, pl_gpu_buf 
     p.threads = t.threads, p.rows_per_wg = t.rows, p.subgroups = (int)t.subgroups;
     p.sg_rows = t.sg_rows, p.unroll = t.unroll;
     p.q8x = pl_gpu_q8x(gb, w);
+    p.preload = p.q8x && gb->q8_preload && p.unroll <= 1;
     p.mode = PL_GEMV_STORE;
     p.parts = 1;
     pl_gpu_kernel *k;

@@ -141,6 +141,7 @@ typedef struct {
     int n_shapes, cap_shapes;
     int tune_fixed;  /* POOLED_GPU_GEMV gave the shape: no tuning */
     int in_selftest; /* the self-test's small weights are not worth tuning */
+    int q8_preload;  /* q8x GEMVs load every row's block first (POOLED_GPU_PRELOAD=1) */
     /* the op queue */
     op *ops;
     int n_ops, cap_ops;

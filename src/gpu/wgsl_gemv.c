@@ -30,8 +30,12 @@ static wfmt fmt_of(pl_gpu_wtype type, unsigned cols) {
     }
 }
 
-static unsigned n_mats(const pl_gemv_params *p) { return p->mode == PL_GEMV_GATE_UP ? 2 : 1; }
-static unsigned n_parts(const pl_gemv_params *p) { return p->parts ? p->parts : 1; }
+static unsigned n_mats(const pl_gemv_params *p) {
+    return p->mode == PL_GEMV_GATE_UP ? 2 : 1;
+}
+static unsigned n_parts(const pl_gemv_params *p) {
+    return p->parts ? p->parts : 1;
+}
 
 uint32_t pl_gemv_rows_per_group(const pl_gemv_params *p) {
     return p->sg_rows ? p->threads / p->sg_rows * p->rows_per_wg : p->rows_per_wg;
@@ -76,9 +80,8 @@ static pl_status check(const pl_gemv_params *p) {
         return pl_fail(PL_ERR_ARG, "GEMV: gate/up takes no bias");
     if ((p->norm_out && !p->norm) || ((p->gate_out || p->up_out) && p->mode != PL_GEMV_GATE_UP))
         return pl_fail(PL_ERR_ARG, "GEMV: side output without its fusion");
-    if (p->split[0] && (p->mode != PL_GEMV_STORE || p->bias || parts > 1 ||
-                        p->split[0] % rw || p->split[1] % rw || p->split[0] >= p->split[1] ||
-                        p->split[1] >= p->rows))
+    if (p->split[0] && (p->mode != PL_GEMV_STORE || p->bias || parts > 1 || p->split[0] % rw ||
+                        p->split[1] % rw || p->split[0] >= p->split[1] || p->split[1] >= p->rows))
         return pl_fail(PL_ERR_ARG, "GEMV: bad output split %u/%u of %u rows", p->split[0],
                        p->split[1], p->rows);
     return PL_OK;
@@ -102,11 +105,13 @@ static void decl_weights(pl_wtext *t, const pl_gemv_params *p, wfmt f, int *bind
  * 2^23 + 128 + s - that constant is the signed value s. */
 static const char *helpers =
     "fn lo4(v: u32) -> vec4<f32> {\n"
-    "  let m = (vec4<u32>(v, v >> 8u, v >> 16u, v >> 24u) & vec4<u32>(15u)) | vec4<u32>(0x4B000000u);\n"
+    "  let m = (vec4<u32>(v, v >> 8u, v >> 16u, v >> 24u) & vec4<u32>(15u)) | "
+    "vec4<u32>(0x4B000000u);\n"
     "  return bitcast<vec4<f32>>(m) - vec4<f32>(8388616.0);\n"
     "}\n"
     "fn hi4(v: u32) -> vec4<f32> {\n"
-    "  let m = (vec4<u32>(v >> 4u, v >> 12u, v >> 20u, v >> 28u) & vec4<u32>(15u)) | vec4<u32>(0x4B000000u);\n"
+    "  let m = (vec4<u32>(v >> 4u, v >> 12u, v >> 20u, v >> 28u) & vec4<u32>(15u)) | "
+    "vec4<u32>(0x4B000000u);\n"
     "  return bitcast<vec4<f32>>(m) - vec4<f32>(8388616.0);\n"
     "}\n"
     "fn i8x4(v: u32) -> vec4<f32> {\n"
@@ -145,46 +150,51 @@ static const char *q8_helpers =
  * scale dx and, for Q4_0, the quants' sum ps (the nibbles' offset of 8 is taken off as
  * 8 * ps, all in integers). */
 static void quantize_block(pl_wtext *t, const pl_gemv_params *p) {
-    pl_wtext_add(t,
-                 "      let am = max(max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))),\n"
-                 "                   max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7))));\n"
-                 "      let dq = cdiv(max(max(am.x, am.y), max(am.z, am.w)), 127.0);\n"
-                 "      let iq = select(0.0, cdiv(1.0, dq), dq != 0.0);\n"
-                 "      let dx = f16r(dq);\n");
+    pl_wtext_add(t, "      let am = max(max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))),\n"
+                    "                   max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7))));\n"
+                    "      let dq = cdiv(max(max(am.x, am.y), max(am.z, am.w)), 127.0);\n"
+                    "      let iq = select(0.0, cdiv(1.0, dq), dq != 0.0);\n"
+                    "      let dx = f16r(dq);\n");
     for (int j = 0; j < 8; j++) pl_wtext_add(t, "      let p%d = q8r(x%d * iq);\n", j, j);
     if (p->type == PL_GW_Q4_0)
-        pl_wtext_add(t, "      let ps = dot4I8Packed(p0, 0x01010101u) + dot4I8Packed(p1, 0x01010101u)"
-                        " + dot4I8Packed(p2, 0x01010101u) + dot4I8Packed(p3, 0x01010101u)\n"
-                        "        + dot4I8Packed(p4, 0x01010101u) + dot4I8Packed(p5, 0x01010101u)"
-                        " + dot4I8Packed(p6, 0x01010101u) + dot4I8Packed(p7, 0x01010101u);\n");
+        pl_wtext_add(t,
+                     "      let ps = dot4I8Packed(p0, 0x01010101u) + dot4I8Packed(p1, 0x01010101u)"
+                     " + dot4I8Packed(p2, 0x01010101u) + dot4I8Packed(p3, 0x01010101u)\n"
+                     "        + dot4I8Packed(p4, 0x01010101u) + dot4I8Packed(p5, 0x01010101u)"
+                     " + dot4I8Packed(p6, 0x01010101u) + dot4I8Packed(p7, 0x01010101u);\n");
 }
 
 /* acc += the dot of block `idx` of matrix (m, part) with the x values of this block. */
 static void block_dot(pl_wtext *t, const pl_gemv_params *p, wfmt f, char m, unsigned part,
-                      const char *idx, const char *acc) {
-    if (p->q8x && p->type == PL_GW_Q4_0) { /* sum of (nibble - 8) * quant, then the scales */
-        pl_wtext_add(t,
-                     "      { let w = q%c%u[%s];\n"
-                     "        let d = unpack2x16float(s%c%u[%s >> 1u])[%s & 1u];\n"
-                     "        let lo = w & vec4<u32>(0x0F0F0F0Fu); let hi = (w >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu);\n"
-                     "        let si = dot4I8Packed(lo.x, p0) + dot4I8Packed(lo.y, p1) + dot4I8Packed(lo.z, p2)"
-                     " + dot4I8Packed(lo.w, p3)\n"
-                     "          + dot4I8Packed(hi.x, p4) + dot4I8Packed(hi.y, p5) + dot4I8Packed(hi.z, p6)"
-                     " + dot4I8Packed(hi.w, p7) - 8 * ps;\n"
-                     "        %s += f32(si) * d * dx; }\n",
-                     m, part, idx, m, part, idx, idx, acc);
-        return;
-    }
-    if (p->q8x) {
-        pl_wtext_add(t,
-                     "      { let w = q%c%u[2u * %s]; let v = q%c%u[2u * %s + 1u];\n"
-                     "        let d = unpack2x16float(s%c%u[%s >> 1u])[%s & 1u];\n"
-                     "        let si = dot4I8Packed(w.x, p0) + dot4I8Packed(w.y, p1) + dot4I8Packed(w.z, p2)"
-                     " + dot4I8Packed(w.w, p3)\n"
-                     "          + dot4I8Packed(v.x, p4) + dot4I8Packed(v.y, p5) + dot4I8Packed(v.z, p6)"
-                     " + dot4I8Packed(v.w, p7);\n"
-                     "        %s += f32(si) * d * dx; }\n",
-                     m, part, idx, m, part, idx, m, part, idx, idx, acc);
+                      const char *idx, const char *acc, const char *pre) {
+    if (p->q8x) { /* integer dots: the Q4_0 nibbles (minus 8 x the quants' sum) or Q8_0 bytes */
+        char w[96], v[96], sc[96]; /* the block's words and scale: loads, or the preloaded */
+        if (pre) {                 /* issued up front (preload): lw, lv, ls + pre */
+            snprintf(w, sizeof w, "lw%s", pre), snprintf(v, sizeof v, "lv%s", pre);
+            snprintf(sc, sizeof sc, "ls%s", pre);
+        } else {
+            snprintf(w, sizeof w, p->type == PL_GW_Q4_0 ? "q%c%u[%s]" : "q%c%u[2u * %s]", m, part,
+                     idx);
+            snprintf(v, sizeof v, "q%c%u[2u * %s + 1u]", m, part, idx);
+            snprintf(sc, sizeof sc, "s%c%u[%s >> 1u]", m, part, idx);
+        }
+        if (p->type == PL_GW_Q4_0)
+            pl_wtext_add(t,
+                         "      { let w0 = %s;\n"
+                         "        let w = w0 & vec4<u32>(0x0F0F0F0Fu); let v = (w0 >> "
+                         "vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu);\n",
+                         w);
+        else
+            pl_wtext_add(t, "      { let w = %s; let v = %s;\n", w, v);
+        pl_wtext_add(
+            t,
+            "        let d = unpack2x16float(%s)[%s & 1u];\n"
+            "        let si = dot4I8Packed(w.x, p0) + dot4I8Packed(w.y, p1) + dot4I8Packed(w.z, p2)"
+            " + dot4I8Packed(w.w, p3)\n"
+            "          + dot4I8Packed(v.x, p4) + dot4I8Packed(v.y, p5) + dot4I8Packed(v.z, p6)"
+            " + dot4I8Packed(v.w, p7)%s;\n"
+            "        %s += f32(si) * d * dx; }\n",
+            sc, idx, p->type == PL_GW_Q4_0 ? " - 8 * ps" : "", acc);
         return;
     }
     switch (p->type) {
@@ -199,14 +209,15 @@ static void block_dot(pl_wtext *t, const pl_gemv_params *p, wfmt f, char m, unsi
                      m, part, idx, m, part, idx, idx, acc);
         break;
     case PL_GW_Q8_0:
-        pl_wtext_add(t,
-                     "      { let w = q%c%u[2u * %s]; let v = q%c%u[2u * %s + 1u];\n"
-                     "        let d = unpack2x16float(s%c%u[%s >> 1u])[%s & 1u];\n"
-                     "        %s += d * (dot(i8x4(w.x), x0) + dot(i8x4(w.y), x1) + dot(i8x4(w.z), x2)"
-                     " + dot(i8x4(w.w), x3)\n"
-                     "          + dot(i8x4(v.x), x4) + dot(i8x4(v.y), x5) + dot(i8x4(v.z), x6)"
-                     " + dot(i8x4(v.w), x7)); }\n",
-                     m, part, idx, m, part, idx, m, part, idx, idx, acc);
+        pl_wtext_add(
+            t,
+            "      { let w = q%c%u[2u * %s]; let v = q%c%u[2u * %s + 1u];\n"
+            "        let d = unpack2x16float(s%c%u[%s >> 1u])[%s & 1u];\n"
+            "        %s += d * (dot(i8x4(w.x), x0) + dot(i8x4(w.y), x1) + dot(i8x4(w.z), x2)"
+            " + dot(i8x4(w.w), x3)\n"
+            "          + dot(i8x4(v.x), x4) + dot(i8x4(v.y), x5) + dot(i8x4(v.z), x6)"
+            " + dot(i8x4(v.w), x7)); }\n",
+            m, part, idx, m, part, idx, m, part, idx, idx, acc);
         break;
     case PL_GW_F16:
         if (f.xv)
@@ -219,8 +230,10 @@ static void block_dot(pl_wtext *t, const pl_gemv_params *p, wfmt f, char m, unsi
                          acc, m, part, idx, idx);
         break;
     case PL_GW_F32:
-        if (f.xv) pl_wtext_add(t, "      %s += dot(q%c%u[%s], x0);\n", acc, m, part, idx);
-        else pl_wtext_add(t, "      %s += q%c%u[%s] * x0;\n", acc, m, part, idx);
+        if (f.xv)
+            pl_wtext_add(t, "      %s += dot(q%c%u[%s], x0);\n", acc, m, part, idx);
+        else
+            pl_wtext_add(t, "      %s += q%c%u[%s] * x0;\n", acc, m, part, idx);
         break;
     }
 }
@@ -242,7 +255,8 @@ static void store_row(pl_wtext *t, const pl_gemv_params *p, const char *v0, cons
         pl_wtext_add(t, "      y[yo + row] = %s%s;\n", v0, p->bias ? " + bias[row]" : "");
         break;
     case PL_GEMV_ACCUM:
-        pl_wtext_add(t, "      y[yo + row] = y[yo + row] + %s%s;\n", v0, p->bias ? " + bias[row]" : "");
+        pl_wtext_add(t, "      y[yo + row] = y[yo + row] + %s%s;\n", v0,
+                     p->bias ? " + bias[row]" : "");
         break;
     case PL_GEMV_GATE_UP:
         pl_wtext_add(t, "      y[yo + row] = %s / (1.0 + exp(-%s)) * %s;\n", v0, v0, v1);
@@ -268,22 +282,45 @@ static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned par
             pl_wtext_add(t, "      let b = b0;\n");
         } else {
             pl_wtext_add(t, "      let b = min(b0 + %uu * %s, %s - 1u);\n", u, step, nb);
-            pl_wtext_add(t, "      let live = select(0.0, 1.0, b0 + %uu * %s < %s);\n", u, step, nb);
+            pl_wtext_add(t, "      let live = select(0.0, 1.0, b0 + %uu * %s < %s);\n", u, step,
+                         nb);
+        }
+        /* preload: every row's weight block and scale is loaded before the x block is
+         * read and quantised, so they are all in flight at once */
+        int pre = p->q8x && p->preload && U == 1;
+        for (unsigned m = 0; pre && m < n_mats(p); m++) {
+            for (unsigned r = 0; r < R; r++) {
+                char idx[64];
+                snprintf(idx, sizeof idx, "(r%u * %s + b)", r, nb);
+                if (p->type == PL_GW_Q4_0)
+                    pl_wtext_add(t, "      let lw%u_%u = q%c%u[%s];\n", m, r, 'A' + m, part, idx);
+                else
+                    pl_wtext_add(
+                        t,
+                        "      let lw%u_%u = q%c%u[2u * %s]; let lv%u_%u = q%c%u[2u * %s + 1u];\n",
+                        m, r, 'A' + m, part, idx, m, r, 'A' + m, part, idx);
+                pl_wtext_add(t, "      let ls%u_%u = s%c%u[%s >> 1u];\n", m, r, 'A' + m, part, idx);
+            }
         }
         unsigned nx = f.xv ? f.xv : 1;
         for (unsigned j = 0; j < nx; j++) {
             char at[64], wat[48]; /* x index (vector xo), norm weight index */
-            if (f.xv) snprintf(wat, sizeof wat, "b * %uu + %uu", f.xv, j);
-            else snprintf(wat, sizeof wat, "b");
+            if (f.xv)
+                snprintf(wat, sizeof wat, "b * %uu + %uu", f.xv, j);
+            else
+                snprintf(wat, sizeof wat, "b");
             snprintf(at, sizeof at, "xo + %s", wat);
             /* fused RMSNorm: the dot uses x * w, its square sum comes from the same loads
              * and the 1/rms factor multiplies the finished dot (no pass over x before) */
             if (p->norm && p->q8x) /* the normalised x, as the CPU's rms_norm makes it */
                 pl_wtext_add(t, "      let x%u = (x[%s] * inv) * nw[%s];\n", j, at, wat);
             else if (p->norm)
-                pl_wtext_add(t, "      let u%u = x[%s];\n      ss += %s%s(u%u, u%u);\n      let x%u = u%u * nw[%s];\n",
+                pl_wtext_add(t,
+                             "      let u%u = x[%s];\n      ss += %s%s(u%u, u%u);\n      let x%u = "
+                             "u%u * nw[%s];\n",
                              j, at, U > 1 ? "live * " : "", f.xv ? "dot" : "sq", j, j, j, j, wat);
-            else pl_wtext_add(t, "      let x%u = x[%s];\n", j, at);
+            else
+                pl_wtext_add(t, "      let x%u = x[%s];\n", j, at);
         }
         if (p->q8x) quantize_block(t, p);
         for (unsigned m = 0; m < n_mats(p); m++) {
@@ -292,7 +329,9 @@ static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned par
                 snprintf(idx, sizeof idx, "(r%u * %s + b)", r, nb);
                 snprintf(acc, sizeof acc, U > 1 ? "c%u_%u" : "a%u", m * R + r, u);
                 if (U > 1) pl_wtext_add(t, "      var %s = 0.0;\n", acc);
-                block_dot(t, p, f, (char)('A' + m), part, idx, acc);
+                char pn[16];
+                snprintf(pn, sizeof pn, "%u_%u", m, r);
+                block_dot(t, p, f, (char)('A' + m), part, idx, acc, pre ? pn : NULL);
                 if (U > 1) pl_wtext_add(t, "      a%u += live * %s;\n", m * R + r, acc);
             }
         }
@@ -322,19 +361,25 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     int binding = 2;
     decl_weights(&t, p, f, &binding);
     if (p->norm)
-        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw: array<%s>;\n", binding++, xt);
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw: array<%s>;\n", binding++,
+                     xt);
     if (p->norm_out)
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> xn: array<%s>;\n",
                      binding++, xt);
     if (p->bias)
-        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> bias: array<f32>;\n", binding++);
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> bias: array<f32>;\n",
+                     binding++);
     if (p->gate_out)
-        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> go: array<f32>;\n", binding++);
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> go: array<f32>;\n",
+                     binding++);
     if (p->up_out)
-        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> uo: array<f32>;\n", binding++);
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> uo: array<f32>;\n",
+                     binding++);
     if (p->split[0]) {
-        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> y1: array<f32>;\n", binding++);
-        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> y2: array<f32>;\n", binding++);
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> y1: array<f32>;\n",
+                     binding++);
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> y2: array<f32>;\n",
+                     binding++);
     }
     pl_wtext_args(&t, binding++);
     if (!sg) {
@@ -364,7 +409,9 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
      * scale does not commute with 1/rms), so 1/rms comes first, from a pass over x (in
      * L2: every workgroup reads the same vector) */
     if (p->q8x && p->norm) {
-        pl_wtext_add(&t, "  var sq0 = 0.0;\n  for (var j = %s; j < %uu; j += %s) { let v = x[xo + j]; sq0 += dot(v, v); }\n",
+        pl_wtext_add(&t,
+                     "  var sq0 = 0.0;\n  for (var j = %s; j < %uu; j += %s) { let v = x[xo + j]; "
+                     "sq0 += dot(v, v); }\n",
                      sg ? "sid" : "lid", xn_len, sg ? "SG" : "T");
         if (sg) {
             pl_wtext_add(&t, "  let inv = 1.0 / sqrt(subgroupAdd(sq0) / f32(K) + ");
@@ -377,20 +424,25 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         pl_wtext_add(&t, ");\n%s", sg ? "" : "  workgroupBarrier();\n");
     }
     /* rows past N (last workgroup) read row N-1 and are not written */
-    if (parts > 1) pl_wtext_add(&t, "  let part = row0 / %uu;\n  let base = part * %uu;\n",
-                                p->rows_per_part, p->rows_per_part);
-    else pl_wtext_add(&t, "  let base = 0u;\n");
+    if (parts > 1)
+        pl_wtext_add(&t, "  let part = row0 / %uu;\n  let base = part * %uu;\n", p->rows_per_part,
+                     p->rows_per_part);
+    else
+        pl_wtext_add(&t, "  let base = 0u;\n");
     for (unsigned r = 0; r < R; r++)
         pl_wtext_add(&t, "  let r%u = min(row0 + %uu, N - 1u) - base;\n", r, r);
     for (unsigned q = 0; q < parts; q++) {
-        if (parts > 1) pl_wtext_add(&t, "  %sif (part == %uu) {\n", q ? "else " : "", q);
-        else pl_wtext_add(&t, "  {\n");
+        if (parts > 1)
+            pl_wtext_add(&t, "  %sif (part == %uu) {\n", q ? "else " : "", q);
+        else
+            pl_wtext_add(&t, "  {\n");
         part_loop(&t, p, f, q);
         pl_wtext_add(&t, "  }\n");
     }
     /* reduce the accumulators over the workgroup (or the subgroup) */
     if (sg) {
-        for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
+        for (unsigned a = 0; a < nacc; a++)
+            pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
         if (p->norm) {
             if (post) {
                 pl_wtext_add(&t, "  let inv = 1.0 / sqrt(subgroupAdd(ss) / f32(K) + ");
@@ -400,7 +452,8 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
             if (p->norm_out) /* the first subgroup of the first row group stores normalised x */
                 pl_wtext_add(&t,
                              "  if (row0 == 0u) {\n"
-                             "    for (var j = sid; j < %uu; j += SG) { xn[xo + j] = (x[xo + j] * inv) * nw[j]; }\n"
+                             "    for (var j = sid; j < %uu; j += SG) { xn[xo + j] = (x[xo + j] * "
+                             "inv) * nw[j]; }\n"
                              "  }\n",
                              xn_len);
         }
@@ -419,7 +472,8 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     /* the square sum of x rides along as one more accumulator (copy nacc) */
     unsigned ncopy = nacc + (post ? 1 : 0);
     if (p->subgroups) {
-        for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
+        for (unsigned a = 0; a < nacc; a++)
+            pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
         if (post) pl_wtext_add(&t, "  let s%u = subgroupAdd(ss);\n", nacc);
         pl_wtext_add(&t, "  let nsg = (T + ssz - 1u) / ssz;\n  if (sid == 0u) {\n");
         for (unsigned a = 0; a < ncopy; a++)
@@ -452,7 +506,8 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         if (p->norm_out) /* the first row group of each vector also stores normalised x */
             pl_wtext_add(&t,
                          "  if (row0 == 0u) {\n"
-                         "    for (var j = lid; j < %uu; j += T) { xn[xo + j] = (x[xo + j] * inv) * nw[j]; }\n"
+                         "    for (var j = lid; j < %uu; j += T) { xn[xo + j] = (x[xo + j] * inv) "
+                         "* nw[j]; }\n"
                          "  }\n",
                          xn_len);
     }

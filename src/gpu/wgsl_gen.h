@@ -87,6 +87,9 @@ typedef struct {
      * 1/rms comes from a first pass over x and the normalised x (x * inv) * w is quantised,
      * as the CPU backend quantises its rms_norm output. */
     int q8x;
+    /* q8x with unroll 1: every row's weight block and scale is loaded before the x block
+     * is read and quantised (all of them in flight at once) */
+    int preload;
 } pl_gemv_params;
 
 /* Rows one workgroup covers, and workgroups per vector of x. */

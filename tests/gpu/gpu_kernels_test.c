@@ -449,6 +449,34 @@ static void test_gemv(pl_gpu *g) {
                       1);
         }
     }
+    /* q8x with every row's block loaded first (preload) */
+    gemv_case(g,
+              (pl_gemv_params){.type = PL_GW_Q4_0,
+                               .rows = 45,
+                               .cols = 96,
+                               .threads = 32,
+                               .rows_per_wg = 4,
+                               .mode = PL_GEMV_GATE_UP,
+                               .norm = 1,
+                               .eps = 1e-6f,
+                               .up_out = 1,
+                               .parts = 1,
+                               .q8x = 1,
+                               .preload = 1},
+              1);
+    gemv_case(g,
+              (pl_gemv_params){.type = PL_GW_Q8_0,
+                               .rows = 70,
+                               .cols = 128,
+                               .threads = 32,
+                               .rows_per_wg = 4,
+                               .mode = PL_GEMV_ACCUM,
+                               .bias = 1,
+                               .parts = 3,
+                               .rows_per_part = 24,
+                               .q8x = 1,
+                               .preload = 1},
+              2);
     /* subgroup rows with q8x and the norm (1/rms through subgroupAdd) */
     if (S)
         gemv_case(g,
