@@ -5,7 +5,12 @@
  * so neighbouring threads read neighbouring 16-byte pieces of the same row (a contiguous
  * stripe) and each x load is reused R times. Partial sums live in named scalars (a0, a1, ...)
  * because an accumulator array indexed by a variable spills to memory. Quants are decoded
- * in registers; nothing accumulates in f16. See wgsl_gen.h for the bindings. */
+ * in registers; nothing accumulates in f16. See wgsl_gen.h for the bindings.
+ *
+ * Two arithmetics: float activations (the exact reference: each weight becomes a float and
+ * meets x in an FMA), or q8x (Q4_0/Q8_0 only): the thread quantises its x block to Q8_0 once
+ * and every row's block is 8 integer dot4I8Packed, as llama.cpp and our CPU backend compute
+ * with --act q8 (docs/gpu-notes.md v8: 1.2-1.4x faster on the H200's big matrices). */
 #include <stdio.h>
 #include <string.h>
 
