@@ -308,7 +308,9 @@ static void run_llamacpp_case(pl_backend *be, const hf_case *c, const char *file
             double e = fixture_rel_err(logits, f64, (int64_t)N_PROMPT * r.V);
             if (getenv("POOLED_TEST_VERBOSE"))
                 fprintf(stderr, "%-14s %-28s %.3g (llama.cpp %.3g)\n", c->dir, file, e, theirs);
-            CHECK(e <= 1.05 * theirs,
+            /* as far as llama.cpp's (within 10%: the float sums differ in order), and not
+             * much closer either (the float path would be ~1e-6 away: act_q8 must act) */
+            CHECK(e <= 1.10 * theirs && e >= 0.5 * theirs,
                   "%s %s act q8: prompt logits %.3g from fp64, llama.cpp's %.3g", c->dir, file, e,
                   theirs);
             greedy(&r, want, NULL, got);
