@@ -90,7 +90,7 @@ __attribute__((target("avx2,f16c"))) static void rows4_avx2(int q4, const unsign
                                                             const int8_t *const y[4],
                                                             const float *const yd[4], int64_t nb,
                                                             float out[4]) {
-    float sum[4] = {0, 0, 0, 0};
+    __m128 sum = _mm_setzero_ps(); /* lane i: row i's running sum */
     for (int64_t b = 0; b < nb; b++) {
         __m256i x = weights32(q4, w);
         __m256i ax = _mm256_sign_epi8(x, x), one = _mm256_set1_epi16(1), d[4];
@@ -101,13 +101,14 @@ __attribute__((target("avx2,f16c"))) static void rows4_avx2(int q4, const unsign
         /* lanes: (d0 d1 d2 d3) pairwise sums, then the two 128-bit halves */
         __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-        int32_t si[4];
-        _mm_storeu_si128((__m128i *)si, s4);
-        float dw = half_f16c(w);
-        for (int i = 0; i < 4; i++) sum[i] += (float)si[i] * dw * yd[i][b];
+        /* each lane: sum + ((float)si * d_w) * d_x, the scalar path's operations exactly
+         * (separate multiplies and add, no fused multiply-add) */
+        __m128 dx = _mm_set_ps(yd[3][b], yd[2][b], yd[1][b], yd[0][b]);
+        __m128 t = _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(s4), _mm_set1_ps(half_f16c(w))), dx);
+        sum = _mm_add_ps(sum, t);
         w += q4 ? 18 : 34;
     }
-    memcpy(out, sum, sizeof sum);
+    _mm_storeu_ps(out, sum);
 }
 #endif
 
