@@ -10,6 +10,7 @@
 #include "cpu_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define PL_QDOT_X86 1
 #endif
@@ -115,7 +116,11 @@ __attribute__((target("avx2,f16c"))) static void rows4_avx2(int q4, const unsign
 static int have_avx2(void) {
 #ifdef PL_QDOT_X86
     static int avx2 = -1; /* benign race: every thread computes the same answer */
-    if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? 1 : 0;
+    if (avx2 < 0) { /* F16C from cpuid leaf 1 (ECX bit 29): clang's builtin does not know it */
+        unsigned a, b, c = 0, d;
+        int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+        avx2 = __builtin_cpu_supports("avx2") && f16c ? 1 : 0;
+    }
     return avx2;
 #else
     return 0;
