@@ -390,109 +390,53 @@ static void test_gemv(pl_gpu *g) {
                   3);
     }
     /* quantised activations (q8x, Q4_0/Q8_0): every mode, the norm, bias, parts, several
-     * vectors, unrolled sweeps and up to 32 rows per workgroup */
-    for (int ti = 2; ti < 4; ti++) { /* (the heavier shapes for one type each: lavapipe
-                                      * compiles them for seconds) */
-        pl_gpu_wtype t = types[ti];
-        gemv_case(g,
-                  (pl_gemv_params){.type = t,
-                                   .rows = 37,
-                                   .cols = 256,
-                                   .threads = 32,
-                                   .rows_per_wg = 4,
-                                   .mode = PL_GEMV_STORE,
-                                   .norm = 1,
-                                   .eps = 1e-5f,
-                                   .bias = 1,
-                                   .norm_out = 1,
-                                   .parts = 1,
-                                   .q8x = 1},
-                  3);
-        if (t == PL_GW_Q8_0)
-            gemv_case(g,
-                      (pl_gemv_params){.type = t,
-                                       .rows = 70,
-                                       .cols = 128,
-                                       .threads = 32,
-                                       .rows_per_wg = 4,
-                                       .mode = PL_GEMV_ACCUM,
-                                       .parts = 3,
-                                       .rows_per_part = 24,
-                                       .q8x = 1},
-                      2);
-        if (t == PL_GW_Q4_0) {
-            gemv_case(g,
-                      (pl_gemv_params){.type = t,
-                                       .rows = 45,
-                                       .cols = 96,
-                                       .threads = 32,
-                                       .rows_per_wg = 4,
-                                       .mode = PL_GEMV_GATE_UP,
-                                       .norm = 1,
-                                       .eps = 1e-6f,
-                                       .gate_out = 1,
-                                       .up_out = 1,
-                                       .parts = 1,
-                                       .unroll = 2,
-                                       .q8x = 1},
-                      1);
-            gemv_case(g,
-                      (pl_gemv_params){.type = t,
-                                       .rows = 33,
-                                       .cols = 64,
-                                       .threads = 64,
-                                       .rows_per_wg = 32,
-                                       .mode = PL_GEMV_STORE,
-                                       .parts = 1,
-                                       .subgroups = sg,
-                                       .q8x = 1},
-                      1);
+     * vectors, unrolled sweeps, up to 32 rows per workgroup, subgroup reduction and rows,
+     * and the preloading sweep (the heavier shapes for one type each: lavapipe compiles
+     * them for seconds). Fields: type, rows, cols, threads, rows/wg, mode, norm, bias, parts,
+     * rows/part, unroll, subgroup reduce, subgroup rows (1: the adapter's size), preload,
+     * side outputs, vectors. */
+    static const struct {
+        pl_gpu_wtype t;
+        uint32_t rows, cols, T, R;
+        pl_gemv_mode mode;
+        int norm, bias;
+        uint32_t parts, rpp, unroll;
+        int sg, sgrows, preload, side;
+        uint32_t nv;
+    } q8[] = {
+        {PL_GW_Q4_0, 37, 256, 32, 4, PL_GEMV_STORE, 1, 1, 1, 0, 1, 0, 0, 0, 1, 3},
+        {PL_GW_Q8_0, 37, 256, 32, 4, PL_GEMV_STORE, 1, 1, 1, 0, 1, 0, 0, 0, 1, 3},
+        {PL_GW_Q8_0, 70, 128, 32, 4, PL_GEMV_ACCUM, 0, 0, 3, 24, 1, 0, 0, 0, 0, 2},
+        {PL_GW_Q4_0, 45, 96, 32, 4, PL_GEMV_GATE_UP, 1, 0, 1, 0, 2, 0, 0, 0, 1, 1},
+        {PL_GW_Q4_0, 33, 64, 64, 32, PL_GEMV_STORE, 0, 0, 1, 0, 1, 1, 0, 0, 0, 1},
+        {PL_GW_Q4_0, 45, 96, 32, 4, PL_GEMV_GATE_UP, 1, 0, 1, 0, 1, 0, 0, 1, 1, 1},
+        {PL_GW_Q8_0, 70, 128, 32, 4, PL_GEMV_ACCUM, 0, 1, 3, 24, 1, 0, 0, 1, 0, 2},
+        {PL_GW_Q4_0, 37, 128, 2, 2, PL_GEMV_STORE, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2},
+    };
+    for (size_t i = 0; i < sizeof q8 / sizeof q8[0]; i++) {
+        if ((q8[i].sg && !sg) || (q8[i].sgrows && !S)) continue;
+        pl_gemv_params p = {.type = q8[i].t,
+                            .rows = q8[i].rows,
+                            .cols = q8[i].cols,
+                            .threads = q8[i].sgrows ? q8[i].T * S : q8[i].T,
+                            .rows_per_wg = q8[i].R,
+                            .mode = q8[i].mode,
+                            .norm = q8[i].norm,
+                            .eps = 1e-5f,
+                            .bias = q8[i].bias,
+                            .parts = q8[i].parts,
+                            .rows_per_part = q8[i].rpp,
+                            .unroll = q8[i].unroll,
+                            .subgroups = q8[i].sg,
+                            .sg_rows = q8[i].sgrows ? S : 0,
+                            .q8x = 1,
+                            .preload = q8[i].preload};
+        if (q8[i].side) {
+            p.norm_out = p.norm && p.mode != PL_GEMV_GATE_UP;
+            p.gate_out = p.up_out = p.mode == PL_GEMV_GATE_UP;
         }
+        gemv_case(g, p, q8[i].nv);
     }
-    /* q8x with every row's block loaded first (preload) */
-    gemv_case(g,
-              (pl_gemv_params){.type = PL_GW_Q4_0,
-                               .rows = 45,
-                               .cols = 96,
-                               .threads = 32,
-                               .rows_per_wg = 4,
-                               .mode = PL_GEMV_GATE_UP,
-                               .norm = 1,
-                               .eps = 1e-6f,
-                               .up_out = 1,
-                               .parts = 1,
-                               .q8x = 1,
-                               .preload = 1},
-              1);
-    gemv_case(g,
-              (pl_gemv_params){.type = PL_GW_Q8_0,
-                               .rows = 70,
-                               .cols = 128,
-                               .threads = 32,
-                               .rows_per_wg = 4,
-                               .mode = PL_GEMV_ACCUM,
-                               .bias = 1,
-                               .parts = 3,
-                               .rows_per_part = 24,
-                               .q8x = 1,
-                               .preload = 1},
-              2);
-    /* subgroup rows with q8x and the norm (1/rms through subgroupAdd) */
-    if (S)
-        gemv_case(g,
-                  (pl_gemv_params){.type = PL_GW_Q4_0,
-                                   .rows = 37,
-                                   .cols = 128,
-                                   .threads = 2 * S,
-                                   .rows_per_wg = 2,
-                                   .mode = PL_GEMV_STORE,
-                                   .norm = 1,
-                                   .eps = 1e-5f,
-                                   .norm_out = 1,
-                                   .parts = 1,
-                                   .sg_rows = S,
-                                   .q8x = 1},
-                  2);
     /* q, k and v of one sweep: three output ranges */
     for (int ti = 0; ti < 4; ti++) {
         pl_gpu_wtype t = types[ti];
