@@ -32,8 +32,7 @@ typedef struct {
 static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
     int64_t k = j->w->ne0, n_out = j->w->ne1, nb = k / 32;
     int q4 = j->w->type == PL_TYPE_Q4_0;
-    size_t bs = q4 ? 18 : 34;
-    int64_t row_bytes = nb * (int64_t)bs;
+    int64_t row_bytes = pl_row_size(j->w->type, k);
     const unsigned char *wdata = vptr(j->w);
     const float *bias = j->bias ? fptr(j->bias) : NULL;
     float *out = fptr(j->out);

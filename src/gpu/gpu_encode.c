@@ -492,6 +492,16 @@ pl_status pl_gpu_encode_op(gpu_backend *gb, op *o) {
     return pl_fail(PL_ERR, "GPU: unknown op %d", (int)o->kind);
 }
 
+/* Seconds to record, submit and finish n dispatches of k in one command buffer; -1 on error. */
+static double timed_dispatches(gpu_backend *gb, const pl_gpu_kernel *k, const pl_gpu_bind *b,
+                               uint32_t groups, int n) {
+    double t0 = pl_gpu_now();
+    pl_gpu_begin(gb->g);
+    for (int i = 0; i < n; i++) pl_gpu_dispatch(gb->g, k, b, groups);
+    if (pl_gpu_submit(gb->g) != PL_OK || pl_gpu_finish(gb->g) != PL_OK) return -1;
+    return pl_gpu_now() - t0;
+}
+
 double pl_gpu_time_gemv(gpu_backend *gb, const gbuf *w, gemv_tune t, pl_gpu_buf *x, pl_gpu_buf *y) {
     pl_gemv_params p;
     memset(&p, 0, sizeof p);
@@ -518,31 +528,18 @@ double pl_gpu_time_gemv(gpu_backend *gb, const gbuf *w, gemv_tune t, pl_gpu_buf 
      * shape measured 2-4x slow), so it runs this kernel for ~20 ms first; then each run
      * times 60 and 10 GEMVs in one command buffer each, and their difference is 50 GEMVs
      * without the fixed cost of a submit and a wait (gemv_lab's method). */
-    double runs[5], w0 = pl_gpu_now();
-    while (pl_gpu_now() - w0 < 0.02) {
-        pl_gpu_begin(gb->g);
-        for (int i = 0; i < 10; i++) pl_gpu_dispatch(gb->g, k, b, pl_gemv_groups(&p));
-        if (pl_gpu_submit(gb->g) != PL_OK || pl_gpu_finish(gb->g) != PL_OK) {
-            pl_gpu_bind_free(b);
-            return -1;
-        }
-    }
-    for (int r = 0; r < 5; r++) {
-        double tn[2];
-        for (int j = 0; j < 2; j++) {
-            double t0 = pl_gpu_now();
-            pl_gpu_begin(gb->g);
-            for (int i = 0; i < (j ? 60 : 10); i++)
-                pl_gpu_dispatch(gb->g, k, b, pl_gemv_groups(&p));
-            if (pl_gpu_submit(gb->g) != PL_OK || pl_gpu_finish(gb->g) != PL_OK) {
-                pl_gpu_bind_free(b);
-                return -1;
-            }
-            tn[j] = pl_gpu_now() - t0;
-        }
-        runs[r] = (tn[1] - tn[0]) / 50;
+    double runs[5] = {0}, w0 = pl_gpu_now();
+    int ok = 1;
+    while (ok && pl_gpu_now() - w0 < 0.02)
+        ok = timed_dispatches(gb, k, b, pl_gemv_groups(&p), 10) >= 0;
+    for (int r = 0; ok && r < 5; r++) {
+        double t10 = timed_dispatches(gb, k, b, pl_gemv_groups(&p), 10);
+        double t60 = timed_dispatches(gb, k, b, pl_gemv_groups(&p), 60);
+        ok = t10 >= 0 && t60 >= 0;
+        runs[r] = (t60 - t10) / 50;
     }
     pl_gpu_bind_free(b);
+    if (!ok) return -1;
     for (int i = 0; i < 5; i++) /* the median */
         for (int j = i + 1; j < 5; j++)
             if (runs[j] < runs[i]) {

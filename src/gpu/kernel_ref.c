@@ -8,28 +8,44 @@
 #include "kernel_ref.h"
 #include "repack.h"
 
-float pl_gpu_ref_weight(pl_gpu_wtype t, const void *q, const uint16_t *s, uint32_t cols,
-                        uint64_t row, uint32_t col) {
+/* Integer quant (row, col) of a Q4_0 (nibble - 8) or Q8_0 matrix in GPU layout, and its
+ * block's scale in *scale. */
+static int ref_quant(pl_gpu_wtype t, const void *q, const uint16_t *s, uint32_t cols, uint64_t row,
+                     uint32_t col, float *scale) {
     uint64_t blk = row * (cols / 32) + col / 32;
     uint32_t j = col % 32;
+    *scale = pl_f16_to_f32(s[blk]);
+    if (t == PL_GW_Q8_0) return ((const int8_t *)q)[blk * 32 + j];
+    uint8_t byte = ((const uint8_t *)q)[blk * 16 + j % 16];
+    return (j < 16 ? (byte & 15) : (byte >> 4)) - 8;
+}
+
+float pl_gpu_ref_weight(pl_gpu_wtype t, const void *q, const uint16_t *s, uint32_t cols,
+                        uint64_t row, uint32_t col) {
     switch (t) {
-    case PL_GW_Q4_0: {
-        uint8_t byte = ((const uint8_t *)q)[blk * 16 + j % 16];
-        int nib = j < 16 ? (byte & 15) : (byte >> 4);
-        return (float)(nib - 8) * pl_f16_to_f32(s[blk]);
+    case PL_GW_Q4_0:
+    case PL_GW_Q8_0: {
+        float d;
+        int v = ref_quant(t, q, s, cols, row, col, &d);
+        return (float)v * d;
     }
-    case PL_GW_Q8_0: return (float)((const int8_t *)q)[blk * 32 + j] * pl_f16_to_f32(s[blk]);
     case PL_GW_F16: return pl_f16_to_f32(((const uint16_t *)q)[row * cols + col]);
     case PL_GW_F32:
     default: return ((const float *)q)[row * cols + col];
     }
 }
 
-/* Weight (row, col) of a matrix cut into parts of rows_per_part rows. */
+/* The part holding matrix row `row` (parts of rows_per_part rows), and the row within it. */
+static uint32_t mat_part(const pl_gemv_params *p, uint32_t row, uint32_t *local) {
+    uint32_t part = p->parts > 1 ? row / p->rows_per_part : 0;
+    *local = row - part * (p->parts > 1 ? p->rows_per_part : 0);
+    return part;
+}
+
+/* Weight (row, col) of a matrix cut into parts. */
 static float mat_weight(const pl_gemv_params *p, const pl_gpu_ref_mat *m, uint32_t row,
                         uint32_t col) {
-    uint32_t part = p->parts > 1 ? row / p->rows_per_part : 0;
-    uint32_t local = row - part * (p->parts > 1 ? p->rows_per_part : 0);
+    uint32_t local, part = mat_part(p, row, &local);
     return pl_gpu_ref_weight(p->type, m->q[part], m->s[part], p->cols, local, col);
 }
 
@@ -49,17 +65,11 @@ static void store_out(const pl_gemv_params *p, const double acc[2], const float 
     }
 }
 
-/* Integer quant (row, col) of a Q4_0 (nibble - 8) or Q8_0 matrix in GPU layout. */
+/* Integer quant (row, col) of a Q4_0/Q8_0 matrix cut into parts, and its block scale. */
 static int mat_quant(const pl_gemv_params *p, const pl_gpu_ref_mat *m, uint32_t row, uint32_t col,
                      float *scale) {
-    uint32_t part = p->parts > 1 ? row / p->rows_per_part : 0;
-    uint64_t local = row - part * (p->parts > 1 ? p->rows_per_part : 0);
-    uint64_t blk = local * (p->cols / 32) + col / 32;
-    uint32_t j = col % 32;
-    *scale = pl_f16_to_f32(m->s[part][blk]);
-    if (p->type == PL_GW_Q8_0) return ((const int8_t *)m->q[part])[blk * 32 + j];
-    uint8_t byte = ((const uint8_t *)m->q[part])[blk * 16 + j % 16];
-    return (j < 16 ? (byte & 15) : (byte >> 4)) - 8;
+    uint32_t local, part = mat_part(p, row, &local);
+    return ref_quant(p->type, m->q[part], m->s[part], p->cols, local, col, scale);
 }
 
 /* The q8x GEMV: x (normalised first with the norm) quantised to Q8_0 blocks, integer block
@@ -74,7 +84,7 @@ static void ref_gemv_q8x(const pl_gemv_params *p, const pl_gpu_ref_mat *mats, co
     /* the normalised x exactly as the CPU backend's rms_norm makes it, then quantised */
     float inv = p->norm ? (float)rms_inv(xv, K, p->eps) : 1.0f;
     for (uint32_t c = 0; c < K; c++) xs[c] = p->norm ? (xv[c] * inv) * norm_w[c] : xv[c];
-    pl_gpu_quantize_q8_0(xs, K, xq, xd);
+    pl_quant_act_q8_0(xs, K, xq, xd);
     for (uint32_t r = 0; r < p->rows; r++) {
         double acc[2] = {0, 0}, m = 0;
         for (int k = 0; k < (p->mode == PL_GEMV_GATE_UP ? 2 : 1); k++) {

@@ -36,10 +36,6 @@ uint64_t pl_gpu_scale_bytes(pl_gpu_wtype t, uint32_t cols, uint64_t n_rows) {
     return t == PL_GW_Q4_0 || t == PL_GW_Q8_0 ? n_rows * (cols / 32) * 2 : 0;
 }
 
-void pl_gpu_quantize_q8_0(const float *x, uint32_t n, int8_t *q, uint16_t *s) {
-    pl_quant_act_q8_0(x, n, q, s);
-}
-
 /* Split n blocks of (f16 scale, nq quant bytes) into quants and scales. */
 static void split_blocks(const unsigned char *src, uint64_t n, size_t nq, unsigned char *q,
                          uint16_t *s) {
@@ -60,7 +56,8 @@ pl_status pl_gpu_repack_rows(uint32_t ggml_type, const void *src, uint32_t cols,
         split_blocks(src, nblk, 32, q, s);
         return PL_OK;
     }
-    if ((ggml_type == PL_TYPE_F32 && t == PL_GW_F32) || (ggml_type == PL_TYPE_F16 && t == PL_GW_F16)) {
+    if ((ggml_type == PL_TYPE_F32 && t == PL_GW_F32) ||
+        (ggml_type == PL_TYPE_F16 && t == PL_GW_F16)) {
         memcpy(q, src, (size_t)pl_gpu_quant_bytes(t, cols, n_rows));
         return PL_OK;
     }
@@ -75,7 +72,7 @@ pl_status pl_gpu_repack_rows(uint32_t ggml_type, const void *src, uint32_t cols,
             memcpy((float *)q + (uint64_t)r * cols, tmp, (size_t)cols * 4);
         } else {
             uint64_t b0 = (uint64_t)r * (cols / 32);
-            pl_gpu_quantize_q8_0(tmp, cols, (int8_t *)q + b0 * 32, s + b0);
+            pl_quant_act_q8_0(tmp, cols, (int8_t *)q + b0 * 32, s + b0);
         }
     }
     return PL_OK;

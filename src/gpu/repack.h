@@ -5,9 +5,10 @@
  * f16, two per u32 (on a little-endian host that is simply an array of uint16). F32 and F16
  * rows are used as they are. Other formats are converted at load:
  *   BF16                          -> F32 (exact);
- *   any other format we can read  -> Q8_0, requantised from its float values (lossy: about
- *                                    0.4% of a block's largest value), or F32 when a row is
- *                                    not a whole number of 32-value blocks. */
+ *   any other format we can read  -> Q8_0, requantised from its float values with
+ *                                    pl_quant_act_q8_0 (lossy: about 0.4% of a block's
+ *                                    largest value), or F32 when a row is not a whole
+ *                                    number of 32-value blocks. */
 #ifndef PL_GPU_REPACK_H
 #define PL_GPU_REPACK_H
 
@@ -30,9 +31,5 @@ uint64_t pl_gpu_scale_bytes(pl_gpu_wtype t, uint32_t cols, uint64_t n_rows);
  * the format is converted. */
 pl_status pl_gpu_repack_rows(uint32_t ggml_type, const void *src, uint32_t cols, uint32_t n_rows,
                              pl_gpu_wtype t, void *q, uint16_t *s, float *tmp);
-
-/* Our Q8_0 quantiser for converted formats: per 32 values, scale = max|x| / 127 stored as
- * f16, quant = round-half-away(x / scale). */
-void pl_gpu_quantize_q8_0(const float *x, uint32_t n, int8_t *q, uint16_t *s);
 
 #endif

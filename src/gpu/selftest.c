@@ -413,15 +413,12 @@ static void save_shape(const gpu_backend *gb, const shape_tune *e) {
 /* Tune the shape of weight w; `split` (0 or the q/k/v split points) limits the candidates
  * to those whose workgroups do not straddle them. */
 static pl_status tune_shape(gpu_backend *gb, const gbuf *w, const uint32_t split[2], int verbose) {
-    /* candidates: float activations as measured in v1-v7, q8x from gemv_lab's table */
-    static const gemv_tune cand_f[] = {{64, 4, 0, 0, 1},  {128, 4, 0, 0, 1}, {64, 4, 0, 0, 2},
-                                       {128, 4, 1, 0, 1}, {64, 8, 0, 0, 1},  {128, 2, 0, 0, 2}};
-    static const gemv_tune cand_q[] = {{64, 16, 0, 0, 1},  {128, 32, 0, 0, 1}, {64, 32, 0, 0, 1},
-                                       {32, 32, 0, 0, 1},  {128, 16, 0, 0, 1}, {32, 16, 0, 0, 1},
-                                       {256, 16, 0, 0, 1}, {64, 8, 0, 0, 1}};
+    /* candidates for the float path, as measured in v1-v7 (q8x shapes are not tuned: see
+     * pl_gpu_tune_pending) */
+    static const gemv_tune cand[] = {{64, 4, 0, 0, 1},  {128, 4, 0, 0, 1}, {64, 4, 0, 0, 2},
+                                     {128, 4, 1, 0, 1}, {64, 8, 0, 0, 1},  {128, 2, 0, 0, 2}};
+    const size_t n_cand = sizeof cand / sizeof *cand;
     int cls = pl_gpu_tune_class(gb, w);
-    const gemv_tune *cand = cls >= 4 ? cand_q : cand_f;
-    size_t n_cand = cls >= 4 ? sizeof cand_q / sizeof *cand_q : sizeof cand_f / sizeof *cand_f;
     uint32_t rows = (uint32_t)w->h.ne1, cols = (uint32_t)w->h.ne0;
     pl_gpu_buf *x = NULL, *y = NULL;
     if (pl_gpu_buf_new(gb->g, (uint64_t)cols * 4, PL_GPU_STORAGE, "tune x", &x) != PL_OK ||

@@ -53,7 +53,7 @@ uint32_t pl_gemv_groups(const pl_gemv_params *p) {
 
 uint32_t pl_gemv_wg_bytes(const pl_gemv_params *p) {
     if (p->sg_rows) return 0;
-    return (n_mats(p) * p->rows_per_wg + (p->norm != 0)) * p->threads * 4;
+    return (n_mats(p) * p->rows_per_wg + (p->norm && !p->q8x)) * p->threads * 4;
 }
 
 int pl_gemv_bindings(const pl_gemv_params *p) {
@@ -345,12 +345,31 @@ static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned par
     pl_wtext_add(t, "    }\n");
 }
 
+/* `let inv` = 1/rms of x from the square sum `sum` (a WGSL expression). */
+static void emit_inv(pl_wtext *t, const pl_gemv_params *p, const char *sum) {
+    pl_wtext_add(t, "  let inv = 1.0 / sqrt(%s / f32(K) + ", sum);
+    pl_wtext_f32(t, p->eps);
+    pl_wtext_add(t, ");\n");
+}
+
+/* The first row group of each vector also stores the normalised x (norm_out), its threads
+ * (or one subgroup's lanes) walking x from `start` by `step`. */
+static void emit_norm_out(pl_wtext *t, const char *start, const char *step, unsigned xn_len) {
+    pl_wtext_add(
+        t,
+        "  if (row0 == 0u) {\n"
+        "    for (var j = %s; j < %uu; j += %s) { xn[xo + j] = (x[xo + j] * inv) * nw[j]; }\n"
+        "  }\n",
+        start, xn_len, step);
+}
+
 pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     *out = NULL;
     if (check(p) != PL_OK) return PL_ERR_ARG;
     wfmt f = fmt_of(p->type, p->cols);
     unsigned T = p->threads, R = p->rows_per_wg, M = n_mats(p), parts = n_parts(p);
     unsigned nacc = M * R;
+    int post = p->norm && !p->q8x; /* 1/rms from the sweep's square sum, applied after */
     unsigned sg = p->sg_rows, xn_len = f.xv ? p->cols / 4 : p->cols;
     pl_wtext t = {0};
     if (p->subgroups || sg) pl_wtext_add(&t, "enable subgroups;\n");
@@ -388,7 +407,7 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     }
     pl_wtext_args(&t, binding++);
     if (!sg) {
-        unsigned copies = nacc + (p->norm ? 1 : 0);
+        unsigned copies = nacc + (post ? 1 : 0);
         pl_wtext_add(&t, "var<workgroup> red: array<f32, %u>;\n", copies * T);
         pl_wtext_reduce_decl(&t, T, copies);
     }
@@ -407,7 +426,6 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                  "  let yo = col * N;\n",
                  pl_gemv_groups(p), pl_gemv_groups(p), pl_gemv_groups(p),
                  sg ? " + (lid / SG) * R" : "", xn_len);
-    int post = p->norm && !p->q8x; /* 1/rms from the sweep's square sum, applied after */
     if (post) pl_wtext_add(&t, "  var ss = 0.0;\n");
     for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  var a%u = 0.0;\n", a);
     /* q8x with the norm: quantising must see the normalised x (the f16 rounding of a block
@@ -419,14 +437,13 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                      "sq0 += dot(v, v); }\n",
                      sg ? "sid" : "lid", xn_len, sg ? "SG" : "T");
         if (sg) {
-            pl_wtext_add(&t, "  let inv = 1.0 / sqrt(subgroupAdd(sq0) / f32(K) + ");
+            emit_inv(&t, p, "subgroupAdd(sq0)");
         } else {
             pl_wtext_add(&t, "  red[lid] = sq0;\n");
             pl_wtext_reduce(&t, T, 1, 0);
-            pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(K) + ");
+            emit_inv(&t, p, "red[0]");
+            pl_wtext_add(&t, "  workgroupBarrier();\n");
         }
-        pl_wtext_f32(&t, p->eps);
-        pl_wtext_add(&t, ");\n%s", sg ? "" : "  workgroupBarrier();\n");
     }
     /* rows past N (last workgroup) read row N-1 and are not written */
     if (parts > 1)
@@ -448,20 +465,8 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     if (sg) {
         for (unsigned a = 0; a < nacc; a++)
             pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
-        if (p->norm) {
-            if (post) {
-                pl_wtext_add(&t, "  let inv = 1.0 / sqrt(subgroupAdd(ss) / f32(K) + ");
-                pl_wtext_f32(&t, p->eps);
-                pl_wtext_add(&t, ");\n");
-            }
-            if (p->norm_out) /* the first subgroup of the first row group stores normalised x */
-                pl_wtext_add(&t,
-                             "  if (row0 == 0u) {\n"
-                             "    for (var j = sid; j < %uu; j += SG) { xn[xo + j] = (x[xo + j] * "
-                             "inv) * nw[j]; }\n"
-                             "  }\n",
-                             xn_len);
-        }
+        if (post) emit_inv(&t, p, "subgroupAdd(ss)");
+        if (p->norm_out) emit_norm_out(&t, "sid", "SG", xn_len);
         pl_wtext_add(&t, "  if (sid == 0u) {\n");
         for (unsigned r = 0; r < R; r++) {
             char t0[24], t1[24];
@@ -502,20 +507,8 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         pl_wtext_reduce(&t, T, ncopy, 0);
         if (post) pl_wtext_add(&t, "  let sst = red[%uu];\n", nacc * T);
     }
-    if (p->norm) {
-        if (post) {
-            pl_wtext_add(&t, "  let inv = 1.0 / sqrt(sst / f32(K) + ");
-            pl_wtext_f32(&t, p->eps);
-            pl_wtext_add(&t, ");\n");
-        }
-        if (p->norm_out) /* the first row group of each vector also stores normalised x */
-            pl_wtext_add(&t,
-                         "  if (row0 == 0u) {\n"
-                         "    for (var j = lid; j < %uu; j += T) { xn[xo + j] = (x[xo + j] * inv) "
-                         "* nw[j]; }\n"
-                         "  }\n",
-                         xn_len);
-    }
+    if (post) emit_inv(&t, p, "sst");
+    if (p->norm_out) emit_norm_out(&t, "lid", "T", xn_len);
     pl_wtext_add(&t, "  if (lid < R) {\n");
     if (!p->subgroups)
         for (unsigned m = 0; m < M; m++)

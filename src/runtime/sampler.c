@@ -212,7 +212,8 @@ int pl_sampler_top_count(const pl_sampler *s) {
     bool penalties =
         p->penalty_last_n != 0 &&
         (p->repeat_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0);
-    if (p->temp <= 0 || penalties || p->top_k <= 0 || p->top_k > 256 || p->top_k >= s->n_vocab - 1)
+    if (p->temp <= 0 || penalties || p->top_k <= 0 || p->top_k > PL_SAMPLER_TOP_MAX ||
+        p->top_k >= s->n_vocab - 1)
         return 0;
     return p->top_k + 1;
 }

@@ -56,9 +56,12 @@ bool pl_sampler_is_argmax(const pl_sampler *s);
 pl_status pl_sampler_pick(pl_sampler *s, float *logits, const int32_t *ctx, int64_t n_ctx,
                           int32_t *out);
 
+/* The largest top-k taken from the device's top-k (pl_sampler_top_count). */
+#define PL_SAMPLER_TOP_MAX 256
+
 /* Sampling from the device's top-k: the number of (id, value) pairs to fetch (top_k + 1,
- * most probable first, ties lower id first), or 0 when this sampler needs every logit
- * (penalties, greedy, top-k off or above 256). */
+ * most probable first, ties lower id first; at most PL_SAMPLER_TOP_MAX + 1), or 0 when this
+ * sampler needs every logit (penalties, greedy, top-k off or above PL_SAMPLER_TOP_MAX). */
 int pl_sampler_top_count(const pl_sampler *s);
 /* Pick from those m pairs exactly as pl_sampler_pick would from all the logits (the same
  * candidates, order, probabilities and draw). False, with nothing consumed, when the pairs

@@ -121,11 +121,13 @@ pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out) {
     int m = pl_sampler_top_count(smp);
     if (m > 0) {
         pl_buf *lg = pl_state_logits(s->st);
-        int32_t ids[257];
-        float vals[257];
-        if (!s->top_ids && (st = pl_be_buf_new(lg->be, PL_TYPE_I32, 257, 1, &s->top_ids)))
+        int32_t ids[PL_SAMPLER_TOP_MAX + 1];
+        float vals[PL_SAMPLER_TOP_MAX + 1];
+        if (!s->top_ids &&
+            (st = pl_be_buf_new(lg->be, PL_TYPE_I32, PL_SAMPLER_TOP_MAX + 1, 1, &s->top_ids)))
             return st;
-        if (!s->top_vals && (st = pl_be_buf_new(lg->be, PL_TYPE_F32, 257, 1, &s->top_vals)))
+        if (!s->top_vals &&
+            (st = pl_be_buf_new(lg->be, PL_TYPE_F32, PL_SAMPLER_TOP_MAX + 1, 1, &s->top_vals)))
             return st;
         if ((st = pl_be_topk(lg, 0, m, s->top_ids, s->top_vals)) ||
             (st = pl_be_read(s->top_ids, 0, ids, (int64_t)m * 4)) ||

@@ -1071,7 +1071,7 @@ static void test_quantize_q8_0(void) {
     gt_fill(x, 96, -5, 5);
     x[40] = 0; /* a block of zeros has scale 0 */
     for (int j = 64; j < 96; j++) x[j] = 0;
-    pl_gpu_quantize_q8_0(x, 96, q, s);
+    pl_quant_act_q8_0(x, 96, q, s);
     int bad = 0;
     for (int j = 0; j < 96; j++) {
         float d = pl_f16_to_f32(s[j / 32]);

@@ -212,8 +212,8 @@ static void test_pick_top(void) {
                                            : (float)((x >> 11) % 100000) / 7000.0f;
             }
             /* the top k+1 pairs, descending, ties lower id first (what the device returns) */
-            int32_t ids[257];
-            float vals[257];
+            int32_t ids[PL_SAMPLER_TOP_MAX + 1];
+            float vals[PL_SAMPLER_TOP_MAX + 1];
             int m = p.top_k + 1;
             memcpy(work, logits, sizeof logits);
             for (int j = 0; j < m; j++) {
