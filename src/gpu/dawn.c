@@ -19,6 +19,27 @@
 #include "device.h"
 #include "webgpu.h"
 
+/* Under LeakSanitizer, allocations made while the Vulkan loader probes drivers are not ours:
+ * the loader loads every installed driver (intel, radeon, virtio, ...), some leak when they
+ * find no hardware, and they are unloaded before exit, so their leaks cannot even be named.
+ * Only the adapter request, where the probe happens, is excluded; every other allocation, ours
+ * and Dawn's, is still checked. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PL_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PL_LSAN 1
+#endif
+#endif
+#ifdef PL_LSAN
+#include <sanitizer/lsan_interface.h>
+#define PL_LSAN_OFF() __lsan_disable()
+#define PL_LSAN_ON() __lsan_enable()
+#else
+#define PL_LSAN_OFF() ((void)0)
+#define PL_LSAN_ON() ((void)0)
+#endif
+
 #define STAGE_LIMIT (8u << 20) /* bytes written between submits while uploading */
 #define WAIT_LIMIT_S 600.0     /* a wait longer than this means the device is stuck */
 
@@ -231,8 +252,11 @@ static pl_status request_adapter(pl_gpu *g) {
     memset(&r, 0, sizeof r);
     WGPURequestAdapterCallbackInfo ci = {NULL, WGPU_CALLBACK_MODE_WAIT_ANY_ONLY, on_adapter, &r,
                                          NULL};
+    PL_LSAN_OFF();
     WGPUFuture f = g->p.wgpuInstanceRequestAdapter(g->inst, &o, ci);
-    if (wait_future(g, f, "the adapter") != PL_OK) return PL_ERR;
+    pl_status st = wait_future(g, f, "the adapter");
+    PL_LSAN_ON();
+    if (st != PL_OK) return PL_ERR;
     if (r.status != WGPU_REQUEST_SUCCESS || !r.handle)
         return pl_fail(PL_ERR, "no Vulkan GPU adapter%s%s (is a Vulkan driver installed?)",
                        r.msg[0] ? ": " : "", r.msg);
