@@ -1,22 +1,53 @@
 #!/usr/bin/env bash
 # run.sh SECONDS - run each libFuzzer target in build/fuzz for SECONDS, starting from its
-# seed corpus in tests/fuzz/corpus/<name> (copied to a temp dir: shared/ is read-only).
-# Prints a RESULT-free summary; exits non-zero if any fuzzer found a crash.
-set -euo pipefail
+# seed corpus in tests/fuzz/corpus/<name> (copied to a temp dir: shared/ is read-only and the
+# corpus in the repo only grows by hand, with inputs worth keeping as regressions).
+# As many fuzzers run at once as there are cores (FUZZ_JOBS overrides), so CI's two cores
+# finish all targets in half the time.
+# A fuzzer that fails keeps its crash input, its log and its working corpus under
+# build/fuzz-artifacts/<name>/ and the path is printed; exits non-zero if any fuzzer failed.
+set -uo pipefail
 secs=${1:-60}
-status=0
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
+keep=build/fuzz-artifacts
+tmp=$(mktemp -d /tmp/pooled-fuzz.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+# one fuzzer: its exit status lands in $tmp/<name>.rc
+fuzz_one() {
+    local f=$1 name work
+    name=$(basename "$f")
+    work=$tmp/$name
+    mkdir -p "$work/corpus" "$work/found"
+    [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$work/corpus/"
+    "$f" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+        -artifact_prefix="$work/found/" "$work/corpus" >"$work/log" 2>&1
+    echo $? >"$tmp/$name.rc"
+}
+
+names=()
 for f in build/fuzz/*_fuzz; do
     [ -x "$f" ] || continue
-    name=$(basename "$f")
-    work=$(mktemp -d /tmp/pooled-fuzz.XXXXXX)
-    [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$work/"
-    echo "fuzz: $name for ${secs}s"
-    if ! "$f" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-        -artifact_prefix="$work/" "$work" 2>"$work.log"; then
-        tail -n 40 "$work.log"; status=1
-    else
-        grep -E "stat::number_of_executed_units|Done" "$work.log" | tail -n 2
+    names+=("$(basename "$f")")
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    echo "fuzz: $(basename "$f") for ${secs}s"
+    fuzz_one "$f" &
+done
+wait
+
+status=0
+for name in "${names[@]}"; do
+    rc=$(cat "$tmp/$name.rc" 2>/dev/null || echo 1)
+    if [ "$rc" = 0 ]; then
+        echo "$name: $(grep -E "stat::number_of_executed_units" "$tmp/$name/log" | tail -n 1)"
+        continue
     fi
-    rm -rf "$work" "$work.log"
+    status=1
+    tail -n 40 "$tmp/$name/log"
+    mkdir -p "$keep"
+    dest=$(mktemp -d "$keep/$name.XXXXXX")
+    cp -r "$tmp/$name/." "$dest/"
+    echo "FUZZ FAIL $name (exit $rc): crash inputs in $dest/found/, log in $dest/log"
+    for a in "$dest"/found/*; do [ -e "$a" ] && echo "  $a"; done
 done
 exit $status
