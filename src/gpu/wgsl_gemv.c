@@ -330,11 +330,11 @@ static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned par
         if (p->q8x) quantize_block(t, p);
         for (unsigned m = 0; m < n_mats(p); m++) {
             for (unsigned r = 0; r < R; r++) {
-                char idx[64], acc[16];
+                char idx[64], acc[32];
                 snprintf(idx, sizeof idx, "(r%u * %s + b)", r, nb);
                 snprintf(acc, sizeof acc, U > 1 ? "c%u_%u" : "a%u", m * R + r, u);
                 if (U > 1) pl_wtext_add(t, "      var %s = 0.0;\n", acc);
-                char pn[16];
+                char pn[24]; /* two 10-digit unsigned values and the separator */
                 snprintf(pn, sizeof pn, "%u_%u", m, r);
                 block_dot(t, p, f, (char)('A' + m), part, idx, acc, pre ? pn : NULL);
                 if (U > 1) pl_wtext_add(t, "      a%u += live * %s;\n", m * R + r, acc);
