@@ -109,14 +109,13 @@ static void reply_add(reply *r, const char *s) {
     memcpy(r->text + r->len, s, n + 1);
     r->len += n;
     fputs(s, stdout);
-    fflush(stdout);
 }
 
 static bool on_token(void *ud, int32_t id) {
     reply *r = ud;
     if (pl_tok_is_eog(r->tok, id)) return false;
     reply_add(r, pl_tok_stream_push(r->stream, id));
-    return true;
+    return out_flush(); /* stdout failed: stop (main reports it) */
 }
 
 int cmd_chat(int argc, char **argv) {
@@ -207,7 +206,7 @@ int cmd_chat(int argc, char **argv) {
         free(ids);
         reply_add(&r, pl_tok_stream_flush(r.stream));
         fputs("\n", stdout);
-        fflush(stdout);
+        if (!out_flush()) break; /* nobody can read the replies: end (main reports it) */
         turn++;
         if (s) { /* the conversation is too long: say so, let the user /reset */
             fprintf(stderr, "pooled: %s; /reset to start over\n", pl_last_error());

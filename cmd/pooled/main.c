@@ -1,6 +1,15 @@
-/* main.c - the `pooled` command: picks a subcommand and hands it the rest of argv. */
+/* main.c - the `pooled` command: picks a subcommand and hands it the rest of argv.
+ *
+ * Whatever the command, a write error on standard output makes the exit status non-zero
+ * with one line (out_close). SIGPIPE keeps its inherited action: by default a reader that
+ * goes away (`pooled run ... | head -c1`) ends pooled at its next write, quietly; with
+ * SIGPIPE ignored the write fails, generation stops and the status is 1. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "commands.h"
@@ -26,16 +35,30 @@ static void usage(FILE *f) {
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
 }
 
+/* A closed standard stream (`>&-`) would be the lowest free descriptor, and the next file
+ * opened (a model, a temporary output) would take its number: stdout text would land in
+ * it. Park /dev/null there, opened the wrong way round so that using the stream still
+ * fails (EBADF) as it would have. */
+static void hold_std_fds(void) {
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) open("/dev/null", fd ? O_RDONLY : O_WRONLY);
+}
+
 int main(int argc, char **argv) {
+    hold_std_fds();
+    /* past a file size limit (ulimit -f) a write fails with EFBIG instead of killing the
+     * process, so the temporary file is removed and the reason printed */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return out_close(0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name))
+            return out_close(commands[i].fn(argc - 1, argv + 1));
     return die("unknown command '%s' (try pooled --help)", argv[1]);
 }
