@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "base/file_write.h"
 #include "commands.h"
 
 static const struct {
@@ -44,8 +45,27 @@ static void hold_std_fds(void) {
         if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) open("/dev/null", fd ? O_RDONLY : O_WRONLY);
 }
 
+/* Ctrl-C or kill during a write: remove the temporary file (the target is untouched), then
+ * die of the signal as before. */
+static void on_signal(int sig) {
+    pl_file_out_remove_pending();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void remove_temp_on_signals(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa = {.sa_handler = on_signal};
+        /* a signal ignored by the caller (nohup) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 int main(int argc, char **argv) {
     hold_std_fds();
+    remove_temp_on_signals();
     /* past a file size limit (ulimit -f) a write fails with EFBIG instead of killing the
      * process, so the temporary file is removed and the reason printed */
     signal(SIGXFSZ, SIG_IGN);

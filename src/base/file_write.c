@@ -4,12 +4,30 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "file_map.h"
+
+/* The temporary file being written, for pl_file_out_remove_pending (a signal handler may
+ * read it at any time: the flag is cleared while the name changes). */
+static char pending[PATH_MAX + 32];
+static volatile sig_atomic_t have_pending;
+
+static void set_pending(const char *tmp) {
+    have_pending = 0;
+    if (!tmp || strlen(tmp) >= sizeof pending) return;
+    memcpy(pending, tmp, strlen(tmp) + 1);
+    have_pending = 1;
+}
+
+void pl_file_out_remove_pending(void) {
+    if (have_pending) unlink(pending);
+    have_pending = 0;
+}
 
 bool pl_file_same(const char *a, const char *b) {
     struct stat sa, sb;
@@ -102,6 +120,7 @@ pl_status pl_file_out_open(pl_file_out *o, const char *path) {
     }
     o->path = target;
     o->tmp = tmp;
+    set_pending(tmp);
     return PL_OK;
 }
 
@@ -112,6 +131,7 @@ pl_status pl_file_out_failed(const pl_file_out *o) {
 
 void pl_file_out_abort(pl_file_out *o) {
     if (o->f) fclose(o->f);
+    if (o->tmp && have_pending && !strcmp(pending, o->tmp)) set_pending(NULL);
     if (o->tmp) unlink(o->tmp);
     free(o->tmp);
     free(o->path);
@@ -135,6 +155,7 @@ pl_status pl_file_out_commit(pl_file_out *o) {
     if (!s && rename(o->tmp, o->path) != 0)
         s = pl_fail(PL_ERR_IO, "cannot rename %s to %s: %s", o->tmp, o->path, strerror(errno));
     if (!s) {
+        if (have_pending && !strcmp(pending, o->tmp)) set_pending(NULL);
         free(o->tmp); /* renamed: nothing left to remove */
         o->tmp = NULL;
     }

@@ -42,6 +42,11 @@ pl_status pl_file_out_failed(const pl_file_out *o);
 /* Write `len` bytes to `path` as above (a whole small file in one call). */
 pl_status pl_file_write_all(const char *path, const void *data, size_t len);
 
+/* Remove the temporary file of the write in progress, if any: for a handler of SIGINT or
+ * SIGTERM (async-signal-safe), so that an interrupted `synth` of many GB leaves nothing
+ * behind. Tracks the most recent pl_file_out_open only (pooled writes one file at a time). */
+void pl_file_out_remove_pending(void);
+
 /* Append `len` bytes to the file at `path` (created if missing) the same way: its old
  * content, at most `limit` bytes, and the new bytes go to a temporary file renamed over it.
  * For small logs and caches: a reader sees the old or the new file, never a cut line. */

@@ -44,6 +44,13 @@ check "synth: the old file is intact" [ "$(cat "$W/old.gguf")" = "old contents" 
 (ulimit -f 256; "$POOLED" quantize "$M" "$W/old.gguf" f32 >"$TMP/out" 2>"$TMP/err"); rc=$?
 last_is "quantize past the file size limit: one error line" "File too large"
 check "quantize: the old file is intact" [ "$(cat "$W/old.gguf")" = "old contents" ]
+# killed (SIGTERM, as Ctrl-C's SIGINT) part-way: the temporary file goes, the old file stays
+"$POOLED" synth --preset qwen3-0.6b --layers 2 -o "$W/old.gguf" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 200); do ls -A "$W" | grep -q '^\.old\.gguf\.' && break; sleep 0.05; done
+kill -TERM $pid; wait $pid; rc=$?
+check "synth killed part-way: died of the signal (exit $rc)" [ $rc -eq 143 ]
+check "synth killed part-way: the old file is intact" [ "$(cat "$W/old.gguf")" = "old contents" ]
 no_temp_left "interrupted writes"
 # the target is replaced by a new file (a process that maps the old one keeps its bytes),
 # keeping its mode; through a symbolic link the file it points to is replaced
