@@ -21,6 +21,20 @@ int die(const char *fmt, ...) {
     return 1;
 }
 
+static int out_errno; /* the first write error on stdout */
+
+bool out_flush(void) {
+    errno = 0;
+    if (fflush(stdout) != 0 && !out_errno) out_errno = errno ? errno : EIO;
+    if (ferror(stdout) && !out_errno) out_errno = EIO;
+    return !out_errno;
+}
+
+int out_close(int rc) {
+    if (out_flush() || rc) return rc;
+    return die("writing standard output: %s", strerror(out_errno));
+}
+
 bool arg_take(int argc, char **argv, int *i, const char *name, const char *alias,
               const char **value, bool *err) {
     const char *a = argv[*i];

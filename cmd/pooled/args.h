@@ -18,4 +18,13 @@ bool arg_float(const char *opt, const char *s, double lo, double hi, double *out
 /* Print "pooled: <msg>" as one line on stderr and return 1 (for `return die(...)`). */
 int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Flush standard output; false once any write to it has failed (the first failure's reason
+ * is kept for out_close). Streaming output calls it after each piece and stops on false. */
+bool out_flush(void);
+
+/* At exit: flush standard output. A write error (full disk, closed, broken pipe with
+ * SIGPIPE ignored) prints "pooled: writing standard output: REASON" and makes a
+ * successful status 1; a failed command's status and its one error line are kept. */
+int out_close(int rc);
+
 #endif

@@ -1,7 +1,10 @@
 /* cmd_chat.c - `pooled chat`: an interactive, multi-turn conversation using the model's
  * chat template. Each turn renders the whole conversation, and the session runs only the
  * ids that are not already in its KV cache. Replies stream to stdout as they are made.
- * Lines starting with / are commands: /reset forgets the conversation, /quit ends. */
+ * Lines starting with / are commands: /reset forgets the conversation, /quit ends.
+ * An input line longer than PL_LIMIT_CHAT_LINE (1 MiB), or holding a NUL byte, ends the
+ * chat with one error line and status 1 (`chat < /dev/zero` stays within that memory). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +12,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "base/limits.h"
 #include "commands.h"
 #include "model_args.h"
 #include "runtime/chat_ids.h"
@@ -46,6 +50,45 @@ static void conv_clear(conversation *c, const char *system) {
     if (system) conv_add(c, "system", system);
 }
 
+/* One line of standard input into *buf (grown as needed, up to the limit), without its end
+ * of line. Returns its length, -1 at the end of input, or -2 after printing why the line
+ * is refused (too long, a NUL byte) or the input could not be read. */
+static ssize_t read_line(char **buf, size_t *cap) {
+    size_t n = 0;
+    int c = 0;
+    for (;;) {
+        if (n + 2 > *cap) { /* room for one more byte and the terminator */
+            size_t nc = *cap ? *cap * 2 : 256;
+            if (nc > PL_LIMIT_CHAT_LINE + 1) nc = PL_LIMIT_CHAT_LINE + 1;
+            char *b = nc > *cap ? realloc(*buf, nc) : NULL;
+            if (!b && nc > *cap) {
+                die("chat: out of memory");
+                return -2;
+            }
+            if (b) *buf = b, *cap = nc;
+        }
+        if ((c = getchar()) == EOF || c == '\n') break;
+        if (n >= PL_LIMIT_CHAT_LINE) {
+            die("chat: an input line is longer than the limit of %zu MiB",
+                PL_LIMIT_CHAT_LINE >> 20);
+            return -2;
+        }
+        (*buf)[n++] = (char)c;
+    }
+    if (ferror(stdin)) {
+        die("reading standard input: %s", strerror(errno));
+        return -2;
+    }
+    if (c == EOF && n == 0) return -1;
+    (*buf)[n] = 0;
+    const char *nul = memchr(*buf, 0, n);
+    if (nul) {
+        die("chat: an input line holds a NUL byte (at byte %zu)", (size_t)(nul - *buf));
+        return -2;
+    }
+    return (ssize_t)n;
+}
+
 /* The reply as it streams: printed, and kept as text for the conversation. */
 typedef struct {
     const pl_tokenizer *tok;
@@ -66,14 +109,13 @@ static void reply_add(reply *r, const char *s) {
     memcpy(r->text + r->len, s, n + 1);
     r->len += n;
     fputs(s, stdout);
-    fflush(stdout);
 }
 
 static bool on_token(void *ud, int32_t id) {
     reply *r = ud;
     if (pl_tok_is_eog(r->tok, id)) return false;
     reply_add(r, pl_tok_stream_push(r->stream, id));
-    return true;
+    return out_flush(); /* stdout failed: stop (main reports it) */
 }
 
 int cmd_chat(int argc, char **argv) {
@@ -125,7 +167,8 @@ int cmd_chat(int argc, char **argv) {
     int turn = 0;
     for (;;) {
         if (tty) fputs("> ", stdout), fflush(stdout);
-        ssize_t got = getline(&line, &line_cap, stdin);
+        ssize_t got = read_line(&line, &line_cap);
+        if (got == -2) goto done;
         if (got < 0) break;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
         if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
@@ -163,7 +206,7 @@ int cmd_chat(int argc, char **argv) {
         free(ids);
         reply_add(&r, pl_tok_stream_flush(r.stream));
         fputs("\n", stdout);
-        fflush(stdout);
+        if (!out_flush()) break; /* nobody can read the replies: end (main reports it) */
         turn++;
         if (s) { /* the conversation is too long: say so, let the user /reset */
             fprintf(stderr, "pooled: %s; /reset to start over\n", pl_last_error());

@@ -328,6 +328,5 @@ int cmd_info(int argc, char **argv) {
     if (json) print_json(&o, path, g);
     else print_text(&o, path, g);
     pl_gguf_free(g);
-    if (fflush(stdout) != 0 || ferror(stdout)) return die("info: cannot write the output");
     return 0;
 }

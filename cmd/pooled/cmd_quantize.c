@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "args.h"
 #include "commands.h"
@@ -111,10 +112,9 @@ int cmd_quantize(int argc, char **argv) {
         die("quantize: unknown or unsupported type '%s' (see pooled quantize --help)", pos[2]);
         goto out;
     }
-    FILE *in = fopen(pos[0], "rb");
-    uint64_t in_size = 0;
-    if (in && !fseek(in, 0, SEEK_END) && ftell(in) > 0) in_size = (uint64_t)ftell(in);
-    if (in) fclose(in);
+    /* stat, not open: opening a FIFO would block (pl_quantize_file refuses it) */
+    struct stat in_st;
+    uint64_t in_size = !stat(pos[0], &in_st) && in_st.st_size > 0 ? (uint64_t)in_st.st_size : 0;
     p.ctx = &in_size;
     if (pl_quantize_file(pos[0], pos[1], &p)) {
         die("%s", pl_last_error());

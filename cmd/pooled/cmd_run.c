@@ -37,9 +37,8 @@ static bool on_token(void *ud, int32_t id) {
     } else {
         fputs(pl_tok_stream_push(o->stream, id), stdout);
     }
-    fflush(stdout);
     o->n_out++;
-    return true;
+    return out_flush(); /* stdout failed: stop generating (main reports it) */
 }
 
 /* "1 2, 3" -> ids; false (with the error printed) on anything else. */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "base/file_write.h"
 #include "commands.h"
 #include "format/gguf.h"
 #include "format/quant.h"
@@ -116,6 +117,8 @@ int cmd_synth(int argc, char **argv) {
     pl_synth_config c = *found;
     if (layers) c.n_layer = (int)layers;
     if (vocab) c.n_vocab = (int)vocab;
+    if (vocab_path && pl_file_same(vocab_path, out))
+        return die("synth: %s: output would overwrite the --vocab-from file", out);
     pl_gguf *vocab_src = NULL;
     if (vocab_path && pl_gguf_open(vocab_path, &vocab_src)) return die("%s", pl_last_error());
 

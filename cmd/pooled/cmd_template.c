@@ -14,6 +14,7 @@
 #include "args.h"
 #include "base/file_map.h"
 #include "base/json.h"
+#include "base/limits.h"
 #include "commands.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,7 +28,7 @@ static pl_json_doc *read_json(const char *path) {
     char *text = NULL;
     size_t len = 0;
     pl_json_doc *d = NULL;
-    if (pl_file_read_all(path, &text, &len) != PL_OK) return NULL;
+    if (pl_file_read(path, PL_LIMIT_JSON_FILE, PL_READ_TEXT, &text, &len) != PL_OK) return NULL;
     if (pl_json_parse(text, len, &d) != PL_OK) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", pl_last_error());
@@ -90,7 +91,7 @@ int cmd_template(int argc, char **argv) {
     pl_status st;
     if (tmpl_path) {
         size_t len;
-        if (pl_file_read_all(tmpl_path, &tmpl, &len) != PL_OK) {
+        if (pl_file_read(tmpl_path, PL_LIMIT_TEMPLATE_FILE, PL_READ_TEXT, &tmpl, &len) != PL_OK) {
             rc = die("%s", pl_last_error());
             goto done;
         }

@@ -16,6 +16,7 @@
 #include "args.h"
 #include "base/file_map.h"
 #include "base/json.h"
+#include "base/limits.h"
 #include "commands.h"
 #include "tokenizer/tokenizer.h"
 
@@ -65,7 +66,8 @@ static int bench(const pl_tokenizer *t, const char *file, int64_t mb) {
     char *text = NULL;
     size_t len = 0;
     if (file) {
-        if (pl_file_read_all(file, &text, &len) != PL_OK) return die("%s", pl_last_error());
+        if (pl_file_read(file, PL_LIMIT_TEXT_FILE, PL_READ_TEXT, &text, &len) != PL_OK)
+            return die("%s", pl_last_error());
     } else if (!(text = bench_text((size_t)mb, &len))) {
         return die("out of memory");
     }
@@ -109,7 +111,7 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(a, "--bench")) {
             do_bench = true;
             if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9' &&
-                !arg_int("--bench", argv[++i], 1, 4096, &mb))
+                !arg_int("--bench", argv[++i], 1, PL_LIMIT_BENCH_MB, &mb))
                 err = true;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             pl_sb_free(&text);
@@ -148,7 +150,7 @@ int cmd_tokenize(int argc, char **argv) {
     char *input = NULL;
     size_t len = 0;
     if (file) {
-        if (pl_file_read_all(file, &input, &len) != PL_OK) {
+        if (pl_file_read(file, PL_LIMIT_TEXT_FILE, PL_READ_TEXT, &input, &len) != PL_OK) {
             rc = die("%s", pl_last_error());
             goto out;
         }

@@ -1,8 +1,9 @@
-/* file_map.c - mmap a file read-only (POSIX), plus a small read-everything helper. */
+/* file_map.c - mmap a file read-only (POSIX), plus a bounded read-everything helper. */
 #include "file_map.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,21 +11,41 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-pl_status pl_file_map_open(pl_file_map *m, const char *path) {
-    m->data = NULL;
-    m->size = 0;
-    int fd = open(path, O_RDONLY);
+const char *pl_file_kind(mode_t m) {
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "a special file";
+}
+
+/* Open `path` for reading if it is a regular file. O_NONBLOCK: opening a FIFO with no
+ * writer would otherwise wait forever, before fstat could tell what it is. */
+static pl_status open_regular(const char *path, int *fd_out, struct stat *st) {
+    *fd_out = -1;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) return pl_fail(PL_ERR_IO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, st) != 0) {
         int e = errno;
         close(fd);
         return pl_fail(PL_ERR_IO, "%s: %s", path, strerror(e));
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st->st_mode)) {
         close(fd);
-        return pl_fail(PL_ERR_IO, "%s: not a regular file", path);
+        return pl_fail(PL_ERR_IO, "%s: not a regular file (%s)", path, pl_file_kind(st->st_mode));
     }
+    *fd_out = fd;
+    return PL_OK;
+}
+
+pl_status pl_file_map_open(pl_file_map *m, const char *path) {
+    m->data = NULL;
+    m->size = 0;
+    int fd;
+    struct stat st;
+    pl_status s = open_regular(path, &fd, &st);
+    if (s) return s;
     if (st.st_size > 0) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
@@ -45,40 +66,80 @@ void pl_file_map_close(pl_file_map *m) {
     m->size = 0;
 }
 
-pl_status pl_file_read_all(const char *path, char **out, size_t *len) {
+const char *pl_size_name(size_t n, char *buf, size_t cap) {
+    if (n >= (1u << 20) && n % (1u << 20) == 0)
+        snprintf(buf, cap, "%zu MiB", n >> 20);
+    else if (n >= 1024 && n % 1024 == 0)
+        snprintf(buf, cap, "%zu KiB", n >> 10);
+    else
+        snprintf(buf, cap, "%zu bytes", n);
+    return buf;
+}
+
+static pl_status too_big(const char *path, size_t limit) {
+    char lim[32];
+    return pl_fail(PL_ERR_ARG, "%s: larger than the limit of %s", path,
+                   pl_size_name(limit, lim, sizeof lim));
+}
+
+pl_status pl_file_read(const char *path, size_t limit, int flags, char **out, size_t *len) {
     *out = NULL;
     if (len) *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return pl_fail(PL_ERR_IO, "%s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
+    if (limit > SIZE_MAX / 2) limit = SIZE_MAX / 2;
+    int fd;
+    struct stat st;
+    pl_status s = open_regular(path, &fd, &st);
+    if (s) return s;
+    if ((uint64_t)st.st_size > limit) {
+        close(fd);
+        return too_big(path, limit);
+    }
+    /* st_size is a hint (files in /proc say 0, a file may grow): read to the end, but never
+     * past the limit */
+    size_t cap = (size_t)st.st_size + 1 > 4096 ? (size_t)st.st_size + 1 : 4096, n = 0;
     char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return pl_fail(PL_ERR_NOMEM, "out of memory reading %s", path);
-    }
     for (;;) {
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return pl_fail(PL_ERR_NOMEM, "out of memory reading %s", path);
-            }
-            buf = nb;
-            cap *= 2;
+        if (!buf) {
+            close(fd);
+            return pl_fail(PL_ERR_NOMEM, "out of memory reading %s", path);
         }
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        if (n + 1 >= cap) {
+            size_t nc = cap > limit / 2 ? limit + 2 : cap * 2;
+            char *nb = nc > cap ? realloc(buf, nc) : NULL;
+            if (!nb) free(buf);
+            buf = nb;
+            cap = nc;
+            continue;
+        }
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return pl_fail(PL_ERR_IO, "%s: %s", path, strerror(e));
+        }
         if (r == 0) break;
-        n += r;
+        n += (size_t)r;
+        if (n > limit) {
+            free(buf);
+            close(fd);
+            return too_big(path, limit);
+        }
     }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return pl_fail(PL_ERR_IO, "%s: read error", path);
-    }
+    close(fd);
     buf[n] = 0;
+    const char *nul = (flags & PL_READ_TEXT) ? memchr(buf, 0, n) : NULL;
+    if (nul) {
+        size_t at = (size_t)(nul - buf);
+        free(buf);
+        return pl_fail(PL_ERR_FORMAT, "%s: a NUL byte at offset %zu: not a text file", path, at);
+    }
     *out = buf;
     if (len) *len = n;
     return PL_OK;
+}
+
+pl_status pl_file_read_all(const char *path, char **out, size_t *len) {
+    return pl_file_read(path, SIZE_MAX, 0, out, len);
 }

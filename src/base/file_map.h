@@ -1,10 +1,13 @@
-/* file_map.h - read-only memory mapping of a whole file.
+/* file_map.h - read-only memory mapping of a whole file, and bounded reads of small files.
  *
- * Model files are mapped, never copied: tensor data is used straight from the page cache. */
+ * Model files are mapped, never copied: tensor data is used straight from the page cache.
+ * Both refuse what is not a regular file (a FIFO, a device, a directory) before anything
+ * could block on it: the file is opened with O_NONBLOCK and checked with fstat. */
 #ifndef PL_BASE_FILE_MAP_H
 #define PL_BASE_FILE_MAP_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "status.h"
 
@@ -16,7 +19,20 @@ typedef struct {
 pl_status pl_file_map_open(pl_file_map *m, const char *path);
 void pl_file_map_close(pl_file_map *m);
 
-/* Read a whole (small) file into a malloc'd, NUL-terminated buffer. */
+/* Read a whole regular file of at most `limit` bytes into a malloc'd, NUL-terminated
+ * buffer; *len (may be NULL) gets its length. A larger file is refused with a line naming
+ * the limit. With PL_READ_TEXT a NUL byte in the file is refused too (text would be cut
+ * there silently). */
+enum { PL_READ_TEXT = 1 };
+pl_status pl_file_read(const char *path, size_t limit, int flags, char **out, size_t *len);
+
+/* pl_file_read with no size limit and no text check (tests, trusted fixtures). */
 pl_status pl_file_read_all(const char *path, char **out, size_t *len);
+
+/* "a directory", "a FIFO", ...: what a file that is not regular is, for error lines. */
+const char *pl_file_kind(mode_t mode);
+
+/* "64 MiB", "1 KiB", "300 bytes": a limit as error messages state it. */
+const char *pl_size_name(size_t n, char *buf, size_t cap);
 
 #endif

@@ -4,9 +4,11 @@
  * or new: keys, values and names given by the caller are deep-copied into blocks owned by
  * the pl_gguf, so a parsed file can be edited (quantize does) and written back. The writer
  * emits exactly what a parse reads, so read-then-write reproduces a file byte for byte. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/file_write.h"
 #include "gguf_internal.h"
 #include "quant.h"
 
@@ -336,15 +338,15 @@ pl_status pl_gguf_add_tensor(pl_gguf *g, const char *name, uint32_t type, uint32
 
 /* ---- writing ---- */
 
-/* A small buffered writer that counts bytes and remembers the first error. */
+/* A small buffered writer that counts bytes and remembers the first error (its errno). */
 typedef struct {
     FILE *f;
     uint64_t n;
-    bool err;
+    int err;
 } wr;
 
 static void w_bytes(wr *w, const void *p, size_t n) {
-    if (n && fwrite(p, 1, n, w->f) != n) w->err = true;
+    if (n && !w->err && fwrite(p, 1, n, w->f) != n) w->err = errno ? errno : EIO;
     w->n += n;
 }
 static void w_u32(wr *w, uint32_t v) { w_bytes(w, &v, 4); }
@@ -393,7 +395,7 @@ static void w_pad(wr *w, uint64_t align) {
 }
 
 pl_status pl_gguf_write_header(const pl_gguf *g, FILE *f) {
-    wr w = {f, 0, false};
+    wr w = {f, 0, 0};
     w_bytes(&w, "GGUF", 4);
     w_u32(&w, g->version);
     w_u64(&w, g->n_tensors);
@@ -413,13 +415,13 @@ pl_status pl_gguf_write_header(const pl_gguf *g, FILE *f) {
     }
     /* Vocabulary-only files end right after the infos: no data section to align. */
     if (g->n_tensors) w_pad(&w, g->alignment);
-    return w.err ? pl_fail(PL_ERR_IO, "gguf: write failed") : PL_OK;
+    return w.err ? pl_fail(PL_ERR_IO, "gguf: write failed: %s", strerror(w.err)) : PL_OK;
 }
 
 pl_status pl_gguf_write_padding(const pl_gguf *g, FILE *f, uint64_t nbytes) {
-    wr w = {f, nbytes, false};
+    wr w = {f, nbytes, 0};
     w_pad(&w, g->alignment);
-    return w.err ? pl_fail(PL_ERR_IO, "gguf: write failed") : PL_OK;
+    return w.err ? pl_fail(PL_ERR_IO, "gguf: write failed: %s", strerror(w.err)) : PL_OK;
 }
 
 uint64_t pl_gguf_data_offset(const pl_gguf *g) {
@@ -438,9 +440,11 @@ pl_status pl_gguf_write_file(const pl_gguf *g, const char *path) {
         if (!g->tensors[i].data && g->tensors[i].nbytes)
             return pl_fail(PL_ERR_ARG, "gguf: tensor '%.*s' has no data to write",
                            (int)g->tensors[i].name.len, g->tensors[i].name.ptr);
-    FILE *f = fopen(path, "wb");
-    if (!f) return pl_fail(PL_ERR_IO, "%s: cannot create", path);
-    pl_status st = pl_gguf_write_header(g, f);
+    pl_file_out fo;
+    pl_status st = pl_file_out_open(&fo, path);
+    if (st) return st;
+    FILE *f = fo.f;
+    st = pl_gguf_write_header(g, f);
     uint64_t pos = 0; /* within the data section */
     for (uint64_t i = 0; i < g->n_tensors && !st; i++) {
         const pl_gguf_tensor *t = &g->tensors[i];
@@ -451,14 +455,15 @@ pl_status pl_gguf_write_file(const pl_gguf *g, const char *path) {
         /* keep the recorded offsets: pad up to this tensor's offset */
         while (pos < t->offset && !st) {
             size_t k = t->offset - pos < sizeof zeros ? (size_t)(t->offset - pos) : sizeof zeros;
-            if (fwrite(zeros, 1, k, f) != k) st = pl_fail(PL_ERR_IO, "%s: write failed", path);
+            if (fwrite(zeros, 1, k, f) != k) st = pl_file_out_failed(&fo);
             pos += k;
         }
         if (!st && t->nbytes && fwrite(t->data, 1, t->nbytes, f) != t->nbytes)
-            st = pl_fail(PL_ERR_IO, "%s: write failed", path);
+            st = pl_file_out_failed(&fo);
         pos += t->nbytes;
     }
     if (!st && g->n_tensors) st = pl_gguf_write_padding(g, f, pos);
-    if (fclose(f) != 0 && !st) st = pl_fail(PL_ERR_IO, "%s: write failed", path);
+    if (!st) st = pl_file_out_commit(&fo);
+    pl_file_out_abort(&fo);
     return st;
 }

@@ -5,15 +5,16 @@
  * dequantize to float32, quantize to the new type, write. */
 #include "quantize.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/file_write.h"
 #include "gguf.h"
 #include "quant.h"
 #include "quantize_mix.h"
@@ -147,7 +148,8 @@ static pl_status grow(buffers *b, size_t nf, size_t nq) {
 }
 
 static pl_status write_bytes(FILE *f, const void *p, size_t n, const char *path) {
-    return n && fwrite(p, 1, n, f) != n ? pl_fail(PL_ERR_IO, "%s: write failed", path) : PL_OK;
+    if (!n || fwrite(p, 1, n, f) == n) return PL_OK;
+    return pl_fail(PL_ERR_IO, "%s: write failed: %s", path, strerror(errno ? errno : EIO));
 }
 
 /* One thread's share of a chunk: rows [r0, r1) of the chunk. */
@@ -235,11 +237,6 @@ static int thread_count(int asked) {
 
 /* Whether two paths name one existing file (writing over the mapped input would corrupt it
  * under our feet). */
-static bool same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 static pl_status check_writable(uint32_t t, const char *what) {
     const pl_type_traits *tr = pl_type_get(t);
     if (!tr) return pl_fail(PL_ERR_ARG, "%s: unknown type %u", what, t);
@@ -334,7 +331,7 @@ pl_status pl_quantize_file(const char *in_path, const char *out_path, const pl_q
 
     pl_gguf *in = NULL, *out = NULL;
     item *items = NULL;
-    FILE *f = NULL;
+    pl_file_out f = {0};
     picker k = {p, calloc((size_t)p->n_overrides + 1, sizeof(regex_t)), {0}};
     int n_re = 0;
     int64_t n = 0;
@@ -347,6 +344,12 @@ pl_status pl_quantize_file(const char *in_path, const char *out_path, const pl_q
             goto done;
         }
     if ((st = pl_gguf_open(in_path, &in))) goto done;
+    if (pl_file_same(in_path, out_path)) {
+        st = pl_fail(PL_ERR_ARG, "%s: output would overwrite the input", out_path);
+        goto done;
+    }
+    /* a temporary file renamed over OUT when complete: a failure leaves OUT as it was */
+    if ((st = pl_file_out_open(&f, out_path))) goto done;
     n = pl_gguf_tensor_count(in);
     if ((st = list_tensors(in, &items))) goto done;
     describe_model(in, items, n, &k.mix);
@@ -355,19 +358,11 @@ pl_status pl_quantize_file(const char *in_path, const char *out_path, const pl_q
         goto done;
     }
     if ((st = copy_metadata(in, out, p->file_type)) || (st = plan(&k, items, n, out))) goto done;
-    if (same_file(in_path, out_path)) {
-        st = pl_fail(PL_ERR_ARG, "%s: output would overwrite the input", out_path);
-        goto done;
-    }
-    if (!(f = fopen(out_path, "wb"))) {
-        st = pl_fail(PL_ERR_IO, "%s: cannot create", out_path);
-        goto done;
-    }
-    st = write_all(p, out, items, n, f, out_path);
-    if (fclose(f) && !st) st = pl_fail(PL_ERR_IO, "%s: write failed", out_path);
-    if (st) remove(out_path); /* no half-written file */
+    st = write_all(p, out, items, n, f.f, out_path);
+    if (!st) st = pl_file_out_commit(&f);
 
 done:
+    pl_file_out_abort(&f);
     for (int i = 0; i < n_re; i++) regfree(&k.re[i]);
     free(k.re);
     for (int64_t i = 0; items && i < n; i++) free(items[i].name);

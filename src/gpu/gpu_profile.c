@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/file_write.h"
+#include "../base/limits.h"
 #include "gpu_internal.h"
 #include "repack.h"
 
@@ -94,7 +96,10 @@ static double empty_dispatch(gpu_backend *gb, int chain, int n) {
 }
 
 void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
-    FILE *f = fopen(path, "a");
+    /* written in memory, then appended through a temporary file (base/file_write.h) */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
     if (!f) return;
     fprintf(f, "== GPU profile: %s\n", gb->info->name);
     fprintf(f, "GEMV tune (threads x rows per workgroup, +sg: subgroup reduce):");
@@ -148,5 +153,7 @@ void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
             whole * 1e6, enc * 1e6, sub * 1e6, step_seconds * 1e6);
     fprintf(f, "empty dispatch: %.2f us chained (barrier), %.2f us independent\n", chained * 1e6,
             free_ * 1e6);
-    fclose(f);
+    if (fclose(f) == 0 && pl_file_append(path, text, len, PL_LIMIT_PROFILE_FILE) != PL_OK)
+        fprintf(stderr, "pooled: GPU profile not written: %s\n", pl_last_error());
+    free(text);
 }

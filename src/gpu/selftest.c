@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../base/file_map.h"
+#include "../base/file_write.h"
+#include "../base/limits.h"
 #include "kernel_ref.h"
 #include "repack.h"
 #include "selftest.h"
@@ -377,9 +380,12 @@ void pl_gpu_tune_load(gpu_backend *gb) {
     if (!cache_path(dir, sizeof dir)) return;
     snprintf(path, sizeof path, "%s/gpu-tune.txt", dir);
     adapter_key(gb, key, sizeof key);
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    while (fgets(line, sizeof line, f)) {
+    /* a cache: a missing, oversized or odd file (a FIFO, a folder) is ignored */
+    char *text = NULL;
+    if (pl_file_read(path, PL_LIMIT_CACHE_FILE, PL_READ_TEXT, &text, NULL) != PL_OK) return;
+    for (char *next = text, *end; *next; next = *end ? end + 1 : end) {
+        end = next + strcspn(next, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)(end - next), next);
         char k[200];
         unsigned v[8];
         if (sscanf(line, "%199s %u %u %u %u %u %u %u %u", k, &v[0], &v[1], &v[2], &v[3], &v[4],
@@ -390,7 +396,7 @@ void pl_gpu_tune_load(gpu_backend *gb) {
         if (e.wt < 4 && valid_tune(gb, &e.t) && !known(gb, e.wt, e.rows, e.cols)) /* q8x: untuned */
             add_shape(gb, e);
     }
-    fclose(f);
+    free(text);
 }
 
 static void save_shape(const gpu_backend *gb, const shape_tune *e) {
@@ -403,11 +409,13 @@ static void save_shape(const gpu_backend *gb, const shape_tune *e) {
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/gpu-tune.txt", dir);
     adapter_key(gb, key, sizeof key);
-    FILE *f = fopen(path, "a");
-    if (!f) return;
-    fprintf(f, "%s %u %u %u %u %u %u %u %u\n", key, (unsigned)e->wt, e->rows, e->cols, e->t.threads,
-            e->t.rows, e->t.subgroups, e->t.sg_rows, e->t.unroll);
-    fclose(f);
+    char line[400];
+    int n =
+        snprintf(line, sizeof line, "%s %u %u %u %u %u %u %u %u\n", key, (unsigned)e->wt, e->rows,
+                 e->cols, e->t.threads, e->t.rows, e->t.subgroups, e->t.sg_rows, e->t.unroll);
+    /* through a temporary file: a run reading the cache never sees a cut line; a failure is
+     * not worth a message (the shape is tuned again next time) */
+    if (n > 0 && n < (int)sizeof line) pl_file_append(path, line, (size_t)n, PL_LIMIT_CACHE_FILE);
 }
 
 /* Tune the shape of weight w; `split` (0 or the q/k/v split points) limits the candidates

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/file_write.h"
 #include "../format/quant.h"
 #include "synth.h"
 
@@ -178,8 +179,10 @@ pl_status pl_synth_write(const pl_gguf *plan, const pl_synth_config *c, uint64_t
     for (int i = 0; i < n_threads && !st; i++)
         if (!(tmp[i] = malloc((size_t)max_row * sizeof(float))))
             st = pl_fail(PL_ERR_NOMEM, "synth: out of memory");
-    FILE *f = st ? NULL : fopen(path, "wb");
-    if (!st && !f) st = pl_fail(PL_ERR_IO, "%s: cannot create", path);
+    /* streamed into a temporary file renamed over `path` when complete */
+    pl_file_out fo = {0};
+    if (!st) st = pl_file_out_open(&fo, path);
+    FILE *f = fo.f;
     if (f) setvbuf(f, NULL, _IOFBF, 1 << 20);
     if (!st) st = pl_gguf_write_header(plan, f);
 
@@ -193,14 +196,14 @@ pl_status pl_synth_write(const pl_gguf *plan, const pl_synth_config *c, uint64_t
             int64_t n = rows - r < chunk ? rows - r : chunk;
             st = make_rows(t, c, seed, r, n, out, row_bytes, tmp, n_threads);
             if (!st && fwrite(out, row_bytes, (size_t)n, f) != (size_t)n)
-                st = pl_fail(PL_ERR_IO, "%s: write failed (disk full?)", path);
+                st = pl_file_out_failed(&fo);
             done += (uint64_t)n * row_bytes;
             if (!st && progress) progress(ctx, done, total);
         }
         if (!st) st = pl_gguf_write_padding(plan, f, t->nbytes);
     }
-    if (f && fclose(f) != 0 && !st) st = pl_fail(PL_ERR_IO, "%s: write failed (disk full?)", path);
-    if (st && f) remove(path);
+    if (!st) st = pl_file_out_commit(&fo);
+    pl_file_out_abort(&fo);
     free(out);
     for (int i = 0; i < n_threads; i++) free(tmp[i]);
     return st;
