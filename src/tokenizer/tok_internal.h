@@ -78,8 +78,9 @@ struct pl_tokenizer {
     int32_t *eog;
     int32_t n_eog;
 
-    char *chat_template; /* tokenizer.chat_template or NULL */
-    char *name;          /* general.name or NULL */
+    char *chat_template;    /* tokenizer.chat_template or NULL */
+    bool chat_template_nul; /* the template holds a NUL byte (refused when rendering) */
+    char *name;             /* general.name or NULL */
 };
 
 static inline const char *pl_tok_text(const pl_tokenizer *t, int32_t id, uint32_t *len) {

@@ -303,6 +303,10 @@ pl_status pl_tok_load(const pl_gguf *g, pl_tokenizer **out) {
     st = load_special_list(t);
     if (st != PL_OK) goto fail;
     t->chat_template = pl_gguf_get_string(g, "tokenizer.chat_template");
+    const pl_gguf_value *ct = pl_gguf_get(g, "tokenizer.chat_template");
+    /* a NUL inside would cut the template short: chat.c refuses such a template */
+    t->chat_template_nul = t->chat_template && ct->type == PL_GGUF_STRING &&
+                           memchr(ct->str.ptr, 0, ct->str.len) != NULL;
     t->name = pl_gguf_get_string(g, "general.name");
     *out = t;
     return PL_OK;
