@@ -226,34 +226,31 @@ static jv attr_of(jv v, const jv *attribute) {
     return v;
 }
 
+typedef struct {
+    jj_state *st;
+    const jv *attribute;
+    bool reverse;
+} sort_ctx;
+
+/* Items by attribute, each comparison charged to the work budget. */
+static bool cmp_items(void *ctx, jv x, jv y, int *c) {
+    sort_ctx *s = ctx;
+    jv a = attr_of(x, s->attribute), b = attr_of(y, s->attribute);
+    if (!jv_compare(s->st, a, b, c))
+        return s->st->failed ? false
+                             : jj_fail(s->st, NULL, "sort: cannot order %s and %s", jv_type_name(a),
+                                       jv_type_name(b));
+    if (s->reverse) *c = -*c;
+    return true;
+}
+
 static bool sort_list(jj_state *st, const jj_list *in, bool reverse, const jv *attribute,
                       jj_list **out) {
     jj_list *l = jv_list_new(st, in->n), *tmp = jv_list_new(st, in->n);
     if (!l || !tmp) return false;
     memcpy(l->items, in->items, in->n * sizeof(jv));
-    /* stable bottom-up merge sort: n log n comparisons, each charged to the work budget */
-    jv *src = l->items, *dst = tmp->items;
-    for (size_t w = 1; w < l->n; w *= 2) {
-        for (size_t lo = 0; lo < l->n; lo += 2 * w) {
-            size_t mid = lo + w < l->n ? lo + w : l->n, hi = lo + 2 * w < l->n ? lo + 2 * w : l->n;
-            size_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) {
-                int c;
-                jv a = attr_of(src[i], attribute), b = attr_of(src[j], attribute);
-                if (!jv_compare(st, a, b, &c))
-                    return st->failed ? false
-                                      : jj_fail(st, NULL, "sort: cannot order %s and %s",
-                                                jv_type_name(a), jv_type_name(b));
-                /* the right item goes first only if strictly before (stability) */
-                dst[k++] = (reverse ? c < 0 : c > 0) ? src[j++] : src[i++];
-            }
-            while (i < mid) dst[k++] = src[i++];
-            while (j < hi) dst[k++] = src[j++];
-        }
-        jv *x = src;
-        src = dst, dst = x;
-    }
-    if (src != l->items) memcpy(l->items, src, l->n * sizeof(jv));
+    sort_ctx ctx = {st, attribute, reverse};
+    if (!jv_sort(l->items, tmp->items, l->n, cmp_items, &ctx)) return false;
     *out = l;
     return true;
 }

@@ -258,6 +258,9 @@ bool jv_truthy(jv v);
 bool jv_equal(jj_state *st, jv a, jv b);
 /* -1, 0, 1; false if the values cannot be ordered */
 bool jv_compare(jj_state *st, jv a, jv b, int *cmp);
+/* Stable merge sort of v[0..n), tmp: room for n more. cmp(ctx, a, b, &c) sets c < 0, 0,
+ * > 0 or returns false (then the sort stops and returns false). n log n comparisons. */
+bool jv_sort(jv *v, jv *tmp, size_t n, bool (*cmp)(void *ctx, jv a, jv b, int *c), void *ctx);
 /* Python's str() into b (strings as they are, lists/dicts as repr). */
 void jv_to_str(pl_strbuf *b, jv v);
 /* Python's repr(). */

@@ -255,6 +255,35 @@ void jv_format_float(pl_strbuf *b, double f) {
     }
 }
 
+bool jv_sort(jv *v, jv *tmp, size_t n, bool (*cmp)(void *ctx, jv a, jv b, int *c), void *ctx) {
+    jv *src = v, *dst = tmp;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) {
+                int c;
+                if (!cmp(ctx, src[i], src[j], &c)) return false;
+                dst[k++] = c > 0 ? src[j++] : src[i++]; /* equal: the left first (stable) */
+            }
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+        }
+        jv *x = src;
+        src = dst, dst = x;
+    }
+    if (src != v) memcpy(v, src, n * sizeof *v);
+    return true;
+}
+
+/* Keys of a dict, given as their indices (json.dumps' sort_keys); keys that cannot be
+ * ordered keep their order. */
+static bool cmp_key(void *ctx, jv a, jv b, int *c) {
+    const jj_dict *d = ctx;
+    if (!jv_compare(NULL, d->keys[a.i], d->keys[b.i], c)) *c = 0;
+    return true;
+}
+
 static void repr_str(pl_strbuf *b, const jj_str *s) {
     bool has_sq = memchr(s->s, '\'', s->len) != NULL, has_dq = memchr(s->s, '"', s->len) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
@@ -376,23 +405,14 @@ static bool to_json(pl_strbuf *b, jv v, int indent, bool sort_keys, int level) {
             pl_sb_puts(b, "{}");
             return true;
         }
-        size_t order_small[64], *order = n <= 64 ? order_small : malloc(n * sizeof *order);
+        jv order_small[64], *order = n <= 32 ? order_small : malloc(2 * n * sizeof *order);
         if (!order) return false;
-        for (size_t i = 0; i < n; i++) order[i] = i;
-        if (sort_keys) /* insertion sort by key; dicts in templates are small */
-            for (size_t i = 1; i < n; i++)
-                for (size_t j = i; j > 0; j--) {
-                    int c = 0;
-                    if (!jv_compare(NULL, v.d->keys[order[j - 1]], v.d->keys[order[j]], &c) ||
-                        c <= 0)
-                        break;
-                    size_t t = order[j];
-                    order[j] = order[j - 1], order[j - 1] = t;
-                }
+        for (size_t i = 0; i < n; i++) order[i] = jv_int((int64_t)i);
+        if (sort_keys) jv_sort(order, order + n, n, cmp_key, v.d);
         pl_sb_putc(b, '{');
         bool ok = true;
         for (size_t k = 0; k < n && ok; k++) {
-            size_t i = order[k];
+            size_t i = (size_t)order[k].i;
             if (k) pl_sb_puts(b, indent >= 0 ? "," : ", ");
             if (indent >= 0) newline_indent(b, indent, level + 1);
             jv key = v.d->keys[i];

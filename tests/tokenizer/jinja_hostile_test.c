@@ -77,6 +77,32 @@ static void test_integers(void) {
     check("{{ ' 12 '|int }}", "12", NULL);
 }
 
+/* tojson(sort_keys=true) of a dict of 200,000 keys (tools JSON can be that big): n log n. */
+static void test_sort_keys(void) {
+    pl_strbuf b = {0};
+    pl_sb_putc(&b, '{');
+    for (int i = 200000; i-- > 0;) pl_sb_printf(&b, "%s\"k%06d\":%d", i < 199999 ? "," : "", i, i);
+    pl_sb_putc(&b, '}');
+    pl_json_doc *d = NULL;
+    CHECK(pl_json_parse(b.s, b.len, &d) == PL_OK, "%s", pl_last_error());
+    pl_sb_free(&b);
+    pl_jinja *t = NULL;
+    const char *src = "{{ (d|tojson(sort_keys=true))[:27] }}";
+    CHECK(pl_jinja_parse(src, strlen(src), &t) == PL_OK, "%s", pl_last_error());
+    pl_jinja_ctx *c = pl_jinja_ctx_new();
+    pl_jinja_set_json(c, "d", pl_json_root(d));
+    char *out = NULL;
+    time_t t0 = time(NULL);
+    CHECK(pl_jinja_render(t, c, &out, NULL) == PL_OK &&
+              !strcmp(out, "{\"k000000\": 0, \"k000001\": 1"),
+          "tojson sort_keys: %s", out ? out : pl_last_error());
+    CHECK(time(NULL) - t0 < 20, "tojson sort_keys took %ld s", (long)(time(NULL) - t0));
+    free(out);
+    pl_jinja_ctx_free(c);
+    pl_jinja_free(t);
+    pl_json_doc_free(d);
+}
+
 static void test_sizes(void) {
     /* a list that holds itself through namespaces compares by identity, not forever */
     check("{% set a = namespace(x=0) %}{% set b = namespace(x=0) %}{% set a.x = [a] %}"
@@ -229,5 +255,6 @@ static void test_nul(void) {
 static void run_tests(void) {
     test_integers();
     test_sizes();
+    test_sort_keys();
     test_nul();
 }
