@@ -44,6 +44,16 @@ static void check(const char *src, const char *want_out, const char *want_err) {
     pl_jinja_free(t);
 }
 
+/* A template that must not parse: an error containing want_err. */
+static void check_parse(const char *src, const char *want_err) {
+    pl_jinja *t = NULL;
+    pl_status st = pl_jinja_parse(src, strlen(src), &t);
+    CHECK(st != PL_OK && strstr(pl_last_error(), want_err),
+          "%s: want a parse error with '%s', got %s", src, want_err,
+          st ? pl_last_error() : "success");
+    pl_jinja_free(t);
+}
+
 static void test_integers(void) {
     /* range: any int64 bounds and steps, at most a million items */
     check("{{ range(-9223372036854775807, 9223372036854775807)|length }}", NULL,
@@ -71,6 +81,10 @@ static void test_integers(void) {
     check("{{ (-2) ** 63 }}", "-9223372036854775808", NULL);
     check("{{ 2 ** 63 }}", NULL, "integer overflow");
     check("{{ 3 ** 40 }}", NULL, "integer overflow");
+    /* literals past int64 or longer than 63 characters are errors, not other numbers */
+    check_parse("{{ 99999999999999999999 }}", "out of range");
+    check_parse("{{ 0.00000000000000000000000000000000000000000000000000000000000000000001 }}",
+                "too long");
     /* int of a string: the whole string, NUL included */
     check("{{ '12\\x003'|int }}", "0", NULL);
     check("{{ '12\\x003'|float }}", "0.0", NULL);
