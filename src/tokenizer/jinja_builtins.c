@@ -321,7 +321,7 @@ bool jj_filter(jj_state *st, const jj_node *at, const char *name, jv in, const j
                         arg(args, n, 0, kwn, kwv, nkw, "chars"), true, true, out);
     if (!strcmp(name, "length") || !strcmp(name, "count")) {
         switch (in.type) {
-        case JV_STR: *out = jv_int((int64_t)str_chars(in.s)); return true;
+        case JV_STR: *out = jv_int((int64_t)str_chars(in.s)); return jj_work(st, in.s->len / 16);
         case JV_LIST: *out = jv_int((int64_t)in.l->n); return true;
         case JV_DICT: *out = jv_int((int64_t)in.d->n); return true;
         case JV_UNDEF: *out = jv_int(0); return true;
@@ -440,8 +440,8 @@ bool jj_filter(jj_state *st, const jj_node *at, const char *name, jv in, const j
         return true;
     }
     if (!strcmp(name, "abs")) {
-        if (in.type == JV_INT)
-            return *out = jv_int(in.i < 0 && in.i != INT64_MIN ? -in.i : in.i), true;
+        if (in.type == JV_INT && in.i == INT64_MIN) return jj_fail(st, at, "integer overflow");
+        if (in.type == JV_INT) return *out = jv_int(in.i < 0 ? -in.i : in.i), true;
         if (in.type == JV_FLOAT) return *out = jv_float(fabs(in.f)), true;
         return jj_fail(st, at, "abs needs a number");
     }
@@ -792,6 +792,7 @@ static bool call_method(jj_state *st, const jj_node *at, int id, jv self, const 
     case M_ISALPHA:
     case M_ISSPACE: {
         bool all = self.s->len > 0;
+        if (!jj_work(st, self.s->len / 16)) return false;
         for (size_t i = 0; i < self.s->len && all;) {
             uint32_t cp;
             i += (size_t)pl_utf8_decode(self.s->s + i, self.s->len - i, &cp);

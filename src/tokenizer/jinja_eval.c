@@ -170,6 +170,7 @@ static bool get_attr(jj_state *st, jv obj, const char *name, size_t len, jv *out
     case JV_DICT:
         if (!obj.d->is_namespace && jj_method_lookup(st, obj, name, out)) return true;
         {
+            if (!jj_work(st, obj.d->n / 16)) return false; /* a lookup scans the keys */
             const jv *v = jv_dict_get(obj.d, name, len);
             *out = v ? *v : jv_undef();
         }

@@ -78,6 +78,8 @@ static void test_integers(void) {
     check("{{ (-2) ** 63 }}", "-9223372036854775808", NULL);
     check("{{ 2 ** 63 }}", NULL, "integer overflow");
     check("{{ 3 ** 40 }}", NULL, "integer overflow");
+    check("{{ (-9223372036854775807 - 1)|abs }}", NULL, "integer overflow");
+    check("{{ (-9223372036854775807)|abs }}", "9223372036854775807", NULL);
     /* literals past int64 or longer than 63 characters are errors, not other numbers */
     check_parse("{{ 99999999999999999999 }}", "out of range");
     check_parse("{{ 0.00000000000000000000000000000000000000000000000000000000000000000001 }}",
@@ -150,6 +152,13 @@ static void test_sizes(void) {
           "|sort(attribute='a')|map(attribute='b')|list }}",
           "[1, 1, 2, 3] [1, 0, 2]", NULL);
     check("{{ range(1000000)|unique|length }}", NULL, "takes too long");
+    /* scanning a 16 MB string a million times is charged too */
+    check("{% set s = 'a' * 16000000 %}{% for i in range(1000000) %}{{ s|length > 0 }}"
+          "{% endfor %}",
+          NULL, "takes too long");
+    check("{% set s = 'a' * 16000000 %}{% for i in range(1000000) %}{{ s.isalpha() }}"
+          "{% endfor %}",
+          NULL, "takes too long");
     /* find/count on 16 MB: linear */
     check("{{ ('a' * 16000000).count('a' * 8000000) }} {{ ('ab' * 4000000).find('ba' * 100) }}",
           "2 1", NULL);
