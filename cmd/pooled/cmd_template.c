@@ -95,13 +95,13 @@ int cmd_template(int argc, char **argv) {
             rc = die("%s", pl_last_error());
             goto done;
         }
-        char bos[256] = "", eos[256] = "";
-        int64_t k;
-        if (pl_tok_bos(t) >= 0 && (k = pl_tok_piece(t, pl_tok_bos(t), true, bos, sizeof bos - 1)) >= 0)
-            bos[k < (int64_t)sizeof bos - 1 ? k : (int64_t)sizeof bos - 1] = 0;
-        if (pl_tok_eos(t) >= 0 && (k = pl_tok_piece(t, pl_tok_eos(t), true, eos, sizeof eos - 1)) >= 0)
-            eos[k < (int64_t)sizeof eos - 1 ? k : (int64_t)sizeof eos - 1] = 0;
-        st = pl_chat_render_template(tmpl, bos, eos, msgs, tools, &opts, &out);
+        char *bos = NULL, *eos = NULL;
+        st = PL_OK;
+        if (pl_tok_bos(t) >= 0) st = pl_tok_piece_str(t, pl_tok_bos(t), true, &bos, NULL);
+        if (st == PL_OK && pl_tok_eos(t) >= 0)
+            st = pl_tok_piece_str(t, pl_tok_eos(t), true, &eos, NULL);
+        if (st == PL_OK) st = pl_chat_render_template(tmpl, bos, eos, msgs, tools, &opts, &out);
+        free(bos), free(eos);
     } else {
         st = pl_chat_render_json(t, msgs, tools, &opts, &out);
     }

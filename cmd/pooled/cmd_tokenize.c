@@ -175,15 +175,22 @@ int cmd_tokenize(int argc, char **argv) {
             pl_sb_printf(&o, i ? " %d" : "%d", ids[i]);
             continue;
         }
-        char buf[256];
-        int64_t k = pl_tok_piece(t, ids[i], true, buf, sizeof buf);
+        char *piece;
+        size_t k;
+        if (pl_tok_piece_str(t, ids[i], true, &piece, &k) != PL_OK) {
+            rc = die("tokenize: %s", pl_last_error());
+            break;
+        }
         pl_sb_printf(&o, "%d\t", ids[i]);
-        pl_json_quote(&o, buf, k < (int64_t)sizeof buf ? (size_t)k : sizeof buf, false);
+        pl_json_quote(&o, piece, k, false);
         pl_sb_putc(&o, '\n');
+        free(piece);
     }
     if (!pieces) pl_sb_putc(&o, '\n');
-    if (o.failed) rc = die("out of memory");
-    else fwrite(o.s, 1, o.len, stdout);
+    if (!rc && o.failed)
+        rc = die("out of memory");
+    else if (!rc)
+        fwrite(o.s, 1, o.len, stdout);
     pl_sb_free(&o);
     free(ids);
 out:

@@ -24,6 +24,24 @@ bool jj_fail(jj_state *st, const jj_node *at, const char *fmt, ...) {
     return false;
 }
 
+bool jj_work(jj_state *st, size_t n) {
+    if (!st) return true;
+    if (st->failed) return false;
+    st->work += (int64_t)(n < (size_t)JJ_MAX_WORK ? n : (size_t)JJ_MAX_WORK);
+    return st->work <= JJ_MAX_WORK || jj_fail(st, NULL, "template takes too long");
+}
+
+jv jj_sb_value(jj_state *st, pl_strbuf *b) {
+    jv r = jv_undef();
+    if (b->failed)
+        jj_fail(st, NULL, "template makes a string longer than %u bytes (or runs out of memory)",
+                JJ_MAX_OUTPUT);
+    else
+        r = jv_str(st, b->s ? b->s : "", b->len);
+    pl_sb_free(b);
+    return r;
+}
+
 /* ---- scopes ---- */
 
 static jj_frame *frame_new(jj_state *st, jj_frame *parent) {
@@ -60,13 +78,15 @@ static bool exec_body(jj_state *st, const jj_node *n, jj_frame *f);
 static void slice_range(int64_t n, const jv *a, const jv *b, int64_t step, int64_t *start,
                         int64_t *stop) {
     int64_t lo = step < 0 ? -1 : 0, hi = step < 0 ? n - 1 : n;
-    if (!a || a->type != JV_INT) *start = step < 0 ? hi : lo;
+    if (!a || a->type != JV_INT)
+        *start = step < 0 ? hi : lo;
     else {
         *start = a->i < 0 ? a->i + n : a->i;
         if (*start < lo) *start = lo;
         if (*start > hi) *start = hi;
     }
-    if (!b || b->type != JV_INT) *stop = step < 0 ? lo : hi;
+    if (!b || b->type != JV_INT)
+        *stop = step < 0 ? lo : hi;
     else {
         *stop = b->i < 0 ? b->i + n : b->i;
         if (*stop < lo) *stop = lo;
@@ -83,21 +103,28 @@ static bool eval_slice(jj_state *st, const jj_node *n, jj_frame *f, jv *out) {
     int64_t step = c.type == JV_INT ? c.i : 1;
     if (step == 0) return jj_fail(st, n, "slice step cannot be zero");
     const jj_list *items;
-    if (obj.type == JV_LIST) items = obj.l;
-    else if (obj.type == JV_STR) items = jv_iter_list(st, obj);
-    else if (obj.type == JV_UNDEF) return *out = jv_undef(), true;
-    else return jj_fail(st, n, "cannot slice a %s", jv_type_name(obj));
+    if (obj.type == JV_LIST)
+        items = obj.l;
+    else if (obj.type == JV_STR)
+        items = jv_iter_list(st, obj);
+    else if (obj.type == JV_UNDEF)
+        return *out = jv_undef(), true;
+    else
+        return jj_fail(st, n, "cannot slice a %s", jv_type_name(obj));
     if (!items) return false;
     int64_t start, stop, len = (int64_t)items->n;
+    /* a step longer than the sequence takes one item at most: clamp it so that the index
+     * arithmetic below cannot overflow */
+    if (step > len + 1) step = len + 1;
+    if (step < -(len + 1)) step = -(len + 1);
     slice_range(len, &a, &b, step, &start, &stop);
     int64_t count = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
                              : (start > stop ? (start - stop - step - 1) / -step : 0);
     if (obj.type == JV_STR) {
-        pl_strbuf sb = {0};
+        pl_strbuf sb = JJ_SB;
         for (int64_t i = 0, k = start; i < count; i++, k += step)
             pl_sb_append(&sb, items->items[k].s->s, items->items[k].s->len);
-        *out = jv_str(st, sb.s ? sb.s : "", sb.len);
-        pl_sb_free(&sb);
+        *out = jj_sb_value(st, &sb);
         return !st->failed;
     }
     jj_list *l = jv_list_new(st, (size_t)count);
@@ -109,19 +136,31 @@ static bool eval_slice(jj_state *st, const jj_node *n, jj_frame *f, jv *out) {
 
 static bool loop_attr(jj_state *st, const jj_loop *lp, const char *name, jv *out) {
     size_t i = lp->index, n = lp->items->n;
-    if (!strcmp(name, "index")) *out = jv_int((int64_t)i + 1);
-    else if (!strcmp(name, "index0")) *out = jv_int((int64_t)i);
-    else if (!strcmp(name, "revindex")) *out = jv_int((int64_t)(n - i));
-    else if (!strcmp(name, "revindex0")) *out = jv_int((int64_t)(n - i - 1));
-    else if (!strcmp(name, "first")) *out = jv_bool(i == 0);
-    else if (!strcmp(name, "last")) *out = jv_bool(i + 1 == n);
-    else if (!strcmp(name, "length")) *out = jv_int((int64_t)n);
-    else if (!strcmp(name, "depth")) *out = jv_int(1);
-    else if (!strcmp(name, "depth0")) *out = jv_int(0);
-    else if (!strcmp(name, "previtem")) *out = i > 0 ? lp->items->items[i - 1] : jv_undef();
-    else if (!strcmp(name, "nextitem")) *out = i + 1 < n ? lp->items->items[i + 1] : jv_undef();
-    else return jj_method_lookup(st, (jv){.type = JV_LOOP, .loop = lp}, name, out) ||
-                (*out = jv_undef(), true);
+    if (!strcmp(name, "index"))
+        *out = jv_int((int64_t)i + 1);
+    else if (!strcmp(name, "index0"))
+        *out = jv_int((int64_t)i);
+    else if (!strcmp(name, "revindex"))
+        *out = jv_int((int64_t)(n - i));
+    else if (!strcmp(name, "revindex0"))
+        *out = jv_int((int64_t)(n - i - 1));
+    else if (!strcmp(name, "first"))
+        *out = jv_bool(i == 0);
+    else if (!strcmp(name, "last"))
+        *out = jv_bool(i + 1 == n);
+    else if (!strcmp(name, "length"))
+        *out = jv_int((int64_t)n);
+    else if (!strcmp(name, "depth"))
+        *out = jv_int(1);
+    else if (!strcmp(name, "depth0"))
+        *out = jv_int(0);
+    else if (!strcmp(name, "previtem"))
+        *out = i > 0 ? lp->items->items[i - 1] : jv_undef();
+    else if (!strcmp(name, "nextitem"))
+        *out = i + 1 < n ? lp->items->items[i + 1] : jv_undef();
+    else
+        return jj_method_lookup(st, (jv){.type = JV_LOOP, .loop = lp}, name, out) ||
+               (*out = jv_undef(), true);
     return true;
 }
 
@@ -131,6 +170,7 @@ static bool get_attr(jj_state *st, jv obj, const char *name, size_t len, jv *out
     case JV_DICT:
         if (!obj.d->is_namespace && jj_method_lookup(st, obj, name, out)) return true;
         {
+            if (!jj_work(st, obj.d->n / 16)) return false; /* a lookup scans the keys */
             const jv *v = jv_dict_get(obj.d, name, len);
             *out = v ? *v : jv_undef();
         }
@@ -160,9 +200,11 @@ static bool get_item(jj_state *st, const jj_node *at, jv obj, jv key, jv *out) {
         return true;
     }
     if (obj.type == JV_DICT) {
-        const jv *v = jv_dict_find(obj.d, key);
+        const jv *v = jv_dict_find(st, obj.d, key);
         if (v) return *out = *v, true;
-        if (key.type == JV_STR && !obj.d->is_namespace) return get_attr(st, obj, key.s->s, key.s->len, out);
+        if (st->failed) return false;
+        if (key.type == JV_STR && !obj.d->is_namespace)
+            return get_attr(st, obj, key.s->s, key.s->len, out);
         return *out = jv_undef(), true;
     }
     if (obj.type == JV_LOOP && key.type == JV_STR) return loop_attr(st, obj.loop, key.s->s, out);
@@ -186,7 +228,8 @@ static bool call_macro(jj_state *st, const jj_node *at, const jj_node *m, const 
         if (!set && i < m->n && m->list[i] && !jj_eval(st, m->list[i], f, &v)) return false;
         if (!frame_set(st, f, m->names[i], v)) return false;
     }
-    if (caller && !frame_set(st, f, "caller", (jv){.type = JV_MACRO, .macro = caller})) return false;
+    if (caller && !frame_set(st, f, "caller", (jv){.type = JV_MACRO, .macro = caller}))
+        return false;
     pl_strbuf saved = st->out;
     st->out = (pl_strbuf){0};
     st->depth++;
@@ -221,18 +264,19 @@ static __attribute__((noinline)) bool eval_call(jj_state *st, const jj_node *n, 
     if (fn.type == JV_FUNC || fn.type == JV_METHOD)
         return jj_call_builtin(st, n, fn, args, n->n, n->names, kwv, n->n2, out);
     if (fn.type == JV_UNDEF)
-        return jj_fail(st, n, "'%s' is undefined", n->a->kind == N_NAME ? n->a->str
-                                                   : n->a->kind == N_ATTR ? n->a->str : "value");
+        return jj_fail(st, n, "'%s' is undefined",
+                       n->a->kind == N_NAME   ? n->a->str
+                       : n->a->kind == N_ATTR ? n->a->str
+                                              : "value");
     return jj_fail(st, n, "a %s is not callable", jv_type_name(fn));
 }
 
 static bool arith(jj_state *st, const jj_node *n, int op, jv a, jv b, jv *out) {
     if (op == OP_CONCAT) {
-        pl_strbuf sb = {0};
+        pl_strbuf sb = JJ_SB;
         jv_to_str(&sb, a);
         jv_to_str(&sb, b);
-        *out = jv_str(st, sb.s ? sb.s : "", sb.len);
-        pl_sb_free(&sb);
+        *out = jj_sb_value(st, &sb);
         return !st->failed;
     }
     if (op == OP_ADD && a.type == JV_STR && b.type == JV_STR) {
@@ -252,15 +296,16 @@ static bool arith(jj_state *st, const jj_node *n, int op, jv a, jv b, jv *out) {
         *out = (jv){.type = JV_LIST, .l = l};
         return true;
     }
-    if (op == OP_MUL && ((a.type == JV_STR && b.type == JV_INT) || (a.type == JV_INT && b.type == JV_STR))) {
+    if (op == OP_MUL &&
+        ((a.type == JV_STR && b.type == JV_INT) || (a.type == JV_INT && b.type == JV_STR))) {
         jv s = a.type == JV_STR ? a : b;
         int64_t k = a.type == JV_INT ? a.i : b.i;
-        if (k <= 0) return *out = jv_str(st, "", 0), !st->failed;
-        if ((uint64_t)k * s.s->len > JJ_MAX_OUTPUT) return jj_fail(st, n, "string too long");
-        pl_strbuf sb = {.max = JJ_MAX_OUTPUT};
+        if (k <= 0 || !s.s->len) return *out = jv_str(st, "", 0), !st->failed;
+        if ((uint64_t)k > JJ_MAX_OUTPUT / s.s->len)
+            return jj_fail(st, n, "string too long (over %u bytes)", JJ_MAX_OUTPUT);
+        pl_strbuf sb = JJ_SB;
         for (int64_t i = 0; i < k; i++) pl_sb_append(&sb, s.s->s, s.s->len);
-        *out = jv_str(st, sb.s ? sb.s : "", sb.len);
-        pl_sb_free(&sb);
+        *out = jj_sb_value(st, &sb);
         return !st->failed;
     }
     bool an = a.type == JV_INT || a.type == JV_FLOAT || a.type == JV_BOOL;
@@ -279,15 +324,24 @@ static bool arith(jj_state *st, const jj_node *n, int op, jv a, jv b, jv *out) {
     if (ints) {
         int64_t r;
         switch (op) {
-        case OP_ADD: if (__builtin_add_overflow(x, y, &r)) goto ovf; break;
-        case OP_SUB: if (__builtin_sub_overflow(x, y, &r)) goto ovf; break;
-        case OP_MUL: if (__builtin_mul_overflow(x, y, &r)) goto ovf; break;
+        case OP_ADD:
+            if (__builtin_add_overflow(x, y, &r)) goto ovf;
+            break;
+        case OP_SUB:
+            if (__builtin_sub_overflow(x, y, &r)) goto ovf;
+            break;
+        case OP_MUL:
+            if (__builtin_mul_overflow(x, y, &r)) goto ovf;
+            break;
         case OP_FLOORDIV:
             if (x == INT64_MIN && y == -1) goto ovf;
             r = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
             break;
         case OP_MOD:
-            if (y == -1) { r = 0; break; }
+            if (y == -1) {
+                r = 0;
+                break;
+            }
             r = x % y;
             if (r != 0 && ((r < 0) != (y < 0))) r += y;
             break;
@@ -296,9 +350,13 @@ static bool arith(jj_state *st, const jj_node *n, int op, jv a, jv b, jv *out) {
                 *out = jv_float(pow(fx, fy));
                 return true;
             }
+            /* by squaring: y may be huge when x is 0 or +-1. A square that overflows is
+             * needed only if a higher bit of y is left, and then the result overflows too. */
             r = 1;
-            for (int64_t i = 0; i < y; i++)
-                if (__builtin_mul_overflow(r, x, &r)) goto ovf;
+            for (int64_t base = x, e = y; e; e >>= 1) {
+                if ((e & 1) && __builtin_mul_overflow(r, base, &r)) goto ovf;
+                if (e > 1 && __builtin_mul_overflow(base, base, &base)) goto ovf;
+            }
             break;
         default: return jj_fail(st, n, "bad operator");
         }
@@ -314,7 +372,10 @@ static bool arith(jj_state *st, const jj_node *n, int op, jv a, jv b, jv *out) {
     case OP_MUL: r = fx * fy; break;
     case OP_DIV: r = fx / fy; break;
     case OP_FLOORDIV: r = floor(fx / fy); break;
-    case OP_MOD: r = fmod(fx, fy); if (r != 0 && ((r < 0) != (fy < 0))) r += fy; break;
+    case OP_MOD:
+        r = fmod(fx, fy);
+        if (r != 0 && ((r < 0) != (fy < 0))) r += fy;
+        break;
     case OP_POW: r = pow(fx, fy); break;
     default: return jj_fail(st, n, "bad operator");
     }
@@ -326,43 +387,50 @@ static bool contains(jj_state *st, const jj_node *n, jv item, jv container, bool
     switch (container.type) {
     case JV_STR:
         if (item.type != JV_STR) return jj_fail(st, n, "'in <string>' needs a string on the left");
+        if (!jj_work(st, container.s->len / 16)) return false;
         *out = item.s->len == 0 || memmem(container.s->s, container.s->len, item.s->s, item.s->len);
         return true;
     case JV_LIST:
         *out = false;
-        for (size_t i = 0; i < container.l->n && !*out; i++) *out = jv_equal(item, container.l->items[i]);
-        return true;
-    case JV_DICT: *out = jv_dict_find(container.d, item) != NULL; return true;
+        for (size_t i = 0; i < container.l->n && !*out; i++)
+            *out = jv_equal(st, item, container.l->items[i]);
+        return !st->failed;
+    case JV_DICT: *out = jv_dict_find(st, container.d, item) != NULL; return !st->failed;
     case JV_UNDEF: *out = false; return true;
-    default: return jj_fail(st, n, "'in' needs a string, list or dict, not %s", jv_type_name(container));
+    default:
+        return jj_fail(st, n, "'in' needs a string, list or dict, not %s", jv_type_name(container));
     }
 }
 
 static bool compare(jj_state *st, const jj_node *n, int op, jv a, jv b, bool *out) {
     int c;
     switch (op) {
-    case OP_EQ: *out = jv_equal(a, b); return true;
-    case OP_NE: *out = !jv_equal(a, b); return true;
+    case OP_EQ: *out = jv_equal(st, a, b); return !st->failed;
+    case OP_NE: *out = !jv_equal(st, a, b); return !st->failed;
     case OP_IN: return contains(st, n, a, b, out);
     case OP_NOT_IN:
         if (!contains(st, n, a, b, out)) return false;
         *out = !*out;
         return true;
     }
-    if (!jv_compare(a, b, &c))
-        return jj_fail(st, n, "cannot order %s and %s", jv_type_name(a), jv_type_name(b));
+    if (!jv_compare(st, a, b, &c))
+        return st->failed
+                   ? false
+                   : jj_fail(st, n, "cannot order %s and %s", jv_type_name(a), jv_type_name(b));
     *out = op == OP_LT ? c < 0 : op == OP_GT ? c > 0 : op == OP_LE ? c <= 0 : c >= 0;
     return true;
 }
 
 /* Filters and tests keep their argument arrays out of eval's frame (it recurses deeply). */
-static __attribute__((noinline)) bool eval_filter(jj_state *st, const jj_node *n, jj_frame *f, jv *out) {
+static __attribute__((noinline)) bool eval_filter(jj_state *st, const jj_node *n, jj_frame *f,
+                                                  jv *out) {
     jv a, args[MAX_ARGS], kwv[MAX_ARGS];
     if (!jj_eval(st, n->a, f, &a) || !eval_args(st, n, f, args, kwv)) return false;
     return jj_filter(st, n, n->str, a, args, n->n, n->names, kwv, n->n2, out);
 }
 
-static __attribute__((noinline)) bool eval_test(jj_state *st, const jj_node *n, jj_frame *f, jv *out) {
+static __attribute__((noinline)) bool eval_test(jj_state *st, const jj_node *n, jj_frame *f,
+                                                jv *out) {
     jv a, args[MAX_ARGS], kwv[MAX_ARGS];
     bool r;
     if (!jj_eval(st, n->a, f, &a) || !eval_args(st, n, f, args, kwv)) return false;
@@ -391,7 +459,8 @@ static bool eval_node(jj_state *st, const jj_node *n, jj_frame *f, jv *out) {
     case N_LIT: *out = n->lit; return true;
     case N_NAME: *out = lookup(f, n->str, n->len); return true;
     case N_ATTR: return jj_eval(st, n->a, f, &a) && get_attr(st, a, n->str, n->len, out);
-    case N_ITEM: return jj_eval(st, n->a, f, &a) && jj_eval(st, n->b, f, &b) && get_item(st, n, a, b, out);
+    case N_ITEM:
+        return jj_eval(st, n->a, f, &a) && jj_eval(st, n->b, f, &b) && get_item(st, n, a, b, out);
     case N_SLICE: return eval_slice(st, n, f, out);
     case N_CALL: return eval_call(st, n, f, NULL, out);
     case N_FILTER: return eval_filter(st, n, f, out);
@@ -399,7 +468,8 @@ static bool eval_node(jj_state *st, const jj_node *n, jj_frame *f, jv *out) {
     case N_NEG:
     case N_POS:
         if (!jj_eval(st, n->a, f, &a)) return false;
-        if (a.type == JV_INT && n->kind == N_NEG && a.i == INT64_MIN) return jj_fail(st, n, "integer overflow");
+        if (a.type == JV_INT && n->kind == N_NEG && a.i == INT64_MIN)
+            return jj_fail(st, n, "integer overflow");
         if (a.type == JV_INT) return *out = jv_int(n->kind == N_NEG ? -a.i : a.i), true;
         if (a.type == JV_FLOAT) return *out = jv_float(n->kind == N_NEG ? -a.f : a.f), true;
         if (a.type == JV_BOOL) return *out = jv_int(n->kind == N_NEG ? -(int64_t)a.b : a.b), true;
@@ -415,12 +485,14 @@ static bool eval_node(jj_state *st, const jj_node *n, jj_frame *f, jv *out) {
         if (!jj_eval(st, n->a, f, &a)) return false;
         return jv_truthy(a) ? (*out = a, true) : jj_eval(st, n->b, f, out);
     case N_BIN:
-        return jj_eval(st, n->a, f, &a) && jj_eval(st, n->b, f, &b) && arith(st, n, n->op, a, b, out);
+        return jj_eval(st, n->a, f, &a) && jj_eval(st, n->b, f, &b) &&
+               arith(st, n, n->op, a, b, out);
     case N_COMPARE: {
         if (!jj_eval(st, n->a, f, &a)) return false;
         for (size_t i = 0; i < n->n; i++) {
-            bool r;
-            if (!jj_eval(st, n->list[i], f, &b) || !compare(st, n, n->ops[i], a, b, &r)) return false;
+            bool r = false;
+            if (!jj_eval(st, n->list[i], f, &b) || !compare(st, n, n->ops[i], a, b, &r))
+                return false;
             if (!r) return *out = jv_bool(false), true;
             a = b;
         }
@@ -484,7 +556,8 @@ static bool exec_for(jj_state *st, const jj_node *n, jj_frame *f) {
     jv seq;
     if (!jj_eval(st, n->a, f, &seq)) return false;
     const jj_list *items = jv_iter_list(st, seq);
-    if (!items) return st->failed ? false : jj_fail(st, n, "cannot loop over a %s", jv_type_name(seq));
+    if (!items)
+        return st->failed ? false : jj_fail(st, n, "cannot loop over a %s", jv_type_name(seq));
     if (n->b) { /* `for x in xs if cond`: the loop sees only the items that pass */
         jj_list *kept = jv_list_new(st, items->n);
         if (!kept) return false;
@@ -543,10 +616,8 @@ static bool exec_node(jj_state *st, const jj_node *n, jj_frame *f) {
         if (v.type == JV_STR) {
             emit(st, v.s->s, v.s->len);
         } else {
-            pl_strbuf b = {0};
-            jv_to_str(&b, v);
-            emit(st, b.s ? b.s : "", b.len);
-            pl_sb_free(&b);
+            jv s = jv_stringify(st, v);
+            if (s.type == JV_STR) emit(st, s.s->s, s.s->len);
         }
         return !st->failed;
     }
@@ -632,7 +703,9 @@ struct pl_jinja_ctx {
     size_t n;
 };
 
-pl_jinja_ctx *pl_jinja_ctx_new(void) { return calloc(1, sizeof(pl_jinja_ctx)); }
+pl_jinja_ctx *pl_jinja_ctx_new(void) {
+    return calloc(1, sizeof(pl_jinja_ctx));
+}
 
 void pl_jinja_ctx_free(pl_jinja_ctx *c) {
     if (!c) return;
@@ -675,19 +748,23 @@ pl_status pl_jinja_render(const pl_jinja *t, const pl_jinja_ctx *c, char **out, 
     st.root = globals ? frame_new(&st, globals) : NULL;
     for (size_t i = 0; c && st.root && i < c->n; i++) {
         const ctx_var *v = &c->v[i];
-        jv val = v->kind == 0 ? jv_from_json(&st, v->json)
-               : v->kind == 1 ? jv_str0(&st, v->str) : jv_bool(v->b);
+        jv val = v->kind == 0   ? jv_from_json(&st, v->json)
+                 : v->kind == 1 ? jv_str0(&st, v->str)
+                                : jv_bool(v->b);
         frame_set(&st, globals, v->name, val);
     }
-    if (st.root && !st.failed) exec_body(&st, t->root, st.root);
+    if (st.root && !st.failed && !exec_body(&st, t->root, st.root) && !st.failed)
+        jj_fail(&st, NULL, "internal error: evaluation failed without a reason");
     pl_status rc = PL_OK;
     if (st.failed) {
         rc = pl_fail(PL_ERR_FORMAT, "template: %s", st.err);
     } else {
         size_t len = st.out.len;
         *out = pl_sb_take(&st.out, NULL);
-        if (!*out) rc = pl_fail(PL_ERR_NOMEM, "template: out of memory");
-        else if (out_len) *out_len = len;
+        if (!*out)
+            rc = pl_fail(PL_ERR_NOMEM, "template: out of memory");
+        else if (out_len)
+            *out_len = len;
     }
     pl_sb_free(&st.out);
     pl_arena_free(&st.arena);

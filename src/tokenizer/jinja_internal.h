@@ -12,13 +12,19 @@
 #include "jinja.h"
 
 /* ---- limits ---- */
-#define JJ_MAX_NEST 200            /* statement and expression nesting while parsing */
-#define JJ_MAX_TREE_DEPTH 600      /* depth of the syntax tree (long operator chains too) */
-#define JJ_MAX_CALL_DEPTH 64       /* macro calls inside macro calls */
-#define JJ_MAX_EVAL_DEPTH 1500     /* nested evaluations at run time (bounds the C stack) */
-#define JJ_MAX_STEPS 5000000       /* expression evaluations and loop iterations per render */
-#define JJ_MAX_OUTPUT (16u << 20)  /* bytes of rendered text */
-#define JJ_MAX_MEMORY (256u << 20) /* bytes of values made while rendering */
+#define JJ_MAX_NEST        200          /* statement and expression nesting while parsing */
+#define JJ_MAX_TREE_DEPTH  600          /* depth of the syntax tree (long operator chains too) */
+#define JJ_MAX_CALL_DEPTH  64           /* macro calls inside macro calls */
+#define JJ_MAX_EVAL_DEPTH  1500         /* nested evaluations at run time (bounds the C stack) */
+#define JJ_MAX_STEPS       5000000      /* expression evaluations and loop iterations per render */
+#define JJ_MAX_OUTPUT      (16u << 20)  /* bytes of rendered text */
+#define JJ_MAX_MEMORY      (256u << 20) /* bytes of values made while rendering */
+#define JJ_MAX_WORK        (1ll << 25)  /* items compared, bytes searched (/16) per render */
+#define JJ_MAX_RANGE       1000000      /* items of one range() */
+#define JJ_MAX_VALUE_DEPTH 200          /* lists/dicts inside each other when comparing */
+/* Every string built while rendering (str(), ~, joins, filters) is capped like the output. */
+#define JJ_SB                                                                                      \
+    { .max = JJ_MAX_OUTPUT }
 
 /* ---- tokens ---- */
 
@@ -121,32 +127,75 @@ struct jj_loop {
 
 typedef enum {
     /* expressions */
-    N_LIT, N_NAME, N_ATTR, N_ITEM, N_SLICE, N_CALL, N_FILTER, N_TEST, N_NEG, N_POS, N_NOT,
-    N_BIN, N_AND, N_OR, N_COMPARE, N_COND, N_LIST, N_TUPLE, N_DICT,
+    N_LIT,
+    N_NAME,
+    N_ATTR,
+    N_ITEM,
+    N_SLICE,
+    N_CALL,
+    N_FILTER,
+    N_TEST,
+    N_NEG,
+    N_POS,
+    N_NOT,
+    N_BIN,
+    N_AND,
+    N_OR,
+    N_COMPARE,
+    N_COND,
+    N_LIST,
+    N_TUPLE,
+    N_DICT,
     /* statements */
-    N_TEXT, N_OUT, N_IF, N_FOR, N_SET, N_SET_ATTR, N_SET_BLOCK, N_MACRO, N_BREAK, N_CONTINUE,
-    N_BODY, N_CALL_BLOCK,
+    N_TEXT,
+    N_OUT,
+    N_IF,
+    N_FOR,
+    N_SET,
+    N_SET_ATTR,
+    N_SET_BLOCK,
+    N_MACRO,
+    N_BREAK,
+    N_CONTINUE,
+    N_BODY,
+    N_CALL_BLOCK,
 } jj_node_kind;
 
 /* binary operators of N_BIN and N_COMPARE */
-enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_CONCAT,
-       OP_EQ, OP_NE, OP_LT, OP_GT, OP_LE, OP_GE, OP_IN, OP_NOT_IN };
+enum {
+    OP_ADD,
+    OP_SUB,
+    OP_MUL,
+    OP_DIV,
+    OP_FLOORDIV,
+    OP_MOD,
+    OP_POW,
+    OP_CONCAT,
+    OP_EQ,
+    OP_NE,
+    OP_LT,
+    OP_GT,
+    OP_LE,
+    OP_GE,
+    OP_IN,
+    OP_NOT_IN
+};
 
 struct jj_node {
     uint8_t kind;
-    uint8_t op;   /* N_BIN/N_COMPARE op; N_TEST: negated */
+    uint8_t op; /* N_BIN/N_COMPARE op; N_TEST: negated */
     int line;
     const jj_node *a, *b, *c; /* operands / condition / iterable / slice parts */
     const jj_node **list;     /* arguments, items, body statements, compare operands */
     size_t n;
-    const jj_node **list2;    /* keyword values, else body, dict values, compare ops... */
+    const jj_node **list2; /* keyword values, else body, dict values, compare ops... */
     size_t n2;
-    const char **names;       /* keyword names, loop targets, macro parameters */
+    const char **names; /* keyword names, loop targets, macro parameters */
     size_t n_names;
-    const char *str;          /* name, attribute, filter/test name, text */
+    const char *str; /* name, attribute, filter/test name, text */
     size_t len;
-    jv lit;                   /* N_LIT */
-    uint8_t *ops;             /* N_COMPARE: the operator before each further operand */
+    jv lit;       /* N_LIT */
+    uint8_t *ops; /* N_COMPARE: the operator before each further operand */
 };
 
 struct pl_jinja {
@@ -165,14 +214,15 @@ struct jj_frame {
 };
 
 typedef struct {
-    pl_arena arena;    /* every value made while rendering */
+    pl_arena arena; /* every value made while rendering */
     pl_strbuf out;
-    jj_frame *root;    /* the template's top level (its parent holds the context) */
+    jj_frame *root; /* the template's top level (its parent holds the context) */
     int64_t steps;
-    int depth;         /* macro calls */
+    int64_t work; /* see jj_work */
+    int depth;    /* macro calls */
     int eval_depth;
-    int loop_ctl;      /* 1 = break, 2 = continue pending */
-    size_t emitted;    /* bytes of text rendered, into any buffer (capped by JJ_MAX_OUTPUT) */
+    int loop_ctl;   /* 1 = break, 2 = continue pending */
+    size_t emitted; /* bytes of text rendered, into any buffer (capped by JJ_MAX_OUTPUT) */
     char err[256];
     bool failed;
 } jj_state;
@@ -180,6 +230,13 @@ typedef struct {
 /* Record an error (first one wins) and return false. */
 bool jj_fail(jj_state *st, const jj_node *at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Charge n units of work (items or bytes compared or searched) to the render: false, with
+ * the error set, past JJ_MAX_WORK or once the render has failed. st may be NULL. */
+bool jj_work(jj_state *st, size_t n);
+/* The text built in b as a string value, b freed; JV_UNDEF with the error set when b failed
+ * (out of memory, or past JJ_MAX_OUTPUT). */
+jv jj_sb_value(jj_state *st, pl_strbuf *b);
 
 /* Values (jinja_value.c). */
 jv jv_undef(void);
@@ -189,16 +246,21 @@ jv jv_int(int64_t i);
 jv jv_float(double f);
 jv jv_str(jj_state *st, const char *s, size_t n); /* JV_UNDEF if out of memory (st failed) */
 jv jv_str0(jj_state *st, const char *s);
-jj_list *jv_list_new(jj_state *st, size_t n);    /* items to fill; NULL if out of memory */
+jj_list *jv_list_new(jj_state *st, size_t n); /* items to fill; NULL if out of memory */
 jj_dict *jv_dict_new(jj_state *st);
 bool jv_dict_set(jj_state *st, jj_dict *d, jv key, jv val);
 bool jv_dict_append(jj_state *st, jj_dict *d, jv key, jv val); /* no check for the key */
 const jv *jv_dict_get(const jj_dict *d, const char *key, size_t len);
-const jv *jv_dict_find(const jj_dict *d, jv key);
+/* Equality and order walk the values, charged to st (may be NULL); they answer false once
+ * st has failed (deep values, too much work), so callers check st->failed. */
+const jv *jv_dict_find(jj_state *st, const jj_dict *d, jv key);
 bool jv_truthy(jv v);
-bool jv_equal(jv a, jv b);
+bool jv_equal(jj_state *st, jv a, jv b);
 /* -1, 0, 1; false if the values cannot be ordered */
-bool jv_compare(jv a, jv b, int *cmp);
+bool jv_compare(jj_state *st, jv a, jv b, int *cmp);
+/* Stable merge sort of v[0..n), tmp: room for n more. cmp(ctx, a, b, &c) sets c < 0, 0,
+ * > 0 or returns false (then the sort stops and returns false). n log n comparisons. */
+bool jv_sort(jv *v, jv *tmp, size_t n, bool (*cmp)(void *ctx, jv a, jv b, int *c), void *ctx);
 /* Python's str() into b (strings as they are, lists/dicts as repr). */
 void jv_to_str(pl_strbuf *b, jv v);
 /* Python's repr(). */

@@ -5,6 +5,7 @@
  * {#- -#}) strip all whitespace on that side; trim_blocks drops the newline right after a
  * block or comment tag; lstrip_blocks drops spaces and tabs between a line start and a block
  * or comment tag; `{%+` / `+%}` turn those two off. {% raw %}...{% endraw %} is text. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,9 @@ static bool push(lexer *lx, jj_token t) {
     return true;
 }
 
-static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static bool is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 static int count_lines(const char *s, size_t n) {
     int k = 0;
@@ -112,8 +115,10 @@ static bool lex_string(lexer *lx, char quote) {
             int d = 0;
             for (; d < hex_digits && p < i; d++, p++) {
                 char h = lx->s[p];
-                int x = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                                                       : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                int x = h >= '0' && h <= '9'   ? h - '0'
+                        : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                        : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                               : -1;
                 if (x < 0) break;
                 v = v * 16 + (uint32_t)x;
             }
@@ -151,19 +156,33 @@ static bool lex_number(lexer *lx) {
     }
     char buf[64];
     size_t k = 0;
-    for (size_t p = start; p < i && k + 1 < sizeof buf; p++)
+    for (size_t p = start; p < i && k < sizeof buf; p++)
         if (lx->s[p] != '_') buf[k++] = lx->s[p];
+    /* no silent change of value: a literal past int64 (Python's ints have no bound) or too
+     * long for the buffer is an error */
+    if (k == sizeof buf) {
+        snprintf(lx->err, sizeof lx->err, "line %d: number literal too long", lx->line);
+        return false;
+    }
     buf[k] = 0;
     jj_token t = {.kind = is_float ? JT_FLOAT : JT_INT};
-    if (is_float) t.f = strtod(buf, NULL);
-    else t.i = strtoll(buf, NULL, 10);
+    errno = 0;
+    if (is_float)
+        t.f = strtod(buf, NULL);
+    else
+        t.i = strtoll(buf, NULL, 10);
+    if (!is_float && errno == ERANGE) {
+        snprintf(lx->err, sizeof lx->err, "line %d: integer literal %.30s out of range", lx->line,
+                 buf);
+        return false;
+    }
     lx->pos = i;
     return push(lx, t);
 }
 
-static const char *const k_ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%",
-                                    "~", "<", ">", "=", "(", ")", "[", "]", "{", "}", ",", ".",
-                                    ":", "|"};
+static const char *const k_ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*",
+                                    "/",  "%",  "~",  "<",  ">",  "=",  "(", ")", "[",
+                                    "]",  "{",  "}",  ",",  ".",  ":",  "|"};
 
 /* Tokens inside a tag up to its end marker ("}}" or "%}"); sets *strip_after for "-}}". */
 static bool lex_tag(lexer *lx, char close, bool *strip_after, bool *keep_after) {

@@ -349,7 +349,10 @@ static bool depth_ok(const jj_node *root, size_t limit) {
 pl_status jj_parse(const jj_tokens *toks, pl_arena *arena, const jj_node **root) {
     jj_parser p = {.t = toks->v, .n = toks->n, .arena = arena};
     *root = parse_body(&p, NULL, NULL);
-    if (!*root) return pl_fail(PL_ERR_FORMAT, "template: %s", p.err[0] ? p.err : "parse error");
+    /* an error recorded on the way fails the parse even if a tree came back (a list taken
+     * when out of memory is NULL); the only failures that record nothing are allocations */
+    if (!*root || p.err[0])
+        return pl_fail(PL_ERR_FORMAT, "template: %s", p.err[0] ? p.err : "out of memory");
     if (!depth_ok(*root, JJ_MAX_TREE_DEPTH))
         return pl_fail(PL_ERR_FORMAT, "template: expressions or blocks nested too deep");
     return PL_OK;

@@ -8,11 +8,21 @@
 #include "jinja_internal.h"
 #include "unicode.h"
 
-jv jv_undef(void) { return (jv){.type = JV_UNDEF}; }
-jv jv_none(void) { return (jv){.type = JV_NONE}; }
-jv jv_bool(bool b) { return (jv){.type = JV_BOOL, .b = b}; }
-jv jv_int(int64_t i) { return (jv){.type = JV_INT, .i = i}; }
-jv jv_float(double f) { return (jv){.type = JV_FLOAT, .f = f}; }
+jv jv_undef(void) {
+    return (jv){.type = JV_UNDEF};
+}
+jv jv_none(void) {
+    return (jv){.type = JV_NONE};
+}
+jv jv_bool(bool b) {
+    return (jv){.type = JV_BOOL, .b = b};
+}
+jv jv_int(int64_t i) {
+    return (jv){.type = JV_INT, .i = i};
+}
+jv jv_float(double f) {
+    return (jv){.type = JV_FLOAT, .f = f};
+}
 
 jv jv_str(jj_state *st, const char *s, size_t n) {
     jj_str *x = pl_arena_alloc(&st->arena, sizeof *x + n + 1);
@@ -26,11 +36,14 @@ jv jv_str(jj_state *st, const char *s, size_t n) {
     return (jv){.type = JV_STR, .s = x};
 }
 
-jv jv_str0(jj_state *st, const char *s) { return jv_str(st, s, strlen(s)); }
+jv jv_str0(jj_state *st, const char *s) {
+    return jv_str(st, s, strlen(s));
+}
 
 jj_list *jv_list_new(jj_state *st, size_t n) {
-    if (n > ((size_t)1 << 40)) return NULL;
-    jj_list *l = pl_arena_alloc(&st->arena, sizeof *l + n * sizeof(jv));
+    jj_list *l = n <= JJ_MAX_MEMORY / sizeof(jv)
+                     ? pl_arena_alloc(&st->arena, sizeof *l + n * sizeof(jv))
+                     : NULL;
     if (!l) {
         jj_fail(st, NULL, "template uses too much memory");
         return NULL;
@@ -52,9 +65,9 @@ jj_dict *jv_dict_new(jj_state *st) {
 }
 
 /* Lookups scan from the end: a duplicated key (possible in JSON input) finds its last value. */
-const jv *jv_dict_find(const jj_dict *d, jv key) {
+const jv *jv_dict_find(jj_state *st, const jj_dict *d, jv key) {
     for (size_t i = d->n; i-- > 0;)
-        if (jv_equal(d->keys[i], key)) return &d->vals[i];
+        if (jv_equal(st, d->keys[i], key)) return &d->vals[i];
     return NULL;
 }
 
@@ -69,7 +82,7 @@ const jv *jv_dict_get(const jj_dict *d, const char *key, size_t len) {
 
 bool jv_dict_set(jj_state *st, jj_dict *d, jv key, jv val) {
     for (size_t i = 0; i < d->n; i++) {
-        if (jv_equal(d->keys[i], key)) {
+        if (jv_equal(st, d->keys[i], key)) {
             d->vals[i] = val;
             return true;
         }
@@ -106,12 +119,27 @@ bool jv_truthy(jv v) {
     }
 }
 
-static bool is_num(jv v) { return v.type == JV_INT || v.type == JV_FLOAT || v.type == JV_BOOL; }
+static bool is_num(jv v) {
+    return v.type == JV_INT || v.type == JV_FLOAT || v.type == JV_BOOL;
+}
 static double num(jv v) {
     return v.type == JV_FLOAT ? v.f : v.type == JV_INT ? (double)v.i : (double)v.b;
 }
 
-bool jv_equal(jv a, jv b) {
+static bool equal(jj_state *st, jv a, jv b, int depth);
+
+static bool too_deep(jj_state *st, int depth) {
+    if (depth <= JJ_MAX_VALUE_DEPTH) return false;
+    if (st) jj_fail(st, NULL, "values nested too deep to compare");
+    return true;
+}
+
+bool jv_equal(jj_state *st, jv a, jv b) {
+    return equal(st, a, b, 0);
+}
+
+static bool equal(jj_state *st, jv a, jv b, int depth) {
+    if (!jj_work(st, 1) || too_deep(st, depth)) return false;
     if (is_num(a) && is_num(b)) {
         if (a.type != JV_FLOAT && b.type != JV_FLOAT)
             return (a.type == JV_INT ? a.i : a.b) == (b.type == JV_INT ? b.i : b.b);
@@ -121,18 +149,22 @@ bool jv_equal(jv a, jv b) {
     switch (a.type) {
     case JV_UNDEF:
     case JV_NONE: return true;
-    case JV_STR: return a.s->len == b.s->len && memcmp(a.s->s, b.s->s, a.s->len) == 0;
+    case JV_STR:
+        return a.s->len == b.s->len && jj_work(st, a.s->len / 64) &&
+               memcmp(a.s->s, b.s->s, a.s->len) == 0;
     case JV_LIST:
+        if (a.l == b.l) return true; /* as Python's identity check, also for NaN items */
         if (a.l->n != b.l->n) return false;
         for (size_t i = 0; i < a.l->n; i++)
-            if (!jv_equal(a.l->items[i], b.l->items[i])) return false;
+            if (!equal(st, a.l->items[i], b.l->items[i], depth + 1)) return false;
         return true;
     case JV_DICT:
         if (a.d == b.d) return true;
-        if (a.d->n != b.d->n) return false;
+        /* namespaces are equal only to themselves (and may hold themselves) */
+        if (a.d->n != b.d->n || a.d->is_namespace || b.d->is_namespace) return false;
         for (size_t i = 0; i < a.d->n; i++) {
-            const jv *v = jv_dict_find(b.d, a.d->keys[i]);
-            if (!v || !jv_equal(a.d->vals[i], *v)) return false;
+            const jv *v = jv_dict_find(st, b.d, a.d->keys[i]);
+            if (!v || !equal(st, a.d->vals[i], *v, depth + 1)) return false;
         }
         return true;
     case JV_MACRO: return a.macro == b.macro;
@@ -141,7 +173,8 @@ bool jv_equal(jv a, jv b) {
     }
 }
 
-bool jv_compare(jv a, jv b, int *cmp) {
+static bool compare(jj_state *st, jv a, jv b, int *cmp, int depth) {
+    if (!jj_work(st, 1) || too_deep(st, depth)) return false;
     if (is_num(a) && is_num(b)) {
         double x = num(a), y = num(b);
         *cmp = x < y ? -1 : x > y;
@@ -149,14 +182,15 @@ bool jv_compare(jv a, jv b, int *cmp) {
     }
     if (a.type == JV_STR && b.type == JV_STR) {
         size_t n = a.s->len < b.s->len ? a.s->len : b.s->len;
+        if (!jj_work(st, n / 64)) return false;
         int c = memcmp(a.s->s, b.s->s, n);
         *cmp = c ? (c < 0 ? -1 : 1) : a.s->len < b.s->len ? -1 : a.s->len > b.s->len;
         return true;
     }
     if (a.type == JV_LIST && b.type == JV_LIST) {
         for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
-            if (jv_equal(a.l->items[i], b.l->items[i])) continue;
-            return jv_compare(a.l->items[i], b.l->items[i], cmp);
+            if (equal(st, a.l->items[i], b.l->items[i], depth + 1)) continue;
+            return compare(st, a.l->items[i], b.l->items[i], cmp, depth + 1);
         }
         *cmp = a.l->n < b.l->n ? -1 : a.l->n > b.l->n;
         return true;
@@ -164,9 +198,13 @@ bool jv_compare(jv a, jv b, int *cmp) {
     return false;
 }
 
+bool jv_compare(jj_state *st, jv a, jv b, int *cmp) {
+    return compare(st, a, b, cmp, 0);
+}
+
 const char *jv_type_name(jv v) {
-    static const char *names[] = {"undefined", "none",   "bool",   "int",  "float",   "string",
-                                  "list",      "dict",   "macro",  "function", "method", "loop"};
+    static const char *names[] = {"undefined", "none", "bool",  "int",      "float",  "string",
+                                  "list",      "dict", "macro", "function", "method", "loop"};
     return v.type < sizeof names / sizeof names[0] ? names[v.type] : "?";
 }
 
@@ -198,8 +236,10 @@ void jv_format_float(pl_strbuf *b, double f) {
         if (exp10 >= 0) {
             for (int i = 0; i <= exp10; i++) pl_sb_putc(b, i < nd ? digits[i] : '0');
             pl_sb_putc(b, '.');
-            if (nd > exp10 + 1) pl_sb_append(b, digits + exp10 + 1, (size_t)(nd - exp10 - 1));
-            else pl_sb_putc(b, '0');
+            if (nd > exp10 + 1)
+                pl_sb_append(b, digits + exp10 + 1, (size_t)(nd - exp10 - 1));
+            else
+                pl_sb_putc(b, '0');
         } else {
             pl_sb_puts(b, "0.");
             for (int i = 0; i < -exp10 - 1; i++) pl_sb_putc(b, '0');
@@ -215,23 +255,59 @@ void jv_format_float(pl_strbuf *b, double f) {
     }
 }
 
+bool jv_sort(jv *v, jv *tmp, size_t n, bool (*cmp)(void *ctx, jv a, jv b, int *c), void *ctx) {
+    jv *src = v, *dst = tmp;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) {
+                int c;
+                if (!cmp(ctx, src[i], src[j], &c)) return false;
+                dst[k++] = c > 0 ? src[j++] : src[i++]; /* equal: the left first (stable) */
+            }
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+        }
+        jv *x = src;
+        src = dst, dst = x;
+    }
+    if (src != v) memcpy(v, src, n * sizeof *v);
+    return true;
+}
+
+/* Keys of a dict, given as their indices (json.dumps' sort_keys); keys that cannot be
+ * ordered keep their order. */
+static bool cmp_key(void *ctx, jv a, jv b, int *c) {
+    const jj_dict *d = ctx;
+    if (!jv_compare(NULL, d->keys[a.i], d->keys[b.i], c)) *c = 0;
+    return true;
+}
+
 static void repr_str(pl_strbuf *b, const jj_str *s) {
     bool has_sq = memchr(s->s, '\'', s->len) != NULL, has_dq = memchr(s->s, '"', s->len) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
     pl_sb_putc(b, q);
     for (size_t i = 0; i < s->len; i++) {
         unsigned char c = (unsigned char)s->s[i];
-        if (c == '\\' || c == (unsigned char)q) pl_sb_putc(b, '\\'), pl_sb_putc(b, (char)c);
-        else if (c == '\n') pl_sb_puts(b, "\\n");
-        else if (c == '\r') pl_sb_puts(b, "\\r");
-        else if (c == '\t') pl_sb_puts(b, "\\t");
-        else if (c < 0x20 || c == 0x7F) pl_sb_printf(b, "\\x%02x", c);
-        else pl_sb_putc(b, (char)c);
+        if (c == '\\' || c == (unsigned char)q)
+            pl_sb_putc(b, '\\'), pl_sb_putc(b, (char)c);
+        else if (c == '\n')
+            pl_sb_puts(b, "\\n");
+        else if (c == '\r')
+            pl_sb_puts(b, "\\r");
+        else if (c == '\t')
+            pl_sb_puts(b, "\\t");
+        else if (c < 0x20 || c == 0x7F)
+            pl_sb_printf(b, "\\x%02x", c);
+        else
+            pl_sb_putc(b, (char)c);
     }
     pl_sb_putc(b, q);
 }
 
 static void to_str(pl_strbuf *b, jv v, bool repr, int depth) {
+    if (b->failed) return; /* a huge value stops at the buffer's cap, not after it */
     if (depth > 64) {
         pl_sb_puts(b, "...");
         return;
@@ -243,8 +319,10 @@ static void to_str(pl_strbuf *b, jv v, bool repr, int depth) {
     case JV_INT: pl_sb_printf(b, "%lld", (long long)v.i); break;
     case JV_FLOAT: jv_format_float(b, v.f); break;
     case JV_STR:
-        if (repr) repr_str(b, v.s);
-        else pl_sb_append(b, v.s->s, v.s->len);
+        if (repr)
+            repr_str(b, v.s);
+        else
+            pl_sb_append(b, v.s->s, v.s->len);
         break;
     case JV_LIST:
         pl_sb_putc(b, v.l->tuple ? '(' : '[');
@@ -272,21 +350,18 @@ static void to_str(pl_strbuf *b, jv v, bool repr, int depth) {
     }
 }
 
-void jv_to_str(pl_strbuf *b, jv v) { to_str(b, v, false, 0); }
-void jv_repr(pl_strbuf *b, jv v) { to_str(b, v, true, 0); }
+void jv_to_str(pl_strbuf *b, jv v) {
+    to_str(b, v, false, 0);
+}
+void jv_repr(pl_strbuf *b, jv v) {
+    to_str(b, v, true, 0);
+}
 
 jv jv_stringify(jj_state *st, jv v) {
     if (v.type == JV_STR) return v;
-    pl_strbuf b = {0};
+    pl_strbuf b = JJ_SB;
     jv_to_str(&b, v);
-    if (b.failed) {
-        pl_sb_free(&b);
-        jj_fail(st, NULL, "out of memory");
-        return jv_undef();
-    }
-    jv r = jv_str(st, b.s ? b.s : "", b.len);
-    pl_sb_free(&b);
-    return r;
+    return jj_sb_value(st, &b);
 }
 
 static void newline_indent(pl_strbuf *b, int indent, int level) {
@@ -295,16 +370,19 @@ static void newline_indent(pl_strbuf *b, int indent, int level) {
 }
 
 static bool to_json(pl_strbuf *b, jv v, int indent, bool sort_keys, int level) {
-    if (level > 128) return false;
+    if (level > 128 || b->failed) return false;
     switch (v.type) {
     case JV_UNDEF:
     case JV_NONE: pl_sb_puts(b, "null"); return true;
     case JV_BOOL: pl_sb_puts(b, v.b ? "true" : "false"); return true;
     case JV_INT: pl_sb_printf(b, "%lld", (long long)v.i); return true;
     case JV_FLOAT:
-        if (isnan(v.f)) pl_sb_puts(b, "NaN");
-        else if (isinf(v.f)) pl_sb_puts(b, v.f < 0 ? "-Infinity" : "Infinity");
-        else jv_format_float(b, v.f);
+        if (isnan(v.f))
+            pl_sb_puts(b, "NaN");
+        else if (isinf(v.f))
+            pl_sb_puts(b, v.f < 0 ? "-Infinity" : "Infinity");
+        else
+            jv_format_float(b, v.f);
         return true;
     case JV_STR: pl_json_quote(b, v.s->s, v.s->len, false); return true;
     case JV_LIST:
@@ -327,21 +405,14 @@ static bool to_json(pl_strbuf *b, jv v, int indent, bool sort_keys, int level) {
             pl_sb_puts(b, "{}");
             return true;
         }
-        size_t order_small[64], *order = n <= 64 ? order_small : malloc(n * sizeof *order);
+        jv order_small[64], *order = n <= 32 ? order_small : malloc(2 * n * sizeof *order);
         if (!order) return false;
-        for (size_t i = 0; i < n; i++) order[i] = i;
-        if (sort_keys) /* insertion sort by key; dicts in templates are small */
-            for (size_t i = 1; i < n; i++)
-                for (size_t j = i; j > 0; j--) {
-                    int c = 0;
-                    if (!jv_compare(v.d->keys[order[j - 1]], v.d->keys[order[j]], &c) || c <= 0) break;
-                    size_t t = order[j];
-                    order[j] = order[j - 1], order[j - 1] = t;
-                }
+        for (size_t i = 0; i < n; i++) order[i] = jv_int((int64_t)i);
+        if (sort_keys) jv_sort(order, order + n, n, cmp_key, v.d);
         pl_sb_putc(b, '{');
         bool ok = true;
         for (size_t k = 0; k < n && ok; k++) {
-            size_t i = order[k];
+            size_t i = (size_t)order[k].i;
             if (k) pl_sb_puts(b, indent >= 0 ? "," : ", ");
             if (indent >= 0) newline_indent(b, indent, level + 1);
             jv key = v.d->keys[i];
@@ -413,7 +484,7 @@ jv jv_from_json(jj_state *st, const pl_json *j) {
     case PL_JSON_OBJECT: {
         jj_dict *d = jv_dict_new(st);
         if (!d) return jv_undef();
-        for (size_t i = 0; i < j->obj.count; i++)
+        for (size_t i = 0; i < j->obj.count && !st->failed; i++)
             jv_dict_append(st, d, jv_str(st, j->obj.keys[i], j->obj.key_lens[i]),
                            jv_from_json(st, j->obj.vals[i]));
         return (jv){.type = JV_DICT, .d = d};

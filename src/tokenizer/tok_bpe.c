@@ -69,7 +69,8 @@ pl_status pl_tok_bpe_load_merges(pl_tokenizer *t, const pl_gguf_value *merges) {
     m->keys = calloc(cap, sizeof *m->keys);
     m->rank = malloc(cap * sizeof *m->rank);
     m->merged = malloc(cap * sizeof *m->merged);
-    if (!m->keys || !m->rank || !m->merged) return pl_fail(PL_ERR_NOMEM, "tokenizer: out of memory");
+    if (!m->keys || !m->rank || !m->merged)
+        return pl_fail(PL_ERR_NOMEM, "tokenizer: out of memory");
     m->mask = (uint32_t)(cap - 1);
     size_t pool_cap = (t->n_text ? t->off[t->n_text - 1] + t->len[t->n_text - 1] : 0) + 1;
     size_t id_cap = (size_t)t->n_text;
@@ -116,8 +117,8 @@ nomem:
 /* ---- encoding ---- */
 
 typedef struct {
-    int32_t id;         /* the symbol's text as an id (maybe extra), -1 if it has none */
-    int32_t prev, next; /* neighbours in the word, -1 at the ends */
+    int32_t id;          /* the symbol's text as an id (maybe extra), -1 if it has none */
+    int32_t prev, next;  /* neighbours in the word, -1 at the ends */
     uint32_t start, len; /* bytes of the piece */
 } bpe_sym;
 
@@ -192,34 +193,39 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
     return true;
 }
 
+static pl_status nomem(void) {
+    return pl_fail(PL_ERR_NOMEM, "out of memory tokenizing");
+}
+
 /* Emit the tokens of one symbol: its token, or the tokens of its bytes. */
-static bool emit_sym(const pl_tokenizer *t, const bpe_work *w, const bpe_sym *s, pl_idvec *out) {
-    if (s->id >= 0 && s->id < t->n_vocab) return pl_idvec_push(out, s->id);
+static pl_status emit_sym(const pl_tokenizer *t, const bpe_work *w, const bpe_sym *s,
+                          pl_idvec *out) {
+    if (s->id >= 0 && s->id < t->n_vocab) return pl_idvec_push(out, s->id) ? PL_OK : nomem();
     for (uint32_t i = 0; i < s->len; i++) {
-        int32_t id = t->byte_tok[(uint8_t)w->bytes[s->start + i]];
-        if (id < 0) id = t->sp.unk;
-        if (id >= 0 && !pl_idvec_push(out, id)) return false;
+        int32_t id = pl_tok_byte_fallback(t, (uint8_t)w->bytes[s->start + i]);
+        if (id < 0) return PL_ERR_FORMAT;
+        if (!pl_idvec_push(out, id)) return nomem();
     }
-    return true;
+    return PL_OK;
 }
 
 /* BPE of one pre-tokenized piece (UTF-8 bytes in w->bytes[0..n)). */
-static bool encode_piece(const pl_tokenizer *t, bpe_work *w, size_t n, pl_idvec *out) {
+static pl_status encode_piece(const pl_tokenizer *t, bpe_work *w, size_t n, pl_idvec *out) {
     if (t->ignore_merges) {
         size_t m = 0;
-        if (!grow((void **)&w->mapped, &w->cap_mapped, n * 2, 1)) return false;
+        if (!grow((void **)&w->mapped, &w->cap_mapped, n * 2, 1)) return nomem();
         for (size_t i = 0; i < n; i++)
             m += (size_t)pl_utf8_encode(pl_tok_byte_to_cp((uint8_t)w->bytes[i]), w->mapped + m);
         int32_t id = pl_tok_find(t, w->mapped, m);
-        if (id >= 0 && id < t->n_vocab) return pl_idvec_push(out, id);
+        if (id >= 0 && id < t->n_vocab) return pl_idvec_push(out, id) ? PL_OK : nomem();
     }
-    if (!grow((void **)&w->syms, &w->cap_syms, n, sizeof *w->syms)) return false;
+    if (!grow((void **)&w->syms, &w->cap_syms, n, sizeof *w->syms)) return nomem();
     for (size_t i = 0; i < n; i++)
         w->syms[i] = (bpe_sym){t->byte_sym[(uint8_t)w->bytes[i]], (int32_t)i - 1,
                                i + 1 < n ? (int32_t)i + 1 : -1, (uint32_t)i, 1};
     w->n_heap = 0;
     for (size_t i = 1; i < n; i++)
-        if (!try_pair(t, w, (int32_t)i - 1, (int32_t)i)) return false;
+        if (!try_pair(t, w, (int32_t)i - 1, (int32_t)i)) return nomem();
     while (w->n_heap) {
         bpe_pair p = heap_pop(w);
         bpe_sym *l = &w->syms[p.left], *r = &w->syms[p.right];
@@ -230,11 +236,13 @@ static bool encode_piece(const pl_tokenizer *t, bpe_work *w, size_t n, pl_idvec 
         r->len = 0;
         l->next = r->next;
         if (r->next >= 0) w->syms[r->next].prev = p.left;
-        if (!try_pair(t, w, l->prev, p.left) || !try_pair(t, w, p.left, l->next)) return false;
+        if (!try_pair(t, w, l->prev, p.left) || !try_pair(t, w, p.left, l->next)) return nomem();
     }
-    for (int32_t i = 0; i >= 0; i = w->syms[i].next)
-        if (!emit_sym(t, w, &w->syms[i], out)) return false;
-    return true;
+    for (int32_t i = 0; i >= 0; i = w->syms[i].next) {
+        pl_status st = emit_sym(t, w, &w->syms[i], out);
+        if (st != PL_OK) return st;
+    }
+    return PL_OK;
 }
 
 /* ---- a cache of pieces already encoded in this call (text repeats words a lot) ---- */
@@ -301,8 +309,10 @@ static pl_status encode_chunk(const pl_tokenizer *t, bpe_work *w, piece_cache *c
     size_t n = 0;
     for (size_t i = 0; i < len; n++) {
         unsigned char c = (unsigned char)text[i];
-        if (c < 0x80) w->cps[n] = c, i++;
-        else i += (size_t)pl_utf8_decode(text + i, len - i, &w->cps[n]);
+        if (c < 0x80)
+            w->cps[n] = c, i++;
+        else
+            i += (size_t)pl_utf8_decode(text + i, len - i, &w->cps[n]);
     }
     pl_status st = pl_pretok_split(t->pre, scratch, w->cps, n, pieces, !t->slow);
     if (st != PL_OK) return st;
@@ -312,8 +322,10 @@ static pl_status encode_chunk(const pl_tokenizer *t, bpe_work *w, piece_cache *c
         if (!grow((void **)&w->bytes, &w->cap_bytes, plen * 4, 1)) goto nomem;
         for (size_t i = 0; i < plen; i++) {
             uint32_t c = w->cps[at + i];
-            if (c < 0x80) w->bytes[m++] = (char)c;
-            else m += (size_t)pl_utf8_encode(c, w->bytes + m);
+            if (c < 0x80)
+                w->bytes[m++] = (char)c;
+            else
+                m += (size_t)pl_utf8_encode(c, w->bytes + m);
         }
         at += plen;
         if (!m) continue;
@@ -329,7 +341,8 @@ static pl_status encode_chunk(const pl_tokenizer *t, bpe_work *w, piece_cache *c
             }
         }
         int64_t before = out->n;
-        if (!encode_piece(t, w, m, out)) goto nomem;
+        st = encode_piece(t, w, m, out);
+        if (st != PL_OK) return st;
         if (e && cache->used * 2 < cache->mask) {
             uint32_t ids_off = (uint32_t)cache->ids.n;
             for (int64_t i = before; i < out->n; i++)
@@ -368,7 +381,8 @@ pl_status pl_tok_bpe_encode(const pl_tokenizer *t, const char *text, size_t len,
     }
     bool chunked = pl_pretok_line_safe(t->pre) && !t->slow;
     for (size_t at = 0; at < len && st == PL_OK;) {
-        size_t end = chunked && len - at > CHUNK_BYTES ? next_cut(text, len, at + CHUNK_BYTES) : len;
+        size_t end =
+            chunked && len - at > CHUNK_BYTES ? next_cut(text, len, at + CHUNK_BYTES) : len;
         st = encode_chunk(t, &w, &cache, &pieces, &scratch, text + at, end - at, out);
         at = end;
     }

@@ -13,8 +13,10 @@ static int64_t put(char *buf, size_t cap, size_t at, const char *s, size_t n) {
 }
 
 static int hexv(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                        : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
 }
 
 int64_t pl_tok_piece(const pl_tokenizer *t, int32_t id, bool show_special, char *buf, size_t cap) {
@@ -64,6 +66,20 @@ int64_t pl_tok_piece(const pl_tokenizer *t, int32_t id, bool show_special, char 
         }
     }
     return (int64_t)n;
+}
+
+pl_status pl_tok_piece_str(const pl_tokenizer *t, int32_t id, bool show_special, char **out,
+                           size_t *len) {
+    *out = NULL;
+    int64_t k = pl_tok_piece(t, id, show_special, NULL, 0);
+    if (k < 0) return pl_fail(PL_ERR_ARG, "invalid token id %d", (int)id);
+    char *s = malloc((size_t)k + 1);
+    if (!s) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    pl_tok_piece(t, id, show_special, s, (size_t)k);
+    s[k] = 0;
+    *out = s;
+    if (len) *len = (size_t)k;
+    return PL_OK;
 }
 
 pl_status pl_tok_decode(const pl_tokenizer *t, const int32_t *ids, int64_t n, bool show_special,
@@ -157,8 +173,10 @@ static const char *drain(pl_tok_stream *s, bool flush) {
         if (!flush && incomplete_prefix(h + i, left)) break;
         uint32_t cp;
         int k = pl_utf8_decode(s->held + i, left, &cp);
-        if (cp == 0xFFFD && k == 1) o += (size_t)pl_utf8_encode(0xFFFD, s->out + o);
-        else memcpy(s->out + o, s->held + i, (size_t)k), o += (size_t)k;
+        if (cp == 0xFFFD && k == 1)
+            o += (size_t)pl_utf8_encode(0xFFFD, s->out + o);
+        else
+            memcpy(s->out + o, s->held + i, (size_t)k), o += (size_t)k;
         i += (size_t)k;
     }
     if (s->n_held > i) memmove(s->held, s->held + i, s->n_held - i);
@@ -176,4 +194,6 @@ const char *pl_tok_stream_push(pl_tok_stream *s, int32_t id) {
     return drain(s, false);
 }
 
-const char *pl_tok_stream_flush(pl_tok_stream *s) { return drain(s, true); }
+const char *pl_tok_stream_flush(pl_tok_stream *s) {
+    return drain(s, true);
+}

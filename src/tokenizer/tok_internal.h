@@ -78,8 +78,9 @@ struct pl_tokenizer {
     int32_t *eog;
     int32_t n_eog;
 
-    char *chat_template; /* tokenizer.chat_template or NULL */
-    char *name;          /* general.name or NULL */
+    char *chat_template;    /* tokenizer.chat_template or NULL */
+    bool chat_template_nul; /* the template holds a NUL byte (refused when rendering) */
+    char *name;             /* general.name or NULL */
 };
 
 static inline const char *pl_tok_text(const pl_tokenizer *t, int32_t id, uint32_t *len) {
@@ -89,6 +90,18 @@ static inline const char *pl_tok_text(const pl_tokenizer *t, int32_t id, uint32_
 
 /* Look up a text among ids 0..n_text-1; -1 if absent. */
 int32_t pl_tok_find(const pl_tokenizer *t, const char *s, size_t len);
+
+/* The token a byte falls back to when a symbol is not a token: its byte token, else the
+ * unknown token. A vocabulary with neither (some real BPE ones lack control bytes) cannot
+ * represent the text: the encoder fails with a message naming the byte rather than drop
+ * it (llama.cpp and transformers drop it). -1 with the error set. */
+static inline int32_t pl_tok_byte_fallback(const pl_tokenizer *t, uint8_t b) {
+    int32_t id = t->byte_tok[b] >= 0 ? t->byte_tok[b] : t->sp.unk;
+    if (id < 0)
+        pl_fail(PL_ERR_FORMAT,
+                "tokenize: the vocabulary has no token for byte 0x%02X and no unknown token", b);
+    return id;
+}
 
 /* A growable array of ids. */
 typedef struct {

@@ -73,9 +73,13 @@ static bool try_pair(const pl_tokenizer *t, spm_work *w, int32_t left, int32_t r
     return heap_push(w, (spm_pair){score, left, right, len});
 }
 
+static pl_status nomem(void) {
+    return pl_fail(PL_ERR_NOMEM, "out of memory tokenizing");
+}
+
 /* Merge the symbols of buf[0..n) and emit their tokens. */
-static bool encode_span(const pl_tokenizer *t, spm_work *w, const char *buf, size_t n,
-                        pl_idvec *out) {
+static pl_status encode_span(const pl_tokenizer *t, spm_work *w, const char *buf, size_t n,
+                             pl_idvec *out) {
     w->text = buf;
     w->n_heap = 0;
     /* one symbol per UTF-8 character, by the length its first byte claims */
@@ -89,7 +93,7 @@ static bool encode_span(const pl_tokenizer *t, spm_work *w, const char *buf, siz
         i += cl;
     }
     for (int32_t i = 1; i < n_sym; i++)
-        if (!try_pair(t, w, i - 1, i)) return false;
+        if (!try_pair(t, w, i - 1, i)) return nomem();
     while (w->n_heap) {
         spm_pair p = heap_pop(w);
         spm_sym *l = &w->syms[p.left], *r = &w->syms[p.right];
@@ -98,25 +102,27 @@ static bool encode_span(const pl_tokenizer *t, spm_work *w, const char *buf, siz
         r->len = 0;
         l->next = r->next;
         if (r->next >= 0) w->syms[r->next].prev = p.left;
-        if (!try_pair(t, w, l->prev, p.left) || !try_pair(t, w, p.left, l->next)) return false;
+        if (!try_pair(t, w, l->prev, p.left) || !try_pair(t, w, p.left, l->next)) return nomem();
     }
     for (int32_t i = 0; i >= 0; i = w->syms[i].next) {
         const spm_sym *s = &w->syms[i];
         int32_t id = pl_tok_find(t, buf + s->start, s->len);
         if (id >= 0 && id < t->n_vocab) {
-            if (!pl_idvec_push(out, id)) return false;
+            if (!pl_idvec_push(out, id)) return nomem();
             continue;
         }
         for (uint32_t k = 0; k < s->len; k++) {
-            int32_t b = t->byte_tok[(uint8_t)buf[s->start + k]];
-            if (b < 0) b = t->sp.unk;
-            if (b >= 0 && !pl_idvec_push(out, b)) return false;
+            int32_t b = pl_tok_byte_fallback(t, (uint8_t)buf[s->start + k]);
+            if (b < 0) return PL_ERR_FORMAT;
+            if (!pl_idvec_push(out, b)) return nomem();
         }
     }
-    return true;
+    return PL_OK;
 }
 
-static bool is_space_mark(const char *s) { return memcmp(s, "\xe2\x96\x81", 3) == 0; }
+static bool is_space_mark(const char *s) {
+    return memcmp(s, "\xe2\x96\x81", 3) == 0;
+}
 
 pl_status pl_tok_spm_encode(const pl_tokenizer *t, const char *text, size_t len, bool add_prefix,
                             pl_idvec *out) {
@@ -124,12 +130,15 @@ pl_status pl_tok_spm_encode(const pl_tokenizer *t, const char *text, size_t len,
     size_t cap = (len + 1) * 3;
     char *buf = malloc(cap ? cap : 1);
     spm_work w = {0};
+    pl_status st = PL_OK;
     if (!buf) goto nomem;
     size_t n = 0;
     if (add_prefix) memcpy(buf, "\xe2\x96\x81", 3), n = 3;
     for (size_t i = 0; i < len; i++) {
-        if (text[i] == ' ') memcpy(buf + n, "\xe2\x96\x81", 3), n += 3;
-        else buf[n++] = text[i];
+        if (text[i] == ' ')
+            memcpy(buf + n, "\xe2\x96\x81", 3), n += 3;
+        else
+            buf[n++] = text[i];
     }
     w.syms = malloc((n ? n : 1) * sizeof *w.syms);
     if (!w.syms) goto nomem;
@@ -143,14 +152,15 @@ pl_status pl_tok_spm_encode(const pl_tokenizer *t, const char *text, size_t len,
             size_t j = i - 1;
             while (j > start && ((unsigned char)buf[j] & 0xC0) == 0x80) j--;
             if (j + (size_t)pl_utf8_lead_len((unsigned char)buf[j]) != i) continue;
-            if (!encode_span(t, &w, buf + start, i - start, out)) goto nomem;
+            if ((st = encode_span(t, &w, buf + start, i - start, out)) != PL_OK) goto done;
             start = i;
         }
     }
-    if (n > start && !encode_span(t, &w, buf + start, n - start, out)) goto nomem;
-    free(buf), free(w.syms), free(w.heap);
-    return PL_OK;
+    if (n > start) st = encode_span(t, &w, buf + start, n - start, out);
+    goto done;
 nomem:
+    st = nomem();
+done:
     free(buf), free(w.syms), free(w.heap);
-    return pl_fail(PL_ERR_NOMEM, "out of memory tokenizing");
+    return st;
 }

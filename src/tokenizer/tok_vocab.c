@@ -104,8 +104,8 @@ static bool add_eog(pl_tokenizer *t, int32_t id) {
 
 /* Tokens that end a turn although the metadata may not say so (llama.cpp's list). */
 static const char *const k_eog_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+    "<|eot_id|>",    "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",        "<end_of_turn>",
+    "<|endoftext|>", "<|eom_id|>", "<EOT>",   "_<EOT>",     "<|end_of_text|>", "<end_of_utterance>",
 };
 
 static pl_status load_texts(pl_tokenizer *t, const pl_gguf_value *toks) {
@@ -136,8 +136,8 @@ static pl_status load_texts(pl_tokenizer *t, const pl_gguf_value *toks) {
 static pl_status load_types_scores(pl_tokenizer *t, const pl_gguf *g) {
     const pl_gguf_value *ty = pl_gguf_get(g, "tokenizer.ggml.token_type");
     const pl_gguf_value *sc = pl_gguf_get(g, "tokenizer.ggml.scores");
-    bool ty_ok = ty && ty->type == PL_GGUF_ARRAY && ty->arr.data &&
-                 ty->arr.count == (uint64_t)t->n_vocab;
+    bool ty_ok =
+        ty && ty->type == PL_GGUF_ARRAY && ty->arr.data && ty->arr.count == (uint64_t)t->n_vocab;
     for (int32_t i = 0; i < t->n_vocab; i++) {
         int64_t v = ty_ok ? pl_gguf_arr_int(ty, (uint64_t)i) : PL_TT_NORMAL;
         t->type[i] = (uint8_t)(v >= 0 && v <= PL_TT_BYTE ? v : PL_TT_NORMAL);
@@ -181,12 +181,13 @@ static void load_byte_tokens(pl_tokenizer *t) {
         } else {
             snprintf(buf, sizeof buf, "<0x%02X>", b);
             id = pl_tok_find(t, buf, 6);
-            if (id < 0) {
+            if (id < 0 || id >= t->n_vocab) {
                 buf[0] = (char)b;
                 id = pl_tok_find(t, buf, 1);
             }
         }
-        t->byte_tok[b] = id;
+        /* a text found only among the merges' extra texts is no token */
+        t->byte_tok[b] = id < t->n_vocab ? id : -1;
     }
 }
 
@@ -250,11 +251,15 @@ pl_status pl_tok_load(const pl_gguf *g, pl_tokenizer **out) {
     char *model = pl_gguf_get_string(g, "tokenizer.ggml.model");
     if (!model) return pl_fail(PL_ERR_FORMAT, "tokenizer: no tokenizer.ggml.model in the file");
     pl_tok_kind kind;
-    if (!strcmp(model, "llama")) kind = PL_TOK_SPM;
-    else if (!strcmp(model, "gpt2")) kind = PL_TOK_BPE;
-    else if (!strcmp(model, "bert")) kind = PL_TOK_WPM;
+    if (!strcmp(model, "llama"))
+        kind = PL_TOK_SPM;
+    else if (!strcmp(model, "gpt2"))
+        kind = PL_TOK_BPE;
+    else if (!strcmp(model, "bert"))
+        kind = PL_TOK_WPM;
     else {
-        pl_status st = pl_fail(PL_ERR_FORMAT, "tokenizer: unsupported tokenizer model '%.40s'", model);
+        pl_status st =
+            pl_fail(PL_ERR_FORMAT, "tokenizer: unsupported tokenizer model '%.40s'", model);
         free(model);
         return st;
     }
@@ -298,6 +303,10 @@ pl_status pl_tok_load(const pl_gguf *g, pl_tokenizer **out) {
     st = load_special_list(t);
     if (st != PL_OK) goto fail;
     t->chat_template = pl_gguf_get_string(g, "tokenizer.chat_template");
+    const pl_gguf_value *ct = pl_gguf_get(g, "tokenizer.chat_template");
+    /* a NUL inside would cut the template short: chat.c refuses such a template */
+    t->chat_template_nul = t->chat_template && ct->type == PL_GGUF_STRING &&
+                           memchr(ct->str.ptr, 0, ct->str.len) != NULL;
     t->name = pl_gguf_get_string(g, "general.name");
     *out = t;
     return PL_OK;

@@ -19,7 +19,8 @@ static bool is_cjk(uint32_t c) {
            (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-/* Cover word (already prefixed with U+2581) greedily, longest match first. */
+/* Cover word (already prefixed with U+2581) greedily, longest match first; false when out
+ * of memory or when the word cannot be covered and there is no [UNK] (the error is set). */
 static bool encode_word(const pl_tokenizer *t, const char *word, size_t n, pl_idvec *out) {
     int64_t mark = out->n;
     for (size_t i = 0; i < n;) {
@@ -33,10 +34,14 @@ static bool encode_word(const pl_tokenizer *t, const char *word, size_t n, pl_id
             out->n = mark;
             break;
         }
-        if (!pl_idvec_push(out, id)) return false;
+        if (!pl_idvec_push(out, id)) return !pl_fail(PL_ERR_NOMEM, "out of memory tokenizing");
         i = j;
     }
-    if (out->n == mark && t->sp.unk >= 0) return pl_idvec_push(out, t->sp.unk);
+    if (out->n > mark) return true;
+    if (t->sp.unk < 0)
+        return !pl_fail(PL_ERR_FORMAT, "tokenize: a word has no WordPiece tokens and the "
+                                       "vocabulary has no unknown token");
+    if (!pl_idvec_push(out, t->sp.unk)) return !pl_fail(PL_ERR_NOMEM, "out of memory tokenizing");
     return true;
 }
 
@@ -72,5 +77,5 @@ pl_status pl_tok_wpm_encode(const pl_tokenizer *t, const char *text, size_t len,
     }
     if (ok && wn > 3) ok = encode_word(t, word, wn, out);
     free(word);
-    return ok ? PL_OK : pl_fail(PL_ERR_NOMEM, "out of memory tokenizing");
+    return ok ? PL_OK : PL_ERR;
 }

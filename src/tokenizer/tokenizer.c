@@ -20,10 +20,18 @@ bool pl_idvec_push(pl_idvec *v, int32_t id) {
     return true;
 }
 
-int32_t pl_tok_n_vocab(const pl_tokenizer *t) { return t->n_vocab; }
-int32_t pl_tok_bos(const pl_tokenizer *t) { return t->sp.bos; }
-int32_t pl_tok_eos(const pl_tokenizer *t) { return t->sp.eos; }
-bool pl_tok_adds_bos(const pl_tokenizer *t) { return t->add_bos; }
+int32_t pl_tok_n_vocab(const pl_tokenizer *t) {
+    return t->n_vocab;
+}
+int32_t pl_tok_bos(const pl_tokenizer *t) {
+    return t->sp.bos;
+}
+int32_t pl_tok_eos(const pl_tokenizer *t) {
+    return t->sp.eos;
+}
+bool pl_tok_adds_bos(const pl_tokenizer *t) {
+    return t->add_bos;
+}
 
 bool pl_tok_is_eog(const pl_tokenizer *t, int32_t id) {
     for (int32_t i = 0; i < t->n_eog; i++)
@@ -153,6 +161,14 @@ pl_status pl_tok_encode(const pl_tokenizer *t, const char *text, size_t len, boo
         int32_t e = t->kind == PL_TOK_WPM ? t->sp.sep : t->sp.eos;
         if (!pl_idvec_push(&out, e)) goto nomem;
     }
+    /* the encoders only emit ids of the vocabulary; a slip would reach the model as an
+     * out-of-range row, so it is an error here rather than a wrong answer later */
+    for (int64_t i = 0; i < out.n; i++)
+        if (out.v[i] < 0 || out.v[i] >= t->n_vocab) {
+            st = pl_fail(PL_ERR, "tokenize: internal error: id %d outside the vocabulary",
+                         (int)out.v[i]);
+            goto done;
+        }
     *ids = out.v ? out.v : malloc(sizeof(int32_t));
     if (!*ids) goto nomem;
     *n_ids = out.n;

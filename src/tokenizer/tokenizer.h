@@ -40,8 +40,11 @@ pl_status pl_tok_encode(const pl_tokenizer *t, const char *text, size_t len, boo
  * a space, <0xNN> made the byte). Special tokens give their text only if show_special.
  * Returns the byte count written (may be more than cap: then call again with more room),
  * or -1 for an invalid id. */
-int64_t pl_tok_piece(const pl_tokenizer *t, int32_t id, bool show_special, char *buf,
-                     size_t cap);
+int64_t pl_tok_piece(const pl_tokenizer *t, int32_t id, bool show_special, char *buf, size_t cap);
+/* The same as a whole string: *out is malloc'd, NUL-terminated (it may hold NULs: use *len).
+ * Fails with a one-line message for an invalid id. */
+pl_status pl_tok_piece_str(const pl_tokenizer *t, int32_t id, bool show_special, char **out,
+                           size_t *len);
 
 /* A whole sequence back to text, pieces concatenated; the space an SPM vocabulary puts in
  * front of the text (add_space_prefix) is removed again. *out is malloc'd, NUL-terminated
@@ -62,7 +65,7 @@ void pl_tok_stream_free(pl_tok_stream *s);
 /* ---- chat templates ---- */
 
 typedef struct {
-    const char *role;    /* "system", "user", "assistant", "tool" */
+    const char *role; /* "system", "user", "assistant", "tool" */
     const char *content;
 } pl_chat_msg;
 
