@@ -122,6 +122,23 @@ int cmd_chat(int argc, char **argv) {
     model_report(&lm);
     bool tty = isatty(0) && isatty(1);
     conv_clear(&conv, system);
+    { /* no template, or a system message that cannot fit: no turn could ever run */
+        int32_t *ids = NULL;
+        int64_t n_ids = 0;
+        pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = think};
+        s = pl_chat_ids(lm.tok, conv.msgs, conv.n, &co, &ids, &n_ids);
+        free(ids);
+        if (s) {
+            die("%s: %s", ma.path, pl_last_error());
+            goto done;
+        }
+        if (n_ids >= pl_session_n_ctx(ses)) {
+            die("--system: the system message takes %lld tokens, the context holds %lld (shorten "
+                "it or raise --ctx)",
+                (long long)n_ids, (long long)pl_session_n_ctx(ses));
+            goto done;
+        }
+    }
     int turn = 0;
     for (;;) {
         if (tty) fputs("> ", stdout), fflush(stdout);
@@ -157,19 +174,31 @@ int cmd_chat(int argc, char **argv) {
         pl_gen_opts go = {.n_predict = n_predict >= 0 && n_predict < room ? n_predict : room,
                           .on_token = on_token, .ud = &r};
         pl_gen_stats st;
-        s = n_ids >= pl_session_n_ctx(ses)
-                ? pl_fail(PL_ERR_ARG, "the conversation no longer fits the context")
-                : pl_generate(ses, smp, ids, n_ids, &go, &st);
+        if (n_ids >= pl_session_n_ctx(ses)) { /* say so, drop the message, carry on */
+            free(ids);
+            conv.n--;
+            free((char *)conv.msgs[conv.n].content);
+            if (conv.n > (system ? 1 : 0)) /* earlier turns take room: /reset frees it */
+                fprintf(stderr,
+                        "pooled: the conversation no longer fits the context of %lld; "
+                        "/reset to start over\n",
+                        (long long)pl_session_n_ctx(ses));
+            else
+                fprintf(stderr,
+                        "pooled: the message takes %lld tokens with the template, the "
+                        "context holds %lld (raise --ctx)\n",
+                        (long long)n_ids, (long long)pl_session_n_ctx(ses));
+            continue;
+        }
+        s = pl_generate(ses, smp, ids, n_ids, &go, &st);
         free(ids);
         reply_add(&r, pl_tok_stream_flush(r.stream));
         fputs("\n", stdout);
         fflush(stdout);
         turn++;
-        if (s) { /* the conversation is too long: say so, let the user /reset */
-            fprintf(stderr, "pooled: %s; /reset to start over\n", pl_last_error());
-            conv.n--; /* drop the user message that did not fit */
-            free((char *)conv.msgs[conv.n].content);
-            continue;
+        if (s) { /* the model failed (non-finite logits, a device error): nothing to retry */
+            die("%s", pl_last_error());
+            goto done;
         }
         if (go.n_predict == room && st.n_generated == room)
             fprintf(stderr, "pooled: reply cut short: the context of %lld is full; /reset to start "

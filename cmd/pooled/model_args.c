@@ -97,6 +97,11 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
         model_unload(l);
         return false;
     }
+    if (pl_model_get_info(l->m)->nonfinite[0])
+        fprintf(stderr,
+                "pooled: warning: %s: tensor %s holds NaN or Inf values: the model's "
+                "output will be meaningless\n",
+                a->path, pl_model_get_info(l->m)->nonfinite);
     return true;
 }
 

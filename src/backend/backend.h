@@ -122,11 +122,13 @@ typedef struct pl_backend_methods {
     pl_status (*swiglu)(pl_backend *be, const pl_buf *gate, const pl_buf *up, int64_t count,
                         pl_buf *out);
     /* ids[dst0 + r] = index of the largest value of x row r, for r < rows (ties: lowest
-     * index).  x [>=rows, cols]; ids I32. */
+     * index; NaN values are skipped, and a row of NaN alone gives -1).  x [>=rows, cols];
+     * ids I32. */
     pl_status (*argmax)(pl_backend *be, const pl_buf *x, int64_t rows, pl_buf *ids,
                         int64_t dst0);
-    /* The k largest values of x row `row`, descending (ties: lower index first):
-     * ids I32 [>=k], vals F32 [>=k]. */
+    /* The k largest values of x row `row`, descending (ties: lower index first; NaN values
+     * are skipped, and places left over get id -1, value -inf): ids I32 [>=k], vals F32
+     * [>=k]. */
     pl_status (*topk)(pl_backend *be, const pl_buf *x, int64_t row, int64_t k, pl_buf *ids,
                       pl_buf *vals);
     /* dst values [dst0, dst0+count) = src values [src0, src0+count); same type, F32/F16/I32. */

@@ -61,7 +61,7 @@ pl_status pl_chat_render_template(const char *tmpl, const char *bos, const char 
                                   const pl_chat_opts *opts, char **out) {
     *out = NULL;
     if (!messages || messages->type != PL_JSON_ARRAY)
-        return pl_fail(PL_ERR_ARG, "chat: messages must be a JSON array");
+        return pl_fail(PL_ERR_ARG, "the messages must be a JSON array");
     return render(tmpl, bos, eos, messages, tools, opts, NULL, out);
 }
 
@@ -78,7 +78,7 @@ pl_status pl_chat_render_json(const pl_tokenizer *t, const pl_json *messages, co
                               const pl_chat_opts *opts, char **out) {
     *out = NULL;
     if (!messages || messages->type != PL_JSON_ARRAY)
-        return pl_fail(PL_ERR_ARG, "chat: messages must be a JSON array");
+        return pl_fail(PL_ERR_ARG, "the messages must be a JSON array");
     pl_chat_opts dflt = {.add_generation_prompt = true, .enable_thinking = true};
     if (!opts) opts = &dflt;
     char *bos = token_text(t, t->sp.bos), *eos = token_text(t, t->sp.eos);
@@ -96,8 +96,11 @@ pl_status pl_chat_render_json(const pl_tokenizer *t, const pl_json *messages, co
                 tmpl = k_fallbacks[i].tmpl;
         }
         if (!tmpl) {
-            st = t->chat_template ? pl_fail(PL_ERR_FORMAT, "chat: cannot read the model's chat template")
-                                  : pl_fail(PL_ERR_FORMAT, "chat: the model has no chat template");
+            st = t->chat_template
+                     ? pl_fail(PL_ERR_FORMAT, "cannot read the model's chat template "
+                                              "(nor fall back by marker tokens)")
+                     : pl_fail(PL_ERR_FORMAT, "the model has no chat template (nor the "
+                                              "ChatML or Llama 3 marker tokens)");
             goto done;
         }
     }
