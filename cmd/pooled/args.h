@@ -18,4 +18,8 @@ bool arg_float(const char *opt, const char *s, double lo, double hi, double *out
 /* Print "pooled: <msg>" as one line on stderr and return 1 (for `return die(...)`). */
 int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* die("PATH: MSG"), or die("MSG") when the message already starts with "PATH:" (file
+ * errors from the library name their path). */
+int die_path(const char *path, const char *msg);
+
 #endif

@@ -88,8 +88,9 @@ int cmd_bench(int argc, char **argv) {
     int64_t need = n_prompt > n_gen ? n_prompt : n_gen;
     if (!ma.ctx) lm.so.n_ctx = (int)need;
     if (lm.so.n_ctx < need) {
+        int n_ctx = lm.so.n_ctx; /* unloading clears lm */
         model_unload(&lm);
-        return die("bench: --ctx %d is smaller than the %lld ids a test needs", lm.so.n_ctx,
+        return die("bench: --ctx %d is smaller than the %lld ids a test needs", n_ctx,
                    (long long)need);
     }
     lm.so.n_batch = n_prompt > 0 ? (int)n_prompt : 1;
@@ -109,6 +110,10 @@ int cmd_bench(int argc, char **argv) {
     for (int64_t i = 0; ids && i < n_prompt + 1; i++) {
         x = x * 1664525u + 1013904223u;
         ids[i] = (int32_t)((x >> 8) % (uint32_t)info->n_vocab);
+    }
+    if (s) {
+        die("bench: %s", pl_last_error());
+        goto done;
     }
     model_report(&lm);
     double t;

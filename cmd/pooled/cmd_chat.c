@@ -119,8 +119,6 @@ int cmd_chat(int argc, char **argv) {
         die("%s", pl_last_error());
         goto done;
     }
-    model_report(&lm);
-    bool tty = isatty(0) && isatty(1);
     conv_clear(&conv, system);
     { /* no template, or a system message that cannot fit: no turn could ever run */
         int32_t *ids = NULL;
@@ -133,12 +131,14 @@ int cmd_chat(int argc, char **argv) {
             goto done;
         }
         if (n_ids >= pl_session_n_ctx(ses)) {
-            die("--system: the system message takes %lld tokens, the context holds %lld (shorten "
-                "it or raise --ctx)",
-                (long long)n_ids, (long long)pl_session_n_ctx(ses));
+            die("%s takes %lld tokens, the context holds %lld (%sraise --ctx)",
+                system ? "--system: the system message" : "the chat template's empty prompt",
+                (long long)n_ids, (long long)pl_session_n_ctx(ses), system ? "shorten it or " : "");
             goto done;
         }
     }
+    model_report(&lm);
+    bool tty = isatty(0) && isatty(1);
     int turn = 0;
     for (;;) {
         if (tty) fputs("> ", stdout), fflush(stdout);

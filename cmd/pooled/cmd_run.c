@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "model_args.h"
 #include "runtime/generate.h"
+#include "runtime/prompt_ids.h"
 
 static const char *const usage =
     "usage: pooled run -m FILE (-p PROMPT | --prompt-ids \"ID ...\") [options]\n"
@@ -39,28 +40,6 @@ static bool on_token(void *ud, int32_t id) {
     }
     fflush(stdout);
     o->n_out++;
-    return true;
-}
-
-/* "1 2, 3" -> ids; false (with the error printed) on anything else. */
-static bool parse_ids(const char *s, int32_t **ids, int64_t *n) {
-    size_t cap = strlen(s) / 2 + 1;
-    *ids = malloc(sizeof **ids * cap);
-    *n = 0;
-    while (*ids && *s) {
-        while (*s == ' ' || *s == ',') s++;
-        if (!*s) break;
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v > INT32_MAX) {
-            die("--prompt-ids: '%.20s' is not a token id", s);
-            return false;
-        }
-        (*ids)[(*n)++] = (int32_t)v;
-        s = end;
-    }
-    if (!*ids || !*n) return die("--prompt-ids: no ids given"), false;
     return true;
 }
 
@@ -97,10 +76,8 @@ int cmd_run(int argc, char **argv) {
 
     int32_t *ids = NULL;
     int64_t n_ids = 0;
-    if (prompt_ids && !parse_ids(prompt_ids, &ids, &n_ids)) {
-        free(ids);
-        return 1;
-    }
+    if (prompt_ids && pl_prompt_ids_parse(prompt_ids, &ids, &n_ids))
+        return die("--prompt-ids: %s", pl_last_error());
     loaded_model lm;
     /* the tokenizer is needed for a text prompt, text output, or the end-of-generation ids */
     if (!model_load(&ma, true, &lm)) {
@@ -116,6 +93,11 @@ int cmd_run(int argc, char **argv) {
         s = pl_tok_encode(lm.tok, prompt, strlen(prompt), true, false, &ids, &n_ids);
         if (!s && n_ids == 0) s = pl_fail(PL_ERR_ARG, "the prompt is empty (and the model has no BOS)");
     }
+    int n_vocab = pl_model_get_info(lm.m)->n_vocab;
+    for (int64_t i = 0; !s && prompt_ids && i < n_ids; i++)
+        if (ids[i] >= n_vocab)
+            s = pl_fail(PL_ERR_ARG, "--prompt-ids: id %d is outside the vocabulary (0 to %d)",
+                        ids[i], n_vocab - 1);
     if (!s && n_ids > lm.so.n_ctx)
         s = pl_fail(PL_ERR_ARG, "the prompt is %lld tokens, longer than the context of %d (raise --ctx)",
                     (long long)n_ids, lm.so.n_ctx);

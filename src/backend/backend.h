@@ -150,6 +150,10 @@ struct pl_backend {
      * created: exact float activations, the reference; pl_backend_open sets it as asked
      * (on by default: it is llama.cpp's arithmetic, and 1.5-2x faster on a GPU). */
     int act_q8;
+    /* The largest buffer one op can bind, in bytes (a GPU's max buffer / storage binding
+     * size), or 0: only the machine's memory limits it. Callers check big allocations (the
+     * KV cache) against it up front, for a clear error. */
+    uint64_t max_buf_bytes;
 };
 
 /* ---- checked wrappers: what the model and runtime call ---- */
