@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "cmd_opts.h"
 #include "commands.h"
 #include "model_args.h"
 #include "runtime/chat_ids.h"
@@ -76,33 +77,42 @@ static bool on_token(void *ud, int32_t id) {
     return true;
 }
 
-int cmd_chat(int argc, char **argv) {
-    model_args ma = model_args_defaults();
-    pl_sampler_params sp = pl_sampler_defaults();
-    const char *system = NULL;
-    int64_t n_predict = -1;
-    bool think = true, timings = false, seeded = false, err = false;
+int chat_opts_parse(int argc, char **argv, chat_opts *o) {
+    *o = (chat_opts){
+        .ma = model_args_defaults(), .sp = pl_sampler_defaults(), .n_predict = -1, .think = true};
+    bool err = false;
     for (int i = 1; i < argc && !err; i++) {
         const char *v;
-        if (model_args_take(argc, argv, &i, &ma, &err)) continue;
-        if (sampler_args_take(argc, argv, &i, &sp, &seeded, &err)) continue;
+        if (model_args_take(argc, argv, &i, &o->ma, &err)) continue;
+        if (sampler_args_take(argc, argv, &i, &o->sp, &o->seeded, &err)) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("%s%s%s", usage, sampler_args_help, model_args_help);
-            return 0;
+            return 2;
         } else if (!strcmp(argv[i], "--no-think")) {
-            think = false;
+            o->think = false;
         } else if (!strcmp(argv[i], "--timings")) {
-            timings = true;
+            o->timings = true;
         } else if (arg_take(argc, argv, &i, "--system", NULL, &v, &err)) {
-            system = v;
+            o->system = v;
         } else if (arg_take(argc, argv, &i, "--n-predict", "-n", &v, &err)) {
-            err = err || !arg_int("-n", v, -1, INT32_MAX, &n_predict);
+            err = err || !arg_int("-n", v, -1, INT32_MAX, &o->n_predict);
         } else if (!err) {
             return die("chat: unknown option '%s' (pooled chat --help)", argv[i]);
         }
     }
-    if (err) return 1;
-    if (!seeded) sp.seed = sampler_args_clock_seed();
+    return err ? 1 : 0;
+}
+
+int cmd_chat(int argc, char **argv) {
+    chat_opts co_;
+    int pr = chat_opts_parse(argc, argv, &co_);
+    if (pr) return pr == 2 ? 0 : 1;
+    model_args ma = co_.ma;
+    pl_sampler_params sp = co_.sp;
+    const char *system = co_.system;
+    int64_t n_predict = co_.n_predict;
+    bool think = co_.think, timings = co_.timings;
+    if (!co_.seeded) sp.seed = sampler_args_clock_seed();
     loaded_model lm;
     if (!model_load(&ma, true, &lm)) return 1;
     int rc = 1;
