@@ -71,9 +71,14 @@ build/fuzz/obj/%.o: %.c
 build/fuzz/libpooled.a: $(FUZZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+# The command's option parsers (cmd/pooled without main) for the option fuzzer.
+FUZZ_CMD_OBJ := $(filter-out %/main.o,$(CMD_SRC:%.c=build/fuzz/obj/%.o))
+build/fuzz/libcmd.a: $(FUZZ_CMD_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 define fuzz_rule
-build/fuzz/$(basename $(notdir $(1))): $(1) build/fuzz/libpooled.a
-	$$(FUZZ_CC) $$(FUZZ_FLAGS) -fsanitize=fuzzer -o $$@ $(1) build/fuzz/libpooled.a -lm -ldl -pthread
+build/fuzz/$(basename $(notdir $(1))): $(1) build/fuzz/libcmd.a build/fuzz/libpooled.a
+	$$(FUZZ_CC) $$(FUZZ_FLAGS) -Icmd/pooled -fsanitize=fuzzer -o $$@ $(1) build/fuzz/libcmd.a build/fuzz/libpooled.a -lm -ldl -pthread
 endef
 $(foreach t,$(FUZZ_SRC),$(eval $(call fuzz_rule,$(t))))
 fuzz: $(foreach t,$(FUZZ_SRC),build/fuzz/$(basename $(notdir $(t))))

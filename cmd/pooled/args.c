@@ -1,6 +1,7 @@
 /* args.c - option parsing helpers shared by the subcommands. */
 #include "args.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -58,7 +59,8 @@ bool arg_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *ou
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
+    /* the whole string: no junk after the number, and none before (strtoll skips spaces) */
+    if (errno || end == s || *end || isspace((unsigned char)*s) || v < lo || v > hi) {
         die("%s: expected an integer in [%lld, %lld], got '%s'", opt, (long long)lo,
             (long long)hi, s);
         return false;
@@ -71,10 +73,17 @@ bool arg_float(const char *opt, const char *s, double lo, double hi, double *out
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+    if (errno || end == s || *end || isspace((unsigned char)*s) || !isfinite(v) || v < lo ||
+        v > hi) {
         die("%s: expected a number in [%g, %g], got '%s'", opt, lo, hi, s);
         return false;
     }
     *out = v;
     return true;
+}
+
+int die_path(const char *path, const char *msg) {
+    size_t n = strlen(path);
+    if (!strncmp(msg, path, n) && msg[n] == ':') return die("%s", msg); /* it has the path */
+    return die("%s: %s", path, msg);
 }

@@ -27,4 +27,8 @@ bool out_flush(void);
  * successful status 1; a failed command's status and its one error line are kept. */
 int out_close(int rc);
 
+/* die("PATH: MSG"), or die("MSG") when the message already starts with "PATH:" (file
+ * errors from the library name their path). */
+int die_path(const char *path, const char *msg);
+
 #endif

@@ -11,6 +11,7 @@
 
 #include "args.h"
 #include "base/json_write.h"
+#include "cmd_opts.h"
 #include "commands.h"
 #include "model_args.h"
 #include "model/model.h"
@@ -59,37 +60,47 @@ static pl_status time_decode(pl_session *s, pl_sampler *greedy, int32_t first, i
     return st;
 }
 
-int cmd_bench(int argc, char **argv) {
-    model_args ma = model_args_defaults();
-    int64_t n_prompt = 512, n_gen = 128, reps = 5;
-    bool json = false, err = false;
+int bench_opts_parse(int argc, char **argv, bench_opts *o) {
+    *o = (bench_opts){.ma = model_args_defaults(), .n_prompt = 512, .n_gen = 128, .reps = 5};
+    bool err = false;
     for (int i = 1; i < argc && !err; i++) {
         const char *v;
-        if (model_args_take(argc, argv, &i, &ma, &err)) continue;
+        if (model_args_take(argc, argv, &i, &o->ma, &err)) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("%s%s", usage, model_args_help);
-            return 0;
+            return 2;
         } else if (!strcmp(argv[i], "--json")) {
-            json = true;
+            o->json = true;
         } else if (arg_take(argc, argv, &i, "-p", "--n-prompt", &v, &err)) {
-            err = err || !arg_int("-p", v, 0, 1 << 20, &n_prompt);
+            err = err || !arg_int("-p", v, 0, 1 << 20, &o->n_prompt);
         } else if (arg_take(argc, argv, &i, "-n", "--n-gen", &v, &err)) {
-            err = err || !arg_int("-n", v, 0, 1 << 20, &n_gen);
+            err = err || !arg_int("-n", v, 0, 1 << 20, &o->n_gen);
         } else if (arg_take(argc, argv, &i, "-r", "--repetitions", &v, &err)) {
-            err = err || !arg_int("-r", v, 1, 1000, &reps);
+            err = err || !arg_int("-r", v, 1, 1000, &o->reps);
         } else if (!err) {
             return die("bench: unknown option '%s' (pooled bench --help)", argv[i]);
         }
     }
     if (err) return 1;
-    if (!n_prompt && !n_gen) return die("bench: nothing to measure (-p 0 and -n 0)");
+    if (!o->n_prompt && !o->n_gen) return die("bench: nothing to measure (-p 0 and -n 0)");
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts bo;
+    int pr = bench_opts_parse(argc, argv, &bo);
+    if (pr) return pr == 2 ? 0 : 1;
+    model_args ma = bo.ma;
+    int64_t n_prompt = bo.n_prompt, n_gen = bo.n_gen, reps = bo.reps;
+    bool json = bo.json;
     loaded_model lm;
     if (!model_load(&ma, false, &lm)) return 1;
     int64_t need = n_prompt > n_gen ? n_prompt : n_gen;
     if (!ma.ctx) lm.so.n_ctx = (int)need;
     if (lm.so.n_ctx < need) {
+        int n_ctx = lm.so.n_ctx; /* unloading clears lm */
         model_unload(&lm);
-        return die("bench: --ctx %d is smaller than the %lld ids a test needs", lm.so.n_ctx,
+        return die("bench: --ctx %d is smaller than the %lld ids a test needs", n_ctx,
                    (long long)need);
     }
     lm.so.n_batch = n_prompt > 0 ? (int)n_prompt : 1;
@@ -109,6 +120,10 @@ int cmd_bench(int argc, char **argv) {
     for (int64_t i = 0; ids && i < n_prompt + 1; i++) {
         x = x * 1664525u + 1013904223u;
         ids[i] = (int32_t)((x >> 8) % (uint32_t)info->n_vocab);
+    }
+    if (s) {
+        die("bench: %s", pl_last_error());
+        goto done;
     }
     model_report(&lm);
     double t;

@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "base/limits.h"
+#include "cmd_opts.h"
 #include "commands.h"
 #include "model_args.h"
 #include "runtime/chat_ids.h"
@@ -118,33 +119,42 @@ static bool on_token(void *ud, int32_t id) {
     return out_flush(); /* stdout failed: stop (main reports it) */
 }
 
-int cmd_chat(int argc, char **argv) {
-    model_args ma = model_args_defaults();
-    pl_sampler_params sp = pl_sampler_defaults();
-    const char *system = NULL;
-    int64_t n_predict = -1;
-    bool think = true, timings = false, seeded = false, err = false;
+int chat_opts_parse(int argc, char **argv, chat_opts *o) {
+    *o = (chat_opts){
+        .ma = model_args_defaults(), .sp = pl_sampler_defaults(), .n_predict = -1, .think = true};
+    bool err = false;
     for (int i = 1; i < argc && !err; i++) {
         const char *v;
-        if (model_args_take(argc, argv, &i, &ma, &err)) continue;
-        if (sampler_args_take(argc, argv, &i, &sp, &seeded, &err)) continue;
+        if (model_args_take(argc, argv, &i, &o->ma, &err)) continue;
+        if (sampler_args_take(argc, argv, &i, &o->sp, &o->seeded, &err)) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("%s%s%s", usage, sampler_args_help, model_args_help);
-            return 0;
+            return 2;
         } else if (!strcmp(argv[i], "--no-think")) {
-            think = false;
+            o->think = false;
         } else if (!strcmp(argv[i], "--timings")) {
-            timings = true;
+            o->timings = true;
         } else if (arg_take(argc, argv, &i, "--system", NULL, &v, &err)) {
-            system = v;
+            o->system = v;
         } else if (arg_take(argc, argv, &i, "--n-predict", "-n", &v, &err)) {
-            err = err || !arg_int("-n", v, -1, INT32_MAX, &n_predict);
+            err = err || !arg_int("-n", v, -1, INT32_MAX, &o->n_predict);
         } else if (!err) {
             return die("chat: unknown option '%s' (pooled chat --help)", argv[i]);
         }
     }
-    if (err) return 1;
-    if (!seeded) sp.seed = sampler_args_clock_seed();
+    return err ? 1 : 0;
+}
+
+int cmd_chat(int argc, char **argv) {
+    chat_opts co_;
+    int pr = chat_opts_parse(argc, argv, &co_);
+    if (pr) return pr == 2 ? 0 : 1;
+    model_args ma = co_.ma;
+    pl_sampler_params sp = co_.sp;
+    const char *system = co_.system;
+    int64_t n_predict = co_.n_predict;
+    bool think = co_.think, timings = co_.timings;
+    if (!co_.seeded) sp.seed = sampler_args_clock_seed();
     loaded_model lm;
     if (!model_load(&ma, true, &lm)) return 1;
     int rc = 1;
@@ -161,9 +171,26 @@ int cmd_chat(int argc, char **argv) {
         die("%s", pl_last_error());
         goto done;
     }
+    conv_clear(&conv, system);
+    { /* no template, or a system message that cannot fit: no turn could ever run */
+        int32_t *ids = NULL;
+        int64_t n_ids = 0;
+        pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = think};
+        s = pl_chat_ids(lm.tok, conv.msgs, conv.n, &co, &ids, &n_ids);
+        free(ids);
+        if (s) {
+            die("%s: %s", ma.path, pl_last_error());
+            goto done;
+        }
+        if (n_ids >= pl_session_n_ctx(ses)) {
+            die("%s takes %lld tokens, the context holds %lld (%sraise --ctx)",
+                system ? "--system: the system message" : "the chat template's empty prompt",
+                (long long)n_ids, (long long)pl_session_n_ctx(ses), system ? "shorten it or " : "");
+            goto done;
+        }
+    }
     model_report(&lm);
     bool tty = isatty(0) && isatty(1);
-    conv_clear(&conv, system);
     int turn = 0;
     for (;;) {
         if (tty) fputs("> ", stdout), fflush(stdout);
@@ -200,19 +227,31 @@ int cmd_chat(int argc, char **argv) {
         pl_gen_opts go = {.n_predict = n_predict >= 0 && n_predict < room ? n_predict : room,
                           .on_token = on_token, .ud = &r};
         pl_gen_stats st;
-        s = n_ids >= pl_session_n_ctx(ses)
-                ? pl_fail(PL_ERR_ARG, "the conversation no longer fits the context")
-                : pl_generate(ses, smp, ids, n_ids, &go, &st);
+        if (n_ids >= pl_session_n_ctx(ses)) { /* say so, drop the message, carry on */
+            free(ids);
+            conv.n--;
+            free((char *)conv.msgs[conv.n].content);
+            if (conv.n > (system ? 1 : 0)) /* earlier turns take room: /reset frees it */
+                fprintf(stderr,
+                        "pooled: the conversation no longer fits the context of %lld; "
+                        "/reset to start over\n",
+                        (long long)pl_session_n_ctx(ses));
+            else
+                fprintf(stderr,
+                        "pooled: the message takes %lld tokens with the template, the "
+                        "context holds %lld (raise --ctx)\n",
+                        (long long)n_ids, (long long)pl_session_n_ctx(ses));
+            continue;
+        }
+        s = pl_generate(ses, smp, ids, n_ids, &go, &st);
         free(ids);
         reply_add(&r, pl_tok_stream_flush(r.stream));
         fputs("\n", stdout);
         if (!out_flush()) break; /* nobody can read the replies: end (main reports it) */
         turn++;
-        if (s) { /* the conversation is too long: say so, let the user /reset */
-            fprintf(stderr, "pooled: %s; /reset to start over\n", pl_last_error());
-            conv.n--; /* drop the user message that did not fit */
-            free((char *)conv.msgs[conv.n].content);
-            continue;
+        if (s) { /* the model failed (non-finite logits, a device error): nothing to retry */
+            die("%s", pl_last_error());
+            goto done;
         }
         if (go.n_predict == room && st.n_generated == room)
             fprintf(stderr, "pooled: reply cut short: the context of %lld is full; /reset to start "

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "cmd_opts.h"
 #include "commands.h"
 #include "model_args.h"
 #include "runtime/generate.h"
+#include "runtime/prompt_ids.h"
 
 static const char *const usage =
     "usage: pooled run -m FILE (-p PROMPT | --prompt-ids \"ID ...\") [options]\n"
@@ -41,65 +43,51 @@ static bool on_token(void *ud, int32_t id) {
     return out_flush(); /* stdout failed: stop generating (main reports it) */
 }
 
-/* "1 2, 3" -> ids; false (with the error printed) on anything else. */
-static bool parse_ids(const char *s, int32_t **ids, int64_t *n) {
-    size_t cap = strlen(s) / 2 + 1;
-    *ids = malloc(sizeof **ids * cap);
-    *n = 0;
-    while (*ids && *s) {
-        while (*s == ' ' || *s == ',') s++;
-        if (!*s) break;
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v > INT32_MAX) {
-            die("--prompt-ids: '%.20s' is not a token id", s);
-            return false;
-        }
-        (*ids)[(*n)++] = (int32_t)v;
-        s = end;
-    }
-    if (!*ids || !*n) return die("--prompt-ids: no ids given"), false;
-    return true;
-}
-
-int cmd_run(int argc, char **argv) {
-    model_args ma = model_args_defaults();
-    pl_sampler_params sp = pl_sampler_defaults();
-    const char *prompt = NULL, *prompt_ids = NULL;
-    int64_t n_predict = 128;
-    bool print_ids = false, ignore_eos = false, seeded = false, err = false;
+int run_opts_parse(int argc, char **argv, run_opts *o) {
+    *o = (run_opts){.ma = model_args_defaults(), .sp = pl_sampler_defaults(), .n_predict = 128};
+    bool err = false;
     for (int i = 1; i < argc && !err; i++) {
         const char *v;
-        if (model_args_take(argc, argv, &i, &ma, &err)) continue;
-        if (sampler_args_take(argc, argv, &i, &sp, &seeded, &err)) continue;
+        if (model_args_take(argc, argv, &i, &o->ma, &err)) continue;
+        if (sampler_args_take(argc, argv, &i, &o->sp, &o->seeded, &err)) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("%s%s%s", usage, sampler_args_help, model_args_help);
-            return 0;
+            return 2;
         } else if (!strcmp(argv[i], "--ids")) {
-            print_ids = true;
+            o->print_ids = true;
         } else if (!strcmp(argv[i], "--ignore-eos")) {
-            ignore_eos = true;
+            o->ignore_eos = true;
         } else if (arg_take(argc, argv, &i, "--prompt", "-p", &v, &err)) {
-            prompt = v;
+            o->prompt = v;
         } else if (arg_take(argc, argv, &i, "--prompt-ids", NULL, &v, &err)) {
-            prompt_ids = v;
+            o->prompt_ids = v;
         } else if (arg_take(argc, argv, &i, "--n-predict", "-n", &v, &err)) {
-            err = err || !arg_int("-n", v, 0, INT32_MAX, &n_predict);
+            err = err || !arg_int("-n", v, 0, INT32_MAX, &o->n_predict);
         } else if (!err) {
             return die("run: unknown option '%s' (pooled run --help)", argv[i]);
         }
     }
     if (err) return 1;
-    if (!prompt == !prompt_ids) return die("run: give the prompt with -p TEXT or --prompt-ids IDS");
-    if (!seeded) sp.seed = sampler_args_clock_seed();
+    if (!o->prompt == !o->prompt_ids)
+        return die("run: give the prompt with -p TEXT or --prompt-ids IDS");
+    return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts ro;
+    int pr = run_opts_parse(argc, argv, &ro);
+    if (pr) return pr == 2 ? 0 : 1;
+    model_args ma = ro.ma;
+    pl_sampler_params sp = ro.sp;
+    const char *prompt = ro.prompt, *prompt_ids = ro.prompt_ids;
+    int64_t n_predict = ro.n_predict;
+    bool print_ids = ro.print_ids, ignore_eos = ro.ignore_eos;
+    if (!ro.seeded) sp.seed = sampler_args_clock_seed();
 
     int32_t *ids = NULL;
     int64_t n_ids = 0;
-    if (prompt_ids && !parse_ids(prompt_ids, &ids, &n_ids)) {
-        free(ids);
-        return 1;
-    }
+    if (prompt_ids && pl_prompt_ids_parse(prompt_ids, &ids, &n_ids))
+        return die("--prompt-ids: %s", pl_last_error());
     loaded_model lm;
     /* the tokenizer is needed for a text prompt, text output, or the end-of-generation ids */
     if (!model_load(&ma, true, &lm)) {
@@ -115,6 +103,11 @@ int cmd_run(int argc, char **argv) {
         s = pl_tok_encode(lm.tok, prompt, strlen(prompt), true, false, &ids, &n_ids);
         if (!s && n_ids == 0) s = pl_fail(PL_ERR_ARG, "the prompt is empty (and the model has no BOS)");
     }
+    int n_vocab = pl_model_get_info(lm.m)->n_vocab;
+    for (int64_t i = 0; !s && prompt_ids && i < n_ids; i++)
+        if (ids[i] >= n_vocab)
+            s = pl_fail(PL_ERR_ARG, "--prompt-ids: id %d is outside the vocabulary (0 to %d)",
+                        ids[i], n_vocab - 1);
     if (!s && n_ids > lm.so.n_ctx)
         s = pl_fail(PL_ERR_ARG, "the prompt is %lld tokens, longer than the context of %d (raise --ctx)",
                     (long long)n_ids, lm.so.n_ctx);

@@ -52,7 +52,10 @@ int cmd_template(int argc, char **argv) {
         else if (!strcmp(a, "--no-thinking")) opts.enable_thinking = false;
         else if (!strcmp(a, "--ids")) ids = true;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage();
-        else return die("template: unknown option '%s'", a);
+        else if (a[0] != '-')
+            return die("template: unexpected argument '%s' (see pooled template --help)", a);
+        else
+            return die("template: unknown option '%s' (see pooled template --help)", a);
         if (err) return 1;
     }
     if (!model) return die("template: give a model with -m FILE");

@@ -28,6 +28,10 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
         a->path = v;
     } else if (arg_take(argc, argv, i, "--backend", NULL, &v, err)) {
         a->backend = v;
+        if (!*err && strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "webgpu")) {
+            die("--backend: expected auto, cpu or webgpu, got '%s'", v);
+            *err = true;
+        }
     } else if (arg_take(argc, argv, i, "--threads", "-t", &v, err)) {
         if (!*err && !arg_int("--threads", v, 0, 256, &a->threads)) *err = true;
     } else if (arg_take(argc, argv, i, "--ctx", "-c", &v, err)) {
@@ -75,7 +79,11 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
     memset(l, 0, sizeof *l);
     if (!a->path) return die("no model: give one with -m FILE"), false;
     pl_status s = pl_gguf_open(a->path, &l->g);
-    if (!s) s = pl_backend_open(a->backend, (int)a->threads, &l->be, &l->note);
+    if (!s && (s = pl_backend_open(a->backend, (int)a->threads, &l->be, &l->note))) {
+        die("--backend %s: %s", a->backend, pl_last_error()); /* not the file's fault */
+        model_unload(l);
+        return false;
+    }
     if (!s) {
         l->be->act_q8 = a->act_q8;
         progress_state ps = {.last_pct = -1};
@@ -93,10 +101,15 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
         l->so.kv_type = a->kv;
     }
     if (s) {
-        die("%s: %s", a->path, pl_last_error());
+        die_path(a->path, pl_last_error());
         model_unload(l);
         return false;
     }
+    if (pl_model_get_info(l->m)->nonfinite[0])
+        fprintf(stderr,
+                "pooled: warning: %s: tensor %s holds NaN or Inf values: the model's "
+                "output will be meaningless\n",
+                a->path, pl_model_get_info(l->m)->nonfinite);
     return true;
 }
 

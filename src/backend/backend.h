@@ -122,11 +122,13 @@ typedef struct pl_backend_methods {
     pl_status (*swiglu)(pl_backend *be, const pl_buf *gate, const pl_buf *up, int64_t count,
                         pl_buf *out);
     /* ids[dst0 + r] = index of the largest value of x row r, for r < rows (ties: lowest
-     * index).  x [>=rows, cols]; ids I32. */
+     * index; NaN values are skipped, and a row of NaN alone gives -1).  x [>=rows, cols];
+     * ids I32. */
     pl_status (*argmax)(pl_backend *be, const pl_buf *x, int64_t rows, pl_buf *ids,
                         int64_t dst0);
-    /* The k largest values of x row `row`, descending (ties: lower index first):
-     * ids I32 [>=k], vals F32 [>=k]. */
+    /* The k largest values of x row `row`, descending (ties: lower index first; NaN values
+     * are skipped, and places left over get id -1, value -inf): ids I32 [>=k], vals F32
+     * [>=k]. */
     pl_status (*topk)(pl_backend *be, const pl_buf *x, int64_t row, int64_t k, pl_buf *ids,
                       pl_buf *vals);
     /* dst values [dst0, dst0+count) = src values [src0, src0+count); same type, F32/F16/I32. */
@@ -148,6 +150,10 @@ struct pl_backend {
      * created: exact float activations, the reference; pl_backend_open sets it as asked
      * (on by default: it is llama.cpp's arithmetic, and 1.5-2x faster on a GPU). */
     int act_q8;
+    /* The largest buffer one op can bind, in bytes (a GPU's max buffer / storage binding
+     * size), or 0: only the machine's memory limits it. Callers check big allocations (the
+     * KV cache) against it up front, for a clear error. */
+    uint64_t max_buf_bytes;
 };
 
 /* ---- checked wrappers: what the model and runtime call ---- */

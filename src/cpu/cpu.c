@@ -161,9 +161,9 @@ static pl_status op_argmax(pl_backend *be, const pl_buf *x, int64_t rows, pl_buf
     int32_t *o = (int32_t *)vptr(ids) + dst0;
     for (int64_t r = 0; r < rows; r++) {
         const float *v = fptr(x) + r * x->ne0;
-        int64_t best = 0;
-        for (int64_t i = 1; i < x->ne0; i++)
-            if (v[i] > v[best]) best = i;
+        int64_t best = -1; /* NaN is skipped, as the GPU does; all NaN gives -1 */
+        for (int64_t i = 0; i < x->ne0; i++)
+            if (!isnan(v[i]) && (best < 0 || v[i] > v[best])) best = i;
         o[r] = (int32_t)best;
     }
     return PL_OK;
@@ -179,7 +179,7 @@ static pl_status op_topk(pl_backend *be, const pl_buf *x, int64_t row, int64_t k
     /* Insertion into a sorted list of k: a strictly larger value moves ahead, so among
      * equal values the lower index (seen first) stays first. */
     for (int64_t i = 0; i < x->ne0; i++) {
-        if (have == k && !(v[i] > ov[k - 1])) continue;
+        if (isnan(v[i]) || (have == k && !(v[i] > ov[k - 1]))) continue;
         int64_t j = have < k ? have++ : k - 1;
         while (j > 0 && v[i] > ov[j - 1]) {
             ov[j] = ov[j - 1];
@@ -188,6 +188,10 @@ static pl_status op_topk(pl_backend *be, const pl_buf *x, int64_t row, int64_t k
         }
         ov[j] = v[i];
         oi[j] = (int32_t)i;
+    }
+    for (; have < k; have++) { /* fewer than k numbers: the GPU's filler */
+        ov[have] = -INFINITY;
+        oi[have] = -1;
     }
     return PL_OK;
 }

@@ -278,6 +278,20 @@ static pl_status list_tensors(const pl_gguf *in, item **out) {
     return PL_OK;
 }
 
+/* NaN/Inf weights make the model's output meaningless, whatever they are converted to:
+ * refuse the file before anything is planned or written. */
+static pl_status check_finite(const item *items, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const pl_gguf_tensor *t = items[i].t;
+        if (pl_find_nonfinite(t->type, t->data, t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]) >= 0)
+            return pl_fail(PL_ERR_FORMAT,
+                           "tensor %s holds NaN or Inf values: refusing to "
+                           "convert a broken model",
+                           items[i].name);
+    }
+    return PL_OK;
+}
+
 /* Pick every tensor's type and add its info to out (in the sorted order). */
 static pl_status plan(picker *k, item *items, int64_t n, pl_gguf *out) {
     bool requant_noted = false;
@@ -351,7 +365,7 @@ pl_status pl_quantize_file(const char *in_path, const char *out_path, const pl_q
     /* a temporary file renamed over OUT when complete: a failure leaves OUT as it was */
     if ((st = pl_file_out_open(&f, out_path))) goto done;
     n = pl_gguf_tensor_count(in);
-    if ((st = list_tensors(in, &items))) goto done;
+    if ((st = list_tensors(in, &items)) || (st = check_finite(items, n))) goto done;
     describe_model(in, items, n, &k.mix);
     if (!(out = pl_gguf_new())) {
         st = pl_fail(PL_ERR_NOMEM, "quantize: out of memory");

@@ -428,6 +428,8 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         return pl_fail(PL_ERR, "the GPU adapter is a software rasteriser (%s)", name);
     }
     snprintf(gb->be.device, sizeof gb->be.device, "webgpu, %.140s", gb->info->name);
+    gb->be.max_buf_bytes =
+        gb->info->max_buffer < gb->info->max_binding ? gb->info->max_buffer : gb->info->max_binding;
     gb->args_stride = gb->info->uniform_align > sizeof(pl_gpu_args) ? gb->info->uniform_align
                                                                     : (uint32_t)sizeof(pl_gpu_args);
     gb->args_cap = ARGS_SLOTS;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model_internal.h"
 
@@ -164,10 +165,63 @@ pl_status pl_llama_load(pl_loader *ld) {
     return PL_OK;
 }
 
+/* Refuse a context or batch whose buffers cannot be had, before allocating them: one
+ * layer's cache and one activation buffer must fit the backend's largest buffer, and all
+ * of them the memory the weights leave. */
+static pl_status check_state_size(const pl_state *s) {
+    const llama_config *c = &s->m->cfg;
+    const pl_backend *be = s->m->be;
+    const double mib = 1024.0 * 1024.0, gib = mib * 1024.0;
+    double elem = s->o.kv_type == PL_TYPE_F16 ? 2 : 4, n_ctx = s->o.n_ctx, n_batch = s->o.n_batch;
+    double kv_row =
+        c->n_head_kv * (double)(c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v) * elem;
+    double kv_tok = c->n_head_kv * (double)(c->head_dim + c->head_dim_v) * elem; /* k + v */
+    double layers = s->m->info.layer_last - s->m->info.layer_first;
+    /* activations per token, in floats: x, xb, q, k, v, att, gate, up */
+    double widest = c->n_ff > c->n_embd ? c->n_ff : c->n_embd;
+    if ((double)c->n_head * c->head_dim > widest) widest = (double)c->n_head * c->head_dim;
+    double act_tok = 4.0 * (2.0 * c->n_embd + (double)c->n_head * (c->head_dim + c->head_dim_v) +
+                            (double)c->n_head_kv * (c->head_dim + c->head_dim_v) + 2.0 * c->n_ff);
+    double limit = (double)be->max_buf_bytes;
+    if (limit > 0 && kv_row > 0 && kv_row * n_ctx > limit)
+        return pl_fail(PL_ERR_ARG,
+                       "a context of %d tokens needs %.1f MiB of KV cache per layer, "
+                       "more than the %s device's largest buffer of %.1f MiB (--ctx "
+                       "%.0f at most)",
+                       s->o.n_ctx, kv_row * n_ctx / mib, be->name, limit / mib,
+                       floor(limit / kv_row));
+    if (limit > 0 && widest * 4 * n_batch > limit)
+        return pl_fail(PL_ERR_ARG,
+                       "a batch of %d tokens needs %.1f MiB per activation buffer, "
+                       "more than the %s device's largest buffer of %.1f MiB (%.0f "
+                       "tokens at most)",
+                       s->o.n_batch, widest * 4 * n_batch / mib, be->name, limit / mib,
+                       floor(limit / (widest * 4)));
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double mem = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    mem -= (double)s->m->info.weight_bytes; /* the weights need their room too */
+    double total = kv_tok * layers * n_ctx + act_tok * n_batch;
+    if (pages > 0 && page > 0 && act_tok * n_batch > mem)
+        return pl_fail(PL_ERR_ARG,
+                       "a batch of %d tokens needs %.1f GiB of activations, more than "
+                       "the %.1f GiB of this machine's memory the weights leave",
+                       s->o.n_batch, act_tok * n_batch / gib, mem > 0 ? mem / gib : 0.0);
+    if (pages > 0 && page > 0 && total > mem)
+        return pl_fail(PL_ERR_ARG,
+                       "a context of %d tokens needs %.1f GiB of KV cache, more than "
+                       "the %.1f GiB of this machine's memory the weights and "
+                       "activations leave (--ctx %.0f at most)",
+                       s->o.n_ctx, kv_tok * layers * n_ctx / gib, (mem - act_tok * n_batch) / gib,
+                       kv_tok * layers > 0 ? floor((mem - act_tok * n_batch) / (kv_tok * layers))
+                                           : 0.0);
+    return PL_OK;
+}
+
 pl_status pl_llama_state_init(pl_state *s) {
     const llama_config *c = &s->m->cfg;
     pl_backend *be = s->m->be;
     int64_t B = s->o.n_batch;
+    TRY(check_state_size(s));
     TRY(pl_be_buf_new(be, PL_TYPE_I32, B, 1, &s->ids));
     TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_embd, B, &s->x));
     TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_embd, B, &s->xb));

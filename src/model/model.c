@@ -76,7 +76,13 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
     const void *data = t->data;
     uint32_t type = t->type;
     pl_status s;
-    if (ld->opts && ld->opts->prefault) { /* one byte a page brings the file in */
+    /* NaN/Inf weights make every output meaningless: note the first tensor that has them.
+     * The scan reads every page, so it also does the prefault's work. */
+    if (!ld->m->info.nonfinite[0] && pl_find_nonfinite(type, data, ne0 * ne1) >= 0) {
+        snprintf(ld->m->info.nonfinite, sizeof ld->m->info.nonfinite, "%s", name);
+        pl_load_printable(ld->m->info.nonfinite);
+    } else if (ld->m->info.nonfinite[0] && ld->opts && ld->opts->prefault) {
+        /* one byte a page brings the file in */
         volatile unsigned char sink = 0;
         for (uint64_t off = 0; off < t->nbytes; off += 4096) sink ^= ((const unsigned char *)data)[off];
         (void)sink;

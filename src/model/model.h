@@ -38,6 +38,8 @@ typedef struct {
     int layer_last;
     bool has_embed;       /* the token embedding is loaded (layer_first == 0) */
     bool has_head;        /* the final norm and output matrix are (layer_last == n_layer) */
+    char nonfinite[64];   /* the first weight tensor holding NaN or Inf values, or "" (its
+                             outputs will be meaningless: the caller should say so) */
 } pl_model_info;
 
 typedef struct {

@@ -15,6 +15,10 @@ pl_status pl_generate(pl_session *s, pl_sampler *smp, const int32_t *prompt, int
     memset(stats, 0, sizeof *stats);
     double t0 = pl_now();
     pl_status st = pl_session_set(s, prompt, n_prompt, &stats->n_prompt_run);
+    /* a backend may only have recorded the work (the GPU queue is asynchronous): reading a
+     * logit waits for it, so the prompt's time is its own and not the first token's */
+    float first;
+    if (!st) st = pl_be_read(pl_state_logits(pl_session_state(s)), 0, &first, sizeof first);
     stats->t_prompt = pl_now() - t0;
     if (st) return st;
     t0 = pl_now();

@@ -1,6 +1,7 @@
 /* session.c - a conversation's KV cache and the ids in it, with common-prefix reuse. */
 #include "session.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,12 +112,26 @@ pl_status pl_session_logits(pl_session *s, float *out) {
     return pl_be_read(pl_state_logits(s->st), 0, out, (int64_t)s->n_vocab * (int64_t)sizeof *out);
 }
 
+/* NaN or +Inf logits (from NaN/Inf weights, or an overflow) rank nothing: an error, never
+ * an id made up from them. The backends' argmax skips NaN and gives -1 when nothing is
+ * left, so an id outside the vocabulary means the same. */
+static pl_status nonfinite(const pl_session *s) {
+    return pl_fail(PL_ERR, "the model produced non-finite logits at position %lld",
+                   (long long)(s->n_ids - 1));
+}
+
+static pl_status check_id(const pl_session *s, int32_t id) {
+    return id >= 0 && id < s->n_vocab ? PL_OK : nonfinite(s);
+}
+
 pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out) {
     if (!s->have_logits) return pl_fail(PL_ERR_ARG, "no logits: nothing has been run");
     pl_status st;
     if (pl_sampler_is_argmax(smp)) { /* only 4 bytes come back from the device */
-        if ((st = pl_be_argmax(pl_state_logits(s->st), 1, pl_state_ids(s->st), 0))) return st;
-        return pl_be_read(pl_state_ids(s->st), 0, out, (int64_t)sizeof *out);
+        if ((st = pl_be_argmax(pl_state_logits(s->st), 1, pl_state_ids(s->st), 0)) ||
+            (st = pl_be_read(pl_state_ids(s->st), 0, out, (int64_t)sizeof *out)))
+            return st;
+        return check_id(s, *out);
     }
     int m = pl_sampler_top_count(smp);
     if (m > 0) {
@@ -133,10 +148,14 @@ pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out) {
             (st = pl_be_read(s->top_ids, 0, ids, (int64_t)m * 4)) ||
             (st = pl_be_read(s->top_vals, 0, vals, (int64_t)m * 4)))
             return st;
+        if (vals[0] == INFINITY) return nonfinite(s);
         if (pl_sampler_pick_top(smp, ids, vals, m, out)) return PL_OK;
     }
     if ((st = pl_session_logits(s, s->logits))) return st;
-    return pl_sampler_pick(smp, s->logits, s->ids, s->n_ids, out);
+    for (int i = 0; i < s->n_vocab; i++)
+        if (isnan(s->logits[i]) || s->logits[i] == INFINITY) return nonfinite(s);
+    if ((st = pl_sampler_pick(smp, s->logits, s->ids, s->n_ids, out))) return st;
+    return check_id(s, *out);
 }
 
 /* The next step's input stays on the device: embed the id the argmax left in ids[0]. */
@@ -174,7 +193,11 @@ pl_status pl_session_greedy(pl_session *s, int64_t n, bool (*on_token)(void *ud,
         if (ahead) e = record_step(s, hist[(t + 1) % 2]);
         int32_t id = 0;
         if (!e) e = pl_be_read(hist[t % 2], 0, &id, sizeof id);
-        if (e) break;
+        if (!e) e = check_id(s, id);
+        if (e) {
+            if (ahead) s->have_logits = false; /* the step ran on a made-up id */
+            break;
+        }
         (*n_gen)++;
         bool more = on_token ? on_token(ud, id) : true;
         if (ahead && more) { /* the step ran on id: it is in the cache now */

@@ -57,10 +57,10 @@ static bool json_has_nul(const pl_json *v) {
 static pl_status check_input_nul(const pl_json *messages, const pl_json *tools) {
     for (size_t i = 0; i < messages->arr.count; i++)
         if (json_has_nul(messages->arr.items[i]))
-            return pl_fail(PL_ERR_ARG, "chat: message %zu contains a NUL character (\\u0000)",
+            return pl_fail(PL_ERR_ARG, "message %zu contains a NUL character (\\u0000)",
                            i + 1);
     if (tools && json_has_nul(tools))
-        return pl_fail(PL_ERR_ARG, "chat: the tools contain a NUL character (\\u0000)");
+        return pl_fail(PL_ERR_ARG, "the tools contain a NUL character (\\u0000)");
     return PL_OK;
 }
 
@@ -93,7 +93,7 @@ static pl_status render(const char *tmpl, const char *bos, const char *eos, cons
     if (st == PL_OK && memchr(*out, 0, len)) {
         free(*out);
         *out = NULL;
-        st = pl_fail(PL_ERR_FORMAT, "chat: the template's output contains a NUL character");
+        st = pl_fail(PL_ERR_FORMAT, "the template's output contains a NUL character");
     }
     pl_jinja_ctx_free(c);
     pl_jinja_free(own);
@@ -105,7 +105,7 @@ pl_status pl_chat_render_template(const char *tmpl, const char *bos, const char 
                                   const pl_chat_opts *opts, char **out) {
     *out = NULL;
     if (!messages || messages->type != PL_JSON_ARRAY)
-        return pl_fail(PL_ERR_ARG, "chat: messages must be a JSON array");
+        return pl_fail(PL_ERR_ARG, "the messages must be a JSON array");
     pl_status st = check_input_nul(messages, tools);
     if (st != PL_OK) return st;
     return render(tmpl, bos, eos, messages, tools, opts, NULL, out);
@@ -118,7 +118,7 @@ static pl_status token_text(const pl_tokenizer *t, int32_t id, char **out) {
     uint32_t len;
     const char *s = pl_tok_text(t, id, &len);
     if (memchr(s, 0, len))
-        return pl_fail(PL_ERR_FORMAT, "chat: the text of token %d contains a NUL character",
+        return pl_fail(PL_ERR_FORMAT, "the text of token %d contains a NUL character",
                        (int)id);
     if (!(*out = malloc(len + 1))) return pl_fail(PL_ERR_NOMEM, "out of memory");
     memcpy(*out, s, len);
@@ -130,13 +130,13 @@ pl_status pl_chat_render_json(const pl_tokenizer *t, const pl_json *messages, co
                               const pl_chat_opts *opts, char **out) {
     *out = NULL;
     if (!messages || messages->type != PL_JSON_ARRAY)
-        return pl_fail(PL_ERR_ARG, "chat: messages must be a JSON array");
+        return pl_fail(PL_ERR_ARG, "the messages must be a JSON array");
     pl_chat_opts dflt = {.add_generation_prompt = true, .enable_thinking = true};
     if (!opts) opts = &dflt;
     pl_status st = check_input_nul(messages, tools);
     if (st != PL_OK) return st;
     if (t->chat_template_nul)
-        return pl_fail(PL_ERR_FORMAT, "chat: the model's chat template contains a NUL character");
+        return pl_fail(PL_ERR_FORMAT, "the model's chat template contains a NUL character");
     char *bos = NULL, *eos = NULL;
     pl_jinja *parsed = NULL;
     const char *tmpl = NULL;
@@ -156,8 +156,10 @@ pl_status pl_chat_render_json(const pl_tokenizer *t, const pl_json *messages, co
         }
         if (!tmpl) {
             st = t->chat_template
-                     ? pl_fail(PL_ERR_FORMAT, "chat: cannot read the model's chat template")
-                     : pl_fail(PL_ERR_FORMAT, "chat: the model has no chat template");
+                     ? pl_fail(PL_ERR_FORMAT, "cannot read the model's chat template "
+                                              "(nor fall back by marker tokens)")
+                     : pl_fail(PL_ERR_FORMAT, "the model has no chat template (nor the "
+                                              "ChatML or Llama 3 marker tokens)");
             goto done;
         }
     }

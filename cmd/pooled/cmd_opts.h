@@ -1,0 +1,38 @@
+/* cmd_opts.h - the options of the commands that run a model, parsed into structs by
+ * functions that neither run anything nor exit (the option fuzzer calls them). Each parse
+ * returns 0 when the command should go on, 1 after printing the one-line error, 2 after
+ * printing --help to stdout (the command then exits 0). */
+#ifndef PL_CMD_OPTS_H
+#define PL_CMD_OPTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model_args.h"
+
+typedef struct {
+    model_args ma;
+    pl_sampler_params sp;
+    const char *prompt, *prompt_ids; /* exactly one is set */
+    int64_t n_predict;
+    bool print_ids, ignore_eos, seeded;
+} run_opts;
+int run_opts_parse(int argc, char **argv, run_opts *o);
+
+typedef struct {
+    model_args ma;
+    pl_sampler_params sp;
+    const char *system;
+    int64_t n_predict; /* -1: until the model ends its turn */
+    bool think, timings, seeded;
+} chat_opts;
+int chat_opts_parse(int argc, char **argv, chat_opts *o);
+
+typedef struct {
+    model_args ma;
+    int64_t n_prompt, n_gen, reps; /* not both 0 */
+    bool json;
+} bench_opts;
+int bench_opts_parse(int argc, char **argv, bench_opts *o);
+
+#endif
