@@ -172,18 +172,14 @@ int cmd_chat(int argc, char **argv) {
         goto done;
     }
     conv_clear(&conv, system);
-    { /* no template, or a system message that cannot fit: no turn could ever run. Probed
-       * with an empty user message, since templates may refuse a conversation without one. */
+    { /* no template, or a system message that cannot fit: no turn could ever run */
         int32_t *ids = NULL;
         int64_t n_ids = 0;
         pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = think};
-        if (!conv_add(&conv, "user", "")) {
-            die("out of memory");
-            goto done;
-        }
-        s = pl_chat_ids(lm.tok, conv.msgs, conv.n, &co, &ids, &n_ids);
-        conv.n--;
-        free((char *)conv.msgs[conv.n].content);
+        /* with an empty user message: templates may insist on one */
+        s = conv_add(&conv, "user", "") ? pl_chat_ids(lm.tok, conv.msgs, conv.n, &co, &ids, &n_ids)
+                                        : pl_fail(PL_ERR_NOMEM, "out of memory");
+        conv_clear(&conv, system);
         free(ids);
         if (s) {
             die("%s: %s", ma.path, pl_last_error());
@@ -191,7 +187,7 @@ int cmd_chat(int argc, char **argv) {
         }
         if (n_ids >= pl_session_n_ctx(ses)) {
             die("%s takes %lld tokens, the context holds %lld (%sraise --ctx)",
-                system ? "--system: the system message" : "the chat template's prompt for an empty message",
+                system ? "--system: the system message" : "the chat template alone",
                 (long long)n_ids, (long long)pl_session_n_ctx(ses), system ? "shorten it or " : "");
             goto done;
         }

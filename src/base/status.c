@@ -2,14 +2,19 @@
 #include "status.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[512];
 
 pl_status pl_fail(pl_status code, const char *fmt, ...) {
+    /* through a copy: callers often pass pl_last_error() itself ("%s: %s", name, it), and
+     * vsnprintf into the buffer it reads from garbles the message */
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return code;
 }
 

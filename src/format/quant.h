@@ -79,7 +79,8 @@ pl_status pl_dequant_row(uint32_t t, const void *src, float *dst, int64_t n);
 
 /* The index of the first NaN or infinite value among the n values of type t at data, or
  * -1 if there is none. Block formats are judged by their float fields (scales, minimums:
- * the quants themselves are integers), so the index is that of the block's first value.
+ * the quants themselves are integers; Q8_K's full-float scale also counts when its values
+ * overflow), so the index is that of the block's first value.
  * Reads only; types we cannot read, and an n that is not whole blocks, give -1. */
 int64_t pl_find_nonfinite(uint32_t t, const void *data, int64_t n);
 

@@ -170,6 +170,12 @@ static void *convert_share(void *arg) {
         ((s->st = pl_dequant_row(s->from, s->src + s->r0 * s->in_row, s->f + s->r0 * s->ne0, n)) ||
          (s->st = pl_quant_row(s->to, s->f + s->r0 * s->ne0, s->q + s->r0 * s->out_row, n))))
         snprintf(s->err, sizeof s->err, "%s", pl_last_error());
+    /* finite weights too large for the new type (above 65504 in f16) would become Inf */
+    else if (n && pl_find_nonfinite(s->to, s->q + s->r0 * s->out_row, n) >= 0) {
+        s->st = PL_ERR_FORMAT;
+        snprintf(s->err, sizeof s->err, "values too large for %s (they would become Inf)",
+                 pl_type_get(s->to)->name);
+    }
     return NULL;
 }
 

@@ -165,6 +165,23 @@ static void test_select(pl_backend *be) {
     CHECK(got[0] == 1 && got[1] == 2 && got[2] == 4 && v[0] == 3 && v[2] == 2, "topk %d %d %d", got[0],
           got[1], got[2]);
     pl_be_buf_free(x);
+    /* NaN is skipped, as the GPU kernel does; a row of NaN alone gives -1, and top-k fills
+     * the places no number is left for with (-1, -inf): never an id made up from NaN */
+    x = f32(be, 5, 2, (float[10]){NAN, 3, NAN, 5, 1, NAN, NAN, NAN, NAN, NAN});
+    pl_be_argmax(x, 2, ids, 0);
+    pl_be_read(ids, 0, got, 8);
+    CHECK(got[0] == 3 && got[1] == -1, "argmax over NaN: %d %d", got[0], got[1]);
+    pl_be_topk(x, 0, 3, ids, vals);
+    pl_be_read(ids, 0, got, 12);
+    get(vals, v, 3);
+    CHECK(got[0] == 3 && got[1] == 1 && got[2] == 4 && v[0] == 5, "topk over NaN %d %d %d", got[0],
+          got[1], got[2]);
+    pl_be_topk(x, 1, 3, ids, vals);
+    pl_be_read(ids, 0, got, 12);
+    get(vals, v, 3);
+    CHECK(got[0] == -1 && got[1] == -1 && got[2] == -1 && v[0] == -INFINITY && v[2] == -INFINITY,
+          "topk of NaN alone: %d %d %d", got[0], got[1], got[2]);
+    pl_be_buf_free(x);
     pl_be_buf_free(ids);
     pl_be_buf_free(vals);
 }

@@ -59,4 +59,10 @@ for m in nan inf q4; do
         check "nothing written ($m, $t)" [ ! -e "$TMP/out-$m.gguf" ]
     done
 done
+# finite f32 weights too large for f16 (100000 > 65504) would become Inf: refused too
+poison "$M/stories260K.gguf" "$TMP/big.gguf" blk.1.ffn_up.weight '\x00\x50\xc3\x47'
+check_err "quantize to f16 with values beyond f16's range" "$POOLED" quantize "$TMP/big.gguf" "$TMP/out-big.gguf" f16
+check "... names the tensor and the type, whole" grep -q "^pooled: blk.1.ffn_up.weight: values too large for f16 (they would become Inf)$" "$TMP/err"
+check "... nothing written" [ ! -e "$TMP/out-big.gguf" ]
+check "... q8_0 holds them" "$POOLED" quantize "$TMP/big.gguf" "$TMP/out-big.gguf" q8_0
 finish
