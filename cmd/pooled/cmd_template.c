@@ -20,7 +20,8 @@
 
 static int usage(void) {
     printf("usage: pooled template -m FILE --messages conversation.json [--no-generation-prompt]\n"
-           "                       [--no-thinking] [--tools tools.json] [--template FILE.jinja] [--ids]\n");
+           "                       [--no-thinking] [--tools tools.json] [--template FILE.jinja] [--ids]\n"
+           "A file named - is read from standard input (one of them at most).\n");
     return 0;
 }
 
@@ -28,7 +29,7 @@ static pl_json_doc *read_json(const char *path) {
     char *text = NULL;
     size_t len = 0;
     pl_json_doc *d = NULL;
-    if (pl_file_read(path, PL_LIMIT_JSON_FILE, PL_READ_TEXT, &text, &len) != PL_OK) return NULL;
+    if (pl_file_read(path, PL_LIMIT_JSON_FILE, PL_READ_TEXT | PL_READ_STDIN, &text, &len) != PL_OK) return NULL;
     if (pl_json_parse(text, len, &d) != PL_OK) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", pl_last_error());
@@ -94,7 +95,7 @@ int cmd_template(int argc, char **argv) {
     pl_status st;
     if (tmpl_path) {
         size_t len;
-        if (pl_file_read(tmpl_path, PL_LIMIT_TEMPLATE_FILE, PL_READ_TEXT, &tmpl, &len) != PL_OK) {
+        if (pl_file_read(tmpl_path, PL_LIMIT_TEMPLATE_FILE, PL_READ_TEXT | PL_READ_STDIN, &tmpl, &len) != PL_OK) {
             rc = die("%s", pl_last_error());
             goto done;
         }

@@ -22,7 +22,8 @@
 
 static int usage(void) {
     printf("usage: pooled tokenize -m FILE [--no-bos] [--no-special] [--pieces] [--file PATH | TEXT...]\n"
-           "       pooled tokenize -m FILE --bench [MB] [--file PATH]\n");
+           "       pooled tokenize -m FILE --bench [MB] [--file PATH]\n"
+           "--file - reads the text from standard input.\n");
     return 0;
 }
 
@@ -66,7 +67,7 @@ static int bench(const pl_tokenizer *t, const char *file, int64_t mb) {
     char *text = NULL;
     size_t len = 0;
     if (file) {
-        if (pl_file_read(file, PL_LIMIT_TEXT_FILE, PL_READ_TEXT, &text, &len) != PL_OK)
+        if (pl_file_read(file, PL_LIMIT_TEXT_FILE, PL_READ_TEXT | PL_READ_STDIN, &text, &len) != PL_OK)
             return die("%s", pl_last_error());
     } else if (!(text = bench_text((size_t)mb, &len))) {
         return die("out of memory");
@@ -150,7 +151,7 @@ int cmd_tokenize(int argc, char **argv) {
     char *input = NULL;
     size_t len = 0;
     if (file) {
-        if (pl_file_read(file, PL_LIMIT_TEXT_FILE, PL_READ_TEXT, &input, &len) != PL_OK) {
+        if (pl_file_read(file, PL_LIMIT_TEXT_FILE, PL_READ_TEXT | PL_READ_STDIN, &input, &len) != PL_OK) {
             rc = die("%s", pl_last_error());
             goto out;
         }

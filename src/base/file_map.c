@@ -88,8 +88,15 @@ pl_status pl_file_read(const char *path, size_t limit, int flags, char **out, si
     if (limit > SIZE_MAX / 2) limit = SIZE_MAX / 2;
     int fd;
     struct stat st;
-    pl_status s = open_regular(path, &fd, &st);
-    if (s) return s;
+    if ((flags & PL_READ_STDIN) && !strcmp(path, "-")) {
+        path = "standard input";
+        fd = dup(0);
+        if (fd < 0) return pl_fail(PL_ERR_IO, "standard input: %s", strerror(errno));
+        memset(&st, 0, sizeof st);
+    } else {
+        pl_status s = open_regular(path, &fd, &st);
+        if (s) return s;
+    }
     if ((uint64_t)st.st_size > limit) {
         close(fd);
         return too_big(path, limit);

@@ -22,8 +22,9 @@ void pl_file_map_close(pl_file_map *m);
 /* Read a whole regular file of at most `limit` bytes into a malloc'd, NUL-terminated
  * buffer; *len (may be NULL) gets its length. A larger file is refused with a line naming
  * the limit. With PL_READ_TEXT a NUL byte in the file is refused too (text would be cut
- * there silently). */
-enum { PL_READ_TEXT = 1 };
+ * there silently). With PL_READ_STDIN the path "-" reads standard input instead (a pipe,
+ * under the same limit: what a user gives as "-" is meant to be streamed). */
+enum { PL_READ_TEXT = 1, PL_READ_STDIN = 2 };
 pl_status pl_file_read(const char *path, size_t limit, int flags, char **out, size_t *len);
 
 /* pl_file_read with no size limit and no text check (tests, trusted fixtures). */

@@ -149,4 +149,11 @@ check "run | head -c1 ends (exit $rc)" [ "$rc" -ne 124 ]
     head -c1 >/dev/null; exit "${PIPESTATUS[0]}"); rc=$?
 last_is "run | head -c1 with SIGPIPE ignored" "pooled: writing standard output: Broken pipe"
 check "it stopped generating" [ -z "$(grep 'generated 399 ' "$TMP/err")" ]
+# "-" reads standard input (a pipe), under the same limits
+out=$(echo '[{"role":"user","content":"hi"}]' | "$POOLED" template -m "$Q" --messages - 2>"$TMP/err")
+check "template --messages - reads standard input" grep -q "hi" <<<"$out"
+check "tokenize --file - reads standard input" [ "$(echo "Hello world" | "$POOLED" tokenize -m "$M" --file - 2>/dev/null)" = "1 346 306 414 263 304 341 13" ]
+check_err "template --messages - from an endless stream stops at the limit" \
+    bash -c "head -c 80000000 /dev/zero | '$POOLED' template -m '$Q' --messages -"
+check "the limit is named" grep -q "limit of 64 MiB" "$TMP/err"
 finish
