@@ -13,6 +13,14 @@
 
 #include "model_internal.h"
 
+/* This family's parts of the model and the state. */
+static const llama_model *LM(const pl_model *m) {
+    return m->fam;
+}
+static llama_state *LS(pl_state *s) {
+    return s->fam;
+}
+
 #define TRY(x)                                                                                     \
     do {                                                                                           \
         pl_status s_ = (x);                                                                        \
@@ -21,7 +29,7 @@
 
 /* Largest values we accept from metadata: far above any real model, small enough that no
  * product of them overflows or asks for absurd memory before the tensor checks run. */
-#define MAX_DIM 1048576
+#define MAX_DIM    1048576
 #define MAX_LAYERS 4096
 
 static pl_status read_int(pl_loader *ld, const char *key, bool required, int64_t dflt, int lo,
@@ -68,8 +76,7 @@ static pl_status read_config(pl_loader *ld, llama_config *c) {
     TRY(read_int(ld, "attention.head_count", true, 0, 1, MAX_DIM, &c->n_head));
     TRY(read_int(ld, "attention.head_count_kv", false, c->n_head, 1, c->n_head, &c->n_head_kv));
     if (c->n_head % c->n_head_kv)
-        return pl_fail(PL_ERR_FORMAT, "%d heads cannot share %d kv heads", c->n_head,
-                       c->n_head_kv);
+        return pl_fail(PL_ERR_FORMAT, "%d heads cannot share %d kv heads", c->n_head, c->n_head_kv);
     TRY(read_int(ld, "attention.key_length", false, c->n_embd / c->n_head, 1, MAX_DIM,
                  &c->head_dim));
     TRY(read_int(ld, "attention.value_length", false, c->head_dim, 1, MAX_DIM, &c->head_dim_v));
@@ -123,9 +130,12 @@ static pl_status load_layer(pl_loader *ld, const llama_config *c, int l, llama_l
     return PL_OK;
 }
 
-pl_status pl_llama_load(pl_loader *ld) {
+static pl_status llama_load(pl_loader *ld) {
     pl_model *m = ld->m;
-    llama_config *c = &m->cfg;
+    llama_model *lm = calloc(1, sizeof *lm);
+    if (!lm) return pl_fail(PL_ERR_NOMEM, "out of memory loading the model");
+    m->fam = lm;
+    llama_config *c = &lm->cfg;
     TRY(read_config(ld, c));
     const pl_gguf_tensor *te = pl_gguf_find_tensor(ld->g, "token_embd.weight");
     if (!te) return pl_fail(PL_ERR_FORMAT, "missing tensor token_embd.weight");
@@ -135,14 +145,11 @@ pl_status pl_llama_load(pl_loader *ld) {
     if ((int64_t)c->n_layer > pl_gguf_tensor_count(ld->g))
         return pl_fail(PL_ERR_FORMAT, "%d layers but only %lld tensors", c->n_layer,
                        (long long)pl_gguf_tensor_count(ld->g));
-    int first = ld->opts ? ld->opts->layer_first : 0;
-    int last = ld->opts && ld->opts->layer_last ? ld->opts->layer_last : c->n_layer;
-    if (first < 0 || first >= last || last > c->n_layer)
-        return pl_fail(PL_ERR_ARG, "layer range [%d, %d) outside the model's [0, %d)", first, last,
-                       c->n_layer);
-    bool embed = first == 0, head = last == c->n_layer;
+    TRY(pl_load_layer_range(ld, c->n_layer));
+    int first = m->info.layer_first, last = m->info.layer_last;
+    bool embed = m->info.has_embed, head = m->info.has_head;
     bool tied = !pl_gguf_find_tensor(ld->g, "output.weight");
-    llama_weights *w = &m->w;
+    llama_weights *w = &lm->w;
     if (embed || (head && tied))
         TRY(pl_load_tensor(ld, "token_embd.weight", c->n_embd, c->n_vocab, true, &w->tok_embd));
     if (head) {
@@ -154,10 +161,6 @@ pl_status pl_llama_load(pl_loader *ld) {
     w->layers = calloc((size_t)c->n_layer, sizeof *w->layers);
     if (!w->layers) return pl_fail(PL_ERR_NOMEM, "out of memory for %d layers", c->n_layer);
     for (int l = first; l < last; l++) TRY(load_layer(ld, c, l, &w->layers[l]));
-    m->info.layer_first = first;
-    m->info.layer_last = last;
-    m->info.has_embed = embed;
-    m->info.has_head = head;
     m->info.n_vocab = c->n_vocab;
     m->info.n_embd = c->n_embd;
     m->info.n_layer = c->n_layer;
@@ -169,7 +172,7 @@ pl_status pl_llama_load(pl_loader *ld) {
  * layer's cache and one activation buffer must fit the backend's largest buffer, and all
  * of them the memory the weights leave. */
 static pl_status check_state_size(const pl_state *s) {
-    const llama_config *c = &s->m->cfg;
+    const llama_config *c = &LM(s->m)->cfg;
     const pl_backend *be = s->m->be;
     const double mib = 1024.0 * 1024.0, gib = mib * 1024.0;
     double elem = s->o.kv_type == PL_TYPE_F16 ? 2 : 4, n_ctx = s->o.n_ctx, n_batch = s->o.n_batch;
@@ -217,72 +220,121 @@ static pl_status check_state_size(const pl_state *s) {
     return PL_OK;
 }
 
-pl_status pl_llama_state_init(pl_state *s) {
-    const llama_config *c = &s->m->cfg;
+static void llama_model_free(pl_model *m) {
+    llama_model *lm = m->fam;
+    if (lm) free(lm->w.layers);
+    free(lm);
+}
+
+static pl_status llama_state_new(pl_state *s) {
+    const llama_config *c = &LM(s->m)->cfg;
     pl_backend *be = s->m->be;
     int64_t B = s->o.n_batch;
     TRY(check_state_size(s));
-    TRY(pl_be_buf_new(be, PL_TYPE_I32, B, 1, &s->ids));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_embd, B, &s->x));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_embd, B, &s->xb));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head * c->head_dim, B, &s->q));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head_kv * c->head_dim, B, &s->k));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head_kv * c->head_dim_v, B, &s->v));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head * c->head_dim_v, B, &s->att));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &s->gate));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &s->up));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_vocab, s->o.n_logits, &s->logits));
-    s->kc = calloc((size_t)c->n_layer, sizeof *s->kc);
-    s->vc = calloc((size_t)c->n_layer, sizeof *s->vc);
-    if (!s->kc || !s->vc) return pl_fail(PL_ERR_NOMEM, "out of memory for the KV cache");
+    llama_state *ls = calloc(1, sizeof *ls);
+    if (!ls) return pl_fail(PL_ERR_NOMEM, "out of memory for the state");
+    s->fam = ls;
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_embd, B, &ls->xb));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head * c->head_dim, B, &ls->q));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head_kv * c->head_dim, B, &ls->k));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head_kv * c->head_dim_v, B, &ls->v));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head * c->head_dim_v, B, &ls->att));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &ls->gate));
+    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &ls->up));
+    ls->kc = calloc((size_t)c->n_layer, sizeof *ls->kc);
+    ls->vc = calloc((size_t)c->n_layer, sizeof *ls->vc);
+    if (!ls->kc || !ls->vc) return pl_fail(PL_ERR_NOMEM, "out of memory for the KV cache");
     for (int l = s->m->info.layer_first; l < s->m->info.layer_last; l++) {
         TRY(pl_be_buf_new(be, s->o.kv_type, (int64_t)c->n_head_kv * c->head_dim, s->o.n_ctx,
-                          &s->kc[l]));
+                          &ls->kc[l]));
         TRY(pl_be_buf_new(be, s->o.kv_type, (int64_t)c->n_head_kv * c->head_dim_v, s->o.n_ctx,
-                          &s->vc[l]));
+                          &ls->vc[l]));
     }
     return PL_OK;
 }
 
+/* The state's scratch buffers (the caches are per layer, visited separately). */
+#define LLAMA_N_SCRATCH 7
+static void scratch_bufs(const llama_state *ls, pl_buf *b[LLAMA_N_SCRATCH]) {
+    pl_buf *all[LLAMA_N_SCRATCH] = {ls->xb, ls->q, ls->k, ls->v, ls->att, ls->gate, ls->up};
+    memcpy(b, all, sizeof all);
+}
+
+static void llama_state_free(pl_state *s) {
+    llama_state *ls = s->fam;
+    if (!ls) return;
+    pl_buf *b[LLAMA_N_SCRATCH];
+    scratch_bufs(ls, b);
+    for (int i = 0; i < LLAMA_N_SCRATCH; i++) pl_be_buf_free(b[i]);
+    for (int l = 0; ls->kc && l < s->m->info.n_layer; l++) pl_be_buf_free(ls->kc[l]);
+    for (int l = 0; ls->vc && l < s->m->info.n_layer; l++) pl_be_buf_free(ls->vc[l]);
+    free(ls->kc);
+    free(ls->vc);
+    free(ls);
+}
+
+static int64_t llama_state_bytes(const pl_state *s) {
+    const llama_state *ls = s->fam;
+    int64_t b = 0;
+    pl_buf *bufs[LLAMA_N_SCRATCH];
+    scratch_bufs(ls, bufs);
+    for (int i = 0; i < LLAMA_N_SCRATCH; i++) b += pl_be_buf_bytes(bufs[i]);
+    for (int l = s->m->info.layer_first; l < s->m->info.layer_last; l++)
+        b += pl_be_buf_bytes(ls->kc[l]) + pl_be_buf_bytes(ls->vc[l]);
+    return b;
+}
+
+static pl_status llama_embed(const pl_model *m, pl_state *s, int64_t n) {
+    return pl_be_embed(LM(m)->w.tok_embd, s->ids, n, s->x);
+}
+
 static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t n, int64_t pos0) {
-    const llama_config *c = &m->cfg;
-    const llama_layer *L = &m->w.layers[l];
+    const llama_config *c = &LM(m)->cfg;
+    const llama_layer *L = &LM(m)->w.layers[l];
+    llama_state *ls = LS(s);
     float eps = c->rms_eps;
-    TRY(pl_be_rms_norm(s->x, L->attn_norm, n, c->n_embd, eps, s->xb));
-    TRY(pl_be_matmul(L->wq, s->xb, L->bq, n, false, s->q));
-    TRY(pl_be_matmul(L->wk, s->xb, L->bk, n, false, s->k));
-    TRY(pl_be_matmul(L->wv, s->xb, L->bv, n, false, s->v));
+    TRY(pl_be_rms_norm(s->x, L->attn_norm, n, c->n_embd, eps, ls->xb));
+    TRY(pl_be_matmul(L->wq, ls->xb, L->bq, n, false, ls->q));
+    TRY(pl_be_matmul(L->wk, ls->xb, L->bk, n, false, ls->k));
+    TRY(pl_be_matmul(L->wv, ls->xb, L->bv, n, false, ls->v));
     if (c->qk_norm) { /* qwen3: RMSNorm over each head's values */
-        TRY(pl_be_rms_norm(s->q, L->q_norm, n * c->n_head, c->head_dim, eps, s->q));
-        TRY(pl_be_rms_norm(s->k, L->k_norm, n * c->n_head_kv, c->head_dim, eps, s->k));
+        TRY(pl_be_rms_norm(ls->q, L->q_norm, n * c->n_head, c->head_dim, eps, ls->q));
+        TRY(pl_be_rms_norm(ls->k, L->k_norm, n * c->n_head_kv, c->head_dim, eps, ls->k));
     }
-    pl_rope_params rp = {.mode = c->rope_mode, .n_heads = c->n_head, .head_dim = c->head_dim,
-                         .rope_dim = c->rope_dim, .theta_base = c->rope_base,
-                         .freq_scale = c->rope_freq_scale, .factors = m->w.rope_freqs};
-    TRY(pl_be_rope(s->q, n, pos0, &rp));
+    pl_rope_params rp = {.mode = c->rope_mode,
+                         .n_heads = c->n_head,
+                         .head_dim = c->head_dim,
+                         .rope_dim = c->rope_dim,
+                         .theta_base = c->rope_base,
+                         .freq_scale = c->rope_freq_scale,
+                         .factors = LM(m)->w.rope_freqs};
+    TRY(pl_be_rope(ls->q, n, pos0, &rp));
     rp.n_heads = c->n_head_kv;
-    TRY(pl_be_rope(s->k, n, pos0, &rp));
-    TRY(pl_be_kv_store(s->k, n, pos0, s->kc[l]));
-    TRY(pl_be_kv_store(s->v, n, pos0, s->vc[l]));
-    pl_attn_params ap = {.n_head = c->n_head, .n_head_kv = c->n_head_kv,
-                         .head_dim = c->head_dim, .head_dim_v = c->head_dim_v,
+    TRY(pl_be_rope(ls->k, n, pos0, &rp));
+    TRY(pl_be_kv_store(ls->k, n, pos0, ls->kc[l]));
+    TRY(pl_be_kv_store(ls->v, n, pos0, ls->vc[l]));
+    pl_attn_params ap = {.n_head = c->n_head,
+                         .n_head_kv = c->n_head_kv,
+                         .head_dim = c->head_dim,
+                         .head_dim_v = c->head_dim_v,
                          .scale = (float)(1.0 / sqrt((double)c->head_dim))};
-    TRY(pl_be_attention(s->q, s->kc[l], s->vc[l], n, pos0, &ap, s->att));
-    return pl_be_matmul(L->wo, s->att, NULL, n, true, s->x); /* residual add fused */
+    TRY(pl_be_attention(ls->q, ls->kc[l], ls->vc[l], n, pos0, &ap, ls->att));
+    return pl_be_matmul(L->wo, ls->att, NULL, n, true, s->x); /* residual add fused */
 }
 
 static pl_status ffn_block(const pl_model *m, pl_state *s, int l, int64_t n) {
-    const llama_config *c = &m->cfg;
-    const llama_layer *L = &m->w.layers[l];
-    TRY(pl_be_rms_norm(s->x, L->ffn_norm, n, c->n_embd, c->rms_eps, s->xb));
-    TRY(pl_be_matmul(L->w_gate, s->xb, NULL, n, false, s->gate));
-    TRY(pl_be_matmul(L->w_up, s->xb, NULL, n, false, s->up));
-    TRY(pl_be_swiglu(s->gate, s->up, n * c->n_ff, s->gate));
-    return pl_be_matmul(L->w_down, s->gate, NULL, n, true, s->x); /* residual add fused */
+    const llama_config *c = &LM(m)->cfg;
+    const llama_layer *L = &LM(m)->w.layers[l];
+    llama_state *ls = LS(s);
+    TRY(pl_be_rms_norm(s->x, L->ffn_norm, n, c->n_embd, c->rms_eps, ls->xb));
+    TRY(pl_be_matmul(L->w_gate, ls->xb, NULL, n, false, ls->gate));
+    TRY(pl_be_matmul(L->w_up, ls->xb, NULL, n, false, ls->up));
+    TRY(pl_be_swiglu(ls->gate, ls->up, n * c->n_ff, ls->gate));
+    return pl_be_matmul(L->w_down, ls->gate, NULL, n, true, s->x); /* residual add fused */
 }
 
-pl_status pl_llama_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
-                          int last) {
+static pl_status llama_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
+                              int last) {
     for (int l = first; l < last; l++) {
         TRY(attention_block(m, s, l, n, pos0));
         TRY(ffn_block(m, s, l, n));
@@ -290,14 +342,31 @@ pl_status pl_llama_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos
     return PL_OK;
 }
 
-pl_status pl_llama_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows) {
-    const llama_config *c = &m->cfg;
+static pl_status llama_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows) {
+    const llama_config *c = &LM(m)->cfg;
+    const llama_weights *w = &LM(m)->w;
+    llama_state *ls = LS(s);
     int64_t rows = all_rows ? n : 1;
     if (all_rows) {
-        TRY(pl_be_rms_norm(s->x, m->w.out_norm, n, c->n_embd, c->rms_eps, s->xb));
+        TRY(pl_be_rms_norm(s->x, w->out_norm, n, c->n_embd, c->rms_eps, ls->xb));
     } else { /* only the last token's row is needed for the next token */
-        TRY(pl_be_copy(s->x, (n - 1) * c->n_embd, c->n_embd, s->xb, 0));
-        TRY(pl_be_rms_norm(s->xb, m->w.out_norm, 1, c->n_embd, c->rms_eps, s->xb));
+        TRY(pl_be_copy(s->x, (n - 1) * c->n_embd, c->n_embd, ls->xb, 0));
+        TRY(pl_be_rms_norm(ls->xb, w->out_norm, 1, c->n_embd, c->rms_eps, ls->xb));
     }
-    return pl_be_matmul(m->w.output, s->xb, NULL, rows, false, s->logits);
+    return pl_be_matmul(w->output, ls->xb, NULL, rows, false, s->logits);
 }
+
+static const char *const llama_archs[] = {"llama", "qwen2", "qwen3", NULL};
+
+const pl_family pl_family_llama = {
+    .archs = llama_archs,
+    .load = llama_load,
+    .model_free = llama_model_free,
+    .state_new = llama_state_new,
+    .state_free = llama_state_free,
+    .state_bytes = llama_state_bytes,
+    .embed = llama_embed,
+    .layers = llama_layers,
+    .head = llama_head,
+    .draft = NULL,
+};

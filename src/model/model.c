@@ -1,6 +1,7 @@
-/* model.c - loading a model from a GGUF (architecture dispatch, metadata and tensor
- * helpers), the per-sequence state, and the architecture-independent steps of the forward
- * pass (embedding, argument checks, the whole-pass convenience). */
+/* model.c - loading a model from a GGUF (the family table, metadata and tensor helpers),
+ * the per-sequence state's shared buffers, and the family-independent steps of the forward
+ * pass (argument checks, the whole-pass convenience). Everything a family does itself goes
+ * through its pl_family methods (model_internal.h). */
 #include "model_internal.h"
 
 #include <stdio.h>
@@ -56,14 +57,15 @@ static pl_status remember(void ***arr, int *n, int *cap, void *p) {
     return PL_OK;
 }
 
-pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1,
-                         bool required, pl_buf **out) {
+pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1, bool required,
+                         pl_buf **out) {
     *out = NULL;
     const pl_gguf_tensor *t = pl_gguf_find_tensor(ld->g, name);
     if (!t) return required ? pl_fail(PL_ERR_FORMAT, "missing tensor %s", name) : PL_OK;
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return pl_fail(PL_ERR_FORMAT, "tensor %s has shape [%lld, %lld, %lld, %lld], expected "
-                                      "[%lld, %lld]",
+        return pl_fail(PL_ERR_FORMAT,
+                       "tensor %s has shape [%lld, %lld, %lld, %lld], expected "
+                       "[%lld, %lld]",
                        name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                        (long long)t->ne[3], (long long)ne0, (long long)ne1);
     const pl_type_traits *tr = pl_type_get(t->type);
@@ -84,7 +86,8 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
     } else if (ld->m->info.nonfinite[0] && ld->opts && ld->opts->prefault) {
         /* one byte a page brings the file in */
         volatile unsigned char sink = 0;
-        for (uint64_t off = 0; off < t->nbytes; off += 4096) sink ^= ((const unsigned char *)data)[off];
+        for (uint64_t off = 0; off < t->nbytes; off += 4096)
+            sink ^= ((const unsigned char *)data)[off];
         (void)sink;
     }
     if (ne1 == 1 && type != PL_TYPE_F32) {
@@ -107,7 +110,22 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
     }
     ld->m->info.n_params += ne0 * ne1;
     ld->done += t->nbytes;
-    if (ld->opts && ld->opts->progress) ld->opts->progress(ld->opts->progress_ud, ld->done, ld->total);
+    if (ld->opts && ld->opts->progress)
+        ld->opts->progress(ld->opts->progress_ud, ld->done, ld->total);
+    return PL_OK;
+}
+
+pl_status pl_load_layer_range(pl_loader *ld, int n_layer) {
+    int first = ld->opts ? ld->opts->layer_first : 0;
+    int last = ld->opts && ld->opts->layer_last ? ld->opts->layer_last : n_layer;
+    if (first < 0 || first >= last || last > n_layer)
+        return pl_fail(PL_ERR_ARG, "layer range [%d, %d) outside the model's [0, %d)", first, last,
+                       n_layer);
+    pl_model_info *info = &ld->m->info;
+    info->layer_first = first;
+    info->layer_last = last;
+    info->has_embed = first == 0;
+    info->has_head = last == n_layer;
     return PL_OK;
 }
 
@@ -118,14 +136,28 @@ void pl_load_printable(char *s) {
 
 /* ---- model ---- */
 
-static const struct {
-    const char *arch;
-    pl_status (*load)(pl_loader *ld);
-} families[] = {
-    {"llama", pl_llama_load},
-    {"qwen2", pl_llama_load},
-    {"qwen3", pl_llama_load},
-};
+/* Every model family this build runs; a GGUF's general.architecture picks one. */
+static const pl_family *const families[] = {&pl_family_llama};
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+static const pl_family *find_family(const char *arch) {
+    for (size_t f = 0; f < N_FAMILIES; f++)
+        for (const char *const *a = families[f]->archs; *a; a++)
+            if (strcmp(*a, arch) == 0) return families[f];
+    return NULL;
+}
+
+/* "llama, qwen2, qwen3": the architectures this build runs, for the error message. */
+static void list_archs(char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t f = 0; f < N_FAMILIES; f++)
+        for (const char *const *a = families[f]->archs; *a && len < cap; a++) {
+            int k = snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", *a);
+            if (k < 0) break;
+            len += (size_t)k;
+        }
+}
 
 /* The format holding most weight values (a "Q4_0 file" keeps its norms and odd-sized
  * matrices in other formats), and the total bytes. */
@@ -149,13 +181,15 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
     *out = NULL;
     char *arch = pl_gguf_get_string(g, "general.architecture");
     if (!arch) return pl_fail(PL_ERR_FORMAT, "no general.architecture in the file");
-    size_t fi = 0, nf = sizeof families / sizeof families[0];
-    while (fi < nf && strcmp(families[fi].arch, arch) != 0) fi++;
-    if (fi == nf) {
+    const pl_family *fam = find_family(arch);
+    if (!fam) {
+        char known[256];
+        list_archs(known, sizeof known);
         pl_load_printable(arch);
-        pl_status s = pl_fail(PL_ERR_FORMAT, "unsupported architecture '%.40s' (this build runs "
-                                             "llama, qwen2, qwen3)",
-                              arch);
+        pl_status s = pl_fail(PL_ERR_FORMAT,
+                              "unsupported architecture '%.40s' (this build runs "
+                              "%s)",
+                              arch, known);
         free(arch);
         return s;
     }
@@ -165,6 +199,7 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
         return pl_fail(PL_ERR_NOMEM, "out of memory loading the model");
     }
     m->be = be;
+    m->family = fam;
     snprintf(m->info.arch, sizeof m->info.arch, "%s", arch);
     free(arch);
     char *name = pl_gguf_get_string(g, "general.name");
@@ -173,7 +208,7 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
     pl_load_printable(m->info.name);
     summarise_types(g, &m->info);
     pl_loader ld = {.g = g, .m = m, .opts = opts, .total = m->info.weight_bytes};
-    pl_status s = families[fi].load(&ld);
+    pl_status s = fam->load(&ld);
     if (s) {
         pl_model_free(m);
         return s;
@@ -188,19 +223,23 @@ void pl_model_free(pl_model *m) {
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->bufs);
     free(m->owned);
-    free(m->w.layers);
+    m->family->model_free(m);
     free(m);
 }
 
-const pl_model_info *pl_model_get_info(const pl_model *m) { return &m->info; }
-pl_backend *pl_model_backend(const pl_model *m) { return m->be; }
+const pl_model_info *pl_model_get_info(const pl_model *m) {
+    return &m->info;
+}
+pl_backend *pl_model_backend(const pl_model *m) {
+    return m->be;
+}
 
 /* ---- state ---- */
 
 pl_state_opts pl_state_opts_default(const pl_model *m) {
     int ctx = m->info.n_ctx_train > 0 && m->info.n_ctx_train < 4096 ? m->info.n_ctx_train : 4096;
-    return (pl_state_opts){.n_ctx = ctx, .kv_type = PL_TYPE_F16, .n_batch = ctx < 512 ? ctx : 512,
-                           .n_logits = 1};
+    return (pl_state_opts){
+        .n_ctx = ctx, .kv_type = PL_TYPE_F16, .n_batch = ctx < 512 ? ctx : 512, .n_logits = 1};
 }
 
 pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out) {
@@ -213,7 +252,12 @@ pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out
     if (!s) return pl_fail(PL_ERR_NOMEM, "out of memory for the state");
     s->m = m;
     s->o = *o;
-    pl_status st = pl_llama_state_init(s);
+    /* the family first: it refuses a context or batch too big before anything is made */
+    pl_backend *be = m->be;
+    pl_status st = m->family->state_new(s);
+    if (!st) st = pl_be_buf_new(be, PL_TYPE_I32, o->n_batch, 1, &s->ids);
+    if (!st) st = pl_be_buf_new(be, PL_TYPE_F32, m->info.n_embd, o->n_batch, &s->x);
+    if (!st) st = pl_be_buf_new(be, PL_TYPE_F32, m->info.n_vocab, o->n_logits, &s->logits);
     if (st) {
         pl_state_free(s);
         return st;
@@ -222,40 +266,33 @@ pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out
     return PL_OK;
 }
 
-/* The state's activation buffers (the caches are per layer, visited separately). */
-#define STATE_N_ACT 10
-static void state_acts(const pl_state *s, pl_buf *b[STATE_N_ACT]) {
-    pl_buf *all[STATE_N_ACT] = {s->ids, s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up, s->logits};
-    memcpy(b, all, sizeof all);
-}
-
 void pl_state_free(pl_state *s) {
     if (!s) return;
-    pl_buf *acts[STATE_N_ACT];
-    state_acts(s, acts);
-    for (int i = 0; i < STATE_N_ACT; i++) pl_be_buf_free(acts[i]);
-    for (int l = 0; s->kc && l < s->m->cfg.n_layer; l++) pl_be_buf_free(s->kc[l]);
-    for (int l = 0; s->vc && l < s->m->cfg.n_layer; l++) pl_be_buf_free(s->vc[l]);
-    free(s->kc);
-    free(s->vc);
+    s->m->family->state_free(s);
+    pl_be_buf_free(s->ids);
+    pl_be_buf_free(s->x);
+    pl_be_buf_free(s->logits);
     free(s);
 }
 
-const pl_state_opts *pl_state_get_opts(const pl_state *s) { return &s->o; }
-
-int64_t pl_state_bytes(const pl_state *s) {
-    int64_t b = 0;
-    pl_buf *acts[STATE_N_ACT];
-    state_acts(s, acts);
-    for (int i = 0; i < STATE_N_ACT; i++) b += pl_be_buf_bytes(acts[i]);
-    for (int l = s->m->info.layer_first; l < s->m->info.layer_last; l++)
-        b += pl_be_buf_bytes(s->kc[l]) + pl_be_buf_bytes(s->vc[l]);
-    return b;
+const pl_state_opts *pl_state_get_opts(const pl_state *s) {
+    return &s->o;
 }
 
-pl_buf *pl_state_ids(pl_state *s) { return s->ids; }
-pl_buf *pl_state_hidden(pl_state *s) { return s->x; }
-pl_buf *pl_state_logits(pl_state *s) { return s->logits; }
+int64_t pl_state_bytes(const pl_state *s) {
+    return pl_be_buf_bytes(s->ids) + pl_be_buf_bytes(s->x) + pl_be_buf_bytes(s->logits) +
+           s->m->family->state_bytes(s);
+}
+
+pl_buf *pl_state_ids(pl_state *s) {
+    return s->ids;
+}
+pl_buf *pl_state_hidden(pl_state *s) {
+    return s->x;
+}
+pl_buf *pl_state_logits(pl_state *s) {
+    return s->logits;
+}
 
 /* ---- forward ---- */
 
@@ -275,7 +312,7 @@ pl_status pl_model_embed(const pl_model *m, pl_state *s, int64_t n) {
     if (!m->info.has_embed)
         return pl_fail(PL_ERR_ARG, "this part of the model (layers %d..%d) has no embedding",
                        m->info.layer_first, m->info.layer_last);
-    return pl_be_embed(m->w.tok_embd, s->ids, n, s->x);
+    return m->family->embed(m, s, n);
 }
 
 pl_status pl_model_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
@@ -285,7 +322,7 @@ pl_status pl_model_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos
     if (first < m->info.layer_first || last > m->info.layer_last || first > last)
         return pl_fail(PL_ERR_ARG, "layer range [%d, %d) outside the loaded [%d, %d)", first, last,
                        m->info.layer_first, m->info.layer_last);
-    return pl_llama_layers(m, s, n, pos0, first, last);
+    return m->family->layers(m, s, n, pos0, first, last);
 }
 
 pl_status pl_model_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows) {
@@ -297,7 +334,7 @@ pl_status pl_model_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows
     if (all_rows && n > s->o.n_logits)
         return pl_fail(PL_ERR_ARG, "%lld rows of logits asked, the state holds %d", (long long)n,
                        s->o.n_logits);
-    return pl_llama_head(m, s, n, all_rows);
+    return m->family->head(m, s, n, all_rows);
 }
 
 pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, int64_t n,
@@ -312,6 +349,6 @@ pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, i
                            m->info.n_vocab);
     if ((st = pl_be_write(s->ids, 0, ids, n * (int64_t)sizeof *ids))) return st;
     if ((st = pl_model_embed(m, s, n))) return st;
-    if ((st = pl_model_layers(m, s, n, pos0, 0, m->cfg.n_layer))) return st;
+    if ((st = pl_model_layers(m, s, n, pos0, 0, m->info.n_layer))) return st;
     return pl_model_head(m, s, n, all_rows);
 }

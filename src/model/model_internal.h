@@ -9,56 +9,114 @@
 
 typedef struct {
     int n_vocab;
-    int n_embd;      /* hidden size */
+    int n_embd; /* hidden size */
     int n_layer;
-    int n_head;      /* query heads */
-    int n_head_kv;   /* key/value heads (grouped-query attention when fewer) */
-    int head_dim;    /* query/key values per head */
-    int head_dim_v;  /* value values per head */
-    int n_ff;        /* feed-forward hidden size */
+    int n_head;     /* query heads */
+    int n_head_kv;  /* key/value heads (grouped-query attention when fewer) */
+    int head_dim;   /* query/key values per head */
+    int head_dim_v; /* value values per head */
+    int n_ff;       /* feed-forward hidden size */
     int n_ctx_train;
     float rms_eps;
     pl_rope_mode rope_mode;
-    int rope_dim;    /* rotated values per head */
+    int rope_dim; /* rotated values per head */
     float rope_base;
     float rope_freq_scale;
-    bool qkv_bias;   /* qwen2 */
-    bool qk_norm;    /* qwen3 */
+    bool qkv_bias; /* qwen2 */
+    bool qk_norm;  /* qwen3 */
 } llama_config;
 
 typedef struct {
-    pl_buf *attn_norm;  /* [n_embd] */
-    pl_buf *wq;         /* [n_head*head_dim, n_embd] */
-    pl_buf *wk;         /* [n_head_kv*head_dim, n_embd] */
-    pl_buf *wv;         /* [n_head_kv*head_dim_v, n_embd] */
+    pl_buf *attn_norm;    /* [n_embd] */
+    pl_buf *wq;           /* [n_head*head_dim, n_embd] */
+    pl_buf *wk;           /* [n_head_kv*head_dim, n_embd] */
+    pl_buf *wv;           /* [n_head_kv*head_dim_v, n_embd] */
     pl_buf *bq, *bk, *bv; /* [rows of wq / wk / wv], qwen2 only, else NULL */
-    pl_buf *q_norm;     /* [head_dim], qwen3 only, else NULL */
-    pl_buf *k_norm;     /* [head_dim], qwen3 only, else NULL */
-    pl_buf *wo;         /* [n_embd, n_head*head_dim_v] */
-    pl_buf *ffn_norm;   /* [n_embd] */
-    pl_buf *w_gate;     /* [n_ff, n_embd] */
-    pl_buf *w_up;       /* [n_ff, n_embd] */
-    pl_buf *w_down;     /* [n_embd, n_ff] */
+    pl_buf *q_norm;       /* [head_dim], qwen3 only, else NULL */
+    pl_buf *k_norm;       /* [head_dim], qwen3 only, else NULL */
+    pl_buf *wo;           /* [n_embd, n_head*head_dim_v] */
+    pl_buf *ffn_norm;     /* [n_embd] */
+    pl_buf *w_gate;       /* [n_ff, n_embd] */
+    pl_buf *w_up;         /* [n_ff, n_embd] */
+    pl_buf *w_down;       /* [n_embd, n_ff] */
 } llama_layer;
 
 typedef struct {
-    pl_buf *tok_embd;   /* [n_vocab, n_embd] */
-    pl_buf *out_norm;   /* [n_embd] */
-    pl_buf *output;     /* [n_vocab, n_embd]; the same buffer as tok_embd when tied */
-    pl_buf *rope_freqs; /* [rope_dim/2] frequency divisors (Llama 3), or NULL */
+    pl_buf *tok_embd;    /* [n_vocab, n_embd] */
+    pl_buf *out_norm;    /* [n_embd] */
+    pl_buf *output;      /* [n_vocab, n_embd]; the same buffer as tok_embd when tied */
+    pl_buf *rope_freqs;  /* [rope_dim/2] frequency divisors (Llama 3), or NULL */
     llama_layer *layers; /* [n_layer] */
 } llama_weights;
+
+/* The llama family's part of a model (pl_model.fam) and of a state (pl_state.fam). */
+typedef struct {
+    llama_config cfg;
+    llama_weights w;
+} llama_model;
+
+typedef struct {
+    pl_buf *xb;   /* [n_batch, n_embd] normed input of a block */
+    pl_buf *q;    /* [n_batch, n_head*head_dim] */
+    pl_buf *k;    /* [n_batch, n_head_kv*head_dim] */
+    pl_buf *v;    /* [n_batch, n_head_kv*head_dim_v] */
+    pl_buf *att;  /* [n_batch, n_head*head_dim_v] attention output */
+    pl_buf *gate; /* [n_batch, n_ff] */
+    pl_buf *up;   /* [n_batch, n_ff] */
+    pl_buf **kc;  /* [n_layer] each [n_ctx, n_head_kv*head_dim] (loaded layers only) */
+    pl_buf **vc;  /* [n_layer] each [n_ctx, n_head_kv*head_dim_v] */
+} llama_state;
+
+/* ---- model families ---- */
+
+typedef struct pl_loader pl_loader;
+
+/* One model family: the methods model.c dispatches every pl_model_* / pl_state_* call
+ * through. model.c checks the arguments (layer range, rows, positions, embed/head present)
+ * before a method runs, and owns what every family shares: the info, the weight buffers
+ * made by pl_load_tensor, and the state's ids, hidden (x) and logits buffers. A family
+ * keeps its own configuration and weights in m->fam and its caches and scratch buffers in
+ * s->fam. Every slot is filled except draft. */
+typedef struct pl_family {
+    /* The general.architecture values this family serves, NULL-terminated. */
+    const char *const *archs;
+    /* Read the configuration and weights (layers [first, last) of the loader's opts) into
+     * m->fam, and fill the info's shape fields, layer range, has_embed and has_head. */
+    pl_status (*load)(pl_loader *ld);
+    /* Free m->fam (the weight buffers are freed by model.c). NULL m->fam is fine. */
+    void (*model_free)(pl_model *m);
+    /* Check that the state's opts fit the device and the machine, then make s->fam (caches
+     * of the loaded layers, scratch). Called before model.c makes ids, x and logits. */
+    pl_status (*state_new)(pl_state *s);
+    /* Free s->fam (its buffers too). NULL s->fam is fine. */
+    void (*state_free)(pl_state *s);
+    /* Backend bytes held by s->fam. */
+    int64_t (*state_bytes)(const pl_state *s);
+    /* x[0..n) = embeddings of ids[0..n). */
+    pl_status (*embed)(const pl_model *m, pl_state *s, int64_t n);
+    /* Layers [first, last) over x rows 0..n-1 at positions pos0.. (see pl_model_layers). */
+    pl_status (*layers)(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
+                        int last);
+    /* Final norm and output: logits of x rows 0..n-1 (all_rows) or of row n-1 only. */
+    pl_status (*head)(const pl_model *m, pl_state *s, int64_t n, bool all_rows);
+    /* A built-in draft layer (multi-token prediction) run after the head: the family's
+     * guess at the following token's logits. NULL: the family has none (all of them, so
+     * far; no public call reaches it yet). */
+    pl_status (*draft)(const pl_model *m, pl_state *s, int64_t n, int64_t pos0);
+} pl_family;
+
+extern const pl_family pl_family_llama; /* llama.c: llama, qwen2, qwen3 */
 
 /* ---- the model and one sequence's state ---- */
 
 struct pl_model {
     pl_model_info info;
     pl_backend *be;
-    llama_config cfg;
-    llama_weights w;
-    pl_buf **bufs;   /* every weight buffer made, freed together */
+    const pl_family *family;
+    void *fam;     /* the family's configuration and weights (llama_model, ...) */
+    pl_buf **bufs; /* every weight buffer made, freed together */
     int n_bufs, cap_bufs;
-    void **owned;    /* F32 copies of small vectors stored in other formats */
+    void **owned; /* F32 copies of small vectors stored in other formats */
     int n_owned, cap_owned;
 };
 
@@ -67,48 +125,35 @@ struct pl_state {
     pl_state_opts o;
     pl_buf *ids;    /* I32 [n_batch] */
     pl_buf *x;      /* [n_batch, n_embd] the residual stream (hidden state) */
-    pl_buf *xb;     /* [n_batch, n_embd] normed input of a block */
-    pl_buf *q;      /* [n_batch, n_head*head_dim] */
-    pl_buf *k;      /* [n_batch, n_head_kv*head_dim] */
-    pl_buf *v;      /* [n_batch, n_head_kv*head_dim_v] */
-    pl_buf *att;    /* [n_batch, n_head*head_dim_v] attention output */
-    pl_buf *gate;   /* [n_batch, n_ff] */
-    pl_buf *up;     /* [n_batch, n_ff] */
     pl_buf *logits; /* [n_logits, n_vocab] */
-    pl_buf **kc;    /* [n_layer] each [n_ctx, n_head_kv*head_dim] */
-    pl_buf **vc;    /* [n_layer] each [n_ctx, n_head_kv*head_dim_v] */
+    void *fam;      /* the family's caches and scratch buffers (llama_state, ...) */
 };
 
 /* ---- loader helpers (model.c) ---- */
 
-typedef struct {
+struct pl_loader {
     const pl_gguf *g;
     pl_model *m;
     const pl_model_opts *opts;
     uint64_t done, total; /* bytes, for progress */
-} pl_loader;
+};
 
 /* "<arch>.<suffix>" as an integer / float; a missing key is an error when required, else
  * the default is stored. */
-pl_status pl_load_int(pl_loader *ld, const char *suffix, bool required, int64_t dflt,
-                      int64_t *out);
-pl_status pl_load_float(pl_loader *ld, const char *suffix, bool required, double dflt,
-                        double *out);
+pl_status pl_load_int(pl_loader *ld, const char *suffix, bool required, int64_t dflt, int64_t *out);
+pl_status pl_load_float(pl_loader *ld, const char *suffix, bool required, double dflt, double *out);
 /* The tensor `name` as a weight buffer with shape [ne1, ne0] (ne1 = 1 for a vector).
  * Absent: NULL when optional, an error when required. Vectors in other formats than F32
  * are converted to an owned F32 copy (backends take F32 norms and biases). */
-pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1,
-                         bool required, pl_buf **out);
+pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1, bool required,
+                         pl_buf **out);
+
+/* The layers to load, from the opts, for a model of n_layer: sets the info's layer_first,
+ * layer_last, has_embed and has_head, or fails for a range outside [0, n_layer). */
+pl_status pl_load_layer_range(pl_loader *ld, int n_layer);
 
 /* Replace control characters in a string from the file, so an error message that quotes
  * it stays one line. */
 void pl_load_printable(char *s);
-
-/* llama.c */
-pl_status pl_llama_load(pl_loader *ld);
-pl_status pl_llama_state_init(pl_state *s);
-pl_status pl_llama_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
-                          int last);
-pl_status pl_llama_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows);
 
 #endif
