@@ -49,6 +49,23 @@ static pl_status writable(const char *op, const pl_buf *b) {
         if (s_) return s_;                                                                         \
     } while (0)
 
+/* PL_BACKEND_SLOTS names every slot: the struct holds exactly that many function pointers. */
+#define COUNT_SLOT(name) +1
+_Static_assert(sizeof(pl_backend_methods) ==
+                   (0 PL_BACKEND_SLOTS(COUNT_SLOT)) * sizeof(void (*)(void)),
+               "PL_BACKEND_SLOTS must list every slot of pl_backend_methods");
+#undef COUNT_SLOT
+
+pl_status pl_be_check_methods(const pl_backend *be) {
+    const char *name = be && be->name ? be->name : "?";
+    if (!be || !be->m) return pl_fail(PL_ERR, "%s backend: no methods", name);
+#define CHECK_SLOT(slot)                                                                           \
+    if (!be->m->slot) return pl_fail(PL_ERR, "%s backend: method slot %s is empty", name, #slot);
+    PL_BACKEND_SLOTS(CHECK_SLOT)
+#undef CHECK_SLOT
+    return PL_OK;
+}
+
 int64_t pl_be_buf_bytes(const pl_buf *b) {
     int64_t row = pl_row_size(b->type, b->ne0);
     return row < 0 ? 0 : row * b->ne1;

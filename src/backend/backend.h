@@ -140,6 +140,15 @@ typedef struct pl_backend_methods {
     void (*destroy)(pl_backend *be);
 } pl_backend_methods;
 
+/* Every slot of pl_backend_methods, in order, as an X-macro: X(name) for each. backend.c
+ * statically asserts that the list covers the whole struct, so a slot added to the struct
+ * but not here fails the build. */
+#define PL_BACKEND_SLOTS(X)                                                                        \
+    X(buf_new)                                                                                     \
+    X(buf_weight)                                                                                  \
+    X(buf_free) X(write) X(read) X(embed) X(rms_norm) X(matmul) X(add) X(rope) X(kv_store)         \
+        X(attention) X(swiglu) X(argmax) X(topk) X(copy) X(destroy)
+
 /* A backend instance; the implementation embeds it as its first member. */
 struct pl_backend {
     const pl_backend_methods *m;
@@ -155,6 +164,12 @@ struct pl_backend {
      * KV cache) against it up front, for a clear error. */
     uint64_t max_buf_bytes;
 };
+
+/* Fails with "<name> backend: method slot <slot> is empty" for the first NULL slot of
+ * be->m (or a missing methods struct). Every backend's constructor calls it before the
+ * backend is used, so a slot left out of a designated initializer is caught at creation,
+ * never called. */
+pl_status pl_be_check_methods(const pl_backend *be);
 
 /* ---- checked wrappers: what the model and runtime call ---- */
 

@@ -246,6 +246,11 @@ pl_status pl_cpu_new(int n_threads, pl_backend **out) {
     for (uint32_t i = 0; i < 65536; i++) c->f16[i] = pl_f16_to_f32((uint16_t)i);
     c->base.m = &cpu_methods;
     c->base.name = "cpu";
+    if ((s = pl_be_check_methods(&c->base))) {
+        pl_pool_free(c->pool);
+        free(c);
+        return s;
+    }
     int nt = pl_pool_threads(c->pool);
     snprintf(c->base.device, sizeof c->base.device, "cpu, %d thread%s", nt, nt == 1 ? "" : "s");
     *out = &c->base;

@@ -412,6 +412,11 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     if (fuse && !strcmp(fuse, "0")) gb->o.no_fuse = 1;
     gb->be.m = &gpu_methods;
     gb->be.name = "webgpu";
+    pl_status chk = pl_be_check_methods(&gb->be);
+    if (chk) {
+        free(gb);
+        return chk;
+    }
     gb->profile_path = getenv("POOLED_GPU_PROFILE");
     const char *at = getenv("POOLED_GPU_PROFILE_AT");
     gb->profile_at = at && atoi(at) > 0 ? atoi(at) : 40;
