@@ -1,0 +1,143 @@
+/* gpu_dispatch_test.c - each model's kernel dispatches per decoded token, pinned.
+ *
+ * One decode step on the WebGPU backend (lavapipe in CI) is pl_model_forward of one id,
+ * then the argmax into the ids buffer and a 4-byte read. The number of dispatches it
+ * records follows from what llama.c issues and what gpu_fuse.c merges, so a model change
+ * that reorders its ops and loses a fusion (or a fusion that stops matching) changes the
+ * count and fails here. The expected numbers are worked out from the op list, not copied
+ * from a run:
+ *
+ *   token = EMBED + n_layer * per_layer + HEAD + ARGMAX
+ *   EMBED  = 1   embedding rows
+ *   HEAD   = 3   copy of the last row, RMSNorm in place (in place: not fused into the
+ *                output GEMV, which cannot both read and store xb), the output GEMV
+ *   ARGMAX = 2   top-k first stage over 1024-value chunks, then the merge
+ *
+ * Per layer, fused (the default):
+ *   1  q/k/v GEMV: the attention RMSNorm folded in, the three weights merged into one
+ *      (qwen2's q/k/v biases stop the merge: 3 GEMVs)
+ *   1  RoPE of q and k in one dispatch, which also stores k and v into the caches
+ *      (qwen3: the per-head q/k RMSNorms folded in too)
+ *   1  attention (a second, the combine of the splits, once the cache passes 256
+ *      positions: ATTN_CHUNK in gpu_encode.c)
+ *   1  output projection, residual add fused
+ *   1  gate/up GEMV with the FFN RMSNorm and SwiGLU folded in
+ *   1  down projection, residual add fused
+ *   = 6 (llama, qwen3), 8 (qwen2); + 1 past 256 positions.
+ * Unfused (POOLED_GPU_FUSE=0, one kernel per op): norm, q, k, v, rope q, rope k, store k,
+ * store v, attention, wo, norm, gate, up, swiglu, down = 15, + 2 per-head norms for qwen3
+ * (a bias is part of its GEMV).
+ *
+ * Each model's layer count is pinned too, and the totals written out, so a fixture with
+ * another shape is noticed rather than silently giving another number. */
+#include "gpu/gpu.h"
+#include "model/model.h"
+#include "test.h"
+
+#define EMBED  1
+#define HEAD   3
+#define ARGMAX 2
+
+typedef struct {
+    const char *file; /* under shared/ */
+    int n_layer;
+    int fused_layer;  /* dispatches per layer, fused */
+    int simple_layer; /* one kernel per op */
+    int fused_total;  /* EMBED + n_layer * fused_layer + HEAD + ARGMAX, written out */
+    int simple_total; /* the same with simple_layer */
+} pinned;
+
+static const pinned models[] = {
+    {"models/stories260K.gguf", 5, 6, 15, 36, 81},           /* 1+5*6+3+2, 1+5*15+3+2 */
+    {"fixtures/hf/llama/llama-q8_0.gguf", 4, 6, 15, 30, 66}, /* 1+4*6+3+2, 1+4*15+3+2 */
+    {"fixtures/hf/qwen2/qwen2-q8_0.gguf", 4, 8, 15, 38, 66}, /* 1+4*8+3+2, 1+4*15+3+2 */
+    {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, 6, 17, 30, 74}, /* 1+4*6+3+2, 1+4*17+3+2 */
+};
+
+/* Dispatches of one decode step of id at position pos. */
+static uint64_t step(pl_backend *be, const pl_model *m, pl_state *st, int32_t id, int64_t pos,
+                     pl_status *s) {
+    uint64_t d0, d1, s0, s1;
+    pl_gpu_backend_counters(be, &d0, &s0);
+    int32_t next = 0;
+    *s = pl_model_forward(m, st, &id, 1, pos, false);
+    if (!*s) *s = pl_be_argmax(pl_state_logits(st), 1, pl_state_ids(st), 0);
+    if (!*s) *s = pl_be_read(pl_state_ids(st), 0, &next, sizeof next);
+    pl_gpu_backend_counters(be, &d1, &s1);
+    return d1 - d0;
+}
+
+/* Prefill `fill` positions, then two decode steps; both must record `want` dispatches. */
+static void check_model(pl_backend *be, const pinned *p, int fill, int want, const char *mode) {
+    pl_gguf *g = NULL;
+    pl_model *m = NULL;
+    pl_state *st = NULL;
+    pl_status s = pl_gguf_open(test_shared(p->file), &g);
+    if (!s) s = pl_model_load(g, be, NULL, &m);
+    if (!s) {
+        CHECK(pl_model_get_info(m)->n_layer == p->n_layer, "%s: %d layers, pinned %d", p->file,
+              pl_model_get_info(m)->n_layer, p->n_layer);
+        pl_state_opts o = pl_state_opts_default(m);
+        o.n_ctx = 320;
+        o.n_batch = 32;
+        s = pl_state_new(m, &o, &st);
+    }
+    int32_t ids[32];
+    for (int i = 0; i < 32; i++) ids[i] = 1 + (i * 37) % 200;
+    for (int pos = 0; !s && pos < fill; pos += 32) {
+        int n = fill - pos < 32 ? fill - pos : 32;
+        s = pl_model_forward(m, st, ids, n, pos, false);
+    }
+    float first = 0; /* a read runs (and counts) what the prefill recorded */
+    if (!s) s = pl_be_read(pl_state_logits(st), 0, &first, sizeof first);
+    for (int t = 0; !s && t < 2; t++) {
+        uint64_t d = step(be, m, st, ids[t], fill + t, &s);
+        if (s) break;
+        fprintf(stderr, "%s, %s, position %d: %llu dispatches per token\n", p->file, mode, fill + t,
+                (unsigned long long)d);
+        CHECK(d == (uint64_t)want, "%s, %s, position %d: %llu dispatches per token, pinned %d",
+              p->file, mode, fill + t, (unsigned long long)d, want);
+    }
+    CHECK(s == PL_OK, "%s: %s", p->file, pl_last_error());
+    pl_state_free(st);
+    pl_model_free(m);
+    pl_gguf_free(g);
+}
+
+static void run_tests(void) {
+    /* the pinned totals are the formula's */
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        const pinned *p = &models[i];
+        CHECK(p->fused_total == EMBED + p->n_layer * p->fused_layer + HEAD + ARGMAX &&
+                  p->simple_total == EMBED + p->n_layer * p->simple_layer + HEAD + ARGMAX,
+              "%s: pinned totals do not follow the formula", p->file);
+    }
+    if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0); /* loader noise */
+    pl_backend *fused = NULL, *simple = NULL;
+    pl_gpu_backend_opts fo = {.no_tune = 1, .no_selftest = 1};
+    pl_gpu_backend_opts so = {.no_tune = 1, .no_selftest = 1, .no_fuse = 1};
+    pl_status s = pl_gpu_backend_new(&fo, &fused);
+    if (!s) s = pl_gpu_backend_new(&so, &simple);
+    if (s) {
+        const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
+        if (skip && !strcmp(skip, "1") && !(ci && *ci))
+            fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
+        else
+            CHECK(0, "the webgpu backend did not open: %s (run tools/setup.sh)", pl_last_error());
+        pl_be_destroy(fused);
+        return;
+    }
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        const pinned *p = &models[i];
+        for (int q8 = 0; q8 < 2; q8++) { /* quantised activations add no dispatch */
+            fused->act_q8 = q8;
+            check_model(fused, p, 3, p->fused_total, q8 ? "fused, act q8" : "fused");
+        }
+        check_model(simple, p, 3, p->simple_total, "one kernel per op");
+    }
+    /* past ATTN_CHUNK = 256 cached positions each attention adds its combine dispatch */
+    const pinned *st = &models[0];
+    check_model(fused, st, 260, st->fused_total + st->n_layer, "fused, 260 positions");
+    pl_be_destroy(fused);
+    pl_be_destroy(simple);
+}
