@@ -140,11 +140,29 @@ void pl_load_printable(char *s) {
 static const pl_family *const families[] = {&pl_family_llama};
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
-static const pl_family *find_family(const char *arch) {
+size_t pl_family_count(void) {
+    return N_FAMILIES;
+}
+const pl_family *pl_family_at(size_t i) {
+    return i < N_FAMILIES ? families[i] : NULL;
+}
+
+const pl_family *pl_family_find(const char *arch) {
     for (size_t f = 0; f < N_FAMILIES; f++)
         for (const char *const *a = families[f]->archs; *a; a++)
             if (strcmp(*a, arch) == 0) return families[f];
     return NULL;
+}
+
+pl_status pl_family_check(const pl_family *f) {
+    if (!f || !f->archs || !f->archs[0])
+        return pl_fail(PL_ERR, "a model family serves no architecture");
+#define CHECK_SLOT(slot)                                                                           \
+    if (!f->slot)                                                                                  \
+        return pl_fail(PL_ERR, "model family %s: method slot %s is empty", f->archs[0], #slot);
+    PL_FAMILY_SLOTS(CHECK_SLOT)
+#undef CHECK_SLOT
+    return PL_OK;
 }
 
 /* "llama, qwen2, qwen3": the architectures this build runs, for the error message. */
@@ -181,7 +199,7 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
     *out = NULL;
     char *arch = pl_gguf_get_string(g, "general.architecture");
     if (!arch) return pl_fail(PL_ERR_FORMAT, "no general.architecture in the file");
-    const pl_family *fam = find_family(arch);
+    const pl_family *fam = pl_family_find(arch);
     if (!fam) {
         char known[256];
         list_archs(known, sizeof known);
@@ -192,6 +210,11 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
                               arch, known);
         free(arch);
         return s;
+    }
+    pl_status fs = pl_family_check(fam);
+    if (fs) {
+        free(arch);
+        return fs;
     }
     pl_model *m = calloc(1, sizeof *m);
     if (!m) {

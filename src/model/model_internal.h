@@ -105,7 +105,20 @@ typedef struct pl_family {
     pl_status (*draft)(const pl_model *m, pl_state *s, int64_t n, int64_t pos0);
 } pl_family;
 
+/* The slots every family must fill (all but draft), as an X-macro. */
+#define PL_FAMILY_SLOTS(X)                                                                         \
+    X(load) X(model_free) X(state_new) X(state_free) X(state_bytes) X(embed) X(layers) X(head)
+
 extern const pl_family pl_family_llama; /* llama.c: llama, qwen2, qwen3 */
+
+/* The family table (model.c): count, the i-th family, the family serving an architecture
+ * (or NULL), and a check that a family names an architecture and fills every slot of
+ * PL_FAMILY_SLOTS (fails naming the first empty one; pl_model_load runs it before using a
+ * family). */
+size_t pl_family_count(void);
+const pl_family *pl_family_at(size_t i);
+const pl_family *pl_family_find(const char *arch);
+pl_status pl_family_check(const pl_family *f);
 
 /* ---- the model and one sequence's state ---- */
 

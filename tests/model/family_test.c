@@ -1,0 +1,52 @@
+/* family_test.c - the model family table (model_internal.h): every family names its
+ * architectures, each architecture belongs to exactly one family, every required method
+ * slot is filled, and pl_family_check (what pl_model_load runs) refuses a family with any
+ * one slot emptied, naming it. The llama family serves llama, qwen2 and qwen3. */
+#include "model/model_internal.h"
+#include "test.h"
+
+static const char *const slot_names[] = {
+#define SLOT_NAME(name) #name,
+    PL_FAMILY_SLOTS(SLOT_NAME)
+#undef SLOT_NAME
+};
+#define N_SLOTS (sizeof slot_names / sizeof slot_names[0])
+
+/* The family's i-th required slot, through the same X-macro. */
+static void clear_slot(pl_family *f, size_t i) {
+    size_t k = 0;
+#define CLEAR(name)                                                                                \
+    if (k++ == i) f->name = NULL;
+    PL_FAMILY_SLOTS(CLEAR)
+#undef CLEAR
+}
+
+static void run_tests(void) {
+    CHECK(pl_family_count() >= 1, "no model family");
+    CHECK(pl_family_at(pl_family_count()) == NULL, "a family past the end of the table");
+    for (size_t i = 0; i < pl_family_count(); i++) {
+        const pl_family *f = pl_family_at(i);
+        CHECK(pl_family_check(f) == PL_OK, "%s", pl_last_error());
+        CHECK(f->draft == NULL, "family %s: a draft slot, but nothing runs it yet", f->archs[0]);
+        for (const char *const *a = f->archs; *a; a++)
+            CHECK(pl_family_find(*a) == f, "architecture %s served by another family", *a);
+        for (size_t s = 0; s < N_SLOTS; s++) {
+            pl_family holed = *f;
+            clear_slot(&holed, s);
+            pl_status st = pl_family_check(&holed);
+            CHECK(st != PL_OK, "family %s: empty slot %s accepted", f->archs[0], slot_names[s]);
+            CHECK(st == PL_OK || strstr(pl_last_error(), slot_names[s]),
+                  "family %s: empty slot %s reported as '%s'", f->archs[0], slot_names[s],
+                  pl_last_error());
+        }
+        pl_family none = *f;
+        none.archs = NULL;
+        CHECK(pl_family_check(&none) != PL_OK, "a family without architectures accepted");
+    }
+    const char *llama[] = {"llama", "qwen2", "qwen3"};
+    for (int i = 0; i < 3; i++)
+        CHECK(pl_family_find(llama[i]) == &pl_family_llama, "%s is not the llama family's",
+              llama[i]);
+    CHECK(pl_family_find("mamba9") == NULL && pl_family_find("") == NULL,
+          "an unknown architecture found a family");
+}
