@@ -205,9 +205,7 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
         list_archs(known, sizeof known);
         pl_load_printable(arch);
         pl_status s = pl_fail(PL_ERR_FORMAT,
-                              "unsupported architecture '%.40s' (this build runs "
-                              "%s)",
-                              arch, known);
+                              "unsupported architecture '%.40s' (this build runs %s)", arch, known);
         free(arch);
         return s;
     }
