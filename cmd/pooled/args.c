@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int die(const char *fmt, ...) {
     char msg[1024];
@@ -24,15 +25,28 @@ int die(const char *fmt, ...) {
 
 static int out_errno; /* the first write error on stdout */
 
+/* The reason a write to stdout failed when stdio did not keep it (a write inside printf, or
+ * by a library that shares our stdout): a write of no bytes gives EBADF for a closed
+ * descriptor and ENOSPC for a full device; 0 when it cannot tell. */
+static int out_probe_errno(void) {
+    errno = 0;
+    return write(1, "", 0) < 0 ? errno : 0;
+}
+
 bool out_flush(void) {
     errno = 0;
-    if (fflush(stdout) != 0 && !out_errno) out_errno = errno ? errno : EIO;
-    if (ferror(stdout) && !out_errno) out_errno = EIO;
+    if (fflush(stdout) != 0 && !out_errno) out_errno = errno ? errno : -1;
+    if (ferror(stdout) && !out_errno) out_errno = -1;
+    if (out_errno == -1) {
+        int e = out_probe_errno();
+        if (e) out_errno = e;
+    }
     return !out_errno;
 }
 
 int out_close(int rc) {
     if (out_flush() || rc) return rc;
+    if (out_errno < 0) return die("writing standard output failed");
     return die("writing standard output: %s", strerror(out_errno));
 }
 
