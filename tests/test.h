@@ -15,16 +15,16 @@
 
 static int test_passed, test_failed;
 
-#define CHECK(cond, ...)                                                                          \
-    do {                                                                                          \
-        if (cond) {                                                                               \
-            test_passed++;                                                                        \
-        } else {                                                                                  \
-            test_failed++;                                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                       \
-            fprintf(stderr, "" __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                                \
-        }                                                                                         \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            test_passed++;                                                                         \
+        } else {                                                                                   \
+            test_failed++;                                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, "" __VA_ARGS__);                                                       \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
     } while (0)
 
 /* Path of a file under shared/ (POOLED_SHARED, default ../shared from the repo root). */

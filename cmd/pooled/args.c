@@ -75,8 +75,8 @@ bool arg_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *ou
     long long v = strtoll(s, &end, 10);
     /* the whole string: no junk after the number, and none before (strtoll skips spaces) */
     if (errno || end == s || *end || isspace((unsigned char)*s) || v < lo || v > hi) {
-        die("%s: expected an integer in [%lld, %lld], got '%s'", opt, (long long)lo,
-            (long long)hi, s);
+        die("%s: expected an integer in [%lld, %lld], got '%s'", opt, (long long)lo, (long long)hi,
+            s);
         return false;
     }
     *out = v;

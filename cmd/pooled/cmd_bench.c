@@ -162,8 +162,8 @@ int cmd_bench(int argc, char **argv) {
         pl_json_str(stdout, lm.be->device, strlen(lm.be->device));
         printf(",\"kv\":\"%s\",\"n_prompt\":%lld,\"n_gen\":%lld,\"repetitions\":%lld,"
                "\"prefill_tok_s\":",
-               lm.so.kv_type == PL_TYPE_F16 ? "f16" : "f32", (long long)n_prompt,
-               (long long)n_gen, (long long)reps);
+               lm.so.kv_type == PL_TYPE_F16 ? "f16" : "f32", (long long)n_prompt, (long long)n_gen,
+               (long long)reps);
         pl_json_num(stdout, pp, 0);
         printf(",\"decode_tok_s\":");
         pl_json_num(stdout, tg, 0);
@@ -171,8 +171,8 @@ int cmd_bench(int argc, char **argv) {
         pl_json_num(stdout, info->weight_bytes * tg / 1e9, 0);
         printf(",\"peak_rss_mib\":");
         pl_json_num(stdout, peak_mib, 0);
-        printf(",\"weight_bytes\":%llu,\"n_params\":%lld}\n", (unsigned long long)info->weight_bytes,
-               (long long)info->n_params);
+        printf(",\"weight_bytes\":%llu,\"n_params\":%lld}\n",
+               (unsigned long long)info->weight_bytes, (long long)info->n_params);
     }
     rc = 0;
 done:

@@ -166,7 +166,8 @@ int cmd_chat(int argc, char **argv) {
     size_t line_cap = 0;
     pl_status s = pl_session_new(lm.m, &lm.so, &ses);
     if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
-    if (!s && !(r.stream = pl_tok_stream_new(lm.tok, false))) s = pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (!s && !(r.stream = pl_tok_stream_new(lm.tok, false)))
+        s = pl_fail(PL_ERR_NOMEM, "out of memory");
     if (s) {
         die("%s", pl_last_error());
         goto done;
@@ -228,7 +229,8 @@ int cmd_chat(int argc, char **argv) {
         if (r.text) r.text[0] = 0;
         int64_t room = pl_session_n_ctx(ses) - n_ids + 1;
         pl_gen_opts go = {.n_predict = n_predict >= 0 && n_predict < room ? n_predict : room,
-                          .on_token = on_token, .ud = &r};
+                          .on_token = on_token,
+                          .ud = &r};
         pl_gen_stats st;
         if (n_ids >= pl_session_n_ctx(ses)) { /* say so, drop the message, carry on */
             free(ids);
@@ -257,16 +259,18 @@ int cmd_chat(int argc, char **argv) {
             goto done;
         }
         if (go.n_predict == room && st.n_generated == room)
-            fprintf(stderr, "pooled: reply cut short: the context of %lld is full; /reset to start "
-                            "over\n",
+            fprintf(stderr,
+                    "pooled: reply cut short: the context of %lld is full; /reset to start "
+                    "over\n",
                     (long long)pl_session_n_ctx(ses));
         if (!conv_add(&conv, "assistant", r.text ? r.text : "")) {
             die("out of memory");
             goto done;
         }
         if (timings)
-            fprintf(stderr, "turn %d: %lld prompt ids run (%lld reused) in %.1f ms | %lld generated "
-                            "in %.1f ms, %.1f tok/s\n",
+            fprintf(stderr,
+                    "turn %d: %lld prompt ids run (%lld reused) in %.1f ms | %lld generated "
+                    "in %.1f ms, %.1f tok/s\n",
                     turn, (long long)st.n_prompt_run, (long long)(n_ids - st.n_prompt_run),
                     st.t_prompt * 1e3, (long long)st.n_generated, st.t_decode * 1e3,
                     st.t_decode > 0 ? st.n_decoded / st.t_decode : 0.0);

@@ -16,11 +16,11 @@
 #include "format/quant.h"
 
 enum {
-    TEXT_ARRAY_ITEMS = 8,   /* array elements shown in text mode */
-    TEXT_STR_BYTES = 64,    /* bytes of a string value shown in text mode */
-    TEXT_ITEM_BYTES = 24,   /* bytes of each string inside an array, text mode */
-    JSON_ARRAY_ITEMS = 16,  /* array elements kept in --json without --full */
-    JSON_STR_BYTES = 1024,  /* bytes of a string kept in --json without --full */
+    TEXT_ARRAY_ITEMS = 8,  /* array elements shown in text mode */
+    TEXT_STR_BYTES = 64,   /* bytes of a string value shown in text mode */
+    TEXT_ITEM_BYTES = 24,  /* bytes of each string inside an array, text mode */
+    JSON_ARRAY_ITEMS = 16, /* array elements kept in --json without --full */
+    JSON_STR_BYTES = 1024, /* bytes of a string kept in --json without --full */
 };
 
 typedef struct {
@@ -28,12 +28,11 @@ typedef struct {
     bool full;
 } out;
 
-static const char *usage_text =
-    "usage: pooled info FILE [--json] [--full]\n"
-    "\n"
-    "Show a GGUF file's header, metadata and tensors.\n"
-    "  --json   print one JSON object instead of text\n"
-    "  --full   do not shorten long arrays and strings\n";
+static const char *usage_text = "usage: pooled info FILE [--json] [--full]\n"
+                                "\n"
+                                "Show a GGUF file's header, metadata and tensors.\n"
+                                "  --json   print one JSON object instead of text\n"
+                                "  --full   do not shorten long arrays and strings\n";
 
 /* ---- helpers shared by both formats ---- */
 
@@ -71,10 +70,11 @@ static totals count_totals(const pl_gguf *g) {
 /* A name (key or tensor) as is when it is plain printable ASCII, else as a JSON string. */
 static void print_name(FILE *f, pl_gguf_str s, int width) {
     bool plain = s.len > 0;
-    for (uint64_t i = 0; i < s.len && plain; i++)
-        plain = s.ptr[i] > 0x20 && s.ptr[i] < 0x7f;
-    if (plain) fprintf(f, "%-*.*s", width, (int)s.len, s.ptr);
-    else pl_json_str(f, s.ptr, s.len);
+    for (uint64_t i = 0; i < s.len && plain; i++) plain = s.ptr[i] > 0x20 && s.ptr[i] < 0x7f;
+    if (plain)
+        fprintf(f, "%-*.*s", width, (int)s.len, s.ptr);
+    else
+        pl_json_str(f, s.ptr, s.len);
 }
 
 /* ---- text ---- */
@@ -124,7 +124,8 @@ static void type_label(char *buf, size_t size, const pl_gguf_value *v) {
     if (v->type == PL_GGUF_ARRAY)
         snprintf(buf, size, "arr[%s,%" PRIu64 "]", pl_gguf_type_name(v->arr.elem_type),
                  v->arr.count);
-    else snprintf(buf, size, "%s", pl_gguf_type_name(v->type));
+    else
+        snprintf(buf, size, "%s", pl_gguf_type_name(v->type));
 }
 
 /* 1234567 -> "1.23 M" (decimal, as model sizes are quoted) */
@@ -133,8 +134,10 @@ static void human_count(char *buf, size_t size, uint64_t n) {
     double x = (double)n;
     int u = 0;
     while (x >= 1000 && u < 4) x /= 1000, u++;
-    if (u == 0) snprintf(buf, size, "%" PRIu64, n);
-    else snprintf(buf, size, "%.2f%s", x, unit[u]);
+    if (u == 0)
+        snprintf(buf, size, "%" PRIu64, n);
+    else
+        snprintf(buf, size, "%.2f%s", x, unit[u]);
 }
 
 static void human_bytes(char *buf, size_t size, uint64_t n) {
@@ -142,8 +145,10 @@ static void human_bytes(char *buf, size_t size, uint64_t n) {
     double x = (double)n;
     int u = 0;
     while (x >= 1024 && u < 4) x /= 1024, u++;
-    if (u == 0) snprintf(buf, size, "%" PRIu64 " B", n);
-    else snprintf(buf, size, "%.2f %s", x, unit[u]);
+    if (u == 0)
+        snprintf(buf, size, "%" PRIu64 " B", n);
+    else
+        snprintf(buf, size, "%.2f %s", x, unit[u]);
 }
 
 static void print_text(const out *o, const char *path, const pl_gguf *g) {
@@ -157,8 +162,10 @@ static void print_text(const out *o, const char *path, const pl_gguf *g) {
     fprintf(f, "file size:     %" PRIu64 " (%s)\n", pl_gguf_file_size(g), buf);
     const pl_gguf_value *arch = pl_gguf_get(g, "general.architecture");
     fputs("architecture:  ", f);
-    if (arch && arch->type == PL_GGUF_STRING) print_name(f, arch->str, 0);
-    else fputs("(none)", f);
+    if (arch && arch->type == PL_GGUF_STRING)
+        print_name(f, arch->str, 0);
+    else
+        fputs("(none)", f);
     fputc('\n', f);
 
     fprintf(f, "\nmetadata (%" PRId64 " keys):\n", pl_gguf_kv_count(g));
@@ -174,13 +181,16 @@ static void print_text(const out *o, const char *path, const pl_gguf *g) {
 
     int64_t nt = pl_gguf_tensor_count(g);
     fprintf(f, "\ntensors (%" PRId64 "):\n", nt);
-    if (nt) fprintf(f, "  %5s %-32s %-7s %-24s %12s %12s\n", "#", "name", "type", "shape", "offset", "bytes");
+    if (nt)
+        fprintf(f, "  %5s %-32s %-7s %-24s %12s %12s\n", "#", "name", "type", "shape", "offset",
+                "bytes");
     for (int64_t i = 0; i < nt; i++) {
         const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
         char shape[96];
         int n = snprintf(shape, sizeof shape, "[");
         for (uint32_t d = 0; d < t->n_dims; d++)
-            n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRId64, d ? ", " : "", t->ne[d]);
+            n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRId64, d ? ", " : "",
+                          t->ne[d]);
         snprintf(shape + n, sizeof shape - (size_t)n, "]");
         fprintf(f, "  %5" PRId64 " ", i);
         print_name(f, t->name, 32);
@@ -191,13 +201,15 @@ static void print_text(const out *o, const char *path, const pl_gguf *g) {
     totals s = count_totals(g);
     human_count(buf, sizeof buf, s.params);
     human_bytes(buf2, sizeof buf2, s.bytes);
-    fprintf(f, "\ntotals: %" PRId64 " tensors, %" PRIu64 " parameters (%s), %" PRIu64 " bytes (%s)\n",
+    fprintf(f,
+            "\ntotals: %" PRId64 " tensors, %" PRIu64 " parameters (%s), %" PRIu64 " bytes (%s)\n",
             nt, s.params, buf, s.bytes, buf2);
     fputs("types: ", f);
     bool any = false;
     for (int t = 0; t < PL_TYPE_COUNT; t++)
         if (s.per_type[t]) {
-            fprintf(f, "%s%s %" PRId64, any ? ", " : "", tensor_type_name((uint32_t)t), s.per_type[t]);
+            fprintf(f, "%s%s %" PRId64, any ? ", " : "", tensor_type_name((uint32_t)t),
+                    s.per_type[t]);
             any = true;
         }
     fputs(any ? "\n" : "(none)\n", f);
@@ -267,12 +279,15 @@ static void print_json(const out *o, const char *path, const pl_gguf *g) {
     FILE *f = o->f;
     fputs("{\n  \"file\": ", f);
     pl_json_str(f, path, strlen(path));
-    fprintf(f, ",\n  \"version\": %u,\n  \"alignment\": %u,\n  \"data_offset\": %" PRIu64
-               ",\n  \"file_size\": %" PRIu64 ",\n  \"architecture\": ",
+    fprintf(f,
+            ",\n  \"version\": %u,\n  \"alignment\": %u,\n  \"data_offset\": %" PRIu64
+            ",\n  \"file_size\": %" PRIu64 ",\n  \"architecture\": ",
             pl_gguf_version(g), pl_gguf_alignment(g), pl_gguf_data_offset(g), pl_gguf_file_size(g));
     const pl_gguf_value *arch = pl_gguf_get(g, "general.architecture");
-    if (arch && arch->type == PL_GGUF_STRING) pl_json_str(f, arch->str.ptr, arch->str.len);
-    else fputs("null", f);
+    if (arch && arch->type == PL_GGUF_STRING)
+        pl_json_str(f, arch->str.ptr, arch->str.len);
+    else
+        fputs("null", f);
 
     fputs(",\n  \"metadata\": {", f);
     for (int64_t i = 0; i < pl_gguf_kv_count(g); i++) {
@@ -293,13 +308,15 @@ static void print_json(const out *o, const char *path, const pl_gguf *g) {
         fprintf(f, "], \"offset\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", t->offset, t->nbytes);
     }
     totals s = count_totals(g);
-    fprintf(f, "%s],\n  \"totals\": {\"tensors\": %" PRId64 ", \"parameters\": %" PRIu64
-               ", \"bytes\": %" PRIu64 ", \"types\": {",
+    fprintf(f,
+            "%s],\n  \"totals\": {\"tensors\": %" PRId64 ", \"parameters\": %" PRIu64
+            ", \"bytes\": %" PRIu64 ", \"types\": {",
             nt ? "\n  " : "", nt, s.params, s.bytes);
     bool any = false;
     for (int t = 0; t < PL_TYPE_COUNT; t++)
         if (s.per_type[t]) {
-            fprintf(f, "%s\"%s\": %" PRId64, any ? ", " : "", tensor_type_name((uint32_t)t), s.per_type[t]);
+            fprintf(f, "%s\"%s\": %" PRId64, any ? ", " : "", tensor_type_name((uint32_t)t),
+                    s.per_type[t]);
             any = true;
         }
     fputs("}}\n}\n", f);
@@ -314,19 +331,26 @@ int cmd_info(int argc, char **argv) {
             fputs(usage_text, stdout);
             return 0;
         }
-        if (!strcmp(a, "--json")) json = true;
-        else if (!strcmp(a, "--full")) full = true;
-        else if (a[0] == '-' && a[1]) return die("info: unknown option '%s' (see pooled info --help)", a);
-        else if (path) return die("info: only one FILE, got '%s' and '%s'", path, a);
-        else path = a;
+        if (!strcmp(a, "--json"))
+            json = true;
+        else if (!strcmp(a, "--full"))
+            full = true;
+        else if (a[0] == '-' && a[1])
+            return die("info: unknown option '%s' (see pooled info --help)", a);
+        else if (path)
+            return die("info: only one FILE, got '%s' and '%s'", path, a);
+        else
+            path = a;
     }
     if (!path) return die("info: no FILE given (usage: pooled info FILE [--json] [--full])");
 
     pl_gguf *g;
     if (pl_gguf_open(path, &g)) return die("%s", pl_last_error());
     out o = {stdout, full};
-    if (json) print_json(&o, path, g);
-    else print_text(&o, path, g);
+    if (json)
+        print_json(&o, path, g);
+    else
+        print_text(&o, path, g);
     pl_gguf_free(g);
     return 0;
 }

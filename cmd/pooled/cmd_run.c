@@ -101,7 +101,8 @@ int cmd_run(int argc, char **argv) {
     pl_status s = PL_OK;
     if (prompt) {
         s = pl_tok_encode(lm.tok, prompt, strlen(prompt), true, false, &ids, &n_ids);
-        if (!s && n_ids == 0) s = pl_fail(PL_ERR_ARG, "the prompt is empty (and the model has no BOS)");
+        if (!s && n_ids == 0)
+            s = pl_fail(PL_ERR_ARG, "the prompt is empty (and the model has no BOS)");
     }
     int n_vocab = pl_model_get_info(lm.m)->n_vocab;
     for (int64_t i = 0; !s && prompt_ids && i < n_ids; i++)
@@ -109,7 +110,8 @@ int cmd_run(int argc, char **argv) {
             s = pl_fail(PL_ERR_ARG, "--prompt-ids: id %d is outside the vocabulary (0 to %d)",
                         ids[i], n_vocab - 1);
     if (!s && n_ids > lm.so.n_ctx)
-        s = pl_fail(PL_ERR_ARG, "the prompt is %lld tokens, longer than the context of %d (raise --ctx)",
+        s = pl_fail(PL_ERR_ARG,
+                    "the prompt is %lld tokens, longer than the context of %d (raise --ctx)",
                     (long long)n_ids, lm.so.n_ctx);
     if (!s) s = pl_session_new(lm.m, &lm.so, &ses);
     if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
@@ -126,8 +128,9 @@ int cmd_run(int argc, char **argv) {
     if (out.stream) fputs(pl_tok_stream_flush(out.stream), stdout);
     if (print_ids || isatty(1)) putchar('\n');
     fflush(stdout);
-    fprintf(stderr, "prompt %lld tokens (%lld run) in %.1f ms, %.1f tok/s | generated %lld in %.1f ms, "
-                    "%.1f tok/s | seed %" PRIu64 "\n",
+    fprintf(stderr,
+            "prompt %lld tokens (%lld run) in %.1f ms, %.1f tok/s | generated %lld in %.1f ms, "
+            "%.1f tok/s | seed %" PRIu64 "\n",
             (long long)n_ids, (long long)st.n_prompt_run, st.t_prompt * 1e3,
             st.t_prompt > 0 ? st.n_prompt_run / st.t_prompt : 0.0, (long long)st.n_generated,
             st.t_decode * 1e3, st.t_decode > 0 ? st.n_decoded / st.t_decode : 0.0, sp.seed);

@@ -17,32 +17,35 @@
 #include "synth/synth.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: pooled synth --preset NAME [--arch ARCH] [--type TYPE] -o OUT.gguf\n"
-               "                    [--seed N] [--vocab-from FILE] [--layers N] [--vocab N]\n"
-               "                    [--threads N]\n"
-               "\n"
-               "Write a GGUF with seeded random weights and the exact shapes and metadata of a\n"
-               "real model (as llama.cpp's converter names them).\n"
-               "  --preset NAME     the model to imitate (below)\n"
-               "  --arch ARCH       llama, qwen2 or qwen3; must match the preset (optional)\n"
-               "  --type TYPE       type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, ...\n"
-               "                    (default f16); norms stay f32; matrices whose rows do not\n"
-               "                    fit the type's block are stored as f16 (a note says so)\n"
-               "  -o OUT            the file to write\n"
-               "  --seed N          random seed (default 1): same seed, same bytes\n"
-               "  --vocab-from FILE copy the tokenizer (every tokenizer.* key) from FILE; its\n"
-               "                    token count becomes the vocabulary size\n"
-               "  --layers N        use N layers instead of the preset's (smaller test files)\n"
-               "  --vocab N         vocabulary size of the synthetic tokenizer (>= %d)\n"
-               "  --threads N       threads making the values (default 2)\n"
-               "Without --vocab-from the tokenizer is byte-level BPE (tokenizer.ggml.model gpt2):\n"
-               "256 byte tokens, <|endoftext|> (BOS), <|im_start|>, <|im_end|> (EOS), then\n"
-               "[PADn] filler tokens up to the vocabulary size, no merges, a ChatML template.\n"
-               "\npresets:\n",
+    fprintf(f,
+            "usage: pooled synth --preset NAME [--arch ARCH] [--type TYPE] -o OUT.gguf\n"
+            "                    [--seed N] [--vocab-from FILE] [--layers N] [--vocab N]\n"
+            "                    [--threads N]\n"
+            "\n"
+            "Write a GGUF with seeded random weights and the exact shapes and metadata of a\n"
+            "real model (as llama.cpp's converter names them).\n"
+            "  --preset NAME     the model to imitate (below)\n"
+            "  --arch ARCH       llama, qwen2 or qwen3; must match the preset (optional)\n"
+            "  --type TYPE       type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, ...\n"
+            "                    (default f16); norms stay f32; matrices whose rows do not\n"
+            "                    fit the type's block are stored as f16 (a note says so)\n"
+            "  -o OUT            the file to write\n"
+            "  --seed N          random seed (default 1): same seed, same bytes\n"
+            "  --vocab-from FILE copy the tokenizer (every tokenizer.* key) from FILE; its\n"
+            "                    token count becomes the vocabulary size\n"
+            "  --layers N        use N layers instead of the preset's (smaller test files)\n"
+            "  --vocab N         vocabulary size of the synthetic tokenizer (>= %d)\n"
+            "  --threads N       threads making the values (default 2)\n"
+            "Without --vocab-from the tokenizer is byte-level BPE (tokenizer.ggml.model gpt2):\n"
+            "256 byte tokens, <|endoftext|> (BOS), <|im_start|>, <|im_end|> (EOS), then\n"
+            "[PADn] filler tokens up to the vocabulary size, no merges, a ChatML template.\n"
+            "\npresets:\n",
             PL_SYNTH_MIN_VOCAB);
     for (int i = 0; pl_synth_preset_at(i); i++) {
         const pl_synth_config *c = pl_synth_preset_at(i);
-        fprintf(f, "  %-14s %-6s %2d layers, hidden %4d, heads %2d/%d, head_dim %3d, ffn %5d, vocab %6d%s\n",
+        fprintf(f,
+                "  %-14s %-6s %2d layers, hidden %4d, heads %2d/%d, head_dim %3d, ffn %5d, vocab "
+                "%6d%s\n",
                 c->preset, c->arch, c->n_layer, c->n_embd, c->n_head, c->n_head_kv, c->head_dim,
                 c->n_ff, c->n_vocab, c->tied ? ", tied" : "");
     }
@@ -86,11 +89,16 @@ int cmd_synth(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-        if (arg_take(argc, argv, &i, "--preset", NULL, &v, &err)) preset = v;
-        else if (arg_take(argc, argv, &i, "--arch", NULL, &v, &err)) arch = v;
-        else if (arg_take(argc, argv, &i, "--type", NULL, &v, &err)) type_name = v;
-        else if (arg_take(argc, argv, &i, "--out", "-o", &v, &err)) out = v;
-        else if (arg_take(argc, argv, &i, "--vocab-from", NULL, &v, &err)) vocab_path = v;
+        if (arg_take(argc, argv, &i, "--preset", NULL, &v, &err))
+            preset = v;
+        else if (arg_take(argc, argv, &i, "--arch", NULL, &v, &err))
+            arch = v;
+        else if (arg_take(argc, argv, &i, "--type", NULL, &v, &err))
+            type_name = v;
+        else if (arg_take(argc, argv, &i, "--out", "-o", &v, &err))
+            out = v;
+        else if (arg_take(argc, argv, &i, "--vocab-from", NULL, &v, &err))
+            vocab_path = v;
         else if (arg_take(argc, argv, &i, "--seed", NULL, &v, &err)) {
             if (!err && !arg_int("--seed", v, 0, INT64_MAX, &seed)) return 1;
         } else if (arg_take(argc, argv, &i, "--layers", NULL, &v, &err)) {
@@ -99,7 +107,8 @@ int cmd_synth(int argc, char **argv) {
             if (!err && !arg_int("--vocab", v, PL_SYNTH_MIN_VOCAB, 1 << 22, &vocab)) return 1;
         } else if (arg_take(argc, argv, &i, "--threads", NULL, &v, &err)) {
             if (!err && !arg_int("--threads", v, 1, 64, &threads)) return 1;
-        } else return die("synth: unknown argument '%s' (see pooled synth --help)", argv[i]);
+        } else
+            return die("synth: unknown argument '%s' (see pooled synth --help)", argv[i]);
         if (err) return 1;
     }
     if (!preset) return die("synth: --preset is required (see pooled synth --help for the list)");
@@ -142,9 +151,9 @@ int cmd_synth(int argc, char **argv) {
         params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
         bytes += t->nbytes;
     }
-    printf("wrote %s: %s %s, %lld tensors, %llu parameters, %.3f GiB of weights in %.1f s\n",
-           out, c.arch, c.preset, (long long)pl_gguf_tensor_count(plan),
-           (unsigned long long)params, (double)bytes / (1 << 30), seconds_since(&ps.start));
+    printf("wrote %s: %s %s, %lld tensors, %llu parameters, %.3f GiB of weights in %.1f s\n", out,
+           c.arch, c.preset, (long long)pl_gguf_tensor_count(plan), (unsigned long long)params,
+           (double)bytes / (1 << 30), seconds_since(&ps.start));
     pl_gguf_free(plan);
     return 0;
 }

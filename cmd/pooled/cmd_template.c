@@ -20,7 +20,8 @@
 
 static int usage(void) {
     printf("usage: pooled template -m FILE --messages conversation.json [--no-generation-prompt]\n"
-           "                       [--no-thinking] [--tools tools.json] [--template FILE.jinja] [--ids]\n"
+           "                       [--no-thinking] [--tools tools.json] [--template FILE.jinja] "
+           "[--ids]\n"
            "A file named - is read from standard input (one of them at most).\n");
     return 0;
 }
@@ -29,7 +30,8 @@ static pl_json_doc *read_json(const char *path) {
     char *text = NULL;
     size_t len = 0;
     pl_json_doc *d = NULL;
-    if (pl_file_read(path, PL_LIMIT_JSON_FILE, PL_READ_TEXT | PL_READ_STDIN, &text, &len) != PL_OK) return NULL;
+    if (pl_file_read(path, PL_LIMIT_JSON_FILE, PL_READ_TEXT | PL_READ_STDIN, &text, &len) != PL_OK)
+        return NULL;
     if (pl_json_parse(text, len, &d) != PL_OK) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", pl_last_error());
@@ -45,14 +47,22 @@ int cmd_template(int argc, char **argv) {
     pl_chat_opts opts = {.add_generation_prompt = true, .enable_thinking = true};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (arg_take(argc, argv, &i, "--model", "-m", &v, &err)) model = v;
-        else if (arg_take(argc, argv, &i, "--messages", NULL, &v, &err)) messages_path = v;
-        else if (arg_take(argc, argv, &i, "--tools", NULL, &v, &err)) tools_path = v;
-        else if (arg_take(argc, argv, &i, "--template", NULL, &v, &err)) tmpl_path = v;
-        else if (!strcmp(a, "--no-generation-prompt")) opts.add_generation_prompt = false;
-        else if (!strcmp(a, "--no-thinking")) opts.enable_thinking = false;
-        else if (!strcmp(a, "--ids")) ids = true;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage();
+        if (arg_take(argc, argv, &i, "--model", "-m", &v, &err))
+            model = v;
+        else if (arg_take(argc, argv, &i, "--messages", NULL, &v, &err))
+            messages_path = v;
+        else if (arg_take(argc, argv, &i, "--tools", NULL, &v, &err))
+            tools_path = v;
+        else if (arg_take(argc, argv, &i, "--template", NULL, &v, &err))
+            tmpl_path = v;
+        else if (!strcmp(a, "--no-generation-prompt"))
+            opts.add_generation_prompt = false;
+        else if (!strcmp(a, "--no-thinking"))
+            opts.enable_thinking = false;
+        else if (!strcmp(a, "--ids"))
+            ids = true;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return usage();
         else if (a[0] != '-')
             return die("template: unexpected argument '%s' (see pooled template --help)", a);
         else
@@ -81,7 +91,8 @@ int cmd_template(int argc, char **argv) {
         tools = pl_json_get(root, "tools");
     }
     if (!msgs || msgs->type != PL_JSON_ARRAY) {
-        rc = die("template: %s: expected an array of messages or {\"messages\": [...]}", messages_path);
+        rc = die("template: %s: expected an array of messages or {\"messages\": [...]}",
+                 messages_path);
         goto done;
     }
     if (tools_path) {
@@ -95,7 +106,8 @@ int cmd_template(int argc, char **argv) {
     pl_status st;
     if (tmpl_path) {
         size_t len;
-        if (pl_file_read(tmpl_path, PL_LIMIT_TEMPLATE_FILE, PL_READ_TEXT | PL_READ_STDIN, &tmpl, &len) != PL_OK) {
+        if (pl_file_read(tmpl_path, PL_LIMIT_TEMPLATE_FILE, PL_READ_TEXT | PL_READ_STDIN, &tmpl,
+                         &len) != PL_OK) {
             rc = die("%s", pl_last_error());
             goto done;
         }

@@ -3,7 +3,8 @@
  *   pooled tokenize -m FILE [--no-bos] [--no-special] [--pieces] [--file PATH | TEXT...]
  *   pooled tokenize -m FILE --bench [MB] [--file PATH]
  *
- * TEXT words are joined with spaces; -- ends the options. Prints the ids on one line, space-separated (BOS/EOS as the vocabulary asks unless
+ * TEXT words are joined with spaces; -- ends the options. Prints the ids on one line,
+ * space-separated (BOS/EOS as the vocabulary asks unless
  * --no-bos; special tokens written in the text are parsed unless --no-special). --pieces
  * prints one token per line instead: the id and its text as a JSON string. --bench
  * tokenizes a large input (generated, MB megabytes, default 16; or the --file) and prints
@@ -21,7 +22,8 @@
 #include "tokenizer/tokenizer.h"
 
 static int usage(void) {
-    printf("usage: pooled tokenize -m FILE [--no-bos] [--no-special] [--pieces] [--file PATH | TEXT...]\n"
+    printf("usage: pooled tokenize -m FILE [--no-bos] [--no-special] [--pieces] [--file PATH | "
+           "TEXT...]\n"
            "       pooled tokenize -m FILE --bench [MB] [--file PATH]\n"
            "--file - reads the text from standard input.\n");
     return 0;
@@ -36,13 +38,60 @@ static double now_s(void) {
 /* A deterministic mix of prose, code, numbers and non-Latin scripts, mb megabytes long. */
 static char *bench_text(size_t mb, size_t *len) {
     static const char *const words[] = {
-        "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "while", "curious",
-        "cat", "watches", "from", "old", "wooden", "fence", "counting", "birds", "It's",
-        "don't", "we'll", "return", "for (int i = 0; i < n; ++i)", "{", "}", "printf(\"%d\\n\", x);",
-        "3.14159", "2024-11-29", "1234567890", "naïve", "café", "Ångström", "日本語",
-        "机器学习是人工智能的一个分支。", "Привет, мир!", "안녕하세요", "🚀", "👍🏽", "\n", "\n\n",
-        "\t", "   ", "https://example.com/path?q=1", "user@example.org", "<html>", "</div>",
-        "tokenization", "streaming", "inference", "GPU", "WebGPU", "kernels", "CPU", "path",
+        "the",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+        "over",
+        "lazy",
+        "dog",
+        "while",
+        "curious",
+        "cat",
+        "watches",
+        "from",
+        "old",
+        "wooden",
+        "fence",
+        "counting",
+        "birds",
+        "It's",
+        "don't",
+        "we'll",
+        "return",
+        "for (int i = 0; i < n; ++i)",
+        "{",
+        "}",
+        "printf(\"%d\\n\", x);",
+        "3.14159",
+        "2024-11-29",
+        "1234567890",
+        "naïve",
+        "café",
+        "Ångström",
+        "日本語",
+        "机器学习是人工智能的一个分支。",
+        "Привет, мир!",
+        "안녕하세요",
+        "🚀",
+        "👍🏽",
+        "\n",
+        "\n\n",
+        "\t",
+        "   ",
+        "https://example.com/path?q=1",
+        "user@example.org",
+        "<html>",
+        "</div>",
+        "tokenization",
+        "streaming",
+        "inference",
+        "GPU",
+        "WebGPU",
+        "kernels",
+        "CPU",
+        "path",
     };
     size_t n_words = sizeof words / sizeof words[0], want = mb << 20, used = 0;
     char *s = malloc(want + 256);
@@ -67,7 +116,8 @@ static int bench(const pl_tokenizer *t, const char *file, int64_t mb) {
     char *text = NULL;
     size_t len = 0;
     if (file) {
-        if (pl_file_read(file, PL_LIMIT_TEXT_FILE, PL_READ_TEXT | PL_READ_STDIN, &text, &len) != PL_OK)
+        if (pl_file_read(file, PL_LIMIT_TEXT_FILE, PL_READ_TEXT | PL_READ_STDIN, &text, &len) !=
+            PL_OK)
             return die("%s", pl_last_error());
     } else if (!(text = bench_text((size_t)mb, &len))) {
         return die("out of memory");
@@ -103,12 +153,18 @@ int cmd_tokenize(int argc, char **argv) {
         if (opts_done || a[0] != '-' || !a[1]) {
             if (n_text++) pl_sb_putc(&text, ' ');
             pl_sb_puts(&text, a);
-        } else if (!strcmp(a, "--")) opts_done = true;
-        else if (arg_take(argc, argv, &i, "--model", "-m", &v, &err)) model = v;
-        else if (arg_take(argc, argv, &i, "--file", "-f", &v, &err)) file = v;
-        else if (!strcmp(a, "--no-bos")) no_bos = true;
-        else if (!strcmp(a, "--no-special")) no_special = true;
-        else if (!strcmp(a, "--pieces")) pieces = true;
+        } else if (!strcmp(a, "--"))
+            opts_done = true;
+        else if (arg_take(argc, argv, &i, "--model", "-m", &v, &err))
+            model = v;
+        else if (arg_take(argc, argv, &i, "--file", "-f", &v, &err))
+            file = v;
+        else if (!strcmp(a, "--no-bos"))
+            no_bos = true;
+        else if (!strcmp(a, "--no-special"))
+            no_special = true;
+        else if (!strcmp(a, "--pieces"))
+            pieces = true;
         else if (!strcmp(a, "--bench")) {
             do_bench = true;
             if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9' &&
@@ -117,8 +173,7 @@ int cmd_tokenize(int argc, char **argv) {
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             pl_sb_free(&text);
             return usage();
-        }
-        else {
+        } else {
             pl_sb_free(&text);
             return die("tokenize: unknown option '%s' (use -- before text that starts with -)", a);
         }
@@ -151,7 +206,8 @@ int cmd_tokenize(int argc, char **argv) {
     char *input = NULL;
     size_t len = 0;
     if (file) {
-        if (pl_file_read(file, PL_LIMIT_TEXT_FILE, PL_READ_TEXT | PL_READ_STDIN, &input, &len) != PL_OK) {
+        if (pl_file_read(file, PL_LIMIT_TEXT_FILE, PL_READ_TEXT | PL_READ_STDIN, &input, &len) !=
+            PL_OK) {
             rc = die("%s", pl_last_error());
             goto out;
         }

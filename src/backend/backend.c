@@ -18,11 +18,13 @@ static const char *tname(uint32_t t) {
     return tr ? tr->name : "?";
 }
 
-static int64_t nvals(const pl_buf *b) { return b->ne0 * b->ne1; }
+static int64_t nvals(const pl_buf *b) {
+    return b->ne0 * b->ne1;
+}
 
 /* An activation buffer of type t with at least `rows` rows of `cols` values. */
-static pl_status want(const char *op, const char *what, const pl_buf *b, uint32_t t,
-                      int64_t cols, int64_t rows) {
+static pl_status want(const char *op, const char *what, const pl_buf *b, uint32_t t, int64_t cols,
+                      int64_t rows) {
     CHECK(b, "%s: %s is missing", op, what);
     CHECK(b->type == t, "%s: %s has type %s, expected %s", op, what, tname(b->type), tname(t));
     CHECK(cols < 0 || b->ne0 == cols, "%s: %s rows hold %lld values, expected %lld", op, what,
@@ -135,8 +137,8 @@ pl_status pl_be_embed(const pl_buf *table, const pl_buf *ids, int64_t n, pl_buf 
     return table->be->m->embed(table->be, table, ids, n, out);
 }
 
-pl_status pl_be_rms_norm(const pl_buf *x, const pl_buf *w, int64_t rows, int64_t cols,
-                         float eps, pl_buf *out) {
+pl_status pl_be_rms_norm(const pl_buf *x, const pl_buf *w, int64_t rows, int64_t cols, float eps,
+                         pl_buf *out) {
     CHECK(x && w && out, "rms_norm: missing buffer");
     CHECK(rows >= 0 && cols > 0, "rms_norm: bad shape");
     CHECK(x->type == PL_TYPE_F32 && out->type == PL_TYPE_F32, "rms_norm: x and out must be f32");
@@ -214,11 +216,11 @@ pl_status pl_be_kv_store(const pl_buf *src, int64_t n, int64_t pos0, pl_buf *cac
     return src->be->m->kv_store(src->be, src, n, pos0, cache);
 }
 
-pl_status pl_be_attention(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache,
-                          int64_t n, int64_t pos0, const pl_attn_params *p, pl_buf *out) {
+pl_status pl_be_attention(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache, int64_t n,
+                          int64_t pos0, const pl_attn_params *p, pl_buf *out) {
     CHECK(q && k_cache && v_cache && out && p, "attention: missing argument");
-    CHECK(p->n_head > 0 && p->n_head_kv > 0 && p->n_head % p->n_head_kv == 0 &&
-              p->head_dim > 0 && p->head_dim_v > 0,
+    CHECK(p->n_head > 0 && p->n_head_kv > 0 && p->n_head % p->n_head_kv == 0 && p->head_dim > 0 &&
+              p->head_dim_v > 0,
           "attention: bad head geometry (%d heads, %d kv heads)", p->n_head, p->n_head_kv);
     CHECK(n >= 0 && pos0 >= 0, "attention: negative rows or position");
     CHECK(k_cache->type == v_cache->type &&
@@ -281,8 +283,7 @@ pl_status pl_be_topk(const pl_buf *x, int64_t row, int64_t k, pl_buf *ids, pl_bu
     return x->be->m->topk(x->be, x, row, k, ids, vals);
 }
 
-pl_status pl_be_copy(const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst,
-                     int64_t dst0) {
+pl_status pl_be_copy(const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst, int64_t dst0) {
     CHECK(src && dst, "copy: missing buffer");
     CHECK(!src->weight, "copy: source is a weight");
     CHECK(src->type == dst->type, "copy: types differ (%s, %s)", tname(src->type),
@@ -290,8 +291,7 @@ pl_status pl_be_copy(const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst
     CHECK(src0 >= 0 && dst0 >= 0 && count >= 0 && src0 + count <= nvals(src) &&
               dst0 + count <= nvals(dst),
           "copy: %lld values outside the buffers", (long long)count);
-    CHECK(src != dst || src0 + count <= dst0 || dst0 + count <= src0,
-          "copy: overlapping ranges");
+    CHECK(src != dst || src0 + count <= dst0 || dst0 + count <= src0, "copy: overlapping ranges");
     TRY(writable("copy", dst));
     TRY(same_be("copy", src, dst));
     return src->be->m->copy(src->be, src, src0, count, dst, dst0);

@@ -34,10 +34,11 @@ typedef struct pl_backend pl_backend;
  * member. Fields are read-only outside the owning backend. */
 typedef struct pl_buf {
     pl_backend *be;
-    uint32_t type; /* pl_type: F32 / F16 / I32 for buffers made by buf_new, any format for weights */
-    int64_t ne0;   /* values per row */
-    int64_t ne1;   /* rows */
-    bool weight;   /* made by buf_weight: read-only, never an op's destination */
+    uint32_t
+        type;    /* pl_type: F32 / F16 / I32 for buffers made by buf_new, any format for weights */
+    int64_t ne0; /* values per row */
+    int64_t ne1; /* rows */
+    bool weight; /* made by buf_weight: read-only, never an op's destination */
 } pl_buf;
 
 /* RoPE pair layout. NORMAL rotates adjacent pairs (x[2i], x[2i+1]) - llama GGUFs, whose q/k
@@ -56,11 +57,11 @@ typedef struct {
 } pl_rope_params;
 
 typedef struct {
-    int n_head;      /* query heads */
-    int n_head_kv;   /* key/value heads; n_head is a multiple (grouped-query attention) */
-    int head_dim;    /* query/key values per head */
-    int head_dim_v;  /* value values per head */
-    float scale;     /* multiplies q.k before the softmax, usually 1/sqrt(head_dim) */
+    int n_head;     /* query heads */
+    int n_head_kv;  /* key/value heads; n_head is a multiple (grouped-query attention) */
+    int head_dim;   /* query/key values per head */
+    int head_dim_v; /* value values per head */
+    float scale;    /* multiplies q.k before the softmax, usually 1/sqrt(head_dim) */
 } pl_attn_params;
 
 /* The methods a backend fills in. Arguments arrive already checked by backend.c.
@@ -78,8 +79,7 @@ typedef struct pl_backend_methods {
     pl_status (*write)(pl_backend *be, pl_buf *dst, int64_t offset, const void *src,
                        int64_t nbytes);
     /* Buffer -> host. Waits for every op issued before it: the only synchronising call. */
-    pl_status (*read)(pl_backend *be, const pl_buf *src, int64_t offset, void *dst,
-                      int64_t nbytes);
+    pl_status (*read)(pl_backend *be, const pl_buf *src, int64_t offset, void *dst, int64_t nbytes);
 
     /* ---- ops (all F32 activations unless said otherwise) ---- */
     /* out[i, :] = table[ids[i], :] dequantised.  table [n_vocab, d] any type; ids I32 [>=n];
@@ -99,11 +99,9 @@ typedef struct pl_backend_methods {
     pl_status (*matmul)(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out);
     /* out[i] = a[i] + b[i] for the first count values. out may be a or b. */
-    pl_status (*add)(pl_backend *be, const pl_buf *a, const pl_buf *b, int64_t count,
-                     pl_buf *out);
+    pl_status (*add)(pl_backend *be, const pl_buf *a, const pl_buf *b, int64_t count, pl_buf *out);
     /* Rotate x in place: row i is at position pos0 + i.  x [>=n, n_heads*head_dim]. */
-    pl_status (*rope)(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0,
-                      const pl_rope_params *p);
+    pl_status (*rope)(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p);
     /* cache[pos0 + i, :] = src[i, :] for i < n, converted to the cache's type (F32 or F16).
      * src [>=n, d]; cache [n_ctx, d]; pos0 + n <= n_ctx. */
     pl_status (*kv_store)(pl_backend *be, const pl_buf *src, int64_t n, int64_t pos0,
@@ -116,24 +114,23 @@ typedef struct pl_backend_methods {
      * (the CPU backend rounds q and the value accumulator to f16 as llama.cpp does, see
      * cpu_attention.c); compare backends on F16 caches with an f16-sized tolerance. */
     pl_status (*attention)(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
-                           const pl_buf *v_cache, int64_t n, int64_t pos0,
-                           const pl_attn_params *p, pl_buf *out);
+                           const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
+                           pl_buf *out);
     /* out[i] = silu(gate[i]) * up[i] for the first count values; silu(x) = x / (1 + e^-x). */
     pl_status (*swiglu)(pl_backend *be, const pl_buf *gate, const pl_buf *up, int64_t count,
                         pl_buf *out);
     /* ids[dst0 + r] = index of the largest value of x row r, for r < rows (ties: lowest
      * index; NaN values are skipped, and a row of NaN alone gives -1).  x [>=rows, cols];
      * ids I32. */
-    pl_status (*argmax)(pl_backend *be, const pl_buf *x, int64_t rows, pl_buf *ids,
-                        int64_t dst0);
+    pl_status (*argmax)(pl_backend *be, const pl_buf *x, int64_t rows, pl_buf *ids, int64_t dst0);
     /* The k largest values of x row `row`, descending (ties: lower index first; NaN values
      * are skipped, and places left over get id -1, value -inf): ids I32 [>=k], vals F32
      * [>=k]. */
     pl_status (*topk)(pl_backend *be, const pl_buf *x, int64_t row, int64_t k, pl_buf *ids,
                       pl_buf *vals);
     /* dst values [dst0, dst0+count) = src values [src0, src0+count); same type, F32/F16/I32. */
-    pl_status (*copy)(pl_backend *be, const pl_buf *src, int64_t src0, int64_t count,
-                      pl_buf *dst, int64_t dst0);
+    pl_status (*copy)(pl_backend *be, const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst,
+                      int64_t dst0);
 
     /* ---- lifetime ---- */
     /* Free the backend; every buffer must have been freed before. */
@@ -146,14 +143,16 @@ typedef struct pl_backend_methods {
 #define PL_BACKEND_SLOTS(X)                                                                        \
     X(buf_new)                                                                                     \
     X(buf_weight)                                                                                  \
-    X(buf_free) X(write) X(read) X(embed) X(rms_norm) X(matmul) X(add) X(rope) X(kv_store)         \
-        X(attention) X(swiglu) X(argmax) X(topk) X(copy) X(destroy)
+    X(buf_free)                                                                                    \
+    X(write)                                                                                       \
+    X(read) X(embed) X(rms_norm) X(matmul) X(add) X(rope) X(kv_store) X(attention) X(swiglu)       \
+        X(argmax) X(topk) X(copy) X(destroy)
 
 /* A backend instance; the implementation embeds it as its first member. */
 struct pl_backend {
     const pl_backend_methods *m;
-    const char *name; /* "cpu", "webgpu" */
-    char device[160]; /* one line for reports: "cpu, 2 threads" */
+    const char *name;  /* "cpu", "webgpu" */
+    char device[160];  /* one line for reports: "cpu, 2 threads" */
     int64_t live_bufs; /* maintained by backend.c: buffers not yet freed */
     /* Quantised activations for Q4_0/Q8_0 weights (see matmul). 0 when a backend is
      * created: exact float activations, the reference; pl_backend_open sets it as asked
@@ -182,20 +181,19 @@ pl_status pl_be_write(pl_buf *dst, int64_t offset, const void *src, int64_t nbyt
 pl_status pl_be_read(const pl_buf *src, int64_t offset, void *dst, int64_t nbytes);
 
 pl_status pl_be_embed(const pl_buf *table, const pl_buf *ids, int64_t n, pl_buf *out);
-pl_status pl_be_rms_norm(const pl_buf *x, const pl_buf *w, int64_t rows, int64_t cols,
-                         float eps, pl_buf *out);
+pl_status pl_be_rms_norm(const pl_buf *x, const pl_buf *w, int64_t rows, int64_t cols, float eps,
+                         pl_buf *out);
 pl_status pl_be_matmul(const pl_buf *w, const pl_buf *x, const pl_buf *bias, int64_t n,
                        bool accumulate, pl_buf *out);
 pl_status pl_be_add(const pl_buf *a, const pl_buf *b, int64_t count, pl_buf *out);
 pl_status pl_be_rope(pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p);
 pl_status pl_be_kv_store(const pl_buf *src, int64_t n, int64_t pos0, pl_buf *cache);
-pl_status pl_be_attention(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache,
-                          int64_t n, int64_t pos0, const pl_attn_params *p, pl_buf *out);
+pl_status pl_be_attention(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache, int64_t n,
+                          int64_t pos0, const pl_attn_params *p, pl_buf *out);
 pl_status pl_be_swiglu(const pl_buf *gate, const pl_buf *up, int64_t count, pl_buf *out);
 pl_status pl_be_argmax(const pl_buf *x, int64_t rows, pl_buf *ids, int64_t dst0);
 pl_status pl_be_topk(const pl_buf *x, int64_t row, int64_t k, pl_buf *ids, pl_buf *vals);
-pl_status pl_be_copy(const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst,
-                     int64_t dst0);
+pl_status pl_be_copy(const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst, int64_t dst0);
 
 /* Destroy a backend (NULL is fine). */
 void pl_be_destroy(pl_backend *be);

@@ -15,7 +15,9 @@ struct pl_json_doc {
     pl_json *root;
 };
 
-static void *arena_alloc(pl_json_doc *d, size_t n) { return pl_arena_alloc(&d->arena, n); }
+static void *arena_alloc(pl_json_doc *d, size_t n) {
+    return pl_arena_alloc(&d->arena, n);
+}
 
 void pl_json_doc_free(pl_json_doc *d) {
     if (!d) return;
@@ -23,7 +25,9 @@ void pl_json_doc_free(pl_json_doc *d) {
     free(d);
 }
 
-const pl_json *pl_json_root(const pl_json_doc *d) { return d ? d->root : NULL; }
+const pl_json *pl_json_root(const pl_json_doc *d) {
+    return d ? d->root : NULL;
+}
 
 /* ---- parser ---- */
 
@@ -70,8 +74,10 @@ static int hex4(const char *p) {
     int v = 0;
     for (int i = 0; i < 4; i++) {
         char c = p[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                     : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (d < 0) return -1;
         v = v * 16 + d;
     }
@@ -167,8 +173,10 @@ static pl_json *parse_number(parser *ps) {
     bool integral = true;
     if (p < ps->end && *p == '-') p++;
     if (p >= ps->end || !(*p >= '0' && *p <= '9')) goto bad;
-    if (*p == '0') p++;
-    else while (p < ps->end && *p >= '0' && *p <= '9') p++;
+    if (*p == '0')
+        p++;
+    else
+        while (p < ps->end && *p >= '0' && *p <= '9') p++;
     if (p < ps->end && *p == '.') {
         integral = false;
         p++;
@@ -423,9 +431,14 @@ void pl_json_quote(pl_strbuf *b, const char *s, size_t n, bool ascii_only) {
             pl_sb_append(b, e, 2);
             i++;
         } else if (c < 0x20) {
-            const char *e = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t"
-                          : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-            if (e) pl_sb_puts(b, e);
+            const char *e = c == '\n'   ? "\\n"
+                            : c == '\r' ? "\\r"
+                            : c == '\t' ? "\\t"
+                            : c == '\b' ? "\\b"
+                            : c == '\f' ? "\\f"
+                                        : NULL;
+            if (e)
+                pl_sb_puts(b, e);
             else {
                 char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
                 pl_sb_append(b, u, 6);
@@ -449,8 +462,12 @@ void pl_json_quote(pl_strbuf *b, const char *s, size_t n, bool ascii_only) {
                     nu = 2;
                 }
                 for (int u = 0; u < nu; u++) {
-                    char e[6] = {'\\', 'u', hex[units[u] >> 12], hex[(units[u] >> 8) & 15],
-                                 hex[(units[u] >> 4) & 15], hex[units[u] & 15]};
+                    char e[6] = {'\\',
+                                 'u',
+                                 hex[units[u] >> 12],
+                                 hex[(units[u] >> 8) & 15],
+                                 hex[(units[u] >> 4) & 15],
+                                 hex[units[u] & 15]};
                     pl_sb_append(b, e, 6);
                 }
             }
@@ -466,15 +483,16 @@ void pl_json_write(pl_strbuf *b, const pl_json *v) {
     case PL_JSON_TRUE: pl_sb_puts(b, "true"); return;
     case PL_JSON_FALSE: pl_sb_puts(b, "false"); return;
     case PL_JSON_NUMBER:
-        if (v->n.is_int) pl_sb_printf(b, "%lld", (long long)v->n.i);
+        if (v->n.is_int)
+            pl_sb_printf(b, "%lld", (long long)v->n.i);
         else if (isfinite(v->n.num)) {
             /* keep a non-integer number looking like one (-0.0, 5.0), so it reads back so */
             char buf[40];
             snprintf(buf, sizeof buf, "%.17g", v->n.num);
             pl_sb_puts(b, buf);
             if (!strpbrk(buf, ".eE")) pl_sb_puts(b, ".0");
-        }
-        else pl_sb_puts(b, v->n.num < 0 ? "-1e999" : "1e999"); /* overflowed on input */
+        } else
+            pl_sb_puts(b, v->n.num < 0 ? "-1e999" : "1e999"); /* overflowed on input */
         return;
     case PL_JSON_STRING: pl_json_quote(b, v->str.s, v->str.len, false); return;
     case PL_JSON_ARRAY:

@@ -12,15 +12,20 @@ static size_t utf8_seq(const unsigned char *s, size_t n) {
     if (c < 0x80) return 1;
     size_t k;
     unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf) k = 2;
+    if (c >= 0xc2 && c <= 0xdf)
+        k = 2;
     else if (c >= 0xe0 && c <= 0xef) {
         k = 3;
-        if (c == 0xe0) lo = 0xa0;      /* no overlongs */
-        else if (c == 0xed) hi = 0x9f; /* no surrogates */
+        if (c == 0xe0)
+            lo = 0xa0; /* no overlongs */
+        else if (c == 0xed)
+            hi = 0x9f; /* no surrogates */
     } else if (c >= 0xf0 && c <= 0xf4) {
         k = 4;
-        if (c == 0xf0) lo = 0x90;
-        else if (c == 0xf4) hi = 0x8f; /* <= U+10FFFF */
+        if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f; /* <= U+10FFFF */
     } else
         return 0;
     if (n < k || s[1] < lo || s[1] > hi) return 0;
@@ -37,8 +42,10 @@ void pl_json_str(FILE *f, const char *str, size_t len) {
         unsigned c = s[i];
         if (c >= 0x80) {
             size_t k = utf8_seq(s + i, len - i);
-            if (k) fwrite(s + i, 1, k, f);
-            else fputs("\\ufffd", f);
+            if (k)
+                fwrite(s + i, 1, k, f);
+            else
+                fputs("\\ufffd", f);
             i += k ? k : 1;
             continue;
         }
@@ -49,8 +56,10 @@ void pl_json_str(FILE *f, const char *str, size_t len) {
         case '\r': fputs("\\r", f); break;
         case '\t': fputs("\\t", f); break;
         default:
-            if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
-            else fputc((int)c, f);
+            if (c < 0x20 || c == 0x7f)
+                fprintf(f, "\\u%04x", c);
+            else
+                fputc((int)c, f);
         }
         i++;
     }
@@ -58,8 +67,10 @@ void pl_json_str(FILE *f, const char *str, size_t len) {
 }
 
 void pl_json_num(FILE *f, double v, int is_f32) {
-    if (!isfinite(v)) fputs("null", f);
-    else fprintf(f, is_f32 ? "%.9g" : "%.17g", v);
+    if (!isfinite(v))
+        fputs("null", f);
+    else
+        fprintf(f, is_f32 ? "%.9g" : "%.17g", v);
 }
 
 size_t pl_utf8_clip(const char *s, size_t len, size_t max) {

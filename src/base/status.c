@@ -18,6 +18,10 @@ pl_status pl_fail(pl_status code, const char *fmt, ...) {
     return code;
 }
 
-const char *pl_last_error(void) { return last_error; }
+const char *pl_last_error(void) {
+    return last_error;
+}
 
-void pl_clear_error(void) { last_error[0] = 0; }
+void pl_clear_error(void) {
+    last_error[0] = 0;
+}

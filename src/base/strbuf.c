@@ -32,8 +32,12 @@ void pl_sb_append(pl_strbuf *b, const char *s, size_t n) {
     b->s[b->len] = 0;
 }
 
-void pl_sb_puts(pl_strbuf *b, const char *s) { pl_sb_append(b, s, strlen(s)); }
-void pl_sb_putc(pl_strbuf *b, char c) { pl_sb_append(b, &c, 1); }
+void pl_sb_puts(pl_strbuf *b, const char *s) {
+    pl_sb_append(b, s, strlen(s));
+}
+void pl_sb_putc(pl_strbuf *b, char c) {
+    pl_sb_append(b, &c, 1);
+}
 
 void pl_sb_printf(pl_strbuf *b, const char *fmt, ...) {
     char small[128];

@@ -11,7 +11,7 @@
 typedef struct {
     char *s;
     size_t len, cap;
-    size_t max;  /* 0 = no limit; otherwise appends that would pass it fail */
+    size_t max; /* 0 = no limit; otherwise appends that would pass it fail */
     bool failed;
 } pl_strbuf;
 

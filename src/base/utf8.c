@@ -10,10 +10,14 @@ int pl_utf8_decode(const char *s, size_t len, uint32_t *cp) {
     }
     int n;
     uint32_t v, min;
-    if (c >= 0xC2 && c < 0xE0) n = 2, v = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c < 0xF0) n = 3, v = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c < 0xF5) n = 4, v = c & 0x07, min = 0x10000;
-    else goto bad;
+    if (c >= 0xC2 && c < 0xE0)
+        n = 2, v = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c < 0xF0)
+        n = 3, v = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c < 0xF5)
+        n = 4, v = c & 0x07, min = 0x10000;
+    else
+        goto bad;
     if (len < (size_t)n) goto bad;
     for (int i = 1; i < n; i++) {
         if ((u[i] & 0xC0) != 0x80) goto bad;
@@ -50,7 +54,6 @@ int pl_utf8_encode(uint32_t cp, char *out) {
     o[3] = (unsigned char)(0x80 | (cp & 0x3F));
     return 4;
 }
-
 
 bool pl_utf8_is_valid(const char *s, size_t n) {
     for (size_t i = 0; i < n;) {

@@ -110,7 +110,8 @@ static void attn_item(void *ctx, int64_t item) {
     const float *q = fptr(j->q) + i * j->q->ne0 + kvh * g * hd;
     float *o = fptr(j->out) + i * j->out->ne0 + kvh * g * hdv;
     if (j->k->type == PL_TYPE_F32) {
-        for (int64_t h = 0; h < g; h++) attend_f32(j, q + h * hd, kvh, n_keys, o + h * hdv, scratch);
+        for (int64_t h = 0; h < g; h++)
+            attend_f32(j, q + h * hd, kvh, n_keys, o + h * hdv, scratch);
     } else {
         attend_f16(j, q, g, kvh, n_keys, o, scratch);
     }
@@ -118,8 +119,8 @@ static void attn_item(void *ctx, int64_t item) {
 }
 
 pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
-                           const pl_buf *v_cache, int64_t n, int64_t pos0,
-                           const pl_attn_params *p, pl_buf *out) {
+                           const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
+                           pl_buf *out) {
     cpu_backend *c = cpu_of(be);
     attn_job j = {.c = c, .q = q, .k = k_cache, .v = v_cache, .out = out, .pos0 = pos0, .p = p};
     atomic_init(&j.failed, 0);

@@ -87,7 +87,9 @@ void pl_pool_free(pl_pool *p) {
     free(p);
 }
 
-int pl_pool_threads(const pl_pool *p) { return p->n_threads; }
+int pl_pool_threads(const pl_pool *p) {
+    return p->n_threads;
+}
 
 void pl_pool_run(pl_pool *p, int64_t n_items, pl_pool_fn fn, void *ctx) {
     if (n_items <= 0) return;

@@ -50,11 +50,21 @@ void pl_gguf_free(pl_gguf *g) {
 
 /* ---- reading accessors ---- */
 
-uint32_t pl_gguf_version(const pl_gguf *g) { return g->version; }
-uint32_t pl_gguf_alignment(const pl_gguf *g) { return g->alignment; }
-uint64_t pl_gguf_file_size(const pl_gguf *g) { return g->size; }
-int64_t pl_gguf_kv_count(const pl_gguf *g) { return (int64_t)g->n_kv; }
-int64_t pl_gguf_tensor_count(const pl_gguf *g) { return (int64_t)g->n_tensors; }
+uint32_t pl_gguf_version(const pl_gguf *g) {
+    return g->version;
+}
+uint32_t pl_gguf_alignment(const pl_gguf *g) {
+    return g->alignment;
+}
+uint64_t pl_gguf_file_size(const pl_gguf *g) {
+    return g->size;
+}
+int64_t pl_gguf_kv_count(const pl_gguf *g) {
+    return (int64_t)g->n_kv;
+}
+int64_t pl_gguf_tensor_count(const pl_gguf *g) {
+    return (int64_t)g->n_tensors;
+}
 
 const pl_gguf_kv *pl_gguf_kv_at(const pl_gguf *g, int64_t i) {
     return i >= 0 && (uint64_t)i < g->n_kv ? &g->kv[i] : NULL;
@@ -111,10 +121,14 @@ bool pl_gguf_get_int(const pl_gguf *g, const char *key, int64_t *out) {
 bool pl_gguf_get_float(const pl_gguf *g, const char *key, double *out) {
     const pl_gguf_value *v = pl_gguf_get(g, key);
     if (!v) return false;
-    if (v->type == PL_GGUF_FLOAT32 || v->type == PL_GGUF_FLOAT64) *out = v->f;
-    else if (is_unsigned(v->type)) *out = (double)v->u;
-    else if (is_signed(v->type)) *out = (double)v->i;
-    else return false;
+    if (v->type == PL_GGUF_FLOAT32 || v->type == PL_GGUF_FLOAT64)
+        *out = v->f;
+    else if (is_unsigned(v->type))
+        *out = (double)v->u;
+    else if (is_signed(v->type))
+        *out = (double)v->i;
+    else
+        return false;
     return true;
 }
 
@@ -168,7 +182,7 @@ bool pl_gguf_arr_at(const pl_gguf_value *v, uint64_t i, pl_gguf_value *out) {
 }
 
 const char *pl_gguf_type_name(uint32_t t) {
-    static const char *names[] = {"u8",  "i8",  "u16", "i16", "u32", "i32", "f32",
+    static const char *names[] = {"u8",   "i8",  "u16", "i16", "u32", "i32", "f32",
                                   "bool", "str", "arr", "u64", "i64", "f64"};
     return t < PL_GGUF_TYPE_COUNT ? names[t] : "?";
 }
@@ -300,7 +314,9 @@ void pl_gguf_remove(pl_gguf *g, const char *key) {
     g->n_kv--;
 }
 
-static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+static uint64_t align_up(uint64_t x, uint64_t a) {
+    return (x + a - 1) / a * a;
+}
 
 pl_status pl_gguf_add_tensor(pl_gguf *g, const char *name, uint32_t type, uint32_t n_dims,
                              const int64_t *ne, const void *data) {
@@ -308,7 +324,8 @@ pl_status pl_gguf_add_tensor(pl_gguf *g, const char *name, uint32_t type, uint32
     if (!tr) return pl_fail(PL_ERR_ARG, "gguf: unknown tensor type %u", type);
     if (n_dims < 1 || n_dims > PL_GGUF_MAX_DIMS)
         return pl_fail(PL_ERR_ARG, "gguf: tensor '%s' needs 1..4 dims", name);
-    if (pl_gguf_find_tensor(g, name)) return pl_fail(PL_ERR_ARG, "gguf: duplicate tensor '%s'", name);
+    if (pl_gguf_find_tensor(g, name))
+        return pl_fail(PL_ERR_ARG, "gguf: duplicate tensor '%s'", name);
     if (ne[0] % tr->block_size)
         return pl_fail(PL_ERR_ARG, "gguf: tensor '%s' row %lld is not a multiple of %d", name,
                        (long long)ne[0], tr->block_size);
@@ -349,8 +366,12 @@ static void w_bytes(wr *w, const void *p, size_t n) {
     if (n && !w->err && fwrite(p, 1, n, w->f) != n) w->err = errno ? errno : EIO;
     w->n += n;
 }
-static void w_u32(wr *w, uint32_t v) { w_bytes(w, &v, 4); }
-static void w_u64(wr *w, uint64_t v) { w_bytes(w, &v, 8); }
+static void w_u32(wr *w, uint32_t v) {
+    w_bytes(w, &v, 4);
+}
+static void w_u64(wr *w, uint64_t v) {
+    w_bytes(w, &v, 8);
+}
 static void w_str(wr *w, pl_gguf_str s) {
     w_u64(w, s.len);
     w_bytes(w, s.ptr, s.len);
@@ -377,7 +398,8 @@ static void w_value(wr *w, const pl_gguf_value *v) {
         w_u32(w, v->arr.elem_type);
         w_u64(w, v->arr.count);
         size_t ees = pl_gguf_type_size(v->arr.elem_type);
-        if (ees) w_bytes(w, v->arr.data, v->arr.count * ees);
+        if (ees)
+            w_bytes(w, v->arr.data, v->arr.count * ees);
         else
             for (uint64_t i = 0; i < v->arr.count; i++) w_value(w, &v->arr.items[i]);
     }

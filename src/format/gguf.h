@@ -18,7 +18,7 @@
 #include "../base/file_map.h"
 #include "../base/status.h"
 
-#define PL_GGUF_MAX_DIMS 4
+#define PL_GGUF_MAX_DIMS          4
 #define PL_GGUF_DEFAULT_ALIGNMENT 32
 
 typedef enum {
@@ -73,7 +73,7 @@ typedef struct {
     uint32_t type;                /* pl_type */
     uint64_t offset;              /* from the start of the data section, aligned */
     uint64_t nbytes;
-    const void *data;             /* into the mapped file; NULL for a tensor being built */
+    const void *data; /* into the mapped file; NULL for a tensor being built */
 } pl_gguf_tensor;
 
 typedef struct pl_gguf pl_gguf;
@@ -135,8 +135,7 @@ pl_status pl_gguf_set_str(pl_gguf *g, const char *key, const char *v);
 /* Numeric array of `count` elements of elem_type, packed little-endian at data. */
 pl_status pl_gguf_set_arr(pl_gguf *g, const char *key, uint32_t elem_type, const void *data,
                           uint64_t count);
-pl_status pl_gguf_set_str_arr(pl_gguf *g, const char *key, const char *const *strs,
-                              uint64_t count);
+pl_status pl_gguf_set_str_arr(pl_gguf *g, const char *key, const char *const *strs, uint64_t count);
 /* Copy any value (e.g. from another file) under key. */
 pl_status pl_gguf_set_value(pl_gguf *g, const char *key, const pl_gguf_value *v);
 /* Remove a key if present. */

@@ -13,9 +13,9 @@
 #include "gguf_internal.h"
 #include "quant.h"
 
-#define MAX_NESTING 8           /* arrays of arrays of ... deeper than this are refused */
-#define MAX_KEY_LEN 65536       /* keys are short names; anything longer is corruption */
-#define MAX_NAME_LEN 4096       /* tensor names likewise (ggml itself allows 63 bytes) */
+#define MAX_NESTING  8     /* arrays of arrays of ... deeper than this are refused */
+#define MAX_KEY_LEN  65536 /* keys are short names; anything longer is corruption */
+#define MAX_NAME_LEN 4096  /* tensor names likewise (ggml itself allows 63 bytes) */
 
 typedef struct {
     const uint8_t *p, *end, *base;
@@ -39,7 +39,9 @@ static shown show(pl_gguf_str name) {
     return out;
 }
 
-static uint64_t cur_pos(const cursor *c) { return (uint64_t)(c->p - c->base); }
+static uint64_t cur_pos(const cursor *c) {
+    return (uint64_t)(c->p - c->base);
+}
 
 static pl_status need(cursor *c, uint64_t n, const char *what) {
     if ((uint64_t)(c->end - c->p) < n)
@@ -96,11 +98,36 @@ void pl_gguf_load_scalar(pl_gguf_value *v, uint32_t t, const void *p) {
     case PL_GGUF_UINT8:
     case PL_GGUF_BOOL: v->u = *(const uint8_t *)p; break;
     case PL_GGUF_INT8: v->i = *(const int8_t *)p; break;
-    case PL_GGUF_UINT16: { uint16_t x; memcpy(&x, p, 2); v->u = x; break; }
-    case PL_GGUF_INT16: { int16_t x; memcpy(&x, p, 2); v->i = x; break; }
-    case PL_GGUF_UINT32: { uint32_t x; memcpy(&x, p, 4); v->u = x; break; }
-    case PL_GGUF_INT32: { int32_t x; memcpy(&x, p, 4); v->i = x; break; }
-    case PL_GGUF_FLOAT32: { float x; memcpy(&x, p, 4); v->f = x; break; }
+    case PL_GGUF_UINT16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        v->u = x;
+        break;
+    }
+    case PL_GGUF_INT16: {
+        int16_t x;
+        memcpy(&x, p, 2);
+        v->i = x;
+        break;
+    }
+    case PL_GGUF_UINT32: {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        v->u = x;
+        break;
+    }
+    case PL_GGUF_INT32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        v->i = x;
+        break;
+    }
+    case PL_GGUF_FLOAT32: {
+        float x;
+        memcpy(&x, p, 4);
+        v->f = x;
+        break;
+    }
     case PL_GGUF_UINT64: memcpy(&v->u, p, 8); break;
     case PL_GGUF_INT64: memcpy(&v->i, p, 8); break;
     case PL_GGUF_FLOAT64: memcpy(&v->f, p, 8); break;
@@ -118,7 +145,8 @@ static pl_status rd_array_head(cursor *c, uint32_t *et, uint64_t *n, int depth) 
         return pl_fail(PL_ERR_FORMAT, "gguf: bad array element type %u at byte %llu", *et,
                        (unsigned long long)cur_pos(c));
     size_t es = pl_gguf_type_size(*et);
-    if (!es && depth >= MAX_NESTING) return pl_fail(PL_ERR_FORMAT, "gguf: arrays nested too deeply");
+    if (!es && depth >= MAX_NESTING)
+        return pl_fail(PL_ERR_FORMAT, "gguf: arrays nested too deeply");
     uint64_t min_elem = es ? es : *et == PL_GGUF_STRING ? 8 : 12;
     if (*n > (uint64_t)(c->end - c->p) / min_elem)
         return pl_fail(PL_ERR_FORMAT, "gguf: array of %llu elements overruns the file",
@@ -229,7 +257,8 @@ static void set_put(name_slot *slot, uint64_t cap, name_slot x) {
 static pl_status set_add(name_set *s, pl_gguf_str name, bool *dup) {
     uint64_t h = hash_name(name.ptr, name.len);
     *dup = false;
-    for (uint64_t i = s->cap ? h & (s->cap - 1) : 0; s->cap && s->slot[i].ptr; i = (i + 1) & (s->cap - 1))
+    for (uint64_t i = s->cap ? h & (s->cap - 1) : 0; s->cap && s->slot[i].ptr;
+         i = (i + 1) & (s->cap - 1))
         if (s->slot[i].hash == h && s->slot[i].len == name.len &&
             !memcmp(s->slot[i].ptr, name.ptr, name.len)) {
             *dup = true;
@@ -279,8 +308,7 @@ static pl_status parse_kv(pl_gguf *g, cursor *c, uint64_t n_kv, name_set *seen) 
             return pl_fail(PL_ERR_FORMAT, "gguf: metadata key %llu has bad length %llu",
                            (unsigned long long)i, (unsigned long long)kv->key.len);
         if (set_add(seen, kv->key, &dup)) return PL_ERR_NOMEM;
-        if (dup)
-            return pl_fail(PL_ERR_FORMAT, "gguf: duplicate key '%s'", show(kv->key).s);
+        if (dup) return pl_fail(PL_ERR_FORMAT, "gguf: duplicate key '%s'", show(kv->key).s);
         if (rd_u32(c, &type, "metadata type")) return PL_ERR_FORMAT;
         if (type >= PL_GGUF_TYPE_COUNT)
             return pl_fail(PL_ERR_FORMAT, "gguf: key '%s' has bad type %u", show(kv->key).s, type);
@@ -312,17 +340,16 @@ static pl_status parse_tensor_info(pl_gguf *g, cursor *c, pl_gguf_tensor *t, uin
         return PL_ERR_FORMAT;
     const pl_type_traits *tr = pl_type_get(t->type);
     if (!tr)
-        return pl_fail(PL_ERR_FORMAT, "gguf: tensor '%s' has unknown type %u", show(t->name).s, t->type);
+        return pl_fail(PL_ERR_FORMAT, "gguf: tensor '%s' has unknown type %u", show(t->name).s,
+                       t->type);
     if (t->ne[0] % tr->block_size)
         return pl_fail(PL_ERR_FORMAT,
                        "gguf: tensor '%s' row of %lld is not a multiple of %s's block %d",
-                       show(t->name).s, (long long)t->ne[0], tr->name,
-                       tr->block_size);
+                       show(t->name).s, (long long)t->ne[0], tr->name, tr->block_size);
     if (tensor_bytes(t, tr, &t->nbytes)) return PL_ERR_FORMAT;
     if (t->offset % g->alignment)
         return pl_fail(PL_ERR_FORMAT, "gguf: tensor '%s' offset %llu is not aligned to %u",
-                       show(t->name).s, (unsigned long long)t->offset,
-                       g->alignment);
+                       show(t->name).s, (unsigned long long)t->offset, g->alignment);
     return PL_OK;
 }
 
@@ -368,8 +395,7 @@ static pl_status parse(pl_gguf *g, const uint8_t *buf, size_t len, name_set *see
         if (st) return st;
         g->n_tensors = i + 1;
         if (set_add(seen, t->name, &dup)) return PL_ERR_NOMEM;
-        if (dup)
-            return pl_fail(PL_ERR_FORMAT, "gguf: duplicate tensor '%s'", show(t->name).s);
+        if (dup) return pl_fail(PL_ERR_FORMAT, "gguf: duplicate tensor '%s'", show(t->name).s);
     }
 
     /* The data section starts at the next multiple of the alignment. A file with no

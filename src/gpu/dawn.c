@@ -34,14 +34,14 @@
 #ifdef PL_LSAN
 #include <sanitizer/lsan_interface.h>
 #define PL_LSAN_OFF() __lsan_disable()
-#define PL_LSAN_ON() __lsan_enable()
+#define PL_LSAN_ON()  __lsan_enable()
 #else
 #define PL_LSAN_OFF() ((void)0)
-#define PL_LSAN_ON() ((void)0)
+#define PL_LSAN_ON()  ((void)0)
 #endif
 
-#define STAGE_LIMIT (8u << 20) /* bytes written between submits while uploading */
-#define WAIT_LIMIT_S 600.0     /* a wait longer than this means the device is stuck */
+#define STAGE_LIMIT  (8u << 20) /* bytes written between submits while uploading */
+#define WAIT_LIMIT_S 600.0      /* a wait longer than this means the device is stuck */
 
 typedef struct {
 #define PL_DECLARE_PROC(name, ret, args) ret(*name) args;
@@ -54,7 +54,7 @@ struct pl_gpu_kernel {
     WGPUComputePipeline pipe;
     WGPUBindGroupLayout layout;
     uint64_t hash;
-    char *wgsl;         /* kept to find identical kernels (the pipeline cache) */
+    char *wgsl; /* kept to find identical kernels (the pipeline cache) */
     int refs;
     pl_gpu_kernel *next;
 };
@@ -113,8 +113,10 @@ static void sv_line(char *dst, size_t cap, WGPUStringView v) {
         char c = v.data[i];
         if (c == '\n') {
             /* skip the empty lines and source excerpts WGSL messages carry */
-            if (o && i + 1 < n && v.data[i + 1] != ' ' && v.data[i + 1] != '\n') c = ' ';
-            else break;
+            if (o && i + 1 < n && v.data[i + 1] != ' ' && v.data[i + 1] != '\n')
+                c = ' ';
+            else
+                break;
         }
         dst[o++] = c;
     }
@@ -362,11 +364,11 @@ pl_status pl_gpu_open(const char *lib, pl_gpu **out) {
         free(g);
         return pl_fail(PL_ERR, "%s", why);
     }
-#define PL_LOAD_PROC(name, ret, args)                                                             \
-    *(void **)&g->p.name = dlsym(g->lib, #name);                                                  \
-    if (!g->p.name) {                                                                             \
-        free(g);                                                                                  \
-        return pl_fail(PL_ERR, "Dawn library lacks %s (wrong version?)", #name);                  \
+#define PL_LOAD_PROC(name, ret, args)                                                              \
+    *(void **)&g->p.name = dlsym(g->lib, #name);                                                   \
+    if (!g->p.name) {                                                                              \
+        free(g);                                                                                   \
+        return pl_fail(PL_ERR, "Dawn library lacks %s (wrong version?)", #name);                   \
     }
     PL_WGPU_PROCS(PL_LOAD_PROC)
 #undef PL_LOAD_PROC
@@ -406,8 +408,12 @@ void pl_gpu_close(pl_gpu *g) {
     free(g);
 }
 
-const pl_gpu_info *pl_gpu_get_info(const pl_gpu *g) { return &g->info; }
-const pl_gpu_stats *pl_gpu_get_stats(const pl_gpu *g) { return &g->stats; }
+const pl_gpu_info *pl_gpu_get_info(const pl_gpu *g) {
+    return &g->info;
+}
+const pl_gpu_stats *pl_gpu_get_stats(const pl_gpu *g) {
+    return &g->stats;
+}
 
 /* ------------------------------------------------------------------ buffers */
 
@@ -458,7 +464,9 @@ void pl_gpu_buf_free(pl_gpu_buf *b) {
     free(b);
 }
 
-uint64_t pl_gpu_buf_size(const pl_gpu_buf *b) { return b->size; }
+uint64_t pl_gpu_buf_size(const pl_gpu_buf *b) {
+    return b->size;
+}
 
 /* Submit what is queued and wait for it: releases staged upload memory. */
 static pl_status flush_queue(pl_gpu *g) {
@@ -526,7 +534,8 @@ pl_status pl_gpu_kernel_new(pl_gpu *g, const char *wgsl, const char *label, pl_g
         WGPUPopErrorScopeCallbackInfo ci = {NULL, WGPU_CALLBACK_MODE_WAIT_ANY_ONLY, on_scope, &r,
                                             NULL};
         pl_status w = wait_future(g, g->p.wgpuDevicePopErrorScope(g->dev, ci), "a pipeline");
-        if (st == PL_OK && w != PL_OK) st = w;
+        if (st == PL_OK && w != PL_OK)
+            st = w;
         else if (st == PL_OK && r.type != WGPU_ERROR_TYPE_NO_ERROR && r.type != 0)
             st = pl_fail(PL_ERR, "GPU kernel %s rejected: %s", label, r.msg);
     }
@@ -570,7 +579,8 @@ pl_status pl_gpu_bind_new(pl_gpu *g, const pl_gpu_kernel *k, const pl_gpu_ref *r
     for (int i = 0; i < n; i++) {
         const pl_gpu_ref *r = &refs[i];
         uint64_t size = r->size ? r->size : r->buf->size - r->offset;
-        uint32_t align = r->buf->usage == PL_GPU_UNIFORM ? g->info.uniform_align : g->info.storage_align;
+        uint32_t align =
+            r->buf->usage == PL_GPU_UNIFORM ? g->info.uniform_align : g->info.storage_align;
         if (r->offset % align || r->offset + size > r->buf->size ||
             (r->buf->usage == PL_GPU_STORAGE && size > g->info.max_binding))
             return pl_fail(PL_ERR_ARG, "GPU binding %d: range %llu+%llu does not fit", i,
@@ -686,8 +696,8 @@ pl_status pl_gpu_read(pl_gpu *g, pl_gpu_buf *b, uint64_t off, void *dst, size_t 
         take_error(g, "read");
         return pl_fail(PL_ERR, "GPU read back failed: %s", r.msg[0] ? r.msg : g->err_msg);
     }
-    const unsigned char *p = g->p.wgpuBufferGetConstMappedRange(b->buf, (size_t)lo,
-                                                                (size_t)(hi - lo));
+    const unsigned char *p =
+        g->p.wgpuBufferGetConstMappedRange(b->buf, (size_t)lo, (size_t)(hi - lo));
     if (p) memcpy(dst, p + (off - lo), n);
     g->p.wgpuBufferUnmap(b->buf);
     g->stats.bytes_read += n;

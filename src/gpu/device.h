@@ -24,18 +24,18 @@ typedef struct pl_gpu_bind pl_gpu_bind;
 
 /* What the adapter is and what it allows; filled by pl_gpu_open. */
 typedef struct {
-    char name[192];              /* "NVIDIA H200 (Vulkan; NVIDIA: 580.159.04 ...)" */
-    int software;                /* a CPU adapter (lavapipe): correct but slow */
-    int has_subgroups;           /* WGSL `enable subgroups;` is allowed */
+    char name[192];    /* "NVIDIA H200 (Vulkan; NVIDIA: 580.159.04 ...)" */
+    int software;      /* a CPU adapter (lavapipe): correct but slow */
+    int has_subgroups; /* WGSL `enable subgroups;` is allowed */
     uint32_t subgroup_min, subgroup_max;
-    uint64_t max_binding;        /* bytes one storage binding may span */
-    uint64_t max_buffer;         /* bytes one buffer may hold */
-    uint32_t max_groups_per_dim; /* workgroups per dispatch dimension (65535) */
-    uint32_t max_invocations;    /* threads per workgroup */
-    uint32_t max_wg_storage;     /* bytes of var<workgroup> */
-    uint32_t max_storage_buffers;/* storage bindings per shader */
-    uint32_t storage_align;      /* storage binding offsets must be multiples of this */
-    uint32_t uniform_align;      /* uniform binding offsets must be multiples of this */
+    uint64_t max_binding;         /* bytes one storage binding may span */
+    uint64_t max_buffer;          /* bytes one buffer may hold */
+    uint32_t max_groups_per_dim;  /* workgroups per dispatch dimension (65535) */
+    uint32_t max_invocations;     /* threads per workgroup */
+    uint32_t max_wg_storage;      /* bytes of var<workgroup> */
+    uint32_t max_storage_buffers; /* storage bindings per shader */
+    uint32_t storage_align;       /* storage binding offsets must be multiples of this */
+    uint32_t uniform_align;       /* uniform binding offsets must be multiples of this */
 } pl_gpu_info;
 
 /* Counters for benchmarks and notes. */

@@ -15,10 +15,10 @@
 
 typedef struct {
     const char *dawn_lib; /* NULL: default search (device.h) */
-    int no_fuse;          /* 1: one kernel per op (the simple path the fused one is checked against) */
-    int no_tune;          /* 1: skip the load-time autotune, use the built-in choices */
-    int no_selftest;      /* 1: skip the self-test (tests that run the kernels themselves) */
-    int hardware_only;    /* 1: fail on a software adapter (lavapipe), before any self-test */
+    int no_fuse;       /* 1: one kernel per op (the simple path the fused one is checked against) */
+    int no_tune;       /* 1: skip the load-time autotune, use the built-in choices */
+    int no_selftest;   /* 1: skip the self-test (tests that run the kernels themselves) */
+    int hardware_only; /* 1: fail on a software adapter (lavapipe), before any self-test */
 } pl_gpu_backend_opts;
 
 /* Open the GPU and make a backend; o may be NULL. Environment: POOLED_GPU_FUSE=0 turns

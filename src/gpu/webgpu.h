@@ -30,39 +30,39 @@ typedef struct WGPUPipelineLayoutImpl *WGPUPipelineLayout;
 typedef struct WGPUQueueImpl *WGPUQueue;
 typedef struct WGPUShaderModuleImpl *WGPUShaderModule;
 
-#define WGPU_STRLEN SIZE_MAX
+#define WGPU_STRLEN     SIZE_MAX
 #define WGPU_WHOLE_SIZE UINT64_MAX
 
 /* ---- enum values (Dawn's dawn.json of June 2025) ---- */
 #define WGPU_STYPE_SHADER_SOURCE_WGSL 0x00000002u
-#define WGPU_STYPE_DAWN_TOGGLES 0x0005000Au
+#define WGPU_STYPE_DAWN_TOGGLES       0x0005000Au
 
-#define WGPU_CALLBACK_MODE_WAIT_ANY_ONLY 1u
+#define WGPU_CALLBACK_MODE_WAIT_ANY_ONLY     1u
 #define WGPU_CALLBACK_MODE_ALLOW_SPONTANEOUS 3u
 
-#define WGPU_STATUS_SUCCESS 1u
-#define WGPU_WAIT_SUCCESS 1u
-#define WGPU_WAIT_TIMED_OUT 2u
+#define WGPU_STATUS_SUCCESS  1u
+#define WGPU_WAIT_SUCCESS    1u
+#define WGPU_WAIT_TIMED_OUT  2u
 #define WGPU_REQUEST_SUCCESS 1u /* adapter, device, map, work done, pop error scope */
 
-#define WGPU_ERROR_TYPE_NO_ERROR 1u
-#define WGPU_ERROR_FILTER_VALIDATION 1u
+#define WGPU_ERROR_TYPE_NO_ERROR        1u
+#define WGPU_ERROR_FILTER_VALIDATION    1u
 #define WGPU_ERROR_FILTER_OUT_OF_MEMORY 2u
-#define WGPU_ERROR_FILTER_INTERNAL 3u
+#define WGPU_ERROR_FILTER_INTERNAL      3u
 
-#define WGPU_BACKEND_NULL 1u
-#define WGPU_BACKEND_VULKAN 6u
+#define WGPU_BACKEND_NULL     1u
+#define WGPU_BACKEND_VULKAN   6u
 #define WGPU_ADAPTER_TYPE_CPU 3u
 
 #define WGPU_FEATURE_SHADER_F16 0x0000000Au
-#define WGPU_FEATURE_SUBGROUPS 0x00000011u
+#define WGPU_FEATURE_SUBGROUPS  0x00000011u
 
 #define WGPU_BUFFER_USAGE_MAP_READ 0x1ull
 #define WGPU_BUFFER_USAGE_COPY_SRC 0x4ull
 #define WGPU_BUFFER_USAGE_COPY_DST 0x8ull
-#define WGPU_BUFFER_USAGE_UNIFORM 0x40ull
-#define WGPU_BUFFER_USAGE_STORAGE 0x80ull
-#define WGPU_MAP_MODE_READ 0x1ull
+#define WGPU_BUFFER_USAGE_UNIFORM  0x40ull
+#define WGPU_BUFFER_USAGE_STORAGE  0x80ull
+#define WGPU_MAP_MODE_READ         0x1ull
 
 /* ---- plain structs ---- */
 typedef struct WGPUStringView {
@@ -279,61 +279,62 @@ _Static_assert(sizeof(WGPUFutureWaitInfo) == 16, "WGPUFutureWaitInfo layout");
 
 /* The functions dawn.c resolves with dlsym: name, return type, arguments. One list keeps the
  * pointer declarations and the lookup loop from drifting apart. */
-#define PL_WGPU_PROCS(X)                                                                          \
-    X(wgpuCreateInstance, WGPUInstance, (const WGPUInstanceDescriptor *))                         \
-    X(wgpuInstanceRelease, void, (WGPUInstance))                                                  \
-    X(wgpuInstanceRequestAdapter, WGPUFuture,                                                     \
-      (WGPUInstance, const WGPURequestAdapterOptions *, WGPURequestAdapterCallbackInfo))          \
-    X(wgpuInstanceWaitAny, WGPUEnum, (WGPUInstance, size_t, WGPUFutureWaitInfo *, uint64_t))      \
-    X(wgpuInstanceProcessEvents, void, (WGPUInstance))                                            \
-    X(wgpuAdapterGetInfo, WGPUEnum, (WGPUAdapter, WGPUAdapterInfo *))                             \
-    X(wgpuAdapterInfoFreeMembers, void, (WGPUAdapterInfo))                                        \
-    X(wgpuAdapterGetLimits, WGPUEnum, (WGPUAdapter, WGPULimits *))                                \
-    X(wgpuAdapterHasFeature, WGPUBool, (WGPUAdapter, WGPUEnum))                                   \
-    X(wgpuAdapterRequestDevice, WGPUFuture,                                                       \
-      (WGPUAdapter, const WGPUDeviceDescriptor *, WGPURequestDeviceCallbackInfo))                 \
-    X(wgpuAdapterRelease, void, (WGPUAdapter))                                                    \
-    X(wgpuDeviceGetLimits, WGPUEnum, (WGPUDevice, WGPULimits *))                                  \
-    X(wgpuDeviceHasFeature, WGPUBool, (WGPUDevice, WGPUEnum))                                     \
-    X(wgpuDeviceGetQueue, WGPUQueue, (WGPUDevice))                                                \
-    X(wgpuDeviceCreateBuffer, WGPUBuffer, (WGPUDevice, const WGPUBufferDescriptor *))             \
-    X(wgpuDeviceCreateShaderModule, WGPUShaderModule,                                             \
-      (WGPUDevice, const WGPUShaderModuleDescriptor *))                                           \
-    X(wgpuShaderModuleRelease, void, (WGPUShaderModule))                                          \
-    X(wgpuDeviceCreateComputePipeline, WGPUComputePipeline,                                       \
-      (WGPUDevice, const WGPUComputePipelineDescriptor *))                                        \
+#define PL_WGPU_PROCS(X)                                                                           \
+    X(wgpuCreateInstance, WGPUInstance, (const WGPUInstanceDescriptor *))                          \
+    X(wgpuInstanceRelease, void, (WGPUInstance))                                                   \
+    X(wgpuInstanceRequestAdapter, WGPUFuture,                                                      \
+      (WGPUInstance, const WGPURequestAdapterOptions *, WGPURequestAdapterCallbackInfo))           \
+    X(wgpuInstanceWaitAny, WGPUEnum, (WGPUInstance, size_t, WGPUFutureWaitInfo *, uint64_t))       \
+    X(wgpuInstanceProcessEvents, void, (WGPUInstance))                                             \
+    X(wgpuAdapterGetInfo, WGPUEnum, (WGPUAdapter, WGPUAdapterInfo *))                              \
+    X(wgpuAdapterInfoFreeMembers, void, (WGPUAdapterInfo))                                         \
+    X(wgpuAdapterGetLimits, WGPUEnum, (WGPUAdapter, WGPULimits *))                                 \
+    X(wgpuAdapterHasFeature, WGPUBool, (WGPUAdapter, WGPUEnum))                                    \
+    X(wgpuAdapterRequestDevice, WGPUFuture,                                                        \
+      (WGPUAdapter, const WGPUDeviceDescriptor *, WGPURequestDeviceCallbackInfo))                  \
+    X(wgpuAdapterRelease, void, (WGPUAdapter))                                                     \
+    X(wgpuDeviceGetLimits, WGPUEnum, (WGPUDevice, WGPULimits *))                                   \
+    X(wgpuDeviceHasFeature, WGPUBool, (WGPUDevice, WGPUEnum))                                      \
+    X(wgpuDeviceGetQueue, WGPUQueue, (WGPUDevice))                                                 \
+    X(wgpuDeviceCreateBuffer, WGPUBuffer, (WGPUDevice, const WGPUBufferDescriptor *))              \
+    X(wgpuDeviceCreateShaderModule, WGPUShaderModule,                                              \
+      (WGPUDevice, const WGPUShaderModuleDescriptor *))                                            \
+    X(wgpuShaderModuleRelease, void, (WGPUShaderModule))                                           \
+    X(wgpuDeviceCreateComputePipeline, WGPUComputePipeline,                                        \
+      (WGPUDevice, const WGPUComputePipelineDescriptor *))                                         \
     X(wgpuComputePipelineGetBindGroupLayout, WGPUBindGroupLayout, (WGPUComputePipeline, uint32_t)) \
-    X(wgpuComputePipelineRelease, void, (WGPUComputePipeline))                                    \
-    X(wgpuBindGroupLayoutRelease, void, (WGPUBindGroupLayout))                                    \
-    X(wgpuDeviceCreateBindGroup, WGPUBindGroup, (WGPUDevice, const WGPUBindGroupDescriptor *))    \
-    X(wgpuBindGroupRelease, void, (WGPUBindGroup))                                                \
-    X(wgpuDeviceCreateCommandEncoder, WGPUCommandEncoder, (WGPUDevice, const void *))             \
-    X(wgpuCommandEncoderBeginComputePass, WGPUComputePassEncoder, (WGPUCommandEncoder, const void *)) \
-    X(wgpuComputePassEncoderSetPipeline, void, (WGPUComputePassEncoder, WGPUComputePipeline))     \
-    X(wgpuComputePassEncoderSetBindGroup, void,                                                   \
-      (WGPUComputePassEncoder, uint32_t, WGPUBindGroup, size_t, const uint32_t *))                \
-    X(wgpuComputePassEncoderDispatchWorkgroups, void,                                             \
-      (WGPUComputePassEncoder, uint32_t, uint32_t, uint32_t))                                     \
-    X(wgpuComputePassEncoderEnd, void, (WGPUComputePassEncoder))                                  \
-    X(wgpuComputePassEncoderRelease, void, (WGPUComputePassEncoder))                              \
-    X(wgpuCommandEncoderCopyBufferToBuffer, void,                                                 \
-      (WGPUCommandEncoder, WGPUBuffer, uint64_t, WGPUBuffer, uint64_t, uint64_t))                 \
-    X(wgpuCommandEncoderFinish, WGPUCommandBuffer, (WGPUCommandEncoder, const void *))            \
-    X(wgpuCommandEncoderRelease, void, (WGPUCommandEncoder))                                      \
-    X(wgpuCommandBufferRelease, void, (WGPUCommandBuffer))                                        \
-    X(wgpuQueueSubmit, void, (WGPUQueue, size_t, const WGPUCommandBuffer *))                      \
-    X(wgpuQueueWriteBuffer, void, (WGPUQueue, WGPUBuffer, uint64_t, const void *, size_t))        \
-    X(wgpuQueueOnSubmittedWorkDone, WGPUFuture, (WGPUQueue, WGPUQueueWorkDoneCallbackInfo))       \
-    X(wgpuQueueRelease, void, (WGPUQueue))                                                        \
-    X(wgpuBufferMapAsync, WGPUFuture,                                                             \
-      (WGPUBuffer, WGPUFlags, size_t, size_t, WGPUBufferMapCallbackInfo))                         \
-    X(wgpuBufferGetConstMappedRange, const void *, (WGPUBuffer, size_t, size_t))                  \
-    X(wgpuBufferUnmap, void, (WGPUBuffer))                                                        \
-    X(wgpuBufferDestroy, void, (WGPUBuffer))                                                      \
-    X(wgpuBufferRelease, void, (WGPUBuffer))                                                      \
-    X(wgpuDevicePushErrorScope, void, (WGPUDevice, WGPUEnum))                                     \
-    X(wgpuDevicePopErrorScope, WGPUFuture, (WGPUDevice, WGPUPopErrorScopeCallbackInfo))           \
-    X(wgpuDeviceDestroy, void, (WGPUDevice))                                                      \
+    X(wgpuComputePipelineRelease, void, (WGPUComputePipeline))                                     \
+    X(wgpuBindGroupLayoutRelease, void, (WGPUBindGroupLayout))                                     \
+    X(wgpuDeviceCreateBindGroup, WGPUBindGroup, (WGPUDevice, const WGPUBindGroupDescriptor *))     \
+    X(wgpuBindGroupRelease, void, (WGPUBindGroup))                                                 \
+    X(wgpuDeviceCreateCommandEncoder, WGPUCommandEncoder, (WGPUDevice, const void *))              \
+    X(wgpuCommandEncoderBeginComputePass, WGPUComputePassEncoder,                                  \
+      (WGPUCommandEncoder, const void *))                                                          \
+    X(wgpuComputePassEncoderSetPipeline, void, (WGPUComputePassEncoder, WGPUComputePipeline))      \
+    X(wgpuComputePassEncoderSetBindGroup, void,                                                    \
+      (WGPUComputePassEncoder, uint32_t, WGPUBindGroup, size_t, const uint32_t *))                 \
+    X(wgpuComputePassEncoderDispatchWorkgroups, void,                                              \
+      (WGPUComputePassEncoder, uint32_t, uint32_t, uint32_t))                                      \
+    X(wgpuComputePassEncoderEnd, void, (WGPUComputePassEncoder))                                   \
+    X(wgpuComputePassEncoderRelease, void, (WGPUComputePassEncoder))                               \
+    X(wgpuCommandEncoderCopyBufferToBuffer, void,                                                  \
+      (WGPUCommandEncoder, WGPUBuffer, uint64_t, WGPUBuffer, uint64_t, uint64_t))                  \
+    X(wgpuCommandEncoderFinish, WGPUCommandBuffer, (WGPUCommandEncoder, const void *))             \
+    X(wgpuCommandEncoderRelease, void, (WGPUCommandEncoder))                                       \
+    X(wgpuCommandBufferRelease, void, (WGPUCommandBuffer))                                         \
+    X(wgpuQueueSubmit, void, (WGPUQueue, size_t, const WGPUCommandBuffer *))                       \
+    X(wgpuQueueWriteBuffer, void, (WGPUQueue, WGPUBuffer, uint64_t, const void *, size_t))         \
+    X(wgpuQueueOnSubmittedWorkDone, WGPUFuture, (WGPUQueue, WGPUQueueWorkDoneCallbackInfo))        \
+    X(wgpuQueueRelease, void, (WGPUQueue))                                                         \
+    X(wgpuBufferMapAsync, WGPUFuture,                                                              \
+      (WGPUBuffer, WGPUFlags, size_t, size_t, WGPUBufferMapCallbackInfo))                          \
+    X(wgpuBufferGetConstMappedRange, const void *, (WGPUBuffer, size_t, size_t))                   \
+    X(wgpuBufferUnmap, void, (WGPUBuffer))                                                         \
+    X(wgpuBufferDestroy, void, (WGPUBuffer))                                                       \
+    X(wgpuBufferRelease, void, (WGPUBuffer))                                                       \
+    X(wgpuDevicePushErrorScope, void, (WGPUDevice, WGPUEnum))                                      \
+    X(wgpuDevicePopErrorScope, WGPUFuture, (WGPUDevice, WGPUPopErrorScopeCallbackInfo))            \
+    X(wgpuDeviceDestroy, void, (WGPUDevice))                                                       \
     X(wgpuDeviceRelease, void, (WGPUDevice))
 
 #endif

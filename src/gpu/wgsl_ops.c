@@ -8,7 +8,9 @@
 #include "wgsl_gen.h"
 #include "wgsl_text.h"
 
-static int pow2(unsigned v) { return v && !(v & (v - 1)); }
+static int pow2(unsigned v) {
+    return v && !(v & (v - 1));
+}
 
 /* Early return for workgroups past `count` (a WGSL expression); uniform per workgroup. */
 static void group_guard(pl_wtext *t, const char *count) {
@@ -37,16 +39,16 @@ pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out) {
     pl_wtext_reduce_decl(&t, p->threads, 1);
     pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
     group_guard(&t, "args.a0");
-    pl_wtext_add(&t,
-                 "  let o = g * C;\n"
-                 "  var ss = 0.0;\n"
-                 "  for (var j = lid; j < C; j += T) { ss += x[o + j] * x[o + j]; }\n"
-                 "  red[lid] = ss;\n");
+    pl_wtext_add(&t, "  let o = g * C;\n"
+                     "  var ss = 0.0;\n"
+                     "  for (var j = lid; j < C; j += T) { ss += x[o + j] * x[o + j]; }\n"
+                     "  red[lid] = ss;\n");
     pl_wtext_reduce(&t, p->threads, 1, 0);
     pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(C) + ");
     pl_wtext_f32(&t, p->eps);
-    pl_wtext_add(&t, ");\n  for (var j = lid; j < C; j += T) { %s[o + j] = (x[o + j] * inv) * w[j]; }\n}\n",
-                 p->inplace ? "x" : "y");
+    pl_wtext_add(
+        &t, ");\n  for (var j = lid; j < C; j += T) { %s[o + j] = (x[o + j] * inv) * w[j]; }\n}\n",
+        p->inplace ? "x" : "y");
     return pl_wtext_finish(&t, out);
 }
 
@@ -65,16 +67,15 @@ static void rope_head(pl_wtext *t, const pl_rope_params_gpu *p, const char *x, c
                  "    workgroupBarrier();\n",
                  nh, nh, x);
     if (nw) {
-        pl_wtext_add(t,
-                     "    var ss = 0.0;\n"
-                     "    for (var d = lid; d < HD; d += T) { ss += hv[d] * hv[d]; }\n");
+        pl_wtext_add(t, "    var ss = 0.0;\n"
+                        "    for (var d = lid; d < HD; d += T) { ss += hv[d] * hv[d]; }\n");
         if (p->sg) {
-            pl_wtext_add(t,
-                         "    let s1 = subgroupAdd(ss);\n"
-                         "    if (sid == 0u) { red[lid / ssz] = s1; }\n"
-                         "    workgroupBarrier();\n"
-                         "    var tot = 0.0;\n"
-                         "    for (var j = 0u; j < (T + ssz - 1u) / ssz; j++) { tot += red[j]; }\n");
+            pl_wtext_add(
+                t, "    let s1 = subgroupAdd(ss);\n"
+                   "    if (sid == 0u) { red[lid / ssz] = s1; }\n"
+                   "    workgroupBarrier();\n"
+                   "    var tot = 0.0;\n"
+                   "    for (var j = 0u; j < (T + ssz - 1u) / ssz; j++) { tot += red[j]; }\n");
         } else {
             pl_wtext_add(t, "    red[lid] = ss;\n");
             pl_wtext_reduce(t, p->threads, 1, 0);
@@ -107,17 +108,23 @@ static void rope_head(pl_wtext *t, const pl_rope_params_gpu *p, const char *x, c
                      "    }\n",
                      nh);
     else if (store)
-        pl_wtext_add(t, "    for (var d = lid; d < HD; d += T) { kc[(pos * %s + hh) * HD + d] = hv[d]; }\n", nh);
+        pl_wtext_add(
+            t, "    for (var d = lid; d < HD; d += T) { kc[(pos * %s + hh) * HD + d] = hv[d]; }\n",
+            nh);
     if (store_v && p->cache_f16)
-        pl_wtext_add(t,
-                     "    let vb = (pos * %s + hh) * (HDV / 2u);\n"
-                     "    let vs = gg * HDV;\n"
-                     "    for (var j = lid; j < HDV / 2u; j += T) {\n"
-                     "      vc[vb + j] = pack2x16float(vec2<f32>(v[vs + 2u * j], v[vs + 2u * j + 1u]));\n"
-                     "    }\n",
-                     nh);
+        pl_wtext_add(
+            t,
+            "    let vb = (pos * %s + hh) * (HDV / 2u);\n"
+            "    let vs = gg * HDV;\n"
+            "    for (var j = lid; j < HDV / 2u; j += T) {\n"
+            "      vc[vb + j] = pack2x16float(vec2<f32>(v[vs + 2u * j], v[vs + 2u * j + 1u]));\n"
+            "    }\n",
+            nh);
     else if (store_v)
-        pl_wtext_add(t, "    for (var d = lid; d < HDV; d += T) { vc[(pos * %s + hh) * HDV + d] = v[gg * HDV + d]; }\n", nh);
+        pl_wtext_add(t,
+                     "    for (var d = lid; d < HDV; d += T) { vc[(pos * %s + hh) * HDV + d] = "
+                     "v[gg * HDV + d]; }\n",
+                     nh);
 }
 
 pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
@@ -127,8 +134,8 @@ pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
         !pow2(p->threads) || p->threads > 1024 || (p->store_v && !p->store) ||
         (p->pair_norm && !p->pair_heads) ||
         (p->store && p->cache_f16 && (HD % 2 || (p->store_v && (!HDV || HDV % 2)))))
-        return pl_fail(PL_ERR_ARG, "RoPE: bad shape (%u heads of %u, rotating %u)", p->n_heads,
-                       HD, p->rot_dim);
+        return pl_fail(PL_ERR_ARG, "RoPE: bad shape (%u heads of %u, rotating %u)", p->n_heads, HD,
+                       p->rot_dim);
     const char *ct = p->cache_f16 ? "u32" : "f32";
     int pair = p->pair_heads > 0;
     pl_wtext t = {0};
@@ -140,17 +147,20 @@ pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
                  "@group(0) @binding(1) var<storage, read> tab: array<f32>;\n",
                  p->n_heads, pair ? p->pair_heads : 1, HD, HDV, p->rot_dim / 2, p->threads);
     int b = 2;
-    if (p->norm) pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw: array<f32>;\n", b++);
+    if (p->norm)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw: array<f32>;\n", b++);
     if (pair) {
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> x2: array<f32>;\n", b++);
         if (p->pair_norm)
             pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw2: array<f32>;\n", b++);
     }
     if (p->store)
-        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> kc: array<%s>;\n", b++, ct);
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> kc: array<%s>;\n", b++,
+                     ct);
     if (p->store_v) {
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> v: array<f32>;\n", b++);
-        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> vc: array<%s>;\n", b++, ct);
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> vc: array<%s>;\n", b++,
+                     ct);
     }
     pl_wtext_args(&t, b);
     pl_wtext_add(&t, "var<workgroup> hv: array<f32, HD>;\n");
@@ -176,7 +186,9 @@ pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
 
 /* ------------------------------------------------------------------ copy / convert */
 
-static unsigned per_word(pl_gpu_etype e) { return e == PL_GE_F16 ? 2 : 1; }
+static unsigned per_word(pl_gpu_etype e) {
+    return e == PL_GE_F16 ? 2 : 1;
+}
 
 uint32_t pl_copy_groups(const pl_copy_params *p, uint32_t dst0, uint32_t count) {
     if (!count) return 0;
@@ -188,8 +200,7 @@ uint32_t pl_copy_groups(const pl_copy_params *p, uint32_t dst0, uint32_t count) 
 /* WGSL expression: source element `i` as the destination type (f32 value, f16 bits, i32). */
 static const char *src_expr(pl_gpu_etype s, pl_gpu_etype d) {
     if (d == PL_GE_I32) return "src[i]";
-    if (d == PL_GE_F32)
-        return s == PL_GE_F16 ? "unpack2x16float(src[i >> 1u])[i & 1u]" : "src[i]";
+    if (d == PL_GE_F32) return s == PL_GE_F16 ? "unpack2x16float(src[i >> 1u])[i & 1u]" : "src[i]";
     /* f16 destination: 16 bits */
     return s == PL_GE_F16 ? "((src[i >> 1u] >> (16u * (i & 1u))) & 0xffffu)"
                           : "(pack2x16float(vec2<f32>(src[i], 0.0)) & 0xffffu)";
@@ -269,8 +280,8 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                  "const HD = %uu;\nconst HDV = %uu;\nconst NH = %uu;\nconst GQ = %uu;\n"
                  "const KVD = %uu;\nconst VD = %uu;\nconst CH = %uu;\nconst MAXS = %uu;\n"
                  "const T = %uu;\nconst NW = %uu;\nconst NG = %uu;\n",
-                 HD, HDV, p->n_head, p->n_head / p->n_kv_head, kvd, vd, p->chunk, p->max_splits,
-                 T, nw, ng);
+                 HD, HDV, p->n_head, p->n_head / p->n_kv_head, kvd, vd, p->chunk, p->max_splits, T,
+                 nw, ng);
     pl_wtext_add(&t,
                  "@group(0) @binding(0) var<storage, read> q: array<f32>;\n"
                  "@group(0) @binding(1) var<storage, read> kc: array<%s>;\n"
@@ -296,75 +307,73 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                          "@builtin(subgroup_size) ssz: u32"
                        : "");
     group_guard(&t, "args.a2 * NH * ns");
-    pl_wtext_add(&t,
-                 "  let r = g / (NH * ns);\n  let h = (g / ns) %% NH;\n  let sp = g %% ns;\n"
-                 "  let qr = args.a1 + r;\n  let nk = args.a0 + qr + 1u;\n  let kvh = h / GQ;\n"
-                 "  let p0 = sp * CH;\n  let p1 = min(nk, p0 + CH);\n"
-                 "  let np = select(0u, p1 - p0, p1 > p0);\n"
-                 "  for (var d = lid; d < HD; d += T) { qs[d] = q[(qr * NH + h) * HD + d]; }\n"
-                 "  workgroupBarrier();\n"
-                 "  var m = bitcast<f32>(0xff7fffffu);\n"
-                 "  for (var i = lid; i < np; i += T) {\n"
-                 "    var acc = 0.0;\n");
+    pl_wtext_add(&t, "  let r = g / (NH * ns);\n  let h = (g / ns) %% NH;\n  let sp = g %% ns;\n"
+                     "  let qr = args.a1 + r;\n  let nk = args.a0 + qr + 1u;\n  let kvh = h / GQ;\n"
+                     "  let p0 = sp * CH;\n  let p1 = min(nk, p0 + CH);\n"
+                     "  let np = select(0u, p1 - p0, p1 > p0);\n"
+                     "  for (var d = lid; d < HD; d += T) { qs[d] = q[(qr * NH + h) * HD + d]; }\n"
+                     "  workgroupBarrier();\n"
+                     "  var m = bitcast<f32>(0xff7fffffu);\n"
+                     "  for (var i = lid; i < np; i += T) {\n"
+                     "    var acc = 0.0;\n");
     if (kvec && p->kv_f16)
-        pl_wtext_add(&t,
-                     "    let kb = ((p0 + i) * KVD + kvh * HD) / 8u;\n"
-                     "    for (var j = 0u; j < HD / 8u; j++) {\n"
-                     "      let w = kc[kb + j];\n"
-                     "      let qa = vec4<f32>(qs[8u * j], qs[8u * j + 1u], qs[8u * j + 2u], qs[8u * j + 3u]);\n"
-                     "      let qb = vec4<f32>(qs[8u * j + 4u], qs[8u * j + 5u], qs[8u * j + 6u], qs[8u * j + 7u]);\n"
-                     "      acc += dot(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)), qa)\n"
-                     "           + dot(vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)), qb);\n"
-                     "    }\n");
+        pl_wtext_add(
+            &t, "    let kb = ((p0 + i) * KVD + kvh * HD) / 8u;\n"
+                "    for (var j = 0u; j < HD / 8u; j++) {\n"
+                "      let w = kc[kb + j];\n"
+                "      let qa = vec4<f32>(qs[8u * j], qs[8u * j + 1u], qs[8u * j + 2u], qs[8u * j "
+                "+ 3u]);\n"
+                "      let qb = vec4<f32>(qs[8u * j + 4u], qs[8u * j + 5u], qs[8u * j + 6u], qs[8u "
+                "* j + 7u]);\n"
+                "      acc += dot(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)), qa)\n"
+                "           + dot(vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)), qb);\n"
+                "    }\n");
     else if (kvec)
-        pl_wtext_add(&t,
-                     "    let kb = ((p0 + i) * KVD + kvh * HD) / 4u;\n"
-                     "    for (var j = 0u; j < HD / 4u; j++) {\n"
-                     "      acc += dot(kc[kb + j], vec4<f32>(qs[4u * j], qs[4u * j + 1u], qs[4u * j + 2u], qs[4u * j + 3u]));\n"
-                     "    }\n");
+        pl_wtext_add(&t, "    let kb = ((p0 + i) * KVD + kvh * HD) / 4u;\n"
+                         "    for (var j = 0u; j < HD / 4u; j++) {\n"
+                         "      acc += dot(kc[kb + j], vec4<f32>(qs[4u * j], qs[4u * j + 1u], "
+                         "qs[4u * j + 2u], qs[4u * j + 3u]));\n"
+                         "    }\n");
     else if (p->kv_f16)
-        pl_wtext_add(&t,
-                     "    let kb = ((p0 + i) * KVD + kvh * HD) / 2u;\n"
-                     "    for (var j = 0u; j < HD / 2u; j++) {\n"
-                     "      let k2 = unpack2x16float(kc[kb + j]);\n"
-                     "      acc += qs[2u * j] * k2.x + qs[2u * j + 1u] * k2.y;\n"
-                     "    }\n");
+        pl_wtext_add(&t, "    let kb = ((p0 + i) * KVD + kvh * HD) / 2u;\n"
+                         "    for (var j = 0u; j < HD / 2u; j++) {\n"
+                         "      let k2 = unpack2x16float(kc[kb + j]);\n"
+                         "      acc += qs[2u * j] * k2.x + qs[2u * j + 1u] * k2.y;\n"
+                         "    }\n");
     else
-        pl_wtext_add(&t,
-                     "    let kb = (p0 + i) * KVD + kvh * HD;\n"
-                     "    for (var d = 0u; d < HD; d++) { acc += qs[d] * kc[kb + d]; }\n");
+        pl_wtext_add(&t, "    let kb = (p0 + i) * KVD + kvh * HD;\n"
+                         "    for (var d = 0u; d < HD; d++) { acc += qs[d] * kc[kb + d]; }\n");
     pl_wtext_add(&t, "    let s = acc * ");
     pl_wtext_f32(&t, p->scale);
-    pl_wtext_add(&t,
-                 ";\n"
-                 "    sc[i] = s;\n    m = max(m, s);\n"
-                 "  }\n");
+    pl_wtext_add(&t, ";\n"
+                     "    sc[i] = s;\n    m = max(m, s);\n"
+                     "  }\n");
     if (p->sg) {
         /* each thread's (max, sum of exp) over its own positions, merged in subgroups, the
          * subgroups' pairs merged by every thread after one barrier */
-        pl_wtext_add(&t,
-                     "  var l = 0.0;\n"
-                     "  for (var i = lid; i < np; i += T) { l += exp(sc[i] - m); }\n"
-                     "  let msg = subgroupMax(m);\n"
-                     "  let lsg = subgroupAdd(l * exp(m - msg));\n"
-                     "  if (sid == 0u) { rm[lid / ssz] = msg; rl[lid / ssz] = lsg; }\n"
-                     "  workgroupBarrier();\n"
-                     "  let nsg = (T + ssz - 1u) / ssz;\n"
-                     "  var mx = rm[0];\n"
-                     "  for (var j = 1u; j < nsg; j++) { mx = max(mx, rm[j]); }\n"
-                     "  var sum = 0.0;\n"
-                     "  for (var j = 0u; j < nsg; j++) { sum += rl[j] * exp(rm[j] - mx); }\n"
-                     "  for (var i = lid; i < np; i += T) { sc[i] = exp(sc[i] - mx); }\n"
-                     "  workgroupBarrier();\n");
+        pl_wtext_add(&t, "  var l = 0.0;\n"
+                         "  for (var i = lid; i < np; i += T) { l += exp(sc[i] - m); }\n"
+                         "  let msg = subgroupMax(m);\n"
+                         "  let lsg = subgroupAdd(l * exp(m - msg));\n"
+                         "  if (sid == 0u) { rm[lid / ssz] = msg; rl[lid / ssz] = lsg; }\n"
+                         "  workgroupBarrier();\n"
+                         "  let nsg = (T + ssz - 1u) / ssz;\n"
+                         "  var mx = rm[0];\n"
+                         "  for (var j = 1u; j < nsg; j++) { mx = max(mx, rm[j]); }\n"
+                         "  var sum = 0.0;\n"
+                         "  for (var j = 0u; j < nsg; j++) { sum += rl[j] * exp(rm[j] - mx); }\n"
+                         "  for (var i = lid; i < np; i += T) { sc[i] = exp(sc[i] - mx); }\n"
+                         "  workgroupBarrier();\n");
     } else {
         pl_wtext_add(&t, "  red[lid] = m;\n");
         pl_wtext_reduce(&t, T, 1, 1);
-        pl_wtext_add(&t,
-                     "  let mx = red[0];\n"
-                     "  workgroupBarrier();\n"
-                     "  var l = 0.0;\n"
-                     "  for (var i = lid; i < np; i += T) { let e = exp(sc[i] - mx); sc[i] = e; l += e; }\n"
-                     "  red[lid] = l;\n");
+        pl_wtext_add(
+            &t,
+            "  let mx = red[0];\n"
+            "  workgroupBarrier();\n"
+            "  var l = 0.0;\n"
+            "  for (var i = lid; i < np; i += T) { let e = exp(sc[i] - mx); sc[i] = e; l += e; }\n"
+            "  red[lid] = l;\n");
         pl_wtext_reduce(&t, T, 1, 0);
         pl_wtext_add(&t, "  let sum = red[0];\n");
     }
@@ -384,21 +393,21 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
         pl_wtext_add(&t, vload, pos[u]);
         pl_wtext_add(&t, ";\n");
     }
-    pl_wtext_add(&t,
-                 "      acc += sc[i] * v0 + sc[i + NG] * v1 + sc[i + 2u * NG] * v2 + sc[i + 3u * NG] * v3;\n"
-                 "    }\n"
-                 "    for (; i < np; i += NG) {\n"
-                 "      acc += sc[i] * ");
+    pl_wtext_add(
+        &t,
+        "      acc += sc[i] * v0 + sc[i + NG] * v1 + sc[i + 2u * NG] * v2 + sc[i + 3u * NG] * v3;\n"
+        "    }\n"
+        "    for (; i < np; i += NG) {\n"
+        "      acc += sc[i] * ");
     pl_wtext_add(&t, vload, "i");
-    pl_wtext_add(&t,
-                 ";\n"
-                 "    }\n"
-                 "    ob[e] = acc;\n"
-                 "  }\n"
-                 "  workgroupBarrier();\n"
-                 "  for (var w = lid; w < NW; w += T) {\n"
-                 "    var acc = ob[w];\n"
-                 "    for (var j = 1u; j < NG; j++) { acc += ob[j * NW + w]; }\n");
+    pl_wtext_add(&t, ";\n"
+                     "    }\n"
+                     "    ob[e] = acc;\n"
+                     "  }\n"
+                     "  workgroupBarrier();\n"
+                     "  for (var w = lid; w < NW; w += T) {\n"
+                     "    var acc = ob[w];\n"
+                     "    for (var j = 1u; j < NG; j++) { acc += ob[j * NW + w]; }\n");
     /* the value dims of word w: (2w, 2w+1) of f16 pairs, w of floats */
     unsigned per = p->kv_f16 ? 2 : 1;
     for (unsigned c = 0; c < per; c++) {
@@ -413,12 +422,11 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                      "    }\n",
                      d, v, d, v);
     }
-    pl_wtext_add(&t,
-                 "    if (w == 0u && ns > 1u) {\n"
-                 "      let pb = ((r * NH + h) * MAXS + sp) * (HDV + 2u);\n"
-                 "      part[pb + HDV] = mx;\n      part[pb + HDV + 1u] = sum;\n"
-                 "    }\n"
-                 "  }\n}\n");
+    pl_wtext_add(&t, "    if (w == 0u && ns > 1u) {\n"
+                     "      let pb = ((r * NH + h) * MAXS + sp) * (HDV + 2u);\n"
+                     "      part[pb + HDV] = mx;\n      part[pb + HDV + 1u] = sum;\n"
+                     "    }\n"
+                     "  }\n}\n");
     return pl_wtext_finish(&t, out);
 }
 
@@ -436,31 +444,33 @@ pl_status pl_wgsl_attn_combine(const pl_attn_combine_params *p, char **out) {
     pl_wtext_args(&t, 2);
     pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
     group_guard(&t, "args.a2 * NH");
-    pl_wtext_add(&t,
-                 "  let ns = args.a3;\n"
-                 "  let qr = args.a1 + g / NH;\n  let h = g %% NH;\n"
-                 "  let pb0 = g * MAXS * (HDV + 2u);\n"
-                 "  var mx = bitcast<f32>(0xff7fffffu);\n"
-                 "  for (var s = 0u; s < ns; s++) { mx = max(mx, part[pb0 + s * (HDV + 2u) + HDV]); }\n"
-                 "  var sum = 0.0;\n"
-                 "  for (var s = 0u; s < ns; s++) {\n"
-                 "    let pb = pb0 + s * (HDV + 2u);\n"
-                 "    sum += exp(part[pb + HDV] - mx) * part[pb + HDV + 1u];\n"
-                 "  }\n"
-                 "  for (var d = lid; d < HDV; d += T) {\n"
-                 "    var acc = 0.0;\n"
-                 "    for (var s = 0u; s < ns; s++) {\n"
-                 "      let pb = pb0 + s * (HDV + 2u);\n"
-                 "      acc += exp(part[pb + HDV] - mx) * part[pb + d];\n"
-                 "    }\n"
-                 "    o[(qr * NH + h) * HDV + d] = acc / sum;\n"
-                 "  }\n}\n");
+    pl_wtext_add(
+        &t, "  let ns = args.a3;\n"
+            "  let qr = args.a1 + g / NH;\n  let h = g %% NH;\n"
+            "  let pb0 = g * MAXS * (HDV + 2u);\n"
+            "  var mx = bitcast<f32>(0xff7fffffu);\n"
+            "  for (var s = 0u; s < ns; s++) { mx = max(mx, part[pb0 + s * (HDV + 2u) + HDV]); }\n"
+            "  var sum = 0.0;\n"
+            "  for (var s = 0u; s < ns; s++) {\n"
+            "    let pb = pb0 + s * (HDV + 2u);\n"
+            "    sum += exp(part[pb + HDV] - mx) * part[pb + HDV + 1u];\n"
+            "  }\n"
+            "  for (var d = lid; d < HDV; d += T) {\n"
+            "    var acc = 0.0;\n"
+            "    for (var s = 0u; s < ns; s++) {\n"
+            "      let pb = pb0 + s * (HDV + 2u);\n"
+            "      acc += exp(part[pb + HDV] - mx) * part[pb + d];\n"
+            "    }\n"
+            "    o[(qr * NH + h) * HDV + d] = acc / sum;\n"
+            "  }\n}\n");
     return pl_wtext_finish(&t, out);
 }
 
 /* ------------------------------------------------------------------ top-k / argmax */
 
-uint32_t pl_topk_chunks(const pl_topk_params *p) { return (p->n + p->chunk - 1) / p->chunk; }
+uint32_t pl_topk_chunks(const pl_topk_params *p) {
+    return (p->n + p->chunk - 1) / p->chunk;
+}
 
 pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
     *out = NULL;
@@ -469,17 +479,18 @@ pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
         return pl_fail(PL_ERR_ARG, "top-k: bad parameters (n %u, k %u)", p->n, p->k);
     unsigned chunk = p->stage2 ? p->n : p->chunk, nc = p->stage2 ? 1 : pl_topk_chunks(p);
     pl_wtext t = {0};
-    pl_wtext_add(&t, "const N = %uu;\nconst KK = %uu;\nconst CH = %uu;\nconst NC = %uu;\n"
-                     "const T = %uu;\n",
+    pl_wtext_add(&t,
+                 "const N = %uu;\nconst KK = %uu;\nconst CH = %uu;\nconst NC = %uu;\n"
+                 "const T = %uu;\n",
                  p->n, p->k, chunk, nc, T);
     int b = 0;
     if (p->stage2) {
-        pl_wtext_add(&t,
-                     "@group(0) @binding(0) var<storage, read> inp: array<vec2<u32>>;\n"
-                     "@group(0) @binding(1) var<storage, read_write> ids: array<i32>;\n");
+        pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> inp: array<vec2<u32>>;\n"
+                         "@group(0) @binding(1) var<storage, read_write> ids: array<i32>;\n");
         b = 2;
         if (p->vals)
-            pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> vals: array<f32>;\n", b++);
+            pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> vals: array<f32>;\n",
+                         b++);
     } else {
         pl_wtext_add(&t,
                      "@group(0) @binding(0) var<storage, read> inp: array<f32>;\n"
@@ -512,44 +523,45 @@ pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
                  p->stage2 ? "r * N" : "(args.a0 + r) * N + (g % NC) * CH",
                  p->stage2 ? "(r + 1u) * N" : "(args.a0 + r + 1u) * N");
     if (p->stage2)
-        pl_wtext_add(&t, "      let e = inp[j];\n      let v = bitcast<f32>(e.x);\n      let i = e.y;\n");
+        pl_wtext_add(
+            &t, "      let e = inp[j];\n      let v = bitcast<f32>(e.x);\n      let i = e.y;\n");
     else
         pl_wtext_add(&t, "      let v = inp[j];\n      let i = j - (args.a0 + r) * N;\n");
-    pl_wtext_add(&t,
-                 "      let after = rd == 0u || before(pv, pi, v, i);\n"
-                 "      if (after && (!found || before(v, i, bv, bi)) && v == v && i != 0xffffffffu) {\n"
-                 "        bv = v; bi = i; found = true;\n"
-                 "      }\n"
-                 "    }\n"
-                 /* -inf from a run-time value: a constant -inf is rejected by WGSL */
-                 "    if (!found) { bv = bitcast<f32>(0xff800000u | (lid & 0u)); bi = 0xffffffffu; }\n"
-                 "    rv[lid] = bv;\n    ri[lid] = bi;\n"
-                 "    workgroupBarrier();\n"
-                 /* two levels: PARTS threads scan T / PARTS entries each, then everyone
-                  * takes the best of the PARTS (no loop around a barrier, see wgsl_text.c) */
-                 "    for (var e = lid; e < PARTS; e += T) {\n"
-                 "      var cv = rv[e * RUN];\n      var ci = ri[e * RUN];\n"
-                 "      for (var j = 1u; j < RUN; j++) {\n"
-                 "        if (before(rv[e * RUN + j], ri[e * RUN + j], cv, ci)) { cv = rv[e * RUN + j]; ci = ri[e * RUN + j]; }\n"
-                 "      }\n"
-                 "      rv2[e] = cv;\n      ri2[e] = ci;\n"
-                 "    }\n"
-                 "    workgroupBarrier();\n"
-                 "    pv = rv2[0];\n    pi = ri2[0];\n"
-                 "    for (var j = 1u; j < PARTS; j++) {\n"
-                 "      if (before(rv2[j], ri2[j], pv, pi)) { pv = rv2[j]; pi = ri2[j]; }\n"
-                 "    }\n"
-                 "    if (lid == 0u) {\n");
+    pl_wtext_add(
+        &t, "      let after = rd == 0u || before(pv, pi, v, i);\n"
+            "      if (after && (!found || before(v, i, bv, bi)) && v == v && i != 0xffffffffu) {\n"
+            "        bv = v; bi = i; found = true;\n"
+            "      }\n"
+            "    }\n"
+            /* -inf from a run-time value: a constant -inf is rejected by WGSL */
+            "    if (!found) { bv = bitcast<f32>(0xff800000u | (lid & 0u)); bi = 0xffffffffu; }\n"
+            "    rv[lid] = bv;\n    ri[lid] = bi;\n"
+            "    workgroupBarrier();\n"
+            /* two levels: PARTS threads scan T / PARTS entries each, then everyone
+             * takes the best of the PARTS (no loop around a barrier, see wgsl_text.c) */
+            "    for (var e = lid; e < PARTS; e += T) {\n"
+            "      var cv = rv[e * RUN];\n      var ci = ri[e * RUN];\n"
+            "      for (var j = 1u; j < RUN; j++) {\n"
+            "        if (before(rv[e * RUN + j], ri[e * RUN + j], cv, ci)) { cv = rv[e * RUN + j]; "
+            "ci = ri[e * RUN + j]; }\n"
+            "      }\n"
+            "      rv2[e] = cv;\n      ri2[e] = ci;\n"
+            "    }\n"
+            "    workgroupBarrier();\n"
+            "    pv = rv2[0];\n    pi = ri2[0];\n"
+            "    for (var j = 1u; j < PARTS; j++) {\n"
+            "      if (before(rv2[j], ri2[j], pv, pi)) { pv = rv2[j]; pi = ri2[j]; }\n"
+            "    }\n"
+            "    if (lid == 0u) {\n");
     if (p->stage2) {
         pl_wtext_add(&t, "      ids[args.a0 + r * KK + rd] = bitcast<i32>(pi);\n");
         if (p->vals) pl_wtext_add(&t, "      vals[r * KK + rd] = pv;\n");
     } else {
         pl_wtext_add(&t, "      outp[g * KK + rd] = vec2<u32>(bitcast<u32>(pv), pi);\n");
     }
-    pl_wtext_add(&t,
-                 "    }\n"
-                 "    workgroupBarrier();\n"
-                 "  }\n}\n");
+    pl_wtext_add(&t, "    }\n"
+                     "    workgroupBarrier();\n"
+                     "  }\n}\n");
     return pl_wtext_finish(&t, out);
 }
 
@@ -574,29 +586,31 @@ pl_status pl_wgsl_embed(const pl_embed_params *p, char **out) {
     for (unsigned q = 0; q < parts; q++) {
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> q%u: array<%s>;\n", b++, q, qt);
         if (scaled)
-            pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> s%u: array<u32>;\n", b++, q);
+            pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> s%u: array<u32>;\n", b++,
+                         q);
     }
     pl_wtext_args(&t, b);
     pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
     group_guard(&t, "args.a0");
-    pl_wtext_add(&t,
-                 "  let idv = ids[g];\n"
-                 "  let ok = idv >= 0 && u32(idv) < ROWS;\n"
-                 "  let id = select(0u, u32(idv), ok);\n");
+    pl_wtext_add(&t, "  let idv = ids[g];\n"
+                     "  let ok = idv >= 0 && u32(idv) < ROWS;\n"
+                     "  let id = select(0u, u32(idv), ok);\n");
     if (parts > 1)
         pl_wtext_add(&t, "  let part = id / %uu;\n  let r = id - part * %uu;\n", p->rows_per_part,
                      p->rows_per_part);
-    else pl_wtext_add(&t, "  let part = 0u;\n  let r = id;\n");
+    else
+        pl_wtext_add(&t, "  let part = 0u;\n  let r = id;\n");
     pl_wtext_add(&t, "  for (var c = lid; c < K; c += T) {\n    var v = 0.0;\n");
     for (unsigned q = 0; q < parts; q++) {
         pl_wtext_add(&t, "    %sif (part == %uu) {\n", q ? "else " : "", q);
         switch (p->type) {
         case PL_GW_Q4_0:
-            pl_wtext_add(&t,
-                         "      let blk = r * NB + c / 32u;\n      let j = c %% 32u;\n"
-                         "      let w = q%u[blk][(j %% 16u) / 4u] >> (8u * (j %% 4u) + 4u * (j / 16u));\n"
-                         "      v = (f32(w & 15u) - 8.0) * unpack2x16float(s%u[blk >> 1u])[blk & 1u];\n",
-                         q, q);
+            pl_wtext_add(
+                &t,
+                "      let blk = r * NB + c / 32u;\n      let j = c %% 32u;\n"
+                "      let w = q%u[blk][(j %% 16u) / 4u] >> (8u * (j %% 4u) + 4u * (j / 16u));\n"
+                "      v = (f32(w & 15u) - 8.0) * unpack2x16float(s%u[blk >> 1u])[blk & 1u];\n",
+                q, q);
             break;
         case PL_GW_Q8_0:
             pl_wtext_add(&t,

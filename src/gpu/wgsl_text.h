@@ -24,8 +24,8 @@ void pl_wtext_drop(pl_wtext *t);
  * return past `groups` (uniform across the workgroup, so barriers after it are legal). */
 void pl_wtext_group_index(pl_wtext *t, unsigned groups);
 /* The entry point's builtin parameters: workgroup id, grid size, local index. */
-#define PL_WGSL_MAIN_ARGS                                                                   \
-    "@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, "     \
+#define PL_WGSL_MAIN_ARGS                                                                          \
+    "@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, "             \
     "@builtin(local_invocation_index) lid: u32"
 
 /* Declare the pl_gpu_args uniform `args` (fields a0..a7) at `binding`. */

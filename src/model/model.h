@@ -25,21 +25,21 @@ typedef struct pl_state pl_state;
 
 /* What a loaded model is, for reports and for the runtime. */
 typedef struct {
-    char arch[32];        /* general.architecture: "llama", "qwen2", "qwen3" */
-    char name[64];        /* general.name, or "" */
+    char arch[32]; /* general.architecture: "llama", "qwen2", "qwen3" */
+    char name[64]; /* general.name, or "" */
     int n_vocab;
     int n_embd;
     int n_layer;
-    int n_ctx_train;      /* context the model was trained with */
-    int64_t n_params;     /* values in all weight tensors */
+    int n_ctx_train;       /* context the model was trained with */
+    int64_t n_params;      /* values in all weight tensors */
     uint64_t weight_bytes; /* bytes of all weight tensors in the file */
-    char weight_type[16]; /* the format holding most of the weight values ("q4_0") */
-    int layer_first;      /* the layers loaded: [layer_first, layer_last) */
+    char weight_type[16];  /* the format holding most of the weight values ("q4_0") */
+    int layer_first;       /* the layers loaded: [layer_first, layer_last) */
     int layer_last;
-    bool has_embed;       /* the token embedding is loaded (layer_first == 0) */
-    bool has_head;        /* the final norm and output matrix are (layer_last == n_layer) */
-    char nonfinite[64];   /* the first weight tensor holding NaN or Inf values, or "" (its
-                             outputs will be meaningless: the caller should say so) */
+    bool has_embed;     /* the token embedding is loaded (layer_first == 0) */
+    bool has_head;      /* the final norm and output matrix are (layer_last == n_layer) */
+    char nonfinite[64]; /* the first weight tensor holding NaN or Inf values, or "" (its
+                           outputs will be meaningless: the caller should say so) */
 } pl_model_info;
 
 typedef struct {
@@ -71,7 +71,8 @@ typedef struct {
     int n_logits;     /* most rows of logits one call may produce (1: last token only) */
 } pl_state_opts;
 
-/* n_ctx 4096 capped at the training context, f16 cache, batch 512 (capped at n_ctx), 1 logit row. */
+/* n_ctx 4096 capped at the training context, f16 cache, batch 512 (capped at n_ctx), 1 logit row.
+ */
 pl_state_opts pl_state_opts_default(const pl_model *m);
 
 pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out);

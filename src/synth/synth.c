@@ -16,10 +16,12 @@
 /* A ChatML template (the format the synthetic vocabulary's special tokens are for). */
 static const char chatml[] =
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
-    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\\n' "
     "}}{% endif %}";
 
-static void note(const pl_synth_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(const pl_synth_opts *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void note(const pl_synth_opts *o, const char *fmt, ...) {
     if (!o->note) return;
     char line[256];
@@ -32,14 +34,16 @@ static void note(const pl_synth_opts *o, const char *fmt, ...) {
 
 static pl_status check_config(const pl_synth_config *c) {
     if (strcmp(c->arch, "llama") && strcmp(c->arch, "qwen2") && strcmp(c->arch, "qwen3"))
-        return pl_fail(PL_ERR_ARG, "synth: unknown architecture '%s' (llama, qwen2, qwen3)", c->arch);
+        return pl_fail(PL_ERR_ARG, "synth: unknown architecture '%s' (llama, qwen2, qwen3)",
+                       c->arch);
     if (c->n_layer < 1 || c->n_embd < 1 || c->n_ff < 1 || c->n_head < 1 || c->n_head_kv < 1 ||
         c->head_dim < 2 || c->n_vocab < 1 || c->n_ctx < 1)
         return pl_fail(PL_ERR_ARG, "synth: every size of the configuration must be positive");
     if (c->n_head % c->n_head_kv)
         return pl_fail(PL_ERR_ARG, "synth: %d heads do not share %d kv heads evenly", c->n_head,
                        c->n_head_kv);
-    if (c->head_dim % 2) return pl_fail(PL_ERR_ARG, "synth: head_dim %d is odd (RoPE pairs)", c->head_dim);
+    if (c->head_dim % 2)
+        return pl_fail(PL_ERR_ARG, "synth: head_dim %d is odd (RoPE pairs)", c->head_dim);
     /* qwen2 GGUFs carry no key_length: readers take n_embd / n_head */
     if (!strcmp(c->arch, "qwen2") && c->head_dim * c->n_head != c->n_embd)
         return pl_fail(PL_ERR_ARG, "synth: qwen2 needs head_dim = hidden / heads (%d / %d)",
@@ -101,7 +105,8 @@ static pl_status synthetic_vocab(pl_gguf *g, const pl_synth_config *c, int n) {
     if (!st) st = pl_gguf_set_str(g, "tokenizer.ggml.model", "gpt2");
     if (!st) st = pl_gguf_set_str(g, "tokenizer.ggml.pre", c->tok_pre ? c->tok_pre : "default");
     if (!st) st = pl_gguf_set_str_arr(g, "tokenizer.ggml.tokens", tokens, (uint64_t)n);
-    if (!st) st = pl_gguf_set_arr(g, "tokenizer.ggml.token_type", PL_GGUF_INT32, types, (uint64_t)n);
+    if (!st)
+        st = pl_gguf_set_arr(g, "tokenizer.ggml.token_type", PL_GGUF_INT32, types, (uint64_t)n);
     if (!st) st = pl_gguf_set_str_arr(g, "tokenizer.ggml.merges", NULL, 0);
     if (!st) st = pl_gguf_set_u32(g, "tokenizer.ggml.bos_token_id", BOS);
     if (!st) st = pl_gguf_set_u32(g, "tokenizer.ggml.eos_token_id", EOS);
@@ -147,7 +152,8 @@ static pl_status arch_metadata(pl_gguf *g, const pl_synth_config *c, int n_vocab
     pl_status st = PL_OK;
 #define ARCH_U32(suffix, v)                                                                        \
     (snprintf(key, sizeof key, "%s." suffix, c->arch), pl_gguf_set_u32(g, key, (uint32_t)(v)))
-#define ARCH_F32(suffix, v) (snprintf(key, sizeof key, "%s." suffix, c->arch), pl_gguf_set_f32(g, key, v))
+#define ARCH_F32(suffix, v)                                                                        \
+    (snprintf(key, sizeof key, "%s." suffix, c->arch), pl_gguf_set_f32(g, key, v))
     char name[96];
     snprintf(name, sizeof name, "synthetic %s", c->name);
     if (!st) st = pl_gguf_set_str(g, "general.architecture", c->arch);
@@ -183,7 +189,7 @@ typedef struct {
     pl_gguf *g;
     uint32_t type;
     const pl_synth_opts *o;
-    int fallbacks;      /* 2-D tensors stored as f16 instead of type */
+    int fallbacks; /* 2-D tensors stored as f16 instead of type */
     int64_t fallback_ne0;
     pl_status st;
 } adder;
@@ -231,21 +237,25 @@ pl_status pl_synth_plan(const pl_synth_config *c, const pl_synth_opts *o, pl_ggu
     if (st) return st;
     const pl_type_traits *tr = pl_type_get(o->type);
     if (file_type_of(o->type) < 0)
-        return pl_fail(PL_ERR_ARG, "synth: cannot write %s weights", tr ? tr->name : "unknown-type");
+        return pl_fail(PL_ERR_ARG, "synth: cannot write %s weights",
+                       tr ? tr->name : "unknown-type");
     pl_gguf *g = pl_gguf_new();
     if (!g) return pl_fail(PL_ERR_NOMEM, "synth: out of memory");
 
     int n_vocab = c->n_vocab;
     pl_gguf *tok = pl_gguf_new(); /* tokenizer keys go last, as the converter writes them */
-    if (!tok) st = pl_fail(PL_ERR_NOMEM, "synth: out of memory");
-    else if (o->vocab_from) st = copy_vocab(tok, o->vocab_from, &n_vocab);
+    if (!tok)
+        st = pl_fail(PL_ERR_NOMEM, "synth: out of memory");
+    else if (o->vocab_from)
+        st = copy_vocab(tok, o->vocab_from, &n_vocab);
     else if (n_vocab < PL_SYNTH_MIN_VOCAB)
         st = pl_fail(PL_ERR_ARG, "synth: the synthetic vocabulary needs at least %d tokens, not %d",
                      PL_SYNTH_MIN_VOCAB, n_vocab);
-    else st = synthetic_vocab(tok, c, n_vocab);
+    else
+        st = synthetic_vocab(tok, c, n_vocab);
     if (!st && n_vocab != c->n_vocab)
-        note(o, "vocabulary of %d tokens from --vocab-from (the preset has %d): %s",
-             n_vocab, c->n_vocab, c->tied ? "token_embd uses it" : "token_embd and output use it");
+        note(o, "vocabulary of %d tokens from --vocab-from (the preset has %d): %s", n_vocab,
+             c->n_vocab, c->tied ? "token_embd uses it" : "token_embd and output use it");
 
     if (!st) st = arch_metadata(g, c, n_vocab, o->type);
     for (int64_t i = 0; !st && i < pl_gguf_kv_count(tok); i++) {
@@ -264,8 +274,9 @@ pl_status pl_synth_plan(const pl_synth_config *c, const pl_synth_opts *o, pl_ggu
     add(&a, "output_norm.weight", c->n_embd, 0);
     st = a.st;
     if (!st && a.fallbacks)
-        note(o, "%d matrices are stored as f16: their rows (e.g. %lld) are not a multiple of "
-                "%s's block of %d",
+        note(o,
+             "%d matrices are stored as f16: their rows (e.g. %lld) are not a multiple of "
+             "%s's block of %d",
              a.fallbacks, (long long)a.fallback_ne0, tr->name, tr->block_size);
     if (st) {
         pl_gguf_free(g);

@@ -16,7 +16,7 @@
 #include "synth.h"
 
 #define CHUNK_VALUES (4 << 20)
-#define MAX_THREADS 64
+#define MAX_THREADS  64
 
 typedef enum { K_MATRIX, K_NORM, K_BIAS, K_ROPE } kind;
 
@@ -67,8 +67,10 @@ static void rope_factors(const pl_synth_config *c, float *dst, int64_t n) {
         double freq = 1.0 / pow(c->rope_theta, (double)(2 * i) / c->head_dim);
         double wavelen = 2 * M_PI / freq;
         double f;
-        if (wavelen < hi_wavelen) f = 1;
-        else if (wavelen > lo_wavelen) f = c->rope_factor;
+        if (wavelen < hi_wavelen)
+            f = 1;
+        else if (wavelen > lo_wavelen)
+            f = c->rope_factor;
         else {
             double smooth = (c->rope_orig_ctx / wavelen - c->rope_low_freq) /
                             (c->rope_high_freq - c->rope_low_freq);
@@ -118,12 +120,14 @@ static void *run_job(void *p) {
     return NULL;
 }
 
-static int64_t rows_of(const pl_gguf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+static int64_t rows_of(const pl_gguf_tensor *t) {
+    return t->ne[1] * t->ne[2] * t->ne[3];
+}
 
 /* Make rows [row0, row0+n) of t into out, split over n_threads threads. */
 static pl_status make_rows(const pl_gguf_tensor *t, const pl_synth_config *c, uint64_t seed,
-                           int64_t row0, int64_t n, uint8_t *out, size_t row_bytes,
-                           float **tmp, int n_threads) {
+                           int64_t row0, int64_t n, uint8_t *out, size_t row_bytes, float **tmp,
+                           int n_threads) {
     job jobs[MAX_THREADS];
     pthread_t th[MAX_THREADS];
     bool started[MAX_THREADS] = {false};
@@ -132,8 +136,9 @@ static pl_status make_rows(const pl_gguf_tensor *t, const pl_synth_config *c, ui
     uint64_t h = hash_name(t->name.ptr, t->name.len);
     for (int i = 0; i < n_threads; i++) {
         int64_t a = i * per, b = a + per < n ? a + per : n;
-        jobs[i] = (job){t, c, kind_of(t), seed, h, row0 + a, b - a, out + (size_t)a * row_bytes,
-                        row_bytes, tmp[i], PL_OK};
+        jobs[i] = (job){t,         c,        kind_of(t), seed,
+                        h,         row0 + a, b - a,      out + (size_t)a * row_bytes,
+                        row_bytes, tmp[i],   PL_OK};
         /* the calling thread takes the first share itself */
         if (i > 0 && b > a) started[i] = pthread_create(&th[i], NULL, run_job, &jobs[i]) == 0;
         if (i > 0 && b > a && !started[i]) run_job(&jobs[i]);

@@ -57,8 +57,7 @@ static bool json_has_nul(const pl_json *v) {
 static pl_status check_input_nul(const pl_json *messages, const pl_json *tools) {
     for (size_t i = 0; i < messages->arr.count; i++)
         if (json_has_nul(messages->arr.items[i]))
-            return pl_fail(PL_ERR_ARG, "message %zu contains a NUL character (\\u0000)",
-                           i + 1);
+            return pl_fail(PL_ERR_ARG, "message %zu contains a NUL character (\\u0000)", i + 1);
     if (tools && json_has_nul(tools))
         return pl_fail(PL_ERR_ARG, "the tools contain a NUL character (\\u0000)");
     return PL_OK;
@@ -118,8 +117,7 @@ static pl_status token_text(const pl_tokenizer *t, int32_t id, char **out) {
     uint32_t len;
     const char *s = pl_tok_text(t, id, &len);
     if (memchr(s, 0, len))
-        return pl_fail(PL_ERR_FORMAT, "the text of token %d contains a NUL character",
-                       (int)id);
+        return pl_fail(PL_ERR_FORMAT, "the text of token %d contains a NUL character", (int)id);
     if (!(*out = malloc(len + 1))) return pl_fail(PL_ERR_NOMEM, "out of memory");
     memcpy(*out, s, len);
     (*out)[len] = 0;

@@ -12,7 +12,8 @@
 
 bool jj_pfail(jj_parser *p, const char *fmt, ...) {
     if (p->err[0]) return false;
-    int off = snprintf(p->err, sizeof p->err, "line %d: ", p->t[p->i < p->n ? p->i : p->n - 1].line);
+    int off =
+        snprintf(p->err, sizeof p->err, "line %d: ", p->t[p->i < p->n ? p->i : p->n - 1].line);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(p->err + off, sizeof p->err - (size_t)off, fmt, ap);
@@ -223,8 +224,10 @@ static const jj_node *parse_primary(jj_parser *p) {
         free(keys.v), free(vals.v);
         return NULL;
     }
-    jj_pfail(p, "unexpected %s", t->kind == JT_OP ? t->text : t->kind == JT_EOF ? "end of template"
-                                                      : "token");
+    jj_pfail(p, "unexpected %s",
+             t->kind == JT_OP    ? t->text
+             : t->kind == JT_EOF ? "end of template"
+                                 : "token");
     return NULL;
 }
 
@@ -260,8 +263,10 @@ static const jj_node *parse_postfix(jj_parser *p, const jj_node *e) {
             if (!jj_expect_op(p, "]")) return NULL;
             jj_node *n = jj_pnode(p, slice ? N_SLICE : N_ITEM);
             if (!n) return NULL;
-            if (slice) n->a = e, n->b = a, n->c = b, n->list = NULL;
-            else n->a = e, n->b = a;
+            if (slice)
+                n->a = e, n->b = a, n->c = b, n->list = NULL;
+            else
+                n->a = e, n->b = a;
             if (slice) { /* the step goes in list[0] to keep a/b/c as object/start/stop */
                 const jj_node **st = pl_arena_alloc(p->arena, sizeof *st);
                 if (!st) return NULL;
@@ -300,7 +305,8 @@ static const jj_node *parse_filters(jj_parser *p, const jj_node *e) {
             jj_node *n = jj_pnode(p, N_TEST);
             if (!n) return NULL;
             n->op = accept_name(p, "not");
-            if (cur(p)->kind != JT_NAME && !(cur(p)->kind == JT_OP && !strcmp(cur(p)->text, "=="))) {
+            if (cur(p)->kind != JT_NAME &&
+                !(cur(p)->kind == JT_OP && !strcmp(cur(p)->text, "=="))) {
                 jj_pfail(p, "expected a test name");
                 return NULL;
             }
@@ -365,8 +371,11 @@ static const jj_node *parse_pow(jj_parser *p) {
 static const jj_node *parse_math2(jj_parser *p) {
     const jj_node *e = parse_pow(p);
     for (;;) {
-        int op = is_op(p, "*") ? OP_MUL : is_op(p, "/") ? OP_DIV : is_op(p, "//") ? OP_FLOORDIV
-                                        : is_op(p, "%") ? OP_MOD : -1;
+        int op = is_op(p, "*")    ? OP_MUL
+                 : is_op(p, "/")  ? OP_DIV
+                 : is_op(p, "//") ? OP_FLOORDIV
+                 : is_op(p, "%")  ? OP_MOD
+                                  : -1;
         if (op < 0 || !e) return e;
         advance(p);
         e = binary(p, op, e, parse_pow(p));
@@ -396,9 +405,14 @@ static const jj_node *parse_compare(jj_parser *p) {
     uint8_t ops[32];
     size_t n_ops = 0;
     for (;;) {
-        int op = is_op(p, "==") ? OP_EQ : is_op(p, "!=") ? OP_NE : is_op(p, "<") ? OP_LT
-               : is_op(p, ">") ? OP_GT : is_op(p, "<=") ? OP_LE : is_op(p, ">=") ? OP_GE
-               : is_name(p, "in") ? OP_IN : -1;
+        int op = is_op(p, "==")     ? OP_EQ
+                 : is_op(p, "!=")   ? OP_NE
+                 : is_op(p, "<")    ? OP_LT
+                 : is_op(p, ">")    ? OP_GT
+                 : is_op(p, "<=")   ? OP_LE
+                 : is_op(p, ">=")   ? OP_GE
+                 : is_name(p, "in") ? OP_IN
+                                    : -1;
         if (op < 0 && is_name(p, "not") && p->i + 1 < p->n && p->t[p->i + 1].kind == JT_NAME &&
             !strcmp(p->t[p->i + 1].text, "in")) {
             op = OP_NOT_IN;

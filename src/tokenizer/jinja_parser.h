@@ -21,7 +21,9 @@ typedef struct {
     size_t n, cap;
 } jj_nlist;
 
-static inline const jj_token *cur(const jj_parser *p) { return &p->t[p->i]; }
+static inline const jj_token *cur(const jj_parser *p) {
+    return &p->t[p->i];
+}
 static inline bool is_op(const jj_parser *p, const char *op) {
     return cur(p)->kind == JT_OP && strcmp(cur(p)->text, op) == 0;
 }

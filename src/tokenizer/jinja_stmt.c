@@ -9,9 +9,10 @@
 static const jj_node *parse_body(jj_parser *p, const char *const *stops, const char **stopped);
 
 static bool end_block(jj_parser *p) {
-    if (cur(p)->kind != JT_BLOCK_END) return jj_pfail(p, "expected end of tag, got %s",
-                                                   cur(p)->kind == JT_NAME || cur(p)->kind == JT_OP
-                                                       ? cur(p)->text : "something else");
+    if (cur(p)->kind != JT_BLOCK_END)
+        return jj_pfail(p, "expected end of tag, got %s",
+                        cur(p)->kind == JT_NAME || cur(p)->kind == JT_OP ? cur(p)->text
+                                                                         : "something else");
     advance(p);
     return true;
 }

@@ -23,14 +23,18 @@
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* Qwen3.5: marks join letters. */
 #define RX_QWEN35                                                                                  \
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?"            \
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?"             \
     "[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* DeepSeek LLM's cased-letter class; three Greek Extended range ends are escaped so the
  * source file cannot be NFC-normalised into different code points. */
-#define RX_DEEPSEEK_LETTERS                                                                        \
-    "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚ"   \
+#define RX_DEEPSEEK_LETTERS                                                                                                                                                          \
+    "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-"                                                  \
+    "Ჿᴀ-"                                                                                                                                                                        \
+    "ᴫᵫ-ᵷᵹ-ᶚ"                                                                                                                                                              \
     "Ḁ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\\u1F7Dᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-\\u1FD3ῖ-\\u1FDBῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹ" \
-    "ℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+"
+    "ℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-"                                \
+    "𐓻𐲀-"                                                                                                                                                                      \
+    "𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+"
 #define RX_CJK "[一-龥ࠀ-一가-퟿]+"
 
 typedef struct {
@@ -45,30 +49,45 @@ static const pretok_row k_pretoks[] = {
     /* smaug-bpe is the Llama 3 tokenizer under another post-processor (reference-facts.md);
      * its tokenizer.json keeps ignore_merges, and so do we */
     {"smaug-bpe|dbrx|chatglm-bpe", {RX_LLAMA3}, true, false},
-    {"deepseek-llm", {"[\r\n]", RX_DEEPSEEK_LETTERS, "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RX_CJK, "\\p{N}+"}, false, false},
+    {"deepseek-llm",
+     {"[\r\n]", RX_DEEPSEEK_LETTERS, "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RX_CJK, "\\p{N}+"},
+     false,
+     false},
     {"deepseek-coder", {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RX_CJK, "\\p{N}"}, false, false},
     {"deepseek-v3|hunyuan-dense|joyai-llm",
      {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
-      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+      "[!\"#$%&'()*+,\\-./"
+      ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
       " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"},
-     false, false},
+     false,
+     false},
     /* o200k (GPT-4o, Llama 4, gpt-oss): case-aware letter runs with contractions as suffixes */
     {"gpt-4o|llama4|minimax-m2|kanana2",
      {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
       "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
-      "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
+      "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| "
+      "?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
       "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
-     false, false},
+     false,
+     false},
     /* Mistral's Tekken: the same letter runs, no contractions, single digits */
     {"tekken",
      {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
-      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}|"
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+      "\\p{N}|"
       " ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
-     true, true},
+     true,
+     true},
     {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RX_GPT2, "[0-9][0-9][0-9]"}, false, false},
-    {"gpt-2|phi-2|jina-es|jina-de|gigachat|jina-v1-en|jina-v2-es|jina-v2-de|jina-v2-code|roberta-bpe|mpt|olmo|jais|trillion",
-     {RX_GPT2}, false, false},
-    {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b", {"\\p{N}", RX_GPT2}, false, false},
+    {"gpt-2|phi-2|jina-es|jina-de|gigachat|jina-v1-en|jina-v2-es|jina-v2-de|jina-v2-code|roberta-"
+     "bpe|mpt|olmo|jais|trillion",
+     {RX_GPT2},
+     false,
+     false},
+    {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b",
+     {"\\p{N}", RX_GPT2},
+     false,
+     false},
     {"qwen2|deepseek-r1-qwen|megrez|stablelm2|hunyuan", {RX_QWEN2}, false, false},
     {"qwen35", {RX_QWEN35}, false, false},
     {"poro-chat|bloom|gpt3-finnish", {" ?[^(\\s|.,!?…。，、।۔،)]+"}, false, false},

@@ -9,9 +9,15 @@
 
 #include "unicode.h"
 
-static inline int cat(const uint8_t *f, size_t i) { return f[i] & PL_UC_CAT_MASK; }
-static inline bool space(const uint8_t *f, size_t i) { return (f[i] & PL_UC_SPACE) != 0; }
-static inline bool crlf(uint32_t c) { return c == '\r' || c == '\n'; }
+static inline int cat(const uint8_t *f, size_t i) {
+    return f[i] & PL_UC_CAT_MASK;
+}
+static inline bool space(const uint8_t *f, size_t i) {
+    return (f[i] & PL_UC_SPACE) != 0;
+}
+static inline bool crlf(uint32_t c) {
+    return c == '\r' || c == '\n';
+}
 
 /* Length of the run from i of code points whose category is in mask (bits 1 << PL_UC_x). */
 static size_t run_cats(const uint8_t *f, size_t n, size_t i, unsigned mask) {
@@ -33,7 +39,9 @@ static size_t run_space(const uint8_t *f, size_t n, size_t i) {
     return j - i;
 }
 
-static uint32_t lower_ascii(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+static uint32_t lower_ascii(uint32_t c) {
+    return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
 
 /* 's 't 're 've 'm 'll 'd at i (folding ASCII case when icase). */
 static size_t contraction(const uint32_t *c, size_t n, size_t i, bool icase) {
@@ -67,9 +75,12 @@ static size_t match_gpt2(const uint32_t *c, const uint8_t *f, size_t n, size_t i
     for (int alt = 0; alt < 3; alt++) {
         /* try with the space, then without (a space itself is none of the three classes) */
         size_t j = i + s, r;
-        if (alt == 0) r = run_cats(f, n, j, M_L);
-        else if (alt == 1) r = run_cats(f, n, j, M_N);
-        else r = run_other(f, n, j, M_L | M_N);
+        if (alt == 0)
+            r = run_cats(f, n, j, M_L);
+        else if (alt == 1)
+            r = run_cats(f, n, j, M_N);
+        else
+            r = run_other(f, n, j, M_L | M_N);
         if (r) return s + r;
     }
     return space_tail(f, n, i, true);
@@ -110,8 +121,8 @@ static size_t match_llama3(const uint32_t *c, const uint8_t *f, size_t n, size_t
     return space_tail(f, n, i, true);
 }
 
-long pl_pretok_fast_match(pl_pretok_fast kind, const uint32_t *cps, const uint8_t *flags,
-                          size_t n, size_t i) {
+long pl_pretok_fast_match(pl_pretok_fast kind, const uint32_t *cps, const uint8_t *flags, size_t n,
+                          size_t i) {
     if (i >= n) return 0;
     switch (kind) {
     case PL_FAST_GPT2: return (long)match_gpt2(cps, flags, n, i);

@@ -46,9 +46,9 @@ enum { N_EMPTY, N_CHAR, N_CLASS, N_ANY, N_CAT, N_ALT, N_REPEAT, N_LOOK, N_NLOOK,
 typedef struct {
     uint8_t type;
     bool greedy;
-    uint32_t val;      /* CHAR: code point; CLASS: class index */
-    int min, max;      /* REPEAT; max -1 = unbounded */
-    int child, next;   /* first child, next sibling (-1 = none) */
+    uint32_t val;    /* CHAR: code point; CLASS: class index */
+    int min, max;    /* REPEAT; max -1 = unbounded */
+    int child, next; /* first child, next sibling (-1 = none) */
 } rx_node;
 
 typedef struct {
@@ -64,7 +64,7 @@ typedef struct {
     const char *err;
 } rx_parser;
 
-#define RX_MAX_DEPTH 64
+#define RX_MAX_DEPTH  64
 #define RX_MAX_REPEAT 1000
 
 static int new_node(rx_parser *ps, int type) {
@@ -142,7 +142,7 @@ typedef struct {
     bool is_set;
     uint32_t cp;
     uint8_t cats, letters, spaces;
-    bool neg;            /* \P{..}, \S, \D, \W as a set */
+    bool neg;              /* \P{..}, \S, \D, \W as a set */
     uint32_t lo[3], hi[3]; /* explicit ranges of \d \w */
     int n_ranges;
 } rx_escape;
@@ -161,17 +161,20 @@ static bool parse_escape(rx_parser *ps, rx_escape *e) {
     case 'f': e->cp = '\f'; return true;
     case 'v': e->cp = '\v'; return true;
     case '0': e->cp = 0; return true;
-    case 's': case 'S':
-        e->is_set = true, e->spaces = c == 's' ? 1 : 2;
-        return true;
-    case 'd': case 'D':
+    case 's':
+    case 'S': e->is_set = true, e->spaces = c == 's' ? 1 : 2; return true;
+    case 'd':
+    case 'D':
         e->is_set = true, e->neg = c == 'D', e->lo[0] = '0', e->hi[0] = '9', e->n_ranges = 1;
         return true;
-    case 'w': case 'W':
+    case 'w':
+    case 'W':
         e->is_set = true, e->neg = c == 'W', e->n_ranges = 3;
-        e->lo[0] = '0', e->hi[0] = '9', e->lo[1] = 'A', e->hi[1] = 'Z', e->lo[2] = 'a', e->hi[2] = 'z';
+        e->lo[0] = '0', e->hi[0] = '9', e->lo[1] = 'A', e->hi[1] = 'Z', e->lo[2] = 'a',
+        e->hi[2] = 'z';
         return true; /* '_' is added by the caller below */
-    case 'p': case 'P': {
+    case 'p':
+    case 'P': {
         if (ps->end - ps->p < 3 || ps->p[0] != '{') break;
         const char *close = memchr(ps->p, '}', (size_t)(ps->end - ps->p));
         if (!close || close - ps->p < 2) break;
@@ -335,10 +338,14 @@ static int parse_atom(rx_parser *ps) {
         int type = -1;
         bool icase = ps->icase;
         if (ps->end - ps->p >= 2 && ps->p[0] == '?') {
-            if (ps->p[1] == ':') type = N_CAT;
-            else if (ps->p[1] == '=') type = N_LOOK;
-            else if (ps->p[1] == '!') type = N_NLOOK;
-            else if (ps->p[1] == 'i' && ps->end - ps->p >= 3 && ps->p[2] == ':') type = N_CAT, ps->icase = true, ps->p++;
+            if (ps->p[1] == ':')
+                type = N_CAT;
+            else if (ps->p[1] == '=')
+                type = N_LOOK;
+            else if (ps->p[1] == '!')
+                type = N_NLOOK;
+            else if (ps->p[1] == 'i' && ps->end - ps->p >= 3 && ps->p[2] == ':')
+                type = N_CAT, ps->icase = true, ps->p++;
             else {
                 ps->err = "unsupported group";
                 return -1;
@@ -418,8 +425,10 @@ static int parse_seq(rx_parser *ps) {
         while (ps->p < ps->end && strchr("*+?{", *ps->p)) {
             int min = 0, max = -1;
             char q = *ps->p++;
-            if (q == '+') min = 1;
-            else if (q == '?') max = 1;
+            if (q == '+')
+                min = 1;
+            else if (q == '?')
+                max = 1;
             else if (q == '{') {
                 if (!parse_int(ps, &min)) {
                     ps->err = "bad {n,m}";
@@ -448,8 +457,10 @@ static int parse_seq(rx_parser *ps) {
             if (ps->p < ps->end && *ps->p == '?') r->greedy = false, ps->p++;
             atom = rep;
         }
-        if (last < 0) ps->nodes[cat].child = atom;
-        else ps->nodes[last].next = atom;
+        if (last < 0)
+            ps->nodes[cat].child = atom;
+        else
+            ps->nodes[last].next = atom;
         last = atom;
     }
     return cat;
@@ -591,7 +602,8 @@ pl_status pl_regex_compile(const char *pattern, pl_regex **out) {
     pl_regex *re = NULL;
     if (!ps.err) re = calloc(1, sizeof *re);
     if (ps.err || !re) {
-        pl_status st = pl_fail(PL_ERR_ARG, "regex '%.60s': %s", pattern, ps.err ? ps.err : "out of memory");
+        pl_status st =
+            pl_fail(PL_ERR_ARG, "regex '%.60s': %s", pattern, ps.err ? ps.err : "out of memory");
         free(ps.nodes), free(ps.classes), free(ps.ranges), free(em.code);
         return st;
     }
@@ -699,9 +711,7 @@ static long run(const pl_regex *re, pl_regex_scratch *s, const uint32_t *text, s
                 if (pos != n) goto fail;
                 pc++;
                 continue;
-            case OP_MATCH:
-                s->sp = base;
-                return (long)pos;
+            case OP_MATCH: s->sp = base; return (long)pos;
             }
         }
     fail:;

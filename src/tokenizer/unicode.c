@@ -9,8 +9,15 @@
 
 /* Hangul syllables compose and decompose algorithmically (Unicode ch. 3.12). */
 enum {
-    HANGUL_S = 0xAC00, HANGUL_L = 0x1100, HANGUL_V = 0x1161, HANGUL_T = 0x11A7,
-    HANGUL_LC = 19, HANGUL_VC = 21, HANGUL_TC = 28, HANGUL_N = 21 * 28, HANGUL_SC = 19 * 21 * 28,
+    HANGUL_S = 0xAC00,
+    HANGUL_L = 0x1100,
+    HANGUL_V = 0x1161,
+    HANGUL_T = 0x11A7,
+    HANGUL_LC = 19,
+    HANGUL_VC = 21,
+    HANGUL_TC = 28,
+    HANGUL_N = 21 * 28,
+    HANGUL_SC = 19 * 21 * 28,
 };
 
 uint8_t pl_uni_flags(uint32_t cp) {
@@ -18,7 +25,9 @@ uint8_t pl_uni_flags(uint32_t cp) {
     return pl_unitab_stage2[(size_t)pl_unitab_stage1[cp >> 8] * 256 + (cp & 255)];
 }
 
-const char *pl_uni_version_string(void) { return pl_unitab_version; }
+const char *pl_uni_version_string(void) {
+    return pl_unitab_version;
+}
 
 /* Binary search in a table of rows whose first column is sorted. */
 static int find_row(const uint32_t (*rows)[2], int n, uint32_t cp) {
@@ -26,7 +35,10 @@ static int find_row(const uint32_t (*rows)[2], int n, uint32_t cp) {
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
         if (rows[mid][0] == cp) return mid;
-        if (rows[mid][0] < cp) lo = mid + 1; else hi = mid - 1;
+        if (rows[mid][0] < cp)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return -1;
 }
@@ -54,7 +66,10 @@ int pl_uni_toupper_full(uint32_t cp, uint32_t out[3]) {
             for (int k = 1; k < 4 && r[k]; k++) out[n++] = r[k];
             return n;
         }
-        if (r[0] < cp) lo = mid + 1; else hi = mid - 1;
+        if (r[0] < cp)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return 0;
 }
@@ -64,7 +79,10 @@ static int find_decomp(uint32_t cp) {
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
         if (pl_unitab_decomp[mid][0] == cp) return mid;
-        if (pl_unitab_decomp[mid][0] < cp) lo = mid + 1; else hi = mid - 1;
+        if (pl_unitab_decomp[mid][0] < cp)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return -1;
 }
@@ -84,9 +102,12 @@ int pl_uni_ccc(uint32_t cp) {
     int lo = 0, hi = pl_unitab_n_ccc - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        if (cp < pl_unitab_ccc[mid][0]) hi = mid - 1;
-        else if (cp > pl_unitab_ccc[mid][1]) lo = mid + 1;
-        else return (int)pl_unitab_ccc[mid][2];
+        if (cp < pl_unitab_ccc[mid][0])
+            hi = mid - 1;
+        else if (cp > pl_unitab_ccc[mid][1])
+            lo = mid + 1;
+        else
+            return (int)pl_unitab_ccc[mid][2];
     }
     return 0;
 }
@@ -149,7 +170,10 @@ static uint32_t compose(uint32_t a, uint32_t b) {
         int mid = (lo + hi) / 2;
         const uint32_t *r = pl_unitab_comp[mid];
         if (r[0] == a && r[1] == b) return r[2];
-        if (r[0] < a || (r[0] == a && r[1] < b)) lo = mid + 1; else hi = mid - 1;
+        if (r[0] < a || (r[0] == a && r[1] < b))
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return 0;
 }

@@ -26,9 +26,10 @@ enum {
     PL_UC_OTHER = 7,      /* Cc Cf Cs Co */
 };
 #define PL_UC_CAT_MASK 0x07
-#define PL_UC_SPACE 0x08 /* White_Space property */
-#define PL_UC_NFC_MAYBE 0x10 /* may change under NFC (not NFC alone, composes with a
-                                preceding character, or has a combining class) */
+#define PL_UC_SPACE    0x08 /* White_Space property */
+#define PL_UC_NFC_MAYBE                                                                            \
+    0x10 /* may change under NFC (not NFC alone, composes with a                                   \
+            preceding character, or has a combining class) */
 /* Letters: which kind, in bits 5-7 (0 for other categories). */
 enum { PL_UC_LU = 1, PL_UC_LL = 2, PL_UC_LT = 3, PL_UC_LM = 4, PL_UC_LO = 5 };
 #define PL_UC_LETTER_SHIFT 5
@@ -36,8 +37,12 @@ enum { PL_UC_LU = 1, PL_UC_LL = 2, PL_UC_LT = 3, PL_UC_LM = 4, PL_UC_LO = 5 };
 /* Category class | PL_UC_SPACE | PL_UC_NFC_MAYBE | letter kind << PL_UC_LETTER_SHIFT of
  * code point cp (0 for cp > U+10FFFF). */
 uint8_t pl_uni_flags(uint32_t cp);
-static inline int pl_uni_cat(uint32_t cp) { return pl_uni_flags(cp) & PL_UC_CAT_MASK; }
-static inline bool pl_uni_is_space(uint32_t cp) { return (pl_uni_flags(cp) & PL_UC_SPACE) != 0; }
+static inline int pl_uni_cat(uint32_t cp) {
+    return pl_uni_flags(cp) & PL_UC_CAT_MASK;
+}
+static inline bool pl_uni_is_space(uint32_t cp) {
+    return (pl_uni_flags(cp) & PL_UC_SPACE) != 0;
+}
 
 /* Simple (one code point) case mappings; cp itself if none. */
 uint32_t pl_uni_tolower(uint32_t cp);

@@ -19,7 +19,8 @@ extern const uint32_t pl_unitab_decomp[][3]; /* sorted: {cp, first, second or 0}
 extern const int pl_unitab_n_decomp;
 extern const uint32_t pl_unitab_ccc[][3]; /* sorted ranges {lo, hi, combining class} */
 extern const int pl_unitab_n_ccc;
-extern const uint32_t pl_unitab_comp[][3]; /* sorted by (first, second): {first, second, composite} */
+extern const uint32_t pl_unitab_comp[]
+                                    [3]; /* sorted by (first, second): {first, second, composite} */
 extern const int pl_unitab_n_comp;
 
 #endif

@@ -14,13 +14,18 @@ static pl_buf *f32(pl_backend *be, int64_t ne0, int64_t ne1, const float *init) 
     return b;
 }
 
-static void get(const pl_buf *b, float *out, int64_t n) { pl_be_read(b, 0, out, n * 4); }
+static void get(const pl_buf *b, float *out, int64_t n) {
+    pl_be_read(b, 0, out, n * 4);
+}
 
-static bool close_to(float a, double b, double tol) { return fabs(a - b) <= tol; }
+static bool close_to(float a, double b, double tol) {
+    return fabs(a - b) <= tol;
+}
 
 static void test_checks(pl_backend *be, pl_backend *other) {
     static const float wv[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    pl_buf *w = NULL, *x = f32(be, 4, 2, NULL), *o = f32(be, 2, 1, NULL), *ox = f32(other, 2, 2, NULL);
+    pl_buf *w = NULL, *x = f32(be, 4, 2, NULL), *o = f32(be, 2, 1, NULL),
+           *ox = f32(other, 2, 2, NULL);
     pl_buf *ids = NULL;
     CHECK(pl_be_buf_weight(be, PL_TYPE_F32, 4, 2, wv, &w) == PL_OK, "weight");
     CHECK(pl_be_matmul(w, x, NULL, 2, false, o) != PL_OK, "2 rows into a 1-row output accepted");
@@ -52,15 +57,16 @@ static void test_rms_norm_swiglu(pl_backend *be) {
     pl_be_rms_norm(x, w, 2, 2, 0, o);
     get(o, out, 4);
     double r = sqrt(12.5);
-    CHECK(close_to(out[0], 3 / r, 1e-6) && close_to(out[1], 8 / r, 1e-6) && close_to(out[2], 1, 1e-6) &&
-              close_to(out[3], 2, 1e-6),
+    CHECK(close_to(out[0], 3 / r, 1e-6) && close_to(out[1], 8 / r, 1e-6) &&
+              close_to(out[2], 1, 1e-6) && close_to(out[3], 2, 1e-6),
           "rms_norm %g %g %g %g", out[0], out[1], out[2], out[3]);
     /* swiglu: silu(g) * u, silu(1) = 1 / (1 + e^-1) */
     float gv[2] = {1, -2}, uv[2] = {2, 3};
     pl_buf *g = f32(be, 2, 1, gv), *u = f32(be, 2, 1, uv);
     pl_be_swiglu(g, u, 2, g);
     get(g, out, 2);
-    CHECK(close_to(out[0], 2 / (1 + exp(-1.0)), 1e-6) && close_to(out[1], 3 * -2 / (1 + exp(2.0)), 1e-6),
+    CHECK(close_to(out[0], 2 / (1 + exp(-1.0)), 1e-6) &&
+              close_to(out[1], 3 * -2 / (1 + exp(2.0)), 1e-6),
           "swiglu %g %g", out[0], out[1]);
     pl_be_buf_free(x);
     pl_be_buf_free(w);
@@ -75,8 +81,12 @@ static void test_rope(pl_backend *be) {
     double t0 = 2, t1 = 0.2;
     for (int mode = 0; mode < 2; mode++) {
         pl_buf *x = f32(be, 4, 1, v);
-        pl_rope_params p = {.mode = mode ? PL_ROPE_NEOX : PL_ROPE_NORMAL, .n_heads = 1,
-                            .head_dim = 4, .rope_dim = 4, .theta_base = 100, .freq_scale = 1};
+        pl_rope_params p = {.mode = mode ? PL_ROPE_NEOX : PL_ROPE_NORMAL,
+                            .n_heads = 1,
+                            .head_dim = 4,
+                            .rope_dim = 4,
+                            .theta_base = 100,
+                            .freq_scale = 1};
         CHECK(pl_be_rope(x, 1, 2, &p) == PL_OK, "%s", pl_last_error());
         float o[4], e[4];
         get(x, o, 4);
@@ -100,12 +110,18 @@ static void test_rope(pl_backend *be) {
     float fac[1] = {4};
     pl_buf *x = f32(be, 2, 1, (float[2]){1, 0}), *fb = NULL;
     pl_be_buf_weight(be, PL_TYPE_F32, 1, 1, fac, &fb);
-    pl_rope_params p = {.mode = PL_ROPE_NORMAL, .n_heads = 1, .head_dim = 2, .rope_dim = 2,
-                        .theta_base = 10000, .freq_scale = 0.5f, .factors = fb};
+    pl_rope_params p = {.mode = PL_ROPE_NORMAL,
+                        .n_heads = 1,
+                        .head_dim = 2,
+                        .rope_dim = 2,
+                        .theta_base = 10000,
+                        .freq_scale = 0.5f,
+                        .factors = fb};
     pl_be_rope(x, 1, 4, &p); /* theta = 4 * 0.5 / 4 = 0.5 */
     float o[2];
     get(x, o, 2);
-    CHECK(close_to(o[0], cos(0.5), 1e-6) && close_to(o[1], sin(0.5), 1e-6), "rope factors %g %g", o[0], o[1]);
+    CHECK(close_to(o[0], cos(0.5), 1e-6) && close_to(o[1], sin(0.5), 1e-6), "rope factors %g %g",
+          o[0], o[1]);
     pl_be_buf_free(x);
     pl_be_buf_free(fb);
 }
@@ -129,7 +145,14 @@ static void test_attention(pl_backend *be, uint32_t kv) {
     double a = 1 / (1 + exp(-1.0)); /* row 1 head 0: scores [1, 0] */
     double b = 1 / (1 + exp(2.0));  /* row 1 head 1: scores [0, 2] */
     double tol = kv == PL_TYPE_F16 ? 2e-3 : 1e-6;
-    double e[8] = {1, 2, 1, 2, a * 1 + (1 - a) * 3, a * 2 + (1 - a) * 4, b * 1 + (1 - b) * 3, b * 2 + (1 - b) * 4};
+    double e[8] = {1,
+                   2,
+                   1,
+                   2,
+                   a * 1 + (1 - a) * 3,
+                   a * 2 + (1 - a) * 4,
+                   b * 1 + (1 - b) * 3,
+                   b * 2 + (1 - b) * 4};
     bool ok = true;
     for (int i = 0; i < 8; i++) ok &= close_to(out[i], e[i], tol);
     CHECK(ok, "attention (%s cache): %g %g %g %g %g %g %g %g", kv == PL_TYPE_F16 ? "f16" : "f32",
@@ -152,7 +175,8 @@ static void test_attention(pl_backend *be, uint32_t kv) {
 }
 
 static void test_select(pl_backend *be) {
-    pl_buf *x = f32(be, 5, 2, (float[10]){1, 3, 3, -1, 2, 0, 0, 0, 0, 0}), *ids = NULL, *vals = f32(be, 3, 1, NULL);
+    pl_buf *x = f32(be, 5, 2, (float[10]){1, 3, 3, -1, 2, 0, 0, 0, 0, 0}), *ids = NULL,
+           *vals = f32(be, 3, 1, NULL);
     pl_be_buf_new(be, PL_TYPE_I32, 4, 1, &ids);
     pl_be_argmax(x, 2, ids, 1);
     int32_t got[4];
@@ -162,8 +186,8 @@ static void test_select(pl_backend *be) {
     float v[3];
     pl_be_read(ids, 0, got, 12);
     get(vals, v, 3);
-    CHECK(got[0] == 1 && got[1] == 2 && got[2] == 4 && v[0] == 3 && v[2] == 2, "topk %d %d %d", got[0],
-          got[1], got[2]);
+    CHECK(got[0] == 1 && got[1] == 2 && got[2] == 4 && v[0] == 3 && v[2] == 2, "topk %d %d %d",
+          got[0], got[1], got[2]);
     pl_be_buf_free(x);
     /* NaN is skipped, as the GPU kernel does; a row of NaN alone gives -1, and top-k fills
      * the places no number is left for with (-1, -inf): never an id made up from NaN */
@@ -204,8 +228,8 @@ static void test_matmul_embed(pl_backend *be) {
         for (int i = 0; i < 32; i++) e[r] += (double)deq[r * 32 + i] * xf[i];
     float out[2];
     get(o, out, 2);
-    CHECK(close_to(out[0], e[0], 1e-4) && close_to(out[1], e[1], 1e-4), "q8_0 matmul %g %g (want %g %g)",
-          out[0], out[1], e[0], e[1]);
+    CHECK(close_to(out[0], e[0], 1e-4) && close_to(out[1], e[1], 1e-4),
+          "q8_0 matmul %g %g (want %g %g)", out[0], out[1], e[0], e[1]);
     /* embed rows 1 and an out-of-range id (a zero row) */
     pl_buf *ids = NULL, *emb = f32(be, 32, 2, NULL);
     pl_be_buf_new(be, PL_TYPE_I32, 2, 1, &ids);
@@ -227,7 +251,9 @@ static void test_matmul_embed(pl_backend *be) {
  * float denormals, a sparse sample between; exhaustively it took 15 s). */
 static void test_round_half(void) {
     uint64_t bad = 0;
-    for (uint64_t i = 0; i < (uint64_t)145 << 23; i += i < (uint64_t)2 << 23 ? 7 : i < (uint64_t)110 << 23 ? 9973 : 61) {
+    for (uint64_t i = 0; i < (uint64_t)145 << 23; i += i < (uint64_t)2 << 23     ? 7
+                                                       : i < (uint64_t)110 << 23 ? 9973
+                                                                                 : 61) {
         for (int sign = 0; sign < 2; sign++) {
             uint32_t u = (uint32_t)i | (uint32_t)sign << 31;
             float x, a, b;
@@ -252,7 +278,8 @@ static void run_tests(void) {
     test_attention(be, PL_TYPE_F16);
     test_select(be);
     test_matmul_embed(be);
-    CHECK(be->live_bufs == 0 && other->live_bufs == 0, "%lld buffers leaked", (long long)be->live_bufs);
+    CHECK(be->live_bufs == 0 && other->live_bufs == 0, "%lld buffers leaked",
+          (long long)be->live_bufs);
     pl_be_destroy(be);
     pl_be_destroy(other);
 }

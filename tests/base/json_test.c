@@ -14,11 +14,13 @@ static pl_json_doc *parse(const char *s) {
 static void fails(const char *s, const char *why) {
     pl_json_doc *d = NULL;
     CHECK(pl_json_parse(s, strlen(s), &d) != PL_OK && !d, "'%s' should fail (%s)", s, why);
-    CHECK(strstr(pl_last_error(), "json:") && !strchr(pl_last_error(), '\n'), "one line: %s", pl_last_error());
+    CHECK(strstr(pl_last_error(), "json:") && !strchr(pl_last_error(), '\n'), "one line: %s",
+          pl_last_error());
 }
 
 static void run_tests(void) {
-    pl_json_doc *d = parse(" {\"a\": [1, -2.5e1, true, false, null, \"x\"], \"b\": {}, \"a\": 7}\n");
+    pl_json_doc *d =
+        parse(" {\"a\": [1, -2.5e1, true, false, null, \"x\"], \"b\": {}, \"a\": 7}\n");
     CHECK(d != NULL, "%s", pl_last_error());
     const pl_json *r = pl_json_root(d);
     int64_t i;
@@ -27,9 +29,12 @@ static void run_tests(void) {
     CHECK(pl_json_int(pl_json_get(r, "a"), &i) && i == 7, "the last duplicate wins");
     const pl_json *a = r->obj.vals[0];
     CHECK(pl_json_int(pl_json_at(a, 0), &i) && i == 1, "int");
-    CHECK(pl_json_number(pl_json_at(a, 1), &f) && f == -25.0 && !pl_json_int(pl_json_at(a, 1), &i), "float");
-    CHECK(pl_json_at(a, 2)->type == PL_JSON_TRUE && pl_json_at(a, 4)->type == PL_JSON_NULL, "literals");
-    CHECK(pl_json_at(a, 6) == NULL && pl_json_get(a, "x") == NULL && pl_json_string(a) == NULL, "wrong types");
+    CHECK(pl_json_number(pl_json_at(a, 1), &f) && f == -25.0 && !pl_json_int(pl_json_at(a, 1), &i),
+          "float");
+    CHECK(pl_json_at(a, 2)->type == PL_JSON_TRUE && pl_json_at(a, 4)->type == PL_JSON_NULL,
+          "literals");
+    CHECK(pl_json_at(a, 6) == NULL && pl_json_get(a, "x") == NULL && pl_json_string(a) == NULL,
+          "wrong types");
     pl_json_doc_free(d);
 
     d = parse("\"\\u00e9\\ud83d\\ude80\\ud800x\\u0000y\\n\\/\"");
@@ -41,7 +46,9 @@ static void run_tests(void) {
     }
     pl_json_doc_free(d);
     d = parse("12345678901234567890");
-    CHECK(d && !pl_json_int(pl_json_root(d), &i) && pl_json_number(pl_json_root(d), &f) && f > 1.2e19, "big int is a float");
+    CHECK(d && !pl_json_int(pl_json_root(d), &i) && pl_json_number(pl_json_root(d), &f) &&
+              f > 1.2e19,
+          "big int is a float");
     pl_json_doc_free(d);
     d = parse("\xef\xbb\xbf[]");
     CHECK(d && pl_json_count(pl_json_root(d)) == 0, "BOM");
@@ -81,7 +88,8 @@ static void run_tests(void) {
     pl_sb_free(&b);
     d = parse("{\"k\":[0.1,-3,\"s\",null,{\"n\":true}],\"e\":1e-7}");
     pl_json_write(&b, pl_json_root(d));
-    CHECK(!strcmp(b.s, "{\"k\":[0.10000000000000001,-3,\"s\",null,{\"n\":true}],\"e\":9.9999999999999995e-08}"),
+    CHECK(!strcmp(b.s, "{\"k\":[0.10000000000000001,-3,\"s\",null,{\"n\":true}],\"e\":9."
+                       "9999999999999995e-08}"),
           "write: %s", b.s);
     pl_sb_free(&b);
     pl_json_doc_free(d);

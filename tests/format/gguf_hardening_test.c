@@ -26,7 +26,8 @@ static bool parse_checked(const uint8_t *buf, size_t len, const char *what) {
     if (st) {
         const char *e = pl_last_error();
         CHECK(g == NULL, "%s: result set on failure", what);
-        CHECK(e[0] && !strchr(e, '\n'), "%s: error message must be one non-empty line: '%s'", what, e);
+        CHECK(e[0] && !strchr(e, '\n'), "%s: error message must be one non-empty line: '%s'", what,
+              e);
         n_err++;
         return false;
     }
@@ -41,7 +42,9 @@ static bool parse_checked(const uint8_t *buf, size_t len, const char *what) {
 static void expect_fail(const uint8_t *buf, size_t len, const char *needle, const char *what) {
     bool ok = parse_checked(buf, len, what);
     CHECK(!ok, "%s: parsed, expected an error", what);
-    if (!ok) CHECK(strstr(pl_last_error(), needle), "%s: message '%s' lacks '%s'", what, pl_last_error(), needle);
+    if (!ok)
+        CHECK(strstr(pl_last_error(), needle), "%s: message '%s' lacks '%s'", what, pl_last_error(),
+              needle);
 }
 
 /* ---- a raw byte builder for hand-made (malformed) files ---- */
@@ -60,8 +63,12 @@ static void r_bytes(raw *r, const void *src, size_t n) {
     if (n) memcpy(r->p + r->n, src, n);
     r->n += n;
 }
-static void r_u32(raw *r, uint32_t v) { r_bytes(r, &v, 4); }
-static void r_u64(raw *r, uint64_t v) { r_bytes(r, &v, 8); }
+static void r_u32(raw *r, uint32_t v) {
+    r_bytes(r, &v, 4);
+}
+static void r_u64(raw *r, uint64_t v) {
+    r_bytes(r, &v, 8);
+}
 static void r_str(raw *r, const char *s) {
     r_u64(r, strlen(s));
     r_bytes(r, s, strlen(s));
@@ -69,7 +76,9 @@ static void r_str(raw *r, const char *s) {
 static void r_zeros(raw *r, size_t n) {
     while (n--) r_bytes(r, "", 1);
 }
-static void r_pad(raw *r, size_t align) { r_zeros(r, (align - r->n % align) % align); }
+static void r_pad(raw *r, size_t align) {
+    r_zeros(r, (align - r->n % align) % align);
+}
 static void r_header(raw *r, uint64_t n_tensors, uint64_t n_kv) {
     r->n = 0;
     r_bytes(r, "GGUF", 4);
@@ -148,9 +157,12 @@ static void flips(const uint8_t *buf, size_t len, size_t region, int rounds, uin
             at[j] = (size_t)(rng_next(&s) % (region - 8));
             memcpy(old[j], p + at[j], 8);
             uint64_t kind = rng_next(&s) % 3;
-            if (kind == 0) p[at[j]] = (uint8_t)rng_next(&s);
-            else if (kind == 1) p[at[j]] ^= (uint8_t)(1u << (rng_next(&s) % 8));
-            else memset(p + at[j], 0xff, 8);
+            if (kind == 0)
+                p[at[j]] = (uint8_t)rng_next(&s);
+            else if (kind == 1)
+                p[at[j]] ^= (uint8_t)(1u << (rng_next(&s) % 8));
+            else
+                memset(p + at[j], 0xff, 8);
         }
         char w[96];
         snprintf(w, sizeof w, "%s flip round %d", what, r);
@@ -159,7 +171,8 @@ static void flips(const uint8_t *buf, size_t len, size_t region, int rounds, uin
     }
     CHECK(!memcmp(p, buf, len), "%s: flips were not undone", what);
     /* sanity: the mutations are not all rejected for one trivial reason, nor all harmless */
-    CHECK(parsed > 0 && parsed < rounds, "%s: %d of %d flipped copies parsed", what, parsed, rounds);
+    CHECK(parsed > 0 && parsed < rounds, "%s: %d of %d flipped copies parsed", what, parsed,
+          rounds);
     free(p);
 }
 
@@ -260,8 +273,10 @@ static void absurd_metadata(void) {
         r_u32(&r, 42);
         char w[64];
         snprintf(w, sizeof w, "arrays nested %d deep", depths[i]);
-        if (i == 0) CHECK(parse_checked(r.p, r.n, w), "%s: should parse", w);
-        else expect_fail(r.p, r.n, "nested too deeply", w);
+        if (i == 0)
+            CHECK(parse_checked(r.p, r.n, w), "%s: should parse", w);
+        else
+            expect_fail(r.p, r.n, "nested too deeply", w);
     }
     /* duplicate keys, also far apart */
     r_header(&r, 0, 3);
@@ -279,8 +294,11 @@ static void absurd_metadata(void) {
     struct {
         uint32_t type;
         uint64_t v;
-    } al[] = {{PL_GGUF_UINT32, 0}, {PL_GGUF_UINT32, 48}, {PL_GGUF_UINT32, 1u << 31},
-              {PL_GGUF_UINT64, 32}, {PL_GGUF_INT32, 32}};
+    } al[] = {{PL_GGUF_UINT32, 0},
+              {PL_GGUF_UINT32, 48},
+              {PL_GGUF_UINT32, 1u << 31},
+              {PL_GGUF_UINT64, 32},
+              {PL_GGUF_INT32, 32}};
     for (int i = 0; i < 5; i++) {
         r_header(&r, 0, 1);
         r_str(&r, "general.alignment");

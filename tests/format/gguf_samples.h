@@ -72,7 +72,7 @@ static inline uint8_t *sample_rich(size_t *len, uint32_t alignment) {
     memcpy(&pib, &pi, 8);
     sample_scalar(g, "general.f64", PL_GGUF_FLOAT64, pib);
 
-    static const uint8_t bytes[24] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+    static const uint8_t bytes[24] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
                                       13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24};
     for (uint32_t t = 0; t < PL_GGUF_TYPE_COUNT; t++) {
         size_t es = pl_gguf_type_size(t);
@@ -175,7 +175,8 @@ static inline bool sample_walk(const pl_gguf *g, const uint8_t *buf, size_t len,
         /* all of a small tensor, the ends of a big one */
         if (t->nbytes <= 4096)
             for (uint64_t k = 0; k < t->nbytes; k++) h += d[k];
-        else h += d[0] + d[t->nbytes - 1];
+        else
+            h += d[0] + d[t->nbytes - 1];
         char name[128];
         if (t->name.len < sizeof name && !memchr(t->name.ptr, 0, t->name.len)) {
             memcpy(name, t->name.ptr, t->name.len);

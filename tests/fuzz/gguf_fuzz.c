@@ -16,7 +16,7 @@
 #define REQUIRE(cond)                                                                              \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "gguf_fuzz: %s failed (line %d): %s\n", #cond, __LINE__,              \
+            fprintf(stderr, "gguf_fuzz: %s failed (line %d): %s\n", #cond, __LINE__,               \
                     pl_last_error());                                                              \
             abort();                                                                               \
         }                                                                                          \
@@ -52,8 +52,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     REQUIRE(pl_gguf_write_header(g, f) == PL_OK);
     fclose(f);
     uint64_t off = pl_gguf_data_offset(g);
-    if (pl_gguf_tensor_count(g)) REQUIRE(n == off);
-    else REQUIRE(n <= off);
+    if (pl_gguf_tensor_count(g))
+        REQUIRE(n == off);
+    else
+        REQUIRE(n <= off);
 
     /* header as written + the original data section */
     size_t tail = pl_gguf_tensor_count(g) ? size - (size_t)off : 0;

@@ -14,7 +14,7 @@
 #define REQUIRE(cond)                                                                              \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "jinja_fuzz: %s failed (line %d): %s\n", #cond, __LINE__,             \
+            fprintf(stderr, "jinja_fuzz: %s failed (line %d): %s\n", #cond, __LINE__,              \
                     pl_last_error());                                                              \
             abort();                                                                               \
         }                                                                                          \
@@ -24,8 +24,10 @@ static const char k_default_vars[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
     " {\"role\": \"user\", \"content\": \"Hi <b>there</b>\"},"
     " {\"role\": \"assistant\", \"content\": \"<think>\\nhm\\n</think>\\n\\nHello\","
-    "  \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {\"x\": [1, 2.5, null]}}}]},"
-    " {\"role\": \"tool\", \"content\": \"ok\"}, {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"t\"}]}],"
+    "  \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {\"x\": [1, 2.5, "
+    "null]}}}]},"
+    " {\"role\": \"tool\", \"content\": \"ok\"}, {\"role\": \"user\", \"content\": [{\"type\": "
+    "\"text\", \"text\": \"t\"}]}],"
     " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {}}}],"
     " \"add_generation_prompt\": true, \"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}";
 
@@ -51,11 +53,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pl_jinja_ctx *c = pl_jinja_ctx_new();
     REQUIRE(c != NULL);
     if (root->type == PL_JSON_OBJECT)
-        for (size_t i = 0; i < root->obj.count; i++) pl_jinja_set_json(c, root->obj.keys[i], root->obj.vals[i]);
+        for (size_t i = 0; i < root->obj.count; i++)
+            pl_jinja_set_json(c, root->obj.keys[i], root->obj.vals[i]);
     char *out = NULL;
     size_t len = 0;
-    if (pl_jinja_render(t, c, &out, &len) == PL_OK) REQUIRE(out && strlen(out) <= len);
-    else check_error();
+    if (pl_jinja_render(t, c, &out, &len) == PL_OK)
+        REQUIRE(out && strlen(out) <= len);
+    else
+        check_error();
     free(out);
     pl_jinja_ctx_free(c);
     pl_json_doc_free(vars);

@@ -14,7 +14,7 @@
 #define REQUIRE(cond)                                                                              \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "json_fuzz: %s failed (line %d): %s\n", #cond, __LINE__,              \
+            fprintf(stderr, "json_fuzz: %s failed (line %d): %s\n", #cond, __LINE__,               \
                     pl_last_error());                                                              \
             abort();                                                                               \
         }                                                                                          \
@@ -30,7 +30,8 @@ static void walk(const pl_json *v, pl_strbuf *b) {
         break;
     case PL_JSON_NUMBER:
         REQUIRE(pl_json_number(v, &d));
-        if (pl_json_int(v, &i)) REQUIRE((double)i == d || fabs((double)i - d) <= fabs(d) * 1e-15 + 1);
+        if (pl_json_int(v, &i))
+            REQUIRE((double)i == d || fabs((double)i - d) <= fabs(d) * 1e-15 + 1);
         break;
     case PL_JSON_ARRAY:
         REQUIRE(pl_json_count(v) == v->arr.count);
@@ -40,7 +41,8 @@ static void walk(const pl_json *v, pl_strbuf *b) {
     case PL_JSON_OBJECT:
         for (size_t k = 0; k < v->obj.count; k++) {
             walk(v->obj.vals[k], b);
-            REQUIRE(pl_json_get(v, v->obj.keys[k]) != NULL || memchr(v->obj.keys[k], 0, v->obj.key_lens[k]));
+            REQUIRE(pl_json_get(v, v->obj.keys[k]) != NULL ||
+                    memchr(v->obj.keys[k], 0, v->obj.key_lens[k]));
         }
         break;
     default: break;

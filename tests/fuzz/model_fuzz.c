@@ -14,7 +14,7 @@
 #define REQUIRE(cond)                                                                              \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "model_fuzz: %s failed (line %d): %s\n", #cond, __LINE__,             \
+            fprintf(stderr, "model_fuzz: %s failed (line %d): %s\n", #cond, __LINE__,              \
                     pl_last_error());                                                              \
             abort();                                                                               \
         }                                                                                          \

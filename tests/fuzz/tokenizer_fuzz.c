@@ -21,7 +21,7 @@
 #define REQUIRE(cond)                                                                              \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "tokenizer_fuzz: %s failed (line %d): %s\n", #cond, __LINE__,         \
+            fprintf(stderr, "tokenizer_fuzz: %s failed (line %d): %s\n", #cond, __LINE__,          \
                     pl_last_error());                                                              \
             abort();                                                                               \
         }                                                                                          \
@@ -74,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
      * broken sequence); WordPiece lower-cases and drops spaces */
     bool spm = sel % N_VOCABS == 0, bpe = sel % N_VOCABS == 1 || sel % N_VOCABS == 2;
     bool has_space_mark = memmem(text, len, "\xe2\x96\x81", 3) != NULL; /* SPM's own space */
-    if (!add_special && ((spm && !parse_special && !has_space_mark) || bpe) && pl_utf8_is_valid(text, len))
+    if (!add_special && ((spm && !parse_special && !has_space_mark) || bpe) &&
+        pl_utf8_is_valid(text, len))
         REQUIRE(back_len == len && memcmp(back, text, len) == 0);
 
     /* streaming: whatever comes out is valid UTF-8, and all of it is the decoded text */

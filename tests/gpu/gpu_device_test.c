@@ -46,7 +46,8 @@ static void test_upload_chunks(pl_gpu *g) {
     uint32_t *a = malloc(n * 4), *b = malloc(n * 4);
     for (size_t i = 0; i < n; i++) a[i] = gt_u32();
     pl_gpu_buf *buf = NULL;
-    CHECK(pl_gpu_buf_new(g, n * 4 + 64, PL_GPU_STORAGE, "big", &buf) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_gpu_buf_new(g, n * 4 + 64, PL_GPU_STORAGE, "big", &buf) == PL_OK, "%s",
+          pl_last_error());
     if (!buf) return;
     uint64_t before = pl_gpu_get_stats(g)->bytes_uploaded;
     CHECK(pl_gpu_write(g, buf, 64, a, n * 4) == PL_OK, "%s", pl_last_error());
@@ -84,13 +85,15 @@ static void test_errors(pl_gpu *g) {
     pl_gpu_kernel *k = NULL;
     const char *bad = "@compute @workgroup_size(1)\nfn main() {\n  let x: f32 = 1u;\n}\n";
     CHECK(pl_gpu_kernel_new(g, bad, "bad", &k) != PL_OK && !k, "bad WGSL accepted");
-    CHECK(strstr(pl_last_error(), "bad") && strstr(pl_last_error(), "rejected"),
-          "message: %s", pl_last_error());
+    CHECK(strstr(pl_last_error(), "bad") && strstr(pl_last_error(), "rejected"), "message: %s",
+          pl_last_error());
     /* the device still works after a rejected shader */
     test_scale(g, 100);
     pl_gpu_buf *b = NULL;
     CHECK(pl_gpu_buf_new(g, pl_gpu_get_info(g)->max_buffer + 1024, PL_GPU_STORAGE, "huge", &b) !=
-              PL_OK && !b, "over-size buffer accepted");
+                  PL_OK &&
+              !b,
+          "over-size buffer accepted");
     CHECK(pl_gpu_buf_new(g, 16, (pl_gpu_usage)3, "mixed", &b) != PL_OK, "bad usage accepted");
     /* a binding that does not fit its buffer */
     char src[1024];

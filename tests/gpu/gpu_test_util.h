@@ -42,7 +42,9 @@ static inline uint32_t gt_u32(void) {
     gt_rng ^= gt_rng << 13, gt_rng ^= gt_rng >> 7, gt_rng ^= gt_rng << 17;
     return (uint32_t)(gt_rng >> 16);
 }
-static inline float gt_unif(float lo, float hi) { return lo + (hi - lo) * (gt_u32() / 4294967296.0f); }
+static inline float gt_unif(float lo, float hi) {
+    return lo + (hi - lo) * (gt_u32() / 4294967296.0f);
+}
 static inline void gt_fill(float *x, size_t n, float lo, float hi) {
     for (size_t i = 0; i < n; i++) x[i] = gt_unif(lo, hi);
 }
@@ -97,7 +99,8 @@ static inline pl_gpu_kernel *gt_kernel(pl_gpu *g, pl_status gen, char **src, con
 }
 
 /* Bind, dispatch once, submit. */
-static inline int gt_run(pl_gpu *g, pl_gpu_kernel *k, const pl_gpu_ref *refs, int n, uint32_t groups) {
+static inline int gt_run(pl_gpu *g, pl_gpu_kernel *k, const pl_gpu_ref *refs, int n,
+                         uint32_t groups) {
     pl_gpu_bind *b = NULL;
     if (!k || pl_gpu_bind_new(g, k, refs, n, &b) != PL_OK) {
         if (k) CHECK(0, "bind: %s", pl_last_error());
@@ -116,6 +119,8 @@ static inline void gt_read(pl_gpu *g, pl_gpu_buf *b, void *dst, size_t bytes) {
 }
 
 /* Random f16 bits of a value in [lo, hi). */
-static inline uint16_t gt_f16(float lo, float hi) { return pl_f32_to_f16(gt_unif(lo, hi)); }
+static inline uint16_t gt_f16(float lo, float hi) {
+    return pl_f32_to_f16(gt_unif(lo, hi));
+}
 
 #endif

@@ -112,7 +112,8 @@ static void check_tiny(pl_backend *be) {
 static void run_tests(void) {
     pl_gguf *src = NULL;
     pl_backend *be = NULL;
-    CHECK(pl_gguf_open(test_shared("models/stories260K.gguf"), &src) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_gguf_open(test_shared("models/stories260K.gguf"), &src) == PL_OK, "%s",
+          pl_last_error());
     CHECK(pl_cpu_new(1, &be) == PL_OK, "cpu");
     if (!src || !be) return;
     static const struct {
@@ -121,7 +122,8 @@ static void run_tests(void) {
     } cases[] = {
         {EDIT_ARCH, "arch", "unsupported architecture 'mamba9'"},
         {EDIT_DROP, "drop", "missing tensor blk.2.attn_k.weight"},
-        {EDIT_SHAPE, "shape", "tensor blk.2.attn_k.weight has shape [32, 64, 1, 1], expected [64, 32]"},
+        {EDIT_SHAPE, "shape",
+         "tensor blk.2.attn_k.weight has shape [32, 64, 1, 1], expected [64, 32]"},
         {EDIT_TYPE, "type", "blk.1.ffn_up.weight is stored as i32"},
         {EDIT_LAYERS, "layers", "4000 layers but only 48 tensors"},
         {EDIT_HEADS, "heads", "8 heads cannot share 3 kv heads"},

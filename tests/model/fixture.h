@@ -47,8 +47,8 @@ static inline int fixture_numbers(const char *json, const char *const *path, int
 }
 
 /* Same, as token ids. */
-static inline int fixture_ids(const char *json, const char *const *path, int n_path,
-                              int32_t *out, int cap) {
+static inline int fixture_ids(const char *json, const char *const *path, int n_path, int32_t *out,
+                              int cap) {
     double *tmp = malloc(sizeof(double) * (size_t)cap);
     int n = tmp ? fixture_numbers(json, path, n_path, tmp, cap) : -1;
     for (int i = 0; i < n; i++) out[i] = (int32_t)tmp[i];

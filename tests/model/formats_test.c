@@ -10,7 +10,7 @@
 #include "model/model.h"
 #include "test.h"
 
-static const char *formats[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K",
+static const char *formats[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1",   "Q8_0",   "Q2_K",  "Q3_K",
                                 "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0"};
 
 /* src with every tensor dequantised to F32, written to path. */

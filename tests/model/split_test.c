@@ -49,11 +49,13 @@ static void run_tests(void) {
               "part A: %s", pl_last_error());
         pl_be_read(pl_state_hidden(sa), 0, hidden, n * d * 4);
         pl_be_write(pl_state_hidden(sb), 0, hidden, n * d * 4);
-        CHECK(pl_model_layers(b, sb, n, pos, 2, 5) == PL_OK && pl_model_head(b, sb, n, false) == PL_OK,
+        CHECK(pl_model_layers(b, sb, n, pos, 2, 5) == PL_OK &&
+                  pl_model_head(b, sb, n, false) == PL_OK,
               "part B: %s", pl_last_error());
         pl_be_read(pl_state_logits(sw), 0, lw, sizeof lw);
         pl_be_read(pl_state_logits(sb), 0, lb, sizeof lb);
-        CHECK(!memcmp(lw, lb, sizeof lw), "step %d: split logits differ from the whole model's", step);
+        CHECK(!memcmp(lw, lb, sizeof lw), "step %d: split logits differ from the whole model's",
+              step);
         pos += n;
     }
     CHECK(pl_model_head(a, sa, 1, false) != PL_OK, "part A ran a head it does not have");

@@ -19,9 +19,9 @@
 #include "test.h"
 
 typedef struct {
-    const char *file;     /* under shared/models */
-    const char *logits;   /* under shared/fixtures/llamacpp-b10573 */
-    double tol;           /* logits, relative to the largest */
+    const char *file;   /* under shared/models */
+    const char *logits; /* under shared/fixtures/llamacpp-b10573 */
+    double tol;         /* logits, relative to the largest */
 } stories_case;
 
 static void run_case(pl_backend *be, const char *json, const stories_case *c, uint32_t kv) {
@@ -66,7 +66,8 @@ static void run_case(pl_backend *be, const char *json, const stories_case *c, ui
         CHECK(err <= tol, "%s kv %s: prompt logits off by %.3g of the largest (tolerance %g)",
               c->file, kv == PL_TYPE_F16 ? "f16" : "f32", err, tol);
         if (getenv("POOLED_TEST_VERBOSE"))
-            fprintf(stderr, "%s kv %s: rel err %.3g\n", c->file, kv == PL_TYPE_F16 ? "f16" : "f32", err);
+            fprintf(stderr, "%s kv %s: rel err %.3g\n", c->file, kv == PL_TYPE_F16 ? "f16" : "f32",
+                    err);
     }
     free(ref);
 

@@ -48,12 +48,12 @@ static inline int tiny_model_write(const char *path, const char *arch, int n_lay
     do {                                                                                           \
         int64_t ne_[2] = {ne0, ne1};                                                               \
         float *f_ = malloc(sizeof(float) * (size_t)(ne0 * ne1));                                   \
-        tiny_fill(f_, ne0 * ne1, &seed);                                                           \
+        tiny_fill(f_, ne0 *ne1, &seed);                                                            \
         uint32_t t_ = (ne1 == 1) ? PL_TYPE_F32 : (type);                                           \
         void *d_ = f_;                                                                             \
         if (t_ != PL_TYPE_F32) {                                                                   \
             d_ = malloc((size_t)pl_row_size(t_, ne0 * ne1));                                       \
-            pl_quant_row(t_, f_, d_, ne0 * ne1);                                                   \
+            pl_quant_row(t_, f_, d_, ne0 *ne1);                                                    \
             free(f_);                                                                              \
         }                                                                                          \
         blocks[nb++] = d_;                                                                         \

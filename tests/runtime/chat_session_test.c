@@ -36,7 +36,8 @@ static void run_tests(void) {
     pl_model *m = NULL;
     pl_tokenizer *tok = NULL;
     pl_sampler *smp = NULL;
-    CHECK(pl_gguf_open(test_shared("fixtures/hf/qwen3_realtok/qwen3_realtok-q8_0.gguf"), &g) == PL_OK,
+    CHECK(pl_gguf_open(test_shared("fixtures/hf/qwen3_realtok/qwen3_realtok-q8_0.gguf"), &g) ==
+              PL_OK,
           "%s", pl_last_error());
     CHECK(g && pl_cpu_new(2, &be) == PL_OK && pl_model_load(g, be, NULL, &m) == PL_OK &&
               pl_tok_load(g, &tok) == PL_OK,
@@ -77,9 +78,11 @@ static void run_tests(void) {
     CHECK(st.n_prompt_run == n2 - shared, "turn 2 ran %lld ids, %lld are new",
           (long long)st.n_prompt_run, (long long)(n2 - shared));
     if (getenv("POOLED_TEST_VERBOSE"))
-        fprintf(stderr, "turn 1: %lld ids, reply %d; turn 2: %lld ids, %lld cached, %lld shared, ran %lld\n",
-                (long long)n1, r1.n, (long long)n2, (long long)n_cached, (long long)shared,
-                (long long)st.n_prompt_run);
+        fprintf(
+            stderr,
+            "turn 1: %lld ids, reply %d; turn 2: %lld ids, %lld cached, %lld shared, ran %lld\n",
+            (long long)n1, r1.n, (long long)n2, (long long)n_cached, (long long)shared,
+            (long long)st.n_prompt_run);
 
     pl_session *s2 = new_session(m);
     go.ud = &fresh;

@@ -66,7 +66,8 @@ static void against_converter(const char *dir, const char *arch) {
     c.n_ff = (int)config_num(json, "intermediate_size");
     c.n_head = (int)config_num(json, "num_attention_heads");
     c.n_head_kv = (int)config_num(json, "num_key_value_heads");
-    c.head_dim = config_num(json, "head_dim") > 0 ? (int)config_num(json, "head_dim") : c.n_embd / c.n_head;
+    c.head_dim =
+        config_num(json, "head_dim") > 0 ? (int)config_num(json, "head_dim") : c.n_embd / c.n_head;
     c.n_vocab = (int)config_num(json, "vocab_size");
     c.n_ctx = (int)config_num(json, "max_position_embeddings");
     c.rope_theta = (float)config_num(json, "rope_theta");
@@ -94,12 +95,14 @@ static void against_converter(const char *dir, const char *arch) {
               b->key.ptr);
     }
     /* tensors: same names, order, shapes and types */
-    CHECK(pl_gguf_tensor_count(plan) == pl_gguf_tensor_count(ref), "%s: %lld tensors, converter %lld",
-          dir, (long long)pl_gguf_tensor_count(plan), (long long)pl_gguf_tensor_count(ref));
+    CHECK(pl_gguf_tensor_count(plan) == pl_gguf_tensor_count(ref),
+          "%s: %lld tensors, converter %lld", dir, (long long)pl_gguf_tensor_count(plan),
+          (long long)pl_gguf_tensor_count(ref));
     for (int64_t i = 0; i < pl_gguf_tensor_count(ref) && i < pl_gguf_tensor_count(plan); i++) {
         const pl_gguf_tensor *a = pl_gguf_tensor_at(plan, i), *b = pl_gguf_tensor_at(ref, i);
         CHECK(a->name.len == b->name.len && !memcmp(a->name.ptr, b->name.ptr, a->name.len) &&
-                  a->n_dims == b->n_dims && !memcmp(a->ne, b->ne, sizeof a->ne) && a->type == b->type,
+                  a->n_dims == b->n_dims && !memcmp(a->ne, b->ne, sizeof a->ne) &&
+                  a->type == b->type,
               "%s: tensor %lld is %.*s %s [%lld,%lld], converter wrote %.*s %s [%lld,%lld]", dir,
               (long long)i, (int)a->name.len, a->name.ptr, pl_type_get(a->type)->name,
               (long long)a->ne[0], (long long)a->ne[1], (int)b->name.len, b->name.ptr,
@@ -141,8 +144,10 @@ static void presets(void) {
      * intermediate 12288, vocab 151936, untied; the model card says 8.2B parameters. */
     pl_gguf *g = plan_preset("qwen3-8b", PL_TYPE_Q4_0);
     if (g) {
-        CHECK(pl_gguf_tensor_count(g) == 3 + 36 * 11, "qwen3-8b tensors %lld", (long long)pl_gguf_tensor_count(g));
-        CHECK(shape_is(g, "token_embd.weight", 4096, 151936) && shape_is(g, "output.weight", 4096, 151936),
+        CHECK(pl_gguf_tensor_count(g) == 3 + 36 * 11, "qwen3-8b tensors %lld",
+              (long long)pl_gguf_tensor_count(g));
+        CHECK(shape_is(g, "token_embd.weight", 4096, 151936) &&
+                  shape_is(g, "output.weight", 4096, 151936),
               "qwen3-8b embeddings");
         CHECK(shape_is(g, "blk.35.attn_q.weight", 4096, 32 * 128) &&
                   shape_is(g, "blk.35.attn_k.weight", 4096, 8 * 128) &&
@@ -155,7 +160,8 @@ static void presets(void) {
               "qwen3-8b layer shapes");
         CHECK(!pl_gguf_find_tensor(g, "blk.36.attn_q.weight"), "qwen3-8b has 36 layers");
         int64_t p = params_of(g);
-        CHECK(p > 8150000000 && p < 8250000000, "qwen3-8b has %lld parameters, not 8.2B", (long long)p);
+        CHECK(p > 8150000000 && p < 8250000000, "qwen3-8b has %lld parameters, not 8.2B",
+              (long long)p);
         CHECK(pl_gguf_find_tensor(g, "blk.0.ffn_down.weight")->type == PL_TYPE_Q4_0 &&
                   pl_gguf_find_tensor(g, "blk.0.attn_norm.weight")->type == PL_TYPE_F32,
               "qwen3-8b types");
@@ -177,7 +183,8 @@ static void presets(void) {
      * intermediate 8192, vocab 128256, tied, rope_scaling llama3 factor 32 (low 1, high 4,
      * original context 8192): 1.24B parameters (1235814400) plus 32 rope factors. */
     if ((g = plan_preset("llama3.2-1b", PL_TYPE_Q8_0))) {
-        CHECK(params_of(g) == 1235814400 + 32, "llama3.2-1b has %lld parameters", (long long)params_of(g));
+        CHECK(params_of(g) == 1235814400 + 32, "llama3.2-1b has %lld parameters",
+              (long long)params_of(g));
         CHECK(shape_is(g, "rope_freqs.weight", 32, 1), "llama3.2-1b rope_freqs [head_dim/2]");
         CHECK(shape_is(g, "blk.15.attn_k.weight", 2048, 512), "llama3.2-1b attn_k");
         const pl_synth_config *c = pl_synth_preset("llama", "llama3.2-1b");
@@ -194,7 +201,8 @@ static void presets(void) {
      * intermediate 1536, vocab 49152, tied). With q4_k (256-value blocks) the 576-wide rows
      * cannot be stored: those matrices fall back to f16, the 1536-wide ffn_down stays q4_k. */
     if ((g = plan_preset("smollm2-135m", PL_TYPE_Q4_K))) {
-        CHECK(params_of(g) == 134515008, "smollm2-135m has %lld parameters", (long long)params_of(g));
+        CHECK(params_of(g) == 134515008, "smollm2-135m has %lld parameters",
+              (long long)params_of(g));
         CHECK(pl_gguf_find_tensor(g, "blk.0.ffn_down.weight")->type == PL_TYPE_Q4_K &&
                   pl_gguf_find_tensor(g, "blk.0.ffn_up.weight")->type == PL_TYPE_F16,
               "smollm2-135m q4_k fallback");
@@ -204,7 +212,8 @@ static void presets(void) {
     if ((g = plan_preset("qwen2.5-0.5b", PL_TYPE_F16))) {
         CHECK(shape_is(g, "blk.0.attn_q.bias", 896, 1) && shape_is(g, "blk.0.attn_k.bias", 128, 1),
               "qwen2.5 biases");
-        CHECK(params_of(g) == 494032768, "qwen2.5-0.5b has %lld parameters", (long long)params_of(g));
+        CHECK(params_of(g) == 494032768, "qwen2.5-0.5b has %lld parameters",
+              (long long)params_of(g));
         pl_gguf_free(g);
     }
     for (int i = 0; pl_synth_preset_at(i); i++) {
@@ -249,15 +258,18 @@ static void written(void) {
             continue;
         }
         const char *tn = pl_type_get(types[ti])->name;
-        CHECK(pl_synth_write(plan, &c, 7, 1, a, NULL, NULL) == PL_OK, "%s: %s", tn, pl_last_error());
-        CHECK(pl_synth_write(plan, &c, 7, 3, b, NULL, NULL) == PL_OK, "%s: %s", tn, pl_last_error());
+        CHECK(pl_synth_write(plan, &c, 7, 1, a, NULL, NULL) == PL_OK, "%s: %s", tn,
+              pl_last_error());
+        CHECK(pl_synth_write(plan, &c, 7, 3, b, NULL, NULL) == PL_OK, "%s: %s", tn,
+              pl_last_error());
         size_t na, nb;
         uint8_t *da = slurp(a, &na), *db = slurp(b, &nb);
         CHECK(da && db && na == nb && !memcmp(da, db, na), "%s: 1 and 3 threads differ", tn);
         free(db);
 
         pl_gguf *g = NULL;
-        CHECK(da && pl_gguf_parse(da, na, &g) == PL_OK, "%s: written file: %s", tn, pl_last_error());
+        CHECK(da && pl_gguf_parse(da, na, &g) == PL_OK, "%s: written file: %s", tn,
+              pl_last_error());
         if (g) {
             /* every tensor holds its values, converted to its type */
             for (int64_t i = 0; i < pl_gguf_tensor_count(g); i++) {

@@ -16,14 +16,16 @@
 static void show_diff(const char *got, const char *want) {
     size_t i = 0;
     while (got[i] && got[i] == want[i]) i++;
-    fprintf(stderr, "  first difference at byte %zu\n  got:  '%s'\n  want: '%s'\n", i, got + i, want + i);
+    fprintf(stderr, "  first difference at byte %zu\n  got:  '%s'\n  want: '%s'\n", i, got + i,
+            want + i);
 }
 
 static void test_qwen3(void) {
     char *text = NULL;
     size_t len = 0;
     pl_json_doc *d = NULL;
-    CHECK(pl_file_read_all(test_shared("fixtures/hf/qwen3_realtok/ref.json"), &text, &len) == PL_OK, "ref");
+    CHECK(pl_file_read_all(test_shared("fixtures/hf/qwen3_realtok/ref.json"), &text, &len) == PL_OK,
+          "ref");
     if (!text) return;
     CHECK(pl_json_parse(text, len, &d) == PL_OK, "%s", pl_last_error());
     free(text);
@@ -42,7 +44,8 @@ static void test_qwen3(void) {
         pl_chat_opts o = {.add_generation_prompt = agp && agp->type == PL_JSON_TRUE,
                           .enable_thinking = !(think && think->type == PL_JSON_FALSE)};
         char *got = NULL;
-        CHECK(pl_chat_render_json(t, msgs, NULL, &o, &got) == PL_OK, "%s: %s", name, pl_last_error());
+        CHECK(pl_chat_render_json(t, msgs, NULL, &o, &got) == PL_OK, "%s: %s", name,
+              pl_last_error());
         bool same = got && want && strcmp(got, want) == 0;
         if (!same && got && want) show_diff(got, want);
         CHECK(same, "%s rendered as transformers", name);
@@ -82,13 +85,15 @@ static void test_fallback(const char *gguf, const char *const *refs) {
     for (const char *const *name = refs; *name; name++) {
         const pl_json *r = NULL;
         for (size_t i = 0; i < pl_json_count(list) && !r; i++)
-            if (!strcmp(pl_json_string(pl_json_get(pl_json_at(list, i), "name")), *name)) r = pl_json_at(list, i);
+            if (!strcmp(pl_json_string(pl_json_get(pl_json_at(list, i), "name")), *name))
+                r = pl_json_at(list, i);
         CHECK(r != NULL, "reference %s", *name);
         if (!r) continue;
         const char *want = pl_json_string(pl_json_get(r, "expected"));
         pl_chat_opts o = {.add_generation_prompt = true, .enable_thinking = true};
         char *got = NULL;
-        CHECK(pl_chat_render_json(t, pl_json_get(pl_json_get(r, "context"), "messages"), NULL, &o, &got) == PL_OK,
+        CHECK(pl_chat_render_json(t, pl_json_get(pl_json_get(r, "context"), "messages"), NULL, &o,
+                                  &got) == PL_OK,
               "%s: %s", *name, pl_last_error());
         bool same = got && want && !strcmp(got, want);
         if (!same && got && want) show_diff(got, want);

@@ -51,7 +51,8 @@ static void run_tests(void) {
         if (st == PL_OK) {
             pl_jinja_ctx *c = pl_jinja_ctx_new();
             const pl_json *ctx = pl_json_get(r, "context");
-            for (size_t k = 0; k < pl_json_count(ctx); k++) pl_jinja_set_json(c, ctx->obj.keys[k], ctx->obj.vals[k]);
+            for (size_t k = 0; k < pl_json_count(ctx); k++)
+                pl_jinja_set_json(c, ctx->obj.keys[k], ctx->obj.vals[k]);
             st = pl_jinja_render(t, c, &out, NULL);
             pl_jinja_ctx_free(c);
         }
@@ -59,11 +60,13 @@ static void run_tests(void) {
         if (want) {
             bool same = st == PL_OK && out && strcmp(out, want) == 0;
             if (!same) {
-                if (st != PL_OK) fprintf(stderr, "%s: %s\n", name, pl_last_error());
+                if (st != PL_OK)
+                    fprintf(stderr, "%s: %s\n", name, pl_last_error());
                 else {
                     size_t k = 0;
                     while (out[k] && out[k] == want[k]) k++;
-                    fprintf(stderr, "%s: differs at byte %zu\n  got:  '%.200s'\n  want: '%.200s'\n", name, k, out + k, want + k);
+                    fprintf(stderr, "%s: differs at byte %zu\n  got:  '%.200s'\n  want: '%.200s'\n",
+                            name, k, out + k, want + k);
                 }
             }
             CHECK(same, "%s", name);

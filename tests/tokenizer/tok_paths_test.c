@@ -18,17 +18,60 @@ static uint32_t next_rand(void) {
 
 /* Code points that exercise every branch of the expressions. */
 static const uint32_t k_alphabet[] = {
-    'a', 'Z', 's', 'S', 't', 'T', 'r', 'R', 'e', 'E', 'v', 'V', 'm', 'M', 'l', 'L', 'd', 'D',
-    '\'', '0', '7', ' ', ' ', ' ', '\t', '\n', '\n', '\r', '.', ',', '!', '$', '+', '<', '|',
-    0x00E9 /* é */, 0x0301 /* combining acute */, 0x0661 /* Arabic-Indic one */,
-    0x00A0 /* no-break space */, 0x3000 /* ideographic space */, 0x4E2D /* 中 */,
-    0x1F680 /* rocket */, 0x200D /* ZWJ, Cf */, 0x17B6 /* Khmer vowel sign, Mc */,
-    0x0378 /* unassigned */, 0x01, 0x2160 /* Roman numeral one, Nl */, 0x00B2 /* superscript 2 */,
+    'a',
+    'Z',
+    's',
+    'S',
+    't',
+    'T',
+    'r',
+    'R',
+    'e',
+    'E',
+    'v',
+    'V',
+    'm',
+    'M',
+    'l',
+    'L',
+    'd',
+    'D',
+    '\'',
+    '0',
+    '7',
+    ' ',
+    ' ',
+    ' ',
+    '\t',
+    '\n',
+    '\n',
+    '\r',
+    '.',
+    ',',
+    '!',
+    '$',
+    '+',
+    '<',
+    '|',
+    0x00E9 /* é */,
+    0x0301 /* combining acute */,
+    0x0661 /* Arabic-Indic one */,
+    0x00A0 /* no-break space */,
+    0x3000 /* ideographic space */,
+    0x4E2D /* 中 */,
+    0x1F680 /* rocket */,
+    0x200D /* ZWJ, Cf */,
+    0x17B6 /* Khmer vowel sign, Mc */,
+    0x0378 /* unassigned */,
+    0x01,
+    0x2160 /* Roman numeral one, Nl */,
+    0x00B2 /* superscript 2 */,
 };
 
 static void test_matchers(void) {
-    static const char *names[] = {"gpt-2", "llama3", "qwen2", "qwen35", "starcoder", "falcon", "default",
-                                  "deepseek-llm", "deepseek-coder", "deepseek-v3", "bloom", "viking"};
+    static const char *names[] = {"gpt-2",          "llama3",      "qwen2",   "qwen35",
+                                  "starcoder",      "falcon",      "default", "deepseek-llm",
+                                  "deepseek-coder", "deepseek-v3", "bloom",   "viking"};
     pl_regex_scratch sc = {0};
     pl_pieces fast = {0}, slow = {0};
     uint32_t text[48];
@@ -64,9 +107,20 @@ static void test_matchers(void) {
 /* ~150 KB of words, numbers, scripts and whitespace, with plenty of lone line breaks. */
 static char *long_text(size_t *len) {
     static const char *words[] = {
-        "the", "Quick", "fox's", "don't", "WE'LL", "3.14159", "2024", "1234567", "naïve", "Cafe\xcc\x81",
-        "日本語", "Привет", "안녕하세요", "🚀", "👍🏽", "printf(\"%d\\n\", x);", "<|im_start|>",
-        "<html>", "  ", "\t", "\r\n", "\n\n", "   \n", "x\u00a0y", "!!!", "...", "$+<=>^~|`",
+        "the",          "Quick",
+        "fox's",        "don't",
+        "WE'LL",        "3.14159",
+        "2024",         "1234567",
+        "naïve",        "Cafe\xcc\x81",
+        "日本語",       "Привет",
+        "안녕하세요",   "🚀",
+        "👍🏽",     "printf(\"%d\\n\", x);",
+        "<|im_start|>", "<html>",
+        "  ",           "\t",
+        "\r\n",         "\n\n",
+        "   \n",        "x\u00a0y",
+        "!!!",          "...",
+        "$+<=>^~|`",
     };
     size_t n_words = sizeof words / sizeof words[0], cap = 160000, used = 0;
     char *s = malloc(cap + 64);
@@ -85,10 +139,14 @@ static char *long_text(size_t *len) {
 
 static void test_encode_paths(void) {
     static const char *files[] = {
-        "fixtures/vocab/ggml-vocab-gpt-2.gguf",     "fixtures/vocab/ggml-vocab-starcoder.gguf",
-        "fixtures/vocab/ggml-vocab-falcon.gguf",    "fixtures/vocab/ggml-vocab-deepseek-coder.gguf",
-        "fixtures/vocab/ggml-vocab-llama-spm.gguf", "fixtures/vocab/ggml-vocab-bert-bge.gguf",
-        "fixtures/hf/llama3_vocab/llama3-vocab.gguf", "fixtures/hf/qwen3_realtok/qwen3_realtok-q8_0.gguf",
+        "fixtures/vocab/ggml-vocab-gpt-2.gguf",
+        "fixtures/vocab/ggml-vocab-starcoder.gguf",
+        "fixtures/vocab/ggml-vocab-falcon.gguf",
+        "fixtures/vocab/ggml-vocab-deepseek-coder.gguf",
+        "fixtures/vocab/ggml-vocab-llama-spm.gguf",
+        "fixtures/vocab/ggml-vocab-bert-bge.gguf",
+        "fixtures/hf/llama3_vocab/llama3-vocab.gguf",
+        "fixtures/hf/qwen3_realtok/qwen3_realtok-q8_0.gguf",
         "models/stories260K.gguf",
     };
     size_t len;

@@ -108,7 +108,8 @@ static void test_hf(const char *gguf, const char *ref, const char *key, size_t w
             /* no BOS is added by these vocabularies: with and without add_special alike */
             check_ids(t, gguf, text->str.s, text->str.len, false, pl_json_get(c, "ids"));
             check_ids(t, gguf, text->str.s, text->str.len, true, pl_json_get(c, "ids"));
-            if (pl_json_get(c, "roundtrip_ok") && pl_json_get(c, "roundtrip_ok")->type == PL_JSON_TRUE)
+            if (pl_json_get(c, "roundtrip_ok") &&
+                pl_json_get(c, "roundtrip_ok")->type == PL_JSON_TRUE)
                 check_roundtrip(t, gguf, text->str.s);
         }
     }
@@ -127,7 +128,8 @@ static void test_qwen3_chat_ids(void) {
             const pl_json *r = ct->obj.vals[i];
             const pl_json *text = pl_json_get(r, "text");
             if (pl_json_string(text))
-                check_ids(t, "qwen3 chat", text->str.s, text->str.len, false, pl_json_get(r, "ids"));
+                check_ids(t, "qwen3 chat", text->str.s, text->str.len, false,
+                          pl_json_get(r, "ids"));
         }
     }
     pl_tok_free(t);
@@ -158,8 +160,8 @@ static void test_specials(void) {
 
 static void run_tests(void) {
     test_llamacpp();
-    test_hf("fixtures/hf/qwen3_realtok/qwen3_realtok-q8_0.gguf", "fixtures/hf/qwen3_realtok/ref.json",
-            "tokenization", 20);
+    test_hf("fixtures/hf/qwen3_realtok/qwen3_realtok-q8_0.gguf",
+            "fixtures/hf/qwen3_realtok/ref.json", "tokenization", 20);
     test_hf("fixtures/hf/llama3_vocab/llama3-vocab.gguf", "fixtures/hf/llama3_vocab/ref.json",
             "strings", 20);
     test_hf("fixtures/hf/qwen3/qwen3-q8_0.gguf", "fixtures/hf/qwen3/ref.json", "tokenization", 5);

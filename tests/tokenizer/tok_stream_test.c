@@ -40,7 +40,8 @@ static void run_tests(void) {
     pl_tokenizer *s = load_tok("models/stories260K.gguf");
     if (!q || !s) return;
     /* the reference splits 👨 into "Ġð\x9f\x91" + "¨" (ids 61804 101) */
-    stream_roundtrip(q, "🚀🔥 Emoji test 😀👍🏽 👨\u200d👩\u200d👧\u200d👦 ❤️", true);
+    stream_roundtrip(
+        q, "🚀🔥 Emoji test 😀👍🏽 👨\u200d👩\u200d👧\u200d👦 ❤️", true);
     stream_roundtrip(q, "<|im_start|>user\nHello!<|im_end|>\n", false);
     /* stories260K spells 日本語 in <0xNN> byte tokens (fixtures/llamacpp-b10573/tokenize.json) */
     stream_roundtrip(s, "Unicode: café, naïve, 日本語, 🚀🦙\nnew line\ttab", true);
@@ -48,16 +49,24 @@ static void run_tests(void) {
     /* special tokens are shown only on request; user-defined ones (<think>) always */
     char buf[64];
     CHECK(pl_tok_piece(q, 151644, false, buf, sizeof buf) == 0, "control hidden");
-    CHECK(pl_tok_piece(q, 151644, true, buf, sizeof buf) == 12 && !memcmp(buf, "<|im_start|>", 12), "control shown");
-    CHECK(pl_tok_piece(q, 151667, false, buf, sizeof buf) == 7 && !memcmp(buf, "<think>", 7), "user-defined");
-    CHECK(pl_tok_piece(q, 1879, false, buf, sizeof buf) == 6 && !memcmp(buf, " world", 6), "byte-level undone");
-    CHECK(pl_tok_piece(q, -1, true, buf, sizeof buf) == -1 && pl_tok_piece(q, 151936, true, buf, sizeof buf) == -1, "bad ids");
+    CHECK(pl_tok_piece(q, 151644, true, buf, sizeof buf) == 12 && !memcmp(buf, "<|im_start|>", 12),
+          "control shown");
+    CHECK(pl_tok_piece(q, 151667, false, buf, sizeof buf) == 7 && !memcmp(buf, "<think>", 7),
+          "user-defined");
+    CHECK(pl_tok_piece(q, 1879, false, buf, sizeof buf) == 6 && !memcmp(buf, " world", 6),
+          "byte-level undone");
+    CHECK(pl_tok_piece(q, -1, true, buf, sizeof buf) == -1 &&
+              pl_tok_piece(q, 151936, true, buf, sizeof buf) == -1,
+          "bad ids");
     CHECK(pl_tok_piece(q, 1879, false, buf, 2) == 6, "a short buffer gets the needed length");
-    CHECK(pl_tok_piece(s, 1, false, buf, sizeof buf) == 0 && pl_tok_piece(s, 1, true, buf, sizeof buf) == 3, "<s>");
+    CHECK(pl_tok_piece(s, 1, false, buf, sizeof buf) == 0 &&
+              pl_tok_piece(s, 1, true, buf, sizeof buf) == 3,
+          "<s>");
     /* <0xE6> alone: held, then flushed as U+FFFD */
     pl_tok_stream *st = pl_tok_stream_new(s, false);
     int32_t e6 = 3 + 0xE6; /* stories260K: <0x00> is id 3 */
-    CHECK(pl_tok_piece(s, e6, false, buf, sizeof buf) == 1 && (uint8_t)buf[0] == 0xE6, "byte token");
+    CHECK(pl_tok_piece(s, e6, false, buf, sizeof buf) == 1 && (uint8_t)buf[0] == 0xE6,
+          "byte token");
     CHECK(strcmp(pl_tok_stream_push(st, e6), "") == 0, "held");
     CHECK(strcmp(pl_tok_stream_flush(st), "\xef\xbf\xbd") == 0, "flushed as U+FFFD");
     /* a continuation byte that cannot complete anything comes out at once as U+FFFD */
@@ -65,7 +74,9 @@ static void run_tests(void) {
     pl_tok_stream_free(st);
     /* show_special=false streams skip control tokens */
     st = pl_tok_stream_new(q, false);
-    CHECK(strcmp(pl_tok_stream_push(st, 151644), "") == 0 && strcmp(pl_tok_stream_push(st, 872), "user") == 0, "hidden in stream");
+    CHECK(strcmp(pl_tok_stream_push(st, 151644), "") == 0 &&
+              strcmp(pl_tok_stream_push(st, 872), "user") == 0,
+          "hidden in stream");
     pl_tok_stream_free(st);
     pl_tok_free(q);
     pl_tok_free(s);

@@ -19,5 +19,4 @@ static inline pl_tokenizer *load_tok(const char *rel) {
     return t;
 }
 
-
 #endif

@@ -8,8 +8,8 @@
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
 
-static const char *k_vocabs[] = {"llama-spm", "gpt-2", "bert-bge", "falcon", "deepseek-coder",
-                                 "starcoder"};
+static const char *k_vocabs[] = {"llama-spm", "gpt-2",          "bert-bge",
+                                 "falcon",    "deepseek-coder", "starcoder"};
 
 /* Parse one line of space-separated ids. */
 static int parse_ids(const char *line, const char *end, int32_t *ids, int cap) {
