@@ -28,8 +28,8 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
         a->path = v;
     } else if (arg_take(argc, argv, i, "--backend", NULL, &v, err)) {
         a->backend = v;
-        if (!*err && strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "webgpu")) {
-            die("--backend: expected auto, cpu or webgpu, got '%s'", v);
+        if (!*err && pl_backend_check_name(v)) {
+            die("--backend: %s", pl_last_error());
             *err = true;
         }
     } else if (arg_take(argc, argv, i, "--threads", "-t", &v, err)) {

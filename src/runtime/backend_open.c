@@ -23,5 +23,12 @@ pl_status pl_backend_open(const char *name, int n_threads, pl_backend **out, con
         return pl_cpu_new(n_threads, out);
     }
     if (!strcmp(name, "webgpu")) return pl_gpu_backend_new(NULL, out);
-    return pl_fail(PL_ERR_ARG, "unknown backend '%.32s' (auto, cpu or webgpu)", name);
+    return pl_backend_check_name(name);
+}
+
+pl_status pl_backend_check_name(const char *name) {
+    static const char *const names[] = {"auto", "cpu", "webgpu"};
+    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i])) return PL_OK;
+    return pl_fail(PL_ERR_ARG, "expected auto, cpu or webgpu, got '%.32s'", name ? name : "");
 }
