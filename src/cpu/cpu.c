@@ -1,5 +1,6 @@
 /* cpu.c - the CPU backend's buffers, its methods table and the element-wise ops.
  * The matrix product lives in cpu_matmul.c, attention in cpu_attention.c. */
+#include "../backend/op_todo.h" /* TEMPORARY */
 #include "cpu_internal.h"
 
 #include <math.h>
@@ -227,6 +228,7 @@ static const pl_backend_methods cpu_methods = {
     .argmax = op_argmax,
     .topk = op_topk,
     .copy = op_copy,
+    PL_TODO_METHODS /* TEMPORARY, see op_todo.h */
     .destroy = destroy,
 };
 
