@@ -307,6 +307,12 @@ static pl_status want_flat(const char *op, const char *what, const pl_buf *b, ui
     return PL_OK;
 }
 
+pl_status pl_be_fuse(pl_backend *be, unsigned kinds) {
+    CHECK(be, "fuse: missing backend");
+    CHECK((kinds & ~(unsigned)PL_FUSE_ALL) == 0, "fuse: unknown kinds 0x%x", kinds);
+    return be->m->fuse(be, kinds);
+}
+
 pl_status pl_be_softmax_rows(const pl_buf *x, int64_t rows, int64_t cols, pl_buf *out) {
     CHECK(x && out, "softmax_rows: missing buffer");
     CHECK(rows >= 0 && cols > 0 && rows <= INT64_MAX / cols, "softmax_rows: bad shape");

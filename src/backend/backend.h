@@ -74,6 +74,24 @@ typedef struct {
     float eps;     /* of the L2 norms of q and k: x / sqrt(sum(x^2) + eps) */
 } pl_delta_params;
 
+/* Fused kernels a model may ask for (pl_be_fuse), as a mask. Each names a pattern of
+ * consecutive ops (dead-end ops of other kinds may sit between them where said):
+ *   NORM_MATMUL  rms_norm(x -> xn) then the matmuls reading xn: they normalise x themselves
+ *   QKV          three matmuls of the same x (q, k, v): one sweep over the three weights
+ *   NORM_ROPE    an in-place per-head rms_norm, then (later) the rope of the same rows
+ *   ROPE_STORE   rope(k) then kv_store(k) and kv_store(v) of the same rows
+ *   ROPE_PAIR    rope(q) then rope(k) at the same positions
+ *   GATE_UP      matmul(Wg, x -> g), matmul(Wu, x -> u), swiglu(g, u): one gate/up pass */
+enum {
+    PL_FUSE_NORM_MATMUL = 1u << 0,
+    PL_FUSE_QKV = 1u << 1,
+    PL_FUSE_NORM_ROPE = 1u << 2,
+    PL_FUSE_ROPE_STORE = 1u << 3,
+    PL_FUSE_ROPE_PAIR = 1u << 4,
+    PL_FUSE_GATE_UP = 1u << 5,
+    PL_FUSE_ALL = (1u << 6) - 1
+};
+
 /* The methods a backend fills in. Arguments arrive already checked by backend.c.
  * n = rows used in this call. */
 typedef struct pl_backend_methods {
@@ -198,6 +216,16 @@ typedef struct pl_backend_methods {
                             const pl_buf *ssm_a, const pl_buf *dt_bias, pl_buf *state, int64_t n,
                             const pl_delta_params *p, pl_buf *snaps, pl_buf *out);
 
+    /* ---- fusion requests ---- */
+    /* The ops issued from now until the next fuse call form one group, which asks for the
+     * fused kernels in `kinds` (PL_FUSE_*; 0: no group). A backend with fused kernels fuses
+     * only inside groups that ask, and counts a requested kind that found no ops of its
+     * pattern in the group (the model's order changed): see pl_gpu_backend_fusions_missed.
+     * A kind whose ops were found but cannot be fused on this device or for these weight
+     * types (different formats, binding limits) is not missed. A backend without fused
+     * kernels ignores the call (the CPU). */
+    pl_status (*fuse)(pl_backend *be, unsigned kinds);
+
     /* ---- lifetime ---- */
     /* Free the backend; every buffer must have been freed before. */
     void (*destroy)(pl_backend *be);
@@ -212,9 +240,10 @@ typedef struct pl_backend_methods {
     X(buf_free)                                                                                    \
     X(write)                                                                                       \
     X(read)                                                                                        \
-    X(embed) X(rms_norm) X(matmul) X(add) X(rope) X(kv_store) X(attention) X(swiglu) X(argmax)     \
-        X(topk) X(copy) X(softmax_rows) X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul)    \
-            X(ssm_conv) X(delta_rule) X(destroy)
+    X(embed)                                                                                       \
+    X(rms_norm) X(matmul) X(add) X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk)      \
+        X(copy) X(softmax_rows) X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul)            \
+            X(ssm_conv) X(delta_rule) X(fuse) X(destroy)
 
 /* A backend instance; the implementation embeds it as its first member. */
 struct pl_backend {
@@ -277,6 +306,9 @@ pl_status pl_be_ssm_conv(const pl_buf *x, const pl_buf *w, pl_buf *state, int64_
 pl_status pl_be_delta_rule(const pl_buf *qkv, const pl_buf *a, const pl_buf *b, const pl_buf *ssm_a,
                            const pl_buf *dt_bias, pl_buf *state, int64_t n,
                            const pl_delta_params *p, pl_buf *snaps, pl_buf *out);
+
+/* Ask for the fused kernels `kinds` over the ops issued until the next call (0: none). */
+pl_status pl_be_fuse(pl_backend *be, unsigned kinds);
 
 /* Destroy a backend (NULL is fine). */
 void pl_be_destroy(pl_backend *be);

@@ -205,6 +205,12 @@ static pl_status op_copy(pl_backend *be, const pl_buf *src, int64_t src0, int64_
     return PL_OK;
 }
 
+/* The CPU has no fused kernels: each op already runs in one pass over its rows. */
+static pl_status op_fuse(pl_backend *be, unsigned kinds) {
+    (void)be, (void)kinds;
+    return PL_OK;
+}
+
 static void destroy(pl_backend *be) {
     cpu_backend *c = cpu_of(be);
     pl_pool_free(c->pool);
@@ -229,6 +235,7 @@ static const pl_backend_methods cpu_methods = {
     .topk = op_topk,
     .copy = op_copy,
     PL_TODO_METHODS /* TEMPORARY, see op_todo.h */
+        .fuse = op_fuse,
     .destroy = destroy,
 };
 

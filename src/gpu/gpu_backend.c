@@ -276,6 +276,8 @@ static op *push(gpu_backend *gb, op_kind kind) {
     op *o = &gb->ops[gb->n_ops++];
     memset(o, 0, sizeof *o);
     o->kind = kind;
+    o->fmask = gb->fuse_mask;
+    o->group = gb->fuse_group;
     return o;
 }
 
@@ -384,6 +386,13 @@ static void destroy(pl_backend *be) {
     free(gb);
 }
 
+static pl_status op_fuse(pl_backend *be, unsigned kinds) {
+    gpu_backend *gb = gbe(be);
+    gb->fuse_mask = kinds;
+    if (kinds) gb->fuse_group++;
+    return PL_OK;
+}
+
 static const pl_backend_methods gpu_methods = {
     .buf_new = buf_new,
     .buf_weight = buf_weight,
@@ -402,6 +411,7 @@ static const pl_backend_methods gpu_methods = {
     .topk = op_topk,
     .copy = op_copy,
     PL_TODO_METHODS /* TEMPORARY, see op_todo.h */
+        .fuse = op_fuse,
     .destroy = destroy,
 };
 
@@ -479,6 +489,12 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
 
 int pl_gpu_backend_is_software(const pl_backend *be) {
     return ((const gpu_backend *)be)->info->software;
+}
+
+uint64_t pl_gpu_backend_fusions_missed(const pl_backend *be, const char **last) {
+    const gpu_backend *gb = (const gpu_backend *)be;
+    if (last) *last = gb->last_missed;
+    return gb->fusions_missed;
 }
 
 void pl_gpu_backend_counters(const pl_backend *be, uint64_t *dispatches, uint64_t *submits) {

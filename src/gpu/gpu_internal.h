@@ -63,7 +63,9 @@ typedef enum {
  * COPY   a src, src0, count, out, dst0 */
 typedef struct op_s {
     op_kind kind;
-    bool dead; /* absorbed into a fused op */
+    bool dead;      /* absorbed into a fused op */
+    unsigned fmask; /* PL_FUSE_* kinds its group asks for (pl_be_fuse), 0: none */
+    uint32_t group; /* the fusion group it was issued in */
     const gbuf *a, *b, *c;
     gbuf *out, *vals;
     int64_t n, pos0, rows, cols, count, k, src0, dst0;
@@ -145,6 +147,12 @@ typedef struct {
     /* the op queue */
     op *ops;
     int n_ops, cap_ops;
+    /* fusion requests (pl_be_fuse): the open group's kinds and number, and the requested
+     * kinds that found no ops of their pattern (gpu_fuse.c) */
+    unsigned fuse_mask;
+    uint32_t fuse_group;
+    uint64_t fusions_missed;
+    char last_missed[96];
     /* per-dispatch arguments: host copy, written before each submit */
     pl_gpu_buf *args;
     unsigned char *args_host;

@@ -293,6 +293,9 @@ static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t 
     const llama_layer *L = &LM(m)->w.layers[l];
     llama_state *ls = LS(s);
     float eps = c->rms_eps;
+    /* the fused kernels this block's ops make (gpu_fuse.c), in the order issued below */
+    unsigned fuse = PL_FUSE_NORM_MATMUL | PL_FUSE_QKV | PL_FUSE_ROPE_STORE | PL_FUSE_ROPE_PAIR;
+    TRY(pl_be_fuse(m->be, fuse | (c->qk_norm ? PL_FUSE_NORM_ROPE : 0)));
     TRY(pl_be_rms_norm(s->x, L->attn_norm, n, c->n_embd, eps, ls->xb));
     TRY(pl_be_matmul(L->wq, ls->xb, L->bq, n, false, ls->q));
     TRY(pl_be_matmul(L->wk, ls->xb, L->bk, n, false, ls->k));
@@ -318,6 +321,7 @@ static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t 
                          .head_dim = c->head_dim,
                          .head_dim_v = c->head_dim_v,
                          .scale = (float)(1.0 / sqrt((double)c->head_dim))};
+    TRY(pl_be_fuse(m->be, 0));
     TRY(pl_be_attention(ls->q, ls->kc[l], ls->vc[l], n, pos0, &ap, ls->att));
     return pl_be_matmul(L->wo, ls->att, NULL, n, true, s->x); /* residual add fused */
 }
@@ -326,10 +330,12 @@ static pl_status ffn_block(const pl_model *m, pl_state *s, int l, int64_t n) {
     const llama_config *c = &LM(m)->cfg;
     const llama_layer *L = &LM(m)->w.layers[l];
     llama_state *ls = LS(s);
+    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | PL_FUSE_GATE_UP));
     TRY(pl_be_rms_norm(s->x, L->ffn_norm, n, c->n_embd, c->rms_eps, ls->xb));
     TRY(pl_be_matmul(L->w_gate, ls->xb, NULL, n, false, ls->gate));
     TRY(pl_be_matmul(L->w_up, ls->xb, NULL, n, false, ls->up));
     TRY(pl_be_swiglu(ls->gate, ls->up, n * c->n_ff, ls->gate));
+    TRY(pl_be_fuse(m->be, 0));
     return pl_be_matmul(L->w_down, ls->gate, NULL, n, true, s->x); /* residual add fused */
 }
 
