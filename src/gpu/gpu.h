@@ -2,8 +2,9 @@
  *
  * Ops are recorded, not run: a whole token's work goes into one command buffer, submitted
  * once when the host reads a result (the sampled id) or writes input. Neighbouring ops are
- * fused (RMSNorm into the next projections, gate/up/SwiGLU, q/k norm + RoPE + KV store)
- * unless fusion is turned off; a test pins that both give the same ids.
+ * fused where the model asks for it (pl_be_fuse: RMSNorm into the next projections,
+ * gate/up/SwiGLU, q/k norm + RoPE + KV store) unless fusion is turned off; a test pins
+ * that both give the same ids.
  *
  * Opening runs a self-test of every kernel family against its CPU reference (kernel_ref.h)
  * and fails with the reason if a pipeline is rejected or a result is wrong, so a caller
