@@ -16,7 +16,6 @@
  *     or kernel that drops or inverts rope_freqs fails the first check. (The script also
  *     checks this on transformers' side: ref.json rel_diff_without_scaling and
  *     rel_diff_inverted_scaling, at least 0.05.)
- * While the fixture is not there, the test says so in one line and passes nothing.
  * POOLED_LLAMA3_ROPE_DIR names another folder (e.g. the script's --selftest output, whose
  * reference is a plain-Python float64 forward). */
 #include "base/file_write.h"
@@ -117,13 +116,10 @@ static bool write_variant(const char *src, const char *dst, int mode) {
 static void run_tests(void) {
     const char *d = getenv("POOLED_LLAMA3_ROPE_DIR");
     snprintf(dir, sizeof dir, "%s", d && *d ? d : "tests/fixtures/llama3_rope");
-    if (access(fx("llama3_rope.gguf"), R_OK) != 0) {
-        fprintf(stderr,
-                "SKIP llama3_rope_test: %s is not there yet (tools/fixtures/gen_llama3_rope.py "
-                "makes it on a machine with transformers)\n",
-                fx("llama3_rope.gguf"));
-        return;
-    }
+    CHECK(access(fx("llama3_rope.gguf"), R_OK) == 0,
+          "%s is missing (tools/fixtures/gen_llama3_rope.py makes it on a machine with "
+          "transformers)",
+          fx("llama3_rope.gguf"));
     char *ref = fixture_text(fx("ref.json"));
     int32_t prompt[N_POS], want[N_GEN], got[N_GEN];
     const char *pp[] = {"prompt_ids"}, *gp[] = {"greedy_fp64"};
