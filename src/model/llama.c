@@ -32,17 +32,6 @@ static llama_state *LS(pl_state *s) {
 #define MAX_DIM    1048576
 #define MAX_LAYERS 4096
 
-static pl_status read_int(pl_loader *ld, const char *key, bool required, int64_t dflt, int lo,
-                          int hi, int *out) {
-    int64_t v;
-    TRY(pl_load_int(ld, key, required, dflt, &v));
-    if (v < lo || v > hi)
-        return pl_fail(PL_ERR_FORMAT, "%s.%s = %lld is outside [%d, %d]", ld->m->info.arch, key,
-                       (long long)v, lo, hi);
-    *out = (int)v;
-    return PL_OK;
-}
-
 /* RoPE frequency scaling from rope.scaling.type / factor (or the older rope.scale_linear). */
 static pl_status read_rope_scaling(pl_loader *ld, llama_config *c) {
     char key[96];
@@ -70,19 +59,22 @@ static pl_status read_rope_scaling(pl_loader *ld, llama_config *c) {
 
 static pl_status read_config(pl_loader *ld, llama_config *c) {
     const char *arch = ld->m->info.arch;
-    TRY(read_int(ld, "embedding_length", true, 0, 1, MAX_DIM, &c->n_embd));
-    TRY(read_int(ld, "block_count", true, 0, 1, MAX_LAYERS, &c->n_layer));
-    TRY(read_int(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &c->n_ff));
-    TRY(read_int(ld, "attention.head_count", true, 0, 1, MAX_DIM, &c->n_head));
-    TRY(read_int(ld, "attention.head_count_kv", false, c->n_head, 1, c->n_head, &c->n_head_kv));
+    TRY(pl_load_int_in(ld, "embedding_length", true, 0, 1, MAX_DIM, &c->n_embd));
+    TRY(pl_load_int_in(ld, "block_count", true, 0, 1, MAX_LAYERS, &c->n_layer));
+    TRY(pl_load_int_in(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &c->n_ff));
+    TRY(pl_load_int_in(ld, "attention.head_count", true, 0, 1, MAX_DIM, &c->n_head));
+    TRY(pl_load_int_in(ld, "attention.head_count_kv", false, c->n_head, 1, c->n_head,
+                       &c->n_head_kv));
     if (c->n_head % c->n_head_kv)
         return pl_fail(PL_ERR_FORMAT, "%d heads cannot share %d kv heads", c->n_head, c->n_head_kv);
-    TRY(read_int(ld, "attention.key_length", false, c->n_embd / c->n_head, 1, MAX_DIM,
-                 &c->head_dim));
-    TRY(read_int(ld, "attention.value_length", false, c->head_dim, 1, MAX_DIM, &c->head_dim_v));
-    TRY(read_int(ld, "rope.dimension_count", false, c->head_dim, 2, c->head_dim, &c->rope_dim));
+    TRY(pl_load_int_in(ld, "attention.key_length", false, c->n_embd / c->n_head, 1, MAX_DIM,
+                       &c->head_dim));
+    TRY(pl_load_int_in(ld, "attention.value_length", false, c->head_dim, 1, MAX_DIM,
+                       &c->head_dim_v));
+    TRY(pl_load_int_in(ld, "rope.dimension_count", false, c->head_dim, 2, c->head_dim,
+                       &c->rope_dim));
     if (c->rope_dim % 2) return pl_fail(PL_ERR_FORMAT, "odd RoPE dimension %d", c->rope_dim);
-    TRY(read_int(ld, "context_length", false, 4096, 1, 1 << 30, &c->n_ctx_train));
+    TRY(pl_load_int_in(ld, "context_length", false, 4096, 1, 1 << 30, &c->n_ctx_train));
     double eps, base;
     TRY(pl_load_float(ld, "attention.layer_norm_rms_epsilon", true, 0, &eps));
     TRY(pl_load_float(ld, "rope.freq_base", false, 10000.0, &base));

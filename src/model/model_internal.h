@@ -154,12 +154,20 @@ struct pl_loader {
 /* "<arch>.<suffix>" as an integer / float; a missing key is an error when required, else
  * the default is stored. */
 pl_status pl_load_int(pl_loader *ld, const char *suffix, bool required, int64_t dflt, int64_t *out);
+/* The same, as an int within [lo, hi] (else one line naming the key and the range). */
+pl_status pl_load_int_in(pl_loader *ld, const char *suffix, bool required, int64_t dflt, int lo,
+                         int hi, int *out);
 pl_status pl_load_float(pl_loader *ld, const char *suffix, bool required, double dflt, double *out);
 /* The tensor `name` as a weight buffer with shape [ne1, ne0] (ne1 = 1 for a vector).
  * Absent: NULL when optional, an error when required. Vectors in other formats than F32
  * are converted to an owned F32 copy (backends take F32 norms and biases). */
 pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1, bool required,
                          pl_buf **out);
+/* A 3-D tensor [ne0, ne1, ne2] (GGUF order; a stack of ne2 matrices, such as the experts of
+ * a mixture-of-experts layer) as one weight buffer of shape [ne1*ne2, ne0]: matrix e is rows
+ * [e*ne1, (e+1)*ne1). Otherwise as pl_load_tensor (which is this with ne2 = 1). */
+pl_status pl_load_tensor3(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                          bool required, pl_buf **out);
 
 /* The layers to load, from the opts, for a model of n_layer: sets the info's layer_first,
  * layer_last, has_embed and has_head, or fails for a range outside [0, n_layer). */
