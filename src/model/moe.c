@@ -16,9 +16,10 @@
 /* Largest expert width accepted from metadata. */
 #define MOE_MAX_FF 1048576
 
-pl_status pl_moe_read_config(pl_loader *ld, pl_moe_config *c) {
+pl_status pl_moe_read_config(pl_loader *ld, bool required, pl_moe_config *c) {
     *c = (pl_moe_config){0};
-    TRY(pl_load_int_in(ld, "expert_count", false, 0, 0, PL_MOE_MAX_EXPERTS, &c->n_expert));
+    TRY(pl_load_int_in(ld, "expert_count", required, 0, required, PL_MOE_MAX_EXPERTS,
+                       &c->n_expert));
     if (c->n_expert == 0) return PL_OK;
     TRY(pl_load_int_in(ld, "expert_used_count", true, 0, 1, c->n_expert, &c->n_used));
     TRY(pl_load_int_in(ld, "expert_feed_forward_length", true, 0, 1, MOE_MAX_FF, &c->n_ff_exp));

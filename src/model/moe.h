@@ -57,10 +57,11 @@ typedef struct {
     pl_buf *sh_g;            /* [n_batch, 1] the shared expert's gate logit */
 } pl_moe_state;
 
-/* The configuration from <arch>.expert_count (absent or 0: dense, the rest is not read),
- * expert_used_count, expert_feed_forward_length and expert_shared_feed_forward_length
- * (optional); norm_topk is set (every family so far normalises; a family may clear it). */
-pl_status pl_moe_read_config(pl_loader *ld, pl_moe_config *c);
+/* The configuration from <arch>.expert_count (absent or 0: dense, the rest is not read; an
+ * error when required), expert_used_count, expert_feed_forward_length and
+ * expert_shared_feed_forward_length (optional); norm_topk is set (every family so far
+ * normalises; a family may clear it). */
+pl_status pl_moe_read_config(pl_loader *ld, bool required, pl_moe_config *c);
 
 /* Layer l's MoE tensors (blk.l.ffn_gate_inp, ffn_*_exps, and the shared expert's when
  * n_ff_shexp > 0), checked against the configuration: one line for a missing or misshaped
