@@ -162,6 +162,8 @@ static pl_status llama_load(pl_loader *ld) {
     m->info.n_embd = c->n_embd;
     m->info.n_layer = c->n_layer;
     m->info.n_ctx_train = c->n_ctx_train;
+    m->info.n_expert = c->moe.n_expert;
+    m->info.n_expert_used = c->moe.n_used;
     return PL_OK;
 }
 
