@@ -136,6 +136,8 @@ static void check_tiny(pl_backend *be) {
         {"llama", "tiny-llama.gguf", 1, PL_TYPE_F32},
         {"qwen2", "tiny-qwen2.gguf", 1, PL_TYPE_F32},
         {"qwen3", "tiny-qwen3.gguf", 1, PL_TYPE_F32},
+        {"qwen3moe", "tiny-qwen3moe.gguf", 2, PL_TYPE_F32},
+        {"qwen3moe", "tiny-qwen3moe-f16.gguf", 1, PL_TYPE_F16},
         {"llama", "tiny-llama-f16.gguf", 2, PL_TYPE_F16},
     };
     const char *seeds = getenv("POOLED_WRITE_FUZZ_SEEDS");
