@@ -33,13 +33,13 @@ static inline int tiny_model_write(const char *path, const char *arch, int n_lay
     pl_gguf_set_str(g, "general.architecture", arch);
     pl_gguf_set_u32(g, KEY("block_count"), (uint32_t)n_layer);
     pl_gguf_set_u32(g, KEY("embedding_length"), TINY_EMBD);
-    pl_gguf_set_u32(g, KEY("feed_forward_length"), TINY_FF);
+    bool moe = !strcmp(arch, "qwen3moe"); /* no dense FFN, and no feed_forward_length */
+    if (!moe) pl_gguf_set_u32(g, KEY("feed_forward_length"), TINY_FF);
     pl_gguf_set_u32(g, KEY("attention.head_count"), TINY_HEADS);
     pl_gguf_set_u32(g, KEY("attention.head_count_kv"), TINY_KV);
     pl_gguf_set_u32(g, KEY("context_length"), 64);
     pl_gguf_set_f32(g, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
     pl_gguf_set_f32(g, KEY("rope.freq_base"), 10000.0f);
-    bool moe = !strcmp(arch, "qwen3moe");
     if (moe) {
         pl_gguf_set_u32(g, KEY("expert_count"), TINY_EXPERTS);
         pl_gguf_set_u32(g, KEY("expert_used_count"), TINY_USED);
