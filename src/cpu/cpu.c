@@ -1,5 +1,6 @@
 /* cpu.c - the CPU backend's buffers, its methods table and the element-wise ops.
- * The matrix product lives in cpu_matmul.c, attention in cpu_attention.c. */
+ * The matrix product lives in cpu_matmul.c, attention in cpu_attention.c, the Gated
+ * DeltaNet ops in cpu_ssm.c. */
 #include "../backend/op_todo.h" /* TEMPORARY */
 #include "cpu_internal.h"
 
@@ -228,7 +229,10 @@ static const pl_backend_methods cpu_methods = {
     .argmax = op_argmax,
     .topk = op_topk,
     .copy = op_copy,
-    PL_TODO_METHODS /* TEMPORARY, see op_todo.h */
+    PL_TODO_MOE_METHODS /* TEMPORARY, see op_todo.h */
+        .sigmoid_mul = pl_cpu_sigmoid_mul,
+    .ssm_conv = pl_cpu_ssm_conv,
+    .delta_rule = pl_cpu_delta_rule,
     .destroy = destroy,
 };
 
