@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "model_internal.h"
 
@@ -19,28 +18,6 @@ static const llama_model *LM(const pl_model *m) {
 }
 static llama_state *LS(pl_state *s) {
     return s->fam;
-}
-
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        pl_status s_ = (x);                                                                        \
-        if (s_) return s_;                                                                         \
-    } while (0)
-
-/* Largest values we accept from metadata: far above any real model, small enough that no
- * product of them overflows or asks for absurd memory before the tensor checks run. */
-#define MAX_DIM    1048576
-#define MAX_LAYERS 4096
-
-static pl_status read_int(pl_loader *ld, const char *key, bool required, int64_t dflt, int lo,
-                          int hi, int *out) {
-    int64_t v;
-    TRY(pl_load_int(ld, key, required, dflt, &v));
-    if (v < lo || v > hi)
-        return pl_fail(PL_ERR_FORMAT, "%s.%s = %lld is outside [%d, %d]", ld->m->info.arch, key,
-                       (long long)v, lo, hi);
-    *out = (int)v;
-    return PL_OK;
 }
 
 /* RoPE frequency scaling from rope.scaling.type / factor (or the older rope.scale_linear). */
@@ -70,19 +47,22 @@ static pl_status read_rope_scaling(pl_loader *ld, llama_config *c) {
 
 static pl_status read_config(pl_loader *ld, llama_config *c) {
     const char *arch = ld->m->info.arch;
-    TRY(read_int(ld, "embedding_length", true, 0, 1, MAX_DIM, &c->n_embd));
-    TRY(read_int(ld, "block_count", true, 0, 1, MAX_LAYERS, &c->n_layer));
-    TRY(read_int(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &c->n_ff));
-    TRY(read_int(ld, "attention.head_count", true, 0, 1, MAX_DIM, &c->n_head));
-    TRY(read_int(ld, "attention.head_count_kv", false, c->n_head, 1, c->n_head, &c->n_head_kv));
+    TRY(pl_load_int_in(ld, "embedding_length", true, 0, 1, MAX_DIM, &c->n_embd));
+    TRY(pl_load_int_in(ld, "block_count", true, 0, 1, MAX_LAYERS, &c->n_layer));
+    TRY(pl_load_int_in(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &c->n_ff));
+    TRY(pl_load_int_in(ld, "attention.head_count", true, 0, 1, MAX_DIM, &c->n_head));
+    TRY(pl_load_int_in(ld, "attention.head_count_kv", false, c->n_head, 1, c->n_head,
+                       &c->n_head_kv));
     if (c->n_head % c->n_head_kv)
         return pl_fail(PL_ERR_FORMAT, "%d heads cannot share %d kv heads", c->n_head, c->n_head_kv);
-    TRY(read_int(ld, "attention.key_length", false, c->n_embd / c->n_head, 1, MAX_DIM,
-                 &c->head_dim));
-    TRY(read_int(ld, "attention.value_length", false, c->head_dim, 1, MAX_DIM, &c->head_dim_v));
-    TRY(read_int(ld, "rope.dimension_count", false, c->head_dim, 2, c->head_dim, &c->rope_dim));
+    TRY(pl_load_int_in(ld, "attention.key_length", false, c->n_embd / c->n_head, 1, MAX_DIM,
+                       &c->head_dim));
+    TRY(pl_load_int_in(ld, "attention.value_length", false, c->head_dim, 1, MAX_DIM,
+                       &c->head_dim_v));
+    TRY(pl_load_int_in(ld, "rope.dimension_count", false, c->head_dim, 2, c->head_dim,
+                       &c->rope_dim));
     if (c->rope_dim % 2) return pl_fail(PL_ERR_FORMAT, "odd RoPE dimension %d", c->rope_dim);
-    TRY(read_int(ld, "context_length", false, 4096, 1, 1 << 30, &c->n_ctx_train));
+    TRY(pl_load_int_in(ld, "context_length", false, 4096, 1, 1 << 30, &c->n_ctx_train));
     double eps, base;
     TRY(pl_load_float(ld, "attention.layer_norm_rms_epsilon", true, 0, &eps));
     TRY(pl_load_float(ld, "rope.freq_base", false, 10000.0, &base));
@@ -168,56 +148,22 @@ static pl_status llama_load(pl_loader *ld) {
     return PL_OK;
 }
 
-/* Refuse a context or batch whose buffers cannot be had, before allocating them: one
- * layer's cache and one activation buffer must fit the backend's largest buffer, and all
- * of them the memory the weights leave. */
+/* What the state holds (see pl_check_state_size). */
 static pl_status check_state_size(const pl_state *s) {
     const llama_config *c = &LM(s->m)->cfg;
-    const pl_backend *be = s->m->be;
-    const double mib = 1024.0 * 1024.0, gib = mib * 1024.0;
-    double elem = s->o.kv_type == PL_TYPE_F16 ? 2 : 4, n_ctx = s->o.n_ctx, n_batch = s->o.n_batch;
-    double kv_row =
-        c->n_head_kv * (double)(c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v) * elem;
-    double kv_tok = c->n_head_kv * (double)(c->head_dim + c->head_dim_v) * elem; /* k + v */
+    double elem = s->o.kv_type == PL_TYPE_F16 ? 2 : 4;
     double layers = s->m->info.layer_last - s->m->info.layer_first;
     /* activations per token, in floats: x, xb, q, k, v, att, gate, up */
     double widest = c->n_ff > c->n_embd ? c->n_ff : c->n_embd;
     if ((double)c->n_head * c->head_dim > widest) widest = (double)c->n_head * c->head_dim;
-    double act_tok = 4.0 * (2.0 * c->n_embd + (double)c->n_head * (c->head_dim + c->head_dim_v) +
-                            (double)c->n_head_kv * (c->head_dim + c->head_dim_v) + 2.0 * c->n_ff);
-    double limit = (double)be->max_buf_bytes;
-    if (limit > 0 && kv_row > 0 && kv_row * n_ctx > limit)
-        return pl_fail(PL_ERR_ARG,
-                       "a context of %d tokens needs %.1f MiB of KV cache per layer, "
-                       "more than the %s device's largest buffer of %.1f MiB (--ctx "
-                       "%.0f at most)",
-                       s->o.n_ctx, kv_row * n_ctx / mib, be->name, limit / mib,
-                       floor(limit / kv_row));
-    if (limit > 0 && widest * 4 * n_batch > limit)
-        return pl_fail(PL_ERR_ARG,
-                       "a batch of %d tokens needs %.1f MiB per activation buffer, "
-                       "more than the %s device's largest buffer of %.1f MiB (%.0f "
-                       "tokens at most)",
-                       s->o.n_batch, widest * 4 * n_batch / mib, be->name, limit / mib,
-                       floor(limit / (widest * 4)));
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    double mem = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
-    mem -= (double)s->m->info.weight_bytes; /* the weights need their room too */
-    double total = kv_tok * layers * n_ctx + act_tok * n_batch;
-    if (pages > 0 && page > 0 && act_tok * n_batch > mem)
-        return pl_fail(PL_ERR_ARG,
-                       "a batch of %d tokens needs %.1f GiB of activations, more than "
-                       "the %.1f GiB of this machine's memory the weights leave",
-                       s->o.n_batch, act_tok * n_batch / gib, mem > 0 ? mem / gib : 0.0);
-    if (pages > 0 && page > 0 && total > mem)
-        return pl_fail(PL_ERR_ARG,
-                       "a context of %d tokens needs %.1f GiB of KV cache, more than "
-                       "the %.1f GiB of this machine's memory the weights and "
-                       "activations leave (--ctx %.0f at most)",
-                       s->o.n_ctx, kv_tok * layers * n_ctx / gib, (mem - act_tok * n_batch) / gib,
-                       kv_tok * layers > 0 ? floor((mem - act_tok * n_batch) / (kv_tok * layers))
-                                           : 0.0);
-    return PL_OK;
+    pl_state_size z = {
+        .ctx_row = c->n_head_kv *
+                   (double)(c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v) * elem,
+        .ctx_tok = c->n_head_kv * (double)(c->head_dim + c->head_dim_v) * elem * layers, /* k + v */
+        .act_tok = 4.0 * (2.0 * c->n_embd + (double)c->n_head * (c->head_dim + c->head_dim_v) +
+                          (double)c->n_head_kv * (c->head_dim + c->head_dim_v) + 2.0 * c->n_ff),
+        .act_row = widest * 4};
+    return pl_check_state_size(s, &z);
 }
 
 static void llama_model_free(pl_model *m) {
@@ -343,17 +289,8 @@ static pl_status llama_layers(const pl_model *m, pl_state *s, int64_t n, int64_t
 }
 
 static pl_status llama_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows) {
-    const llama_config *c = &LM(m)->cfg;
     const llama_weights *w = &LM(m)->w;
-    llama_state *ls = LS(s);
-    int64_t rows = all_rows ? n : 1;
-    if (all_rows) {
-        TRY(pl_be_rms_norm(s->x, w->out_norm, n, c->n_embd, c->rms_eps, ls->xb));
-    } else { /* only the last token's row is needed for the next token */
-        TRY(pl_be_copy(s->x, (n - 1) * c->n_embd, c->n_embd, ls->xb, 0));
-        TRY(pl_be_rms_norm(ls->xb, w->out_norm, 1, c->n_embd, c->rms_eps, ls->xb));
-    }
-    return pl_be_matmul(w->output, ls->xb, NULL, rows, false, s->logits);
+    return pl_run_head(s, w->out_norm, w->output, LM(m)->cfg.rms_eps, LS(s)->xb, n, all_rows);
 }
 
 static const char *const llama_archs[] = {"llama", "qwen2", "qwen3", NULL};

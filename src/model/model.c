@@ -4,9 +4,11 @@
  * through its pl_family methods (model_internal.h). */
 #include "model_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- loader helpers ---- */
 
@@ -42,6 +44,18 @@ pl_status pl_load_float(pl_loader *ld, const char *suffix, bool required, double
         if (required) return pl_fail(PL_ERR_FORMAT, "missing metadata %s", key);
         *out = dflt;
     }
+    return PL_OK;
+}
+
+pl_status pl_load_int_in(pl_loader *ld, const char *suffix, bool required, int64_t dflt, int lo,
+                         int hi, int *out) {
+    int64_t v;
+    pl_status s = pl_load_int(ld, suffix, required, dflt, &v);
+    if (s) return s;
+    if (v < lo || v > hi)
+        return pl_fail(PL_ERR_FORMAT, "%s.%s = %lld is outside [%d, %d]", ld->m->info.arch, suffix,
+                       (long long)v, lo, hi);
+    *out = (int)v;
     return PL_OK;
 }
 
@@ -129,6 +143,55 @@ pl_status pl_load_layer_range(pl_loader *ld, int n_layer) {
     return PL_OK;
 }
 
+pl_status pl_load_tensor_split(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1,
+                               int64_t chunk, int n_parts, pl_buf **outs) {
+    for (int p = 0; p < n_parts; p++) outs[p] = NULL;
+    const pl_gguf_tensor *t = pl_gguf_find_tensor(ld->g, name);
+    if (!t) return pl_fail(PL_ERR_FORMAT, "missing tensor %s", name);
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return pl_fail(PL_ERR_FORMAT,
+                       "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
+                       (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                       (long long)t->ne[3], (long long)ne0, (long long)ne1);
+    int64_t row = pl_row_size(t->type, ne0);
+    const pl_type_traits *tr = pl_type_get(t->type);
+    if (!tr || !tr->dequant || row <= 0)
+        return pl_fail(PL_ERR_FORMAT, "tensor %s: rows of %lld in %s cannot be read", name,
+                       (long long)ne0, tr ? tr->name : "an unknown type");
+    if (chunk < 1 || n_parts < 1 || ne1 % (chunk * n_parts))
+        return pl_fail(PL_ERR_FORMAT, "tensor %s: %lld rows do not split into %d parts of %lld",
+                       name, (long long)ne1, n_parts, (long long)chunk);
+    int64_t part_rows = ne1 / n_parts, groups = ne1 / chunk;
+    if (!ld->m->info.nonfinite[0] && pl_find_nonfinite(t->type, t->data, ne0 * ne1) >= 0) {
+        snprintf(ld->m->info.nonfinite, sizeof ld->m->info.nonfinite, "%s", name);
+        pl_load_printable(ld->m->info.nonfinite);
+    }
+    for (int p = 0; p < n_parts; p++) {
+        char *copy = malloc((size_t)(row * part_rows));
+        if (!copy) return pl_fail(PL_ERR_NOMEM, "out of memory loading %s", name);
+        pl_status s = remember(&ld->m->owned, &ld->m->n_owned, &ld->m->cap_owned, copy);
+        if (s) {
+            free(copy);
+            return s;
+        }
+        for (int64_t g = p, k = 0; g < groups; g += n_parts, k++)
+            memcpy(copy + k * chunk * row, (const char *)t->data + g * chunk * row,
+                   (size_t)(chunk * row));
+        if ((s = pl_be_buf_weight(ld->m->be, t->type, ne0, part_rows, copy, &outs[p])))
+            return pl_fail(s, "%s: %s", name, pl_last_error());
+        if ((s = remember((void ***)&ld->m->bufs, &ld->m->n_bufs, &ld->m->cap_bufs, outs[p]))) {
+            pl_be_buf_free(outs[p]);
+            outs[p] = NULL;
+            return s;
+        }
+    }
+    ld->m->info.n_params += ne0 * ne1;
+    ld->done += t->nbytes;
+    if (ld->opts && ld->opts->progress)
+        ld->opts->progress(ld->opts->progress_ud, ld->done, ld->total);
+    return PL_OK;
+}
+
 void pl_load_printable(char *s) {
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
@@ -137,7 +200,7 @@ void pl_load_printable(char *s) {
 /* ---- model ---- */
 
 /* Every model family this build runs; a GGUF's general.architecture picks one. */
-static const pl_family *const families[] = {&pl_family_llama};
+static const pl_family *const families[] = {&pl_family_llama, &pl_family_qwen35};
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
 size_t pl_family_count(void) {
@@ -269,6 +332,9 @@ pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out
         return pl_fail(PL_ERR_ARG, "context, batch and logit rows must be at least 1");
     if (o->kv_type != PL_TYPE_F16 && o->kv_type != PL_TYPE_F32)
         return pl_fail(PL_ERR_ARG, "the KV cache is f16 or f32");
+    if (o->n_snap < 0 || o->n_snap > o->n_batch)
+        return pl_fail(PL_ERR_ARG, "%d snapshots per call: 0 to the batch of %d", o->n_snap,
+                       o->n_batch);
     pl_state *s = calloc(1, sizeof *s);
     if (!s) return pl_fail(PL_ERR_NOMEM, "out of memory for the state");
     s->m = m;
@@ -313,6 +379,75 @@ pl_buf *pl_state_hidden(pl_state *s) {
 }
 pl_buf *pl_state_logits(pl_state *s) {
     return s->logits;
+}
+
+pl_status pl_check_state_size(const pl_state *s, const pl_state_size *z) {
+    const pl_backend *be = s->m->be;
+    const double mib = 1024.0 * 1024.0, gib = mib * 1024.0;
+    double n_ctx = s->o.n_ctx, n_batch = s->o.n_batch;
+    double limit = (double)be->max_buf_bytes;
+    if (limit > 0 && z->ctx_row > 0 && z->ctx_row * n_ctx > limit)
+        return pl_fail(PL_ERR_ARG,
+                       "a context of %d tokens needs %.1f MiB of KV cache per layer, "
+                       "more than the %s device's largest buffer of %.1f MiB (--ctx "
+                       "%.0f at most)",
+                       s->o.n_ctx, z->ctx_row * n_ctx / mib, be->name, limit / mib,
+                       floor(limit / z->ctx_row));
+    if (limit > 0 && z->act_row * n_batch > limit)
+        return pl_fail(PL_ERR_ARG,
+                       "a batch of %d tokens needs %.1f MiB per activation buffer, "
+                       "more than the %s device's largest buffer of %.1f MiB (%.0f "
+                       "tokens at most)",
+                       s->o.n_batch, z->act_row * n_batch / mib, be->name, limit / mib,
+                       floor(limit / z->act_row));
+    if (limit > 0 && z->fixed_buf > limit)
+        return pl_fail(PL_ERR_ARG,
+                       "a recurrent state buffer of %.1f MiB (with %d snapshots) is more "
+                       "than the %s device's largest buffer of %.1f MiB",
+                       z->fixed_buf / mib, s->o.n_snap, be->name, limit / mib);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return PL_OK;
+    double mem = (double)pages * (double)page;
+    mem -= (double)s->m->info.weight_bytes; /* the weights need their room too */
+    double act = z->act_tok * n_batch + z->fixed;
+    if (act > mem)
+        return pl_fail(PL_ERR_ARG,
+                       "a batch of %d tokens needs %.1f GiB of activations and recurrent "
+                       "state, more than the %.1f GiB of this machine's memory the weights leave",
+                       s->o.n_batch, act / gib, mem > 0 ? mem / gib : 0.0);
+    if (z->ctx_tok * n_ctx + act > mem)
+        return pl_fail(PL_ERR_ARG,
+                       "a context of %d tokens needs %.1f GiB of KV cache, more than "
+                       "the %.1f GiB of this machine's memory the weights and "
+                       "activations leave (--ctx %.0f at most)",
+                       s->o.n_ctx, z->ctx_tok * n_ctx / gib, (mem - act) / gib,
+                       z->ctx_tok > 0 ? floor((mem - act) / z->ctx_tok) : 0.0);
+    return PL_OK;
+}
+
+pl_status pl_run_head(pl_state *s, const pl_buf *norm, const pl_buf *output, float eps, pl_buf *xb,
+                      int64_t n, bool all_rows) {
+    int64_t d = s->m->info.n_embd;
+    pl_status st;
+    if (all_rows) {
+        if ((st = pl_be_rms_norm(s->x, norm, n, d, eps, xb))) return st;
+    } else { /* only the last token's row is needed for the next token */
+        if ((st = pl_be_copy(s->x, (n - 1) * d, d, xb, 0))) return st;
+        if ((st = pl_be_rms_norm(xb, norm, 1, d, eps, xb))) return st;
+    }
+    return pl_be_matmul(output, xb, NULL, all_rows ? n : 1, false, s->logits);
+}
+
+bool pl_state_can_rewind(const pl_state *s, int64_t n_past) {
+    if (n_past < 0 || n_past > s->o.n_ctx) return false;
+    return !s->m->family->can_rewind || s->m->family->can_rewind(s, n_past);
+}
+
+pl_status pl_state_rewind(pl_state *s, int64_t n_past) {
+    if (n_past < 0 || n_past > s->o.n_ctx)
+        return pl_fail(PL_ERR_ARG, "cannot rewind to position %lld: the context holds 0 to %d",
+                       (long long)n_past, s->o.n_ctx);
+    return s->m->family->rewind ? s->m->family->rewind(s, n_past) : PL_OK;
 }
 
 /* ---- forward ---- */

@@ -76,7 +76,7 @@ typedef struct pl_loader pl_loader;
  * before a method runs, and owns what every family shares: the info, the weight buffers
  * made by pl_load_tensor, and the state's ids, hidden (x) and logits buffers. A family
  * keeps its own configuration and weights in m->fam and its caches and scratch buffers in
- * s->fam. Every slot is filled except draft. */
+ * s->fam. Every slot is filled except can_rewind, rewind and draft. */
 typedef struct pl_family {
     /* The general.architecture values this family serves, NULL-terminated. */
     const char *const *archs;
@@ -99,17 +99,24 @@ typedef struct pl_family {
                         int last);
     /* Final norm and output: logits of x rows 0..n-1 (all_rows) or of row n-1 only. */
     pl_status (*head)(const pl_model *m, pl_state *s, int64_t n, bool all_rows);
+    /* Optional (NULL: nothing recurrent, any n_past works, nothing to do): whether the
+     * state can go back to n_past (see pl_state_rewind), and doing it. rewind fails with a
+     * one-line reason, leaving the state as it was, when can_rewind says no. model.c checks
+     * 0 <= n_past <= n_ctx first. */
+    bool (*can_rewind)(const pl_state *s, int64_t n_past);
+    pl_status (*rewind)(pl_state *s, int64_t n_past);
     /* A built-in draft layer (multi-token prediction) run after the head: the family's
      * guess at the following token's logits. NULL: the family has none (all of them, so
      * far; no public call reaches it yet). */
     pl_status (*draft)(const pl_model *m, pl_state *s, int64_t n, int64_t pos0);
 } pl_family;
 
-/* The slots every family must fill (all but draft), as an X-macro. */
+/* The slots every family must fill (all but can_rewind, rewind and draft), as an X-macro. */
 #define PL_FAMILY_SLOTS(X)                                                                         \
     X(load) X(model_free) X(state_new) X(state_free) X(state_bytes) X(embed) X(layers) X(head)
 
-extern const pl_family pl_family_llama; /* llama.c: llama, qwen2, qwen3 */
+extern const pl_family pl_family_llama;  /* llama.c: llama, qwen2, qwen3 */
+extern const pl_family pl_family_qwen35; /* qwen35.c: qwen35 (hybrid Gated DeltaNet) */
 
 /* The family table (model.c): count, the i-th family, the family serving an architecture
  * (or NULL), and a check that a family names an architecture and fills every slot of
@@ -144,6 +151,18 @@ struct pl_state {
 
 /* ---- loader helpers (model.c) ---- */
 
+/* Return the status of x when it fails (the family files' error propagation). */
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        pl_status s_ = (x);                                                                        \
+        if (s_) return s_;                                                                         \
+    } while (0)
+
+/* Largest values we accept from metadata: far above any real model, small enough that no
+ * product of them overflows or asks for absurd memory before the tensor checks run. */
+#define MAX_DIM    1048576
+#define MAX_LAYERS 4096
+
 struct pl_loader {
     const pl_gguf *g;
     pl_model *m;
@@ -154,6 +173,9 @@ struct pl_loader {
 /* "<arch>.<suffix>" as an integer / float; a missing key is an error when required, else
  * the default is stored. */
 pl_status pl_load_int(pl_loader *ld, const char *suffix, bool required, int64_t dflt, int64_t *out);
+/* The same as an int within [lo, hi], else "<arch>.<suffix> = v is outside [lo, hi]". */
+pl_status pl_load_int_in(pl_loader *ld, const char *suffix, bool required, int64_t dflt, int lo,
+                         int hi, int *out);
 pl_status pl_load_float(pl_loader *ld, const char *suffix, bool required, double dflt, double *out);
 /* The tensor `name` as a weight buffer with shape [ne1, ne0] (ne1 = 1 for a vector).
  * Absent: NULL when optional, an error when required. Vectors in other formats than F32
@@ -164,6 +186,31 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
 /* The layers to load, from the opts, for a model of n_layer: sets the info's layer_first,
  * layer_last, has_embed and has_head, or fails for a range outside [0, n_layer). */
 pl_status pl_load_layer_range(pl_loader *ld, int n_layer);
+
+/* The tensor `name` of ne1 rows of ne0, whose rows come in groups of `chunk` that belong
+ * in turn to n_parts outputs (group g goes to part g % n_parts): each part becomes its
+ * own weight buffer of ne1 / n_parts rows, an owned copy of those rows in file order. */
+pl_status pl_load_tensor_split(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1,
+                               int64_t chunk, int n_parts, pl_buf **outs);
+
+/* What a family's state will hold, for pl_check_state_size: bytes per position of the
+ * caches of the loaded layers (ctx_tok) and of the largest single cache buffer (ctx_row),
+ * bytes of activations per batch token (act_tok) and of the widest activation buffer
+ * (act_row), and bytes that depend on neither (recurrent states, snapshots: fixed, the
+ * largest of those buffers fixed_buf). */
+typedef struct {
+    double ctx_tok, ctx_row, act_tok, act_row, fixed, fixed_buf;
+} pl_state_size;
+
+/* Refuse a context or batch whose buffers cannot be had, before allocating them: every
+ * buffer must fit the backend's largest one, and all of them the memory the weights leave.
+ * One line saying which limit and the largest value that fits. */
+pl_status pl_check_state_size(const pl_state *s, const pl_state_size *z);
+
+/* The final RMSNorm and output matrix into the state's logits: of x rows 0..n-1
+ * (all_rows) or of row n-1 only; xb is scratch of at least n rows of n_embd. */
+pl_status pl_run_head(pl_state *s, const pl_buf *norm, const pl_buf *output, float eps, pl_buf *xb,
+                      int64_t n, bool all_rows);
 
 /* Replace control characters in a string from the file, so an error message that quotes
  * it stays one line. */
