@@ -124,7 +124,9 @@ static pl_status check_sections(pl_loader *ld, const q35_config *c) {
     snprintf(key, sizeof key, "%s.rope.dimension_sections", ld->m->info.arch);
     const pl_gguf_value *v = pl_gguf_get(ld->g, key);
     if (!v) return PL_OK;
-    if (v->type != PL_GGUF_ARRAY || v->arr.count > 4 || !v->arr.data)
+    uint32_t et = v->type == PL_GGUF_ARRAY ? v->arr.elem_type : PL_GGUF_STRING;
+    bool ints = et <= PL_GGUF_INT32 || et == PL_GGUF_UINT64 || et == PL_GGUF_INT64;
+    if (v->type != PL_GGUF_ARRAY || v->arr.count > 4 || !v->arr.data || !ints)
         return pl_fail(PL_ERR_FORMAT, "%s: expected up to 4 integers", key);
     int64_t sum = 0;
     for (uint64_t i = 0; i < v->arr.count; i++) {
@@ -194,7 +196,11 @@ static pl_status read_config(pl_loader *ld, q35_config *c) {
                        "ssm.inner_size %d is not %d value heads of at most 1024 values", inner,
                        c->nv);
     c->dv = inner / c->nv;
-    c->conv_dim = 2 * c->nk * c->dk + inner;
+    int64_t conv_dim = 2 * (int64_t)c->nk * c->dk + inner;
+    if (conv_dim > MAX_DIM)
+        return pl_fail(PL_ERR_FORMAT, "a linear-attention input of %lld values is too wide",
+                       (long long)conv_dim);
+    c->conv_dim = (int)conv_dim;
     return PL_OK;
 }
 
