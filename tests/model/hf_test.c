@@ -1,5 +1,6 @@
-/* hf_test.c - the models of shared/fixtures/hf (llama, qwen2, qwen3, qwen3 with the real
- * 151936-id tokenizer, and the qwen35 hybrid) on the CPU against the transformers references.
+/* hf_test.c - the models of shared/fixtures/hf (llama, qwen2, qwen3, qwen3_moe, qwen3
+ * with the real 151936-id tokenizer, and the qwen35 hybrid) on the CPU against the
+ * transformers references.
  *
  * The *-q8_0.gguf files are lossless (their weights dequantise to exactly the float32
  * weights transformers used), so with a float32 KV cache our logits must equal the
@@ -12,16 +13,16 @@
  * With the default f16 KV cache the greedy ids must still be identical and the prompt
  * logits within TOL_F16 of the f32-cache run. The *-q4_0.gguf files (mixed Q4_0/Q8_0) are
  * lossy and no reference matches them (llama.cpp's own Q4_0 run agrees with transformers'
- * prompt argmax at 14-18 of 24 positions): they are a smoke test - they load, run, and
- * agree on at least half the prompt positions.
+ * prompt argmax at 14-18 of 24 positions, 7 for qwen3_moe): they are a smoke test - they
+ * load, run, and agree on at least half the prompt positions (qwen3_moe: 5, qwen3_5: 3).
  *
- * Measured here (rel. to the largest logit): prompt vs fp32 <= 1.3e-6, vs fp64 <= 6e-7,
+ * Measured here (rel. to the largest logit): prompt vs fp32 <= 1.3e-6, vs fp64 <= 6.8e-7,
  * decode steps vs fp64 <= 7.4e-7, f16 cache vs f32 cache <= 2.7e-3.
  *
  * qwen3_5 (hybrid Gated DeltaNet, TOL_Q35): prompt vs fp32 4.3e-6, vs fp64 2.2e-6, decode
  * steps vs fp64 4.9e-6 (transformers' own fp32 run is 3.9e-6 from fp64), f16 cache 4.7e-4;
  * the -mtp- file's logits equal the plain file's bit for bit; q4_0 agrees with the
- * reference's prompt argmax at 4 of 24 positions (llama.cpp: 5), so its floor is 3. */
+ * reference's prompt argmax at 4 of 24 positions (llama.cpp: 5). */
 #include "cpu/cpu.h"
 #include "model/fixture.h"
 #include "model/model.h"
@@ -40,23 +41,17 @@ typedef struct {
     int q4_agree;    /* llama.cpp's own Q4_0 prompt argmax agreement (of 24), for messages */
     bool part_a;     /* full prompt logits and seq_logits_fp64 (else part B files) */
     double tol;      /* float32 tolerance, rel. to the largest logit (0: TOL_F32) */
-    int q4_min;      /* the Q4_0 smoke test's least argmax agreement (0: 12 of 24) */
     const char *mtp; /* the same model with an MTP block: identical logits (NULL: none) */
 } hf_case;
 
 static const hf_case cases[] = {
-    {"llama", "llama-q8_0.gguf", "llama-q4_0.gguf", 14, true, 0, 0, NULL},
-    {"qwen2", "qwen2-q8_0.gguf", "qwen2-q4_0.gguf", 18, true, 0, 0, NULL},
-    {"qwen3", "qwen3-q8_0.gguf", "qwen3-q4_0.gguf", 17, true, 0, 0, NULL},
-    {"qwen3_realtok", "qwen3_realtok-q8_0.gguf", NULL, 0, false, 0, 0, NULL},
-    {.dir = "qwen3_5",
-     .q8 = "qwen3_5-q8_0.gguf",
-     .q4 = "qwen3_5-q4_0.gguf",
-     .q4_agree = 5,
-     .part_a = true,
-     .tol = TOL_Q35,
-     .q4_min = 3,
-     .mtp = "qwen3_5-mtp-q8_0.gguf"},
+    {"llama", "llama-q8_0.gguf", "llama-q4_0.gguf", 14, true, 0, NULL},
+    {"qwen2", "qwen2-q8_0.gguf", "qwen2-q4_0.gguf", 18, true, 0, NULL},
+    {"qwen3", "qwen3-q8_0.gguf", "qwen3-q4_0.gguf", 17, true, 0, NULL},
+    {"qwen3_moe", "qwen3_moe-q8_0.gguf", "qwen3_moe-q4_0.gguf", 7, true, 0, NULL},
+    {"qwen3_realtok", "qwen3_realtok-q8_0.gguf", NULL, 0, false, 0, NULL},
+    {"qwen3_5", "qwen3_5-q8_0.gguf", "qwen3_5-q4_0.gguf", 5, true, TOL_Q35,
+     "qwen3_5-mtp-q8_0.gguf"},
 };
 
 static const char *fx(const hf_case *c, const char *file) {
@@ -322,7 +317,10 @@ static void run_case(pl_backend *be, const hf_case *c) {
                 agree += ia == ib;
             }
             report("q4_0 argmax agree", c, agree);
-            CHECK(agree >= (c->q4_min ? c->q4_min : 12),
+            /* half the positions; fewer only where llama.cpp's own Q4_0 run agrees at fewer
+             * (qwen3_moe: 7, Q4_0 flips the close routing choices) */
+            int need = c->q4_agree < 12 ? c->q4_agree - 2 : 12;
+            CHECK(agree >= need,
                   "%s: q4_0 argmax agrees with the reference at %d of 24 positions "
                   "(llama.cpp: %d)",
                   c->dir, agree, c->q4_agree);
