@@ -121,7 +121,7 @@ typedef struct pl_family {
     X(load) X(model_free) X(state_new) X(state_free) X(state_bytes) X(embed) X(layers) X(head)
 
 extern const pl_family pl_family_llama;  /* llama.c: llama, qwen2, qwen3, qwen3moe */
-extern const pl_family pl_family_qwen35; /* qwen35.c: qwen35 (hybrid Gated DeltaNet) */
+extern const pl_family pl_family_qwen35; /* qwen35.c: qwen35, qwen35moe (hybrid Gated DeltaNet) */
 
 /* The family table (model.c): count, the i-th family, the family serving an architecture
  * (or NULL), and a check that a family names an architecture and fills every slot of

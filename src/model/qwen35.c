@@ -1,8 +1,10 @@
-/* qwen35.c - the Qwen3.5 hybrid family (qwen35): Gated DeltaNet linear attention in most
- * layers, gated full attention in every full_attention_interval-th one.
+/* qwen35.c - the Qwen3.5 hybrid family (qwen35, and qwen35moe with mixture-of-experts
+ * feed-forwards): Gated DeltaNet linear attention in most layers, gated full attention in
+ * every full_attention_interval-th one.
  *
- * Per layer: RMSNorm -> mixer added to the residual -> RMSNorm -> SwiGLU feed-forward
- * added to the residual, where the mixer is
+ * Per layer: RMSNorm -> mixer added to the residual -> RMSNorm -> feed-forward added to
+ * the residual (SwiGLU; qwen35moe: the MoE block of moe.c, routed experts plus a
+ * sigmoid-gated shared expert), where the mixer is
  *   - full attention (layers l with (l+1) % interval == 0): q (with an output gate stored
  *     interleaved with it in attn_q), k, v -> per-head q/k RMSNorm -> NEOX RoPE on the
  *     first rope.dimension_count values of each head -> KV cache -> causal attention ->
@@ -11,7 +13,8 @@
  *     conv1d + SiLU over qkv (a state of the last K-1 inputs) -> the gated delta rule (a
  *     d_k x d_v state per value head) -> RMSNorm per head (ssm_norm) times silu(z) ->
  *     output projection.
- * Then the final RMSNorm and the output matrix, tied to the token embedding. With
+ * Then the final RMSNorm and the output matrix (tied to the token embedding when the file
+ * has no output.weight). With
  * nextn_predict_layers = N the last N blocks of the file are the multi-token-prediction
  * block: loaded (with the head), never run by plain decoding.
  *
@@ -28,6 +31,7 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "moe.h"
 
 /* ---- configuration, weights, state ---- */
 
@@ -39,10 +43,11 @@ typedef struct {
     int n_head, n_head_kv, head_dim; /* full attention (value heads as wide as key heads) */
     int rope_dim;
     float rope_base, rms_eps;
-    int conv_k;   /* ssm.conv_kernel */
-    int nk, nv;   /* key heads (ssm.group_count), value heads (ssm.time_step_rank) */
-    int dk, dv;   /* ssm.state_size, ssm.inner_size / nv */
-    int conv_dim; /* 2*nk*dk + nv*dv: the qkv row the conv runs over */
+    int conv_k;        /* ssm.conv_kernel */
+    int nk, nv;        /* key heads (ssm.group_count), value heads (ssm.time_step_rank) */
+    int dk, dv;        /* ssm.state_size, ssm.inner_size / nv */
+    int conv_dim;      /* 2*nk*dk + nv*dv: the qkv row the conv runs over */
+    pl_moe_config moe; /* qwen35moe: every feed-forward is MoE (n_expert > 0) */
 } q35_config;
 
 typedef struct {
@@ -64,9 +69,10 @@ typedef struct {
     pl_buf *dt_bias;  /* [nv] ssm_dt.bias */
     pl_buf *ssm_norm; /* [dv] */
     pl_buf *ssm_out;  /* [n_embd, nv*dv] */
-    /* feed-forward */
+    /* feed-forward: dense (qwen35) */
     pl_buf *w_gate, *w_up; /* [n_ff, n_embd] */
     pl_buf *w_down;        /* [n_embd, n_ff] */
+    pl_moe_weights moe;    /* or mixture of experts (qwen35moe) */
 } q35_layer;
 
 /* The multi-token-prediction block (loaded, not run). */
@@ -94,7 +100,8 @@ typedef struct {
     pl_buf *qkv, *conv_out;  /* conv_dim */
     pl_buf *z, *o;           /* nv*dv */
     pl_buf *alpha, *beta;    /* nv */
-    pl_buf *ff_gate, *ff_up; /* n_ff */
+    pl_buf *ff_gate, *ff_up; /* n_ff (dense), else NULL */
+    pl_moe_state moe;        /* MoE scratch (qwen35moe) */
     /* per layer [n_layer], NULL where the layer is of the other kind or not loaded */
     pl_buf **kc, **vc;              /* [n_ctx, n_head_kv*head_dim] */
     pl_buf **conv, **ssm;           /* [K-1, conv_dim], [nv, dk*dv] */
@@ -156,7 +163,10 @@ static pl_status read_config(pl_loader *ld, q35_config *c) {
         return pl_fail(PL_ERR_FORMAT,
                        "full_attention_interval %d leaves no full-attention layer among %d",
                        c->interval, c->n_layer);
-    TRY(pl_load_int_in(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &c->n_ff));
+    /* qwen35moe: experts in every layer, no dense FFN */
+    TRY(pl_moe_read_config(ld, strcmp(ld->m->info.arch, "qwen35moe") == 0, &c->moe));
+    bool dense = c->moe.n_expert == 0;
+    TRY(pl_load_int_in(ld, "feed_forward_length", dense, 0, dense, MAX_DIM, &c->n_ff));
     TRY(pl_load_int_in(ld, "attention.head_count", true, 0, 1, MAX_DIM, &c->n_head));
     TRY(pl_load_int_in(ld, "attention.head_count_kv", false, c->n_head, 1, c->n_head,
                        &c->n_head_kv));
@@ -247,11 +257,13 @@ static pl_status load_delta_net(pl_loader *ld, const q35_config *c, const char *
 }
 
 /* What every layer has: the two norms and the feed-forward. */
-static pl_status load_common(pl_loader *ld, const q35_config *c, const char *p, q35_layer *L) {
+static pl_status load_common(pl_loader *ld, const q35_config *c, int l, const char *p,
+                             q35_layer *L) {
     char nm[128];
     int64_t d = c->n_embd;
     T(attn_norm, "attn_norm.weight", d, 1);
     T(post_norm, "post_attention_norm.weight", d, 1);
+    if (c->moe.n_expert) return pl_moe_load_layer(ld, &c->moe, c->n_embd, l, &L->moe);
     T(w_gate, "ffn_gate.weight", d, c->n_ff);
     T(w_up, "ffn_up.weight", d, c->n_ff);
     T(w_down, "ffn_down.weight", c->n_ff, d);
@@ -262,7 +274,7 @@ static pl_status load_common(pl_loader *ld, const q35_config *c, const char *p, 
 static pl_status load_layer(pl_loader *ld, const q35_config *c, int l, bool full, q35_layer *L) {
     char p[32];
     snprintf(p, sizeof p, "blk.%d", l);
-    TRY(load_common(ld, c, p, L));
+    TRY(load_common(ld, c, l, p, L));
     return full ? load_attention(ld, c, p, L) : load_delta_net(ld, c, p, L);
 }
 
@@ -344,13 +356,16 @@ static pl_status check_state_size(const pl_state *s) {
     double inner = (double)c->nv * c->dv, state = (double)c->nv * c->dk * c->dv * 4;
     double conv = (double)(c->conv_k - 1) * c->conv_dim * 4;
     double widest = c->n_embd;
-    double widths[] = {qd, c->conv_dim, inner, c->n_ff};
+    bool moe = c->moe.n_expert > 0;
+    double ffn = moe ? pl_moe_floats_per_token(&c->moe, c->n_embd) : 2.0 * c->n_ff;
+    double widths[] = {qd, c->conv_dim, inner,
+                       moe ? pl_moe_largest_per_token(&c->moe, c->n_embd) : c->n_ff};
     for (int i = 0; i < 4; i++)
         if (widths[i] > widest) widest = widths[i];
     pl_state_size z = {.ctx_row = kd * elem,
                        .ctx_tok = 2 * kd * elem * n_full,
                        .act_tok = 4.0 * (2.0 * c->n_embd + 3 * qd + 2 * kd + 2.0 * c->conv_dim +
-                                         2 * inner + 2.0 * c->nv + 2.0 * c->n_ff),
+                                         2 * inner + 2.0 * c->nv + ffn),
                        .act_row = widest * 4,
                        .fixed = (state + conv) * n_rec * (1.0 + s->o.n_snap),
                        .fixed_buf = state * (s->o.n_snap > 1 ? s->o.n_snap : 1)};
@@ -385,7 +400,9 @@ static pl_status q35_state_new(pl_state *s) {
                    {&qs->ff_gate, c->n_ff},
                    {&qs->ff_up, c->n_ff}};
     for (size_t i = 0; i < sizeof scratch / sizeof *scratch; i++)
-        TRY(pl_be_buf_new(be, PL_TYPE_F32, scratch[i].w, B, scratch[i].b));
+        if (scratch[i].w > 0) /* no dense FFN in qwen35moe */
+            TRY(pl_be_buf_new(be, PL_TYPE_F32, scratch[i].w, B, scratch[i].b));
+    if (c->moe.n_expert) TRY(pl_moe_state_new(be, &c->moe, c->n_embd, (int)B, &qs->moe));
     pl_buf ***per[] = {&qs->kc, &qs->vc, &qs->conv, &qs->ssm, &qs->conv_snap, &qs->ssm_snap};
     for (size_t i = 0; i < sizeof per / sizeof *per; i++)
         if (!(*per[i] = calloc((size_t)L, sizeof(pl_buf *))))
@@ -435,6 +452,7 @@ static void q35_state_free(pl_state *s) {
     pl_buf *b[Q35_N_SCRATCH], *lb[Q35_N_PER_LAYER];
     scratch_bufs(qs, b);
     for (int i = 0; i < Q35_N_SCRATCH; i++) pl_be_buf_free(b[i]);
+    pl_moe_state_free(&qs->moe);
     bool have_all = qs->kc && qs->vc && qs->conv && qs->ssm && qs->conv_snap && qs->ssm_snap;
     for (int l = 0; have_all && l < s->m->info.n_layer; l++) {
         layer_bufs(qs, l, lb);
@@ -450,9 +468,9 @@ static void q35_state_free(pl_state *s) {
 static int64_t q35_state_bytes(const pl_state *s) {
     const q35_state *qs = s->fam;
     pl_buf *b[Q35_N_SCRATCH], *lb[Q35_N_PER_LAYER];
-    int64_t n = 0;
+    int64_t n = pl_moe_state_bytes(&qs->moe);
     scratch_bufs(qs, b);
-    for (int i = 0; i < Q35_N_SCRATCH; i++) n += pl_be_buf_bytes(b[i]);
+    for (int i = 0; i < Q35_N_SCRATCH; i++) n += b[i] ? pl_be_buf_bytes(b[i]) : 0;
     for (int l = s->m->info.layer_first; l < s->m->info.layer_last; l++) {
         layer_bufs(qs, l, lb);
         for (int i = 0; i < Q35_N_PER_LAYER; i++) n += lb[i] ? pl_be_buf_bytes(lb[i]) : 0;
@@ -601,6 +619,8 @@ static pl_status ffn(const pl_model *m, pl_state *s, const q35_layer *L, int64_t
     const q35_config *c = &QM(m)->cfg;
     q35_state *qs = QS(s);
     TRY(pl_be_rms_norm(s->x, L->post_norm, n, c->n_embd, c->rms_eps, qs->xb));
+    if (c->moe.n_expert) /* routed experts + the gated shared expert, added to x */
+        return pl_moe_ffn(&c->moe, &L->moe, &qs->moe, qs->xb, n, s->x);
     TRY(pl_be_matmul(L->w_gate, qs->xb, NULL, n, false, qs->ff_gate));
     TRY(pl_be_matmul(L->w_up, qs->xb, NULL, n, false, qs->ff_up));
     TRY(pl_be_swiglu(qs->ff_gate, qs->ff_up, n * c->n_ff, qs->ff_gate));
@@ -634,7 +654,7 @@ static pl_status q35_head(const pl_model *m, pl_state *s, int64_t n, bool all_ro
     return pl_run_head(s, qm->out_norm, qm->output, qm->cfg.rms_eps, QS(s)->xb, n, all_rows);
 }
 
-static const char *const q35_archs[] = {"qwen35", NULL};
+static const char *const q35_archs[] = {"qwen35", "qwen35moe", NULL};
 
 const pl_family pl_family_qwen35 = {
     .archs = q35_archs,

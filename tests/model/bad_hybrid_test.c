@@ -1,10 +1,10 @@
 /* bad_hybrid_test.c - broken qwen35 (hybrid Gated DeltaNet) files give one clear error,
  * never a crash: missing or misshaped tensors, a full-attention interval that does not fit
  * the layers, value heads that do not tile the key heads, an inner size that is not whole
- * value heads, a conv kernel out of range, an MTP block as large as the model. Each is a
- * copy of the qwen3_5 fixture with one thing changed, written to the test's temporary
- * folder, loaded through the library and run through `pooled run` (non-zero exit, exactly
- * one line on stderr), as bad_model_test.c does for llama. */
+ * value heads, a conv kernel out of range, an MTP block as large as the model, experts
+ * that do not match the metadata (qwen35moe). Each is a copy of a qwen3_5(_moe) fixture with one
+ * thing changed, written to the test's temporary folder, loaded through the library and run through
+ * `pooled run` (non-zero exit, exactly one line on stderr), as bad_model_test.c does for llama. */
 #include "cpu/cpu.h"
 #include "model/model.h"
 #include "test.h"
@@ -15,47 +15,54 @@ typedef struct {
     uint32_t value;
     const char *drop; /* tensor to leave out, or NULL */
     const char *swap; /* tensor whose two dimensions are swapped, or NULL */
-    bool mtp;         /* edit the -mtp- file */
+    int file;         /* edit the plain file (0), the -mtp- one (1), the qwen35moe one (2) */
     const char *want; /* in the error line */
 } edit;
 
 static const edit edits[] = {
-    {"drop-ssm-a", NULL, 0, "blk.1.ssm_a", NULL, false, "missing tensor blk.1.ssm_a"},
-    {"drop-q", NULL, 0, "blk.3.attn_q.weight", NULL, false, "missing tensor blk.3.attn_q.weight"},
-    {"shape-qkv", NULL, 0, NULL, "blk.0.attn_qkv.weight", false,
+    {"drop-ssm-a", NULL, 0, "blk.1.ssm_a", NULL, 0, "missing tensor blk.1.ssm_a"},
+    {"drop-q", NULL, 0, "blk.3.attn_q.weight", NULL, 0, "missing tensor blk.3.attn_q.weight"},
+    {"shape-qkv", NULL, 0, NULL, "blk.0.attn_qkv.weight", 0,
      "tensor blk.0.attn_qkv.weight has shape [256, 64, 1, 1], expected [64, 256]"},
-    {"shape-conv", NULL, 0, NULL, "blk.2.ssm_conv1d.weight", false,
+    {"shape-conv", NULL, 0, NULL, "blk.2.ssm_conv1d.weight", 0,
      "tensor blk.2.ssm_conv1d.weight has shape [256, 4, 1, 1], expected [4, 256]"},
-    {"interval-0", "qwen35.full_attention_interval", 0, NULL, NULL, false,
+    {"interval-0", "qwen35.full_attention_interval", 0, NULL, NULL, 0,
      "qwen35.full_attention_interval = 0 is outside [1, 4096]"},
-    {"interval-9", "qwen35.full_attention_interval", 9, NULL, NULL, false,
+    {"interval-9", "qwen35.full_attention_interval", 9, NULL, NULL, 0,
      "full_attention_interval 9 leaves no full-attention layer among 8"},
-    {"layers-3", "qwen35.block_count", 3, NULL, NULL, false,
+    {"layers-3", "qwen35.block_count", 3, NULL, NULL, 0,
      "full_attention_interval 4 leaves no full-attention layer among 3"},
     /* every 3rd layer full: blk.2 has DeltaNet tensors, not attention ones */
-    {"interval-3", "qwen35.full_attention_interval", 3, NULL, NULL, false,
+    {"interval-3", "qwen35.full_attention_interval", 3, NULL, NULL, 0,
      "missing tensor blk.2.attn_q.weight"},
-    {"heads", "qwen35.ssm.time_step_rank", 3, NULL, NULL, false,
+    {"heads", "qwen35.ssm.time_step_rank", 3, NULL, NULL, 0,
      "3 linear-attention value heads cannot share 2 key heads"},
-    {"inner", "qwen35.ssm.inner_size", 130, NULL, NULL, false,
+    {"inner", "qwen35.ssm.inner_size", 130, NULL, NULL, 0,
      "ssm.inner_size 130 is not 4 value heads"},
-    {"inner-96", "qwen35.ssm.inner_size", 96, NULL, NULL, false,
+    {"inner-96", "qwen35.ssm.inner_size", 96, NULL, NULL, 0,
      "tensor blk.0.attn_qkv.weight has shape [64, 256, 1, 1], expected [64, 224]"},
-    {"kernel-1", "qwen35.ssm.conv_kernel", 1, NULL, NULL, false,
+    {"kernel-1", "qwen35.ssm.conv_kernel", 1, NULL, NULL, 0,
      "qwen35.ssm.conv_kernel = 1 is outside [2, 16]"},
-    {"kernel-17", "qwen35.ssm.conv_kernel", 17, NULL, NULL, false,
+    {"kernel-17", "qwen35.ssm.conv_kernel", 17, NULL, NULL, 0,
      "qwen35.ssm.conv_kernel = 17 is outside [2, 16]"},
-    {"kernel-5", "qwen35.ssm.conv_kernel", 5, NULL, NULL, false,
+    {"kernel-5", "qwen35.ssm.conv_kernel", 5, NULL, NULL, 0,
      "tensor blk.0.ssm_conv1d.weight has shape [4, 256, 1, 1], expected [5, 256]"},
-    {"value-length", "qwen35.attention.value_length", 16, NULL, NULL, false,
+    {"value-length", "qwen35.attention.value_length", 16, NULL, NULL, 0,
      "key length 32 and value length 16 differ"},
-    {"nextn-8", "qwen35.nextn_predict_layers", 8, NULL, NULL, false,
+    {"nextn-8", "qwen35.nextn_predict_layers", 8, NULL, NULL, 0,
      "8 prediction layers leave none of the 8 blocks"},
-    {"mtp-drop", NULL, 0, "blk.8.nextn.eh_proj.weight", NULL, true,
+    {"mtp-drop", NULL, 0, "blk.8.nextn.eh_proj.weight", NULL, 1,
      "missing tensor blk.8.nextn.eh_proj.weight"},
     /* without the key the MTP block is a 9th layer, a DeltaNet one by the interval */
-    {"mtp-none", "qwen35.nextn_predict_layers", 0, NULL, NULL, true,
+    {"mtp-none", "qwen35.nextn_predict_layers", 0, NULL, NULL, 1,
      "missing tensor blk.8.attn_qkv.weight"},
+    /* qwen35moe: the experts as the metadata declares them */
+    {"moe-experts", "qwen35moe.expert_count", 4, NULL, NULL, 2,
+     "tensor blk.0.ffn_gate_inp.weight has shape [64, 8, 1, 1], expected [64, 4]"},
+    {"moe-drop", NULL, 0, "blk.5.ffn_down_exps.weight", NULL, 2,
+     "missing tensor blk.5.ffn_down_exps.weight"},
+    {"moe-interval", "qwen35moe.full_attention_interval", 0, NULL, NULL, 2,
+     "qwen35moe.full_attention_interval = 0 is outside [1, 4096]"},
 };
 
 static const char *write_edited(const pl_gguf *src, const edit *e) {
@@ -88,16 +95,18 @@ static const char *write_edited(const pl_gguf *src, const edit *e) {
 }
 
 static void run_tests(void) {
-    pl_gguf *plain = NULL, *mtp = NULL;
+    pl_gguf *src[3] = {NULL, NULL, NULL};
     pl_backend *be = NULL;
-    CHECK(pl_gguf_open(test_shared("fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf"), &plain) == PL_OK &&
-              pl_gguf_open(test_shared("fixtures/hf/qwen3_5/qwen3_5-mtp-q8_0.gguf"), &mtp) == PL_OK,
-          "%s", pl_last_error());
+    const char *files[3] = {"fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf",
+                            "fixtures/hf/qwen3_5/qwen3_5-mtp-q8_0.gguf",
+                            "fixtures/hf/qwen3_5_moe/qwen3_5_moe-q8_0.gguf"};
+    for (int i = 0; i < 3; i++)
+        CHECK(pl_gguf_open(test_shared(files[i]), &src[i]) == PL_OK, "%s", pl_last_error());
     CHECK(pl_cpu_new(1, &be) == PL_OK, "cpu");
-    if (!plain || !mtp || !be) return;
+    if (!src[0] || !src[1] || !src[2] || !be) return;
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         const edit *e = &edits[i];
-        const char *p = write_edited(e->mtp ? mtp : plain, e);
+        const char *p = write_edited(src[e->file], e);
         pl_gguf *g = NULL;
         pl_model *m = NULL;
         pl_status s = pl_gguf_open(p, &g);
@@ -115,6 +124,5 @@ static void run_tests(void) {
     }
     CHECK(be->live_bufs == 0, "%lld buffers leaked", (long long)be->live_bufs);
     pl_be_destroy(be);
-    pl_gguf_free(plain);
-    pl_gguf_free(mtp);
+    for (int i = 0; i < 3; i++) pl_gguf_free(src[i]);
 }

@@ -22,17 +22,21 @@
  * qwen3_5 (hybrid Gated DeltaNet, TOL_Q35): prompt vs fp32 4.3e-6, vs fp64 2.2e-6, decode
  * steps vs fp64 4.9e-6 (transformers' own fp32 run is 3.9e-6 from fp64), f16 cache 4.7e-4;
  * the -mtp- file's logits equal the plain file's bit for bit; q4_0 agrees with the
- * reference's prompt argmax at 4 of 24 positions (llama.cpp: 5). */
+ * reference's prompt argmax at 4 of 24 positions (llama.cpp: 5).
+ * qwen3_5_moe (TOL_Q35MOE): prompt vs fp32 1.02e-5 (transformers' own fp32 run is 9e-6
+ * from fp64), vs fp64 5.0e-6, decode steps vs fp64 6.3e-6, f16 cache 6.5e-4; q4_0 agrees
+ * at 0 of 24 positions, as llama.cpp's own run does (a smoke test: it loads and runs). */
 #include "cpu/cpu.h"
 #include "model/fixture.h"
 #include "model/model.h"
 #include "test.h"
 
-#define TOL_F32  5e-6
-#define TOL_Q35  1e-5 /* 8 layers, 6 of them a recurrence over every token */
-#define TOL_F16  3e-3
-#define N_PROMPT 24
-#define N_GEN    32
+#define TOL_F32    5e-6
+#define TOL_Q35    1e-5 /* 8 layers, 6 of them a recurrence over every token */
+#define TOL_Q35MOE 2e-5 /* and routing: transformers' own fp32 is 9e-6 from fp64 */
+#define TOL_F16    3e-3
+#define N_PROMPT   24
+#define N_GEN      32
 
 typedef struct {
     const char *dir;
@@ -42,16 +46,19 @@ typedef struct {
     bool part_a;     /* full prompt logits and seq_logits_fp64 (else part B files) */
     double tol;      /* float32 tolerance, rel. to the largest logit (0: TOL_F32) */
     const char *mtp; /* the same model with an MTP block: identical logits (NULL: none) */
+    bool recurrent;  /* act q8 greedy ids: most must equal llama.cpp's, not all (see there) */
 } hf_case;
 
 static const hf_case cases[] = {
-    {"llama", "llama-q8_0.gguf", "llama-q4_0.gguf", 14, true, 0, NULL},
-    {"qwen2", "qwen2-q8_0.gguf", "qwen2-q4_0.gguf", 18, true, 0, NULL},
-    {"qwen3", "qwen3-q8_0.gguf", "qwen3-q4_0.gguf", 17, true, 0, NULL},
-    {"qwen3_moe", "qwen3_moe-q8_0.gguf", "qwen3_moe-q4_0.gguf", 7, true, 0, NULL},
-    {"qwen3_realtok", "qwen3_realtok-q8_0.gguf", NULL, 0, false, 0, NULL},
-    {"qwen3_5", "qwen3_5-q8_0.gguf", "qwen3_5-q4_0.gguf", 5, true, TOL_Q35,
-     "qwen3_5-mtp-q8_0.gguf"},
+    {"llama", "llama-q8_0.gguf", "llama-q4_0.gguf", 14, true, 0, NULL, false},
+    {"qwen2", "qwen2-q8_0.gguf", "qwen2-q4_0.gguf", 18, true, 0, NULL, false},
+    {"qwen3", "qwen3-q8_0.gguf", "qwen3-q4_0.gguf", 17, true, 0, NULL, false},
+    {"qwen3_moe", "qwen3_moe-q8_0.gguf", "qwen3_moe-q4_0.gguf", 7, true, 0, NULL, false},
+    {"qwen3_realtok", "qwen3_realtok-q8_0.gguf", NULL, 0, false, 0, NULL, false},
+    {"qwen3_5", "qwen3_5-q8_0.gguf", "qwen3_5-q4_0.gguf", 5, true, TOL_Q35, "qwen3_5-mtp-q8_0.gguf",
+     true},
+    {"qwen3_5_moe", "qwen3_5_moe-q8_0.gguf", "qwen3_5_moe-q4_0.gguf", 0, true, TOL_Q35MOE,
+     "qwen3_5_moe-mtp-q8_0.gguf", true},
 };
 
 static const char *fx(const hf_case *c, const char *file) {
@@ -378,12 +385,16 @@ static void run_llamacpp_case(pl_backend *be, const hf_case *c, const char *file
             for (int t = 0; t < N_GEN; t++) same += got[t] == want[t];
             /* a step whose top two logits are closer than float noise may go either way:
              * with llama.cpp's smallest margin under 0.05 (qwen3-q4_0: 0.0215) most steps,
-             * not all, must agree */
+             * not all, must agree. So for the Gated DeltaNet models whatever the margin: a
+             * float-order difference that flips one activation's Q8_0 rounding is carried
+             * by the recurrence to every later token (qwen3_5_moe-q8_0, step 6: our float
+             * path is 5e-6 from fp64, yet with act q8 we pick transformers' 127 by 0.75
+             * where llama.cpp picks 23 by >= 0.146; both sit ~0.35 from fp64) */
             double margin = json_scalar_after(lj, file, "margins_min");
             if (getenv("POOLED_TEST_VERBOSE"))
                 fprintf(stderr, "%-14s %-28s greedy %d of %d agree (llama.cpp margin %.3g)\n",
                         c->dir, file, same, N_GEN, margin);
-            if (margin >= 0.05)
+            if (margin >= 0.05 && !c->recurrent)
                 CHECK(d < 0, "%s %s act q8: greedy id %d is %d, llama.cpp's %d", c->dir, file, d,
                       d >= 0 ? got[d] : 0, d >= 0 ? want[d] : 0);
             else
