@@ -122,26 +122,10 @@ static pl_status llama_load(pl_loader *ld) {
     m->fam = lm;
     llama_config *c = &lm->cfg;
     TRY(read_config(ld, c));
-    const pl_gguf_tensor *te = pl_gguf_find_tensor(ld->g, "token_embd.weight");
-    if (!te) return pl_fail(PL_ERR_FORMAT, "missing tensor token_embd.weight");
-    if (te->ne[1] < 1 || te->ne[1] > INT32_MAX)
-        return pl_fail(PL_ERR_FORMAT, "token_embd.weight has %lld rows", (long long)te->ne[1]);
-    c->n_vocab = (int)te->ne[1];
-    if ((int64_t)c->n_layer > pl_gguf_tensor_count(ld->g))
-        return pl_fail(PL_ERR_FORMAT, "%d layers but only %lld tensors", c->n_layer,
-                       (long long)pl_gguf_tensor_count(ld->g));
-    TRY(pl_load_layer_range(ld, c->n_layer));
-    int first = m->info.layer_first, last = m->info.layer_last;
-    bool embed = m->info.has_embed, head = m->info.has_head;
-    bool tied = !pl_gguf_find_tensor(ld->g, "output.weight");
     llama_weights *w = &lm->w;
-    if (embed || (head && tied))
-        TRY(pl_load_tensor(ld, "token_embd.weight", c->n_embd, c->n_vocab, true, &w->tok_embd));
-    if (head) {
-        TRY(pl_load_tensor(ld, "output_norm.weight", c->n_embd, 1, true, &w->out_norm));
-        TRY(pl_load_tensor(ld, "output.weight", c->n_embd, c->n_vocab, false, &w->output));
-        if (!w->output) w->output = w->tok_embd; /* tied */
-    }
+    TRY(pl_load_ends(ld, c->n_embd, c->n_layer, c->n_layer, &c->n_vocab, &w->tok_embd, &w->out_norm,
+                     &w->output));
+    int first = m->info.layer_first, last = m->info.layer_last;
     TRY(pl_load_tensor(ld, "rope_freqs.weight", c->rope_dim / 2, 1, false, &w->rope_freqs));
     w->layers = calloc((size_t)c->n_layer, sizeof *w->layers);
     if (!w->layers) return pl_fail(PL_ERR_NOMEM, "out of memory for %d layers", c->n_layer);
@@ -265,23 +249,17 @@ static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t 
         TRY(pl_be_rms_norm(ls->k, L->k_norm, n * c->n_head_kv, c->head_dim, eps, ls->k));
     }
     pl_rope_params rp = {.mode = c->rope_mode,
-                         .n_heads = c->n_head,
                          .head_dim = c->head_dim,
                          .rope_dim = c->rope_dim,
                          .theta_base = c->rope_base,
                          .freq_scale = c->rope_freq_scale,
                          .factors = LM(m)->w.rope_freqs};
-    TRY(pl_be_rope(ls->q, n, pos0, &rp));
-    rp.n_heads = c->n_head_kv;
-    TRY(pl_be_rope(ls->k, n, pos0, &rp));
-    TRY(pl_be_kv_store(ls->k, n, pos0, ls->kc[l]));
-    TRY(pl_be_kv_store(ls->v, n, pos0, ls->vc[l]));
     pl_attn_params ap = {.n_head = c->n_head,
                          .n_head_kv = c->n_head_kv,
                          .head_dim = c->head_dim,
                          .head_dim_v = c->head_dim_v,
                          .scale = (float)(1.0 / sqrt((double)c->head_dim))};
-    TRY(pl_be_attention(ls->q, ls->kc[l], ls->vc[l], n, pos0, &ap, ls->att));
+    TRY(pl_rope_attend(ls->q, ls->k, ls->v, ls->kc[l], ls->vc[l], n, pos0, &rp, &ap, ls->att));
     return pl_be_matmul(L->wo, ls->att, NULL, n, true, s->x); /* residual add fused */
 }
 

@@ -71,6 +71,26 @@ static pl_status remember(void ***arr, int *n, int *cap, void *p) {
     return PL_OK;
 }
 
+/* data (which outlives the model) as a weight buffer of rows x ne0, freed with the model. */
+static pl_status wrap_weight(pl_loader *ld, const char *name, uint32_t type, int64_t ne0,
+                             int64_t rows, const void *data, pl_buf **out) {
+    pl_status s = pl_be_buf_weight(ld->m->be, type, ne0, rows, data, out);
+    if (s) return pl_fail(s, "%s: %s", name, pl_last_error());
+    if ((s = remember((void ***)&ld->m->bufs, &ld->m->n_bufs, &ld->m->cap_bufs, *out))) {
+        pl_be_buf_free(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+/* Tensor t is loaded: count its values and bytes, report progress. */
+static void loaded(pl_loader *ld, const pl_gguf_tensor *t, int64_t values) {
+    ld->m->info.n_params += values;
+    ld->done += t->nbytes;
+    if (ld->opts && ld->opts->progress)
+        ld->opts->progress(ld->opts->progress_ud, ld->done, ld->total);
+}
+
 pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1, bool required,
                          pl_buf **out) {
     return pl_load_tensor3(ld, name, ne0, ne1, 1, required, out);
@@ -126,17 +146,8 @@ pl_status pl_load_tensor3(pl_loader *ld, const char *name, int64_t ne0, int64_t 
         data = copy;
         type = PL_TYPE_F32;
     }
-    if ((s = pl_be_buf_weight(ld->m->be, type, ne0, rows, data, out)))
-        return pl_fail(s, "%s: %s", name, pl_last_error());
-    if ((s = remember((void ***)&ld->m->bufs, &ld->m->n_bufs, &ld->m->cap_bufs, *out))) {
-        pl_be_buf_free(*out);
-        *out = NULL;
-        return s;
-    }
-    ld->m->info.n_params += ne0 * rows;
-    ld->done += t->nbytes;
-    if (ld->opts && ld->opts->progress)
-        ld->opts->progress(ld->opts->progress_ud, ld->done, ld->total);
+    if ((s = wrap_weight(ld, name, type, ne0, rows, data, out))) return s;
+    loaded(ld, t, ne0 * rows);
     return PL_OK;
 }
 
@@ -188,18 +199,33 @@ pl_status pl_load_tensor_split(pl_loader *ld, const char *name, int64_t ne0, int
         for (int64_t g = p, k = 0; g < groups; g += n_parts, k++)
             memcpy(copy + k * chunk * row, (const char *)t->data + g * chunk * row,
                    (size_t)(chunk * row));
-        if ((s = pl_be_buf_weight(ld->m->be, t->type, ne0, part_rows, copy, &outs[p])))
-            return pl_fail(s, "%s: %s", name, pl_last_error());
-        if ((s = remember((void ***)&ld->m->bufs, &ld->m->n_bufs, &ld->m->cap_bufs, outs[p]))) {
-            pl_be_buf_free(outs[p]);
-            outs[p] = NULL;
-            return s;
-        }
+        if ((s = wrap_weight(ld, name, t->type, ne0, part_rows, copy, &outs[p]))) return s;
     }
-    ld->m->info.n_params += ne0 * ne1;
-    ld->done += t->nbytes;
-    if (ld->opts && ld->opts->progress)
-        ld->opts->progress(ld->opts->progress_ud, ld->done, ld->total);
+    loaded(ld, t, ne0 * ne1);
+    return PL_OK;
+}
+
+pl_status pl_load_ends(pl_loader *ld, int n_embd, int n_blocks, int n_layer, int *n_vocab,
+                       pl_buf **tok_embd, pl_buf **out_norm, pl_buf **output) {
+    const pl_gguf_tensor *te = pl_gguf_find_tensor(ld->g, "token_embd.weight");
+    if (!te) return pl_fail(PL_ERR_FORMAT, "missing tensor token_embd.weight");
+    if (te->ne[1] < 1 || te->ne[1] > INT32_MAX)
+        return pl_fail(PL_ERR_FORMAT, "token_embd.weight has %lld rows", (long long)te->ne[1]);
+    *n_vocab = (int)te->ne[1];
+    if ((int64_t)n_blocks > pl_gguf_tensor_count(ld->g))
+        return pl_fail(PL_ERR_FORMAT, "%d layers but only %lld tensors", n_blocks,
+                       (long long)pl_gguf_tensor_count(ld->g));
+    pl_status s = pl_load_layer_range(ld, n_layer);
+    if (s) return s;
+    bool head = ld->m->info.has_head, tied = !pl_gguf_find_tensor(ld->g, "output.weight");
+    if (ld->m->info.has_embed || (head && tied))
+        if ((s = pl_load_tensor(ld, "token_embd.weight", n_embd, *n_vocab, true, tok_embd)))
+            return s;
+    if (!head) return PL_OK;
+    if ((s = pl_load_tensor(ld, "output_norm.weight", n_embd, 1, true, out_norm)) ||
+        (s = pl_load_tensor(ld, "output.weight", n_embd, *n_vocab, false, output)))
+        return s;
+    if (!*output) *output = *tok_embd; /* tied */
     return PL_OK;
 }
 
@@ -434,6 +460,19 @@ pl_status pl_check_state_size(const pl_state *s, const pl_state_size *z) {
                        s->o.n_ctx, z->ctx_tok * n_ctx / gib, (mem - act) / gib,
                        z->ctx_tok > 0 ? floor((mem - act) / z->ctx_tok) : 0.0);
     return PL_OK;
+}
+
+pl_status pl_rope_attend(pl_buf *q, pl_buf *k, const pl_buf *v, pl_buf *kc, pl_buf *vc, int64_t n,
+                         int64_t pos0, const pl_rope_params *rp, const pl_attn_params *ap,
+                         pl_buf *att) {
+    pl_rope_params r = *rp;
+    r.n_heads = ap->n_head;
+    TRY(pl_be_rope(q, n, pos0, &r));
+    r.n_heads = ap->n_head_kv;
+    TRY(pl_be_rope(k, n, pos0, &r));
+    TRY(pl_be_kv_store(k, n, pos0, kc));
+    TRY(pl_be_kv_store(v, n, pos0, vc));
+    return pl_be_attention(q, kc, vc, n, pos0, ap, att);
 }
 
 pl_status pl_run_head(pl_state *s, const pl_buf *norm, const pl_buf *output, float eps, pl_buf *xb,

@@ -217,10 +217,25 @@ typedef struct {
  * One line saying which limit and the largest value that fits. */
 pl_status pl_check_state_size(const pl_state *s, const pl_state_size *z);
 
+/* The core of an attention block: RoPE (rp, its n_heads ignored) on q's ap->n_head and
+ * k's ap->n_head_kv heads at positions pos0.., k and v into the layer's caches kc and vc,
+ * then causal attention of q over them into att. */
+pl_status pl_rope_attend(pl_buf *q, pl_buf *k, const pl_buf *v, pl_buf *kc, pl_buf *vc, int64_t n,
+                         int64_t pos0, const pl_rope_params *rp, const pl_attn_params *ap,
+                         pl_buf *att);
+
 /* The final RMSNorm and output matrix into the state's logits: of x rows 0..n-1
  * (all_rows) or of row n-1 only; xb is scratch of at least n rows of n_embd. */
 pl_status pl_run_head(pl_state *s, const pl_buf *norm, const pl_buf *output, float eps, pl_buf *xb,
                       int64_t n, bool all_rows);
+
+/* What every decoder has at its two ends: n_vocab from token_embd.weight, n_blocks checked
+ * against the tensor count, the layer range of n_layer (pl_load_layer_range), then the
+ * weights that range needs: tok_embd when it starts at layer 0 (or the head is tied),
+ * out_norm and output (tok_embd when the file has no output.weight) when it ends at the
+ * last. What is not needed stays NULL. */
+pl_status pl_load_ends(pl_loader *ld, int n_embd, int n_blocks, int n_layer, int *n_vocab,
+                       pl_buf **tok_embd, pl_buf **out_norm, pl_buf **output);
 
 /* Replace control characters in a string from the file, so an error message that quotes
  * it stays one line. */

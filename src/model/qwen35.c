@@ -301,24 +301,9 @@ static pl_status q35_load(pl_loader *ld) {
     m->fam = qm;
     q35_config *c = &qm->cfg;
     TRY(read_config(ld, c));
-    const pl_gguf_tensor *te = pl_gguf_find_tensor(ld->g, "token_embd.weight");
-    if (!te) return pl_fail(PL_ERR_FORMAT, "missing tensor token_embd.weight");
-    if (te->ne[1] < 1 || te->ne[1] > INT32_MAX)
-        return pl_fail(PL_ERR_FORMAT, "token_embd.weight has %lld rows", (long long)te->ne[1]);
-    c->n_vocab = (int)te->ne[1];
-    if ((int64_t)c->n_layer + c->n_nextn > pl_gguf_tensor_count(ld->g))
-        return pl_fail(PL_ERR_FORMAT, "%d layers but only %lld tensors", c->n_layer + c->n_nextn,
-                       (long long)pl_gguf_tensor_count(ld->g));
-    TRY(pl_load_layer_range(ld, c->n_layer));
-    bool embed = m->info.has_embed, head = m->info.has_head;
-    bool tied = !pl_gguf_find_tensor(ld->g, "output.weight");
-    if (embed || (head && tied))
-        TRY(pl_load_tensor(ld, "token_embd.weight", c->n_embd, c->n_vocab, true, &qm->tok_embd));
-    if (head) {
-        TRY(pl_load_tensor(ld, "output_norm.weight", c->n_embd, 1, true, &qm->out_norm));
-        TRY(pl_load_tensor(ld, "output.weight", c->n_embd, c->n_vocab, false, &qm->output));
-        if (!qm->output) qm->output = qm->tok_embd; /* tied */
-    }
+    TRY(pl_load_ends(ld, c->n_embd, c->n_layer + c->n_nextn, c->n_layer, &c->n_vocab, &qm->tok_embd,
+                     &qm->out_norm, &qm->output));
+    bool head = m->info.has_head;
     qm->layers = calloc((size_t)c->n_layer, sizeof *qm->layers);
     qm->nextn = calloc((size_t)c->n_nextn + 1, sizeof *qm->nextn);
     if (!qm->layers || !qm->nextn)
@@ -331,6 +316,8 @@ static pl_status q35_load(pl_loader *ld) {
     m->info.n_embd = c->n_embd;
     m->info.n_layer = c->n_layer;
     m->info.n_ctx_train = c->n_ctx_train;
+    m->info.n_expert = c->moe.n_expert;
+    m->info.n_expert_used = c->moe.n_used;
     return PL_OK;
 }
 
@@ -573,22 +560,16 @@ static pl_status gated_attention(const pl_model *m, pl_state *s, const q35_layer
     TRY(pl_be_rms_norm(qs->k, L->k_norm, n * c->n_head_kv, c->head_dim, c->rms_eps, qs->k));
     /* partial RoPE: the first rope_dim values of each head */
     pl_rope_params rp = {.mode = PL_ROPE_NEOX,
-                         .n_heads = c->n_head,
                          .head_dim = c->head_dim,
                          .rope_dim = c->rope_dim,
                          .theta_base = c->rope_base,
                          .freq_scale = 1.0f};
-    TRY(pl_be_rope(qs->q, n, pos0, &rp));
-    rp.n_heads = c->n_head_kv;
-    TRY(pl_be_rope(qs->k, n, pos0, &rp));
-    TRY(pl_be_kv_store(qs->k, n, pos0, qs->kc[l]));
-    TRY(pl_be_kv_store(qs->v, n, pos0, qs->vc[l]));
     pl_attn_params ap = {.n_head = c->n_head,
                          .n_head_kv = c->n_head_kv,
                          .head_dim = c->head_dim,
                          .head_dim_v = c->head_dim,
                          .scale = (float)(1.0 / sqrt((double)c->head_dim))};
-    TRY(pl_be_attention(qs->q, qs->kc[l], qs->vc[l], n, pos0, &ap, qs->att));
+    TRY(pl_rope_attend(qs->q, qs->k, qs->v, qs->kc[l], qs->vc[l], n, pos0, &rp, &ap, qs->att));
     TRY(pl_be_sigmoid_mul(qs->att, qs->gate, n, qd, qd, false, qs->att)); /* the output gate */
     return pl_be_matmul(L->wo, qs->att, NULL, n, true, s->x);             /* residual add fused */
 }
