@@ -54,26 +54,11 @@ static pl_status read_config(pl_loader *ld, llama_config *c) {
     TRY(pl_moe_read_config(ld, strcmp(arch, "qwen3moe") == 0, &c->moe));
     bool dense = c->moe.n_expert == 0;
     TRY(pl_load_int_in(ld, "feed_forward_length", dense, 0, dense, MAX_DIM, &c->n_ff));
-    TRY(pl_load_int_in(ld, "attention.head_count", true, 0, 1, MAX_DIM, &c->n_head));
-    TRY(pl_load_int_in(ld, "attention.head_count_kv", false, c->n_head, 1, c->n_head,
-                       &c->n_head_kv));
-    if (c->n_head % c->n_head_kv)
-        return pl_fail(PL_ERR_FORMAT, "%d heads cannot share %d kv heads", c->n_head, c->n_head_kv);
-    TRY(pl_load_int_in(ld, "attention.key_length", false, c->n_embd / c->n_head, 1, MAX_DIM,
-                       &c->head_dim));
-    TRY(pl_load_int_in(ld, "attention.value_length", false, c->head_dim, 1, MAX_DIM,
-                       &c->head_dim_v));
-    TRY(pl_load_int_in(ld, "rope.dimension_count", false, c->head_dim, 2, c->head_dim,
-                       &c->rope_dim));
-    if (c->rope_dim % 2) return pl_fail(PL_ERR_FORMAT, "odd RoPE dimension %d", c->rope_dim);
-    TRY(pl_load_int_in(ld, "context_length", false, 4096, 1, 1 << 30, &c->n_ctx_train));
-    double eps, base;
-    TRY(pl_load_float(ld, "attention.layer_norm_rms_epsilon", true, 0, &eps));
-    TRY(pl_load_float(ld, "rope.freq_base", false, 10000.0, &base));
-    if (!(eps >= 0 && eps < 1)) return pl_fail(PL_ERR_FORMAT, "bad RMSNorm epsilon %g", eps);
-    if (!(base > 1 && base < 1e12)) return pl_fail(PL_ERR_FORMAT, "bad RoPE base %g", base);
-    c->rms_eps = (float)eps;
-    c->rope_base = (float)base;
+    pl_attn_keys a;
+    TRY(pl_load_attn_keys(ld, c->n_embd, &a));
+    c->n_head = a.n_head, c->n_head_kv = a.n_head_kv;
+    c->head_dim = a.head_dim, c->head_dim_v = a.head_dim_v, c->rope_dim = a.rope_dim;
+    c->n_ctx_train = a.n_ctx_train, c->rms_eps = a.rms_eps, c->rope_base = a.rope_base;
     TRY(read_rope_scaling(ld, c));
     /* The llama converter permutes q/k rows into adjacent pairs; qwen keeps the halves. */
     c->rope_mode = strcmp(arch, "llama") == 0 ? PL_ROPE_NORMAL : PL_ROPE_NEOX;

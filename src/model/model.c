@@ -46,6 +46,30 @@ pl_status pl_load_int_in(pl_loader *ld, const char *suffix, bool required, int64
     return PL_OK;
 }
 
+pl_status pl_load_attn_keys(pl_loader *ld, int n_embd, pl_attn_keys *a) {
+    TRY(pl_load_int_in(ld, "attention.head_count", true, 0, 1, MAX_DIM, &a->n_head));
+    TRY(pl_load_int_in(ld, "attention.head_count_kv", false, a->n_head, 1, a->n_head,
+                       &a->n_head_kv));
+    if (a->n_head % a->n_head_kv)
+        return pl_fail(PL_ERR_FORMAT, "%d heads cannot share %d kv heads", a->n_head, a->n_head_kv);
+    TRY(pl_load_int_in(ld, "attention.key_length", false, n_embd / a->n_head, 1, MAX_DIM,
+                       &a->head_dim));
+    TRY(pl_load_int_in(ld, "attention.value_length", false, a->head_dim, 1, MAX_DIM,
+                       &a->head_dim_v));
+    TRY(pl_load_int_in(ld, "rope.dimension_count", false, a->head_dim, 2, a->head_dim,
+                       &a->rope_dim));
+    if (a->rope_dim % 2) return pl_fail(PL_ERR_FORMAT, "odd RoPE dimension %d", a->rope_dim);
+    TRY(pl_load_int_in(ld, "context_length", false, 4096, 1, 1 << 30, &a->n_ctx_train));
+    double eps, base;
+    TRY(pl_load_float(ld, "attention.layer_norm_rms_epsilon", true, 0, &eps));
+    TRY(pl_load_float(ld, "rope.freq_base", false, 10000.0, &base));
+    if (!(eps >= 0 && eps < 1)) return pl_fail(PL_ERR_FORMAT, "bad RMSNorm epsilon %g", eps);
+    if (!(base > 1 && base < 1e12)) return pl_fail(PL_ERR_FORMAT, "bad RoPE base %g", base);
+    a->rms_eps = (float)eps;
+    a->rope_base = (float)base;
+    return PL_OK;
+}
+
 pl_status pl_load_float(pl_loader *ld, const char *suffix, bool required, double dflt,
                         double *out) {
     char key[128];

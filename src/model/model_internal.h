@@ -182,6 +182,18 @@ pl_status pl_load_int(pl_loader *ld, const char *suffix, bool required, int64_t 
 pl_status pl_load_int_in(pl_loader *ld, const char *suffix, bool required, int64_t dflt, int lo,
                          int hi, int *out);
 pl_status pl_load_float(pl_loader *ld, const char *suffix, bool required, double dflt, double *out);
+/* The attention keys every decoder has: head counts and sizes, rotated values per head,
+ * training context, RMSNorm epsilon and RoPE base (<arch>.attention.*, rope.*,
+ * context_length), with their defaults and one line for a value out of range. */
+typedef struct {
+    int n_head, n_head_kv;    /* query heads, key/value heads (n_head is a multiple) */
+    int head_dim, head_dim_v; /* key_length (n_embd / n_head), value_length (head_dim) */
+    int rope_dim;             /* rope.dimension_count (head_dim), even */
+    int n_ctx_train;          /* context_length (4096) */
+    float rms_eps, rope_base; /* rope.freq_base (10000) */
+} pl_attn_keys;
+pl_status pl_load_attn_keys(pl_loader *ld, int n_embd, pl_attn_keys *a);
+
 /* The tensor `name` as a weight buffer with shape [ne1, ne0] (ne1 = 1 for a vector).
  * Absent: NULL when optional, an error when required. Vectors in other formats than F32
  * are converted to an owned F32 copy (backends take F32 norms and biases). */

@@ -6,6 +6,7 @@
  * thing changed, written to the test's temporary folder, loaded through the library and run through
  * `pooled run` (non-zero exit, exactly one line on stderr), as bad_model_test.c does for llama. */
 #include "cpu/cpu.h"
+#include "model/fixture.h"
 #include "model/model.h"
 #include "test.h"
 
@@ -68,13 +69,7 @@ static const edit edits[] = {
 static const char *write_edited(const pl_gguf *src, const edit *e) {
     static char path[512];
     snprintf(path, sizeof path, "%s/%s.gguf", test_tmpdir(), e->name);
-    pl_gguf *g = pl_gguf_new();
-    for (int64_t i = 0; i < pl_gguf_kv_count(src); i++) {
-        const pl_gguf_kv *kv = pl_gguf_kv_at(src, i);
-        char key[256];
-        snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
-        pl_gguf_set_value(g, key, &kv->value);
-    }
+    pl_gguf *g = fixture_gguf_copy_kv(src);
     if (e->key) pl_gguf_set_u32(g, e->key, e->value);
     for (int64_t i = 0; i < pl_gguf_tensor_count(src); i++) {
         const pl_gguf_tensor *t = pl_gguf_tensor_at(src, i);
