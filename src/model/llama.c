@@ -254,10 +254,7 @@ static pl_status ffn_block(const pl_model *m, pl_state *s, int l, int64_t n) {
     llama_state *ls = LS(s);
     TRY(pl_be_rms_norm(s->x, L->ffn_norm, n, c->n_embd, c->rms_eps, ls->xb));
     if (c->moe.n_expert) return pl_moe_ffn(&c->moe, &L->moe, &ls->moe, ls->xb, n, s->x);
-    TRY(pl_be_matmul(L->w_gate, ls->xb, NULL, n, false, ls->gate));
-    TRY(pl_be_matmul(L->w_up, ls->xb, NULL, n, false, ls->up));
-    TRY(pl_be_swiglu(ls->gate, ls->up, n * c->n_ff, ls->gate));
-    return pl_be_matmul(L->w_down, ls->gate, NULL, n, true, s->x); /* residual add fused */
+    return pl_swiglu_ffn(L->w_gate, L->w_up, L->w_down, ls->xb, n, c->n_ff, ls->gate, ls->up, s->x);
 }
 
 static pl_status llama_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,

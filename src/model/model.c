@@ -499,6 +499,15 @@ pl_status pl_rope_attend(pl_buf *q, pl_buf *k, const pl_buf *v, pl_buf *kc, pl_b
     return pl_be_attention(q, kc, vc, n, pos0, ap, att);
 }
 
+pl_status pl_swiglu_ffn(const pl_buf *w_gate, const pl_buf *w_up, const pl_buf *w_down,
+                        const pl_buf *xn, int64_t n, int64_t n_ff, pl_buf *gate, pl_buf *up,
+                        pl_buf *x) {
+    TRY(pl_be_matmul(w_gate, xn, NULL, n, false, gate));
+    TRY(pl_be_matmul(w_up, xn, NULL, n, false, up));
+    TRY(pl_be_swiglu(gate, up, n * n_ff, gate));
+    return pl_be_matmul(w_down, gate, NULL, n, true, x); /* residual add fused */
+}
+
 pl_status pl_run_head(pl_state *s, const pl_buf *norm, const pl_buf *output, float eps, pl_buf *xb,
                       int64_t n, bool all_rows) {
     int64_t d = s->m->info.n_embd;

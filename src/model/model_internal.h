@@ -236,6 +236,12 @@ pl_status pl_rope_attend(pl_buf *q, pl_buf *k, const pl_buf *v, pl_buf *kc, pl_b
                          int64_t pos0, const pl_rope_params *rp, const pl_attn_params *ap,
                          pl_buf *att);
 
+/* The dense SwiGLU feed-forward of the normed rows xn[0..n): x += down(silu(gate xn) *
+ * (up xn)), the residual add fused; gate and up are scratch of n rows of n_ff. */
+pl_status pl_swiglu_ffn(const pl_buf *w_gate, const pl_buf *w_up, const pl_buf *w_down,
+                        const pl_buf *xn, int64_t n, int64_t n_ff, pl_buf *gate, pl_buf *up,
+                        pl_buf *x);
+
 /* The final RMSNorm and output matrix into the state's logits: of x rows 0..n-1
  * (all_rows) or of row n-1 only; xb is scratch of at least n rows of n_embd. */
 pl_status pl_run_head(pl_state *s, const pl_buf *norm, const pl_buf *output, float eps, pl_buf *xb,

@@ -587,10 +587,8 @@ static pl_status ffn(const pl_model *m, pl_state *s, const q35_layer *L, int64_t
     TRY(pl_be_rms_norm(s->x, L->post_norm, n, c->n_embd, c->rms_eps, qs->xb));
     if (c->moe.n_expert) /* routed experts + the gated shared expert, added to x */
         return pl_moe_ffn(&c->moe, &L->moe, &qs->moe, qs->xb, n, s->x);
-    TRY(pl_be_matmul(L->w_gate, qs->xb, NULL, n, false, qs->ff_gate));
-    TRY(pl_be_matmul(L->w_up, qs->xb, NULL, n, false, qs->ff_up));
-    TRY(pl_be_swiglu(qs->ff_gate, qs->ff_up, n * c->n_ff, qs->ff_gate));
-    return pl_be_matmul(L->w_down, qs->ff_gate, NULL, n, true, s->x); /* residual add fused */
+    return pl_swiglu_ffn(L->w_gate, L->w_up, L->w_down, qs->xb, n, c->n_ff, qs->ff_gate, qs->ff_up,
+                         s->x);
 }
 
 static pl_status q35_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
