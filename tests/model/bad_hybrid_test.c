@@ -8,6 +8,7 @@
 #include "cpu/cpu.h"
 #include "model/fixture.h"
 #include "model/model.h"
+#include "model/tiny_hybrid.h"
 #include "test.h"
 
 typedef struct {
@@ -89,6 +90,42 @@ static const char *write_edited(const pl_gguf *src, const edit *e) {
     return path;
 }
 
+/* Tiny qwen35 models (F32, F16, and with an MTP block) load and give finite logits, the
+ * MTP one the plain one's exactly; POOLED_WRITE_FUZZ_SEEDS=DIR also writes them as the
+ * model fuzzer's seeds. */
+static void check_tiny(pl_backend *be) {
+    static const struct {
+        const char *file;
+        int nextn;
+        uint32_t type;
+    } tiny[] = {{"tiny-qwen35.gguf", 0, PL_TYPE_F32},
+                {"tiny-qwen35-f16.gguf", 0, PL_TYPE_F16},
+                {"tiny-qwen35-mtp.gguf", 1, PL_TYPE_F32}};
+    const char *seeds = getenv("POOLED_WRITE_FUZZ_SEEDS");
+    float first[4 * TINY_VOCAB];
+    for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", seeds && *seeds ? seeds : test_tmpdir(), tiny[i].file);
+        CHECK(tiny_hybrid_write(path, 2, tiny[i].nextn, tiny[i].type) == 0, "%s", path);
+        fixture_model fm;
+        pl_state_opts o = {.n_ctx = 8, .n_batch = 4, .n_logits = 4, .kv_type = PL_TYPE_F32};
+        pl_status s = fixture_model_open(&fm, be, path, &o);
+        const int32_t ids[4] = {1, 5, 9, 15};
+        float lg[4 * TINY_VOCAB];
+        if (!s) s = pl_model_forward(fm.m, fm.st, ids, 4, 0, true);
+        if (!s) s = pl_be_read(pl_state_logits(fm.st), 0, lg, sizeof lg);
+        CHECK(s == PL_OK, "%s: %s", tiny[i].file, pl_last_error());
+        bool finite = true;
+        for (int k = 0; k < 4 * TINY_VOCAB; k++) finite &= isfinite(lg[k]) && lg[k] != 0;
+        CHECK(s || finite, "%s: logits not finite", tiny[i].file);
+        if (i == 0) memcpy(first, lg, sizeof lg);
+        if (tiny[i].nextn)
+            CHECK(s || !memcmp(first, lg, sizeof lg), "%s: logits differ without the MTP block",
+                  tiny[i].file);
+        fixture_model_close(&fm);
+    }
+}
+
 static void run_tests(void) {
     pl_gguf *src[3] = {NULL, NULL, NULL};
     pl_backend *be = NULL;
@@ -117,6 +154,7 @@ static void run_tests(void) {
                  p);
         check_command_fails(args, e->want);
     }
+    check_tiny(be);
     CHECK(be->live_bufs == 0, "%lld buffers leaked", (long long)be->live_bufs);
     pl_be_destroy(be);
     for (int i = 0; i < 3; i++) pl_gguf_free(src[i]);
