@@ -20,11 +20,16 @@ static void fill(float *v, int64_t n, double scale) {
 
 static pl_backend *be;
 
-static pl_buf *mk(const float *v, int64_t ne0, int64_t ne1) {
+/* A buffer of ne1 rows (at least 1) holding the first `rows` rows of v. */
+static pl_buf *mk_rows(const float *v, int64_t ne0, int64_t ne1, int64_t rows) {
     pl_buf *b = NULL;
-    CHECK(pl_be_buf_new(be, PL_TYPE_F32, ne0, ne1, &b) == PL_OK, "%s", pl_last_error());
-    if (b && v) pl_be_write(b, 0, v, ne0 * ne1 * 4);
+    CHECK(pl_be_buf_new(be, PL_TYPE_F32, ne0, ne1 > 0 ? ne1 : 1, &b) == PL_OK, "%s",
+          pl_last_error());
+    if (b && v && rows > 0) pl_be_write(b, 0, v, ne0 * rows * 4);
     return b;
+}
+static pl_buf *mk(const float *v, int64_t ne0, int64_t ne1) {
+    return mk_rows(v, ne0, ne1, ne1);
 }
 static pl_buf *poisoned(int64_t ne0, int64_t ne1) {
     float *v = malloc(sizeof(float) * (size_t)(ne0 * ne1));
@@ -132,7 +137,7 @@ static void test_ssm_conv(void) {
         /* two calls (n1 rows, then the rest, the state carried) == one call; no snaps */
         int n1 = irand(0, n);
         pl_buf *bs2 = mk(st0, ch, km1), *bo2 = poisoned(ch, n),
-               *bx2 = mk(x + n1 * ch, ch, n - n1 > 0 ? n - n1 : 1);
+               *bx2 = mk_rows(x + n1 * ch, ch, n - n1, n - n1);
         pl_buf *bo2b = poisoned(ch, n);
         CHECK(pl_be_ssm_conv(bx, bw, bs2, n1, NULL, bo2) == PL_OK &&
                   pl_be_ssm_conv(bx2, bw, bs2, n - n1, NULL, bo2b) == PL_OK,
@@ -204,9 +209,9 @@ typedef struct {
 
 static delta_in delta_bufs(const dshape *d, const float *qkv, const float *a, const float *b,
                            const float *sa, const float *dt, int row0, int n) {
-    int row = 2 * d->nk * d->dk + d->nv * d->dv, m = n > 0 ? n : 1;
-    return (delta_in){mk(qkv + row0 * row, row, m), mk(a + row0 * d->nv, d->nv, m),
-                      mk(b + row0 * d->nv, d->nv, m), mk(sa, d->nv, 1), mk(dt, d->nv, 1)};
+    int row = 2 * d->nk * d->dk + d->nv * d->dv;
+    return (delta_in){mk_rows(qkv + row0 * row, row, n, n), mk_rows(a + row0 * d->nv, d->nv, n, n),
+                      mk_rows(b + row0 * d->nv, d->nv, n, n), mk(sa, d->nv, 1), mk(dt, d->nv, 1)};
 }
 static void delta_free(delta_in *in) {
     pl_be_buf_free(in->qkv), pl_be_buf_free(in->a), pl_be_buf_free(in->b);
