@@ -600,7 +600,10 @@ static pl_status q35_layers(const pl_model *m, pl_state *s, int64_t n, int64_t p
     for (int l = first; l < last; l++) {
         const q35_layer *L = &QM(m)->layers[l];
         bool full = is_full(c, l);
-        if (!full) qs->pos[l] = -1; /* unknown until the layer is done */
+        if (!full) { /* unknown until the layer is done, and the snapshots are being replaced */
+            qs->pos[l] = -1;
+            qs->snap_lo[l] = 1, qs->snap_hi[l] = 0;
+        }
         TRY(pl_be_rms_norm(s->x, L->attn_norm, n, c->n_embd, c->rms_eps, qs->xb));
         TRY(full ? gated_attention(m, s, L, l, n, pos0) : delta_net(m, s, L, l, n, snap));
         TRY(ffn(m, s, L, n));

@@ -16,8 +16,8 @@ struct pl_session {
     int64_t n_ids;
     /* Positions the model's state has run: n_ids, or n_ids + 1 after a greedy step that
      * ran an id the caller did not keep (ids[n_ids] then holds it, or -1 if unknown). */
-    int64_t n_state;
-    float *logits; /* [n_vocab] host copy for sampling */
+    int64_t n_state; /* -1: unknown (a failed call) */
+    float *logits;   /* [n_vocab] host copy for sampling */
     int n_vocab;
     bool have_logits; /* the state's logits belong to ids[n_ids - 1] */
     /* sampling from the device's top-k (pl_sampler_top_count): its pairs land here, so a
@@ -75,6 +75,8 @@ const int32_t *pl_session_ids(const pl_session *s, int64_t *n) {
     return s->ids;
 }
 
+static int64_t rewind_to(pl_session *s, int64_t keep);
+
 /* Run ids[0..n) at position n_ids onwards, in batches, appending them. The state must
  * be at n_ids. */
 static pl_status run(pl_session *s, const int32_t *ids, int64_t n) {
@@ -82,10 +84,10 @@ static pl_status run(pl_session *s, const int32_t *ids, int64_t n) {
     s->have_logits = false;
     for (int64_t i = 0; i < n; i += batch) {
         int64_t len = n - i < batch ? n - i : batch;
-        s->n_state = s->n_ids; /* what a failed call leaves is unknown: pos0 0 redoes it */
         pl_status st = pl_model_forward(s->m, s->st, ids + i, len, s->n_ids, false);
-        if (st) {
-            s->n_ids = s->n_state = 0;
+        if (st) { /* keep what is cached if the state can still go back to it, else none */
+            s->n_state = -1;
+            rewind_to(s, s->n_ids);
             return st;
         }
         memcpy(s->ids + s->n_ids, ids + i, sizeof *ids * (size_t)len);
