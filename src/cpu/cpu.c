@@ -1,7 +1,6 @@
 /* cpu.c - the CPU backend's buffers, its methods table and the element-wise ops.
  * The matrix products live in cpu_matmul.c, attention in cpu_attention.c, the
- * mixture-of-experts ops in cpu_moe.c. */
-#include "../backend/op_todo.h" /* TEMPORARY */
+ * mixture-of-experts ops in cpu_moe.c, the Gated DeltaNet ops in cpu_ssm.c. */
 #include "cpu_internal.h"
 
 #include <math.h>
@@ -240,8 +239,10 @@ static const pl_backend_methods cpu_methods = {
     .topk_rows = pl_cpu_topk_rows,
     .matmul_id = pl_cpu_matmul_id,
     .moe_combine = pl_cpu_moe_combine,
-    PL_TODO_DN_METHODS /* TEMPORARY, see op_todo.h */
-        .fuse = op_fuse,
+    .sigmoid_mul = pl_cpu_sigmoid_mul,
+    .ssm_conv = pl_cpu_ssm_conv,
+    .delta_rule = pl_cpu_delta_rule,
+    .fuse = op_fuse,
     .destroy = destroy,
 };
 
