@@ -47,8 +47,10 @@ static inline pl_status todo_delta_rule(pl_backend *be, const pl_buf *qkv, const
     (void)qkv, (void)a, (void)b, (void)sa, (void)dt, (void)st, (void)n, (void)p, (void)sn, (void)o;
     PL_TODO_BODY("delta_rule");
 }
+/* The CPU has the mixture-of-experts ops; the GPU has none of these yet. */
+#define PL_TODO_DN_METHODS                                                                         \
+    .sigmoid_mul = todo_sigmoid_mul, .ssm_conv = todo_ssm_conv, .delta_rule = todo_delta_rule,
 #define PL_TODO_METHODS                                                                            \
     .softmax_rows = todo_softmax_rows, .topk_rows = todo_topk_rows, .matmul_id = todo_matmul_id,   \
-    .moe_combine = todo_moe_combine, .sigmoid_mul = todo_sigmoid_mul, .ssm_conv = todo_ssm_conv,   \
-    .delta_rule = todo_delta_rule,
+    .moe_combine = todo_moe_combine, PL_TODO_DN_METHODS
 #endif

@@ -1,10 +1,11 @@
 /* llama.c - the llama family of decoder-only transformers: llama (Llama 2/3, SmolLM2,
- * TinyStories), qwen2 (biases on q/k/v) and qwen3 (RMSNorm on each q/k head).
+ * TinyStories), qwen2 (biases on q/k/v), qwen3 (RMSNorm on each q/k head) and qwen3moe
+ * (qwen3 with a mixture-of-experts feed-forward, moe.c).
  *
  * Per layer: RMSNorm -> q,k,v projections -> (qwen3: per-head norm) -> RoPE -> KV cache ->
  * causal grouped-query attention -> output projection added to the residual -> RMSNorm ->
- * SwiGLU feed-forward added to the residual. Then the final RMSNorm and the output matrix
- * (tied to the token embedding when the file has no output.weight). */
+ * SwiGLU feed-forward (or the MoE block) added to the residual. Then the final RMSNorm and
+ * the output matrix (tied to the token embedding when the file has no output.weight). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,17 +32,6 @@ static llama_state *LS(pl_state *s) {
  * product of them overflows or asks for absurd memory before the tensor checks run. */
 #define MAX_DIM    1048576
 #define MAX_LAYERS 4096
-
-static pl_status read_int(pl_loader *ld, const char *key, bool required, int64_t dflt, int lo,
-                          int hi, int *out) {
-    int64_t v;
-    TRY(pl_load_int(ld, key, required, dflt, &v));
-    if (v < lo || v > hi)
-        return pl_fail(PL_ERR_FORMAT, "%s.%s = %lld is outside [%d, %d]", ld->m->info.arch, key,
-                       (long long)v, lo, hi);
-    *out = (int)v;
-    return PL_OK;
-}
 
 /* RoPE frequency scaling from rope.scaling.type / factor (or the older rope.scale_linear). */
 static pl_status read_rope_scaling(pl_loader *ld, llama_config *c) {
@@ -70,19 +60,25 @@ static pl_status read_rope_scaling(pl_loader *ld, llama_config *c) {
 
 static pl_status read_config(pl_loader *ld, llama_config *c) {
     const char *arch = ld->m->info.arch;
-    TRY(read_int(ld, "embedding_length", true, 0, 1, MAX_DIM, &c->n_embd));
-    TRY(read_int(ld, "block_count", true, 0, 1, MAX_LAYERS, &c->n_layer));
-    TRY(read_int(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &c->n_ff));
-    TRY(read_int(ld, "attention.head_count", true, 0, 1, MAX_DIM, &c->n_head));
-    TRY(read_int(ld, "attention.head_count_kv", false, c->n_head, 1, c->n_head, &c->n_head_kv));
+    TRY(pl_load_int_in(ld, "embedding_length", true, 0, 1, MAX_DIM, &c->n_embd));
+    TRY(pl_load_int_in(ld, "block_count", true, 0, 1, MAX_LAYERS, &c->n_layer));
+    /* experts (qwen3moe; a llama file may have them too): then no dense FFN */
+    TRY(pl_moe_read_config(ld, strcmp(arch, "qwen3moe") == 0, &c->moe));
+    bool dense = c->moe.n_expert == 0;
+    TRY(pl_load_int_in(ld, "feed_forward_length", dense, 0, dense, MAX_DIM, &c->n_ff));
+    TRY(pl_load_int_in(ld, "attention.head_count", true, 0, 1, MAX_DIM, &c->n_head));
+    TRY(pl_load_int_in(ld, "attention.head_count_kv", false, c->n_head, 1, c->n_head,
+                       &c->n_head_kv));
     if (c->n_head % c->n_head_kv)
         return pl_fail(PL_ERR_FORMAT, "%d heads cannot share %d kv heads", c->n_head, c->n_head_kv);
-    TRY(read_int(ld, "attention.key_length", false, c->n_embd / c->n_head, 1, MAX_DIM,
-                 &c->head_dim));
-    TRY(read_int(ld, "attention.value_length", false, c->head_dim, 1, MAX_DIM, &c->head_dim_v));
-    TRY(read_int(ld, "rope.dimension_count", false, c->head_dim, 2, c->head_dim, &c->rope_dim));
+    TRY(pl_load_int_in(ld, "attention.key_length", false, c->n_embd / c->n_head, 1, MAX_DIM,
+                       &c->head_dim));
+    TRY(pl_load_int_in(ld, "attention.value_length", false, c->head_dim, 1, MAX_DIM,
+                       &c->head_dim_v));
+    TRY(pl_load_int_in(ld, "rope.dimension_count", false, c->head_dim, 2, c->head_dim,
+                       &c->rope_dim));
     if (c->rope_dim % 2) return pl_fail(PL_ERR_FORMAT, "odd RoPE dimension %d", c->rope_dim);
-    TRY(read_int(ld, "context_length", false, 4096, 1, 1 << 30, &c->n_ctx_train));
+    TRY(pl_load_int_in(ld, "context_length", false, 4096, 1, 1 << 30, &c->n_ctx_train));
     double eps, base;
     TRY(pl_load_float(ld, "attention.layer_norm_rms_epsilon", true, 0, &eps));
     TRY(pl_load_float(ld, "rope.freq_base", false, 10000.0, &base));
@@ -93,7 +89,7 @@ static pl_status read_config(pl_loader *ld, llama_config *c) {
     TRY(read_rope_scaling(ld, c));
     /* The llama converter permutes q/k rows into adjacent pairs; qwen keeps the halves. */
     c->rope_mode = strcmp(arch, "llama") == 0 ? PL_ROPE_NORMAL : PL_ROPE_NEOX;
-    c->qk_norm = strcmp(arch, "qwen3") == 0;
+    c->qk_norm = strcmp(arch, "qwen3") == 0 || strcmp(arch, "qwen3moe") == 0;
     return PL_OK;
 }
 
@@ -119,14 +115,15 @@ static pl_status load_layer(pl_loader *ld, const llama_config *c, int l, llama_l
     T(q_norm, "attn_q_norm.weight", c->head_dim, 1, c->qk_norm);
     T(k_norm, "attn_k_norm.weight", c->head_dim, 1, c->qk_norm);
     T(wo, "attn_output.weight", (int64_t)c->n_head * c->head_dim_v, d, true);
+    if (!c->qk_norm && (L->q_norm || L->k_norm))
+        return pl_fail(PL_ERR_FORMAT, "blk.%d has q/k norms, which %s does not use", l,
+                       ld->m->info.arch);
     T(ffn_norm, "ffn_norm.weight", d, 1, true);
+    if (c->moe.n_expert) return pl_moe_load_layer(ld, &c->moe, c->n_embd, l, &L->moe);
     T(w_gate, "ffn_gate.weight", d, c->n_ff, true);
     T(w_up, "ffn_up.weight", d, c->n_ff, true);
     T(w_down, "ffn_down.weight", c->n_ff, d, true);
 #undef T
-    if (!c->qk_norm && (L->q_norm || L->k_norm))
-        return pl_fail(PL_ERR_FORMAT, "blk.%d has q/k norms, which %s does not use", l,
-                       ld->m->info.arch);
     return PL_OK;
 }
 
@@ -165,6 +162,8 @@ static pl_status llama_load(pl_loader *ld) {
     m->info.n_embd = c->n_embd;
     m->info.n_layer = c->n_layer;
     m->info.n_ctx_train = c->n_ctx_train;
+    m->info.n_expert = c->moe.n_expert;
+    m->info.n_expert_used = c->moe.n_used;
     return PL_OK;
 }
 
@@ -180,11 +179,15 @@ static pl_status check_state_size(const pl_state *s) {
         c->n_head_kv * (double)(c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v) * elem;
     double kv_tok = c->n_head_kv * (double)(c->head_dim + c->head_dim_v) * elem; /* k + v */
     double layers = s->m->info.layer_last - s->m->info.layer_first;
-    /* activations per token, in floats: x, xb, q, k, v, att, gate, up */
-    double widest = c->n_ff > c->n_embd ? c->n_ff : c->n_embd;
+    /* activations per token, in floats: x, xb, q, k, v, att, then gate, up (dense FFN) or
+     * the MoE block's scratch */
+    bool moe = c->moe.n_expert > 0;
+    double ffn = moe ? pl_moe_floats_per_token(&c->moe, c->n_embd) : 2.0 * c->n_ff;
+    double widest = moe ? pl_moe_largest_per_token(&c->moe, c->n_embd) : c->n_ff;
+    if (c->n_embd > widest) widest = c->n_embd;
     if ((double)c->n_head * c->head_dim > widest) widest = (double)c->n_head * c->head_dim;
     double act_tok = 4.0 * (2.0 * c->n_embd + (double)c->n_head * (c->head_dim + c->head_dim_v) +
-                            (double)c->n_head_kv * (c->head_dim + c->head_dim_v) + 2.0 * c->n_ff);
+                            (double)c->n_head_kv * (c->head_dim + c->head_dim_v) + ffn);
     double limit = (double)be->max_buf_bytes;
     if (limit > 0 && kv_row > 0 && kv_row * n_ctx > limit)
         return pl_fail(PL_ERR_ARG,
@@ -239,8 +242,12 @@ static pl_status llama_state_new(pl_state *s) {
     TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head_kv * c->head_dim, B, &ls->k));
     TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head_kv * c->head_dim_v, B, &ls->v));
     TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head * c->head_dim_v, B, &ls->att));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &ls->gate));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &ls->up));
+    if (c->moe.n_expert) {
+        TRY(pl_moe_state_new(be, &c->moe, c->n_embd, (int)B, &ls->moe));
+    } else {
+        TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &ls->gate));
+        TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &ls->up));
+    }
     ls->kc = calloc((size_t)c->n_layer, sizeof *ls->kc);
     ls->vc = calloc((size_t)c->n_layer, sizeof *ls->vc);
     if (!ls->kc || !ls->vc) return pl_fail(PL_ERR_NOMEM, "out of memory for the KV cache");
@@ -253,7 +260,8 @@ static pl_status llama_state_new(pl_state *s) {
     return PL_OK;
 }
 
-/* The state's scratch buffers (the caches are per layer, visited separately). */
+/* The state's scratch buffers (the caches are per layer, visited separately; gate and up
+ * are NULL in a MoE model, whose scratch is ls->moe). */
 #define LLAMA_N_SCRATCH 7
 static void scratch_bufs(const llama_state *ls, pl_buf *b[LLAMA_N_SCRATCH]) {
     pl_buf *all[LLAMA_N_SCRATCH] = {ls->xb, ls->q, ls->k, ls->v, ls->att, ls->gate, ls->up};
@@ -266,6 +274,7 @@ static void llama_state_free(pl_state *s) {
     pl_buf *b[LLAMA_N_SCRATCH];
     scratch_bufs(ls, b);
     for (int i = 0; i < LLAMA_N_SCRATCH; i++) pl_be_buf_free(b[i]);
+    pl_moe_state_free(&ls->moe);
     for (int l = 0; ls->kc && l < s->m->info.n_layer; l++) pl_be_buf_free(ls->kc[l]);
     for (int l = 0; ls->vc && l < s->m->info.n_layer; l++) pl_be_buf_free(ls->vc[l]);
     free(ls->kc);
@@ -275,10 +284,10 @@ static void llama_state_free(pl_state *s) {
 
 static int64_t llama_state_bytes(const pl_state *s) {
     const llama_state *ls = s->fam;
-    int64_t b = 0;
+    int64_t b = pl_moe_state_bytes(&ls->moe);
     pl_buf *bufs[LLAMA_N_SCRATCH];
     scratch_bufs(ls, bufs);
-    for (int i = 0; i < LLAMA_N_SCRATCH; i++) b += pl_be_buf_bytes(bufs[i]);
+    for (int i = 0; i < LLAMA_N_SCRATCH; i++) b += bufs[i] ? pl_be_buf_bytes(bufs[i]) : 0;
     for (int l = s->m->info.layer_first; l < s->m->info.layer_last; l++)
         b += pl_be_buf_bytes(ls->kc[l]) + pl_be_buf_bytes(ls->vc[l]);
     return b;
@@ -327,6 +336,7 @@ static pl_status ffn_block(const pl_model *m, pl_state *s, int l, int64_t n) {
     const llama_layer *L = &LM(m)->w.layers[l];
     llama_state *ls = LS(s);
     TRY(pl_be_rms_norm(s->x, L->ffn_norm, n, c->n_embd, c->rms_eps, ls->xb));
+    if (c->moe.n_expert) return pl_moe_ffn(&c->moe, &L->moe, &ls->moe, ls->xb, n, s->x);
     TRY(pl_be_matmul(L->w_gate, ls->xb, NULL, n, false, ls->gate));
     TRY(pl_be_matmul(L->w_up, ls->xb, NULL, n, false, ls->up));
     TRY(pl_be_swiglu(ls->gate, ls->up, n * c->n_ff, ls->gate));
@@ -356,7 +366,7 @@ static pl_status llama_head(const pl_model *m, pl_state *s, int64_t n, bool all_
     return pl_be_matmul(w->output, ls->xb, NULL, rows, false, s->logits);
 }
 
-static const char *const llama_archs[] = {"llama", "qwen2", "qwen3", NULL};
+static const char *const llama_archs[] = {"llama", "qwen2", "qwen3", "qwen3moe", NULL};
 
 const pl_family pl_family_llama = {
     .archs = llama_archs,

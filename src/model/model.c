@@ -32,6 +32,18 @@ pl_status pl_load_int(pl_loader *ld, const char *suffix, bool required, int64_t 
     return PL_OK;
 }
 
+pl_status pl_load_int_in(pl_loader *ld, const char *suffix, bool required, int64_t dflt, int lo,
+                         int hi, int *out) {
+    int64_t v;
+    pl_status s = pl_load_int(ld, suffix, required, dflt, &v);
+    if (s) return s;
+    if (v < lo || v > hi)
+        return pl_fail(PL_ERR_FORMAT, "%s.%s = %lld is outside [%d, %d]", ld->m->info.arch, suffix,
+                       (long long)v, lo, hi);
+    *out = (int)v;
+    return PL_OK;
+}
+
 pl_status pl_load_float(pl_loader *ld, const char *suffix, bool required, double dflt,
                         double *out) {
     char key[128];
@@ -59,15 +71,26 @@ static pl_status remember(void ***arr, int *n, int *cap, void *p) {
 
 pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1, bool required,
                          pl_buf **out) {
+    return pl_load_tensor3(ld, name, ne0, ne1, 1, required, out);
+}
+
+pl_status pl_load_tensor3(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                          bool required, pl_buf **out) {
     *out = NULL;
     const pl_gguf_tensor *t = pl_gguf_find_tensor(ld->g, name);
     if (!t) return required ? pl_fail(PL_ERR_FORMAT, "missing tensor %s", name) : PL_OK;
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return pl_fail(PL_ERR_FORMAT,
-                       "tensor %s has shape [%lld, %lld, %lld, %lld], expected "
-                       "[%lld, %lld]",
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1) {
+        char want[96];
+        if (ne2 == 1)
+            snprintf(want, sizeof want, "[%lld, %lld]", (long long)ne0, (long long)ne1);
+        else
+            snprintf(want, sizeof want, "[%lld, %lld, %lld]", (long long)ne0, (long long)ne1,
+                     (long long)ne2);
+        return pl_fail(PL_ERR_FORMAT, "tensor %s has shape [%lld, %lld, %lld, %lld], expected %s",
                        name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                       (long long)t->ne[3], (long long)ne0, (long long)ne1);
+                       (long long)t->ne[3], want);
+    }
+    int64_t rows = ne1 * ne2; /* the file holds that many rows: its shape was checked */
     const pl_type_traits *tr = pl_type_get(t->type);
     if (!tr || !tr->dequant)
         return pl_fail(PL_ERR_FORMAT, "tensor %s is stored as %s, which this build cannot read",
@@ -80,7 +103,7 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
     pl_status s;
     /* NaN/Inf weights make every output meaningless: note the first tensor that has them.
      * The scan reads every page, so it also does the prefault's work. */
-    if (!ld->m->info.nonfinite[0] && pl_find_nonfinite(type, data, ne0 * ne1) >= 0) {
+    if (!ld->m->info.nonfinite[0] && pl_find_nonfinite(type, data, ne0 * rows) >= 0) {
         snprintf(ld->m->info.nonfinite, sizeof ld->m->info.nonfinite, "%s", name);
         pl_load_printable(ld->m->info.nonfinite);
     } else if (ld->m->info.nonfinite[0] && ld->opts && ld->opts->prefault) {
@@ -90,7 +113,7 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
             sink ^= ((const unsigned char *)data)[off];
         (void)sink;
     }
-    if (ne1 == 1 && type != PL_TYPE_F32) {
+    if (rows == 1 && type != PL_TYPE_F32) {
         float *copy = malloc(sizeof(float) * (size_t)ne0);
         if (!copy) return pl_fail(PL_ERR_NOMEM, "out of memory loading %s", name);
         if ((s = remember(&ld->m->owned, &ld->m->n_owned, &ld->m->cap_owned, copy))) {
@@ -101,14 +124,14 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
         data = copy;
         type = PL_TYPE_F32;
     }
-    if ((s = pl_be_buf_weight(ld->m->be, type, ne0, ne1, data, out)))
+    if ((s = pl_be_buf_weight(ld->m->be, type, ne0, rows, data, out)))
         return pl_fail(s, "%s: %s", name, pl_last_error());
     if ((s = remember((void ***)&ld->m->bufs, &ld->m->n_bufs, &ld->m->cap_bufs, *out))) {
         pl_be_buf_free(*out);
         *out = NULL;
         return s;
     }
-    ld->m->info.n_params += ne0 * ne1;
+    ld->m->info.n_params += ne0 * rows;
     ld->done += t->nbytes;
     if (ld->opts && ld->opts->progress)
         ld->opts->progress(ld->opts->progress_ud, ld->done, ld->total);

@@ -25,12 +25,14 @@ typedef struct pl_state pl_state;
 
 /* What a loaded model is, for reports and for the runtime. */
 typedef struct {
-    char arch[32]; /* general.architecture: "llama", "qwen2", "qwen3" */
+    char arch[32]; /* general.architecture: "llama", "qwen2", "qwen3", "qwen3moe", ... */
     char name[64]; /* general.name, or "" */
     int n_vocab;
     int n_embd;
     int n_layer;
     int n_ctx_train;       /* context the model was trained with */
+    int n_expert;          /* experts per mixture-of-experts layer, 0: dense */
+    int n_expert_used;     /* experts each token runs through (MoE) */
     int64_t n_params;      /* values in all weight tensors */
     uint64_t weight_bytes; /* bytes of all weight tensors in the file */
     char weight_type[16];  /* the format holding most of the weight values ("q4_0") */

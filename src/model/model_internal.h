@@ -4,8 +4,10 @@
 #define PL_MODEL_INTERNAL_H
 
 #include "model.h"
+#include "moe.h"
 
-/* ---- the llama family: llama, qwen2 (q/k/v bias), qwen3 (per-head q/k RMSNorm) ---- */
+/* ---- the llama family: llama, qwen2 (q/k/v bias), qwen3 (per-head q/k RMSNorm), qwen3moe
+ * (qwen3 with a mixture-of-experts FFN) ---- */
 
 typedef struct {
     int n_vocab;
@@ -15,15 +17,16 @@ typedef struct {
     int n_head_kv;  /* key/value heads (grouped-query attention when fewer) */
     int head_dim;   /* query/key values per head */
     int head_dim_v; /* value values per head */
-    int n_ff;       /* feed-forward hidden size */
+    int n_ff;       /* feed-forward hidden size (dense FFN) */
     int n_ctx_train;
     float rms_eps;
     pl_rope_mode rope_mode;
     int rope_dim; /* rotated values per head */
     float rope_base;
     float rope_freq_scale;
-    bool qkv_bias; /* qwen2 */
-    bool qk_norm;  /* qwen3 */
+    bool qkv_bias;     /* qwen2 */
+    bool qk_norm;      /* qwen3, qwen3moe */
+    pl_moe_config moe; /* qwen3moe: moe.n_expert > 0 and every FFN is MoE */
 } llama_config;
 
 typedef struct {
@@ -36,9 +39,10 @@ typedef struct {
     pl_buf *k_norm;       /* [head_dim], qwen3 only, else NULL */
     pl_buf *wo;           /* [n_embd, n_head*head_dim_v] */
     pl_buf *ffn_norm;     /* [n_embd] */
-    pl_buf *w_gate;       /* [n_ff, n_embd] */
+    pl_buf *w_gate;       /* [n_ff, n_embd] (dense FFN) */
     pl_buf *w_up;         /* [n_ff, n_embd] */
     pl_buf *w_down;       /* [n_embd, n_ff] */
+    pl_moe_weights moe;   /* (MoE FFN) */
 } llama_layer;
 
 typedef struct {
@@ -56,15 +60,16 @@ typedef struct {
 } llama_model;
 
 typedef struct {
-    pl_buf *xb;   /* [n_batch, n_embd] normed input of a block */
-    pl_buf *q;    /* [n_batch, n_head*head_dim] */
-    pl_buf *k;    /* [n_batch, n_head_kv*head_dim] */
-    pl_buf *v;    /* [n_batch, n_head_kv*head_dim_v] */
-    pl_buf *att;  /* [n_batch, n_head*head_dim_v] attention output */
-    pl_buf *gate; /* [n_batch, n_ff] */
-    pl_buf *up;   /* [n_batch, n_ff] */
-    pl_buf **kc;  /* [n_layer] each [n_ctx, n_head_kv*head_dim] (loaded layers only) */
-    pl_buf **vc;  /* [n_layer] each [n_ctx, n_head_kv*head_dim_v] */
+    pl_buf *xb;       /* [n_batch, n_embd] normed input of a block */
+    pl_buf *q;        /* [n_batch, n_head*head_dim] */
+    pl_buf *k;        /* [n_batch, n_head_kv*head_dim] */
+    pl_buf *v;        /* [n_batch, n_head_kv*head_dim_v] */
+    pl_buf *att;      /* [n_batch, n_head*head_dim_v] attention output */
+    pl_buf *gate;     /* [n_batch, n_ff] (dense FFN) */
+    pl_buf *up;       /* [n_batch, n_ff] */
+    pl_moe_state moe; /* (MoE FFN) */
+    pl_buf **kc;      /* [n_layer] each [n_ctx, n_head_kv*head_dim] (loaded layers only) */
+    pl_buf **vc;      /* [n_layer] each [n_ctx, n_head_kv*head_dim_v] */
 } llama_state;
 
 /* ---- model families ---- */
@@ -109,7 +114,7 @@ typedef struct pl_family {
 #define PL_FAMILY_SLOTS(X)                                                                         \
     X(load) X(model_free) X(state_new) X(state_free) X(state_bytes) X(embed) X(layers) X(head)
 
-extern const pl_family pl_family_llama; /* llama.c: llama, qwen2, qwen3 */
+extern const pl_family pl_family_llama; /* llama.c: llama, qwen2, qwen3, qwen3moe */
 
 /* The family table (model.c): count, the i-th family, the family serving an architecture
  * (or NULL), and a check that a family names an architecture and fills every slot of
@@ -154,12 +159,20 @@ struct pl_loader {
 /* "<arch>.<suffix>" as an integer / float; a missing key is an error when required, else
  * the default is stored. */
 pl_status pl_load_int(pl_loader *ld, const char *suffix, bool required, int64_t dflt, int64_t *out);
+/* The same, as an int within [lo, hi] (else one line naming the key and the range). */
+pl_status pl_load_int_in(pl_loader *ld, const char *suffix, bool required, int64_t dflt, int lo,
+                         int hi, int *out);
 pl_status pl_load_float(pl_loader *ld, const char *suffix, bool required, double dflt, double *out);
 /* The tensor `name` as a weight buffer with shape [ne1, ne0] (ne1 = 1 for a vector).
  * Absent: NULL when optional, an error when required. Vectors in other formats than F32
  * are converted to an owned F32 copy (backends take F32 norms and biases). */
 pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1, bool required,
                          pl_buf **out);
+/* A 3-D tensor [ne0, ne1, ne2] (GGUF order; a stack of ne2 matrices, such as the experts of
+ * a mixture-of-experts layer) as one weight buffer of shape [ne1*ne2, ne0]: matrix e is rows
+ * [e*ne1, (e+1)*ne1). Otherwise as pl_load_tensor (which is this with ne2 = 1). */
+pl_status pl_load_tensor3(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                          bool required, pl_buf **out);
 
 /* The layers to load, from the opts, for a model of n_layer: sets the info's layer_first,
  * layer_last, has_embed and has_head, or fails for a range outside [0, n_layer). */

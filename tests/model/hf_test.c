@@ -1,5 +1,6 @@
-/* hf_test.c - the dense models of shared/fixtures/hf (llama, qwen2, qwen3, and qwen3 with
- * the real 151936-id tokenizer) on the CPU against the transformers references.
+/* hf_test.c - the llama-family models of shared/fixtures/hf (llama, qwen2, qwen3, qwen3_moe,
+ * and qwen3 with the real 151936-id tokenizer) on the CPU against the transformers
+ * references.
  *
  * The *-q8_0.gguf files are lossless (their weights dequantise to exactly the float32
  * weights transformers used), so with a float32 KV cache our logits must equal the
@@ -12,10 +13,10 @@
  * With the default f16 KV cache the greedy ids must still be identical and the prompt
  * logits within TOL_F16 of the f32-cache run. The *-q4_0.gguf files (mixed Q4_0/Q8_0) are
  * lossy and no reference matches them (llama.cpp's own Q4_0 run agrees with transformers'
- * prompt argmax at 14-18 of 24 positions): they are a smoke test - they load, run, and
- * agree on at least half the prompt positions.
+ * prompt argmax at 14-18 of 24 positions, 7 for qwen3_moe): they are a smoke test - they
+ * load, run, and agree on at least half the prompt positions (qwen3_moe: 5).
  *
- * Measured here (rel. to the largest logit): prompt vs fp32 <= 1.3e-6, vs fp64 <= 6e-7,
+ * Measured here (rel. to the largest logit): prompt vs fp32 <= 1.3e-6, vs fp64 <= 6.8e-7,
  * decode steps vs fp64 <= 7.4e-7, f16 cache vs f32 cache <= 2.7e-3. */
 #include "cpu/cpu.h"
 #include "model/fixture.h"
@@ -39,6 +40,7 @@ static const hf_case cases[] = {
     {"llama", "llama-q8_0.gguf", "llama-q4_0.gguf", 14, true},
     {"qwen2", "qwen2-q8_0.gguf", "qwen2-q4_0.gguf", 18, true},
     {"qwen3", "qwen3-q8_0.gguf", "qwen3-q4_0.gguf", 17, true},
+    {"qwen3_moe", "qwen3_moe-q8_0.gguf", "qwen3_moe-q4_0.gguf", 7, true},
     {"qwen3_realtok", "qwen3_realtok-q8_0.gguf", NULL, 0, false},
 };
 
@@ -260,7 +262,10 @@ static void run_case(pl_backend *be, const hf_case *c) {
                 agree += ia == ib;
             }
             report("q4_0 argmax agree", c, agree);
-            CHECK(agree >= 12,
+            /* half the positions; fewer only where llama.cpp's own Q4_0 run agrees at fewer
+             * (qwen3_moe: 7, Q4_0 flips the close routing choices) */
+            int need = c->q4_agree < 12 ? c->q4_agree - 2 : 12;
+            CHECK(agree >= need,
                   "%s: q4_0 argmax agrees with the reference at %d of 24 positions "
                   "(llama.cpp: %d)",
                   c->dir, agree, c->q4_agree);
