@@ -9,27 +9,6 @@
 
 #define PL_TODO_BODY(op)                                                                           \
     return pl_fail(PL_ERR, "%s backend: %s is not implemented yet", be->name, op)
-static inline pl_status todo_softmax_rows(pl_backend *be, const pl_buf *x, int64_t r, int64_t c,
-                                          pl_buf *o) {
-    (void)x, (void)r, (void)c, (void)o;
-    PL_TODO_BODY("softmax_rows");
-}
-static inline pl_status todo_topk_rows(pl_backend *be, const pl_buf *x, int64_t r, int64_t c,
-                                       int64_t k, pl_buf *i, pl_buf *v) {
-    (void)x, (void)r, (void)c, (void)k, (void)i, (void)v;
-    PL_TODO_BODY("topk_rows");
-}
-static inline pl_status todo_matmul_id(pl_backend *be, const pl_buf *w, int64_t ne, const pl_buf *x,
-                                       const pl_buf *ids, int64_t n, int64_t nu, bool xs,
-                                       pl_buf *o) {
-    (void)w, (void)ne, (void)x, (void)ids, (void)n, (void)nu, (void)xs, (void)o;
-    PL_TODO_BODY("matmul_id");
-}
-static inline pl_status todo_moe_combine(pl_backend *be, const pl_buf *y, const pl_buf *w,
-                                         int64_t n, int64_t nu, bool acc, pl_buf *o) {
-    (void)y, (void)w, (void)n, (void)nu, (void)acc, (void)o;
-    PL_TODO_BODY("moe_combine");
-}
 static inline pl_status todo_sigmoid_mul(pl_backend *be, const pl_buf *x, const pl_buf *g,
                                          int64_t r, int64_t c, int64_t gc, bool acc, pl_buf *o) {
     (void)x, (void)g, (void)r, (void)c, (void)gc, (void)acc, (void)o;
@@ -47,10 +26,7 @@ static inline pl_status todo_delta_rule(pl_backend *be, const pl_buf *qkv, const
     (void)qkv, (void)a, (void)b, (void)sa, (void)dt, (void)st, (void)n, (void)p, (void)sn, (void)o;
     PL_TODO_BODY("delta_rule");
 }
-/* The CPU has the mixture-of-experts ops; the GPU has none of these yet. */
+/* The Gated DeltaNet ops the CPU does not have yet (the GPU has every op). */
 #define PL_TODO_DN_METHODS                                                                         \
     .sigmoid_mul = todo_sigmoid_mul, .ssm_conv = todo_ssm_conv, .delta_rule = todo_delta_rule,
-#define PL_TODO_METHODS                                                                            \
-    .softmax_rows = todo_softmax_rows, .topk_rows = todo_topk_rows, .matmul_id = todo_matmul_id,   \
-    .moe_combine = todo_moe_combine, PL_TODO_DN_METHODS
 #endif
