@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "kernel_ref.h"
-#include "repack.h"
 
 void pl_gpu_ref_softmax(const float *x, uint32_t rows, uint32_t cols, float *out) {
     for (uint32_t r = 0; r < rows; r++) {
@@ -20,9 +19,14 @@ void pl_gpu_ref_softmax(const float *x, uint32_t rows, uint32_t cols, float *out
 
 void pl_gpu_ref_matmul_id(const pl_gemv_params *p, const pl_gpu_ref_mat *mat, const int32_t *ids,
                           uint32_t slots, const float *x, float *y, double *mag) {
-    pl_gemv_params one = *p;
-    one.ids = 0, one.n_exp = 0, one.n_used = 0, one.x_shared = 0;
-    one.parts = 1, one.rows_per_part = 0;
+    /* the whole stacked weight as one GEMV (its parts as they are), then expert e's rows */
+    pl_gemv_params all = *p;
+    all.ids = 0, all.n_exp = 0, all.n_used = 0, all.x_shared = 0;
+    all.rows = p->rows * p->n_exp;
+    size_t nr = (size_t)all.rows;
+    float *ya = malloc(nr * sizeof *ya);
+    double *ma = malloc(nr * sizeof *ma);
+    if (!ya || !ma) goto done;
     uint32_t xv = p->x_shared ? p->n_used : 1;
     for (uint32_t s = 0; s < slots; s++) {
         float *ys = y + (uint64_t)s * p->rows;
@@ -33,13 +37,12 @@ void pl_gpu_ref_matmul_id(const pl_gemv_params *p, const pl_gpu_ref_mat *mat, co
             if (ms) memset(ms, 0, (size_t)p->rows * sizeof *ms);
             continue;
         }
-        /* expert e's rows, as a matrix of their own */
-        uint64_t r0 = (uint64_t)e * p->rows;
-        pl_gpu_ref_mat m = {{0}, {0}};
-        m.q[0] = (const char *)mat->q[0] + pl_gpu_quant_bytes(p->type, p->cols, r0);
-        if (mat->s[0]) m.s[0] = mat->s[0] + pl_gpu_scale_bytes(p->type, p->cols, r0) / 2;
-        pl_gpu_ref_gemv(&one, &m, 1, x + (uint64_t)(s / xv) * p->cols, NULL, NULL, ys, ms);
+        pl_gpu_ref_gemv(&all, mat, 1, x + (uint64_t)(s / xv) * p->cols, NULL, NULL, ya, ma);
+        memcpy(ys, ya + (size_t)e * p->rows, (size_t)p->rows * sizeof *ys);
+        if (ms) memcpy(ms, ma + (size_t)e * p->rows, (size_t)p->rows * sizeof *ms);
     }
+done:
+    free(ya), free(ma);
 }
 
 void pl_gpu_ref_moe_combine(const float *y, const float *wts, uint32_t n, uint32_t n_used,

@@ -537,6 +537,138 @@ static void test_gemv(pl_gpu *g) {
 
 /* ------------------------------------------------------------------ RMSNorm */
 
+/* ------------------------------------------------------------------ expert GEMV */
+
+/* The gathered expert GEMV: p.n_exp experts of p.rows rows, n_tok tokens of p.n_used slots,
+ * random expert ids with bad ones among them (zero rows); the row after the last slot must
+ * stay poisoned. */
+static void gemv_ids_case(pl_gpu *g, pl_gemv_params p, uint32_t n_tok) {
+    uint32_t slots = n_tok * p.n_used, nxv = p.x_shared ? n_tok : slots;
+    uint32_t all = p.rows * p.n_exp;
+    unsigned parts = p.parts ? p.parts : 1;
+    mat m = make_mat(p.type, all, p.cols);
+    int32_t *ids = malloc(slots * 4);
+    for (uint32_t s = 0; s < slots; s++) {
+        uint32_t r = gt_u32() % 8;
+        ids[s] = r == 0 ? -1 : r == 1 ? (int32_t)p.n_exp : (int32_t)(gt_u32() % p.n_exp);
+    }
+    size_t nx = (size_t)nxv * p.cols, ny = (size_t)(slots + 1) * p.rows;
+    float *x = malloc(nx * 4), *y = malloc(ny * 4), *ref = malloc(ny * 4);
+    double *mag = malloc(ny * sizeof *mag);
+    gt_fill(x, nx, -1, 1);
+    pl_gpu_buf *bufs[16] = {0};
+    pl_gpu_ref refs[16];
+    int nb = 0;
+    bufs[nb] = gt_buf(g, x, nx * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    pl_gpu_ref_mat rm;
+    for (unsigned q = 0; q < parts; q++) {
+        uint32_t r0 = parts > 1 ? q * p.rows_per_part : 0;
+        uint32_t r1 = parts > 1 && r0 + p.rows_per_part < all ? r0 + p.rows_per_part : all;
+        pl_gpu_buf *qb, *sb;
+        upload_part(g, &m, r0, r1, &qb, &sb, &rm, (int)q);
+        bufs[nb] = qb, refs[nb] = (pl_gpu_ref){qb, 0, 0}, nb++;
+        if (sb) bufs[nb] = sb, refs[nb] = (pl_gpu_ref){sb, 0, 0}, nb++;
+    }
+    bufs[nb] = gt_buf(g, ids, slots * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    pl_gpu_args a = {{slots}};
+    bufs[nb] = gt_args(g, &a), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    CHECK(nb == pl_gemv_bindings(&p), "binding count %d != %d", nb, pl_gemv_bindings(&p));
+    char label[128];
+    snprintf(label, sizeof label,
+             "expert gemv t%d %u x %ux%u, %u x %u%s T%u R%u sg%u/%d u%u parts %u q8x %d", p.type,
+             p.n_exp, p.rows, p.cols, n_tok, p.n_used, p.x_shared ? " shared" : "", p.threads,
+             p.rows_per_wg, p.sg_rows, p.subgroups, p.unroll, parts, p.q8x);
+    char *src = NULL;
+    pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_gemv(&p, &src), &src, label);
+    if (k && gt_run(g, k, refs, nb, pl_gemv_groups(&p) * slots)) {
+        gt_read(g, bufs[1], y, ny * 4);
+        pl_gpu_ref_matmul_id(&p, &rm, ids, slots, x, ref, mag);
+        int bad = 0;
+        for (size_t i = 0; i < ny && bad < 3; i++) {
+            int past = i >= (size_t)slots * p.rows;
+            double tol = past ? 0 : 1e-5 * mag[i] + 1e-6 * fabs(ref[i]) + 1e-30;
+            if (past ? y[i] == y[i] : !(fabs((double)y[i] - ref[i]) <= tol)) {
+                CHECK(0, "%s: value %zu: %.9g vs %.9g", label, i, y[i], past ? NAN : ref[i]);
+                bad++;
+            }
+        }
+        if (!bad) CHECK(1, "ok");
+    }
+    pl_gpu_kernel_free(k);
+    for (int i = 0; i < nb; i++) pl_gpu_buf_free(bufs[i]);
+    free_mat(&m);
+    free(ids), free(x), free(y), free(ref), free(mag);
+}
+
+static void test_gemv_ids(pl_gpu *g) {
+    const pl_gpu_info *info = pl_gpu_get_info(g);
+    uint32_t S =
+        info->has_subgroups && info->subgroup_min == info->subgroup_max ? info->subgroup_min : 0;
+    /* type, rows per expert, cols, experts, used, shared, threads, rows/wg, subgroup rows (1:
+     * the adapter's size), subgroup reduce, unroll, parts, rows/part, q8x, preload, tokens */
+    static const struct {
+        pl_gpu_wtype t;
+        uint32_t rows, cols, n_exp, n_used;
+        int shared;
+        uint32_t T, R, sgrows;
+        int sg;
+        uint32_t unroll, parts, rpp;
+        int q8x, preload;
+        uint32_t n_tok;
+    } cs[] = {
+        {PL_GW_F32, 13, 40, 5, 2, 1, 32, 1, 0, 0, 1, 1, 0, 0, 0, 2},
+        {PL_GW_F16, 24, 64, 4, 3, 0, 64, 4, 0, 0, 1, 1, 0, 0, 0, 2},
+        {PL_GW_Q4_0, 37, 96, 6, 2, 1, 64, 8, 0, 0, 1, 1, 0, 1, 0, 3},
+        {PL_GW_Q8_0, 32, 128, 3, 3, 0, 128, 16, 0, 0, 1, 1, 0, 1, 0, 1},
+        {PL_GW_Q4_0, 21, 64, 4, 2, 0, 64, 4, 0, 0, 2, 1, 0, 0, 0, 2},
+        {PL_GW_Q8_0, 16, 64, 5, 2, 1, 64, 4, 0, 0, 1, 3, 28, 1, 0, 2},
+        {PL_GW_F32, 16, 32, 5, 1, 0, 32, 4, 0, 0, 1, 2, 40, 0, 0, 3},
+        {PL_GW_Q4_0, 30, 64, 3, 2, 1, 32, 2, 0, 0, 1, 1, 0, 1, 1, 2},
+        {PL_GW_Q8_0, 19, 96, 4, 2, 1, 32, 2, 1, 0, 2, 1, 0, 1, 0, 2},
+        {PL_GW_F16, 22, 96, 4, 4, 0, 64, 2, 0, 1, 1, 1, 0, 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        if ((cs[i].sgrows && !S) || (cs[i].sg && !info->has_subgroups)) continue;
+        gemv_ids_case(g,
+                      (pl_gemv_params){.type = cs[i].t,
+                                       .rows = cs[i].rows,
+                                       .cols = cs[i].cols,
+                                       .threads = cs[i].sgrows ? cs[i].T * S / 32 : cs[i].T,
+                                       .rows_per_wg = cs[i].R,
+                                       .mode = PL_GEMV_STORE,
+                                       .parts = cs[i].parts,
+                                       .rows_per_part = cs[i].rpp,
+                                       .subgroups = cs[i].sg,
+                                       .sg_rows = cs[i].sgrows ? S : 0,
+                                       .unroll = cs[i].unroll,
+                                       .q8x = cs[i].q8x,
+                                       .preload = cs[i].preload,
+                                       .ids = 1,
+                                       .n_exp = cs[i].n_exp,
+                                       .n_used = cs[i].n_used,
+                                       .x_shared = cs[i].shared},
+                      cs[i].n_tok);
+    }
+    /* gathered experts take no bias and no norm, and a part must hold whole workgroups of
+     * every expert */
+    char *src = NULL;
+    pl_gemv_params bad = {.type = PL_GW_F32,
+                          .rows = 10,
+                          .cols = 32,
+                          .threads = 32,
+                          .rows_per_wg = 4,
+                          .mode = PL_GEMV_STORE,
+                          .parts = 2,
+                          .rows_per_part = 24,
+                          .ids = 1,
+                          .n_exp = 4,
+                          .n_used = 2};
+    CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK && !src, "10 rows per expert in parts of 4-row groups");
+    bad.parts = 1, bad.bias = 1;
+    CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "gathered experts with a bias accepted");
+}
+
 static void test_rmsnorm(pl_gpu *g) {
     const uint32_t cs[4] = {64, 172, 1000, 16}, ts[4] = {64, 32, 256, 16}, rows[4] = {1, 3, 2, 24};
     for (int i = 0; i < 8; i++) {
@@ -1088,6 +1220,7 @@ static void run_tests(void) {
     double t0 = pl_gpu_now();
     test_gemv(g);
     fprintf(stderr, "%d GEMV variants %.2fs\n", n_gemv_cases, pl_gpu_now() - t0);
+    test_gemv_ids(g);
     test_rmsnorm(g);
     test_rope(g);
     test_copy(g);
