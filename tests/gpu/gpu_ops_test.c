@@ -359,6 +359,8 @@ static void test_delta_rule(pl_backend *be) {
     delta_case(be, 2, 4, 16, 8, 3, 1);  /* value heads tiled over key heads */
     delta_case(be, 1, 2, 20, 40, 5, 1); /* sizes that are not powers of two */
     delta_case(be, 2, 2, 128, 128, 2, 0);
+    delta_case(be, 1, 1, 256, 256, 2, 1); /* the largest heads of the models */
+    delta_case(be, 1, 1, 1024, 8, 1, 0);  /* the seam's largest key head: 64 parts */
     for (int it = 0; it < 4; it++) {
         uint32_t nk = rnd(1, 2), nv = nk * rnd(1, 3);
         delta_case(be, nk, nv, rnd(1, 70), rnd(1, 70), rnd(1, 6), it % 2);
