@@ -403,6 +403,19 @@ pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_
     s2.stage2 = 1;
     s2.vals = vals != NULL;
     pl_gpu_kernel *k1, *k2;
+    if (nc == 1) { /* the row in one workgroup: no merge stage */
+        s1.direct = 1, s1.vals = vals != NULL;
+        if (pl_gpu_get_kernel(gb, F_TOPK, &s1, sizeof s1, (pl_gpu_gen_fn)pl_wgsl_topk, "top-k",
+                              &k1) != PL_OK)
+            return PL_ERR;
+        pl_gpu_ref r[4];
+        int n = 0;
+        r[n++] = pl_gpu_whole(x->buf);
+        r[n++] = pl_gpu_whole(ids->buf);
+        if (vals) r[n++] = pl_gpu_whole(vals->buf);
+        if (pl_gpu_args_ref(gb, (pl_gpu_args){{row0, rows, dst0}}, &r[n++]) != PL_OK) return PL_ERR;
+        return pl_gpu_run(gb, k1, r, n, rows);
+    }
     if (pl_gpu_get_kernel(gb, F_TOPK, &s1, sizeof s1, (pl_gpu_gen_fn)pl_wgsl_topk, "top-k", &k1) !=
             PL_OK ||
         pl_gpu_get_kernel(gb, F_TOPK, &s2, sizeof s2, (pl_gpu_gen_fn)pl_wgsl_topk, "top-k merge",

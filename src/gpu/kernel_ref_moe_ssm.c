@@ -86,7 +86,8 @@ void pl_gpu_ref_ssm_conv(const float *x, const float *w, float *state, uint32_t 
     for (uint64_t t = 0; t < n; t++) {
         for (uint64_t c = 0; c < channels; c++) {
             double acc = 0;
-            for (uint32_t j = 0; j < k; j++) acc += (double)w[c * k + j] * in[(t + j) * channels + c];
+            for (uint32_t j = 0; j < k; j++)
+                acc += (double)w[c * k + j] * in[(t + j) * channels + c];
             out[t * channels + c] = (float)(acc * sigmoid(acc));
         }
         if (snaps)

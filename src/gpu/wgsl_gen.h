@@ -191,10 +191,12 @@ typedef struct {
  * Stage 2: workgroup r reads the n = chunks * k pairs of row r and writes the k best, in
  * order: indices (as i32, -1 for none) to ids[args.a0 + r * k + j], values (if `vals`) to
  * vals[r * k + j].
- * Stage 1 bindings: 0 x, 1 pairs, 2 args. Stage 2: 0 pairs, 1 ids, [2 vals], then args. */
+ * Stage 1 bindings: 0 x, 1 pairs, 2 args. Stage 2: 0 pairs, 1 ids, [2 vals], then args.
+ * Direct (one chunk holds the row): stage 1 writes stage 2's outputs itself, to
+ * ids[args.a2 + r * k + j] (and vals); bindings as stage 2 with x in place of the pairs. */
 typedef struct {
     uint32_t n, k, chunk, threads;
-    int stage2, vals;
+    int stage2, vals, direct;
 } pl_topk_params;
 
 uint32_t pl_topk_chunks(const pl_topk_params *p);

@@ -470,7 +470,8 @@ uint32_t pl_topk_chunks(const pl_topk_params *p) {
 pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
     *out = NULL;
     unsigned T = p->threads;
-    if (!p->n || !p->k || p->k > 1024 || !pow2(T) || T > 1024 || (!p->stage2 && !p->chunk))
+    if (!p->n || !p->k || p->k > 1024 || !pow2(T) || T > 1024 || (!p->stage2 && !p->chunk) ||
+        (p->direct && (p->stage2 || pl_topk_chunks(p) != 1)))
         return pl_fail(PL_ERR_ARG, "top-k: bad parameters (n %u, k %u)", p->n, p->k);
     unsigned chunk = p->stage2 ? p->n : p->chunk, nc = p->stage2 ? 1 : pl_topk_chunks(p);
     pl_wtext t = {0};
@@ -479,9 +480,11 @@ pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
                  "const T = %uu;\n",
                  p->n, p->k, chunk, nc, T);
     int b = 0;
-    if (p->stage2) {
-        pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> inp: array<vec2<u32>>;\n"
-                         "@group(0) @binding(1) var<storage, read_write> ids: array<i32>;\n");
+    if (p->stage2 || p->direct) {
+        pl_wtext_add(&t,
+                     "@group(0) @binding(0) var<storage, read> inp: array<%s>;\n"
+                     "@group(0) @binding(1) var<storage, read_write> ids: array<i32>;\n",
+                     p->direct ? "f32" : "vec2<u32>");
         b = 2;
         if (p->vals)
             pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> vals: array<f32>;\n",
@@ -548,8 +551,9 @@ pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
             "      if (before(rv2[j], ri2[j], pv, pi)) { pv = rv2[j]; pi = ri2[j]; }\n"
             "    }\n"
             "    if (lid == 0u) {\n");
-    if (p->stage2) {
-        pl_wtext_add(&t, "      ids[args.a0 + r * KK + rd] = bitcast<i32>(pi);\n");
+    if (p->stage2 || p->direct) {
+        pl_wtext_add(&t, "      ids[%s + r * KK + rd] = bitcast<i32>(pi);\n",
+                     p->direct ? "args.a2" : "args.a0");
         if (p->vals) pl_wtext_add(&t, "      vals[r * KK + rd] = pv;\n");
     } else {
         pl_wtext_add(&t, "      outp[g * KK + rd] = vec2<u32>(bitcast<u32>(pv), pi);\n");

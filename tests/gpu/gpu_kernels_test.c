@@ -1036,7 +1036,8 @@ static void test_attn(pl_gpu *g) {
 
 /* ------------------------------------------------------------------ top-k */
 
-static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals) {
+/* direct: one workgroup per row writes the k best itself (no merge stage) */
+static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals, int direct) {
     size_t nx = (size_t)n * (rows + 1);
     float *x = malloc(nx * 4);
     for (size_t i = 0; i < nx; i++) {
@@ -1047,25 +1048,32 @@ static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals
         if (r % 101 == 0) x[i] = -INFINITY;
     }
     uint32_t row0 = 1, dst0 = 2; /* skip a row of x and two ids: offsets are honoured */
-    pl_topk_params s1 = {n, k, 256, 64, 0, 0};
+    pl_topk_params s1 = {n, k, direct ? n : 256, 64, 0, direct ? vals : 0, direct};
     uint32_t nc = pl_topk_chunks(&s1);
-    pl_topk_params s2 = {nc * k, k, 0, 64, 1, vals};
-    pl_gpu_args a1 = {{row0, rows}}, a2 = {{dst0, rows}};
+    pl_topk_params s2 = {nc * k, k, 0, 64, 1, vals, 0};
+    pl_gpu_args a1 = {{row0, rows, dst0}}, a2 = {{dst0, rows}};
     pl_gpu_buf *bx = gt_buf(g, x, nx * 4), *bp = gt_buf(g, NULL, (size_t)rows * nc * k * 8);
     pl_gpu_buf *bi = gt_buf(g, NULL, (dst0 + rows * k) * 4), *bv = gt_buf(g, NULL, rows * k * 4);
     pl_gpu_buf *ba1 = gt_args(g, &a1), *ba2 = gt_args(g, &a2);
     char *src = NULL;
     pl_gpu_kernel *k1 = gt_kernel(g, pl_wgsl_topk(&s1, &src), &src, "topk1");
     pl_gpu_kernel *k2 = gt_kernel(g, pl_wgsl_topk(&s2, &src), &src, "topk2");
-    pl_gpu_ref r1[3] = {{bx, 0, 0}, {bp, 0, 0}, {ba1, 0, 0}};
+    pl_gpu_ref r1[4] = {{bx, 0, 0}, {bp, 0, 0}, {ba1, 0, 0}};
     pl_gpu_ref r2[4] = {{bp, 0, 0}, {bi, 0, 0}, {bv, 0, 0}, {ba2, 0, 0}};
     if (!vals) r2[2] = r2[3];
+    int n1 = 3;
+    if (direct) { /* x, then stage 2's outputs */
+        memcpy(r1, r2, sizeof r1);
+        r1[0] = (pl_gpu_ref){bx, 0, 0};
+        r1[vals ? 3 : 2] = (pl_gpu_ref){ba1, 0, 0};
+        n1 = vals ? 4 : 3;
+    }
     pl_gpu_bind *b1 = NULL, *b2 = NULL;
-    if (k1 && k2 && pl_gpu_bind_new(g, k1, r1, 3, &b1) == PL_OK &&
+    if (k1 && k2 && pl_gpu_bind_new(g, k1, r1, n1, &b1) == PL_OK &&
         pl_gpu_bind_new(g, k2, r2, vals ? 4 : 3, &b2) == PL_OK) {
         pl_gpu_begin(g);
         pl_gpu_dispatch(g, k1, b1, rows * nc);
-        pl_gpu_dispatch(g, k2, b2, rows);
+        if (!direct) pl_gpu_dispatch(g, k2, b2, rows);
         CHECK(pl_gpu_submit(g) == PL_OK, "%s", pl_last_error());
         int32_t *ids = malloc((dst0 + rows * k) * 4);
         float *gv = malloc(rows * k * 4), *rv = malloc(k * 4);
@@ -1093,12 +1101,15 @@ static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals
 }
 
 static void test_topk(pl_gpu *g) {
-    topk_case(g, 1, 1, 1, 0);
-    topk_case(g, 2, 3, 1, 1); /* fewer values than k: the rest are (-inf, -1) */
-    topk_case(g, 100, 1, 3, 0);
-    topk_case(g, 1000, 5, 1, 1);
-    topk_case(g, 5000, 40, 1, 1);
-    topk_case(g, 70000, 1, 2, 0);
+    topk_case(g, 1, 1, 1, 0, 0);
+    topk_case(g, 2, 3, 1, 1, 0); /* fewer values than k: the rest are (-inf, -1) */
+    topk_case(g, 100, 1, 3, 0, 0);
+    topk_case(g, 1000, 5, 1, 1, 0);
+    topk_case(g, 5000, 40, 1, 1, 0);
+    topk_case(g, 70000, 1, 2, 0, 0);
+    topk_case(g, 2, 3, 2, 1, 1);
+    topk_case(g, 300, 8, 3, 1, 1);
+    topk_case(g, 1000, 1, 2, 0, 1);
 }
 
 /* ------------------------------------------------------------------ embedding */
