@@ -69,8 +69,8 @@ void pl_gpu_ref_ew(pl_ew_op op, const float *a, const float *b, uint32_t count, 
 void pl_gpu_ref_softmax(const float *x, uint32_t rows, uint32_t cols, float *out);
 
 /* The gathered expert GEMV: p as the kernel's (ids set, rows = rows per expert, parts of the
- * stacked weight), mat the whole stacked weight; slots = n * n_used; y[slots][rows]; mag (optional)
- * as in pl_gpu_ref_gemv. A bad expert id gives a zero row. */
+ * stacked weight), mat the whole stacked weight (two: gate and up in GATE_UP); slots = n * n_used;
+ * y[slots][rows]; mag (optional) as in pl_gpu_ref_gemv. A bad expert id gives a zero row. */
 void pl_gpu_ref_matmul_id(const pl_gemv_params *p, const pl_gpu_ref_mat *mat, const int32_t *ids,
                           uint32_t slots, const float *x, float *y, double *mag);
 

@@ -76,7 +76,7 @@ static pl_status check(const pl_gemv_params *p) {
         return pl_fail(PL_ERR_ARG, "GEMV: %u threads are not whole subgroups of %u", T, p->sg_rows);
     unsigned parts = n_parts(p), rw = pl_gemv_rows_per_group(p);
     uint64_t all = (uint64_t)p->rows * (p->ids ? p->n_exp : 1); /* rows of the weight */
-    if (p->ids && (!p->n_exp || !p->n_used || p->mode != PL_GEMV_STORE || p->norm || p->bias ||
+    if (p->ids && (!p->n_exp || !p->n_used || p->mode == PL_GEMV_ACCUM || p->norm || p->bias ||
                    p->split[0] || all > UINT32_MAX || (parts > 1 && p->rows % rw)))
         return pl_fail(PL_ERR_ARG, "GEMV: bad gathered experts (%u of %u rows)", p->n_exp, p->rows);
     if (parts > PL_GEMV_MAX_PARTS ||
@@ -443,12 +443,15 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                      "  let e = workgroupUniformLoad(&ev);\n"
                      "  if (e < 0 || e >= %di) {\n"
                      "    let gr0 = (g %% %uu) * RW;\n"
-                     "    for (var r = lid; r < RW; r += T) { if (gr0 + r < N) { y[yo + gr0 + r] = "
-                     "0.0; } }\n"
+                     "    for (var r = lid; r < RW; r += T) {\n"
+                     "      if (gr0 + r < N) { y[yo + gr0 + r] = 0.0;%s%s }\n"
+                     "    }\n"
                      "    return;\n"
                      "  }\n"
                      "  let erow = u32(e) * N;\n",
-                     (int)p->n_exp, pl_gemv_groups(p));
+                     (int)p->n_exp, pl_gemv_groups(p),
+                     p->gate_out ? " go[yo + gr0 + r] = 0.0;" : "",
+                     p->up_out ? " uo[yo + gr0 + r] = 0.0;" : "");
     if (post) pl_wtext_add(&t, "  var ss = 0.0;\n");
     for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  var a%u = 0.0;\n", a);
     /* q8x with the norm: quantising must see the normalised x (the f16 rounding of a block

@@ -94,7 +94,8 @@ typedef struct {
      * args.a0 counts slots, not vectors. Slot s reads expert e = ids[s] (an i32 binding
      * after the others, before args): rows [e * rows, (e + 1) * rows) of the weight; x
      * vector s / n_used if x_shared, else s; y row s. An e outside [0, n_exp) gives a
-     * zero row and reads no weight. STORE mode only, no norm, bias or split; with parts,
+     * zero row and reads no weight. STORE or GATE_UP (gate and up experts in one sweep,
+     * both at expert e's rows), no norm, bias or split; with parts,
      * `rows` must be a multiple of the rows per workgroup. */
     int ids;
     uint32_t n_exp, n_used;

@@ -546,7 +546,9 @@ static void gemv_ids_case(pl_gpu *g, pl_gemv_params p, uint32_t n_tok) {
     uint32_t slots = n_tok * p.n_used, nxv = p.x_shared ? n_tok : slots;
     uint32_t all = p.rows * p.n_exp;
     unsigned parts = p.parts ? p.parts : 1;
-    mat m = make_mat(p.type, all, p.cols);
+    int nm = p.mode == PL_GEMV_GATE_UP ? 2 : 1;
+    mat m[2];
+    for (int i = 0; i < nm; i++) m[i] = make_mat(p.type, all, p.cols);
     int32_t *ids = malloc(slots * 4);
     for (uint32_t s = 0; s < slots; s++) {
         uint32_t r = gt_u32() % 8;
@@ -554,51 +556,80 @@ static void gemv_ids_case(pl_gpu *g, pl_gemv_params p, uint32_t n_tok) {
     }
     size_t nx = (size_t)nxv * p.cols, ny = (size_t)(slots + 1) * p.rows;
     float *x = malloc(nx * 4), *y = malloc(ny * 4), *ref = malloc(ny * 4);
-    double *mag = malloc(ny * sizeof *mag);
+    float *side = malloc(ny * 4), *one[2] = {malloc(ny * 4), malloc(ny * 4)};
+    double *mag = malloc(ny * sizeof *mag), *om[2] = {malloc(ny * 8), malloc(ny * 8)};
     gt_fill(x, nx, -1, 1);
     pl_gpu_buf *bufs[16] = {0};
     pl_gpu_ref refs[16];
-    int nb = 0;
+    int nb = 0, iside[2] = {0, 0};
     bufs[nb] = gt_buf(g, x, nx * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
-    pl_gpu_ref_mat rm;
-    for (unsigned q = 0; q < parts; q++) {
-        uint32_t r0 = parts > 1 ? q * p.rows_per_part : 0;
-        uint32_t r1 = parts > 1 && r0 + p.rows_per_part < all ? r0 + p.rows_per_part : all;
-        pl_gpu_buf *qb, *sb;
-        upload_part(g, &m, r0, r1, &qb, &sb, &rm, (int)q);
-        bufs[nb] = qb, refs[nb] = (pl_gpu_ref){qb, 0, 0}, nb++;
-        if (sb) bufs[nb] = sb, refs[nb] = (pl_gpu_ref){sb, 0, 0}, nb++;
+    pl_gpu_ref_mat rm[2];
+    for (int i = 0; i < nm; i++) {
+        for (unsigned q = 0; q < parts; q++) {
+            uint32_t r0 = parts > 1 ? q * p.rows_per_part : 0;
+            uint32_t r1 = parts > 1 && r0 + p.rows_per_part < all ? r0 + p.rows_per_part : all;
+            pl_gpu_buf *qb, *sb;
+            upload_part(g, &m[i], r0, r1, &qb, &sb, &rm[i], (int)q);
+            bufs[nb] = qb, refs[nb] = (pl_gpu_ref){qb, 0, 0}, nb++;
+            if (sb) bufs[nb] = sb, refs[nb] = (pl_gpu_ref){sb, 0, 0}, nb++;
+        }
     }
+    for (int o = 0; o < 2; o++) /* the gate's and the up matrix's own products */
+        if (o ? p.up_out : p.gate_out) {
+            iside[o] = nb;
+            bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+        }
     bufs[nb] = gt_buf(g, ids, slots * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     pl_gpu_args a = {{slots}};
     bufs[nb] = gt_args(g, &a), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     CHECK(nb == pl_gemv_bindings(&p), "binding count %d != %d", nb, pl_gemv_bindings(&p));
     char label[128];
     snprintf(label, sizeof label,
-             "expert gemv t%d %u x %ux%u, %u x %u%s T%u R%u sg%u/%d u%u parts %u q8x %d", p.type,
-             p.n_exp, p.rows, p.cols, n_tok, p.n_used, p.x_shared ? " shared" : "", p.threads,
-             p.rows_per_wg, p.sg_rows, p.subgroups, p.unroll, parts, p.q8x);
+             "expert gemv t%d mode %d %u x %ux%u, %u x %u%s T%u R%u sg%u/%d u%u parts %u q8x %d",
+             p.type, p.mode, p.n_exp, p.rows, p.cols, n_tok, p.n_used, p.x_shared ? " shared" : "",
+             p.threads, p.rows_per_wg, p.sg_rows, p.subgroups, p.unroll, parts, p.q8x);
     char *src = NULL;
     pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_gemv(&p, &src), &src, label);
     if (k && gt_run(g, k, refs, nb, pl_gemv_groups(&p) * slots)) {
         gt_read(g, bufs[1], y, ny * 4);
-        pl_gpu_ref_matmul_id(&p, &rm, ids, slots, x, ref, mag);
+        pl_gpu_ref_matmul_id(&p, rm, ids, slots, x, ref, mag);
+        /* each matrix alone, to bound the error of gate/up (as gemv_case does) */
+        pl_gemv_params sp = p;
+        sp.mode = PL_GEMV_STORE, sp.gate_out = sp.up_out = 0;
+        for (int i = 0; i < nm; i++)
+            pl_gpu_ref_matmul_id(&sp, &rm[i], ids, slots, x, one[i], om[i]);
         int bad = 0;
         for (size_t i = 0; i < ny && bad < 3; i++) {
             int past = i >= (size_t)slots * p.rows;
-            double tol = past ? 0 : 1e-5 * mag[i] + 1e-6 * fabs(ref[i]) + 1e-30;
+            double tol = 1e-5 * mag[i] + 1e-6 * fabs(ref[i]) + 1e-30;
+            if (nm == 2 && !past) {
+                double sg = one[0][i] / (1 + exp(-(double)one[0][i]));
+                tol = 1e-5 * (1.1 * om[0][i] * fabs(one[1][i]) + om[1][i] * fabs(sg)) +
+                      1e-6 * fabs(ref[i]) + 1e-30;
+            }
             if (past ? y[i] == y[i] : !(fabs((double)y[i] - ref[i]) <= tol)) {
                 CHECK(0, "%s: value %zu: %.9g vs %.9g", label, i, y[i], past ? NAN : ref[i]);
                 bad++;
             }
         }
+        for (int o = 0; o < 2 && !bad; o++) {
+            if (!iside[o]) continue;
+            gt_read(g, bufs[iside[o]], side, ny * 4);
+            for (size_t i = 0; i < (size_t)slots * p.rows && bad < 3; i++)
+                if (!(fabs((double)side[i] - one[o][i]) <= 1e-5 * om[o][i] + 1e-30)) {
+                    CHECK(0, "%s: %s side output %zu: %.9g vs %.9g", label, o ? "up" : "gate", i,
+                          side[i], one[o][i]);
+                    bad++;
+                }
+        }
         if (!bad) CHECK(1, "ok");
     }
     pl_gpu_kernel_free(k);
     for (int i = 0; i < nb; i++) pl_gpu_buf_free(bufs[i]);
-    free_mat(&m);
-    free(ids), free(x), free(y), free(ref), free(mag);
+    for (int i = 0; i < nm; i++) free_mat(&m[i]);
+    free(ids), free(x), free(y), free(ref), free(mag), free(side);
+    free(one[0]), free(one[1]), free(om[0]), free(om[1]);
 }
 
 static void test_gemv_ids(pl_gpu *g) {
@@ -650,6 +681,35 @@ static void test_gemv_ids(pl_gpu *g) {
                                        .x_shared = cs[i].shared},
                       cs[i].n_tok);
     }
+    /* gate and up experts in one sweep (SwiGLU), with and without their side outputs */
+    static const struct {
+        pl_gpu_wtype t;
+        uint32_t T, R, parts, rpp;
+        int q8x, side;
+    } gu[] = {
+        {PL_GW_Q4_0, 64, 4, 1, 0, 1, 1},
+        {PL_GW_Q8_0, 32, 2, 1, 0, 0, 0},
+        {PL_GW_F16, 64, 4, 2, 40, 0, 1},
+        {PL_GW_F32, 32, 1, 1, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof gu / sizeof gu[0]; i++)
+        gemv_ids_case(g,
+                      (pl_gemv_params){.type = gu[i].t,
+                                       .rows = 16,
+                                       .cols = 64,
+                                       .threads = gu[i].T,
+                                       .rows_per_wg = gu[i].R,
+                                       .mode = PL_GEMV_GATE_UP,
+                                       .gate_out = gu[i].side,
+                                       .up_out = gu[i].side,
+                                       .parts = gu[i].parts,
+                                       .rows_per_part = gu[i].rpp,
+                                       .q8x = gu[i].q8x,
+                                       .ids = 1,
+                                       .n_exp = 5,
+                                       .n_used = 3,
+                                       .x_shared = 1},
+                      2);
     /* gathered experts take no bias and no norm, and a part must hold whole workgroups of
      * every expert */
     char *src = NULL;
