@@ -50,6 +50,9 @@ static pl_status enc_matmul_id(gpu_backend *gb, const op *o) {
         p.preload = 0;
     }
     while (p.rows_per_wg > 1 && pl_gemv_wg_bytes(&p) > gb->info->max_wg_storage) p.rows_per_wg /= 2;
+    if (pl_gemv_bindings(&p) - 1 > (int)gb->info->max_storage_buffers)
+        return pl_fail(PL_ERR, "GPU: an expert weight in %u parts needs %d storage bindings (%u)",
+                       w->parts, pl_gemv_bindings(&p) - 1, gb->info->max_storage_buffers);
     pl_gpu_kernel *k;
     if (pl_gpu_get_kernel(gb, F_GEMV, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_gemv, "expert gemv",
                           &k) != PL_OK)
