@@ -170,7 +170,7 @@ static void case_embed_matmul(void) {
         uint32_t t = wtypes[ti], n = rnd(1, 4), rows = rnd(1, 80);
         uint32_t cols = quantised(t) ? 32 * rnd(1, 5) : rnd(1, 150);
         void *wd = weight_data(t, cols, rows);
-        float *bd = randv(rows, -1, 1), *xd = randv((size_t)n * cols, -1, 1);
+        float *bd = randv(rows, -1, 1), *xd = randv((size_t)(n + 1) * cols, -1, 1);
         float *od = randv((size_t)(n + 1) * rows, -1, 1);
         duo w = weight(t, cols, rows, wd), bias = weight(PL_TYPE_F32, rows, 1, bd);
         duo x = f32(cols, n + 1, xd), y = f32(rows, n + 1, NULL), acc = f32(rows, n + 1, od);
