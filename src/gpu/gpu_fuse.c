@@ -38,7 +38,8 @@ static bool asked(const op *a, const op *b, unsigned kind) {
 
 /* Does op o read or write buffer b? */
 static bool touches(const op *o, const gbuf *b) {
-    return o->a == b || o->b == b || o->c == b || o->out == b || o->vals == b ||
+    return o->a == b || o->b == b || o->c == b || o->d == b || o->e == b || o->out == b ||
+           o->vals == b || o->out2 == b || o->out3 == b ||
            (o->kind == OP_ROPE && (const gbuf *)o->rope.factors == b);
 }
 

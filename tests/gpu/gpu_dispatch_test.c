@@ -11,7 +11,8 @@
  *   EMBED  = 1   embedding rows
  *   HEAD   = 3   copy of the last row, RMSNorm in place (in place: not fused into the
  *                output GEMV, which cannot both read and store xb), the output GEMV
- *   ARGMAX = 2   top-k first stage over 1024-value chunks, then the merge
+ *   ARGMAX = 1   one workgroup takes the whole row (every vocabulary here is at most
+ *                1024 ids: one top-k chunk; a larger one adds the merge of the chunks)
  *
  * Per layer, fused (the default):
  *   1  q/k/v GEMV: the attention RMSNorm folded in, the three weights merged into one
@@ -40,7 +41,7 @@
 
 #define EMBED  1
 #define HEAD   3
-#define ARGMAX 2
+#define ARGMAX 1
 
 typedef struct {
     const char *file; /* under shared/ */
@@ -52,10 +53,10 @@ typedef struct {
 } pinned;
 
 static const pinned models[] = {
-    {"models/stories260K.gguf", 5, 6, 15, 36, 81},           /* 1+5*6+3+2, 1+5*15+3+2 */
-    {"fixtures/hf/llama/llama-q8_0.gguf", 4, 6, 15, 30, 66}, /* 1+4*6+3+2, 1+4*15+3+2 */
-    {"fixtures/hf/qwen2/qwen2-q8_0.gguf", 4, 8, 15, 38, 66}, /* 1+4*8+3+2, 1+4*15+3+2 */
-    {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, 6, 17, 30, 74}, /* 1+4*6+3+2, 1+4*17+3+2 */
+    {"models/stories260K.gguf", 5, 6, 15, 35, 80},           /* 1+5*6+3+1, 1+5*15+3+1 */
+    {"fixtures/hf/llama/llama-q8_0.gguf", 4, 6, 15, 29, 65}, /* 1+4*6+3+1, 1+4*15+3+1 */
+    {"fixtures/hf/qwen2/qwen2-q8_0.gguf", 4, 8, 15, 37, 65}, /* 1+4*8+3+1, 1+4*15+3+1 */
+    {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, 6, 17, 29, 73}, /* 1+4*6+3+1, 1+4*17+3+1 */
 };
 
 /* Dispatches of one decode step of id at position pos. */
