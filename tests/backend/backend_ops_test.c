@@ -401,6 +401,34 @@ static void case_deltanet(void) {
     }
 }
 
+/* ------------------------------------------------------------------ fusion requests */
+
+/* A dense feed-forward asked to fuse (the input norm into the gate/up sweep with SwiGLU):
+ * a backend with fused kernels runs them, the CPU the plain ops; the results must agree. */
+static void case_fuse(void) {
+    for (int ti = 0; ti < 4; ti++) {
+        uint32_t t = wtypes[ti], n = rnd(1, 4), ff = rnd(1, 70);
+        uint32_t d = quantised(t) ? 32 * rnd(1, 4) : rnd(1, 120);
+        void *gd = weight_data(t, d, ff), *ud = weight_data(t, d, ff);
+        float *nd = randv(d, 0.5f, 1.5f), *xd = randv((size_t)n * d, -1, 1);
+        duo wg = weight(t, d, ff, gd), wu = weight(t, d, ff, ud),
+            nw = weight(PL_TYPE_F32, d, 1, nd);
+        duo x = f32(d, n, xd), xn = f32(d, n, NULL), g = f32(ff, n, NULL), u = f32(ff, n, NULL);
+        BOTH("fuse", pl_be_fuse(be2[be_i], PL_FUSE_NORM_MATMUL | PL_FUSE_GATE_UP));
+        BOTH("rms_norm", pl_be_rms_norm(X(x), X(nw), n, d, 1e-6f, X(xn)));
+        BOTH("matmul", pl_be_matmul(X(wg), X(xn), NULL, n, false, X(g)));
+        BOTH("matmul", pl_be_matmul(X(wu), X(xn), NULL, n, false, X(u)));
+        BOTH("swiglu", pl_be_swiglu(X(g), X(u), (int64_t)n * ff, X(g)));
+        BOTH("fuse", pl_be_fuse(be2[be_i], 0));
+        char what[96];
+        snprintf(what, sizeof what, "fused norm + gate/up, type %u %ux%u n %u", t, ff, d, n);
+        compare(what, g, 1e-9);
+        compare(what, xn, 1e-9);
+        dfree(wg), dfree(wu), dfree(nw), dfree(x), dfree(xn), dfree(g), dfree(u);
+        free(gd), free(ud), free(nd), free(xd);
+    }
+}
+
 /* ------------------------------------------------------------------ driver */
 
 static void check_coverage(void) {
@@ -449,7 +477,8 @@ static void run_tests(void) {
     }
     fprintf(stderr, "%s against %s\n", be2[1]->device, be2[0]->device);
     static void (*const cases[])(void) = {case_embed_matmul, case_norm_ew, case_rope_attention,
-                                          case_select_copy,  case_moe,     case_deltanet};
+                                          case_select_copy,  case_moe,     case_deltanet,
+                                          case_fuse};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i]();
     check_coverage();
     pl_be_destroy(be2[1]);
