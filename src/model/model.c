@@ -318,6 +318,35 @@ static void summarise_types(const pl_gguf *g, pl_model_info *info) {
     snprintf(info->weight_type, sizeof info->weight_type, "%s", tr ? tr->name : "?");
 }
 
+/* The weight bytes one decoded token reads, by the converter's tensor names: the loaded
+ * layers' tensors (not the multi-token-prediction blocks past n_layer), of expert tensors
+ * (*_exps) the n_used of n_expert a token runs, of the token embedding one row unless it
+ * is also the output matrix (tied), and the rest whole. */
+static uint64_t decode_bytes(const pl_gguf *g, const pl_model_info *in) {
+    bool tied = !pl_gguf_find_tensor(g, "output.weight");
+    double bytes = 0;
+    for (int64_t i = 0; i < pl_gguf_tensor_count(g); i++) {
+        const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        char name[128]; /* (a longer name is no tensor we know) */
+        snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 127 ? t->name.len : 127),
+                 t->name.ptr);
+        int l;
+        if (sscanf(name, "blk.%d.", &l) == 1) {
+            if (l < in->layer_first || l >= in->layer_last) continue;
+            if (strstr(name, "_exps.") && in->n_expert > 0)
+                bytes += (double)t->nbytes * in->n_expert_used / in->n_expert;
+            else
+                bytes += (double)t->nbytes;
+        } else if (!strcmp(name, "token_embd.weight")) {
+            if (tied ? in->has_head : in->has_embed)
+                bytes += tied || t->ne[1] <= 0 ? (double)t->nbytes : (double)t->nbytes / t->ne[1];
+        } else if (in->has_head) {
+            bytes += (double)t->nbytes; /* output, its norm (rope_freqs: a few bytes) */
+        }
+    }
+    return (uint64_t)bytes;
+}
+
 pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *opts,
                         pl_model **out) {
     *out = NULL;
@@ -358,6 +387,7 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
         pl_model_free(m);
         return s;
     }
+    m->info.decode_bytes = decode_bytes(g, &m->info);
     *out = m;
     return PL_OK;
 }

@@ -35,6 +35,9 @@ typedef struct {
     int n_expert_used;     /* experts each token runs through (MoE) */
     int64_t n_params;      /* values in all weight tensors */
     uint64_t weight_bytes; /* bytes of all weight tensors in the file */
+    uint64_t decode_bytes; /* weight bytes one decoded token reads: of the loaded layers, the
+                              experts it runs (not all), one embedding row unless tied,
+                              not the multi-token-prediction block */
     char weight_type[16];  /* the format holding most of the weight values ("q4_0") */
     int layer_first;       /* the layers loaded: [layer_first, layer_last) */
     int layer_last;
