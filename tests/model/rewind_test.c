@@ -6,8 +6,11 @@
  *   - rewinding to 0 restarts, to the current position does nothing, to a position not
  *     kept fails with one line and leaves the state usable; a call larger than n_snap
  *     keeps nothing; a layers call at a position the state is not at fails with one line;
- *   - an attention-only model (llama) can always rewind. */
+ *   - an attention-only model (llama) can always rewind.
+ * The snapshot checks run on the CPU and on the WebGPU backend (lavapipe in CI; a missing
+ * adapter is a failure unless POOLED_SKIP_GPU=1 outside CI). */
 #include "cpu/cpu.h"
+#include "gpu/gpu.h"
 #include "model/fixture.h"
 #include "model/model.h"
 #include "test.h"
@@ -126,4 +129,18 @@ static void run_tests(void) {
     check_llama(be);
     CHECK(be->live_bufs == 0, "%lld buffers leaked", (long long)be->live_bufs);
     pl_be_destroy(be);
+    if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0); /* loader noise */
+    pl_gpu_backend_opts go = {.no_tune = 1, .no_selftest = 1};
+    pl_backend *gpu = NULL;
+    if (pl_gpu_backend_new(&go, &gpu) != PL_OK) {
+        const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
+        if (skip && !strcmp(skip, "1") && !(ci && *ci))
+            fprintf(stderr, "SKIP webgpu (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
+        else
+            CHECK(0, "the webgpu backend did not open: %s (run tools/setup.sh)", pl_last_error());
+        return;
+    }
+    check_snapshots(gpu);
+    CHECK(gpu->live_bufs == 0, "webgpu: %lld buffers leaked", (long long)gpu->live_bufs);
+    pl_be_destroy(gpu);
 }
