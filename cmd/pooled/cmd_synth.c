@@ -20,12 +20,13 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: pooled synth --preset NAME [--arch ARCH] [--type TYPE] -o OUT.gguf\n"
             "                    [--seed N] [--vocab-from FILE] [--layers N] [--vocab N]\n"
-            "                    [--threads N]\n"
+            "                    [--threads N] [--zeros]\n"
             "\n"
             "Write a GGUF with seeded random weights and the exact shapes and metadata of a\n"
             "real model (as llama.cpp's converter names them).\n"
             "  --preset NAME     the model to imitate (below)\n"
-            "  --arch ARCH       llama, qwen2 or qwen3; must match the preset (optional)\n"
+            "  --arch ARCH       llama, qwen2, qwen3, qwen3moe, qwen35 or qwen35moe; must\n"
+            "                    match the preset (optional)\n"
             "  --type TYPE       type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, ...\n"
             "                    (default f16); norms stay f32; matrices whose rows do not\n"
             "                    fit the type's block are stored as f16 (a note says so)\n"
@@ -33,9 +34,13 @@ static void usage(FILE *f) {
             "  --seed N          random seed (default 1): same seed, same bytes\n"
             "  --vocab-from FILE copy the tokenizer (every tokenizer.* key) from FILE; its\n"
             "                    token count becomes the vocabulary size\n"
-            "  --layers N        use N layers instead of the preset's (smaller test files)\n"
+            "  --layers N        use N layers instead of the preset's (smaller test files;\n"
+            "                    qwen35*: a multiple of the full-attention interval)\n"
             "  --vocab N         vocabulary size of the synthetic tokenizer (>= %d)\n"
             "  --threads N       threads making the values (default 2)\n"
+            "  --zeros           every weight zero, written as a sparse file: the exact\n"
+            "                    shapes in no time and little disk (for shape and loader\n"
+            "                    tests; such a model computes nothing useful)\n"
             "Without --vocab-from the tokenizer is byte-level BPE (tokenizer.ggml.model gpt2):\n"
             "256 byte tokens, <|endoftext|> (BOS), <|im_start|>, <|im_end|> (EOS), then\n"
             "[PADn] filler tokens up to the vocabulary size, no merges, a ChatML template.\n"
@@ -44,10 +49,16 @@ static void usage(FILE *f) {
     for (int i = 0; pl_synth_preset_at(i); i++) {
         const pl_synth_config *c = pl_synth_preset_at(i);
         fprintf(f,
-                "  %-14s %-6s %2d layers, hidden %4d, heads %2d/%d, head_dim %3d, ffn %5d, vocab "
+                "  %-15s %-9s %2d layers, hidden %4d, heads %2d/%d, head_dim %3d, ffn %5d, vocab "
                 "%6d%s\n",
                 c->preset, c->arch, c->n_layer, c->n_embd, c->n_head, c->n_head_kv, c->head_dim,
                 c->n_ff, c->n_vocab, c->tied ? ", tied" : "");
+        if (c->n_expert)
+            fprintf(f, "  %27s %d experts of %d, %d used%s\n", "", c->n_expert, c->n_ff_exp,
+                    c->n_expert_used, c->n_ff_shexp ? ", a shared expert" : "");
+        if (c->full_attn_interval)
+            fprintf(f, "  %27s full attention every %d layers, Gated DeltaNet %d/%d heads of %d\n",
+                    "", c->full_attn_interval, c->ssm_k_heads, c->ssm_v_heads, c->ssm_v_dim);
     }
 }
 
@@ -83,13 +94,16 @@ int cmd_synth(int argc, char **argv) {
     const char *preset = NULL, *arch = NULL, *type_name = "f16", *out = NULL, *vocab_path = NULL;
     const char *v;
     int64_t seed = 1, layers = 0, vocab = 0, threads = 2;
+    bool zeros = false;
     for (int i = 1; i < argc; i++) {
         bool err = false;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         }
-        if (arg_take(argc, argv, &i, "--preset", NULL, &v, &err))
+        if (!strcmp(argv[i], "--zeros"))
+            zeros = true;
+        else if (arg_take(argc, argv, &i, "--preset", NULL, &v, &err))
             preset = v;
         else if (arg_take(argc, argv, &i, "--arch", NULL, &v, &err))
             arch = v;
@@ -139,7 +153,8 @@ int cmd_synth(int argc, char **argv) {
 
     progress_state ps = {isatty(2) != 0, 0, {0, 0}};
     clock_gettime(CLOCK_MONOTONIC, &ps.start);
-    st = pl_synth_write(plan, &c, (uint64_t)seed, (int)threads, out, on_progress, &ps);
+    st = zeros ? pl_synth_write_zeros(plan, out)
+               : pl_synth_write(plan, &c, (uint64_t)seed, (int)threads, out, on_progress, &ps);
     if (st) {
         if (ps.tty) fputc('\n', stderr);
         pl_gguf_free(plan);

@@ -123,11 +123,16 @@ void model_report(const loaded_model *l) {
     const pl_model_info *in = pl_model_get_info(l->m);
     static const char *const count_u[] = {"", "K", "M", "B", "T", NULL};
     static const char *const byte_u[] = {" B", " KiB", " MiB", " GiB", " TiB", NULL};
-    char params[32], bytes[32];
+    char params[64], bytes[32];
     human((double)in->n_params, count_u, params, sizeof params, 1000);
+    if (in->n_expert) /* "576.2K params, 8 experts, 2 active" */
+        snprintf(params + strlen(params), sizeof params - strlen(params),
+                 " params, %d experts, %d active", in->n_expert, in->n_expert_used);
+    else
+        snprintf(params + strlen(params), sizeof params - strlen(params), " params");
     human((double)in->weight_bytes, byte_u, bytes, sizeof bytes, 1024);
     if (l->note) fprintf(stderr, "%s\n", l->note);
-    fprintf(stderr, "loaded %s%s%s%s (%s params, %s %s) | ctx %d of %d | kv %s | %s\n", in->arch,
+    fprintf(stderr, "loaded %s%s%s%s (%s, %s %s) | ctx %d of %d | kv %s | %s\n", in->arch,
             in->name[0] ? " '" : "", in->name, in->name[0] ? "'" : "", params, bytes,
             in->weight_type, l->so.n_ctx, in->n_ctx_train,
             l->so.kv_type == PL_TYPE_F16 ? "f16" : "f32", l->be->device);

@@ -297,6 +297,159 @@ pl_status pl_be_copy(const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst
     return src->be->m->copy(src->be, src, src0, count, dst, dst0);
 }
 
+/* An F32 (or I32) buffer holding at least `count` values, read flat. */
+static pl_status want_flat(const char *op, const char *what, const pl_buf *b, uint32_t t,
+                           int64_t count) {
+    CHECK(b, "%s: %s is missing", op, what);
+    CHECK(b->type == t, "%s: %s has type %s, expected %s", op, what, tname(b->type), tname(t));
+    CHECK(count <= nvals(b), "%s: %s holds %lld values, %lld needed", op, what, (long long)nvals(b),
+          (long long)count);
+    return PL_OK;
+}
+
+pl_status pl_be_fuse(pl_backend *be, unsigned kinds) {
+    CHECK(be, "fuse: missing backend");
+    CHECK((kinds & ~(unsigned)PL_FUSE_ALL) == 0, "fuse: unknown kinds 0x%x", kinds);
+    return be->m->fuse(be, kinds);
+}
+
+pl_status pl_be_softmax_rows(const pl_buf *x, int64_t rows, int64_t cols, pl_buf *out) {
+    CHECK(x && out, "softmax_rows: missing buffer");
+    CHECK(rows >= 0 && cols > 0 && rows <= INT64_MAX / cols, "softmax_rows: bad shape");
+    TRY(want_flat("softmax_rows", "x", x, PL_TYPE_F32, rows * cols));
+    TRY(want_flat("softmax_rows", "out", out, PL_TYPE_F32, rows * cols));
+    TRY(writable("softmax_rows", out));
+    TRY(same_be("softmax_rows", x, out));
+    return x->be->m->softmax_rows(x->be, x, rows, cols, out);
+}
+
+pl_status pl_be_topk_rows(const pl_buf *x, int64_t rows, int64_t cols, int64_t k, pl_buf *ids,
+                          pl_buf *vals) {
+    CHECK(x && ids && vals, "topk_rows: missing buffer");
+    CHECK(rows >= 0 && cols > 0 && rows <= INT64_MAX / cols, "topk_rows: bad shape");
+    CHECK(k > 0 && k <= cols, "topk_rows: k = %lld outside [1, %lld]", (long long)k,
+          (long long)cols);
+    TRY(want_flat("topk_rows", "x", x, PL_TYPE_F32, rows * cols));
+    TRY(want_flat("topk_rows", "ids", ids, PL_TYPE_I32, rows * k));
+    TRY(want_flat("topk_rows", "vals", vals, PL_TYPE_F32, rows * k));
+    CHECK(ids != vals && x != vals, "topk_rows: x, ids and vals must differ");
+    TRY(writable("topk_rows", ids));
+    TRY(writable("topk_rows", vals));
+    TRY(same_be("topk_rows", x, ids));
+    TRY(same_be("topk_rows", x, vals));
+    return x->be->m->topk_rows(x->be, x, rows, cols, k, ids, vals);
+}
+
+pl_status pl_be_matmul_id(const pl_buf *w, int64_t n_exp, const pl_buf *x, const pl_buf *ids,
+                          int64_t n, int64_t n_used, bool x_shared, pl_buf *out) {
+    CHECK(w && w->weight, "matmul_id: w must be a weight");
+    CHECK(n_exp > 0 && w->ne1 % n_exp == 0, "matmul_id: %lld rows are not %lld experts",
+          (long long)w->ne1, (long long)n_exp);
+    CHECK(n >= 0 && n_used > 0 && n_used <= n_exp && n <= INT64_MAX / n_used,
+          "matmul_id: bad token or slot count");
+    int64_t slots = n * n_used;
+    TRY(want("matmul_id", "x", x, PL_TYPE_F32, w->ne0, x_shared ? n : slots));
+    TRY(want("matmul_id", "out", out, PL_TYPE_F32, w->ne1 / n_exp, slots));
+    TRY(want_flat("matmul_id", "ids", ids, PL_TYPE_I32, slots));
+    CHECK(out != x && out != ids, "matmul_id: out must not be x or ids");
+    TRY(writable("matmul_id", out));
+    TRY(same_be("matmul_id", w, x));
+    TRY(same_be("matmul_id", w, ids));
+    TRY(same_be("matmul_id", w, out));
+    return w->be->m->matmul_id(w->be, w, n_exp, x, ids, n, n_used, x_shared, out);
+}
+
+pl_status pl_be_moe_combine(const pl_buf *y, const pl_buf *wts, int64_t n, int64_t n_used,
+                            bool accumulate, pl_buf *out) {
+    CHECK(y && wts && out, "moe_combine: missing buffer");
+    CHECK(n >= 0 && n_used > 0 && n <= INT64_MAX / n_used, "moe_combine: bad shape");
+    TRY(want("moe_combine", "y", y, PL_TYPE_F32, -1, n * n_used));
+    TRY(want("moe_combine", "out", out, PL_TYPE_F32, y->ne0, n));
+    TRY(want_flat("moe_combine", "wts", wts, PL_TYPE_F32, n * n_used));
+    CHECK(out != y && out != wts, "moe_combine: out must not be y or wts");
+    TRY(writable("moe_combine", out));
+    TRY(same_be("moe_combine", y, wts));
+    TRY(same_be("moe_combine", y, out));
+    return y->be->m->moe_combine(y->be, y, wts, n, n_used, accumulate, out);
+}
+
+pl_status pl_be_sigmoid_mul(const pl_buf *x, const pl_buf *g, int64_t rows, int64_t cols,
+                            int64_t g_cols, bool accumulate, pl_buf *out) {
+    CHECK(x && g && out, "sigmoid_mul: missing buffer");
+    CHECK(rows >= 0 && cols > 0 && rows <= INT64_MAX / cols, "sigmoid_mul: bad shape");
+    CHECK(g_cols == 1 || g_cols == cols, "sigmoid_mul: g_cols must be 1 or %lld", (long long)cols);
+    TRY(want_flat("sigmoid_mul", "x", x, PL_TYPE_F32, rows * cols));
+    TRY(want_flat("sigmoid_mul", "g", g, PL_TYPE_F32, rows * g_cols));
+    TRY(want_flat("sigmoid_mul", "out", out, PL_TYPE_F32, rows * cols));
+    CHECK(out != g, "sigmoid_mul: out must not be g");
+    CHECK(!accumulate || out != x, "sigmoid_mul: out must not be x when accumulating");
+    TRY(writable("sigmoid_mul", out));
+    TRY(same_be("sigmoid_mul", x, g));
+    TRY(same_be("sigmoid_mul", x, out));
+    return x->be->m->sigmoid_mul(x->be, x, g, rows, cols, g_cols, accumulate, out);
+}
+
+pl_status pl_be_ssm_conv(const pl_buf *x, const pl_buf *w, pl_buf *state, int64_t n, pl_buf *snaps,
+                         pl_buf *out) {
+    CHECK(w && w->weight && w->type == PL_TYPE_F32, "ssm_conv: w must be an f32 weight");
+    CHECK(w->ne0 >= 2 && w->ne0 <= 16, "ssm_conv: kernel width %lld outside [2, 16]",
+          (long long)w->ne0);
+    CHECK(n >= 0, "ssm_conv: negative row count");
+    int64_t ch = w->ne1, km1 = w->ne0 - 1;
+    TRY(want("ssm_conv", "x", x, PL_TYPE_F32, ch, n));
+    TRY(want("ssm_conv", "out", out, PL_TYPE_F32, ch, n));
+    TRY(want("ssm_conv", "state", state, PL_TYPE_F32, ch, km1));
+    if (snaps) {
+        TRY(want("ssm_conv", "snaps", snaps, PL_TYPE_F32, ch, n * km1));
+        TRY(writable("ssm_conv", snaps));
+        TRY(same_be("ssm_conv", w, snaps));
+    }
+    CHECK(out != x && out != state && state != x &&
+              (!snaps || (snaps != out && snaps != x && snaps != state)),
+          "ssm_conv: x, state, snaps and out must differ");
+    TRY(writable("ssm_conv", out));
+    TRY(writable("ssm_conv", state));
+    TRY(same_be("ssm_conv", w, x));
+    TRY(same_be("ssm_conv", w, state));
+    TRY(same_be("ssm_conv", w, out));
+    return w->be->m->ssm_conv(w->be, x, w, state, n, snaps, out);
+}
+
+pl_status pl_be_delta_rule(const pl_buf *qkv, const pl_buf *a, const pl_buf *b, const pl_buf *ssm_a,
+                           const pl_buf *dt_bias, pl_buf *state, int64_t n,
+                           const pl_delta_params *p, pl_buf *snaps, pl_buf *out) {
+    CHECK(p, "delta_rule: missing parameters");
+    CHECK(p->n_k_heads > 0 && p->n_v_heads > 0 && p->n_v_heads % p->n_k_heads == 0,
+          "delta_rule: %d value heads cannot share %d key heads", p->n_v_heads, p->n_k_heads);
+    CHECK(p->d_k > 0 && p->d_v > 0 && p->d_k <= 1024 && p->d_v <= 1024,
+          "delta_rule: head sizes %d, %d outside [1, 1024]", p->d_k, p->d_v);
+    CHECK(p->eps >= 0, "delta_rule: negative eps");
+    CHECK(n >= 0, "delta_rule: negative row count");
+    int64_t nk = p->n_k_heads, nv = p->n_v_heads, dk = p->d_k, dv = p->d_v;
+    TRY(want("delta_rule", "qkv", qkv, PL_TYPE_F32, 2 * nk * dk + nv * dv, n));
+    TRY(want("delta_rule", "a", a, PL_TYPE_F32, nv, n));
+    TRY(want("delta_rule", "b", b, PL_TYPE_F32, nv, n));
+    TRY(want_flat("delta_rule", "ssm_a", ssm_a, PL_TYPE_F32, nv));
+    TRY(want_flat("delta_rule", "dt_bias", dt_bias, PL_TYPE_F32, nv));
+    TRY(want("delta_rule", "state", state, PL_TYPE_F32, dk * dv, nv));
+    TRY(want("delta_rule", "out", out, PL_TYPE_F32, nv * dv, n));
+    if (snaps) {
+        TRY(want("delta_rule", "snaps", snaps, PL_TYPE_F32, dk * dv, n * nv));
+        TRY(writable("delta_rule", snaps));
+        TRY(same_be("delta_rule", qkv, snaps));
+        CHECK(snaps != out && snaps != state && snaps != qkv && snaps != a && snaps != b,
+              "delta_rule: snaps must differ from the other buffers");
+    }
+    CHECK(out != qkv && out != a && out != b && out != state && state != qkv && state != a &&
+              state != b,
+          "delta_rule: out and state must differ from the inputs and each other");
+    TRY(writable("delta_rule", out));
+    TRY(writable("delta_rule", state));
+    const pl_buf *all[] = {a, b, ssm_a, dt_bias, state, out};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) TRY(same_be("delta_rule", qkv, all[i]));
+    return qkv->be->m->delta_rule(qkv->be, qkv, a, b, ssm_a, dt_bias, state, n, p, snaps, out);
+}
+
 void pl_be_destroy(pl_backend *be) {
     if (be) be->m->destroy(be);
 }

@@ -64,6 +64,34 @@ typedef struct {
     float scale;    /* multiplies q.k before the softmax, usually 1/sqrt(head_dim) */
 } pl_attn_params;
 
+/* Gated DeltaNet shapes (the linear attention of the Qwen3.5 family). */
+typedef struct {
+    int n_k_heads; /* query/key heads */
+    int n_v_heads; /* value heads, a multiple of n_k_heads; value head h reads query/key head
+                    * h % n_k_heads (the tiled order llama.cpp's converter writes) */
+    int d_k;       /* values per query/key head */
+    int d_v;       /* values per value head */
+    float eps;     /* of the L2 norms of q and k: x / sqrt(sum(x^2) + eps) */
+} pl_delta_params;
+
+/* Fused kernels a model may ask for (pl_be_fuse), as a mask. Each names a pattern of
+ * consecutive ops (dead-end ops of other kinds may sit between them where said):
+ *   NORM_MATMUL  rms_norm(x -> xn) then the matmuls reading xn: they normalise x themselves
+ *   QKV          three matmuls of the same x (q, k, v): one sweep over the three weights
+ *   NORM_ROPE    an in-place per-head rms_norm, then (later) the rope of the same rows
+ *   ROPE_STORE   rope(k) then kv_store(k) and kv_store(v) of the same rows
+ *   ROPE_PAIR    rope(q) then rope(k) at the same positions
+ *   GATE_UP      matmul(Wg, x -> g), matmul(Wu, x -> u), swiglu(g, u): one gate/up pass */
+enum {
+    PL_FUSE_NORM_MATMUL = 1u << 0,
+    PL_FUSE_QKV = 1u << 1,
+    PL_FUSE_NORM_ROPE = 1u << 2,
+    PL_FUSE_ROPE_STORE = 1u << 3,
+    PL_FUSE_ROPE_PAIR = 1u << 4,
+    PL_FUSE_GATE_UP = 1u << 5,
+    PL_FUSE_ALL = (1u << 6) - 1
+};
+
 /* The methods a backend fills in. Arguments arrive already checked by backend.c.
  * n = rows used in this call. */
 typedef struct pl_backend_methods {
@@ -132,6 +160,72 @@ typedef struct pl_backend_methods {
     pl_status (*copy)(pl_backend *be, const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst,
                       int64_t dst0);
 
+    /* ---- mixture of experts ---- */
+    /* out[r, :] = softmax(x[r, :]) for r < rows: exp(x - max) / sum, in float32. x, out
+     * [>=rows, cols] read as contiguous rows (like rms_norm); out may be x. */
+    pl_status (*softmax_rows)(pl_backend *be, const pl_buf *x, int64_t rows, int64_t cols,
+                              pl_buf *out);
+    /* For each of rows rows of cols values (read as contiguous rows): the k largest values,
+     * descending, ties by lower index first, NaN skipped (places left over: id -1, value
+     * -inf), into ids[r*k + j] (I32) and vals[r*k + j] (F32), read flat. */
+    pl_status (*topk_rows)(pl_backend *be, const pl_buf *x, int64_t rows, int64_t cols, int64_t k,
+                           pl_buf *ids, pl_buf *vals);
+    /* Gathered expert matmul. w stacks n_exp matrices of [n_out, k] as one [n_exp*n_out, k]
+     * weight (a GGUF [k, n_out, n_exp] tensor); expert e is rows [e*n_out, (e+1)*n_out).
+     * For token i < n and slot j < n_used, with e = ids[i*n_used + j] (I32, read flat):
+     *   out[i*n_used + j, :] = W_e x_r,  x_r = x[i] when x_shared, else x[i*n_used + j].
+     * An e outside [0, n_exp) gives a zero row. out [>= n*n_used, n_out], not x. act_q8
+     * applies as in matmul. Only the selected experts' rows are read. */
+    pl_status (*matmul_id)(pl_backend *be, const pl_buf *w, int64_t n_exp, const pl_buf *x,
+                           const pl_buf *ids, int64_t n, int64_t n_used, bool x_shared,
+                           pl_buf *out);
+    /* out[i, :] (+)= sum over j < n_used, in order, of wts[i*n_used + j] * y[i*n_used + j, :]
+     * for i < n.  y [>= n*n_used, d]; wts F32 read flat; out [>= n, d], not y; accumulate
+     * adds into out (the residual). */
+    pl_status (*moe_combine)(pl_backend *be, const pl_buf *y, const pl_buf *wts, int64_t n,
+                             int64_t n_used, bool accumulate, pl_buf *out);
+
+    /* ---- gates and the Gated DeltaNet ---- */
+    /* out[r, c] (+)= x[r, c] * sigmoid(g[r, g_cols == 1 ? 0 : c]) for r < rows, c < cols:
+     * a gate per value (g_cols == cols) or one per row (g_cols == 1, e.g. a shared expert's
+     * gate). x, out [>=rows, cols] and g [>=rows, g_cols] read as contiguous rows; out may
+     * be x unless accumulate. */
+    pl_status (*sigmoid_mul)(pl_backend *be, const pl_buf *x, const pl_buf *g, int64_t rows,
+                             int64_t cols, int64_t g_cols, bool accumulate, pl_buf *out);
+    /* Causal depthwise convolution over time followed by SiLU, per channel. w F32
+     * [channels, K] (the GGUF's ssm_conv1d [K, channels]); state F32 [K-1, channels]: the
+     * inputs at the K-1 positions before x's first row (zeros at a sequence's start),
+     * replaced by the last K-1 inputs on return. With in = the state's rows then x's rows:
+     *   out[t, c] = silu(sum over j < K of w[c, j] * in[t + j, c])  for t < n.
+     * x, out [>= n, channels], out not x. snaps NULL, or F32 [>= n*(K-1), channels]: rows
+     * [t*(K-1), (t+1)*(K-1)) get the state as it is after row t (for rewinding). */
+    pl_status (*ssm_conv)(pl_backend *be, const pl_buf *x, const pl_buf *w, pl_buf *state,
+                          int64_t n, pl_buf *snaps, pl_buf *out);
+    /* The gated delta rule over n tokens, in order. qkv [>= n, 2*n_k*d_k + n_v*d_v]: row t
+     * holds q (n_k heads of d_k), k (n_k heads of d_k), v (n_v heads of d_v). a, b F32
+     * [>= n, n_v] (the alpha and beta projections); ssm_a F32 [n_v] (= -exp(A_log), the
+     * GGUF's ssm_a); dt_bias F32 [n_v]. state F32 [n_v, d_k*d_v]: head h's S[i][j] (i < d_k,
+     * j < d_v) at row h, i*d_v + j; zeros at a sequence's start; updated. For token t and
+     * value head h, with kh = h % n_k:
+     *   q = l2norm(q_kh) / sqrt(d_k),  k = l2norm(k_kh),  beta = sigmoid(b[t, h]),
+     *   g = exp(ssm_a[h] * softplus(a[t, h] + dt_bias[h]))   (softplus(x) = x above 20)
+     *   S = g * S;  S += k (beta * (v_h - S^T k))^T;  out[t, h*d_v + j] = (S^T q)_j
+     * out [>= n, n_v*d_v]. snaps NULL, or F32 [>= n*n_v, d_k*d_v]: rows [t*n_v, (t+1)*n_v)
+     * get the state as it is after token t. */
+    pl_status (*delta_rule)(pl_backend *be, const pl_buf *qkv, const pl_buf *a, const pl_buf *b,
+                            const pl_buf *ssm_a, const pl_buf *dt_bias, pl_buf *state, int64_t n,
+                            const pl_delta_params *p, pl_buf *snaps, pl_buf *out);
+
+    /* ---- fusion requests ---- */
+    /* The ops issued from now until the next fuse call form one group, which asks for the
+     * fused kernels in `kinds` (PL_FUSE_*; 0: no group). A backend with fused kernels fuses
+     * only inside groups that ask, and counts a requested kind that found no ops of its
+     * pattern in the group (the model's order changed): see pl_gpu_backend_fusions_missed.
+     * A kind whose ops were found but cannot be fused on this device or for these weight
+     * types (different formats, binding limits) is not missed. A backend without fused
+     * kernels ignores the call (the CPU). */
+    pl_status (*fuse)(pl_backend *be, unsigned kinds);
+
     /* ---- lifetime ---- */
     /* Free the backend; every buffer must have been freed before. */
     void (*destroy)(pl_backend *be);
@@ -145,8 +239,11 @@ typedef struct pl_backend_methods {
     X(buf_weight)                                                                                  \
     X(buf_free)                                                                                    \
     X(write)                                                                                       \
-    X(read) X(embed) X(rms_norm) X(matmul) X(add) X(rope) X(kv_store) X(attention) X(swiglu)       \
-        X(argmax) X(topk) X(copy) X(destroy)
+    X(read)                                                                                        \
+    X(embed)                                                                                       \
+    X(rms_norm) X(matmul) X(add) X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk)      \
+        X(copy) X(softmax_rows) X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul)            \
+            X(ssm_conv) X(delta_rule) X(fuse) X(destroy)
 
 /* A backend instance; the implementation embeds it as its first member. */
 struct pl_backend {
@@ -194,6 +291,24 @@ pl_status pl_be_swiglu(const pl_buf *gate, const pl_buf *up, int64_t count, pl_b
 pl_status pl_be_argmax(const pl_buf *x, int64_t rows, pl_buf *ids, int64_t dst0);
 pl_status pl_be_topk(const pl_buf *x, int64_t row, int64_t k, pl_buf *ids, pl_buf *vals);
 pl_status pl_be_copy(const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst, int64_t dst0);
+
+pl_status pl_be_softmax_rows(const pl_buf *x, int64_t rows, int64_t cols, pl_buf *out);
+pl_status pl_be_topk_rows(const pl_buf *x, int64_t rows, int64_t cols, int64_t k, pl_buf *ids,
+                          pl_buf *vals);
+pl_status pl_be_matmul_id(const pl_buf *w, int64_t n_exp, const pl_buf *x, const pl_buf *ids,
+                          int64_t n, int64_t n_used, bool x_shared, pl_buf *out);
+pl_status pl_be_moe_combine(const pl_buf *y, const pl_buf *wts, int64_t n, int64_t n_used,
+                            bool accumulate, pl_buf *out);
+pl_status pl_be_sigmoid_mul(const pl_buf *x, const pl_buf *g, int64_t rows, int64_t cols,
+                            int64_t g_cols, bool accumulate, pl_buf *out);
+pl_status pl_be_ssm_conv(const pl_buf *x, const pl_buf *w, pl_buf *state, int64_t n, pl_buf *snaps,
+                         pl_buf *out);
+pl_status pl_be_delta_rule(const pl_buf *qkv, const pl_buf *a, const pl_buf *b, const pl_buf *ssm_a,
+                           const pl_buf *dt_bias, pl_buf *state, int64_t n,
+                           const pl_delta_params *p, pl_buf *snaps, pl_buf *out);
+
+/* Ask for the fused kernels `kinds` over the ops issued until the next call (0: none). */
+pl_status pl_be_fuse(pl_backend *be, unsigned kinds);
 
 /* Destroy a backend (NULL is fine). */
 void pl_be_destroy(pl_backend *be);

@@ -1,5 +1,6 @@
 /* cpu.c - the CPU backend's buffers, its methods table and the element-wise ops.
- * The matrix product lives in cpu_matmul.c, attention in cpu_attention.c. */
+ * The matrix products live in cpu_matmul.c, attention in cpu_attention.c, the
+ * mixture-of-experts ops in cpu_moe.c, the Gated DeltaNet ops in cpu_ssm.c. */
 #include "cpu_internal.h"
 
 #include <math.h>
@@ -169,16 +170,11 @@ static pl_status op_argmax(pl_backend *be, const pl_buf *x, int64_t rows, pl_buf
     return PL_OK;
 }
 
-static pl_status op_topk(pl_backend *be, const pl_buf *x, int64_t row, int64_t k, pl_buf *ids,
-                         pl_buf *vals) {
-    (void)be;
-    const float *v = fptr(x) + row * x->ne0;
-    int32_t *oi = vptr(ids);
-    float *ov = fptr(vals);
+void pl_cpu_topk_row(const float *v, int64_t cols, int64_t k, int32_t *oi, float *ov) {
     int64_t have = 0;
     /* Insertion into a sorted list of k: a strictly larger value moves ahead, so among
      * equal values the lower index (seen first) stays first. */
-    for (int64_t i = 0; i < x->ne0; i++) {
+    for (int64_t i = 0; i < cols; i++) {
         if (isnan(v[i]) || (have == k && !(v[i] > ov[k - 1]))) continue;
         int64_t j = have < k ? have++ : k - 1;
         while (j > 0 && v[i] > ov[j - 1]) {
@@ -193,6 +189,12 @@ static pl_status op_topk(pl_backend *be, const pl_buf *x, int64_t row, int64_t k
         ov[have] = -INFINITY;
         oi[have] = -1;
     }
+}
+
+static pl_status op_topk(pl_backend *be, const pl_buf *x, int64_t row, int64_t k, pl_buf *ids,
+                         pl_buf *vals) {
+    (void)be;
+    pl_cpu_topk_row(fptr(x) + row * x->ne0, x->ne0, k, vptr(ids), fptr(vals));
     return PL_OK;
 }
 
@@ -201,6 +203,12 @@ static pl_status op_copy(pl_backend *be, const pl_buf *src, int64_t src0, int64_
     (void)be;
     size_t es = src->type == PL_TYPE_F16 ? 2 : 4;
     memcpy((char *)vptr(dst) + dst0 * es, (const char *)vptr(src) + src0 * es, (size_t)count * es);
+    return PL_OK;
+}
+
+/* The CPU has no fused kernels: each op already runs in one pass over its rows. */
+static pl_status op_fuse(pl_backend *be, unsigned kinds) {
+    (void)be, (void)kinds;
     return PL_OK;
 }
 
@@ -227,6 +235,14 @@ static const pl_backend_methods cpu_methods = {
     .argmax = op_argmax,
     .topk = op_topk,
     .copy = op_copy,
+    .softmax_rows = pl_cpu_softmax_rows,
+    .topk_rows = pl_cpu_topk_rows,
+    .matmul_id = pl_cpu_matmul_id,
+    .moe_combine = pl_cpu_moe_combine,
+    .sigmoid_mul = pl_cpu_sigmoid_mul,
+    .ssm_conv = pl_cpu_ssm_conv,
+    .delta_rule = pl_cpu_delta_rule,
+    .fuse = op_fuse,
     .destroy = destroy,
 };
 

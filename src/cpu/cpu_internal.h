@@ -77,8 +77,30 @@ float pl_cpu_qdot_row_portable(int q4, const unsigned char *w, const int8_t *y, 
 
 pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out);
+pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const pl_buf *x,
+                           const pl_buf *ids, int64_t n, int64_t n_used, bool x_shared,
+                           pl_buf *out);
 pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
                            const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
                            pl_buf *out);
+/* cpu_ssm.c: the gates and the Gated DeltaNet ops (contracts in backend.h). */
+pl_status pl_cpu_sigmoid_mul(pl_backend *be, const pl_buf *x, const pl_buf *g, int64_t rows,
+                             int64_t cols, int64_t g_cols, bool accumulate, pl_buf *out);
+pl_status pl_cpu_ssm_conv(pl_backend *be, const pl_buf *x, const pl_buf *w, pl_buf *state,
+                          int64_t n, pl_buf *snaps, pl_buf *out);
+pl_status pl_cpu_delta_rule(pl_backend *be, const pl_buf *qkv, const pl_buf *a, const pl_buf *b,
+                            const pl_buf *ssm_a, const pl_buf *dt_bias, pl_buf *state, int64_t n,
+                            const pl_delta_params *p, pl_buf *snaps, pl_buf *out);
+
+/* The k largest of v[0..cols), as the topk op orders them (backend.h): into oi/ov [k]. */
+void pl_cpu_topk_row(const float *v, int64_t cols, int64_t k, int32_t *oi, float *ov);
+
+/* cpu_moe.c: the row softmax, row top-k and the weighted expert combine of backend.h. */
+pl_status pl_cpu_softmax_rows(pl_backend *be, const pl_buf *x, int64_t rows, int64_t cols,
+                              pl_buf *out);
+pl_status pl_cpu_topk_rows(pl_backend *be, const pl_buf *x, int64_t rows, int64_t cols, int64_t k,
+                           pl_buf *ids, pl_buf *vals);
+pl_status pl_cpu_moe_combine(pl_backend *be, const pl_buf *y, const pl_buf *wts, int64_t n,
+                             int64_t n_used, bool accumulate, pl_buf *out);
 
 #endif

@@ -1,5 +1,5 @@
 /* cpu_matmul.c - out[i, :] (+)= W x[i, :] + bias on the CPU, for a weight of any readable
- * format.
+ * format, and the gathered expert matmul (matmul_id) built on the same kernels.
  *
  * Each weight row is dequantised once into float and then dotted with every activation row
  * of the batch, so a prompt's tokens share the dequantisation. The output rows are split
@@ -8,7 +8,11 @@
  *
  * With act_q8 (backend.h) and a Q4_0/Q8_0 weight, the activation rows are quantised to Q8_0
  * blocks once, and each block product is an integer dot scaled by the two f16 scales,
- * summed in block order: llama.cpp's arithmetic, and no dequantisation at all. */
+ * summed in block order: llama.cpp's arithmetic, and no dequantisation at all.
+ *
+ * matmul_id groups the (token, slot) pairs by expert and runs each used expert's rows as one
+ * matmul over the rows of x routed to it (read and written through row maps), so an expert
+ * chosen by several tokens is dequantised once and an expert chosen by none is never read. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -18,6 +22,9 @@ typedef struct {
     const pl_buf *w, *x, *bias;
     const int8_t *xq; /* act_q8: the quantised activation rows, and their block scales */
     const float *xd;  /* (the f16 scales widened once, not once per weight row) */
+    /* Row maps (matmul_id): batch row i reads x row xrow[i] and writes out row orow[i];
+     * NULL: row i. */
+    const int64_t *xrow, *orow;
     pl_buf *out;
     int64_t n, rows_per_item;
     bool accumulate;
@@ -27,6 +34,13 @@ typedef struct {
 /* Weight rows are taken MM_BLOCK at a time: the block's dequantised rows stay in cache
  * while every activation row of the batch passes over them once. */
 #define MM_BLOCK 8
+
+static inline int64_t x_row(const mm_job *j, int64_t i) {
+    return j->xrow ? j->xrow[i] : i;
+}
+static inline int64_t out_row(const mm_job *j, int64_t i) {
+    return j->orow ? j->orow[i] : i;
+}
 
 /* The act_q8 path: rows r0..r1 of a Q4_0/Q8_0 weight against every quantised row. */
 static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
@@ -45,14 +59,15 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
                 const int8_t *y[4];
                 const float *yd[4];
                 for (int t = 0; t < 4; t++)
-                    y[t] = j->xq + (i + t) * k, yd[t] = j->xd + (i + t) * nb;
+                    y[t] = j->xq + x_row(j, i + t) * k, yd[t] = j->xd + x_row(j, i + t) * nb;
                 pl_cpu_qdot_rows4(q4, wr, y, yd, nb, sums);
             } else {
-                sums[0] = pl_cpu_qdot_row(q4, wr, j->xq + i * k, j->xd + i * nb, nb);
+                int64_t xi = x_row(j, i);
+                sums[0] = pl_cpu_qdot_row(q4, wr, j->xq + xi * k, j->xd + xi * nb, nb);
             }
             for (int t = 0; t < m; t++, i++) {
                 float v = sums[t] + (bias ? bias[r] : 0.0f);
-                float *o = out + i * n_out + r;
+                float *o = out + out_row(j, i) * n_out + r;
                 *o = j->accumulate ? *o + v : v;
             }
         }
@@ -94,8 +109,8 @@ static void mm_item(void *ctx, int64_t item) {
             }
         }
         for (int64_t i = 0; i < j->n; i++) {
-            const float *xi = x + i * k;
-            float *o = out + i * n_out + rb;
+            const float *xi = x + x_row(j, i) * k;
+            float *o = out + out_row(j, i) * n_out + rb;
             for (int b = 0; b < nb; b++) {
                 float v = pl_cpu_dot(rows[b], xi, k) + (bias ? bias[rb + b] : 0.0f);
                 o[b] = j->accumulate ? o[b] + v : v;
@@ -105,38 +120,107 @@ static void mm_item(void *ctx, int64_t item) {
     free(tmp);
 }
 
-pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
-                        int64_t n, bool accumulate, pl_buf *out) {
-    cpu_backend *c = cpu_of(be);
-    int64_t n_out = w->ne1;
-    mm_job j = {.w = w, .x = x, .bias = bias, .out = out, .n = n, .accumulate = accumulate};
-    atomic_init(&j.failed, 0);
+/* act_q8 (backend.h): Q4_0/Q8_0 weights take Q8_0-quantised activations. */
+static bool wants_q8(const pl_backend *be, const pl_buf *w) {
+    return be->act_q8 && (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0);
+}
+
+/* The first n rows of x (k values each) quantised to Q8_0 blocks: *xq [n*k] and the block
+ * scales widened to float, *xd [n*k/32]; both malloc'd. */
+static pl_status quantise_rows(const pl_buf *x, int64_t n, int64_t k, int8_t **xq, float **xd) {
+    int64_t nbt = n * (k / 32);
+    uint16_t *xh = malloc((size_t)nbt * sizeof *xh + 1);
+    *xq = malloc((size_t)(n * k) + 1);
+    *xd = malloc((size_t)nbt * sizeof **xd + 1);
+    if (!*xq || !xh || !*xd) {
+        free(*xq), free(xh), free(*xd);
+        *xq = NULL, *xd = NULL;
+        return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
+    }
+    for (int64_t i = 0; i < n; i++)
+        pl_quant_act_q8_0(fptr(x) + i * k, k, *xq + i * k, xh + i * (k / 32));
+    for (int64_t b = 0; b < nbt; b++) (*xd)[b] = pl_f16_to_f32(xh[b]);
+    free(xh);
+    return PL_OK;
+}
+
+/* Split j's weight rows between the pool's threads and run them. */
+static void mm_run(cpu_backend *c, mm_job *j) {
+    int64_t n_out = j->w->ne1;
     int threads = pl_pool_threads(c->pool);
-    int64_t work = n * n_out * w->ne0;
+    int64_t work = j->n * n_out * j->w->ne0;
     int64_t items = work < CPU_PAR_MIN_WORK ? 1 : (int64_t)threads * 4;
     if (items > n_out) items = n_out;
-    j.rows_per_item = (n_out + items - 1) / items;
-    items = (n_out + j.rows_per_item - 1) / j.rows_per_item;
+    j->rows_per_item = (n_out + items - 1) / items;
+    items = (n_out + j->rows_per_item - 1) / j->rows_per_item;
+    pl_pool_run(c->pool, items, mm_item, j);
+}
+
+pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
+                        int64_t n, bool accumulate, pl_buf *out) {
+    mm_job j = {.w = w, .x = x, .bias = bias, .out = out, .n = n, .accumulate = accumulate};
+    atomic_init(&j.failed, 0);
     int8_t *xq = NULL;
-    uint16_t *xh = NULL;
     float *xd = NULL;
-    if (be->act_q8 && (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0)) {
-        int64_t k = w->ne0, nbt = n * (k / 32);
-        xq = malloc((size_t)(n * k));
-        xh = malloc((size_t)nbt * sizeof *xh);
-        xd = malloc((size_t)nbt * sizeof *xd);
-        if (!xq || !xh || !xd) {
-            free(xq), free(xh), free(xd);
-            return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
-        }
-        for (int64_t i = 0; i < n; i++)
-            pl_quant_act_q8_0(fptr(x) + i * k, k, xq + i * k, xh + i * (k / 32));
-        for (int64_t b = 0; b < nbt; b++) xd[b] = pl_f16_to_f32(xh[b]);
+    if (wants_q8(be, w)) {
+        pl_status s = quantise_rows(x, n, w->ne0, &xq, &xd);
+        if (s) return s;
         j.xq = xq, j.xd = xd;
     }
-    pl_pool_run(c->pool, items, mm_item, &j);
-    free(xq), free(xh), free(xd);
+    mm_run(cpu_of(be), &j);
+    free(xq), free(xd);
     if (atomic_load(&j.failed))
         return pl_fail(PL_ERR_NOMEM, "matmul: out of memory or unreadable weights");
+    return PL_OK;
+}
+
+pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const pl_buf *x,
+                           const pl_buf *ids, int64_t n, int64_t n_used, bool x_shared,
+                           pl_buf *out) {
+    int64_t slots = n * n_used, n_out = w->ne1 / n_exp;
+    const int32_t *id = vptr(ids);
+    /* Counting sort of the slots by expert: the slots of expert e are order[start[e] ..
+     * start[e+1]), in slot order; xrow[] the x row each of them reads. */
+    int64_t *start = calloc(2 * (size_t)n_exp + 1, sizeof *start), *fill = start + n_exp + 1;
+    int64_t *order = malloc(2 * (size_t)slots * sizeof *order + 1), *xrow = order + slots;
+    if (!start || !order) {
+        free(start), free(order);
+        return pl_fail(PL_ERR_NOMEM, "matmul_id: out of memory");
+    }
+    for (int64_t s = 0; s < slots; s++) {
+        if (id[s] >= 0 && id[s] < n_exp)
+            start[id[s] + 1]++;
+        else /* no such expert: a zero row */
+            memset(fptr(out) + s * n_out, 0, (size_t)n_out * sizeof(float));
+    }
+    for (int64_t e = 0; e < n_exp; e++) start[e + 1] += start[e];
+    for (int64_t e = 0; e < n_exp; e++) fill[e] = start[e];
+    for (int64_t s = 0; s < slots; s++) {
+        if (id[s] < 0 || id[s] >= n_exp) continue;
+        int64_t at = fill[id[s]]++;
+        order[at] = s;
+        xrow[at] = x_shared ? s / n_used : s;
+    }
+    int8_t *xq = NULL;
+    float *xd = NULL;
+    pl_status st = PL_OK;
+    if (wants_q8(be, w)) st = quantise_rows(x, x_shared ? n : slots, w->ne0, &xq, &xd);
+    /* each used expert: its n_out rows of w as a view, over the rows routed to it */
+    int64_t row_bytes = pl_row_size(w->type, w->ne0);
+    bool failed = false;
+    for (int64_t e = 0; e < n_exp && !st && !failed; e++) {
+        int64_t m = start[e + 1] - start[e];
+        if (m == 0) continue;
+        cpu_buf view = {.h = *w, .data = (char *)vptr(w) + e * n_out * row_bytes};
+        view.h.ne1 = n_out;
+        mm_job j = {.w = &view.h, .x = x, .xq = xq, .xd = xd, .out = out, .n = m};
+        j.xrow = xrow + start[e], j.orow = order + start[e];
+        atomic_init(&j.failed, 0);
+        mm_run(cpu_of(be), &j);
+        failed = atomic_load(&j.failed);
+    }
+    free(xq), free(xd), free(start), free(order);
+    if (st) return st;
+    if (failed) return pl_fail(PL_ERR_NOMEM, "matmul_id: out of memory or unreadable weights");
     return PL_OK;
 }

@@ -2,8 +2,9 @@
  *
  * Ops are recorded, not run: a whole token's work goes into one command buffer, submitted
  * once when the host reads a result (the sampled id) or writes input. Neighbouring ops are
- * fused (RMSNorm into the next projections, gate/up/SwiGLU, q/k norm + RoPE + KV store)
- * unless fusion is turned off; a test pins that both give the same ids.
+ * fused where the model asks for it (pl_be_fuse: RMSNorm into the next projections,
+ * gate/up/SwiGLU, q/k norm + RoPE + KV store) unless fusion is turned off; a test pins
+ * that both give the same ids.
  *
  * Opening runs a self-test of every kernel family against its CPU reference (kernel_ref.h)
  * and fails with the reason if a pipeline is rejected or a result is wrong, so a caller
@@ -27,6 +28,11 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out);
 
 /* True when the backend's adapter is a software rasteriser (lavapipe): correct, slow. */
 int pl_gpu_backend_is_software(const pl_backend *be);
+
+/* Fused kernels a model asked for (pl_be_fuse) whose ops were not found in their group, so
+ * far; *last (optional) describes the latest ("gate_up, asked for by the group starting at
+ * op 12 of a queue of 80"), or "". */
+uint64_t pl_gpu_backend_fusions_missed(const pl_backend *be, const char **last);
 
 /* Dispatches and submits recorded so far (for benchmarks and notes). */
 void pl_gpu_backend_counters(const pl_backend *be, uint64_t *dispatches, uint64_t *submits);

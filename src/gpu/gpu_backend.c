@@ -52,7 +52,9 @@ static pl_status snapshot(gpu_backend *gb, gbuf *b) {
 /* Does a recorded, not yet submitted op write b? */
 static bool pending_write(const gpu_backend *gb, const gbuf *b) {
     for (int i = 0; i < gb->n_ops; i++)
-        if (gb->ops[i].out == b || gb->ops[i].vals == b) return true;
+        if (gb->ops[i].out == b || gb->ops[i].vals == b || gb->ops[i].out2 == b ||
+            gb->ops[i].out3 == b)
+            return true;
     return false;
 }
 
@@ -275,6 +277,8 @@ static op *push(gpu_backend *gb, op_kind kind) {
     op *o = &gb->ops[gb->n_ops++];
     memset(o, 0, sizeof *o);
     o->kind = kind;
+    o->fmask = gb->fuse_mask;
+    o->group = gb->fuse_group;
     return o;
 }
 
@@ -364,6 +368,64 @@ static pl_status op_copy(pl_backend *be, const pl_buf *src, int64_t src0, int64_
     return PL_OK;
 }
 
+static pl_status op_softmax_rows(pl_backend *be, const pl_buf *x, int64_t rows, int64_t cols,
+                                 pl_buf *out) {
+    PUSH(OP_SOFTMAX);
+    o->a = (const gbuf *)x, o->out = (gbuf *)out, o->rows = rows, o->cols = cols;
+    return PL_OK;
+}
+
+static pl_status op_topk_rows(pl_backend *be, const pl_buf *x, int64_t rows, int64_t cols,
+                              int64_t k, pl_buf *ids, pl_buf *vals) {
+    PUSH(OP_TOPK_ROWS);
+    o->a = (const gbuf *)x, o->out = (gbuf *)ids, o->vals = (gbuf *)vals;
+    o->rows = rows, o->cols = cols, o->k = k;
+    return PL_OK;
+}
+
+static pl_status op_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const pl_buf *x,
+                              const pl_buf *ids, int64_t n, int64_t n_used, bool x_shared,
+                              pl_buf *out) {
+    PUSH(OP_MATMUL_ID);
+    o->a = (const gbuf *)w, o->b = (const gbuf *)x, o->c = (const gbuf *)ids;
+    o->out = (gbuf *)out, o->n = n, o->k = n_exp, o->count = n_used, o->acc = x_shared;
+    return PL_OK;
+}
+
+static pl_status op_moe_combine(pl_backend *be, const pl_buf *y, const pl_buf *wts, int64_t n,
+                                int64_t n_used, bool accumulate, pl_buf *out) {
+    PUSH(OP_MOE_COMBINE);
+    o->a = (const gbuf *)y, o->b = (const gbuf *)wts, o->out = (gbuf *)out;
+    o->n = n, o->count = n_used, o->acc = accumulate;
+    return PL_OK;
+}
+
+static pl_status op_sigmoid_mul(pl_backend *be, const pl_buf *x, const pl_buf *g, int64_t rows,
+                                int64_t cols, int64_t g_cols, bool accumulate, pl_buf *out) {
+    PUSH(OP_SIGMOID_MUL);
+    o->a = (const gbuf *)x, o->b = (const gbuf *)g, o->out = (gbuf *)out;
+    o->rows = rows, o->cols = cols, o->k = g_cols, o->acc = accumulate;
+    return PL_OK;
+}
+
+static pl_status op_ssm_conv(pl_backend *be, const pl_buf *x, const pl_buf *w, pl_buf *state,
+                             int64_t n, pl_buf *snaps, pl_buf *out) {
+    PUSH(OP_SSM_CONV);
+    o->a = (const gbuf *)x, o->b = (const gbuf *)w, o->out = (gbuf *)out;
+    o->out2 = (gbuf *)state, o->out3 = (gbuf *)snaps, o->n = n;
+    return PL_OK;
+}
+
+static pl_status op_delta_rule(pl_backend *be, const pl_buf *qkv, const pl_buf *a, const pl_buf *b,
+                               const pl_buf *ssm_a, const pl_buf *dt_bias, pl_buf *state, int64_t n,
+                               const pl_delta_params *p, pl_buf *snaps, pl_buf *out) {
+    PUSH(OP_DELTA_RULE);
+    o->a = (const gbuf *)qkv, o->b = (const gbuf *)a, o->c = (const gbuf *)b;
+    o->d = (const gbuf *)ssm_a, o->e = (const gbuf *)dt_bias, o->out = (gbuf *)out;
+    o->out2 = (gbuf *)state, o->out3 = (gbuf *)snaps, o->n = n, o->delta = *p;
+    return PL_OK;
+}
+
 /* ------------------------------------------------------------------ lifetime */
 
 static void destroy(pl_backend *be) {
@@ -383,6 +445,13 @@ static void destroy(pl_backend *be) {
     free(gb);
 }
 
+static pl_status op_fuse(pl_backend *be, unsigned kinds) {
+    gpu_backend *gb = gbe(be);
+    gb->fuse_mask = kinds;
+    if (kinds) gb->fuse_group++;
+    return PL_OK;
+}
+
 static const pl_backend_methods gpu_methods = {
     .buf_new = buf_new,
     .buf_weight = buf_weight,
@@ -400,6 +469,14 @@ static const pl_backend_methods gpu_methods = {
     .argmax = op_argmax,
     .topk = op_topk,
     .copy = op_copy,
+    .softmax_rows = op_softmax_rows,
+    .topk_rows = op_topk_rows,
+    .matmul_id = op_matmul_id,
+    .moe_combine = op_moe_combine,
+    .sigmoid_mul = op_sigmoid_mul,
+    .ssm_conv = op_ssm_conv,
+    .delta_rule = op_delta_rule,
+    .fuse = op_fuse,
     .destroy = destroy,
 };
 
@@ -477,6 +554,12 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
 
 int pl_gpu_backend_is_software(const pl_backend *be) {
     return ((const gpu_backend *)be)->info->software;
+}
+
+uint64_t pl_gpu_backend_fusions_missed(const pl_backend *be, const char **last) {
+    const gpu_backend *gb = (const gpu_backend *)be;
+    if (last) *last = gb->last_missed;
+    return gb->fusions_missed;
 }
 
 void pl_gpu_backend_counters(const pl_backend *be, uint64_t *dispatches, uint64_t *submits) {

@@ -7,15 +7,11 @@
 #include "gpu_internal.h"
 #include "kernel_ref.h"
 
-enum { F_GEMV, F_NORM, F_ROPE, F_COPY, F_ATTN, F_COMBINE, F_TOPK, F_EMBED, F_EW };
-
 #define ATTN_CHUNK 256  /* cache positions per attention split */
 #define ATTN_BLOCK 8    /* query rows per attention dispatch (sizes the partials) */
 #define TOPK_CHUNK 1024 /* values per first-stage top-k workgroup */
 
 /* ------------------------------------------------------------------ caches */
-
-typedef pl_status (*gen_fn)(const void *params, char **out);
 
 static uint64_t fnv(const void *p, size_t n, uint64_t h) {
     const unsigned char *b = p;
@@ -23,9 +19,8 @@ static uint64_t fnv(const void *p, size_t n, uint64_t h) {
     return h;
 }
 
-/* The kernel of `family` built from params (a zero-padded struct of `size` bytes). */
-static pl_status get_kernel(gpu_backend *gb, int family, const void *params, size_t size,
-                            gen_fn gen, const char *label, pl_gpu_kernel **out) {
+pl_status pl_gpu_get_kernel(gpu_backend *gb, int family, const void *params, size_t size,
+                            pl_gpu_gen_fn gen, const char *label, pl_gpu_kernel **out) {
     uint64_t h = fnv(params, size, fnv(&family, sizeof family, 1469598103934665603ull));
     kcache_entry **slot = &gb->kernels[h % 64];
     for (kcache_entry *e = *slot; e; e = e->next) {
@@ -116,7 +111,7 @@ void pl_gpu_caches_free(gpu_backend *gb) {
 
 /* A fresh argument slot; when all are used, submit what is recorded (with its arguments)
  * and start again from slot 0 in a new command buffer. */
-static pl_status args_ref(gpu_backend *gb, pl_gpu_args a, pl_gpu_ref *ref) {
+pl_status pl_gpu_args_ref(gpu_backend *gb, pl_gpu_args a, pl_gpu_ref *ref) {
     if (gb->args_used == gb->args_cap) {
         if (pl_gpu_write(gb->g, gb->args, 0, gb->args_host,
                          (size_t)gb->args_used * gb->args_stride) != PL_OK ||
@@ -131,17 +126,12 @@ static pl_status args_ref(gpu_backend *gb, pl_gpu_args a, pl_gpu_ref *ref) {
     return PL_OK;
 }
 
-/* Bind refs[0..n) (the args last) and dispatch. */
-static pl_status run(gpu_backend *gb, const pl_gpu_kernel *k, pl_gpu_ref *refs, int n,
+pl_status pl_gpu_run(gpu_backend *gb, const pl_gpu_kernel *k, pl_gpu_ref *refs, int n,
                      uint32_t groups) {
     pl_gpu_bind *b = NULL;
     if (get_bind(gb, k, refs, n, &b) != PL_OK) return PL_ERR;
     pl_gpu_dispatch(gb->g, k, b, groups);
     return PL_OK;
-}
-
-static pl_gpu_ref whole(const pl_gpu_buf *b) {
-    return (pl_gpu_ref){(pl_gpu_buf *)b, 0, 0};
 }
 
 /* A scratch buffer of at least `bytes`, replacing (and retiring) a smaller one. */
@@ -152,7 +142,7 @@ static pl_status scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const 
     return pl_gpu_buf_new(gb->g, bytes < 4096 ? 4096 : bytes, PL_GPU_STORAGE, label, b);
 }
 
-static uint32_t threads_for(uint64_t n, uint32_t lo, uint32_t hi) {
+uint32_t pl_gpu_threads_for(uint64_t n, uint32_t lo, uint32_t hi) {
     uint32_t t = lo;
     while (t < hi && t < n) t *= 2;
     return t;
@@ -164,20 +154,34 @@ static pl_gpu_etype etype(uint32_t type) {
 
 /* ------------------------------------------------------------------ ops */
 
+void pl_gpu_gemv_base(const gpu_backend *gb, const gbuf *w, const gemv_tune *t, pl_gemv_params *p) {
+    memset(p, 0, sizeof *p);
+    p->type = w->wt;
+    p->rows = (uint32_t)w->h.ne1;
+    p->cols = (uint32_t)w->h.ne0;
+    p->q8x = pl_gpu_q8x(gb, w);
+    p->threads = t->threads;
+    p->rows_per_wg = t->rows;
+    p->subgroups = (int)t->subgroups;
+    p->sg_rows = t->sg_rows;
+    p->unroll = t->unroll;
+    p->mode = PL_GEMV_STORE;
+    p->parts = w->parts;
+    p->rows_per_part = w->parts > 1 ? w->rows_per_part : 0;
+    p->preload = p->q8x && gb->q8_preload && p->unroll <= 1;
+}
+
+void pl_gpu_weight_refs(const gbuf *w, pl_gpu_ref *refs, int *n) {
+    for (uint32_t q = 0; q < w->parts; q++) {
+        refs[(*n)++] = pl_gpu_whole(w->q[q]);
+        if (w->s[q]) refs[(*n)++] = pl_gpu_whole(w->s[q]);
+    }
+}
+
 static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
     pl_gemv_params p;
-    memset(&p, 0, sizeof p);
-    p.type = w->wt;
-    p.rows = (uint32_t)w->h.ne1;
-    p.cols = (uint32_t)w->h.ne0;
-    const gemv_tune *tu = pl_gpu_tune_for(gb, w);
-    p.q8x = pl_gpu_q8x(gb, w);
-    p.threads = tu->threads;
-    p.rows_per_wg = tu->rows;
-    p.subgroups = (int)tu->subgroups;
-    p.sg_rows = tu->sg_rows;
-    p.unroll = tu->unroll;
+    pl_gpu_gemv_base(gb, w, pl_gpu_tune_for(gb, w), &p);
     if (w->parts > 1 && w->rows_per_part % pl_gemv_rows_per_group(&p)) {
         /* parts are cut at multiples of 8 rows: keep the workgroup inside one */
         p.threads = 64, p.rows_per_wg = 4, p.subgroups = 0, p.sg_rows = 0, p.unroll = 1;
@@ -189,8 +193,6 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     p.norm_out = o->fnorm.out != NULL;
     p.gate_out = o->fgate.gate_out != NULL;
     p.up_out = o->fgate.up_out != NULL;
-    p.parts = w->parts;
-    p.rows_per_part = w->parts > 1 ? w->rows_per_part : 0;
     p.split[0] = o->fqkv.split[0];
     p.split[1] = o->fqkv.split[1];
     if (p.split[0] &&
@@ -204,51 +206,48 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     /* fewer rows per workgroup where the partial sums would not fit workgroup memory */
     while (p.rows_per_wg > 1 && pl_gemv_wg_bytes(&p) > gb->info->max_wg_storage) p.rows_per_wg /= 2;
     pl_gpu_kernel *k;
-    if (get_kernel(gb, F_GEMV, &p, sizeof p, (gen_fn)pl_wgsl_gemv, "gemv", &k) != PL_OK)
+    if (pl_gpu_get_kernel(gb, F_GEMV, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_gemv, "gemv", &k) !=
+        PL_OK)
         return PL_ERR;
     pl_gpu_ref refs[BIND_MAX];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = whole(p.norm ? o->fnorm.x->buf : o->b->buf);
-    refs[n++] = whole(o->out->buf);
-    for (int m = 0; m < (up ? 2 : 1); m++) {
-        const gbuf *mw = m ? up : w;
-        for (uint32_t q = 0; q < mw->parts; q++) {
-            refs[n++] = whole(mw->q[q]);
-            if (mw->s[q]) refs[n++] = whole(mw->s[q]);
-        }
-    }
-    if (p.norm) refs[n++] = whole(o->fnorm.w->buf);
-    if (p.norm_out) refs[n++] = whole(o->fnorm.out->buf);
-    if (p.bias) refs[n++] = whole(o->c->buf);
-    if (p.gate_out) refs[n++] = whole(o->fgate.gate_out->buf);
-    if (p.up_out) refs[n++] = whole(o->fgate.up_out->buf);
+    refs[n++] = pl_gpu_whole(p.norm ? o->fnorm.x->buf : o->b->buf);
+    refs[n++] = pl_gpu_whole(o->out->buf);
+    pl_gpu_weight_refs(w, refs, &n);
+    if (up) pl_gpu_weight_refs(up, refs, &n);
+    if (p.norm) refs[n++] = pl_gpu_whole(o->fnorm.w->buf);
+    if (p.norm_out) refs[n++] = pl_gpu_whole(o->fnorm.out->buf);
+    if (p.bias) refs[n++] = pl_gpu_whole(o->c->buf);
+    if (p.gate_out) refs[n++] = pl_gpu_whole(o->fgate.gate_out->buf);
+    if (p.up_out) refs[n++] = pl_gpu_whole(o->fgate.up_out->buf);
     if (p.split[0]) {
-        refs[n++] = whole(o->fqkv.y1->buf);
-        refs[n++] = whole(o->fqkv.y2->buf);
+        refs[n++] = pl_gpu_whole(o->fqkv.y1->buf);
+        refs[n++] = pl_gpu_whole(o->fqkv.y2->buf);
     }
-    if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
-    return run(gb, k, refs, n, pl_gemv_groups(&p) * (uint32_t)o->n);
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k, refs, n, pl_gemv_groups(&p) * (uint32_t)o->n);
 }
 
 static pl_status enc_norm(gpu_backend *gb, const op *o) {
     pl_rmsnorm_params p;
     memset(&p, 0, sizeof p);
     p.cols = (uint32_t)o->cols;
-    p.threads = threads_for((uint64_t)o->cols / 4, 32, 256);
+    p.threads = pl_gpu_threads_for((uint64_t)o->cols / 4, 32, 256);
     p.eps = o->eps;
     p.inplace = o->a == o->out;
     pl_gpu_kernel *k;
-    if (get_kernel(gb, F_NORM, &p, sizeof p, (gen_fn)pl_wgsl_rmsnorm, "rmsnorm", &k) != PL_OK)
+    if (pl_gpu_get_kernel(gb, F_NORM, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_rmsnorm, "rmsnorm",
+                          &k) != PL_OK)
         return PL_ERR;
     pl_gpu_ref refs[4];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = whole(o->a->buf);
-    if (!p.inplace) refs[n++] = whole(o->out->buf);
-    refs[n++] = whole(o->b->buf);
-    if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->rows}}, &refs[n++]) != PL_OK) return PL_ERR;
-    return run(gb, k, refs, n, (uint32_t)o->rows);
+    refs[n++] = pl_gpu_whole(o->a->buf);
+    if (!p.inplace) refs[n++] = pl_gpu_whole(o->out->buf);
+    refs[n++] = pl_gpu_whole(o->b->buf);
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->rows}}, &refs[n++]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k, refs, n, (uint32_t)o->rows);
 }
 
 /* The RoPE table covering positions [0, need) for this configuration. */
@@ -285,7 +284,7 @@ static pl_status enc_rope(gpu_backend *gb, const op *o) {
     p.head_dim = (uint32_t)r->head_dim;
     p.rot_dim = (uint32_t)r->rope_dim;
     p.neox = r->mode == PL_ROPE_NEOX;
-    p.threads = threads_for((uint64_t)r->head_dim / 2, 32, 128);
+    p.threads = pl_gpu_threads_for((uint64_t)r->head_dim / 2, 32, 128);
     p.norm = o->frope.nw != NULL;
     p.eps = p.norm ? o->frope.eps : o->pair && o->pair->frope.nw ? o->pair->frope.eps : 0;
     p.store = k->frope.kc != NULL;
@@ -296,26 +295,28 @@ static pl_status enc_rope(gpu_backend *gb, const op *o) {
     p.pair_norm = o->pair && o->pair->frope.nw;
     p.sg = (p.norm || p.pair_norm) && gb->info->has_subgroups;
     pl_gpu_kernel *kk;
-    if (get_kernel(gb, F_ROPE, &p, sizeof p, (gen_fn)pl_wgsl_rope, "rope", &kk) != PL_OK)
+    if (pl_gpu_get_kernel(gb, F_ROPE, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_rope, "rope", &kk) !=
+        PL_OK)
         return PL_ERR;
     pl_gpu_ref refs[10];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = whole(o->out->buf);
-    refs[n++] = whole(gb->rope_tab);
-    if (p.norm) refs[n++] = whole(o->frope.nw->buf);
+    refs[n++] = pl_gpu_whole(o->out->buf);
+    refs[n++] = pl_gpu_whole(gb->rope_tab);
+    if (p.norm) refs[n++] = pl_gpu_whole(o->frope.nw->buf);
     if (o->pair) {
-        refs[n++] = whole(o->pair->out->buf);
-        if (p.pair_norm) refs[n++] = whole(o->pair->frope.nw->buf);
+        refs[n++] = pl_gpu_whole(o->pair->out->buf);
+        if (p.pair_norm) refs[n++] = pl_gpu_whole(o->pair->frope.nw->buf);
     }
-    if (p.store) refs[n++] = whole(k->frope.kc->buf);
+    if (p.store) refs[n++] = pl_gpu_whole(k->frope.kc->buf);
     if (p.store_v) {
-        refs[n++] = whole(k->frope.v->buf);
-        refs[n++] = whole(k->frope.vc->buf);
+        refs[n++] = pl_gpu_whole(k->frope.v->buf);
+        refs[n++] = pl_gpu_whole(k->frope.vc->buf);
     }
-    if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->pos0, (uint32_t)o->n}}, &refs[n++]) != PL_OK)
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->pos0, (uint32_t)o->n}}, &refs[n++]) !=
+        PL_OK)
         return PL_ERR;
-    return run(gb, kk, refs, n, (uint32_t)o->n * (p.n_heads + p.pair_heads));
+    return pl_gpu_run(gb, kk, refs, n, (uint32_t)o->n * (p.n_heads + p.pair_heads));
 }
 
 /* A copy of count elements from src[src0] to dst[dst0], converting (STORE, COPY). */
@@ -329,16 +330,17 @@ static pl_status enc_copy(gpu_backend *gb, const gbuf *src, uint64_t src0, gbuf 
     p.threads = 64;
     p.inplace = src == dst;
     pl_gpu_kernel *k;
-    if (get_kernel(gb, F_COPY, &p, sizeof p, (gen_fn)pl_wgsl_copy, "copy", &k) != PL_OK)
+    if (pl_gpu_get_kernel(gb, F_COPY, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_copy, "copy", &k) !=
+        PL_OK)
         return PL_ERR;
     pl_gpu_ref refs[3];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = whole(src->buf);
-    if (!p.inplace) refs[n++] = whole(dst->buf);
+    refs[n++] = pl_gpu_whole(src->buf);
+    if (!p.inplace) refs[n++] = pl_gpu_whole(dst->buf);
     pl_gpu_args a = {{(uint32_t)src0, (uint32_t)dst0, (uint32_t)count}};
-    if (args_ref(gb, a, &refs[n++]) != PL_OK) return PL_ERR;
-    return run(gb, k, refs, n, pl_copy_groups(&p, (uint32_t)dst0, (uint32_t)count));
+    if (pl_gpu_args_ref(gb, a, &refs[n++]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k, refs, n, pl_copy_groups(&p, (uint32_t)dst0, (uint32_t)count));
 }
 
 static pl_status enc_attn(gpu_backend *gb, const op *o) {
@@ -359,11 +361,12 @@ static pl_status enc_attn(gpu_backend *gb, const op *o) {
     pl_attn_combine_params cp;
     memset(&cp, 0, sizeof cp);
     cp.n_head = p.n_head, cp.head_dim_v = p.head_dim_v, cp.max_splits = p.max_splits;
-    cp.threads = threads_for(p.head_dim_v, 32, 128);
+    cp.threads = pl_gpu_threads_for(p.head_dim_v, 32, 128);
     pl_gpu_kernel *ka, *kc;
-    if (get_kernel(gb, F_ATTN, &p, sizeof p, (gen_fn)pl_wgsl_attn, "attention", &ka) != PL_OK ||
-        get_kernel(gb, F_COMBINE, &cp, sizeof cp, (gen_fn)pl_wgsl_attn_combine, "combine", &kc) !=
-            PL_OK)
+    if (pl_gpu_get_kernel(gb, F_ATTN, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_attn, "attention",
+                          &ka) != PL_OK ||
+        pl_gpu_get_kernel(gb, F_COMBINE, &cp, sizeof cp, (pl_gpu_gen_fn)pl_wgsl_attn_combine,
+                          "combine", &kc) != PL_OK)
         return PL_ERR;
     uint64_t pbytes = (uint64_t)ATTN_BLOCK * p.n_head * p.max_splits * (p.head_dim_v + 2) * 4;
     if (scratch(gb, &gb->partials, pbytes, "attention partials") != PL_OK) return PL_ERR;
@@ -371,50 +374,65 @@ static pl_status enc_attn(gpu_backend *gb, const op *o) {
         uint32_t nr = (uint32_t)(o->n - r0 < ATTN_BLOCK ? o->n - r0 : ATTN_BLOCK);
         uint32_t ns = (uint32_t)((o->pos0 + r0 + nr + ATTN_CHUNK - 1) / ATTN_CHUNK);
         pl_gpu_args args = {{(uint32_t)o->pos0, (uint32_t)r0, nr, ns}};
-        pl_gpu_ref refs[6] = {whole(o->a->buf),   whole(o->b->buf),    whole(o->c->buf),
-                              whole(o->out->buf), whole(gb->partials), {0}};
-        if (args_ref(gb, args, &refs[5]) != PL_OK) return PL_ERR;
-        if (run(gb, ka, refs, 6, nr * p.n_head * ns) != PL_OK) return PL_ERR;
+        pl_gpu_ref refs[6] = {pl_gpu_whole(o->a->buf),    pl_gpu_whole(o->b->buf),
+                              pl_gpu_whole(o->c->buf),    pl_gpu_whole(o->out->buf),
+                              pl_gpu_whole(gb->partials), {0}};
+        if (pl_gpu_args_ref(gb, args, &refs[5]) != PL_OK) return PL_ERR;
+        if (pl_gpu_run(gb, ka, refs, 6, nr * p.n_head * ns) != PL_OK) return PL_ERR;
         if (ns > 1) {
-            pl_gpu_ref cr[3] = {whole(gb->partials), whole(o->out->buf), refs[5]};
-            if (run(gb, kc, cr, 3, nr * p.n_head) != PL_OK) return PL_ERR;
+            pl_gpu_ref cr[3] = {pl_gpu_whole(gb->partials), pl_gpu_whole(o->out->buf), refs[5]};
+            if (pl_gpu_run(gb, kc, cr, 3, nr * p.n_head) != PL_OK) return PL_ERR;
         }
     }
     return PL_OK;
 }
 
-/* Top-k of `rows` rows of x starting at row0 into ids[dst0 + r * k ...] (and vals). */
-static pl_status enc_topk(gpu_backend *gb, const gbuf *x, uint32_t row0, uint32_t rows, uint32_t k,
-                          gbuf *ids, uint32_t dst0, gbuf *vals) {
+pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t row0,
+                          uint32_t rows, uint32_t k, gbuf *ids, uint32_t dst0, gbuf *vals) {
     pl_topk_params s1, s2;
     memset(&s1, 0, sizeof s1);
     memset(&s2, 0, sizeof s2);
-    s1.n = (uint32_t)x->h.ne0;
+    s1.n = cols;
     s1.k = k;
     s1.chunk = TOPK_CHUNK;
     s1.threads = gb->info->software ? 64 : 256;
     uint32_t nc = pl_topk_chunks(&s1);
     s2.n = nc * k;
     s2.k = k;
-    s2.threads = threads_for(s2.n, 32, 256);
+    s2.threads = pl_gpu_threads_for(s2.n, 32, 256);
     s2.stage2 = 1;
     s2.vals = vals != NULL;
     pl_gpu_kernel *k1, *k2;
-    if (get_kernel(gb, F_TOPK, &s1, sizeof s1, (gen_fn)pl_wgsl_topk, "top-k", &k1) != PL_OK ||
-        get_kernel(gb, F_TOPK, &s2, sizeof s2, (gen_fn)pl_wgsl_topk, "top-k merge", &k2) != PL_OK)
+    if (nc == 1) { /* the row in one workgroup: no merge stage */
+        s1.direct = 1, s1.vals = vals != NULL;
+        if (pl_gpu_get_kernel(gb, F_TOPK, &s1, sizeof s1, (pl_gpu_gen_fn)pl_wgsl_topk, "top-k",
+                              &k1) != PL_OK)
+            return PL_ERR;
+        pl_gpu_ref r[4];
+        int n = 0;
+        r[n++] = pl_gpu_whole(x->buf);
+        r[n++] = pl_gpu_whole(ids->buf);
+        if (vals) r[n++] = pl_gpu_whole(vals->buf);
+        if (pl_gpu_args_ref(gb, (pl_gpu_args){{row0, rows, dst0}}, &r[n++]) != PL_OK) return PL_ERR;
+        return pl_gpu_run(gb, k1, r, n, rows);
+    }
+    if (pl_gpu_get_kernel(gb, F_TOPK, &s1, sizeof s1, (pl_gpu_gen_fn)pl_wgsl_topk, "top-k", &k1) !=
+            PL_OK ||
+        pl_gpu_get_kernel(gb, F_TOPK, &s2, sizeof s2, (pl_gpu_gen_fn)pl_wgsl_topk, "top-k merge",
+                          &k2) != PL_OK)
         return PL_ERR;
     if (scratch(gb, &gb->pairs, (uint64_t)rows * nc * k * 8, "top-k pairs") != PL_OK) return PL_ERR;
-    pl_gpu_ref r1[3] = {whole(x->buf), whole(gb->pairs), {0}};
-    if (args_ref(gb, (pl_gpu_args){{row0, rows}}, &r1[2]) != PL_OK) return PL_ERR;
-    if (run(gb, k1, r1, 3, rows * nc) != PL_OK) return PL_ERR;
+    pl_gpu_ref r1[3] = {pl_gpu_whole(x->buf), pl_gpu_whole(gb->pairs), {0}};
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{row0, rows}}, &r1[2]) != PL_OK) return PL_ERR;
+    if (pl_gpu_run(gb, k1, r1, 3, rows * nc) != PL_OK) return PL_ERR;
     pl_gpu_ref r2[4];
     memset(r2, 0, sizeof r2);
     int n = 0;
-    r2[n++] = whole(gb->pairs);
-    r2[n++] = whole(ids->buf);
-    if (vals) r2[n++] = whole(vals->buf);
-    if (args_ref(gb, (pl_gpu_args){{dst0, rows}}, &r2[n++]) != PL_OK) return PL_ERR;
-    return run(gb, k2, r2, n, rows);
+    r2[n++] = pl_gpu_whole(gb->pairs);
+    r2[n++] = pl_gpu_whole(ids->buf);
+    if (vals) r2[n++] = pl_gpu_whole(vals->buf);
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{dst0, rows}}, &r2[n++]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k2, r2, n, rows);
 }
 
 static pl_status enc_embed(gpu_backend *gb, const op *o) {
@@ -424,23 +442,24 @@ static pl_status enc_embed(gpu_backend *gb, const op *o) {
     p.type = t->wt;
     p.rows = (uint32_t)t->h.ne1;
     p.cols = (uint32_t)t->h.ne0;
-    p.threads = threads_for(p.cols, 32, 256);
+    p.threads = pl_gpu_threads_for(p.cols, 32, 256);
     p.parts = t->parts;
     p.rows_per_part = t->parts > 1 ? t->rows_per_part : 0;
     pl_gpu_kernel *k;
-    if (get_kernel(gb, F_EMBED, &p, sizeof p, (gen_fn)pl_wgsl_embed, "embed", &k) != PL_OK)
+    if (pl_gpu_get_kernel(gb, F_EMBED, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_embed, "embed", &k) !=
+        PL_OK)
         return PL_ERR;
     pl_gpu_ref refs[BIND_MAX];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = whole(o->b->buf);
-    refs[n++] = whole(o->out->buf);
+    refs[n++] = pl_gpu_whole(o->b->buf);
+    refs[n++] = pl_gpu_whole(o->out->buf);
     for (uint32_t q = 0; q < t->parts; q++) {
-        refs[n++] = whole(t->q[q]);
-        if (t->s[q]) refs[n++] = whole(t->s[q]);
+        refs[n++] = pl_gpu_whole(t->q[q]);
+        if (t->s[q]) refs[n++] = pl_gpu_whole(t->s[q]);
     }
-    if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
-    return run(gb, k, refs, n, (uint32_t)o->n);
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k, refs, n, (uint32_t)o->n);
 }
 
 static pl_status enc_ew(gpu_backend *gb, const op *o) {
@@ -456,16 +475,18 @@ static pl_status enc_ew(gpu_backend *gb, const op *o) {
         p.alias = 0;
     }
     pl_gpu_kernel *k;
-    if (get_kernel(gb, F_EW, &p, sizeof p, (gen_fn)pl_wgsl_ew, "element-wise", &k) != PL_OK)
+    if (pl_gpu_get_kernel(gb, F_EW, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_ew, "element-wise", &k) !=
+        PL_OK)
         return PL_ERR;
     pl_gpu_ref refs[4];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = whole(o->a->buf);
-    if (p.alias != 3) refs[n++] = whole(o->b->buf);
-    if (p.alias == 0) refs[n++] = whole(o->out->buf);
-    if (args_ref(gb, (pl_gpu_args){{(uint32_t)o->count}}, &refs[n++]) != PL_OK) return PL_ERR;
-    return run(gb, k, refs, n, (uint32_t)((o->count + p.threads - 1) / p.threads));
+    refs[n++] = pl_gpu_whole(o->a->buf);
+    if (p.alias != 3) refs[n++] = pl_gpu_whole(o->b->buf);
+    if (p.alias == 0) refs[n++] = pl_gpu_whole(o->out->buf);
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->count}}, &refs[n++]) != PL_OK)
+        return PL_ERR;
+    return pl_gpu_run(gb, k, refs, n, (uint32_t)((o->count + p.threads - 1) / p.threads));
 }
 
 pl_status pl_gpu_encode_op(gpu_backend *gb, op *o) {
@@ -481,13 +502,21 @@ pl_status pl_gpu_encode_op(gpu_backend *gb, op *o) {
                         (uint64_t)o->n * (uint64_t)o->out->h.ne0);
     case OP_ATTN: return o->n ? enc_attn(gb, o) : PL_OK;
     case OP_ARGMAX:
-        return o->rows
-                   ? enc_topk(gb, o->a, 0, (uint32_t)o->rows, 1, o->out, (uint32_t)o->dst0, NULL)
-                   : PL_OK;
+        return o->rows ? pl_gpu_enc_topk(gb, o->a, (uint32_t)o->a->h.ne0, 0, (uint32_t)o->rows, 1,
+                                         o->out, (uint32_t)o->dst0, NULL)
+                       : PL_OK;
     case OP_TOPK:
-        return enc_topk(gb, o->a, (uint32_t)o->rows, 1, (uint32_t)o->k, o->out, 0, o->vals);
+        return pl_gpu_enc_topk(gb, o->a, (uint32_t)o->a->h.ne0, (uint32_t)o->rows, 1,
+                               (uint32_t)o->k, o->out, 0, o->vals);
     case OP_COPY:
         return enc_copy(gb, o->a, (uint64_t)o->src0, o->out, (uint64_t)o->dst0, (uint64_t)o->count);
+    case OP_SOFTMAX:
+    case OP_TOPK_ROWS:
+    case OP_MATMUL_ID:
+    case OP_MOE_COMBINE: return pl_gpu_encode_moe(gb, o);
+    case OP_SIGMOID_MUL:
+    case OP_SSM_CONV:
+    case OP_DELTA_RULE: return pl_gpu_encode_ssm(gb, o);
     }
     return pl_fail(PL_ERR, "GPU: unknown op %d", (int)o->kind);
 }
@@ -504,22 +533,17 @@ static double timed_dispatches(gpu_backend *gb, const pl_gpu_kernel *k, const pl
 
 double pl_gpu_time_gemv(gpu_backend *gb, const gbuf *w, gemv_tune t, pl_gpu_buf *x, pl_gpu_buf *y) {
     pl_gemv_params p;
-    memset(&p, 0, sizeof p);
-    p.type = w->wt;
-    p.rows = (uint32_t)w->h.ne1;
-    p.cols = (uint32_t)w->h.ne0;
-    p.threads = t.threads, p.rows_per_wg = t.rows, p.subgroups = (int)t.subgroups;
-    p.sg_rows = t.sg_rows, p.unroll = t.unroll;
-    p.q8x = pl_gpu_q8x(gb, w);
-    p.preload = p.q8x && gb->q8_preload && p.unroll <= 1;
-    p.mode = PL_GEMV_STORE;
+    pl_gpu_gemv_base(gb, w, &t, &p);
     p.parts = 1;
     pl_gpu_kernel *k;
-    if (get_kernel(gb, F_GEMV, &p, sizeof p, (gen_fn)pl_wgsl_gemv, "gemv", &k) != PL_OK) return -1;
+    if (pl_gpu_get_kernel(gb, F_GEMV, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_gemv, "gemv", &k) !=
+        PL_OK)
+        return -1;
     pl_gpu_args a = {{1}};
     if (pl_gpu_write(gb->g, gb->args, 0, &a, sizeof a) != PL_OK)
         return -1; /* slot 0: nothing is recorded */
-    pl_gpu_ref refs[5] = {whole(x), whole(y), whole(w->q[0]), whole(w->s[0]), {0}};
+    pl_gpu_ref refs[5] = {
+        pl_gpu_whole(x), pl_gpu_whole(y), pl_gpu_whole(w->q[0]), pl_gpu_whole(w->s[0]), {0}};
     int n = w->s[0] ? 4 : 3;
     refs[n++] = (pl_gpu_ref){gb->args, 0, sizeof a};
     pl_gpu_bind *b = NULL;

@@ -1,4 +1,12 @@
-/* gpu_fuse.c - merges neighbouring ops of the recorded queue into fused kernels.
+/* gpu_fuse.c - merges neighbouring ops of the recorded queue into fused kernels, where the
+ * model asked for them (pl_be_fuse: a group of ops and the PL_FUSE_* kinds it wants).
+ *
+ * Each pattern is tried only inside one group asking for its kind. A try ends one of three
+ * ways: FUSED; BLOCKED, the ops are there but this device or these weights cannot take the
+ * fused kernel (formats differ, too many bindings) - they run unfused, as they must; or NONE,
+ * the ops of the pattern are not where the pattern says. A group whose requested kind saw
+ * no FUSED or BLOCKED try counts as missed (pl_gpu_backend_fusions_missed): the model's op
+ * order and its request disagree, so a reordering cannot lose a fusion silently.
  *
  * Patterns (what the dense models issue per layer), each checked for the exact buffers and
  * shapes it needs and skipped otherwise:
@@ -14,15 +22,24 @@
  *                                            one sweep over a copy of the three weights
  *                                            (made on the GPU at first use), three outputs
  * A fused kernel writes every buffer the ops it replaces would have written. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpu_internal.h"
 #include "repack.h"
 
+typedef enum { NONE, BLOCKED, FUSED } fuse_result;
+
+/* Ops i and j may fuse under `kind`: both in the same group, which asks for it. */
+static bool asked(const op *a, const op *b, unsigned kind) {
+    return (a->fmask & kind) && a->group == b->group && b->fmask == a->fmask;
+}
+
 /* Does op o read or write buffer b? */
 static bool touches(const op *o, const gbuf *b) {
-    return o->a == b || o->b == b || o->c == b || o->out == b || o->vals == b ||
+    return o->a == b || o->b == b || o->c == b || o->d == b || o->e == b || o->out == b ||
+           o->vals == b || o->out2 == b || o->out3 == b ||
            (o->kind == OP_ROPE && (const gbuf *)o->rope.factors == b);
 }
 
@@ -33,115 +50,133 @@ static int gemv_storage(const gbuf *w, int mats, int extra) {
 }
 
 /* RMSNorm(x -> xb) followed by projections of xb. */
-static void fuse_norm_matmul(gpu_backend *gb, int i) {
+static fuse_result fuse_norm_matmul(gpu_backend *gb, int i) {
     op *nrm = &gb->ops[i];
-    if (nrm->a == nrm->out) return; /* in place: a GEMV cannot both read and store x */
+    if (nrm->a == nrm->out) return NONE; /* in place: a GEMV cannot both read and store x */
     bool first = true;
+    fuse_result r = NONE;
     for (int j = i + 1; j < gb->n_ops; j++) {
         op *m = &gb->ops[j];
         if (m->dead) continue;
-        if (m->kind != OP_MATMUL || m->b != nrm->out || m->n != nrm->rows ||
-            m->a->h.ne0 != nrm->cols || m->out == nrm->a || m->out == nrm->out ||
-            m->out == nrm->b || m->fnorm.x)
+        if (m->kind != OP_MATMUL || !asked(nrm, m, PL_FUSE_NORM_MATMUL) || m->b != nrm->out ||
+            m->n != nrm->rows || m->a->h.ne0 != nrm->cols || m->out == nrm->a ||
+            m->out == nrm->out || m->out == nrm->b || m->fnorm.x)
             break;
-        if (gemv_storage(m->a, 1, 2 + (m->c != NULL)) > (int)gb->info->max_storage_buffers) break;
+        if (gemv_storage(m->a, 1, 2 + (m->c != NULL)) > (int)gb->info->max_storage_buffers) {
+            if (first) r = BLOCKED;
+            break;
+        }
         m->fnorm.x = nrm->a;
         m->fnorm.w = nrm->b;
         m->fnorm.eps = nrm->eps;
         if (first) m->fnorm.out = nrm->out, nrm->dead = true;
         first = false;
+        r = FUSED;
     }
+    return r;
 }
 
 /* MatMul gate + MatMul up (same x) + SwiGLU. */
-static void fuse_gate_up(gpu_backend *gb, int i) {
+static fuse_result fuse_gate_up(gpu_backend *gb, int i) {
     op *g = &gb->ops[i];
     int j = i + 1, k;
     while (j < gb->n_ops && gb->ops[j].dead) j++;
     k = j + 1;
     while (k < gb->n_ops && gb->ops[k].dead) k++;
-    if (k >= gb->n_ops) return;
+    if (k >= gb->n_ops) return NONE;
     op *u = &gb->ops[j], *s = &gb->ops[k];
-    if (u->kind != OP_MATMUL || s->kind != OP_SWIGLU || g->acc || u->acc || g->c || u->c ||
-        g->b != u->b || g->n != u->n || g->fnorm.x != u->fnorm.x || g->fnorm.w != u->fnorm.w ||
-        u->fnorm.out || g->a->wt != u->a->wt || g->a->h.type != u->a->h.type ||
+    if (u->kind != OP_MATMUL || s->kind != OP_SWIGLU || !asked(g, u, PL_FUSE_GATE_UP) ||
+        !asked(g, s, PL_FUSE_GATE_UP) || g->acc || u->acc || g->b != u->b || g->n != u->n ||
+        g->fnorm.x != u->fnorm.x || g->fnorm.w != u->fnorm.w || u->fnorm.out || s->a != g->out ||
+        s->b != u->out || g->out == u->out)
+        return NONE;
+    if (g->c || u->c || g->a->wt != u->a->wt || g->a->h.type != u->a->h.type ||
         g->a->h.ne0 != u->a->h.ne0 || g->a->h.ne1 != u->a->h.ne1 || g->a->parts != u->a->parts ||
-        s->a != g->out || s->b != u->out || s->count != g->n * g->a->h.ne1 || g->out == u->out)
-        return;
+        s->count != g->n * g->a->h.ne1)
+        return BLOCKED; /* biases, or weights the one kernel cannot sweep together */
     const gbuf *x = g->fnorm.x ? g->fnorm.x : g->b;
-    if (s->out == x || g->out == x || u->out == x) return;
+    if (s->out == x || g->out == x || u->out == x) return BLOCKED;
     gbuf *gate_out = s->out == g->out ? NULL : g->out, *up_out = s->out == u->out ? NULL : u->out;
     int extra =
         (g->fnorm.x ? 1 : 0) + (g->fnorm.out ? 1 : 0) + (gate_out != NULL) + (up_out != NULL);
-    if (gemv_storage(g->a, 2, extra) > (int)gb->info->max_storage_buffers) return;
+    if (gemv_storage(g->a, 2, extra) > (int)gb->info->max_storage_buffers) return BLOCKED;
     g->fgate.w_up = u->a;
     g->fgate.gate_out = gate_out;
     g->fgate.up_out = up_out;
     g->out = s->out;
     u->dead = s->dead = true;
+    return FUSED;
 }
 
 /* RMSNorm in place on heads, then (after ops not touching it) RoPE of the same rows. */
-static void fuse_norm_rope(gpu_backend *gb, int i) {
+static fuse_result fuse_norm_rope(gpu_backend *gb, int i) {
     op *nrm = &gb->ops[i];
-    if (nrm->a != nrm->out) return;
+    if (nrm->a != nrm->out) return NONE;
     for (int j = i + 1; j < gb->n_ops; j++) {
         op *r = &gb->ops[j];
         if (r->dead) continue;
+        if (!asked(nrm, r, PL_FUSE_NORM_ROPE)) return NONE;
         if (r->kind == OP_ROPE && r->out == nrm->out) {
             if (r->rope.head_dim != nrm->cols || r->n * r->rope.n_heads != nrm->rows || r->frope.nw)
-                return;
+                return NONE;
             r->frope.nw = nrm->b;
             r->frope.eps = nrm->eps;
             nrm->dead = true;
-            return;
+            return FUSED;
         }
-        if (touches(r, nrm->out) || touches(r, nrm->b)) return;
+        if (touches(r, nrm->out) || touches(r, nrm->b)) return NONE;
     }
+    return NONE;
 }
 
 /* RoPE(k) followed at once by KVStore(k) and KVStore(v) of the same rows. */
-static void fuse_rope_store(gpu_backend *gb, int i) {
+static fuse_result fuse_rope_store(gpu_backend *gb, int i) {
     op *r = &gb->ops[i];
     int j = i + 1, k;
     while (j < gb->n_ops && gb->ops[j].dead) j++;
-    if (j >= gb->n_ops) return;
+    if (j >= gb->n_ops) return NONE;
     op *sk = &gb->ops[j];
     int64_t row = (int64_t)r->rope.n_heads * r->rope.head_dim;
-    if (sk->kind != OP_STORE || sk->a != r->out || sk->n != r->n || sk->pos0 != r->pos0 ||
-        sk->out->h.ne0 != row || (sk->out->h.type == PL_TYPE_F16 && r->rope.head_dim % 2))
-        return;
+    if (sk->kind != OP_STORE || !asked(r, sk, PL_FUSE_ROPE_STORE) || sk->a != r->out ||
+        sk->n != r->n || sk->pos0 != r->pos0 || sk->out->h.ne0 != row)
+        return NONE;
+    if (sk->out->h.type == PL_TYPE_F16 && r->rope.head_dim % 2) return BLOCKED;
     r->frope.kc = sk->out;
     sk->dead = true;
     k = j + 1;
     while (k < gb->n_ops && gb->ops[k].dead) k++;
-    if (k >= gb->n_ops) return;
+    if (k >= gb->n_ops) return FUSED;
     op *sv = &gb->ops[k];
-    if (sv->kind != OP_STORE || sv->n != r->n || sv->pos0 != r->pos0 || sv->out == sk->out ||
-        sv->a == r->out || sv->out->h.type != sk->out->h.type || sv->out->h.ne0 % r->rope.n_heads ||
+    if (sv->kind != OP_STORE || !asked(r, sv, PL_FUSE_ROPE_STORE) || sv->n != r->n ||
+        sv->pos0 != r->pos0 || sv->out == sk->out || sv->a == r->out ||
+        sv->out->h.type != sk->out->h.type || sv->out->h.ne0 % r->rope.n_heads ||
         sv->a->h.ne0 != sv->out->h.ne0 ||
         (sv->out->h.type == PL_TYPE_F16 && (sv->out->h.ne0 / r->rope.n_heads) % 2))
-        return;
+        return FUSED;
     r->frope.v = sv->a;
     r->frope.vc = sv->out;
     sv->dead = true;
+    return FUSED;
 }
 
 /* RoPE(q) followed at once by RoPE(k) of the same rows and geometry. */
-static void fuse_rope_pair(gpu_backend *gb, int i) {
+static fuse_result fuse_rope_pair(gpu_backend *gb, int i) {
     op *q = &gb->ops[i];
     int j = i + 1;
     while (j < gb->n_ops && gb->ops[j].dead) j++;
-    if (j >= gb->n_ops || q->frope.kc || q->pair) return;
+    if (j >= gb->n_ops || q->frope.kc || q->pair) return NONE;
     op *k = &gb->ops[j];
     const pl_rope_params *a = &q->rope, *b = &k->rope;
-    if (k->kind != OP_ROPE || k->pair || k->out == q->out || k->n != q->n || k->pos0 != q->pos0 ||
-        a->mode != b->mode || a->head_dim != b->head_dim || a->rope_dim != b->rope_dim ||
+    if (k->kind != OP_ROPE || !asked(q, k, PL_FUSE_ROPE_PAIR) || k->pair || k->out == q->out ||
+        k->n != q->n || k->pos0 != q->pos0)
+        return NONE;
+    if (a->mode != b->mode || a->head_dim != b->head_dim || a->rope_dim != b->rope_dim ||
         a->theta_base != b->theta_base || a->freq_scale != b->freq_scale ||
         a->factors != b->factors || (q->frope.nw && k->frope.nw && q->frope.eps != k->frope.eps))
-        return;
+        return BLOCKED;
     q->pair = k;
     k->dead = true;
+    return FUSED;
 }
 
 void pl_gpu_drop_merged(gpu_backend *gb, gbuf *b) {
@@ -195,16 +230,18 @@ static const gbuf *merged_qkv(gpu_backend *gb, gbuf *q, gbuf *k, gbuf *v) {
 }
 
 /* Three projections of the same x next to each other (q, k, v). */
-static void fuse_qkv(gpu_backend *gb, int i) {
+static fuse_result fuse_qkv(gpu_backend *gb, int i) {
     op *m[3];
     int at = i;
     for (int j = 0; j < 3; j++) {
         while (at < gb->n_ops && gb->ops[at].dead) at++;
-        if (at >= gb->n_ops) return;
+        if (at >= gb->n_ops) return NONE;
         m[j] = &gb->ops[at++];
     }
     for (int j = 0; j < 3; j++)
-        if (m[j]->kind != OP_MATMUL) return;
+        if (m[j]->kind != OP_MATMUL || !asked(m[0], m[j], PL_FUSE_QKV) || m[j]->b != m[0]->b ||
+            m[j]->n != m[0]->n || m[j]->fnorm.x != m[0]->fnorm.x)
+            return NONE;
     const gbuf *w0 = m[0]->a;
     uint64_t split0 = (uint64_t)w0->h.ne1, split1 = split0 + (uint64_t)m[1]->a->h.ne1;
     const gemv_tune *tu =
@@ -219,41 +256,84 @@ static void fuse_qkv(gpu_backend *gb, int i) {
             w->h.type != w0->h.type || w->h.ne0 != w0->h.ne0 || w->parts != 1 || w->h.ne1 % rw ||
             pl_gpu_quant_bytes(w->wt, (uint32_t)w->h.ne0, (uint64_t)w->h.ne1) % 4 ||
             pl_gpu_scale_bytes(w->wt, (uint32_t)w->h.ne0, (uint64_t)w->h.ne1) % 4)
-            return; /* (copies move whole words) */
+            return BLOCKED; /* (copies move whole words) */
         const gbuf *x = o->fnorm.x ? o->fnorm.x : o->b;
         if (o->out == x || (j >= 1 && o->out == m[0]->out) || (j == 2 && o->out == m[1]->out))
-            return;
+            return BLOCKED;
     }
-    if (split1 + (uint64_t)m[2]->a->h.ne1 > UINT32_MAX) return;
+    if (split1 + (uint64_t)m[2]->a->h.ne1 > UINT32_MAX) return BLOCKED;
     const gbuf *w = merged_qkv(gb, (gbuf *)m[0]->a, (gbuf *)m[1]->a, (gbuf *)m[2]->a);
-    if (!w) return;
+    if (!w) return BLOCKED;
     m[0]->fqkv.w = w;
     m[0]->fqkv.y1 = m[1]->out;
     m[0]->fqkv.y2 = m[2]->out;
     m[0]->fqkv.split[0] = (uint32_t)split0;
     m[0]->fqkv.split[1] = (uint32_t)split1;
     m[1]->dead = m[2]->dead = true;
+    return FUSED;
+}
+
+static const char *const kind_names[] = {"norm_matmul", "qkv",       "norm_rope",
+                                         "rope_store",  "rope_pair", "gate_up"};
+
+/* What the tries found for each group of this queue, indexed by group - first group. */
+typedef struct {
+    unsigned asked, found; /* kinds requested; kinds that saw a FUSED or BLOCKED try */
+    int first_op;
+} group_seen;
+
+static void note(group_seen *g, const op *o, uint32_t g0, unsigned kind, fuse_result r) {
+    if (g && o->fmask && r != NONE) g[o->group - g0].found |= kind;
 }
 
 void pl_gpu_fuse(gpu_backend *gb) {
-    if (gb->o.no_fuse) return;
+    if (gb->o.no_fuse || gb->n_ops == 0) return;
+    /* groups are numbered in issue order, so this queue's span [g0, g1] */
+    uint32_t g0 = UINT32_MAX, g1 = 0;
+    for (int i = 0; i < gb->n_ops; i++)
+        if (gb->ops[i].fmask) {
+            if (gb->ops[i].group < g0) g0 = gb->ops[i].group;
+            if (gb->ops[i].group > g1) g1 = gb->ops[i].group;
+        }
+    group_seen *gs = g0 <= g1 ? calloc((size_t)(g1 - g0) + 1, sizeof *gs) : NULL;
+    if (gs)
+        for (int i = gb->n_ops - 1; i >= 0; i--) {
+            const op *o = &gb->ops[i];
+            if (o->fmask) gs[o->group - g0].asked = o->fmask, gs[o->group - g0].first_op = i;
+        }
     for (int i = 0; i < gb->n_ops; i++) {
         op *o = &gb->ops[i];
-        if (o->dead) continue;
+        if (o->dead || !o->fmask) continue;
         if (o->kind == OP_NORM) {
-            fuse_norm_matmul(gb, i);
-            if (!o->dead) fuse_norm_rope(gb, i);
+            note(gs, o, g0, PL_FUSE_NORM_MATMUL, fuse_norm_matmul(gb, i));
+            if (!o->dead) note(gs, o, g0, PL_FUSE_NORM_ROPE, fuse_norm_rope(gb, i));
         }
     }
     for (int i = 0; i < gb->n_ops; i++) {
         op *o = &gb->ops[i];
-        if (o->dead) continue;
-        if (o->kind == OP_MATMUL) fuse_gate_up(gb, i);
+        if (o->dead || !o->fmask) continue;
+        if (o->kind == OP_MATMUL) note(gs, o, g0, PL_FUSE_GATE_UP, fuse_gate_up(gb, i));
         if (!o->dead && o->kind == OP_MATMUL && !o->fgate.w_up)
-            fuse_qkv(gb, i);
+            note(gs, o, g0, PL_FUSE_QKV, fuse_qkv(gb, i));
         else if (o->kind == OP_ROPE)
-            fuse_rope_store(gb, i);
+            note(gs, o, g0, PL_FUSE_ROPE_STORE, fuse_rope_store(gb, i));
     }
-    for (int i = 0; i < gb->n_ops; i++)
-        if (!gb->ops[i].dead && gb->ops[i].kind == OP_ROPE) fuse_rope_pair(gb, i);
+    for (int i = 0; i < gb->n_ops; i++) {
+        op *o = &gb->ops[i];
+        if (!o->dead && o->fmask && o->kind == OP_ROPE)
+            note(gs, o, g0, PL_FUSE_ROPE_PAIR, fuse_rope_pair(gb, i));
+    }
+    for (uint32_t g = 0; gs && g <= g1 - g0; g++) {
+        unsigned missed = gs[g].asked & ~gs[g].found;
+        if (!missed) continue;
+        {
+            int k = 0;
+            while (!(missed & (1u << k))) k++;
+            snprintf(gb->last_missed, sizeof gb->last_missed,
+                     "%s, asked for by the group starting at op %d of a queue of %d", kind_names[k],
+                     gs[g].first_op, gb->n_ops);
+        }
+        gb->fusions_missed += (uint64_t)__builtin_popcount(missed);
+    }
+    free(gs);
 }

@@ -52,6 +52,13 @@ typedef enum {
     OP_ARGMAX,
     OP_TOPK,
     OP_COPY,
+    OP_SOFTMAX,
+    OP_TOPK_ROWS,
+    OP_MATMUL_ID,
+    OP_MOE_COMBINE,
+    OP_SIGMOID_MUL,
+    OP_SSM_CONV,
+    OP_DELTA_RULE,
 } op_kind;
 
 /* One recorded op. Fields by kind:
@@ -60,17 +67,26 @@ typedef enum {
  * ROPE   out x, n, pos0, rope              STORE  a src, out cache, n, pos0
  * ATTN   a q, b k cache, c v cache, out, n, pos0, attn
  * ARGMAX a x, out ids, rows, dst0          TOPK   a x, out ids, vals, row (rows), k
- * COPY   a src, src0, count, out, dst0 */
+ * COPY   a src, src0, count, out, dst0
+ * SOFTMAX a x, out, rows, cols             TOPK_ROWS a x, out ids, vals, rows, cols, k
+ * MATMUL_ID a w, b x, c ids, out, n, k n_exp, count n_used, acc x_shared
+ * MOE_COMBINE a y, b wts, out, n, count n_used, acc
+ * SIGMOID_MUL a x, b g, out, rows, cols, k g_cols, acc
+ * SSM_CONV a x, b w, out, out2 state, out3 snaps (or NULL), n
+ * DELTA_RULE a qkv, b a, c b, d ssm_a, e dt_bias, out, out2 state, out3 snaps, n, delta */
 typedef struct op_s {
     op_kind kind;
-    bool dead; /* absorbed into a fused op */
-    const gbuf *a, *b, *c;
-    gbuf *out, *vals;
+    bool dead;      /* absorbed into a fused op */
+    unsigned fmask; /* PL_FUSE_* kinds its group asks for (pl_be_fuse), 0: none */
+    uint32_t group; /* the fusion group it was issued in */
+    const gbuf *a, *b, *c, *d, *e;
+    gbuf *out, *vals, *out2, *out3;
     int64_t n, pos0, rows, cols, count, k, src0, dst0;
     float eps;
     bool acc;
     pl_rope_params rope;
     pl_attn_params attn;
+    pl_delta_params delta;
     /* fusions (gpu_fuse.c) */
     struct {
         const gbuf *x, *w; /* MATMUL: read x normalised with w instead of b */
@@ -145,6 +161,12 @@ typedef struct {
     /* the op queue */
     op *ops;
     int n_ops, cap_ops;
+    /* fusion requests (pl_be_fuse): the open group's kinds and number, and the requested
+     * kinds that found no ops of their pattern (gpu_fuse.c) */
+    unsigned fuse_mask;
+    uint32_t fuse_group;
+    uint64_t fusions_missed;
+    char last_missed[96];
     /* per-dispatch arguments: host copy, written before each submit */
     pl_gpu_buf *args;
     unsigned char *args_host;
@@ -178,6 +200,51 @@ static inline int pl_gpu_q8x(const gpu_backend *gb, const gbuf *w) {
 static inline int pl_gpu_tune_class(const gpu_backend *gb, const gbuf *w) {
     return pl_gpu_q8x(gb, w) ? 4 + (w->wt == PL_GW_Q8_0) : (int)w->wt;
 }
+
+/* Kernel families (the kernel cache's keys). */
+enum {
+    F_GEMV,
+    F_NORM,
+    F_ROPE,
+    F_COPY,
+    F_ATTN,
+    F_COMBINE,
+    F_TOPK,
+    F_EMBED,
+    F_EW,
+    F_SOFTMAX,
+    F_MOE_COMBINE,
+    F_SIGMOID_MUL,
+    F_SSM_CONV,
+    F_DELTA_RULE,
+};
+
+/* gpu_encode.c: what the encoders share. A generator writes WGSL from its parameters. */
+typedef pl_status (*pl_gpu_gen_fn)(const void *params, char **out);
+/* The cached kernel of `family` built from params (a zero-padded struct of `size` bytes). */
+pl_status pl_gpu_get_kernel(gpu_backend *gb, int family, const void *params, size_t size,
+                            pl_gpu_gen_fn gen, const char *label, pl_gpu_kernel **out);
+/* A fresh argument slot holding a, as a binding. */
+pl_status pl_gpu_args_ref(gpu_backend *gb, pl_gpu_args a, pl_gpu_ref *ref);
+/* Bind refs[0..n) (the args last) and dispatch `groups` workgroups of k. */
+pl_status pl_gpu_run(gpu_backend *gb, const pl_gpu_kernel *k, pl_gpu_ref *refs, int n,
+                     uint32_t groups);
+static inline pl_gpu_ref pl_gpu_whole(const pl_gpu_buf *b) {
+    return (pl_gpu_ref){(pl_gpu_buf *)b, 0, 0};
+}
+/* A power of two from lo up to hi, the first >= n. */
+uint32_t pl_gpu_threads_for(uint64_t n, uint32_t lo, uint32_t hi);
+/* The GEMV parameters of weight w with GEMV shape t (type, size, q8x, shape), mode STORE. */
+void pl_gpu_gemv_base(const gpu_backend *gb, const gbuf *w, const gemv_tune *t, pl_gemv_params *p);
+/* Append the bindings of w's quants (and scales) part by part at refs[*n]. */
+void pl_gpu_weight_refs(const gbuf *w, pl_gpu_ref *refs, int *n);
+/* Top-k of `rows` rows of `cols` values of x from row row0 into ids[dst0 + r * k ...] and,
+ * if given, vals[r * k ...]. */
+pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t row0,
+                          uint32_t rows, uint32_t k, gbuf *ids, uint32_t dst0, gbuf *vals);
+/* gpu_encode_moe.c / gpu_encode_ssm.c: the MoE and Gated DeltaNet ops. */
+pl_status pl_gpu_encode_moe(gpu_backend *gb, op *o);
+pl_status pl_gpu_encode_ssm(gpu_backend *gb, op *o);
 
 /* gpu_fuse.c: merge ops of the queue (no-op when fusion is off). */
 void pl_gpu_fuse(gpu_backend *gb);

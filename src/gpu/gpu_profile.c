@@ -17,8 +17,11 @@
 #define REPS 20
 
 static const char *kind_name(op_kind k) {
-    static const char *n[] = {"embed",     "rmsnorm", "matmul", "add",  "rope", "kv_store",
-                              "attention", "swiglu",  "argmax", "topk", "copy"};
+    static const char *n[] = {"embed",       "rmsnorm",   "matmul",    "add",       "rope",
+                              "kv_store",    "attention", "swiglu",    "argmax",    "topk",
+                              "copy",        "softmax",   "topk_rows", "matmul_id", "moe_combine",
+                              "sigmoid_mul", "ssm_conv",  "delta_rule"};
+    _Static_assert(sizeof n / sizeof n[0] == OP_DELTA_RULE + 1, "a name for every op kind");
     return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
 }
 
@@ -129,15 +132,19 @@ void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
         uint64_t wb = o->kind == OP_MATMUL
                           ? weight_bytes(o->fqkv.w ? o->fqkv.w : o->a) + weight_bytes(o->fgate.w_up)
                           : 0;
+        if (o->kind == OP_MATMUL_ID) { /* the slots' experts, as if all different (decode) */
+            int64_t used = o->n * o->count < o->k ? o->n * o->count : o->k;
+            wb = weight_bytes(o->a) / (uint64_t)o->k * (uint64_t)used;
+        }
         sum += s;
-        if (o->kind == OP_MATMUL) mm += s, bytes += wb;
+        if (o->kind == OP_MATMUL || o->kind == OP_MATMUL_ID) mm += s, bytes += wb;
         const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a;
         fprintf(f, "op %3d %-9s%s%s%s%s%s%s n %lld %lldx%lld  %8.2f us", i, kind_name(o->kind),
                 o->fnorm.x ? " +norm" : "", o->fgate.w_up ? " +gate/up" : "",
                 o->fqkv.w ? " +q/k/v" : "", o->frope.nw ? " +qknorm" : "",
-                o->frope.kc ? " +store" : "", o->acc ? " +acc" : "",
-                (long long)(o->kind == OP_NORM ? o->rows : o->n),
-                (long long)(w && w->h.weight ? w->h.ne1 : 0),
+                o->frope.kc ? " +store" : "",
+                o->acc ? (o->kind == OP_MATMUL_ID ? " +shared x" : " +acc") : "",
+                (long long)(o->rows ? o->rows : o->n), (long long)(w && w->h.weight ? w->h.ne1 : 0),
                 (long long)(w && w->h.weight ? w->h.ne0 : 0), s * 1e6);
         if (wb) fprintf(f, "  %7.1f GB/s of %.2f MB", wb / s / 1e9, wb / 1e6);
         fprintf(f, "\n");

@@ -62,4 +62,35 @@ void pl_gpu_ref_embed(const pl_embed_params *p, const pl_gpu_ref_mat *table, con
 /* The element-wise op over count values. */
 void pl_gpu_ref_ew(pl_ew_op op, const float *a, const float *b, uint32_t count, float *out);
 
+/* ---- the MoE and Gated DeltaNet kernels (kernel_ref_moe_ssm.c), as backend.h defines
+ * their ops; every sum in double ---- */
+
+/* Softmax of each of rows rows of cols values. out may be x. */
+void pl_gpu_ref_softmax(const float *x, uint32_t rows, uint32_t cols, float *out);
+
+/* The gathered expert GEMV: p as the kernel's (ids set, rows = rows per expert, parts of the
+ * stacked weight), mat the whole stacked weight (two: gate and up in GATE_UP); slots = n * n_used;
+ * y[slots][rows]; mag (optional) as in pl_gpu_ref_gemv. A bad expert id gives a zero row. */
+void pl_gpu_ref_matmul_id(const pl_gemv_params *p, const pl_gpu_ref_mat *mat, const int32_t *ids,
+                          uint32_t slots, const float *x, float *y, double *mag);
+
+/* out[i, c] (+)= sum_j wts[i * n_used + j] * y[i * n_used + j, c], for i < n, c < cols. */
+void pl_gpu_ref_moe_combine(const float *y, const float *wts, uint32_t n, uint32_t n_used,
+                            uint32_t cols, int acc, float *out);
+
+/* out[r, c] (+)= x[r, c] * sigmoid(g[r, g_cols == 1 ? 0 : c]). out may be x unless acc. */
+void pl_gpu_ref_sigmoid_mul(const float *x, const float *g, uint32_t rows, uint32_t cols,
+                            uint32_t g_cols, int acc, float *out);
+
+/* Conv1d + SiLU: w [channels][k], state [k-1][channels] (updated), x and out [n][channels],
+ * snaps NULL or [n * (k-1)][channels]. */
+void pl_gpu_ref_ssm_conv(const float *x, const float *w, float *state, uint32_t n,
+                         uint32_t channels, uint32_t k, float *snaps, float *out);
+
+/* The gated delta rule over n tokens (backend.h): p's n_k, n_v, d_k, d_v and eps; state
+ * [n_v][d_k * d_v] updated; snaps NULL or [n * n_v][d_k * d_v]; out [n][n_v * d_v]. */
+void pl_gpu_ref_delta_rule(const pl_delta_rule_params *p, const float *qkv, const float *a,
+                           const float *b, const float *ssm_a, const float *dt_bias, float *state,
+                           uint32_t n, float *snaps, float *out);
+
 #endif

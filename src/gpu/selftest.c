@@ -18,11 +18,13 @@
 #include "repack.h"
 #include "selftest.h"
 
+#define ST_BUFS 128 /* buffers the checks make, freed at the end */
+
 typedef struct {
     gpu_backend *gb;
     uint64_t rng;
     char why[200];
-    pl_buf *bufs[64];
+    pl_buf *bufs[ST_BUFS];
     int n_bufs;
 } st_ctx;
 
@@ -43,7 +45,7 @@ static const pl_backend_methods *M(st_ctx *c) {
 
 static pl_buf *act(st_ctx *c, uint32_t type, int64_t ne0, int64_t ne1, const void *data) {
     pl_buf *b = NULL;
-    if (c->n_bufs == 64 || M(c)->buf_new(&c->gb->be, type, ne0, ne1, &b) != PL_OK) return NULL;
+    if (c->n_bufs == ST_BUFS || M(c)->buf_new(&c->gb->be, type, ne0, ne1, &b) != PL_OK) return NULL;
     c->bufs[c->n_bufs++] = b;
     size_t es = type == PL_TYPE_F16 ? 2 : 4;
     if (data && M(c)->write(&c->gb->be, b, 0, data, ne0 * ne1 * (int64_t)es) != PL_OK) return NULL;
@@ -52,7 +54,7 @@ static pl_buf *act(st_ctx *c, uint32_t type, int64_t ne0, int64_t ne1, const voi
 
 static pl_buf *weight(st_ctx *c, uint32_t type, int64_t ne0, int64_t ne1, const void *data) {
     pl_buf *b = NULL;
-    if (c->n_bufs == 64 || M(c)->buf_weight(&c->gb->be, type, ne0, ne1, data, &b) != PL_OK)
+    if (c->n_bufs == ST_BUFS || M(c)->buf_weight(&c->gb->be, type, ne0, ne1, data, &b) != PL_OK)
         return NULL;
     c->bufs[c->n_bufs++] = b;
     return b;
@@ -292,6 +294,112 @@ static int check_argmax_embed(st_ctx *c) {
     return ok;
 }
 
+/* The MoE chain on the device: router top-k and softmax, the gathered expert GEMV (Q4_0,
+ * quantised activations, x shared by the slots) reading the ids the top-k wrote, and the
+ * weighted combine into a residual. */
+static int check_experts(st_ctx *c) {
+    enum { N = 2, NE = 6, NU = 2, D = 64, FF = 32 };
+    float lg[N * NE], x[N * D], res[N * FF], rv[N * NU], wts[N * NU];
+    float y[N * NU * FF], ry[N * NU * FF], out[N * FF], rout[N * FF], rw[N * NU];
+    double mag[N * NU * FF];
+    int32_t ids[N * NU], rid[N * NU];
+    fill(c, lg, N * NE, -3, 3), fill(c, x, N * D, -1, 1), fill(c, res, N * FF, -1, 1);
+    unsigned char *w = ggml_rows(c, PL_TYPE_Q4_0, D, FF * NE);
+    void *q = malloc(pl_gpu_quant_bytes(PL_GW_Q4_0, D, FF * NE));
+    uint16_t *s = malloc(pl_gpu_scale_bytes(PL_GW_Q4_0, D, FF * NE) + 4);
+    pl_buf *L = act(c, PL_TYPE_F32, NE, N, lg), *I = act(c, PL_TYPE_I32, NU, N, NULL);
+    pl_buf *V = act(c, PL_TYPE_F32, NU, N, NULL), *X = act(c, PL_TYPE_F32, D, N, x);
+    pl_buf *Y = act(c, PL_TYPE_F32, FF, N * NU, NULL), *O = act(c, PL_TYPE_F32, FF, N, res);
+    pl_buf *W = w ? weight(c, PL_TYPE_Q4_0, D, FF * NE, w) : NULL;
+    pl_backend *be = &c->gb->be;
+    int saved = be->act_q8;
+    be->act_q8 = 1;
+    int ok = q && s && L && I && V && X && Y && O && W &&
+             M(c)->topk_rows(be, L, N, NE, NU, I, V) == PL_OK &&
+             M(c)->softmax_rows(be, V, N, NU, V) == PL_OK &&
+             M(c)->matmul_id(be, W, NE, X, I, N, NU, true, Y) == PL_OK &&
+             M(c)->moe_combine(be, Y, V, N, NU, true, O) == PL_OK && readf(c, I, ids, sizeof ids) &&
+             readf(c, V, wts, sizeof wts) && readf(c, Y, y, sizeof y) &&
+             readf(c, O, out, sizeof out) &&
+             pl_gpu_repack_rows(PL_TYPE_Q4_0, w, D, FF * NE, PL_GW_Q4_0, q, s, NULL) == PL_OK;
+    be->act_q8 = saved;
+    for (int r = 0; ok && r < N; r++) {
+        uint32_t ri[NU];
+        pl_gpu_ref_topk(lg + r * NE, NE, NU, rv + r * NU, ri);
+        for (int j = 0; j < NU; j++) rid[r * NU + j] = (int32_t)ri[j];
+    }
+    for (int i = 0; ok && i < N * NU; i++)
+        if (ids[i] != rid[i]) {
+            snprintf(c->why, sizeof c->why, "router top-k: id %d is %d, expected %d", i, ids[i],
+                     rid[i]);
+            ok = 0;
+        }
+    if (ok) {
+        pl_gpu_ref_softmax(rv, N, NU, rw);
+        pl_gemv_params gp = {.type = PL_GW_Q4_0,
+                             .rows = FF,
+                             .cols = D,
+                             .mode = PL_GEMV_STORE,
+                             .parts = 1,
+                             .q8x = 1,
+                             .ids = 1,
+                             .n_exp = NE,
+                             .n_used = NU,
+                             .x_shared = 1};
+        pl_gpu_ref_mat m = {{q}, {s}};
+        pl_gpu_ref_matmul_id(&gp, &m, rid, N * NU, x, ry, mag);
+        memcpy(rout, res, sizeof rout);
+        pl_gpu_ref_moe_combine(ry, rw, N, NU, FF, 1, rout);
+        ok = close_to(c, "router weights", wts, rw, N * NU, 1e-5f, 1e-6f);
+        for (int i = 0; ok && i < N * NU * FF; i++)
+            if (!(fabs((double)y[i] - ry[i]) <= 1e-5 * mag[i] + 1e-6)) {
+                snprintf(c->why, sizeof c->why, "expert GEMV: value %d is %g, expected %g", i,
+                         (double)y[i], (double)ry[i]);
+                ok = 0;
+            }
+        ok = ok && close_to(c, "expert combine", out, rout, N * FF, 1e-4f, 1e-4f);
+    }
+    free(w), free(q), free(s);
+    return ok;
+}
+
+/* The Gated DeltaNet's conv1d (with snapshots) and delta rule over two tokens. */
+static int check_deltanet(st_ctx *c) {
+    enum { NK = 1, NV = 2, DK = 16, DV = 16, T = 2, K = 4, CH = 2 * NK * DK + NV * DV };
+    float x[T * CH], w[CH * K], st[(K - 1) * CH], cv[T * CH], rcv[T * CH], sn[T * (K - 1) * CH];
+    float rsn[T * (K - 1) * CH], a[T * NV], b[T * NV], sa[NV], dt[NV], o[T * NV * DV];
+    float ro[T * NV * DV], *S = malloc(sizeof(float) * NV * DK * DV * 2), *RS;
+    if (!S) return 0;
+    RS = S + NV * DK * DV;
+    fill(c, x, T * CH, -1, 1), fill(c, w, CH * K, -1, 1), fill(c, st, (K - 1) * CH, -1, 1);
+    fill(c, a, T * NV, -3, 3), fill(c, b, T * NV, -3, 3), fill(c, dt, NV, -1, 1);
+    fill(c, sa, NV, -2, -0.1f), fill(c, RS, NV * DK * DV, -0.5f, 0.5f);
+    pl_buf *X = act(c, PL_TYPE_F32, CH, T, x), *W = weight(c, PL_TYPE_F32, K, CH, w);
+    pl_buf *ST = act(c, PL_TYPE_F32, CH, K - 1, st), *CV = act(c, PL_TYPE_F32, CH, T, NULL);
+    pl_buf *SN = act(c, PL_TYPE_F32, CH, T * (K - 1), NULL), *A = act(c, PL_TYPE_F32, NV, T, a);
+    pl_buf *B = act(c, PL_TYPE_F32, NV, T, b), *SA = act(c, PL_TYPE_F32, NV, 1, sa);
+    pl_buf *DT = act(c, PL_TYPE_F32, NV, 1, dt), *O = act(c, PL_TYPE_F32, NV * DV, T, NULL);
+    pl_buf *SS = act(c, PL_TYPE_F32, DK * DV, NV, RS);
+    pl_delta_params dp = {NK, NV, DK, DV, 1e-6f};
+    pl_backend *be = &c->gb->be;
+    int ok = X && W && ST && CV && SN && A && B && SA && DT && O && SS &&
+             M(c)->ssm_conv(be, X, W, ST, T, SN, CV) == PL_OK &&
+             M(c)->delta_rule(be, CV, A, B, SA, DT, SS, T, &dp, NULL, O) == PL_OK &&
+             readf(c, CV, cv, sizeof cv) && readf(c, SN, sn, sizeof sn) &&
+             readf(c, O, o, sizeof o) && readf(c, SS, S, sizeof(float) * NV * DK * DV);
+    if (ok) {
+        pl_gpu_ref_ssm_conv(x, w, st, T, CH, K, rsn, rcv);
+        pl_delta_rule_params p = {.n_k = NK, .n_v = NV, .d_k = DK, .d_v = DV, .eps = 1e-6f};
+        pl_gpu_ref_delta_rule(&p, rcv, a, b, sa, dt, RS, T, NULL, ro);
+        ok = close_to(c, "conv1d", cv, rcv, T * CH, 1e-5f, 1e-6f) &&
+             close_to(c, "conv1d snapshots", sn, rsn, T * (K - 1) * CH, 0, 0) &&
+             close_to(c, "delta rule", o, ro, T * NV * DV, 1e-4f, 1e-5f) &&
+             close_to(c, "delta rule state", S, RS, NV * DK * DV, 1e-4f, 1e-5f);
+    }
+    free(S);
+    return ok;
+}
+
 pl_status pl_gpu_selftest(gpu_backend *gb) {
     st_ctx c;
     memset(&c, 0, sizeof c);
@@ -303,6 +411,7 @@ pl_status pl_gpu_selftest(gpu_backend *gb) {
     for (int i = 0; ok && i < 4; i++) ok = check_gemv(&c, types[i], 0);
     ok = ok && check_gemv(&c, PL_TYPE_Q4_0, 1) && check_gemv(&c, PL_TYPE_Q8_0, 1);
     ok = ok && check_gate_up(&c, PL_TYPE_Q4_0) && check_attention(&c) && check_argmax_embed(&c);
+    ok = ok && check_experts(&c) && check_deltanet(&c);
     char err[300];
     snprintf(err, sizeof err, "%s", c.why[0] ? c.why : pl_last_error());
     for (int i = c.n_bufs - 1; i >= 0; i--) gb->be.m->buf_free(&gb->be, c.bufs[i]);

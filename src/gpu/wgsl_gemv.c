@@ -52,15 +52,16 @@ uint32_t pl_gemv_groups(const pl_gemv_params *p) {
 }
 
 uint32_t pl_gemv_wg_bytes(const pl_gemv_params *p) {
-    if (p->sg_rows) return 0;
-    return (n_mats(p) * p->rows_per_wg + (p->norm && !p->q8x)) * p->threads * 4;
+    uint32_t ev = p->ids ? 4 : 0; /* the slot's expert id */
+    if (p->sg_rows) return ev;
+    return (n_mats(p) * p->rows_per_wg + (p->norm && !p->q8x)) * p->threads * 4 + ev;
 }
 
 int pl_gemv_bindings(const pl_gemv_params *p) {
     wfmt f = fmt_of(p->type, p->cols);
     return 3 + (int)(n_mats(p) * n_parts(p)) * (f.scaled ? 2 : 1) + (p->norm != 0) +
            (p->norm_out != 0) + (p->bias != 0) + (p->gate_out != 0) + (p->up_out != 0) +
-           (p->split[0] ? 2 : 0);
+           (p->split[0] ? 2 : 0) + (p->ids != 0);
 }
 
 static pl_status check(const pl_gemv_params *p) {
@@ -74,9 +75,13 @@ static pl_status check(const pl_gemv_params *p) {
     if (p->sg_rows && (p->sg_rows < 4 || (p->sg_rows & (p->sg_rows - 1)) || T % p->sg_rows))
         return pl_fail(PL_ERR_ARG, "GEMV: %u threads are not whole subgroups of %u", T, p->sg_rows);
     unsigned parts = n_parts(p), rw = pl_gemv_rows_per_group(p);
+    uint64_t all = (uint64_t)p->rows * (p->ids ? p->n_exp : 1); /* rows of the weight */
+    if (p->ids && (!p->n_exp || !p->n_used || p->mode == PL_GEMV_ACCUM || p->norm || p->bias ||
+                   p->split[0] || all > UINT32_MAX || (parts > 1 && p->rows % rw)))
+        return pl_fail(PL_ERR_ARG, "GEMV: bad gathered experts (%u of %u rows)", p->n_exp, p->rows);
     if (parts > PL_GEMV_MAX_PARTS ||
-        (parts > 1 && (p->rows_per_part % rw || (uint64_t)p->rows_per_part * parts < p->rows ||
-                       (uint64_t)p->rows_per_part * (parts - 1) >= p->rows)))
+        (parts > 1 && (p->rows_per_part % rw || (uint64_t)p->rows_per_part * parts < all ||
+                       (uint64_t)p->rows_per_part * (parts - 1) >= all)))
         return pl_fail(PL_ERR_ARG, "GEMV: bad split into %u parts of %u rows", parts,
                        p->rows_per_part);
     if (p->q8x && p->type != PL_GW_Q4_0 && p->type != PL_GW_Q8_0)
@@ -377,6 +382,7 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                  "const N = %uu;\nconst K = %uu;\nconst NB = %uu;\nconst T = %uu;\nconst R = %uu;\n"
                  "const SG = %uu;\nconst RW = %uu;\n",
                  p->rows, p->cols, p->cols / f.elems, T, R, sg ? sg : 1, pl_gemv_rows_per_group(p));
+    if (p->ids) pl_wtext_add(&t, "const NU = %uu;\n", p->n_used);
     const char *xt = f.xv ? "vec4<f32>" : "f32";
     pl_wtext_add(&t,
                  "@group(0) @binding(0) var<storage, read> x: array<%s>;\n"
@@ -405,6 +411,11 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> y2: array<f32>;\n",
                      binding++);
     }
+    if (p->ids)
+        pl_wtext_add(&t,
+                     "@group(0) @binding(%d) var<storage, read> eids: array<i32>;\n"
+                     "var<workgroup> ev: i32;\n",
+                     binding++);
     pl_wtext_args(&t, binding++);
     if (!sg) {
         unsigned copies = nacc + (post ? 1 : 0);
@@ -422,10 +433,25 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                  "  if (g >= %uu * args.a0) { return; }\n"
                  "  let col = g / %uu;\n"
                  "  let row0 = (g %% %uu) * RW%s;\n"
-                 "  let xo = col * %uu;\n"
+                 "  let xo = col%s * %uu;\n"
                  "  let yo = col * N;\n",
                  pl_gemv_groups(p), pl_gemv_groups(p), pl_gemv_groups(p),
-                 sg ? " + (lid / SG) * R" : "", xn_len);
+                 sg ? " + (lid / SG) * R" : "", p->ids && p->x_shared ? " / NU" : "", xn_len);
+    if (p->ids) /* the slot's expert, uniform over the workgroup; a bad id: a zero row */
+        pl_wtext_add(&t,
+                     "  if (lid == 0u) { ev = eids[col]; }\n"
+                     "  let e = workgroupUniformLoad(&ev);\n"
+                     "  if (e < 0 || e >= %di) {\n"
+                     "    let gr0 = (g %% %uu) * RW;\n"
+                     "    for (var r = lid; r < RW; r += T) {\n"
+                     "      if (gr0 + r < N) { y[yo + gr0 + r] = 0.0;%s%s }\n"
+                     "    }\n"
+                     "    return;\n"
+                     "  }\n"
+                     "  let erow = u32(e) * N;\n",
+                     (int)p->n_exp, pl_gemv_groups(p),
+                     p->gate_out ? " go[yo + gr0 + r] = 0.0;" : "",
+                     p->up_out ? " uo[yo + gr0 + r] = 0.0;" : "");
     if (post) pl_wtext_add(&t, "  var ss = 0.0;\n");
     for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  var a%u = 0.0;\n", a);
     /* q8x with the norm: quantising must see the normalised x (the f16 rounding of a block
@@ -446,13 +472,14 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         }
     }
     /* rows past N (last workgroup) read row N-1 and are not written */
+    const char *erow = p->ids ? "erow + " : "";
     if (parts > 1)
-        pl_wtext_add(&t, "  let part = row0 / %uu;\n  let base = part * %uu;\n", p->rows_per_part,
-                     p->rows_per_part);
+        pl_wtext_add(&t, "  let part = (%srow0) / %uu;\n  let base = part * %uu;\n", erow,
+                     p->rows_per_part, p->rows_per_part);
     else
         pl_wtext_add(&t, "  let base = 0u;\n");
     for (unsigned r = 0; r < R; r++)
-        pl_wtext_add(&t, "  let r%u = min(row0 + %uu, N - 1u) - base;\n", r, r);
+        pl_wtext_add(&t, "  let r%u = %smin(row0 + %uu, N - 1u) - base;\n", r, erow, r);
     for (unsigned q = 0; q < parts; q++) {
         if (parts > 1)
             pl_wtext_add(&t, "  %sif (part == %uu) {\n", q ? "else " : "", q);

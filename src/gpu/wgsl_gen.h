@@ -90,6 +90,16 @@ typedef struct {
     /* q8x with unroll 1: every row's weight block and scale is loaded before the x block
      * is read and quantised (all of them in flight at once) */
     int preload;
+    /* Gathered experts (matmul_id): the weight stacks n_exp matrices of `rows` rows, and
+     * args.a0 counts slots, not vectors. Slot s reads expert e = ids[s] (an i32 binding
+     * after the others, before args): rows [e * rows, (e + 1) * rows) of the weight; x
+     * vector s / n_used if x_shared, else s; y row s. An e outside [0, n_exp) gives a
+     * zero row and reads no weight. STORE or GATE_UP (gate and up experts in one sweep,
+     * both at expert e's rows), no norm, bias or split; with parts,
+     * `rows` must be a multiple of the rows per workgroup. */
+    int ids;
+    uint32_t n_exp, n_used;
+    int x_shared;
 } pl_gemv_params;
 
 /* Rows one workgroup covers, and workgroups per vector of x. */
@@ -182,10 +192,12 @@ typedef struct {
  * Stage 2: workgroup r reads the n = chunks * k pairs of row r and writes the k best, in
  * order: indices (as i32, -1 for none) to ids[args.a0 + r * k + j], values (if `vals`) to
  * vals[r * k + j].
- * Stage 1 bindings: 0 x, 1 pairs, 2 args. Stage 2: 0 pairs, 1 ids, [2 vals], then args. */
+ * Stage 1 bindings: 0 x, 1 pairs, 2 args. Stage 2: 0 pairs, 1 ids, [2 vals], then args.
+ * Direct (one chunk holds the row): stage 1 writes stage 2's outputs itself, to
+ * ids[args.a2 + r * k + j] (and vals); bindings as stage 2 with x in place of the pairs. */
 typedef struct {
     uint32_t n, k, chunk, threads;
-    int stage2, vals;
+    int stage2, vals, direct;
 } pl_topk_params;
 
 uint32_t pl_topk_chunks(const pl_topk_params *p);
@@ -209,6 +221,58 @@ typedef struct {
     uint32_t threads;
 } pl_ew_params;
 
+/* out[r, :] = softmax(x[r, :]) over `cols` values, one workgroup per row, r < args.a0.
+ * Bindings: 0 x, 1 out, 2 args; in place: 0 x (read and written), 1 args. */
+typedef struct {
+    uint32_t cols, threads;
+    int inplace;
+} pl_softmax_params;
+
+/* out[i, c] (+)= sum over j < n_used, in order, of wts[i * n_used + j] * y[i * n_used + j, c]
+ * for i < args.a0, c < cols; one thread per output value.
+ * Bindings: 0 y, 1 wts, 2 out, 3 args. */
+typedef struct {
+    uint32_t cols, n_used, threads;
+    int acc;
+} pl_moe_combine_params;
+
+/* out[i] (+)= x[i] * sigmoid(g[per_row ? i / cols : i]) for i < args.a0, one thread each.
+ * Bindings: 0 x, 1 g, 2 out, 3 args; with inplace (out is x, not acc): 0 x, 1 g, 2 args. */
+typedef struct {
+    uint32_t cols, threads;
+    int per_row, acc, inplace;
+} pl_sigmoid_mul_params;
+
+/* Causal depthwise conv1d + SiLU (backend.h ssm_conv) over args.a0 rows of `channels`.
+ * Workgroup g takes channels [g * cw, (g + 1) * cw); its threads are cw channels x
+ * threads / cw lanes of rows. The state rows it replaces are read first, then written after
+ * a barrier, so no workgroup reads another's channels. Bindings: 0 x, 1 w f32[channels][k],
+ * 2 state f32[k-1][channels], 3 out, 4 snaps if `snaps`, then args. */
+typedef struct {
+    uint32_t channels, k, cw, threads;
+    int snaps;
+} pl_ssm_conv_params;
+
+uint32_t pl_ssm_conv_groups(const pl_ssm_conv_params *p);
+
+/* The gated delta rule (backend.h delta_rule) over args.a0 tokens in order. Workgroup g
+ * owns value head g / slices and value columns [(g % slices) * cols, ...) of its state:
+ * thread t holds column t % cols and the rows_per_thread key rows of part t / cols in
+ * registers for every token, so the state is read and written once per call. Per token
+ * the parts of a column add their partial dot products (S k, S q, |k|^2, |q|^2, k.q) in
+ * workgroup memory: one barrier. Bindings: 0 qkv, 1 a, 2 b, 3 ssm_a, 4 dt_bias, 5 state,
+ * 6 out, 7 snaps if `snaps`, then args. */
+typedef struct {
+    uint32_t n_k, n_v, d_k, d_v;
+    uint32_t cols, parts; /* threads = cols * parts, a power of two each */
+    float eps;
+    int snaps;
+} pl_delta_rule_params;
+
+uint32_t pl_delta_rule_groups(const pl_delta_rule_params *p);
+/* Rows of key dimension each thread holds: d_k / parts, rounded up. */
+uint32_t pl_delta_rule_rows(const pl_delta_rule_params *p);
+
 /* Each generator returns malloc'd WGSL in *out, or fails on parameters it cannot build. */
 pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out);
 pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out);
@@ -219,5 +283,10 @@ pl_status pl_wgsl_attn_combine(const pl_attn_combine_params *p, char **out);
 pl_status pl_wgsl_topk(const pl_topk_params *p, char **out);
 pl_status pl_wgsl_embed(const pl_embed_params *p, char **out);
 pl_status pl_wgsl_ew(const pl_ew_params *p, char **out);
+pl_status pl_wgsl_softmax(const pl_softmax_params *p, char **out);
+pl_status pl_wgsl_moe_combine(const pl_moe_combine_params *p, char **out);
+pl_status pl_wgsl_sigmoid_mul(const pl_sigmoid_mul_params *p, char **out);
+pl_status pl_wgsl_ssm_conv(const pl_ssm_conv_params *p, char **out);
+pl_status pl_wgsl_delta_rule(const pl_delta_rule_params *p, char **out);
 
 #endif

@@ -12,11 +12,6 @@ static int pow2(unsigned v) {
     return v && !(v & (v - 1));
 }
 
-/* Early return for workgroups past `count` (a WGSL expression); uniform per workgroup. */
-static void group_guard(pl_wtext *t, const char *count) {
-    pl_wtext_add(t, "  let g = wid.x + wid.y * nwg.x;\n  if (g >= %s) { return; }\n", count);
-}
-
 /* ------------------------------------------------------------------ RMSNorm */
 
 pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out) {
@@ -38,7 +33,7 @@ pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out) {
     pl_wtext_add(&t, "var<workgroup> red: array<f32, T>;\n");
     pl_wtext_reduce_decl(&t, p->threads, 1);
     pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
-    group_guard(&t, "args.a0");
+    pl_wtext_group_guard(&t, "args.a0");
     pl_wtext_add(&t, "  let o = g * C;\n"
                      "  var ss = 0.0;\n"
                      "  for (var j = lid; j < C; j += T) { ss += x[o + j] * x[o + j]; }\n"
@@ -172,7 +167,7 @@ pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
                  p->sg ? ", @builtin(subgroup_invocation_id) sid: u32, "
                          "@builtin(subgroup_size) ssz: u32"
                        : "");
-    group_guard(&t, pair ? "(NH + NH2) * args.a1" : "NH * args.a1");
+    pl_wtext_group_guard(&t, pair ? "(NH + NH2) * args.a1" : "NH * args.a1");
     /* the tensor is uniform over the workgroup, so the barriers inside stay legal */
     pl_wtext_add(&t, "  if (g < NH * args.a1) {\n    let gg = g;\n");
     rope_head(&t, p, "x", "NH", p->norm ? "nw" : NULL, !pair && p->store, !pair && p->store_v);
@@ -306,7 +301,7 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                  p->sg ? ", @builtin(subgroup_invocation_id) sid: u32, "
                          "@builtin(subgroup_size) ssz: u32"
                        : "");
-    group_guard(&t, "args.a2 * NH * ns");
+    pl_wtext_group_guard(&t, "args.a2 * NH * ns");
     pl_wtext_add(&t, "  let r = g / (NH * ns);\n  let h = (g / ns) %% NH;\n  let sp = g %% ns;\n"
                      "  let qr = args.a1 + r;\n  let nk = args.a0 + qr + 1u;\n  let kvh = h / GQ;\n"
                      "  let p0 = sp * CH;\n  let p1 = min(nk, p0 + CH);\n"
@@ -443,7 +438,7 @@ pl_status pl_wgsl_attn_combine(const pl_attn_combine_params *p, char **out) {
                  HDV, p->n_head, p->max_splits, T);
     pl_wtext_args(&t, 2);
     pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
-    group_guard(&t, "args.a2 * NH");
+    pl_wtext_group_guard(&t, "args.a2 * NH");
     pl_wtext_add(
         &t, "  let ns = args.a3;\n"
             "  let qr = args.a1 + g / NH;\n  let h = g %% NH;\n"
@@ -475,7 +470,8 @@ uint32_t pl_topk_chunks(const pl_topk_params *p) {
 pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
     *out = NULL;
     unsigned T = p->threads;
-    if (!p->n || !p->k || p->k > 1024 || !pow2(T) || T > 1024 || (!p->stage2 && !p->chunk))
+    if (!p->n || !p->k || p->k > 1024 || !pow2(T) || T > 1024 || (!p->stage2 && !p->chunk) ||
+        (p->direct && (p->stage2 || pl_topk_chunks(p) != 1)))
         return pl_fail(PL_ERR_ARG, "top-k: bad parameters (n %u, k %u)", p->n, p->k);
     unsigned chunk = p->stage2 ? p->n : p->chunk, nc = p->stage2 ? 1 : pl_topk_chunks(p);
     pl_wtext t = {0};
@@ -484,9 +480,11 @@ pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
                  "const T = %uu;\n",
                  p->n, p->k, chunk, nc, T);
     int b = 0;
-    if (p->stage2) {
-        pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> inp: array<vec2<u32>>;\n"
-                         "@group(0) @binding(1) var<storage, read_write> ids: array<i32>;\n");
+    if (p->stage2 || p->direct) {
+        pl_wtext_add(&t,
+                     "@group(0) @binding(0) var<storage, read> inp: array<%s>;\n"
+                     "@group(0) @binding(1) var<storage, read_write> ids: array<i32>;\n",
+                     p->direct ? "f32" : "vec2<u32>");
         b = 2;
         if (p->vals)
             pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> vals: array<f32>;\n",
@@ -511,7 +509,7 @@ pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
                  "}\n"
                  "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n",
                  parts, T / parts);
-    group_guard(&t, "args.a1 * NC");
+    pl_wtext_group_guard(&t, "args.a1 * NC");
     pl_wtext_add(&t,
                  "  let r = g / NC;\n"
                  "  let lo = %s;\n  let hi = min(lo + CH, %s);\n"
@@ -553,8 +551,9 @@ pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
             "      if (before(rv2[j], ri2[j], pv, pi)) { pv = rv2[j]; pi = ri2[j]; }\n"
             "    }\n"
             "    if (lid == 0u) {\n");
-    if (p->stage2) {
-        pl_wtext_add(&t, "      ids[args.a0 + r * KK + rd] = bitcast<i32>(pi);\n");
+    if (p->stage2 || p->direct) {
+        pl_wtext_add(&t, "      ids[%s + r * KK + rd] = bitcast<i32>(pi);\n",
+                     p->direct ? "args.a2" : "args.a0");
         if (p->vals) pl_wtext_add(&t, "      vals[r * KK + rd] = pv;\n");
     } else {
         pl_wtext_add(&t, "      outp[g * KK + rd] = vec2<u32>(bitcast<u32>(pv), pi);\n");
@@ -591,7 +590,7 @@ pl_status pl_wgsl_embed(const pl_embed_params *p, char **out) {
     }
     pl_wtext_args(&t, b);
     pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
-    group_guard(&t, "args.a0");
+    pl_wtext_group_guard(&t, "args.a0");
     pl_wtext_add(&t, "  let idv = ids[g];\n"
                      "  let ok = idv >= 0 && u32(idv) < ROWS;\n"
                      "  let id = select(0u, u32(idv), ok);\n");

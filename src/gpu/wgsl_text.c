@@ -56,6 +56,10 @@ void pl_wtext_group_index(pl_wtext *t, unsigned groups) {
                  groups);
 }
 
+void pl_wtext_group_guard(pl_wtext *t, const char *count) {
+    pl_wtext_add(t, "  let g = wid.x + wid.y * nwg.x;\n  if (g >= %s) { return; }\n", count);
+}
+
 void pl_wtext_args(pl_wtext *t, int binding) {
     pl_wtext_add(t,
                  "struct Args { a0: u32, a1: u32, a2: u32, a3: u32, a4: u32, a5: u32, a6: u32, "

@@ -23,6 +23,8 @@ void pl_wtext_drop(pl_wtext *t);
 /* Append the workgroup-index prologue: `let g = wid.x + wid.y * nwg.x;` and an early
  * return past `groups` (uniform across the workgroup, so barriers after it are legal). */
 void pl_wtext_group_index(pl_wtext *t, unsigned groups);
+/* The same with the group count a WGSL expression (a uniform, e.g. "args.a0"). */
+void pl_wtext_group_guard(pl_wtext *t, const char *count);
 /* The entry point's builtin parameters: workgroup id, grid size, local index. */
 #define PL_WGSL_MAIN_ARGS                                                                          \
     "@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, "             \

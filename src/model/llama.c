@@ -1,15 +1,15 @@
 /* llama.c - the llama family of decoder-only transformers: llama (Llama 2/3, SmolLM2,
- * TinyStories), qwen2 (biases on q/k/v) and qwen3 (RMSNorm on each q/k head).
+ * TinyStories), qwen2 (biases on q/k/v), qwen3 (RMSNorm on each q/k head) and qwen3moe
+ * (qwen3 with a mixture-of-experts feed-forward, moe.c).
  *
  * Per layer: RMSNorm -> q,k,v projections -> (qwen3: per-head norm) -> RoPE -> KV cache ->
  * causal grouped-query attention -> output projection added to the residual -> RMSNorm ->
- * SwiGLU feed-forward added to the residual. Then the final RMSNorm and the output matrix
- * (tied to the token embedding when the file has no output.weight). */
+ * SwiGLU feed-forward (or the MoE block) added to the residual. Then the final RMSNorm and
+ * the output matrix (tied to the token embedding when the file has no output.weight). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "model_internal.h"
 
@@ -19,28 +19,6 @@ static const llama_model *LM(const pl_model *m) {
 }
 static llama_state *LS(pl_state *s) {
     return s->fam;
-}
-
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        pl_status s_ = (x);                                                                        \
-        if (s_) return s_;                                                                         \
-    } while (0)
-
-/* Largest values we accept from metadata: far above any real model, small enough that no
- * product of them overflows or asks for absurd memory before the tensor checks run. */
-#define MAX_DIM    1048576
-#define MAX_LAYERS 4096
-
-static pl_status read_int(pl_loader *ld, const char *key, bool required, int64_t dflt, int lo,
-                          int hi, int *out) {
-    int64_t v;
-    TRY(pl_load_int(ld, key, required, dflt, &v));
-    if (v < lo || v > hi)
-        return pl_fail(PL_ERR_FORMAT, "%s.%s = %lld is outside [%d, %d]", ld->m->info.arch, key,
-                       (long long)v, lo, hi);
-    *out = (int)v;
-    return PL_OK;
 }
 
 /* RoPE frequency scaling from rope.scaling.type / factor (or the older rope.scale_linear). */
@@ -70,30 +48,21 @@ static pl_status read_rope_scaling(pl_loader *ld, llama_config *c) {
 
 static pl_status read_config(pl_loader *ld, llama_config *c) {
     const char *arch = ld->m->info.arch;
-    TRY(read_int(ld, "embedding_length", true, 0, 1, MAX_DIM, &c->n_embd));
-    TRY(read_int(ld, "block_count", true, 0, 1, MAX_LAYERS, &c->n_layer));
-    TRY(read_int(ld, "feed_forward_length", true, 0, 1, MAX_DIM, &c->n_ff));
-    TRY(read_int(ld, "attention.head_count", true, 0, 1, MAX_DIM, &c->n_head));
-    TRY(read_int(ld, "attention.head_count_kv", false, c->n_head, 1, c->n_head, &c->n_head_kv));
-    if (c->n_head % c->n_head_kv)
-        return pl_fail(PL_ERR_FORMAT, "%d heads cannot share %d kv heads", c->n_head, c->n_head_kv);
-    TRY(read_int(ld, "attention.key_length", false, c->n_embd / c->n_head, 1, MAX_DIM,
-                 &c->head_dim));
-    TRY(read_int(ld, "attention.value_length", false, c->head_dim, 1, MAX_DIM, &c->head_dim_v));
-    TRY(read_int(ld, "rope.dimension_count", false, c->head_dim, 2, c->head_dim, &c->rope_dim));
-    if (c->rope_dim % 2) return pl_fail(PL_ERR_FORMAT, "odd RoPE dimension %d", c->rope_dim);
-    TRY(read_int(ld, "context_length", false, 4096, 1, 1 << 30, &c->n_ctx_train));
-    double eps, base;
-    TRY(pl_load_float(ld, "attention.layer_norm_rms_epsilon", true, 0, &eps));
-    TRY(pl_load_float(ld, "rope.freq_base", false, 10000.0, &base));
-    if (!(eps >= 0 && eps < 1)) return pl_fail(PL_ERR_FORMAT, "bad RMSNorm epsilon %g", eps);
-    if (!(base > 1 && base < 1e12)) return pl_fail(PL_ERR_FORMAT, "bad RoPE base %g", base);
-    c->rms_eps = (float)eps;
-    c->rope_base = (float)base;
+    TRY(pl_load_int_in(ld, "embedding_length", true, 0, 1, MAX_DIM, &c->n_embd));
+    TRY(pl_load_int_in(ld, "block_count", true, 0, 1, MAX_LAYERS, &c->n_layer));
+    /* experts (qwen3moe; a llama file may have them too): then no dense FFN */
+    TRY(pl_moe_read_config(ld, strcmp(arch, "qwen3moe") == 0, &c->moe));
+    bool dense = c->moe.n_expert == 0;
+    TRY(pl_load_int_in(ld, "feed_forward_length", dense, 0, dense, MAX_DIM, &c->n_ff));
+    pl_attn_keys a;
+    TRY(pl_load_attn_keys(ld, c->n_embd, &a));
+    c->n_head = a.n_head, c->n_head_kv = a.n_head_kv;
+    c->head_dim = a.head_dim, c->head_dim_v = a.head_dim_v, c->rope_dim = a.rope_dim;
+    c->n_ctx_train = a.n_ctx_train, c->rms_eps = a.rms_eps, c->rope_base = a.rope_base;
     TRY(read_rope_scaling(ld, c));
     /* The llama converter permutes q/k rows into adjacent pairs; qwen keeps the halves. */
     c->rope_mode = strcmp(arch, "llama") == 0 ? PL_ROPE_NORMAL : PL_ROPE_NEOX;
-    c->qk_norm = strcmp(arch, "qwen3") == 0;
+    c->qk_norm = strcmp(arch, "qwen3") == 0 || strcmp(arch, "qwen3moe") == 0;
     return PL_OK;
 }
 
@@ -119,14 +88,15 @@ static pl_status load_layer(pl_loader *ld, const llama_config *c, int l, llama_l
     T(q_norm, "attn_q_norm.weight", c->head_dim, 1, c->qk_norm);
     T(k_norm, "attn_k_norm.weight", c->head_dim, 1, c->qk_norm);
     T(wo, "attn_output.weight", (int64_t)c->n_head * c->head_dim_v, d, true);
+    if (!c->qk_norm && (L->q_norm || L->k_norm))
+        return pl_fail(PL_ERR_FORMAT, "blk.%d has q/k norms, which %s does not use", l,
+                       ld->m->info.arch);
     T(ffn_norm, "ffn_norm.weight", d, 1, true);
+    if (c->moe.n_expert) return pl_moe_load_layer(ld, &c->moe, c->n_embd, l, &L->moe);
     T(w_gate, "ffn_gate.weight", d, c->n_ff, true);
     T(w_up, "ffn_up.weight", d, c->n_ff, true);
     T(w_down, "ffn_down.weight", c->n_ff, d, true);
 #undef T
-    if (!c->qk_norm && (L->q_norm || L->k_norm))
-        return pl_fail(PL_ERR_FORMAT, "blk.%d has q/k norms, which %s does not use", l,
-                       ld->m->info.arch);
     return PL_OK;
 }
 
@@ -137,26 +107,10 @@ static pl_status llama_load(pl_loader *ld) {
     m->fam = lm;
     llama_config *c = &lm->cfg;
     TRY(read_config(ld, c));
-    const pl_gguf_tensor *te = pl_gguf_find_tensor(ld->g, "token_embd.weight");
-    if (!te) return pl_fail(PL_ERR_FORMAT, "missing tensor token_embd.weight");
-    if (te->ne[1] < 1 || te->ne[1] > INT32_MAX)
-        return pl_fail(PL_ERR_FORMAT, "token_embd.weight has %lld rows", (long long)te->ne[1]);
-    c->n_vocab = (int)te->ne[1];
-    if ((int64_t)c->n_layer > pl_gguf_tensor_count(ld->g))
-        return pl_fail(PL_ERR_FORMAT, "%d layers but only %lld tensors", c->n_layer,
-                       (long long)pl_gguf_tensor_count(ld->g));
-    TRY(pl_load_layer_range(ld, c->n_layer));
-    int first = m->info.layer_first, last = m->info.layer_last;
-    bool embed = m->info.has_embed, head = m->info.has_head;
-    bool tied = !pl_gguf_find_tensor(ld->g, "output.weight");
     llama_weights *w = &lm->w;
-    if (embed || (head && tied))
-        TRY(pl_load_tensor(ld, "token_embd.weight", c->n_embd, c->n_vocab, true, &w->tok_embd));
-    if (head) {
-        TRY(pl_load_tensor(ld, "output_norm.weight", c->n_embd, 1, true, &w->out_norm));
-        TRY(pl_load_tensor(ld, "output.weight", c->n_embd, c->n_vocab, false, &w->output));
-        if (!w->output) w->output = w->tok_embd; /* tied */
-    }
+    TRY(pl_load_ends(ld, c->n_embd, c->n_layer, c->n_layer, &c->n_vocab, &w->tok_embd, &w->out_norm,
+                     &w->output));
+    int first = m->info.layer_first, last = m->info.layer_last;
     TRY(pl_load_tensor(ld, "rope_freqs.weight", c->rope_dim / 2, 1, false, &w->rope_freqs));
     w->layers = calloc((size_t)c->n_layer, sizeof *w->layers);
     if (!w->layers) return pl_fail(PL_ERR_NOMEM, "out of memory for %d layers", c->n_layer);
@@ -165,59 +119,31 @@ static pl_status llama_load(pl_loader *ld) {
     m->info.n_embd = c->n_embd;
     m->info.n_layer = c->n_layer;
     m->info.n_ctx_train = c->n_ctx_train;
+    m->info.n_expert = c->moe.n_expert;
+    m->info.n_expert_used = c->moe.n_used;
     return PL_OK;
 }
 
-/* Refuse a context or batch whose buffers cannot be had, before allocating them: one
- * layer's cache and one activation buffer must fit the backend's largest buffer, and all
- * of them the memory the weights leave. */
+/* What the state holds (see pl_check_state_size). */
 static pl_status check_state_size(const pl_state *s) {
     const llama_config *c = &LM(s->m)->cfg;
-    const pl_backend *be = s->m->be;
-    const double mib = 1024.0 * 1024.0, gib = mib * 1024.0;
-    double elem = s->o.kv_type == PL_TYPE_F16 ? 2 : 4, n_ctx = s->o.n_ctx, n_batch = s->o.n_batch;
-    double kv_row =
-        c->n_head_kv * (double)(c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v) * elem;
-    double kv_tok = c->n_head_kv * (double)(c->head_dim + c->head_dim_v) * elem; /* k + v */
+    double elem = s->o.kv_type == PL_TYPE_F16 ? 2 : 4;
     double layers = s->m->info.layer_last - s->m->info.layer_first;
-    /* activations per token, in floats: x, xb, q, k, v, att, gate, up */
-    double widest = c->n_ff > c->n_embd ? c->n_ff : c->n_embd;
+    /* activations per token, in floats: x, xb, q, k, v, att, then gate, up (dense FFN) or
+     * the MoE block's scratch */
+    bool moe = c->moe.n_expert > 0;
+    double ffn = moe ? pl_moe_floats_per_token(&c->moe, c->n_embd) : 2.0 * c->n_ff;
+    double widest = moe ? pl_moe_largest_per_token(&c->moe, c->n_embd) : c->n_ff;
+    if (c->n_embd > widest) widest = c->n_embd;
     if ((double)c->n_head * c->head_dim > widest) widest = (double)c->n_head * c->head_dim;
-    double act_tok = 4.0 * (2.0 * c->n_embd + (double)c->n_head * (c->head_dim + c->head_dim_v) +
-                            (double)c->n_head_kv * (c->head_dim + c->head_dim_v) + 2.0 * c->n_ff);
-    double limit = (double)be->max_buf_bytes;
-    if (limit > 0 && kv_row > 0 && kv_row * n_ctx > limit)
-        return pl_fail(PL_ERR_ARG,
-                       "a context of %d tokens needs %.1f MiB of KV cache per layer, "
-                       "more than the %s device's largest buffer of %.1f MiB (--ctx "
-                       "%.0f at most)",
-                       s->o.n_ctx, kv_row * n_ctx / mib, be->name, limit / mib,
-                       floor(limit / kv_row));
-    if (limit > 0 && widest * 4 * n_batch > limit)
-        return pl_fail(PL_ERR_ARG,
-                       "a batch of %d tokens needs %.1f MiB per activation buffer, "
-                       "more than the %s device's largest buffer of %.1f MiB (%.0f "
-                       "tokens at most)",
-                       s->o.n_batch, widest * 4 * n_batch / mib, be->name, limit / mib,
-                       floor(limit / (widest * 4)));
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    double mem = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
-    mem -= (double)s->m->info.weight_bytes; /* the weights need their room too */
-    double total = kv_tok * layers * n_ctx + act_tok * n_batch;
-    if (pages > 0 && page > 0 && act_tok * n_batch > mem)
-        return pl_fail(PL_ERR_ARG,
-                       "a batch of %d tokens needs %.1f GiB of activations, more than "
-                       "the %.1f GiB of this machine's memory the weights leave",
-                       s->o.n_batch, act_tok * n_batch / gib, mem > 0 ? mem / gib : 0.0);
-    if (pages > 0 && page > 0 && total > mem)
-        return pl_fail(PL_ERR_ARG,
-                       "a context of %d tokens needs %.1f GiB of KV cache, more than "
-                       "the %.1f GiB of this machine's memory the weights and "
-                       "activations leave (--ctx %.0f at most)",
-                       s->o.n_ctx, kv_tok * layers * n_ctx / gib, (mem - act_tok * n_batch) / gib,
-                       kv_tok * layers > 0 ? floor((mem - act_tok * n_batch) / (kv_tok * layers))
-                                           : 0.0);
-    return PL_OK;
+    pl_state_size z = {
+        .ctx_row = c->n_head_kv *
+                   (double)(c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v) * elem,
+        .ctx_tok = c->n_head_kv * (double)(c->head_dim + c->head_dim_v) * elem * layers, /* k + v */
+        .act_tok = 4.0 * (2.0 * c->n_embd + (double)c->n_head * (c->head_dim + c->head_dim_v) +
+                          (double)c->n_head_kv * (c->head_dim + c->head_dim_v) + ffn),
+        .act_row = widest * 4};
+    return pl_check_state_size(s, &z);
 }
 
 static void llama_model_free(pl_model *m) {
@@ -239,8 +165,12 @@ static pl_status llama_state_new(pl_state *s) {
     TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head_kv * c->head_dim, B, &ls->k));
     TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head_kv * c->head_dim_v, B, &ls->v));
     TRY(pl_be_buf_new(be, PL_TYPE_F32, (int64_t)c->n_head * c->head_dim_v, B, &ls->att));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &ls->gate));
-    TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &ls->up));
+    if (c->moe.n_expert) {
+        TRY(pl_moe_state_new(be, &c->moe, c->n_embd, (int)B, &ls->moe));
+    } else {
+        TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &ls->gate));
+        TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff, B, &ls->up));
+    }
     ls->kc = calloc((size_t)c->n_layer, sizeof *ls->kc);
     ls->vc = calloc((size_t)c->n_layer, sizeof *ls->vc);
     if (!ls->kc || !ls->vc) return pl_fail(PL_ERR_NOMEM, "out of memory for the KV cache");
@@ -253,7 +183,8 @@ static pl_status llama_state_new(pl_state *s) {
     return PL_OK;
 }
 
-/* The state's scratch buffers (the caches are per layer, visited separately). */
+/* The state's scratch buffers (the caches are per layer, visited separately; gate and up
+ * are NULL in a MoE model, whose scratch is ls->moe). */
 #define LLAMA_N_SCRATCH 7
 static void scratch_bufs(const llama_state *ls, pl_buf *b[LLAMA_N_SCRATCH]) {
     pl_buf *all[LLAMA_N_SCRATCH] = {ls->xb, ls->q, ls->k, ls->v, ls->att, ls->gate, ls->up};
@@ -266,6 +197,7 @@ static void llama_state_free(pl_state *s) {
     pl_buf *b[LLAMA_N_SCRATCH];
     scratch_bufs(ls, b);
     for (int i = 0; i < LLAMA_N_SCRATCH; i++) pl_be_buf_free(b[i]);
+    pl_moe_state_free(&ls->moe);
     for (int l = 0; ls->kc && l < s->m->info.n_layer; l++) pl_be_buf_free(ls->kc[l]);
     for (int l = 0; ls->vc && l < s->m->info.n_layer; l++) pl_be_buf_free(ls->vc[l]);
     free(ls->kc);
@@ -275,10 +207,10 @@ static void llama_state_free(pl_state *s) {
 
 static int64_t llama_state_bytes(const pl_state *s) {
     const llama_state *ls = s->fam;
-    int64_t b = 0;
+    int64_t b = pl_moe_state_bytes(&ls->moe);
     pl_buf *bufs[LLAMA_N_SCRATCH];
     scratch_bufs(ls, bufs);
-    for (int i = 0; i < LLAMA_N_SCRATCH; i++) b += pl_be_buf_bytes(bufs[i]);
+    for (int i = 0; i < LLAMA_N_SCRATCH; i++) b += bufs[i] ? pl_be_buf_bytes(bufs[i]) : 0;
     for (int l = s->m->info.layer_first; l < s->m->info.layer_last; l++)
         b += pl_be_buf_bytes(ls->kc[l]) + pl_be_buf_bytes(ls->vc[l]);
     return b;
@@ -293,6 +225,9 @@ static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t 
     const llama_layer *L = &LM(m)->w.layers[l];
     llama_state *ls = LS(s);
     float eps = c->rms_eps;
+    /* the fused kernels this block's ops make (gpu_fuse.c), in the order issued below */
+    unsigned fuse = PL_FUSE_NORM_MATMUL | PL_FUSE_QKV | PL_FUSE_ROPE_STORE | PL_FUSE_ROPE_PAIR;
+    TRY(pl_be_fuse(m->be, fuse | (c->qk_norm ? PL_FUSE_NORM_ROPE : 0)));
     TRY(pl_be_rms_norm(s->x, L->attn_norm, n, c->n_embd, eps, ls->xb));
     TRY(pl_be_matmul(L->wq, ls->xb, L->bq, n, false, ls->q));
     TRY(pl_be_matmul(L->wk, ls->xb, L->bk, n, false, ls->k));
@@ -302,23 +237,17 @@ static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t 
         TRY(pl_be_rms_norm(ls->k, L->k_norm, n * c->n_head_kv, c->head_dim, eps, ls->k));
     }
     pl_rope_params rp = {.mode = c->rope_mode,
-                         .n_heads = c->n_head,
                          .head_dim = c->head_dim,
                          .rope_dim = c->rope_dim,
                          .theta_base = c->rope_base,
                          .freq_scale = c->rope_freq_scale,
                          .factors = LM(m)->w.rope_freqs};
-    TRY(pl_be_rope(ls->q, n, pos0, &rp));
-    rp.n_heads = c->n_head_kv;
-    TRY(pl_be_rope(ls->k, n, pos0, &rp));
-    TRY(pl_be_kv_store(ls->k, n, pos0, ls->kc[l]));
-    TRY(pl_be_kv_store(ls->v, n, pos0, ls->vc[l]));
     pl_attn_params ap = {.n_head = c->n_head,
                          .n_head_kv = c->n_head_kv,
                          .head_dim = c->head_dim,
                          .head_dim_v = c->head_dim_v,
                          .scale = (float)(1.0 / sqrt((double)c->head_dim))};
-    TRY(pl_be_attention(ls->q, ls->kc[l], ls->vc[l], n, pos0, &ap, ls->att));
+    TRY(pl_rope_attend(ls->q, ls->k, ls->v, ls->kc[l], ls->vc[l], n, pos0, &rp, &ap, ls->att));
     return pl_be_matmul(L->wo, ls->att, NULL, n, true, s->x); /* residual add fused */
 }
 
@@ -326,11 +255,13 @@ static pl_status ffn_block(const pl_model *m, pl_state *s, int l, int64_t n) {
     const llama_config *c = &LM(m)->cfg;
     const llama_layer *L = &LM(m)->w.layers[l];
     llama_state *ls = LS(s);
+    if (c->moe.n_expert) {
+        TRY(pl_be_rms_norm(s->x, L->ffn_norm, n, c->n_embd, c->rms_eps, ls->xb));
+        return pl_moe_ffn(&c->moe, &L->moe, &ls->moe, ls->xb, n, s->x);
+    }
+    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | PL_FUSE_GATE_UP));
     TRY(pl_be_rms_norm(s->x, L->ffn_norm, n, c->n_embd, c->rms_eps, ls->xb));
-    TRY(pl_be_matmul(L->w_gate, ls->xb, NULL, n, false, ls->gate));
-    TRY(pl_be_matmul(L->w_up, ls->xb, NULL, n, false, ls->up));
-    TRY(pl_be_swiglu(ls->gate, ls->up, n * c->n_ff, ls->gate));
-    return pl_be_matmul(L->w_down, ls->gate, NULL, n, true, s->x); /* residual add fused */
+    return pl_swiglu_ffn(L->w_gate, L->w_up, L->w_down, ls->xb, n, c->n_ff, ls->gate, ls->up, s->x);
 }
 
 static pl_status llama_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
@@ -343,20 +274,11 @@ static pl_status llama_layers(const pl_model *m, pl_state *s, int64_t n, int64_t
 }
 
 static pl_status llama_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows) {
-    const llama_config *c = &LM(m)->cfg;
     const llama_weights *w = &LM(m)->w;
-    llama_state *ls = LS(s);
-    int64_t rows = all_rows ? n : 1;
-    if (all_rows) {
-        TRY(pl_be_rms_norm(s->x, w->out_norm, n, c->n_embd, c->rms_eps, ls->xb));
-    } else { /* only the last token's row is needed for the next token */
-        TRY(pl_be_copy(s->x, (n - 1) * c->n_embd, c->n_embd, ls->xb, 0));
-        TRY(pl_be_rms_norm(ls->xb, w->out_norm, 1, c->n_embd, c->rms_eps, ls->xb));
-    }
-    return pl_be_matmul(w->output, ls->xb, NULL, rows, false, s->logits);
+    return pl_run_head(s, w->out_norm, w->output, LM(m)->cfg.rms_eps, LS(s)->xb, n, all_rows);
 }
 
-static const char *const llama_archs[] = {"llama", "qwen2", "qwen3", NULL};
+static const char *const llama_archs[] = {"llama", "qwen2", "qwen3", "qwen3moe", NULL};
 
 const pl_family pl_family_llama = {
     .archs = llama_archs,

@@ -4,9 +4,11 @@
  * through its pl_family methods (model_internal.h). */
 #include "model_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- loader helpers ---- */
 
@@ -29,6 +31,42 @@ pl_status pl_load_int(pl_loader *ld, const char *suffix, bool required, int64_t 
         if (required) return pl_fail(PL_ERR_FORMAT, "missing metadata %s", key);
         *out = dflt;
     }
+    return PL_OK;
+}
+
+pl_status pl_load_int_in(pl_loader *ld, const char *suffix, bool required, int64_t dflt, int lo,
+                         int hi, int *out) {
+    int64_t v;
+    pl_status s = pl_load_int(ld, suffix, required, dflt, &v);
+    if (s) return s;
+    if (v < lo || v > hi)
+        return pl_fail(PL_ERR_FORMAT, "%s.%s = %lld is outside [%d, %d]", ld->m->info.arch, suffix,
+                       (long long)v, lo, hi);
+    *out = (int)v;
+    return PL_OK;
+}
+
+pl_status pl_load_attn_keys(pl_loader *ld, int n_embd, pl_attn_keys *a) {
+    TRY(pl_load_int_in(ld, "attention.head_count", true, 0, 1, MAX_DIM, &a->n_head));
+    TRY(pl_load_int_in(ld, "attention.head_count_kv", false, a->n_head, 1, a->n_head,
+                       &a->n_head_kv));
+    if (a->n_head % a->n_head_kv)
+        return pl_fail(PL_ERR_FORMAT, "%d heads cannot share %d kv heads", a->n_head, a->n_head_kv);
+    TRY(pl_load_int_in(ld, "attention.key_length", false, n_embd / a->n_head, 1, MAX_DIM,
+                       &a->head_dim));
+    TRY(pl_load_int_in(ld, "attention.value_length", false, a->head_dim, 1, MAX_DIM,
+                       &a->head_dim_v));
+    TRY(pl_load_int_in(ld, "rope.dimension_count", false, a->head_dim, 2, a->head_dim,
+                       &a->rope_dim));
+    if (a->rope_dim % 2) return pl_fail(PL_ERR_FORMAT, "odd RoPE dimension %d", a->rope_dim);
+    TRY(pl_load_int_in(ld, "context_length", false, 4096, 1, 1 << 30, &a->n_ctx_train));
+    double eps, base;
+    TRY(pl_load_float(ld, "attention.layer_norm_rms_epsilon", true, 0, &eps));
+    TRY(pl_load_float(ld, "rope.freq_base", false, 10000.0, &base));
+    if (!(eps >= 0 && eps < 1)) return pl_fail(PL_ERR_FORMAT, "bad RMSNorm epsilon %g", eps);
+    if (!(base > 1 && base < 1e12)) return pl_fail(PL_ERR_FORMAT, "bad RoPE base %g", base);
+    a->rms_eps = (float)eps;
+    a->rope_base = (float)base;
     return PL_OK;
 }
 
@@ -57,17 +95,48 @@ static pl_status remember(void ***arr, int *n, int *cap, void *p) {
     return PL_OK;
 }
 
+/* data (which outlives the model) as a weight buffer of rows x ne0, freed with the model. */
+static pl_status wrap_weight(pl_loader *ld, const char *name, uint32_t type, int64_t ne0,
+                             int64_t rows, const void *data, pl_buf **out) {
+    pl_status s = pl_be_buf_weight(ld->m->be, type, ne0, rows, data, out);
+    if (s) return pl_fail(s, "%s: %s", name, pl_last_error());
+    if ((s = remember((void ***)&ld->m->bufs, &ld->m->n_bufs, &ld->m->cap_bufs, *out))) {
+        pl_be_buf_free(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+/* Tensor t is loaded: count its values and bytes, report progress. */
+static void loaded(pl_loader *ld, const pl_gguf_tensor *t, int64_t values) {
+    ld->m->info.n_params += values;
+    ld->done += t->nbytes;
+    if (ld->opts && ld->opts->progress)
+        ld->opts->progress(ld->opts->progress_ud, ld->done, ld->total);
+}
+
 pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1, bool required,
                          pl_buf **out) {
+    return pl_load_tensor3(ld, name, ne0, ne1, 1, required, out);
+}
+
+pl_status pl_load_tensor3(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                          bool required, pl_buf **out) {
     *out = NULL;
     const pl_gguf_tensor *t = pl_gguf_find_tensor(ld->g, name);
     if (!t) return required ? pl_fail(PL_ERR_FORMAT, "missing tensor %s", name) : PL_OK;
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return pl_fail(PL_ERR_FORMAT,
-                       "tensor %s has shape [%lld, %lld, %lld, %lld], expected "
-                       "[%lld, %lld]",
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1) {
+        char want[96];
+        if (ne2 == 1)
+            snprintf(want, sizeof want, "[%lld, %lld]", (long long)ne0, (long long)ne1);
+        else
+            snprintf(want, sizeof want, "[%lld, %lld, %lld]", (long long)ne0, (long long)ne1,
+                     (long long)ne2);
+        return pl_fail(PL_ERR_FORMAT, "tensor %s has shape [%lld, %lld, %lld, %lld], expected %s",
                        name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                       (long long)t->ne[3], (long long)ne0, (long long)ne1);
+                       (long long)t->ne[3], want);
+    }
+    int64_t rows = ne1 * ne2; /* the file holds that many rows: its shape was checked */
     const pl_type_traits *tr = pl_type_get(t->type);
     if (!tr || !tr->dequant)
         return pl_fail(PL_ERR_FORMAT, "tensor %s is stored as %s, which this build cannot read",
@@ -80,7 +149,7 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
     pl_status s;
     /* NaN/Inf weights make every output meaningless: note the first tensor that has them.
      * The scan reads every page, so it also does the prefault's work. */
-    if (!ld->m->info.nonfinite[0] && pl_find_nonfinite(type, data, ne0 * ne1) >= 0) {
+    if (!ld->m->info.nonfinite[0] && pl_find_nonfinite(type, data, ne0 * rows) >= 0) {
         snprintf(ld->m->info.nonfinite, sizeof ld->m->info.nonfinite, "%s", name);
         pl_load_printable(ld->m->info.nonfinite);
     } else if (ld->m->info.nonfinite[0] && ld->opts && ld->opts->prefault) {
@@ -90,7 +159,7 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
             sink ^= ((const unsigned char *)data)[off];
         (void)sink;
     }
-    if (ne1 == 1 && type != PL_TYPE_F32) {
+    if (rows == 1 && type != PL_TYPE_F32) {
         float *copy = malloc(sizeof(float) * (size_t)ne0);
         if (!copy) return pl_fail(PL_ERR_NOMEM, "out of memory loading %s", name);
         if ((s = remember(&ld->m->owned, &ld->m->n_owned, &ld->m->cap_owned, copy))) {
@@ -101,17 +170,8 @@ pl_status pl_load_tensor(pl_loader *ld, const char *name, int64_t ne0, int64_t n
         data = copy;
         type = PL_TYPE_F32;
     }
-    if ((s = pl_be_buf_weight(ld->m->be, type, ne0, ne1, data, out)))
-        return pl_fail(s, "%s: %s", name, pl_last_error());
-    if ((s = remember((void ***)&ld->m->bufs, &ld->m->n_bufs, &ld->m->cap_bufs, *out))) {
-        pl_be_buf_free(*out);
-        *out = NULL;
-        return s;
-    }
-    ld->m->info.n_params += ne0 * ne1;
-    ld->done += t->nbytes;
-    if (ld->opts && ld->opts->progress)
-        ld->opts->progress(ld->opts->progress_ud, ld->done, ld->total);
+    if ((s = wrap_weight(ld, name, type, ne0, rows, data, out))) return s;
+    loaded(ld, t, ne0 * rows);
     return PL_OK;
 }
 
@@ -129,6 +189,70 @@ pl_status pl_load_layer_range(pl_loader *ld, int n_layer) {
     return PL_OK;
 }
 
+pl_status pl_load_tensor_split(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1,
+                               int64_t chunk, int n_parts, pl_buf **outs) {
+    for (int p = 0; p < n_parts; p++) outs[p] = NULL;
+    const pl_gguf_tensor *t = pl_gguf_find_tensor(ld->g, name);
+    if (!t) return pl_fail(PL_ERR_FORMAT, "missing tensor %s", name);
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return pl_fail(PL_ERR_FORMAT,
+                       "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
+                       (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                       (long long)t->ne[3], (long long)ne0, (long long)ne1);
+    int64_t row = pl_row_size(t->type, ne0);
+    const pl_type_traits *tr = pl_type_get(t->type);
+    if (!tr || !tr->dequant || row <= 0)
+        return pl_fail(PL_ERR_FORMAT, "tensor %s: rows of %lld in %s cannot be read", name,
+                       (long long)ne0, tr ? tr->name : "an unknown type");
+    if (chunk < 1 || n_parts < 1 || ne1 % (chunk * n_parts))
+        return pl_fail(PL_ERR_FORMAT, "tensor %s: %lld rows do not split into %d parts of %lld",
+                       name, (long long)ne1, n_parts, (long long)chunk);
+    int64_t part_rows = ne1 / n_parts, groups = ne1 / chunk;
+    if (!ld->m->info.nonfinite[0] && pl_find_nonfinite(t->type, t->data, ne0 * ne1) >= 0) {
+        snprintf(ld->m->info.nonfinite, sizeof ld->m->info.nonfinite, "%s", name);
+        pl_load_printable(ld->m->info.nonfinite);
+    }
+    for (int p = 0; p < n_parts; p++) {
+        char *copy = malloc((size_t)(row * part_rows));
+        if (!copy) return pl_fail(PL_ERR_NOMEM, "out of memory loading %s", name);
+        pl_status s = remember(&ld->m->owned, &ld->m->n_owned, &ld->m->cap_owned, copy);
+        if (s) {
+            free(copy);
+            return s;
+        }
+        for (int64_t g = p, k = 0; g < groups; g += n_parts, k++)
+            memcpy(copy + k * chunk * row, (const char *)t->data + g * chunk * row,
+                   (size_t)(chunk * row));
+        if ((s = wrap_weight(ld, name, t->type, ne0, part_rows, copy, &outs[p]))) return s;
+    }
+    loaded(ld, t, ne0 * ne1);
+    return PL_OK;
+}
+
+pl_status pl_load_ends(pl_loader *ld, int n_embd, int n_blocks, int n_layer, int *n_vocab,
+                       pl_buf **tok_embd, pl_buf **out_norm, pl_buf **output) {
+    const pl_gguf_tensor *te = pl_gguf_find_tensor(ld->g, "token_embd.weight");
+    if (!te) return pl_fail(PL_ERR_FORMAT, "missing tensor token_embd.weight");
+    if (te->ne[1] < 1 || te->ne[1] > INT32_MAX)
+        return pl_fail(PL_ERR_FORMAT, "token_embd.weight has %lld rows", (long long)te->ne[1]);
+    *n_vocab = (int)te->ne[1];
+    if ((int64_t)n_blocks > pl_gguf_tensor_count(ld->g))
+        return pl_fail(PL_ERR_FORMAT, "%d layers but only %lld tensors", n_blocks,
+                       (long long)pl_gguf_tensor_count(ld->g));
+    pl_status s = pl_load_layer_range(ld, n_layer);
+    if (s) return s;
+    bool head = ld->m->info.has_head, tied = !pl_gguf_find_tensor(ld->g, "output.weight");
+    if (ld->m->info.has_embed || (head && tied))
+        if ((s = pl_load_tensor(ld, "token_embd.weight", n_embd, *n_vocab, true, tok_embd)))
+            return s;
+    if (!head) return PL_OK;
+    if ((s = pl_load_tensor(ld, "output_norm.weight", n_embd, 1, true, out_norm)) ||
+        (s = pl_load_tensor(ld, "output.weight", n_embd, *n_vocab, false, output)))
+        return s;
+    if (!*output) *output = *tok_embd; /* tied */
+    return PL_OK;
+}
+
 void pl_load_printable(char *s) {
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
@@ -137,7 +261,7 @@ void pl_load_printable(char *s) {
 /* ---- model ---- */
 
 /* Every model family this build runs; a GGUF's general.architecture picks one. */
-static const pl_family *const families[] = {&pl_family_llama};
+static const pl_family *const families[] = {&pl_family_llama, &pl_family_qwen35};
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
 size_t pl_family_count(void) {
@@ -194,6 +318,35 @@ static void summarise_types(const pl_gguf *g, pl_model_info *info) {
     snprintf(info->weight_type, sizeof info->weight_type, "%s", tr ? tr->name : "?");
 }
 
+/* The weight bytes one decoded token reads, by the converter's tensor names: the loaded
+ * layers' tensors (not the multi-token-prediction blocks past n_layer), of expert tensors
+ * (*_exps) the n_used of n_expert a token runs, of the token embedding one row unless it
+ * is also the output matrix (tied), and the rest whole. */
+static uint64_t decode_bytes(const pl_gguf *g, const pl_model_info *in) {
+    bool tied = !pl_gguf_find_tensor(g, "output.weight");
+    double bytes = 0;
+    for (int64_t i = 0; i < pl_gguf_tensor_count(g); i++) {
+        const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        char name[128]; /* (a longer name is no tensor we know) */
+        snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 127 ? t->name.len : 127),
+                 t->name.ptr);
+        int l;
+        if (sscanf(name, "blk.%d.", &l) == 1) {
+            if (l < in->layer_first || l >= in->layer_last) continue;
+            if (strstr(name, "_exps.") && in->n_expert > 0)
+                bytes += (double)t->nbytes * in->n_expert_used / in->n_expert;
+            else
+                bytes += (double)t->nbytes;
+        } else if (!strcmp(name, "token_embd.weight")) {
+            if (tied ? in->has_head : in->has_embed)
+                bytes += tied || t->ne[1] <= 0 ? (double)t->nbytes : (double)t->nbytes / t->ne[1];
+        } else if (in->has_head) {
+            bytes += (double)t->nbytes; /* output, its norm (rope_freqs: a few bytes) */
+        }
+    }
+    return (uint64_t)bytes;
+}
+
 pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *opts,
                         pl_model **out) {
     *out = NULL;
@@ -234,6 +387,7 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
         pl_model_free(m);
         return s;
     }
+    m->info.decode_bytes = decode_bytes(g, &m->info);
     *out = m;
     return PL_OK;
 }
@@ -269,6 +423,9 @@ pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out
         return pl_fail(PL_ERR_ARG, "context, batch and logit rows must be at least 1");
     if (o->kv_type != PL_TYPE_F16 && o->kv_type != PL_TYPE_F32)
         return pl_fail(PL_ERR_ARG, "the KV cache is f16 or f32");
+    if (o->n_snap < 0 || o->n_snap > o->n_batch)
+        return pl_fail(PL_ERR_ARG, "%d snapshots per call: 0 to the batch of %d", o->n_snap,
+                       o->n_batch);
     pl_state *s = calloc(1, sizeof *s);
     if (!s) return pl_fail(PL_ERR_NOMEM, "out of memory for the state");
     s->m = m;
@@ -313,6 +470,99 @@ pl_buf *pl_state_hidden(pl_state *s) {
 }
 pl_buf *pl_state_logits(pl_state *s) {
     return s->logits;
+}
+
+pl_status pl_check_state_size(const pl_state *s, const pl_state_size *z) {
+    const pl_backend *be = s->m->be;
+    const double mib = 1024.0 * 1024.0, gib = mib * 1024.0;
+    double n_ctx = s->o.n_ctx, n_batch = s->o.n_batch;
+    double limit = (double)be->max_buf_bytes;
+    if (limit > 0 && z->ctx_row > 0 && z->ctx_row * n_ctx > limit)
+        return pl_fail(PL_ERR_ARG,
+                       "a context of %d tokens needs %.1f MiB of KV cache per layer, "
+                       "more than the %s device's largest buffer of %.1f MiB (--ctx "
+                       "%.0f at most)",
+                       s->o.n_ctx, z->ctx_row * n_ctx / mib, be->name, limit / mib,
+                       floor(limit / z->ctx_row));
+    if (limit > 0 && z->act_row * n_batch > limit)
+        return pl_fail(PL_ERR_ARG,
+                       "a batch of %d tokens needs %.1f MiB per activation buffer, "
+                       "more than the %s device's largest buffer of %.1f MiB (%.0f "
+                       "tokens at most)",
+                       s->o.n_batch, z->act_row * n_batch / mib, be->name, limit / mib,
+                       floor(limit / z->act_row));
+    if (limit > 0 && z->fixed_buf > limit)
+        return pl_fail(PL_ERR_ARG,
+                       "a recurrent state buffer of %.1f MiB (with %d snapshots) is more "
+                       "than the %s device's largest buffer of %.1f MiB",
+                       z->fixed_buf / mib, s->o.n_snap, be->name, limit / mib);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return PL_OK;
+    double mem = (double)pages * (double)page;
+    mem -= (double)s->m->info.weight_bytes; /* the weights need their room too */
+    double act = z->act_tok * n_batch + z->fixed;
+    if (act > mem)
+        return pl_fail(PL_ERR_ARG,
+                       "a batch of %d tokens needs %.1f GiB of activations and recurrent "
+                       "state, more than the %.1f GiB of this machine's memory the weights leave",
+                       s->o.n_batch, act / gib, mem > 0 ? mem / gib : 0.0);
+    if (z->ctx_tok * n_ctx + act > mem)
+        return pl_fail(PL_ERR_ARG,
+                       "a context of %d tokens needs %.1f GiB of KV cache, more than "
+                       "the %.1f GiB of this machine's memory the weights and "
+                       "activations leave (--ctx %.0f at most)",
+                       s->o.n_ctx, z->ctx_tok * n_ctx / gib, (mem - act) / gib,
+                       z->ctx_tok > 0 ? floor((mem - act) / z->ctx_tok) : 0.0);
+    return PL_OK;
+}
+
+pl_status pl_rope_attend(pl_buf *q, pl_buf *k, const pl_buf *v, pl_buf *kc, pl_buf *vc, int64_t n,
+                         int64_t pos0, const pl_rope_params *rp, const pl_attn_params *ap,
+                         pl_buf *att) {
+    pl_rope_params r = *rp;
+    r.n_heads = ap->n_head;
+    TRY(pl_be_rope(q, n, pos0, &r));
+    r.n_heads = ap->n_head_kv;
+    TRY(pl_be_rope(k, n, pos0, &r));
+    TRY(pl_be_kv_store(k, n, pos0, kc));
+    TRY(pl_be_kv_store(v, n, pos0, vc));
+    TRY(pl_be_fuse(q->be, 0)); /* the caller's fusion group ends with the stores */
+    return pl_be_attention(q, kc, vc, n, pos0, ap, att);
+}
+
+pl_status pl_swiglu_ffn(const pl_buf *w_gate, const pl_buf *w_up, const pl_buf *w_down,
+                        const pl_buf *xn, int64_t n, int64_t n_ff, pl_buf *gate, pl_buf *up,
+                        pl_buf *x) {
+    TRY(pl_be_matmul(w_gate, xn, NULL, n, false, gate));
+    TRY(pl_be_matmul(w_up, xn, NULL, n, false, up));
+    TRY(pl_be_swiglu(gate, up, n * n_ff, gate));
+    TRY(pl_be_fuse(x->be, 0)); /* the caller's fusion group ends with the SwiGLU */
+    return pl_be_matmul(w_down, gate, NULL, n, true, x); /* residual add fused */
+}
+
+pl_status pl_run_head(pl_state *s, const pl_buf *norm, const pl_buf *output, float eps, pl_buf *xb,
+                      int64_t n, bool all_rows) {
+    int64_t d = s->m->info.n_embd;
+    pl_status st;
+    if (all_rows) {
+        if ((st = pl_be_rms_norm(s->x, norm, n, d, eps, xb))) return st;
+    } else { /* only the last token's row is needed for the next token */
+        if ((st = pl_be_copy(s->x, (n - 1) * d, d, xb, 0))) return st;
+        if ((st = pl_be_rms_norm(xb, norm, 1, d, eps, xb))) return st;
+    }
+    return pl_be_matmul(output, xb, NULL, all_rows ? n : 1, false, s->logits);
+}
+
+bool pl_state_can_rewind(const pl_state *s, int64_t n_past) {
+    if (n_past < 0 || n_past > s->o.n_ctx) return false;
+    return !s->m->family->can_rewind || s->m->family->can_rewind(s, n_past);
+}
+
+pl_status pl_state_rewind(pl_state *s, int64_t n_past) {
+    if (n_past < 0 || n_past > s->o.n_ctx)
+        return pl_fail(PL_ERR_ARG, "cannot rewind to position %lld: the context holds 0 to %d",
+                       (long long)n_past, s->o.n_ctx);
+    return s->m->family->rewind ? s->m->family->rewind(s, n_past) : PL_OK;
 }
 
 /* ---- forward ---- */

@@ -25,14 +25,19 @@ typedef struct pl_state pl_state;
 
 /* What a loaded model is, for reports and for the runtime. */
 typedef struct {
-    char arch[32]; /* general.architecture: "llama", "qwen2", "qwen3" */
+    char arch[32]; /* general.architecture: "llama", "qwen2", "qwen3", "qwen3moe", ... */
     char name[64]; /* general.name, or "" */
     int n_vocab;
     int n_embd;
     int n_layer;
     int n_ctx_train;       /* context the model was trained with */
+    int n_expert;          /* experts per mixture-of-experts layer, 0: dense */
+    int n_expert_used;     /* experts each token runs through (MoE) */
     int64_t n_params;      /* values in all weight tensors */
     uint64_t weight_bytes; /* bytes of all weight tensors in the file */
+    uint64_t decode_bytes; /* weight bytes one decoded token reads: of the loaded layers, the
+                              experts it runs (not all), one embedding row unless tied,
+                              not the multi-token-prediction block */
     char weight_type[16];  /* the format holding most of the weight values ("q4_0") */
     int layer_first;       /* the layers loaded: [layer_first, layer_last) */
     int layer_last;
@@ -69,10 +74,15 @@ typedef struct {
     uint32_t kv_type; /* PL_TYPE_F16 or PL_TYPE_F32 */
     int n_batch;      /* most tokens one forward call may take */
     int n_logits;     /* most rows of logits one call may produce (1: last token only) */
+    /* Recurrent models (qwen35): a pl_model_layers call of at most n_snap tokens keeps the
+     * state after each of them, so pl_state_rewind can go back to any of those positions
+     * (speculative decoding, the room). 0: none kept; at most n_batch. Costs n_snap copies
+     * of every recurrent layer's state; attention-only models ignore it. */
+    int n_snap;
 } pl_state_opts;
 
-/* n_ctx 4096 capped at the training context, f16 cache, batch 512 (capped at n_ctx), 1 logit row.
- */
+/* n_ctx 4096 capped at the training context, f16 cache, batch 512 (capped at n_ctx), 1 logit
+ * row, no snapshots. */
 pl_state_opts pl_state_opts_default(const pl_model *m);
 
 pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out);
@@ -87,13 +97,25 @@ pl_buf *pl_state_ids(pl_state *s);
 pl_buf *pl_state_hidden(pl_state *s);
 pl_buf *pl_state_logits(pl_state *s);
 
-/* A state holds KV caches for the model's loaded layers only. */
+/* A state holds KV caches (and recurrent states) for the model's loaded layers only. */
+
+/* Rewinding: make the state hold exactly the first n_past positions again, so the next
+ * pl_model_layers call runs at pos0 = n_past. A KV cache needs nothing (later positions
+ * are overwritten), so attention-only models can always rewind. A recurrent state (the
+ * Gated DeltaNet layers of qwen35) cannot be undone: it can go to n_past when that is
+ * where it is now, 0 (a fresh start), or a position whose state the last layers call kept
+ * (opts n_snap) and that later calls have not replaced. pl_state_can_rewind says whether
+ * pl_state_rewind will succeed; pl_state_rewind fails with a one-line reason otherwise
+ * and leaves the state as it was. 0 <= n_past <= n_ctx. */
+bool pl_state_can_rewind(const pl_state *s, int64_t n_past);
+pl_status pl_state_rewind(pl_state *s, int64_t n_past);
 
 /* hidden[0..n) = embeddings of ids[0..n) (the ids buffer). Needs has_embed. */
 pl_status pl_model_embed(const pl_model *m, pl_state *s, int64_t n);
 /* Run layers [first, last) (within the loaded ones) over hidden rows 0..n-1 at positions
  * pos0..pos0+n-1, storing their keys and values in the cache. Every position before pos0
- * must already be cached for these layers. */
+ * must already be cached for these layers. A recurrent layer's state must be at pos0
+ * (else a one-line error, see pl_state_rewind); pos0 == 0 starts it afresh. */
 pl_status pl_model_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
                           int last);
 /* Final norm and output matrix: logits of hidden rows 0..n-1 (all_rows, n <= n_logits)

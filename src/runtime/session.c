@@ -1,4 +1,8 @@
-/* session.c - a conversation's KV cache and the ids in it, with common-prefix reuse. */
+/* session.c - a conversation's KV cache and the ids in it, with common-prefix reuse.
+ *
+ * A recurrent model's state (qwen35) cannot drop its last positions the way a KV cache
+ * can: reuse goes through pl_state_can_rewind / pl_state_rewind, and where the state cannot
+ * go back to the shared prefix the session starts again from position 0. */
 #include "session.h"
 
 #include <math.h>
@@ -10,7 +14,10 @@ struct pl_session {
     pl_state *st;
     int32_t *ids; /* [n_ctx]: the ids whose keys and values are cached */
     int64_t n_ids;
-    float *logits; /* [n_vocab] host copy for sampling */
+    /* Positions the model's state has run: n_ids, or n_ids + 1 after a greedy step that
+     * ran an id the caller did not keep (ids[n_ids] then holds it, or -1 if unknown). */
+    int64_t n_state; /* -1: unknown (a failed call) */
+    float *logits;   /* [n_vocab] host copy for sampling */
     int n_vocab;
     bool have_logits; /* the state's logits belong to ids[n_ids - 1] */
     /* sampling from the device's top-k (pl_sampler_top_count): its pairs land here, so a
@@ -52,6 +59,7 @@ void pl_session_free(pl_session *s) {
 
 void pl_session_reset(pl_session *s) {
     s->n_ids = 0;
+    s->n_state = 0;
     s->have_logits = false;
 }
 
@@ -67,19 +75,36 @@ const int32_t *pl_session_ids(const pl_session *s, int64_t *n) {
     return s->ids;
 }
 
-/* Run ids[0..n) at position n_ids onwards, in batches, appending them. */
+static int64_t rewind_to(pl_session *s, int64_t keep);
+
+/* Run ids[0..n) at position n_ids onwards, in batches, appending them. The state must
+ * be at n_ids. */
 static pl_status run(pl_session *s, const int32_t *ids, int64_t n) {
     int64_t batch = pl_state_get_opts(s->st)->n_batch;
     s->have_logits = false;
     for (int64_t i = 0; i < n; i += batch) {
         int64_t len = n - i < batch ? n - i : batch;
         pl_status st = pl_model_forward(s->m, s->st, ids + i, len, s->n_ids, false);
-        if (st) return st;
+        if (st) { /* keep what is cached if the state can still go back to it, else none */
+            s->n_state = -1;
+            rewind_to(s, s->n_ids);
+            return st;
+        }
         memcpy(s->ids + s->n_ids, ids + i, sizeof *ids * (size_t)len);
         s->n_ids += len;
+        s->n_state = s->n_ids;
     }
     s->have_logits = n > 0;
     return PL_OK;
+}
+
+/* Put the state back to the first keep positions when it can (a KV cache always can),
+ * else to 0. Returns the positions kept; n_ids and n_state become it. */
+static int64_t rewind_to(pl_session *s, int64_t keep) {
+    if (keep != s->n_state && (!pl_state_can_rewind(s->st, keep) || pl_state_rewind(s->st, keep)))
+        keep = 0; /* pos0 0 starts afresh: nothing to rewind */
+    s->n_ids = s->n_state = keep;
+    return keep;
 }
 
 pl_status pl_session_set(pl_session *s, const int32_t *ids, int64_t n, int64_t *n_run) {
@@ -91,10 +116,11 @@ pl_status pl_session_set(pl_session *s, const int32_t *ids, int64_t n, int64_t *
                        "the prompt is %lld tokens, longer than the context of %lld "
                        "(raise --ctx)",
                        (long long)n, (long long)n_ctx);
+    /* what the state has run includes a greedy step's id the caller did not keep */
     int64_t keep = 0;
-    while (keep < s->n_ids && keep < n && s->ids[keep] == ids[keep]) keep++;
+    while (keep < s->n_state && keep < n && s->ids[keep] == ids[keep]) keep++;
     if (keep == n) keep = n - 1; /* the last id is run again: its logits are needed */
-    s->n_ids = keep;
+    keep = rewind_to(s, keep);
     if (n_run) *n_run = n - keep;
     return run(s, ids + keep, n - keep);
 }
@@ -104,6 +130,13 @@ pl_status pl_session_push(pl_session *s, int32_t id) {
     if (s->n_ids >= n_ctx)
         return pl_fail(PL_ERR_ARG, "context full: all %lld positions are used (raise --ctx)",
                        (long long)n_ctx);
+    if (s->n_state != s->n_ids) { /* a greedy step ran past the ids: go back, or redo them */
+        int64_t n_keep = s->n_ids;
+        if (rewind_to(s, n_keep) < n_keep) {
+            pl_status st = run(s, s->ids, n_keep);
+            if (st) return st;
+        }
+    }
     return run(s, &id, 1);
 }
 
@@ -195,16 +228,22 @@ pl_status pl_session_greedy(pl_session *s, int64_t n, bool (*on_token)(void *ud,
         if (!e) e = pl_be_read(hist[t % 2], 0, &id, sizeof id);
         if (!e) e = check_id(s, id);
         if (e) {
-            if (ahead) s->have_logits = false; /* the step ran on a made-up id */
+            if (ahead) { /* the step ran on a made-up id */
+                s->have_logits = false;
+                s->ids[s->n_ids] = -1;
+                s->n_state = s->n_ids + 1;
+            }
             break;
         }
         (*n_gen)++;
         bool more = on_token ? on_token(ud, id) : true;
-        if (ahead && more) { /* the step ran on id: it is in the cache now */
-            s->ids[s->n_ids++] = id;
+        if (ahead) s->ids[s->n_ids] = id; /* the step ran on it */
+        if (ahead && more) {              /* the step ran on id: it is in the cache now */
+            s->n_state = ++s->n_ids;
             s->have_logits = true;
         } else if (ahead) {
-            s->have_logits = false; /* the logits belong to an id the caller did not keep */
+            s->n_state = s->n_ids + 1; /* ran, not kept: a later set may still use it */
+            s->have_logits = false;    /* the logits belong to an id the caller did not keep */
         }
         if (!more || t + 1 == n) break;
         if (!ahead)

@@ -1,5 +1,6 @@
 /* synth.c - the plan of a synthetic GGUF: metadata, tokenizer and tensor infos, named and
- * shaped as llama.cpp's convert_hf_to_gguf.py writes them for llama, qwen2 and qwen3.
+ * shaped as llama.cpp's convert_hf_to_gguf.py writes them for llama, qwen2, qwen3, qwen3moe
+ * (experts stacked into 3-D ffn_*_exps), qwen35 and qwen35moe (the Gated DeltaNet hybrids).
  *
  * Tensor order follows the converter too: generated tensors (rope_freqs) first, then the
  * checkpoint's tensors in name order (lm_head, embed_tokens, each layer's tensors sorted by
@@ -32,12 +33,32 @@ static void note(const pl_synth_opts *o, const char *fmt, ...) {
     o->note(o->ctx, line);
 }
 
+static bool is_arch(const pl_synth_config *c, const char *a) {
+    return !strcmp(c->arch, a);
+}
+
+/* qwen35 and qwen35moe: Gated DeltaNet layers with a full-attention layer every
+ * full_attn_interval layers */
+static bool hybrid(const pl_synth_config *c) {
+    return is_arch(c, "qwen35") || is_arch(c, "qwen35moe");
+}
+
+static bool moe(const pl_synth_config *c) {
+    return is_arch(c, "qwen3moe") || is_arch(c, "qwen35moe");
+}
+
 static pl_status check_config(const pl_synth_config *c) {
-    if (strcmp(c->arch, "llama") && strcmp(c->arch, "qwen2") && strcmp(c->arch, "qwen3"))
-        return pl_fail(PL_ERR_ARG, "synth: unknown architecture '%s' (llama, qwen2, qwen3)",
+    static const char *archs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= is_arch(c, archs[i]);
+    if (!known)
+        return pl_fail(PL_ERR_ARG,
+                       "synth: unknown architecture '%s' (llama, qwen2, qwen3, qwen3moe, qwen35, "
+                       "qwen35moe)",
                        c->arch);
-    if (c->n_layer < 1 || c->n_embd < 1 || c->n_ff < 1 || c->n_head < 1 || c->n_head_kv < 1 ||
-        c->head_dim < 2 || c->n_vocab < 1 || c->n_ctx < 1)
+    /* qwen35moe has no dense FFN (no feed_forward_length) */
+    if (c->n_layer < 1 || c->n_embd < 1 || (c->n_ff < 1 && !is_arch(c, "qwen35moe")) ||
+        c->n_head < 1 || c->n_head_kv < 1 || c->head_dim < 2 || c->n_vocab < 1 || c->n_ctx < 1)
         return pl_fail(PL_ERR_ARG, "synth: every size of the configuration must be positive");
     if (c->n_head % c->n_head_kv)
         return pl_fail(PL_ERR_ARG, "synth: %d heads do not share %d kv heads evenly", c->n_head,
@@ -45,9 +66,34 @@ static pl_status check_config(const pl_synth_config *c) {
     if (c->head_dim % 2)
         return pl_fail(PL_ERR_ARG, "synth: head_dim %d is odd (RoPE pairs)", c->head_dim);
     /* qwen2 GGUFs carry no key_length: readers take n_embd / n_head */
-    if (!strcmp(c->arch, "qwen2") && c->head_dim * c->n_head != c->n_embd)
+    if (is_arch(c, "qwen2") && c->head_dim * c->n_head != c->n_embd)
         return pl_fail(PL_ERR_ARG, "synth: qwen2 needs head_dim = hidden / heads (%d / %d)",
                        c->n_embd, c->n_head);
+    if (moe(c) && (c->n_expert < 1 || c->n_expert_used < 1 || c->n_expert_used > c->n_expert ||
+                   c->n_ff_exp < 1 || (is_arch(c, "qwen35moe") && c->n_ff_shexp < 1)))
+        return pl_fail(PL_ERR_ARG,
+                       "synth: %s needs experts (%d, %d used) and positive expert FFN widths",
+                       c->arch, c->n_expert, c->n_expert_used);
+    if (hybrid(c)) {
+        if (c->full_attn_interval < 1 || c->ssm_conv < 1 || c->ssm_k_heads < 1 ||
+            c->ssm_v_heads < 1 || c->ssm_k_dim < 1 || c->ssm_v_dim < 1 || c->rope_dims < 2 ||
+            c->rope_dims > c->head_dim || c->rope_dims % 2)
+            return pl_fail(PL_ERR_ARG,
+                           "synth: %s needs a full-attention interval, linear-attention sizes and "
+                           "an even RoPE width of at most head_dim",
+                           c->arch);
+        /* whole groups of linear-attention layers and their full-attention layer */
+        if (c->n_layer % c->full_attn_interval)
+            return pl_fail(PL_ERR_ARG,
+                           "synth: %s needs a layer count that is a multiple of its "
+                           "full-attention interval %d, not %d",
+                           c->arch, c->full_attn_interval, c->n_layer);
+        if (c->ssm_v_heads % c->ssm_k_heads)
+            return pl_fail(PL_ERR_ARG,
+                           "synth: %d linear-attention value heads do not share %d key heads "
+                           "evenly",
+                           c->ssm_v_heads, c->ssm_k_heads);
+    }
     return PL_OK;
 }
 
@@ -147,6 +193,8 @@ static int file_type_of(uint32_t type) {
     return tr && tr->quant ? pl_quantize_file_type_from_name(tr->name) : -1;
 }
 
+/* The keys in the order llama.cpp's converter writes them for c->arch (see the fixtures in
+ * shared/fixtures/hf: qwen3moe, qwen35 and qwen35moe add theirs among the common ones). */
 static pl_status arch_metadata(pl_gguf *g, const pl_synth_config *c, int n_vocab, uint32_t type) {
     char key[96];
     pl_status st = PL_OK;
@@ -163,19 +211,37 @@ static pl_status arch_metadata(pl_gguf *g, const pl_synth_config *c, int n_vocab
     if (!st) st = ARCH_U32("block_count", c->n_layer);
     if (!st) st = ARCH_U32("context_length", c->n_ctx);
     if (!st) st = ARCH_U32("embedding_length", c->n_embd);
-    if (!st) st = ARCH_U32("feed_forward_length", c->n_ff);
+    if (!st && !is_arch(c, "qwen35moe")) st = ARCH_U32("feed_forward_length", c->n_ff);
     if (!st) st = ARCH_U32("attention.head_count", c->n_head);
     if (!st) st = ARCH_U32("attention.head_count_kv", c->n_head_kv);
+    if (!st && hybrid(c)) {
+        snprintf(key, sizeof key, "%s.rope.dimension_sections", c->arch);
+        st = pl_gguf_set_arr(g, key, PL_GGUF_INT32, c->rope_sections, 4);
+    }
     if (!st) st = ARCH_F32("rope.freq_base", c->rope_theta);
     if (!st) st = ARCH_F32("attention.layer_norm_rms_epsilon", c->rms_eps);
-    /* the converter writes key/value lengths when config.json names head_dim (llama,
-     * qwen3); qwen2 configs do not */
-    if (strcmp(c->arch, "qwen2")) {
+    if (!st && moe(c)) st = ARCH_U32("expert_count", c->n_expert);
+    if (!st && moe(c)) st = ARCH_U32("expert_used_count", c->n_expert_used);
+    /* the converter writes key/value lengths when config.json names head_dim (all but
+     * qwen2) */
+    if (!is_arch(c, "qwen2")) {
         if (!st) st = ARCH_U32("attention.key_length", c->head_dim);
         if (!st) st = ARCH_U32("attention.value_length", c->head_dim);
     }
     if (!st) st = pl_gguf_set_u32(g, "general.file_type", (uint32_t)file_type_of(type));
-    if (!strcmp(c->arch, "llama")) {
+    if (!st && moe(c)) st = ARCH_U32("expert_feed_forward_length", c->n_ff_exp);
+    if (!st && is_arch(c, "qwen35moe"))
+        st = ARCH_U32("expert_shared_feed_forward_length", c->n_ff_shexp);
+    if (hybrid(c)) {
+        if (!st) st = ARCH_U32("ssm.conv_kernel", c->ssm_conv);
+        if (!st) st = ARCH_U32("ssm.state_size", c->ssm_k_dim);
+        if (!st) st = ARCH_U32("ssm.group_count", c->ssm_k_heads);
+        if (!st) st = ARCH_U32("ssm.time_step_rank", c->ssm_v_heads);
+        if (!st) st = ARCH_U32("ssm.inner_size", c->ssm_v_heads * c->ssm_v_dim);
+        if (!st) st = ARCH_U32("full_attention_interval", c->full_attn_interval);
+        if (!st) st = ARCH_U32("rope.dimension_count", c->rope_dims);
+    }
+    if (is_arch(c, "llama")) {
         if (!st) st = ARCH_U32("vocab_size", n_vocab);
         if (!st) st = ARCH_U32("rope.dimension_count", c->head_dim);
     }
@@ -194,10 +260,13 @@ typedef struct {
     pl_status st;
 } adder;
 
-static void add(adder *a, const char *name, int64_t ne0, int64_t ne1) {
+/* Add tensor `name` of n_dims dimensions ne. Matrices (quant) take the file's type, or f16
+ * when their rows do not fit its block; the rest is F32. */
+static void add_t(adder *a, const char *name, bool quant, uint32_t n_dims, int64_t ne0, int64_t ne1,
+                  int64_t ne2) {
     if (a->st) return;
     uint32_t t = PL_TYPE_F32;
-    if (ne1) {
+    if (quant) {
         t = a->type;
         if (ne0 % pl_type_get(t)->block_size) {
             t = PL_TYPE_F16;
@@ -205,31 +274,96 @@ static void add(adder *a, const char *name, int64_t ne0, int64_t ne1) {
             a->fallback_ne0 = ne0;
         }
     }
-    int64_t ne[2] = {ne0, ne1};
-    a->st = pl_gguf_add_tensor(a->g, name, t, ne1 ? 2 : 1, ne, NULL);
+    int64_t ne[3] = {ne0, ne1, ne2};
+    a->st = pl_gguf_add_tensor(a->g, name, t, n_dims, ne, NULL);
 }
 
-static void add_layer(adder *a, const pl_synth_config *c, int il) {
+/* a vector (F32) when ne1 is 0, else a matrix of the file's type */
+static void add(adder *a, const char *name, int64_t ne0, int64_t ne1) {
+    add_t(a, name, ne1 != 0, ne1 ? 2 : 1, ne0, ne1, 1);
+}
+
+/* F32 whatever the file's type: the conv1d taps and the MoE routers */
+static void add_f32(adder *a, const char *name, int64_t ne0, int64_t ne1) {
+    add_t(a, name, false, 2, ne0, ne1, 1);
+}
+
+/* one matrix per expert, stacked: [ne0, ne1, n_expert] */
+static void add_experts(adder *a, const char *name, int64_t ne0, int64_t ne1, int64_t n_expert) {
+    add_t(a, name, true, 3, ne0, ne1, n_expert);
+}
+
+#define L(suffix) (snprintf(n, sizeof n, "blk.%d." suffix, il), n)
+
+/* The FFN part of layer il, in the converter's order (its checkpoint names sorted: mlp.*
+ * then post_attention_layernorm; qwen3moe's norm is ffn_norm). */
+static void add_ffn(adder *a, const pl_synth_config *c, int il) {
+    char n[64];
+    if (!moe(c)) {
+        add(a, L("ffn_down.weight"), c->n_ff, c->n_embd);
+        add(a, L("ffn_gate.weight"), c->n_embd, c->n_ff);
+        add(a, L("ffn_up.weight"), c->n_embd, c->n_ff);
+    } else {
+        add_experts(a, L("ffn_down_exps.weight"), c->n_ff_exp, c->n_embd, c->n_expert);
+        add_experts(a, L("ffn_gate_exps.weight"), c->n_embd, c->n_ff_exp, c->n_expert);
+        add_experts(a, L("ffn_up_exps.weight"), c->n_embd, c->n_ff_exp, c->n_expert);
+        add_f32(a, L("ffn_gate_inp.weight"), c->n_embd, c->n_expert);
+    }
+    if (is_arch(c, "qwen35moe")) {
+        add(a, L("ffn_down_shexp.weight"), c->n_ff_shexp, c->n_embd);
+        add(a, L("ffn_gate_shexp.weight"), c->n_embd, c->n_ff_shexp);
+        add(a, L("ffn_up_shexp.weight"), c->n_embd, c->n_ff_shexp);
+        add_f32(a, L("ffn_gate_inp_shexp.weight"), c->n_embd, 1);
+    }
+    add(a, hybrid(c) ? L("post_attention_norm.weight") : L("ffn_norm.weight"), c->n_embd, 0);
+}
+
+/* Attention: the hybrid's full-attention attn_q also holds the output gate (2 x the
+ * query width); qwen2 has q/k/v biases, qwen3* q/k norms. */
+static void add_attention(adder *a, const pl_synth_config *c, int il) {
     char n[64];
     int64_t q = (int64_t)c->n_head * c->head_dim, kv = (int64_t)c->n_head_kv * c->head_dim;
-    bool qwen2 = !strcmp(c->arch, "qwen2"), qwen3 = !strcmp(c->arch, "qwen3");
-#define L(suffix) (snprintf(n, sizeof n, "blk.%d." suffix, il), n)
-    add(a, L("attn_norm.weight"), c->n_embd, 0);
-    add(a, L("ffn_down.weight"), c->n_ff, c->n_embd);
-    add(a, L("ffn_gate.weight"), c->n_embd, c->n_ff);
-    add(a, L("ffn_up.weight"), c->n_embd, c->n_ff);
-    add(a, L("ffn_norm.weight"), c->n_embd, 0);
-    if (qwen3) add(a, L("attn_k_norm.weight"), c->head_dim, 0);
+    bool qwen2 = is_arch(c, "qwen2"), qk_norm = !qwen2 && !is_arch(c, "llama");
+    if (qk_norm) add(a, L("attn_k_norm.weight"), c->head_dim, 0);
     if (qwen2) add(a, L("attn_k.bias"), kv, 0);
     add(a, L("attn_k.weight"), c->n_embd, kv);
     add(a, L("attn_output.weight"), q, c->n_embd);
-    if (qwen3) add(a, L("attn_q_norm.weight"), c->head_dim, 0);
+    if (qk_norm) add(a, L("attn_q_norm.weight"), c->head_dim, 0);
     if (qwen2) add(a, L("attn_q.bias"), q, 0);
-    add(a, L("attn_q.weight"), c->n_embd, q);
+    add(a, L("attn_q.weight"), c->n_embd, hybrid(c) ? 2 * q : q);
     if (qwen2) add(a, L("attn_v.bias"), kv, 0);
     add(a, L("attn_v.weight"), c->n_embd, kv);
-#undef L
 }
+
+/* Gated DeltaNet: A_log, conv1d, dt_bias, in_proj_a/b/qkv/z, norm, out_proj, as
+ * ssm_a, ssm_conv1d [taps, conv channels], ssm_dt.bias, ssm_alpha, ssm_beta, attn_qkv,
+ * attn_gate, ssm_norm [value head dim], ssm_out. */
+static void add_deltanet(adder *a, const pl_synth_config *c, int il) {
+    char n[64];
+    int64_t v = (int64_t)c->ssm_v_heads * c->ssm_v_dim;
+    int64_t conv = 2 * (int64_t)c->ssm_k_heads * c->ssm_k_dim + v; /* q, k and v channels */
+    add(a, L("ssm_a"), c->ssm_v_heads, 0);
+    add_f32(a, L("ssm_conv1d.weight"), c->ssm_conv, conv);
+    add(a, L("ssm_dt.bias"), c->ssm_v_heads, 0);
+    add(a, L("ssm_alpha.weight"), c->n_embd, c->ssm_v_heads);
+    add(a, L("ssm_beta.weight"), c->n_embd, c->ssm_v_heads);
+    add(a, L("attn_qkv.weight"), c->n_embd, conv);
+    add(a, L("attn_gate.weight"), c->n_embd, v);
+    add(a, L("ssm_norm.weight"), c->ssm_v_dim, 0);
+    add(a, L("ssm_out.weight"), v, c->n_embd);
+}
+
+/* Layer il in the converter's order: its checkpoint's names sorted (input_layernorm,
+ * linear_attn.*, mlp.*, post_attention_layernorm, self_attn.*). */
+static void add_layer(adder *a, const pl_synth_config *c, int il) {
+    char n[64];
+    add(a, L("attn_norm.weight"), c->n_embd, 0);
+    bool full = !hybrid(c) || (il + 1) % c->full_attn_interval == 0;
+    if (!full) add_deltanet(a, c, il);
+    add_ffn(a, c, il);
+    if (full) add_attention(a, c, il);
+}
+#undef L
 
 pl_status pl_synth_plan(const pl_synth_config *c, const pl_synth_opts *o, pl_gguf **out) {
     *out = NULL;

@@ -4,7 +4,8 @@
  * so the bytes do not depend on the number of threads or on which other tensors exist.
  * Rows are made in chunks of about CHUNK_VALUES values, split over the threads, converted
  * to the tensor's type with pl_quant_row and written; memory stays a few tens of MB
- * whatever the size of the model. */
+ * whatever the size of the model. A 3-D tensor (stacked experts) is rows too: row r of
+ * expert e is row e * ne[1] + r. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@
 #define CHUNK_VALUES (4 << 20)
 #define MAX_THREADS  64
 
-typedef enum { K_MATRIX, K_NORM, K_BIAS, K_ROPE } kind;
+typedef enum { K_MATRIX, K_NORM, K_BIAS, K_ROPE, K_SSM_A } kind;
 
 /* splitmix64's output function: a bijective mix of a 64-bit counter */
 static inline uint64_t mix64(uint64_t z) {
@@ -40,6 +41,7 @@ static bool ends_with(pl_gguf_str s, const char *suffix) {
 
 static kind kind_of(const pl_gguf_tensor *t) {
     if (pl_gguf_str_eq(t->name, "rope_freqs.weight")) return K_ROPE;
+    if (ends_with(t->name, ".ssm_a")) return K_SSM_A;
     if (ends_with(t->name, "norm.weight")) return K_NORM;
     if (ends_with(t->name, ".bias")) return K_BIAS;
     return K_MATRIX;
@@ -91,7 +93,11 @@ static void fill_row(const pl_gguf_tensor *t, kind k, const pl_synth_config *c, 
         uniform(s, 0.05f, dst, n);
         for (int64_t i = 0; i < n; i++) dst[i] += 1.0f;
         break;
-    case K_BIAS: uniform(s, 0.02f, dst, n); break;
+    case K_BIAS: uniform(s, 0.02f, dst, n); break; /* also the DeltaNet's ssm_dt.bias */
+    case K_SSM_A: /* -exp(A_log), A_log uniform in +-0.5: a decay rate in [-1.65, -0.61] */
+        uniform(s, 0.5f, dst, n);
+        for (int64_t i = 0; i < n; i++) dst[i] = -expf(dst[i]);
+        break;
     case K_MATRIX: uniform(s, 0.87f / sqrtf((float)n), dst, n); break;
     }
 }
@@ -163,6 +169,23 @@ pl_status pl_synth_values(const pl_gguf *plan, const pl_synth_config *c, uint64_
     for (int64_t r = 0; r < n_rows; r++)
         fill_row(t, kind_of(t), c, seed, h, row0 + r, out + r * t->ne[0]);
     return PL_OK;
+}
+
+pl_status pl_synth_write_zeros(const pl_gguf *plan, const char *path) {
+    pl_file_out fo = {0};
+    pl_status st = pl_file_out_open(&fo, path);
+    FILE *f = fo.f;
+    if (!st) st = pl_gguf_write_header(plan, f);
+    for (int64_t i = 0; i < pl_gguf_tensor_count(plan) && !st; i++) {
+        const pl_gguf_tensor *t = pl_gguf_tensor_at(plan, i);
+        /* a hole up to the tensor's last byte, which is written so the file has its size */
+        if (t->nbytes && (fseeko(f, (off_t)(t->nbytes - 1), SEEK_CUR) || fputc(0, f) == EOF))
+            st = pl_file_out_failed(&fo);
+        if (!st) st = pl_gguf_write_padding(plan, f, t->nbytes);
+    }
+    if (!st) st = pl_file_out_commit(&fo);
+    pl_file_out_abort(&fo);
+    return st;
 }
 
 pl_status pl_synth_write(const pl_gguf *plan, const pl_synth_config *c, uint64_t seed,

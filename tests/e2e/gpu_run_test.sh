@@ -17,7 +17,7 @@ for f in stories260K.gguf stories260K-Q4_0.gguf; do
 done
 out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q8_0.gguf" --backend webgpu -p 4 -n 8 -r 1 --json 2>&1)
 check "bench on webgpu reports decode speed" sh -c "echo '$out' | tail -1 | jq -e '.decode_tok_s > 0 and .decode_weight_gb_s > 0 and .backend == \"webgpu\"' >/dev/null"
-check "bench prints the weight bandwidth" sh -c "echo '$out' | grep -q 'GB/s streamed in decode'"
+check "bench prints the weights read per token and their bandwidth" sh -c "echo '$out' | grep -q 'MB read per token (file .* MB), .* GB/s in decode'"
 POOLED_DAWN=/nonexistent/lib.so check_err "webgpu without Dawn: one line, no fallback" \
     "$POOLED" run -m "$SHARED/models/stories260K.gguf" -p "Once" -n 2 --backend webgpu
 check "the line says why" grep -q "Dawn library not found" "$TMP/err"

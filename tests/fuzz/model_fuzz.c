@@ -2,7 +2,8 @@
  * GGUF (from memory); if it parses and loads as a model, a small state is made and two
  * tokens are run through it. Any failure must be a one-line error, never a crash, a hang
  * or an out-of-bounds access. Seeds in corpus/model_fuzz/ are tiny random llama / qwen2 /
- * qwen3 models (POOLED_WRITE_FUZZ_SEEDS=DIR build/tests/bad_model_test). */
+ * qwen3 / qwen3moe models (POOLED_WRITE_FUZZ_SEEDS=DIR build/tests/bad_model_test) and
+ * qwen35 hybrids (the same with build/tests/bad_hybrid_test). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

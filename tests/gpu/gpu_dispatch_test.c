@@ -11,7 +11,8 @@
  *   EMBED  = 1   embedding rows
  *   HEAD   = 3   copy of the last row, RMSNorm in place (in place: not fused into the
  *                output GEMV, which cannot both read and store xb), the output GEMV
- *   ARGMAX = 2   top-k first stage over 1024-value chunks, then the merge
+ *   ARGMAX = 1   one workgroup takes the whole row (every vocabulary here is at most
+ *                1024 ids: one top-k chunk; a larger one adds the merge of the chunks)
  *
  * Per layer, fused (the default):
  *   1  q/k/v GEMV: the attention RMSNorm folded in, the three weights merged into one
@@ -29,14 +30,18 @@
  * (a bias is part of its GEMV).
  *
  * Each model's layer count is pinned too, and the totals written out, so a fixture with
- * another shape is noticed rather than silently giving another number. */
+ * another shape is noticed rather than silently giving another number.
+ *
+ * The model asks for its fusions (pl_be_fuse); every kind it asks for must have found its
+ * ops (pl_gpu_backend_fusions_missed stays 0), and a group whose ops come in another order
+ * than its pattern must count as missed (fusion_request_test below). */
 #include "gpu/gpu.h"
 #include "model/model.h"
 #include "test.h"
 
 #define EMBED  1
 #define HEAD   3
-#define ARGMAX 2
+#define ARGMAX 1
 
 typedef struct {
     const char *file; /* under shared/ */
@@ -48,10 +53,10 @@ typedef struct {
 } pinned;
 
 static const pinned models[] = {
-    {"models/stories260K.gguf", 5, 6, 15, 36, 81},           /* 1+5*6+3+2, 1+5*15+3+2 */
-    {"fixtures/hf/llama/llama-q8_0.gguf", 4, 6, 15, 30, 66}, /* 1+4*6+3+2, 1+4*15+3+2 */
-    {"fixtures/hf/qwen2/qwen2-q8_0.gguf", 4, 8, 15, 38, 66}, /* 1+4*8+3+2, 1+4*15+3+2 */
-    {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, 6, 17, 30, 74}, /* 1+4*6+3+2, 1+4*17+3+2 */
+    {"models/stories260K.gguf", 5, 6, 15, 35, 80},           /* 1+5*6+3+1, 1+5*15+3+1 */
+    {"fixtures/hf/llama/llama-q8_0.gguf", 4, 6, 15, 29, 65}, /* 1+4*6+3+1, 1+4*15+3+1 */
+    {"fixtures/hf/qwen2/qwen2-q8_0.gguf", 4, 8, 15, 37, 65}, /* 1+4*8+3+1, 1+4*15+3+1 */
+    {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, 6, 17, 29, 73}, /* 1+4*6+3+1, 1+4*17+3+1 */
 };
 
 /* Dispatches of one decode step of id at position pos. */
@@ -72,6 +77,7 @@ static void check_model(pl_backend *be, const pinned *p, int fill, int want, con
     pl_gguf *g = NULL;
     pl_model *m = NULL;
     pl_state *st = NULL;
+    uint64_t missed0 = pl_gpu_backend_fusions_missed(be, NULL);
     pl_status s = pl_gguf_open(test_shared(p->file), &g);
     if (!s) s = pl_model_load(g, be, NULL, &m);
     if (!s) {
@@ -99,9 +105,50 @@ static void check_model(pl_backend *be, const pinned *p, int fill, int want, con
               p->file, mode, fill + t, (unsigned long long)d, want);
     }
     CHECK(s == PL_OK, "%s: %s", p->file, pl_last_error());
+    const char *last_missed = NULL;
+    uint64_t missed = pl_gpu_backend_fusions_missed(be, &last_missed) - missed0;
+    CHECK(missed == 0, "%s, %s: %llu requested fusions missed, the last: %s", p->file, mode,
+          (unsigned long long)missed, last_missed);
     pl_state_free(st);
     pl_model_free(m);
     pl_gguf_free(g);
+}
+
+/* A gate/up/SwiGLU group issued in the pattern's order fuses into one dispatch; issued as
+ * up, gate, SwiGLU(gate, up) it cannot, and the request counts as missed. */
+static void fusion_request_test(pl_backend *be) {
+    enum { K = 64, N_FF = 32 };
+    float wv[N_FF * K], xv[K];
+    for (int i = 0; i < N_FF * K; i++) wv[i] = (float)((i * 7) % 13 - 6) / 16.0f;
+    for (int i = 0; i < K; i++) xv[i] = (float)(i % 5 - 2) / 4.0f;
+    pl_buf *wg = NULL, *wu = NULL, *x = NULL, *g = NULL, *u = NULL;
+    pl_status s = pl_be_buf_weight(be, PL_TYPE_F32, K, N_FF, wv, &wg);
+    if (!s) s = pl_be_buf_weight(be, PL_TYPE_F32, K, N_FF, wv, &wu);
+    if (!s) s = pl_be_buf_new(be, PL_TYPE_F32, K, 1, &x);
+    if (!s) s = pl_be_buf_new(be, PL_TYPE_F32, N_FF, 1, &g);
+    if (!s) s = pl_be_buf_new(be, PL_TYPE_F32, N_FF, 1, &u);
+    if (!s) s = pl_be_write(x, 0, xv, sizeof xv);
+    for (int bad = 0; !s && bad < 2; bad++) {
+        uint64_t m0 = pl_gpu_backend_fusions_missed(be, NULL), d0, d1, s0, s1;
+        float out[N_FF];
+        pl_gpu_backend_counters(be, &d0, &s0);
+        s = pl_be_fuse(be, PL_FUSE_GATE_UP);
+        if (!s && bad) s = pl_be_matmul(wu, x, NULL, 1, false, u);
+        if (!s) s = pl_be_matmul(wg, x, NULL, 1, false, g);
+        if (!s && !bad) s = pl_be_matmul(wu, x, NULL, 1, false, u);
+        if (!s) s = pl_be_swiglu(g, u, N_FF, g);
+        if (!s) s = pl_be_fuse(be, 0);
+        if (!s) s = pl_be_read(g, 0, out, sizeof out);
+        pl_gpu_backend_counters(be, &d1, &s1);
+        uint64_t missed = pl_gpu_backend_fusions_missed(be, NULL) - m0;
+        CHECK(!s && missed == (uint64_t)bad, "gate/up request, %s order: %llu missed, want %d",
+              bad ? "wrong" : "pattern", (unsigned long long)missed, bad);
+        CHECK(!s && d1 - d0 == (bad ? 3u : 1u), "gate/up request, %s order: %llu dispatches",
+              bad ? "wrong" : "pattern", (unsigned long long)(d1 - d0));
+    }
+    CHECK(s == PL_OK, "fusion request test: %s", pl_last_error());
+    pl_be_buf_free(wg), pl_be_buf_free(wu), pl_be_buf_free(x), pl_be_buf_free(g);
+    pl_be_buf_free(u);
 }
 
 static void run_tests(void) {
@@ -127,6 +174,7 @@ static void run_tests(void) {
         pl_be_destroy(fused);
         return;
     }
+    fusion_request_test(fused);
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         const pinned *p = &models[i];
         for (int q8 = 0; q8 < 2; q8++) { /* quantised activations add no dispatch */

@@ -537,6 +537,198 @@ static void test_gemv(pl_gpu *g) {
 
 /* ------------------------------------------------------------------ RMSNorm */
 
+/* ------------------------------------------------------------------ expert GEMV */
+
+/* The gathered expert GEMV: p.n_exp experts of p.rows rows, n_tok tokens of p.n_used slots,
+ * random expert ids with bad ones among them (zero rows); the row after the last slot must
+ * stay poisoned. */
+static void gemv_ids_case(pl_gpu *g, pl_gemv_params p, uint32_t n_tok) {
+    uint32_t slots = n_tok * p.n_used, nxv = p.x_shared ? n_tok : slots;
+    uint32_t all = p.rows * p.n_exp;
+    unsigned parts = p.parts ? p.parts : 1;
+    int nm = p.mode == PL_GEMV_GATE_UP ? 2 : 1;
+    mat m[2];
+    for (int i = 0; i < nm; i++) m[i] = make_mat(p.type, all, p.cols);
+    int32_t *ids = malloc(slots * 4);
+    for (uint32_t s = 0; s < slots; s++) {
+        uint32_t r = gt_u32() % 8;
+        ids[s] = r == 0 ? -1 : r == 1 ? (int32_t)p.n_exp : (int32_t)(gt_u32() % p.n_exp);
+    }
+    size_t nx = (size_t)nxv * p.cols, ny = (size_t)(slots + 1) * p.rows;
+    float *x = malloc(nx * 4), *y = malloc(ny * 4), *ref = malloc(ny * 4);
+    float *side = malloc(ny * 4), *one[2] = {malloc(ny * 4), malloc(ny * 4)};
+    double *mag = malloc(ny * sizeof *mag), *om[2] = {malloc(ny * 8), malloc(ny * 8)};
+    gt_fill(x, nx, -1, 1);
+    pl_gpu_buf *bufs[16] = {0};
+    pl_gpu_ref refs[16];
+    int nb = 0, iside[2] = {0, 0};
+    bufs[nb] = gt_buf(g, x, nx * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    pl_gpu_ref_mat rm[2];
+    for (int i = 0; i < nm; i++) {
+        for (unsigned q = 0; q < parts; q++) {
+            uint32_t r0 = parts > 1 ? q * p.rows_per_part : 0;
+            uint32_t r1 = parts > 1 && r0 + p.rows_per_part < all ? r0 + p.rows_per_part : all;
+            pl_gpu_buf *qb, *sb;
+            upload_part(g, &m[i], r0, r1, &qb, &sb, &rm[i], (int)q);
+            bufs[nb] = qb, refs[nb] = (pl_gpu_ref){qb, 0, 0}, nb++;
+            if (sb) bufs[nb] = sb, refs[nb] = (pl_gpu_ref){sb, 0, 0}, nb++;
+        }
+    }
+    for (int o = 0; o < 2; o++) /* the gate's and the up matrix's own products */
+        if (o ? p.up_out : p.gate_out) {
+            iside[o] = nb;
+            bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+        }
+    bufs[nb] = gt_buf(g, ids, slots * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    pl_gpu_args a = {{slots}};
+    bufs[nb] = gt_args(g, &a), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    CHECK(nb == pl_gemv_bindings(&p), "binding count %d != %d", nb, pl_gemv_bindings(&p));
+    char label[128];
+    snprintf(label, sizeof label,
+             "expert gemv t%d mode %d %u x %ux%u, %u x %u%s T%u R%u sg%u/%d u%u parts %u q8x %d",
+             p.type, p.mode, p.n_exp, p.rows, p.cols, n_tok, p.n_used, p.x_shared ? " shared" : "",
+             p.threads, p.rows_per_wg, p.sg_rows, p.subgroups, p.unroll, parts, p.q8x);
+    char *src = NULL;
+    pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_gemv(&p, &src), &src, label);
+    if (k && gt_run(g, k, refs, nb, pl_gemv_groups(&p) * slots)) {
+        gt_read(g, bufs[1], y, ny * 4);
+        pl_gpu_ref_matmul_id(&p, rm, ids, slots, x, ref, mag);
+        /* each matrix alone, to bound the error of gate/up (as gemv_case does) */
+        pl_gemv_params sp = p;
+        sp.mode = PL_GEMV_STORE, sp.gate_out = sp.up_out = 0;
+        for (int i = 0; i < nm; i++)
+            pl_gpu_ref_matmul_id(&sp, &rm[i], ids, slots, x, one[i], om[i]);
+        int bad = 0;
+        for (size_t i = 0; i < ny && bad < 3; i++) {
+            int past = i >= (size_t)slots * p.rows;
+            double tol = 1e-5 * mag[i] + 1e-6 * fabs(ref[i]) + 1e-30;
+            if (nm == 2 && !past) {
+                double sg = one[0][i] / (1 + exp(-(double)one[0][i]));
+                tol = 1e-5 * (1.1 * om[0][i] * fabs(one[1][i]) + om[1][i] * fabs(sg)) +
+                      1e-6 * fabs(ref[i]) + 1e-30;
+            }
+            if (past ? y[i] == y[i] : !(fabs((double)y[i] - ref[i]) <= tol)) {
+                CHECK(0, "%s: value %zu: %.9g vs %.9g", label, i, y[i], past ? NAN : ref[i]);
+                bad++;
+            }
+        }
+        for (int o = 0; o < 2 && !bad; o++) {
+            if (!iside[o]) continue;
+            gt_read(g, bufs[iside[o]], side, ny * 4);
+            for (size_t i = 0; i < (size_t)slots * p.rows && bad < 3; i++)
+                if (!(fabs((double)side[i] - one[o][i]) <= 1e-5 * om[o][i] + 1e-30)) {
+                    CHECK(0, "%s: %s side output %zu: %.9g vs %.9g", label, o ? "up" : "gate", i,
+                          side[i], one[o][i]);
+                    bad++;
+                }
+        }
+        if (!bad) CHECK(1, "ok");
+    }
+    pl_gpu_kernel_free(k);
+    for (int i = 0; i < nb; i++) pl_gpu_buf_free(bufs[i]);
+    for (int i = 0; i < nm; i++) free_mat(&m[i]);
+    free(ids), free(x), free(y), free(ref), free(mag), free(side);
+    free(one[0]), free(one[1]), free(om[0]), free(om[1]);
+}
+
+static void test_gemv_ids(pl_gpu *g) {
+    const pl_gpu_info *info = pl_gpu_get_info(g);
+    uint32_t S =
+        info->has_subgroups && info->subgroup_min == info->subgroup_max ? info->subgroup_min : 0;
+    /* type, rows per expert, cols, experts, used, shared, threads, rows/wg, subgroup rows (1:
+     * the adapter's size), subgroup reduce, unroll, parts, rows/part, q8x, preload, tokens */
+    static const struct {
+        pl_gpu_wtype t;
+        uint32_t rows, cols, n_exp, n_used;
+        int shared;
+        uint32_t T, R, sgrows;
+        int sg;
+        uint32_t unroll, parts, rpp;
+        int q8x, preload;
+        uint32_t n_tok;
+    } cs[] = {
+        {PL_GW_F32, 13, 40, 5, 2, 1, 32, 1, 0, 0, 1, 1, 0, 0, 0, 2},
+        {PL_GW_F16, 24, 64, 4, 3, 0, 64, 4, 0, 0, 1, 1, 0, 0, 0, 2},
+        {PL_GW_Q4_0, 37, 96, 6, 2, 1, 64, 8, 0, 0, 1, 1, 0, 1, 0, 3},
+        {PL_GW_Q8_0, 32, 128, 3, 3, 0, 128, 16, 0, 0, 1, 1, 0, 1, 0, 1},
+        {PL_GW_Q4_0, 21, 64, 4, 2, 0, 64, 4, 0, 0, 2, 1, 0, 0, 0, 2},
+        {PL_GW_Q8_0, 16, 64, 5, 2, 1, 64, 4, 0, 0, 1, 3, 28, 1, 0, 2},
+        {PL_GW_F32, 16, 32, 5, 1, 0, 32, 4, 0, 0, 1, 2, 40, 0, 0, 3},
+        {PL_GW_Q4_0, 30, 64, 3, 2, 1, 32, 2, 0, 0, 1, 1, 0, 1, 1, 2},
+        {PL_GW_Q8_0, 19, 96, 4, 2, 1, 32, 2, 1, 0, 2, 1, 0, 1, 0, 2},
+        {PL_GW_F16, 22, 96, 4, 4, 0, 64, 2, 0, 1, 1, 1, 0, 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        if ((cs[i].sgrows && !S) || (cs[i].sg && !info->has_subgroups)) continue;
+        gemv_ids_case(g,
+                      (pl_gemv_params){.type = cs[i].t,
+                                       .rows = cs[i].rows,
+                                       .cols = cs[i].cols,
+                                       .threads = cs[i].sgrows ? cs[i].T * S / 32 : cs[i].T,
+                                       .rows_per_wg = cs[i].R,
+                                       .mode = PL_GEMV_STORE,
+                                       .parts = cs[i].parts,
+                                       .rows_per_part = cs[i].rpp,
+                                       .subgroups = cs[i].sg,
+                                       .sg_rows = cs[i].sgrows ? S : 0,
+                                       .unroll = cs[i].unroll,
+                                       .q8x = cs[i].q8x,
+                                       .preload = cs[i].preload,
+                                       .ids = 1,
+                                       .n_exp = cs[i].n_exp,
+                                       .n_used = cs[i].n_used,
+                                       .x_shared = cs[i].shared},
+                      cs[i].n_tok);
+    }
+    /* gate and up experts in one sweep (SwiGLU), with and without their side outputs */
+    static const struct {
+        pl_gpu_wtype t;
+        uint32_t T, R, parts, rpp;
+        int q8x, side;
+    } gu[] = {
+        {PL_GW_Q4_0, 64, 4, 1, 0, 1, 1},
+        {PL_GW_Q8_0, 32, 2, 1, 0, 0, 0},
+        {PL_GW_F16, 64, 4, 2, 40, 0, 1},
+        {PL_GW_F32, 32, 1, 1, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof gu / sizeof gu[0]; i++)
+        gemv_ids_case(g,
+                      (pl_gemv_params){.type = gu[i].t,
+                                       .rows = 16,
+                                       .cols = 64,
+                                       .threads = gu[i].T,
+                                       .rows_per_wg = gu[i].R,
+                                       .mode = PL_GEMV_GATE_UP,
+                                       .gate_out = gu[i].side,
+                                       .up_out = gu[i].side,
+                                       .parts = gu[i].parts,
+                                       .rows_per_part = gu[i].rpp,
+                                       .q8x = gu[i].q8x,
+                                       .ids = 1,
+                                       .n_exp = 5,
+                                       .n_used = 3,
+                                       .x_shared = 1},
+                      2);
+    /* gathered experts take no bias and no norm, and a part must hold whole workgroups of
+     * every expert */
+    char *src = NULL;
+    pl_gemv_params bad = {.type = PL_GW_F32,
+                          .rows = 10,
+                          .cols = 32,
+                          .threads = 32,
+                          .rows_per_wg = 4,
+                          .mode = PL_GEMV_STORE,
+                          .parts = 2,
+                          .rows_per_part = 24,
+                          .ids = 1,
+                          .n_exp = 4,
+                          .n_used = 2};
+    CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK && !src, "10 rows per expert in parts of 4-row groups");
+    bad.parts = 1, bad.bias = 1;
+    CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "gathered experts with a bias accepted");
+}
+
 static void test_rmsnorm(pl_gpu *g) {
     const uint32_t cs[4] = {64, 172, 1000, 16}, ts[4] = {64, 32, 256, 16}, rows[4] = {1, 3, 2, 24};
     for (int i = 0; i < 8; i++) {
@@ -904,7 +1096,8 @@ static void test_attn(pl_gpu *g) {
 
 /* ------------------------------------------------------------------ top-k */
 
-static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals) {
+/* direct: one workgroup per row writes the k best itself (no merge stage) */
+static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals, int direct) {
     size_t nx = (size_t)n * (rows + 1);
     float *x = malloc(nx * 4);
     for (size_t i = 0; i < nx; i++) {
@@ -915,25 +1108,32 @@ static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals
         if (r % 101 == 0) x[i] = -INFINITY;
     }
     uint32_t row0 = 1, dst0 = 2; /* skip a row of x and two ids: offsets are honoured */
-    pl_topk_params s1 = {n, k, 256, 64, 0, 0};
+    pl_topk_params s1 = {n, k, direct ? n : 256, 64, 0, direct ? vals : 0, direct};
     uint32_t nc = pl_topk_chunks(&s1);
-    pl_topk_params s2 = {nc * k, k, 0, 64, 1, vals};
-    pl_gpu_args a1 = {{row0, rows}}, a2 = {{dst0, rows}};
+    pl_topk_params s2 = {nc * k, k, 0, 64, 1, vals, 0};
+    pl_gpu_args a1 = {{row0, rows, dst0}}, a2 = {{dst0, rows}};
     pl_gpu_buf *bx = gt_buf(g, x, nx * 4), *bp = gt_buf(g, NULL, (size_t)rows * nc * k * 8);
     pl_gpu_buf *bi = gt_buf(g, NULL, (dst0 + rows * k) * 4), *bv = gt_buf(g, NULL, rows * k * 4);
     pl_gpu_buf *ba1 = gt_args(g, &a1), *ba2 = gt_args(g, &a2);
     char *src = NULL;
     pl_gpu_kernel *k1 = gt_kernel(g, pl_wgsl_topk(&s1, &src), &src, "topk1");
     pl_gpu_kernel *k2 = gt_kernel(g, pl_wgsl_topk(&s2, &src), &src, "topk2");
-    pl_gpu_ref r1[3] = {{bx, 0, 0}, {bp, 0, 0}, {ba1, 0, 0}};
+    pl_gpu_ref r1[4] = {{bx, 0, 0}, {bp, 0, 0}, {ba1, 0, 0}};
     pl_gpu_ref r2[4] = {{bp, 0, 0}, {bi, 0, 0}, {bv, 0, 0}, {ba2, 0, 0}};
     if (!vals) r2[2] = r2[3];
+    int n1 = 3;
+    if (direct) { /* x, then stage 2's outputs */
+        memcpy(r1, r2, sizeof r1);
+        r1[0] = (pl_gpu_ref){bx, 0, 0};
+        r1[vals ? 3 : 2] = (pl_gpu_ref){ba1, 0, 0};
+        n1 = vals ? 4 : 3;
+    }
     pl_gpu_bind *b1 = NULL, *b2 = NULL;
-    if (k1 && k2 && pl_gpu_bind_new(g, k1, r1, 3, &b1) == PL_OK &&
+    if (k1 && k2 && pl_gpu_bind_new(g, k1, r1, n1, &b1) == PL_OK &&
         pl_gpu_bind_new(g, k2, r2, vals ? 4 : 3, &b2) == PL_OK) {
         pl_gpu_begin(g);
         pl_gpu_dispatch(g, k1, b1, rows * nc);
-        pl_gpu_dispatch(g, k2, b2, rows);
+        if (!direct) pl_gpu_dispatch(g, k2, b2, rows);
         CHECK(pl_gpu_submit(g) == PL_OK, "%s", pl_last_error());
         int32_t *ids = malloc((dst0 + rows * k) * 4);
         float *gv = malloc(rows * k * 4), *rv = malloc(k * 4);
@@ -961,12 +1161,15 @@ static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals
 }
 
 static void test_topk(pl_gpu *g) {
-    topk_case(g, 1, 1, 1, 0);
-    topk_case(g, 2, 3, 1, 1); /* fewer values than k: the rest are (-inf, -1) */
-    topk_case(g, 100, 1, 3, 0);
-    topk_case(g, 1000, 5, 1, 1);
-    topk_case(g, 5000, 40, 1, 1);
-    topk_case(g, 70000, 1, 2, 0);
+    topk_case(g, 1, 1, 1, 0, 0);
+    topk_case(g, 2, 3, 1, 1, 0); /* fewer values than k: the rest are (-inf, -1) */
+    topk_case(g, 100, 1, 3, 0, 0);
+    topk_case(g, 1000, 5, 1, 1, 0);
+    topk_case(g, 5000, 40, 1, 1, 0);
+    topk_case(g, 70000, 1, 2, 0, 0);
+    topk_case(g, 2, 3, 2, 1, 1);
+    topk_case(g, 300, 8, 3, 1, 1);
+    topk_case(g, 1000, 1, 2, 0, 1);
 }
 
 /* ------------------------------------------------------------------ embedding */
@@ -1088,6 +1291,7 @@ static void run_tests(void) {
     double t0 = pl_gpu_now();
     test_gemv(g);
     fprintf(stderr, "%d GEMV variants %.2fs\n", n_gemv_cases, pl_gpu_now() - t0);
+    test_gemv_ids(g);
     test_rmsnorm(g);
     test_rope(g);
     test_copy(g);

@@ -1,7 +1,8 @@
 /* gpu_model_test.c - whole models on the WebGPU backend (lavapipe in CI) against the CPU
  * backend and the references: stories260K F32/Q8_0/Q4_0, llama-2-tiny-random (F16) and the
- * dense models of shared/fixtures/hf (llama, qwen2, qwen3 in f32, q8_0 and q4_0; qwen3 with
- * the real 151936-id vocabulary).
+ * models of shared/fixtures/hf (llama, qwen2, qwen3, the mixture-of-experts qwen3moe and
+ * the hybrid Gated DeltaNet qwen35/qwen35moe, in q8_0 and q4_0, the hybrids' -mtp- files;
+ * qwen3 with the real 151936-id vocabulary).
  *
  * For each: the prompt, then greedy decoding with the argmax on the device (4 bytes read
  * back per token). Required: the greedy ids identical to the CPU backend's, and to the
@@ -148,12 +149,17 @@ static void stories(pl_backend *cpu, pl_backend *gpu) {
     free(json);
 }
 
+/* The part-A folders of shared/fixtures/hf, each with <dir>-q8_0.gguf and <dir>-q4_0.gguf. */
+static const char *const hf_dirs[] = {"llama",     "qwen2",   "qwen3",
+                                      "qwen3_moe", "qwen3_5", "qwen3_5_moe"};
+#define N_HF_DIRS ((int)(sizeof hf_dirs / sizeof hf_dirs[0]))
+
 static void hf(pl_backend *cpu, pl_backend *gpu) {
     /* (the fixture folder keeps no f32 files: q8_0 holds the same values, losslessly) */
-    const char *dirs[3] = {"llama", "qwen2", "qwen3"}, *kinds[2] = {"q8_0", "q4_0"};
-    for (int d = 0; d < 4; d++) {
+    const char *kinds[3] = {"q8_0", "q4_0", "mtp-q8_0"};
+    for (int d = 0; d <= N_HF_DIRS; d++) {
         char rel[256];
-        const char *dir = d < 3 ? dirs[d] : "qwen3_realtok";
+        const char *dir = d < N_HF_DIRS ? hf_dirs[d] : "qwen3_realtok";
         snprintf(rel, sizeof rel, "fixtures/hf/%s/ref.json", dir);
         char *json = fixture_text(test_shared(rel));
         CHECK(json != NULL, "%s missing", rel);
@@ -162,11 +168,12 @@ static void hf(pl_backend *cpu, pl_backend *gpu) {
         int32_t prompt[32], want[32];
         int np = fixture_ids(json, pp, 1, prompt, 32), ng = fixture_ids(json, gp, 1, want, 32);
         CHECK(np == 24 && ng == 32, "%s: fixture arrays %d %d", rel, np, ng);
-        for (int k = 0; np == 24 && ng == 32 && k < 2; k++) {
-            if (d == 3 && k != 0) continue; /* the real-vocabulary model comes in q8_0 only */
+        for (int k = 0; np == 24 && ng == 32 && k < 3; k++) {
+            if (d == N_HF_DIRS && k != 0) continue; /* the real vocabulary: q8_0 only */
+            if (k == 2 && strncmp(dir, "qwen3_5", 7) != 0) continue; /* MTP: the hybrids */
             snprintf(rel, sizeof rel, "fixtures/hf/%s/%s-%s.gguf", dir, dir, kinds[k]);
             /* transformers' ids hold for the lossless files; q4_0 is checked against the CPU */
-            compare(cpu, gpu, test_shared(rel), prompt, np, k == 0 ? want : NULL, 32, PL_TYPE_F32);
+            compare(cpu, gpu, test_shared(rel), prompt, np, k != 1 ? want : NULL, 32, PL_TYPE_F32);
             if (k == 0) compare(cpu, gpu, test_shared(rel), prompt, np, want, 32, PL_TYPE_F16);
         }
         free(json);
@@ -193,9 +200,10 @@ static void q8_activations(pl_backend *cpu, pl_backend *gpu) {
             compare_tol(cpu, gpu, test_shared(rel), prompt, np, want, 64, PL_TYPE_F16, TOL_Q8);
     }
     free(json);
-    const char *dirs[3] = {"llama", "qwen2", "qwen3"}, *kinds[2] = {"q8_0", "q4_0"};
-    for (int d = 0; d < 3; d++) {
+    const char *kinds[2] = {"q8_0", "q4_0"};
+    for (int d = 0; d < N_HF_DIRS; d++) {
         char rel[256];
+        const char *const *dirs = hf_dirs;
         snprintf(rel, sizeof rel, "fixtures/hf/%s/ref.json", dirs[d]);
         char *ref = fixture_text(test_shared(rel));
         const char *pp[] = {"prompt_ids"};
@@ -263,10 +271,12 @@ static void fused_vs_simple(pl_backend *gpu) {
     CHECK(pl_gpu_backend_new(&o, &simple) == PL_OK, "%s", pl_last_error());
     if (!simple) return;
     simple->act_q8 = gpu->act_q8;
-    const char *files[2] = {"fixtures/hf/qwen3/qwen3-q4_0.gguf", "models/stories260K-Q8_0.gguf"};
+    const char *files[3] = {"fixtures/hf/qwen3/qwen3-q4_0.gguf", "models/stories260K-Q8_0.gguf",
+                            "fixtures/hf/qwen3_5/qwen3_5-q4_0.gguf"};
     int32_t prompt[5] = {1, 90, 250, 263, 931};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (i == 1) prompt[1] = 403, prompt[2] = 200, prompt[3] = 300, prompt[4] = 400;
+        if (i == 2) prompt[1] = 90, prompt[2] = 250, prompt[3] = 263, prompt[4] = 931;
         uint64_t d0, s0, d1, s1;
         pl_gpu_backend_counters(gpu, &d0, &s0);
         run_result a = run(gpu, test_shared(files[i]), prompt, 5, 24, PL_TYPE_F16);

@@ -1,7 +1,8 @@
 /* family_test.c - the model family table (model_internal.h): every family names its
  * architectures, each architecture belongs to exactly one family, every required method
  * slot is filled, and pl_family_check (what pl_model_load runs) refuses a family with any
- * one slot emptied, naming it. The llama family serves llama, qwen2 and qwen3. */
+ * one slot emptied, naming it. The llama family serves llama, qwen2, qwen3 and qwen3moe,
+ * the qwen35 family qwen35 and qwen35moe. */
 #include "model/model_internal.h"
 #include "test.h"
 
@@ -43,10 +44,17 @@ static void run_tests(void) {
         none.archs = NULL;
         CHECK(pl_family_check(&none) != PL_OK, "a family without architectures accepted");
     }
-    const char *llama[] = {"llama", "qwen2", "qwen3"};
-    for (int i = 0; i < 3; i++)
+    const char *llama[] = {"llama", "qwen2", "qwen3", "qwen3moe"};
+    for (int i = 0; i < 4; i++)
         CHECK(pl_family_find(llama[i]) == &pl_family_llama, "%s is not the llama family's",
               llama[i]);
+    CHECK(pl_family_find("qwen35") == &pl_family_qwen35 &&
+              pl_family_find("qwen35moe") == &pl_family_qwen35,
+          "qwen35 / qwen35moe are not the qwen35 family's");
+    CHECK(pl_family_qwen35.can_rewind && pl_family_qwen35.rewind,
+          "the qwen35 family cannot rewind its recurrent state");
+    CHECK(!pl_family_llama.can_rewind && !pl_family_llama.rewind,
+          "the llama family has nothing recurrent to rewind");
     CHECK(pl_family_find("mamba9") == NULL && pl_family_find("") == NULL,
           "an unknown architecture found a family");
 }

@@ -84,6 +84,18 @@ static inline double fixture_rel_err(const float *a, const float *b, int64_t n) 
     return mx > 0 ? err / mx : err;
 }
 
+/* A new GGUF holding every metadata key of src (to add edited tensors to). */
+static inline pl_gguf *fixture_gguf_copy_kv(const pl_gguf *src) {
+    pl_gguf *g = pl_gguf_new();
+    for (int64_t i = 0; g && i < pl_gguf_kv_count(src); i++) {
+        const pl_gguf_kv *kv = pl_gguf_kv_at(src, i);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
+        pl_gguf_set_value(g, key, &kv->value);
+    }
+    return g;
+}
+
 /* A loaded model and a state for it (everything NULL on failure, with pl_last_error set). */
 typedef struct {
     pl_gguf *g;

@@ -1,5 +1,6 @@
-/* hf_test.c - the dense models of shared/fixtures/hf (llama, qwen2, qwen3, and qwen3 with
- * the real 151936-id tokenizer) on the CPU against the transformers references.
+/* hf_test.c - the models of shared/fixtures/hf (llama, qwen2, qwen3, qwen3_moe, qwen3
+ * with the real 151936-id tokenizer, and the qwen35 hybrid) on the CPU against the
+ * transformers references.
  *
  * The *-q8_0.gguf files are lossless (their weights dequantise to exactly the float32
  * weights transformers used), so with a float32 KV cache our logits must equal the
@@ -12,34 +13,52 @@
  * With the default f16 KV cache the greedy ids must still be identical and the prompt
  * logits within TOL_F16 of the f32-cache run. The *-q4_0.gguf files (mixed Q4_0/Q8_0) are
  * lossy and no reference matches them (llama.cpp's own Q4_0 run agrees with transformers'
- * prompt argmax at 14-18 of 24 positions): they are a smoke test - they load, run, and
- * agree on at least half the prompt positions.
+ * prompt argmax at 14-18 of 24 positions, 7 for qwen3_moe): they are a smoke test - they
+ * load, run, and agree on at least half the prompt positions (qwen3_moe: 5, qwen3_5: 3).
  *
- * Measured here (rel. to the largest logit): prompt vs fp32 <= 1.3e-6, vs fp64 <= 6e-7,
- * decode steps vs fp64 <= 7.4e-7, f16 cache vs f32 cache <= 2.7e-3. */
+ * Measured here (rel. to the largest logit): prompt vs fp32 <= 1.3e-6, vs fp64 <= 6.8e-7,
+ * decode steps vs fp64 <= 7.4e-7, f16 cache vs f32 cache <= 2.7e-3.
+ *
+ * qwen3_5 (hybrid Gated DeltaNet, TOL_Q35): prompt vs fp32 4.3e-6, vs fp64 2.2e-6, decode
+ * steps vs fp64 4.9e-6 (transformers' own fp32 run is 3.9e-6 from fp64), f16 cache 4.7e-4;
+ * the -mtp- file's logits equal the plain file's bit for bit; q4_0 agrees with the
+ * reference's prompt argmax at 4 of 24 positions (llama.cpp: 5).
+ * qwen3_5_moe (TOL_Q35MOE): prompt vs fp32 1.02e-5 (transformers' own fp32 run is 9e-6
+ * from fp64), vs fp64 5.0e-6, decode steps vs fp64 6.3e-6, f16 cache 6.5e-4; q4_0 agrees
+ * at 0 of 24 positions, as llama.cpp's own run does (a smoke test: it loads and runs). */
 #include "cpu/cpu.h"
 #include "model/fixture.h"
 #include "model/model.h"
 #include "test.h"
 
-#define TOL_F32  5e-6
-#define TOL_F16  3e-3
-#define N_PROMPT 24
-#define N_GEN    32
+#define TOL_F32    5e-6
+#define TOL_Q35    1e-5 /* 8 layers, 6 of them a recurrence over every token */
+#define TOL_Q35MOE 2e-5 /* and routing: transformers' own fp32 is 9e-6 from fp64 */
+#define TOL_F16    3e-3
+#define N_PROMPT   24
+#define N_GEN      32
 
 typedef struct {
     const char *dir;
     const char *q8;
-    const char *q4; /* NULL: none */
-    int q4_agree;   /* llama.cpp's own Q4_0 prompt argmax agreement (of 24), for messages */
-    bool part_a;    /* full prompt logits and seq_logits_fp64 (else part B files) */
+    const char *q4;  /* NULL: none */
+    int q4_agree;    /* llama.cpp's own Q4_0 prompt argmax agreement (of 24), for messages */
+    bool part_a;     /* full prompt logits and seq_logits_fp64 (else part B files) */
+    double tol;      /* float32 tolerance, rel. to the largest logit (0: TOL_F32) */
+    const char *mtp; /* the same model with an MTP block: identical logits (NULL: none) */
+    bool recurrent;  /* act q8 greedy ids: most must equal llama.cpp's, not all (see there) */
 } hf_case;
 
 static const hf_case cases[] = {
-    {"llama", "llama-q8_0.gguf", "llama-q4_0.gguf", 14, true},
-    {"qwen2", "qwen2-q8_0.gguf", "qwen2-q4_0.gguf", 18, true},
-    {"qwen3", "qwen3-q8_0.gguf", "qwen3-q4_0.gguf", 17, true},
-    {"qwen3_realtok", "qwen3_realtok-q8_0.gguf", NULL, 0, false},
+    {"llama", "llama-q8_0.gguf", "llama-q4_0.gguf", 14, true, 0, NULL, false},
+    {"qwen2", "qwen2-q8_0.gguf", "qwen2-q4_0.gguf", 18, true, 0, NULL, false},
+    {"qwen3", "qwen3-q8_0.gguf", "qwen3-q4_0.gguf", 17, true, 0, NULL, false},
+    {"qwen3_moe", "qwen3_moe-q8_0.gguf", "qwen3_moe-q4_0.gguf", 7, true, 0, NULL, false},
+    {"qwen3_realtok", "qwen3_realtok-q8_0.gguf", NULL, 0, false, 0, NULL, false},
+    {"qwen3_5", "qwen3_5-q8_0.gguf", "qwen3_5-q4_0.gguf", 5, true, TOL_Q35, "qwen3_5-mtp-q8_0.gguf",
+     true},
+    {"qwen3_5_moe", "qwen3_5_moe-q8_0.gguf", "qwen3_5_moe-q4_0.gguf", 0, true, TOL_Q35MOE,
+     "qwen3_5_moe-mtp-q8_0.gguf", true},
 };
 
 static const char *fx(const hf_case *c, const char *file) {
@@ -161,6 +180,49 @@ static void check_part_b_top32(const hf_case *c, const char *top_json, const flo
     CHECK(argmax_bad == 0, "%s: argmax differs at %d prompt positions", c->dir, argmax_bad);
 }
 
+/* Logits of every prompt position and of each of the N_GEN decode steps fed the
+ * reference ids, of one file, into out [(N_PROMPT + N_GEN) * V] (f32 cache). */
+static bool all_logits(pl_backend *be, const char *path, const int32_t *prompt, const int32_t *want,
+                       float **out, int *V) {
+    run_ctx r;
+    *out = NULL;
+    if (!open_model(&r, be, path, PL_TYPE_F32)) return false;
+    *V = r.V;
+    float *l = malloc(sizeof(float) * (size_t)(N_PROMPT + N_GEN) * r.V);
+    bool ok = prompt_logits(&r, prompt, l);
+    for (int t = 0; ok && t < N_GEN; t++) {
+        pl_status s = pl_model_forward(r.m, r.st, &want[t], 1, N_PROMPT + t, false);
+        if (!s)
+            s = pl_be_read(pl_state_logits(r.st), 0, l + (int64_t)(N_PROMPT + t) * r.V,
+                           (int64_t)r.V * 4);
+        CHECK(s == PL_OK, "%s", pl_last_error());
+        ok = s == PL_OK;
+    }
+    close_model(&r);
+    if (!ok) free(l);
+    *out = ok ? l : NULL;
+    return ok;
+}
+
+/* A file with the multi-token-prediction block appended gives the plain file's logits,
+ * bit for bit: the block is loaded but plain decoding never runs it. */
+static void check_mtp(pl_backend *be, const hf_case *c, const int32_t *prompt, const int32_t *want,
+                      const float *plain_prompt) {
+    float *a = NULL, *b = NULL;
+    int Va = 0, Vb = 0;
+    bool ok = all_logits(be, fx(c, c->q8), prompt, want, &a, &Va) &&
+              all_logits(be, fx(c, c->mtp), prompt, want, &b, &Vb) && Va == Vb;
+    CHECK(ok, "%s: %s did not run", c->dir, c->mtp);
+    if (ok) {
+        size_t n = (size_t)(N_PROMPT + N_GEN) * (size_t)Va;
+        CHECK(!memcmp(a, b, n * sizeof *a), "%s: %s logits differ from %s", c->dir, c->mtp, c->q8);
+        CHECK(!memcmp(a, plain_prompt, (size_t)N_PROMPT * (size_t)Va * sizeof *a),
+              "%s: prompt logits differ between runs", c->dir);
+    }
+    free(a);
+    free(b);
+}
+
 static void run_case(pl_backend *be, const hf_case *c) {
     char *ref = fixture_text(fx(c, "ref.json"));
     CHECK(ref != NULL, "%s/ref.json", c->dir);
@@ -175,6 +237,7 @@ static void run_case(pl_backend *be, const hf_case *c) {
         return;
     }
     int V = r.V;
+    double tol = c->tol > 0 ? c->tol : TOL_F32;
     float *logits = malloc(sizeof(float) * (size_t)N_PROMPT * V);
     if (prompt_logits(&r, prompt, logits)) {
         int64_t n;
@@ -187,10 +250,10 @@ static void run_case(pl_backend *be, const hf_case *c) {
                        e64 = rows_err(logits, f64, N_PROMPT, V);
                 report("prompt vs fp32", c, e32);
                 report("prompt vs fp64", c, e64);
-                CHECK(e32 <= TOL_F32, "%s: prompt logits %.3g from fp32 (tolerance %g)", c->dir,
-                      e32, TOL_F32);
-                CHECK(e64 <= TOL_F32, "%s: prompt logits %.3g from fp64 (tolerance %g)", c->dir,
-                      e64, TOL_F32);
+                CHECK(e32 <= tol, "%s: prompt logits %.3g from fp32 (tolerance %g)", c->dir, e32,
+                      tol);
+                CHECK(e64 <= tol, "%s: prompt logits %.3g from fp64 (tolerance %g)", c->dir, e64,
+                      tol);
             }
             free(f32);
             free(f64);
@@ -215,8 +278,8 @@ static void run_case(pl_backend *be, const hf_case *c) {
         double es = greedy(&r, want, seq, got);
         if (seq) {
             report("decode steps vs fp64", c, es);
-            CHECK(es <= TOL_F32, "%s: decode-step logits %.3g from fp64 (tolerance %g)", c->dir, es,
-                  TOL_F32);
+            CHECK(es <= tol, "%s: decode-step logits %.3g from fp64 (tolerance %g)", c->dir, es,
+                  tol);
         }
         free(seq);
         int d = first_diff(got, want, N_GEN);
@@ -224,6 +287,7 @@ static void run_case(pl_backend *be, const hf_case *c) {
               d >= 0 ? want[d] : 0);
     }
     close_model(&r);
+    if (c->mtp) check_mtp(be, c, prompt, want, logits);
 
     /* default f16 cache: same greedy ids, logits within TOL_F16 */
     if (open_model(&r, be, fx(c, c->q8), PL_TYPE_F16)) {
@@ -260,7 +324,10 @@ static void run_case(pl_backend *be, const hf_case *c) {
                 agree += ia == ib;
             }
             report("q4_0 argmax agree", c, agree);
-            CHECK(agree >= 12,
+            /* half the positions; fewer only where llama.cpp's own Q4_0 run agrees at fewer
+             * (qwen3_moe: 7, Q4_0 flips the close routing choices) */
+            int need = c->q4_agree < 12 ? c->q4_agree - 2 : 12;
+            CHECK(agree >= need,
                   "%s: q4_0 argmax agrees with the reference at %d of 24 positions "
                   "(llama.cpp: %d)",
                   c->dir, agree, c->q4_agree);
@@ -318,12 +385,16 @@ static void run_llamacpp_case(pl_backend *be, const hf_case *c, const char *file
             for (int t = 0; t < N_GEN; t++) same += got[t] == want[t];
             /* a step whose top two logits are closer than float noise may go either way:
              * with llama.cpp's smallest margin under 0.05 (qwen3-q4_0: 0.0215) most steps,
-             * not all, must agree */
+             * not all, must agree. So for the Gated DeltaNet models whatever the margin: a
+             * float-order difference that flips one activation's Q8_0 rounding is carried
+             * by the recurrence to every later token (qwen3_5_moe-q8_0, step 6: our float
+             * path is 5e-6 from fp64, yet with act q8 we pick transformers' 127 by 0.75
+             * where llama.cpp picks 23 by >= 0.146; both sit ~0.35 from fp64) */
             double margin = json_scalar_after(lj, file, "margins_min");
             if (getenv("POOLED_TEST_VERBOSE"))
                 fprintf(stderr, "%-14s %-28s greedy %d of %d agree (llama.cpp margin %.3g)\n",
                         c->dir, file, same, N_GEN, margin);
-            if (margin >= 0.05)
+            if (margin >= 0.05 && !c->recurrent)
                 CHECK(d < 0, "%s %s act q8: greedy id %d is %d, llama.cpp's %d", c->dir, file, d,
                       d >= 0 ? got[d] : 0, d >= 0 ? want[d] : 0);
             else

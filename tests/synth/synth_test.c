@@ -46,34 +46,85 @@ static bool same_value(const pl_gguf_value *a, const pl_gguf_value *b) {
     return true;
 }
 
-static void against_converter(const char *dir, const char *arch) {
+/* The n-th integer of the JSON array after "key": [ (0 when there is none). */
+static int config_arr(const char *json, const char *key, int n) {
+    char pat[96];
+    snprintf(pat, sizeof pat, "\"%s\": [", key);
+    const char *p = strstr(json, pat);
+    if (!p) return 0;
+    p += strlen(pat);
+    for (int i = 0; i < n; i++) {
+        p = strchr(p, ',');
+        if (!p) return 0;
+        p++;
+    }
+    return (int)strtol(p, NULL, 10);
+}
+
+/* layer_types: how many layers up to and with the first full_attention one */
+static int config_interval(const char *json) {
+    const char *p = strstr(json, "\"layer_types\"");
+    const char *full = p ? strstr(p, "\"full_attention\"") : NULL;
+    int n = 1;
+    for (const char *q = p; q && full && (q = strstr(q, "\"linear_attention\"")) && q < full; q++)
+        n++;
+    return full ? n : 0;
+}
+
+static int config_int(const char *json, const char *key) {
+    double v = config_num(json, key);
+    return v > 0 ? (int)v : 0;
+}
+
+/* A configuration from a fixture's config.json (NULL on failure). */
+static char *read_config(const char *dir, const char *arch, pl_synth_config *c) {
     char path[256];
     snprintf(path, sizeof path, "fixtures/hf/%s/config.json", dir);
     char *json = NULL;
     size_t len;
     CHECK(pl_file_read_all(test_shared(path), &json, &len) == PL_OK, "%s", pl_last_error());
+    if (!json) return NULL;
+    *c = (pl_synth_config){.preset = dir, .arch = arch, .name = "x", .size_label = "x"};
+    c->n_layer = (int)config_num(json, "num_hidden_layers");
+    c->n_embd = (int)config_num(json, "hidden_size");
+    c->n_ff = config_int(json, "intermediate_size");
+    c->n_head = (int)config_num(json, "num_attention_heads");
+    c->n_head_kv = (int)config_num(json, "num_key_value_heads");
+    c->head_dim = config_num(json, "head_dim") > 0 ? (int)config_num(json, "head_dim")
+                                                   : c->n_embd / c->n_head;
+    c->n_vocab = (int)config_num(json, "vocab_size");
+    c->n_ctx = (int)config_num(json, "max_position_embeddings");
+    c->rope_theta = (float)config_num(json, "rope_theta");
+    c->rms_eps = (float)config_num(json, "rms_norm_eps");
+    c->tied = config_true(json, "tie_word_embeddings");
+    /* mixture of experts (qwen3_moe says num_local_experts, qwen3_5_moe num_experts) */
+    c->n_expert = config_int(json, "num_experts") + config_int(json, "num_local_experts");
+    c->n_expert_used = config_int(json, "num_experts_per_tok");
+    c->n_ff_exp = config_int(json, "moe_intermediate_size");
+    c->n_ff_shexp = config_int(json, "shared_expert_intermediate_size");
+    /* hybrid */
+    c->full_attn_interval = config_interval(json);
+    double partial = config_num(json, "partial_rotary_factor");
+    c->rope_dims = partial > 0 ? (int)(partial * c->head_dim) : 0;
+    for (int i = 0; i < 3; i++) c->rope_sections[i] = config_arr(json, "mrope_section", i);
+    c->ssm_conv = config_int(json, "linear_conv_kernel_dim");
+    c->ssm_k_heads = config_int(json, "linear_num_key_heads");
+    c->ssm_v_heads = config_int(json, "linear_num_value_heads");
+    c->ssm_k_dim = config_int(json, "linear_key_head_dim");
+    c->ssm_v_dim = config_int(json, "linear_value_head_dim");
+    return json;
+}
+
+static void against_converter(const char *dir, const char *arch) {
+    pl_synth_config c;
+    char *json = read_config(dir, arch, &c);
     if (!json) return;
+    free(json);
+    char path[256];
     snprintf(path, sizeof path, "fixtures/hf/%s/%s-q8_0.gguf", dir, dir);
     pl_gguf *ref = NULL;
     CHECK(pl_gguf_open(test_shared(path), &ref) == PL_OK, "%s", pl_last_error());
-    if (!ref) {
-        free(json);
-        return;
-    }
-    pl_synth_config c = {.preset = dir, .arch = arch, .name = "x", .size_label = "x"};
-    c.n_layer = (int)config_num(json, "num_hidden_layers");
-    c.n_embd = (int)config_num(json, "hidden_size");
-    c.n_ff = (int)config_num(json, "intermediate_size");
-    c.n_head = (int)config_num(json, "num_attention_heads");
-    c.n_head_kv = (int)config_num(json, "num_key_value_heads");
-    c.head_dim =
-        config_num(json, "head_dim") > 0 ? (int)config_num(json, "head_dim") : c.n_embd / c.n_head;
-    c.n_vocab = (int)config_num(json, "vocab_size");
-    c.n_ctx = (int)config_num(json, "max_position_embeddings");
-    c.rope_theta = (float)config_num(json, "rope_theta");
-    c.rms_eps = (float)config_num(json, "rms_norm_eps");
-    c.tied = config_true(json, "tie_word_embeddings");
-    free(json);
+    if (!ref) return;
 
     pl_synth_opts o = {PL_TYPE_Q8_0, ref, NULL, NULL};
     pl_gguf *plan = NULL;
@@ -103,10 +154,12 @@ static void against_converter(const char *dir, const char *arch) {
         CHECK(a->name.len == b->name.len && !memcmp(a->name.ptr, b->name.ptr, a->name.len) &&
                   a->n_dims == b->n_dims && !memcmp(a->ne, b->ne, sizeof a->ne) &&
                   a->type == b->type,
-              "%s: tensor %lld is %.*s %s [%lld,%lld], converter wrote %.*s %s [%lld,%lld]", dir,
-              (long long)i, (int)a->name.len, a->name.ptr, pl_type_get(a->type)->name,
-              (long long)a->ne[0], (long long)a->ne[1], (int)b->name.len, b->name.ptr,
-              pl_type_get(b->type)->name, (long long)b->ne[0], (long long)b->ne[1]);
+              "%s: tensor %lld is %.*s %s [%lld,%lld,%lld], converter wrote %.*s %s "
+              "[%lld,%lld,%lld]",
+              dir, (long long)i, (int)a->name.len, a->name.ptr, pl_type_get(a->type)->name,
+              (long long)a->ne[0], (long long)a->ne[1], (long long)a->ne[2], (int)b->name.len,
+              b->name.ptr, pl_type_get(b->type)->name, (long long)b->ne[0], (long long)b->ne[1],
+              (long long)b->ne[2]);
     }
 done:
     pl_gguf_free(plan);
@@ -216,6 +269,32 @@ static void presets(void) {
               (long long)params_of(g));
         pl_gguf_free(g);
     }
+    /* The MoE and hybrid presets at full size (shapes per layer: tests/e2e/synth_test.sh).
+     * Qwen/Qwen3-30B-A3B: 30.53B parameters (transformers' count of the checkpoint). The
+     * Qwen3.5 checkpoints also hold a vision tower and an MTP layer, which synth leaves out;
+     * the issue gives llama.cpp's own Q4_0 random-weight files of these shapes: 27B 15.1 GB,
+     * 35B-A3B 19.6 GB. */
+    struct {
+        const char *name;
+        int64_t tensors, p_lo, p_hi;
+        double gb;
+    } big[] = {{"qwen3-30b-a3b", 3 + 48 * 12, 30525000000, 30535000000, 0},
+               {"qwen3.5-27b", 2 + 1 + 48 * 14 + 16 * 11, 26500000000, 27500000000, 15.1},
+               {"qwen3.5-35b-a3b", 2 + 1 + 30 * 19 + 10 * 16, 34000000000, 35500000000, 19.6}};
+    for (int i = 0; i < 3; i++) {
+        if (!(g = plan_preset(big[i].name, PL_TYPE_Q4_0))) continue;
+        int64_t p = params_of(g);
+        uint64_t bytes = 0;
+        for (int64_t k = 0; k < pl_gguf_tensor_count(g); k++)
+            bytes += pl_gguf_tensor_at(g, k)->nbytes;
+        CHECK(pl_gguf_tensor_count(g) == big[i].tensors, "%s: %lld tensors", big[i].name,
+              (long long)pl_gguf_tensor_count(g));
+        CHECK(p >= big[i].p_lo && p <= big[i].p_hi, "%s: %lld parameters", big[i].name,
+              (long long)p);
+        CHECK(!big[i].gb || fabs((double)bytes / 1e9 - big[i].gb) < 0.06, "%s: %.3f GB at q4_0",
+              big[i].name, (double)bytes / 1e9);
+        pl_gguf_free(g);
+    }
     for (int i = 0; pl_synth_preset_at(i); i++) {
         const pl_synth_config *c = pl_synth_preset_at(i);
         CHECK(pl_synth_preset(c->arch, c->preset) == c, "preset lookup %s", c->preset);
@@ -244,59 +323,76 @@ static uint8_t *slurp(const char *path, size_t *n) {
     return pl_file_read_all(path, &b, n) ? NULL : (uint8_t *)b;
 }
 
+/* Write c's plan of type `type` with 1 and 3 threads: the same bytes; every tensor's last
+ * row holds the values pl_synth_values describes, converted to its type, within the
+ * ranges of their kind. */
+static void write_and_check(const pl_synth_config *c, uint32_t type, const char *a, const char *b) {
+    pl_synth_opts o = {type, NULL, NULL, NULL};
+    pl_gguf *plan = NULL;
+    if (pl_synth_plan(c, &o, &plan)) {
+        CHECK(0, "%s", pl_last_error());
+        return;
+    }
+    const char *tn = pl_type_get(type)->name;
+    CHECK(pl_synth_write(plan, c, 7, 1, a, NULL, NULL) == PL_OK, "%s: %s", tn, pl_last_error());
+    CHECK(pl_synth_write(plan, c, 7, 3, b, NULL, NULL) == PL_OK, "%s: %s", tn, pl_last_error());
+    size_t na, nb;
+    uint8_t *da = slurp(a, &na), *db = slurp(b, &nb);
+    CHECK(da && db && na == nb && !memcmp(da, db, na), "%s %s: 1 and 3 threads differ", c->arch,
+          tn);
+    free(db);
+
+    pl_gguf *g = NULL;
+    CHECK(da && pl_gguf_parse(da, na, &g) == PL_OK, "%s: written file: %s", tn, pl_last_error());
+    for (int64_t i = 0; g && i < pl_gguf_tensor_count(g); i++) {
+        const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        /* the last row (of the last expert for 3-D tensors) */
+        int64_t rows = t->ne[1] * t->ne[2] * t->ne[3], n0 = t->ne[0];
+        int64_t r = rows - 1;
+        float *v = malloc((size_t)n0 * 4);
+        uint8_t *q = malloc((size_t)pl_row_size(t->type, n0));
+        pl_synth_values(plan, c, 7, name, r, 1, v);
+        pl_quant_row(t->type, v, q, n0);
+        size_t rb = (size_t)pl_row_size(t->type, n0);
+        CHECK(!memcmp(q, (const uint8_t *)t->data + (size_t)r * rb, rb), "%s: %s row %lld", tn,
+              name, (long long)r);
+        /* ranges: norms near 1, biases small, the DeltaNet's ssm_a -exp(+-0.5), matrices
+         * within +-0.87/sqrt(row) */
+        bool norm = strstr(name, "norm") != NULL, bias = strstr(name, ".bias") != NULL;
+        size_t nl = strlen(name);
+        bool ssm_a = nl > 6 && !strcmp(name + nl - 6, ".ssm_a"), ok = true;
+        float lim = norm ? 0.05f : bias ? 0.02f : 0.87f / sqrtf((float)n0);
+        for (int64_t k = 0; k < n0; k++) {
+            if (ssm_a)
+                ok &= v[k] <= -0.6f && v[k] >= -1.65f;
+            else
+                ok &= fabsf(v[k] - (norm ? 1.0f : 0.0f)) <= lim;
+        }
+        CHECK(ok, "%s: values of %s out of range", tn, name);
+        free(v);
+        free(q);
+    }
+    pl_gguf_free(g);
+    free(da);
+    pl_gguf_free(plan);
+}
+
 static void written(void) {
     pl_synth_config c = small("qwen3-0.6b");
     char a[512], b[512];
     snprintf(a, sizeof a, "%s/a.gguf", test_tmpdir());
     snprintf(b, sizeof b, "%s/b.gguf", test_tmpdir());
     uint32_t types[] = {PL_TYPE_F32, PL_TYPE_F16, PL_TYPE_Q8_0, PL_TYPE_Q4_0};
-    for (int ti = 0; ti < 4; ti++) {
-        pl_synth_opts o = {types[ti], NULL, NULL, NULL};
-        pl_gguf *plan = NULL;
-        if (pl_synth_plan(&c, &o, &plan)) {
-            CHECK(0, "%s", pl_last_error());
-            continue;
-        }
-        const char *tn = pl_type_get(types[ti])->name;
-        CHECK(pl_synth_write(plan, &c, 7, 1, a, NULL, NULL) == PL_OK, "%s: %s", tn,
-              pl_last_error());
-        CHECK(pl_synth_write(plan, &c, 7, 3, b, NULL, NULL) == PL_OK, "%s: %s", tn,
-              pl_last_error());
-        size_t na, nb;
-        uint8_t *da = slurp(a, &na), *db = slurp(b, &nb);
-        CHECK(da && db && na == nb && !memcmp(da, db, na), "%s: 1 and 3 threads differ", tn);
-        free(db);
-
-        pl_gguf *g = NULL;
-        CHECK(da && pl_gguf_parse(da, na, &g) == PL_OK, "%s: written file: %s", tn,
-              pl_last_error());
-        if (g) {
-            /* every tensor holds its values, converted to its type */
-            for (int64_t i = 0; i < pl_gguf_tensor_count(g); i++) {
-                const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
-                char name[96];
-                snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-                int64_t rows = t->ne[1], n0 = t->ne[0];
-                int64_t r = rows > 1 ? rows - 1 : 0; /* check the last row */
-                float *v = malloc((size_t)n0 * 4);
-                uint8_t *q = malloc((size_t)pl_row_size(t->type, n0));
-                pl_synth_values(plan, &c, 7, name, r, 1, v);
-                pl_quant_row(t->type, v, q, n0);
-                size_t rb = (size_t)pl_row_size(t->type, n0);
-                CHECK(!memcmp(q, (const uint8_t *)t->data + (size_t)r * rb, rb), "%s: %s row %lld",
-                      tn, name, (long long)r);
-                /* ranges: norms near 1, matrices within +-0.87/sqrt(row) */
-                bool norm = strstr(name, "norm") != NULL, ok = true;
-                float lim = norm ? 0.05f : 0.87f / sqrtf((float)n0);
-                for (int64_t k = 0; k < n0; k++) ok &= fabsf(v[k] - (norm ? 1.0f : 0.0f)) <= lim;
-                CHECK(ok, "%s: values of %s out of range", tn, name);
-                free(v);
-                free(q);
-            }
-            pl_gguf_free(g);
-        }
-        free(da);
-        pl_gguf_free(plan);
+    for (int ti = 0; ti < 4; ti++) write_and_check(&c, types[ti], a, b);
+    /* the hybrid MoE (3-D expert tensors, F32 conv and routers) and the qwen3 MoE, at the
+     * fixtures' sizes */
+    const char *dirs[][2] = {{"qwen3_5_moe", "qwen35moe"}, {"qwen3_moe", "qwen3moe"}};
+    for (int i = 0; i < 2; i++) {
+        char *json = read_config(dirs[i][0], dirs[i][1], &c);
+        free(json);
+        if (json) write_and_check(&c, i ? PL_TYPE_Q4_0 : PL_TYPE_Q8_0, a, b);
     }
     /* a different seed gives different weights */
     pl_synth_opts o = {PL_TYPE_F16, NULL, NULL, NULL};
@@ -366,6 +462,9 @@ static void run_tests(void) {
     against_converter("llama", "llama");
     against_converter("qwen2", "qwen2");
     against_converter("qwen3", "qwen3");
+    against_converter("qwen3_moe", "qwen3moe");
+    against_converter("qwen3_5", "qwen35");
+    against_converter("qwen3_5_moe", "qwen35moe");
     presets();
     written();
     runs();

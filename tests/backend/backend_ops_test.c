@@ -1,0 +1,486 @@
+/* backend_ops_test.c - every op of the seam on every backend against the CPU backend (as
+ * ggml's test-backend-ops does), on fresh random inputs and shapes.
+ *
+ * Each case makes the same inputs on the CPU and on the backend under test, fills every
+ * output with NaNs, runs the op on both and compares every value of every buffer the op
+ * may write (the parts it must not write too: both must still hold the NaNs there). Ids
+ * must be equal; values must agree within a normalised squared error (sum (a - b)^2 /
+ * sum b^2) stated per op. An op that fails on either backend is a failure, and so is a
+ * slot of PL_BACKEND_SLOTS that no case here runs. Backends: WebGPU (lavapipe in CI; a
+ * missing adapter is a failure unless POOLED_SKIP_GPU=1 outside CI, as in tests/gpu/). The
+ * seed is printed; POOLED_TEST_SEED replays one. */
+#include <time.h>
+
+#include "cpu/cpu.h"
+#include "gpu/gpu.h"
+#include "test.h"
+
+/* ------------------------------------------------------------------ harness */
+
+static uint64_t rng;
+static uint32_t u32(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static uint32_t rnd(uint32_t lo, uint32_t hi) { /* in [lo, hi] */
+    return lo + u32() % (hi - lo + 1);
+}
+static float unif(float lo, float hi) {
+    return lo + (hi - lo) * (u32() / 4294967296.0f);
+}
+static float *randv(size_t n, float lo, float hi) {
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = unif(lo, hi);
+    return v;
+}
+
+static pl_backend *be2[2]; /* [0] the CPU (the reference), [1] the backend under test */
+static const char *covered[64];
+static int n_covered;
+
+static void cover(const char *op) {
+    for (int i = 0; i < n_covered; i++)
+        if (!strcmp(covered[i], op)) return;
+    if (n_covered < 64) covered[n_covered++] = op;
+}
+
+/* One buffer on each backend. */
+typedef struct {
+    pl_buf *b[2];
+} duo;
+
+static size_t esize(uint32_t type) {
+    return type == PL_TYPE_F16 ? 2 : 4;
+}
+
+/* ne1 rows of ne0 values of type: data, or NaNs (all-ones bytes: NaN as f32 and as f16,
+ * -1 as i32). */
+static duo act(uint32_t type, int64_t ne0, int64_t ne1, const void *data) {
+    duo d = {{NULL, NULL}};
+    size_t bytes = (size_t)(ne0 * ne1) * esize(type);
+    unsigned char *tmp = malloc(bytes ? bytes : 1);
+    if (data)
+        memcpy(tmp, data, bytes);
+    else
+        memset(tmp, 0xff, bytes);
+    for (int i = 0; i < 2; i++) {
+        CHECK(pl_be_buf_new(be2[i], type, ne0, ne1, &d.b[i]) == PL_OK, "%s", pl_last_error());
+        if (d.b[i]) pl_be_write(d.b[i], 0, tmp, (int64_t)bytes);
+    }
+    free(tmp);
+    return d;
+}
+
+static duo f32(int64_t ne0, int64_t ne1, const float *data) {
+    return act(PL_TYPE_F32, ne0, ne1, data);
+}
+
+static duo weight(uint32_t type, int64_t ne0, int64_t ne1, const void *data) {
+    duo d = {{NULL, NULL}};
+    for (int i = 0; i < 2; i++)
+        CHECK(pl_be_buf_weight(be2[i], type, ne0, ne1, data, &d.b[i]) == PL_OK, "%s",
+              pl_last_error());
+    return d;
+}
+
+/* Random rows of a weight type (held by the caller while the weights live). */
+static void *weight_data(uint32_t type, int64_t ne0, int64_t ne1) {
+    float *f = randv((size_t)(ne0 * ne1), -1, 1);
+    if (type == PL_TYPE_F32) return f;
+    void *out = malloc((size_t)(pl_row_size(type, ne0) * ne1));
+    if (type == PL_TYPE_F16)
+        for (int64_t i = 0; i < ne0 * ne1; i++) ((uint16_t *)out)[i] = pl_f32_to_f16(f[i]);
+    else
+        for (int64_t r = 0; r < ne1; r++)
+            pl_quant_row(type, f + r * ne0, (char *)out + r * pl_row_size(type, ne0), ne0);
+    free(f);
+    return out;
+}
+
+static void dfree(duo d) {
+    pl_be_buf_free(d.b[0]);
+    pl_be_buf_free(d.b[1]);
+}
+
+/* Run `call` on both backends: X(d) is d's buffer on the one running. */
+#define X(d) ((d).b[be_i])
+#define BOTH(op, call)                                                                             \
+    do {                                                                                           \
+        cover(op);                                                                                 \
+        for (int be_i = 0; be_i < 2; be_i++)                                                       \
+            CHECK((call) == PL_OK, "%s on %s: %s", op, be2[be_i]->name, pl_last_error());          \
+    } while (0)
+
+static float value(const unsigned char *raw, uint32_t type, size_t i) {
+    if (type == PL_TYPE_F16) return pl_f16_to_f32(((const uint16_t *)raw)[i]);
+    float v;
+    memcpy(&v, raw + 4 * i, 4);
+    return v;
+}
+
+/* Every value of d on both backends: I32 equal, floats within the normalised squared error
+ * nmse (NaN only where the other has NaN). */
+static void compare(const char *what, duo d, double nmse) {
+    const pl_buf *b = d.b[0];
+    if (!b || !d.b[1]) return;
+    size_t n = (size_t)(b->ne0 * b->ne1), bytes = n * esize(b->type);
+    unsigned char *ra = malloc(bytes), *rb = malloc(bytes);
+    CHECK(pl_be_read(d.b[0], 0, ra, (int64_t)bytes) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_be_read(d.b[1], 0, rb, (int64_t)bytes) == PL_OK, "%s", pl_last_error());
+    if (b->type == PL_TYPE_I32) {
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < n; i++)
+            if (((int32_t *)ra)[i] != ((int32_t *)rb)[i] && !bad++) first = i;
+        CHECK(bad == 0, "%s: %zu ids differ (first %zu: cpu %d, %s %d)", what, bad, first,
+              ((int32_t *)ra)[first], be2[1]->name, ((int32_t *)rb)[first]);
+    } else {
+        double num = 0, den = 0;
+        size_t nan_bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            float x = value(ra, b->type, i), y = value(rb, b->type, i);
+            if ((x != x) != (y != y)) {
+                nan_bad++;
+                continue;
+            }
+            if (x != x) continue;
+            if (isinf(x) || isinf(y)) {
+                nan_bad += x != y;
+                continue;
+            }
+            num += ((double)x - y) * ((double)x - y);
+            den += (double)x * x;
+        }
+        double err = den > 0 ? num / den : num;
+        CHECK(nan_bad == 0 && err <= nmse, "%s: %zu NaN/inf mismatches, nmse %.3g (limit %.3g)",
+              what, nan_bad, err, nmse);
+    }
+    free(ra), free(rb);
+}
+
+/* ------------------------------------------------------------------ dense ops */
+
+static const uint32_t wtypes[4] = {PL_TYPE_F32, PL_TYPE_F16, PL_TYPE_Q4_0, PL_TYPE_Q8_0};
+
+static int quantised(uint32_t t) {
+    return t == PL_TYPE_Q4_0 || t == PL_TYPE_Q8_0;
+}
+
+static void case_embed_matmul(void) {
+    for (int ti = 0; ti < 4; ti++) {
+        uint32_t t = wtypes[ti], n = rnd(1, 4), rows = rnd(1, 80);
+        uint32_t cols = quantised(t) ? 32 * rnd(1, 5) : rnd(1, 150);
+        void *wd = weight_data(t, cols, rows);
+        float *bd = randv(rows, -1, 1), *xd = randv((size_t)(n + 1) * cols, -1, 1);
+        float *od = randv((size_t)(n + 1) * rows, -1, 1);
+        duo w = weight(t, cols, rows, wd), bias = weight(PL_TYPE_F32, rows, 1, bd);
+        duo x = f32(cols, n + 1, xd), y = f32(rows, n + 1, NULL), acc = f32(rows, n + 1, od);
+        char what[96];
+        for (int q8 = 0; q8 <= quantised(t); q8++) {
+            be2[0]->act_q8 = be2[1]->act_q8 = q8;
+            BOTH("matmul", pl_be_matmul(X(w), X(x), X(bias), n, false, X(y)));
+            BOTH("matmul", pl_be_matmul(X(w), X(x), NULL, n, true, X(acc)));
+            snprintf(what, sizeof what, "matmul type %u %ux%u n %u act_q8 %d", t, rows, cols, n,
+                     q8);
+            compare(what, y, 1e-9);
+            compare(what, acc, 1e-9);
+        }
+        be2[0]->act_q8 = be2[1]->act_q8 = 0;
+        /* embed: rows of the same weight, one id out of range */
+        int32_t ids[4] = {(int32_t)(u32() % rows), (int32_t)rows, (int32_t)(u32() % rows), -2};
+        duo di = act(PL_TYPE_I32, 4, 1, ids), e = f32(cols, 5, NULL);
+        BOTH("embed", pl_be_embed(X(w), X(di), 4, X(e)));
+        snprintf(what, sizeof what, "embed type %u %ux%u", t, rows, cols);
+        compare(what, e, 0);
+        dfree(w), dfree(bias), dfree(x), dfree(y), dfree(acc), dfree(di), dfree(e);
+        free(wd), free(bd), free(xd), free(od);
+    }
+}
+
+static void case_norm_ew(void) {
+    for (int it = 0; it < 3; it++) {
+        uint32_t rows = rnd(1, 6), cols = rnd(1, 300);
+        size_t nv = (size_t)rows * cols;
+        float *xd = randv(nv, -3, 3), *yd = randv(nv, -3, 3), *wd = randv(cols, 0.5f, 1.5f);
+        duo x = f32(cols, rows, xd), y = f32(cols, rows, yd), w = weight(PL_TYPE_F32, cols, 1, wd);
+        duo o = f32(cols, rows + 1, NULL), s = f32(cols, rows + 1, NULL);
+        duo a = f32(cols, rows + 1, NULL);
+        BOTH("rms_norm", pl_be_rms_norm(X(x), X(w), rows, cols, 1e-5f, X(o)));
+        BOTH("swiglu", pl_be_swiglu(X(x), X(y), (int64_t)nv, X(s)));
+        BOTH("add", pl_be_add(X(x), X(y), (int64_t)nv, X(a)));
+        compare("rms_norm", o, 1e-11);
+        compare("swiglu", s, 1e-11);
+        compare("add", a, 0);
+        dfree(x), dfree(y), dfree(w), dfree(o), dfree(s), dfree(a);
+        free(xd), free(yd), free(wd);
+    }
+}
+
+static void case_rope_attention(void) {
+    for (int it = 0; it < 4; it++) {
+        uint32_t kvt = it % 2 ? PL_TYPE_F16 : PL_TYPE_F32;
+        int nkv = (int)rnd(1, 2), nh = nkv * (int)rnd(1, 3), hd = 2 * (int)rnd(2, 16);
+        uint32_t n = rnd(1, 5), pos0 = rnd(0, 20), ctx = pos0 + n + rnd(0, 3);
+        pl_rope_params rp = {
+            it < 2 ? PL_ROPE_NEOX : PL_ROPE_NORMAL, nh, hd, hd - 2 * (it % 3 == 2), 10000, 1, NULL};
+        float *qd = randv((size_t)n * nh * hd, -1, 1), *kd = randv((size_t)ctx * nkv * hd, -1, 1);
+        float *vd = randv((size_t)ctx * nkv * hd, -1, 1);
+        duo q = f32(nh * hd, n, qd), k = f32(nkv * hd, ctx, kd), v = f32(nkv * hd, ctx, vd);
+        duo kc = act(kvt, nkv * hd, ctx, NULL), vc = act(kvt, nkv * hd, ctx, NULL);
+        duo o = f32(nh * hd, n + 1, NULL);
+        BOTH("rope", pl_be_rope(X(q), n, pos0, &rp));
+        /* the cache's earlier rows, then this call's */
+        BOTH("kv_store", pl_be_kv_store(X(k), pos0 + n, 0, X(kc)));
+        BOTH("kv_store", pl_be_kv_store(X(v), pos0 + n, 0, X(vc)));
+        pl_attn_params ap = {nh, nkv, hd, hd, 1.0f / sqrtf((float)hd)};
+        BOTH("attention", pl_be_attention(X(q), X(kc), X(vc), n, pos0, &ap, X(o)));
+        compare("rope", q, 1e-11);
+        compare("kv_store", kc,
+                kvt == PL_TYPE_F16 ? 1e-6 : 0); /* f16 rounding may differ by a step */
+        /* the CPU rounds q and the value accumulator to f16 on an f16 cache (backend.h) */
+        compare("attention", o, kvt == PL_TYPE_F16 ? 1e-5 : 1e-10);
+        dfree(q), dfree(k), dfree(v), dfree(kc), dfree(vc), dfree(o);
+        free(qd), free(kd), free(vd);
+    }
+}
+
+/* Values with many ties, NaNs and -inf. */
+static float *tied(size_t n) {
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = u32();
+        x[i] = (float)(r % 23) - 11.0f;
+        if (r % 37 == 0) x[i] = NAN;
+        if (r % 41 == 0) x[i] = -INFINITY;
+    }
+    return x;
+}
+
+static void case_select_copy(void) {
+    for (int it = 0; it < 3; it++) {
+        uint32_t rows = rnd(1, 5), cols = rnd(1, 2000), k = rnd(1, cols < 40 ? cols : 40);
+        float *xd = tied((size_t)rows * cols);
+        duo x = f32(cols, rows, xd), ids = act(PL_TYPE_I32, rows + 2, 1, NULL);
+        duo tid = act(PL_TYPE_I32, k + 1, 1, NULL), tv = f32(k + 1, 1, NULL);
+        BOTH("argmax", pl_be_argmax(X(x), rows, X(ids), 1));
+        BOTH("topk", pl_be_topk(X(x), rows - 1, k, X(tid), X(tv)));
+        compare("argmax", ids, 0);
+        compare("topk ids", tid, 0);
+        compare("topk values", tv, 0);
+        /* copy: f32, f16 and i32, offsets */
+        uint32_t types[3] = {PL_TYPE_F32, PL_TYPE_F16, PL_TYPE_I32};
+        for (int ti = 0; ti < 3; ti++) {
+            uint32_t len = rnd(1, 200), s0 = rnd(0, 5), d0 = rnd(0, 5);
+            float *src = randv(len + s0, -2, 2);
+            uint16_t *h = malloc((len + s0) * 2);
+            for (uint32_t i = 0; i < len + s0; i++) h[i] = pl_f32_to_f16(src[i]);
+            duo a = act(types[ti], len + s0, 1, ti == 1 ? (void *)h : (void *)src);
+            duo b = act(types[ti], len + d0 + 1, 1, NULL);
+            BOTH("copy", pl_be_copy(X(a), s0, len, X(b), d0));
+            compare("copy", b, 0);
+            dfree(a), dfree(b);
+            free(src), free(h);
+        }
+        dfree(x), dfree(ids), dfree(tid), dfree(tv);
+        free(xd);
+    }
+}
+
+/* ------------------------------------------------------------------ MoE ops */
+
+static void case_moe(void) {
+    for (int it = 0; it < 4; it++) {
+        uint32_t n = rnd(1, 4), n_exp = rnd(2, 8), nu = rnd(1, n_exp < 4 ? n_exp : 4);
+        uint32_t t = wtypes[it % 4], d = quantised(t) ? 32 * rnd(1, 4) : rnd(1, 100);
+        uint32_t ff = quantised(t) ? 32 * rnd(1, 3) : rnd(1, 80);
+        /* router: logits -> top-k -> softmax over the k */
+        float *ld = randv((size_t)n * n_exp, -3, 3);
+        duo logits = f32(n_exp, n, ld), ids = act(PL_TYPE_I32, nu, n + 1, NULL);
+        duo vals = f32(nu, n + 1, NULL), wts = f32(nu, n + 1, NULL), probs = f32(n_exp, n, NULL);
+        BOTH("softmax_rows", pl_be_softmax_rows(X(logits), n, n_exp, X(probs)));
+        BOTH("topk_rows", pl_be_topk_rows(X(logits), n, n_exp, nu, X(ids), X(vals)));
+        BOTH("softmax_rows", pl_be_softmax_rows(X(vals), n, nu, X(wts)));
+        compare("softmax_rows", probs, 1e-11);
+        compare("topk_rows ids", ids, 0);
+        compare("topk_rows values", vals, 0);
+        compare("softmax_rows of the top k", wts, 1e-11);
+        /* experts: gate and up from the shared x, down from each slot's own row; the
+         * reference's ids feed both backends, with one bad id */
+        int32_t *idd = malloc((size_t)n * nu * 4);
+        CHECK(pl_be_read(ids.b[0], 0, idd, (int64_t)n * nu * 4) == PL_OK, "%s", pl_last_error());
+        if (it == 1) idd[0] = -1;
+        duo ids2 = act(PL_TYPE_I32, nu, n, idd);
+        void *gd = weight_data(t, d, (int64_t)ff * n_exp),
+             *dd = weight_data(t, ff, (int64_t)d * n_exp);
+        duo wg = weight(t, d, (int64_t)ff * n_exp, gd), wd = weight(t, ff, (int64_t)d * n_exp, dd);
+        float *xd = randv((size_t)n * d, -1, 1), *od = randv((size_t)(n + 1) * d, -1, 1);
+        duo x = f32(d, n, xd), h = f32(ff, n * nu + 1, NULL), y = f32(d, n * nu + 1, NULL);
+        duo out = f32(d, n + 1, od), out2 = f32(d, n + 1, NULL);
+        for (int q8 = 0; q8 <= quantised(t); q8++) {
+            be2[0]->act_q8 = be2[1]->act_q8 = q8;
+            BOTH("matmul_id", pl_be_matmul_id(X(wg), n_exp, X(x), X(ids2), n, nu, true, X(h)));
+            BOTH("matmul_id", pl_be_matmul_id(X(wd), n_exp, X(h), X(ids2), n, nu, false, X(y)));
+            char what[96];
+            snprintf(what, sizeof what, "matmul_id type %u, %u of %u experts %ux%u act_q8 %d", t,
+                     nu, n_exp, ff, d, q8);
+            compare(what, h, 1e-9);
+            compare(what, y, 1e-9);
+        }
+        be2[0]->act_q8 = be2[1]->act_q8 = 0;
+        BOTH("moe_combine", pl_be_moe_combine(X(y), X(wts), n, nu, true, X(out)));
+        BOTH("moe_combine", pl_be_moe_combine(X(y), X(wts), n, nu, false, X(out2)));
+        compare("moe_combine (accumulate)", out, 1e-10);
+        compare("moe_combine", out2, 1e-10);
+        dfree(logits), dfree(ids), dfree(vals), dfree(wts), dfree(probs), dfree(ids2);
+        dfree(wg), dfree(wd), dfree(x), dfree(h), dfree(y), dfree(out), dfree(out2);
+        free(ld), free(idd), free(gd), free(dd), free(xd), free(od);
+    }
+}
+
+/* ------------------------------------------------------------------ Gated DeltaNet ops */
+
+static void case_deltanet(void) {
+    for (int it = 0; it < 3; it++) {
+        uint32_t rows = rnd(1, 5), cols = rnd(1, 200), gc = it % 2 ? 1 : cols;
+        float *xd = randv((size_t)rows * cols, -3, 3), *gd = randv((size_t)rows * gc, -5, 5);
+        float *od = randv((size_t)(rows + 1) * cols, -1, 1);
+        duo x = f32(cols, rows, xd), g = f32(gc, rows, gd), o = f32(cols, rows + 1, od);
+        BOTH("sigmoid_mul", pl_be_sigmoid_mul(X(x), X(g), rows, cols, gc, it == 1, X(o)));
+        compare("sigmoid_mul", o, 1e-11);
+        dfree(x), dfree(g), dfree(o);
+        free(xd), free(gd), free(od);
+
+        /* conv1d: two calls, the second from the state the first left, snapshots */
+        uint32_t ch = rnd(1, 200), k = it ? 4 : rnd(2, 6), n = rnd(1, 6);
+        float *wd = randv((size_t)ch * k, -1, 1), *sd = randv((size_t)(k - 1) * ch, -1, 1);
+        duo w = weight(PL_TYPE_F32, k, ch, wd), st = f32(ch, k - 1, sd);
+        for (uint32_t call = 0; call < 2; call++) {
+            uint32_t m = call ? 1 : n;
+            float *cx = randv((size_t)m * ch, -2, 2);
+            duo cin = f32(ch, m, cx), cout = f32(ch, m + 1, NULL);
+            duo snaps = f32(ch, (int64_t)(m + 1) * (k - 1), NULL);
+            BOTH("ssm_conv", pl_be_ssm_conv(X(cin), X(w), X(st), m, X(snaps), X(cout)));
+            compare("ssm_conv", cout, 1e-11);
+            compare("ssm_conv state", st, 0);
+            compare("ssm_conv snapshots", snaps, 0);
+            dfree(cin), dfree(cout), dfree(snaps);
+            free(cx);
+        }
+        dfree(w), dfree(st);
+        free(wd), free(sd);
+
+        /* the delta rule: prefill columns with snapshots, then one decode step */
+        int nk = (int)rnd(1, 2), nv = nk * (int)rnd(1, 3), dk = (int)rnd(1, 40),
+            dv = (int)rnd(1, 40);
+        if (it == 2) dk = dv = 128;
+        pl_delta_params dp = {nk, nv, dk, dv, 1e-6f};
+        int64_t row = 2 * nk * dk + nv * dv, hs = (int64_t)dk * dv;
+        float *sad = malloc((size_t)nv * 4), *dtd = randv((size_t)nv, -1, 1);
+        for (int h = 0; h < nv; h++) sad[h] = -expf(unif(-2, 1));
+        float *s0 = randv((size_t)(nv * hs), -0.5f, 0.5f);
+        duo sa = f32(nv, 1, sad), dt = f32(nv, 1, dtd), state = f32(hs, nv, s0);
+        for (uint32_t call = 0; call < 2; call++) {
+            uint32_t m = call ? 1 : rnd(1, 5);
+            float *qd = randv((size_t)(m * row), -1, 1), *ad = randv((size_t)m * nv, -4, 4);
+            float *bd = randv((size_t)m * nv, -4, 4);
+            duo qkv = f32(row, m, qd), a = f32(nv, m, ad), b = f32(nv, m, bd);
+            duo out = f32((int64_t)nv * dv, m + 1, NULL),
+                snaps = f32(hs, (int64_t)(m + 1) * nv, NULL);
+            BOTH("delta_rule", pl_be_delta_rule(X(qkv), X(a), X(b), X(sa), X(dt), X(state), m, &dp,
+                                                call ? NULL : X(snaps), X(out)));
+            char what[96];
+            snprintf(what, sizeof what, "delta_rule %d/%d heads of %d/%d, %u tokens", nk, nv, dk,
+                     dv, m);
+            compare(what, out, 1e-9);
+            compare("delta_rule state", state, 1e-9);
+            compare("delta_rule snapshots", snaps, 1e-9);
+            dfree(qkv), dfree(a), dfree(b), dfree(out), dfree(snaps);
+            free(qd), free(ad), free(bd);
+        }
+        dfree(sa), dfree(dt), dfree(state);
+        free(sad), free(dtd), free(s0);
+    }
+}
+
+/* ------------------------------------------------------------------ fusion requests */
+
+/* A dense feed-forward asked to fuse (the input norm into the gate/up sweep with SwiGLU):
+ * a backend with fused kernels runs them, the CPU the plain ops; the results must agree. */
+static void case_fuse(void) {
+    for (int ti = 0; ti < 4; ti++) {
+        uint32_t t = wtypes[ti], n = rnd(1, 4), ff = rnd(1, 70);
+        uint32_t d = quantised(t) ? 32 * rnd(1, 4) : rnd(1, 120);
+        void *gd = weight_data(t, d, ff), *ud = weight_data(t, d, ff);
+        float *nd = randv(d, 0.5f, 1.5f), *xd = randv((size_t)n * d, -1, 1);
+        duo wg = weight(t, d, ff, gd), wu = weight(t, d, ff, ud),
+            nw = weight(PL_TYPE_F32, d, 1, nd);
+        duo x = f32(d, n, xd), xn = f32(d, n, NULL), g = f32(ff, n, NULL), u = f32(ff, n, NULL);
+        BOTH("fuse", pl_be_fuse(be2[be_i], PL_FUSE_NORM_MATMUL | PL_FUSE_GATE_UP));
+        BOTH("rms_norm", pl_be_rms_norm(X(x), X(nw), n, d, 1e-6f, X(xn)));
+        BOTH("matmul", pl_be_matmul(X(wg), X(xn), NULL, n, false, X(g)));
+        BOTH("matmul", pl_be_matmul(X(wu), X(xn), NULL, n, false, X(u)));
+        BOTH("swiglu", pl_be_swiglu(X(g), X(u), (int64_t)n * ff, X(g)));
+        BOTH("fuse", pl_be_fuse(be2[be_i], 0));
+        char what[96];
+        snprintf(what, sizeof what, "fused norm + gate/up, type %u %ux%u n %u", t, ff, d, n);
+        compare(what, g, 1e-9);
+        compare(what, xn, 1e-9);
+        dfree(wg), dfree(wu), dfree(nw), dfree(x), dfree(xn), dfree(g), dfree(u);
+        free(gd), free(ud), free(nd), free(xd);
+    }
+}
+
+/* ------------------------------------------------------------------ driver */
+
+static void check_coverage(void) {
+    static const char *const slots[] = {
+#define SLOT_NAME(name) #name,
+        PL_BACKEND_SLOTS(SLOT_NAME)
+#undef SLOT_NAME
+    };
+    /* the buffer and lifetime slots are what every case uses */
+    static const char *const infra[] = {"buf_new", "buf_weight", "buf_free",
+                                        "write",   "read",       "destroy"};
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+        int found = 0;
+        for (size_t j = 0; j < sizeof infra / sizeof infra[0]; j++)
+            found |= !strcmp(slots[i], infra[j]);
+        for (int j = 0; j < n_covered; j++) found |= !strcmp(slots[i], covered[j]);
+        CHECK(found, "seam op %s has no case in backend_ops_test", slots[i]);
+    }
+}
+
+static pl_backend *open_gpu(void) {
+    if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0); /* loader noise */
+    pl_gpu_backend_opts o = {.no_tune = 1, .no_selftest = 1};
+    pl_backend *be = NULL;
+    if (pl_gpu_backend_new(&o, &be) == PL_OK) return be;
+    const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
+    if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
+        fprintf(stderr, "SKIP webgpu (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
+        return NULL;
+    }
+    CHECK(0, "the webgpu backend did not open: %s (run tools/setup.sh)", pl_last_error());
+    return NULL;
+}
+
+static void run_tests(void) {
+    const char *s = getenv("POOLED_TEST_SEED");
+    rng = s && *s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+    if (!rng) rng = 1;
+    fprintf(stderr, "seed %llu\n", (unsigned long long)rng);
+    CHECK(pl_cpu_new(2, &be2[0]) == PL_OK, "cpu: %s", pl_last_error());
+    be2[1] = open_gpu();
+    if (!be2[0] || !be2[1]) {
+        pl_be_destroy(be2[0]);
+        pl_be_destroy(be2[1]);
+        return;
+    }
+    fprintf(stderr, "%s against %s\n", be2[1]->device, be2[0]->device);
+    static void (*const cases[])(void) = {case_embed_matmul, case_norm_ew, case_rope_attention,
+                                          case_select_copy,  case_moe,     case_deltanet,
+                                          case_fuse};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i]();
+    check_coverage();
+    pl_be_destroy(be2[1]);
+    pl_be_destroy(be2[0]);
+}
