@@ -100,7 +100,7 @@ pl_status pl_gpu_encode_moe(gpu_backend *gb, op *o) {
     case OP_SOFTMAX: return o->rows ? enc_softmax(gb, o) : PL_OK;
     case OP_TOPK_ROWS:
         return o->rows ? pl_gpu_enc_topk(gb, o->a, (uint32_t)o->cols, 0, (uint32_t)o->rows,
-                                         (uint32_t)o->k, o->out, 0, o->vals)
+                                         (uint32_t)o->k, o->out, 0, o->vals, o->fsoftmax)
                        : PL_OK;
     case OP_MATMUL_ID: return o->n ? enc_matmul_id(gb, o) : PL_OK;
     case OP_MOE_COMBINE: return o->n ? enc_moe_combine(gb, o) : PL_OK;

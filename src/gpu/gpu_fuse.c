@@ -16,6 +16,8 @@
  *                                            one gate/up GEMV writing o (and g, u unless o
  *                                            is one of them); the same with MatMulID
  *                                            (the experts', same ids) for MoE
+ *   TopKRows(x -> ids, vals) + SoftmaxRows(vals in place)
+ *                                            the top-k kernel normalises the k values
  *   RMSNorm(q in place, per head) ... RoPE(q)  the RoPE kernel normalises each head first
  *   RoPE(k) + KVStore(k) + KVStore(v)        the RoPE kernel also writes both caches
  *   RoPE(q) + RoPE(k)                        one dispatch rotates both
@@ -301,8 +303,24 @@ static fuse_result fuse_qkv(gpu_backend *gb, int i) {
     return FUSED;
 }
 
-static const char *const kind_names[] = {"norm_matmul", "qkv",       "norm_rope",
-                                         "rope_store",  "rope_pair", "gate_up"};
+/* TopKRows(x -> ids, vals) + SoftmaxRows(vals in place) over its k values. */
+static fuse_result fuse_router(gpu_backend *gb, int i) {
+    op *t = &gb->ops[i];
+    int j = i + 1;
+    while (j < gb->n_ops && gb->ops[j].dead) j++;
+    if (j >= gb->n_ops) return NONE;
+    op *s = &gb->ops[j];
+    if (s->kind != OP_SOFTMAX || !asked(t, s, PL_FUSE_ROUTER) || !t->vals || s->a != t->vals ||
+        s->rows != t->rows || s->cols != t->k)
+        return NONE;
+    if (s->out != t->vals) return BLOCKED; /* the kernel replaces the values it picked */
+    t->fsoftmax = true;
+    s->dead = true;
+    return FUSED;
+}
+
+static const char *const kind_names[] = {"norm_matmul", "qkv",     "norm_rope", "rope_store",
+                                         "rope_pair",   "gate_up", "router"};
 
 /* What the tries found for each group of this queue, indexed by group - first group. */
 typedef struct {
@@ -346,6 +364,8 @@ void pl_gpu_fuse(gpu_backend *gb) {
             note(gs, o, g0, PL_FUSE_QKV, fuse_qkv(gb, i));
         else if (o->kind == OP_ROPE)
             note(gs, o, g0, PL_FUSE_ROPE_STORE, fuse_rope_store(gb, i));
+        else if (o->kind == OP_TOPK_ROWS)
+            note(gs, o, g0, PL_FUSE_ROUTER, fuse_router(gb, i));
     }
     for (int i = 0; i < gb->n_ops; i++) {
         op *o = &gb->ops[i];

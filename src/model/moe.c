@@ -117,7 +117,8 @@ pl_status pl_moe_ffn(const pl_moe_config *c, const pl_moe_weights *w, pl_moe_sta
     int64_t k = c->n_used, ne = c->n_expert;
     /* route: the k best experts of each token and their weights */
     TRY(pl_be_matmul(w->router, xn, NULL, n, false, s->logits));
-    TRY(pl_be_fuse(x->be, PL_FUSE_GATE_UP)); /* the caller's group ends with the router */
+    /* the caller's group ends with the router */
+    TRY(pl_be_fuse(x->be, (c->norm_topk ? PL_FUSE_ROUTER : 0) | PL_FUSE_GATE_UP));
     if (c->norm_topk) {
         TRY(pl_be_topk_rows(s->logits, n, ne, k, s->ids, s->wts));
         TRY(pl_be_softmax_rows(s->wts, n, k, s->wts));

@@ -467,6 +467,33 @@ static void case_fuse_experts(void) {
     }
 }
 
+/* The router's top-k and the softmax of its k values, asked to fuse (the top-k kernel
+ * normalises them): ids and weights against the CPU's plain ops, on rows with ties and NaNs,
+ * short enough for one workgroup or long enough for the merge stage. */
+static void case_fuse_router(void) {
+    for (int it = 0; it < 4; it++) {
+        uint32_t n = rnd(1, 4), cols = it == 3 ? rnd(1025, 3000) : rnd(1, 300);
+        uint32_t k = rnd(1, cols < 12 ? cols : 12);
+        float *ld = randv((size_t)n * cols, -3, 3);
+        for (size_t i = 0; i < (size_t)n * cols; i++) {
+            if (u32() % 4 == 0) ld[i] = (float)(int)ld[i]; /* ties */
+            if (u32() % 50 == 0) ld[i] = NAN;
+        }
+        duo logits = f32(cols, n, ld), ids = act(PL_TYPE_I32, k, n + 1, NULL);
+        duo wts = f32(k, n + 1, NULL);
+        BOTH("fuse", pl_be_fuse(be2[be_i], PL_FUSE_ROUTER));
+        BOTH("topk_rows", pl_be_topk_rows(X(logits), n, cols, k, X(ids), X(wts)));
+        BOTH("softmax_rows", pl_be_softmax_rows(X(wts), n, k, X(wts)));
+        BOTH("fuse", pl_be_fuse(be2[be_i], 0));
+        char what[96];
+        snprintf(what, sizeof what, "fused top-%u + softmax of %u x %u", k, n, cols);
+        compare(what, ids, 0);
+        compare(what, wts, 1e-11);
+        dfree(logits), dfree(ids), dfree(wts);
+        free(ld);
+    }
+}
+
 /* ------------------------------------------------------------------ driver */
 
 static void check_coverage(void) {
@@ -514,9 +541,9 @@ static void run_tests(void) {
         return;
     }
     fprintf(stderr, "%s against %s\n", be2[1]->device, be2[0]->device);
-    static void (*const cases[])(void) = {case_embed_matmul, case_norm_ew,     case_rope_attention,
-                                          case_select_copy,  case_moe,         case_deltanet,
-                                          case_fuse,         case_fuse_experts};
+    static void (*const cases[])(void) = {case_embed_matmul, case_norm_ew,      case_rope_attention,
+                                          case_select_copy,  case_moe,          case_deltanet,
+                                          case_fuse,         case_fuse_experts, case_fuse_router};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i]();
     check_coverage();
     pl_be_destroy(be2[1]);

@@ -32,15 +32,15 @@
  * Models whose layers differ (the hybrids, MoE) sum their layer kinds:
  *   token = EMBED + sum over kinds of n_layers_of_kind * per_layer_of_kind + HEAD + ARGMAX
  * MoE feed-forward (moe.c), fused: the router GEMV with the FFN RMSNorm folded in, top-k
- * (one workgroup: 8 experts), the softmax of the k weights, the experts' gate/up GEMV with
- * SwiGLU in one sweep (MatMulID pair fused), the experts' down GEMV, the weighted combine
- * into x = 6; with a gated shared expert + its gate/up GEMV with SwiGLU, its down GEMV,
- * its gate vector (a 1-row GEMV), the sigmoid-scaled add = 10. Unfused: norm, router,
+ * (one workgroup: 8 experts) with the softmax of the k weights folded in, the experts'
+ * gate/up GEMV with SwiGLU in one sweep (MatMulID pair fused), the experts' down GEMV, the
+ * weighted combine into x = 5; with a gated shared expert + its gate/up GEMV with SwiGLU,
+ * its down GEMV, its gate vector (a 1-row GEMV), the sigmoid-scaled add = 9. Unfused: norm, router,
  * top-k, softmax, gate, up, SwiGLU, down, combine = 9; + gate, up, SwiGLU, down, gate
  * vector, sigmoid_mul = 15.
  *   qwen3_moe: 4 layers of qwen3 attention (4 fused, 12 unfused: the dense qwen3 layer
  *   without its FFN's norm, gate, up, SwiGLU, down) + MoE without a shared expert:
- *   fused 4 + 6 = 10, unfused 12 + 9 = 21.
+ *   fused 4 + 5 = 9, unfused 12 + 9 = 21.
  *   qwen3_5_moe: 8 layers, every 4th full attention, MoE with a gated shared expert.
  *   Gated DeltaNet layer, fused: the q/k/v + z + beta GEMV (norm folded in, the three
  *   weights merged), the alpha GEMV (norm folded in; a fourth projection of the same x),
@@ -50,7 +50,7 @@
  *   (norm folded in), RoPE of q and k with the per-head norms and the cache stores, the
  *   attention, the sigmoid output gate, the output GEMV = 6; unfused: norm, q, k, v, gate,
  *   2 per-head norms, 2 RoPEs, 2 stores, attention, sigmoid_mul, wo = 14.
- *   So 6 x (7 + 10) + 2 x (6 + 10) = 134 fused, 6 x (10 + 15) + 2 x (14 + 15) = 208 unfused.
+ *   So 6 x (7 + 9) + 2 x (6 + 9) = 126 fused, 6 x (10 + 15) + 2 x (14 + 15) = 208 unfused.
  *
  * Each model's layer count is pinned too, and the totals written out, so a fixture with
  * another shape is noticed rather than silently giving another number.
@@ -84,10 +84,10 @@ static const pinned models[] = {
     {"fixtures/hf/llama/llama-q8_0.gguf", 4, {{4, 6, 15}}, 29, 65}, /* 1+4*6+3+1, 1+4*15+3+1 */
     {"fixtures/hf/qwen2/qwen2-q8_0.gguf", 4, {{4, 8, 15}}, 37, 65}, /* 1+4*8+3+1, 1+4*15+3+1 */
     {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, {{4, 6, 17}}, 29, 73}, /* 1+4*6+3+1, 1+4*17+3+1 */
-    /* 1+4*10+3+1, 1+4*21+3+1 */
-    {"fixtures/hf/qwen3_moe/qwen3_moe-q8_0.gguf", 4, {{4, 10, 21}}, 45, 89},
-    /* 1+6*17+2*16+3+1, 1+6*25+2*29+3+1 */
-    {"fixtures/hf/qwen3_5_moe/qwen3_5_moe-q8_0.gguf", 8, {{6, 17, 25}, {2, 16, 29}}, 139, 213},
+    /* 1+4*9+3+1, 1+4*21+3+1 */
+    {"fixtures/hf/qwen3_moe/qwen3_moe-q8_0.gguf", 4, {{4, 9, 21}}, 41, 89},
+    /* 1+6*16+2*15+3+1, 1+6*25+2*29+3+1 */
+    {"fixtures/hf/qwen3_5_moe/qwen3_5_moe-q8_0.gguf", 8, {{6, 16, 25}, {2, 15, 29}}, 131, 213},
 };
 
 /* Dispatches of one decode step of id at position pos. */
