@@ -81,7 +81,9 @@ typedef struct {
  *   NORM_ROPE    an in-place per-head rms_norm, then (later) the rope of the same rows
  *   ROPE_STORE   rope(k) then kv_store(k) and kv_store(v) of the same rows
  *   ROPE_PAIR    rope(q) then rope(k) at the same positions
- *   GATE_UP      matmul(Wg, x -> g), matmul(Wu, x -> u), swiglu(g, u): one gate/up pass */
+ *   GATE_UP      matmul(Wg, x -> g), matmul(Wu, x -> u), swiglu(g, u): one gate/up pass;
+ *                also matmul_id(Wg, ...), matmul_id(Wu, ...) of the same x and ids + swiglu
+ *   ROUTER       topk_rows(x -> ids, vals) then softmax_rows(vals in place) over the k */
 enum {
     PL_FUSE_NORM_MATMUL = 1u << 0,
     PL_FUSE_QKV = 1u << 1,
@@ -89,7 +91,8 @@ enum {
     PL_FUSE_ROPE_STORE = 1u << 3,
     PL_FUSE_ROPE_PAIR = 1u << 4,
     PL_FUSE_GATE_UP = 1u << 5,
-    PL_FUSE_ALL = (1u << 6) - 1
+    PL_FUSE_ROUTER = 1u << 6,
+    PL_FUSE_ALL = (1u << 7) - 1
 };
 
 /* The methods a backend fills in. Arguments arrive already checked by backend.c.
@@ -241,9 +244,10 @@ typedef struct pl_backend_methods {
     X(write)                                                                                       \
     X(read)                                                                                        \
     X(embed)                                                                                       \
-    X(rms_norm) X(matmul) X(add) X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk)      \
-        X(copy) X(softmax_rows) X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul)            \
-            X(ssm_conv) X(delta_rule) X(fuse) X(destroy)
+    X(rms_norm)                                                                                    \
+    X(matmul) X(add) X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk) X(copy)          \
+        X(softmax_rows) X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv)        \
+            X(delta_rule) X(fuse) X(destroy)
 
 /* A backend instance; the implementation embeds it as its first member. */
 struct pl_backend {

@@ -388,7 +388,8 @@ static pl_status enc_attn(gpu_backend *gb, const op *o) {
 }
 
 pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t row0,
-                          uint32_t rows, uint32_t k, gbuf *ids, uint32_t dst0, gbuf *vals) {
+                          uint32_t rows, uint32_t k, gbuf *ids, uint32_t dst0, gbuf *vals,
+                          bool softmax) {
     pl_topk_params s1, s2;
     memset(&s1, 0, sizeof s1);
     memset(&s2, 0, sizeof s2);
@@ -402,9 +403,10 @@ pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_
     s2.threads = pl_gpu_threads_for(s2.n, 32, 256);
     s2.stage2 = 1;
     s2.vals = vals != NULL;
+    s2.softmax = softmax;
     pl_gpu_kernel *k1, *k2;
     if (nc == 1) { /* the row in one workgroup: no merge stage */
-        s1.direct = 1, s1.vals = vals != NULL;
+        s1.direct = 1, s1.vals = vals != NULL, s1.softmax = softmax;
         if (pl_gpu_get_kernel(gb, F_TOPK, &s1, sizeof s1, (pl_gpu_gen_fn)pl_wgsl_topk, "top-k",
                               &k1) != PL_OK)
             return PL_ERR;
@@ -503,11 +505,11 @@ pl_status pl_gpu_encode_op(gpu_backend *gb, op *o) {
     case OP_ATTN: return o->n ? enc_attn(gb, o) : PL_OK;
     case OP_ARGMAX:
         return o->rows ? pl_gpu_enc_topk(gb, o->a, (uint32_t)o->a->h.ne0, 0, (uint32_t)o->rows, 1,
-                                         o->out, (uint32_t)o->dst0, NULL)
+                                         o->out, (uint32_t)o->dst0, NULL, false)
                        : PL_OK;
     case OP_TOPK:
         return pl_gpu_enc_topk(gb, o->a, (uint32_t)o->a->h.ne0, (uint32_t)o->rows, 1,
-                               (uint32_t)o->k, o->out, 0, o->vals);
+                               (uint32_t)o->k, o->out, 0, o->vals, false);
     case OP_COPY:
         return enc_copy(gb, o->a, (uint64_t)o->src0, o->out, (uint64_t)o->dst0, (uint64_t)o->count);
     case OP_SOFTMAX:

@@ -1,6 +1,7 @@
 /* gpu_encode_moe.c - records the mixture-of-experts ops: the router's row softmax and
  * top-k, the gathered expert GEMV (the dense GEMV template reading each slot's expert id
- * on the device, so nothing is read back) and the weighted combine. */
+ * on the device, so nothing is read back; gate and up experts in one sweep with SwiGLU when
+ * fused) and the weighted combine. */
 #include <string.h>
 
 #include "gpu_internal.h"
@@ -33,7 +34,7 @@ static gemv_tune expert_tune(const gpu_backend *gb, const gbuf *w) {
 }
 
 static pl_status enc_matmul_id(gpu_backend *gb, const op *o) {
-    const gbuf *w = o->a;
+    const gbuf *w = o->a, *up = o->fgate.w_up; /* up: gate/up experts with SwiGLU (fused) */
     uint32_t slots = (uint32_t)(o->n * o->count);
     gemv_tune tu = expert_tune(gb, w);
     pl_gemv_params p;
@@ -43,6 +44,11 @@ static pl_status enc_matmul_id(gpu_backend *gb, const op *o) {
     p.n_exp = (uint32_t)o->k;
     p.n_used = (uint32_t)o->count;
     p.x_shared = o->acc;
+    if (up) {
+        p.mode = PL_GEMV_GATE_UP;
+        p.gate_out = o->fgate.gate_out != NULL;
+        p.up_out = o->fgate.up_out != NULL;
+    }
     if (w->parts > 1 &&
         (w->rows_per_part % pl_gemv_rows_per_group(&p) || p.rows % pl_gemv_rows_per_group(&p))) {
         /* a workgroup must stay inside one part: one row each */
@@ -63,6 +69,9 @@ static pl_status enc_matmul_id(gpu_backend *gb, const op *o) {
     refs[n++] = pl_gpu_whole(o->b->buf);
     refs[n++] = pl_gpu_whole(o->out->buf);
     pl_gpu_weight_refs(w, refs, &n);
+    if (up) pl_gpu_weight_refs(up, refs, &n);
+    if (p.gate_out) refs[n++] = pl_gpu_whole(o->fgate.gate_out->buf);
+    if (p.up_out) refs[n++] = pl_gpu_whole(o->fgate.up_out->buf);
     refs[n++] = pl_gpu_whole(o->c->buf);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{slots}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, pl_gemv_groups(&p) * slots);
@@ -91,7 +100,7 @@ pl_status pl_gpu_encode_moe(gpu_backend *gb, op *o) {
     case OP_SOFTMAX: return o->rows ? enc_softmax(gb, o) : PL_OK;
     case OP_TOPK_ROWS:
         return o->rows ? pl_gpu_enc_topk(gb, o->a, (uint32_t)o->cols, 0, (uint32_t)o->rows,
-                                         (uint32_t)o->k, o->out, 0, o->vals)
+                                         (uint32_t)o->k, o->out, 0, o->vals, o->fsoftmax)
                        : PL_OK;
     case OP_MATMUL_ID: return o->n ? enc_matmul_id(gb, o) : PL_OK;
     case OP_MOE_COMBINE: return o->n ? enc_moe_combine(gb, o) : PL_OK;

@@ -14,7 +14,10 @@
  *                                            normalises it itself; the first also stores xb
  *   MatMul(Wg, x -> g) + MatMul(Wu, x -> u) + SwiGLU(g, u -> o)
  *                                            one gate/up GEMV writing o (and g, u unless o
- *                                            is one of them)
+ *                                            is one of them); the same with MatMulID
+ *                                            (the experts', same ids) for MoE
+ *   TopKRows(x -> ids, vals) + SoftmaxRows(vals in place)
+ *                                            the top-k kernel normalises the k values
  *   RMSNorm(q in place, per head) ... RoPE(q)  the RoPE kernel normalises each head first
  *   RoPE(k) + KVStore(k) + KVStore(v)        the RoPE kernel also writes both caches
  *   RoPE(q) + RoPE(k)                        one dispatch rotates both
@@ -76,6 +79,37 @@ static fuse_result fuse_norm_matmul(gpu_backend *gb, int i) {
     return r;
 }
 
+/* The outputs of a fused gate/up GEMV: swiglu's into g->out, the gate's and the up
+ * matrix's own products as side outputs unless the SwiGLU overwrites them. */
+static void set_gate_up(op *g, op *u, op *s) {
+    g->fgate.w_up = u->a;
+    g->fgate.gate_out = s->out == g->out ? NULL : g->out;
+    g->fgate.up_out = s->out == u->out ? NULL : u->out;
+    g->out = s->out;
+    u->dead = s->dead = true;
+}
+
+/* MatMulID gate + MatMulID up (same x, same expert ids) + SwiGLU over all their slots. */
+static fuse_result fuse_gate_up_id(gpu_backend *gb, op *g, op *u, op *s) {
+    if (u->kind != OP_MATMUL_ID || s->kind != OP_SWIGLU || !asked(g, u, PL_FUSE_GATE_UP) ||
+        !asked(g, s, PL_FUSE_GATE_UP) || g->b != u->b || g->c != u->c || g->n != u->n ||
+        g->count != u->count || g->k != u->k || g->acc != u->acc || s->a != g->out ||
+        s->b != u->out || g->out == u->out)
+        return NONE;
+    const gbuf *wg = g->a, *wu = u->a;
+    if (wg->wt != wu->wt || wg->h.type != wu->h.type || wg->h.ne0 != wu->h.ne0 ||
+        wg->h.ne1 != wu->h.ne1 || wg->parts != wu->parts ||
+        wg->rows_per_part != wu->rows_per_part || s->count != g->n * g->count * (wg->h.ne1 / g->k))
+        return BLOCKED; /* weights the one kernel cannot sweep together */
+    if (s->out == g->b || s->out == g->c || g->out == g->b || u->out == g->b || g->out == g->c ||
+        u->out == g->c)
+        return BLOCKED;
+    int extra = 1 + (s->out != g->out) + (s->out != u->out); /* ids, side outputs */
+    if (gemv_storage(wg, 2, extra) > (int)gb->info->max_storage_buffers) return BLOCKED;
+    set_gate_up(g, u, s);
+    return FUSED;
+}
+
 /* MatMul gate + MatMul up (same x) + SwiGLU. */
 static fuse_result fuse_gate_up(gpu_backend *gb, int i) {
     op *g = &gb->ops[i];
@@ -85,6 +119,7 @@ static fuse_result fuse_gate_up(gpu_backend *gb, int i) {
     while (k < gb->n_ops && gb->ops[k].dead) k++;
     if (k >= gb->n_ops) return NONE;
     op *u = &gb->ops[j], *s = &gb->ops[k];
+    if (g->kind == OP_MATMUL_ID) return fuse_gate_up_id(gb, g, u, s);
     if (u->kind != OP_MATMUL || s->kind != OP_SWIGLU || !asked(g, u, PL_FUSE_GATE_UP) ||
         !asked(g, s, PL_FUSE_GATE_UP) || g->acc || u->acc || g->b != u->b || g->n != u->n ||
         g->fnorm.x != u->fnorm.x || g->fnorm.w != u->fnorm.w || u->fnorm.out || s->a != g->out ||
@@ -96,15 +131,10 @@ static fuse_result fuse_gate_up(gpu_backend *gb, int i) {
         return BLOCKED; /* biases, or weights the one kernel cannot sweep together */
     const gbuf *x = g->fnorm.x ? g->fnorm.x : g->b;
     if (s->out == x || g->out == x || u->out == x) return BLOCKED;
-    gbuf *gate_out = s->out == g->out ? NULL : g->out, *up_out = s->out == u->out ? NULL : u->out;
     int extra =
-        (g->fnorm.x ? 1 : 0) + (g->fnorm.out ? 1 : 0) + (gate_out != NULL) + (up_out != NULL);
+        (g->fnorm.x ? 1 : 0) + (g->fnorm.out ? 1 : 0) + (s->out != g->out) + (s->out != u->out);
     if (gemv_storage(g->a, 2, extra) > (int)gb->info->max_storage_buffers) return BLOCKED;
-    g->fgate.w_up = u->a;
-    g->fgate.gate_out = gate_out;
-    g->fgate.up_out = up_out;
-    g->out = s->out;
-    u->dead = s->dead = true;
+    set_gate_up(g, u, s);
     return FUSED;
 }
 
@@ -273,8 +303,24 @@ static fuse_result fuse_qkv(gpu_backend *gb, int i) {
     return FUSED;
 }
 
-static const char *const kind_names[] = {"norm_matmul", "qkv",       "norm_rope",
-                                         "rope_store",  "rope_pair", "gate_up"};
+/* TopKRows(x -> ids, vals) + SoftmaxRows(vals in place) over its k values. */
+static fuse_result fuse_router(gpu_backend *gb, int i) {
+    op *t = &gb->ops[i];
+    int j = i + 1;
+    while (j < gb->n_ops && gb->ops[j].dead) j++;
+    if (j >= gb->n_ops) return NONE;
+    op *s = &gb->ops[j];
+    if (s->kind != OP_SOFTMAX || !asked(t, s, PL_FUSE_ROUTER) || !t->vals || s->a != t->vals ||
+        s->rows != t->rows || s->cols != t->k)
+        return NONE;
+    if (s->out != t->vals) return BLOCKED; /* the kernel replaces the values it picked */
+    t->fsoftmax = true;
+    s->dead = true;
+    return FUSED;
+}
+
+static const char *const kind_names[] = {"norm_matmul", "qkv",     "norm_rope", "rope_store",
+                                         "rope_pair",   "gate_up", "router"};
 
 /* What the tries found for each group of this queue, indexed by group - first group. */
 typedef struct {
@@ -312,11 +358,14 @@ void pl_gpu_fuse(gpu_backend *gb) {
     for (int i = 0; i < gb->n_ops; i++) {
         op *o = &gb->ops[i];
         if (o->dead || !o->fmask) continue;
-        if (o->kind == OP_MATMUL) note(gs, o, g0, PL_FUSE_GATE_UP, fuse_gate_up(gb, i));
+        if (o->kind == OP_MATMUL || o->kind == OP_MATMUL_ID)
+            note(gs, o, g0, PL_FUSE_GATE_UP, fuse_gate_up(gb, i));
         if (!o->dead && o->kind == OP_MATMUL && !o->fgate.w_up)
             note(gs, o, g0, PL_FUSE_QKV, fuse_qkv(gb, i));
         else if (o->kind == OP_ROPE)
             note(gs, o, g0, PL_FUSE_ROPE_STORE, fuse_rope_store(gb, i));
+        else if (o->kind == OP_TOPK_ROWS)
+            note(gs, o, g0, PL_FUSE_ROUTER, fuse_router(gb, i));
     }
     for (int i = 0; i < gb->n_ops; i++) {
         op *o = &gb->ops[i];

@@ -105,6 +105,7 @@ typedef struct op_s {
         gbuf *vc;
     } frope;
     const struct op_s *pair; /* ROPE: the next RoPE (k), done in the same dispatch */
+    bool fsoftmax;           /* TOPK_ROWS: vals get the softmax of the k values (ROUTER) */
     struct {
         const gbuf *w; /* MATMUL: q, k and v weights in one; rows past split[0] and */
         gbuf *y1, *y2; /* split[1] go to y1 and y2 */
@@ -239,9 +240,10 @@ void pl_gpu_gemv_base(const gpu_backend *gb, const gbuf *w, const gemv_tune *t, 
 /* Append the bindings of w's quants (and scales) part by part at refs[*n]. */
 void pl_gpu_weight_refs(const gbuf *w, pl_gpu_ref *refs, int *n);
 /* Top-k of `rows` rows of `cols` values of x from row row0 into ids[dst0 + r * k ...] and,
- * if given, vals[r * k ...]. */
+ * if given, vals[r * k ...] (softmax: the softmax of each row's k values instead). */
 pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t row0,
-                          uint32_t rows, uint32_t k, gbuf *ids, uint32_t dst0, gbuf *vals);
+                          uint32_t rows, uint32_t k, gbuf *ids, uint32_t dst0, gbuf *vals,
+                          bool softmax);
 /* gpu_encode_moe.c / gpu_encode_ssm.c: the MoE and Gated DeltaNet ops. */
 pl_status pl_gpu_encode_moe(gpu_backend *gb, op *o);
 pl_status pl_gpu_encode_ssm(gpu_backend *gb, op *o);

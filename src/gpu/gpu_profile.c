@@ -134,15 +134,16 @@ void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
                           : 0;
         if (o->kind == OP_MATMUL_ID) { /* the slots' experts, as if all different (decode) */
             int64_t used = o->n * o->count < o->k ? o->n * o->count : o->k;
-            wb = weight_bytes(o->a) / (uint64_t)o->k * (uint64_t)used;
+            wb = (weight_bytes(o->a) + weight_bytes(o->fgate.w_up)) / (uint64_t)o->k *
+                 (uint64_t)used;
         }
         sum += s;
         if (o->kind == OP_MATMUL || o->kind == OP_MATMUL_ID) mm += s, bytes += wb;
         const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a;
-        fprintf(f, "op %3d %-9s%s%s%s%s%s%s n %lld %lldx%lld  %8.2f us", i, kind_name(o->kind),
+        fprintf(f, "op %3d %-9s%s%s%s%s%s%s%s n %lld %lldx%lld  %8.2f us", i, kind_name(o->kind),
                 o->fnorm.x ? " +norm" : "", o->fgate.w_up ? " +gate/up" : "",
                 o->fqkv.w ? " +q/k/v" : "", o->frope.nw ? " +qknorm" : "",
-                o->frope.kc ? " +store" : "",
+                o->frope.kc ? " +store" : "", o->fsoftmax ? " +softmax" : "",
                 o->acc ? (o->kind == OP_MATMUL_ID ? " +shared x" : " +acc") : "",
                 (long long)(o->rows ? o->rows : o->n), (long long)(w && w->h.weight ? w->h.ne1 : 0),
                 (long long)(w && w->h.weight ? w->h.ne0 : 0), s * 1e6);

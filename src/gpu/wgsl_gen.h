@@ -194,10 +194,12 @@ typedef struct {
  * vals[r * k + j].
  * Stage 1 bindings: 0 x, 1 pairs, 2 args. Stage 2: 0 pairs, 1 ids, [2 vals], then args.
  * Direct (one chunk holds the row): stage 1 writes stage 2's outputs itself, to
- * ids[args.a2 + r * k + j] (and vals); bindings as stage 2 with x in place of the pairs. */
+ * ids[args.a2 + r * k + j] (and vals); bindings as stage 2 with x in place of the pairs.
+ * softmax (stage 2 or direct, with vals): vals get the softmax of the k values picked,
+ * exp(v - max) / sum in float32 (the MoE router's top-k weights; a -inf pick gives 0). */
 typedef struct {
     uint32_t n, k, chunk, threads;
-    int stage2, vals, direct;
+    int stage2, vals, direct, softmax;
 } pl_topk_params;
 
 uint32_t pl_topk_chunks(const pl_topk_params *p);

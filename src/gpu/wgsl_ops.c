@@ -471,7 +471,8 @@ pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
     *out = NULL;
     unsigned T = p->threads;
     if (!p->n || !p->k || p->k > 1024 || !pow2(T) || T > 1024 || (!p->stage2 && !p->chunk) ||
-        (p->direct && (p->stage2 || pl_topk_chunks(p) != 1)))
+        (p->direct && (p->stage2 || pl_topk_chunks(p) != 1)) ||
+        (p->softmax && (!p->vals || !(p->stage2 || p->direct))))
         return pl_fail(PL_ERR_ARG, "top-k: bad parameters (n %u, k %u)", p->n, p->k);
     unsigned chunk = p->stage2 ? p->n : p->chunk, nc = p->stage2 ? 1 : pl_topk_chunks(p);
     pl_wtext t = {0};
@@ -560,7 +561,18 @@ pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
     }
     pl_wtext_add(&t, "    }\n"
                      "    workgroupBarrier();\n"
-                     "  }\n}\n");
+                     "  }\n");
+    if (p->softmax) /* thread 0 wrote the k values: it normalises them in place */
+        pl_wtext_add(
+            &t, "  if (lid == 0u) {\n"
+                "    let o = r * KK;\n"
+                "    var m = vals[o];\n"
+                "    for (var j = 1u; j < KK; j++) { m = max(m, vals[o + j]); }\n"
+                "    var s = 0.0;\n"
+                "    for (var j = 0u; j < KK; j++) { s += exp(vals[o + j] - m); }\n"
+                "    for (var j = 0u; j < KK; j++) { vals[o + j] = exp(vals[o + j] - m) / s; }\n"
+                "  }\n");
+    pl_wtext_add(&t, "}\n");
     return pl_wtext_finish(&t, out);
 }
 

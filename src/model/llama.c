@@ -255,12 +255,10 @@ static pl_status ffn_block(const pl_model *m, pl_state *s, int l, int64_t n) {
     const llama_config *c = &LM(m)->cfg;
     const llama_layer *L = &LM(m)->w.layers[l];
     llama_state *ls = LS(s);
-    if (c->moe.n_expert) {
-        TRY(pl_be_rms_norm(s->x, L->ffn_norm, n, c->n_embd, c->rms_eps, ls->xb));
-        return pl_moe_ffn(&c->moe, &L->moe, &ls->moe, ls->xb, n, s->x);
-    }
-    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | PL_FUSE_GATE_UP));
+    /* the norm folds into the first GEMV (MoE: the router's, whose group ends there) */
+    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | (c->moe.n_expert ? 0 : PL_FUSE_GATE_UP)));
     TRY(pl_be_rms_norm(s->x, L->ffn_norm, n, c->n_embd, c->rms_eps, ls->xb));
+    if (c->moe.n_expert) return pl_moe_ffn(&c->moe, &L->moe, &ls->moe, ls->xb, n, s->x);
     return pl_swiglu_ffn(L->w_gate, L->w_up, L->w_down, ls->xb, n, c->n_ff, ls->gate, ls->up, s->x);
 }
 

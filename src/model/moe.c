@@ -117,6 +117,8 @@ pl_status pl_moe_ffn(const pl_moe_config *c, const pl_moe_weights *w, pl_moe_sta
     int64_t k = c->n_used, ne = c->n_expert;
     /* route: the k best experts of each token and their weights */
     TRY(pl_be_matmul(w->router, xn, NULL, n, false, s->logits));
+    /* the caller's group ends with the router */
+    TRY(pl_be_fuse(x->be, (c->norm_topk ? PL_FUSE_ROUTER : 0) | PL_FUSE_GATE_UP));
     if (c->norm_topk) {
         TRY(pl_be_topk_rows(s->logits, n, ne, k, s->ids, s->wts));
         TRY(pl_be_softmax_rows(s->wts, n, k, s->wts));
@@ -128,13 +130,16 @@ pl_status pl_moe_ffn(const pl_moe_config *c, const pl_moe_weights *w, pl_moe_sta
     TRY(pl_be_matmul_id(w->gate_exps, ne, xn, s->ids, n, k, true, s->gate));
     TRY(pl_be_matmul_id(w->up_exps, ne, xn, s->ids, n, k, true, s->up));
     TRY(pl_be_swiglu(s->gate, s->up, n * k * c->n_ff_exp, s->gate));
+    TRY(pl_be_fuse(x->be, 0));
     TRY(pl_be_matmul_id(w->down_exps, ne, s->gate, s->ids, n, k, false, s->y));
     TRY(pl_be_moe_combine(s->y, s->wts, n, k, true, x));
     if (!w->gate_shexp) return PL_OK;
     /* the shared expert, every token, scaled by its sigmoid gate when it has one */
+    TRY(pl_be_fuse(x->be, PL_FUSE_GATE_UP));
     TRY(pl_be_matmul(w->gate_shexp, xn, NULL, n, false, s->sh_gate));
     TRY(pl_be_matmul(w->up_shexp, xn, NULL, n, false, s->sh_up));
     TRY(pl_be_swiglu(s->sh_gate, s->sh_up, n * c->n_ff_shexp, s->sh_gate));
+    TRY(pl_be_fuse(x->be, 0));
     if (!w->gate_inp_shexp) return pl_be_matmul(w->down_shexp, s->sh_gate, NULL, n, true, x);
     TRY(pl_be_matmul(w->down_shexp, s->sh_gate, NULL, n, false, s->y));
     TRY(pl_be_matmul(w->gate_inp_shexp, xn, NULL, n, false, s->sh_g));

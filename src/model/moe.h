@@ -81,7 +81,10 @@ double pl_moe_floats_per_token(const pl_moe_config *c, int n_embd);
 double pl_moe_largest_per_token(const pl_moe_config *c, int n_embd);
 
 /* x[0..n) += the MoE block of xn[0..n) (xn [>= n, n_embd], the normed input; x the
- * residual stream). */
+ * residual stream). The caller's fusion group (pl_be_fuse) ends after the router's matmul,
+ * the first op: a caller asks for PL_FUSE_NORM_MATMUL before its norm of xn so that the
+ * router normalises x itself; here the top-k asks for PL_FUSE_ROUTER (its softmax folded in),
+ * the experts' and the shared expert's gate/up GEMVs with their SwiGLU for PL_FUSE_GATE_UP. */
 pl_status pl_moe_ffn(const pl_moe_config *c, const pl_moe_weights *w, pl_moe_state *s,
                      const pl_buf *xn, int64_t n, pl_buf *x);
 

@@ -592,7 +592,8 @@ static pl_status delta_net(const pl_model *m, pl_state *s, const q35_layer *L, i
 static pl_status ffn(const pl_model *m, pl_state *s, const q35_layer *L, int64_t n) {
     const q35_config *c = &QM(m)->cfg;
     q35_state *qs = QS(s);
-    if (!c->moe.n_expert) TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | PL_FUSE_GATE_UP));
+    /* the norm folds into the first GEMV (MoE: the router's, whose group ends there) */
+    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | (c->moe.n_expert ? 0 : PL_FUSE_GATE_UP)));
     TRY(pl_be_rms_norm(s->x, L->post_norm, n, c->n_embd, c->rms_eps, qs->xb));
     if (c->moe.n_expert) /* routed experts + the gated shared expert, added to x */
         return pl_moe_ffn(&c->moe, &L->moe, &qs->moe, qs->xb, n, s->x);

@@ -429,6 +429,71 @@ static void case_fuse(void) {
     }
 }
 
+/* The experts' gate and up GEMVs of the same ids with their SwiGLU, asked to fuse (one
+ * sweep over both stacked weights on the GPU): the SwiGLU, and the up products it must
+ * still write, against the CPU's plain ops; one bad id, one row past the slots untouched. */
+static void case_fuse_experts(void) {
+    for (int it = 0; it < 4; it++) {
+        uint32_t n = rnd(1, 3), n_exp = rnd(2, 9), nu = rnd(1, n_exp < 4 ? n_exp : 4);
+        uint32_t t = wtypes[it], d = quantised(t) ? 32 * rnd(1, 4) : rnd(1, 100);
+        uint32_t ff = quantised(t) ? 32 * rnd(1, 3) : rnd(1, 80), slots = n * nu;
+        int32_t *idd = malloc((size_t)slots * 4);
+        for (uint32_t i = 0; i < slots; i++) idd[i] = (int32_t)rnd(0, n_exp - 1);
+        if (it == 2) idd[slots - 1] = (int32_t)n_exp; /* out of range: a zero row */
+        void *gd = weight_data(t, d, (int64_t)ff * n_exp),
+             *ud = weight_data(t, d, (int64_t)ff * n_exp);
+        duo wg = weight(t, d, (int64_t)ff * n_exp, gd), wu = weight(t, d, (int64_t)ff * n_exp, ud);
+        float *xd = randv((size_t)n * d, -1, 1);
+        duo ids = act(PL_TYPE_I32, nu, n, idd), x = f32(d, n, xd);
+        for (int q8 = 0; q8 <= quantised(t); q8++) {
+            be2[0]->act_q8 = be2[1]->act_q8 = q8;
+            duo g = f32(ff, slots + 1, NULL), u = f32(ff, slots + 1, NULL);
+            BOTH("fuse", pl_be_fuse(be2[be_i], PL_FUSE_GATE_UP));
+            BOTH("matmul_id", pl_be_matmul_id(X(wg), n_exp, X(x), X(ids), n, nu, true, X(g)));
+            BOTH("matmul_id", pl_be_matmul_id(X(wu), n_exp, X(x), X(ids), n, nu, true, X(u)));
+            BOTH("swiglu", pl_be_swiglu(X(g), X(u), (int64_t)slots * ff, X(g)));
+            BOTH("fuse", pl_be_fuse(be2[be_i], 0));
+            char what[112];
+            snprintf(what, sizeof what,
+                     "fused expert gate/up, type %u, %u of %u experts %ux%u act_q8 %d", t, nu,
+                     n_exp, ff, d, q8);
+            compare(what, g, 1e-9);
+            compare(what, u, 1e-9);
+            dfree(g), dfree(u);
+        }
+        be2[0]->act_q8 = be2[1]->act_q8 = 0;
+        dfree(wg), dfree(wu), dfree(ids), dfree(x);
+        free(idd), free(gd), free(ud), free(xd);
+    }
+}
+
+/* The router's top-k and the softmax of its k values, asked to fuse (the top-k kernel
+ * normalises them): ids and weights against the CPU's plain ops, on rows with ties and NaNs,
+ * short enough for one workgroup or long enough for the merge stage. */
+static void case_fuse_router(void) {
+    for (int it = 0; it < 4; it++) {
+        uint32_t n = rnd(1, 4), cols = it == 3 ? rnd(1025, 3000) : rnd(1, 300);
+        uint32_t k = rnd(1, cols < 12 ? cols : 12);
+        float *ld = randv((size_t)n * cols, -3, 3);
+        for (size_t i = 0; i < (size_t)n * cols; i++) {
+            if (u32() % 4 == 0) ld[i] = (float)(int)ld[i]; /* ties */
+            if (u32() % 50 == 0) ld[i] = NAN;
+        }
+        duo logits = f32(cols, n, ld), ids = act(PL_TYPE_I32, k, n + 1, NULL);
+        duo wts = f32(k, n + 1, NULL);
+        BOTH("fuse", pl_be_fuse(be2[be_i], PL_FUSE_ROUTER));
+        BOTH("topk_rows", pl_be_topk_rows(X(logits), n, cols, k, X(ids), X(wts)));
+        BOTH("softmax_rows", pl_be_softmax_rows(X(wts), n, k, X(wts)));
+        BOTH("fuse", pl_be_fuse(be2[be_i], 0));
+        char what[96];
+        snprintf(what, sizeof what, "fused top-%u + softmax of %u x %u", k, n, cols);
+        compare(what, ids, 0);
+        compare(what, wts, 1e-11);
+        dfree(logits), dfree(ids), dfree(wts);
+        free(ld);
+    }
+}
+
 /* ------------------------------------------------------------------ driver */
 
 static void check_coverage(void) {
@@ -476,9 +541,9 @@ static void run_tests(void) {
         return;
     }
     fprintf(stderr, "%s against %s\n", be2[1]->device, be2[0]->device);
-    static void (*const cases[])(void) = {case_embed_matmul, case_norm_ew, case_rope_attention,
-                                          case_select_copy,  case_moe,     case_deltanet,
-                                          case_fuse};
+    static void (*const cases[])(void) = {case_embed_matmul, case_norm_ew,      case_rope_attention,
+                                          case_select_copy,  case_moe,          case_deltanet,
+                                          case_fuse,         case_fuse_experts, case_fuse_router};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i]();
     check_coverage();
     pl_be_destroy(be2[1]);

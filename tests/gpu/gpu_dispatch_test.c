@@ -29,6 +29,29 @@
  * store v, attention, wo, norm, gate, up, swiglu, down = 15, + 2 per-head norms for qwen3
  * (a bias is part of its GEMV).
  *
+ * Models whose layers differ (the hybrids, MoE) sum their layer kinds:
+ *   token = EMBED + sum over kinds of n_layers_of_kind * per_layer_of_kind + HEAD + ARGMAX
+ * MoE feed-forward (moe.c), fused: the router GEMV with the FFN RMSNorm folded in, top-k
+ * (one workgroup: 8 experts) with the softmax of the k weights folded in, the experts'
+ * gate/up GEMV with SwiGLU in one sweep (MatMulID pair fused), the experts' down GEMV, the
+ * weighted combine into x = 5; with a gated shared expert + its gate/up GEMV with SwiGLU,
+ * its down GEMV, its gate vector (a 1-row GEMV), the sigmoid-scaled add = 9. Unfused: norm, router,
+ * top-k, softmax, gate, up, SwiGLU, down, combine = 9; + gate, up, SwiGLU, down, gate
+ * vector, sigmoid_mul = 15.
+ *   qwen3_moe: 4 layers of qwen3 attention (4 fused, 12 unfused: the dense qwen3 layer
+ *   without its FFN's norm, gate, up, SwiGLU, down) + MoE without a shared expert:
+ *   fused 4 + 5 = 9, unfused 12 + 9 = 21.
+ *   qwen3_5_moe: 8 layers, every 4th full attention, MoE with a gated shared expert.
+ *   Gated DeltaNet layer, fused: the q/k/v + z + beta GEMV (norm folded in, the three
+ *   weights merged), the alpha GEMV (norm folded in; a fourth projection of the same x),
+ *   conv1d, delta rule, the gated RMSNorm's norm, its SwiGLU, the output GEMV (residual
+ *   add fused) = 7; unfused: norm + 4 GEMVs + conv1d, delta rule, norm, SwiGLU, output = 10.
+ *   Gated attention layer, fused: q/k/v GEMV (norm folded in, merged), the output-gate GEMV
+ *   (norm folded in), RoPE of q and k with the per-head norms and the cache stores, the
+ *   attention, the sigmoid output gate, the output GEMV = 6; unfused: norm, q, k, v, gate,
+ *   2 per-head norms, 2 RoPEs, 2 stores, attention, sigmoid_mul, wo = 14.
+ *   So 6 x (7 + 9) + 2 x (6 + 9) = 126 fused, 6 x (10 + 15) + 2 x (14 + 15) = 208 unfused.
+ *
  * Each model's layer count is pinned too, and the totals written out, so a fixture with
  * another shape is noticed rather than silently giving another number.
  *
@@ -43,20 +66,28 @@
 #define HEAD   3
 #define ARGMAX 1
 
+/* One kind of layer: how many the model has, its dispatches fused and one kernel per op. */
+typedef struct {
+    int n, fused, simple;
+} layer_kind;
+
 typedef struct {
     const char *file; /* under shared/ */
     int n_layer;
-    int fused_layer;  /* dispatches per layer, fused */
-    int simple_layer; /* one kernel per op */
-    int fused_total;  /* EMBED + n_layer * fused_layer + HEAD + ARGMAX, written out */
-    int simple_total; /* the same with simple_layer */
+    layer_kind kinds[2]; /* uniform models: one */
+    int fused_total;     /* EMBED + sum of n * fused over the kinds + HEAD + ARGMAX, written out */
+    int simple_total;    /* the same with simple */
 } pinned;
 
 static const pinned models[] = {
-    {"models/stories260K.gguf", 5, 6, 15, 35, 80},           /* 1+5*6+3+1, 1+5*15+3+1 */
-    {"fixtures/hf/llama/llama-q8_0.gguf", 4, 6, 15, 29, 65}, /* 1+4*6+3+1, 1+4*15+3+1 */
-    {"fixtures/hf/qwen2/qwen2-q8_0.gguf", 4, 8, 15, 37, 65}, /* 1+4*8+3+1, 1+4*15+3+1 */
-    {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, 6, 17, 29, 73}, /* 1+4*6+3+1, 1+4*17+3+1 */
+    {"models/stories260K.gguf", 5, {{5, 6, 15}}, 35, 80},           /* 1+5*6+3+1, 1+5*15+3+1 */
+    {"fixtures/hf/llama/llama-q8_0.gguf", 4, {{4, 6, 15}}, 29, 65}, /* 1+4*6+3+1, 1+4*15+3+1 */
+    {"fixtures/hf/qwen2/qwen2-q8_0.gguf", 4, {{4, 8, 15}}, 37, 65}, /* 1+4*8+3+1, 1+4*15+3+1 */
+    {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, {{4, 6, 17}}, 29, 73}, /* 1+4*6+3+1, 1+4*17+3+1 */
+    /* 1+4*9+3+1, 1+4*21+3+1 */
+    {"fixtures/hf/qwen3_moe/qwen3_moe-q8_0.gguf", 4, {{4, 9, 21}}, 41, 89},
+    /* 1+6*16+2*15+3+1, 1+6*25+2*29+3+1 */
+    {"fixtures/hf/qwen3_5_moe/qwen3_5_moe-q8_0.gguf", 8, {{6, 16, 25}, {2, 15, 29}}, 131, 213},
 };
 
 /* Dispatches of one decode step of id at position pos. */
@@ -155,8 +186,13 @@ static void run_tests(void) {
     /* the pinned totals are the formula's */
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         const pinned *p = &models[i];
-        CHECK(p->fused_total == EMBED + p->n_layer * p->fused_layer + HEAD + ARGMAX &&
-                  p->simple_total == EMBED + p->n_layer * p->simple_layer + HEAD + ARGMAX,
+        int layers = 0, fused = EMBED + HEAD + ARGMAX, simple = EMBED + HEAD + ARGMAX;
+        for (int k = 0; k < 2; k++) {
+            layers += p->kinds[k].n;
+            fused += p->kinds[k].n * p->kinds[k].fused;
+            simple += p->kinds[k].n * p->kinds[k].simple;
+        }
+        CHECK(layers == p->n_layer && p->fused_total == fused && p->simple_total == simple,
               "%s: pinned totals do not follow the formula", p->file);
     }
     if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0); /* loader noise */

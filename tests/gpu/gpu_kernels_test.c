@@ -1096,8 +1096,10 @@ static void test_attn(pl_gpu *g) {
 
 /* ------------------------------------------------------------------ top-k */
 
-/* direct: one workgroup per row writes the k best itself (no merge stage) */
-static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals, int direct) {
+/* direct: one workgroup per row writes the k best itself (no merge stage); softmax: the
+ * values written are the softmax of the k picked (the fused MoE router) */
+static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals, int direct,
+                      int softmax) {
     size_t nx = (size_t)n * (rows + 1);
     float *x = malloc(nx * 4);
     for (size_t i = 0; i < nx; i++) {
@@ -1108,12 +1110,16 @@ static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals
         if (r % 101 == 0) x[i] = -INFINITY;
     }
     uint32_t row0 = 1, dst0 = 2; /* skip a row of x and two ids: offsets are honoured */
-    pl_topk_params s1 = {n, k, direct ? n : 256, 64, 0, direct ? vals : 0, direct};
+    pl_topk_params s1 = {
+        n, k, direct ? n : 256, 64, 0, direct ? vals : 0, direct, direct ? softmax : 0};
     uint32_t nc = pl_topk_chunks(&s1);
-    pl_topk_params s2 = {nc * k, k, 0, 64, 1, vals, 0};
+    pl_topk_params s2 = {nc * k, k, 0, 64, 1, vals, 0, softmax};
     pl_gpu_args a1 = {{row0, rows, dst0}}, a2 = {{dst0, rows}};
     pl_gpu_buf *bx = gt_buf(g, x, nx * 4), *bp = gt_buf(g, NULL, (size_t)rows * nc * k * 8);
-    pl_gpu_buf *bi = gt_buf(g, NULL, (dst0 + rows * k) * 4), *bv = gt_buf(g, NULL, rows * k * 4);
+    float *poison = malloc((dst0 + rows * k) * 4);
+    memset(poison, 0xff, (dst0 + rows * k) * 4); /* NaN, and id -1 */
+    pl_gpu_buf *bi = gt_buf(g, poison, (dst0 + rows * k) * 4),
+               *bv = gt_buf(g, poison, rows * k * 4);
     pl_gpu_buf *ba1 = gt_args(g, &a1), *ba2 = gt_args(g, &a2);
     char *src = NULL;
     pl_gpu_kernel *k1 = gt_kernel(g, pl_wgsl_topk(&s1, &src), &src, "topk1");
@@ -1136,20 +1142,26 @@ static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals
         if (!direct) pl_gpu_dispatch(g, k2, b2, rows);
         CHECK(pl_gpu_submit(g) == PL_OK, "%s", pl_last_error());
         int32_t *ids = malloc((dst0 + rows * k) * 4);
-        float *gv = malloc(rows * k * 4), *rv = malloc(k * 4);
+        float *gv = malloc(rows * k * 4), *rv = malloc(k * 4), *sm = malloc(k * 4);
         uint32_t *rid = malloc(k * 4);
         gt_read(g, bi, ids, (dst0 + rows * k) * 4);
         if (vals) gt_read(g, bv, gv, rows * k * 4);
         int bad = 0;
         for (uint32_t r = 0; r < rows; r++) {
             pl_gpu_ref_topk(x + (size_t)(row0 + r) * n, n, k, rv, rid);
+            if (softmax) pl_gpu_ref_softmax(rv, 1, k, sm);
             for (uint32_t j = 0; j < k; j++) {
                 bad += ids[dst0 + r * k + j] != (int32_t)rid[j];
-                if (vals) bad += memcmp(&gv[r * k + j], &rv[j], 4) != 0;
+                float v = gv[r * k + j];
+                if (vals && !softmax) bad += memcmp(&v, &rv[j], 4) != 0;
+                if (softmax && sm[j] == sm[j])
+                    bad += !(fabsf(v - sm[j]) <= 1e-6f * fabsf(sm[j]) + 1e-7f);
+                if (softmax && sm[j] != sm[j]) bad += v == v;
             }
         }
-        CHECK(bad == 0, "top-%u of %u x %u rows: %d differ", k, n, rows, bad);
-        free(ids), free(gv), free(rv), free(rid);
+        CHECK(bad == 0, "top-%u of %u x %u rows%s%s: %d differ", k, n, rows,
+              direct ? ", direct" : "", softmax ? ", softmax" : "", bad);
+        free(ids), free(gv), free(rv), free(rid), free(sm);
     } else {
         CHECK(0, "top-k: %s", pl_last_error());
     }
@@ -1157,19 +1169,27 @@ static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals
     pl_gpu_kernel_free(k1), pl_gpu_kernel_free(k2);
     pl_gpu_buf_free(bx), pl_gpu_buf_free(bp), pl_gpu_buf_free(bi), pl_gpu_buf_free(bv);
     pl_gpu_buf_free(ba1), pl_gpu_buf_free(ba2);
-    free(x);
+    free(x), free(poison);
 }
 
 static void test_topk(pl_gpu *g) {
-    topk_case(g, 1, 1, 1, 0, 0);
-    topk_case(g, 2, 3, 1, 1, 0); /* fewer values than k: the rest are (-inf, -1) */
-    topk_case(g, 100, 1, 3, 0, 0);
-    topk_case(g, 1000, 5, 1, 1, 0);
-    topk_case(g, 5000, 40, 1, 1, 0);
-    topk_case(g, 70000, 1, 2, 0, 0);
-    topk_case(g, 2, 3, 2, 1, 1);
-    topk_case(g, 300, 8, 3, 1, 1);
-    topk_case(g, 1000, 1, 2, 0, 1);
+    topk_case(g, 1, 1, 1, 0, 0, 0);
+    topk_case(g, 2, 3, 1, 1, 0, 0); /* fewer values than k: the rest are (-inf, -1) */
+    topk_case(g, 100, 1, 3, 0, 0, 0);
+    topk_case(g, 1000, 5, 1, 1, 0, 0);
+    topk_case(g, 5000, 40, 1, 1, 0, 0);
+    topk_case(g, 70000, 1, 2, 0, 0, 0);
+    topk_case(g, 2, 3, 2, 1, 1, 0);
+    topk_case(g, 300, 8, 3, 1, 1, 0);
+    topk_case(g, 1000, 1, 2, 0, 1, 0);
+    /* the router: softmax of the k picked, one workgroup or merged; random shapes */
+    topk_case(g, 256, 8, 3, 1, 1, 1);
+    topk_case(g, 2, 3, 2, 1, 1, 1);
+    topk_case(g, 3000, 6, 2, 1, 0, 1);
+    for (int i = 0; i < 3; i++) {
+        uint32_t n = 1 + gt_u32() % 1024, k = 1 + gt_u32() % (n < 16 ? n : 16);
+        topk_case(g, n, k, 1 + gt_u32() % 4, 1, 1, 1);
+    }
 }
 
 /* ------------------------------------------------------------------ embedding */
