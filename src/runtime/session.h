@@ -13,14 +13,27 @@
 #include <stdint.h>
 
 #include "../model/model.h"
+#include "chain.h"
 #include "sampler.h"
+#include "stage.h"
 
 typedef struct pl_session pl_session;
 
 pl_status pl_session_new(const pl_model *m, const pl_state_opts *o, pl_session **out);
+
+/* A session over a split model: host holds the embedding and the head (pl_model_opts.ends)
+ * and some or none of the layers, stages[0..n_stages) the others, together tiling
+ * [0, n_layer) in layer order (chain.h; co NULL: 16-column frames, 4 in flight). The
+ * stages are borrowed: they must outlive the session, and serve no other meanwhile. Every
+ * call below behaves as for one whole model, with the same logits and ids: the shared
+ * prefix is kept by rewinding every stage (pl_stage_rewind), and where one cannot go back
+ * the session starts over from 0. pl_session_new(m) is this with m whole and no stages. */
+pl_status pl_session_new_chain(const pl_model *host, const pl_state_opts *o,
+                               pl_stage *const *stages, int n_stages, const pl_chain_opts *co,
+                               pl_session **out);
 void pl_session_free(pl_session *s);
 
-/* Forget the cache (the next set runs everything). */
+/* Forget the cache (the next set runs everything); a chain's stages go back to 0. */
 void pl_session_reset(pl_session *s);
 
 /* Make the cache hold ids[0..n) and leave the logits after the last one ready. At least
