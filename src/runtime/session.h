@@ -5,7 +5,8 @@
  * what is cached is kept and only the rest is run (in batches of n_batch). Because every
  * token's keys and values depend only on the tokens before it, and the backends compute
  * each row independently of the batch it came in, the result is exactly that of a fresh
- * run over the whole text. */
+ * run over the whole text. The same holds for a session over a chain of stages
+ * (pl_session_new_chain: a split model, the room), bit for bit. */
 #ifndef PL_RUNTIME_SESSION_H
 #define PL_RUNTIME_SESSION_H
 
@@ -55,7 +56,8 @@ pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out);
  * returns false to stop after it. The ids are those of pl_session_pick + pl_session_push
  * with an argmax sampler, and so is the cache after it (every generated id but the last
  * is in it); the logits are left ready only if no step was recorded past the last id.
- * *n_gen gets how many ids were generated. */
+ * *n_gen gets how many ids were generated. Over a chain of stages the ids cross the host
+ * anyway: each step is an argmax on the device and a push, never a step ahead. */
 pl_status pl_session_greedy(pl_session *s, int64_t n, bool (*on_token)(void *ud, int32_t id),
                             void *ud, int64_t *n_gen);
 
@@ -65,6 +67,7 @@ pl_status pl_session_logits(pl_session *s, float *out);
 /* The ids in the cache. */
 const int32_t *pl_session_ids(const pl_session *s, int64_t *n);
 int64_t pl_session_n_ctx(const pl_session *s);
+/* The state whose logits (and ids buffer) the session uses: over a chain, the host's. */
 pl_state *pl_session_state(pl_session *s);
 
 #endif
