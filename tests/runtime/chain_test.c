@@ -110,6 +110,130 @@ static void check_refusals(pl_backend *be) {
     pl_gguf_free(g);
 }
 
+/* ---- a stage of our own kind (as room/ makes remote ones): a local stage behind it,
+ * failing on request ---- */
+
+typedef struct {
+    pl_stage *inner;
+    int fail_submit, fail_collect, bad_tag; /* the call (1, 2, ...) that goes wrong, 0: none */
+    bool no_rewind;                         /* can go back to 0 only */
+    int n_submit, n_collect;
+} flaky;
+
+static pl_status fl_submit(pl_stage *st, const float *h, int64_t n, int64_t pos0, uint64_t tag) {
+    flaky *f = st->impl;
+    if (++f->n_submit == f->fail_submit) return pl_fail(PL_ERR_IO, "the link went down");
+    return pl_stage_submit(f->inner, h, n, pos0, tag);
+}
+
+static pl_status fl_collect(pl_stage *st, float *out, int64_t *n, uint64_t *tag) {
+    flaky *f = st->impl;
+    pl_status s = pl_stage_collect(f->inner, out, n, tag);
+    if (++f->n_collect == f->fail_collect) return pl_fail(PL_ERR_IO, "the link went down");
+    if (f->n_collect == f->bad_tag) ++*tag;
+    return s;
+}
+
+static bool fl_can_rewind(const pl_stage *st, int64_t n_past) {
+    const flaky *f = st->impl;
+    return f->no_rewind ? n_past == 0 : pl_stage_can_rewind(f->inner, n_past);
+}
+
+static pl_status fl_rewind(pl_stage *st, int64_t n_past) {
+    flaky *f = st->impl;
+    if (f->no_rewind && n_past) return pl_fail(PL_ERR_ARG, "this stage only starts over");
+    return pl_stage_rewind(f->inner, n_past);
+}
+
+static void fl_free(pl_stage *st) {
+    flaky *f = st->impl;
+    pl_stage_free(f->inner);
+    free(f);
+    free(st);
+}
+
+static const pl_stage_methods flaky_methods = {.kind = "flaky",
+                                               .submit = fl_submit,
+                                               .collect = fl_collect,
+                                               .can_rewind = fl_can_rewind,
+                                               .rewind = fl_rewind,
+                                               .free = fl_free};
+
+static pl_stage *flaky_new(pl_stage *inner, flaky **out) {
+    pl_stage *st = malloc(sizeof *st);
+    flaky *f = calloc(1, sizeof *f);
+    *st = *inner;
+    st->m = &flaky_methods;
+    st->in_flight = 0;
+    st->impl = f;
+    f->inner = inner;
+    *out = f;
+    return st;
+}
+
+/* A stage whose link fails (in submit, in collect, or answering the wrong frame) fails
+ * the turn with one line, and the next turn still gives the whole model's logits; a stage
+ * that cannot rewind makes the session start over from 0, with the same logits. */
+static void check_failures(pl_backend *be, const char *rel) {
+    pl_gguf *g = NULL;
+    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
+    pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
+    if (!w) return;
+    int L = pl_model_get_info(w)->n_layer, h = L / 2;
+    pl_model *host = cc_load(g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD);
+    pl_model *a = cc_load(g, be, 0, h, PL_ENDS_NONE), *b = cc_load(g, be, h, L, PL_ENDS_NONE);
+    pl_state_opts o = cc_opts(w);
+    pl_stage *sa = NULL, *sb = NULL, *fs = NULL;
+    flaky *f = NULL;
+    pl_session *ws = NULL, *cs = NULL;
+    CHECK(pl_stage_local_new(a, &o, 0, h, &sa) == PL_OK &&
+              pl_stage_local_new(b, &o, h, L, &sb) == PL_OK,
+          "%s", pl_last_error());
+    if (sb) fs = flaky_new(sb, &f);
+    pl_stage *stages[] = {sa, fs};
+    pl_chain_opts co = {.frame_cols = 4, .in_flight = 2};
+    CHECK(pl_session_new(w, &o, &ws) == PL_OK &&
+              pl_session_new_chain(host, &o, stages, 2, &co, &cs) == PL_OK,
+          "%s", pl_last_error());
+    if (!ws || !cs) goto done;
+    cc_pair p = {ws, cs, pl_model_get_info(w)->n_vocab, rel};
+    int32_t ids[24];
+    for (int i = 0; i < 24; i++) ids[i] = (int32_t)((i * 7919 + 13) % p.V);
+    cc_set(&p, ids, 10, "before the failures");
+    int *knob[] = {&f->fail_submit, &f->fail_collect, &f->bad_tag};
+    for (int k = 0; k < 3; k++) {
+        *knob[k] = (k ? f->n_collect : f->n_submit) + 2; /* the second frame */
+        ids[12] = (ids[12] + 1) % p.V;                   /* 10 ids to run: three frames */
+        int64_t ran;
+        pl_status s = pl_session_set(cs, ids, 22, &ran);
+        CHECK(s != PL_OK && !strchr(pl_last_error(), '\n'), "%s: failure %d passed", rel, k);
+        CHECK(k < 2 || strstr(pl_last_error(), "answered frame"), "%s: %s", rel, pl_last_error());
+        *knob[k] = 0;
+        ids[21] = (ids[21] + 1) % p.V;
+        int64_t rw, rc;
+        pl_status s1 = pl_session_set(ws, ids, 22, &rw), s2 = pl_session_set(cs, ids, 22, &rc);
+        CHECK(!s1 && !s2, "%s: after failure %d: %s", rel, k, pl_last_error());
+        if (!s1 && !s2) cc_same_logits(&p, "after a failed turn");
+    }
+    f->no_rewind = true;
+    ids[20] = (ids[20] + 1) % p.V; /* keeps 20 of 22: the stage cannot go back */
+    int64_t rw = -1, rc = -1;
+    pl_status s1 = pl_session_set(ws, ids, 22, &rw), s2 = pl_session_set(cs, ids, 22, &rc);
+    CHECK(!s1 && !s2 && rc == 22, "%s: a stage that cannot rewind: %lld run (%s)", rel,
+          (long long)rc, pl_last_error());
+    if (!s1 && !s2) cc_same_logits(&p, "restarted by a stage that cannot rewind");
+done:
+    pl_session_free(ws);
+    pl_session_free(cs);
+    pl_stage_free(sa);
+    pl_stage_free(fs);
+    pl_model_free(a);
+    pl_model_free(b);
+    pl_model_free(host);
+    pl_model_free(w);
+    pl_gguf_free(g);
+}
+
 /* The wire helpers round as the CPU's f16 KV cache does. */
 static void check_f16(void) {
     float x[5] = {1.0f, -2.5f, 65504.0f, 1.0f + 1.0f / 4096, 1e-8f}, y[5];
@@ -127,6 +251,8 @@ static void run_tests(void) {
     if (!be) return;
     check_f16();
     check_refusals(be);
+    check_failures(be, "models/stories260K.gguf");
+    check_failures(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf");
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) check_model(be, models[i]);
     CHECK(be->live_bufs == 0, "%lld buffers leaked", (long long)be->live_bufs);
     pl_be_destroy(be);
