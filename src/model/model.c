@@ -400,6 +400,7 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
         return s;
     }
     m->info.decode_bytes = decode_bytes(g, &m->info);
+    m->info.loaded_bytes = ld.done;
     *out = m;
     return PL_OK;
 }
@@ -511,7 +512,7 @@ pl_status pl_check_state_size(const pl_state *s, const pl_state_size *z) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || page <= 0) return PL_OK;
     double mem = (double)pages * (double)page;
-    mem -= (double)s->m->info.weight_bytes; /* the weights need their room too */
+    mem -= (double)s->m->info.loaded_bytes; /* the weights need their room too */
     double act = z->act_tok * n_batch + z->fixed;
     if (act > mem)
         return pl_fail(PL_ERR_ARG,

@@ -35,6 +35,8 @@ typedef struct {
     int n_expert_used;     /* experts each token runs through (MoE) */
     int64_t n_params;      /* values in all weight tensors */
     uint64_t weight_bytes; /* bytes of all weight tensors in the file */
+    uint64_t loaded_bytes; /* bytes of the weight tensors loaded: the layers and ends asked
+                              (what a state's memory check leaves room for) */
     uint64_t decode_bytes; /* weight bytes one decoded token reads: of the loaded layers, the
                               experts it runs (not all), one embedding row unless tied,
                               not the multi-token-prediction block */

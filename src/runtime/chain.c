@@ -21,6 +21,7 @@ struct pl_chain {
     int *in_flight; /* [n_hops] frames submitted before collecting, per stage */
     int64_t *sent;  /* [n_hops] frames submitted to each stage during a pass */
     int64_t *done;  /* [n_hops] frames collected from each stage */
+    uint64_t pass;  /* forward passes so far (mod 2^32): the high half of every frame's tag */
     float *hidden;  /* [n_batch][n_embd] the batch's columns between stages */
 };
 
@@ -122,6 +123,7 @@ pl_status pl_chain_new(const pl_model *host, pl_state *s, pl_stage *const *stage
     if (!st && in->layer_first < in->layer_last)
         st = pl_stage_local_wrap(host, s, in->layer_first, in->layer_last, &c->own);
     if (!st) st = order(c, stages, n_stages);
+    if (!st) st = pl_chain_rewind(c, 0); /* nothing of an earlier user left in flight */
     if (st) {
         pl_chain_free(c);
         return st;
@@ -145,7 +147,7 @@ static int64_t frame_len(const pl_chain *c, int64_t f, int64_t n) {
 static pl_status send_frame(pl_chain *c, int k, int64_t n, int64_t pos0) {
     int64_t f = c->sent[k], d = pl_model_get_info(c->m)->n_embd;
     pl_status s = pl_stage_submit(c->hops[k], c->hidden + f * c->frame * d, frame_len(c, f, n),
-                                  pos0 + f * c->frame, (uint64_t)f);
+                                  pos0 + f * c->frame, c->pass << 32 | (uint64_t)f);
     if (!s) c->sent[k]++;
     return s;
 }
@@ -156,12 +158,13 @@ static pl_status take_frame(pl_chain *c, int k, int64_t n) {
     pl_stage *st = c->hops[k];
     pl_status s = pl_stage_collect(st, c->hidden + f * c->frame * d, &got, &tag);
     if (s) return s;
-    if (tag != (uint64_t)f || got != frame_len(c, f, n))
+    if (tag != (c->pass << 32 | (uint64_t)f) || got != frame_len(c, f, n))
         return pl_fail(PL_ERR,
-                       "the stage of layers %d..%d answered frame %llu of %lld columns, "
-                       "expected frame %lld of %lld",
-                       st->first, st->last, (unsigned long long)tag, (long long)got, (long long)f,
-                       (long long)frame_len(c, f, n));
+                       "the stage of layers %d..%d answered frame %llu of pass %llu with %lld "
+                       "columns, expected frame %lld of pass %llu with %lld",
+                       st->first, st->last, (unsigned long long)(tag & 0xffffffffu),
+                       (unsigned long long)(tag >> 32), (long long)got, (long long)f,
+                       (unsigned long long)c->pass, (long long)frame_len(c, f, n));
     c->done[k]++;
     return PL_OK;
 }
@@ -171,6 +174,7 @@ static pl_status take_frame(pl_chain *c, int k, int64_t n) {
 static pl_status pipeline(pl_chain *c, int64_t n, int64_t pos0) {
     int K = c->n_hops;
     int64_t nf = (n + c->frame - 1) / c->frame;
+    c->pass = (c->pass + 1) & 0xffffffffu;
     memset(c->sent, 0, sizeof *c->sent * (size_t)K);
     memset(c->done, 0, sizeof *c->done * (size_t)K);
     while (K && c->done[K - 1] < nf) {

@@ -57,6 +57,13 @@ static void check_refusals(pl_backend *be) {
               ie->decode_bytes + im->decode_bytes + pl_model_get_info(tail)->decode_bytes <
                   iw->decode_bytes,
           "the parts hold less than the whole (layer 0 is in none)");
+    pl_model *first = cc_load(g, be, 0, 1, PL_ENDS_NONE);
+    uint64_t parts = ie->loaded_bytes + im->loaded_bytes + pl_model_get_info(tail)->loaded_bytes +
+                     (first ? pl_model_get_info(first)->loaded_bytes : 0);
+    CHECK(iw->loaded_bytes == iw->weight_bytes && parts == iw->loaded_bytes,
+          "loaded bytes: whole %llu of %llu, the parts %llu", (unsigned long long)iw->loaded_bytes,
+          (unsigned long long)iw->weight_bytes, (unsigned long long)parts);
+    pl_model_free(first);
     pl_model_opts bad[] = {{.layer_first = 2, .layer_last = 2, .ends = PL_ENDS_NONE},
                            {.layer_first = 3, .layer_last = 2, .ends = PL_ENDS_HEAD},
                            {.layer_first = 0, .layer_last = 6, .ends = PL_ENDS_NONE},
