@@ -170,7 +170,9 @@ static pl_status take_frame(pl_chain *c, int k, int64_t n) {
 }
 
 /* Every frame through every stage: a stage gets a frame as soon as the one before has
- * returned it and fewer than in_flight of its own are outstanding. */
+ * returned it and fewer than in_flight of its own are outstanding. Then one result is
+ * taken from each stage that is full (so it can be fed again while the others work), or,
+ * where none is, from the first stage with frames out. */
 static pl_status pipeline(pl_chain *c, int64_t n, int64_t pos0) {
     int K = c->n_hops;
     int64_t nf = (n + c->frame - 1) / c->frame;
@@ -183,8 +185,15 @@ static pl_status pipeline(pl_chain *c, int64_t n, int64_t pos0) {
             while (c->sent[k] < ready && c->sent[k] - c->done[k] < c->in_flight[k])
                 TRY(send_frame(c, k, n, pos0));
         }
-        for (int k = 0; k < K; k++)
-            if (c->done[k] < c->sent[k]) TRY(take_frame(c, k, n));
+        int taken = 0, first = -1;
+        for (int k = 0; k < K; k++) {
+            if (first < 0 && c->done[k] < c->sent[k]) first = k;
+            if (c->sent[k] - c->done[k] == c->in_flight[k]) {
+                TRY(take_frame(c, k, n));
+                taken++;
+            }
+        }
+        if (!taken && first >= 0) TRY(take_frame(c, first, n));
     }
     return PL_OK;
 }

@@ -125,11 +125,13 @@ typedef struct {
     int fail_submit, fail_collect, bad_tag; /* the call (1, 2, ...) that goes wrong, 0: none */
     bool no_rewind;                         /* can go back to 0 only */
     int n_submit, n_collect;
+    int most_ahead; /* the most frames already in flight at a submit */
 } flaky;
 
 static pl_status fl_submit(pl_stage *st, const float *h, int64_t n, int64_t pos0, uint64_t tag) {
     flaky *f = st->impl;
     if (++f->n_submit == f->fail_submit) return pl_fail(PL_ERR_IO, "the link went down");
+    if (st->in_flight > f->most_ahead) f->most_ahead = st->in_flight;
     return pl_stage_submit(f->inner, h, n, pos0, tag);
 }
 
@@ -207,6 +209,8 @@ static void check_failures(pl_backend *be, const char *rel) {
     int32_t ids[24];
     for (int i = 0; i < 24; i++) ids[i] = (int32_t)((i * 7919 + 13) % p.V);
     cc_set(&p, ids, 10, "before the failures");
+    CHECK(f->most_ahead == co.in_flight - 1, "%s: %d frames in flight, not %d", rel,
+          f->most_ahead + 1, co.in_flight);
     int *knob[] = {&f->fail_submit, &f->fail_collect, &f->bad_tag};
     for (int k = 0; k < 3; k++) {
         *knob[k] = (k ? f->n_collect : f->n_submit) + 2; /* the second frame */
