@@ -63,6 +63,9 @@ int run_opts_parse(int argc, char **argv, run_opts *o) {
             o->prompt_ids = v;
         } else if (arg_take(argc, argv, &i, "--n-predict", "-n", &v, &err)) {
             err = err || !arg_int("-n", v, 0, INT32_MAX, &o->n_predict);
+        } else if (arg_take(argc, argv, &i, "--split", NULL, &v, &err)) {
+            /* (not in --help: a test switch, documented in the README) */
+            err = err || !arg_int("--split", v, 1, PL_CHAIN_MAX_STAGES - 1, &o->ma.split);
         } else if (!err) {
             return die("run: unknown option '%s' (pooled run --help)", argv[i]);
         }
@@ -113,7 +116,7 @@ int cmd_run(int argc, char **argv) {
         s = pl_fail(PL_ERR_ARG,
                     "the prompt is %lld tokens, longer than the context of %d (raise --ctx)",
                     (long long)n_ids, lm.so.n_ctx);
-    if (!s) s = pl_session_new(lm.m, &lm.so, &ses);
+    if (!s) s = model_session(&lm, &ses);
     if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
     if (!s && !print_ids && !(out.stream = pl_tok_stream_new(lm.tok, false)))
         s = pl_fail(PL_ERR_NOMEM, "out of memory");

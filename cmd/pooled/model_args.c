@@ -75,6 +75,27 @@ static void progress(void *ud, uint64_t done, uint64_t total) {
     p->shown = true;
 }
 
+/* --split n: n local stages over equal shares of the layers, each its own partial model. */
+static pl_status load_stages(loaded_model *l, int n) {
+    int L = pl_model_get_info(l->m)->n_layer;
+    if (n > L) return pl_fail(PL_ERR_ARG, "--split %d: the model has only %d layers", n, L);
+    for (int i = 0; i < n; i++) {
+        int first = (int)((int64_t)i * L / n), last = (int)((int64_t)(i + 1) * L / n);
+        pl_model_opts mo = {
+            .prefault = true, .layer_first = first, .layer_last = last, .ends = PL_ENDS_NONE};
+        pl_status s = pl_model_load(l->g, l->be, &mo, &l->parts[i]);
+        if (!s) s = pl_stage_local_new(l->parts[i], &l->so, first, last, &l->stages[i]);
+        l->n_stages = i + 1;
+        if (s) return s;
+    }
+    return PL_OK;
+}
+
+pl_status model_session(const loaded_model *l, pl_session **out) {
+    if (!l->n_stages) return pl_session_new(l->m, &l->so, out);
+    return pl_session_new_chain(l->m, &l->so, l->stages, l->n_stages, NULL, out);
+}
+
 bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
     memset(l, 0, sizeof *l);
     if (!a->path) return die("no model: give one with -m FILE"), false;
@@ -88,8 +109,10 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
         l->be->act_q8 = a->act_q8;
         progress_state ps = {.last_pct = -1};
         bool big = pl_gguf_file_size(l->g) > (64u << 20) && isatty(2);
-        pl_model_opts mo = {
-            .progress = big ? progress : NULL, .progress_ud = &ps, .prefault = true};
+        pl_model_opts mo = {.progress = big ? progress : NULL,
+                            .progress_ud = &ps,
+                            .prefault = true,
+                            .ends = a->split ? PL_ENDS_EMBED | PL_ENDS_HEAD : PL_ENDS_AUTO};
         s = pl_model_load(l->g, l->be, &mo, &l->m);
         if (ps.shown) fprintf(stderr, "\r%*s\r", 16, "");
     }
@@ -99,6 +122,7 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
         if (a->ctx) l->so.n_ctx = (int)a->ctx;
         if (l->so.n_batch > l->so.n_ctx) l->so.n_batch = l->so.n_ctx;
         l->so.kv_type = a->kv;
+        if (a->split) s = load_stages(l, (int)a->split);
     }
     if (s) {
         die_path(a->path, pl_last_error());
@@ -140,6 +164,10 @@ void model_report(const loaded_model *l) {
 
 void model_unload(loaded_model *l) {
     if (l->tok) pl_tok_free(l->tok);
+    for (int i = 0; i < l->n_stages; i++) {
+        pl_stage_free(l->stages[i]);
+        pl_model_free(l->parts[i]);
+    }
     pl_model_free(l->m);
     pl_be_destroy(l->be);
     pl_gguf_free(l->g);

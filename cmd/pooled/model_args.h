@@ -10,6 +10,7 @@
 #include "format/gguf.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
@@ -19,6 +20,7 @@ typedef struct {
     int64_t ctx;         /* --ctx, 0: the model's default */
     uint32_t kv;         /* --kv f16|f32 */
     int act_q8;          /* --act q8|f32: quantised activations for Q4_0/Q8_0 weights */
+    int64_t split;       /* run --split N: through a chain of N local stages (0: whole) */
 } model_args;
 
 typedef struct {
@@ -28,6 +30,11 @@ typedef struct {
     pl_tokenizer *tok; /* NULL unless asked for */
     pl_state_opts so;  /* context and cache as the options asked */
     const char *note;  /* the backend's remark, printed with the report */
+    /* --split N: m holds only the embedding and the head; parts[i] holds the layers
+     * stages[i] runs, an equal share each, in order */
+    int n_stages;
+    pl_model *parts[PL_CHAIN_MAX_STAGES];
+    pl_stage *stages[PL_CHAIN_MAX_STAGES];
 } loaded_model;
 
 model_args model_args_defaults(void);
@@ -39,9 +46,12 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err);
 /* The options' help lines. */
 extern const char *const model_args_help;
 
-/* Open, map and load the model (and its tokenizer when want_tok). On failure prints the
- * one-line error and returns false, with everything freed. */
+/* Open, map and load the model (and its tokenizer when want_tok); with a->split, as a host
+ * and that many local stages. On failure prints the one-line error and returns false,
+ * with everything freed. */
 bool model_load(const model_args *a, bool want_tok, loaded_model *l);
+/* A session over what was loaded: the whole model, or the host and its stages. */
+pl_status model_session(const loaded_model *l, pl_session **out);
 /* "loaded llama 'stories260K' (292.8K params, 1.1 MiB f32) | ctx 512 of 2048 | kv f16 |
  * cpu, 2 threads" on stderr. */
 void model_report(const loaded_model *l);

@@ -176,16 +176,26 @@ pl_status pl_load_tensor3(pl_loader *ld, const char *name, int64_t ne0, int64_t 
 }
 
 pl_status pl_load_layer_range(pl_loader *ld, int n_layer) {
+    int ends = ld->opts ? ld->opts->ends : PL_ENDS_AUTO;
     int first = ld->opts ? ld->opts->layer_first : 0;
-    int last = ld->opts && ld->opts->layer_last ? ld->opts->layer_last : n_layer;
-    if (first < 0 || first >= last || last > n_layer)
+    int last = ld->opts ? ld->opts->layer_last : 0;
+    if (ends & ~(PL_ENDS_NONE | PL_ENDS_EMBED | PL_ENDS_HEAD))
+        return pl_fail(PL_ERR_ARG, "unknown model ends %d (PL_ENDS_*)", ends);
+    if (ends == PL_ENDS_AUTO && !last) last = n_layer;     /* (0, 0): the whole model */
+    bool empty_ok = ends & (PL_ENDS_EMBED | PL_ENDS_HEAD); /* a host holding no layer */
+    if (first < 0 || first > last || last > n_layer)
         return pl_fail(PL_ERR_ARG, "layer range [%d, %d) outside the model's [0, %d)", first, last,
                        n_layer);
+    if (first == last && !empty_ok)
+        return pl_fail(PL_ERR_ARG,
+                       "layer range [%d, %d) is empty and no embedding or head is "
+                       "asked: nothing to load",
+                       first, last);
     pl_model_info *info = &ld->m->info;
     info->layer_first = first;
     info->layer_last = last;
-    info->has_embed = first == 0;
-    info->has_head = last == n_layer;
+    info->has_embed = ends ? (ends & PL_ENDS_EMBED) != 0 : first == 0;
+    info->has_head = ends ? (ends & PL_ENDS_HEAD) != 0 : last == n_layer;
     return PL_OK;
 }
 
@@ -338,8 +348,10 @@ static uint64_t decode_bytes(const pl_gguf *g, const pl_model_info *in) {
             else
                 bytes += (double)t->nbytes;
         } else if (!strcmp(name, "token_embd.weight")) {
-            if (tied ? in->has_head : in->has_embed)
-                bytes += tied || t->ne[1] <= 0 ? (double)t->nbytes : (double)t->nbytes / t->ne[1];
+            if (tied && in->has_head) /* the output matrix: read whole */
+                bytes += (double)t->nbytes;
+            else if (in->has_embed) /* one row */
+                bytes += t->ne[1] <= 0 ? (double)t->nbytes : (double)t->nbytes / t->ne[1];
         } else if (in->has_head) {
             bytes += (double)t->nbytes; /* output, its norm (rope_freqs: a few bytes) */
         }
@@ -388,6 +400,7 @@ pl_status pl_model_load(const pl_gguf *g, pl_backend *be, const pl_model_opts *o
         return s;
     }
     m->info.decode_bytes = decode_bytes(g, &m->info);
+    m->info.loaded_bytes = ld.done;
     *out = m;
     return PL_OK;
 }
@@ -499,7 +512,7 @@ pl_status pl_check_state_size(const pl_state *s, const pl_state_size *z) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || page <= 0) return PL_OK;
     double mem = (double)pages * (double)page;
-    mem -= (double)s->m->info.weight_bytes; /* the weights need their room too */
+    mem -= (double)s->m->info.loaded_bytes; /* the weights need their room too */
     double act = z->act_tok * n_batch + z->fixed;
     if (act > mem)
         return pl_fail(PL_ERR_ARG,

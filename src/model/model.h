@@ -35,14 +35,17 @@ typedef struct {
     int n_expert_used;     /* experts each token runs through (MoE) */
     int64_t n_params;      /* values in all weight tensors */
     uint64_t weight_bytes; /* bytes of all weight tensors in the file */
+    uint64_t loaded_bytes; /* bytes of the weight tensors loaded: the layers and ends asked
+                              (what a state's memory check leaves room for) */
     uint64_t decode_bytes; /* weight bytes one decoded token reads: of the loaded layers, the
                               experts it runs (not all), one embedding row unless tied,
                               not the multi-token-prediction block */
     char weight_type[16];  /* the format holding most of the weight values ("q4_0") */
     int layer_first;       /* the layers loaded: [layer_first, layer_last) */
     int layer_last;
-    bool has_embed;     /* the token embedding is loaded (layer_first == 0) */
-    bool has_head;      /* the final norm and output matrix are (layer_last == n_layer) */
+    bool has_embed;     /* the token embedding is loaded (layer_first == 0, or asked) */
+    bool has_head;      /* the final norm and output matrix are (layer_last == n_layer, or
+                           asked: pl_model_opts.ends) */
     char nonfinite[64]; /* the first weight tensor holding NaN or Inf values, or "" (its
                            outputs will be meaningless: the caller should say so) */
 } pl_model_info;
@@ -58,7 +61,16 @@ typedef struct {
      * when the range starts at 0 and the head only when it ends at the last layer: one
      * device's part of a model split across several. */
     int layer_first, layer_last;
+    /* Which ends to load. PL_ENDS_AUTO (0, the default): as the range says, above.
+     * Otherwise exactly the ends named, whatever the range: PL_ENDS_EMBED | PL_ENDS_HEAD
+     * (a room's host: the embedding and the head, with some or none of the layers) or
+     * PL_ENDS_NONE (a worker: layers only); and the range is then taken as written,
+     * [layer_first, layer_last) with layer_first <= layer_last <= n_layer, empty when
+     * equal (0, 0 too), as long as something is loaded. */
+    int ends;
 } pl_model_opts;
+
+enum { PL_ENDS_AUTO = 0, PL_ENDS_NONE = 1, PL_ENDS_EMBED = 2, PL_ENDS_HEAD = 4 };
 
 /* Read the architecture, configuration and weights of g. The GGUF (and its mapping) must
  * outlive the model: weights are views of it. Fails with a one-line reason for an unknown

@@ -206,7 +206,8 @@ pl_status pl_load_tensor3(pl_loader *ld, const char *name, int64_t ne0, int64_t 
                           bool required, pl_buf **out);
 
 /* The layers to load, from the opts, for a model of n_layer: sets the info's layer_first,
- * layer_last, has_embed and has_head, or fails for a range outside [0, n_layer). */
+ * layer_last, has_embed and has_head (as opts.ends asks), or fails for a range outside
+ * [0, n_layer) or one that loads nothing. */
 pl_status pl_load_layer_range(pl_loader *ld, int n_layer);
 
 /* The tensor `name` of ne1 rows of ne0, whose rows come in groups of `chunk` that belong
@@ -251,9 +252,9 @@ pl_status pl_run_head(pl_state *s, const pl_buf *norm, const pl_buf *output, flo
 
 /* What every decoder has at its two ends: n_vocab from token_embd.weight, n_blocks checked
  * against the tensor count, the layer range of n_layer (pl_load_layer_range), then the
- * weights that range needs: tok_embd when it starts at layer 0 (or the head is tied),
- * out_norm and output (tok_embd when the file has no output.weight) when it ends at the
- * last. What is not needed stays NULL. */
+ * ends it asks for: tok_embd for the embedding (or a tied head), out_norm and output
+ * (tok_embd when the file has no output.weight) for the head. What is not needed stays
+ * NULL. */
 pl_status pl_load_ends(pl_loader *ld, int n_embd, int n_blocks, int n_layer, int *n_vocab,
                        pl_buf **tok_embd, pl_buf **out_norm, pl_buf **output);
 

@@ -2,7 +2,11 @@
  *
  * A recurrent model's state (qwen35) cannot drop its last positions the way a KV cache
  * can: reuse goes through pl_state_can_rewind / pl_state_rewind, and where the state cannot
- * go back to the shared prefix the session starts again from position 0. */
+ * go back to the shared prefix the session starts again from position 0.
+ *
+ * A session over a chain of stages (pl_session_new_chain) runs each batch through
+ * pl_chain_forward (chain.c) instead of pl_model_forward, and rewinds every stage; its
+ * greedy decoding picks and pushes one id at a time (the ids cross the host anyway). */
 #include "session.h"
 
 #include <math.h>
@@ -12,7 +16,8 @@
 struct pl_session {
     const pl_model *m;
     pl_state *st;
-    int32_t *ids; /* [n_ctx]: the ids whose keys and values are cached */
+    pl_chain *chain; /* NULL: the model runs every layer itself */
+    int32_t *ids;    /* [n_ctx]: the ids whose keys and values are cached */
     int64_t n_ids;
     /* Positions the model's state has run: n_ids, or n_ids + 1 after a greedy step that
      * ran an id the caller did not keep (ids[n_ids] then holds it, or -1 if unknown). */
@@ -26,7 +31,15 @@ struct pl_session {
 };
 
 pl_status pl_session_new(const pl_model *m, const pl_state_opts *o, pl_session **out) {
+    return pl_session_new_chain(m, o, NULL, 0, NULL, out);
+}
+
+pl_status pl_session_new_chain(const pl_model *m, const pl_state_opts *o, pl_stage *const *stages,
+                               int n_stages, const pl_chain_opts *co, pl_session **out) {
     *out = NULL;
+    const pl_model_info *in = pl_model_get_info(m);
+    bool whole = !n_stages && in->has_embed && in->has_head && in->layer_first == 0 &&
+                 in->layer_last == in->n_layer;
     pl_state_opts so = *o;
     so.n_logits = 1;
     pl_session *s = calloc(1, sizeof *s);
@@ -39,6 +52,7 @@ pl_status pl_session_new(const pl_model *m, const pl_state_opts *o, pl_session *
         s->logits = malloc(sizeof *s->logits * (size_t)s->n_vocab);
         if (!s->ids || !s->logits) st = pl_fail(PL_ERR_NOMEM, "out of memory for the session");
     }
+    if (!st && !whole) st = pl_chain_new(m, s->st, stages, n_stages, co, &s->chain);
     if (st) {
         pl_session_free(s);
         return st;
@@ -49,6 +63,7 @@ pl_status pl_session_new(const pl_model *m, const pl_state_opts *o, pl_session *
 
 void pl_session_free(pl_session *s) {
     if (!s) return;
+    pl_chain_free(s->chain);
     pl_be_buf_free(s->top_ids);
     pl_be_buf_free(s->top_vals);
     pl_state_free(s->st);
@@ -58,6 +73,7 @@ void pl_session_free(pl_session *s) {
 }
 
 void pl_session_reset(pl_session *s) {
+    if (s->chain) pl_chain_rewind(s->chain, 0); /* tell every stage (a failure shows later) */
     s->n_ids = 0;
     s->n_state = 0;
     s->have_logits = false;
@@ -84,7 +100,8 @@ static pl_status run(pl_session *s, const int32_t *ids, int64_t n) {
     s->have_logits = false;
     for (int64_t i = 0; i < n; i += batch) {
         int64_t len = n - i < batch ? n - i : batch;
-        pl_status st = pl_model_forward(s->m, s->st, ids + i, len, s->n_ids, false);
+        pl_status st = s->chain ? pl_chain_forward(s->chain, ids + i, len, s->n_ids)
+                                : pl_model_forward(s->m, s->st, ids + i, len, s->n_ids, false);
         if (st) { /* keep what is cached if the state can still go back to it, else none */
             s->n_state = -1;
             rewind_to(s, s->n_ids);
@@ -101,8 +118,15 @@ static pl_status run(pl_session *s, const int32_t *ids, int64_t n) {
 /* Put the state back to the first keep positions when it can (a KV cache always can),
  * else to 0. Returns the positions kept; n_ids and n_state become it. */
 static int64_t rewind_to(pl_session *s, int64_t keep) {
-    if (keep != s->n_state && (!pl_state_can_rewind(s->st, keep) || pl_state_rewind(s->st, keep)))
+    if (keep != s->n_state && s->chain) {
+        if (!pl_chain_can_rewind(s->chain, keep) || pl_chain_rewind(s->chain, keep)) {
+            keep = 0;
+            pl_chain_rewind(s->chain, 0); /* every stage starts afresh */
+        }
+    } else if (keep != s->n_state &&
+               (!pl_state_can_rewind(s->st, keep) || pl_state_rewind(s->st, keep))) {
         keep = 0; /* pos0 0 starts afresh: nothing to rewind */
+    }
     s->n_ids = s->n_state = keep;
     return keep;
 }
@@ -157,15 +181,19 @@ static pl_status check_id(const pl_session *s, int32_t id) {
     return id >= 0 && id < s->n_vocab ? PL_OK : nonfinite(s);
 }
 
+/* The largest logit's id, found on the device: only 4 bytes come back. */
+static pl_status device_argmax(pl_session *s, int32_t *out) {
+    pl_status st;
+    if ((st = pl_be_argmax(pl_state_logits(s->st), 1, pl_state_ids(s->st), 0)) ||
+        (st = pl_be_read(pl_state_ids(s->st), 0, out, (int64_t)sizeof *out)))
+        return st;
+    return check_id(s, *out);
+}
+
 pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out) {
     if (!s->have_logits) return pl_fail(PL_ERR_ARG, "no logits: nothing has been run");
     pl_status st;
-    if (pl_sampler_is_argmax(smp)) { /* only 4 bytes come back from the device */
-        if ((st = pl_be_argmax(pl_state_logits(s->st), 1, pl_state_ids(s->st), 0)) ||
-            (st = pl_be_read(pl_state_ids(s->st), 0, out, (int64_t)sizeof *out)))
-            return st;
-        return check_id(s, *out);
-    }
+    if (pl_sampler_is_argmax(smp)) return device_argmax(s, out);
     int m = pl_sampler_top_count(smp);
     if (m > 0) {
         pl_buf *lg = pl_state_logits(s->st);
@@ -205,11 +233,26 @@ static pl_status record_step(pl_session *s, pl_buf *hist) {
     return e;
 }
 
+/* Greedy over a chain: pick and push, one id at a time. */
+static pl_status greedy_chain(pl_session *s, int64_t n, bool (*on_token)(void *ud, int32_t id),
+                              void *ud, int64_t *n_gen) {
+    pl_status e = PL_OK;
+    for (int64_t t = 0; !e && t < n; t++) {
+        int32_t id;
+        if ((e = device_argmax(s, &id))) break;
+        (*n_gen)++;
+        if ((on_token && !on_token(ud, id)) || t + 1 == n) break;
+        e = pl_session_push(s, id);
+    }
+    return e;
+}
+
 pl_status pl_session_greedy(pl_session *s, int64_t n, bool (*on_token)(void *ud, int32_t id),
                             void *ud, int64_t *n_gen) {
     *n_gen = 0;
     if (!s->have_logits) return pl_fail(PL_ERR_ARG, "no logits: nothing has been run");
     if (n <= 0) return PL_OK;
+    if (s->chain) return greedy_chain(s, n, on_token, ud, n_gen);
     pl_backend *be = pl_model_backend(s->m);
     pl_buf *hist[2] = {NULL, NULL}; /* step t's id, read by the host after step t+1 is sent */
     pl_status e = pl_be_buf_new(be, PL_TYPE_I32, 1, 1, &hist[0]);

@@ -5,7 +5,8 @@
  * what is cached is kept and only the rest is run (in batches of n_batch). Because every
  * token's keys and values depend only on the tokens before it, and the backends compute
  * each row independently of the batch it came in, the result is exactly that of a fresh
- * run over the whole text. */
+ * run over the whole text. The same holds for a session over a chain of stages
+ * (pl_session_new_chain: a split model, the room), bit for bit. */
 #ifndef PL_RUNTIME_SESSION_H
 #define PL_RUNTIME_SESSION_H
 
@@ -13,14 +14,27 @@
 #include <stdint.h>
 
 #include "../model/model.h"
+#include "chain.h"
 #include "sampler.h"
+#include "stage.h"
 
 typedef struct pl_session pl_session;
 
 pl_status pl_session_new(const pl_model *m, const pl_state_opts *o, pl_session **out);
+
+/* A session over a split model: host holds the embedding and the head (pl_model_opts.ends)
+ * and some or none of the layers, stages[0..n_stages) the others, together tiling
+ * [0, n_layer) in layer order (chain.h; co NULL: 16-column frames, 4 in flight). The
+ * stages are borrowed: they must outlive the session, and serve no other meanwhile. Every
+ * call below behaves as for one whole model, with the same logits and ids: the shared
+ * prefix is kept by rewinding every stage (pl_stage_rewind), and where one cannot go back
+ * the session starts over from 0. pl_session_new(m) is this with m whole and no stages. */
+pl_status pl_session_new_chain(const pl_model *host, const pl_state_opts *o,
+                               pl_stage *const *stages, int n_stages, const pl_chain_opts *co,
+                               pl_session **out);
 void pl_session_free(pl_session *s);
 
-/* Forget the cache (the next set runs everything). */
+/* Forget the cache (the next set runs everything); a chain's stages go back to 0. */
 void pl_session_reset(pl_session *s);
 
 /* Make the cache hold ids[0..n) and leave the logits after the last one ready. At least
@@ -42,7 +56,8 @@ pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out);
  * returns false to stop after it. The ids are those of pl_session_pick + pl_session_push
  * with an argmax sampler, and so is the cache after it (every generated id but the last
  * is in it); the logits are left ready only if no step was recorded past the last id.
- * *n_gen gets how many ids were generated. */
+ * *n_gen gets how many ids were generated. Over a chain of stages the ids cross the host
+ * anyway: each step is an argmax on the device and a push, never a step ahead. */
 pl_status pl_session_greedy(pl_session *s, int64_t n, bool (*on_token)(void *ud, int32_t id),
                             void *ud, int64_t *n_gen);
 
@@ -52,6 +67,7 @@ pl_status pl_session_logits(pl_session *s, float *out);
 /* The ids in the cache. */
 const int32_t *pl_session_ids(const pl_session *s, int64_t *n);
 int64_t pl_session_n_ctx(const pl_session *s);
+/* The state whose logits (and ids buffer) the session uses: over a chain, the host's. */
 pl_state *pl_session_state(pl_session *s);
 
 #endif

@@ -5,7 +5,8 @@
  *   - the multi-token-prediction block is not run: the -mtp- files read what the plain ones
  *     do;
  *   - a mixture-of-experts model reads n_used of n_expert of every expert tensor;
- *   - a layer range reads only its layers (and the embedding row / head it has). */
+ *   - a layer range reads only its layers (and the embedding row / head it has; a tied
+ *     model's part with the embedding and no head reads one row, not the whole matrix). */
 #include "cpu/cpu.h"
 #include "model/model.h"
 #include "test.h"
@@ -77,6 +78,10 @@ static void run_tests(void) {
     /* layer 0 alone of an untied model: its tensors and one embedding row, no head */
     b = load(be, "fixtures/hf/qwen2/qwen2-q8_0.gguf", 0, 1, &u);
     CHECK(b == u.first_layer + u.embd_row, "qwen2 layer 0: %llu bytes, want %llu",
+          (unsigned long long)b, (unsigned long long)(u.first_layer + u.embd_row));
+    /* layer 0 alone of a tied model: one embedding row too (the output matrix is not run) */
+    b = load(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 0, 1, &u);
+    CHECK(b == u.first_layer + u.embd_row, "tied qwen3_5 layer 0: %llu bytes, want %llu",
           (unsigned long long)b, (unsigned long long)(u.first_layer + u.embd_row));
     pl_be_destroy(be);
 }

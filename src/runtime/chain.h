@@ -1,0 +1,57 @@
+/* chain.h - one forward pass through a chain of stages (stage.h), for a session over a
+ * split model (pl_session_new_chain in session.h):
+ *
+ *     ids --host embed--> hidden --stage 0--> ... --stage k-1--> hidden --host head--> logits
+ *
+ * The host model holds the embedding and the head, and may hold layers too: those run on
+ * the host's own state, as one more local stage in its place in layer order. The stages
+ * must tile [0, n_layer) in order. A batch of ids is embedded at once, then goes through
+ * the stages in frames of at most frame_cols columns, up to in_flight frames submitted to
+ * a stage before its first result is collected (a remote stage computes while the next
+ * frame travels), each frame handed on to the next stage as soon as it comes back; the
+ * head runs for the last position only. */
+#ifndef PL_RUNTIME_CHAIN_H
+#define PL_RUNTIME_CHAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../model/model.h"
+#include "stage.h"
+
+typedef struct {
+    int frame_cols; /* most columns one frame carries, 1 to PL_CHAIN_MAX_FRAME (default 16;
+                       also capped by the host's batch and every stage's max_cols) */
+    int in_flight;  /* most frames submitted to a stage and not yet collected, 1 to
+                       PL_CHAIN_MAX_IN_FLIGHT (default 4; also capped by each stage's
+                       max_in_flight) */
+} pl_chain_opts;
+
+#define PL_CHAIN_MAX_FRAME     256
+#define PL_CHAIN_MAX_IN_FLIGHT 64
+#define PL_CHAIN_MAX_STAGES    64 /* stages in one chain, the host's own layers included */
+
+/* 16 columns a frame, 4 frames in flight. */
+pl_chain_opts pl_chain_opts_default(void);
+
+typedef struct pl_chain pl_chain;
+
+/* A chain over host (which must hold the embedding and the head) and its state s (the
+ * caller's: its ids, hidden and logits buffers are used, and its caches run the host's
+ * own layers), then stages[0..n_stages) (borrowed: they must outlive the chain). Fails
+ * with one line when the host's layers and the stages do not tile [0, n_layer) in order,
+ * or a stage's width, context or limits do not fit. co NULL: the defaults. */
+pl_status pl_chain_new(const pl_model *host, pl_state *s, pl_stage *const *stages, int n_stages,
+                       const pl_chain_opts *co, pl_chain **out);
+void pl_chain_free(pl_chain *c);
+
+/* ids[0..n) at positions pos0.. through every stage; the logits of the last one land in
+ * row 0 of the host state's logits. 1 <= n <= the host state's n_batch. */
+pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t pos0);
+
+/* Every stage can go back to n_past / make them all do it. A failed rewind sends every
+ * stage back to 0 (a fresh start) and returns the failure. */
+bool pl_chain_can_rewind(const pl_chain *c, int64_t n_past);
+pl_status pl_chain_rewind(pl_chain *c, int64_t n_past);
+
+#endif
