@@ -83,11 +83,39 @@ static pl_status crypto_ready(void) {
     return PL_OK;
 }
 
+/* Master keys derived by this process, by salt and key digest: Argon2id costs ~0.2 s and
+ * 64 MiB, and a room run inside one process (or a member that rejoins) derives the same key
+ * again and again. */
+#define KEY_CACHE 4
+static struct {
+    bool used;
+    uint8_t salt[SALT_BYTES], key_digest[32], master[32];
+} key_cache[KEY_CACHE];
+static int key_cache_next;
+static pthread_mutex_t key_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
 /* The room's master key: Argon2id (libsodium's interactive limits) over the key and salt. */
 static pl_status derive_master(const char *key, const uint8_t salt[SALT_BYTES], uint8_t out[32]) {
+    uint8_t kd[32];
+    crypto_generichash(kd, 32, (const uint8_t *)key, strlen(key), NULL, 0);
+    bool hit = false;
+    pthread_mutex_lock(&key_cache_mu);
+    for (int i = 0; i < KEY_CACHE && !hit; i++)
+        if (key_cache[i].used && !memcmp(key_cache[i].salt, salt, SALT_BYTES) &&
+            !sodium_memcmp(key_cache[i].key_digest, kd, 32))
+            memcpy(out, key_cache[i].master, 32), hit = true;
+    pthread_mutex_unlock(&key_cache_mu);
+    if (hit) return PL_OK;
     if (crypto_pwhash(out, 32, key, strlen(key), salt, crypto_pwhash_OPSLIMIT_INTERACTIVE,
                       crypto_pwhash_MEMLIMIT_INTERACTIVE, crypto_pwhash_ALG_ARGON2ID13))
         return pl_fail(PL_ERR_NOMEM, "room link: not enough memory to derive the room key");
+    pthread_mutex_lock(&key_cache_mu);
+    int i = key_cache_next++ % KEY_CACHE;
+    key_cache[i].used = true;
+    memcpy(key_cache[i].salt, salt, SALT_BYTES);
+    memcpy(key_cache[i].key_digest, kd, 32);
+    memcpy(key_cache[i].master, out, 32);
+    pthread_mutex_unlock(&key_cache_mu);
     return PL_OK;
 }
 
