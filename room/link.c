@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,10 @@ enum { ST_OK = 0, ST_VERSION = 1, ST_KEY = 2 };
 
 static const char KDF_CONTEXT[crypto_kdf_CONTEXTBYTES + 1] = "plroom01";
 
+typedef struct {
+    _Atomic uint64_t sent, received, replayed, reordered, forged, malformed;
+} link_counters;
+
 struct pl_link {
     conn *c;
     uint8_t k_tx[32], k_rx[32];
@@ -40,7 +45,7 @@ struct pl_link {
     uint64_t tx_next;          /* counter of the next sealed frame */
     bool rx_any;               /* a frame was delivered: rx_hi is valid */
     uint64_t rx_hi, rx_window; /* highest delivered counter; bit i: rx_hi - i was seen */
-    pl_link_stats st;          /* sent under tx_mu, the rest under rx_mu */
+    link_counters st;          /* read without the locks by pl_link_get_stats */
     uint8_t *tx_buf;
     size_t tx_cap;
 };
@@ -163,6 +168,12 @@ static pl_link *link_new(conn *c, const uint8_t master[32], const uint8_t *m1, c
 
 /* ---------------------------------------------------------------- sealed frames */
 
+/* Forget the handshake's own frames. */
+static void link_counters_reset(link_counters *c) {
+    atomic_store(&c->sent, 0), atomic_store(&c->received, 0), atomic_store(&c->replayed, 0);
+    atomic_store(&c->reordered, 0), atomic_store(&c->forged, 0), atomic_store(&c->malformed, 0);
+}
+
 static void nonce_of(uint8_t nonce[12], const uint8_t ctr_le[8]) {
     memset(nonce, 0, 12);
     memcpy(nonce, ctr_le, 8);
@@ -227,7 +238,7 @@ pl_status pl_link_send_raw(pl_link *l, const void *frame, size_t n, int timeout_
 }
 
 /* Open one frame in place; 0 when it is to be delivered, else the counter to bump. */
-static uint64_t *open_frame(pl_link *l, uint8_t *p, size_t n, size_t *mlen) {
+static _Atomic uint64_t *open_frame(pl_link *l, uint8_t *p, size_t n, size_t *mlen) {
     if (n < SEAL_EXTRA + 1 || n > SEAL_EXTRA + PL_LINK_MAX_MSG) return &l->st.malformed;
     uint8_t nonce[12];
     nonce_of(nonce, p);
@@ -273,10 +284,14 @@ pl_status pl_link_recv(pl_link *l, const uint8_t **msg, size_t *n, int timeout_m
             break;
         }
         /* The conn's buffer is ours until the next conn_recv: decrypt in place. */
-        uint64_t *drop = open_frame(l, (uint8_t *)p, fn, &mlen);
+        _Atomic uint64_t *drop = open_frame(l, (uint8_t *)p, fn, &mlen);
         if (drop) {
-            ++*drop;
-            continue;
+            atomic_fetch_add(drop, 1);
+            if (conn_now_ms() < deadline) continue;
+            /* a flood of bad frames cannot hold the caller past its timeout */
+            st = pl_fail(PL_ERR, "room link: nothing authentic from %s within %d ms",
+                         conn_peer(l->c), timeout_ms);
+            break;
         }
         l->st.received++;
         *msg = p + 8, *n = mlen;
@@ -295,11 +310,9 @@ const char *pl_link_peer(const pl_link *l) {
 }
 
 void pl_link_get_stats(pl_link *l, pl_link_stats *s) {
-    pthread_mutex_lock(&l->tx_mu);
-    pthread_mutex_lock(&l->rx_mu);
-    *s = l->st;
-    pthread_mutex_unlock(&l->rx_mu);
-    pthread_mutex_unlock(&l->tx_mu);
+    *s = (pl_link_stats){atomic_load(&l->st.sent),     atomic_load(&l->st.received),
+                         atomic_load(&l->st.replayed), atomic_load(&l->st.reordered),
+                         atomic_load(&l->st.forged),   atomic_load(&l->st.malformed)};
 }
 
 void pl_link_close(pl_link *l) {
@@ -385,7 +398,7 @@ static pl_link *serve_handshake(pl_listener *L, conn *c) {
         pl_link_close(l);
         return NULL;
     }
-    memset(&l->st, 0, sizeof l->st);
+    link_counters_reset(&l->st);
     return l;
 #undef LEFT
 }
@@ -606,7 +619,7 @@ pl_status pl_link_dial(const char *url, const char *key, int timeout_ms, const p
         pl_link_close(l);
         return pl_fail(PL_ERR_IO, "cannot join the room at %s: the connection broke", url);
     }
-    memset(&l->st, 0, sizeof l->st);
+    link_counters_reset(&l->st);
     *out = l;
     return PL_OK;
 #undef LEFT

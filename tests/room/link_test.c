@@ -187,6 +187,16 @@ static void test_tampering(const char *url) {
           "reordered %llu replayed %llu forged %llu malformed %llu",
           (unsigned long long)s.reordered, (unsigned long long)s.replayed,
           (unsigned long long)s.forged, (unsigned long long)s.malformed);
+    /* a flood of bad frames cannot hold a receiver past its timeout */
+    uint8_t zero[64] = {0};
+    for (int i = 0; i < 100; i++) pl_link_send_raw(d, zero, sizeof zero, T);
+    const uint8_t *p;
+    size_t pn;
+    usleep(100 * 1000);
+    CHECK(pl_link_recv(a, &p, &pn, 0) == PL_ERR, "no authentic frame in the flood");
+    pl_link_get_stats(a, &s);
+    CHECK(s.forged == 2 + 1, "a 0 ms recv stopped after the first bad frame: forged %llu",
+          (unsigned long long)s.forged);
     /* 10,000 random frames: all dropped, then the link still works */
     uint64_t x = 0x1234567887654321ull;
     uint8_t junk[200];
@@ -201,7 +211,7 @@ static void test_tampering(const char *url) {
     }
     CHECK(working == 10, "the link works between the random frames (%d of 10 rounds)", working);
     pl_link_get_stats(a, &s);
-    CHECK(s.forged + s.malformed == 2 + 1 + 10000 && s.received == 2 + 10,
+    CHECK(s.forged + s.malformed == 2 + 1 + 100 + 10000 && s.received == 2 + 10,
           "forged %llu malformed %llu", (unsigned long long)s.forged,
           (unsigned long long)s.malformed);
     CHECK(pl_link_send(a, "back", 4, T) == PL_OK && got(d, "back", 4), "and the other direction");
