@@ -246,16 +246,27 @@ static void test_junk_client(void) {
         CHECK(recv(fd, &c, 1, 0) <= 0, "the junk client is disconnected");
         close(fd);
     }
+    /* a client that connects and says nothing delays neither a joiner nor the close */
+    int silent = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(connect(silent, (struct sockaddr *)&sa, sizeof sa) == 0, "silent client");
+    usleep(100 * 1000);
+    long long t0 = now_ms();
     pl_link *d2 = NULL, *a2 = NULL;
     pair(L, &d2, &a2);
     CHECK(d2 && a2 && pl_link_send(d2, "new", 3, T) == PL_OK && got(a2, "new", 3),
           "a new peer joins after the junk");
+    CHECK(now_ms() - t0 < PL_LINK_HANDSHAKE_MS - 1000, "joining took %lld ms", now_ms() - t0);
     pl_listener_stats ls;
     pl_listener_get_stats(L, &ls);
     CHECK(ls.refused_junk == 2 && ls.accepted == 2, "junk %llu accepted %llu",
           (unsigned long long)ls.refused_junk, (unsigned long long)ls.accepted);
     pl_link_close(d), pl_link_close(a), pl_link_close(d2), pl_link_close(a2);
+    t0 = now_ms();
     pl_listener_close(L);
+    CHECK(now_ms() - t0 < 1000, "closing with a handshake in progress took %lld ms", now_ms() - t0);
+    close(silent);
 }
 
 /* A child process dials, says hello and is killed: the listener's side of the link reports
