@@ -3,7 +3,8 @@
 # or with sudo available). Safe to run again: it checks what works and installs only what is
 # missing, so on a machine that already has everything (or cannot reach a package registry
 # but was given the tools another way) it installs nothing.
-#   apt: compiler, clang (libFuzzer + sanitizers), jq (e2e tests read JSON), Mesa 25 lavapipe
+#   apt: compiler, clang (libFuzzer + sanitizers), jq (e2e tests read JSON), NNG and libsodium
+#        (the room's link layer), Mesa 25 lavapipe
 #        from bookworm-backports when the machine has no usable Vulkan driver
 #   npm: the pinned Dawn build (package.json / package-lock.json) for the WebGPU backend
 set -euo pipefail
@@ -59,6 +60,12 @@ clang -fsanitize=fuzzer,address,undefined "$scratch/f.c" -o "$scratch/f" 2>/dev/
     need+=(clang libclang-rt-14-dev)
 echo 'int main(void) { return 0; }' >"$scratch/m.c"
 cc -fsanitize=address,undefined "$scratch/m.c" -o "$scratch/m" 2>/dev/null || need+=(build-essential)
+# The room's link layer (room/): NNG for transports, libsodium for the key proof and AEAD.
+printf '%s\n' '#include <nng/nng.h>' '#include <sodium.h>' \
+    'int main(void) { nng_stream_listener *l; return sodium_init() < 0 ||' \
+    '    nng_stream_listener_alloc(&l, "tcp://127.0.0.1:0") != 0; }' >"$scratch/room.c"
+cc "$scratch/room.c" -o "$scratch/room" -lnng -lsodium 2>/dev/null && "$scratch/room" ||
+    need+=(libnng-dev libsodium-dev)
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 
 # WebGPU on machines without a GPU: Debian 12's own lavapipe (Mesa 22.3) is rejected by the

@@ -1,0 +1,188 @@
+/* wire.h - the room's wire protocol: plain structs <-> bytes.
+ *
+ * Every message is a 4-byte header (version u16, type u8, zero u8) and a body of fixed
+ * little-endian fields, then at most one variable part whose length the fixed fields give.
+ * docs/room-protocol.md has the layout byte by byte. pl_wire_decode checks every field
+ * (lengths, counts, ranges, flags, names, hashes) before anything reaches the caller; a
+ * peer speaking another protocol version is refused with a line saying which side must
+ * upgrade. pl_wire_encode runs the same checks, so what one side sends the other accepts.
+ *
+ * Decoded strings and small arrays are copied into the struct. The bulk payloads (hidden
+ * columns, weight bytes, the plan's per-tensor hash list) are NOT copied: `data` / `hashes`
+ * point into the buffer that was decoded and live exactly as long as it. */
+#ifndef PL_ROOM_WIRE_H
+#define PL_ROOM_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+#define PL_WIRE_VERSION 1
+
+/* Caps (see docs/room-protocol.md, "Limits"). */
+#define PL_WIRE_HEADER_BYTES 4
+#define PL_WIRE_MAX_COLS     16           /* columns of one hidden/result frame (1 + K verify) */
+#define PL_WIRE_MAX_EMBD     32768        /* hidden size */
+#define PL_WIRE_MAX_CTX      (1u << 24)   /* positions, n_ctx, n_past */
+#define PL_WIRE_MAX_LAYERS   4096         /* layers of a model */
+#define PL_WIRE_MAX_MEMBERS  64           /* members of a plan */
+#define PL_WIRE_MAX_TENSORS  16384        /* tensors of a model (plan's hash list, pieces) */
+#define PL_WIRE_MAX_PIECE    (4u << 20)   /* payload bytes of one weight piece */
+#define PL_WIRE_MAX_OFFSET   (1ull << 48) /* byte offset inside one tensor */
+#define PL_WIRE_MAX_NAME     64           /* backend / device name bytes */
+#define PL_WIRE_MAX_ADDR     128          /* member address bytes */
+#define PL_WIRE_MAX_TEXT     200          /* error line bytes */
+#define PL_WIRE_MAX_SPEED    1e9f         /* measured speed (tokens/s of the probe) */
+/* The largest encoded message: a weight piece, or a plan with the full hash list. */
+#define PL_WIRE_MAX_MESSAGE (PL_WIRE_MAX_PIECE + 4096)
+
+/* Message types: pinned, never renumbered (a new message takes a new number). */
+typedef enum {
+    PL_MSG_HELLO = 1,      /* a device introduces itself */
+    PL_MSG_PLAN = 2,       /* the host's deal: who holds which layers */
+    PL_MSG_WEIGHT_REQ = 3, /* ask for a piece of a tensor */
+    PL_MSG_WEIGHT = 4,     /* a piece of a tensor */
+    PL_MSG_HIDDEN = 5,     /* hidden state going down the chain */
+    PL_MSG_RESULT = 6,     /* the chain's output back to the host */
+    PL_MSG_REWIND = 7,     /* cut every cache back to n_past (0: reset) */
+    PL_MSG_PING = 8,
+    PL_MSG_PONG = 9,
+    PL_MSG_BYE = 10,   /* clean leave */
+    PL_MSG_ERROR = 11, /* code + one line */
+} pl_msg_type;
+#define PL_MSG_MAX_TYPE 11
+
+/* hello capability bits; unknown bits are kept and ignored (newer peers may add some). */
+#define PL_CAP_F16_WIRE     (1u << 0) /* understands f16 hidden frames */
+#define PL_CAP_VERIFY       (1u << 1) /* answers 1 + K verify frames in one lap */
+#define PL_CAP_WEIGHT_FETCH (1u << 2) /* can receive its layers over the link */
+
+/* Element type of hidden/result columns. */
+typedef enum { PL_WIRE_F16 = 1, PL_WIRE_F32 = 2 } pl_wire_dtype;
+
+/* hidden/result flags: exactly one of PREFILL, DECODE, VERIFY; LAST only with PREFILL. */
+#define PL_HID_PREFILL 0x1u /* a slice of the prompt */
+#define PL_HID_DECODE  0x2u /* one new token: exactly 1 column */
+#define PL_HID_VERIFY  0x4u /* 1 + K columns, answered in one lap: at least 2 columns */
+#define PL_HID_LAST    0x8u /* the last frame of the prompt: the head runs on its last column */
+
+typedef enum { PL_MODEL_ID_DIGEST = 0, PL_MODEL_ID_TENSORS = 1 } pl_model_id_kind;
+
+typedef struct {
+    uint32_t caps;                      /* PL_CAP_* */
+    uint64_t mem_lent;                  /* bytes this device lends */
+    float speed;                        /* measured probe speed, tokens/s, finite, >= 0 */
+    bool has_model;                     /* it has the model file ... */
+    uint8_t model_id[32];               /* ... with this identity (all zero without one) */
+    char backend[PL_WIRE_MAX_NAME + 1]; /* "cpu", "webgpu" */
+    char device[PL_WIRE_MAX_NAME + 1];  /* adapter or CPU name */
+} pl_wire_hello;
+
+typedef struct {
+    uint32_t id;                     /* unique inside the plan */
+    uint32_t first, last;            /* layers [first, last), non-empty */
+    char addr[PL_WIRE_MAX_ADDR + 1]; /* where it listens for its predecessor ("" for none) */
+} pl_wire_member;
+
+typedef struct {
+    uint32_t n_layers;     /* of the model; members cover [0, n_layers) in order, no gaps */
+    uint32_t n_ctx;        /* 1..PL_WIRE_MAX_CTX */
+    uint8_t dtype;         /* pl_wire_dtype of hidden frames */
+    uint8_t id_kind;       /* pl_model_id_kind */
+    uint8_t model_id[32];  /* the digest of the per-tensor hash list */
+    uint32_t n_tensors;    /* PL_MODEL_ID_TENSORS: 1..MAX_TENSORS hashes follow, else 0 */
+    const uint8_t *hashes; /* n_tensors x 32 bytes, into the decoded buffer */
+    uint32_t n_members;    /* 1..PL_WIRE_MAX_MEMBERS */
+    pl_wire_member members[PL_WIRE_MAX_MEMBERS];
+} pl_wire_plan;
+
+typedef struct {
+    uint32_t tensor; /* index in the model's tensor list */
+    uint64_t offset; /* byte offset in the tensor */
+    uint32_t n;      /* bytes, 1..PL_WIRE_MAX_PIECE */
+} pl_wire_weight_req;
+
+typedef struct {
+    uint32_t tensor, n;
+    uint64_t offset;
+    uint8_t sha256[32];  /* of the payload: checked by decode */
+    const uint8_t *data; /* n bytes, into the decoded buffer */
+} pl_wire_weight;
+
+typedef struct {
+    uint32_t seq;     /* the host's frame counter, echoed by the result */
+    uint32_t pos0;    /* position of the first column */
+    uint16_t n_cols;  /* 1..PL_WIRE_MAX_COLS */
+    uint16_t flags;   /* PL_HID_* */
+    uint32_t n_embd;  /* 1..PL_WIRE_MAX_EMBD */
+    uint8_t dtype;    /* pl_wire_dtype */
+    const void *data; /* n_cols x n_embd elements, into the decoded buffer (unaligned) */
+} pl_wire_hidden;
+
+typedef struct {
+    uint32_t seq;
+    uint32_t n_past; /* keep positions [0, n_past); 0 resets */
+} pl_wire_rewind;
+
+typedef struct {
+    uint64_t t_ping; /* sender's clock, microseconds; a pong echoes it */
+    uint64_t t_pong; /* pong only: the answerer's clock */
+} pl_wire_ping;
+
+typedef enum { PL_BYE_LEAVE = 0, PL_BYE_SHUTDOWN = 1 } pl_bye_reason;
+
+typedef enum {
+    PL_WERR_PROTOCOL = 1, /* a message we cannot accept */
+    PL_WERR_VERSION = 2,  /* protocol versions differ */
+    PL_WERR_MODEL = 3,    /* model identity does not match */
+    PL_WERR_MEMORY = 4,   /* cannot hold the dealt layers */
+    PL_WERR_INTERNAL = 5, /* anything else on the sender's side */
+} pl_wire_errcode;
+#define PL_WERR_MAX 5
+
+typedef struct {
+    uint16_t code;                   /* pl_wire_errcode */
+    char text[PL_WIRE_MAX_TEXT + 1]; /* one line */
+} pl_wire_error;
+
+typedef struct {
+    uint8_t type; /* pl_msg_type */
+    union {
+        pl_wire_hello hello;
+        pl_wire_plan plan;
+        pl_wire_weight_req weight_req;
+        pl_wire_weight weight;
+        pl_wire_hidden hidden; /* PL_MSG_HIDDEN and PL_MSG_RESULT */
+        pl_wire_rewind rewind;
+        pl_wire_ping ping; /* PL_MSG_PING and PL_MSG_PONG */
+        uint8_t bye;       /* pl_bye_reason */
+        pl_wire_error error;
+    };
+} pl_wire_msg;
+
+/* Bytes of one hidden/result payload. */
+size_t pl_wire_hidden_bytes(const pl_wire_hidden *h);
+
+/* Check m as decode would; PL_ERR_FORMAT with a one-line reason if it is not sendable. */
+pl_status pl_wire_check(const pl_wire_msg *m);
+
+/* Encode m (checked first) into a new malloc'd buffer *out of *n bytes (caller frees). */
+pl_status pl_wire_encode(const pl_wire_msg *m, uint8_t **out, size_t *n);
+
+/* Decode buf[0..n) into *m, checking every field. PL_ERR_FORMAT with a one-line reason
+ * (which side must upgrade, for another protocol version). Pointers in *m point into buf. */
+pl_status pl_wire_decode(const uint8_t *buf, size_t n, pl_wire_msg *m);
+
+/* The version a message claims (0 when n < 2), for callers that log mismatches. */
+uint16_t pl_wire_peek_version(const uint8_t *buf, size_t n);
+
+/* The line for a version mismatch into buf: "the peer speaks room protocol P, this side S:
+ * upgrade this side" (peer newer) or "...: the peer must upgrade" (peer older). */
+void pl_wire_version_line(unsigned peer, unsigned self, char *buf, size_t cap);
+
+/* A short name for a message type ("hello", ... "?"). */
+const char *pl_wire_type_name(unsigned type);
+
+#endif
