@@ -17,7 +17,8 @@ prepare)
     grep -qx /.devbench/ "$ex" 2>/dev/null || echo /.devbench/ >>"$ex"
     rm -rf .devbench && mkdir -p .devbench
     (cd .devbench && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 \
-        libgles2 >/dev/null 2>&1)
+        libgles2 libnng1 libnng-dev libmbedtls14 libmbedx509-1 libmbedcrypto7 libsodium23 \
+        libsodium-dev >/dev/null 2>&1)
     xz -T2 -6 -c node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so >.devbench/libwebgpu_wrapper.so.xz
     du -sh .devbench
     ;;
