@@ -2,7 +2,8 @@
 # device_bench.sh prepare | run CMD... - benchmarks on the H200 machine (device tool) in ONE
 # call, without the test tool chain:
 #   prepare (here): fill .devbench/ (ignored by git) with the Vulkan loader and GL libraries
-#                   NVIDIA's Vulkan driver needs (Debian packages) and the pinned Dawn library
+#                   NVIDIA's Vulkan driver needs, NNG and libsodium for room/ (Debian packages)
+#                   and the pinned Dawn library
 #   run (there, carry [".devbench"]): unpack them, point the Vulkan loader at the NVIDIA driver,
 #                   build with make, then run each CMD argument with bash; output goes to
 #                   stdout and $OUT/bench.log
