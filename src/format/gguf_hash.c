@@ -148,6 +148,10 @@ pl_status pl_gguf_hash_tensors(const pl_gguf *g, const pl_gguf_sel *sel, const p
             continue;
         }
         const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        if (!t->data && t->nbytes) {
+            free(cached);
+            return pl_fail(PL_ERR_ARG, "hash: tensor %lld has no data here", (long long)i);
+        }
         pl_sha256 s;
         pl_sha256_init(&s);
         for (uint64_t off = 0; off < t->nbytes; off += PL_HASH_PIECE) {

@@ -248,18 +248,13 @@ pl_status pl_load_tensor_split(pl_loader *ld, const char *name, int64_t ne0, int
 }
 
 /* The vocabulary's size without the embedding (a part of a model holding layers only,
- * pl_gguf_extract): the tokenizer's token list, or {arch}.vocab_size. */
+ * pl_gguf_extract): the tokenizer's token list, whose length the file's own bytes bound
+ * (not a number in the metadata: the state's logits are sized by it). */
 static bool vocab_from_metadata(const pl_loader *ld, int *n_vocab) {
     const pl_gguf_value *tok = pl_gguf_get(ld->g, "tokenizer.ggml.tokens");
-    int64_t v = 0;
-    char key[64];
-    snprintf(key, sizeof key, "%s.vocab_size", ld->m->info.arch);
-    if (tok && tok->type == PL_GGUF_ARRAY)
-        v = (int64_t)tok->arr.count;
-    else if (!pl_gguf_get_int(ld->g, key, &v))
+    if (!tok || tok->type != PL_GGUF_ARRAY || tok->arr.count < 1 || tok->arr.count > INT32_MAX)
         return false;
-    if (v < 1 || v > INT32_MAX) return false;
-    *n_vocab = (int)v;
+    *n_vocab = (int)tok->arr.count;
     return true;
 }
 
