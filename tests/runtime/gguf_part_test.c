@@ -195,6 +195,33 @@ static void test_extract(const pl_gguf *g, const pl_tensor_hash *all, pl_backend
         if (w) cc_check_split_from(g, parts, be, w, &sp, "extracted parts");
         pl_model_free(w);
     }
+    /* a layers-only part without the tokenizer's token list has no vocabulary size: refused */
+    if (g1) {
+        pl_gguf *nt = pl_gguf_new();
+        char key[256], path[512];
+        for (int64_t i = 0; i < pl_gguf_kv_count(g1); i++) {
+            const pl_gguf_kv *kv = pl_gguf_kv_at(g1, i);
+            snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
+            if (strcmp(key, "tokenizer.ggml.tokens")) pl_gguf_set_value(nt, key, &kv->value);
+        }
+        for (int64_t i = 0; i < pl_gguf_tensor_count(g1); i++) {
+            const pl_gguf_tensor *t = pl_gguf_tensor_at(g1, i);
+            snprintf(key, sizeof key, "%.*s", (int)t->name.len, t->name.ptr);
+            pl_gguf_add_tensor(nt, key, t->type, t->n_dims, t->ne, t->data);
+        }
+        snprintf(path, sizeof path, "%s/notok.gguf", dir);
+        pl_gguf *back = NULL;
+        pl_model *m = NULL;
+        pl_model_opts mo = {.layer_first = 0, .layer_last = 2, .ends = PL_ENDS_NONE};
+        CHECK(!pl_gguf_write_file(nt, path) && !pl_gguf_open(path, &back), "%s", pl_last_error());
+        CHECK(back && pl_model_load(back, be, &mo, &m) != PL_OK &&
+                  strstr(pl_last_error(), "missing tensor token_embd.weight"),
+              "a part without embedding or token list: %s", pl_last_error());
+        pl_model_free(m);
+        pl_gguf_free(back);
+        pl_gguf_free(nt);
+        remove(path);
+    }
     pl_gguf_free(g1);
     pl_gguf_free(g2);
     /* the whole model extracted is the same model */
@@ -280,6 +307,36 @@ static void test_pieces(const pl_gguf *g) {
           "the ends");
 }
 
+/* Another model split in two extracted parts: the chain over them is bit-identical to the
+ * whole model (a recurrent hybrid, a mixture of experts). */
+static void check_parts(pl_backend *be, const char *rel, const char *tag) {
+    pl_gguf *g = NULL;
+    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
+    if (!g) return;
+    int64_t n = pl_gguf_tensor_count(g);
+    pl_tensor_hash *h = calloc((size_t)n, sizeof *h);
+    pl_gguf_sel all, s[2];
+    CHECK(!pl_gguf_select(g, 0, 0, 0, &all) && !pl_gguf_hash_tensors(g, NULL, NULL, h), "%s: %s",
+          rel, pl_last_error());
+    int L = all.n_layer, cut = L / 2;
+    pl_gguf *parts[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s-%d.gguf", test_tmpdir(), tag, i);
+        CHECK(!pl_gguf_select(g, i ? cut : 0, i ? L : cut, PL_GGUF_ENDS_NONE, &s[i]) &&
+                  !pl_gguf_extract(g, &s[i], h, path, NULL) && !pl_gguf_open(path, &parts[i]),
+              "%s part %d: %s", rel, i, pl_last_error());
+    }
+    pl_model *w = cc_load(g, be, 0, 0, PL_ENDS_AUTO);
+    cc_split sp = {0, 0, 2, {{0, cut}, {cut, L}}};
+    if (w && parts[0] && parts[1])
+        cc_check_split_from(g, (const pl_gguf *const *)parts, be, w, &sp, rel);
+    pl_model_free(w);
+    for (int i = 0; i < 2; i++) pl_gguf_free(parts[i]);
+    free(h);
+    pl_gguf_free(g);
+}
+
 static void run_tests(void) {
     pl_gguf *g = NULL;
     CHECK(pl_gguf_open(test_shared(MODEL), &g) == PL_OK, "%s", pl_last_error());
@@ -290,6 +347,8 @@ static void run_tests(void) {
     CHECK(pl_cpu_new(2, &be) == PL_OK, "%s", pl_last_error());
     if (be) test_extract(g, all, be);
     test_pieces(g);
+    if (be) check_parts(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", "qwen35");
+    if (be) check_parts(be, "fixtures/hf/qwen3_moe/qwen3_moe-q8_0.gguf", "qwen3moe");
     pl_be_destroy(be);
     free(all);
     pl_gguf_free(g);
