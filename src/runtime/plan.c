@@ -8,8 +8,18 @@
 
 #include "../base/strbuf.h"
 
+/* Text the room hears from a member (its id, its backend), for a message or the table:
+ * bytes outside printable ASCII are shown as '?' (no terminal escapes), at most 48. */
+static const char *printable(const char *in, char *buf, size_t cap) {
+    size_t n = 0;
+    for (; in[n] && n < 48 && n + 1 < cap; n++)
+        buf[n] = in[n] >= 0x20 && in[n] < 0x7f ? in[n] : '?';
+    buf[n] = 0;
+    return buf;
+}
+
 static const char *member_name(const pl_plan_member *m, int i, char *buf, size_t cap) {
-    if (m->id && *m->id) return m->id;
+    if (m->id && *m->id) return printable(m->id, buf, cap);
     snprintf(buf, cap, "#%d", i);
     return buf;
 }
@@ -26,7 +36,7 @@ static uint64_t range_bytes(const pl_plan_model *md, const pl_plan_member *m, in
 }
 
 static pl_status check_input(const pl_plan_model *md, const pl_plan_member *mb, int n) {
-    char nb[16];
+    char nb[64];
     if (!md || !mb || n < 1) return pl_fail(PL_ERR_ARG, "plan: a room needs at least one member");
     if (n > PL_PLAN_MAX_MEMBERS)
         return pl_fail(PL_ERR_ARG, "plan: %d members, at most %d", n, PL_PLAN_MAX_MEMBERS);
@@ -54,7 +64,7 @@ static pl_status check_input(const pl_plan_model *md, const pl_plan_member *mb, 
 /* Forced ranges: they alone cover [0, n_layer), in order, each within its memory. */
 static pl_status plan_forced(const pl_plan_model *md, const pl_plan_member *mb, int n,
                              pl_plan_range *out) {
-    char nb[16], nb2[16];
+    char nb[64], nb2[64];
     int order[PL_PLAN_MAX_MEMBERS], k = 0;
     for (int i = 0; i < n; i++) {
         out[i] = (pl_plan_range){0, 0, mb[i].host ? md->ends_bytes : 0};
@@ -208,7 +218,7 @@ static const char *mib(uint64_t b, char *buf, size_t cap) {
 
 char *pl_plan_format(const pl_plan_member *mb, const pl_plan_range *plan, int n) {
     pl_strbuf b = {0};
-    char nb[16], used[32], lent[32];
+    char nb[64], be[64], used[32], lent[32];
     pl_sb_printf(&b, "%-24s %-8s %-12s %s\n", "device", "backend", "layers", "memory");
     for (int i = 0; i < n; i++) {
         char layers[40];
@@ -217,9 +227,10 @@ char *pl_plan_format(const pl_plan_member *mb, const pl_plan_range *plan, int n)
         else
             snprintf(layers, sizeof layers, "%s", mb[i].host ? "ends only" : "idle");
         pl_sb_printf(&b, "%-24.64s %-8.16s %-12s %s of %s%s\n",
-                     member_name(&mb[i], i, nb, sizeof nb), mb[i].backend ? mb[i].backend : "?",
-                     layers, mib(plan[i].bytes, used, sizeof used),
-                     mib(mb[i].mem_bytes, lent, sizeof lent), mb[i].host ? " (host)" : "");
+                     member_name(&mb[i], i, nb, sizeof nb),
+                     printable(mb[i].backend ? mb[i].backend : "?", be, sizeof be), layers,
+                     mib(plan[i].bytes, used, sizeof used), mib(mb[i].mem_bytes, lent, sizeof lent),
+                     mb[i].host ? " (host)" : "");
     }
     return pl_sb_take(&b, NULL);
 }

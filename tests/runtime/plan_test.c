@@ -70,9 +70,9 @@ static void test_dealing(void) {
     three[1].speed = three[2].speed = 1, three[2].mem_bytes = 1000 * MB;
     expect("remainders", &md, three, 3, (const int[][2]){{0, 3}, {3, 5}, {5, 7}});
     /* deterministic: the same input twice gives the same plan */
-    pl_plan_range r1[3], r2[3];
+    pl_plan_range r1[8], r2[8];
     CHECK(!pl_plan_make(&md, three, 3, r1) && !pl_plan_make(&md, three, 3, r2) &&
-              !memcmp(r1, r2, sizeof r1),
+              !memcmp(r1, r2, sizeof *r1 * 3),
           "same input, different plans");
     /* many members: 8 equal members for 12 layers: 2,2,2,2,1,1,1,1 */
     md.n_layer = 12;
@@ -143,6 +143,11 @@ static void test_format(void) {
     CHECK(t && strstr(t, "0-1") && strstr(t, "2-3") && strstr(t, "idle") &&
               strstr(t, "50.0 MiB of 50.0 MiB"),
           "table rows: %s", t ? t : "");
+    free(t);
+    /* ids come from the members: control bytes are not printed */
+    m[1].id = "w1\033[2J";
+    t = pl_plan_format(m, r, 3);
+    CHECK(t && !strchr(t, '\033') && strstr(t, "w1?[2J"), "escape in the table: %s", t ? t : "");
     free(t);
 }
 
