@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cpu/cpu.h"
+#include "base/file_map.h"
 #include "base/sha256.h"
 #include "format/gguf_extract.h"
 #include "test.h"
@@ -178,6 +179,34 @@ static void test_extract(const pl_gguf *g, const pl_tensor_hash *all, pl_backend
     CHECK(f.largest == 1000 && pr.done == f.served && pr.total == f.served,
           "pieces of at most %zu, progress %llu of %llu", f.largest, (unsigned long long)pr.done,
           (unsigned long long)pr.total);
+    /* a worker without the file: the header alone (pl_gguf_parse_header) and the host's
+     * pieces make the same file */
+    char *file = NULL, *made = NULL, *want = NULL, p3[512];
+    size_t flen = 0, mlen = 0, wlen = 0;
+    snprintf(p3, sizeof p3, "%s/from-header.gguf", dir);
+    pl_gguf *hdr = NULL;
+    CHECK(!pl_file_read_all(test_shared(MODEL), &file, &flen) &&
+              !pl_gguf_parse_header(file, pl_gguf_data_offset(g), &hdr),
+          "header alone: %s", pl_last_error());
+    if (hdr) {
+        pl_gguf_sel hs;
+        pl_tensor_hash *none = calloc((size_t)pl_gguf_tensor_count(hdr), sizeof *none);
+        f = (feeder){.g = g, .sel = &s2};
+        o.progress = NULL;
+        CHECK(!pl_gguf_select(hdr, 2, 5, PL_GGUF_ENDS_NONE, &hs) &&
+                  !pl_gguf_extract(hdr, &hs, all, p3, &o) && !pl_file_read_all(p3, &made, &mlen) &&
+                  !pl_file_read_all(p2, &want, &wlen) && mlen == wlen && !memcmp(made, want, mlen),
+              "extracted from the header alone: %s", pl_last_error());
+        CHECK(pl_gguf_hash_tensors(hdr, &hs, NULL, none) && strstr(pl_last_error(), "no data"),
+              "hashing a header: %s", pl_last_error());
+        free(none);
+        pl_gguf_free(hdr);
+    }
+    pl_gguf *cut = NULL;
+    CHECK(pl_gguf_parse_header(file, 200, &cut) && !cut && !strchr(pl_last_error(), '\n'),
+          "a cut header: %s", pl_last_error());
+    free(file), free(made), free(want);
+    remove(p3);
     /* the parts load with their ranges and run bit-identically through a chain */
     pl_gguf *g1 = NULL, *g2 = NULL;
     CHECK(!pl_gguf_open(p1, &g1) && !pl_gguf_open(p2, &g2), "%s", pl_last_error());
