@@ -60,6 +60,23 @@ bool pl_gguf_selected(const pl_gguf *g, const pl_gguf_sel *sel, int64_t i) {
     return true;
 }
 
+void pl_gguf_layer_bytes(const pl_gguf *g, const pl_gguf_sel *sel, uint64_t *out, uint64_t *ends) {
+    for (int l = 0; l < sel->n_layer; l++) out[l] = 0;
+    *ends = 0;
+    for (int64_t i = 0; i < pl_gguf_tensor_count(g); i++) {
+        const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 31 ? t->name.len : 31),
+                 t->name.ptr);
+        int l;
+        char dot;
+        if (sscanf(name, "blk.%d%c", &l, &dot) == 2 && dot == '.' && l >= 0 && l < sel->n_layer)
+            out[l] += t->nbytes;
+        else
+            *ends += t->nbytes;
+    }
+}
+
 /* ---- the cache: "pooled-tensor-hashes 1 COUNT DATA_OFFSET", then one line a tensor:
  * "INDEX OFFSET NBYTES TYPE HEX" ---- */
 

@@ -47,6 +47,11 @@ pl_status pl_gguf_select(const pl_gguf *g, int layer_first, int layer_last, int 
 /* True when tensor i belongs to the part (sel NULL: every tensor does). */
 bool pl_gguf_selected(const pl_gguf *g, const pl_gguf_sel *sel, int64_t i);
 
+/* Bytes of the tensors each layer holds (out[l] for l < sel->n_layer: blk.l.*) and of the
+ * rest (*ends: embedding, head, multi-token-prediction blocks, rope_freqs): what the plan
+ * deals (pl_plan_model). sel from pl_gguf_select (its n_layer is used). */
+void pl_gguf_layer_bytes(const pl_gguf *g, const pl_gguf_sel *sel, uint64_t *out, uint64_t *ends);
+
 typedef struct {
     uint8_t sha[32];
     bool done; /* sha holds the hash of the tensor's bytes */

@@ -92,6 +92,15 @@ static void test_hashes(const pl_gguf *g, pl_tensor_hash *all) {
     }
     CHECK(held > 4 && p.total == want && p.done == want, "layer range read %llu of %llu bytes",
           (unsigned long long)p.done, (unsigned long long)want);
+    /* what the plan deals: each layer's bytes (its tensors in the part just hashed) and
+     * the rest */
+    uint64_t lb[8] = {0}, ends = 0, sum = 0;
+    pl_gguf_layer_bytes(g, &sel, lb, &ends);
+    for (int l = 0; l < sel.n_layer; l++) sum += lb[l];
+    CHECK(sel.n_layer == 5 && lb[1] + lb[2] == want && sum + ends == bytes && ends > 0 &&
+              lb[0] == lb[4],
+          "layer bytes %llu + %llu, ends %llu", (unsigned long long)lb[1],
+          (unsigned long long)lb[2], (unsigned long long)ends);
     /* the cache: written, then reused (nothing hashed again) */
     char cache[512];
     snprintf(cache, sizeof cache, "%s/hashes.txt", test_tmpdir());
