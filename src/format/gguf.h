@@ -82,6 +82,11 @@ typedef struct pl_gguf pl_gguf;
 
 /* Parse a GGUF held in memory (buf must outlive the result). */
 pl_status pl_gguf_parse(const void *buf, size_t len, pl_gguf **out);
+/* Parse only the header, metadata and tensor infos: buf may end anywhere after the infos
+ * (what a room's worker without the file receives from the host). Tensors have data NULL;
+ * each must end within PL_GGUF_MAX_EXTENT bytes of the data section. */
+#define PL_GGUF_MAX_EXTENT (UINT64_C(1) << 50)
+pl_status pl_gguf_parse_header(const void *buf, size_t len, pl_gguf **out);
 /* Map and parse a file. */
 pl_status pl_gguf_open(const char *path, pl_gguf **out);
 void pl_gguf_free(pl_gguf *g);

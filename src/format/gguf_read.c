@@ -353,7 +353,10 @@ static pl_status parse_tensor_info(pl_gguf *g, cursor *c, pl_gguf_tensor *t, uin
     return PL_OK;
 }
 
-static pl_status parse(pl_gguf *g, const uint8_t *buf, size_t len, name_set *seen) {
+/* header_only: buf ends anywhere after the tensor infos (a room's worker receives only
+ * the header); tensors get no data, their extents are checked not to overflow instead. */
+static pl_status parse(pl_gguf *g, const uint8_t *buf, size_t len, name_set *seen,
+                       bool header_only) {
     cursor c = {buf, buf + len, buf, g};
     if (len < 4 || memcmp(buf, "GGUF", 4) != 0)
         return pl_fail(PL_ERR_FORMAT, "not a GGUF file (bad magic)");
@@ -406,6 +409,16 @@ static pl_status parse(pl_gguf *g, const uint8_t *buf, size_t len, name_set *see
     g->size = len;
     for (uint64_t i = 0; i < n_tensors; i++) {
         pl_gguf_tensor *t = &g->tensors[i];
+        if (header_only) {
+            if (t->offset > PL_GGUF_MAX_EXTENT || t->nbytes > PL_GGUF_MAX_EXTENT - t->offset)
+                return pl_fail(PL_ERR_FORMAT,
+                               "gguf: tensor '%s' (offset %llu, %llu bytes) ends past %llu bytes",
+                               show(t->name).s, (unsigned long long)t->offset,
+                               (unsigned long long)t->nbytes,
+                               (unsigned long long)PL_GGUF_MAX_EXTENT);
+            t->data = NULL;
+            continue;
+        }
         if (data > len || t->offset > len - data || t->nbytes > len - data - t->offset)
             return pl_fail(PL_ERR_FORMAT,
                            "gguf: tensor '%s' data (offset %llu, %llu bytes) lies past the end "
@@ -417,12 +430,12 @@ static pl_status parse(pl_gguf *g, const uint8_t *buf, size_t len, name_set *see
     return PL_OK;
 }
 
-pl_status pl_gguf_parse(const void *buf, size_t len, pl_gguf **out) {
+static pl_status parse_new(const void *buf, size_t len, bool header_only, pl_gguf **out) {
     *out = NULL;
     pl_gguf *g = calloc(1, sizeof *g);
     if (!g) return pl_fail(PL_ERR_NOMEM, "gguf: out of memory");
     name_set seen = {NULL, 0, 0};
-    pl_status st = parse(g, buf, len, &seen);
+    pl_status st = parse(g, buf, len, &seen, header_only);
     free(seen.slot);
     if (st) {
         pl_gguf_free(g);
@@ -430,6 +443,14 @@ pl_status pl_gguf_parse(const void *buf, size_t len, pl_gguf **out) {
     }
     *out = g;
     return PL_OK;
+}
+
+pl_status pl_gguf_parse(const void *buf, size_t len, pl_gguf **out) {
+    return parse_new(buf, len, false, out);
+}
+
+pl_status pl_gguf_parse_header(const void *buf, size_t len, pl_gguf **out) {
+    return parse_new(buf, len, true, out);
 }
 
 pl_status pl_gguf_open(const char *path, pl_gguf **out) {

@@ -10,6 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../format/gguf_hash.h"
+
+/* pl_gguf_select (which tensors a part holds) takes the same ends flags. */
+_Static_assert((int)PL_ENDS_NONE == (int)PL_GGUF_ENDS_NONE &&
+                   (int)PL_ENDS_EMBED == (int)PL_GGUF_ENDS_EMBED &&
+                   (int)PL_ENDS_HEAD == (int)PL_GGUF_ENDS_HEAD,
+               "model ends and gguf ends differ");
+
 /* ---- loader helpers ---- */
 
 static pl_status key_name(pl_loader *ld, const char *suffix, char *buf, size_t cap) {
@@ -239,20 +247,37 @@ pl_status pl_load_tensor_split(pl_loader *ld, const char *name, int64_t ne0, int
     return PL_OK;
 }
 
+/* The vocabulary's size without the embedding (a part of a model holding layers only,
+ * pl_gguf_extract): the tokenizer's token list, whose length the file's own bytes bound
+ * (not a number in the metadata: the state's logits are sized by it). */
+static bool vocab_from_metadata(const pl_loader *ld, int *n_vocab) {
+    const pl_gguf_value *tok = pl_gguf_get(ld->g, "tokenizer.ggml.tokens");
+    if (!tok || tok->type != PL_GGUF_ARRAY || tok->arr.count < 1 || tok->arr.count > INT32_MAX)
+        return false;
+    *n_vocab = (int)tok->arr.count;
+    return true;
+}
+
 pl_status pl_load_ends(pl_loader *ld, int n_embd, int n_blocks, int n_layer, int *n_vocab,
                        pl_buf **tok_embd, pl_buf **out_norm, pl_buf **output) {
-    const pl_gguf_tensor *te = pl_gguf_find_tensor(ld->g, "token_embd.weight");
-    if (!te) return pl_fail(PL_ERR_FORMAT, "missing tensor token_embd.weight");
-    if (te->ne[1] < 1 || te->ne[1] > INT32_MAX)
-        return pl_fail(PL_ERR_FORMAT, "token_embd.weight has %lld rows", (long long)te->ne[1]);
-    *n_vocab = (int)te->ne[1];
-    if ((int64_t)n_blocks > pl_gguf_tensor_count(ld->g))
-        return pl_fail(PL_ERR_FORMAT, "%d layers but only %lld tensors", n_blocks,
-                       (long long)pl_gguf_tensor_count(ld->g));
     pl_status s = pl_load_layer_range(ld, n_layer);
     if (s) return s;
-    bool head = ld->m->info.has_head, tied = !pl_gguf_find_tensor(ld->g, "output.weight");
-    if (ld->m->info.has_embed || (head && tied))
+    const pl_model_info *in = &ld->m->info;
+    /* a hostile header cannot make us prepare thousands of layers from a few tensors */
+    int64_t held = in->layer_last - in->layer_first + (in->has_head ? n_blocks - n_layer : 0);
+    if (held > pl_gguf_tensor_count(ld->g))
+        return pl_fail(PL_ERR_FORMAT, "%lld layers but only %lld tensors", (long long)held,
+                       (long long)pl_gguf_tensor_count(ld->g));
+    bool need_embd =
+        in->has_embed || (in->has_head && !pl_gguf_find_tensor(ld->g, "output.weight"));
+    const pl_gguf_tensor *te = pl_gguf_find_tensor(ld->g, "token_embd.weight");
+    if (!te && (need_embd || !vocab_from_metadata(ld, n_vocab)))
+        return pl_fail(PL_ERR_FORMAT, "missing tensor token_embd.weight");
+    if (te && (te->ne[1] < 1 || te->ne[1] > INT32_MAX))
+        return pl_fail(PL_ERR_FORMAT, "token_embd.weight has %lld rows", (long long)te->ne[1]);
+    if (te) *n_vocab = (int)te->ne[1];
+    bool head = in->has_head;
+    if (need_embd)
         if ((s = pl_load_tensor(ld, "token_embd.weight", n_embd, *n_vocab, true, tok_embd)))
             return s;
     if (!head) return PL_OK;

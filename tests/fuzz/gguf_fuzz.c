@@ -4,8 +4,10 @@
  * completely (every key, string, array element, tensor name and tensor data byte range,
  * which must lie in the input), then written back with pl_gguf_write_header: the header
  * must be as long as the parsed one, and header + the input's data section must parse
- * again to the same keys and tensors. Seeds in corpus/gguf_fuzz/ come from
- * tests/format/gguf_samples.h (POOLED_WRITE_FUZZ_SEEDS=DIR build/tests/gguf_hardening_test). */
+ * again to the same keys and tensors. pl_gguf_parse_header takes every input
+ * pl_gguf_parse takes and the header as written alone (tensors without data), and
+ * its failures are one line. Seeds in corpus/gguf_fuzz/ come from tests/format/gguf_samples.h
+ * (POOLED_WRITE_FUZZ_SEEDS=DIR build/tests/gguf_hardening_test). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,12 +38,23 @@ static bool same_tensors(const pl_gguf *a, const pl_gguf *b) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pl_gguf *g;
+    /* the header alone (pl_gguf_parse_header): one line, or tensors without data */
+    pl_clear_error();
+    pl_status header_st = pl_gguf_parse_header(data, size, &g);
+    if (header_st == PL_OK) {
+        for (int64_t i = 0; i < pl_gguf_tensor_count(g); i++)
+            REQUIRE(!pl_gguf_tensor_at(g, i)->data);
+        pl_gguf_free(g);
+    } else {
+        REQUIRE(pl_last_error()[0] && !strchr(pl_last_error(), '\n'));
+    }
     pl_clear_error();
     if (pl_gguf_parse(data, size, &g)) {
         const char *e = pl_last_error();
         REQUIRE(e[0] && !strchr(e, '\n'));
         return 0;
     }
+    REQUIRE(header_st == PL_OK);
     uint64_t h;
     REQUIRE(sample_walk(g, data, size, &h));
 
@@ -56,6 +69,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         REQUIRE(n == off);
     else
         REQUIRE(n <= off);
+
+    /* the header as written parses alone to the same tensors */
+    pl_gguf *hg;
+    REQUIRE(pl_gguf_parse_header(mem, n, &hg) == PL_OK);
+    REQUIRE(same_tensors(g, hg));
+    pl_gguf_free(hg);
 
     /* header as written + the original data section */
     size_t tail = pl_gguf_tensor_count(g) ? size - (size_t)off : 0;

@@ -138,9 +138,11 @@ static inline void cc_turns(const cc_pair *p) {
 }
 
 /* The split on be against the whole model w: a host model with the ends and its layers,
- * one model per stage, each with its own state; frames of 4 columns, 3 in flight. */
-static inline void cc_check_split(const pl_gguf *g, pl_backend *be, const pl_model *w,
-                                  const cc_split *sp, const char *name) {
+ * one model per stage, each with its own state; frames of 4 columns, 3 in flight. Stage i
+ * loads its part from part_g[i] (part_g NULL: from g, as the host does). */
+static inline void cc_check_split_from(const pl_gguf *g, const pl_gguf *const *part_g,
+                                       pl_backend *be, const pl_model *w, const cc_split *sp,
+                                       const char *name) {
     char what[160];
     snprintf(what, sizeof what, "%s host [%d, %d) + %d stages", name, sp->host_first, sp->host_last,
              sp->n);
@@ -151,7 +153,7 @@ static inline void cc_check_split(const pl_gguf *g, pl_backend *be, const pl_mod
     pl_state_opts o = cc_opts(w);
     bool ok = host != NULL;
     for (int i = 0; ok && i < sp->n; i++) {
-        parts[i] = cc_load(g, be, sp->cut[i][0], sp->cut[i][1], PL_ENDS_NONE);
+        parts[i] = cc_load(part_g ? part_g[i] : g, be, sp->cut[i][0], sp->cut[i][1], PL_ENDS_NONE);
         ok = parts[i] &&
              pl_stage_local_new(parts[i], &o, sp->cut[i][0], sp->cut[i][1], &stages[i]) == PL_OK;
         CHECK(ok, "%s: stage %d: %s", what, i, pl_last_error());
@@ -170,6 +172,11 @@ static inline void cc_check_split(const pl_gguf *g, pl_backend *be, const pl_mod
         pl_model_free(parts[i]);
     }
     pl_model_free(host);
+}
+
+static inline void cc_check_split(const pl_gguf *g, pl_backend *be, const pl_model *w,
+                                  const cc_split *sp, const char *name) {
+    cc_check_split_from(g, NULL, be, w, sp, name);
 }
 
 /* The splits of a model of L >= 2 layers: 2 stages and a host without layers; the host's
