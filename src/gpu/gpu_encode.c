@@ -407,10 +407,6 @@ pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_
     pl_gpu_kernel *k1, *k2;
     if (nc == 1) { /* the row in one workgroup: no merge stage */
         s1.direct = 1, s1.vals = vals != NULL, s1.softmax = softmax;
-        if (cols <= 1024) { /* the MoE router: by rank, a thread per value */
-            s1.rank = 1;
-            s1.threads = pl_gpu_threads_for(cols, 32, 256);
-        }
         if (pl_gpu_get_kernel(gb, F_TOPK, &s1, sizeof s1, (pl_gpu_gen_fn)pl_wgsl_topk, "top-k",
                               &k1) != PL_OK)
             return PL_ERR;

@@ -200,11 +200,6 @@ typedef struct {
 typedef struct {
     uint32_t n, k, chunk, threads;
     int stage2, vals, direct, softmax;
-    /* direct with n <= 1024 only: the row goes to workgroup memory once and each value's
-     * place is the count of values before it (larger, or equal at a lower index), so the
-     * k picks need no rounds of reductions and barriers: same ids and values, one barrier
-     * (two with softmax) instead of two per pick */
-    int rank;
 } pl_topk_params;
 
 uint32_t pl_topk_chunks(const pl_topk_params *p);

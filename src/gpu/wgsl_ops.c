@@ -467,80 +467,13 @@ uint32_t pl_topk_chunks(const pl_topk_params *p) {
     return (p->n + p->chunk - 1) / p->chunk;
 }
 
-/* The top-k of a row that fits in workgroup memory, by rank (pl_topk_params.rank). */
-static pl_status topk_rank(const pl_topk_params *p, char **out) {
-    pl_wtext t = {0};
-    pl_wtext_add(&t,
-                 "const N = %uu;\nconst KK = %uu;\nconst T = %uu;\n"
-                 "@group(0) @binding(0) var<storage, read> inp: array<f32>;\n"
-                 "@group(0) @binding(1) var<storage, read_write> ids: array<i32>;\n",
-                 p->n, p->k, p->threads);
-    int b = 2;
-    if (p->vals)
-        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> vals: array<f32>;\n",
-                     b++);
-    pl_wtext_args(&t, b);
-    pl_wtext_add(&t,
-                 "var<workgroup> sv: array<f32, N>;\n"
-                 "var<workgroup> pk: array<f32, KK>;\n"
-                 /* NaN by its bits: a compiler may fold v != v away (WGSL lets it assume no NaN) */
-                 "fn num(v: f32) -> bool {\n"
-                 "  return (bitcast<u32>(v) & 0x7fffffffu) <= 0x7f800000u;\n"
-                 "}\n"
-                 "fn before(av: f32, ai: u32, bv: f32, bi: u32) -> bool {\n"
-                 "  return av > bv || (av == bv && ai < bi);\n"
-                 "}\n"
-                 "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
-    pl_wtext_group_guard(&t, "args.a1");
-    pl_wtext_add(&t, "  let r = g;\n  let base = (args.a0 + r) * N;\n"
-                     "  for (var j = lid; j < N; j += T) { sv[j] = inp[base + j]; }\n"
-                     "  workgroupBarrier();\n"
-                     /* the values that are not NaN: places from there on get (-1, -inf) */
-                     "  var nn = 0u;\n"
-                     "  for (var j = 0u; j < N; j++) { let w = sv[j]; if (num(w)) { nn++; } }\n"
-                     "  for (var i = lid; i < N; i += T) {\n"
-                     "    let v = sv[i];\n"
-                     "    if (!num(v)) { continue; }\n"
-                     "    var place = 0u;\n"
-                     "    for (var j = 0u; j < N; j++) {\n"
-                     "      let w = sv[j];\n"
-                     "      if (num(w) && before(w, j, v, i)) { place++; }\n"
-                     "    }\n"
-                     "    if (place < KK) {\n"
-                     "      ids[args.a2 + r * KK + place] = bitcast<i32>(i);\n"
-                     "      pk[place] = v;\n");
-    if (p->vals && !p->softmax) pl_wtext_add(&t, "      vals[r * KK + place] = v;\n");
-    pl_wtext_add(&t, "    }\n  }\n"
-                     "  for (var s = lid; s < KK; s += T) {\n"
-                     "    if (s >= nn) {\n"
-                     "      ids[args.a2 + r * KK + s] = -1;\n"
-                     /* -inf from a run-time value: a constant -inf is rejected by WGSL */
-                     "      pk[s] = bitcast<f32>(0xff800000u | (s & 0u));\n");
-    if (p->vals && !p->softmax) pl_wtext_add(&t, "      vals[r * KK + s] = pk[s];\n");
-    pl_wtext_add(&t, "    }\n  }\n");
-    if (p->softmax) /* the old kernel's formula, over the k picks in order */
-        pl_wtext_add(&t, "  workgroupBarrier();\n"
-                         "  if (lid == 0u) {\n"
-                         "    let o = r * KK;\n"
-                         "    var m = pk[0];\n"
-                         "    for (var j = 1u; j < KK; j++) { m = max(m, pk[j]); }\n"
-                         "    var s = 0.0;\n"
-                         "    for (var j = 0u; j < KK; j++) { s += exp(pk[j] - m); }\n"
-                         "    for (var j = 0u; j < KK; j++) { vals[o + j] = exp(pk[j] - m) / s; }\n"
-                         "  }\n");
-    pl_wtext_add(&t, "}\n");
-    return pl_wtext_finish(&t, out);
-}
-
 pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
     *out = NULL;
     unsigned T = p->threads;
     if (!p->n || !p->k || p->k > 1024 || !pow2(T) || T > 1024 || (!p->stage2 && !p->chunk) ||
         (p->direct && (p->stage2 || pl_topk_chunks(p) != 1)) ||
-        (p->softmax && (!p->vals || !(p->stage2 || p->direct))) ||
-        (p->rank && (!p->direct || p->n > 1024)))
+        (p->softmax && (!p->vals || !(p->stage2 || p->direct))))
         return pl_fail(PL_ERR_ARG, "top-k: bad parameters (n %u, k %u)", p->n, p->k);
-    if (p->rank) return topk_rank(p, out);
     unsigned chunk = p->stage2 ? p->n : p->chunk, nc = p->stage2 ? 1 : pl_topk_chunks(p);
     pl_wtext t = {0};
     pl_wtext_add(&t,

@@ -1098,8 +1098,8 @@ static void test_attn(pl_gpu *g) {
 
 /* direct: one workgroup per row writes the k best itself (no merge stage); softmax: the
  * values written are the softmax of the k picked (the fused MoE router) */
-static void topk_case_r(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals, int direct,
-                        int softmax, int rank) {
+static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals, int direct,
+                      int softmax) {
     size_t nx = (size_t)n * (rows + 1);
     float *x = malloc(nx * 4);
     for (size_t i = 0; i < nx; i++) {
@@ -1110,17 +1110,10 @@ static void topk_case_r(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int va
         if (r % 101 == 0) x[i] = -INFINITY;
     }
     uint32_t row0 = 1, dst0 = 2; /* skip a row of x and two ids: offsets are honoured */
-    pl_topk_params s1 = {n,
-                         k,
-                         direct ? n : 256,
-                         rank ? 32u << gt_u32() % 4 : 64,
-                         0,
-                         direct ? vals : 0,
-                         direct,
-                         direct ? softmax : 0,
-                         rank};
+    pl_topk_params s1 = {
+        n, k, direct ? n : 256, 64, 0, direct ? vals : 0, direct, direct ? softmax : 0};
     uint32_t nc = pl_topk_chunks(&s1);
-    pl_topk_params s2 = {nc * k, k, 0, 64, 1, vals, 0, softmax, 0};
+    pl_topk_params s2 = {nc * k, k, 0, 64, 1, vals, 0, softmax};
     pl_gpu_args a1 = {{row0, rows, dst0}}, a2 = {{dst0, rows}};
     pl_gpu_buf *bx = gt_buf(g, x, nx * 4), *bp = gt_buf(g, NULL, (size_t)rows * nc * k * 8);
     float *poison = malloc((dst0 + rows * k) * 4);
@@ -1166,8 +1159,8 @@ static void topk_case_r(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int va
                 if (softmax && sm[j] != sm[j]) bad += v == v;
             }
         }
-        CHECK(bad == 0, "top-%u of %u x %u rows%s%s%s: %d differ", k, n, rows,
-              direct ? ", direct" : "", softmax ? ", softmax" : "", rank ? ", by rank" : "", bad);
+        CHECK(bad == 0, "top-%u of %u x %u rows%s%s: %d differ", k, n, rows,
+              direct ? ", direct" : "", softmax ? ", softmax" : "", bad);
         free(ids), free(gv), free(rv), free(rid), free(sm);
     } else {
         CHECK(0, "top-k: %s", pl_last_error());
@@ -1177,12 +1170,6 @@ static void topk_case_r(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int va
     pl_gpu_buf_free(bx), pl_gpu_buf_free(bp), pl_gpu_buf_free(bi), pl_gpu_buf_free(bv);
     pl_gpu_buf_free(ba1), pl_gpu_buf_free(ba2);
     free(x), free(poison);
-}
-
-static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals, int direct,
-                      int softmax) {
-    topk_case_r(g, n, k, rows, vals, direct, softmax, 0);
-    if (direct && n <= 1024) topk_case_r(g, n, k, rows, vals, direct, softmax, 1);
 }
 
 static void test_topk(pl_gpu *g) {
