@@ -67,6 +67,13 @@ typedef struct {
 
 static bool host_attach(loaded_model *lm, void *ud) {
     host_opts *h = ud;
+    const pl_model_info *in = pl_model_get_info(lm->m);
+    int n = (int)h->workers, left = in->n_layer - (in->layer_last - in->layer_first);
+    if (n > left)
+        return die("room host: %d workers cannot share the %d layers the host leaves (each "
+                   "needs one)",
+                   n, left),
+               false;
     char url[256];
     to_url(h->listen, url, sizeof url);
     pl_listener *L = NULL;
@@ -80,8 +87,6 @@ static bool host_attach(loaded_model *lm, void *ud) {
             strncmp(bound, "tcp://", 6) ? bound : bound + 6, h->key);
     pl_room_worker w[PL_ROOM_MAX_WORKERS];
     memset(w, 0, sizeof w);
-    const pl_model_info *in = pl_model_get_info(lm->m);
-    int n = (int)h->workers;
     pl_status s = pl_room_gather(L, n, (int)h->wait_ms, &stop_flag, true, w);
     pl_listener_close(L);
     catch_stop(false); /* from here a signal ends the host; workers see it leave */
