@@ -21,12 +21,15 @@ typedef struct {
     uint64_t q_tag[RS_MAX_IN_FLIGHT];
     int q_head, q_count;
     int64_t n_pos;  /* positions the worker holds once every frame sent is done */
+    char lost[300]; /* why the worker is gone or out of step ("" while it works): every
+                       later call fails at once with this line */
     void *wire_buf; /* one frame's columns as they travel */
 } remote;
 
 static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int64_t pos0,
                                uint64_t tag) {
     remote *R = st->impl;
+    if (R->lost[0]) return pl_fail(PL_ERR_IO, "%s", R->lost);
     int64_t count = n * st->n_embd;
     pl_wire_msg m = {.type = PL_MSG_HIDDEN};
     m.hidden = (pl_wire_hidden){.seq = R->seq,
@@ -41,7 +44,11 @@ static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int
         m.hidden.data = R->wire_buf;
     }
     pl_status s = pl_room_send(R->link, &m, PL_ROOM_SEND_MS);
-    if (s) return pl_fail(PL_ERR_IO, "%s: cannot send it a frame: %s", R->who, pl_last_error());
+    if (s) {
+        snprintf(R->lost, sizeof R->lost, "%s: cannot send it a frame: %s", R->who,
+                 pl_last_error());
+        return pl_fail(PL_ERR_IO, "%s", R->lost);
+    }
     int t = (R->q_head + R->q_count) % RS_MAX_IN_FLIGHT;
     R->q_seq[t] = R->seq++;
     R->q_n[t] = n;
@@ -51,19 +58,26 @@ static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int
     return PL_OK;
 }
 
-/* The next message that is not a pong (a worker may answer a late ping). */
-static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what) {
+/* The next message that is not a pong (a worker may answer a late ping); an error message
+ * fails unless draining (a rewind drops whatever frames in flight left behind). */
+static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool draining) {
     for (;;) {
         pl_status s = pl_room_recv(R->link, m, R->lap_ms);
         /* HOOK (the next slice: survival): a silent or gone worker fails the turn here;
          * re-dealing its layers to the others would start from this point. */
         if (s == PL_ERR)
-            return pl_fail(PL_ERR_IO, "%s did not answer %s within %d ms: the turn fails", R->who,
-                           what, R->lap_ms);
-        if (s == PL_ERR_IO) return pl_fail(PL_ERR_IO, "%s left the room", R->who);
+            snprintf(R->lost, sizeof R->lost, "%s did not answer %s within %d ms: the turn fails",
+                     R->who, what, R->lap_ms);
+        else if (s == PL_ERR_IO)
+            snprintf(R->lost, sizeof R->lost, "%s left the room", R->who);
+        if (s == PL_ERR || s == PL_ERR_IO) return pl_fail(PL_ERR_IO, "%s", R->lost);
         if (s) return pl_fail(s, "%s sent a bad message: %s", R->who, pl_last_error());
-        if (m->type == PL_MSG_ERROR) return pl_fail(PL_ERR, "%s failed: %s", R->who, m->error.text);
-        if (m->type == PL_MSG_BYE) return pl_fail(PL_ERR_IO, "%s left the room", R->who);
+        if (m->type == PL_MSG_ERROR && !draining)
+            return pl_fail(PL_ERR, "%s failed: %s", R->who, m->error.text);
+        if (m->type == PL_MSG_BYE) {
+            snprintf(R->lost, sizeof R->lost, "%s left the room", R->who);
+            return pl_fail(PL_ERR_IO, "%s", R->lost);
+        }
         if (m->type != PL_MSG_PONG) return PL_OK;
     }
 }
@@ -76,16 +90,18 @@ static pl_status remote_collect(pl_stage *st, float *hidden_out, int64_t *n, uin
     *tag = R->q_tag[h];
     R->q_head = (h + 1) % RS_MAX_IN_FLIGHT;
     R->q_count--;
+    if (R->lost[0]) return pl_fail(PL_ERR_IO, "%s", R->lost);
     pl_wire_msg m;
-    pl_status s = next_msg(R, &m, "a frame");
+    pl_status s = next_msg(R, &m, "a frame", false);
     if (s) return s;
     const pl_wire_hidden *r = &m.hidden;
     if (m.type != PL_MSG_RESULT || r->seq != want || r->n_cols != want_n ||
-        r->n_embd != (uint32_t)st->n_embd || r->dtype != R->dtype)
-        return pl_fail(PL_ERR,
-                       "%s answered frame %u with a %s (frame %u, %u columns), not its "
-                       "result",
-                       R->who, want, pl_wire_type_name(m.type), r->seq, r->n_cols);
+        r->n_embd != (uint32_t)st->n_embd || r->dtype != R->dtype) { /* out of step */
+        snprintf(R->lost, sizeof R->lost,
+                 "%s answered frame %u with a %s (frame %u, %u columns), not its result", R->who,
+                 want, pl_wire_type_name(m.type), r->seq, r->n_cols);
+        return pl_fail(PL_ERR, "%s", R->lost);
+    }
     int64_t count = want_n * st->n_embd;
     if (R->dtype == PL_WIRE_F16) {
         memcpy(R->wire_buf, r->data, (size_t)count * 2);
@@ -98,8 +114,9 @@ static pl_status remote_collect(pl_stage *st, float *hidden_out, int64_t *n, uin
 }
 
 /* Any position it holds: a KV cache can always go back. A recurrent layer (qwen35) cannot
- * (workers keep no snapshots): its worker refuses the rewind with an error, the rewind
- * fails, and the session starts every stage afresh (session.c), with the same results. */
+ * (workers keep no snapshots): its worker starts afresh instead and echoes n_past 0, the
+ * rewind fails, and the session starts every stage afresh (session.c), with the same
+ * results. */
 static bool remote_can_rewind(const pl_stage *st, int64_t n_past) {
     const remote *R = st->impl;
     return n_past <= R->n_pos;
@@ -108,6 +125,7 @@ static bool remote_can_rewind(const pl_stage *st, int64_t n_past) {
 /* Send the rewind and wait for its echo, dropping the results of frames still in flight. */
 static pl_status remote_rewind(pl_stage *st, int64_t n_past) {
     remote *R = st->impl;
+    if (R->lost[0]) return pl_fail(PL_ERR_IO, "%s", R->lost);
     if (!remote_can_rewind(st, n_past))
         return pl_fail(PL_ERR_ARG, "%s cannot go back to position %lld", R->who, (long long)n_past);
     uint32_t seq = R->seq++;
@@ -117,14 +135,18 @@ static pl_status remote_rewind(pl_stage *st, int64_t n_past) {
     if (s) return pl_fail(PL_ERR_IO, "%s: cannot send it a rewind: %s", R->who, pl_last_error());
     R->q_head = R->q_count = 0;
     for (;;) {
-        s = next_msg(R, &m, "a rewind");
+        s = next_msg(R, &m, "a rewind", true);
         if (s) return s;
         if (m.type == PL_MSG_REWIND && m.rewind.seq == seq) break;
-        if (m.type != PL_MSG_RESULT)
+        /* results and errors of frames sent before it, and echoes of older rewinds */
+        if (m.type != PL_MSG_RESULT && m.type != PL_MSG_ERROR && m.type != PL_MSG_REWIND)
             return pl_fail(PL_ERR, "%s answered a rewind with a %s", R->who,
                            pl_wire_type_name(m.type));
     }
-    R->n_pos = n_past;
+    /* a worker that cannot go back there (a recurrent layer) starts afresh and says so */
+    R->n_pos = m.rewind.n_past;
+    if (m.rewind.n_past != n_past)
+        return pl_fail(PL_ERR_ARG, "%s cannot go back to position %lld", R->who, (long long)n_past);
     return PL_OK;
 }
 

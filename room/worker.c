@@ -130,8 +130,12 @@ static pl_status serve(worker *w) {
         switch (m.type) {
         case PL_MSG_HIDDEN: s = serve_frame(w, &m.hidden); break;
         case PL_MSG_REWIND:
-            s = pl_state_rewind(w->s, m.rewind.n_past);
-            if (!s) s = pl_room_send(w->link, &m, PL_ROOM_SEND_MS); /* the echo */
+            /* the echo, with n_past 0 where the state could not go back and starts afresh */
+            if (pl_state_rewind(w->s, m.rewind.n_past)) {
+                pl_state_rewind(w->s, 0);
+                m.rewind.n_past = 0;
+            }
+            s = pl_room_send(w->link, &m, PL_ROOM_SEND_MS);
             break;
         case PL_MSG_PING: {
             pl_wire_msg p = {.type = PL_MSG_PONG};

@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "room/room.h"
+#include "room/room_io.h"
 #include "runtime/backend_open.h"
 #include "test.h"
 
@@ -174,6 +175,73 @@ static void check_refusals(void) {
     pl_listener_close(L);
 }
 
+/* A fake worker that takes its plan, says it is ready, echoes rewinds, then goes silent
+ * (mode 0) or leaves (mode 1) at the first frame. */
+typedef struct {
+    const char *url;
+    int mode;
+    pthread_t th;
+} faker;
+
+static void *fake_main(void *ud) {
+    faker *f = ud;
+    pl_link *l = NULL;
+    if (pl_link_dial(f->url, KEY, 10000, NULL, &l)) return NULL;
+    pl_wire_msg m = {.type = PL_MSG_HELLO};
+    m.hello = (pl_wire_hello){.caps = PL_CAP_F16_WIRE};
+    strcpy(m.hello.backend, "cpu");
+    pl_room_send(l, &m, 1000);
+    while (!pl_room_recv(l, &m, 10000) && m.type != PL_MSG_PLAN) {
+    }
+    m = (pl_wire_msg){.type = PL_MSG_PONG};
+    pl_room_send(l, &m, 1000);
+    while (!pl_room_recv(l, &m, 10000) && m.type != PL_MSG_HIDDEN)
+        if (m.type == PL_MSG_REWIND) pl_room_send(l, &m, 1000); /* the echo */
+    if (f->mode == 0)                                           /* silent until the host says bye */
+        while (!pl_room_recv(l, &m, 10000) && m.type != PL_MSG_BYE) {
+        }
+    pl_link_close(l);
+    return NULL;
+}
+
+/* A worker that does not answer within the lap timeout, or leaves, fails the turn with one
+ * line naming it, in about the lap timeout, not a hang. */
+static void check_lost_worker(pl_backend *be, int mode) {
+    const char *url = mode ? "inproc://leaver" : "inproc://silent";
+    pl_gguf *g = NULL;
+    CHECK(pl_gguf_open(test_shared("models/stories260K.gguf"), &g) == PL_OK, "%s", pl_last_error());
+    pl_model *host = g ? cc_load(g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
+    pl_listener *L = NULL;
+    CHECK(pl_link_listen(url, KEY, NULL, &L) == PL_OK, "%s", pl_last_error());
+    if (!host || !L) goto out;
+    const pl_model_info *in = pl_model_get_info(host);
+    faker f = {.url = url, .mode = mode};
+    pthread_create(&f.th, NULL, fake_main, &f);
+    pl_room_worker w[1];
+    pl_stage *st = NULL;
+    pl_status s = pl_room_gather(L, 1, 30000, NULL, false, w);
+    if (!s) s = pl_room_deal(w, 1, in->n_layer, 0, 0, CC_CTX, PL_WIRE_F32, 30000);
+    if (!s) s = pl_room_stage_new(w, in->n_layer, in->n_embd, CC_CTX, PL_WIRE_F32, 300, &st);
+    CHECK(!s, "a room with a fake worker: %s", pl_last_error());
+    pl_state_opts o = cc_opts(host);
+    pl_session *cs = NULL;
+    if (st) CHECK(!pl_session_new_chain(host, &o, &st, 1, NULL, &cs), "%s", pl_last_error());
+    if (cs) {
+        int32_t ids[3] = {1, 2, 3};
+        s = pl_session_set(cs, ids, 3, NULL);
+        const char *want = mode ? "left the room" : "did not answer a frame within 300 ms";
+        CHECK(s != PL_OK && strstr(pl_last_error(), want) && !strchr(pl_last_error(), '\n'),
+              "a %s worker: '%s'", mode ? "leaving" : "silent", pl_last_error());
+    }
+    pl_session_free(cs);
+    pl_stage_free(st); /* bye: the silent one leaves too */
+    pthread_join(f.th, NULL);
+out:
+    pl_listener_close(L);
+    pl_model_free(host);
+    pl_gguf_free(g);
+}
+
 static void run_tests(void) {
     pl_backend *be = NULL;
     const char *note;
@@ -186,5 +254,7 @@ static void run_tests(void) {
     check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 2, PL_WIRE_F32, false);
     check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false);
     check_refusals();
+    check_lost_worker(be, 0);
+    check_lost_worker(be, 1);
     pl_be_destroy(be);
 }
