@@ -82,7 +82,8 @@ static void room_close(room *r, bool want_ok) {
     pl_listener_close(r->L);
 }
 
-/* Prompt, 6 greedy steps, 5 seeded sampled steps: the same logits bits and ids. */
+/* Prompt, 6 greedy steps, 5 seeded sampled steps, a diverging turn, a reset: the same
+ * logits bits and ids. */
 static void short_turns(const cc_pair *p) {
     int32_t ids[24];
     for (int i = 0; i < 24; i++) ids[i] = (int32_t)((i * 7919 + 13) % p->V);
@@ -104,6 +105,16 @@ static void short_turns(const cc_pair *p) {
     }
     pl_sampler_free(ma);
     pl_sampler_free(mb);
+    /* a turn that diverges at 10: a recurrent worker cannot go back there, starts afresh
+     * and says so, and the session runs everything again, as over the whole model */
+    int64_t n;
+    const int32_t *cached = pl_session_ids(p->w, &n);
+    memcpy(ids, cached, sizeof *ids * 10);
+    for (int i = 10; i < 15; i++) ids[i] = (int32_t)((i * 101 + 5) % p->V);
+    cc_set(p, ids, 15, "diverging turn");
+    pl_session_reset(p->w);
+    pl_session_reset(p->c);
+    cc_set(p, ids, 12, "after a reset");
 }
 
 static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dtype, bool full) {
