@@ -10,7 +10,6 @@
 #include "session.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,12 +102,10 @@ static pl_status run(pl_session *s, const int32_t *ids, int64_t n) {
         int64_t len = n - i < batch ? n - i : batch;
         pl_status st = s->chain ? pl_chain_forward(s->chain, ids + i, len, s->n_ids)
                                 : pl_model_forward(s->m, s->st, ids + i, len, s->n_ids, false);
-        if (st) {          /* keep what is cached if the state can still go back to it, else none */
-            char why[256]; /* the failure's line, not that of a stage refusing the rewind */
-            snprintf(why, sizeof why, "%s", pl_last_error());
+        if (st) { /* keep what is cached if the state can still go back to it, else none */
             s->n_state = -1;
             rewind_to(s, s->n_ids);
-            return pl_fail(st, "%s", why);
+            return st;
         }
         memcpy(s->ids + s->n_ids, ids + i, sizeof *ids * (size_t)len);
         s->n_ids += len;
