@@ -33,6 +33,24 @@ static pl_status take_hello(pl_link *l, pl_wire_hello *h) {
     return PL_OK;
 }
 
+/* Drop the gathered workers that left (or spoke out of turn) while the room fills. */
+static int drop_leavers(pl_room_worker *w, int got, bool verbose) {
+    int kept = 0;
+    for (int i = 0; i < got; i++) {
+        pl_wire_msg m;
+        pl_status s = pl_room_recv(w[i].link, &m, 0);
+        if (s == PL_ERR) { /* nothing: still waiting, as it should */
+            w[kept++] = w[i];
+            continue;
+        }
+        if (verbose)
+            fprintf(stderr, "room: the worker at %s left before the deal\n",
+                    pl_link_peer(w[i].link));
+        pl_link_close(w[i].link);
+    }
+    return kept;
+}
+
 pl_status pl_room_gather(pl_listener *L, int n, int wait_ms, volatile sig_atomic_t *stop,
                          bool verbose, pl_room_worker *w) {
     int64_t end = wait_ms ? now_ms() + wait_ms : 0;
@@ -50,6 +68,7 @@ pl_status pl_room_gather(pl_listener *L, int n, int wait_ms, volatile sig_atomic
         if (r != refused && verbose)
             fprintf(stderr, "room: refused a joiner: %s\n", ls.last_refusal);
         refused = r;
+        got = drop_leavers(w, got, verbose);
         if (s) continue;
         memset(&w[got], 0, sizeof w[got]);
         if (take_hello(l, &w[got].hello)) {

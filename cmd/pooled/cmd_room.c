@@ -244,7 +244,7 @@ static int room_join(int argc, char **argv) {
                            .verbose = true};
     catch_stop(true);
     if (pl_room_join(&o)) return die("room join: %s", pl_last_error());
-    fprintf(stderr, "room: the host said bye\n");
+    fprintf(stderr, stop_flag ? "room: left the room\n" : "room: the host said bye\n");
     return 0;
 }
 

@@ -3,7 +3,8 @@
 # the host) the host's stdout is exactly `pooled run`'s, on stories260K (text, greedy and
 # seeded) and the qwen3_5 hybrid fixture (ids), f32 frames; every worker exits 0 after the
 # host's bye. A joiner with a wrong key is refused with one line while the room still
-# answers. Every process runs under a timeout, so a bug cannot hang the run.
+# answers; a worker stopped by SIGTERM before the deal says bye, exits 0 and is dropped.
+# Every process runs under a timeout, so a bug cannot hang the run.
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
 Q=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
@@ -60,6 +61,38 @@ for n in 2 3; do
     room $n "$Q" --prompt-ids "$prompt" -n 16 --ignore-eos --ids --temp 0 --wire f32
     check "qwen3_5, $n workers: the ids of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
 done
+
+# a worker stopped (SIGTERM) while the room fills says bye and exits 0; the host drops it
+# and answers with the two that join after it
+rm -f "$TMP/host.err"
+timeout 60 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K --workers 2 \
+    --wait 30000 -p "$p" -n 24 --temp 0 --wire f32 >"$TMP/host.out" 2>"$TMP/host.err" &
+host=$!
+addr=""
+for i in $(seq 100); do
+    addr=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
+    [ -n "$addr" ] && break
+    sleep 0.1
+done
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu 2>"$TMP/quit.err" &
+quitter=$!
+for i in $(seq 100); do grep -q "worker 1 of 2 joined" "$TMP/host.err" && break; sleep 0.1; done
+kill -TERM $quitter
+wait $quitter
+check "a stopped worker exits 0 ($(cat "$TMP/quit.err"))" [ $? -eq 0 ]
+check "a stopped worker says it left" grep -q "left the room" "$TMP/quit.err"
+for i in $(seq 100); do grep -q "left before the deal" "$TMP/host.err" && break; sleep 0.1; done
+check "the host drops the worker that left" grep -q "left before the deal" "$TMP/host.err"
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu 2>/dev/null &
+w1=$!
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu 2>/dev/null &
+w2=$!
+wait $host
+check "the host answers after a worker left ($(tail -n 1 "$TMP/host.err"))" [ $? -eq 0 ]
+wait $w1 && wait $w2
+check "the later workers exit 0" [ $? -eq 0 ]
+want=$(run -m "$S" -p "$p" -n 24 --temp 0)
+check "the same text after a worker left" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
 
 check_err "host without a prompt" "$POOLED" room host -m "$S" --listen 127.0.0.1:0
 check_err "join without a key" "$POOLED" room join 127.0.0.1:1 -m "$S"
