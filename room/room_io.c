@@ -22,14 +22,17 @@ pl_status pl_room_recv(pl_link *l, pl_wire_msg *m, int ms) {
     return pl_wire_decode(buf, n, m);
 }
 
+void pl_room_error_text(const char *text, char out[PL_WIRE_MAX_TEXT + 1]) {
+    size_t n = 0;
+    for (const char *p = text; *p && n < PL_WIRE_MAX_TEXT; p++)
+        out[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p;
+    if (!n) out[n++] = '?';
+    out[n] = 0;
+}
+
 void pl_room_send_error(pl_link *l, pl_wire_errcode code, const char *text) {
     pl_wire_msg m = {.type = PL_MSG_ERROR};
     m.error.code = (uint16_t)code;
-    /* one line of printable bytes, cut to the wire's cap */
-    size_t n = 0;
-    for (const char *p = text; *p && n < PL_WIRE_MAX_TEXT; p++)
-        m.error.text[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p;
-    if (!n) m.error.text[n++] = '?';
-    m.error.text[n] = 0;
+    pl_room_error_text(text, m.error.text);
     pl_room_send(l, &m, 1000);
 }

@@ -1,5 +1,6 @@
 /* worker.c - the worker's side of a room: join, load the dealt layers from its own copy of
  * the model, serve hidden frames until the host says bye (room.h). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,8 +9,24 @@
 #include "room_io.h"
 #include "runtime/backend_open.h"
 
+/* Answers go out on their own thread, in order, so the worker keeps reading frames while
+ * the host is busy sending: neither side can wait on the other with both TCP buffers full.
+ * At most OUTQ answers wait (the host keeps at most 8 frames in flight). */
+#define OUTQ 32
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+    uint8_t *buf[OUTQ];
+    size_t n[OUTQ];
+    int head, count;
+    bool closing, failed, running;
+    char why[256];
+} outq;
+
 typedef struct {
     const pl_room_join_opts *o;
+    outq q;
     pl_link *link;
     pl_gguf *g;
     pl_backend *be;
@@ -22,6 +39,67 @@ typedef struct {
 
 static bool stopped(const worker *w) {
     return w->o->stop && *w->o->stop;
+}
+
+static void *sender(void *ud) {
+    worker *w = ud;
+    outq *q = &w->q;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->count && !q->closing) pthread_cond_wait(&q->cv, &q->mu);
+        if (!q->count) break;
+        uint8_t *buf = q->buf[q->head];
+        size_t n = q->n[q->head];
+        bool failed = q->failed;
+        pthread_mutex_unlock(&q->mu);
+        pl_status s = failed ? PL_OK : pl_link_send(w->link, buf, n, PL_ROOM_SEND_MS);
+        free(buf);
+        pthread_mutex_lock(&q->mu);
+        if (s && !q->failed) {
+            q->failed = true;
+            snprintf(q->why, sizeof q->why, "%s", pl_last_error());
+        }
+        q->head = (q->head + 1) % OUTQ;
+        q->count--;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* Queue one answer for the sender thread. */
+static pl_status post(worker *w, const pl_wire_msg *m) {
+    outq *q = &w->q;
+    uint8_t *buf;
+    size_t n;
+    pl_status s = pl_wire_encode(m, &buf, &n);
+    if (s) return s;
+    pthread_mutex_lock(&q->mu);
+    while (q->count == OUTQ && !q->failed) pthread_cond_wait(&q->cv, &q->mu);
+    if (q->failed) {
+        pthread_mutex_unlock(&q->mu);
+        free(buf);
+        return pl_fail(PL_ERR_IO, "cannot answer the host: %s", q->why);
+    }
+    int t = (q->head + q->count) % OUTQ;
+    q->buf[t] = buf;
+    q->n[t] = n;
+    q->count++;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return PL_OK;
+}
+
+/* Send what is queued, then end the sender thread. */
+static void sender_stop(worker *w) {
+    outq *q = &w->q;
+    if (!q->running) return;
+    pthread_mutex_lock(&q->mu);
+    q->closing = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->th, NULL);
+    q->running = false;
 }
 
 /* Wait for one message, a short recv at a time so *stop is seen. wait_ms 0: without end. */
@@ -116,7 +194,7 @@ static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
         pl_hidden_to_f16(w->cols, w->out, count);
         r.hidden.data = w->out;
     }
-    return pl_room_send(w->link, &r, PL_ROOM_SEND_MS);
+    return post(w, &r);
 }
 
 /* Frames and rewinds until bye. A frame or rewind that fails is answered with an error
@@ -135,20 +213,26 @@ static pl_status serve(worker *w) {
                 pl_state_rewind(w->s, 0);
                 m.rewind.n_past = 0;
             }
-            s = pl_room_send(w->link, &m, PL_ROOM_SEND_MS);
+            s = post(w, &m);
             break;
         case PL_MSG_PING: {
             pl_wire_msg p = {.type = PL_MSG_PONG};
             p.ping.t_ping = m.ping.t_ping;
-            s = pl_room_send(w->link, &p, PL_ROOM_SEND_MS);
+            s = post(w, &p);
             break;
         }
         case PL_MSG_BYE: return PL_OK;
         default:
             s = pl_fail(PL_ERR_FORMAT, "a %s message while serving", pl_wire_type_name(m.type));
         }
-        if (s && pl_link_dead(w->link)) return pl_fail(PL_ERR_IO, "the host left the room");
-        if (s) pl_room_send_error(w->link, PL_WERR_INTERNAL, pl_last_error());
+        if (s == PL_ERR_IO || (s && pl_link_dead(w->link)))
+            return pl_fail(PL_ERR_IO, "the host left the room");
+        if (s) {
+            pl_wire_msg e = {.type = PL_MSG_ERROR};
+            e.error.code = PL_WERR_INTERNAL;
+            pl_room_error_text(pl_last_error(), e.error.text);
+            if (post(w, &e)) return pl_fail(PL_ERR_IO, "the host left the room");
+        }
     }
 }
 
@@ -166,7 +250,17 @@ pl_status pl_room_join(const pl_room_join_opts *o) {
         s = pl_fail(PL_ERR_FORMAT, "the host sent a %s where the plan was due",
                     pl_wire_type_name(m.type));
     if (!s) s = take_plan(&w, &m.plan);
-    if (!s) s = serve(&w);
+    if (!s) {
+        pthread_mutex_init(&w.q.mu, NULL);
+        pthread_cond_init(&w.q.cv, NULL);
+        if (pthread_create(&w.q.th, NULL, sender, &w))
+            s = pl_fail(PL_ERR_NOMEM, "cannot start a thread");
+        w.q.running = !s;
+        if (!s) s = serve(&w);
+        sender_stop(&w);
+        pthread_cond_destroy(&w.q.cv);
+        pthread_mutex_destroy(&w.q.mu);
+    }
     if (s == PL_ERR_ARG && stopped(&w)) { /* Ctrl-C, kill: a clean leave */
         pl_wire_msg bye = {.type = PL_MSG_BYE, .bye = PL_BYE_LEAVE};
         pl_room_send(w.link, &bye, 1000);
