@@ -31,6 +31,8 @@ typedef struct {
     bool think, timings, seeded;
 } chat_opts;
 int chat_opts_parse(int argc, char **argv, chat_opts *o);
+/* Chat as `pooled chat` does with the options parsed; attach as for run_with. */
+int chat_with(const chat_opts *co, bool (*attach)(loaded_model *lm, void *ud), void *ud);
 
 typedef struct {
     model_args ma;

@@ -2,7 +2,8 @@
  *
  * host: load the embedding and the head (and --host-layers), listen, wait for --workers
  * joiners that prove the room key, deal them the layers in equal shares, answer the prompt
- * through them exactly as `pooled run` would (stdout the same), say bye and exit.
+ * through them exactly as `pooled run` would (stdout the same), say bye and exit; without a
+ * prompt, chat through them as `pooled chat` does.
  * join: dial the host, load the dealt layers from this machine's copy of the model, serve
  * frames until the host says bye (exit 0), Ctrl-C/kill (bye to the host, exit 0), or a
  * failure (one line, exit 1). Everything about the room goes to stderr. */
@@ -19,7 +20,7 @@
 #include "../../room/room.h"
 
 static const char *const usage =
-    "usage: pooled room host -m FILE (-p PROMPT | --prompt-ids IDS) [options] [run options]\n"
+    "usage: pooled room host -m FILE [-p PROMPT | --prompt-ids IDS] [options] [run options]\n"
     "       pooled room join ADDR:PORT --key SECRET -m FILE [options]\n"
     "host:\n"
     "  --listen ADDR:PORT   where joiners dial (default 0.0.0.0:7700; port 0: any free one)\n"
@@ -30,7 +31,8 @@ static const char *const usage =
     "  --lap-timeout MS     a worker must answer a frame within this (default 30000)\n"
     "  --wait MS            give up when the workers have not joined by then (default 0:\n"
     "                       wait without end)\n"
-    "  and every option of `pooled run` (-p, --prompt-ids, -n, --temp, --seed, --ids, ...)\n"
+    "  and every option of `pooled run` (-p, --prompt-ids, -n, --temp, --seed, --ids, ...);\n"
+    "  without a prompt, an interactive chat as `pooled chat` (and its options)\n"
     "join:\n"
     "  --key SECRET         the room key the host printed\n"
     "  --lend MEMORY        memory this device lends, in bytes or with K/M/G (told the host)\n"
@@ -165,14 +167,15 @@ static int room_host(int argc, char **argv) {
             rest[nrest++] = argv[i];
         }
     }
-    if (!err && !prompt)
-        err = die("room host: give -p TEXT or --prompt-ids IDS (chat through a room is not "
-                  "there yet)");
     run_opts ro;
-    int pr = err ? 1 : run_opts_parse(nrest, rest, &ro);
+    chat_opts co;
+    int pr = err      ? 1
+             : prompt ? run_opts_parse(nrest, rest, &ro)
+                      : chat_opts_parse(nrest, rest, &co);
     free(rest);
     if (pr) return pr == 2 ? 0 : 1;
-    if (ro.ma.split) return die("room host: --split is for `pooled run`");
+    model_args *ma = prompt ? &ro.ma : &co.ma;
+    if (ma->split) return die("room host: --split is for `pooled run`");
     if (!h.key) { /* 128 random bits as 32 hex digits */
         unsigned char raw[16];
         if (sodium_init() < 0) return die("room host: libsodium cannot start");
@@ -180,11 +183,11 @@ static int room_host(int argc, char **argv) {
         sodium_bin2hex(h.key_buf, sizeof h.key_buf, raw, sizeof raw);
         h.key = h.key_buf;
     }
-    ro.ma.room_host = true;
-    ro.ma.host_first = host_first;
-    ro.ma.host_last = host_last;
+    ma->room_host = true;
+    ma->host_first = host_first;
+    ma->host_last = host_last;
     catch_stop(true);
-    return run_with(&ro, host_attach, &h);
+    return prompt ? run_with(&ro, host_attach, &h) : chat_with(&co, host_attach, &h);
 }
 
 /* "123", "4K", "16G": bytes. */

@@ -3,7 +3,7 @@
 # the host) the host's stdout is exactly `pooled run`'s, on stories260K (text, greedy and
 # seeded) and the qwen3_5 hybrid fixture (ids), f32 frames; every worker exits 0 after the
 # host's bye. A joiner with a wrong key is refused with one line while the room still
-# answers; a worker stopped by SIGTERM before the deal says bye, exits 0 and is dropped.
+# answers; without a prompt the host chats like `pooled chat`; a worker stopped by SIGTERM before the deal says bye, exits 0 and is dropped.
 # Every process runs under a timeout, so a bug cannot hang the run.
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
@@ -18,7 +18,8 @@ room() {
     if [ "${1:-}" = --bad-joiner ]; then bad=1; shift; fi
     rm -f "$TMP/host.err"
     timeout 60 "$POOLED" room host -m "$model" --backend cpu --listen 127.0.0.1:0 --key $K \
-        --workers "$n" --wait 30000 "$@" >"$TMP/host.out" 2>"$TMP/host.err" &
+        --workers "$n" --wait 30000 "$@" <"${ROOM_IN:-/dev/null}" >"$TMP/host.out" \
+        2>"$TMP/host.err" &
     local host=$! addr="" i
     for i in $(seq 100); do
         addr=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
@@ -62,6 +63,14 @@ for n in 2 3; do
     check "qwen3_5, $n workers: the ids of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
 done
 
+# without a prompt the host chats as `pooled chat` does (the second turn reuses the first
+# through the workers' caches): the same replies
+C=$SHARED/fixtures/hf/qwen3_realtok/qwen3_realtok-q8_0.gguf
+printf 'Hello there\nAnd a second question\n/quit\n' >"$TMP/chat.in"
+want=$(timeout 60 "$POOLED" chat -m "$C" --backend cpu --temp 0 -n 8 <"$TMP/chat.in" 2>/dev/null)
+ROOM_IN=$TMP/chat.in room 2 "$C" --temp 0 -n 8 --wire f32
+check "chat through 2 workers: the replies of pooled chat" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+
 # a worker stopped (SIGTERM) while the room fills says bye and exits 0; the host drops it
 # and answers with the two that join after it
 rm -f "$TMP/host.err"
@@ -94,7 +103,6 @@ check "the later workers exit 0" [ $? -eq 0 ]
 want=$(run -m "$S" -p "$p" -n 24 --temp 0)
 check "the same text after a worker left" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
 
-check_err "host without a prompt" "$POOLED" room host -m "$S" --listen 127.0.0.1:0
 check_err "join without a key" "$POOLED" room join 127.0.0.1:1 -m "$S"
 check_err "bad --host-layers" "$POOLED" room host -m "$S" -p x --host-layers 3-1
 check_err "bad --wire" "$POOLED" room host -m "$S" -p x --wire f8
