@@ -3,8 +3,9 @@
 # the host) the host's stdout is exactly `pooled run`'s, on stories260K (text, greedy and
 # seeded) and the qwen3_5 hybrid fixture (ids), f32 frames; every worker exits 0 after the
 # host's bye. A joiner with a wrong key is refused with one line while the room still
-# answers; without a prompt the host chats like `pooled chat`; a worker stopped by SIGTERM before the deal says bye, exits 0 and is dropped.
-# Every process runs under a timeout, so a bug cannot hang the run.
+# answers; without a prompt the host chats like `pooled chat`; a worker stopped by SIGTERM
+# before the deal says bye, exits 0 and is dropped. Every process runs under a timeout, so
+# a bug cannot hang the run.
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
 Q=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
