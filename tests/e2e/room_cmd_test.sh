@@ -1,4 +1,4 @@
-# room_test.sh - `pooled room host` and `pooled room join` as separate processes on
+# room_cmd_test.sh - `pooled room host` and `pooled room join` as separate processes on
 # 127.0.0.1 (an ephemeral port the host prints): with 2 and 3 workers (and with a layer on
 # the host) the host's stdout is exactly `pooled run`'s, on stories260K (text, greedy and
 # seeded) and the qwen3_5 hybrid fixture (ids), f32 frames; every worker exits 0 after the
