@@ -149,6 +149,11 @@ int cmd_chat(int argc, char **argv) {
     chat_opts co_;
     int pr = chat_opts_parse(argc, argv, &co_);
     if (pr) return pr == 2 ? 0 : 1;
+    return chat_with(&co_, NULL, NULL);
+}
+
+int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud), void *ud) {
+    chat_opts co_ = *co_in;
     model_args ma = co_.ma;
     pl_sampler_params sp = co_.sp;
     const char *system = co_.system;
@@ -164,7 +169,8 @@ int cmd_chat(int argc, char **argv) {
     reply r = {.tok = lm.tok};
     char *line = NULL;
     size_t line_cap = 0;
-    pl_status s = pl_session_new(lm.m, &lm.so, &ses);
+    if (attach && !attach(&lm, ud)) goto done;
+    pl_status s = model_session(&lm, &ses);
     if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
     if (!s && !(r.stream = pl_tok_stream_new(lm.tok, false)))
         s = pl_fail(PL_ERR_NOMEM, "out of memory");

@@ -18,6 +18,10 @@ typedef struct {
     bool print_ids, ignore_eos, seeded;
 } run_opts;
 int run_opts_parse(int argc, char **argv, run_opts *o);
+/* Run as `pooled run` does with the options parsed; attach (may be NULL) is called once
+ * the model is loaded, before the session is made (a room's host adds its remote stages
+ * there), and returns false after printing its one-line error. Returns the exit status. */
+int run_with(const run_opts *ro, bool (*attach)(loaded_model *lm, void *ud), void *ud);
 
 typedef struct {
     model_args ma;
@@ -27,6 +31,8 @@ typedef struct {
     bool think, timings, seeded;
 } chat_opts;
 int chat_opts_parse(int argc, char **argv, chat_opts *o);
+/* Chat as `pooled chat` does with the options parsed; attach as for run_with. */
+int chat_with(const chat_opts *co, bool (*attach)(loaded_model *lm, void *ud), void *ud);
 
 typedef struct {
     model_args ma;

@@ -80,6 +80,11 @@ int cmd_run(int argc, char **argv) {
     run_opts ro;
     int pr = run_opts_parse(argc, argv, &ro);
     if (pr) return pr == 2 ? 0 : 1;
+    return run_with(&ro, NULL, NULL);
+}
+
+int run_with(const run_opts *ro_in, bool (*attach)(loaded_model *lm, void *ud), void *ud) {
+    run_opts ro = *ro_in;
     model_args ma = ro.ma;
     pl_sampler_params sp = ro.sp;
     const char *prompt = ro.prompt, *prompt_ids = ro.prompt_ids;
@@ -116,6 +121,7 @@ int cmd_run(int argc, char **argv) {
         s = pl_fail(PL_ERR_ARG,
                     "the prompt is %lld tokens, longer than the context of %d (raise --ctx)",
                     (long long)n_ids, lm.so.n_ctx);
+    if (!s && attach && !attach(&lm, ud)) goto done;
     if (!s) s = model_session(&lm, &ses);
     if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
     if (!s && !print_ids && !(out.stream = pl_tok_stream_new(lm.tok, false)))

@@ -112,7 +112,10 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
         pl_model_opts mo = {.progress = big ? progress : NULL,
                             .progress_ud = &ps,
                             .prefault = true,
-                            .ends = a->split ? PL_ENDS_EMBED | PL_ENDS_HEAD : PL_ENDS_AUTO};
+                            .layer_first = a->room_host ? a->host_first : 0,
+                            .layer_last = a->room_host ? a->host_last : 0,
+                            .ends = a->split || a->room_host ? PL_ENDS_EMBED | PL_ENDS_HEAD
+                                                             : PL_ENDS_AUTO};
         s = pl_model_load(l->g, l->be, &mo, &l->m);
         if (ps.shown) fprintf(stderr, "\r%*s\r", 16, "");
     }

@@ -21,6 +21,10 @@ typedef struct {
     uint32_t kv;         /* --kv f16|f32 */
     int act_q8;          /* --act q8|f32: quantised activations for Q4_0/Q8_0 weights */
     int64_t split;       /* run --split N: through a chain of N local stages (0: whole) */
+    /* room host: load the embedding, the head and only layers [host_first, host_last)
+     * (maybe none); the caller fills stages[] with the workers' remote stages */
+    bool room_host;
+    int host_first, host_last;
 } model_args;
 
 typedef struct {
@@ -31,7 +35,8 @@ typedef struct {
     pl_state_opts so;  /* context and cache as the options asked */
     const char *note;  /* the backend's remark, printed with the report */
     /* --split N: m holds only the embedding and the head; parts[i] holds the layers
-     * stages[i] runs, an equal share each, in order */
+     * stages[i] runs, an equal share each, in order (a room's host: remote stages, no
+     * parts) */
     int n_stages;
     pl_model *parts[PL_CHAIN_MAX_STAGES];
     pl_stage *stages[PL_CHAIN_MAX_STAGES];

@@ -1,0 +1,262 @@
+/* cmd_room.c - `pooled room host|join`: one model split across machines.
+ *
+ * host: load the embedding and the head (and --host-layers), listen, wait for --workers
+ * joiners that prove the room key, deal them the layers in equal shares, answer the prompt
+ * through them exactly as `pooled run` would (stdout the same), say bye and exit; without a
+ * prompt, chat through them as `pooled chat` does.
+ * join: dial the host, load the dealt layers from this machine's copy of the model, serve
+ * frames until the host says bye (exit 0), Ctrl-C/kill (bye to the host, exit 0), or a
+ * failure (one line, exit 1). Everything about the room goes to stderr. */
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "cmd_opts.h"
+#include "commands.h"
+#include "model_args.h"
+#include "../../room/room.h"
+
+static const char *const usage =
+    "usage: pooled room host -m FILE [-p PROMPT | --prompt-ids IDS] [options] [run options]\n"
+    "       pooled room join ADDR:PORT --key SECRET -m FILE [options]\n"
+    "host:\n"
+    "  --listen ADDR:PORT   where joiners dial (default 0.0.0.0:7700; port 0: any free one)\n"
+    "  --key SECRET         the room key (default: a random one, printed)\n"
+    "  --workers N          workers to wait for (default 1)\n"
+    "  --host-layers A-B    layers [A, B) the host runs itself (default none)\n"
+    "  --wire f16|f32       hidden state on the wire (default f16; f32 is bit-exact)\n"
+    "  --lap-timeout MS     a worker must answer a frame within this (default 30000)\n"
+    "  --wait MS            give up when the workers have not joined by then (default 0:\n"
+    "                       wait without end)\n"
+    "  and every option of `pooled run` (-p, --prompt-ids, -n, --temp, --seed, --ids, ...);\n"
+    "  without a prompt, an interactive chat as `pooled chat` (and its options)\n"
+    "join:\n"
+    "  --key SECRET         the room key the host printed\n"
+    "  --lend MEMORY        memory this device lends, in bytes or with K/M/G (told the host)\n"
+    "  -m, --backend, -t, --kv, --act   as for `pooled run` (--kv and --act as the host's)\n";
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_stop(int sig) {
+    (void)sig;
+    stop_flag = 1;
+}
+
+/* SIGINT and SIGTERM set stop_flag (unless the caller ignores them); restore: the default. */
+static void catch_stop(bool on) {
+    static const int sigs[] = {SIGINT, SIGTERM};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction old, sa = {.sa_handler = on ? on_stop : SIG_DFL};
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* "ADDR:PORT" -> "tcp://ADDR:PORT"; a URL with a scheme stays as it is. */
+static void to_url(const char *addr, char *url, size_t cap) {
+    snprintf(url, cap, strstr(addr, "://") ? "%s" : "tcp://%s", addr);
+}
+
+typedef struct {
+    const char *listen, *key;
+    int64_t workers, lap_ms, wait_ms;
+    pl_wire_dtype dtype;
+    char key_buf[33];
+} host_opts;
+
+static bool host_attach(loaded_model *lm, void *ud) {
+    host_opts *h = ud;
+    const pl_model_info *in = pl_model_get_info(lm->m);
+    int n = (int)h->workers, left = in->n_layer - (in->layer_last - in->layer_first);
+    if (n > left)
+        return die("room host: %d workers cannot share the %d layers the host leaves (each "
+                   "needs one)",
+                   n, left),
+               false;
+    char url[256];
+    to_url(h->listen, url, sizeof url);
+    pl_listener *L = NULL;
+    if (pl_link_listen(url, h->key, NULL, &L))
+        return die("room host: cannot listen on %s: %s", h->listen, pl_last_error()), false;
+    const char *bound = pl_listener_url(L);
+    fprintf(stderr,
+            "room: waiting for %d worker%s; on each, run:\n"
+            "    pooled room join %s --key %s -m MODEL\n",
+            (int)h->workers, h->workers == 1 ? "" : "s",
+            strncmp(bound, "tcp://", 6) ? bound : bound + 6, h->key);
+    pl_room_worker w[PL_ROOM_MAX_WORKERS];
+    memset(w, 0, sizeof w);
+    pl_status s = pl_room_gather(L, n, (int)h->wait_ms, &stop_flag, true, w);
+    pl_listener_close(L);
+    catch_stop(false); /* from here a signal ends the host; workers see it leave */
+    if (!s)
+        s = pl_room_deal(w, n, in->n_layer, in->layer_first, in->layer_last, lm->so.n_ctx, h->dtype,
+                         PL_ROOM_LOAD_MS);
+    for (int i = 0; !s && i < n; i++) {
+        s = pl_room_stage_new(&w[i], in->n_layer, in->n_embd, lm->so.n_ctx, h->dtype,
+                              (int)h->lap_ms, &lm->stages[i]);
+        if (!s) lm->n_stages = i + 1;
+    }
+    if (s) {
+        char line[512];
+        snprintf(line, sizeof line, "%s", pl_last_error());
+        for (int i = 0; i < n; i++) pl_room_worker_bye(w[i].link);
+        return die("room host: %s", line), false;
+    }
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "room: worker %d runs layers %d..%d\n", i + 1, lm->stages[i]->first,
+                lm->stages[i]->last);
+    return true;
+}
+
+/* "A-B" with 0 <= A <= B. */
+static bool parse_range(const char *opt, const char *v, int *a, int *b) {
+    char *e1, *e2;
+    long x = strtol(v, &e1, 10), y = e1 && *e1 == '-' ? strtol(e1 + 1, &e2, 10) : -1;
+    if (*e1 != '-' || *e2 || e1 == v || x < 0 || y < x || y > PL_WIRE_MAX_LAYERS) {
+        die("%s: expected A-B with 0 <= A <= B <= %d, got '%s'", opt, PL_WIRE_MAX_LAYERS, v);
+        return false;
+    }
+    *a = (int)x, *b = (int)y;
+    return true;
+}
+
+static int room_host(int argc, char **argv) {
+    host_opts h = {
+        .listen = "0.0.0.0:7700", .workers = 1, .lap_ms = PL_ROOM_LAP_MS, .dtype = PL_WIRE_F16};
+    int host_first = 0, host_last = 0;
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    if (!rest) return die("out of memory");
+    int nrest = 0;
+    rest[nrest++] = "room host";
+    bool err = false, prompt = false;
+    for (int i = 1; i < argc && !err; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            free(rest);
+            printf("%s", usage);
+            return 0;
+        } else if (arg_take(argc, argv, &i, "--listen", NULL, &v, &err)) {
+            h.listen = v;
+        } else if (arg_take(argc, argv, &i, "--key", NULL, &v, &err)) {
+            h.key = v;
+            if (!*v || strlen(v) > PL_LINK_MAX_KEY)
+                err = die("--key: 1 to %d bytes", PL_LINK_MAX_KEY);
+        } else if (arg_take(argc, argv, &i, "--workers", NULL, &v, &err)) {
+            err = err || !arg_int("--workers", v, 1, PL_ROOM_MAX_WORKERS, &h.workers);
+        } else if (arg_take(argc, argv, &i, "--lap-timeout", NULL, &v, &err)) {
+            err = err || !arg_int("--lap-timeout", v, 1, PL_LINK_MAX_TIMEOUT_MS, &h.lap_ms);
+        } else if (arg_take(argc, argv, &i, "--wait", NULL, &v, &err)) {
+            err = err || !arg_int("--wait", v, 0, PL_LINK_MAX_TIMEOUT_MS, &h.wait_ms);
+        } else if (arg_take(argc, argv, &i, "--host-layers", NULL, &v, &err)) {
+            err = err || !parse_range("--host-layers", v, &host_first, &host_last);
+        } else if (arg_take(argc, argv, &i, "--wire", NULL, &v, &err)) {
+            if (!err && !strcmp(v, "f16"))
+                h.dtype = PL_WIRE_F16;
+            else if (!err && !strcmp(v, "f32"))
+                h.dtype = PL_WIRE_F32;
+            else if (!err)
+                err = die("--wire: expected f16 or f32, got '%s'", v);
+        } else {
+            if (!strcmp(argv[i], "-p") || !strcmp(argv[i], "--prompt") ||
+                !strcmp(argv[i], "--prompt-ids"))
+                prompt = true;
+            rest[nrest++] = argv[i];
+        }
+    }
+    run_opts ro;
+    chat_opts co;
+    int pr = err      ? 1
+             : prompt ? run_opts_parse(nrest, rest, &ro)
+                      : chat_opts_parse(nrest, rest, &co);
+    free(rest);
+    if (pr) return pr == 2 ? 0 : 1;
+    model_args *ma = prompt ? &ro.ma : &co.ma;
+    if (ma->split) return die("room host: --split is for `pooled run`");
+    if (!h.key) { /* 128 random bits as 32 hex digits */
+        unsigned char raw[16];
+        if (sodium_init() < 0) return die("room host: libsodium cannot start");
+        randombytes_buf(raw, sizeof raw);
+        sodium_bin2hex(h.key_buf, sizeof h.key_buf, raw, sizeof raw);
+        h.key = h.key_buf;
+    }
+    ma->room_host = true;
+    ma->host_first = host_first;
+    ma->host_last = host_last;
+    catch_stop(true);
+    return prompt ? run_with(&ro, host_attach, &h) : chat_with(&co, host_attach, &h);
+}
+
+/* "123", "4K", "16G": bytes. */
+static bool parse_mem(const char *v, uint64_t *out) {
+    char *e;
+    double x = strtod(v, &e);
+    double mul = 1;
+    if (e != v && *e && !e[1]) {
+        const char *u = strchr("KMGT", *e == 'k' ? 'K' : *e);
+        mul = u ? (double)(1ull << (10 * (u - "KMGT" + 1))) : 0;
+        if (u) e++;
+    }
+    if (e == v || *e || !(x >= 0) || x * mul > 1e18) {
+        die("--lend: expected bytes, or a number with K, M, G or T, got '%s'", v);
+        return false;
+    }
+    *out = (uint64_t)(x * mul);
+    return true;
+}
+
+static int room_join(int argc, char **argv) {
+    model_args ma = model_args_defaults();
+    const char *addr = NULL, *key = NULL;
+    uint64_t lend = 0;
+    bool err = false;
+    for (int i = 1; i < argc && !err; i++) {
+        const char *v;
+        if (model_args_take(argc, argv, &i, &ma, &err)) continue;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("%s", usage);
+            return 0;
+        } else if (arg_take(argc, argv, &i, "--key", NULL, &v, &err)) {
+            key = v;
+        } else if (arg_take(argc, argv, &i, "--lend", NULL, &v, &err)) {
+            err = err || !parse_mem(v, &lend);
+        } else if (argv[i][0] != '-' && !addr) {
+            addr = argv[i];
+        } else if (!err) {
+            return die("room join: unknown option '%s' (pooled room --help)", argv[i]);
+        }
+    }
+    if (err) return 1;
+    if (!addr) return die("room join: give the host's ADDR:PORT");
+    if (!key || !*key) return die("room join: give the room key with --key SECRET");
+    if (!ma.path) return die("no model: give one with -m FILE");
+    char url[256];
+    to_url(addr, url, sizeof url);
+    pl_room_join_opts o = {.url = url,
+                           .key = key,
+                           .model = ma.path,
+                           .backend = ma.backend,
+                           .threads = (int)ma.threads,
+                           .kv_type = ma.kv,
+                           .act_q8 = ma.act_q8,
+                           .lend = lend,
+                           .stop = &stop_flag,
+                           .verbose = true};
+    catch_stop(true);
+    if (pl_room_join(&o)) return die("room join: %s", pl_last_error());
+    fprintf(stderr, stop_flag ? "room: left the room\n" : "room: the host said bye\n");
+    return 0;
+}
+
+int cmd_room(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "host")) return room_host(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "join")) return room_join(argc - 1, argv + 1);
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("%s", usage);
+        return 0;
+    }
+    return die("room: expected `room host` or `room join` (pooled room --help)");
+}

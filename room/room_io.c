@@ -1,0 +1,38 @@
+/* room_io.c - one wire message over a link (room_io.h). */
+#include "room_io.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+pl_status pl_room_send(pl_link *l, const pl_wire_msg *m, int ms) {
+    uint8_t *buf;
+    size_t n;
+    pl_status s = pl_wire_encode(m, &buf, &n);
+    if (s) return s;
+    s = pl_link_send(l, buf, n, ms);
+    free(buf);
+    return s;
+}
+
+pl_status pl_room_recv(pl_link *l, pl_wire_msg *m, int ms) {
+    const uint8_t *buf;
+    size_t n;
+    pl_status s = pl_link_recv(l, &buf, &n, ms);
+    if (s) return s;
+    return pl_wire_decode(buf, n, m);
+}
+
+void pl_room_error_text(const char *text, char out[PL_WIRE_MAX_TEXT + 1]) {
+    size_t n = 0;
+    for (const char *p = text; *p && n < PL_WIRE_MAX_TEXT; p++)
+        out[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p;
+    if (!n) out[n++] = '?';
+    out[n] = 0;
+}
+
+void pl_room_send_error(pl_link *l, pl_wire_errcode code, const char *text) {
+    pl_wire_msg m = {.type = PL_MSG_ERROR};
+    m.error.code = (uint16_t)code;
+    pl_room_error_text(text, m.error.text);
+    pl_room_send(l, &m, 1000);
+}

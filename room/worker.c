@@ -1,0 +1,277 @@
+/* worker.c - the worker's side of a room: join, load the dealt layers from its own copy of
+ * the model, serve hidden frames until the host says bye (room.h). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "room.h"
+#include "room_io.h"
+#include "runtime/backend_open.h"
+
+/* Answers go out on their own thread, in order, so the worker keeps reading frames while
+ * the host is busy sending: neither side can wait on the other with both TCP buffers full.
+ * At most OUTQ answers wait (the host keeps at most 8 frames in flight). */
+#define OUTQ 32
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+    uint8_t *buf[OUTQ];
+    size_t n[OUTQ];
+    int head, count;
+    bool closing, failed, running;
+    char why[256];
+} outq;
+
+typedef struct {
+    const pl_room_join_opts *o;
+    outq q;
+    pl_link *link;
+    pl_gguf *g;
+    pl_backend *be;
+    pl_model *m;
+    pl_state *s;
+    int first, last, n_ctx;
+    float *cols; /* one frame's columns, f32 */
+    void *out;   /* one result's payload */
+} worker;
+
+static bool stopped(const worker *w) {
+    return w->o->stop && *w->o->stop;
+}
+
+static void *sender(void *ud) {
+    worker *w = ud;
+    outq *q = &w->q;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->count && !q->closing) pthread_cond_wait(&q->cv, &q->mu);
+        if (!q->count) break;
+        uint8_t *buf = q->buf[q->head];
+        size_t n = q->n[q->head];
+        bool failed = q->failed;
+        pthread_mutex_unlock(&q->mu);
+        pl_status s = failed ? PL_OK : pl_link_send(w->link, buf, n, PL_ROOM_SEND_MS);
+        free(buf);
+        pthread_mutex_lock(&q->mu);
+        if (s && !q->failed) {
+            q->failed = true;
+            snprintf(q->why, sizeof q->why, "%s", pl_last_error());
+        }
+        q->head = (q->head + 1) % OUTQ;
+        q->count--;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* Queue one answer for the sender thread. */
+static pl_status post(worker *w, const pl_wire_msg *m) {
+    outq *q = &w->q;
+    uint8_t *buf;
+    size_t n;
+    pl_status s = pl_wire_encode(m, &buf, &n);
+    if (s) return s;
+    pthread_mutex_lock(&q->mu);
+    while (q->count == OUTQ && !q->failed) pthread_cond_wait(&q->cv, &q->mu);
+    if (q->failed) {
+        pthread_mutex_unlock(&q->mu);
+        free(buf);
+        return pl_fail(PL_ERR_IO, "cannot answer the host: %s", q->why);
+    }
+    int t = (q->head + q->count) % OUTQ;
+    q->buf[t] = buf;
+    q->n[t] = n;
+    q->count++;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return PL_OK;
+}
+
+/* Send what is queued, then end the sender thread. */
+static void sender_stop(worker *w) {
+    outq *q = &w->q;
+    if (!q->running) return;
+    pthread_mutex_lock(&q->mu);
+    q->closing = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->th, NULL);
+    q->running = false;
+}
+
+/* Wait for one message, a short recv at a time so *stop is seen. wait_ms 0: without end. */
+static pl_status wait_msg(worker *w, pl_wire_msg *m, int wait_ms, const char *what) {
+    for (int waited = 0; !wait_ms || waited < wait_ms; waited += 200) {
+        if (stopped(w)) return PL_ERR_ARG; /* not a failure: the caller says bye */
+        pl_status s = pl_room_recv(w->link, m, 200);
+        if (s == PL_ERR) continue;
+        if (s == PL_ERR_IO) return pl_fail(PL_ERR_IO, "the host left the room");
+        if (s) return pl_fail(s, "the host sent a bad message: %s", pl_last_error());
+        if (m->type == PL_MSG_ERROR)
+            return pl_fail(PL_ERR, "the host refused this worker: %s", m->error.text);
+        return PL_OK;
+    }
+    return pl_fail(PL_ERR, "no %s from the host within %d ms", what, wait_ms);
+}
+
+/* Load layers [first, last) as the plan says; on failure the host is told why. */
+static pl_status take_plan(worker *w, const pl_wire_plan *p) {
+    const pl_room_join_opts *o = w->o;
+    const pl_wire_member *me = NULL;
+    for (uint32_t i = 0; i < p->n_members; i++)
+        if (p->members[i].id == 0) me = &p->members[i];
+    pl_status s = PL_OK;
+    if (!me) s = pl_fail(PL_ERR_FORMAT, "the plan deals this worker no layers");
+    const char *note = NULL;
+    if (!s) {
+        w->first = (int)me->first, w->last = (int)me->last, w->n_ctx = (int)p->n_ctx;
+        s = pl_backend_open(o->backend ? o->backend : "auto", o->threads, &w->be, &note);
+    }
+    if (!s) {
+        w->be->act_q8 = o->act_q8;
+        pl_model_opts mo = {
+            .prefault = true, .layer_first = w->first, .layer_last = w->last, .ends = PL_ENDS_NONE};
+        int n_layer;
+        s = pl_gguf_open(o->model, &w->g);
+        if (!s) s = pl_model_load(w->g, w->be, &mo, &w->m);
+        if (!s && (n_layer = pl_model_get_info(w->m)->n_layer) != (int)p->n_layers)
+            s = pl_fail(PL_ERR_FORMAT, "the room's model has %u layers, %s has %d", p->n_layers,
+                        o->model, n_layer);
+    }
+    if (!s) {
+        pl_state_opts so = pl_state_opts_default(w->m);
+        so.n_ctx = w->n_ctx;
+        so.n_batch = PL_WIRE_MAX_COLS;
+        so.kv_type = o->kv_type ? o->kv_type : PL_TYPE_F16;
+        s = pl_state_new(w->m, &so, &w->s);
+    }
+    int64_t frame = (int64_t)PL_WIRE_MAX_COLS * (w->m ? pl_model_get_info(w->m)->n_embd : 0);
+    if (!s && (!(w->cols = malloc((size_t)frame * sizeof(float))) ||
+               !(w->out = malloc((size_t)frame * sizeof(float)))))
+        s = pl_fail(PL_ERR_NOMEM, "out of memory for frames");
+    if (s) {
+        char line[PL_WIRE_MAX_TEXT + 1];
+        snprintf(line, sizeof line, "%s", pl_last_error());
+        pl_room_send_error(w->link, PL_WERR_MODEL, line);
+        return pl_fail(s, "%s", line);
+    }
+    if (o->verbose) {
+        if (note) fprintf(stderr, "%s\n", note);
+        fprintf(stderr, "room: serving layers %d..%d of %u (ctx %d, %s frames) on %s\n", w->first,
+                w->last, p->n_layers, w->n_ctx, p->dtype == PL_WIRE_F16 ? "f16" : "f32",
+                w->be->device);
+    }
+    pl_wire_msg ready = {.type = PL_MSG_PONG};
+    return pl_room_send(w->link, &ready, PL_ROOM_SEND_MS);
+}
+
+/* Run the layers over one frame and send its result back. */
+static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
+    int64_t d = pl_model_get_info(w->m)->n_embd, count = (int64_t)h->n_cols * d;
+    if (h->n_embd != (uint32_t)d)
+        return pl_fail(PL_ERR_FORMAT, "a frame of width %u for a model of width %lld", h->n_embd,
+                       (long long)d);
+    if ((int64_t)h->pos0 + h->n_cols > w->n_ctx)
+        return pl_fail(PL_ERR_ARG, "a frame at positions past the context of %d", w->n_ctx);
+    if (h->dtype == PL_WIRE_F16) {
+        memcpy(w->out, h->data, (size_t)count * 2);
+        pl_hidden_from_f16(w->out, w->cols, count);
+    } else {
+        memcpy(w->cols, h->data, (size_t)count * sizeof(float));
+    }
+    pl_buf *x = pl_state_hidden(w->s);
+    int64_t bytes = count * (int64_t)sizeof(float);
+    pl_status s = pl_be_write(x, 0, w->cols, bytes);
+    if (!s) s = pl_model_layers(w->m, w->s, h->n_cols, h->pos0, w->first, w->last);
+    if (!s) s = pl_be_read(x, 0, w->cols, bytes);
+    if (s) return s;
+    pl_wire_msg r = {.type = PL_MSG_RESULT, .hidden = *h};
+    r.hidden.data = w->cols;
+    if (h->dtype == PL_WIRE_F16) {
+        pl_hidden_to_f16(w->cols, w->out, count);
+        r.hidden.data = w->out;
+    }
+    return post(w, &r);
+}
+
+/* Frames and rewinds until bye. A frame or rewind that fails is answered with an error
+ * (the host fails its turn) and serving goes on. */
+static pl_status serve(worker *w) {
+    for (;;) {
+        pl_wire_msg m;
+        pl_status s = wait_msg(w, &m, 0, "frame");
+        if (s == PL_ERR_ARG) return s; /* stopped */
+        if (s) return s;
+        switch (m.type) {
+        case PL_MSG_HIDDEN: s = serve_frame(w, &m.hidden); break;
+        case PL_MSG_REWIND:
+            /* the echo, with n_past 0 where the state could not go back and starts afresh */
+            if (pl_state_rewind(w->s, m.rewind.n_past)) {
+                pl_state_rewind(w->s, 0);
+                m.rewind.n_past = 0;
+            }
+            s = post(w, &m);
+            break;
+        case PL_MSG_PING: {
+            pl_wire_msg p = {.type = PL_MSG_PONG};
+            p.ping.t_ping = m.ping.t_ping;
+            s = post(w, &p);
+            break;
+        }
+        case PL_MSG_BYE: return PL_OK;
+        default:
+            s = pl_fail(PL_ERR_FORMAT, "a %s message while serving", pl_wire_type_name(m.type));
+        }
+        if (s == PL_ERR_IO || (s && pl_link_dead(w->link)))
+            return pl_fail(PL_ERR_IO, "the host left the room");
+        if (s) {
+            pl_wire_msg e = {.type = PL_MSG_ERROR};
+            e.error.code = PL_WERR_INTERNAL;
+            pl_room_error_text(pl_last_error(), e.error.text);
+            if (post(w, &e)) return pl_fail(PL_ERR_IO, "the host left the room");
+        }
+    }
+}
+
+pl_status pl_room_join(const pl_room_join_opts *o) {
+    worker w = {.o = o};
+    pl_status s = pl_link_dial(o->url, o->key, o->dial_ms ? o->dial_ms : 10000, NULL, &w.link);
+    if (s) return s;
+    pl_wire_msg m = {.type = PL_MSG_HELLO};
+    /* TODO(plan branch): the speed probe (probe.h) and the model identity (gguf_hash.h) */
+    m.hello = (pl_wire_hello){.caps = PL_CAP_F16_WIRE, .mem_lent = o->lend, .has_model = true};
+    snprintf(m.hello.backend, sizeof m.hello.backend, "%s", o->backend ? o->backend : "auto");
+    s = pl_room_send(w.link, &m, PL_ROOM_SEND_MS);
+    if (!s) s = wait_msg(&w, &m, o->plan_ms, "plan");
+    if (!s && m.type != PL_MSG_PLAN)
+        s = pl_fail(PL_ERR_FORMAT, "the host sent a %s where the plan was due",
+                    pl_wire_type_name(m.type));
+    if (!s) s = take_plan(&w, &m.plan);
+    if (!s) {
+        pthread_mutex_init(&w.q.mu, NULL);
+        pthread_cond_init(&w.q.cv, NULL);
+        if (pthread_create(&w.q.th, NULL, sender, &w))
+            s = pl_fail(PL_ERR_NOMEM, "cannot start a thread");
+        w.q.running = !s;
+        if (!s) s = serve(&w);
+        sender_stop(&w);
+        pthread_cond_destroy(&w.q.cv);
+        pthread_mutex_destroy(&w.q.mu);
+    }
+    if (s == PL_ERR_ARG && stopped(&w)) { /* Ctrl-C, kill: a clean leave */
+        pl_wire_msg bye = {.type = PL_MSG_BYE, .bye = PL_BYE_LEAVE};
+        pl_room_send(w.link, &bye, 1000);
+        s = PL_OK;
+    }
+    pl_link_close(w.link);
+    free(w.cols);
+    free(w.out);
+    pl_state_free(w.s);
+    pl_model_free(w.m);
+    if (w.be) pl_be_destroy(w.be);
+    pl_gguf_free(w.g);
+    return s;
+}

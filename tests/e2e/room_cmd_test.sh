@@ -1,0 +1,113 @@
+# room_cmd_test.sh - `pooled room host` and `pooled room join` as separate processes on
+# 127.0.0.1 (an ephemeral port the host prints): with 2 and 3 workers (and with a layer on
+# the host) the host's stdout is exactly `pooled run`'s, on stories260K (text, greedy and
+# seeded) and the qwen3_5 hybrid fixture (ids), f32 frames; every worker exits 0 after the
+# host's bye. A joiner with a wrong key is refused with one line while the room still
+# answers; without a prompt the host chats like `pooled chat`; a worker stopped by SIGTERM
+# before the deal says bye, exits 0 and is dropped. Every process runs under a timeout, so
+# a bug cannot hang the run.
+. tests/e2e/lib.sh
+S=$SHARED/models/stories260K.gguf
+Q=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
+K=e2e-room-key
+run() { timeout 60 "$POOLED" run --backend cpu "$@" 2>/dev/null; }
+
+# room N MODEL [--bad-joiner] HOST-ARGS...: a host and N workers; the host's stdout in
+# $TMP/host.out, each worker's exit status checked
+room() {
+    local n=$1 model=$2 bad=0; shift 2
+    if [ "${1:-}" = --bad-joiner ]; then bad=1; shift; fi
+    rm -f "$TMP/host.err"
+    timeout 60 "$POOLED" room host -m "$model" --backend cpu --listen 127.0.0.1:0 --key $K \
+        --workers "$n" --wait 30000 "$@" <"${ROOM_IN:-/dev/null}" >"$TMP/host.out" \
+        2>"$TMP/host.err" &
+    local host=$! addr="" i
+    for i in $(seq 100); do
+        addr=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
+        [ -n "$addr" ] && break
+        sleep 0.1
+    done
+    check "the host prints where to join" [ -n "$addr" ]
+    if [ $bad = 1 ]; then
+        check_err "a joiner with a wrong key" timeout 30 "$POOLED" room join "$addr" \
+            --key wrong-key -m "$model" --backend cpu
+        grep -q "key" "$TMP/err" || fail "the wrong key's line names the key: $(cat "$TMP/err")"
+    fi
+    local pids=()
+    for i in $(seq "$n"); do
+        timeout 60 "$POOLED" room join "$addr" --key $K -m "$model" --backend cpu -t 1 \
+            2>"$TMP/w$i.err" &
+        pids+=($!)
+    done
+    wait $host
+    check "the host exits 0 ($(tail -n 1 "$TMP/host.err"))" [ $? -eq 0 ]
+    for i in $(seq "$n"); do
+        wait "${pids[$((i - 1))]}"
+        check "worker $i exits 0 after bye ($(tail -n 1 "$TMP/w$i.err"))" [ $? -eq 0 ]
+    done
+}
+
+p="Once upon a time"
+want=$(run -m "$S" -p "$p" -n 40 --temp 0)
+for n in 2 3; do
+    room $n "$S" $([ $n = 2 ] && echo --bad-joiner) -p "$p" -n 40 --temp 0 --wire f32
+    check "stories260K, $n workers: the text of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+done
+want=$(run -m "$S" -p "$p" -n 40 --temp 0.9 --seed 11)
+room 2 "$S" -p "$p" -n 40 --temp 0.9 --seed 11 --wire f32 --host-layers 0-1
+check "stories260K seeded, host layer 0 + 2 workers: the same text" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+
+prompt=$(jq -r '.prompt_ids | map(tostring) | join(" ")' "$SHARED/fixtures/hf/qwen3_5/ref.json")
+want=$(run -m "$Q" --prompt-ids "$prompt" -n 16 --ignore-eos --ids --temp 0)
+for n in 2 3; do
+    room $n "$Q" --prompt-ids "$prompt" -n 16 --ignore-eos --ids --temp 0 --wire f32
+    check "qwen3_5, $n workers: the ids of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+done
+
+# without a prompt the host chats as `pooled chat` does (the second turn reuses the first
+# through the workers' caches): the same replies
+C=$SHARED/fixtures/hf/qwen3_realtok/qwen3_realtok-q8_0.gguf
+printf 'Hello there\nAnd a second question\n/quit\n' >"$TMP/chat.in"
+want=$(timeout 60 "$POOLED" chat -m "$C" --backend cpu --temp 0 -n 8 <"$TMP/chat.in" 2>/dev/null)
+ROOM_IN=$TMP/chat.in room 2 "$C" --temp 0 -n 8 --wire f32
+check "chat through 2 workers: the replies of pooled chat" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+
+# a worker stopped (SIGTERM) while the room fills says bye and exits 0; the host drops it
+# and answers with the two that join after it
+rm -f "$TMP/host.err"
+timeout 60 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K --workers 2 \
+    --wait 30000 -p "$p" -n 24 --temp 0 --wire f32 >"$TMP/host.out" 2>"$TMP/host.err" &
+host=$!
+addr=""
+for i in $(seq 100); do
+    addr=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
+    [ -n "$addr" ] && break
+    sleep 0.1
+done
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu 2>"$TMP/quit.err" &
+quitter=$!
+for i in $(seq 100); do grep -q "worker 1 of 2 joined" "$TMP/host.err" && break; sleep 0.1; done
+kill -TERM $quitter
+wait $quitter
+check "a stopped worker exits 0 ($(cat "$TMP/quit.err"))" [ $? -eq 0 ]
+check "a stopped worker says it left" grep -q "left the room" "$TMP/quit.err"
+for i in $(seq 100); do grep -q "left before the deal" "$TMP/host.err" && break; sleep 0.1; done
+check "the host drops the worker that left" grep -q "left before the deal" "$TMP/host.err"
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu 2>/dev/null &
+w1=$!
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu 2>/dev/null &
+w2=$!
+wait $host
+check "the host answers after a worker left ($(tail -n 1 "$TMP/host.err"))" [ $? -eq 0 ]
+wait $w1 && wait $w2
+check "the later workers exit 0" [ $? -eq 0 ]
+want=$(run -m "$S" -p "$p" -n 24 --temp 0)
+check "the same text after a worker left" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+
+check_err "join without a key" "$POOLED" room join 127.0.0.1:1 -m "$S"
+check_err "bad --host-layers" "$POOLED" room host -m "$S" -p x --host-layers 3-1
+check_err "bad --wire" "$POOLED" room host -m "$S" -p x --wire f8
+check_err "no host there" timeout 30 "$POOLED" room join 127.0.0.1:1 --key $K -m "$S"
+check_err "more workers than layers" timeout 30 "$POOLED" room host -m "$S" -p x \
+    --listen 127.0.0.1:0 --workers 7 --wait 200
+finish

@@ -1,0 +1,271 @@
+/* room_test.c - a whole room in one process over inproc://: a host session over remote
+ * stages (room/remote_stage.c) served by 2 and 3 worker threads (pl_room_join), each
+ * loading its dealt layers from the file itself. With f32 frames the logits of every turn
+ * are bit-identical to one session over the whole model and the greedy and seeded ids the
+ * same (stories260K through chain_check.h's turns: frames, rewinds, resets; the qwen3_5
+ * hybrid through a prompt, greedy and sampled steps); with f16 frames stories260K's greedy
+ * ids are the same. Also: a worker with a wrong key is refused with one line while the
+ * room still gathers, a worker whose model does not fit the plan fails the deal with its
+ * line, and a worker that dies mid-turn fails the turn with one line, not a hang. */
+#include <pthread.h>
+
+#include "room/room.h"
+#include "room/room_io.h"
+#include "runtime/backend_open.h"
+#include "test.h"
+
+#include "runtime/chain_check.h" /* (after test.h) */
+
+#define KEY "room-test-key"
+
+typedef struct {
+    pl_room_join_opts o;
+    pl_status s;
+    char err[256];
+    pthread_t th;
+} joiner;
+
+static void *join_main(void *ud) {
+    joiner *j = ud;
+    j->s = pl_room_join(&j->o);
+    snprintf(j->err, sizeof j->err, "%s", j->s ? pl_last_error() : "");
+    return NULL;
+}
+
+static void start_joiner(joiner *j, const char *url, const char *key, const char *model) {
+    j->o = (pl_room_join_opts){.url = url,
+                               .key = key,
+                               .model = model,
+                               .backend = "cpu",
+                               .threads = 1,
+                               .act_q8 = 1,
+                               .plan_ms = 60000};
+    pthread_create(&j->th, NULL, join_main, j);
+}
+
+typedef struct {
+    pl_listener *L;
+    joiner j[4];
+    pl_room_worker w[4];
+    pl_stage *st[4];
+    int n;
+} room;
+
+/* n workers on their own copies of rel, gathered, dealt, one remote stage each. */
+static bool room_open(room *r, const char *url, const char *rel, int n, int n_layer, int n_embd,
+                      pl_wire_dtype dtype) {
+    memset(r, 0, sizeof *r);
+    r->n = n;
+    CHECK(pl_link_listen(url, KEY, NULL, &r->L) == PL_OK, "%s", pl_last_error());
+    if (!r->L) return false;
+    for (int i = 0; i < n; i++) start_joiner(&r->j[i], url, KEY, test_shared(rel));
+    pl_status s = pl_room_gather(r->L, n, 60000, NULL, false, r->w);
+    if (!s) s = pl_room_deal(r->w, n, n_layer, 0, 0, CC_CTX, dtype, 60000);
+    for (int i = 0; !s && i < n; i++)
+        s = pl_room_stage_new(&r->w[i], n_layer, n_embd, CC_CTX, dtype, 20000, &r->st[i]);
+    CHECK(!s, "%s, %d workers: %s", rel, n, pl_last_error());
+    return !s;
+}
+
+/* Free the stages (bye to each worker), join the threads: every worker left cleanly. */
+static void room_close(room *r, bool want_ok) {
+    for (int i = 0; i < r->n; i++) {
+        if (r->st[i])
+            pl_stage_free(r->st[i]);
+        else
+            pl_room_worker_bye(r->w[i].link);
+    }
+    for (int i = 0; i < r->n; i++) {
+        pthread_join(r->j[i].th, NULL);
+        if (want_ok) CHECK(r->j[i].s == PL_OK, "worker %d: %s", i, r->j[i].err);
+    }
+    pl_listener_close(r->L);
+}
+
+/* Prompt, 6 greedy steps, 5 seeded sampled steps, a diverging turn, a reset: the same
+ * logits bits and ids. */
+static void short_turns(const cc_pair *p) {
+    int32_t ids[24];
+    for (int i = 0; i < 24; i++) ids[i] = (int32_t)((i * 7919 + 13) % p->V);
+    cc_set(p, ids, 24, "prompt");
+    cc_greedy(p, 6, 0, "greedy");
+    pl_sampler_params sp = pl_sampler_defaults();
+    sp.temp = 0.9f;
+    sp.seed = 7;
+    pl_sampler *ma = NULL, *mb = NULL;
+    CHECK(!pl_sampler_new(&sp, p->V, &ma) && !pl_sampler_new(&sp, p->V, &mb), "sampler");
+    for (int t = 0; ma && mb && t < 5; t++) {
+        int32_t a = -1, b = -2;
+        pl_status sa = pl_session_pick(p->w, ma, &a), sb = pl_session_pick(p->c, mb, &b);
+        CHECK(!sa && !sb && a == b, "%s, sampled step %d: ids %d and %d", p->what, t, a, b);
+        if (sa || sb || a != b) break;
+        CHECK(!pl_session_push(p->w, a) && !pl_session_push(p->c, b), "%s: push: %s", p->what,
+              pl_last_error());
+        cc_same_logits(p, "sampled step");
+    }
+    pl_sampler_free(ma);
+    pl_sampler_free(mb);
+    /* a turn that diverges at 10: a recurrent worker cannot go back there, starts afresh
+     * and says so, and the session runs everything again, as over the whole model */
+    int64_t n;
+    const int32_t *cached = pl_session_ids(p->w, &n);
+    memcpy(ids, cached, sizeof *ids * 10);
+    for (int i = 10; i < 15; i++) ids[i] = (int32_t)((i * 101 + 5) % p->V);
+    cc_set(p, ids, 15, "diverging turn");
+    pl_session_reset(p->w);
+    pl_session_reset(p->c);
+    cc_set(p, ids, 12, "after a reset");
+}
+
+static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dtype, bool full) {
+    char url[64], what[160];
+    static int count;
+    snprintf(url, sizeof url, "inproc://room-%d", count++);
+    snprintf(what, sizeof what, "%s, %d workers, %s frames", rel, n,
+             dtype == PL_WIRE_F16 ? "f16" : "f32");
+    pl_gguf *g = NULL;
+    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
+    pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
+    pl_model *host = g ? cc_load(g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
+    room r;
+    if (w && host) {
+        const pl_model_info *in = pl_model_get_info(w);
+        bool ok = room_open(&r, url, rel, n, in->n_layer, in->n_embd, dtype);
+        pl_state_opts o = cc_opts(w);
+        pl_chain_opts co = {.frame_cols = 4, .in_flight = 3};
+        pl_session *ws = NULL, *cs = NULL;
+        CHECK(pl_session_new(w, &o, &ws) == PL_OK, "%s", pl_last_error());
+        if (ok)
+            CHECK(pl_session_new_chain(host, &o, r.st, n, &co, &cs) == PL_OK, "%s: %s", what,
+                  pl_last_error());
+        cc_pair p = {ws, cs, in->n_vocab, what};
+        if (ws && cs && dtype == PL_WIRE_F16) {
+            int32_t ids[21];
+            for (int i = 0; i < 21; i++) ids[i] = (int32_t)((i * 7919 + 13) % p.V);
+            CHECK(!pl_session_set(ws, ids, 21, NULL) && !pl_session_set(cs, ids, 21, NULL),
+                  "%s: %s", what, pl_last_error());
+            cc_greedy(&p, 24, 0, "greedy over f16 frames");
+        } else if (ws && cs) {
+            full ? cc_turns(&p) : short_turns(&p);
+        }
+        pl_session_free(ws);
+        pl_session_free(cs);
+        room_close(&r, true);
+    }
+    pl_model_free(host);
+    pl_model_free(w);
+    pl_gguf_free(g);
+}
+
+/* A wrong key is refused on the joining side with one line; the room still gathers the
+ * right ones. A model of another depth fails the deal with the worker's line. */
+static void check_refusals(void) {
+    const char *S = test_shared("models/stories260K.gguf");
+    pl_listener *L = NULL;
+    CHECK(pl_link_listen("inproc://refusals", KEY, NULL, &L) == PL_OK, "%s", pl_last_error());
+    if (!L) return;
+    joiner bad, good;
+    memset(&bad, 0, sizeof bad), memset(&good, 0, sizeof good);
+    start_joiner(&bad, "inproc://refusals", "not-the-key", S);
+    start_joiner(&good, "inproc://refusals", KEY, S);
+    pl_room_worker w[1];
+    pl_status s = pl_room_gather(L, 1, 30000, NULL, false, w);
+    CHECK(!s, "gather past a wrong key: %s", pl_last_error());
+    pthread_join(bad.th, NULL);
+    CHECK(bad.s != PL_OK && bad.err[0] && !strchr(bad.err, '\n'), "wrong key: %d '%s'", bad.s,
+          bad.err);
+    /* the plan says 7 layers, the worker's file has 5 */
+    if (!s) {
+        s = pl_room_deal(w, 1, 7, 0, 0, 64, PL_WIRE_F32, 30000);
+        CHECK(s != PL_OK && strstr(pl_last_error(), "layers") && !strchr(pl_last_error(), '\n'),
+              "a plan the model cannot serve: %s", pl_last_error());
+        pl_room_worker_bye(w[0].link);
+    }
+    pthread_join(good.th, NULL);
+    CHECK(good.s != PL_OK, "the worker with the wrong model fails too");
+    pl_listener_close(L);
+}
+
+/* A fake worker that takes its plan, says it is ready, echoes rewinds, then goes silent
+ * (mode 0) or leaves (mode 1) at the first frame. */
+typedef struct {
+    const char *url;
+    int mode;
+    pthread_t th;
+} faker;
+
+static void *fake_main(void *ud) {
+    faker *f = ud;
+    pl_link *l = NULL;
+    if (pl_link_dial(f->url, KEY, 10000, NULL, &l)) return NULL;
+    pl_wire_msg m = {.type = PL_MSG_HELLO};
+    m.hello = (pl_wire_hello){.caps = PL_CAP_F16_WIRE};
+    strcpy(m.hello.backend, "cpu");
+    pl_room_send(l, &m, 1000);
+    while (!pl_room_recv(l, &m, 10000) && m.type != PL_MSG_PLAN) {
+    }
+    m = (pl_wire_msg){.type = PL_MSG_PONG};
+    pl_room_send(l, &m, 1000);
+    while (!pl_room_recv(l, &m, 10000) && m.type != PL_MSG_HIDDEN)
+        if (m.type == PL_MSG_REWIND) pl_room_send(l, &m, 1000); /* the echo */
+    if (f->mode == 0)                                           /* silent until the host says bye */
+        while (!pl_room_recv(l, &m, 10000) && m.type != PL_MSG_BYE) {
+        }
+    pl_link_close(l);
+    return NULL;
+}
+
+/* A worker that does not answer within the lap timeout, or leaves, fails the turn with one
+ * line naming it, in about the lap timeout, not a hang. */
+static void check_lost_worker(pl_backend *be, int mode) {
+    const char *url = mode ? "inproc://leaver" : "inproc://silent";
+    pl_gguf *g = NULL;
+    CHECK(pl_gguf_open(test_shared("models/stories260K.gguf"), &g) == PL_OK, "%s", pl_last_error());
+    pl_model *host = g ? cc_load(g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
+    pl_listener *L = NULL;
+    CHECK(pl_link_listen(url, KEY, NULL, &L) == PL_OK, "%s", pl_last_error());
+    if (!host || !L) goto out;
+    const pl_model_info *in = pl_model_get_info(host);
+    faker f = {.url = url, .mode = mode};
+    pthread_create(&f.th, NULL, fake_main, &f);
+    pl_room_worker w[1];
+    pl_stage *st = NULL;
+    pl_status s = pl_room_gather(L, 1, 30000, NULL, false, w);
+    if (!s) s = pl_room_deal(w, 1, in->n_layer, 0, 0, CC_CTX, PL_WIRE_F32, 30000);
+    if (!s) s = pl_room_stage_new(w, in->n_layer, in->n_embd, CC_CTX, PL_WIRE_F32, 300, &st);
+    CHECK(!s, "a room with a fake worker: %s", pl_last_error());
+    pl_state_opts o = cc_opts(host);
+    pl_session *cs = NULL;
+    if (st) CHECK(!pl_session_new_chain(host, &o, &st, 1, NULL, &cs), "%s", pl_last_error());
+    if (cs) {
+        int32_t ids[3] = {1, 2, 3};
+        s = pl_session_set(cs, ids, 3, NULL);
+        const char *want = mode ? "left the room" : "did not answer a frame within 300 ms";
+        CHECK(s != PL_OK && strstr(pl_last_error(), want) && !strchr(pl_last_error(), '\n'),
+              "a %s worker: '%s'", mode ? "leaving" : "silent", pl_last_error());
+    }
+    pl_session_free(cs);
+    pl_stage_free(st); /* bye: the silent one leaves too */
+    pthread_join(f.th, NULL);
+out:
+    pl_listener_close(L);
+    pl_model_free(host);
+    pl_gguf_free(g);
+}
+
+static void run_tests(void) {
+    pl_backend *be = NULL;
+    const char *note;
+    CHECK(pl_backend_open("cpu", 1, &be, &note) == PL_OK, "%s", pl_last_error());
+    if (!be) return;
+    be->act_q8 = 1;
+    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F32, true);
+    check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true);
+    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F16, false);
+    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 2, PL_WIRE_F32, false);
+    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false);
+    check_refusals();
+    check_lost_worker(be, 0);
+    check_lost_worker(be, 1);
+    pl_be_destroy(be);
+}
