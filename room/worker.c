@@ -23,6 +23,7 @@ typedef struct {
     size_t n[OUTQ];
     int head, count;
     bool closing, failed, running, muted;
+    bool busy; /* a frame is being computed: the sender beats (pongs) */
     char why[256];
 } outq;
 
@@ -53,8 +54,9 @@ static struct timespec beat_deadline(void) {
     return t;
 }
 
-/* Sends the queued answers in order, and a pong whenever nothing went out for
- * PL_ROOM_BEAT_MS, so the host hears a worker that computes a long frame (room.h). */
+/* Sends the queued answers in order, and while a frame is computed a pong whenever nothing
+ * went out for PL_ROOM_BEAT_MS, so the host hears a worker that computes a long frame
+ * (room.h). An idle worker says nothing: pongs would pile up while the host is idle. */
 static void *sender(void *ud) {
     worker *w = ud;
     outq *q = &w->q;
@@ -65,7 +67,7 @@ static void *sender(void *ud) {
         while (!q->count && !q->closing && !beat)
             beat = pthread_cond_timedwait(&q->cv, &q->mu, &until) == ETIMEDOUT;
         if (beat && !q->count && !q->closing) {
-            bool quiet = q->failed || q->muted;
+            bool quiet = q->failed || q->muted || !q->busy;
             pthread_mutex_unlock(&q->mu);
             pl_wire_msg p = {.type = PL_MSG_PONG};
             if (!quiet) pl_room_send(w->link, &p, PL_ROOM_SEND_MS);
@@ -222,6 +224,12 @@ static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
     return post(w, &r);
 }
 
+static void set_busy(worker *w, bool busy) {
+    pthread_mutex_lock(&w->q.mu);
+    w->q.busy = busy;
+    pthread_mutex_unlock(&w->q.mu);
+}
+
 /* Frames and rewinds until bye. A frame or rewind that fails is answered with an error
  * (the host fails its turn) and serving goes on. */
 static pl_status serve(worker *w) {
@@ -234,7 +242,9 @@ static pl_status serve(worker *w) {
         if (w->q.muted && m.type != PL_MSG_BYE) continue; /* tests: silent until bye */
         switch (m.type) {
         case PL_MSG_HIDDEN:
+            set_busy(w, true);
             s = serve_frame(w, &m.hidden);
+            set_busy(w, false);
             if (!s && w->o->mute_after && ++served == w->o->mute_after) {
                 pthread_mutex_lock(&w->q.mu);
                 w->q.muted = true;
