@@ -6,7 +6,8 @@
  * hybrid through a prompt, greedy and sampled steps); with f16 frames stories260K's greedy
  * ids are the same. Also: a worker with a wrong key is refused with one line while the
  * room still gathers, a worker whose model does not fit the plan fails the deal with its
- * line, and a worker that dies mid-turn fails the turn with one line, not a hang. */
+ * line, and a worker that dies mid-turn fails the turn with one line, not a hang (or,
+ * where the host may take its layers over, a silent or leaving worker changes nothing). */
 #include <pthread.h>
 #include <unistd.h>
 
