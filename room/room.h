@@ -92,6 +92,7 @@ typedef struct {
     bool verbose;                /* what was dealt and loaded, one line each on stderr */
     int mute_after;              /* tests: after serving this many frames go silent (no
                                     answers, no pongs) until bye (0: never) */
+    int slow_ms;                 /* tests: take this much longer over the first frame */
 } pl_room_join_opts;
 
 /* Join the room, serve frames until the host says bye (PL_OK) or *stop (PL_OK, after

@@ -243,9 +243,13 @@ static pl_status serve(worker *w) {
         switch (m.type) {
         case PL_MSG_HIDDEN:
             set_busy(w, true);
+            if (!served && w->o->slow_ms)
+                nanosleep(&(struct timespec){w->o->slow_ms / 1000,
+                                             (long)(w->o->slow_ms % 1000) * 1000000L},
+                          NULL);
             s = serve_frame(w, &m.hidden);
             set_busy(w, false);
-            if (!s && w->o->mute_after && ++served == w->o->mute_after) {
+            if (!s && ++served == w->o->mute_after) {
                 pthread_mutex_lock(&w->q.mu);
                 w->q.muted = true;
                 pthread_mutex_unlock(&w->q.mu);

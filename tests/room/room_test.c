@@ -43,6 +43,7 @@ static void start_joiner(joiner *j, const char *url, const char *key, const char
                                .act_q8 = 1,
                                .plan_ms = 60000,
                                .mute_after = j->o.mute_after,
+                               .slow_ms = j->o.slow_ms,
                                .stop = j->o.stop};
     pthread_create(&j->th, NULL, join_main, j);
 }
@@ -57,16 +58,19 @@ typedef struct {
 } room;
 
 /* n workers on their own copies of rel, gathered, dealt, one remote stage each. Worker 1
- * goes silent after mute_after frames (0: never) and leaves when r->stop is set. */
+ * goes silent after mute_after frames (0: never), takes slow_ms longer over its first
+ * frame and leaves when r->stop is set. */
 static bool room_open(room *r, const char *url, const char *rel, int n, int n_layer, int n_embd,
-                      pl_wire_dtype dtype, int mute_after) {
+                      pl_wire_dtype dtype, int mute_after, int slow_ms) {
     memset(r, 0, sizeof *r);
     r->n = n;
     CHECK(pl_link_listen(url, KEY, NULL, &r->L) == PL_OK, "%s", pl_last_error());
     if (!r->L) return false;
     for (int i = 0; i < n; i++) {
         memset(&r->j[i], 0, sizeof r->j[i]);
-        if (i == 1) r->j[i].o = (pl_room_join_opts){.mute_after = mute_after, .stop = &r->stop};
+        if (i == 1)
+            r->j[i].o =
+                (pl_room_join_opts){.mute_after = mute_after, .slow_ms = slow_ms, .stop = &r->stop};
         start_joiner(&r->j[i], url, KEY, test_shared(rel));
     }
     pl_status s = pl_room_gather(r->L, n, 60000, NULL, false, r->w);
@@ -140,7 +144,7 @@ static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dty
     room r;
     if (w && host) {
         const pl_model_info *in = pl_model_get_info(w);
-        bool ok = room_open(&r, url, rel, n, in->n_layer, in->n_embd, dtype, 0);
+        bool ok = room_open(&r, url, rel, n, in->n_layer, in->n_embd, dtype, 0, 0);
         pl_state_opts o = cc_opts(w);
         pl_chain_opts co = {.frame_cols = 4, .in_flight = 3};
         pl_session *ws = NULL, *cs = NULL;
@@ -264,13 +268,18 @@ out:
 }
 
 /* Survival: with 2 real workers, worker 1 goes silent mid-answer (mode 0: after 10 frames,
- * the prompt's 6 and 4 decode steps) or leaves with bye (mode 1: after 3 decode steps);
+ * the prompt's 6 and 4 decode steps) or leaves with bye (mode 1: after 3 decode steps), or
+ * (mode 2) computes its first frame for 4.5 s: slow but alive (its pongs say so), not lost;
  * the host takes its layers over (pl_room_stage_survive) and the answer goes on with the
  * logits bit-identical to the whole model's, and a later turn reuses the rebuilt caches. */
 static void check_survival(pl_backend *be, int mode) {
     const char *rel = "models/stories260K.gguf";
-    const char *url = mode ? "inproc://survive-bye" : "inproc://survive-mute";
-    const char *what = mode ? "a worker leaving mid-answer" : "a worker silent mid-answer";
+    const char *url = mode == 2 ? "inproc://survive-slow"
+                      : mode    ? "inproc://survive-bye"
+                                : "inproc://survive-mute";
+    const char *what = mode == 2 ? "a slow worker"
+                       : mode    ? "a worker leaving mid-answer"
+                                 : "a worker silent mid-answer";
     pl_gguf *g = NULL;
     CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
     pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
@@ -278,9 +287,10 @@ static void check_survival(pl_backend *be, int mode) {
     if (!w || !host) goto out;
     const pl_model_info *in = pl_model_get_info(w);
     room r;
-    bool ok = room_open(&r, url, rel, 2, in->n_layer, in->n_embd, PL_WIRE_F32, mode ? 0 : 10);
+    bool ok = room_open(&r, url, rel, 2, in->n_layer, in->n_embd, PL_WIRE_F32, mode ? 0 : 10,
+                        mode == 2 ? 4500 : 0);
     pl_state_opts o = cc_opts(w);
-    for (int i = 0; ok && i < 2; i++)
+    for (int i = 0; ok && mode != 2 && i < 2; i++) /* a slow worker must not even need it */
         CHECK(!pl_room_stage_survive(r.st[i], g, be, &o), "%s", pl_last_error());
     pl_chain_opts co = {.frame_cols = 4, .in_flight = 3};
     pl_session *ws = NULL, *cs = NULL;
@@ -294,7 +304,7 @@ static void check_survival(pl_backend *be, int mode) {
         for (int i = 0; i < 24; i++) ids[i] = (int32_t)((i * 7919 + 13) % p.V);
         cc_set(&p, ids, 24, "prompt");
         cc_greedy(&p, 3, 0, "greedy before");
-        if (mode) {
+        if (mode == 1) {
             r.stop = 1;
             usleep(500 * 1000); /* it has said bye */
         }
@@ -332,5 +342,6 @@ static void run_tests(void) {
     check_lost_worker(be, 1);
     check_survival(be, 0);
     check_survival(be, 1);
+    check_survival(be, 2);
     pl_be_destroy(be);
 }
