@@ -141,6 +141,38 @@ for sig in KILL TERM; do
     check "SIG$sig: the text of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
 done
 
+# survival in chat: a worker killed after the first reply; the second turn (the host takes
+# its layers over and rebuilds their caches from the conversation) replies as pooled chat
+mkfifo "$TMP/chat.fifo"
+rm -f "$TMP/host.err"
+timeout 60 "$POOLED" room host -m "$C" --backend cpu --listen 127.0.0.1:0 --key $K \
+    --workers 2 --wait 30000 --temp 0 -n 8 --wire f32 <"$TMP/chat.fifo" >"$TMP/host.out" \
+    2>"$TMP/host.err" &
+host=$!
+exec 3>"$TMP/chat.fifo"
+addr=""
+for i in $(seq 100); do
+    addr=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
+    [ -n "$addr" ] && break
+    sleep 0.1
+done
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$C" --backend cpu -t 1 2>/dev/null &
+w1=$!
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$C" --backend cpu -t 1 2>/dev/null &
+w2=$!
+echo "Hello there" >&3
+for i in $(seq 300); do [ -s "$TMP/host.out" ] && break; sleep 0.1; done
+kill -KILL "$(pgrep -P $w2)"
+printf 'And a second question\n/quit\n' >&3
+exec 3>&-
+wait $host; rc=$?
+check "chat, a worker killed between turns: the host exits 0 ($(tail -n 1 "$TMP/host.err"))" [ $rc -eq 0 ]
+wait $w1
+wait $w2
+check "chat: the host takes the killed worker's layers over" grep -q "the host takes layers" "$TMP/host.err"
+want=$(timeout 60 "$POOLED" chat -m "$C" --backend cpu --temp 0 -n 8 <"$TMP/chat.in" 2>/dev/null)
+check "chat after a worker was killed: the replies of pooled chat" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+
 check_err "join without a key" "$POOLED" room join 127.0.0.1:1 -m "$S"
 check_err "bad --host-layers" "$POOLED" room host -m "$S" -p x --host-layers 3-1
 check_err "bad --wire" "$POOLED" room host -m "$S" -p x --wire f8
