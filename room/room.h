@@ -68,7 +68,8 @@ pl_status pl_room_stage_new(pl_room_worker *w, int n_layer, int n_embd, int n_ct
  * from g on be itself, rebuilds their caches by replaying every frame the worker was sent
  * since the last fresh start (kept on the host: n_ctx * n_embd floats), and goes on as a
  * local stage with the same results (frames rounded to the wire's dtype as before). so:
- * the host's state options (context, cache type). g and be must outlive the stage. */
+ * the host's state options (context, cache type). g and be must outlive the stage. Call it
+ * before the stage's first frame. */
 pl_status pl_room_stage_survive(pl_stage *st, const pl_gguf *g, pl_backend *be,
                                 const pl_state_opts *so);
 

@@ -4,7 +4,9 @@
 # seeded) and the qwen3_5 hybrid fixture (ids), f32 frames; every worker exits 0 after the
 # host's bye. A joiner with a wrong key is refused with one line while the room still
 # answers; without a prompt the host chats like `pooled chat`; a worker stopped by SIGTERM
-# before the deal says bye, exits 0 and is dropped. Every process runs under a timeout, so
+# before the deal says bye, exits 0 and is dropped. A worker killed (SIGKILL) or leaving
+# (SIGTERM) mid-answer, or killed between chat turns: the host takes its layers over and
+# the output is still pooled run's / pooled chat's. Every process runs under a timeout, so
 # a bug cannot hang the run.
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
