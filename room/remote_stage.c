@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "room.h"
 #include "room_io.h"
@@ -24,13 +25,69 @@ typedef struct {
     char lost[300]; /* why the worker is gone or out of step ("" while it works): every
                        later call fails at once with this line */
     void *wire_buf; /* one frame's columns as they travel */
+    int64_t heard;  /* when the worker last said anything (ms, monotonic) */
+    /* survival (pl_room_stage_survive): where the host loads the layers itself, and the
+     * frames sent since the last fresh start, to replay them there */
+    const pl_gguf *g;
+    pl_backend *be;
+    pl_state_opts so;
+    float *hist;    /* [n_ctx][n_embd] the columns sent, as the worker read them */
+    int32_t *log_n; /* [n_ctx] the widths of the frames sent, in order, from position 0 */
+    int n_log;      /* frames in the log; they hold positions [0, logged) */
+    int64_t logged;
+    pl_model *own_m; /* once taken over: the layers, and the stage the calls go to */
+    pl_stage *own;
 } remote;
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The log keeps positions [0, n_past) only (a frame across n_past is cut there). */
+static void log_cut(remote *R, int64_t n_past) {
+    if (!R->hist) return;
+    while (R->n_log && R->logged - R->log_n[R->n_log - 1] >= n_past)
+        R->logged -= R->log_n[--R->n_log];
+    if (R->logged > n_past) {
+        R->log_n[R->n_log - 1] -= (int32_t)(R->logged - n_past);
+        R->logged = n_past;
+    }
+}
+
+/* What the other side reads of a frame of count values: the same, or rounded through f16. */
+static void as_on_wire(const remote *R, const float *x, float *out, int64_t count) {
+    if (R->dtype == PL_WIRE_F16) {
+        pl_hidden_to_f16(x, R->wire_buf, count);
+        pl_hidden_from_f16(R->wire_buf, out, count);
+    } else if (out != x) {
+        memcpy(out, x, (size_t)count * sizeof(float));
+    }
+}
+
+static pl_status take_over(pl_stage *st);
 
 static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int64_t pos0,
                                uint64_t tag) {
     remote *R = st->impl;
+    if (R->lost[0] && R->g && !R->own) take_over(st);
+    if (R->own) {
+        int64_t count = n * st->n_embd;
+        float *x = (float *)R->wire_buf + (int64_t)PL_WIRE_MAX_COLS * st->n_embd;
+        as_on_wire(R, hidden, x, count);
+        return pl_stage_submit(R->own, x, n, pos0, tag);
+    }
     if (R->lost[0]) return pl_fail(PL_ERR_IO, "%s", R->lost);
     int64_t count = n * st->n_embd;
+    if (R->hist) { /* kept for a replay */
+        log_cut(R, pos0);
+        if (R->logged == pos0) {
+            as_on_wire(R, hidden, R->hist + pos0 * st->n_embd, count);
+            R->log_n[R->n_log++] = (int32_t)n;
+            R->logged += n;
+        }
+    }
     pl_wire_msg m = {.type = PL_MSG_HIDDEN};
     m.hidden = (pl_wire_hidden){.seq = R->seq,
                                 .pos0 = (uint32_t)pos0,
@@ -47,6 +104,12 @@ static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int
     if (s) {
         snprintf(R->lost, sizeof R->lost, "%s: cannot send it a frame: %s", R->who,
                  pl_last_error());
+        if (R->g) { /* the frame is logged: the replay runs it, as if in flight */
+            int t = (R->q_head + R->q_count) % RS_MAX_IN_FLIGHT;
+            R->q_tag[t] = tag;
+            R->q_count++;
+            return take_over(st);
+        }
         return pl_fail(PL_ERR_IO, "%s", R->lost);
     }
     int t = (R->q_head + R->q_count) % RS_MAX_IN_FLIGHT;
@@ -61,17 +124,27 @@ static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int
 /* The next message that is not a pong (a worker may answer a late ping); an error message
  * fails unless draining (a rewind drops whatever frames in flight left behind). */
 static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool draining) {
+    int64_t start = now_ms();
+    if (R->heard < start) R->heard = start; /* silence counts while the host listens */
     for (;;) {
-        pl_status s = pl_room_recv(R->link, m, R->lap_ms);
-        /* HOOK (the next slice: survival): a silent or gone worker fails the turn here;
-         * re-dealing its layers to the others would start from this point. */
-        if (s == PL_ERR)
+        /* a lap ends at lap_ms; silence (not even a pong) at PL_ROOM_SILENT_MS */
+        int64_t t = now_ms(), lap_left = start + R->lap_ms - t,
+                quiet_left = R->heard + PL_ROOM_SILENT_MS - t;
+        int wait = (int)(lap_left < quiet_left ? lap_left : quiet_left);
+        pl_status s = pl_room_recv(R->link, m, wait > 1 ? wait : 1);
+        if (s == PL_ERR && now_ms() - R->heard >= PL_ROOM_SILENT_MS)
+            snprintf(R->lost, sizeof R->lost, "%s said nothing for %d ms", R->who,
+                     PL_ROOM_SILENT_MS);
+        else if (s == PL_ERR && now_ms() - start < R->lap_ms)
+            continue;
+        else if (s == PL_ERR)
             snprintf(R->lost, sizeof R->lost, "%s did not answer %s within %d ms: the turn fails",
                      R->who, what, R->lap_ms);
         else if (s == PL_ERR_IO)
             snprintf(R->lost, sizeof R->lost, "%s left the room", R->who);
         if (s == PL_ERR || s == PL_ERR_IO) return pl_fail(PL_ERR_IO, "%s", R->lost);
         if (s) return pl_fail(s, "%s sent a bad message: %s", R->who, pl_last_error());
+        R->heard = now_ms();
         if (m->type == PL_MSG_ERROR && !draining)
             return pl_fail(PL_ERR, "%s failed: %s", R->who, m->error.text);
         if (m->type == PL_MSG_BYE) {
@@ -82,17 +155,69 @@ static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool drai
     }
 }
 
+/* The worker is lost (R->lost says why) and frames [n_log - q_count, n_log) of the log are
+ * in flight: load its layers here, replay the frames before those (their results are
+ * dropped) and submit those, so collect goes on where the worker stopped. */
+static pl_status take_over(pl_stage *st) {
+    remote *R = st->impl;
+    int64_t t0 = now_ms(), silent = t0 - R->heard; /* since the host last heard it */
+    fprintf(stderr, "room: %s; the host takes layers %d..%d over\n", R->lost, st->first, st->last);
+    pl_room_worker_bye(R->link);
+    R->link = NULL;
+    pl_model_opts mo = {
+        .prefault = true, .layer_first = st->first, .layer_last = st->last, .ends = PL_ENDS_NONE};
+    pl_state_opts so = R->so;
+    so.n_ctx = st->n_ctx;
+    so.n_batch = PL_WIRE_MAX_COLS;
+    pl_status s = pl_model_load(R->g, R->be, &mo, &R->own_m);
+    if (!s) s = pl_stage_local_new(R->own_m, &so, st->first, st->last, &R->own);
+    int64_t d = st->n_embd, pos = 0;
+    int keep = R->n_log - R->q_count;
+    float *out = (float *)R->wire_buf + (int64_t)PL_WIRE_MAX_COLS * d;
+    for (int i = 0; !s && i < R->n_log; i++) {
+        int64_t n = R->log_n[i], got;
+        uint64_t tag = i < keep ? 0 : R->q_tag[(R->q_head + i - keep) % RS_MAX_IN_FLIGHT];
+        s = pl_stage_submit(R->own, R->hist + pos * d, n, pos, tag);
+        if (!s && i < keep) s = pl_stage_collect(R->own, out, &got, &tag);
+        pos += n;
+    }
+    R->q_head = R->q_count = 0;
+    if (s) {
+        char line[300];
+        snprintf(line, sizeof line, "%s", pl_last_error());
+        pl_stage_free(R->own);
+        pl_model_free(R->own_m);
+        R->own = NULL, R->own_m = NULL, R->g = NULL;
+        return pl_fail(s, "%s; the host cannot take layers %d..%d over: %s", R->lost, st->first,
+                       st->last, line);
+    }
+    fprintf(stderr,
+            "room: recovered in %lld ms (replayed %lld positions; the worker last heard %lld ms "
+            "before)\n",
+            (long long)(now_ms() - t0), (long long)pos, (long long)silent);
+    return PL_OK;
+}
+
 static pl_status remote_collect(pl_stage *st, float *hidden_out, int64_t *n, uint64_t *tag) {
     remote *R = st->impl;
+    if (R->own) {
+        pl_status s = pl_stage_collect(R->own, hidden_out, n, tag);
+        if (!s) as_on_wire(R, hidden_out, hidden_out, *n * st->n_embd);
+        return s;
+    }
     int h = R->q_head;
     uint32_t want = R->q_seq[h];
     int64_t want_n = R->q_n[h];
     *tag = R->q_tag[h];
+    pl_wire_msg m;
+    pl_status s =
+        R->lost[0] ? pl_fail(PL_ERR_IO, "%s", R->lost) : next_msg(R, &m, "a frame", false);
+    if (s == PL_ERR_IO && R->g) { /* lost: the host takes over, this frame still in flight */
+        s = take_over(st);
+        return s ? s : remote_collect(st, hidden_out, n, tag);
+    }
     R->q_head = (h + 1) % RS_MAX_IN_FLIGHT;
     R->q_count--;
-    if (R->lost[0]) return pl_fail(PL_ERR_IO, "%s", R->lost);
-    pl_wire_msg m;
-    pl_status s = next_msg(R, &m, "a frame", false);
     if (s) return s;
     const pl_wire_hidden *r = &m.hidden;
     if (m.type != PL_MSG_RESULT || r->seq != want || r->n_cols != want_n ||
@@ -119,12 +244,14 @@ static pl_status remote_collect(pl_stage *st, float *hidden_out, int64_t *n, uin
  * results. */
 static bool remote_can_rewind(const pl_stage *st, int64_t n_past) {
     const remote *R = st->impl;
+    if (R->own) return pl_stage_can_rewind(R->own, n_past);
     return n_past <= R->n_pos;
 }
 
 /* Send the rewind and wait for its echo, dropping the results of frames still in flight. */
 static pl_status remote_rewind(pl_stage *st, int64_t n_past) {
     remote *R = st->impl;
+    if (R->own) return pl_stage_rewind(R->own, n_past);
     if (R->lost[0]) return pl_fail(PL_ERR_IO, "%s", R->lost);
     if (!remote_can_rewind(st, n_past))
         return pl_fail(PL_ERR_ARG, "%s cannot go back to position %lld", R->who, (long long)n_past);
@@ -132,10 +259,17 @@ static pl_status remote_rewind(pl_stage *st, int64_t n_past) {
     pl_wire_msg m = {.type = PL_MSG_REWIND};
     m.rewind = (pl_wire_rewind){.seq = seq, .n_past = (uint32_t)n_past};
     pl_status s = pl_room_send(R->link, &m, PL_ROOM_SEND_MS);
-    if (s) return pl_fail(PL_ERR_IO, "%s: cannot send it a rewind: %s", R->who, pl_last_error());
+    if (s)
+        snprintf(R->lost, sizeof R->lost, "%s: cannot send it a rewind: %s", R->who,
+                 pl_last_error());
     R->q_head = R->q_count = 0;
     for (;;) {
-        s = next_msg(R, &m, "a rewind", true);
+        s = s ? pl_fail(PL_ERR_IO, "%s", R->lost) : next_msg(R, &m, "a rewind", true);
+        if (s == PL_ERR_IO && R->g) { /* lost: the host takes over at n_past */
+            log_cut(R, n_past);
+            s = take_over(st);
+            return s ? s : pl_stage_rewind(R->own, n_past);
+        }
         if (s) return s;
         if (m.type == PL_MSG_REWIND && m.rewind.seq == seq) break;
         /* results and errors of frames sent before it, and echoes of older rewinds */
@@ -145,6 +279,7 @@ static pl_status remote_rewind(pl_stage *st, int64_t n_past) {
     }
     /* a worker that cannot go back there (a recurrent layer) starts afresh and says so */
     R->n_pos = m.rewind.n_past;
+    log_cut(R, R->n_pos);
     if (m.rewind.n_past != n_past)
         return pl_fail(PL_ERR_ARG, "%s cannot go back to position %lld", R->who, (long long)n_past);
     return PL_OK;
@@ -154,6 +289,10 @@ static void remote_free(pl_stage *st) {
     remote *R = st->impl;
     if (R) {
         pl_room_worker_bye(R->link);
+        pl_stage_free(R->own);
+        pl_model_free(R->own_m);
+        free(R->hist);
+        free(R->log_n);
         free(R->wire_buf);
         free(R);
     }
@@ -179,12 +318,14 @@ pl_status pl_room_stage_new(pl_room_worker *w, int n_layer, int n_embd, int n_ct
     *out = NULL;
     pl_stage *st = calloc(1, sizeof *st);
     remote *R = calloc(1, sizeof *R);
-    void *buf = malloc((size_t)PL_WIRE_MAX_COLS * (size_t)n_embd * sizeof(float));
+    /* one frame on the wire, then one frame of f32 columns */
+    void *buf = malloc(2 * (size_t)PL_WIRE_MAX_COLS * (size_t)n_embd * sizeof(float));
     if (!st || !R || !buf) {
         free(st), free(R), free(buf);
         return pl_fail(PL_ERR_NOMEM, "out of memory for a remote stage");
     }
-    *R = (remote){.link = w->link, .dtype = dtype, .lap_ms = lap_ms, .wire_buf = buf};
+    *R = (remote){
+        .link = w->link, .dtype = dtype, .lap_ms = lap_ms, .wire_buf = buf, .heard = now_ms()};
     snprintf(R->who, sizeof R->who, "the worker at %s (layers %d..%d)", pl_link_peer(w->link),
              w->first, w->last);
     *st = (pl_stage){.m = &remote_methods,
@@ -198,5 +339,24 @@ pl_status pl_room_stage_new(pl_room_worker *w, int n_layer, int n_embd, int n_ct
                      .impl = R};
     w->link = NULL; /* the stage has it now */
     *out = st;
+    return PL_OK;
+}
+
+pl_status pl_room_stage_survive(pl_stage *st, const pl_gguf *g, pl_backend *be,
+                                const pl_state_opts *so) {
+    remote *R = st->impl;
+    if (st->m != &remote_methods) return pl_fail(PL_ERR_ARG, "survival is for remote stages");
+    if (R->n_pos) return pl_fail(PL_ERR_ARG, "survival must be asked before the first frame");
+    if (!R->hist) {
+        R->hist = malloc((size_t)st->n_ctx * (size_t)st->n_embd * sizeof(float));
+        R->log_n = malloc((size_t)st->n_ctx * sizeof *R->log_n);
+        if (!R->hist || !R->log_n) {
+            free(R->hist), free(R->log_n);
+            R->hist = NULL, R->log_n = NULL;
+            return pl_fail(PL_ERR_NOMEM, "out of memory for the replay of %s", R->who);
+        }
+        R->n_log = 0, R->logged = 0;
+    }
+    R->g = g, R->be = be, R->so = *so;
     return PL_OK;
 }

@@ -11,8 +11,10 @@
  *     host: hidden frames / rewinds ->  worker: results (seq echoed) / the rewind echoed
  *     host: bye  ->  worker exits
  *
- * Every wait has a timeout: a worker that does not answer a frame within the lap timeout
- * fails the turn with one line naming it. */
+ * Every wait has a timeout: a worker that does not answer a frame within the lap timeout,
+ * or says nothing (not even a pong: a serving worker sends one every PL_ROOM_BEAT_MS) for
+ * PL_ROOM_SILENT_MS, is lost: its stage fails the turn with one line naming it, or, where
+ * the host can load its layers (pl_room_stage_survive), the host takes them over. */
 #ifndef PL_ROOM_ROOM_H
 #define PL_ROOM_ROOM_H
 
@@ -29,6 +31,8 @@
 #define PL_ROOM_HELLO_MS    10000  /* a joined worker must say hello within this */
 #define PL_ROOM_SEND_MS     10000  /* one send */
 #define PL_ROOM_MAX_WORKERS (PL_WIRE_MAX_MEMBERS - 1)
+#define PL_ROOM_SILENT_MS   3000 /* a worker silent this long (no result, no pong) is lost */
+#define PL_ROOM_BEAT_MS     1000 /* a serving worker says something (a pong) at least this often */
 
 /* ---- the host's side ---- */
 
@@ -58,6 +62,17 @@ pl_status pl_room_deal(pl_room_worker *w, int n, int n_layer, int host_first, in
 pl_status pl_room_stage_new(pl_room_worker *w, int n_layer, int n_embd, int n_ctx,
                             pl_wire_dtype dtype, int lap_ms, pl_stage **out);
 
+/* Survival: let stage st (from pl_room_stage_new) take its worker's layers over when the
+ * worker is lost (silent for PL_ROOM_SILENT_MS, past its lap, gone, or leaving with bye):
+ * it says so on stderr (one line naming the worker and the layers), loads those layers
+ * from g on be itself, rebuilds their caches by replaying every frame the worker was sent
+ * since the last fresh start (kept on the host: n_ctx * n_embd floats), and goes on as a
+ * local stage with the same results (frames rounded to the wire's dtype as before). so:
+ * the host's state options (context, cache type). g and be must outlive the stage. Call it
+ * before the stage's first frame. */
+pl_status pl_room_stage_survive(pl_stage *st, const pl_gguf *g, pl_backend *be,
+                                const pl_state_opts *so);
+
 /* Tell a worker bye (best effort) and close its link. */
 void pl_room_worker_bye(pl_link *l);
 
@@ -76,6 +91,9 @@ typedef struct {
     int plan_ms;                 /* how long to wait for the plan (0: without end) */
     volatile sig_atomic_t *stop; /* non-zero: say bye and return (may be NULL) */
     bool verbose;                /* what was dealt and loaded, one line each on stderr */
+    int mute_after;              /* tests: after serving this many frames go silent (no
+                                    answers, no pongs) until bye (0: never) */
+    int slow_ms;                 /* tests: take this much longer over the first frame */
 } pl_room_join_opts;
 
 /* Join the room, serve frames until the host says bye (PL_OK) or *stop (PL_OK, after

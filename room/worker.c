@@ -1,9 +1,11 @@
 /* worker.c - the worker's side of a room: join, load the dealt layers from its own copy of
  * the model, serve hidden frames until the host says bye (room.h). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "room.h"
 #include "room_io.h"
@@ -20,7 +22,8 @@ typedef struct {
     uint8_t *buf[OUTQ];
     size_t n[OUTQ];
     int head, count;
-    bool closing, failed, running;
+    bool closing, failed, running, muted;
+    bool busy; /* a frame is being computed: the sender beats (pongs) */
     char why[256];
 } outq;
 
@@ -41,16 +44,40 @@ static bool stopped(const worker *w) {
     return w->o->stop && *w->o->stop;
 }
 
+/* The next PL_ROOM_BEAT_MS from now, for pthread_cond_timedwait (CLOCK_REALTIME). */
+static struct timespec beat_deadline(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += PL_ROOM_BEAT_MS / 1000;
+    t.tv_nsec += (long)(PL_ROOM_BEAT_MS % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+    return t;
+}
+
+/* Sends the queued answers in order, and while a frame is computed a pong whenever nothing
+ * went out for PL_ROOM_BEAT_MS, so the host hears a worker that computes a long frame
+ * (room.h). An idle worker says nothing: pongs would pile up while the host is idle. */
 static void *sender(void *ud) {
     worker *w = ud;
     outq *q = &w->q;
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        while (!q->count && !q->closing) pthread_cond_wait(&q->cv, &q->mu);
+        struct timespec until = beat_deadline();
+        bool beat = false;
+        while (!q->count && !q->closing && !beat)
+            beat = pthread_cond_timedwait(&q->cv, &q->mu, &until) == ETIMEDOUT;
+        if (beat && !q->count && !q->closing) {
+            bool quiet = q->failed || q->muted || !q->busy;
+            pthread_mutex_unlock(&q->mu);
+            pl_wire_msg p = {.type = PL_MSG_PONG};
+            if (!quiet) pl_room_send(w->link, &p, PL_ROOM_SEND_MS);
+            pthread_mutex_lock(&q->mu);
+            continue;
+        }
         if (!q->count) break;
         uint8_t *buf = q->buf[q->head];
         size_t n = q->n[q->head];
-        bool failed = q->failed;
+        bool failed = q->failed || q->muted;
         pthread_mutex_unlock(&q->mu);
         pl_status s = failed ? PL_OK : pl_link_send(w->link, buf, n, PL_ROOM_SEND_MS);
         free(buf);
@@ -197,16 +224,37 @@ static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
     return post(w, &r);
 }
 
+static void set_busy(worker *w, bool busy) {
+    pthread_mutex_lock(&w->q.mu);
+    w->q.busy = busy;
+    pthread_mutex_unlock(&w->q.mu);
+}
+
 /* Frames and rewinds until bye. A frame or rewind that fails is answered with an error
  * (the host fails its turn) and serving goes on. */
 static pl_status serve(worker *w) {
+    int served = 0;
     for (;;) {
         pl_wire_msg m;
         pl_status s = wait_msg(w, &m, 0, "frame");
         if (s == PL_ERR_ARG) return s; /* stopped */
         if (s) return s;
+        if (w->q.muted && m.type != PL_MSG_BYE) continue; /* tests: silent until bye */
         switch (m.type) {
-        case PL_MSG_HIDDEN: s = serve_frame(w, &m.hidden); break;
+        case PL_MSG_HIDDEN:
+            set_busy(w, true);
+            if (!served && w->o->slow_ms)
+                nanosleep(&(struct timespec){w->o->slow_ms / 1000,
+                                             (long)(w->o->slow_ms % 1000) * 1000000L},
+                          NULL);
+            s = serve_frame(w, &m.hidden);
+            set_busy(w, false);
+            if (!s && ++served == w->o->mute_after) {
+                pthread_mutex_lock(&w->q.mu);
+                w->q.muted = true;
+                pthread_mutex_unlock(&w->q.mu);
+            }
+            break;
         case PL_MSG_REWIND:
             /* the echo, with n_past 0 where the state could not go back and starts afresh */
             if (pl_state_rewind(w->s, m.rewind.n_past)) {

@@ -99,6 +99,8 @@ static bool host_attach(loaded_model *lm, void *ud) {
         s = pl_room_stage_new(&w[i], in->n_layer, in->n_embd, lm->so.n_ctx, h->dtype,
                               (int)h->lap_ms, &lm->stages[i]);
         if (!s) lm->n_stages = i + 1;
+        /* a lost worker's layers: the host loads them from its own file (room.h) */
+        if (!s) s = pl_room_stage_survive(lm->stages[i], lm->g, lm->be, &lm->so);
     }
     if (s) {
         char line[512];

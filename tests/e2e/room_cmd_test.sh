@@ -4,7 +4,9 @@
 # seeded) and the qwen3_5 hybrid fixture (ids), f32 frames; every worker exits 0 after the
 # host's bye. A joiner with a wrong key is refused with one line while the room still
 # answers; without a prompt the host chats like `pooled chat`; a worker stopped by SIGTERM
-# before the deal says bye, exits 0 and is dropped. Every process runs under a timeout, so
+# before the deal says bye, exits 0 and is dropped. A worker killed (SIGKILL) or leaving
+# (SIGTERM) mid-answer, or killed between chat turns: the host takes its layers over and
+# the output is still pooled run's / pooled chat's. Every process runs under a timeout, so
 # a bug cannot hang the run.
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
@@ -39,11 +41,11 @@ room() {
             2>"$TMP/w$i.err" &
         pids+=($!)
     done
-    wait $host
-    check "the host exits 0 ($(tail -n 1 "$TMP/host.err"))" [ $? -eq 0 ]
+    wait $host; rc=$?
+    check "the host exits 0 ($(tail -n 1 "$TMP/host.err"))" [ $rc -eq 0 ]
     for i in $(seq "$n"); do
-        wait "${pids[$((i - 1))]}"
-        check "worker $i exits 0 after bye ($(tail -n 1 "$TMP/w$i.err"))" [ $? -eq 0 ]
+        wait "${pids[$((i - 1))]}"; rc=$?
+        check "worker $i exits 0 after bye ($(tail -n 1 "$TMP/w$i.err"))" [ $rc -eq 0 ]
     done
 }
 
@@ -88,8 +90,8 @@ timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu 2>"$TMP/qu
 quitter=$!
 for i in $(seq 100); do grep -q "worker 1 of 2 joined" "$TMP/host.err" && break; sleep 0.1; done
 kill -TERM $quitter
-wait $quitter
-check "a stopped worker exits 0 ($(cat "$TMP/quit.err"))" [ $? -eq 0 ]
+wait $quitter; rc=$?
+check "a stopped worker exits 0 ($(cat "$TMP/quit.err"))" [ $rc -eq 0 ]
 check "a stopped worker says it left" grep -q "left the room" "$TMP/quit.err"
 for i in $(seq 100); do grep -q "left before the deal" "$TMP/host.err" && break; sleep 0.1; done
 check "the host drops the worker that left" grep -q "left before the deal" "$TMP/host.err"
@@ -97,12 +99,81 @@ timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu 2>/dev/nul
 w1=$!
 timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu 2>/dev/null &
 w2=$!
-wait $host
-check "the host answers after a worker left ($(tail -n 1 "$TMP/host.err"))" [ $? -eq 0 ]
+wait $host; rc=$?
+check "the host answers after a worker left ($(tail -n 1 "$TMP/host.err"))" [ $rc -eq 0 ]
 wait $w1 && wait $w2
 check "the later workers exit 0" [ $? -eq 0 ]
 want=$(run -m "$S" -p "$p" -n 24 --temp 0)
 check "the same text after a worker left" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+
+# survival: a worker killed (SIGKILL), or leaving (SIGTERM: bye), mid-answer: the host says
+# so, takes its layers over and the answer is the text of pooled run; the host reports the
+# recovery time. 600 tokens take long enough that the kill lands in the answer (the host's
+# line says how many positions it replayed: more than the prompt's 5).
+want=$(run -m "$S" -p "$p" -n 600 --ignore-eos --temp 0)
+for sig in KILL TERM; do
+    rm -f "$TMP/host.err"
+    timeout 60 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K \
+        --workers 2 --wait 30000 -p "$p" -n 600 --ignore-eos --temp 0 --wire f32 \
+        >"$TMP/host.out" 2>"$TMP/host.err" &
+    host=$!
+    addr=""
+    for i in $(seq 100); do
+        addr=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
+        [ -n "$addr" ] && break
+        sleep 0.1
+    done
+    timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>/dev/null &
+    w1=$!
+    timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>/dev/null &
+    w2=$!
+    for i in $(seq 300); do grep -q "worker 2 runs layers" "$TMP/host.err" && break; sleep 0.01; done
+    sleep 0.2
+    kill -$sig "$(pgrep -P $w2)" # the worker itself, not its timeout
+    wait $host; rc=$?
+    check "SIG$sig on a worker mid-answer: the host exits 0 ($(tail -n 1 "$TMP/host.err"))" [ $rc -eq 0 ]
+    wait $w1
+    check "SIG$sig: the other worker exits 0 after bye" [ $? -eq 0 ]
+    wait $w2
+    check "SIG$sig: the host says which worker and layers it takes over" \
+        grep -q "the host takes layers [0-9]*\.\.[0-9]* over" "$TMP/host.err"
+    replayed=$(grep -o "replayed [0-9]* positions" "$TMP/host.err" | cut -d' ' -f2)
+    check "SIG$sig: lost mid-answer (replayed ${replayed:-no} positions)" [ "${replayed:-0}" -gt 5 ]
+    echo "SIG$sig: $(grep "recovered in" "$TMP/host.err")"
+    check "SIG$sig: the text of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+done
+
+# survival in chat: a worker killed after the first reply; the second turn (the host takes
+# its layers over and rebuilds their caches from the conversation) replies as pooled chat
+mkfifo "$TMP/chat.fifo"
+rm -f "$TMP/host.err"
+timeout 60 "$POOLED" room host -m "$C" --backend cpu --listen 127.0.0.1:0 --key $K \
+    --workers 2 --wait 30000 --temp 0 -n 8 --wire f32 <"$TMP/chat.fifo" >"$TMP/host.out" \
+    2>"$TMP/host.err" &
+host=$!
+exec 3>"$TMP/chat.fifo"
+addr=""
+for i in $(seq 100); do
+    addr=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
+    [ -n "$addr" ] && break
+    sleep 0.1
+done
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$C" --backend cpu -t 1 2>/dev/null &
+w1=$!
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$C" --backend cpu -t 1 2>/dev/null &
+w2=$!
+echo "Hello there" >&3
+for i in $(seq 300); do [ -s "$TMP/host.out" ] && break; sleep 0.1; done
+kill -KILL "$(pgrep -P $w2)"
+printf 'And a second question\n/quit\n' >&3
+exec 3>&-
+wait $host; rc=$?
+check "chat, a worker killed between turns: the host exits 0 ($(tail -n 1 "$TMP/host.err"))" [ $rc -eq 0 ]
+wait $w1
+wait $w2
+check "chat: the host takes the killed worker's layers over" grep -q "the host takes layers" "$TMP/host.err"
+want=$(timeout 60 "$POOLED" chat -m "$C" --backend cpu --temp 0 -n 8 <"$TMP/chat.in" 2>/dev/null)
+check "chat after a worker was killed: the replies of pooled chat" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
 
 check_err "join without a key" "$POOLED" room join 127.0.0.1:1 -m "$S"
 check_err "bad --host-layers" "$POOLED" room host -m "$S" -p x --host-layers 3-1

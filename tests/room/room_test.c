@@ -6,8 +6,10 @@
  * hybrid through a prompt, greedy and sampled steps); with f16 frames stories260K's greedy
  * ids are the same. Also: a worker with a wrong key is refused with one line while the
  * room still gathers, a worker whose model does not fit the plan fails the deal with its
- * line, and a worker that dies mid-turn fails the turn with one line, not a hang. */
+ * line, and a worker that dies mid-turn fails the turn with one line, not a hang (or,
+ * where the host may take its layers over, a silent or leaving worker changes nothing). */
 #include <pthread.h>
+#include <unistd.h>
 
 #include "room/room.h"
 #include "room/room_io.h"
@@ -39,7 +41,10 @@ static void start_joiner(joiner *j, const char *url, const char *key, const char
                                .backend = "cpu",
                                .threads = 1,
                                .act_q8 = 1,
-                               .plan_ms = 60000};
+                               .plan_ms = 60000,
+                               .mute_after = j->o.mute_after,
+                               .slow_ms = j->o.slow_ms,
+                               .stop = j->o.stop};
     pthread_create(&j->th, NULL, join_main, j);
 }
 
@@ -49,16 +54,25 @@ typedef struct {
     pl_room_worker w[4];
     pl_stage *st[4];
     int n;
+    volatile sig_atomic_t stop; /* worker 1 leaves (bye) once this is set */
 } room;
 
-/* n workers on their own copies of rel, gathered, dealt, one remote stage each. */
+/* n workers on their own copies of rel, gathered, dealt, one remote stage each. Worker 1
+ * goes silent after mute_after frames (0: never), takes slow_ms longer over its first
+ * frame and leaves when r->stop is set. */
 static bool room_open(room *r, const char *url, const char *rel, int n, int n_layer, int n_embd,
-                      pl_wire_dtype dtype) {
+                      pl_wire_dtype dtype, int mute_after, int slow_ms) {
     memset(r, 0, sizeof *r);
     r->n = n;
     CHECK(pl_link_listen(url, KEY, NULL, &r->L) == PL_OK, "%s", pl_last_error());
     if (!r->L) return false;
-    for (int i = 0; i < n; i++) start_joiner(&r->j[i], url, KEY, test_shared(rel));
+    for (int i = 0; i < n; i++) {
+        memset(&r->j[i], 0, sizeof r->j[i]);
+        if (i == 1)
+            r->j[i].o =
+                (pl_room_join_opts){.mute_after = mute_after, .slow_ms = slow_ms, .stop = &r->stop};
+        start_joiner(&r->j[i], url, KEY, test_shared(rel));
+    }
     pl_status s = pl_room_gather(r->L, n, 60000, NULL, false, r->w);
     if (!s) s = pl_room_deal(r->w, n, n_layer, 0, 0, CC_CTX, dtype, 60000);
     for (int i = 0; !s && i < n; i++)
@@ -130,7 +144,7 @@ static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dty
     room r;
     if (w && host) {
         const pl_model_info *in = pl_model_get_info(w);
-        bool ok = room_open(&r, url, rel, n, in->n_layer, in->n_embd, dtype);
+        bool ok = room_open(&r, url, rel, n, in->n_layer, in->n_embd, dtype, 0, 0);
         pl_state_opts o = cc_opts(w);
         pl_chain_opts co = {.frame_cols = 4, .in_flight = 3};
         pl_session *ws = NULL, *cs = NULL;
@@ -253,6 +267,65 @@ out:
     pl_gguf_free(g);
 }
 
+/* Survival: with 2 real workers, worker 1 goes silent mid-answer (mode 0: after 10 frames,
+ * the prompt's 6 and 4 decode steps) or leaves with bye (mode 1: after 3 decode steps), or
+ * (mode 2) computes its first frame for 4.5 s: slow but alive (its pongs say so), not lost;
+ * the host takes its layers over (pl_room_stage_survive) and the answer goes on with the
+ * logits bit-identical to the whole model's, and a later turn reuses the rebuilt caches. */
+static void check_survival(pl_backend *be, int mode) {
+    const char *rel = "models/stories260K.gguf";
+    const char *url = mode == 2 ? "inproc://survive-slow"
+                      : mode    ? "inproc://survive-bye"
+                                : "inproc://survive-mute";
+    const char *what = mode == 2 ? "a slow worker"
+                       : mode    ? "a worker leaving mid-answer"
+                                 : "a worker silent mid-answer";
+    pl_gguf *g = NULL;
+    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
+    pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
+    pl_model *host = g ? cc_load(g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
+    if (!w || !host) goto out;
+    const pl_model_info *in = pl_model_get_info(w);
+    room r;
+    bool ok = room_open(&r, url, rel, 2, in->n_layer, in->n_embd, PL_WIRE_F32, mode ? 0 : 10,
+                        mode == 2 ? 4500 : 0);
+    pl_state_opts o = cc_opts(w);
+    for (int i = 0; ok && mode != 2 && i < 2; i++) /* a slow worker must not even need it */
+        CHECK(!pl_room_stage_survive(r.st[i], g, be, &o), "%s", pl_last_error());
+    pl_chain_opts co = {.frame_cols = 4, .in_flight = 3};
+    pl_session *ws = NULL, *cs = NULL;
+    CHECK(pl_session_new(w, &o, &ws) == PL_OK, "%s", pl_last_error());
+    if (ok)
+        CHECK(pl_session_new_chain(host, &o, r.st, 2, &co, &cs) == PL_OK, "%s: %s", what,
+              pl_last_error());
+    cc_pair p = {ws, cs, in->n_vocab, what};
+    if (ws && cs) {
+        int32_t ids[24];
+        for (int i = 0; i < 24; i++) ids[i] = (int32_t)((i * 7919 + 13) % p.V);
+        cc_set(&p, ids, 24, "prompt");
+        cc_greedy(&p, 3, 0, "greedy before");
+        if (mode == 1) {
+            r.stop = 1;
+            usleep(500 * 1000); /* it has said bye */
+        }
+        cc_greedy(&p, 12, 0, "greedy through the loss");
+        int64_t n;
+        const int32_t *cached = pl_session_ids(p.w, &n);
+        int32_t more[48];
+        memcpy(more, cached, sizeof *more * (size_t)n);
+        for (int i = 0; i < 4; i++) more[n + i] = (int32_t)((i * 101 + 5) % p.V);
+        cc_set(&p, more, n + 4, "a later turn");
+        cc_greedy(&p, 4, 0, "greedy after");
+    }
+    pl_session_free(ws);
+    pl_session_free(cs);
+    if (ok) room_close(&r, true);
+out:
+    pl_model_free(host);
+    pl_model_free(w);
+    pl_gguf_free(g);
+}
+
 static void run_tests(void) {
     pl_backend *be = NULL;
     const char *note;
@@ -267,5 +340,8 @@ static void run_tests(void) {
     check_refusals();
     check_lost_worker(be, 0);
     check_lost_worker(be, 1);
+    check_survival(be, 0);
+    check_survival(be, 1);
+    check_survival(be, 2);
     pl_be_destroy(be);
 }
