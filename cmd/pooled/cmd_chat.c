@@ -160,12 +160,14 @@ int cmd_chat(int argc, char **argv) {
     int rc = 1;
     pl_session *ses = NULL;
     pl_sampler *smp = NULL;
+    pl_drafter *dr = NULL;
     conversation conv = {0};
     reply r = {.tok = lm.tok};
     char *line = NULL;
     size_t line_cap = 0;
     pl_status s = pl_session_new(lm.m, &lm.so, &ses);
     if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
+    if (!s) s = model_drafter(&ma, &dr);
     if (!s && !(r.stream = pl_tok_stream_new(lm.tok, false)))
         s = pl_fail(PL_ERR_NOMEM, "out of memory");
     if (s) {
@@ -230,7 +232,8 @@ int cmd_chat(int argc, char **argv) {
         int64_t room = pl_session_n_ctx(ses) - n_ids + 1;
         pl_gen_opts go = {.n_predict = n_predict >= 0 && n_predict < room ? n_predict : room,
                           .on_token = on_token,
-                          .ud = &r};
+                          .ud = &r,
+                          .drafter = dr};
         pl_gen_stats st;
         if (n_ids >= pl_session_n_ctx(ses)) { /* say so, drop the message, carry on */
             free(ids);
@@ -274,6 +277,7 @@ int cmd_chat(int argc, char **argv) {
                     turn, (long long)st.n_prompt_run, (long long)(n_ids - st.n_prompt_run),
                     st.t_prompt * 1e3, (long long)st.n_generated, st.t_decode * 1e3,
                     st.t_decode > 0 ? st.n_decoded / st.t_decode : 0.0);
+        if (timings && dr) spec_report(&st);
     }
     rc = 0;
 done:
@@ -283,6 +287,7 @@ done:
     free(r.text);
     if (r.stream) pl_tok_stream_free(r.stream);
     pl_sampler_free(smp);
+    pl_drafter_free(dr);
     pl_session_free(ses);
     model_unload(&lm);
     return rc;
