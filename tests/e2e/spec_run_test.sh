@@ -14,11 +14,14 @@ for opts in "--temp 0" "--temp 0.8 --top-k 40 --top-p 0.9 --repeat-penalty 1.1 -
     check "run $opts: 48 ids" [ "$(wc -w <"$TMP/on")" -eq 48 ]
     check "run $opts: acceptance reported" grep -Eq '^spec: [0-9]+ passes, [1-9][0-9]* of [0-9]+ drafts accepted' "$TMP/err"
 done
-printf 'Lily and Tom. Lily and Tom. Lily and Tom.\n' >"$TMP/in"
+# chat: two turns on the hybrid (recurrent) fixture, which has ChatML markers
+printf 'Lily and Tom. Lily and Tom. Lily and Tom.\nagain\n' >"$TMP/in"
 for sp in off lookup; do
-    "$POOLED" chat -m "$M" --backend cpu --temp 0.8 --seed 5 -n 32 --spec $sp <"$TMP/in" >"$TMP/chat_$sp" 2>/dev/null
+    "$POOLED" chat -m "$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf" --backend cpu --temp 0.8 \
+        --seed 5 -n 32 --spec $sp <"$TMP/in" >"$TMP/chat_$sp" 2>/dev/null
 done
-check "chat: lookup reply == plain reply" cmp -s "$TMP/chat_off" "$TMP/chat_lookup"
+check "chat: replies" [ -s "$TMP/chat_off" ]
+check "chat: lookup replies == plain replies" cmp -s "$TMP/chat_off" "$TMP/chat_lookup"
 "$POOLED" bench -m "$M" --backend cpu -p 0 -n 32 -r 1 --spec lookup --json >"$TMP/out" 2>/dev/null
 check "bench --spec lookup exits 0" [ $? -eq 0 ]
 check "bench reports acceptance and ids per pass" grep -q '"spec":"lookup","spec_acceptance":[0-9.e+-]*,"spec_ids_per_pass":[1-9]' <<<"$(tail -n 1 "$TMP/out")"
