@@ -17,8 +17,9 @@ const char *const model_args_help =
     "  --kv f16|f32         KV cache type (default f16)\n"
     "  --act q8|f32         activations of Q4_0/Q8_0 matmuls: quantised to Q8_0 blocks with\n"
     "                       integer dot products as llama.cpp does (default), or exact f32\n"
-    "  --spec off|lookup|auto  speculative decoding (same output, fewer passes): drafts from\n"
-    "                       earlier text (lookup); auto = lookup (default off)\n";
+    "  --spec off|lookup|auto  speculative decoding, the same output in fewer passes: drafts\n"
+    "                       from earlier text (lookup); auto pauses drafts that are\n"
+    "                       rarely accepted (default off)\n";
 
 model_args model_args_defaults(void) {
     return (model_args){.backend = "auto", .kv = PL_TYPE_F16, .act_q8 = 1};
@@ -111,7 +112,7 @@ static pl_status load_stages(loaded_model *l, int n) {
 pl_status model_drafter(const model_args *a, pl_drafter **out) {
     *out = NULL;
     if (a->spec == MODEL_SPEC_OFF) return PL_OK;
-    return pl_drafter_lookup_new(PL_SPEC_MAX, out);
+    return pl_drafter_lookup_new(PL_SPEC_MAX, a->spec == MODEL_SPEC_AUTO, out);
 }
 
 void spec_report(const pl_gen_stats *st) {

@@ -7,6 +7,7 @@
 #ifndef PL_RUNTIME_DRAFT_H
 #define PL_RUNTIME_DRAFT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../base/status.h"
@@ -30,6 +31,11 @@ void pl_drafter_free(pl_drafter *d);
  * + 1 (at least 1, at most max_depth <= 15). The search looks back over at most the last
  * PL_LOOKUP_WINDOW ids. */
 #define PL_LOOKUP_WINDOW 4096
-pl_status pl_drafter_lookup_new(int max_depth, pl_drafter **out);
+/* gated (--spec auto): a moving average of the accepted share of drafts (each pass weighs
+ * 1/4, starting at 1) below PL_LOOKUP_PAUSE_BELOW pauses drafting for PL_LOOKUP_PAUSE
+ * passes, after which it probes again. */
+#define PL_LOOKUP_PAUSE_BELOW 0.3
+#define PL_LOOKUP_PAUSE       16
+pl_status pl_drafter_lookup_new(int max_depth, bool gated, pl_drafter **out);
 
 #endif

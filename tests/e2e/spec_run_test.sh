@@ -1,4 +1,4 @@
-# spec_run_test.sh - `--spec lookup` on run, chat and bench: the same ids as `--spec off`
+# spec_run_test.sh - `--spec lookup` (and auto) on run, chat and bench: the same ids as `--spec off`
 # (greedy and seeded sampling with penalties, CPU and a --split chain), the acceptance
 # report, and one-line errors for `--spec mtp` (not yet) and unknown values.
 . tests/e2e/lib.sh
@@ -11,6 +11,9 @@ for opts in "--temp 0" "--temp 0.8 --top-k 40 --top-p 0.9 --repeat-penalty 1.1 -
     # shellcheck disable=SC2086
     "$POOLED" run -m "$M" --backend cpu -p "$P" -n 48 --ids $opts --spec lookup >"$TMP/on" 2>"$TMP/err"
     check "run $opts: lookup ids == plain ids" cmp -s "$TMP/off" "$TMP/on"
+    # shellcheck disable=SC2086
+    "$POOLED" run -m "$M" --backend cpu -p "$P" -n 48 --ids $opts --spec auto >"$TMP/auto" 2>/dev/null
+    check "run $opts: auto ids == plain ids" cmp -s "$TMP/off" "$TMP/auto"
     check "run $opts: 48 ids" [ "$(wc -w <"$TMP/on")" -eq 48 ]
     check "run $opts: acceptance reported" grep -Eq '^spec: [0-9]+ passes, [1-9][0-9]* of [0-9]+ drafts accepted' "$TMP/err"
 done

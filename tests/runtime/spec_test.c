@@ -171,7 +171,7 @@ static void check_model(const pl_model *m, const char *what, int n, bool oracle_
     for (int smp = 0; !e && smp < 2; smp++) {
         const pl_sampler_params *sp = smp ? &sampled : &greedy;
         pl_drafter *dr = NULL;
-        e = pl_drafter_lookup_new(PL_SPEC_MAX, &dr);
+        e = pl_drafter_lookup_new(PL_SPEC_MAX, false, &dr);
         if (!e) e = gen(m, p, sp, prompt, np, n, NULL, &a, &sa);
         if (!e) e = gen(m, q, sp, prompt, np, n, dr, &b, &sb);
         pl_drafter_free(dr);
