@@ -149,19 +149,20 @@ pl_status pl_session_set(pl_session *s, const int32_t *ids, int64_t n, int64_t *
     return run(s, ids + keep, n - keep);
 }
 
+/* After a greedy step that ran past the ids, put the state back to them (or redo them). */
+static pl_status settle(pl_session *s) {
+    int64_t n_keep = s->n_ids;
+    if (s->n_state != n_keep && rewind_to(s, n_keep) < n_keep) return run(s, s->ids, n_keep);
+    return PL_OK;
+}
+
 pl_status pl_session_push(pl_session *s, int32_t id) {
     int64_t n_ctx = pl_session_n_ctx(s);
     if (s->n_ids >= n_ctx)
         return pl_fail(PL_ERR_ARG, "context full: all %lld positions are used (raise --ctx)",
                        (long long)n_ctx);
-    if (s->n_state != s->n_ids) { /* a greedy step ran past the ids: go back, or redo them */
-        int64_t n_keep = s->n_ids;
-        if (rewind_to(s, n_keep) < n_keep) {
-            pl_status st = run(s, s->ids, n_keep);
-            if (st) return st;
-        }
-    }
-    return run(s, &id, 1);
+    pl_status st = settle(s);
+    return st ? st : run(s, &id, 1);
 }
 
 pl_status pl_session_logits(pl_session *s, float *out) {
@@ -254,11 +255,8 @@ pl_status pl_session_spec_step(pl_session *s, pl_sampler *smp, int32_t last, con
     if (k > kmax) k = kmax;
     if (k > n_ctx - s->n_ids - 1) k = (int)(n_ctx - s->n_ids - 1);
     if (k < 0) k = 0;
-    pl_status st;
-    if (s->n_state != s->n_ids) { /* a greedy step ran past the ids: go back, or redo them */
-        int64_t n_keep = s->n_ids;
-        if (rewind_to(s, n_keep) < n_keep && (st = run(s, s->ids, n_keep))) return st;
-    }
+    pl_status st = settle(s);
+    if (st) return st;
     int32_t batch[PL_SPEC_MAX + 1];
     batch[0] = last;
     for (int j = 0; j < k; j++) batch[j + 1] = drafts[j];
