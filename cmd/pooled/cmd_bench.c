@@ -22,7 +22,8 @@ static const char *const usage =
     "  -p N                 prompt ids processed as one batch (0: skip)\n"
     "  -n N                 ids generated one at a time (0: skip)\n"
     "  -r N                 repetitions; the median is reported\n"
-    "  --json               end stdout with one JSON object of the results\n";
+    "  --json               end stdout with one JSON object of the results\n"
+    "  (--spec lookup: decode by verify passes; reports acceptance and ids per pass)\n";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -47,15 +48,21 @@ static pl_status time_prefill(pl_session *s, const int32_t *ids, int64_t n, doub
 }
 
 /* Seconds to decode n ids one at a time from an empty cache (greedy, the ids kept on the
- * device as pl_generate does). */
-static pl_status time_decode(pl_session *s, pl_sampler *greedy, int32_t first, int64_t n,
-                             double *secs) {
-    (void)greedy;
+ * device as pl_generate does), or with a drafter by verify passes (*gs gets the counts). */
+static pl_status time_decode(pl_session *s, pl_sampler *greedy, pl_drafter *dr, int32_t first,
+                             int64_t n, double *secs, pl_gen_stats *gs) {
     pl_session_reset(s);
     double t0 = pl_now();
-    pl_status st = pl_session_set(s, &first, 1, NULL);
-    int64_t got = 0;
-    if (!st && n > 1) st = pl_session_greedy(s, n, NULL, NULL, &got);
+    pl_status st;
+    memset(gs, 0, sizeof *gs);
+    if (dr) {
+        pl_gen_opts go = {.n_predict = n, .drafter = dr};
+        st = pl_generate(s, greedy, &first, 1, &go, gs);
+    } else {
+        st = pl_session_set(s, &first, 1, NULL);
+        int64_t got = 0;
+        if (!st && n > 1) st = pl_session_greedy(s, n, NULL, NULL, &got);
+    }
     *secs = pl_now() - t0;
     return st;
 }
@@ -104,10 +111,15 @@ int cmd_bench(int argc, char **argv) {
                    (long long)need);
     }
     lm.so.n_batch = n_prompt > 0 ? (int)n_prompt : 1;
+    if (ma.spec != MODEL_SPEC_OFF && lm.so.n_batch < PL_SPEC_MAX + 1)
+        lm.so.n_batch = lm.so.n_ctx < PL_SPEC_MAX + 1 ? lm.so.n_ctx : PL_SPEC_MAX + 1;
+    if (lm.so.n_snap > lm.so.n_batch) lm.so.n_snap = lm.so.n_logits = lm.so.n_batch;
     const pl_model_info *info = pl_model_get_info(lm.m);
     int rc = 1;
     pl_session *ses = NULL;
     pl_sampler *greedy = NULL;
+    pl_drafter *dr = NULL;
+    pl_gen_stats gs = {0};
     int32_t *ids = malloc(sizeof *ids * (size_t)(n_prompt + 1));
     double *tp = calloc((size_t)reps, sizeof *tp), *td = calloc((size_t)reps, sizeof *td);
     pl_sampler_params gp = pl_sampler_defaults();
@@ -115,6 +127,7 @@ int cmd_bench(int argc, char **argv) {
     pl_status s = ids && tp && td ? PL_OK : pl_fail(PL_ERR_NOMEM, "out of memory");
     if (!s) s = pl_session_new(lm.m, &lm.so, &ses);
     if (!s) s = pl_sampler_new(&gp, info->n_vocab, &greedy);
+    if (!s) s = model_drafter(&ma, &dr);
     /* fixed pseudo-random prompt ids: every run measures the same work */
     uint32_t x = 12345;
     for (int64_t i = 0; ids && i < n_prompt + 1; i++) {
@@ -129,10 +142,10 @@ int cmd_bench(int argc, char **argv) {
     double t;
     /* warm-up: caches, page faults, thread start */
     if (!s && n_prompt) s = time_prefill(ses, ids, n_prompt, &t);
-    if (!s && n_gen) s = time_decode(ses, greedy, ids[0], n_gen < 8 ? n_gen : 8, &t);
+    if (!s && n_gen) s = time_decode(ses, greedy, dr, ids[0], n_gen < 8 ? n_gen : 8, &t, &gs);
     for (int64_t r = 0; r < reps && !s; r++) {
         if (n_prompt) s = time_prefill(ses, ids, n_prompt, &tp[r]);
-        if (!s && n_gen) s = time_decode(ses, greedy, ids[0], n_gen, &td[r]);
+        if (!s && n_gen) s = time_decode(ses, greedy, dr, ids[0], n_gen, &td[r], &gs);
     }
     if (s) {
         die("bench: %s", pl_last_error());
@@ -147,6 +160,11 @@ int cmd_bench(int argc, char **argv) {
     printf("backend    %s | kv %s\n", lm.be->device, lm.so.kv_type == PL_TYPE_F16 ? "f16" : "f32");
     if (n_prompt) printf("prefill    pp%-6lld %10.1f tok/s\n", (long long)n_prompt, pp);
     if (n_gen) printf("decode     tg%-6lld %10.1f tok/s\n", (long long)n_gen, tg);
+    double acc = gs.n_drafted ? (double)gs.n_accepted / (double)gs.n_drafted : 0;
+    double per = gs.n_steps ? (double)gs.n_decoded / (double)gs.n_steps : 0;
+    if (n_gen && dr)
+        printf("spec       lookup: %.1f%% of %lld drafts accepted, %.2f ids per pass\n", 100 * acc,
+               (long long)gs.n_drafted, per);
     /* decode reads the weights a token needs once per token (decode_bytes: the experts it
      * runs, one embedding row), times tok/s; the file's size for scale */
     if (n_gen)
@@ -170,6 +188,10 @@ int cmd_bench(int argc, char **argv) {
         pl_json_num(stdout, tg, 0);
         printf(",\"decode_weight_gb_s\":");
         pl_json_num(stdout, info->decode_bytes * tg / 1e9, 0);
+        printf(",\"spec\":\"%s\",\"spec_acceptance\":", dr ? "lookup" : "off");
+        pl_json_num(stdout, acc, 0);
+        printf(",\"spec_ids_per_pass\":");
+        pl_json_num(stdout, per, 0);
         printf(",\"peak_rss_mib\":");
         pl_json_num(stdout, peak_mib, 0);
         printf(",\"weight_bytes\":%llu,\"decode_bytes\":%llu,\"n_params\":%lld}\n",
@@ -182,6 +204,7 @@ done:
     free(tp);
     free(td);
     pl_sampler_free(greedy);
+    pl_drafter_free(dr);
     pl_session_free(ses);
     model_unload(&lm);
     return rc;

@@ -165,6 +165,7 @@ int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud)
     int rc = 1;
     pl_session *ses = NULL;
     pl_sampler *smp = NULL;
+    pl_drafter *dr = NULL;
     conversation conv = {0};
     reply r = {.tok = lm.tok};
     char *line = NULL;
@@ -172,6 +173,7 @@ int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud)
     if (attach && !attach(&lm, ud)) goto done;
     pl_status s = model_session(&lm, &ses);
     if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
+    if (!s) s = model_drafter(&ma, &dr);
     if (!s && !(r.stream = pl_tok_stream_new(lm.tok, false)))
         s = pl_fail(PL_ERR_NOMEM, "out of memory");
     if (s) {
@@ -236,7 +238,8 @@ int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud)
         int64_t room = pl_session_n_ctx(ses) - n_ids + 1;
         pl_gen_opts go = {.n_predict = n_predict >= 0 && n_predict < room ? n_predict : room,
                           .on_token = on_token,
-                          .ud = &r};
+                          .ud = &r,
+                          .drafter = dr};
         pl_gen_stats st;
         if (n_ids >= pl_session_n_ctx(ses)) { /* say so, drop the message, carry on */
             free(ids);
@@ -280,6 +283,7 @@ int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud)
                     turn, (long long)st.n_prompt_run, (long long)(n_ids - st.n_prompt_run),
                     st.t_prompt * 1e3, (long long)st.n_generated, st.t_decode * 1e3,
                     st.t_decode > 0 ? st.n_decoded / st.t_decode : 0.0);
+        if (timings && dr) spec_report(&st);
     }
     rc = 0;
 done:
@@ -289,6 +293,7 @@ done:
     free(r.text);
     if (r.stream) pl_tok_stream_free(r.stream);
     pl_sampler_free(smp);
+    pl_drafter_free(dr);
     pl_session_free(ses);
     model_unload(&lm);
     return rc;

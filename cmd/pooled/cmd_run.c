@@ -105,6 +105,7 @@ int run_with(const run_opts *ro_in, bool (*attach)(loaded_model *lm, void *ud), 
     int rc = 1;
     pl_session *ses = NULL;
     pl_sampler *smp = NULL;
+    pl_drafter *dr = NULL;
     run_out out = {.tok = lm.tok, .ids = print_ids, .ignore_eos = ignore_eos};
     pl_status s = PL_OK;
     if (prompt) {
@@ -124,6 +125,7 @@ int run_with(const run_opts *ro_in, bool (*attach)(loaded_model *lm, void *ud), 
     if (!s && attach && !attach(&lm, ud)) goto done;
     if (!s) s = model_session(&lm, &ses);
     if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
+    if (!s) s = model_drafter(&ma, &dr);
     if (!s && !print_ids && !(out.stream = pl_tok_stream_new(lm.tok, false)))
         s = pl_fail(PL_ERR_NOMEM, "out of memory");
     if (s) {
@@ -131,7 +133,7 @@ int run_with(const run_opts *ro_in, bool (*attach)(loaded_model *lm, void *ud), 
         goto done;
     }
     model_report(&lm);
-    pl_gen_opts go = {.n_predict = n_predict, .on_token = on_token, .ud = &out};
+    pl_gen_opts go = {.n_predict = n_predict, .on_token = on_token, .ud = &out, .drafter = dr};
     pl_gen_stats st;
     s = pl_generate(ses, smp, ids, n_ids, &go, &st);
     if (out.stream) fputs(pl_tok_stream_flush(out.stream), stdout);
@@ -143,6 +145,7 @@ int run_with(const run_opts *ro_in, bool (*attach)(loaded_model *lm, void *ud), 
             (long long)n_ids, (long long)st.n_prompt_run, st.t_prompt * 1e3,
             st.t_prompt > 0 ? st.n_prompt_run / st.t_prompt : 0.0, (long long)st.n_generated,
             st.t_decode * 1e3, st.t_decode > 0 ? st.n_decoded / st.t_decode : 0.0, sp.seed);
+    if (dr) spec_report(&st);
     if (s) {
         die("%s", pl_last_error());
         goto done;
@@ -151,6 +154,7 @@ int run_with(const run_opts *ro_in, bool (*attach)(loaded_model *lm, void *ud), 
 done:
     if (out.stream) pl_tok_stream_free(out.stream);
     pl_sampler_free(smp);
+    pl_drafter_free(dr);
     pl_session_free(ses);
     model_unload(&lm);
     free(ids);

@@ -16,7 +16,10 @@ const char *const model_args_help =
     "  --ctx N              context length in tokens (default: the model's, at most 4096)\n"
     "  --kv f16|f32         KV cache type (default f16)\n"
     "  --act q8|f32         activations of Q4_0/Q8_0 matmuls: quantised to Q8_0 blocks with\n"
-    "                       integer dot products as llama.cpp does (default), or exact f32\n";
+    "                       integer dot products as llama.cpp does (default), or exact f32\n"
+    "  --spec off|lookup|auto  speculative decoding, the same output in fewer passes: drafts\n"
+    "                       from earlier text (lookup); auto pauses drafts that are\n"
+    "                       rarely accepted (default off)\n";
 
 model_args model_args_defaults(void) {
     return (model_args){.backend = "auto", .kv = PL_TYPE_F16, .act_q8 = 1};
@@ -43,6 +46,21 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
             a->kv = PL_TYPE_F32;
         else if (!*err) {
             die("--kv: expected f16 or f32, got '%s'", v);
+            *err = true;
+        }
+    } else if (arg_take(argc, argv, i, "--spec", NULL, &v, err)) {
+        if (*err) {
+        } else if (!strcmp(v, "off")) {
+            a->spec = MODEL_SPEC_OFF;
+        } else if (!strcmp(v, "lookup")) {
+            a->spec = MODEL_SPEC_LOOKUP;
+        } else if (!strcmp(v, "auto")) {
+            a->spec = MODEL_SPEC_AUTO;
+        } else if (!strcmp(v, "mtp")) {
+            die("--spec mtp: not yet (the model's MTP drafter comes later; use lookup)");
+            *err = true;
+        } else {
+            die("--spec: expected off, lookup or auto, got '%s'", v);
             *err = true;
         }
     } else if (arg_take(argc, argv, i, "--act", NULL, &v, err)) {
@@ -91,6 +109,19 @@ static pl_status load_stages(loaded_model *l, int n) {
     return PL_OK;
 }
 
+pl_status model_drafter(const model_args *a, pl_drafter **out) {
+    *out = NULL;
+    if (a->spec == MODEL_SPEC_OFF) return PL_OK;
+    return pl_drafter_lookup_new(PL_SPEC_MAX, a->spec == MODEL_SPEC_AUTO, out);
+}
+
+void spec_report(const pl_gen_stats *st) {
+    fprintf(stderr, "spec: %lld passes, %lld of %lld drafts accepted (%.1f%%), %.2f ids per pass\n",
+            (long long)st->n_steps, (long long)st->n_accepted, (long long)st->n_drafted,
+            st->n_drafted ? 100.0 * (double)st->n_accepted / (double)st->n_drafted : 0.0,
+            st->n_steps ? (double)(st->n_decoded) / (double)st->n_steps : 0.0);
+}
+
 pl_status model_session(const loaded_model *l, pl_session **out) {
     if (!l->n_stages) return pl_session_new(l->m, &l->so, out);
     return pl_session_new_chain(l->m, &l->so, l->stages, l->n_stages, NULL, out);
@@ -125,6 +156,10 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
         if (a->ctx) l->so.n_ctx = (int)a->ctx;
         if (l->so.n_batch > l->so.n_ctx) l->so.n_batch = l->so.n_ctx;
         l->so.kv_type = a->kv;
+        if (a->spec != MODEL_SPEC_OFF) { /* a verify pass: 1 + 15 columns, each kept */
+            int cols = PL_SPEC_MAX + 1 < l->so.n_batch ? PL_SPEC_MAX + 1 : l->so.n_batch;
+            l->so.n_logits = l->so.n_snap = cols;
+        }
         if (a->split) s = load_stages(l, (int)a->split);
     }
     if (s) {

@@ -198,7 +198,8 @@ static pl_status pipeline(pl_chain *c, int64_t n, int64_t pos0) {
     return PL_OK;
 }
 
-pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t pos0) {
+pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t pos0,
+                           bool all_rows) {
     const pl_model_info *in = pl_model_get_info(c->m);
     int64_t d = in->n_embd;
     if (n < 1 || n > pl_state_get_opts(c->s)->n_batch)
@@ -213,6 +214,10 @@ pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t p
     TRY(pl_model_embed(c->m, c->s, n));
     TRY(pl_be_read(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
     TRY(pipeline(c, n, pos0));
+    if (all_rows) { /* the head for every position (a speculative verify pass) */
+        TRY(pl_be_write(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
+        return pl_model_head(c->m, c->s, n, true);
+    }
     /* the head for the last position only */
     TRY(pl_be_write(x, 0, c->hidden + (n - 1) * d, d * (int64_t)sizeof(float)));
     return pl_model_head(c->m, c->s, 1, false);

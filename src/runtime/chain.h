@@ -46,8 +46,9 @@ pl_status pl_chain_new(const pl_model *host, pl_state *s, pl_stage *const *stage
 void pl_chain_free(pl_chain *c);
 
 /* ids[0..n) at positions pos0.. through every stage; the logits of the last one land in
- * row 0 of the host state's logits. 1 <= n <= the host state's n_batch. */
-pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t pos0);
+ * row 0 of the host state's logits, or with all_rows those of every one in rows 0..n-1
+ * (n <= the state's n_logits). 1 <= n <= the host state's n_batch. */
+pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t pos0, bool all_rows);
 
 /* Every stage can go back to n_past / make them all do it. A failed rewind sends every
  * stage back to 0 (a fresh start) and returns the failure. */

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "draft.h"
 #include "sampler.h"
 #include "session.h"
 
@@ -14,6 +15,10 @@ typedef struct {
      * (an end-of-generation id, a stop the user asked for). May be NULL. */
     bool (*on_token)(void *ud, int32_t id);
     void *ud;
+    /* Speculative decoding (session.h): drafts from this drafter are verified in batches,
+     * with the very same ids as without it. NULL: one id per pass. The session's state
+     * must be sized for it (pl_session_spec_max > 0), else it decodes plainly. */
+    pl_drafter *drafter;
 } pl_gen_opts;
 
 typedef struct {
@@ -22,6 +27,9 @@ typedef struct {
     int64_t n_decoded;    /* generated ids fed back through the model */
     double t_prompt;      /* seconds running the prompt */
     double t_decode;      /* seconds picking and feeding generated ids */
+    int64_t n_steps;      /* decode passes of the model (verify passes with a drafter) */
+    int64_t n_drafted;    /* drafts verified */
+    int64_t n_accepted;   /* drafts accepted */
 } pl_gen_stats;
 
 /* Continue the session with prompt[0..n_prompt) (which normally repeats the session's

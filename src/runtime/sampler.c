@@ -10,7 +10,6 @@ struct pl_sampler {
     pl_sampler_params p;
     int n_vocab;
     pl_candidate *cand; /* [n_vocab] scratch */
-    uint64_t rng[4];    /* xoshiro256** state */
 };
 
 pl_sampler_params pl_sampler_defaults(void) {
@@ -22,33 +21,19 @@ pl_sampler_params pl_sampler_defaults(void) {
                                .penalty_last_n = -1};
 }
 
-/* ---- random numbers: splitmix64 seeds xoshiro256** ---- */
+/* ---- random numbers: counter-based, a pure function of (seed, position) ---- */
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+/* splitmix64's finaliser: a bijection of 64 bits that mixes every input bit into all. */
+static uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
 
-static uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t next_u64(uint64_t s[4]) {
-    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return r;
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double next_unit(uint64_t s[4]) {
-    return (double)(next_u64(s) >> 11) * 0x1.0p-53;
+double pl_sampler_unit(uint64_t seed, int64_t pos) {
+    uint64_t key = mix64(seed + 0x9e3779b97f4a7c15ull);
+    uint64_t r = mix64(key ^ mix64((uint64_t)pos * 0xd1b54a32d192ed03ull + 0x632be59bd9b4e019ull));
+    return (double)(r >> 11) * 0x1.0p-53; /* 53 random bits in [0, 1) */
 }
 
 /* ---- steps ---- */
@@ -185,8 +170,6 @@ pl_status pl_sampler_new(const pl_sampler_params *p, int n_vocab, pl_sampler **o
     s->p = *p;
     s->n_vocab = n_vocab;
     s->cand = cand;
-    uint64_t x = p->seed;
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
     *out = s;
     return PL_OK;
 }
@@ -197,9 +180,9 @@ void pl_sampler_free(pl_sampler *s) {
     free(s);
 }
 
-/* One draw from the n candidates in s->cand. */
-static int32_t draw(pl_sampler *s, int64_t n) {
-    double u = next_unit(s->rng), acc = 0;
+/* The draw for position pos from the n candidates in s->cand. */
+static int32_t draw(pl_sampler *s, int64_t n, int64_t pos) {
+    double u = pl_sampler_unit(s->p.seed, pos), acc = 0;
     for (int64_t i = 0; i < n; i++) {
         acc += s->cand[i].p;
         if (u < acc) return s->cand[i].id;
@@ -218,7 +201,7 @@ int pl_sampler_top_count(const pl_sampler *s) {
     return p->top_k + 1;
 }
 
-bool pl_sampler_pick_top(pl_sampler *s, const int32_t *ids, const float *vals, int m,
+bool pl_sampler_pick_top(pl_sampler *s, const int32_t *ids, const float *vals, int m, int64_t pos,
                          int32_t *out) {
     int k = s->p.top_k;
     if (m != k + 1 || pl_sampler_top_count(s) != m) return false;
@@ -228,7 +211,7 @@ bool pl_sampler_pick_top(pl_sampler *s, const int32_t *ids, const float *vals, i
      * the (k+1)-th ties with the k-th */
     if (!(vals[k] < vals[k - 1])) return false;
     for (int i = 0; i < k; i++) s->cand[i] = (pl_candidate){.id = ids[i], .logit = vals[i]};
-    *out = draw(s, finish(&s->p, s->cand, k));
+    *out = draw(s, finish(&s->p, s->cand, k), pos);
     return true;
 }
 
@@ -248,6 +231,6 @@ pl_status pl_sampler_pick(pl_sampler *s, float *logits, const int32_t *ctx, int6
         *out = best;
         return PL_OK;
     }
-    *out = draw(s, pl_sampler_distribution(&s->p, logits, s->n_vocab, s->cand));
+    *out = draw(s, pl_sampler_distribution(&s->p, logits, s->n_vocab, s->cand), n_ctx);
     return PL_OK;
 }

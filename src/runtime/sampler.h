@@ -10,8 +10,11 @@
  *      transformers' TopKLogitsWarper does), top-p (keeps the most likely ids until their
  *      probability reaches top_p, the one that crosses included), min-p (drops ids whose
  *      probability is below min_p times the largest);
- *   4. one draw from the renormalised distribution with a seeded generator, so the same
- *      seed gives the same tokens. */
+ *   4. one draw from the renormalised distribution. The draw is counter-based: its uniform
+ *      number is a pure function of (seed, position of the id being chosen), never of how
+ *      many draws came before, so the same seed gives the same tokens whether a position is
+ *      reached by plain decoding, speculative decoding (several positions verified in one
+ *      pass), a retry or a restart. */
 #ifndef PL_RUNTIME_SAMPLER_H
 #define PL_RUNTIME_SAMPLER_H
 
@@ -51,8 +54,9 @@ void pl_sampler_free(pl_sampler *s);
  * runtime may then let the backend pick the id on the device. */
 bool pl_sampler_is_argmax(const pl_sampler *s);
 
-/* Pick the next id. logits (n_vocab values) are modified by the penalties; ctx holds the
- * n_ctx ids so far (prompt and generated). */
+/* Pick the next id, the one at position n_ctx. logits (n_vocab values) are modified by the
+ * penalties; ctx holds the n_ctx ids so far (prompt and generated), and n_ctx keys the
+ * draw (pl_sampler_unit). */
 pl_status pl_sampler_pick(pl_sampler *s, float *logits, const int32_t *ctx, int64_t n_ctx,
                           int32_t *out);
 
@@ -66,8 +70,12 @@ int pl_sampler_top_count(const pl_sampler *s);
 /* Pick from those m pairs exactly as pl_sampler_pick would from all the logits (the same
  * candidates, order, probabilities and draw). False, with nothing consumed, when the pairs
  * cannot decide it (the (k+1)-th value ties the k-th, a NaN, a missing id): then read
- * the logits and call pl_sampler_pick. */
-bool pl_sampler_pick_top(pl_sampler *s, const int32_t *ids, const float *vals, int m, int32_t *out);
+ * the logits and call pl_sampler_pick. pos: the position of the id chosen (pick's n_ctx). */
+bool pl_sampler_pick_top(pl_sampler *s, const int32_t *ids, const float *vals, int m, int64_t pos,
+                         int32_t *out);
+
+/* The uniform number in [0, 1) (53 random bits) that the draw for position pos uses. */
+double pl_sampler_unit(uint64_t seed, int64_t pos);
 
 /* ---- the steps, for tests and other samplers ---- */
 

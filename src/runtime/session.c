@@ -22,7 +22,7 @@ struct pl_session {
     /* Positions the model's state has run: n_ids, or n_ids + 1 after a greedy step that
      * ran an id the caller did not keep (ids[n_ids] then holds it, or -1 if unknown). */
     int64_t n_state; /* -1: unknown (a failed call) */
-    float *logits;   /* [n_vocab] host copy for sampling */
+    float *logits;   /* [n_logits][n_vocab] host copy for sampling */
     int n_vocab;
     bool have_logits; /* the state's logits belong to ids[n_ids - 1] */
     /* sampling from the device's top-k (pl_sampler_top_count): its pairs land here, so a
@@ -41,7 +41,7 @@ pl_status pl_session_new_chain(const pl_model *m, const pl_state_opts *o, pl_sta
     bool whole = !n_stages && in->has_embed && in->has_head && in->layer_first == 0 &&
                  in->layer_last == in->n_layer;
     pl_state_opts so = *o;
-    so.n_logits = 1;
+    if (so.n_logits < 1) so.n_logits = 1;
     pl_session *s = calloc(1, sizeof *s);
     if (!s) return pl_fail(PL_ERR_NOMEM, "out of memory for the session");
     s->m = m;
@@ -49,7 +49,7 @@ pl_status pl_session_new_chain(const pl_model *m, const pl_state_opts *o, pl_sta
     pl_status st = pl_state_new(m, &so, &s->st);
     if (!st) {
         s->ids = malloc(sizeof *s->ids * (size_t)so.n_ctx);
-        s->logits = malloc(sizeof *s->logits * (size_t)s->n_vocab);
+        s->logits = malloc(sizeof *s->logits * (size_t)s->n_vocab * (size_t)so.n_logits);
         if (!s->ids || !s->logits) st = pl_fail(PL_ERR_NOMEM, "out of memory for the session");
     }
     if (!st && !whole) st = pl_chain_new(m, s->st, stages, n_stages, co, &s->chain);
@@ -100,7 +100,7 @@ static pl_status run(pl_session *s, const int32_t *ids, int64_t n) {
     s->have_logits = false;
     for (int64_t i = 0; i < n; i += batch) {
         int64_t len = n - i < batch ? n - i : batch;
-        pl_status st = s->chain ? pl_chain_forward(s->chain, ids + i, len, s->n_ids)
+        pl_status st = s->chain ? pl_chain_forward(s->chain, ids + i, len, s->n_ids, false)
                                 : pl_model_forward(s->m, s->st, ids + i, len, s->n_ids, false);
         if (st) { /* keep what is cached if the state can still go back to it, else none */
             s->n_state = -1;
@@ -149,19 +149,20 @@ pl_status pl_session_set(pl_session *s, const int32_t *ids, int64_t n, int64_t *
     return run(s, ids + keep, n - keep);
 }
 
+/* After a greedy step that ran past the ids, put the state back to them (or redo them). */
+static pl_status settle(pl_session *s) {
+    int64_t n_keep = s->n_ids;
+    if (s->n_state != n_keep && rewind_to(s, n_keep) < n_keep) return run(s, s->ids, n_keep);
+    return PL_OK;
+}
+
 pl_status pl_session_push(pl_session *s, int32_t id) {
     int64_t n_ctx = pl_session_n_ctx(s);
     if (s->n_ids >= n_ctx)
         return pl_fail(PL_ERR_ARG, "context full: all %lld positions are used (raise --ctx)",
                        (long long)n_ctx);
-    if (s->n_state != s->n_ids) { /* a greedy step ran past the ids: go back, or redo them */
-        int64_t n_keep = s->n_ids;
-        if (rewind_to(s, n_keep) < n_keep) {
-            pl_status st = run(s, s->ids, n_keep);
-            if (st) return st;
-        }
-    }
-    return run(s, &id, 1);
+    pl_status st = settle(s);
+    return st ? st : run(s, &id, 1);
 }
 
 pl_status pl_session_logits(pl_session *s, float *out) {
@@ -179,6 +180,15 @@ static pl_status nonfinite(const pl_session *s) {
 
 static pl_status check_id(const pl_session *s, int32_t id) {
     return id >= 0 && id < s->n_vocab ? PL_OK : nonfinite(s);
+}
+
+/* Pick the id at position pos from one row of host logits, with s->ids[0..pos) as the
+ * penalty context. */
+static pl_status pick_row(pl_session *s, pl_sampler *smp, float *row, int64_t pos, int32_t *out) {
+    for (int i = 0; i < s->n_vocab; i++)
+        if (isnan(row[i]) || row[i] == INFINITY) return nonfinite(s);
+    pl_status st = pl_sampler_pick(smp, row, s->ids, pos, out);
+    return st ? st : check_id(s, *out);
 }
 
 /* The largest logit's id, found on the device: only 4 bytes come back. */
@@ -210,13 +220,77 @@ pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out) {
             (st = pl_be_read(s->top_vals, 0, vals, (int64_t)m * 4)))
             return st;
         if (vals[0] == INFINITY) return nonfinite(s);
-        if (pl_sampler_pick_top(smp, ids, vals, m, out)) return PL_OK;
+        if (pl_sampler_pick_top(smp, ids, vals, m, s->n_ids, out)) return PL_OK;
     }
     if ((st = pl_session_logits(s, s->logits))) return st;
-    for (int i = 0; i < s->n_vocab; i++)
-        if (isnan(s->logits[i]) || s->logits[i] == INFINITY) return nonfinite(s);
-    if ((st = pl_sampler_pick(smp, s->logits, s->ids, s->n_ids, out))) return st;
-    return check_id(s, *out);
+    return pick_row(s, smp, s->logits, s->n_ids, out);
+}
+
+int pl_session_spec_max(const pl_session *s) {
+    const pl_state_opts *o = pl_state_get_opts(s->st);
+    int k = o->n_logits < o->n_batch ? o->n_logits : o->n_batch;
+    if (o->n_snap < k) k = o->n_snap; /* a recurrent state goes back only to a snapshot */
+    k -= 1;
+    if (k > PL_SPEC_MAX) k = PL_SPEC_MAX;
+    return k < 0 ? 0 : k;
+}
+
+pl_status pl_session_truncate(pl_session *s, int64_t n) {
+    if (n < 0) n = 0;
+    if (n > s->n_ids) n = s->n_ids;
+    if (n == s->n_ids && s->n_state == s->n_ids) return PL_OK;
+    s->have_logits = false;
+    if (rewind_to(s, n) < n) return run(s, s->ids, n); /* went back to 0: redo them */
+    return PL_OK;
+}
+
+pl_status pl_session_spec_step(pl_session *s, pl_sampler *smp, int32_t last, const int32_t *drafts,
+                               int k, int32_t *out, int *n_out) {
+    *n_out = 0;
+    int64_t n_ctx = pl_session_n_ctx(s);
+    if (s->n_ids >= n_ctx)
+        return pl_fail(PL_ERR_ARG, "context full: all %lld positions are used (raise --ctx)",
+                       (long long)n_ctx);
+    int kmax = pl_session_spec_max(s);
+    if (k > kmax) k = kmax;
+    if (k > n_ctx - s->n_ids - 1) k = (int)(n_ctx - s->n_ids - 1);
+    if (k < 0) k = 0;
+    pl_status st = settle(s);
+    if (st) return st;
+    int32_t batch[PL_SPEC_MAX + 1];
+    batch[0] = last;
+    for (int j = 0; j < k; j++) batch[j + 1] = drafts[j];
+    int64_t n0 = s->n_ids, n = 1 + k;
+    s->have_logits = false;
+    st = s->chain ? pl_chain_forward(s->chain, batch, n, n0, true)
+                  : pl_model_forward(s->m, s->st, batch, n, n0, true);
+    if (st) {
+        s->n_state = -1;
+        rewind_to(s, n0);
+        return st;
+    }
+    memcpy(s->ids + n0, batch, sizeof *batch * (size_t)n);
+    s->n_ids = s->n_state = n0 + n;
+    if ((st = pl_be_read(pl_state_logits(s->st), 0, s->logits,
+                         n * s->n_vocab * (int64_t)sizeof *s->logits)))
+        return st;
+    /* column j's logits choose the id at position n0 + 1 + j, with the ids before it (the
+     * accepted drafts included) as the penalty context, exactly as a plain step would */
+    int j = 0;
+    for (;; j++) {
+        if ((st = pick_row(s, smp, s->logits + (int64_t)j * s->n_vocab, n0 + 1 + j, &out[j])))
+            break;
+        if (j == k || out[j] != drafts[j]) break;
+    }
+    if (!st) *n_out = j + 1;
+    /* keep last and the accepted drafts; the rejected columns' cache rows go */
+    int64_t keep = st ? n0 : n0 + 1 + j;
+    if (keep < s->n_ids && rewind_to(s, keep) < keep) {
+        pl_status e = run(s, s->ids, keep);
+        if (!st) st = e;
+    }
+    s->have_logits = false; /* the kept column's logits are not in row 0 */
+    return st;
 }
 
 /* The next step's input stays on the device: embed the id the argmax left in ids[0]. */

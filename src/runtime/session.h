@@ -61,6 +61,33 @@ pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out);
 pl_status pl_session_greedy(pl_session *s, int64_t n, bool (*on_token)(void *ud, int32_t id),
                             void *ud, int64_t *n_gen);
 
+/* ---- speculative decoding ----
+ *
+ * A verify pass runs [last, d1..dk] (last: the id just chosen, not yet in the cache; d:
+ * drafts of what follows it) as one batch with logits for every column, then chooses the
+ * id at each position with the sampler exactly as plain decoding would (the same
+ * penalty context, the same counter-based draw). Drafts are accepted while they equal the
+ * choice; the first mismatch (or the end of the drafts) ends the step with the model's
+ * own choice. The cache then holds last and the accepted drafts, and equals the cache of
+ * plain decoding: rejected KV rows are dropped by position, a recurrent state goes back
+ * to the snapshot its layers call kept. Needs the state's n_logits, n_batch and (for
+ * recurrent models) n_snap to be at least 1 + k; k is cut to what they allow. */
+
+/* The most drafts one verify pass can check: min(n_logits, n_batch, n_snap) - 1, at most
+ * PL_SPEC_MAX (0: the state was not sized for speculation). */
+#define PL_SPEC_MAX 15
+int pl_session_spec_max(const pl_session *s);
+
+/* One verify pass. out (room for k + 1) gets the accepted drafts and then the model's own
+ * id, *n_out their count (1 to k + 1); that last id is not in the cache (like an id from
+ * pl_session_pick: pass it as the next step's last). The logits are not left ready. */
+pl_status pl_session_spec_step(pl_session *s, pl_sampler *smp, int32_t last, const int32_t *drafts,
+                               int k, int32_t *out, int *n_out);
+
+/* Keep only the first n cached ids (a caller that stops inside accepted drafts); a
+ * recurrent state that cannot go back there runs them again from 0. */
+pl_status pl_session_truncate(pl_session *s, int64_t n);
+
 /* Copy the current logits (n_vocab values) to the host. */
 pl_status pl_session_logits(pl_session *s, float *out);
 

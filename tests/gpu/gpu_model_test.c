@@ -249,7 +249,9 @@ static void session_sampled(pl_backend *be) {
             int32_t x = -1, y = -1;
             s = pl_session_pick(s1, a, &x);
             if (!s) s = pl_session_logits(s2, logits);
-            if (!s) s = pl_sampler_pick(b, logits, NULL, 0, &y);
+            int64_t nh = 0;
+            const int32_t *hist = pl_session_ids(s2, &nh);
+            if (!s) s = pl_sampler_pick(b, logits, hist, nh, &y);
             same += x == y;
             if (!s) s = pl_session_push(s1, x);
             if (!s) s = pl_session_push(s2, x);

@@ -109,6 +109,9 @@ static void test_distribution(void) {
     CHECK(isfinite(c[0].p) && near(c[0].p, 1.0), "tiny temperature: %g", c[0].p);
 }
 
+/* a context of zero ids for picks that only need a position (no penalties) */
+static int32_t zeros[20000];
+
 static void test_pick(void) {
     /* greedy with a penalty: 3 / 1.1 = 2.73 < 2.9 */
     pl_sampler_params p = plain();
@@ -134,8 +137,8 @@ static void test_pick(void) {
     for (int i = 0; i < N; i++) {
         float la[4] = {logf(4), logf(2), 0, 0}, lb[4] = {logf(4), logf(2), 0, 0};
         int32_t ia, ib;
-        pl_sampler_pick(a, la, NULL, 0, &ia);
-        pl_sampler_pick(b, lb, NULL, 0, &ib);
+        pl_sampler_pick(a, la, zeros, i, &ia); /* the draw for position i */
+        pl_sampler_pick(b, lb, zeros, i, &ib);
         same &= ia == ib;
         count[ia]++;
     }
@@ -156,8 +159,8 @@ static void test_pick(void) {
     for (int i = 0; i < 64; i++) {
         float la[4] = {0, 0, 0, 0}, lb[4] = {0, 0, 0, 0};
         int32_t ia, ib;
-        pl_sampler_pick(a, la, NULL, 0, &ia);
-        pl_sampler_pick(b, lb, NULL, 0, &ib);
+        pl_sampler_pick(a, la, zeros, i, &ia);
+        pl_sampler_pick(b, lb, zeros, i, &ib);
         differ += ia != ib;
     }
     CHECK(differ > 0, "seeds 42 and 43 gave the same 64 ids");
@@ -224,14 +227,14 @@ static void test_pick_top(void) {
             }
             int32_t full = -1, top = -1;
             memcpy(work, logits, sizeof logits);
-            pl_sampler_pick(a, work, NULL, 0, &full);
-            if (pl_sampler_pick_top(b, ids, vals, m, &top)) {
+            pl_sampler_pick(a, work, zeros, step, &full);
+            if (pl_sampler_pick_top(b, ids, vals, m, step, &top)) {
                 same += top == full;
             } else {
                 refused++;
                 CHECK(!(vals[m - 1] < vals[m - 2]), "refused without a tie at the k-th place");
                 memcpy(work, logits, sizeof logits);
-                pl_sampler_pick(b, work, NULL, 0, &top); /* the fallback keeps the draws aligned */
+                pl_sampler_pick(b, work, zeros, step, &top);
                 same += top == full;
             }
             total++;

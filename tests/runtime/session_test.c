@@ -141,8 +141,9 @@ static void test_sampled_top_path(const pl_model *m) {
               pl_session_set(s2, prompt, 5, &nr) == PL_OK;
     for (int t = 0; ok && t < 40; t++, n++) {
         int32_t x = -1, y = -1;
+        const int32_t *hist = pl_session_ids(s2, &nr); /* the draw is keyed by position nr */
         ok = pl_session_pick(s1, a, &x) == PL_OK && pl_session_logits(s2, logits) == PL_OK &&
-             pl_sampler_pick(b, logits, NULL, 0, &y) == PL_OK;
+             pl_sampler_pick(b, logits, hist, nr, &y) == PL_OK;
         same += ok && x == y;
         ok = ok && pl_session_push(s1, x) == PL_OK && pl_session_push(s2, x) == PL_OK;
     }

@@ -1,0 +1,41 @@
+/* draft.h - drafters for speculative decoding: cheap guesses of the ids that follow, which
+ * a verify pass (pl_session_spec_step) then accepts or rejects. A drafter never changes
+ * the output, only how many ids one pass of the model yields.
+ *
+ * The interface is what every drafter implements (prompt lookup here; the model's own
+ * MTP layer plugs in the same way). */
+#ifndef PL_RUNTIME_DRAFT_H
+#define PL_RUNTIME_DRAFT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../base/status.h"
+
+typedef struct pl_drafter pl_drafter;
+struct pl_drafter {
+    /* Up to max drafts (max <= PL_SPEC_MAX) of the ids that follow ctx[0..n_ctx) (the
+     * prompt and every id chosen so far, the last one not yet run) into out; returns how
+     * many (0: no guess, the step runs the last id alone). */
+    int (*draft)(pl_drafter *d, const int32_t *ctx, int64_t n_ctx, int32_t *out, int max);
+    /* Told how many of the n_drafted drafts of the last call were accepted. May be NULL. */
+    void (*feedback)(pl_drafter *d, int n_drafted, int n_accepted);
+    void (*free)(pl_drafter *d);
+};
+
+void pl_drafter_free(pl_drafter *d);
+
+/* Prompt lookup: when the last 3 ids (else the last 2, else the last 1) occurred earlier
+ * in the context, the ids that followed their latest earlier occurrence are the drafts. Depth:
+ * starts at 7, +2 after a step that accepted every draft, and after a rejection the accepted count
+ * + 1 (at least 1, at most max_depth <= 15). The search looks back over at most the last
+ * PL_LOOKUP_WINDOW ids. */
+#define PL_LOOKUP_WINDOW 4096
+/* gated (--spec auto): a moving average of the accepted share of drafts (each pass weighs
+ * 1/4, starting at 1) below PL_LOOKUP_PAUSE_BELOW pauses drafting for PL_LOOKUP_PAUSE
+ * passes, after which it probes again. */
+#define PL_LOOKUP_PAUSE_BELOW 0.3
+#define PL_LOOKUP_PAUSE       16
+pl_status pl_drafter_lookup_new(int max_depth, bool gated, pl_drafter **out);
+
+#endif
