@@ -6,20 +6,13 @@
 #include "gpu/gpu.h"
 #include "test.h"
 
+#include "gpu/gpu_test_util.h" /* (after test.h) */
+
 #include "runtime/chain_check.h" /* (after test.h) */
 
 static void run_tests(void) {
-    if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0);
-    pl_backend *gpu = NULL;
-    if (pl_gpu_backend_new(NULL, &gpu) != PL_OK) {
-        const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
-        if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
-            fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
-            return;
-        }
-        CHECK(0, "no usable GPU backend: %s (run tools/setup.sh)", pl_last_error());
-        return;
-    }
+    pl_backend *gpu = gt_backend();
+    if (!gpu) return;
     fprintf(stderr, "backend: %s\n", gpu->name);
     pl_gguf *g = NULL;
     CHECK(pl_gguf_open(test_shared("models/stories260K.gguf"), &g) == PL_OK, "%s", pl_last_error());

@@ -23,6 +23,8 @@
 #include "runtime/session.h"
 #include "test.h"
 
+#include "gpu/gpu_test_util.h" /* (after test.h) */
+
 #include <time.h>
 
 #define TOL_F32 2e-5
@@ -362,18 +364,10 @@ static void session_greedy(pl_backend *be) {
 }
 
 static void run_tests(void) {
-    if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0);
-    pl_backend *gpu = NULL, *cpu = NULL;
+    pl_backend *cpu = NULL;
     double t0 = pl_gpu_now_s();
-    if (pl_gpu_backend_new(NULL, &gpu) != PL_OK) {
-        const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
-        if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
-            fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
-            return;
-        }
-        CHECK(0, "no usable GPU backend: %s (run tools/setup.sh)", pl_last_error());
-        return;
-    }
+    pl_backend *gpu = gt_backend();
+    if (!gpu) return;
     fprintf(stderr, "GPU backend opened in %.2fs (self-test included)\n", pl_gpu_now_s() - t0);
     CHECK(pl_cpu_new(2, &cpu) == PL_OK, "%s", pl_last_error());
     if (cpu) {

@@ -9,10 +9,21 @@
 
 #include "format/quant.h"
 #include "gpu/device.h"
+#include "gpu/gpu.h"
 #include "gpu/wgsl_gen.h"
 
-/* Open the GPU. Without an adapter this FAILS (CI installs lavapipe); only an explicit
- * POOLED_SKIP_GPU=1 outside CI skips, and then nothing is counted as passed. */
+/* No GPU: a FAILURE (CI installs lavapipe); only an explicit POOLED_SKIP_GPU=1 outside CI
+ * skips, and then nothing is counted as passed. */
+static inline void gt_no_gpu(const char *what) {
+    const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
+    if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
+        fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
+        return;
+    }
+    CHECK(0, "no usable GPU %s: %s (run tools/setup.sh)", what, pl_last_error());
+}
+
+/* Open the GPU device (NULL: see gt_no_gpu). */
 static inline pl_gpu *gt_open(void) {
     if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0); /* loader noise */
     pl_gpu *g = NULL;
@@ -20,12 +31,16 @@ static inline pl_gpu *gt_open(void) {
         fprintf(stderr, "GPU: %s\n", pl_gpu_get_info(g)->name);
         return g;
     }
-    const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
-    if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
-        fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
-        return NULL;
-    }
-    CHECK(0, "no usable GPU adapter: %s (run tools/setup.sh)", pl_last_error());
+    gt_no_gpu("adapter");
+    return NULL;
+}
+
+/* Open the GPU backend with default options (NULL: see gt_no_gpu). */
+static inline pl_backend *gt_backend(void) {
+    if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0);
+    pl_backend *be = NULL;
+    if (pl_gpu_backend_new(NULL, &be) == PL_OK) return be;
+    gt_no_gpu("backend");
     return NULL;
 }
 

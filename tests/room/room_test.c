@@ -103,22 +103,7 @@ static void short_turns(const cc_pair *p) {
     for (int i = 0; i < 24; i++) ids[i] = (int32_t)((i * 7919 + 13) % p->V);
     cc_set(p, ids, 24, "prompt");
     cc_greedy(p, 6, 0, "greedy");
-    pl_sampler_params sp = pl_sampler_defaults();
-    sp.temp = 0.9f;
-    sp.seed = 7;
-    pl_sampler *ma = NULL, *mb = NULL;
-    CHECK(!pl_sampler_new(&sp, p->V, &ma) && !pl_sampler_new(&sp, p->V, &mb), "sampler");
-    for (int t = 0; ma && mb && t < 5; t++) {
-        int32_t a = -1, b = -2;
-        pl_status sa = pl_session_pick(p->w, ma, &a), sb = pl_session_pick(p->c, mb, &b);
-        CHECK(!sa && !sb && a == b, "%s, sampled step %d: ids %d and %d", p->what, t, a, b);
-        if (sa || sb || a != b) break;
-        CHECK(!pl_session_push(p->w, a) && !pl_session_push(p->c, b), "%s: push: %s", p->what,
-              pl_last_error());
-        cc_same_logits(p, "sampled step");
-    }
-    pl_sampler_free(ma);
-    pl_sampler_free(mb);
+    cc_sampled(p, 5);
     /* a turn that diverges at 10: a recurrent worker cannot go back there, starts afresh
      * and says so, and the session runs everything again, as over the whole model */
     int64_t n;

@@ -89,6 +89,27 @@ static inline void cc_greedy(const cc_pair *p, int64_t n, int stop, const char *
           (long long)nb, sa || sb ? pl_last_error() : "");
 }
 
+/* `steps` seeded sampling steps (temperature 0.9, seed 7) on both sessions: the same ids and
+ * the same logits after each. */
+static void cc_sampled(const cc_pair *p, int steps) {
+    pl_sampler_params sp = pl_sampler_defaults();
+    sp.temp = 0.9f;
+    sp.seed = 7;
+    pl_sampler *ma = NULL, *mb = NULL;
+    CHECK(!pl_sampler_new(&sp, p->V, &ma) && !pl_sampler_new(&sp, p->V, &mb), "sampler");
+    for (int t = 0; ma && mb && t < steps; t++) {
+        int32_t a = -1, b = -2;
+        pl_status sa = pl_session_pick(p->w, ma, &a), sb = pl_session_pick(p->c, mb, &b);
+        CHECK(!sa && !sb && a == b, "%s, sampled step %d: ids %d and %d", p->what, t, a, b);
+        if (sa || sb || a != b) break;
+        CHECK(!pl_session_push(p->w, a) && !pl_session_push(p->c, b), "%s: push: %s", p->what,
+              pl_last_error());
+        cc_same_logits(p, "sampled step");
+    }
+    pl_sampler_free(ma);
+    pl_sampler_free(mb);
+}
+
 /* The whole scenario over the pair. */
 static inline void cc_turns(const cc_pair *p) {
     int32_t ids[CC_CTX];
@@ -103,22 +124,7 @@ static inline void cc_turns(const cc_pair *p) {
     ids[n + 1] = (ids[n + 1] + 1) % p->V;
     cc_set(p, ids, n + 2, "rewind by one"); /* back into those kept states */
     n += 2;
-    pl_sampler_params sp = pl_sampler_defaults();
-    sp.temp = 0.9f;
-    sp.seed = 7;
-    pl_sampler *ma = NULL, *mb = NULL;
-    CHECK(!pl_sampler_new(&sp, p->V, &ma) && !pl_sampler_new(&sp, p->V, &mb), "sampler");
-    for (int t = 0; ma && mb && t < 5; t++) {
-        int32_t a = -1, b = -2;
-        pl_status sa = pl_session_pick(p->w, ma, &a), sb = pl_session_pick(p->c, mb, &b);
-        CHECK(!sa && !sb && a == b, "%s, sampled step %d: ids %d and %d", p->what, t, a, b);
-        if (sa || sb || a != b) break;
-        CHECK(!pl_session_push(p->w, a) && !pl_session_push(p->c, b), "%s: push: %s", p->what,
-              pl_last_error());
-        cc_same_logits(p, "sampled step");
-    }
-    pl_sampler_free(ma);
-    pl_sampler_free(mb);
+    cc_sampled(p, 5);
     cached = pl_session_ids(p->w, &n);
     memcpy(ids, cached, sizeof *ids * (size_t)n);
     for (int i = 10; i < 15; i++) ids[i] = (int32_t)((i * 101 + 5) % p->V);

@@ -18,6 +18,8 @@
 #include "runtime/session.h"
 #include "test.h"
 
+#include "gpu/gpu_test_util.h" /* (after test.h) */
+
 #define NGEN 40
 
 static pl_model *load(pl_gguf **g, pl_backend *be, const char *path) {
@@ -248,17 +250,8 @@ static void run_tests(void) {
     if (cpu) on_backend(cpu, cpu_models, 5, NGEN, true);
     pl_be_destroy(cpu);
 
-    if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0);
-    pl_backend *gpu = NULL;
-    if (pl_gpu_backend_new(NULL, &gpu) != PL_OK) {
-        const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
-        if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
-            fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
-            return;
-        }
-        CHECK(0, "no usable GPU backend: %s (run tools/setup.sh)", pl_last_error());
-        return;
-    }
+    pl_backend *gpu = gt_backend();
+    if (!gpu) return;
     on_backend(gpu, cpu_models, 2, 16, false); /* stories260K and the llama fixture */
     CHECK(gpu->live_bufs == 0, "%lld buffers leaked", (long long)gpu->live_bufs);
     pl_be_destroy(gpu);
