@@ -14,6 +14,16 @@ Q=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
 K=e2e-room-key
 run() { timeout 60 "$POOLED" run --backend cpu "$@" 2>/dev/null; }
 
+# The join address the host printed in $TMP/host.err (waits up to 10 s; empty if none).
+host_addr() {
+    local i a
+    for i in $(seq 100); do
+        a=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
+        [ -n "$a" ] && { echo "$a"; return; }
+        sleep 0.1
+    done
+}
+
 # room N MODEL [--bad-joiner] HOST-ARGS...: a host and N workers; the host's stdout in
 # $TMP/host.out, each worker's exit status checked
 room() {
@@ -23,12 +33,8 @@ room() {
     timeout 60 "$POOLED" room host -m "$model" --backend cpu --listen 127.0.0.1:0 --key $K \
         --workers "$n" --wait 30000 "$@" <"${ROOM_IN:-/dev/null}" >"$TMP/host.out" \
         2>"$TMP/host.err" &
-    local host=$! addr="" i
-    for i in $(seq 100); do
-        addr=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
-        [ -n "$addr" ] && break
-        sleep 0.1
-    done
+    local host=$! addr i
+    addr=$(host_addr)
     check "the host prints where to join" [ -n "$addr" ]
     if [ $bad = 1 ]; then
         check_err "a joiner with a wrong key" timeout 30 "$POOLED" room join "$addr" \
@@ -80,12 +86,7 @@ rm -f "$TMP/host.err"
 timeout 60 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K --workers 2 \
     --wait 30000 -p "$p" -n 24 --temp 0 --wire f32 >"$TMP/host.out" 2>"$TMP/host.err" &
 host=$!
-addr=""
-for i in $(seq 100); do
-    addr=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
-    [ -n "$addr" ] && break
-    sleep 0.1
-done
+addr=$(host_addr)
 timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu 2>"$TMP/quit.err" &
 quitter=$!
 for i in $(seq 100); do grep -q "worker 1 of 2 joined" "$TMP/host.err" && break; sleep 0.1; done
@@ -117,12 +118,7 @@ for sig in KILL TERM; do
         --workers 2 --wait 30000 -p "$p" -n 600 --ignore-eos --temp 0 --wire f32 \
         >"$TMP/host.out" 2>"$TMP/host.err" &
     host=$!
-    addr=""
-    for i in $(seq 100); do
-        addr=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
-        [ -n "$addr" ] && break
-        sleep 0.1
-    done
+    addr=$(host_addr)
     timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>/dev/null &
     w1=$!
     timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>/dev/null &
@@ -152,12 +148,7 @@ timeout 60 "$POOLED" room host -m "$C" --backend cpu --listen 127.0.0.1:0 --key 
     2>"$TMP/host.err" &
 host=$!
 exec 3>"$TMP/chat.fifo"
-addr=""
-for i in $(seq 100); do
-    addr=$(grep -o "room join [^ ]*" "$TMP/host.err" 2>/dev/null | cut -d' ' -f3)
-    [ -n "$addr" ] && break
-    sleep 0.1
-done
+addr=$(host_addr)
 timeout 60 "$POOLED" room join "$addr" --key $K -m "$C" --backend cpu -t 1 2>/dev/null &
 w1=$!
 timeout 60 "$POOLED" room join "$addr" --key $K -m "$C" --backend cpu -t 1 2>/dev/null &
