@@ -5,7 +5,7 @@
  * builds every variant of the GEMV generator in its list, checks the first rows against the
  * CPU reference (kernel_ref.c), and times 20 dispatches in one command buffer (each waits
  * for the one before, as in a decode step), median of 5. Build: `make lab`; run from the
- * repo root (it finds Dawn like pooled does): build/gemv_lab [--model 8b|1.7b] [--only S]
+ * repo root (it finds Dawn like pooled does): build/gemv_lab [--model 8b|1.7b|27b] [--only S]
  * [--cold]. --cold streams 128 MB through a copy before each GEMV, so its weights come
  * from memory as in a real decode step rather than from L2 (50 MB on an H200), and
  * reports the time over that of the copies alone. */
@@ -53,7 +53,7 @@ static int cmpd(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    const char *model = "8b", *only = NULL;
+    const char *model = "8b", *only = NULL, *only_type = NULL;
     int cold = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
@@ -62,17 +62,24 @@ int main(int argc, char **argv) {
             cold = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc)
+            only_type = argv[++i];
         else {
-            fprintf(stderr, "usage: gemv_lab [--model 8b|1.7b] [--only SHAPE] [--cold]\n");
+            fprintf(stderr, "usage: gemv_lab [--model 8b|1.7b|27b] [--only SHAPE] [--type q4_0|q8_0] [--cold]\n");
             return 2;
         }
     }
-    int big = !strcmp(model, "8b");
-    uint32_t H = big ? 4096 : 2048, F = big ? 12288 : 6144;
+    int big = !strcmp(model, "8b"), q27 = !strcmp(model, "27b");
+    uint32_t H = q27 ? 5120 : big ? 4096 : 2048, F = q27 ? 17408 : big ? 12288 : 6144;
+    /* qwen3.5-27b: the DeltaNet's merged q/k/v/z/beta projection, the full attention's o
+     * (24 heads of 256), and gate/up also without its fused norm (the norm prologue's cost) */
     shape shapes[] = {
-        {"qkv", big ? 6144 : 4096, H, PL_GEMV_STORE, 1}, {"o", H, H, PL_GEMV_ACCUM, 0},
-        {"gate_up", F, H, PL_GEMV_GATE_UP, 1},           {"down", H, F, PL_GEMV_ACCUM, 0},
-        {"lm_head", 151936, H, PL_GEMV_STORE, 1},
+        {"qkv", q27 ? 16432 : big ? 6144 : 4096, H, PL_GEMV_STORE, 1},
+        {"o", H, q27 ? 6144 : H, PL_GEMV_ACCUM, 0},
+        {"gate_up", F, H, PL_GEMV_GATE_UP, 1},
+        {"gate_up_nonorm", F, H, PL_GEMV_GATE_UP, 0},
+        {"down", H, F, PL_GEMV_ACCUM, 0},
+        {"lm_head", q27 ? 248320 : 151936, H, PL_GEMV_STORE, 1},
     };
     variant vs[64];
     int nv = 0;
@@ -117,6 +124,7 @@ int main(int argc, char **argv) {
         if (only && strcmp(only, sh->name)) continue;
         for (int ti = 0; ti < 2; ti++) {
             pl_gpu_wtype wt = types[ti];
+            if (only_type && strcmp(only_type, wt == PL_GW_Q4_0 ? "q4_0" : "q8_0")) continue;
             uint32_t R = sh->rows, K = sh->cols, NB = K / 32;
             int nm = sh->mode == PL_GEMV_GATE_UP ? 2 : 1;
             uint64_t qb = (uint64_t)R * NB * (wt == PL_GW_Q4_0 ? 16 : 32),
