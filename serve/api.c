@@ -288,6 +288,10 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
     srv_gen_io io = {.emit = on_text, .ud = &j, .cancel = o->cancel};
     bool ok = !j.out_failed && srv_engine_generate(e, r, ids, n, &io, &g, err, sizeof err);
     free(ids);
+    static const char *const finish[] = {"end of turn", "length", "stop string", "cancelled"};
+    static const char *const kind[] = {"chat", "completion", "messages"};
+    fprintf(stderr, "pooled serve: %s %s: %lld prompt ids, %lld generated, %s\n", kind[r->kind],
+            j.id, (long long)n, (long long)g.n_completion, ok ? finish[g.finish] : err);
     if (r->stream) {
         if (!j.out_failed) stream_end(&j, &g, ok ? NULL : err);
     } else if (!ok) {

@@ -44,7 +44,8 @@ struct job {
     srv_request req;
     struct server *srv;
     int refs;
-    atomic_bool cancel;
+    atomic_bool cancel; /* stop generating: the client is gone or the server stops */
+    bool gone;          /* the client is gone: nothing more to send */
     int status;
     bool sse, headed, done;
     pl_strbuf out; /* bytes for the client; out_off of them already taken */
@@ -64,6 +65,7 @@ typedef struct server {
     job *running;
     bool stopping;
     uint64_t n_jobs;
+    int n_live; /* jobs not yet freed: streams still being sent */
 } server;
 
 /* A connection's request being read. */
@@ -76,16 +78,11 @@ typedef struct {
 
 static void job_unref_locked(job *j) {
     if (--j->refs) return;
+    j->srv->n_live--;
+    pthread_cond_broadcast(&j->srv->cv);
     srv_request_free(&j->req);
     pl_sb_free(&j->out);
     free(j);
-}
-
-static void job_unref(job *j) {
-    server *s = j->srv;
-    pthread_mutex_lock(&s->mu);
-    job_unref_locked(j);
-    pthread_mutex_unlock(&s->mu);
 }
 
 /* The client closed its side (or the socket failed). Data it sent after the request
@@ -116,7 +113,7 @@ static void out_head(void *ud, int status, bool sse) {
 static bool out_write(void *ud, const char *p, size_t n) {
     job *j = ud;
     pthread_mutex_lock(&j->srv->mu);
-    bool ok = !atomic_load(&j->cancel) || !j->sse;
+    bool ok = !j->gone;
     if (ok) pl_sb_append(&j->out, p, n);
     ok = ok && !j->out.failed;
     pthread_cond_broadcast(&j->srv->cv);
@@ -190,6 +187,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     pthread_mutex_lock(&s->mu);
     while (j->out_off == j->out.len && !j->done) {
         if (hung_up(j->fd)) {
+            j->gone = true;
             atomic_store(&j->cancel, true);
             pthread_mutex_unlock(&s->mu);
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -207,8 +205,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) {
     job *j = cls;
-    atomic_store(&j->cancel, true); /* ended early: stop the generation */
-    job_unref(j);
+    server *s = j->srv;
+    pthread_mutex_lock(&s->mu);
+    j->gone = true; /* sent, or ended early: then stop the generation */
+    atomic_store(&j->cancel, true);
+    job_unref_locked(j);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static bool key_equal(const char *given, const char *key) {
@@ -255,6 +257,7 @@ static enum MHD_Result run_job(struct MHD_Connection *c, server *s, conn *k) {
         return send_error(c, k, 503, err, NULL);
     }
     j->refs = 2;
+    s->n_live++;
     j->no = ++s->n_jobs;
     if (s->tail)
         s->tail->next = j;
@@ -266,6 +269,7 @@ static enum MHD_Result run_job(struct MHD_Connection *c, server *s, conn *k) {
     /* wait for the status (a stream) or the whole answer */
     while (!(j->headed && (j->sse || j->done))) {
         if (j->fd >= 0 && hung_up(j->fd)) {
+            j->gone = true;
             atomic_store(&j->cancel, true);
             job_unref_locked(j);
             pthread_mutex_unlock(&s->mu);
@@ -382,18 +386,27 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
-int srv_serve(srv_engine *e, const srv_config *c) {
+static struct addrinfo *resolve(const char *host, int port) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE},
                     *ai = NULL;
-    char port[16];
-    snprintf(port, sizeof port, "%d", c->port);
-    int gr = getaddrinfo(c->host, port, &hints, &ai);
-    if (gr) {
-        fprintf(stderr, "pooled: --host %s: %s\n", c->host, gai_strerror(gr));
-        return 1;
-    }
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int gr = getaddrinfo(host, ps, &hints, &ai);
+    if (gr) fprintf(stderr, "pooled: --host %s: %s\n", host, gai_strerror(gr));
+    return gr ? NULL : ai;
+}
+
+bool srv_check_host(const char *host) {
+    struct addrinfo *ai = resolve(host, 0);
+    if (ai) freeaddrinfo(ai);
+    return ai != NULL;
+}
+
+int srv_serve(srv_engine *e, const srv_config *c) {
+    struct addrinfo *ai = resolve(c->host, c->port);
+    if (!ai) return 1;
     server s = {.e = e, .c = c};
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
@@ -434,6 +447,11 @@ int srv_serve(srv_engine *e, const srv_config *c) {
     pthread_cond_broadcast(&s.cv);
     pthread_mutex_unlock(&s.mu);
     pthread_join(th, NULL);
+    /* let the streams send their last events (a client that reads nothing: 5 s at most) */
+    pthread_mutex_lock(&s.mu);
+    time_t until = time(NULL) + 5;
+    while (s.n_live && time(NULL) < until) wait_a_little(&s);
+    pthread_mutex_unlock(&s.mu);
     MHD_stop_daemon(d);
     pthread_cond_destroy(&s.cv);
     pthread_mutex_destroy(&s.mu);

@@ -22,6 +22,10 @@ typedef struct {
     const char *model_id; /* the name /v1/models and responses show */
 } srv_config;
 
+/* Whether host resolves to an address (false after one line on stderr): checked before
+ * the model is loaded. */
+bool srv_check_host(const char *host);
+
 /* Listen, print "pooled serve: listening on http://HOST:PORT" on stdout, and answer until
  * SIGINT or SIGTERM, which the caller must have blocked in every thread (sigwait takes
  * them here). Then the running generation is cancelled (its stream ends properly), queued

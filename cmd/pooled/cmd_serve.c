@@ -53,6 +53,7 @@ int cmd_serve(int argc, char **argv) {
                    (long long)parallel);
     if (ma.split || ma.spec != MODEL_SPEC_OFF)
         return die("serve: --spec is not supported by the server yet");
+    if (!srv_check_host(host)) return 1;
     /* SIGINT/SIGTERM are taken by the server's sigwait: blocked before any thread starts
      * (the backend's pool, the server's), so every thread inherits the mask */
     sigset_t set;
