@@ -74,6 +74,7 @@ typedef struct {
     bool anthropic;
     pl_strbuf body;
     bool too_big, answered;
+    size_t received; /* body bytes so far */
 } conn;
 
 static void job_unref_locked(job *j) {
@@ -363,8 +364,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         if (!k->too_big) pl_sb_append(&k->body, upload_data, *upload_size);
         if (k->body.failed) k->too_big = true;
+        k->received += *upload_size;
         *upload_size = 0;
-        return MHD_YES;
+        /* a body past the limit is read to its end to answer 413 (libmicrohttpd answers
+         * only then); an endless one is cut off */
+        return k->received > SRV_MAX_DISCARD ? MHD_NO : MHD_YES;
     }
     if (k->too_big) {
         char msg[120];

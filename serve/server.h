@@ -9,10 +9,11 @@
 
 #include "engine.h"
 
-#define SRV_MAX_BODY        ((size_t)8 << 20) /* a request body: 8 MiB */
-#define SRV_MAX_CONNECTIONS 64                /* open connections (one thread each) */
-#define SRV_IDLE_TIMEOUT    60                /* seconds a connection may send nothing */
-#define SRV_MAX_QUEUE       4096              /* --queue at most */
+#define SRV_MAX_BODY        ((size_t)8 << 20)  /* a request body: 8 MiB */
+#define SRV_MAX_DISCARD     ((size_t)64 << 20) /* a longer body is read up to this, then cut */
+#define SRV_MAX_CONNECTIONS 64                 /* open connections (one thread each) */
+#define SRV_IDLE_TIMEOUT    60                 /* seconds a connection may send nothing */
+#define SRV_MAX_QUEUE       4096               /* --queue at most */
 
 typedef struct {
     const char *host;     /* numeric address or name to listen on */

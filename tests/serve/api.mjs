@@ -28,6 +28,12 @@ async function expectError(what, cls, status, fn) {
     }
 }
 
+process.on('unhandledRejection', (e) => {
+    console.log(`FAIL: ${e?.constructor?.name} ${e?.status ?? ''} ${e?.message}`);
+    console.log(`RESULT ${passed} ${failed + 1}`);
+    process.exit(1);
+});
+
 const oa = new OpenAI({ baseURL: `${chatUrl}/v1`, apiKey: key, maxRetries: 0, timeout: 60000 });
 const an = new Anthropic({ baseURL: chatUrl, apiKey: key, maxRetries: 0, timeout: 60000 });
 const system = messages[0].content, rest = messages.slice(1);
@@ -125,7 +131,7 @@ for await (const c of longStream) {
 const t0 = Date.now();
 const r3 = await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: maxTokens });
 check('after an abort: the next request is answered', r3.choices[0].message.content === expect, r3.choices[0].message.content);
-check('after an abort: at once (the aborted generation stopped)', Date.now() - t0 < 8000, Date.now() - t0);
+check('after an abort: at once (the aborted generation stopped)', Date.now() - t0 < 10000, Date.now() - t0);
 
 // completions on stories260K (no API key on that server)
 const so = new OpenAI({ baseURL: `${storyUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
