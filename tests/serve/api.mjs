@@ -28,11 +28,12 @@ async function expectError(what, cls, status, fn) {
     }
 }
 
-process.on('unhandledRejection', (e) => {
-    console.log(`FAIL: ${e?.constructor?.name} ${e?.status ?? ''} ${e?.message}`);
-    console.log(`RESULT ${passed} ${failed + 1}`);
-    process.exit(1);
-});
+for (const ev of ['uncaughtException', 'unhandledRejection'])
+    process.on(ev, (e) => {
+        console.log(`FAIL: ${e?.constructor?.name} ${e?.status ?? ''} ${e?.message}`);
+        console.log(`RESULT ${passed} ${failed + 1}`);
+        process.exit(1);
+    });
 
 const oa = new OpenAI({ baseURL: `${chatUrl}/v1`, apiKey: key, maxRetries: 0, timeout: 60000 });
 const an = new Anthropic({ baseURL: chatUrl, apiKey: key, maxRetries: 0, timeout: 60000 });
