@@ -3,7 +3,8 @@
 # or with sudo available). Safe to run again: it checks what works and installs only what is
 # missing, so on a machine that already has everything (or cannot reach a package registry
 # but was given the tools another way) it installs nothing.
-#   apt: compiler, clang (libFuzzer + sanitizers), jq (e2e tests read JSON), NNG and libsodium
+#   apt: compiler, clang (libFuzzer + sanitizers), jq (e2e tests read JSON), curl (the serve
+#        test's raw HTTP), NNG and libsodium
 #        (the room's link layer), libmicrohttpd (`pooled serve`'s HTTP), Mesa 25 lavapipe
 #        from bookworm-backports when the machine has no usable Vulkan driver
 #   npm: the pinned Dawn build (package.json / package-lock.json) for the WebGPU backend, and
@@ -55,6 +56,7 @@ need=()
 command -v cc >/dev/null && command -v make >/dev/null || need+=(build-essential make)
 command -v gawk >/dev/null || need+=(gawk)
 command -v jq >/dev/null || need+=(jq)
+command -v curl >/dev/null || need+=(curl)
 echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n; }' \
     >"$scratch/f.c"
 clang -fsanitize=fuzzer,address,undefined "$scratch/f.c" -o "$scratch/f" 2>/dev/null ||
