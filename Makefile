@@ -67,11 +67,13 @@ $(BUILD)/pooled: $(CMD_OBJ) $(BUILD)/libpooled_serve.a $(BUILD)/libpooled_room.a
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVE_LIBS) $(ROOM_LIBS) $(LDLIBS)
 
 # Each test is its own program; tests/test.h supplies main(). Tests under tests/room/ also
-# link the room's library.
+# link the room's library, tests under tests/serve/ the server's.
+test_libs = $(if $(findstring tests/room/,$(1)),$(BUILD)/libpooled_room.a)$(if $(findstring tests/serve/,$(1)),$(BUILD)/libpooled_serve.a)
+test_ext = $(if $(findstring tests/room/,$(1)),$$(ROOM_LIBS))$(if $(findstring tests/serve/,$(1)),$$(SERVE_LIBS))
 define test_rule
-$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $(if $(findstring tests/room/,$(1)),$(BUILD)/libpooled_room.a) $(BUILD)/libpooled.a tests/test.h
+$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $(call test_libs,$(1)) $(BUILD)/libpooled.a tests/test.h
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) -Isrc -Iinclude -I. -Itests -o $$@ $(1) $(if $(findstring tests/room/,$(1)),$(BUILD)/libpooled_room.a) $(BUILD)/libpooled.a $(if $(findstring tests/room/,$(1)),$$(ROOM_LIBS)) $$(LDLIBS)
+	$$(CC) $$(CFLAGS) -Isrc -Iinclude -I. -Itests -o $$@ $(1) $(call test_libs,$(1)) $(BUILD)/libpooled.a $(call test_ext,$(1)) $$(LDLIBS)
 endef
 $(foreach t,$(TEST_SRC),$(eval $(call test_rule,$(t))))
 
