@@ -268,7 +268,7 @@ static enum MHD_Result run_job(struct MHD_Connection *c, server *s, conn *k) {
     s->n_waiting++;
     pthread_cond_broadcast(&s->cv);
     /* wait for the status (a stream) or the whole answer */
-    while (!(j->headed && (j->sse || j->done))) {
+    while (!j->done && !(j->headed && j->sse)) {
         if (j->fd >= 0 && hung_up(j->fd)) {
             j->gone = true;
             atomic_store(&j->cancel, true);
@@ -280,6 +280,11 @@ static enum MHD_Result run_job(struct MHD_Connection *c, server *s, conn *k) {
         wait_a_little(s);
     }
     k->answered = true;
+    if (!j->headed) { /* (cancelled before it ran) */
+        job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        return MHD_NO;
+    }
     if (!j->sse) {
         pl_strbuf out = j->out;
         int status = j->status;
