@@ -3,6 +3,7 @@
 # Sources are found by wildcard, so adding a file needs no edit here:
 #   src/**/*.c           -> $(BUILD)/libpooled.a  (libc, libm, pthreads, dlopen only)
 #   room/*.c             -> $(BUILD)/libpooled_room.a  (the room's link layer: NNG, libsodium)
+#   serve/*.c            -> $(BUILD)/libpooled_serve.a (`pooled serve`'s HTTP: libmicrohttpd)
 #   cmd/pooled/*.c       -> $(BUILD)/pooled
 #   tests/**/*_test.c    -> $(BUILD)/tests/<name>  (one program each, run by tests/run.sh)
 #   tests/fuzz/*_fuzz.c  -> $(BUILD)/fuzz/<name>   (clang libFuzzer, `make fuzz`)
@@ -28,12 +29,15 @@ LDLIBS  += -lm -ldl -pthread
 LIB_SRC  := $(shell find src -name '*.c' | sort)
 ROOM_SRC := $(wildcard room/*.c)
 ROOM_LIBS := -lnng -lsodium
+SERVE_SRC := $(wildcard serve/*.c)
+SERVE_LIBS := -lmicrohttpd
 CMD_SRC  := $(wildcard cmd/pooled/*.c)
 TEST_SRC := $(shell find tests -name '*_test.c' | sort)
 FUZZ_SRC := $(wildcard tests/fuzz/*_fuzz.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 ROOM_OBJ := $(ROOM_SRC:%.c=$(BUILD)/obj/%.o)
+SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
 CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(foreach t,$(TEST_SRC),$(BUILD)/tests/$(basename $(notdir $(t))))
 FUZZ_BIN := $(foreach t,$(FUZZ_SRC),$(BUILD)/fuzz/$(basename $(notdir $(t))))
@@ -54,15 +58,22 @@ $(BUILD)/libpooled_room.a: $(ROOM_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/pooled: $(CMD_OBJ) $(BUILD)/libpooled_room.a $(BUILD)/libpooled.a
-	$(CC) $(CFLAGS) -o $@ $^ $(ROOM_LIBS) $(LDLIBS)
+# `pooled serve`'s server and API shapes, also outside the library (libmicrohttpd).
+$(BUILD)/libpooled_serve.a: $(SERVE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/pooled: $(CMD_OBJ) $(BUILD)/libpooled_serve.a $(BUILD)/libpooled_room.a $(BUILD)/libpooled.a
+	$(CC) $(CFLAGS) -o $@ $^ $(SERVE_LIBS) $(ROOM_LIBS) $(LDLIBS)
 
 # Each test is its own program; tests/test.h supplies main(). Tests under tests/room/ also
-# link the room's library.
+# link the room's library, tests under tests/serve/ the server's.
+test_libs = $(if $(findstring tests/room/,$(1)),$(BUILD)/libpooled_room.a)$(if $(findstring tests/serve/,$(1)),$(BUILD)/libpooled_serve.a)
+test_ext = $(if $(findstring tests/room/,$(1)),$$(ROOM_LIBS))$(if $(findstring tests/serve/,$(1)),$$(SERVE_LIBS))
 define test_rule
-$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $(if $(findstring tests/room/,$(1)),$(BUILD)/libpooled_room.a) $(BUILD)/libpooled.a tests/test.h
+$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $(call test_libs,$(1)) $(BUILD)/libpooled.a tests/test.h
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) -Isrc -Iinclude -I. -Itests -o $$@ $(1) $(if $(findstring tests/room/,$(1)),$(BUILD)/libpooled_room.a) $(BUILD)/libpooled.a $(if $(findstring tests/room/,$(1)),$$(ROOM_LIBS)) $$(LDLIBS)
+	$$(CC) $$(CFLAGS) -Isrc -Iinclude -I. -Itests -o $$@ $(1) $(call test_libs,$(1)) $(BUILD)/libpooled.a $(call test_ext,$(1)) $$(LDLIBS)
 endef
 $(foreach t,$(TEST_SRC),$(eval $(call test_rule,$(t))))
 
@@ -76,6 +87,7 @@ FUZZ_CC    ?= clang
 FUZZ_FLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=address,undefined -Isrc -Iinclude -I.
 FUZZ_OBJ   := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
 FUZZ_ROOM_OBJ := $(ROOM_SRC:%.c=build/fuzz/obj/%.o)
+FUZZ_SERVE_OBJ := $(SERVE_SRC:%.c=build/fuzz/obj/%.o)
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
@@ -85,14 +97,17 @@ build/fuzz/libpooled.a: $(FUZZ_OBJ)
 build/fuzz/libpooled_room.a: $(FUZZ_ROOM_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+build/fuzz/libpooled_serve.a: $(FUZZ_SERVE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 # The command's option parsers (cmd/pooled without main) for the option fuzzer.
 FUZZ_CMD_OBJ := $(filter-out %/main.o,$(CMD_SRC:%.c=build/fuzz/obj/%.o))
 build/fuzz/libcmd.a: $(FUZZ_CMD_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 define fuzz_rule
-build/fuzz/$(basename $(notdir $(1))): $(1) build/fuzz/libcmd.a build/fuzz/libpooled_room.a build/fuzz/libpooled.a
-	$$(FUZZ_CC) $$(FUZZ_FLAGS) -Icmd/pooled -fsanitize=fuzzer -o $$@ $(1) build/fuzz/libcmd.a build/fuzz/libpooled_room.a build/fuzz/libpooled.a $(ROOM_LIBS) -lm -ldl -pthread
+build/fuzz/$(basename $(notdir $(1))): $(1) build/fuzz/libcmd.a build/fuzz/libpooled_serve.a build/fuzz/libpooled_room.a build/fuzz/libpooled.a
+	$$(FUZZ_CC) $$(FUZZ_FLAGS) -Icmd/pooled -fsanitize=fuzzer -o $$@ $(1) build/fuzz/libcmd.a build/fuzz/libpooled_serve.a build/fuzz/libpooled_room.a build/fuzz/libpooled.a $(SERVE_LIBS) $(ROOM_LIBS) -lm -ldl -pthread
 endef
 $(foreach t,$(FUZZ_SRC),$(eval $(call fuzz_rule,$(t))))
 fuzz: $(foreach t,$(FUZZ_SRC),build/fuzz/$(basename $(notdir $(t))))
@@ -112,12 +127,12 @@ check:
 
 # The generated Unicode tables (tools/gen_unicode.py) keep the generator's layout.
 format:
-	clang-format -i $(filter-out src/tokenizer/unicode_data.c,$(LIB_SRC)) $(ROOM_SRC) $(CMD_SRC) $(shell find src room cmd tests -name '*.h') $(TEST_SRC) $(FUZZ_SRC)
+	clang-format -i $(filter-out src/tokenizer/unicode_data.c,$(LIB_SRC)) $(ROOM_SRC) $(SERVE_SRC) $(CMD_SRC) $(shell find src room serve cmd tests -name '*.h') $(TEST_SRC) $(FUZZ_SRC)
 
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(ROOM_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(FUZZ_ROOM_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(ROOM_OBJ:.o=.d) $(SERVE_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(FUZZ_ROOM_OBJ:.o=.d) $(FUZZ_SERVE_OBJ:.o=.d)
 
 # Developer tools (not part of `make` or the tests): the GEMV kernel lab.
 .PHONY: lab

@@ -3,10 +3,12 @@
 # or with sudo available). Safe to run again: it checks what works and installs only what is
 # missing, so on a machine that already has everything (or cannot reach a package registry
 # but was given the tools another way) it installs nothing.
-#   apt: compiler, clang (libFuzzer + sanitizers), jq (e2e tests read JSON), NNG and libsodium
-#        (the room's link layer), Mesa 25 lavapipe
+#   apt: compiler, clang (libFuzzer + sanitizers), jq (e2e tests read JSON), curl (the serve
+#        test's raw HTTP), NNG and libsodium
+#        (the room's link layer), libmicrohttpd (`pooled serve`'s HTTP), Mesa 25 lavapipe
 #        from bookworm-backports when the machine has no usable Vulkan driver
-#   npm: the pinned Dawn build (package.json / package-lock.json) for the WebGPU backend
+#   npm: the pinned Dawn build (package.json / package-lock.json) for the WebGPU backend, and
+#        the OpenAI and Anthropic client libraries the serve tests drive the server with
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -54,6 +56,7 @@ need=()
 command -v cc >/dev/null && command -v make >/dev/null || need+=(build-essential make)
 command -v gawk >/dev/null || need+=(gawk)
 command -v jq >/dev/null || need+=(jq)
+command -v curl >/dev/null || need+=(curl)
 echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n; }' \
     >"$scratch/f.c"
 clang -fsanitize=fuzzer,address,undefined "$scratch/f.c" -o "$scratch/f" 2>/dev/null ||
@@ -66,6 +69,12 @@ printf '%s\n' '#include <nng/nng.h>' '#include <sodium.h>' \
     '    nng_stream_listener_alloc(&l, "tcp://127.0.0.1:0") != 0; }' >"$scratch/room.c"
 cc "$scratch/room.c" -o "$scratch/room" -lnng -lsodium 2>/dev/null && "$scratch/room" ||
     need+=(libnng-dev libsodium-dev)
+# `pooled serve`'s HTTP server (serve/): libmicrohttpd.
+printf '%s\n' '#include <microhttpd.h>' \
+    'int main(void) { return MHD_is_feature_supported(MHD_FEATURE_THREADS) != MHD_YES; }' \
+    >"$scratch/mhd.c"
+cc "$scratch/mhd.c" -o "$scratch/mhd" -lmicrohttpd 2>/dev/null && "$scratch/mhd" ||
+    need+=(libmicrohttpd-dev)
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 
 # WebGPU on machines without a GPU: Debian 12's own lavapipe (Mesa 22.3) is rejected by the
@@ -97,8 +106,10 @@ if ! vulkan_usable; then
     apt_install -t bookworm-backports mesa-vulkan-drivers libvulkan1
 fi
 
-# The Dawn build the GPU backend dlopens, pinned by package.json / package-lock.json.
-if [ ! -f node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so ]; then
+# The Dawn build the GPU backend dlopens and the client libraries of the serve tests, pinned
+# by package.json / package-lock.json.
+if [ ! -f node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so ] ||
+    ! node -e 'require("openai"); require("@anthropic-ai/sdk")' 2>/dev/null; then
     command -v npm >/dev/null || apt_install npm
     npm ci --no-audit --no-fund >/dev/null
 fi

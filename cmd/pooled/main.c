@@ -23,6 +23,7 @@ static const struct {
     {"run", cmd_run, "generate a continuation of a prompt"},
     {"chat", cmd_chat, "interactive multi-turn chat with a model"},
     {"bench", cmd_bench, "measure prefill and decode speed"},
+    {"serve", cmd_serve, "answer OpenAI and Anthropic API clients over HTTP"},
     {"room", cmd_room, "split one model across machines: room host / room join"},
     {"info", cmd_info, "show a GGUF file's metadata and tensors"},
     {"quantize", cmd_quantize, "convert a GGUF's weights to another format"},

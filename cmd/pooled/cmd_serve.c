@@ -1,0 +1,88 @@
+/* cmd_serve.c - `pooled serve`: the model behind an OpenAI- and Anthropic-compatible HTTP
+ * API (serve/, docs/serve.md). This file parses the options and loads the model; the
+ * server and the engine it drives live in serve/. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "commands.h"
+#include "model_args.h"
+#include "../../serve/engine.h"
+#include "../../serve/server.h"
+
+static const char *const usage =
+    "usage: pooled serve -m FILE [options]   (docs/serve.md: the endpoints and limits)\n"
+    "  --host H             address to listen on (default 127.0.0.1)\n"
+    "  --port P             TCP port (default 8080; 0 takes a free one, printed)\n"
+    "  --api-key K          require this key: Authorization: Bearer K, or x-api-key: K\n"
+    "                       on the Anthropic routes (default: none)\n"
+    "  --parallel N         requests generated at once (only 1 for now)\n"
+    "  --queue N            requests that may wait while one runs; more get 503 (default 16)\n";
+
+int cmd_serve(int argc, char **argv) {
+    model_args ma = model_args_defaults();
+    const char *host = "127.0.0.1", *key = NULL;
+    int64_t port = 8080, parallel = 1, queue = 16;
+    bool err = false;
+    for (int i = 1; i < argc && !err; i++) {
+        const char *v;
+        if (model_args_take(argc, argv, &i, &ma, &err)) continue;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("%s%s", usage, model_args_help);
+            return 0;
+        } else if (arg_take(argc, argv, &i, "--host", NULL, &v, &err)) {
+            host = v;
+        } else if (arg_take(argc, argv, &i, "--port", NULL, &v, &err)) {
+            err = err || !arg_int("--port", v, 0, 65535, &port);
+        } else if (arg_take(argc, argv, &i, "--api-key", NULL, &v, &err)) {
+            key = v;
+            if (!err && !*key) return die("--api-key: the key is empty");
+        } else if (arg_take(argc, argv, &i, "--parallel", "-np", &v, &err)) {
+            err = err || !arg_int("--parallel", v, 1, 1024, &parallel);
+        } else if (arg_take(argc, argv, &i, "--queue", NULL, &v, &err)) {
+            err = err || !arg_int("--queue", v, 0, SRV_MAX_QUEUE, &queue);
+        } else if (!err) {
+            return die("serve: unknown option '%s' (pooled serve --help)", argv[i]);
+        }
+    }
+    if (err) return 1;
+    if (parallel > 1)
+        return die("--parallel %lld: one request at a time for now (batching comes later)",
+                   (long long)parallel);
+    if (ma.split || ma.spec != MODEL_SPEC_OFF)
+        return die("serve: --spec is not supported by the server yet");
+    if (!srv_check_host(host)) return 1;
+    /* SIGINT/SIGTERM are taken by the server's sigwait: blocked before any thread starts
+     * (the backend's pool, the server's), so every thread inherits the mask */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    loaded_model lm;
+    if (!model_load(&ma, true, &lm)) return 1;
+    int rc = 1;
+    pl_session *ses = NULL;
+    srv_engine *e = NULL;
+    pl_status s = model_session(&lm, &ses);
+    if (!s && !(e = srv_engine_new(lm.m, lm.tok, ses))) s = pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (s) {
+        die("%s", pl_last_error());
+    } else {
+        model_report(&lm);
+        const char *id = strrchr(ma.path, '/');
+        srv_config c = {.host = host,
+                        .port = (int)port,
+                        .api_key = key,
+                        .queue = (int)queue,
+                        .model_id = id ? id + 1 : ma.path};
+        rc = srv_serve(e, &c);
+    }
+    srv_engine_free(e);
+    pl_session_free(ses);
+    model_unload(&lm);
+    return rc;
+}

@@ -1,0 +1,209 @@
+/* engine.c - the server's calls into libpooled: prompts as ids, tokenize / detokenize, and
+ * one generation with stop strings held back until they can no longer match. */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/strbuf.h"
+#include "runtime/chat_ids.h"
+#include "runtime/generate.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "tokenizer/tokenizer.h"
+
+struct srv_engine {
+    const pl_model *m;
+    const pl_tokenizer *tok;
+    pl_session *ses;
+    int n_vocab;
+};
+
+srv_engine *srv_engine_new(const pl_model *m, const pl_tokenizer *tok, pl_session *ses) {
+    srv_engine *e = calloc(1, sizeof *e);
+    if (e) *e = (srv_engine){m, tok, ses, pl_model_get_info(m)->n_vocab};
+    return e;
+}
+
+void srv_engine_free(srv_engine *e) {
+    free(e);
+}
+
+int64_t srv_engine_n_ctx(const srv_engine *e) {
+    return pl_session_n_ctx(e->ses);
+}
+
+static bool lib_fail(char *err, size_t cap) {
+    snprintf(err, cap, "%s", pl_last_error());
+    return false;
+}
+
+bool srv_engine_prompt(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
+                       char *err, size_t cap) {
+    *ids = NULL;
+    *n_ids = 0;
+    if (r->kind == SRV_COMPLETION) {
+        if (pl_tok_encode(e->tok, r->prompt, strlen(r->prompt), true, false, ids, n_ids))
+            return lib_fail(err, cap);
+        if (*n_ids == 0) {
+            snprintf(err, cap, "the prompt is empty (and the model has no BOS)");
+            return false;
+        }
+        return true;
+    }
+    pl_chat_msg *msgs = calloc((size_t)r->n_msgs + 1, sizeof *msgs);
+    if (!msgs) return snprintf(err, cap, "out of memory"), false;
+    for (int i = 0; i < r->n_msgs; i++)
+        msgs[i] = (pl_chat_msg){r->msgs[i].role, r->msgs[i].content};
+    pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = true};
+    pl_status s = pl_chat_ids(e->tok, msgs, r->n_msgs, &co, ids, n_ids);
+    free(msgs);
+    return s ? lib_fail(err, cap) : true;
+}
+
+bool srv_engine_tokenize(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
+                         char ***pieces, char *err, size_t cap) {
+    *pieces = NULL;
+    if (pl_tok_encode(e->tok, r->prompt, strlen(r->prompt), r->add_special, r->parse_special, ids,
+                      n_ids))
+        return lib_fail(err, cap);
+    if (!r->with_pieces) return true;
+    if (!(*pieces = calloc((size_t)*n_ids + 1, sizeof **pieces)))
+        return snprintf(err, cap, "out of memory"), false;
+    for (int64_t i = 0; i < *n_ids; i++) {
+        size_t len;
+        if (pl_tok_piece_str(e->tok, (*ids)[i], true, &(*pieces)[i], &len))
+            return lib_fail(err, cap);
+    }
+    return true;
+}
+
+bool srv_engine_detokenize(srv_engine *e, const int32_t *ids, int64_t n, char **text, char *err,
+                           size_t cap) {
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] >= e->n_vocab) {
+            snprintf(err, cap, "tokens[%lld]: id %d is outside the vocabulary (0 to %d)",
+                     (long long)i, ids[i], e->n_vocab - 1);
+            return false;
+        }
+    return pl_tok_decode(e->tok, ids, n, false, text, NULL) ? lib_fail(err, cap) : true;
+}
+
+/* The generation in progress: text not yet emitted waits in held while it could still be
+ * the start of a stop string. */
+typedef struct {
+    srv_engine *e;
+    const srv_request *r;
+    const srv_gen_io *io;
+    pl_tok_stream *stream;
+    pl_strbuf held;
+    srv_gen_result *res;
+    bool emit_failed;
+} gen_state;
+
+static bool emit(gen_state *g, size_t n) {
+    if (n && !g->io->emit(g->io->ud, g->held.s, n)) g->emit_failed = true;
+    memmove(g->held.s, g->held.s + n, g->held.len - n + 1);
+    g->held.len -= n;
+    return !g->emit_failed;
+}
+
+/* Add text; emit what is settled. False when a stop string matched (the text before it
+ * emitted, finish set) or the output failed. final: nothing follows, emit everything. */
+static bool settle(gen_state *g, const char *text, bool final) {
+    pl_sb_puts(&g->held, text);
+    if (g->held.failed) return g->emit_failed = true, false;
+    if (!g->held.s) return true; /* nothing held, nothing added */
+    const srv_request *r = g->r;
+    size_t first = g->held.len;
+    int which = -1;
+    for (int i = 0; i < r->n_stop; i++) {
+        const char *p = strstr(g->held.s, r->stop[i]);
+        if (p && (size_t)(p - g->held.s) < first) first = (size_t)(p - g->held.s), which = i;
+    }
+    if (which >= 0) {
+        emit(g, first);
+        g->held.len = 0, g->held.s[0] = 0;
+        g->res->finish = SRV_FINISH_STOP;
+        g->res->stop_index = which;
+        return false;
+    }
+    size_t keep = 0; /* the longest tail that begins some stop string */
+    for (int i = 0; i < r->n_stop && !final; i++) {
+        size_t sl = strlen(r->stop[i]);
+        for (size_t k = sl - 1; k > keep; k--)
+            if (k <= g->held.len && !memcmp(g->held.s + g->held.len - k, r->stop[i], k)) {
+                keep = k;
+                break;
+            }
+    }
+    return emit(g, g->held.len - keep);
+}
+
+static bool on_token(void *ud, int32_t id) {
+    gen_state *g = ud;
+    if (atomic_load(g->io->cancel)) {
+        g->res->finish = SRV_FINISH_CANCEL;
+        return false;
+    }
+    if (pl_tok_is_eog(g->e->tok, id)) {
+        g->res->finish = SRV_FINISH_EOG;
+        return false;
+    }
+    g->res->n_completion++;
+    if (!settle(g, pl_tok_stream_push(g->stream, id), false)) return false;
+    if (atomic_load(g->io->cancel)) {
+        g->res->finish = SRV_FINISH_CANCEL;
+        return false;
+    }
+    return true;
+}
+
+static uint64_t clock_seed(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
+}
+
+bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids, int64_t n,
+                         const srv_gen_io *io, srv_gen_result *res, char *err, size_t cap) {
+    *res = (srv_gen_result){.finish = SRV_FINISH_LENGTH, .n_prompt = n};
+    int64_t n_ctx = pl_session_n_ctx(e->ses);
+    if (n >= n_ctx) {
+        snprintf(err, cap, "the prompt is %lld tokens, the context holds %lld (the server's --ctx)",
+                 (long long)n, (long long)n_ctx);
+        return false;
+    }
+    pl_sampler_params sp = pl_sampler_defaults();
+    sp.temp = (float)r->temperature;
+    sp.top_k = 0;
+    sp.min_p = 0;
+    sp.top_p = (float)r->top_p;
+    sp.presence_penalty = (float)r->presence_penalty;
+    sp.frequency_penalty = (float)r->frequency_penalty;
+    sp.seed = r->has_seed ? r->seed : clock_seed();
+    pl_sampler *smp = NULL;
+    gen_state g = {.e = e, .r = r, .io = io, .res = res};
+    if (pl_sampler_new(&sp, e->n_vocab, &smp)) return lib_fail(err, cap);
+    if (!(g.stream = pl_tok_stream_new(e->tok, false))) {
+        pl_sampler_free(smp);
+        return snprintf(err, cap, "out of memory"), false;
+    }
+    int64_t room = n_ctx - n + 1;
+    int64_t want = r->max_tokens >= 0 && r->max_tokens < room ? r->max_tokens : room;
+    pl_gen_opts go = {.n_predict = want, .on_token = on_token, .ud = &g};
+    pl_gen_stats st;
+    pl_status s = pl_generate(e->ses, smp, ids, n, &go, &st);
+    if (s) lib_fail(err, cap);
+    if (!s && res->finish != SRV_FINISH_STOP && res->finish != SRV_FINISH_CANCEL && !g.emit_failed)
+        settle(&g, pl_tok_stream_flush(g.stream), true);
+    if (g.emit_failed && res->finish != SRV_FINISH_STOP) res->finish = SRV_FINISH_CANCEL;
+    pl_sb_free(&g.held);
+    pl_tok_stream_free(g.stream);
+    pl_sampler_free(smp);
+    if (s) pl_session_reset(e->ses); /* a failed pass may leave the cache half-written */
+    return !s;
+}

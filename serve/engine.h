@@ -1,0 +1,69 @@
+/* engine.h - what the server asks of the model, in one place: the prompt of a request as
+ * ids (chat template or plain text), tokenize / detokenize, and one generation with
+ * sampling, stop strings, a length limit and a cancel flag. engine.c is the only file of
+ * serve/ that calls into libpooled (the loading is cmd/pooled/cmd_serve.c's), so moving to
+ * the public API (include/pooled.h) later changes these two files only. One generation at
+ * a time: the caller (the server's worker thread) serialises every call. */
+#ifndef PL_SERVE_ENGINE_H
+#define PL_SERVE_ENGINE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "request.h"
+
+typedef struct srv_engine srv_engine;
+struct pl_model;
+struct pl_tokenizer;
+struct pl_session;
+
+/* Over a loaded model, its tokenizer and one session (borrowed: they outlive the engine).
+ * NULL when out of memory. */
+srv_engine *srv_engine_new(const struct pl_model *m, const struct pl_tokenizer *tok,
+                           struct pl_session *ses);
+void srv_engine_free(srv_engine *e);
+int64_t srv_engine_n_ctx(const srv_engine *e);
+
+/* The ids a request's prompt is: chat / messages / count_tokens through the chat template,
+ * a completion's prompt as `pooled run -p` tokenizes it. *ids is malloc'd. False with the
+ * reason in err. */
+bool srv_engine_prompt(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
+                       char *err, size_t cap);
+/* /tokenize: ids of r->prompt (add_special, parse_special); with_pieces also each id's
+ * text (*pieces: n malloc'd strings, freed by the caller). */
+bool srv_engine_tokenize(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
+                         char ***pieces, char *err, size_t cap);
+/* /detokenize: the text of ids (each checked against the vocabulary). *text is malloc'd. */
+bool srv_engine_detokenize(srv_engine *e, const int32_t *ids, int64_t n, char **text, char *err,
+                           size_t cap);
+
+typedef enum {
+    SRV_FINISH_EOG,    /* the model ended its turn */
+    SRV_FINISH_LENGTH, /* max_tokens or the end of the context */
+    SRV_FINISH_STOP,   /* a stop string (not part of the text) */
+    SRV_FINISH_CANCEL, /* the client went away, or the server stops */
+} srv_finish;
+
+typedef struct {
+    /* text as it is settled: whole UTF-8, never part of a stop string; false stops */
+    bool (*emit)(void *ud, const char *text, size_t n);
+    void *ud;
+    atomic_bool *cancel; /* checked before each id */
+} srv_gen_io;
+
+typedef struct {
+    srv_finish finish;
+    int stop_index;       /* which stop string, for SRV_FINISH_STOP */
+    int64_t n_prompt;     /* ids of the prompt */
+    int64_t n_completion; /* ids generated, the end-of-turn id not counted */
+} srv_gen_result;
+
+/* Generate after ids[0..n) with r's sampling, max_tokens and stop strings. The session
+ * keeps what its cache holds, so a conversation's next turn reuses the shared prefix.
+ * False (err) when the model fails or the prompt does not fit the context. */
+bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids, int64_t n,
+                         const srv_gen_io *io, srv_gen_result *res, char *err, size_t cap);
+
+#endif

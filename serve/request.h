@@ -1,0 +1,54 @@
+/* request.h - an HTTP API request body (JSON) checked and turned into one struct, the same
+ * for every route that runs the model: OpenAI's chat completions and completions,
+ * Anthropic's messages and count_tokens, llama.cpp server's tokenize and detokenize.
+ * Pure (no model, no network): the request fuzzer (tests/fuzz/serve_request_fuzz.c) calls
+ * it on arbitrary bytes. Every refusal is one line for the API's error object (status 400). */
+#ifndef PL_SERVE_REQUEST_H
+#define PL_SERVE_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SRV_MAX_STOPS     16      /* stop strings in one request */
+#define SRV_MAX_STOP_LEN  256     /* bytes in one stop string */
+#define SRV_MAX_TOKENS_IN 1000000 /* ids in one detokenize request */
+
+typedef enum {
+    SRV_CHAT,         /* POST /v1/chat/completions */
+    SRV_COMPLETION,   /* POST /v1/completions */
+    SRV_MESSAGES,     /* POST /v1/messages */
+    SRV_COUNT_TOKENS, /* POST /v1/messages/count_tokens */
+    SRV_TOKENIZE,     /* POST /tokenize */
+    SRV_DETOKENIZE,   /* POST /detokenize */
+} srv_kind;
+
+typedef struct {
+    char *role;    /* system, user, assistant, tool (developer is taken as system) */
+    char *content; /* the text blocks joined */
+} srv_msg;
+
+typedef struct {
+    srv_kind kind;
+    bool stream, include_usage;
+    srv_msg *msgs; /* chat, messages, count_tokens (the system message first) */
+    int n_msgs;
+    char *prompt;       /* completion; tokenize's content */
+    int32_t *tokens;    /* detokenize */
+    int64_t n_tokens;   /*   (checked against the vocabulary later) */
+    int64_t max_tokens; /* -1: not given */
+    double temperature, top_p, presence_penalty, frequency_penalty;
+    bool has_seed;
+    uint64_t seed;
+    char *stop[SRV_MAX_STOPS];
+    int n_stop;
+    bool add_special, parse_special, with_pieces; /* tokenize */
+} srv_request;
+
+/* Parse body[0..len) for a route of this kind into *r (freed with srv_request_free, also
+ * after a failure). Returns true, or false with the reason in err[0..cap). */
+bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request *r, char *err,
+                       size_t cap);
+void srv_request_free(srv_request *r);
+
+#endif

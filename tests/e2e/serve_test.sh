@@ -1,0 +1,106 @@
+# serve_test.sh - `pooled serve` on 127.0.0.1 with a free port: the OpenAI and Anthropic
+# client libraries (tests/serve/api.mjs) against what `pooled run` answers for the same
+# rendered prompt, then raw HTTP for what a client library never sends (malformed JSON, an
+# oversized body, a wrong method), and a clean stop on SIGTERM.
+. tests/e2e/lib.sh
+M=$SHARED/fixtures/hf/qwen3/qwen3-q8_0.gguf
+S=$SHARED/models/stories260K.gguf
+KEY=k3y-$$
+
+check_err "--parallel 2 is refused" "$POOLED" serve -m "$S" --parallel 2
+check_err "a bad --port" "$POOLED" serve -m "$S" --port 70000
+check_err "a host that does not resolve" "$POOLED" serve -m "$S" --host no.such.host.invalid --port 0
+
+# start NAME ARGS...: a server on a free port; its URL in $URL, its pid in $PID
+start() {
+    local name=$1; shift
+    "$POOLED" serve "$@" --host 127.0.0.1 --port 0 >"$TMP/$name.out" 2>"$TMP/$name.err" &
+    PID=$!
+    URL=
+    for _ in $(seq 200); do
+        URL=$(sed -n 's/^pooled serve: listening on //p' "$TMP/$name.out")
+        [ -n "$URL" ] && curl -sf "$URL/health" >/dev/null && return 0
+        kill -0 $PID 2>/dev/null || break
+        sleep 0.1
+    done
+    fail "$name: the server did not come up: $(tail -n 3 "$TMP/$name.err")"
+    return 1
+}
+
+# what `pooled run` answers for the rendered conversation, and its token counts
+printf '%s' '[{"role": "system", "content": "You are a helpful assistant."},
+              {"role": "user", "content": "Write a short story about a fox."}]' >"$TMP/messages.json"
+MAX=24
+ids=$("$POOLED" template -m "$M" --messages "$TMP/messages.json" --ids)
+"$POOLED" run -m "$M" --prompt-ids "$ids" --temp 0 -n $MAX 2>/dev/null >"$TMP/expect"
+gen=$("$POOLED" run -m "$M" --prompt-ids "$ids" --temp 0 -n $MAX --ids 2>/dev/null)
+"$POOLED" run -m "$S" -p "Once upon a time" --temp 0 -n 40 2>/dev/null >"$TMP/story"
+
+if start chat -m "$M" --api-key "$KEY" --queue 0; then
+    CHAT_URL=$URL CHAT_PID=$PID
+    if start story -m "$S"; then
+        STORY_URL=$URL STORY_PID=$PID
+        out=$(CHAT_URL=$CHAT_URL STORY_URL=$STORY_URL KEY=$KEY MESSAGES="$TMP/messages.json" \
+            EXPECT="$TMP/expect" STORY_EXPECT="$TMP/story" N_PROMPT=$(wc -w <<<"$ids") \
+            N_GEN=$(wc -w <<<"$gen") MAX_TOKENS=$MAX node tests/serve/api.mjs 2>&1)
+        echo "$out" | grep -v '^RESULT'
+        res=$(echo "$out" | sed -n 's/^RESULT //p')
+        if [ -n "$res" ]; then
+            _pass=$((_pass + ${res% *})); _fail=$((_fail + ${res#* }))
+        else
+            fail "api.mjs ended without a RESULT line"
+        fi
+        check "the aborted stream was cancelled" grep -q "cancelled" "$TMP/chat.err"
+
+        # raw HTTP: each answer's status and its API's error shape
+        # post PATH BODY-FILE [curl args]: prints the status, the body to $TMP/body
+        post() {
+            local p=$1 f=$2; shift 2
+            curl -s -o "$TMP/body" -w '%{http_code}' -H 'Content-Type: application/json' \
+                --data-binary "@$f" "$@" "$STORY_URL$p"
+        }
+        printf '{"messages": [' >"$TMP/bad.json"
+        check "malformed JSON: 400" [ "$(post /v1/chat/completions "$TMP/bad.json")" = 400 ]
+        check "malformed JSON: OpenAI's error object" jq -e >/dev/null '.error.type == "invalid_request_error"' "$TMP/body"
+        check "malformed JSON (messages): 400" [ "$(post /v1/messages "$TMP/bad.json")" = 400 ]
+        check "malformed JSON (messages): Anthropic's error object" jq -e >/dev/null '.type == "error" and .error.type == "invalid_request_error"' "$TMP/body"
+        printf '{"prompt": 7}' >"$TMP/type.json"
+        check "a wrong type: 400" [ "$(post /v1/completions "$TMP/type.json")" = 400 ]
+        head -c $((8 * 1024 * 1024 + 1)) /dev/zero | tr '\0' ' ' >"$TMP/big.json"
+        check "a body over 8 MiB: 413" [ "$(post /v1/completions "$TMP/big.json")" = 413 ]
+        check "a body over 8 MiB: the limit named" jq -e >/dev/null '.error.message | test("8 MiB")' "$TMP/body"
+        check "a body over 8 MiB, chunked: 413" [ "$(post /v1/completions "$TMP/big.json" -H 'Transfer-Encoding: chunked')" = 413 ]
+        check "wrong method: 405" [ "$(curl -s -o "$TMP/body" -w '%{http_code}' "$STORY_URL/v1/chat/completions")" = 405 ]
+        check "unknown route: 404" [ "$(curl -s -o "$TMP/body" -w '%{http_code}' "$STORY_URL/nope")" = 404 ]
+        printf '{"content": "Once upon a time"}' >"$TMP/tok.json"
+        check "tokenize: 200" [ "$(post /tokenize "$TMP/tok.json")" = 200 ]
+        want=$("$POOLED" tokenize -m "$S" --no-bos "Once upon a time")
+        check "tokenize: the ids of pooled tokenize" [ "$(jq -r '.tokens | map(tostring) | join(" ")' "$TMP/body")" = "$want" ]
+        jq -c '{tokens: .tokens}' "$TMP/body" >"$TMP/detok.json"
+        check "detokenize: 200" [ "$(post /detokenize "$TMP/detok.json")" = 200 ]
+        check "detokenize: the text back" jq -e >/dev/null '.content | test("Once upon a time")' "$TMP/body"
+        printf '{"tokens": [99999999]}' >"$TMP/detok.json"
+        check "detokenize: an id outside the vocabulary: 400" [ "$(post /detokenize "$TMP/detok.json")" = 400 ]
+        check "models: the file's name" [ "$(curl -s "$STORY_URL/v1/models" | jq -r '.data[0].id')" = stories260K.gguf ]
+
+        kill -TERM $STORY_PID; wait $STORY_PID; rc=$?
+        check "SIGTERM: exit 0 (got $rc)" [ $rc = 0 ]
+    fi
+    curl -sN -H "x-api-key: $KEY" "$CHAT_URL/v1/messages" -d '{"messages": [{"role": "user",
+        "content": "hi"}], "max_tokens": 3, "stream": true}' | sed -n 's/^event: //p' | uniq |
+        paste -sd, >"$TMP/events"
+    check "messages stream: Anthropic's event order, ping included" [ "$(cat "$TMP/events")" = \
+        message_start,content_block_start,ping,content_block_delta,content_block_stop,message_delta,message_stop ]
+    # SIGINT in the middle of a stream: the stream ends properly, the server exits 0
+    curl -sN -H "Authorization: Bearer $KEY" "$CHAT_URL/v1/chat/completions" \
+        -d '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1900, "stream": true}' \
+        >"$TMP/sigint.sse" &
+    CURL=$!
+    for _ in $(seq 100); do [ -s "$TMP/sigint.sse" ] && break; sleep 0.05; done
+    kill -INT $CHAT_PID; wait $CHAT_PID; rc=$?
+    wait $CURL
+    check "SIGINT while streaming: exit 0 (got $rc)" [ $rc = 0 ]
+    check "SIGINT while streaming: the stream ended with [DONE]" grep -q '^data: \[DONE\]' "$TMP/sigint.sse"
+    check "no sanitizer report" bash -c "! grep -q Sanitizer '$TMP'/*.err"
+fi
+finish

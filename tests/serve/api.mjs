@@ -1,0 +1,149 @@
+// api.mjs - drives `pooled serve` with the real OpenAI and Anthropic client libraries
+// (pinned in package.json). Run by tests/e2e/serve_test.sh, which starts the servers and
+// computes what `pooled run` answers for the same rendered prompt; prints one "ok"/"FAIL"
+// line per check and ends with "RESULT passed failed".
+import fs from 'node:fs';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+
+const env = process.env;
+const chatUrl = env.CHAT_URL, storyUrl = env.STORY_URL, key = env.KEY;
+const messages = JSON.parse(fs.readFileSync(env.MESSAGES, 'utf8'));
+const expect = fs.readFileSync(env.EXPECT, 'utf8');          // pooled run, greedy
+const storyExpect = fs.readFileSync(env.STORY_EXPECT, 'utf8');
+const nPrompt = Number(env.N_PROMPT), nGen = Number(env.N_GEN), maxTokens = Number(env.MAX_TOKENS);
+
+let passed = 0, failed = 0;
+function check(what, cond, detail) {
+    if (cond) passed++;
+    else { failed++; console.log(`FAIL: ${what}${detail === undefined ? '' : ': ' + JSON.stringify(detail).slice(0, 400)}`); }
+}
+async function expectError(what, cls, status, fn) {
+    try {
+        await fn();
+        check(`${what}: an error`, false);
+    } catch (e) {
+        check(`${what}: ${cls.name}`, e instanceof cls, `${e.constructor.name} ${e.status} ${e.message}`);
+        check(`${what}: status ${status}`, e.status === status, e.status);
+    }
+}
+
+for (const ev of ['uncaughtException', 'unhandledRejection'])
+    process.on(ev, (e) => {
+        console.log(`FAIL: ${e?.constructor?.name} ${e?.status ?? ''} ${e?.message}`);
+        console.log(`RESULT ${passed} ${failed + 1}`);
+        process.exit(1);
+    });
+
+const oa = new OpenAI({ baseURL: `${chatUrl}/v1`, apiKey: key, maxRetries: 0, timeout: 60000 });
+const an = new Anthropic({ baseURL: chatUrl, apiKey: key, maxRetries: 0, timeout: 60000 });
+const system = messages[0].content, rest = messages.slice(1);
+const model = 'any';
+
+// OpenAI, whole and streamed: greedy text and usage as `pooled run` gives them
+const r1 = await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: maxTokens });
+check('openai chat: greedy text equals pooled run', r1.choices[0].message.content === expect,
+      [r1.choices[0].message.content, expect]);
+check('openai chat: prompt_tokens', r1.usage.prompt_tokens === nPrompt, r1.usage);
+check('openai chat: completion_tokens', r1.usage.completion_tokens === nGen, r1.usage);
+check('openai chat: total_tokens', r1.usage.total_tokens === nPrompt + nGen, r1.usage);
+check('openai chat: finish_reason', r1.choices[0].finish_reason === (nGen === maxTokens ? 'length' : 'stop'),
+      r1.choices[0].finish_reason);
+
+let text = '', usage = null, finish = null, chunks = 0;
+const s1 = await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: maxTokens,
+                                              stream: true, stream_options: { include_usage: true } });
+for await (const c of s1) {
+    chunks++;
+    if (c.usage) usage = c.usage;
+    for (const ch of c.choices) {
+        text += ch.delta?.content ?? '';
+        if (ch.finish_reason) finish = ch.finish_reason;
+    }
+}
+check('openai stream: greedy text equals pooled run', text === expect, [text, expect]);
+check('openai stream: several chunks', chunks > 3, chunks);
+check('openai stream: include_usage', usage && usage.prompt_tokens === nPrompt && usage.completion_tokens === nGen, usage);
+check('openai stream: finish_reason', finish === r1.choices[0].finish_reason, finish);
+
+// a stop string: the text before it, the stop itself not returned
+const stop = expect.slice(2, 7); // (spans two of the ids here: "attr" "attr")
+const want = expect.slice(0, expect.indexOf(stop));
+const r2 = await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: maxTokens, stop: [stop] });
+check('openai stop: text before the stop string', r2.choices[0].message.content === want, [r2.choices[0].message.content, want]);
+check('openai stop: finish_reason stop', r2.choices[0].finish_reason === 'stop', r2.choices[0].finish_reason);
+text = '';
+for await (const c of await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: maxTokens, stop, stream: true }))
+    for (const ch of c.choices) text += ch.delta?.content ?? '';
+check('openai stop, streamed: text before the stop string', text === want, [text, want]);
+
+// Anthropic, whole and streamed
+const m1 = await an.messages.create({ model, system, messages: rest, max_tokens: maxTokens, temperature: 0 });
+check('anthropic: greedy text equals pooled run', m1.content[0].type === 'text' && m1.content[0].text === expect, m1.content);
+check('anthropic: usage', m1.usage.input_tokens === nPrompt && m1.usage.output_tokens === nGen, m1.usage);
+check('anthropic: stop_reason', m1.stop_reason === (nGen === maxTokens ? 'max_tokens' : 'end_turn'), m1.stop_reason);
+const events = [];
+const st = an.messages.stream({ model, system: [{ type: 'text', text: system }], messages: rest, max_tokens: maxTokens, temperature: 0 });
+st.on('streamEvent', (e) => events.push(e.type)); // (the SDK keeps ping to itself)
+const m2 = await st.finalMessage();
+check('anthropic stream: greedy text equals pooled run', m2.content[0].text === expect, m2.content);
+check('anthropic stream: usage', m2.usage.input_tokens === nPrompt && m2.usage.output_tokens === nGen, m2.usage);
+const order = events.filter((t, i) => t !== events[i - 1]).join(',');
+check('anthropic stream: events in order', order ===
+      'message_start,content_block_start,content_block_delta,content_block_stop,message_delta,message_stop', order);
+const m3 = await an.messages.create({ model, system, messages: rest, max_tokens: maxTokens, temperature: 0, stop_sequences: [stop] });
+check('anthropic stop_sequences: text and reason', m3.content[0].text === want && m3.stop_reason === 'stop_sequence' &&
+      m3.stop_sequence === stop, m3);
+const ct = await an.messages.countTokens({ model, system, messages: rest });
+check('anthropic count_tokens', ct.input_tokens === nPrompt, ct);
+
+// errors as the SDKs' typed errors
+const badOa = new OpenAI({ baseURL: `${chatUrl}/v1`, apiKey: 'wrong', maxRetries: 0 });
+const badAn = new Anthropic({ baseURL: chatUrl, apiKey: 'wrong', maxRetries: 0 });
+await expectError('openai wrong key', OpenAI.AuthenticationError, 401,
+                  () => badOa.chat.completions.create({ model, messages, max_tokens: 2 }));
+await expectError('anthropic wrong key', Anthropic.AuthenticationError, 401,
+                  () => badAn.messages.create({ model, messages: rest, max_tokens: 2 }));
+await expectError('openai n=2', OpenAI.BadRequestError, 400,
+                  () => oa.chat.completions.create({ model, messages, max_tokens: 2, n: 2 }));
+await expectError('openai wrong type', OpenAI.BadRequestError, 400,
+                  () => oa.chat.completions.create({ model, messages, max_tokens: 2, temperature: 'hot' }));
+await expectError('anthropic no max_tokens', Anthropic.BadRequestError, 400,
+                  () => an.messages.create({ model, messages: rest }));
+const long = 'the quick brown fox jumps over the lazy dog '.repeat(400);
+await expectError('openai context overflow', OpenAI.BadRequestError, 400,
+                  () => oa.chat.completions.create({ model, messages: [{ role: 'user', content: long }], max_tokens: 2 }));
+await expectError('anthropic context overflow', Anthropic.BadRequestError, 400,
+                  () => an.messages.create({ model, messages: [{ role: 'user', content: long }], max_tokens: 2 }));
+await expectError('openai unknown route', OpenAI.NotFoundError, 404,
+                  () => oa.embeddings.create({ model, input: 'x' }));
+
+// a long stream: a second request meanwhile finds the queue full (--queue 0: 503); the
+// client aborts; the generation stops at once and the next request is answered
+const longStream = await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: 1900, stream: true });
+let got = 0;
+for await (const c of longStream) {
+    if (++got === 3) {
+        await expectError('queue full', OpenAI.InternalServerError, 503,
+                          () => oa.chat.completions.create({ model, messages, max_tokens: 2 }));
+        break; // aborts the request
+    }
+}
+const t0 = Date.now();
+const r3 = await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: maxTokens });
+check('after an abort: the next request is answered', r3.choices[0].message.content === expect, r3.choices[0].message.content);
+check('after an abort: at once (the aborted generation stopped)', Date.now() - t0 < 10000, Date.now() - t0);
+
+// completions on stories260K (no API key on that server)
+const so = new OpenAI({ baseURL: `${storyUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+const c1 = await so.completions.create({ model, prompt: 'Once upon a time', temperature: 0, max_tokens: 40 });
+check('completions: greedy text equals pooled run', c1.choices[0].text === storyExpect, [c1.choices[0].text, storyExpect]);
+text = '';
+for await (const c of await so.completions.create({ model, prompt: 'Once upon a time', temperature: 0, max_tokens: 40, stream: true }))
+    text += c.choices[0]?.text ?? '';
+check('completions stream: greedy text equals pooled run', text === storyExpect, [text, storyExpect]);
+const seeded = async () => (await so.completions.create({ model, prompt: 'Once upon a time', temperature: 0.9, top_p: 0.9,
+                                                          seed: 7, max_tokens: 30, presence_penalty: 0.5 })).choices[0].text;
+check('completions: the same seed gives the same text', (await seeded()) === (await seeded()));
+
+console.log(`RESULT ${passed} ${failed}`);
