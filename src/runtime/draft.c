@@ -1,9 +1,11 @@
-/* draft.c - the drafter interface's helpers and prompt lookup (rules in draft.h). */
+/* draft.c - the drafter interface's helpers, prompt lookup and the MTP drafter (rules in
+ * draft.h). */
 #include "draft.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "generate.h"
 #include "session.h"
 
 void pl_drafter_free(pl_drafter *d) {
@@ -63,7 +65,7 @@ static void lookup_feedback(pl_drafter *d, int n_drafted, int n_accepted) {
         l->depth = n_accepted + 1;
 }
 
-static void lookup_free(pl_drafter *d) {
+static void plain_free(pl_drafter *d) {
     free(d);
 }
 
@@ -73,11 +75,76 @@ pl_status pl_drafter_lookup_new(int max_depth, bool gated, pl_drafter **out) {
         return pl_fail(PL_ERR_ARG, "lookup depth %d: 1 to %d", max_depth, PL_SPEC_MAX);
     lookup *l = calloc(1, sizeof *l);
     if (!l) return pl_fail(PL_ERR_NOMEM, "out of memory for the drafter");
-    l->base = (pl_drafter){.draft = lookup_draft, .feedback = lookup_feedback, .free = lookup_free};
+    l->base = (pl_drafter){.draft = lookup_draft, .feedback = lookup_feedback, .free = plain_free};
     l->max_depth = max_depth;
     l->gated = gated;
     l->rate = 1;
     l->depth = max_depth < 7 ? max_depth : 7;
     *out = &l->base;
+    return PL_OK;
+}
+
+/* ---- the model's draft block ---- */
+
+static const int mtp_depths[] = {3, 5, 7};
+#define MTP_N_DEPTHS 3
+
+typedef struct {
+    pl_drafter base;
+    pl_session *s;
+    int fixed;                                   /* the depth, or 0: measured */
+    int best;                                    /* index into mtp_depths */
+    int64_t pass;                                /* passes so far */
+    double t0;                                   /* when this pass's draft began */
+    double ids[MTP_N_DEPTHS], sec[MTP_N_DEPTHS]; /* this window's probes */
+} mtp;
+
+/* The depth index of this pass: a probe at the start of each window, else the best. */
+static int mtp_slot(const mtp *d) {
+    int64_t w = d->pass % PL_MTP_WINDOW;
+    return w < PL_MTP_PROBE * MTP_N_DEPTHS ? (int)(w / PL_MTP_PROBE) : d->best;
+}
+
+int pl_drafter_mtp_depth(const pl_drafter *d) {
+    const mtp *m = (const mtp *)d;
+    return m->fixed ? m->fixed : mtp_depths[mtp_slot(m)];
+}
+
+static int mtp_draft(pl_drafter *d, const int32_t *ctx, int64_t n_ctx, int32_t *out, int max) {
+    mtp *m = (mtp *)d;
+    int depth = pl_drafter_mtp_depth(d);
+    if (max > depth) max = depth;
+    m->t0 = pl_now();
+    return n_ctx > 0 && max > 0 ? pl_session_draft_model(m->s, ctx[n_ctx - 1], max, out) : 0;
+}
+
+static void mtp_feedback(pl_drafter *d, int n_drafted, int n_accepted) {
+    mtp *m = (mtp *)d;
+    (void)n_drafted;
+    if (m->fixed) return;
+    int64_t w = m->pass % PL_MTP_WINDOW;
+    if (w == 0)
+        for (int i = 0; i < MTP_N_DEPTHS; i++) m->ids[i] = m->sec[i] = 0;
+    int slot = mtp_slot(m);
+    m->ids[slot] += n_accepted + 1; /* the pass's own id and the accepted drafts */
+    m->sec[slot] += pl_now() - m->t0;
+    if (w + 1 == PL_MTP_PROBE * MTP_N_DEPTHS) { /* the probes are done: pick */
+        m->best = 0;
+        for (int i = 1; i < MTP_N_DEPTHS; i++)
+            if (m->ids[i] * m->sec[m->best] > m->ids[m->best] * m->sec[i]) m->best = i;
+    }
+    m->pass++;
+}
+
+pl_status pl_drafter_mtp_new(pl_session *s, int depth, pl_drafter **out) {
+    *out = NULL;
+    if (depth < 0 || depth > PL_SPEC_MAX)
+        return pl_fail(PL_ERR_ARG, "MTP depth %d: 1 to %d (0: measured)", depth, PL_SPEC_MAX);
+    mtp *m = calloc(1, sizeof *m);
+    if (!m) return pl_fail(PL_ERR_NOMEM, "out of memory for the drafter");
+    m->base = (pl_drafter){.draft = mtp_draft, .feedback = mtp_feedback, .free = plain_free};
+    m->s = s;
+    m->fixed = depth;
+    *out = &m->base;
     return PL_OK;
 }
