@@ -114,7 +114,7 @@ pl_status model_drafter(const model_args *a, const loaded_model *l, pl_session *
                         pl_drafter **out) {
     *out = NULL;
     if (a->spec == MODEL_SPEC_OFF) return PL_OK;
-    if (l->so.draft) return pl_drafter_mtp_new(ses, 0, out);
+    if (l->so.draft) return pl_drafter_mtp_new(ses, 0, a->spec == MODEL_SPEC_AUTO, out);
     return pl_drafter_lookup_new(PL_SPEC_MAX, a->spec == MODEL_SPEC_AUTO, out);
 }
 

@@ -246,7 +246,7 @@ static void check_mtp(const pl_model *m, const char *what, int n) {
     for (int smp = 0; !e && smp < 2; smp++) {
         const pl_sampler_params *sp = smp ? &sampled : &greedy;
         pl_drafter *dr = NULL;
-        e = pl_drafter_mtp_new(q, 0, &dr);
+        e = pl_drafter_mtp_new(q, 0, false, &dr);
         if (!e) e = gen(m, p, sp, prompt, 8, n, NULL, &a, &sa);
         if (!e) e = gen(m, q, sp, prompt, 8, n, dr, &b, &sb);
         pl_drafter_free(dr);
