@@ -266,6 +266,34 @@ static void check_mtp(const pl_model *m, const char *what, int n) {
     pl_session_free(p), pl_session_free(q);
 }
 
+/* The depth schedule: each depth probed for PL_MTP_PROBE passes in order (auto: 0 first),
+ * then the pick; a session that cannot draft (not made to) gives no drafts, no error. */
+static void check_mtp_schedule(const pl_model *m) {
+    pl_session *s = session(m, 16);
+    for (int gated = 0; s && gated < 2; gated++) {
+        pl_drafter *dr = NULL;
+        CHECK(pl_drafter_mtp_new(s, 0, gated, &dr) == PL_OK, "%s", pl_last_error());
+        int32_t ctx[2] = {1, 2}, out[PL_SPEC_MAX];
+        int bad = 0, n_probe = PL_MTP_PROBE * (3 + gated);
+        for (int p = 0; dr && p < n_probe + 4; p++) {
+            bad += dr->draft(dr, ctx, 2, out, PL_SPEC_MAX) != 0;
+            int slot = p / PL_MTP_PROBE - gated; /* -1: the gated probe of depth 0 */
+            int want = p >= n_probe ? -1 : slot < 0 ? 0 : 3 + 2 * slot;
+            int got = pl_drafter_mtp_depth(dr);
+            if (want >= 0)
+                bad += got != want;
+            else
+                bad += got != 0 && got != 3 && got != 5 && got != 7;
+            dr->feedback(dr, 0, 0);
+        }
+        CHECK(dr && !bad, "MTP depth schedule (gated %d): %d wrong passes", gated, bad);
+        pl_drafter_free(dr);
+    }
+    pl_drafter *dr = NULL;
+    CHECK(pl_drafter_mtp_new(s, 16, false, &dr) != PL_OK && !dr, "depth 16 accepted");
+    pl_session_free(s);
+}
+
 static void mtp_models(pl_backend *be, int n_models, int n) {
     static const char *const paths[] = {"fixtures/hf/qwen3_5/qwen3_5-mtp-q8_0.gguf",
                                         "fixtures/hf/qwen3_5_moe/qwen3_5_moe-mtp-q8_0.gguf"};
@@ -275,6 +303,7 @@ static void mtp_models(pl_backend *be, int n_models, int n) {
         char what[160];
         snprintf(what, sizeof what, "%s on %s, mtp", strrchr(paths[i], '/') + 1, be->name);
         if (m) check_mtp(m, what, n);
+        if (m && i == 0 && !strcmp(be->name, "cpu")) check_mtp_schedule(m);
         pl_model_free(m);
         pl_gguf_free(g);
     }
