@@ -60,6 +60,15 @@ static bool collect(void *ud, int32_t id) {
     return l->n != l->stop_at;
 }
 
+/* The two samplers every check runs: greedy, and seeded with top-k, top-p and penalties. */
+static void samplers(pl_sampler_params *greedy, pl_sampler_params *sampled) {
+    *greedy = *sampled = pl_sampler_defaults();
+    greedy->temp = 0;
+    sampled->temp = 0.8f, sampled->top_k = 40, sampled->top_p = 0.9f, sampled->seed = 11;
+    sampled->repeat_penalty = 1.1f, sampled->presence_penalty = 0.2f;
+    sampled->frequency_penalty = 0.1f, sampled->penalty_last_n = 32;
+}
+
 /* Generate n ids after prompt into out (the session is kept for a cache check). */
 static pl_status gen(const pl_model *m, pl_session *s, const pl_sampler_params *sp,
                      const int32_t *prompt, int np, int n, pl_drafter *dr, id_list *out,
@@ -169,11 +178,8 @@ static void check_model(const pl_model *m, const char *what, int n, bool oracle_
     const int32_t phrase[5] = {317, 269, 274, 287, 426};
     for (int i = 0; i < 20; i++) prompt[1 + i] = phrase[i % 5] % V;
     int np = 21;
-    pl_sampler_params greedy = pl_sampler_defaults(), sampled = pl_sampler_defaults();
-    greedy.temp = 0;
-    sampled.temp = 0.8f, sampled.top_k = 40, sampled.top_p = 0.9f, sampled.seed = 11;
-    sampled.repeat_penalty = 1.1f, sampled.presence_penalty = 0.2f;
-    sampled.frequency_penalty = 0.1f, sampled.penalty_last_n = 32;
+    pl_sampler_params greedy, sampled;
+    samplers(&greedy, &sampled);
     pl_session *p = session(m, 1), *q = session(m, 16);
     id_list a = {0}, b = {0};
     pl_gen_stats sa, sb;
@@ -234,11 +240,8 @@ static void check_model(const pl_model *m, const char *what, int n, bool oracle_
 
 static void check_mtp(const pl_model *m, const char *what, int n) {
     int32_t prompt[8] = {51, 270, 220, 386, 298, 74, 310, 291};
-    pl_sampler_params greedy = pl_sampler_defaults(), sampled = pl_sampler_defaults();
-    greedy.temp = 0;
-    sampled.temp = 0.8f, sampled.top_k = 40, sampled.top_p = 0.9f, sampled.seed = 11;
-    sampled.repeat_penalty = 1.1f, sampled.presence_penalty = 0.2f;
-    sampled.frequency_penalty = 0.1f, sampled.penalty_last_n = 32;
+    pl_sampler_params greedy, sampled;
+    samplers(&greedy, &sampled);
     pl_session *p = session(m, 1), *q = session_opts(m, 16, true);
     id_list a = {0}, b = {0};
     pl_gen_stats sa, sb;
