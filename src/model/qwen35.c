@@ -564,6 +564,15 @@ static pl_status q35_embed(const pl_model *m, pl_state *s, int64_t n) {
     (PL_FUSE_NORM_MATMUL | PL_FUSE_QKV | PL_FUSE_NORM_ROPE | PL_FUSE_ROPE_STORE | PL_FUSE_ROPE_PAIR)
 #define FUSE_DELTA_NET (PL_FUSE_NORM_MATMUL | PL_FUSE_QKV)
 
+/* Partial RoPE: the first rope_dim values of each head. */
+static pl_rope_params rope_params(const q35_config *c) {
+    return (pl_rope_params){.mode = PL_ROPE_NEOX,
+                            .head_dim = c->head_dim,
+                            .rope_dim = c->rope_dim,
+                            .theta_base = c->rope_base,
+                            .freq_scale = 1.0f};
+}
+
 /* Full attention with a sigmoid output gate, over the normed input xb. */
 static pl_status gated_attention(const pl_model *m, pl_state *s, const q35_layer *L, pl_buf *kc,
                                  pl_buf *vc, int64_t n, int64_t pos0, pl_buf *x) {
@@ -577,12 +586,7 @@ static pl_status gated_attention(const pl_model *m, pl_state *s, const q35_layer
     /* RMSNorm over each head's values */
     TRY(pl_be_rms_norm(qs->q, L->q_norm, n * c->n_head, c->head_dim, c->rms_eps, qs->q));
     TRY(pl_be_rms_norm(qs->k, L->k_norm, n * c->n_head_kv, c->head_dim, c->rms_eps, qs->k));
-    /* partial RoPE: the first rope_dim values of each head */
-    pl_rope_params rp = {.mode = PL_ROPE_NEOX,
-                         .head_dim = c->head_dim,
-                         .rope_dim = c->rope_dim,
-                         .theta_base = c->rope_base,
-                         .freq_scale = 1.0f};
+    pl_rope_params rp = rope_params(c);
     pl_attn_params ap = {.n_head = c->n_head,
                          .n_head_kv = c->n_head_kv,
                          .head_dim = c->head_dim,
@@ -673,9 +677,28 @@ static pl_status q35_head(const pl_model *m, pl_state *s, int64_t n, bool all_ro
 
 /* ---- the draft block ---- */
 
+/* Only what a full-attention layer leaves in its cache for the rows x at positions pos0..:
+ * the normed keys (RoPE'd) and the values. */
+static pl_status cache_entries(const pl_model *m, pl_state *s, const q35_layer *L, pl_buf *kc,
+                               pl_buf *vc, int64_t n, int64_t pos0, const pl_buf *x) {
+    const q35_config *c = &QM(m)->cfg;
+    q35_state *qs = QS(s);
+    TRY(pl_be_rms_norm(x, L->attn_norm, n, c->n_embd, c->rms_eps, qs->xb));
+    TRY(pl_be_matmul(L->wk, qs->xb, NULL, n, false, qs->k));
+    TRY(pl_be_matmul(L->wv, qs->xb, NULL, n, false, qs->v));
+    TRY(pl_be_rms_norm(qs->k, L->k_norm, n * c->n_head_kv, c->head_dim, c->rms_eps, qs->k));
+    pl_rope_params rp = rope_params(c);
+    rp.n_heads = c->n_head_kv;
+    TRY(pl_be_rope(qs->k, n, pos0, &rp));
+    TRY(pl_be_kv_store(qs->k, n, pos0, kc));
+    return pl_be_kv_store(qs->v, n, pos0, vc);
+}
+
 /* x = eh_proj([enorm(e), hnorm(h)]) of rows r0..n-1 of the embeddings d_e and hidden inputs
- * d_h, into d_x rows 0..n-r0-1, then the block's layer at positions pos0... */
-static pl_status draft_block(const pl_model *m, pl_state *s, int64_t r0, int64_t n, int64_t pos0) {
+ * d_h, into d_x rows 0..n-r0-1, then at positions pos0..: the block's whole layer (full),
+ * or only its cache entries (a pass's rows, whose outputs nothing reads). */
+static pl_status draft_block(const pl_model *m, pl_state *s, int64_t r0, int64_t n, int64_t pos0,
+                             bool full) {
     const q35_model *qm = QM(m);
     const q35_nextn *N = &qm->nextn[0];
     q35_state *qs = QS(s);
@@ -688,6 +711,7 @@ static pl_status draft_block(const pl_model *m, pl_state *s, int64_t r0, int64_t
         TRY(pl_be_copy(qs->d_h, r * d, d, qs->d_cat, (r - r0) * 2 * d + d));
     }
     TRY(pl_be_matmul(N->eh_proj, qs->d_cat, NULL, n - r0, false, qs->d_x));
+    if (!full) return cache_entries(m, s, &N->layer, qs->d_kc, qs->d_vc, n - r0, pos0, qs->d_x);
     return attention_layer(m, s, &N->layer, qs->d_kc, qs->d_vc, n - r0, pos0, qs->d_x);
 }
 
@@ -706,7 +730,7 @@ static pl_status q35_draft_absorb(const pl_model *m, pl_state *s, int64_t n, int
     if (n > 1) TRY(pl_be_copy(qs->d_hn, 0, (n - 1) * d, qs->d_h, d));
     TRY(pl_be_embed(qm->tok_embd, s->ids, n, qs->d_e));
     int64_t r0 = have ? 0 : 1;
-    if (r0 < n) TRY(draft_block(m, s, r0, n, prev + r0));
+    if (r0 < n) TRY(draft_block(m, s, r0, n, prev + r0, false));
     qs->d_pos0 = pos0;
     qs->d_n = n;
     return PL_OK;
@@ -723,7 +747,7 @@ static pl_status q35_draft(const pl_model *m, pl_state *s, int64_t pos, int32_t 
     TRY(pl_be_write(qs->d_ids, 0, &next, sizeof next));
     for (int j = 0; j < k; j++) { /* the ids stay on the device from step to step */
         TRY(pl_be_embed(qm->tok_embd, qs->d_ids, 1, qs->d_e));
-        TRY(draft_block(m, s, 0, 1, pos + j));
+        TRY(draft_block(m, s, 0, 1, pos + j, true));
         TRY(pl_be_rms_norm(qs->d_x, N->shared_head_norm, 1, d, qm->cfg.rms_eps, qs->d_h));
         TRY(pl_be_matmul(qm->output, qs->d_h, NULL, 1, false, qs->d_logits));
         TRY(pl_be_argmax(qs->d_logits, 1, qs->d_ids, 0));
