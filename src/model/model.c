@@ -320,6 +320,9 @@ pl_status pl_family_check(const pl_family *f) {
     if (!f->slot)                                                                                  \
         return pl_fail(PL_ERR, "model family %s: method slot %s is empty", f->archs[0], #slot);
     PL_FAMILY_SLOTS(CHECK_SLOT)
+    if (f->draft_absorb || f->draft || f->draft_logits) { /* a drafter has all three */
+        PL_FAMILY_DRAFT_SLOTS(CHECK_SLOT)
+    }
 #undef CHECK_SLOT
     return PL_OK;
 }

@@ -125,13 +125,16 @@ typedef struct pl_family {
 #define PL_FAMILY_SLOTS(X)                                                                         \
     X(load) X(model_free) X(state_new) X(state_free) X(state_bytes) X(embed) X(layers) X(head)
 
+/* The draft slots: none, or all of them. */
+#define PL_FAMILY_DRAFT_SLOTS(X) X(draft_absorb) X(draft) X(draft_logits)
+
 extern const pl_family pl_family_llama;  /* llama.c: llama, qwen2, qwen3, qwen3moe */
 extern const pl_family pl_family_qwen35; /* qwen35.c: qwen35, qwen35moe (hybrid Gated DeltaNet) */
 
 /* The family table (model.c): count, the i-th family, the family serving an architecture
  * (or NULL), and a check that a family names an architecture and fills every slot of
- * PL_FAMILY_SLOTS (fails naming the first empty one; pl_model_load runs it before using a
- * family). */
+ * PL_FAMILY_SLOTS, and every one of PL_FAMILY_DRAFT_SLOTS when it fills any (fails naming
+ * the first empty one; pl_model_load runs it before using a family). */
 size_t pl_family_count(void);
 const pl_family *pl_family_at(size_t i);
 const pl_family *pl_family_find(const char *arch);
