@@ -23,7 +23,7 @@ static const char *const usage =
     "  -n N                 ids generated one at a time (0: skip)\n"
     "  -r N                 repetitions; the median is reported\n"
     "  --json               end stdout with one JSON object of the results\n"
-    "  (--spec lookup: decode by verify passes; reports acceptance and ids per pass)\n";
+    "  (--spec lookup|mtp|auto: decode by verify passes; reports acceptance and ids per pass)\n";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -127,7 +127,7 @@ int cmd_bench(int argc, char **argv) {
     pl_status s = ids && tp && td ? PL_OK : pl_fail(PL_ERR_NOMEM, "out of memory");
     if (!s) s = pl_session_new(lm.m, &lm.so, &ses);
     if (!s) s = pl_sampler_new(&gp, info->n_vocab, &greedy);
-    if (!s) s = model_drafter(&ma, &dr);
+    if (!s) s = model_drafter(&ma, &lm, ses, &dr);
     /* fixed pseudo-random prompt ids: every run measures the same work */
     uint32_t x = 12345;
     for (int64_t i = 0; ids && i < n_prompt + 1; i++) {
@@ -163,8 +163,8 @@ int cmd_bench(int argc, char **argv) {
     double acc = gs.n_drafted ? (double)gs.n_accepted / (double)gs.n_drafted : 0;
     double per = gs.n_steps ? (double)gs.n_decoded / (double)gs.n_steps : 0;
     if (n_gen && dr)
-        printf("spec       lookup: %.1f%% of %lld drafts accepted, %.2f ids per pass\n", 100 * acc,
-               (long long)gs.n_drafted, per);
+        printf("spec       %s: %.1f%% of %lld drafts accepted, %.2f ids per pass\n",
+               model_drafter_name(&ma, &lm), 100 * acc, (long long)gs.n_drafted, per);
     /* decode reads the weights a token needs once per token (decode_bytes: the experts it
      * runs, one embedding row), times tok/s; the file's size for scale */
     if (n_gen)
@@ -188,7 +188,7 @@ int cmd_bench(int argc, char **argv) {
         pl_json_num(stdout, tg, 0);
         printf(",\"decode_weight_gb_s\":");
         pl_json_num(stdout, info->decode_bytes * tg / 1e9, 0);
-        printf(",\"spec\":\"%s\",\"spec_acceptance\":", dr ? "lookup" : "off");
+        printf(",\"spec\":\"%s\",\"spec_acceptance\":", model_drafter_name(&ma, &lm));
         pl_json_num(stdout, acc, 0);
         printf(",\"spec_ids_per_pass\":");
         pl_json_num(stdout, per, 0);

@@ -173,7 +173,7 @@ int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud)
     if (attach && !attach(&lm, ud)) goto done;
     pl_status s = model_session(&lm, &ses);
     if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
-    if (!s) s = model_drafter(&ma, &dr);
+    if (!s) s = model_drafter(&ma, &lm, ses, &dr);
     if (!s && !(r.stream = pl_tok_stream_new(lm.tok, false)))
         s = pl_fail(PL_ERR_NOMEM, "out of memory");
     if (s) {

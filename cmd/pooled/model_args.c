@@ -17,9 +17,11 @@ const char *const model_args_help =
     "  --kv f16|f32         KV cache type (default f16)\n"
     "  --act q8|f32         activations of Q4_0/Q8_0 matmuls: quantised to Q8_0 blocks with\n"
     "                       integer dot products as llama.cpp does (default), or exact f32\n"
-    "  --spec off|lookup|auto  speculative decoding, the same output in fewer passes: drafts\n"
-    "                       from earlier text (lookup); auto pauses drafts that are\n"
-    "                       rarely accepted (default off)\n";
+    "  --spec off|lookup|mtp|auto  speculative decoding, the same output in fewer passes:\n"
+    "                       drafts from earlier text (lookup) or the model's own MTP block\n"
+    "                       (mtp, depth 3/5/7 by measured speed); auto: mtp when the model\n"
+    "                       has the block, else lookup pausing drafts that are rarely\n"
+    "                       accepted (default off)\n";
 
 model_args model_args_defaults(void) {
     return (model_args){.backend = "auto", .kv = PL_TYPE_F16, .act_q8 = 1};
@@ -57,10 +59,9 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
         } else if (!strcmp(v, "auto")) {
             a->spec = MODEL_SPEC_AUTO;
         } else if (!strcmp(v, "mtp")) {
-            die("--spec mtp: not yet (the model's MTP drafter comes later; use lookup)");
-            *err = true;
+            a->spec = MODEL_SPEC_MTP;
         } else {
-            die("--spec: expected off, lookup or auto, got '%s'", v);
+            die("--spec: expected off, lookup, mtp or auto, got '%s'", v);
             *err = true;
         }
     } else if (arg_take(argc, argv, i, "--act", NULL, &v, err)) {
@@ -109,10 +110,29 @@ static pl_status load_stages(loaded_model *l, int n) {
     return PL_OK;
 }
 
-pl_status model_drafter(const model_args *a, pl_drafter **out) {
+pl_status model_drafter(const model_args *a, const loaded_model *l, pl_session *ses,
+                        pl_drafter **out) {
     *out = NULL;
     if (a->spec == MODEL_SPEC_OFF) return PL_OK;
+    if (l->so.draft) return pl_drafter_mtp_new(ses, 0, a->spec == MODEL_SPEC_AUTO, out);
     return pl_drafter_lookup_new(PL_SPEC_MAX, a->spec == MODEL_SPEC_AUTO, out);
+}
+
+const char *model_drafter_name(const model_args *a, const loaded_model *l) {
+    return a->spec == MODEL_SPEC_OFF ? "off" : l->so.draft ? "mtp" : "lookup";
+}
+
+/* --spec mtp needs the model's block and the whole model in this process; auto takes it
+ * when it can. */
+static pl_status want_draft(const model_args *a, loaded_model *l) {
+    bool chain = a->split || a->room_host, has = pl_model_get_info(l->m)->has_draft;
+    if (a->spec == MODEL_SPEC_MTP && !has)
+        return pl_fail(PL_ERR_ARG, "--spec mtp: this model (%s) has no MTP block (use lookup)",
+                       pl_model_get_info(l->m)->arch);
+    if (a->spec == MODEL_SPEC_MTP && chain)
+        return pl_fail(PL_ERR_ARG, "--spec mtp: not over a chain of stages yet (use lookup)");
+    l->so.draft = has && !chain && (a->spec == MODEL_SPEC_MTP || a->spec == MODEL_SPEC_AUTO);
+    return PL_OK;
 }
 
 void spec_report(const pl_gen_stats *st) {
@@ -159,8 +179,9 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
         if (a->spec != MODEL_SPEC_OFF) { /* a verify pass: 1 + 15 columns, each kept */
             int cols = PL_SPEC_MAX + 1 < l->so.n_batch ? PL_SPEC_MAX + 1 : l->so.n_batch;
             l->so.n_logits = l->so.n_snap = cols;
+            s = want_draft(a, l);
         }
-        if (a->split) s = load_stages(l, (int)a->split);
+        if (!s && a->split) s = load_stages(l, (int)a->split);
     }
     if (s) {
         die_path(a->path, pl_last_error());

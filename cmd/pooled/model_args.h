@@ -27,10 +27,10 @@ typedef struct {
      * (maybe none); the caller fills stages[] with the workers' remote stages */
     bool room_host;
     int host_first, host_last;
-    int spec; /* --spec: MODEL_SPEC_OFF, _LOOKUP or _AUTO */
+    int spec; /* --spec: MODEL_SPEC_OFF, _LOOKUP, _MTP or _AUTO */
 } model_args;
 
-enum { MODEL_SPEC_OFF, MODEL_SPEC_LOOKUP, MODEL_SPEC_AUTO };
+enum { MODEL_SPEC_OFF, MODEL_SPEC_LOOKUP, MODEL_SPEC_MTP, MODEL_SPEC_AUTO };
 
 typedef struct {
     pl_gguf *g;
@@ -60,9 +60,13 @@ extern const char *const model_args_help;
  * and that many local stages. On failure prints the one-line error and returns false,
  * with everything freed. */
 bool model_load(const model_args *a, bool want_tok, loaded_model *l);
-/* The drafter --spec asks for (*out NULL for off); the session must come from a state
- * model_load sized for it. */
-pl_status model_drafter(const model_args *a, pl_drafter **out);
+/* The drafter --spec asks for (*out NULL for off): the MTP drafter when model_load made
+ * the state to draft (so.draft: --spec mtp, or auto on a model with the block), else
+ * prompt lookup; ses must come from l's state options and outlive the drafter. */
+pl_status model_drafter(const model_args *a, const loaded_model *l, pl_session *ses,
+                        pl_drafter **out);
+/* "off", "lookup" or "mtp": what model_drafter makes. */
+const char *model_drafter_name(const model_args *a, const loaded_model *l);
 /* "spec: 40 passes, 58 of 90 drafts accepted (64.4%), 2.45 ids per pass" on stderr. */
 void spec_report(const pl_gen_stats *st);
 /* A session over what was loaded: the whole model, or the host and its stages. */

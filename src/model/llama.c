@@ -288,5 +288,4 @@ const pl_family pl_family_llama = {
     .embed = llama_embed,
     .layers = llama_layers,
     .head = llama_head,
-    .draft = NULL,
 };

@@ -320,6 +320,9 @@ pl_status pl_family_check(const pl_family *f) {
     if (!f->slot)                                                                                  \
         return pl_fail(PL_ERR, "model family %s: method slot %s is empty", f->archs[0], #slot);
     PL_FAMILY_SLOTS(CHECK_SLOT)
+    if (f->draft_absorb || f->draft || f->draft_logits) { /* a drafter has all three */
+        PL_FAMILY_DRAFT_SLOTS(CHECK_SLOT)
+    }
 #undef CHECK_SLOT
     return PL_OK;
 }
@@ -464,6 +467,8 @@ pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out
     if (o->n_snap < 0 || o->n_snap > o->n_batch)
         return pl_fail(PL_ERR_ARG, "%d snapshots per call: 0 to the batch of %d", o->n_snap,
                        o->n_batch);
+    if (o->draft && !m->info.has_draft)
+        return pl_fail(PL_ERR_ARG, "this model (%s) has no draft (MTP) block", m->info.arch);
     pl_state *s = calloc(1, sizeof *s);
     if (!s) return pl_fail(PL_ERR_NOMEM, "out of memory for the state");
     s->m = m;
@@ -659,5 +664,24 @@ pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, i
     if ((st = pl_be_write(s->ids, 0, ids, n * (int64_t)sizeof *ids))) return st;
     if ((st = pl_model_embed(m, s, n))) return st;
     if ((st = pl_model_layers(m, s, n, pos0, 0, m->info.n_layer))) return st;
-    return pl_model_head(m, s, n, all_rows);
+    if ((st = pl_model_head(m, s, n, all_rows))) return st;
+    return s->o.draft ? m->family->draft_absorb(m, s, n, pos0) : PL_OK;
+}
+
+pl_status pl_model_draft(const pl_model *m, pl_state *s, int64_t pos, int32_t next, int k,
+                         int32_t *out, int *n_out) {
+    *n_out = 0;
+    if (!s->o.draft) return pl_fail(PL_ERR_ARG, "the state was not made to draft (opts.draft)");
+    if (next < 0 || next >= m->info.n_vocab)
+        return pl_fail(PL_ERR_ARG, "token id %d outside the vocabulary of %d", next,
+                       m->info.n_vocab);
+    if (pos < 0 || pos >= s->o.n_ctx) return PL_OK;
+    if (k > s->o.n_batch) k = s->o.n_batch;
+    if (k > s->o.n_ctx - pos) k = (int)(s->o.n_ctx - pos);
+    if (k < 1) return PL_OK;
+    return m->family->draft(m, s, pos, next, k, out, n_out);
+}
+
+pl_buf *pl_state_draft_logits(pl_state *s) {
+    return s->o.draft ? s->m->family->draft_logits(s) : NULL;
 }

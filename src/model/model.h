@@ -46,6 +46,8 @@ typedef struct {
     bool has_embed;     /* the token embedding is loaded (layer_first == 0, or asked) */
     bool has_head;      /* the final norm and output matrix are (layer_last == n_layer, or
                            asked: pl_model_opts.ends) */
+    bool has_draft;     /* a multi-token-prediction (MTP) block is loaded (with the head):
+                           pl_model_draft can run */
     char nonfinite[64]; /* the first weight tensor holding NaN or Inf values, or "" (its
                            outputs will be meaningless: the caller should say so) */
 } pl_model_info;
@@ -91,6 +93,10 @@ typedef struct {
      * (speculative decoding, the room). 0: none kept; at most n_batch. Costs n_snap copies
      * of every recurrent layer's state; attention-only models ignore it. */
     int n_snap;
+    /* Run the model's draft block (has_draft) after every pl_model_forward, so that
+     * pl_model_draft can draft from the positions run: its own KV cache (n_ctx rows) and
+     * the last pass's hidden rows. Refused for a model without the block. */
+    bool draft;
 } pl_state_opts;
 
 /* n_ctx 4096 capped at the training context, f16 cache, batch 512 (capped at n_ctx), 1 logit
@@ -138,5 +144,25 @@ pl_status pl_model_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows
  * 1 <= n <= n_batch and pos0 + n <= n_ctx, else a one-line error. */
 pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, int64_t n,
                            int64_t pos0, bool all_rows);
+
+/* ---- the model's own draft block (multi-token prediction, qwen35's nextn) ----
+ *
+ * The block's cache entry at position p is made from the main model's final-normed hidden
+ * state at p and the embedding of the id at p + 1 (x = eh_proj([enorm(e), hnorm(h)]), one
+ * full-attention layer at position p over the block's own cache). pl_model_forward on a
+ * state with opts.draft makes the entries of positions pos0-1 .. pos0+n-2 (pos0-1 only
+ * when the previous pass ran it) and keeps the n hidden rows; pl_model_layers called on
+ * its own makes none and forgets the kept rows. */
+
+/* Up to k drafts (k <= n_batch) of the ids at positions pos+2.. into out: next is the id
+ * at pos + 1 (chosen, not yet run), pos a position the last pl_model_forward ran. Each
+ * step is the block at position pos+j, shared_head_norm, the output matrix and the argmax,
+ * its normed output and the argmax feeding the next step. Returns in *n_out how many ids
+ * (fewer when pos was not in the last pass: 0, or an argmax found nothing finite). Writes
+ * the block's cache entries at pos..pos+k-1 (the next forward pass overwrites them). */
+pl_status pl_model_draft(const pl_model *m, pl_state *s, int64_t pos, int32_t next, int k,
+                         int32_t *out, int *n_out);
+/* The logits [1, n_vocab] of the last draft step. */
+pl_buf *pl_state_draft_logits(pl_state *s);
 
 #endif

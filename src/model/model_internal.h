@@ -81,7 +81,7 @@ typedef struct pl_loader pl_loader;
  * before a method runs, and owns what every family shares: the info, the weight buffers
  * made by pl_load_tensor, and the state's ids, hidden (x) and logits buffers. A family
  * keeps its own configuration and weights in m->fam and its caches and scratch buffers in
- * s->fam. Every slot is filled except can_rewind, rewind and draft. */
+ * s->fam. Every slot is filled except can_rewind, rewind and the draft ones. */
 typedef struct pl_family {
     /* The general.architecture values this family serves, NULL-terminated. */
     const char *const *archs;
@@ -110,23 +110,31 @@ typedef struct pl_family {
      * 0 <= n_past <= n_ctx first. */
     bool (*can_rewind)(const pl_state *s, int64_t n_past);
     pl_status (*rewind)(pl_state *s, int64_t n_past);
-    /* A built-in draft layer (multi-token prediction) run after the head: the family's
-     * guess at the following token's logits. NULL: the family has none (all of them, so
-     * far; no public call reaches it yet). */
-    pl_status (*draft)(const pl_model *m, pl_state *s, int64_t n, int64_t pos0);
+    /* The multi-token-prediction block (NULL: the family has none). draft_absorb runs
+     * after pl_model_forward's head on a state with opts.draft: the block's cache entries
+     * for the n rows run at pos0 (see pl_model_draft); draft drafts (model.c checked
+     * has_draft, opts.draft, 1 <= k <= n_batch, 0 <= pos < n_ctx). */
+    pl_status (*draft_absorb)(const pl_model *m, pl_state *s, int64_t n, int64_t pos0);
+    pl_status (*draft)(const pl_model *m, pl_state *s, int64_t pos, int32_t next, int k,
+                       int32_t *out, int *n_out);
+    pl_buf *(*draft_logits)(pl_state *s);
 } pl_family;
 
-/* The slots every family must fill (all but can_rewind, rewind and draft), as an X-macro. */
+/* The slots every family must fill (all but can_rewind, rewind and the draft ones), as an X-macro.
+ */
 #define PL_FAMILY_SLOTS(X)                                                                         \
     X(load) X(model_free) X(state_new) X(state_free) X(state_bytes) X(embed) X(layers) X(head)
+
+/* The draft slots: none, or all of them. */
+#define PL_FAMILY_DRAFT_SLOTS(X) X(draft_absorb) X(draft) X(draft_logits)
 
 extern const pl_family pl_family_llama;  /* llama.c: llama, qwen2, qwen3, qwen3moe */
 extern const pl_family pl_family_qwen35; /* qwen35.c: qwen35, qwen35moe (hybrid Gated DeltaNet) */
 
 /* The family table (model.c): count, the i-th family, the family serving an architecture
  * (or NULL), and a check that a family names an architecture and fills every slot of
- * PL_FAMILY_SLOTS (fails naming the first empty one; pl_model_load runs it before using a
- * family). */
+ * PL_FAMILY_SLOTS, and every one of PL_FAMILY_DRAFT_SLOTS when it fills any (fails naming
+ * the first empty one; pl_model_load runs it before using a family). */
 size_t pl_family_count(void);
 const pl_family *pl_family_at(size_t i);
 const pl_family *pl_family_find(const char *arch);

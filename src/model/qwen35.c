@@ -16,7 +16,11 @@
  * Then the final RMSNorm and the output matrix (tied to the token embedding when the file
  * has no output.weight). With
  * nextn_predict_layers = N the last N blocks of the file are the multi-token-prediction
- * block: loaded (with the head), never run by plain decoding.
+ * block: loaded with the head, never run by plain decoding; a state made with opts.draft
+ * runs the first of them after every forward pass and drafts from it (see
+ * pl_model_draft): x = eh_proj([enorm(embedding), hnorm(final-normed hidden)]), then a
+ * full-attention layer over its own KV cache, then shared_head_norm and the model's output
+ * matrix.
  *
  * rope.dimension_sections is multimodal RoPE: for text every section gets the same
  * position, which is plain partial RoPE. All norm weights are stored as 1 + w by the
@@ -75,7 +79,7 @@ typedef struct {
     pl_moe_weights moe;    /* or mixture of experts (qwen35moe) */
 } q35_layer;
 
-/* The multi-token-prediction block (loaded, not run). */
+/* The multi-token-prediction block (the drafter of pl_model_draft). */
 typedef struct {
     pl_buf *eh_proj;          /* [n_embd, 2*n_embd] */
     pl_buf *enorm, *hnorm;    /* [n_embd] */
@@ -109,6 +113,14 @@ typedef struct {
     int64_t *pos;                   /* positions each recurrent state has consumed; -1 unknown */
     int64_t *snap_lo, *snap_hi;     /* the kept states: after n_past in [snap_lo, snap_hi] */
     void *zeros;                    /* host zeros, as many bytes as the larger recurrent state */
+    /* the draft block (opts.draft), else NULL */
+    pl_buf *d_kc, *d_vc;     /* [n_ctx, n_head_kv*head_dim] its KV cache */
+    pl_buf *d_x, *d_e, *d_h; /* [n_batch, n_embd] its residual, embeddings, hidden inputs */
+    pl_buf *d_cat;           /* [n_batch, 2*n_embd] [enorm(e), hnorm(h)] rows */
+    pl_buf *d_hn;            /* [n_batch, n_embd] the last pass's final-normed hidden rows */
+    pl_buf *d_ids, *d_out;   /* I32 [1] the id being drafted, [n_batch] the drafts */
+    pl_buf *d_logits;        /* [1, n_vocab] */
+    int64_t d_pos0, d_n;     /* d_hn holds positions [d_pos0, d_pos0 + d_n) */
 } q35_state;
 
 static const q35_model *QM(const pl_model *m) {
@@ -297,6 +309,7 @@ static pl_status q35_load(pl_loader *ld) {
         TRY(load_layer(ld, c, l, is_full(c, l), &qm->layers[l]));
     for (int i = 0; head && i < c->n_nextn; i++)
         TRY(load_nextn(ld, c, c->n_layer + i, &qm->nextn[i]));
+    m->info.has_draft = head && c->n_nextn > 0;
     m->info.n_vocab = c->n_vocab;
     m->info.n_embd = c->n_embd;
     m->info.n_layer = c->n_layer;
@@ -334,10 +347,11 @@ static pl_status check_state_size(const pl_state *s) {
                        moe ? pl_moe_largest_per_token(&c->moe, c->n_embd) : c->n_ff};
     for (int i = 0; i < 4; i++)
         if (widths[i] > widest) widest = widths[i];
+    double dr = s->o.draft; /* the draft block: a KV cache and 6 rows of n_embd per token */
     pl_state_size z = {.ctx_row = kd * elem,
-                       .ctx_tok = 2 * kd * elem * n_full,
+                       .ctx_tok = 2 * kd * elem * (n_full + dr),
                        .act_tok = 4.0 * (2.0 * c->n_embd + 3 * qd + 2 * kd + 2.0 * c->conv_dim +
-                                         2 * inner + 2.0 * c->nv + ffn),
+                                         2 * inner + 2.0 * c->nv + ffn + dr * 6 * c->n_embd),
                        .act_row = widest * 4,
                        .fixed = (state + conv) * n_rec * (1.0 + s->o.n_snap),
                        .fixed_buf = state * (s->o.n_snap > 1 ? s->o.n_snap : 1)};
@@ -370,10 +384,22 @@ static pl_status q35_state_new(pl_state *s) {
                    {&qs->alpha, c->nv},
                    {&qs->beta, c->nv},
                    {&qs->ff_gate, c->n_ff},
-                   {&qs->ff_up, c->n_ff}};
+                   {&qs->ff_up, c->n_ff},
+                   {&qs->d_x, s->o.draft ? c->n_embd : 0},
+                   {&qs->d_e, s->o.draft ? c->n_embd : 0},
+                   {&qs->d_h, s->o.draft ? c->n_embd : 0},
+                   {&qs->d_hn, s->o.draft ? c->n_embd : 0},
+                   {&qs->d_cat, s->o.draft ? 2 * c->n_embd : 0}};
     for (size_t i = 0; i < sizeof scratch / sizeof *scratch; i++)
-        if (scratch[i].w > 0) /* no dense FFN in qwen35moe */
+        if (scratch[i].w > 0) /* no dense FFN in qwen35moe, no draft block unless asked */
             TRY(pl_be_buf_new(be, PL_TYPE_F32, scratch[i].w, B, scratch[i].b));
+    if (s->o.draft) {
+        TRY(pl_be_buf_new(be, s->o.kv_type, kd, s->o.n_ctx, &qs->d_kc));
+        TRY(pl_be_buf_new(be, s->o.kv_type, kd, s->o.n_ctx, &qs->d_vc));
+        TRY(pl_be_buf_new(be, PL_TYPE_I32, 1, 1, &qs->d_ids));
+        TRY(pl_be_buf_new(be, PL_TYPE_I32, B, 1, &qs->d_out));
+        TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_vocab, 1, &qs->d_logits));
+    }
     if (c->moe.n_expert) TRY(pl_moe_state_new(be, &c->moe, c->n_embd, (int)B, &qs->moe));
     pl_buf ***per[] = {&qs->kc, &qs->vc, &qs->conv, &qs->ssm, &qs->conv_snap, &qs->ssm_snap};
     for (size_t i = 0; i < sizeof per / sizeof *per; i++)
@@ -402,11 +428,12 @@ static pl_status q35_state_new(pl_state *s) {
     return PL_OK;
 }
 
-#define Q35_N_SCRATCH 14
+#define Q35_N_SCRATCH 24
 static void scratch_bufs(const q35_state *qs, pl_buf *b[Q35_N_SCRATCH]) {
-    pl_buf *all[Q35_N_SCRATCH] = {qs->xb,    qs->q,    qs->gate,     qs->att,  qs->k,
-                                  qs->v,     qs->qkv,  qs->conv_out, qs->z,    qs->o,
-                                  qs->alpha, qs->beta, qs->ff_gate,  qs->ff_up};
+    pl_buf *all[Q35_N_SCRATCH] = {
+        qs->xb,  qs->q,   qs->gate,  qs->att,   qs->k,       qs->v,     qs->qkv,   qs->conv_out,
+        qs->z,   qs->o,   qs->alpha, qs->beta,  qs->ff_gate, qs->ff_up, qs->d_kc,  qs->d_vc,
+        qs->d_x, qs->d_e, qs->d_h,   qs->d_cat, qs->d_hn,    qs->d_ids, qs->d_out, qs->d_logits};
     memcpy(b, all, sizeof all);
 }
 
@@ -537,9 +564,18 @@ static pl_status q35_embed(const pl_model *m, pl_state *s, int64_t n) {
     (PL_FUSE_NORM_MATMUL | PL_FUSE_QKV | PL_FUSE_NORM_ROPE | PL_FUSE_ROPE_STORE | PL_FUSE_ROPE_PAIR)
 #define FUSE_DELTA_NET (PL_FUSE_NORM_MATMUL | PL_FUSE_QKV)
 
+/* Partial RoPE: the first rope_dim values of each head. */
+static pl_rope_params rope_params(const q35_config *c) {
+    return (pl_rope_params){.mode = PL_ROPE_NEOX,
+                            .head_dim = c->head_dim,
+                            .rope_dim = c->rope_dim,
+                            .theta_base = c->rope_base,
+                            .freq_scale = 1.0f};
+}
+
 /* Full attention with a sigmoid output gate, over the normed input xb. */
-static pl_status gated_attention(const pl_model *m, pl_state *s, const q35_layer *L, int l,
-                                 int64_t n, int64_t pos0) {
+static pl_status gated_attention(const pl_model *m, pl_state *s, const q35_layer *L, pl_buf *kc,
+                                 pl_buf *vc, int64_t n, int64_t pos0, pl_buf *x) {
     const q35_config *c = &QM(m)->cfg;
     q35_state *qs = QS(s);
     int64_t qd = (int64_t)c->n_head * c->head_dim;
@@ -550,20 +586,15 @@ static pl_status gated_attention(const pl_model *m, pl_state *s, const q35_layer
     /* RMSNorm over each head's values */
     TRY(pl_be_rms_norm(qs->q, L->q_norm, n * c->n_head, c->head_dim, c->rms_eps, qs->q));
     TRY(pl_be_rms_norm(qs->k, L->k_norm, n * c->n_head_kv, c->head_dim, c->rms_eps, qs->k));
-    /* partial RoPE: the first rope_dim values of each head */
-    pl_rope_params rp = {.mode = PL_ROPE_NEOX,
-                         .head_dim = c->head_dim,
-                         .rope_dim = c->rope_dim,
-                         .theta_base = c->rope_base,
-                         .freq_scale = 1.0f};
+    pl_rope_params rp = rope_params(c);
     pl_attn_params ap = {.n_head = c->n_head,
                          .n_head_kv = c->n_head_kv,
                          .head_dim = c->head_dim,
                          .head_dim_v = c->head_dim,
                          .scale = (float)(1.0 / sqrt((double)c->head_dim))};
-    TRY(pl_rope_attend(qs->q, qs->k, qs->v, qs->kc[l], qs->vc[l], n, pos0, &rp, &ap, qs->att));
+    TRY(pl_rope_attend(qs->q, qs->k, qs->v, kc, vc, n, pos0, &rp, &ap, qs->att));
     TRY(pl_be_sigmoid_mul(qs->att, qs->gate, n, qd, qd, false, qs->att)); /* the output gate */
-    return pl_be_matmul(L->wo, qs->att, NULL, n, true, s->x);             /* residual add fused */
+    return pl_be_matmul(L->wo, qs->att, NULL, n, true, x);                /* residual add fused */
 }
 
 /* The Gated DeltaNet over the normed input xb; snap keeps the state after each token. */
@@ -589,16 +620,27 @@ static pl_status delta_net(const pl_model *m, pl_state *s, const q35_layer *L, i
     return pl_be_matmul(L->ssm_out, qs->z, NULL, n, true, s->x); /* residual add fused */
 }
 
-static pl_status ffn(const pl_model *m, pl_state *s, const q35_layer *L, int64_t n) {
+static pl_status ffn(const pl_model *m, pl_state *s, const q35_layer *L, int64_t n, pl_buf *x) {
     const q35_config *c = &QM(m)->cfg;
     q35_state *qs = QS(s);
     /* the norm folds into the first GEMV (MoE: the router's, whose group ends there) */
     TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | (c->moe.n_expert ? 0 : PL_FUSE_GATE_UP)));
-    TRY(pl_be_rms_norm(s->x, L->post_norm, n, c->n_embd, c->rms_eps, qs->xb));
+    TRY(pl_be_rms_norm(x, L->post_norm, n, c->n_embd, c->rms_eps, qs->xb));
     if (c->moe.n_expert) /* routed experts + the gated shared expert, added to x */
-        return pl_moe_ffn(&c->moe, &L->moe, &qs->moe, qs->xb, n, s->x);
+        return pl_moe_ffn(&c->moe, &L->moe, &qs->moe, qs->xb, n, x);
     return pl_swiglu_ffn(L->w_gate, L->w_up, L->w_down, qs->xb, n, c->n_ff, qs->ff_gate, qs->ff_up,
-                         s->x);
+                         x);
+}
+
+/* A full-attention layer over the residual rows x (the main model's, or the draft
+ * block's) with the KV cache kc, vc. */
+static pl_status attention_layer(const pl_model *m, pl_state *s, const q35_layer *L, pl_buf *kc,
+                                 pl_buf *vc, int64_t n, int64_t pos0, pl_buf *x) {
+    const q35_config *c = &QM(m)->cfg;
+    TRY(pl_be_fuse(m->be, FUSE_ATTENTION));
+    TRY(pl_be_rms_norm(x, L->attn_norm, n, c->n_embd, c->rms_eps, QS(s)->xb));
+    TRY(gated_attention(m, s, L, kc, vc, n, pos0, x));
+    return ffn(m, s, L, n, x);
 }
 
 static pl_status q35_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
@@ -606,23 +648,24 @@ static pl_status q35_layers(const pl_model *m, pl_state *s, int64_t n, int64_t p
     const q35_config *c = &QM(m)->cfg;
     q35_state *qs = QS(s);
     TRY(check_positions(s, pos0, first, last));
+    qs->d_n = 0; /* the kept hidden rows no longer follow (pl_model_forward makes new ones) */
     bool snap = s->o.n_snap > 0 && n <= s->o.n_snap; /* else none kept */
     for (int l = first; l < last; l++) {
         const q35_layer *L = &QM(m)->layers[l];
-        bool full = is_full(c, l);
-        if (!full) { /* unknown until the layer is done, and the snapshots are being replaced */
-            qs->pos[l] = -1;
-            qs->snap_lo[l] = 1, qs->snap_hi[l] = 0;
+        if (is_full(c, l)) {
+            TRY(attention_layer(m, s, L, qs->kc[l], qs->vc[l], n, pos0, s->x));
+            continue;
         }
-        TRY(pl_be_fuse(m->be, full ? FUSE_ATTENTION : FUSE_DELTA_NET));
+        /* unknown until the layer is done, and the snapshots are being replaced */
+        qs->pos[l] = -1;
+        qs->snap_lo[l] = 1, qs->snap_hi[l] = 0;
+        TRY(pl_be_fuse(m->be, FUSE_DELTA_NET));
         TRY(pl_be_rms_norm(s->x, L->attn_norm, n, c->n_embd, c->rms_eps, qs->xb));
-        TRY(full ? gated_attention(m, s, L, l, n, pos0) : delta_net(m, s, L, l, n, snap));
-        TRY(ffn(m, s, L, n));
-        if (!full) {
-            qs->pos[l] = pos0 + n;
-            qs->snap_lo[l] = snap ? pos0 + 1 : 1;
-            qs->snap_hi[l] = snap ? pos0 + n : 0;
-        }
+        TRY(delta_net(m, s, L, l, n, snap));
+        TRY(ffn(m, s, L, n, s->x));
+        qs->pos[l] = pos0 + n;
+        qs->snap_lo[l] = snap ? pos0 + 1 : 1;
+        qs->snap_hi[l] = snap ? pos0 + n : 0;
     }
     return PL_OK;
 }
@@ -630,6 +673,95 @@ static pl_status q35_layers(const pl_model *m, pl_state *s, int64_t n, int64_t p
 static pl_status q35_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows) {
     const q35_model *qm = QM(m);
     return pl_run_head(s, qm->out_norm, qm->output, qm->cfg.rms_eps, QS(s)->xb, n, all_rows);
+}
+
+/* ---- the draft block ---- */
+
+/* Only what a full-attention layer leaves in its cache for the rows x at positions pos0..:
+ * the normed keys (RoPE'd) and the values. */
+static pl_status cache_entries(const pl_model *m, pl_state *s, const q35_layer *L, pl_buf *kc,
+                               pl_buf *vc, int64_t n, int64_t pos0, const pl_buf *x) {
+    const q35_config *c = &QM(m)->cfg;
+    q35_state *qs = QS(s);
+    TRY(pl_be_rms_norm(x, L->attn_norm, n, c->n_embd, c->rms_eps, qs->xb));
+    TRY(pl_be_matmul(L->wk, qs->xb, NULL, n, false, qs->k));
+    TRY(pl_be_matmul(L->wv, qs->xb, NULL, n, false, qs->v));
+    TRY(pl_be_rms_norm(qs->k, L->k_norm, n * c->n_head_kv, c->head_dim, c->rms_eps, qs->k));
+    pl_rope_params rp = rope_params(c);
+    rp.n_heads = c->n_head_kv;
+    TRY(pl_be_rope(qs->k, n, pos0, &rp));
+    TRY(pl_be_kv_store(qs->k, n, pos0, kc));
+    return pl_be_kv_store(qs->v, n, pos0, vc);
+}
+
+/* x = eh_proj([enorm(e), hnorm(h)]) of rows r0..n-1 of the embeddings d_e and hidden inputs
+ * d_h, into d_x rows 0..n-r0-1, then at positions pos0..: the block's whole layer (full),
+ * or only its cache entries (a pass's rows, whose outputs nothing reads). */
+static pl_status draft_block(const pl_model *m, pl_state *s, int64_t r0, int64_t n, int64_t pos0,
+                             bool full) {
+    const q35_model *qm = QM(m);
+    const q35_nextn *N = &qm->nextn[0];
+    q35_state *qs = QS(s);
+    int64_t d = qm->cfg.n_embd;
+    float eps = qm->cfg.rms_eps;
+    TRY(pl_be_rms_norm(qs->d_e, N->enorm, n, d, eps, qs->d_e));
+    TRY(pl_be_rms_norm(qs->d_h, N->hnorm, n, d, eps, qs->d_h));
+    for (int64_t r = r0; r < n; r++) { /* the embedding first, then the hidden state */
+        TRY(pl_be_copy(qs->d_e, r * d, d, qs->d_cat, (r - r0) * 2 * d));
+        TRY(pl_be_copy(qs->d_h, r * d, d, qs->d_cat, (r - r0) * 2 * d + d));
+    }
+    TRY(pl_be_matmul(N->eh_proj, qs->d_cat, NULL, n - r0, false, qs->d_x));
+    if (!full) return cache_entries(m, s, &N->layer, qs->d_kc, qs->d_vc, n - r0, pos0, qs->d_x);
+    return attention_layer(m, s, &N->layer, qs->d_kc, qs->d_vc, n - r0, pos0, qs->d_x);
+}
+
+/* After a forward pass of n rows at pos0 (x: their final hidden states, ids: their ids):
+ * the block's cache entries of positions pos0-1 .. pos0+n-2, the entry at p from the normed
+ * hidden row of p and the embedding of the id at p+1. */
+static pl_status q35_draft_absorb(const pl_model *m, pl_state *s, int64_t n, int64_t pos0) {
+    const q35_model *qm = QM(m);
+    q35_state *qs = QS(s);
+    int64_t d = qm->cfg.n_embd, prev = pos0 - 1;
+    /* the hidden row of pos0-1, from the previous pass if it ran it */
+    bool have = prev >= 0 && prev >= qs->d_pos0 && prev < qs->d_pos0 + qs->d_n;
+    if (have) TRY(pl_be_copy(qs->d_hn, (prev - qs->d_pos0) * d, d, qs->d_h, 0));
+    qs->d_n = 0;
+    TRY(pl_be_rms_norm(s->x, qm->out_norm, n, d, qm->cfg.rms_eps, qs->d_hn));
+    if (n > 1) TRY(pl_be_copy(qs->d_hn, 0, (n - 1) * d, qs->d_h, d));
+    TRY(pl_be_embed(qm->tok_embd, s->ids, n, qs->d_e));
+    int64_t r0 = have ? 0 : 1;
+    if (r0 < n) TRY(draft_block(m, s, r0, n, prev + r0, false));
+    qs->d_pos0 = pos0;
+    qs->d_n = n;
+    return PL_OK;
+}
+
+static pl_status q35_draft(const pl_model *m, pl_state *s, int64_t pos, int32_t next, int k,
+                           int32_t *out, int *n_out) {
+    const q35_model *qm = QM(m);
+    const q35_nextn *N = &qm->nextn[0];
+    q35_state *qs = QS(s);
+    int64_t d = qm->cfg.n_embd;
+    if (pos < qs->d_pos0 || pos >= qs->d_pos0 + qs->d_n) return PL_OK; /* not run last */
+    TRY(pl_be_copy(qs->d_hn, (pos - qs->d_pos0) * d, d, qs->d_h, 0));
+    TRY(pl_be_write(qs->d_ids, 0, &next, sizeof next));
+    for (int j = 0; j < k; j++) { /* the ids stay on the device from step to step */
+        TRY(pl_be_embed(qm->tok_embd, qs->d_ids, 1, qs->d_e));
+        TRY(draft_block(m, s, 0, 1, pos + j, true));
+        TRY(pl_be_rms_norm(qs->d_x, N->shared_head_norm, 1, d, qm->cfg.rms_eps, qs->d_h));
+        TRY(pl_be_matmul(qm->output, qs->d_h, NULL, 1, false, qs->d_logits));
+        TRY(pl_be_argmax(qs->d_logits, 1, qs->d_ids, 0));
+        TRY(pl_be_copy(qs->d_ids, 0, 1, qs->d_out, j));
+    }
+    TRY(pl_be_read(qs->d_out, 0, out, (int64_t)k * (int64_t)sizeof *out));
+    int got = 0;
+    while (got < k && out[got] >= 0 && out[got] < qm->cfg.n_vocab) got++;
+    *n_out = got;
+    return PL_OK;
+}
+
+static pl_buf *q35_draft_logits(pl_state *s) {
+    return QS(s)->d_logits;
 }
 
 static const char *const q35_archs[] = {"qwen35", "qwen35moe", NULL};
@@ -646,5 +778,7 @@ const pl_family pl_family_qwen35 = {
     .head = q35_head,
     .can_rewind = q35_can_rewind,
     .rewind = q35_rewind,
-    .draft = NULL,
+    .draft_absorb = q35_draft_absorb,
+    .draft = q35_draft,
+    .draft_logits = q35_draft_logits,
 };

@@ -1,9 +1,11 @@
-/* draft.c - the drafter interface's helpers and prompt lookup (rules in draft.h). */
+/* draft.c - the drafter interface's helpers, prompt lookup and the MTP drafter (rules in
+ * draft.h). */
 #include "draft.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "generate.h"
 #include "session.h"
 
 void pl_drafter_free(pl_drafter *d) {
@@ -63,7 +65,7 @@ static void lookup_feedback(pl_drafter *d, int n_drafted, int n_accepted) {
         l->depth = n_accepted + 1;
 }
 
-static void lookup_free(pl_drafter *d) {
+static void plain_free(pl_drafter *d) {
     free(d);
 }
 
@@ -73,11 +75,93 @@ pl_status pl_drafter_lookup_new(int max_depth, bool gated, pl_drafter **out) {
         return pl_fail(PL_ERR_ARG, "lookup depth %d: 1 to %d", max_depth, PL_SPEC_MAX);
     lookup *l = calloc(1, sizeof *l);
     if (!l) return pl_fail(PL_ERR_NOMEM, "out of memory for the drafter");
-    l->base = (pl_drafter){.draft = lookup_draft, .feedback = lookup_feedback, .free = lookup_free};
+    l->base = (pl_drafter){.draft = lookup_draft, .feedback = lookup_feedback, .free = plain_free};
     l->max_depth = max_depth;
     l->gated = gated;
     l->rate = 1;
     l->depth = max_depth < 7 ? max_depth : 7;
     *out = &l->base;
+    return PL_OK;
+}
+
+/* ---- the model's draft block ---- */
+
+static const int mtp_depths[] = {3, 5, 7}, mtp_depths_gated[] = {0, 3, 5, 7};
+#define MTP_MAX_DEPTHS 4
+
+typedef struct {
+    pl_drafter base;
+    pl_session *s;
+    int fixed; /* the depth, or 0: measured */
+    const int *depths;
+    int n_depths;
+    int best, slot; /* indices into depths: the pick, this pass's */
+    int64_t w;      /* passes into this window */
+    int backoff;    /* windows are PL_MTP_WINDOW << backoff passes */
+    bool open;      /* a pass is running: t0, acc */
+    double t0;      /* when it began */
+    int acc;        /* its accepted drafts */
+    double ids[MTP_MAX_DEPTHS], sec[MTP_MAX_DEPTHS]; /* this window's probes */
+} mtp;
+
+int pl_drafter_mtp_depth(const pl_drafter *d) {
+    const mtp *m = (const mtp *)d;
+    return m->fixed ? m->fixed : m->depths[m->slot];
+}
+
+/* The pass that ended (the one before this draft call): its ids and time to its depth;
+ * after the probes, pick the depth with the most ids per second. */
+static void mtp_close(mtp *m) {
+    if (!m->open) return;
+    m->open = false;
+    m->ids[m->slot] += 1 + m->acc; /* the pass's own id and the accepted drafts */
+    m->sec[m->slot] += pl_now() - m->t0;
+    int64_t probes = (int64_t)PL_MTP_PROBE * m->n_depths;
+    if (++m->w == probes) {
+        m->best = 0;
+        for (int i = 1; i < m->n_depths; i++)
+            if (m->ids[i] * m->sec[m->best] > m->ids[m->best] * m->sec[i]) m->best = i;
+        if (m->depths[m->best] > 0)
+            m->backoff = 0;
+        else if (m->backoff < PL_MTP_BACKOFF)
+            m->backoff++;
+    }
+    if (m->w >= ((int64_t)PL_MTP_WINDOW << m->backoff)) {
+        m->w = 0;
+        for (int i = 0; i < m->n_depths; i++) m->ids[i] = m->sec[i] = 0;
+    }
+}
+
+static int mtp_draft(pl_drafter *d, const int32_t *ctx, int64_t n_ctx, int32_t *out, int max) {
+    mtp *m = (mtp *)d;
+    if (!m->fixed) {
+        mtp_close(m);
+        m->slot = m->w < (int64_t)PL_MTP_PROBE * m->n_depths ? (int)(m->w / PL_MTP_PROBE) : m->best;
+        m->open = true;
+        m->acc = 0;
+        m->t0 = pl_now();
+    }
+    int depth = pl_drafter_mtp_depth(d);
+    if (max > depth) max = depth;
+    return n_ctx > 0 && max > 0 ? pl_session_draft_model(m->s, ctx[n_ctx - 1], max, out) : 0;
+}
+
+static void mtp_feedback(pl_drafter *d, int n_drafted, int n_accepted) {
+    (void)n_drafted;
+    ((mtp *)d)->acc = n_accepted;
+}
+
+pl_status pl_drafter_mtp_new(pl_session *s, int depth, bool gated, pl_drafter **out) {
+    *out = NULL;
+    if (depth < 0 || depth > PL_SPEC_MAX)
+        return pl_fail(PL_ERR_ARG, "MTP depth %d: 1 to %d (0: measured)", depth, PL_SPEC_MAX);
+    mtp *m = calloc(1, sizeof *m);
+    if (!m) return pl_fail(PL_ERR_NOMEM, "out of memory for the drafter");
+    m->base = (pl_drafter){.draft = mtp_draft, .feedback = mtp_feedback, .free = plain_free};
+    m->s = s;
+    m->fixed = depth;
+    m->depths = gated ? mtp_depths_gated : mtp_depths;
+    m->n_depths = gated ? 4 : 3;
+    *out = &m->base;
     return PL_OK;
 }

@@ -2,8 +2,8 @@
  * a verify pass (pl_session_spec_step) then accepts or rejects. A drafter never changes
  * the output, only how many ids one pass of the model yields.
  *
- * The interface is what every drafter implements (prompt lookup here; the model's own
- * MTP layer plugs in the same way). */
+ * The interface is what every drafter implements: prompt lookup, and the model's own MTP
+ * block. */
 #ifndef PL_RUNTIME_DRAFT_H
 #define PL_RUNTIME_DRAFT_H
 
@@ -37,5 +37,21 @@ void pl_drafter_free(pl_drafter *d);
 #define PL_LOOKUP_PAUSE_BELOW 0.3
 #define PL_LOOKUP_PAUSE       16
 pl_status pl_drafter_lookup_new(int max_depth, bool gated, pl_drafter **out);
+
+/* The model's own draft block (pl_session_draft_model; the session's state made with
+ * opts.draft): depth fixed (1..PL_SPEC_MAX), or 0: measured, among 3, 5 and 7 (gated, for
+ * --spec auto: also 0, a pass without drafts). Each pass is timed from one draft call to
+ * the next and yields 1 + its accepted drafts. A window starts by probing every depth for
+ * PL_MTP_PROBE passes, then drafts at the depth that yielded the most ids per second in
+ * them; windows are PL_MTP_WINDOW passes, doubled (up to PL_MTP_BACKOFF times) each time
+ * no drafts won, back to PL_MTP_WINDOW when drafts win. The session must outlive the
+ * drafter. */
+#define PL_MTP_PROBE   8
+#define PL_MTP_WINDOW  96
+#define PL_MTP_BACKOFF 4
+typedef struct pl_session pl_session;
+pl_status pl_drafter_mtp_new(pl_session *s, int depth, bool gated, pl_drafter **out);
+/* The depth of the drafter's latest pass. */
+int pl_drafter_mtp_depth(const pl_drafter *d);
 
 #endif

@@ -84,6 +84,13 @@ int pl_session_spec_max(const pl_session *s);
 pl_status pl_session_spec_step(pl_session *s, pl_sampler *smp, int32_t last, const int32_t *drafts,
                                int k, int32_t *out, int *n_out);
 
+/* Up to max drafts (max <= PL_SPEC_MAX) from the model's own draft block (pl_model_draft)
+ * of the ids after last (the id just chosen, not yet run) into out; returns how many. 0
+ * when the session cannot: over a chain, a state not made with opts.draft, or its last
+ * position not run by the last forward pass (drafts only: the output never depends on
+ * them). */
+int pl_session_draft_model(pl_session *s, int32_t last, int max, int32_t *out);
+
 /* Keep only the first n cached ids (a caller that stops inside accepted drafts); a
  * recurrent state that cannot go back there runs them again from 0. */
 pl_status pl_session_truncate(pl_session *s, int64_t n);

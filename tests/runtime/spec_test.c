@@ -5,6 +5,9 @@
  *     seeded sampling with top-k, top-p and penalties, on stories260K and the dense, MoE and
  *     hybrid (recurrent) fixtures; on a repetitive prompt drafts are both accepted and
  *     rejected;
+ *   - with the model's own MTP block as the drafter (both -mtp- fixtures on the CPU, the
+ *     dense one on the GPU), the same ids as plain decoding, greedy and seeded, with sane
+ *     counters and the cache of plain decoding afterwards;
  *   - an oracle drafter forces every acceptance pattern (all accepted, first rejected,
  *     middle rejected, none drafted), and a stop inside accepted drafts; afterwards the
  *     cache (KV rows, the recurrent state) equals plain decoding's: extending both by one
@@ -30,14 +33,19 @@ static pl_model *load(pl_gguf **g, pl_backend *be, const char *path) {
     return m;
 }
 
-static pl_session *session(const pl_model *m, int cols) {
+static pl_session *session_opts(const pl_model *m, int cols, bool draft) {
     pl_state_opts o = pl_state_opts_default(m);
     o.n_ctx = 160;
     o.n_batch = 16;
     o.n_logits = o.n_snap = cols;
+    o.draft = draft;
     pl_session *s = NULL;
     CHECK(pl_session_new(m, &o, &s) == PL_OK, "%s", pl_last_error());
     return s;
+}
+
+static pl_session *session(const pl_model *m, int cols) {
+    return session_opts(m, cols, false);
 }
 
 typedef struct {
@@ -50,6 +58,15 @@ static bool collect(void *ud, int32_t id) {
     id_list *l = ud;
     l->ids[l->n++] = id;
     return l->n != l->stop_at;
+}
+
+/* The two samplers every check runs: greedy, and seeded with top-k, top-p and penalties. */
+static void samplers(pl_sampler_params *greedy, pl_sampler_params *sampled) {
+    *greedy = *sampled = pl_sampler_defaults();
+    greedy->temp = 0;
+    sampled->temp = 0.8f, sampled->top_k = 40, sampled->top_p = 0.9f, sampled->seed = 11;
+    sampled->repeat_penalty = 1.1f, sampled->presence_penalty = 0.2f;
+    sampled->frequency_penalty = 0.1f, sampled->penalty_last_n = 32;
 }
 
 /* Generate n ids after prompt into out (the session is kept for a cache check). */
@@ -161,11 +178,8 @@ static void check_model(const pl_model *m, const char *what, int n, bool oracle_
     const int32_t phrase[5] = {317, 269, 274, 287, 426};
     for (int i = 0; i < 20; i++) prompt[1 + i] = phrase[i % 5] % V;
     int np = 21;
-    pl_sampler_params greedy = pl_sampler_defaults(), sampled = pl_sampler_defaults();
-    greedy.temp = 0;
-    sampled.temp = 0.8f, sampled.top_k = 40, sampled.top_p = 0.9f, sampled.seed = 11;
-    sampled.repeat_penalty = 1.1f, sampled.presence_penalty = 0.2f;
-    sampled.frequency_penalty = 0.1f, sampled.penalty_last_n = 32;
+    pl_sampler_params greedy, sampled;
+    samplers(&greedy, &sampled);
     pl_session *p = session(m, 1), *q = session(m, 16);
     id_list a = {0}, b = {0};
     pl_gen_stats sa, sb;
@@ -222,6 +236,82 @@ static void check_model(const pl_model *m, const char *what, int n, bool oracle_
     pl_session_free(p), pl_session_free(q);
 }
 
+/* ---- the model's own MTP block as the drafter ---- */
+
+static void check_mtp(const pl_model *m, const char *what, int n) {
+    int32_t prompt[8] = {51, 270, 220, 386, 298, 74, 310, 291};
+    pl_sampler_params greedy, sampled;
+    samplers(&greedy, &sampled);
+    pl_session *p = session(m, 1), *q = session_opts(m, 16, true);
+    id_list a = {0}, b = {0};
+    pl_gen_stats sa, sb;
+    pl_status e = p && q ? PL_OK : PL_ERR;
+    for (int smp = 0; !e && smp < 2; smp++) {
+        const pl_sampler_params *sp = smp ? &sampled : &greedy;
+        pl_drafter *dr = NULL;
+        e = pl_drafter_mtp_new(q, 0, false, &dr);
+        if (!e) e = gen(m, p, sp, prompt, 8, n, NULL, &a, &sa);
+        if (!e) e = gen(m, q, sp, prompt, 8, n, dr, &b, &sb);
+        pl_drafter_free(dr);
+        CHECK(!e && a.n == n && b.n == n && !memcmp(a.ids, b.ids, sizeof(int32_t) * (size_t)n),
+              "%s, %s: MTP decoding's ids differ from plain decoding's (%s)", what,
+              smp ? "sampled" : "greedy", e ? pl_last_error() : "");
+        /* every pass drafts (depth 3 to 7 while ids are left), none beyond what it checks */
+        CHECK(!e && sb.n_steps > 0 && sb.n_drafted >= 3 * (sb.n_steps - 1) &&
+                  sb.n_drafted <= 7 * sb.n_steps && sb.n_accepted <= sb.n_drafted &&
+                  sb.n_decoded == n - 1 && sb.n_generated == n &&
+                  sb.n_steps == n - 1 - sb.n_accepted,
+              "%s: %lld passes, %lld of %lld drafts accepted, %lld decoded for %d ids", what,
+              (long long)sb.n_steps, (long long)sb.n_accepted, (long long)sb.n_drafted,
+              (long long)sb.n_decoded, n);
+        if (!e) check_cache(m, p, q, a.ids[n - 1], what);
+    }
+    pl_session_free(p), pl_session_free(q);
+}
+
+/* The depth schedule: each depth probed for PL_MTP_PROBE passes in order (auto: 0 first),
+ * then the pick; a session that cannot draft (not made to) gives no drafts, no error. */
+static void check_mtp_schedule(const pl_model *m) {
+    pl_session *s = session(m, 16);
+    for (int gated = 0; s && gated < 2; gated++) {
+        pl_drafter *dr = NULL;
+        CHECK(pl_drafter_mtp_new(s, 0, gated, &dr) == PL_OK, "%s", pl_last_error());
+        int32_t ctx[2] = {1, 2}, out[PL_SPEC_MAX];
+        int bad = 0, n_probe = PL_MTP_PROBE * (3 + gated);
+        for (int p = 0; dr && p < n_probe + 4; p++) {
+            bad += dr->draft(dr, ctx, 2, out, PL_SPEC_MAX) != 0;
+            int slot = p / PL_MTP_PROBE - gated; /* -1: the gated probe of depth 0 */
+            int want = p >= n_probe ? -1 : slot < 0 ? 0 : 3 + 2 * slot;
+            int got = pl_drafter_mtp_depth(dr);
+            if (want >= 0)
+                bad += got != want;
+            else
+                bad += got != 0 && got != 3 && got != 5 && got != 7;
+            dr->feedback(dr, 0, 0);
+        }
+        CHECK(dr && !bad, "MTP depth schedule (gated %d): %d wrong passes", gated, bad);
+        pl_drafter_free(dr);
+    }
+    pl_drafter *dr = NULL;
+    CHECK(pl_drafter_mtp_new(s, 16, false, &dr) != PL_OK && !dr, "depth 16 accepted");
+    pl_session_free(s);
+}
+
+static void mtp_models(pl_backend *be, int n_models, int n) {
+    static const char *const paths[] = {"fixtures/hf/qwen3_5/qwen3_5-mtp-q8_0.gguf",
+                                        "fixtures/hf/qwen3_5_moe/qwen3_5_moe-mtp-q8_0.gguf"};
+    for (int i = 0; i < n_models; i++) {
+        pl_gguf *g = NULL;
+        pl_model *m = load(&g, be, paths[i]);
+        char what[160];
+        snprintf(what, sizeof what, "%s on %s, mtp", strrchr(paths[i], '/') + 1, be->name);
+        if (m) check_mtp(m, what, n);
+        if (m && i == 0 && !strcmp(be->name, "cpu")) check_mtp_schedule(m);
+        pl_model_free(m);
+        pl_gguf_free(g);
+    }
+}
+
 static const char *const cpu_models[] = {
     "models/stories260K.gguf",
     "fixtures/hf/llama/llama-q8_0.gguf",
@@ -248,11 +338,13 @@ static void run_tests(void) {
     pl_backend *cpu = NULL;
     CHECK(pl_cpu_new(2, &cpu) == PL_OK, "%s", pl_last_error());
     if (cpu) on_backend(cpu, cpu_models, 5, NGEN, true);
+    if (cpu) mtp_models(cpu, 2, NGEN);
     pl_be_destroy(cpu);
 
     pl_backend *gpu = gt_backend();
     if (!gpu) return;
     on_backend(gpu, cpu_models, 2, 16, false); /* stories260K and the llama fixture */
+    mtp_models(gpu, 1, 16);                    /* the hybrid with its MTP block */
     CHECK(gpu->live_bufs == 0, "%lld buffers leaked", (long long)gpu->live_bufs);
     pl_be_destroy(gpu);
 }
