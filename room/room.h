@@ -39,22 +39,58 @@
 typedef struct {
     pl_link *link;
     pl_wire_hello hello;
-    int first, last; /* the layers dealt */
+    int first, last; /* the layers dealt (first == last: none, idle) */
 } pl_room_worker;
 
 /* Accept joiners on L until n of them proved the key and said a valid hello, waiting up to
  * wait_ms in all (0: without end) and stopping early when *stop becomes non-zero. A joiner
- * with a bad hello is told why (an error message) and dropped; refusals are counted by the
+ * with a bad hello, or whose model file's metadata digest differs from meta (NULL: not
+ * checked), is told why (an error message) and dropped; refusals are counted by the
  * listener, and each is one line on stderr when verbose; waiting goes on. */
 pl_status pl_room_gather(pl_listener *L, int n, int wait_ms, volatile sig_atomic_t *stop,
-                         bool verbose, pl_room_worker *w);
+                         bool verbose, const uint8_t *meta, pl_room_worker *w);
 
-/* Deal the layers of an n_layer model to w[0..n) in equal shares, in layer order, around
- * the host's own [host_first, host_last) (empty: none), send each its plan (contexts of
- * n_ctx, frames of dtype), and wait up to load_ms for every worker to load (a pong) or
- * refuse (its error line). */
-pl_status pl_room_deal(pl_room_worker *w, int n, int n_layer, int host_first, int host_last,
-                       int n_ctx, pl_wire_dtype dtype, int load_ms);
+/* What the host knows for the plan and the deal. */
+typedef struct {
+    const pl_gguf *g;        /* the host's model file (sizes, the identity check) */
+    int n_ctx;               /* the session's context: every cache holds it */
+    uint32_t kv_type;        /* the cache's type (PL_TYPE_F16 or F32; 0: f16), for sizes */
+    pl_wire_dtype dtype;     /* hidden frames */
+    int load_ms;             /* a worker loading its layers (0: PL_ROOM_LOAD_MS) */
+    const char *hash_cache;  /* the host's tensor hash cache file (NULL: none) */
+    uint64_t host_lend;      /* memory the host lends (for the plan) */
+    double host_speed;       /* its probe speed (0: as slow as can be) */
+    const char *host_device; /* for the table */
+    const char *host_backend;
+    int host_first, host_last; /* --host-layers: exactly these (first == last: the plan
+                                  deals the host's share) */
+    bool verbose;              /* the plan table on stderr */
+} pl_room_deal_opts;
+
+/* The plan (pl_plan_make over the host and w[0..*n)): each worker's range into w[i].first,
+ * .last, the host's into *host_first, *host_last. The plan table goes to stderr when
+ * verbose. Workers the plan leaves idle are told bye and removed from w (*n shrinks).
+ * Fails with one line for a room that cannot hold the model or ranges that do not fit. */
+pl_status pl_room_plan(pl_room_worker *w, int *n, const pl_room_deal_opts *o, int *host_first,
+                       int *host_last);
+
+/* Send each worker its plan (w[i].first/last; the host's own [host_first, host_last) among
+ * the members), wait up to load_ms for each to load its layers and report their identity
+ * (a ready message), and check it against the host's own file for that range: a worker
+ * with another file is told so (an error) and the deal fails with one line naming the
+ * worker and its layers; so does a worker's own refusal (its line). */
+pl_status pl_room_deal(pl_room_worker *w, int n, const pl_room_deal_opts *o, int host_first,
+                       int host_last);
+
+/* The identity of layers [first, last) of g (pl_gguf_part_identity), hashing through the
+ * cache file cache (NULL: none). */
+pl_status pl_room_part_id(const pl_gguf *g, int first, int last, const char *cache,
+                          uint8_t out[32]);
+
+/* The cache file of g's tensor hashes for the model file path: $XDG_CACHE_HOME/pooled (or
+ * ~/.cache/pooled) /hashes-<digest of the path, size and mtime>, the folder made if need
+ * be. false (and no cache: hash every time) where there is no such folder. */
+bool pl_room_hash_cache(const char *path, char *out, size_t cap);
 
 /* A stage that runs w's layers over its link: frames go out as hidden messages (dtype),
  * results come back in order, at most 8 in flight, each within lap_ms. It takes the link
@@ -87,6 +123,9 @@ typedef struct {
     uint32_t kv_type;            /* PL_TYPE_F16 (0: f16) or PL_TYPE_F32, as the host's */
     int act_q8;                  /* as the host's --act */
     uint64_t lend;               /* bytes of memory lent (hello), 0: not said */
+    int want_first, want_last;   /* --layers: exactly [first, last) (0, 0: as the plan says) */
+    const char *hash_cache;      /* the tensor hash cache file (NULL: none) */
+    double probe_s;              /* the speed probe's budget (0: probe.h's default) */
     int dial_ms;                 /* 0: 10 s */
     int plan_ms;                 /* how long to wait for the plan (0: without end) */
     volatile sig_atomic_t *stop; /* non-zero: say bye and return (may be NULL) */
@@ -96,9 +135,12 @@ typedef struct {
     int slow_ms;                 /* tests: take this much longer over the first frame */
 } pl_room_join_opts;
 
-/* Join the room, serve frames until the host says bye (PL_OK) or *stop (PL_OK, after
- * telling the host bye). Fails with one line: wrong key, another version, no host, a plan
- * this model cannot serve, the host gone. */
+/* Join the room: open the model's header and the backend, measure the speed (probe.h), say
+ * hello (memory lent, speed, metadata digest, --layers), load the dealt layers, report their
+ * identity (ready), serve frames until the host says bye (PL_OK) or *stop (PL_OK, after
+ * telling the host bye). A host that needs no layers of this device says bye instead of a
+ * plan (PL_OK, a line when verbose). Fails with one line: wrong key, another version, no
+ * host, a plan this model cannot serve, another model file than the host's, the host gone. */
 pl_status pl_room_join(const pl_room_join_opts *o);
 
 #endif

@@ -9,7 +9,9 @@
 
 #include "room.h"
 #include "room_io.h"
+#include "format/gguf_hash.h"
 #include "runtime/backend_open.h"
+#include "runtime/probe.h"
 
 /* Answers go out on their own thread, in order, so the worker keeps reading frames while
  * the host is busy sending: neither side can wait on the other with both TCP buffers full.
@@ -36,8 +38,9 @@ typedef struct {
     pl_model *m;
     pl_state *s;
     int first, last, n_ctx;
-    float *cols; /* one frame's columns, f32 */
-    void *out;   /* one result's payload */
+    const char *note; /* the backend's remark */
+    float *cols;      /* one frame's columns, f32 */
+    void *out;        /* one result's payload */
 } worker;
 
 static bool stopped(const worker *w) {
@@ -144,30 +147,28 @@ static pl_status wait_msg(worker *w, pl_wire_msg *m, int wait_ms, const char *wh
     return pl_fail(PL_ERR, "no %s from the host within %d ms", what, wait_ms);
 }
 
-/* Load layers [first, last) as the plan says; on failure the host is told why. */
+/* Load layers [first, last) as the plan says and report their identity (ready); on failure
+ * the host is told why. */
 static pl_status take_plan(worker *w, const pl_wire_plan *p) {
     const pl_room_join_opts *o = w->o;
     const pl_wire_member *me = NULL;
     for (uint32_t i = 0; i < p->n_members; i++)
         if (p->members[i].id == 0) me = &p->members[i];
     pl_status s = PL_OK;
+    pl_wire_msg ready = {.type = PL_MSG_READY};
     if (!me) s = pl_fail(PL_ERR_FORMAT, "the plan deals this worker no layers");
-    const char *note = NULL;
     if (!s) {
         w->first = (int)me->first, w->last = (int)me->last, w->n_ctx = (int)p->n_ctx;
-        s = pl_backend_open(o->backend ? o->backend : "auto", o->threads, &w->be, &note);
-    }
-    if (!s) {
-        w->be->act_q8 = o->act_q8;
+        ready.ready.first = me->first, ready.ready.last = me->last;
         pl_model_opts mo = {
             .prefault = true, .layer_first = w->first, .layer_last = w->last, .ends = PL_ENDS_NONE};
         int n_layer;
-        s = pl_gguf_open(o->model, &w->g);
-        if (!s) s = pl_model_load(w->g, w->be, &mo, &w->m);
+        s = pl_model_load(w->g, w->be, &mo, &w->m);
         if (!s && (n_layer = pl_model_get_info(w->m)->n_layer) != (int)p->n_layers)
             s = pl_fail(PL_ERR_FORMAT, "the room's model has %u layers, %s has %d", p->n_layers,
                         o->model, n_layer);
     }
+    if (!s) s = pl_room_part_id(w->g, w->first, w->last, o->hash_cache, ready.ready.part_id);
     if (!s) {
         pl_state_opts so = pl_state_opts_default(w->m);
         so.n_ctx = w->n_ctx;
@@ -185,14 +186,39 @@ static pl_status take_plan(worker *w, const pl_wire_plan *p) {
         pl_room_send_error(w->link, PL_WERR_MODEL, line);
         return pl_fail(s, "%s", line);
     }
-    if (o->verbose) {
-        if (note) fprintf(stderr, "%s\n", note);
+    if (o->verbose)
         fprintf(stderr, "room: serving layers %d..%d of %u (ctx %d, %s frames) on %s\n", w->first,
                 w->last, p->n_layers, w->n_ctx, p->dtype == PL_WIRE_F16 ? "f16" : "f32",
                 w->be->device);
-    }
-    pl_wire_msg ready = {.type = PL_MSG_PONG};
     return pl_room_send(w->link, &ready, PL_ROOM_SEND_MS);
+}
+
+/* Before joining: the model's header and metadata digest, the backend, the speed probe. */
+static pl_status prepare(worker *w, pl_wire_hello *h) {
+    const pl_room_join_opts *o = w->o;
+    const char *note = NULL;
+    pl_status s = pl_gguf_open(o->model, &w->g);
+    if (!s) s = pl_backend_open(o->backend ? o->backend : "auto", o->threads, &w->be, &note);
+    if (s) return s;
+    w->be->act_q8 = o->act_q8;
+    w->note = note;
+    *h = (pl_wire_hello){.caps = PL_CAP_F16_WIRE,
+                         .mem_lent = o->lend,
+                         .has_model = true,
+                         .want_first = (uint32_t)o->want_first,
+                         .want_last = (uint32_t)o->want_last};
+    if ((s = pl_gguf_meta_digest(w->g, h->model_id))) return s;
+    pl_probe_opts po = {.budget_s = o->probe_s};
+    pl_probe_result pr;
+    if (pl_probe_speed(w->g, w->be, &po, &pr) == PL_OK && pr.layers_per_s < PL_WIRE_MAX_SPEED)
+        h->speed = (float)pr.layers_per_s;
+    else
+        pl_clear_error(); /* no speed: the plan counts this device as the slowest */
+    snprintf(h->backend, sizeof h->backend, "%s", w->be->name ? w->be->name : "?");
+    snprintf(h->device, sizeof h->device, "%.64s", w->be->device);
+    for (char *c = h->device; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
+    return PL_OK;
 }
 
 /* Run the layers over one frame and send its result back. */
@@ -286,19 +312,24 @@ static pl_status serve(worker *w) {
 
 pl_status pl_room_join(const pl_room_join_opts *o) {
     worker w = {.o = o};
-    pl_status s = pl_link_dial(o->url, o->key, o->dial_ms ? o->dial_ms : 10000, NULL, &w.link);
-    if (s) return s;
     pl_wire_msg m = {.type = PL_MSG_HELLO};
-    /* TODO(plan branch): the speed probe (probe.h) and the model identity (gguf_hash.h) */
-    m.hello = (pl_wire_hello){.caps = PL_CAP_F16_WIRE, .mem_lent = o->lend, .has_model = true};
-    snprintf(m.hello.backend, sizeof m.hello.backend, "%s", o->backend ? o->backend : "auto");
-    s = pl_room_send(w.link, &m, PL_ROOM_SEND_MS);
+    pl_status s = prepare(&w, &m.hello);
+    if (!s) s = pl_link_dial(o->url, o->key, o->dial_ms ? o->dial_ms : 10000, NULL, &w.link);
+    if (!s && o->verbose) { /* in the room: what this device brings */
+        if (w.note) fprintf(stderr, "%s\n", w.note);
+        fprintf(stderr, "room: this device: %s, lends %.0f MiB, speed %.1f layers/s\n",
+                m.hello.device, (double)o->lend / (1 << 20), m.hello.speed);
+    }
+    if (!s) s = pl_room_send(w.link, &m, PL_ROOM_SEND_MS);
     if (!s) s = wait_msg(&w, &m, o->plan_ms, "plan");
-    if (!s && m.type != PL_MSG_PLAN)
+    bool idle = !s && m.type == PL_MSG_BYE;
+    if (idle && o->verbose)
+        fprintf(stderr, "room: the plan needs no layers of this device: it stays idle\n");
+    if (!s && !idle && m.type != PL_MSG_PLAN)
         s = pl_fail(PL_ERR_FORMAT, "the host sent a %s where the plan was due",
                     pl_wire_type_name(m.type));
-    if (!s) s = take_plan(&w, &m.plan);
-    if (!s) {
+    if (!s && !idle) s = take_plan(&w, &m.plan);
+    if (!s && !idle) {
         pthread_mutex_init(&w.q.mu, NULL);
         pthread_cond_init(&w.q.cv, NULL);
         if (pthread_create(&w.q.th, NULL, sender, &w))
@@ -314,7 +345,7 @@ pl_status pl_room_join(const pl_room_join_opts *o) {
         pl_room_send(w.link, &bye, 1000);
         s = PL_OK;
     }
-    pl_link_close(w.link);
+    if (w.link) pl_link_close(w.link);
     free(w.cols);
     free(w.out);
     pl_state_free(w.s);

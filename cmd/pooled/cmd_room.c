@@ -18,6 +18,9 @@
 #include "commands.h"
 #include "model_args.h"
 #include "../../room/room.h"
+#include "../../room/room_io.h"
+#include "format/gguf_hash.h"
+#include "runtime/probe.h"
 
 static const char *const usage =
     "usage: pooled room host -m FILE [-p PROMPT | --prompt-ids IDS] [options] [run options]\n"
@@ -29,13 +32,17 @@ static const char *const usage =
     "  --host-layers A-B    layers [A, B) the host runs itself (default none)\n"
     "  --wire f16|f32       hidden state on the wire (default f16; f32 is bit-exact)\n"
     "  --lap-timeout MS     a worker must answer a frame within this (default 30000)\n"
+    "  --lend MEMORY        memory the host lends for layers and the ends, in bytes or with\n"
+    "                       K/M/G/T (default: 90% of what /proc/meminfo says is available)\n"
     "  --wait MS            give up when the workers have not joined by then (default 0:\n"
     "                       wait without end)\n"
     "  and every option of `pooled run` (-p, --prompt-ids, -n, --temp, --seed, --ids, ...);\n"
     "  without a prompt, an interactive chat as `pooled chat` (and its options)\n"
     "join:\n"
     "  --key SECRET         the room key the host printed\n"
-    "  --lend MEMORY        memory this device lends, in bytes or with K/M/G (told the host)\n"
+    "  --lend MEMORY        memory this device lends, in bytes or with K/M/G/T (told the host;\n"
+    "                       default: 90% of what /proc/meminfo says is available)\n"
+    "  --layers A-B         run exactly layers [A, B) (every worker or none gives it; tests)\n"
     "  -m, --backend, -t, --kv, --act   as for `pooled run` (--kv and --act as the host's)\n";
 
 static volatile sig_atomic_t stop_flag;
@@ -61,11 +68,35 @@ static void to_url(const char *addr, char *url, size_t cap) {
 }
 
 typedef struct {
-    const char *listen, *key;
+    const char *listen, *key, *model;
     int64_t workers, lap_ms, wait_ms;
+    uint64_t lend; /* --lend (0: what the machine can spare) */
     pl_wire_dtype dtype;
     char key_buf[33];
 } host_opts;
+
+/* What this machine can spare when --lend is not given: 90% of the memory Linux reports
+ * available now (MemAvailable in /proc/meminfo: free memory plus what the page cache can
+ * give back), the rest left to the system. 0 where it cannot be read. */
+static uint64_t spare_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024 / 10 * 9;
+}
+
+/* The host's own share of the plan (no --host-layers): a local stage over its own partial
+ * model, in layer order among the workers' stages. */
+static pl_status host_stage(loaded_model *lm, int first, int last, int at) {
+    pl_model_opts mo = {
+        .prefault = true, .layer_first = first, .layer_last = last, .ends = PL_ENDS_NONE};
+    pl_status s = pl_model_load(lm->g, lm->be, &mo, &lm->parts[at]);
+    if (!s) s = pl_stage_local_new(lm->parts[at], &lm->so, first, last, &lm->stages[at]);
+    return s;
+}
 
 static bool host_attach(loaded_model *lm, void *ud) {
     host_opts *h = ud;
@@ -89,30 +120,68 @@ static bool host_attach(loaded_model *lm, void *ud) {
             strncmp(bound, "tcp://", 6) ? bound : bound + 6, h->key);
     pl_room_worker w[PL_ROOM_MAX_WORKERS];
     memset(w, 0, sizeof w);
-    pl_status s = pl_room_gather(L, n, (int)h->wait_ms, &stop_flag, true, w);
+    uint8_t meta[32];
+    pl_status s = pl_gguf_meta_digest(lm->g, meta);
+    if (!s) s = pl_room_gather(L, n, (int)h->wait_ms, &stop_flag, true, meta, w);
     pl_listener_close(L);
     catch_stop(false); /* from here a signal ends the host; workers see it leave */
-    if (!s)
-        s = pl_room_deal(w, n, in->n_layer, in->layer_first, in->layer_last, lm->so.n_ctx, h->dtype,
-                         PL_ROOM_LOAD_MS);
-    for (int i = 0; !s && i < n; i++) {
+    char cache[1200];
+    pl_probe_result pr = {0};
+    if (!s && pl_probe_speed(lm->g, lm->be, NULL, &pr)) pl_clear_error(); /* the slowest */
+    pl_room_deal_opts d = {.g = lm->g,
+                           .n_ctx = lm->so.n_ctx,
+                           .kv_type = lm->so.kv_type,
+                           .dtype = h->dtype,
+                           .hash_cache =
+                               pl_room_hash_cache(h->model, cache, sizeof cache) ? cache : NULL,
+                           .host_lend = h->lend ? h->lend : spare_memory(),
+                           .host_speed = pr.layers_per_s,
+                           .host_backend = lm->be->name,
+                           .host_device = lm->be->device,
+                           .host_first = in->layer_first,
+                           .host_last = in->layer_last,
+                           .verbose = true};
+    int hf = 0, hl = 0, nw = n;
+    if (!s) s = pl_room_plan(w, &nw, &d, &hf, &hl);
+    if (!s) s = pl_room_deal(w, nw, &d, hf, hl);
+    /* the stages in layer order: the workers', and the host's own share when the plan gave
+     * it one (its --host-layers are its model's own, outside the stages) */
+    bool own = hf < hl && in->layer_first == in->layer_last;
+    for (int i = 0; !s && i <= nw; i++) {
+        if (own && (i == nw || w[i].first >= hl)) {
+            own = false;
+            s = host_stage(lm, hf, hl, lm->n_stages);
+            lm->n_stages++; /* model_unload frees what was made */
+        }
+        if (s || i == nw) break;
+        pl_stage **st = &lm->stages[lm->n_stages];
         s = pl_room_stage_new(&w[i], in->n_layer, in->n_embd, lm->so.n_ctx, h->dtype,
-                              (int)h->lap_ms, &lm->stages[i]);
-        if (!s) lm->n_stages = i + 1;
+                              (int)h->lap_ms, st);
+        if (!s) lm->n_stages++;
         /* a lost worker's layers: the host loads them from its own file (room.h) */
-        if (!s) s = pl_room_stage_survive(lm->stages[i], lm->g, lm->be, &lm->so);
+        if (!s) s = pl_room_stage_survive(*st, lm->g, lm->be, &lm->so);
     }
     if (s) {
         char line[512];
         snprintf(line, sizeof line, "%s", pl_last_error());
-        for (int i = 0; i < n; i++) pl_room_worker_bye(w[i].link);
+        for (int i = 0; i < nw; i++) { /* those still waiting hear why */
+            if (w[i].link) pl_room_send_error(w[i].link, PL_WERR_INTERNAL, line);
+            pl_room_worker_bye(w[i].link);
+        }
         return die("room host: %s", line), false;
     }
-    for (int i = 0; i < n; i++)
-        fprintf(stderr, "room: worker %d runs layers %d..%d\n", i + 1, lm->stages[i]->first,
-                lm->stages[i]->last);
+    for (int i = 0, k = 0; i < lm->n_stages; i++) {
+        if (!strcmp(lm->stages[i]->m->kind, "local"))
+            fprintf(stderr, "room: the host runs layers %d..%d\n", lm->stages[i]->first,
+                    lm->stages[i]->last);
+        else
+            fprintf(stderr, "room: worker %d runs layers %d..%d\n", ++k, lm->stages[i]->first,
+                    lm->stages[i]->last);
+    }
     return true;
 }
+
+static bool parse_mem(const char *v, uint64_t *out);
 
 /* "A-B" with 0 <= A <= B. */
 static bool parse_range(const char *opt, const char *v, int *a, int *b) {
@@ -155,6 +224,8 @@ static int room_host(int argc, char **argv) {
             err = err || !arg_int("--wait", v, 0, PL_LINK_MAX_TIMEOUT_MS, &h.wait_ms);
         } else if (arg_take(argc, argv, &i, "--host-layers", NULL, &v, &err)) {
             err = err || !parse_range("--host-layers", v, &host_first, &host_last);
+        } else if (arg_take(argc, argv, &i, "--lend", NULL, &v, &err)) {
+            err = err || !parse_mem(v, &h.lend);
         } else if (arg_take(argc, argv, &i, "--wire", NULL, &v, &err)) {
             if (!err && !strcmp(v, "f16"))
                 h.dtype = PL_WIRE_F16;
@@ -185,6 +256,7 @@ static int room_host(int argc, char **argv) {
         sodium_bin2hex(h.key_buf, sizeof h.key_buf, raw, sizeof raw);
         h.key = h.key_buf;
     }
+    h.model = ma->path;
     ma->room_host = true;
     ma->host_first = host_first;
     ma->host_last = host_last;
@@ -214,6 +286,7 @@ static int room_join(int argc, char **argv) {
     model_args ma = model_args_defaults();
     const char *addr = NULL, *key = NULL;
     uint64_t lend = 0;
+    int want_first = 0, want_last = 0;
     bool err = false;
     for (int i = 1; i < argc && !err; i++) {
         const char *v;
@@ -225,6 +298,9 @@ static int room_join(int argc, char **argv) {
             key = v;
         } else if (arg_take(argc, argv, &i, "--lend", NULL, &v, &err)) {
             err = err || !parse_mem(v, &lend);
+        } else if (arg_take(argc, argv, &i, "--layers", NULL, &v, &err)) {
+            err = err || !parse_range("--layers", v, &want_first, &want_last);
+            if (!err && want_first == want_last) err = die("--layers: an empty range '%s'", v);
         } else if (argv[i][0] != '-' && !addr) {
             addr = argv[i];
         } else if (!err) {
@@ -235,16 +311,20 @@ static int room_join(int argc, char **argv) {
     if (!addr) return die("room join: give the host's ADDR:PORT");
     if (!key || !*key) return die("room join: give the room key with --key SECRET");
     if (!ma.path) return die("no model: give one with -m FILE");
-    char url[256];
+    char url[256], cache[1200];
     to_url(addr, url, sizeof url);
     pl_room_join_opts o = {.url = url,
+                           .want_first = want_first,
+                           .want_last = want_last,
+                           .hash_cache =
+                               pl_room_hash_cache(ma.path, cache, sizeof cache) ? cache : NULL,
                            .key = key,
                            .model = ma.path,
                            .backend = ma.backend,
                            .threads = (int)ma.threads,
                            .kv_type = ma.kv,
                            .act_q8 = ma.act_q8,
-                           .lend = lend,
+                           .lend = lend ? lend : spare_memory(),
                            .stop = &stop_flag,
                            .verbose = true};
     catch_stop(true);
