@@ -216,9 +216,38 @@ pl_status pl_room_plan(pl_room_worker *w, int *n, const pl_room_deal_opts *o, in
     return PL_OK;
 }
 
-/* The plan as worker i sees it: every member in layer order, its own with id 0. */
+/* Where the previous worker of the chain dials w: its hello's address, a wildcard host
+ * (0.0.0.0, ::) replaced by the address the host sees it at. */
+static void chain_addr(const pl_room_worker *w, char *out, size_t cap) {
+    const char *a = w->hello.addr, *any[] = {"tcp://0.0.0.0:", "tcp://[::]:"};
+    for (int i = 0; i < 2; i++) {
+        size_t k = strlen(any[i]);
+        if (strncmp(a, any[i], k)) continue;
+        const char *peer = pl_link_peer(w->link), *colon = strrchr(peer, ':');
+        int ip = colon ? (int)(colon - peer) : (int)strlen(peer);
+        snprintf(out, cap, "tcp://%.*s:%s", ip, peer, a + k);
+        return;
+    }
+    snprintf(out, cap, "%s", a);
+}
+
+bool pl_room_chain(const pl_room_worker *w, int n, bool verbose) {
+    for (int i = 0; i < n; i++)
+        if (!w[i].hello.addr[0]) {
+            if (verbose)
+                fprintf(stderr,
+                        "room: the worker at %s listens nowhere (join --listen none): no chain, "
+                        "every frame goes through the host (a star)\n",
+                        pl_link_peer(w[i].link));
+            return false;
+        }
+    return true;
+}
+
+/* The plan as worker i sees it: every member in layer order, its own with id 0; in a chain,
+ * each worker's address (the host's member has none: results come back to it). */
 static void plan_for(const pl_room_worker *w, int n, const pl_room_deal_opts *o, int n_layer,
-                     int host_first, int host_last, int i, pl_wire_plan *p) {
+                     int host_first, int host_last, bool chain, int i, pl_wire_plan *p) {
     *p = (pl_wire_plan){.n_layers = (uint32_t)n_layer,
                         .n_ctx = (uint32_t)o->n_ctx,
                         .dtype = (uint8_t)o->dtype,
@@ -234,8 +263,10 @@ static void plan_for(const pl_room_worker *w, int n, const pl_room_deal_opts *o,
         int j = 0;
         while (j < n && w[j].first != (int)pos) j++;
         if (j == n) break; /* cannot happen: the plan covers every layer */
-        p->members[p->n_members++] = (pl_wire_member){
+        pl_wire_member *mb = &p->members[p->n_members++];
+        *mb = (pl_wire_member){
             .id = j == i ? 0 : next_id++, .first = pos, .last = (uint32_t)w[j].last};
+        if (chain) chain_addr(&w[j], mb->addr, sizeof mb->addr);
         pos = (uint32_t)w[j].last;
     }
 }
@@ -245,9 +276,10 @@ pl_status pl_room_deal(pl_room_worker *w, int n, const pl_room_deal_opts *o, int
     if (host_first >= host_last) host_first = host_last = 0;
     pl_gguf_sel sel;
     if (pl_gguf_select(o->g, 0, 0, 0, &sel)) return PL_ERR_FORMAT;
+    bool chain = !o->star && pl_room_chain(w, n, o->verbose);
     for (int i = 0; i < n; i++) {
         pl_wire_msg m = {.type = PL_MSG_PLAN};
-        plan_for(w, n, o, sel.n_layer, host_first, host_last, i, &m.plan);
+        plan_for(w, n, o, sel.n_layer, host_first, host_last, chain, i, &m.plan);
         pl_status s = pl_room_send(w[i].link, &m, PL_ROOM_SEND_MS);
         if (s)
             return pl_fail(PL_ERR_IO, "the worker at %s: cannot send its plan: %s",

@@ -65,7 +65,13 @@ typedef struct {
     int host_first, host_last; /* --host-layers: exactly these (first == last: the plan
                                   deals the host's share) */
     bool verbose;              /* the plan table on stderr */
+    bool star;                 /* no chain even where every worker listens (tests) */
 } pl_room_deal_opts;
+
+/* Whether w[0..n) can form a chain: every one listens somewhere (its hello's address). Where
+ * one does not, the room is a star (every frame through the host), said on stderr when
+ * verbose. */
+bool pl_room_chain(const pl_room_worker *w, int n, bool verbose);
 
 /* The plan (pl_plan_make over the host and w[0..*n)): each worker's range into w[i].first,
  * .last, the host's into *host_first, *host_last. The plan table goes to stderr when
@@ -92,20 +98,24 @@ pl_status pl_room_part_id(const pl_gguf *g, int first, int last, const char *cac
  * be. false (and no cache: hash every time) where there is no such folder. */
 bool pl_room_hash_cache(const char *path, char *out, size_t cap);
 
-/* A stage that runs w's layers over its link: frames go out as hidden messages (dtype),
- * results come back in order, at most 8 in flight, each within lap_ms. It takes the link
- * (freeing the stage says bye and closes it). n_embd, n_layer, n_ctx: the host model's. */
-pl_status pl_room_stage_new(pl_room_worker *w, int n_layer, int n_embd, int n_ctx,
+/* A stage that runs the layers of w[0..k) (consecutive: w[i].last == w[i + 1].first) over
+ * their links: frames go out to w[0] as hidden messages (dtype); with k > 1 the workers
+ * form a chain (their plan named each other's addresses: each hands its output to the
+ * next) and the results come back from w[k - 1], in order, at most 8 frames in flight, each
+ * within lap_ms; the others' pongs, errors and byes are heard too. It takes the links
+ * (freeing the stage says bye to each and closes it). n_embd, n_layer, n_ctx: the host
+ * model's. */
+pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, int n_ctx,
                             pl_wire_dtype dtype, int lap_ms, pl_stage **out);
 
-/* Survival: let stage st (from pl_room_stage_new) take its worker's layers over when the
- * worker is lost (silent for PL_ROOM_SILENT_MS, past its lap, gone, or leaving with bye):
- * it says so on stderr (one line naming the worker and the layers), loads those layers
- * from g on be itself, rebuilds their caches by replaying every frame the worker was sent
- * since the last fresh start (kept on the host: n_ctx * n_embd floats), and goes on as a
- * local stage with the same results (frames rounded to the wire's dtype as before). so:
- * the host's state options (context, cache type). g and be must outlive the stage. Call it
- * before the stage's first frame. */
+/* Survival: let stage st (from pl_room_stage_new) take its workers' layers over when a
+ * worker is lost (in a chain, the whole chain's layers: the others are told bye) (silent for
+ * PL_ROOM_SILENT_MS, past its lap, gone, or leaving with bye): it says so on stderr (one line
+ * naming the worker and the layers), loads those layers from g on be itself, rebuilds their caches
+ * by replaying every frame the worker was sent since the last fresh start (kept on the host: n_ctx
+ * * n_embd floats), and goes on as a local stage with the same results (frames rounded to the
+ * wire's dtype as before). so: the host's state options (context, cache type). g and be must
+ * outlive the stage. Call it before the stage's first frame. */
 pl_status pl_room_stage_survive(pl_stage *st, const pl_gguf *g, pl_backend *be,
                                 const pl_state_opts *so);
 
@@ -126,6 +136,9 @@ typedef struct {
     int want_first, want_last;   /* --layers: exactly [first, last) (0, 0: as the plan says) */
     const char *hash_cache;      /* the tensor hash cache file (NULL: none) */
     double probe_s;              /* the speed probe's budget (0: probe.h's default) */
+    const char *listen;          /* where the previous worker of a chain dials this one
+                                    (tcp://ADDR:PORT, port 0: any; inproc://NAME); NULL:
+                                    nowhere, the host relays (a star) */
     int dial_ms;                 /* 0: 10 s */
     int plan_ms;                 /* how long to wait for the plan (0: without end) */
     volatile sig_atomic_t *stop; /* non-zero: say bye and return (may be NULL) */

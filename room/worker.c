@@ -23,6 +23,8 @@ typedef struct {
     pthread_t th;
     uint8_t *buf[OUTQ];
     size_t n[OUTQ];
+    bool to_next[OUTQ]; /* for the next worker of the chain, not the host */
+    bool next_dead;     /* the next worker is gone: what was for it is dropped */
     int head, count;
     bool closing, failed, running, muted;
     bool busy; /* a frame is being computed: the sender beats (pongs) */
@@ -32,7 +34,10 @@ typedef struct {
 typedef struct {
     const pl_room_join_opts *o;
     outq q;
-    pl_link *link;
+    pl_link *link;    /* the host: control (plan, ping, bye, errors, beats) */
+    pl_listener *lis; /* where the previous worker of the chain dials (NULL: none) */
+    pl_link *prev;    /* frames from the previous worker (NULL: from the host) */
+    pl_link *next;    /* results to the next worker (NULL: to the host) */
     pl_gguf *g;
     pl_backend *be;
     pl_model *m;
@@ -80,12 +85,18 @@ static void *sender(void *ud) {
         if (!q->count) break;
         uint8_t *buf = q->buf[q->head];
         size_t n = q->n[q->head];
-        bool failed = q->failed || q->muted;
+        bool next = q->to_next[q->head];
+        bool failed = q->failed || q->muted || (next && q->next_dead);
         pthread_mutex_unlock(&q->mu);
-        pl_status s = failed ? PL_OK : pl_link_send(w->link, buf, n, PL_ROOM_SEND_MS);
+        pl_status s =
+            failed ? PL_OK : pl_link_send(next ? w->next : w->link, buf, n, PL_ROOM_SEND_MS);
         free(buf);
         pthread_mutex_lock(&q->mu);
-        if (s && !q->failed) {
+        if (s && next) {
+            /* the next worker is gone: the host notices, takes the chain's layers over and
+             * tells this worker bye; until then its frames go nowhere */
+            q->next_dead = true;
+        } else if (s && !q->failed) {
             q->failed = true;
             snprintf(q->why, sizeof q->why, "%s", pl_last_error());
         }
@@ -97,8 +108,9 @@ static void *sender(void *ud) {
     return NULL;
 }
 
-/* Queue one answer for the sender thread. */
-static pl_status post(worker *w, const pl_wire_msg *m) {
+/* Queue one message for the sender thread: to the next worker of the chain (to_next) or
+ * to the host. */
+static pl_status post_to(worker *w, const pl_wire_msg *m, bool to_next) {
     outq *q = &w->q;
     uint8_t *buf;
     size_t n;
@@ -114,10 +126,15 @@ static pl_status post(worker *w, const pl_wire_msg *m) {
     int t = (q->head + q->count) % OUTQ;
     q->buf[t] = buf;
     q->n[t] = n;
+    q->to_next[t] = to_next;
     q->count++;
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
     return PL_OK;
+}
+
+static pl_status post(worker *w, const pl_wire_msg *m) {
+    return post_to(w, m, false);
 }
 
 /* Send what is queued, then end the sender thread. */
@@ -136,7 +153,16 @@ static void sender_stop(worker *w) {
 static pl_status wait_msg(worker *w, pl_wire_msg *m, int wait_ms, const char *what) {
     for (int waited = 0; !wait_ms || waited < wait_ms; waited += 200) {
         if (stopped(w)) return PL_ERR_ARG; /* not a failure: the caller says bye */
-        pl_status s = pl_room_recv(w->link, m, 200);
+        pl_status s = pl_room_recv(w->link, m, w->prev ? 0 : 200);
+        if (s == PL_ERR && w->prev) { /* frames and rewinds from the previous worker */
+            s = pl_room_recv(w->prev, m, 200);
+            if (!s && (m->type == PL_MSG_HIDDEN || m->type == PL_MSG_REWIND)) return PL_OK;
+            if (s == PL_ERR_IO) { /* gone: the host takes the chain over and says bye */
+                pl_link_close(w->prev);
+                w->prev = NULL;
+            }
+            continue; /* anything else from it is the host's business */
+        }
         if (s == PL_ERR) continue;
         if (s == PL_ERR_IO) return pl_fail(PL_ERR_IO, "the host left the room");
         if (s) return pl_fail(s, "the host sent a bad message: %s", pl_last_error());
@@ -169,6 +195,19 @@ static pl_status take_plan(worker *w, const pl_wire_plan *p) {
                         o->model, n_layer);
     }
     if (!s) s = pl_room_part_id(w->g, w->first, w->last, o->hash_cache, ready.ready.part_id);
+    /* the chain: the next member's address (a worker) gets this worker's output; the
+     * previous one's (a worker) dials this one. Empty addresses: a star through the host. */
+    int at = (int)(me - p->members);
+    const pl_wire_member *next = at + 1 < (int)p->n_members ? &p->members[at + 1] : NULL;
+    bool from_worker = at > 0 && p->members[at - 1].addr[0];
+    if (!s && next && next->addr[0] &&
+        (s = pl_link_dial(next->addr, o->key, PL_ROOM_SEND_MS, NULL, &w->next)))
+        s = pl_fail(s, "cannot reach the next worker of the chain at %s: %s", next->addr,
+                    pl_last_error());
+    if (!s && from_worker && (!w->lis || (s = pl_link_accept(w->lis, PL_ROOM_HELLO_MS, &w->prev))))
+        s = pl_fail(PL_ERR, "the previous worker of the chain did not reach %s within %d ms",
+                    w->lis ? pl_listener_url(w->lis) : "this worker (it listens nowhere)",
+                    PL_ROOM_HELLO_MS);
     if (!s) {
         pl_state_opts so = pl_state_opts_default(w->m);
         so.n_ctx = w->n_ctx;
@@ -187,9 +226,10 @@ static pl_status take_plan(worker *w, const pl_wire_plan *p) {
         return pl_fail(s, "%s", line);
     }
     if (o->verbose)
-        fprintf(stderr, "room: serving layers %d..%d of %u (ctx %d, %s frames) on %s\n", w->first,
-                w->last, p->n_layers, w->n_ctx, p->dtype == PL_WIRE_F16 ? "f16" : "f32",
-                w->be->device);
+        fprintf(stderr, "room: serving layers %d..%d of %u (ctx %d, %s frames) on %s; %s%s\n",
+                w->first, w->last, p->n_layers, w->n_ctx, p->dtype == PL_WIRE_F16 ? "f16" : "f32",
+                w->be->device, w->next ? "results to the next worker at " : "results to the host",
+                w->next ? next->addr : "");
     return pl_room_send(w->link, &ready, PL_ROOM_SEND_MS);
 }
 
@@ -208,6 +248,9 @@ static pl_status prepare(worker *w, pl_wire_hello *h) {
                          .want_first = (uint32_t)o->want_first,
                          .want_last = (uint32_t)o->want_last};
     if ((s = pl_gguf_meta_digest(w->g, h->model_id))) return s;
+    if (o->listen && (s = pl_link_listen(o->listen, o->key, NULL, &w->lis)))
+        return pl_fail(s, "cannot listen on %s for the chain: %s", o->listen, pl_last_error());
+    if (w->lis) snprintf(h->addr, sizeof h->addr, "%.128s", pl_listener_url(w->lis));
     pl_probe_opts po = {.budget_s = o->probe_s};
     pl_probe_result pr;
     if (pl_probe_speed(w->g, w->be, &po, &pr) == PL_OK && pr.layers_per_s < PL_WIRE_MAX_SPEED)
@@ -241,13 +284,14 @@ static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
     if (!s) s = pl_model_layers(w->m, w->s, h->n_cols, h->pos0, w->first, w->last);
     if (!s) s = pl_be_read(x, 0, w->cols, bytes);
     if (s) return s;
-    pl_wire_msg r = {.type = PL_MSG_RESULT, .hidden = *h};
+    /* down the chain as the next worker's frame, or back to the host as the result */
+    pl_wire_msg r = {.type = w->next ? PL_MSG_HIDDEN : PL_MSG_RESULT, .hidden = *h};
     r.hidden.data = w->cols;
     if (h->dtype == PL_WIRE_F16) {
         pl_hidden_to_f16(w->cols, w->out, count);
         r.hidden.data = w->out;
     }
-    return post(w, &r);
+    return post_to(w, &r, w->next != NULL);
 }
 
 static void set_busy(worker *w, bool busy) {
@@ -287,7 +331,7 @@ static pl_status serve(worker *w) {
                 pl_state_rewind(w->s, 0);
                 m.rewind.n_past = 0;
             }
-            s = post(w, &m);
+            s = post_to(w, &m, w->next != NULL); /* down the chain: the last one echoes it */
             break;
         case PL_MSG_PING: {
             pl_wire_msg p = {.type = PL_MSG_PONG};
@@ -346,6 +390,9 @@ pl_status pl_room_join(const pl_room_join_opts *o) {
         s = PL_OK;
     }
     if (w.link) pl_link_close(w.link);
+    pl_link_close(w.prev);
+    pl_link_close(w.next);
+    pl_listener_close(w.lis);
     free(w.cols);
     free(w.out);
     pl_state_free(w.s);

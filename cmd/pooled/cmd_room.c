@@ -43,6 +43,9 @@ static const char *const usage =
     "  --lend MEMORY        memory this device lends, in bytes or with K/M/G/T (told the host;\n"
     "                       default: 90% of what /proc/meminfo says is available)\n"
     "  --layers A-B         run exactly layers [A, B) (every worker or none gives it; tests)\n"
+    "  --listen ADDR:PORT   where the previous worker of the chain dials this one (default\n"
+    "                       0.0.0.0:0: any free port, told the host; none: no chain, every\n"
+    "                       frame goes through the host)\n"
     "  -m, --backend, -t, --kv, --act   as for `pooled run` (--kv and --act as the host's)\n";
 
 static volatile sig_atomic_t stop_flag;
@@ -147,15 +150,21 @@ static bool host_attach(loaded_model *lm, void *ud) {
     /* the stages in layer order: the workers', and the host's own share when the plan gave
      * it one (its --host-layers are its model's own, outside the stages) */
     bool own = hf < hl && in->layer_first == in->layer_last;
-    for (int i = 0; !s && i <= nw; i++) {
+    bool chain = !s && pl_room_chain(w, nw, false);
+    for (int i = 0, k; !s && i <= nw; i += k) {
         if (own && (i == nw || w[i].first >= hl)) {
             own = false;
             s = host_stage(lm, hf, hl, lm->n_stages);
             lm->n_stages++; /* model_unload frees what was made */
         }
         if (s || i == nw) break;
+        /* in a chain, the workers up to the host's layers (or the end) are one stage */
+        for (k = 1; chain && i + k < nw && w[i + k].first == w[i + k - 1].last &&
+                    !(in->layer_first < in->layer_last && w[i + k].first == in->layer_last);
+             k++) {
+        }
         pl_stage **st = &lm->stages[lm->n_stages];
-        s = pl_room_stage_new(&w[i], in->n_layer, in->n_embd, lm->so.n_ctx, h->dtype,
+        s = pl_room_stage_new(&w[i], k, in->n_layer, in->n_embd, lm->so.n_ctx, h->dtype,
                               (int)h->lap_ms, st);
         if (!s) lm->n_stages++;
         /* a lost worker's layers: the host loads them from its own file (room.h) */
@@ -175,8 +184,8 @@ static bool host_attach(loaded_model *lm, void *ud) {
             fprintf(stderr, "room: the host runs layers %d..%d\n", lm->stages[i]->first,
                     lm->stages[i]->last);
         else
-            fprintf(stderr, "room: worker %d runs layers %d..%d\n", ++k, lm->stages[i]->first,
-                    lm->stages[i]->last);
+            fprintf(stderr, "room: %s %d runs layers %d..%d\n", chain ? "chain" : "worker", ++k,
+                    lm->stages[i]->first, lm->stages[i]->last);
     }
     return true;
 }
@@ -287,6 +296,7 @@ static int room_join(int argc, char **argv) {
     const char *addr = NULL, *key = NULL;
     uint64_t lend = 0;
     int want_first = 0, want_last = 0;
+    const char *listen = "0.0.0.0:0";
     bool err = false;
     for (int i = 1; i < argc && !err; i++) {
         const char *v;
@@ -298,6 +308,8 @@ static int room_join(int argc, char **argv) {
             key = v;
         } else if (arg_take(argc, argv, &i, "--lend", NULL, &v, &err)) {
             err = err || !parse_mem(v, &lend);
+        } else if (arg_take(argc, argv, &i, "--listen", NULL, &v, &err)) {
+            listen = v;
         } else if (arg_take(argc, argv, &i, "--layers", NULL, &v, &err)) {
             err = err || !parse_range("--layers", v, &want_first, &want_last);
             if (!err && want_first == want_last) err = die("--layers: an empty range '%s'", v);
@@ -311,10 +323,12 @@ static int room_join(int argc, char **argv) {
     if (!addr) return die("room join: give the host's ADDR:PORT");
     if (!key || !*key) return die("room join: give the room key with --key SECRET");
     if (!ma.path) return die("no model: give one with -m FILE");
-    char url[256], cache[1200];
+    char url[256], cache[1200], listen_url[256];
     to_url(addr, url, sizeof url);
+    to_url(listen, listen_url, sizeof listen_url);
     pl_room_join_opts o = {.url = url,
                            .want_first = want_first,
+                           .listen = strcmp(listen, "none") ? listen_url : NULL,
                            .want_last = want_last,
                            .hash_cache =
                                pl_room_hash_cache(ma.path, cache, sizeof cache) ? cache : NULL,

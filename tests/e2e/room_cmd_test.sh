@@ -46,7 +46,7 @@ room() {
     local pids=() layers=(${JOIN_LAYERS:-})
     for i in $(seq "$n"); do
         timeout 60 "$POOLED" room join "$addr" --key $K -m "$model" --backend cpu -t 1 \
-            ${layers[$((i - 1))]:+--layers ${layers[$((i - 1))]}} 2>"$TMP/w$i.err" &
+            ${layers[$((i - 1))]:+--layers ${layers[$((i - 1))]}} ${JOIN_ARGS:-} 2>"$TMP/w$i.err" &
         pids+=($!)
     done
     wait $host; rc=$?
@@ -69,8 +69,17 @@ done
 JOIN_LAYERS="3-5 0-3" room 2 "$S" -p "$p" -n 40 --temp 0 --wire f32
 check "stories260K, --layers: the text of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
 check "--layers: the host holds only the ends" grep -q "^host .* ends only" "$TMP/host.err"
-check "--layers: worker 1 runs 0..3" grep -q "worker 1 runs layers 0..3" "$TMP/host.err"
-check "--layers: worker 2 runs 3..5" grep -q "worker 2 runs layers 3..5" "$TMP/host.err"
+check "--layers: a worker runs 0..2 (the table's rows are inclusive)" \
+    grep -q "^127.0.0.1:[0-9]*  *cpu  *0-2 " "$TMP/host.err"
+check "--layers: a worker runs 3..4" grep -q "^127.0.0.1:[0-9]*  *cpu  *3-4 " "$TMP/host.err"
+check "--layers: the two workers form one chain" grep -q "chain 1 runs layers 0..5" "$TMP/host.err"
+check "--layers: the first worker hands its output to the next" \
+    grep -q "results to the next worker at tcp://127.0.0.1:" "$TMP/w2.err"
+# a worker that listens nowhere: a star through the host, said so; the same text
+JOIN_LAYERS="0-2 2-5" JOIN_ARGS="--listen none" room 2 "$S" -p "$p" -n 40 --temp 0 --wire f32
+check "a star: the text of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+check "a star is said on stderr" grep -q "listens nowhere.*a star" "$TMP/host.err"
+check "a star: worker 2 runs layers 2..5" grep -q "worker 2 runs layers 2..5" "$TMP/host.err"
 check "the tensor hashes are cached in XDG_CACHE_HOME" ls "$XDG_CACHE_HOME"/pooled/hashes-*
 
 # a room that cannot hold the model: one line naming what is lent and needed, exit 1
@@ -166,7 +175,7 @@ for sig in KILL TERM; do
     timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 --layers 2-5 \
         2>/dev/null &
     w2=$!
-    for i in $(seq 300); do grep -q "worker 2 runs layers" "$TMP/host.err" && break; sleep 0.01; done
+    for i in $(seq 300); do grep -q "chain 1 runs layers" "$TMP/host.err" && break; sleep 0.01; done
     sleep 0.2
     kill -$sig "$(pgrep -P $w2)" # the worker itself, not its timeout
     wait $host; rc=$?

@@ -25,6 +25,7 @@ typedef struct {
     pl_room_join_opts o;
     pl_status s;
     char err[256];
+    char listen[64]; /* where the previous worker of a chain dials it ("": nowhere) */
     pthread_t th;
 } joiner;
 
@@ -49,7 +50,8 @@ static void start_joiner(joiner *j, const char *url, const char *key, const char
                                .plan_ms = 60000,
                                .mute_after = j->o.mute_after,
                                .slow_ms = j->o.slow_ms,
-                               .stop = j->o.stop};
+                               .stop = j->o.stop,
+                               .listen = j->listen[0] ? j->listen : NULL};
     pthread_create(&j->th, NULL, join_main, j);
 }
 
@@ -79,15 +81,16 @@ typedef struct {
     joiner j[4];
     pl_room_worker w[4];
     pl_stage *st[4];
-    int n;
+    int n, n_st;                /* workers, stages (a chain: one) */
     volatile sig_atomic_t stop; /* worker 1 leaves (bye) once this is set */
 } room;
 
-/* n workers on their own copies of rel, gathered, dealt, one remote stage each. Worker 1
- * goes silent after mute_after frames (0: never), takes slow_ms longer over its first
- * frame and leaves when r->stop is set. */
+/* n workers on their own copies of rel, gathered, dealt, one remote stage each (a star) or
+ * one stage over all (chain: each listens for the previous one). Worker 1 goes silent
+ * after mute_after frames (0: never), takes slow_ms longer over its first frame and leaves
+ * when r->stop is set. */
 static bool room_open(room *r, const char *url, const char *rel, int n, int n_layer, int n_embd,
-                      pl_wire_dtype dtype, int mute_after, int slow_ms) {
+                      pl_wire_dtype dtype, int mute_after, int slow_ms, bool chain) {
     memset(r, 0, sizeof *r);
     r->n = n;
     CHECK(pl_link_listen(url, KEY, NULL, &r->L) == PL_OK, "%s", pl_last_error());
@@ -99,6 +102,7 @@ static bool room_open(room *r, const char *url, const char *rel, int n, int n_la
             r->j[i].o =
                 (pl_room_join_opts){.mute_after = mute_after, .slow_ms = slow_ms, .stop = &r->stop};
         r->j[i].o.want_first = i * n_layer / n, r->j[i].o.want_last = (i + 1) * n_layer / n;
+        if (chain) snprintf(r->j[i].listen, sizeof r->j[i].listen, "%s-w%d", url, i);
         start_joiner(&r->j[i], url, KEY, test_shared(rel));
     }
     uint8_t meta[32];
@@ -108,20 +112,22 @@ static bool room_open(room *r, const char *url, const char *rel, int n, int n_la
     int kept = n;
     if (!s) s = plan_deal(r->w, &kept, &d);
     if (!s && kept != n) s = pl_fail(PL_ERR, "%d of %d workers idle", n - kept, n);
-    for (int i = 0; !s && i < n; i++)
-        s = pl_room_stage_new(&r->w[i], n_layer, n_embd, CC_CTX, dtype, 20000, &r->st[i]);
+    if (!s && chain != pl_room_chain(r->w, n, false))
+        s = pl_fail(PL_ERR, "a %s where a %s was due", chain ? "star" : "chain",
+                    chain ? "chain" : "star");
+    for (int i = 0; !s && i < (chain ? 1 : n); i++) {
+        s = pl_room_stage_new(&r->w[i], chain ? n : 1, n_layer, n_embd, CC_CTX, dtype, 20000,
+                              &r->st[i]);
+        if (!s) r->n_st++;
+    }
     CHECK(!s, "%s, %d workers: %s", rel, n, pl_last_error());
     return !s;
 }
 
 /* Free the stages (bye to each worker), join the threads: every worker left cleanly. */
 static void room_close(room *r, bool want_ok) {
-    for (int i = 0; i < r->n; i++) {
-        if (r->st[i])
-            pl_stage_free(r->st[i]);
-        else
-            pl_room_worker_bye(r->w[i].link);
-    }
+    for (int i = 0; i < r->n_st; i++) pl_stage_free(r->st[i]);
+    for (int i = 0; i < r->n; i++) pl_room_worker_bye(r->w[i].link); /* not in a stage */
     for (int i = 0; i < r->n; i++) {
         pthread_join(r->j[i].th, NULL);
         if (want_ok) CHECK(r->j[i].s == PL_OK, "worker %d: %s", i, r->j[i].err);
@@ -150,12 +156,13 @@ static void short_turns(const cc_pair *p) {
     cc_set(p, ids, 12, "after a reset");
 }
 
-static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dtype, bool full) {
+static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dtype, bool full,
+                       bool chain) {
     char url[64], what[160];
     static int count;
     snprintf(url, sizeof url, "inproc://room-%d", count++);
-    snprintf(what, sizeof what, "%s, %d workers, %s frames", rel, n,
-             dtype == PL_WIRE_F16 ? "f16" : "f32");
+    snprintf(what, sizeof what, "%s, %d workers, %s frames, %s", rel, n,
+             dtype == PL_WIRE_F16 ? "f16" : "f32", chain ? "chain" : "star");
     pl_gguf *g = NULL;
     CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
     pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
@@ -163,13 +170,13 @@ static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dty
     room r;
     if (w && host) {
         const pl_model_info *in = pl_model_get_info(w);
-        bool ok = room_open(&r, url, rel, n, in->n_layer, in->n_embd, dtype, 0, 0);
+        bool ok = room_open(&r, url, rel, n, in->n_layer, in->n_embd, dtype, 0, 0, chain);
         pl_state_opts o = cc_opts(w);
         pl_chain_opts co = {.frame_cols = 4, .in_flight = 3};
         pl_session *ws = NULL, *cs = NULL;
         CHECK(pl_session_new(w, &o, &ws) == PL_OK, "%s", pl_last_error());
         if (ok)
-            CHECK(pl_session_new_chain(host, &o, r.st, n, &co, &cs) == PL_OK, "%s: %s", what,
+            CHECK(pl_session_new_chain(host, &o, r.st, r.n_st, &co, &cs) == PL_OK, "%s: %s", what,
                   pl_last_error());
         cc_pair p = {ws, cs, in->n_vocab, what};
         if (ws && cs && dtype == PL_WIRE_F16) {
@@ -401,7 +408,7 @@ static void check_lost_worker(pl_backend *be, int mode) {
     pl_room_deal_opts d = deal_opts(g, PL_WIRE_F32);
     int n = 1;
     if (!s) s = plan_deal(w, &n, &d);
-    if (!s) s = pl_room_stage_new(w, in->n_layer, in->n_embd, CC_CTX, PL_WIRE_F32, 300, &st);
+    if (!s) s = pl_room_stage_new(w, 1, in->n_layer, in->n_embd, CC_CTX, PL_WIRE_F32, 300, &st);
     CHECK(!s, "a room with a fake worker: %s", pl_last_error());
     pl_state_opts o = cc_opts(host);
     pl_session *cs = NULL;
@@ -427,11 +434,14 @@ out:
  * (mode 2) computes its first frame for 4.5 s: slow but alive (its pongs say so), not lost;
  * the host takes its layers over (pl_room_stage_survive) and the answer goes on with the
  * logits bit-identical to the whole model's, and a later turn reuses the rebuilt caches. */
-static void check_survival(pl_backend *be, int mode) {
+static void check_survival(pl_backend *be, int mode, bool chain) {
     const char *rel = "models/stories260K.gguf";
-    const char *url = mode == 2 ? "inproc://survive-slow"
-                      : mode    ? "inproc://survive-bye"
-                                : "inproc://survive-mute";
+    char url[64];
+    snprintf(url, sizeof url, "%s%s",
+             mode == 2 ? "inproc://survive-slow"
+             : mode    ? "inproc://survive-bye"
+                       : "inproc://survive-mute",
+             chain ? "-chain" : "");
     const char *what = mode == 2 ? "a slow worker"
                        : mode    ? "a worker leaving mid-answer"
                                  : "a worker silent mid-answer";
@@ -443,15 +453,15 @@ static void check_survival(pl_backend *be, int mode) {
     const pl_model_info *in = pl_model_get_info(w);
     room r;
     bool ok = room_open(&r, url, rel, 2, in->n_layer, in->n_embd, PL_WIRE_F32, mode ? 0 : 10,
-                        mode == 2 ? 4500 : 0);
+                        mode == 2 ? 4500 : 0, chain);
     pl_state_opts o = cc_opts(w);
-    for (int i = 0; ok && mode != 2 && i < 2; i++) /* a slow worker must not even need it */
+    for (int i = 0; ok && mode != 2 && i < r.n_st; i++) /* a slow worker must not need it */
         CHECK(!pl_room_stage_survive(r.st[i], g, be, &o), "%s", pl_last_error());
     pl_chain_opts co = {.frame_cols = 4, .in_flight = 3};
     pl_session *ws = NULL, *cs = NULL;
     CHECK(pl_session_new(w, &o, &ws) == PL_OK, "%s", pl_last_error());
     if (ok)
-        CHECK(pl_session_new_chain(host, &o, r.st, 2, &co, &cs) == PL_OK, "%s: %s", what,
+        CHECK(pl_session_new_chain(host, &o, r.st, r.n_st, &co, &cs) == PL_OK, "%s: %s", what,
               pl_last_error());
     cc_pair p = {ws, cs, in->n_vocab, what};
     if (ws && cs) {
@@ -487,17 +497,22 @@ static void run_tests(void) {
     CHECK(pl_backend_open("cpu", 1, &be, &note) == PL_OK, "%s", pl_last_error());
     if (!be) return;
     be->act_q8 = 1;
-    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F32, true);
-    check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true);
-    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F16, false);
-    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 2, PL_WIRE_F32, false);
-    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false);
+    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F32, true, false);
+    check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true, false);
+    check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true, true);
+    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F16, false, false);
+    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F16, false, true);
+    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 2, PL_WIRE_F32, false, false);
+    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false, false);
+    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false, true);
     check_refusals();
     check_plan();
     check_lost_worker(be, 0);
     check_lost_worker(be, 1);
-    check_survival(be, 0);
-    check_survival(be, 1);
-    check_survival(be, 2);
+    check_survival(be, 0, false);
+    check_survival(be, 1, false);
+    check_survival(be, 2, false);
+    check_survival(be, 0, true);
+    check_survival(be, 1, true);
     pl_be_destroy(be);
 }
