@@ -24,6 +24,7 @@
 
 static const char *const usage =
     "usage: pooled room host -m FILE [-p PROMPT | --prompt-ids IDS] [options] [run options]\n"
+    "       pooled room bench -m FILE [options] [-p 512] [-n 128] [-r 5] [bench options]\n"
     "       pooled room join ADDR:PORT --key SECRET -m FILE [options]\n"
     "host:\n"
     "  --listen ADDR:PORT   where joiners dial (default 0.0.0.0:7700; port 0: any free one)\n"
@@ -34,6 +35,10 @@ static const char *const usage =
     "  --lap-timeout MS     a worker must answer a frame within this (default 30000)\n"
     "  --lend MEMORY        memory the host lends for layers and the ends, in bytes or with\n"
     "                       K/M/G/T (default: 90% of what /proc/meminfo says is available)\n"
+    "  --bench              measure prefill and decode through the room as `pooled bench`\n"
+    "                       does (its -p, -n, -r, --json): the same as `pooled room bench`\n"
+    "  --emulate-latency-ms N   (host and join; measurements only) hold every frame, result\n"
+    "                       and rewind N ms once received: N ms more per hop, one way\n"
     "  --wait MS            give up when the workers have not joined by then (default 0:\n"
     "                       wait without end)\n"
     "  and every option of `pooled run` (-p, --prompt-ids, -n, --temp, --seed, --ids, ...);\n"
@@ -204,7 +209,7 @@ static bool parse_range(const char *opt, const char *v, int *a, int *b) {
     return true;
 }
 
-static int room_host(int argc, char **argv) {
+static int room_host(int argc, char **argv, bool bench) {
     host_opts h = {
         .listen = "0.0.0.0:7700", .workers = 1, .lap_ms = PL_ROOM_LAP_MS, .dtype = PL_WIRE_F16};
     int host_first = 0, host_last = 0;
@@ -235,6 +240,12 @@ static int room_host(int argc, char **argv) {
             err = err || !parse_range("--host-layers", v, &host_first, &host_last);
         } else if (arg_take(argc, argv, &i, "--lend", NULL, &v, &err)) {
             err = err || !parse_mem(v, &h.lend);
+        } else if (!strcmp(argv[i], "--bench")) {
+            bench = true;
+        } else if (arg_take(argc, argv, &i, "--emulate-latency-ms", NULL, &v, &err)) {
+            int64_t ms = 0;
+            err = err || !arg_int("--emulate-latency-ms", v, 0, PL_ROOM_MAX_LATENCY_MS, &ms);
+            pl_room_emulate_latency((int)ms);
         } else if (arg_take(argc, argv, &i, "--wire", NULL, &v, &err)) {
             if (!err && !strcmp(v, "f16"))
                 h.dtype = PL_WIRE_F16;
@@ -251,12 +262,14 @@ static int room_host(int argc, char **argv) {
     }
     run_opts ro;
     chat_opts co;
+    bench_opts bo;
     int pr = err      ? 1
+             : bench  ? bench_opts_parse(nrest, rest, &bo)
              : prompt ? run_opts_parse(nrest, rest, &ro)
                       : chat_opts_parse(nrest, rest, &co);
     free(rest);
     if (pr) return pr == 2 ? 0 : 1;
-    model_args *ma = prompt ? &ro.ma : &co.ma;
+    model_args *ma = bench ? &bo.ma : prompt ? &ro.ma : &co.ma;
     if (ma->split) return die("room host: --split is for `pooled run`");
     if (!h.key) { /* 128 random bits as 32 hex digits */
         unsigned char raw[16];
@@ -270,6 +283,7 @@ static int room_host(int argc, char **argv) {
     ma->host_first = host_first;
     ma->host_last = host_last;
     catch_stop(true);
+    if (bench) return bench_with(&bo, host_attach, &h);
     return prompt ? run_with(&ro, host_attach, &h) : chat_with(&co, host_attach, &h);
 }
 
@@ -310,6 +324,10 @@ static int room_join(int argc, char **argv) {
             err = err || !parse_mem(v, &lend);
         } else if (arg_take(argc, argv, &i, "--listen", NULL, &v, &err)) {
             listen = v;
+        } else if (arg_take(argc, argv, &i, "--emulate-latency-ms", NULL, &v, &err)) {
+            int64_t ms = 0;
+            err = err || !arg_int("--emulate-latency-ms", v, 0, PL_ROOM_MAX_LATENCY_MS, &ms);
+            pl_room_emulate_latency((int)ms);
         } else if (arg_take(argc, argv, &i, "--layers", NULL, &v, &err)) {
             err = err || !parse_range("--layers", v, &want_first, &want_last);
             if (!err && want_first == want_last) err = die("--layers: an empty range '%s'", v);
@@ -348,11 +366,12 @@ static int room_join(int argc, char **argv) {
 }
 
 int cmd_room(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "host")) return room_host(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "host")) return room_host(argc - 1, argv + 1, false);
+    if (argc >= 2 && !strcmp(argv[1], "bench")) return room_host(argc - 1, argv + 1, true);
     if (argc >= 2 && !strcmp(argv[1], "join")) return room_join(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("%s", usage);
         return 0;
     }
-    return die("room: expected `room host` or `room join` (pooled room --help)");
+    return die("room: expected `room host`, `room bench` or `room join` (pooled room --help)");
 }

@@ -7,7 +7,9 @@
 # before the deal says bye, exits 0 and is dropped. A worker killed (SIGKILL) or leaving
 # (SIGTERM) mid-answer, or killed between chat turns: the host takes its layers over and
 # the output is still pooled run's / pooled chat's. Every process runs under a timeout, so
-# a bug cannot hang the run.
+# a bug cannot hang the run. Also: the plan table, join --layers, a room too small for the
+# model, a worker with other weights refused (identity), the chain of workers and the star
+# where a worker listens nowhere, and room bench with emulated latency.
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
 Q=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
@@ -219,6 +221,25 @@ wait $w2
 check "chat: the host takes the killed worker's layers over" grep -q "the host takes layers" "$TMP/host.err"
 want=$(timeout 60 "$POOLED" chat -m "$C" --backend cpu --temp 0 -n 8 <"$TMP/chat.in" 2>/dev/null)
 check "chat after a worker was killed: the replies of pooled chat" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+
+# room bench: prefill and decode through a room as pooled bench measures them; with 20 ms
+# emulated on each hop (host -> worker -> host: 2 hops a token) decode stays under 25 tok/s
+rm -f "$TMP/host.err"
+timeout 60 "$POOLED" room bench -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K --workers 1 \
+    --wait 30000 -p 16 -n 8 -r 1 --json --emulate-latency-ms 20 >"$TMP/bench.out" \
+    2>"$TMP/host.err" &
+host=$!
+addr=$(host_addr)
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu --layers 0-5 \
+    --emulate-latency-ms 20 2>/dev/null
+wait $host; rc=$?
+check "room bench exits 0 ($(tail -n 1 "$TMP/host.err"))" [ $rc -eq 0 ]
+check "room bench prints prefill and decode" grep -q "^decode  *tg8 " "$TMP/bench.out"
+tg=$(tail -n 1 "$TMP/bench.out" | jq -r '.decode_tok_s // 0')
+check "room bench: 20 ms a hop holds decode under 25 tok/s (got $tg)" \
+    awk -v t="$tg" 'BEGIN { exit !(t > 0 && t < 25) }'
+check_err "bad --emulate-latency-ms" "$POOLED" room join 127.0.0.1:1 --key $K -m "$S" \
+    --emulate-latency-ms -3
 
 check_err "join without a key" "$POOLED" room join 127.0.0.1:1 -m "$S"
 check_err "bad --host-layers" "$POOLED" room host -m "$S" -p x --host-layers 3-1
