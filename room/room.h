@@ -1,14 +1,16 @@
 /* room.h - the room's members over the link (link.h) and the wire (wire.h): the host's side
- * (gathering workers, dealing them layers, a remote stage per worker) and the worker's side
- * (join, load the dealt layers, serve hidden frames).
+ * (gathering workers, the plan, dealing them layers and checking their identity, a remote
+ * stage per chain of workers) and the worker's side (probe, join, load the dealt layers,
+ * link to the next worker, serve hidden frames).
  *
- * This first slice is a star: every worker talks only to the host, and the host's chain
- * (chain.h) hands each frame from one worker's stage to the next, several frames in
- * flight per worker. The flow of one worker (docs/room-protocol.md, "Room flow"):
+ * Consecutive workers form a chain: the host sends a frame to the first, each hands its
+ * output to the next over their own link, the last sends the result back to the host (a
+ * star, every frame through the host, where a worker listens nowhere). The flow of one
+ * worker (docs/room-protocol.md, "Room flow"):
  *
- *     worker: dial, hello  ->  host: plan (the worker's own member has id 0)
- *     worker: loads its layers, pong (ready) or error
- *     host: hidden frames / rewinds ->  worker: results (seq echoed) / the rewind echoed
+ *     worker: probe, dial, hello  ->  host: plan (the worker's own member has id 0) or bye
+ *     worker: loads its layers, links to the next worker, ready (identity) or error
+ *     host: frames / rewinds -> first worker -> ... -> last worker -> host: results / echo
  *     host: bye  ->  worker exits
  *
  * Every wait has a timeout: a worker that does not answer a frame within the lap timeout,

@@ -1,12 +1,14 @@
-/* cmd_room.c - `pooled room host|join`: one model split across machines.
+/* cmd_room.c - `pooled room host|bench|join`: one model split across machines.
  *
  * host: load the embedding and the head (and --host-layers), listen, wait for --workers
- * joiners that prove the room key, deal them the layers in equal shares, answer the prompt
- * through them exactly as `pooled run` would (stdout the same), say bye and exit; without a
- * prompt, chat through them as `pooled chat` does.
- * join: dial the host, load the dealt layers from this machine's copy of the model, serve
- * frames until the host says bye (exit 0), Ctrl-C/kill (bye to the host, exit 0), or a
- * failure (one line, exit 1). Everything about the room goes to stderr. */
+ * joiners that prove the room key, plan (layers by speed within the memory lent, printed),
+ * deal and check each worker's identity, answer the prompt through them exactly as `pooled
+ * run` would (stdout the same), say bye and exit; without a prompt, chat through them as
+ * `pooled chat` does; bench (or host --bench): `pooled bench` through them.
+ * join: probe, dial the host, load the dealt layers from this machine's copy of the model,
+ * link to the next worker, serve frames until the host says bye (exit 0), Ctrl-C/kill (bye
+ * to the host, exit 0), or a failure (one line, exit 1). Everything about the room goes to
+ * stderr. */
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
