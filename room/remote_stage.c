@@ -26,11 +26,12 @@ typedef struct {
     int64_t q_n[RS_MAX_IN_FLIGHT];
     uint64_t q_tag[RS_MAX_IN_FLIGHT];
     int q_head, q_count;
-    int64_t n_pos;  /* positions the worker holds once every frame sent is done */
-    char lost[300]; /* why the worker is gone or out of step ("" while it works): every
-                       later call fails at once with this line */
-    void *wire_buf; /* one frame's columns as they travel */
-    int64_t heard;  /* when the worker last said anything (ms, monotonic) */
+    int64_t n_pos;        /* positions the worker holds once every frame sent is done */
+    char lost[300];       /* why the worker is gone or out of step ("" while it works): every
+                             later call fails at once with this line */
+    void *wire_buf;       /* one frame's columns as they travel */
+    int64_t heard;        /* when the worker last said anything (ms, monotonic) */
+    int64_t heard_others; /* when the chain's other links were last read */
     /* survival (pl_room_stage_survive): where the host loads the layers itself, and the
      * frames sent since the last fresh start, to replay them there */
     const pl_gguf *g;
@@ -159,10 +160,15 @@ static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool drai
         int64_t t = now_ms(), lap_left = start + R->lap_ms - t,
                 quiet_left = R->heard + PL_ROOM_SILENT_MS - t;
         int wait = (int)(lap_left < quiet_left ? lap_left : quiet_left);
-        if (R->n_links > 1) { /* a chain: hear the others every 20 ms */
-            pl_status h = hear_others(R, draining);
-            if (h) return h;
-            if (wait > 20) wait = 20;
+        if (R->n_links > 1) { /* a chain: hear the others every 100 ms (even a recv that
+                                 does not wait takes a timer's tick) */
+            if (t - R->heard_others >= 100) {
+                R->heard_others = t;
+                pl_status h = hear_others(R, draining);
+                if (h) return h;
+            }
+            int64_t next = R->heard_others + 100 - t;
+            if (wait > next) wait = (int)next;
         }
         pl_status s = pl_room_recv(R->out, m, wait > 1 ? wait : 1);
         if (s == PL_ERR && now_ms() - R->heard >= PL_ROOM_SILENT_MS)

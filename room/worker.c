@@ -34,10 +34,11 @@ typedef struct {
 typedef struct {
     const pl_room_join_opts *o;
     outq q;
-    pl_link *link;    /* the host: control (plan, ping, bye, errors, beats) */
-    pl_listener *lis; /* where the previous worker of the chain dials (NULL: none) */
-    pl_link *prev;    /* frames from the previous worker (NULL: from the host) */
-    pl_link *next;    /* results to the next worker (NULL: to the host) */
+    pl_link *link;       /* the host: control (plan, ping, bye, errors, beats) */
+    pl_listener *lis;    /* where the previous worker of the chain dials (NULL: none) */
+    pl_link *prev;       /* frames from the previous worker (NULL: from the host) */
+    pl_link *next;       /* results to the next worker (NULL: to the host) */
+    int64_t host_polled; /* when the host's link was last read (ms, monotonic) */
     pl_gguf *g;
     pl_backend *be;
     pl_model *m;
@@ -47,6 +48,12 @@ typedef struct {
     float *cols;      /* one frame's columns, f32 */
     void *out;        /* one result's payload */
 } worker;
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static bool stopped(const worker *w) {
     return w->o->stop && *w->o->stop;
@@ -153,9 +160,14 @@ static void sender_stop(worker *w) {
 static pl_status wait_msg(worker *w, pl_wire_msg *m, int wait_ms, const char *what) {
     for (int waited = 0; !wait_ms || waited < wait_ms; waited += 200) {
         if (stopped(w)) return PL_ERR_ARG; /* not a failure: the caller says bye */
-        pl_status s = pl_room_recv(w->link, m, w->prev ? 0 : 200);
+        /* in a chain the host says little (ping, bye): it is heard every 100 ms, since
+         * even a recv without waiting takes a timer's tick */
+        int64_t t = now_ms();
+        bool host = !w->prev || t - w->host_polled >= 100;
+        if (host) w->host_polled = t;
+        pl_status s = host ? pl_room_recv(w->link, m, w->prev ? 0 : 200) : PL_ERR;
         if (s == PL_ERR && w->prev) { /* frames and rewinds from the previous worker */
-            s = pl_room_recv(w->prev, m, 200);
+            s = pl_room_recv(w->prev, m, 100);
             if (!s && (m->type == PL_MSG_HIDDEN || m->type == PL_MSG_REWIND)) return PL_OK;
             if (s == PL_ERR_IO) { /* gone: the host takes the chain over and says bye */
                 pl_link_close(w->prev);
