@@ -11,21 +11,27 @@
 #define RS_MAX_IN_FLIGHT 8
 
 typedef struct {
-    pl_link *link;
+    pl_link *link; /* frames and rewinds go to the first worker of the chain ... */
+    pl_link *out;  /* ... and the results and echoes come back from the last one */
+    pl_link *links[PL_ROOM_MAX_WORKERS]; /* every worker of the chain, in layer order: their
+                                            pongs, errors and byes */
+    char whos[PL_ROOM_MAX_WORKERS][96];  /* "the worker at PEER (layers A..B)" */
+    int n_links;
     pl_wire_dtype dtype;
     int lap_ms;
-    char who[160]; /* "the worker at PEER (layers A..B)" */
+    char who[200]; /* the worker, or "the chain of N workers at PEER .. PEER (layers A..B)" */
     uint32_t seq;  /* the next frame's number */
     /* the frames in flight, oldest first: their seq, width and tag */
     uint32_t q_seq[RS_MAX_IN_FLIGHT];
     int64_t q_n[RS_MAX_IN_FLIGHT];
     uint64_t q_tag[RS_MAX_IN_FLIGHT];
     int q_head, q_count;
-    int64_t n_pos;  /* positions the worker holds once every frame sent is done */
-    char lost[300]; /* why the worker is gone or out of step ("" while it works): every
-                       later call fails at once with this line */
-    void *wire_buf; /* one frame's columns as they travel */
-    int64_t heard;  /* when the worker last said anything (ms, monotonic) */
+    int64_t n_pos;        /* positions the worker holds once every frame sent is done */
+    char lost[300];       /* why the worker is gone or out of step ("" while it works): every
+                             later call fails at once with this line */
+    void *wire_buf;       /* one frame's columns as they travel */
+    int64_t heard;        /* when the worker last said anything (ms, monotonic) */
+    int64_t heard_others; /* when the chain's other links were last read */
     /* survival (pl_room_stage_survive): where the host loads the layers itself, and the
      * frames sent since the last fresh start, to replay them there */
     const pl_gguf *g;
@@ -121,8 +127,31 @@ static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int
     return PL_OK;
 }
 
-/* The next message that is not a pong (a worker may answer a late ping); an error message
- * fails unless draining (a rewind drops whatever frames in flight left behind). */
+/* What the workers before the last one of a chain said to the host: their beats count as
+ * the chain alive; an error (unless draining) or a bye or a dropped link ends the wait. */
+static pl_status hear_others(remote *R, bool draining) {
+    for (int i = 0; i + 1 < R->n_links; i++) {
+        pl_wire_msg m;
+        pl_status s;
+        while ((s = pl_room_recv(R->links[i], &m, 0)) == PL_OK) {
+            R->heard = now_ms();
+            if (m.type == PL_MSG_ERROR && !draining)
+                return pl_fail(PL_ERR, "%s failed: %s", R->whos[i], m.error.text);
+            if (m.type == PL_MSG_BYE) break;
+        }
+        if (s == PL_ERR) continue;
+        if (s == PL_OK || s == PL_ERR_IO) {
+            snprintf(R->lost, sizeof R->lost, "%s left the room", R->whos[i]);
+            return pl_fail(PL_ERR_IO, "%s", R->lost);
+        }
+        return pl_fail(s, "%s sent a bad message: %s", R->whos[i], pl_last_error());
+    }
+    return PL_OK;
+}
+
+/* The next message from the last worker that is not a pong (a worker may answer a late
+ * ping); an error message fails unless draining (a rewind drops whatever frames in flight
+ * left behind). */
 static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool draining) {
     int64_t start = now_ms();
     if (R->heard < start) R->heard = start; /* silence counts while the host listens */
@@ -131,7 +160,17 @@ static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool drai
         int64_t t = now_ms(), lap_left = start + R->lap_ms - t,
                 quiet_left = R->heard + PL_ROOM_SILENT_MS - t;
         int wait = (int)(lap_left < quiet_left ? lap_left : quiet_left);
-        pl_status s = pl_room_recv(R->link, m, wait > 1 ? wait : 1);
+        if (R->n_links > 1) { /* a chain: hear the others every 100 ms (even a recv that
+                                 does not wait takes a timer's tick) */
+            if (t - R->heard_others >= 100) {
+                R->heard_others = t;
+                pl_status h = hear_others(R, draining);
+                if (h) return h;
+            }
+            int64_t next = R->heard_others + 100 - t;
+            if (wait > next) wait = (int)next;
+        }
+        pl_status s = pl_room_recv(R->out, m, wait > 1 ? wait : 1);
         if (s == PL_ERR && now_ms() - R->heard >= PL_ROOM_SILENT_MS)
             snprintf(R->lost, sizeof R->lost, "%s said nothing for %d ms", R->who,
                      PL_ROOM_SILENT_MS);
@@ -141,14 +180,14 @@ static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool drai
             snprintf(R->lost, sizeof R->lost, "%s did not answer %s within %d ms: the turn fails",
                      R->who, what, R->lap_ms);
         else if (s == PL_ERR_IO)
-            snprintf(R->lost, sizeof R->lost, "%s left the room", R->who);
+            snprintf(R->lost, sizeof R->lost, "%s left the room", R->whos[R->n_links - 1]);
         if (s == PL_ERR || s == PL_ERR_IO) return pl_fail(PL_ERR_IO, "%s", R->lost);
         if (s) return pl_fail(s, "%s sent a bad message: %s", R->who, pl_last_error());
         R->heard = now_ms();
         if (m->type == PL_MSG_ERROR && !draining)
             return pl_fail(PL_ERR, "%s failed: %s", R->who, m->error.text);
         if (m->type == PL_MSG_BYE) {
-            snprintf(R->lost, sizeof R->lost, "%s left the room", R->who);
+            snprintf(R->lost, sizeof R->lost, "%s left the room", R->whos[R->n_links - 1]);
             return pl_fail(PL_ERR_IO, "%s", R->lost);
         }
         if (m->type != PL_MSG_PONG) return PL_OK;
@@ -161,9 +200,10 @@ static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool drai
 static pl_status take_over(pl_stage *st) {
     remote *R = st->impl;
     int64_t t0 = now_ms(), silent = t0 - R->heard; /* since the host last heard it */
-    fprintf(stderr, "room: %s; the host takes layers %d..%d over\n", R->lost, st->first, st->last);
-    pl_room_worker_bye(R->link);
-    R->link = NULL;
+    fprintf(stderr, "room: %s; the host takes layers %d..%d over%s\n", R->lost, st->first, st->last,
+            R->n_links > 1 ? " (the whole chain's)" : "");
+    for (int i = 0; i < R->n_links; i++) pl_room_worker_bye(R->links[i]), R->links[i] = NULL;
+    R->link = R->out = NULL, R->n_links = 0;
     pl_model_opts mo = {
         .prefault = true, .layer_first = st->first, .layer_last = st->last, .ends = PL_ENDS_NONE};
     pl_state_opts so = R->so;
@@ -288,7 +328,7 @@ static pl_status remote_rewind(pl_stage *st, int64_t n_past) {
 static void remote_free(pl_stage *st) {
     remote *R = st->impl;
     if (R) {
-        pl_room_worker_bye(R->link);
+        for (int i = 0; i < R->n_links; i++) pl_room_worker_bye(R->links[i]);
         pl_stage_free(R->own);
         pl_model_free(R->own_m);
         free(R->hist);
@@ -313,9 +353,14 @@ void pl_room_worker_bye(pl_link *l) {
     pl_link_close(l);
 }
 
-pl_status pl_room_stage_new(pl_room_worker *w, int n_layer, int n_embd, int n_ctx,
+pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, int n_ctx,
                             pl_wire_dtype dtype, int lap_ms, pl_stage **out) {
     *out = NULL;
+    if (k < 1 || k > PL_ROOM_MAX_WORKERS)
+        return pl_fail(PL_ERR_ARG, "a chain of %d workers (1..%d)", k, PL_ROOM_MAX_WORKERS);
+    for (int i = 1; i < k; i++)
+        if (w[i].first != w[i - 1].last)
+            return pl_fail(PL_ERR_ARG, "a chain of workers with a gap at layer %d", w[i - 1].last);
     pl_stage *st = calloc(1, sizeof *st);
     remote *R = calloc(1, sizeof *R);
     /* one frame on the wire, then one frame of f32 columns */
@@ -324,20 +369,33 @@ pl_status pl_room_stage_new(pl_room_worker *w, int n_layer, int n_embd, int n_ct
         free(st), free(R), free(buf);
         return pl_fail(PL_ERR_NOMEM, "out of memory for a remote stage");
     }
-    *R = (remote){
-        .link = w->link, .dtype = dtype, .lap_ms = lap_ms, .wire_buf = buf, .heard = now_ms()};
-    snprintf(R->who, sizeof R->who, "the worker at %s (layers %d..%d)", pl_link_peer(w->link),
-             w->first, w->last);
+    *R = (remote){.link = w[0].link,
+                  .out = w[k - 1].link,
+                  .n_links = k,
+                  .dtype = dtype,
+                  .lap_ms = lap_ms,
+                  .wire_buf = buf,
+                  .heard = now_ms()};
+    for (int i = 0; i < k; i++) {
+        R->links[i] = w[i].link;
+        snprintf(R->whos[i], sizeof R->whos[i], "the worker at %.48s (layers %d..%d)",
+                 pl_link_peer(w[i].link), w[i].first, w[i].last);
+        w[i].link = NULL; /* the stage has it now */
+    }
+    if (k == 1)
+        snprintf(R->who, sizeof R->who, "%s", R->whos[0]);
+    else
+        snprintf(R->who, sizeof R->who, "the chain of %d workers at %.48s .. %.48s (layers %d..%d)",
+                 k, pl_link_peer(R->link), pl_link_peer(R->out), w[0].first, w[k - 1].last);
     *st = (pl_stage){.m = &remote_methods,
-                     .first = w->first,
-                     .last = w->last,
+                     .first = w[0].first,
+                     .last = w[k - 1].last,
                      .n_layer = n_layer,
                      .n_embd = n_embd,
                      .n_ctx = n_ctx,
                      .max_cols = PL_WIRE_MAX_COLS,
                      .max_in_flight = RS_MAX_IN_FLIGHT,
                      .impl = R};
-    w->link = NULL; /* the stage has it now */
     *out = st;
     return PL_OK;
 }

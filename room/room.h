@@ -1,14 +1,16 @@
 /* room.h - the room's members over the link (link.h) and the wire (wire.h): the host's side
- * (gathering workers, dealing them layers, a remote stage per worker) and the worker's side
- * (join, load the dealt layers, serve hidden frames).
+ * (gathering workers, the plan, dealing them layers and checking their identity, a remote
+ * stage per chain of workers) and the worker's side (probe, join, load the dealt layers,
+ * link to the next worker, serve hidden frames).
  *
- * This first slice is a star: every worker talks only to the host, and the host's chain
- * (chain.h) hands each frame from one worker's stage to the next, several frames in
- * flight per worker. The flow of one worker (docs/room-protocol.md, "Room flow"):
+ * Consecutive workers form a chain: the host sends a frame to the first, each hands its
+ * output to the next over their own link, the last sends the result back to the host (a
+ * star, every frame through the host, where a worker listens nowhere). The flow of one
+ * worker (docs/room-protocol.md, "Room flow"):
  *
- *     worker: dial, hello  ->  host: plan (the worker's own member has id 0)
- *     worker: loads its layers, pong (ready) or error
- *     host: hidden frames / rewinds ->  worker: results (seq echoed) / the rewind echoed
+ *     worker: probe, dial, hello  ->  host: plan (the worker's own member has id 0) or bye
+ *     worker: loads its layers, links to the next worker, ready (identity) or error
+ *     host: frames / rewinds -> first worker -> ... -> last worker -> host: results / echo
  *     host: bye  ->  worker exits
  *
  * Every wait has a timeout: a worker that does not answer a frame within the lap timeout,
@@ -39,37 +41,83 @@
 typedef struct {
     pl_link *link;
     pl_wire_hello hello;
-    int first, last; /* the layers dealt */
+    int first, last; /* the layers dealt (first == last: none, idle) */
 } pl_room_worker;
 
 /* Accept joiners on L until n of them proved the key and said a valid hello, waiting up to
  * wait_ms in all (0: without end) and stopping early when *stop becomes non-zero. A joiner
- * with a bad hello is told why (an error message) and dropped; refusals are counted by the
+ * with a bad hello, or whose model file's metadata digest differs from meta (NULL: not
+ * checked), is told why (an error message) and dropped; refusals are counted by the
  * listener, and each is one line on stderr when verbose; waiting goes on. */
 pl_status pl_room_gather(pl_listener *L, int n, int wait_ms, volatile sig_atomic_t *stop,
-                         bool verbose, pl_room_worker *w);
+                         bool verbose, const uint8_t *meta, pl_room_worker *w);
 
-/* Deal the layers of an n_layer model to w[0..n) in equal shares, in layer order, around
- * the host's own [host_first, host_last) (empty: none), send each its plan (contexts of
- * n_ctx, frames of dtype), and wait up to load_ms for every worker to load (a pong) or
- * refuse (its error line). */
-pl_status pl_room_deal(pl_room_worker *w, int n, int n_layer, int host_first, int host_last,
-                       int n_ctx, pl_wire_dtype dtype, int load_ms);
+/* What the host knows for the plan and the deal. */
+typedef struct {
+    const pl_gguf *g;        /* the host's model file (sizes, the identity check) */
+    int n_ctx;               /* the session's context: every cache holds it */
+    uint32_t kv_type;        /* the cache's type (PL_TYPE_F16 or F32; 0: f16), for sizes */
+    pl_wire_dtype dtype;     /* hidden frames */
+    int load_ms;             /* a worker loading its layers (0: PL_ROOM_LOAD_MS) */
+    const char *hash_cache;  /* the host's tensor hash cache file (NULL: none) */
+    uint64_t host_lend;      /* memory the host lends (for the plan) */
+    double host_speed;       /* its probe speed (0: as slow as can be) */
+    const char *host_device; /* for the table */
+    const char *host_backend;
+    int host_first, host_last; /* --host-layers: exactly these (first == last: the plan
+                                  deals the host's share) */
+    bool verbose;              /* the plan table on stderr */
+    bool star;                 /* no chain even where every worker listens (tests) */
+} pl_room_deal_opts;
 
-/* A stage that runs w's layers over its link: frames go out as hidden messages (dtype),
- * results come back in order, at most 8 in flight, each within lap_ms. It takes the link
- * (freeing the stage says bye and closes it). n_embd, n_layer, n_ctx: the host model's. */
-pl_status pl_room_stage_new(pl_room_worker *w, int n_layer, int n_embd, int n_ctx,
+/* Whether w[0..n) can form a chain: every one listens somewhere (its hello's address). Where
+ * one does not, the room is a star (every frame through the host), said on stderr when
+ * verbose. */
+bool pl_room_chain(const pl_room_worker *w, int n, bool verbose);
+
+/* The plan (pl_plan_make over the host and w[0..*n)): each worker's range into w[i].first,
+ * .last, the host's into *host_first, *host_last. The plan table goes to stderr when
+ * verbose. Workers the plan leaves idle are told bye and removed from w (*n shrinks).
+ * Fails with one line for a room that cannot hold the model or ranges that do not fit. */
+pl_status pl_room_plan(pl_room_worker *w, int *n, const pl_room_deal_opts *o, int *host_first,
+                       int *host_last);
+
+/* Send each worker its plan (w[i].first/last; the host's own [host_first, host_last) among
+ * the members), wait up to load_ms for each to load its layers and report their identity
+ * (a ready message), and check it against the host's own file for that range: a worker
+ * with another file is told so (an error) and the deal fails with one line naming the
+ * worker and its layers; so does a worker's own refusal (its line). */
+pl_status pl_room_deal(pl_room_worker *w, int n, const pl_room_deal_opts *o, int host_first,
+                       int host_last);
+
+/* The identity of layers [first, last) of g (pl_gguf_part_identity), hashing through the
+ * cache file cache (NULL: none). */
+pl_status pl_room_part_id(const pl_gguf *g, int first, int last, const char *cache,
+                          uint8_t out[32]);
+
+/* The cache file of g's tensor hashes for the model file path: $XDG_CACHE_HOME/pooled (or
+ * ~/.cache/pooled) /hashes-<digest of the path, size and mtime>, the folder made if need
+ * be. false (and no cache: hash every time) where there is no such folder. */
+bool pl_room_hash_cache(const char *path, char *out, size_t cap);
+
+/* A stage that runs the layers of w[0..k) (consecutive: w[i].last == w[i + 1].first) over
+ * their links: frames go out to w[0] as hidden messages (dtype); with k > 1 the workers
+ * form a chain (their plan named each other's addresses: each hands its output to the
+ * next) and the results come back from w[k - 1], in order, at most 8 frames in flight, each
+ * within lap_ms; the others' pongs, errors and byes are heard too. It takes the links
+ * (freeing the stage says bye to each and closes it). n_embd, n_layer, n_ctx: the host
+ * model's. */
+pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, int n_ctx,
                             pl_wire_dtype dtype, int lap_ms, pl_stage **out);
 
-/* Survival: let stage st (from pl_room_stage_new) take its worker's layers over when the
- * worker is lost (silent for PL_ROOM_SILENT_MS, past its lap, gone, or leaving with bye):
- * it says so on stderr (one line naming the worker and the layers), loads those layers
- * from g on be itself, rebuilds their caches by replaying every frame the worker was sent
- * since the last fresh start (kept on the host: n_ctx * n_embd floats), and goes on as a
- * local stage with the same results (frames rounded to the wire's dtype as before). so:
- * the host's state options (context, cache type). g and be must outlive the stage. Call it
- * before the stage's first frame. */
+/* Survival: let stage st (from pl_room_stage_new) take its workers' layers over when a
+ * worker is lost (in a chain, the whole chain's layers: the others are told bye) (silent for
+ * PL_ROOM_SILENT_MS, past its lap, gone, or leaving with bye): it says so on stderr (one line
+ * naming the worker and the layers), loads those layers from g on be itself, rebuilds their caches
+ * by replaying every frame the worker was sent since the last fresh start (kept on the host: n_ctx
+ * * n_embd floats), and goes on as a local stage with the same results (frames rounded to the
+ * wire's dtype as before). so: the host's state options (context, cache type). g and be must
+ * outlive the stage. Call it before the stage's first frame. */
 pl_status pl_room_stage_survive(pl_stage *st, const pl_gguf *g, pl_backend *be,
                                 const pl_state_opts *so);
 
@@ -87,6 +135,12 @@ typedef struct {
     uint32_t kv_type;            /* PL_TYPE_F16 (0: f16) or PL_TYPE_F32, as the host's */
     int act_q8;                  /* as the host's --act */
     uint64_t lend;               /* bytes of memory lent (hello), 0: not said */
+    int want_first, want_last;   /* --layers: exactly [first, last) (0, 0: as the plan says) */
+    const char *hash_cache;      /* the tensor hash cache file (NULL: none) */
+    double probe_s;              /* the speed probe's budget (0: probe.h's default) */
+    const char *listen;          /* where the previous worker of a chain dials this one
+                                    (tcp://ADDR:PORT, port 0: any; inproc://NAME); NULL:
+                                    nowhere, the host relays (a star) */
     int dial_ms;                 /* 0: 10 s */
     int plan_ms;                 /* how long to wait for the plan (0: without end) */
     volatile sig_atomic_t *stop; /* non-zero: say bye and return (may be NULL) */
@@ -96,9 +150,12 @@ typedef struct {
     int slow_ms;                 /* tests: take this much longer over the first frame */
 } pl_room_join_opts;
 
-/* Join the room, serve frames until the host says bye (PL_OK) or *stop (PL_OK, after
- * telling the host bye). Fails with one line: wrong key, another version, no host, a plan
- * this model cannot serve, the host gone. */
+/* Join the room: open the model's header and the backend, measure the speed (probe.h), say
+ * hello (memory lent, speed, metadata digest, --layers), load the dealt layers, report their
+ * identity (ready), serve frames until the host says bye (PL_OK) or *stop (PL_OK, after
+ * telling the host bye). A host that needs no layers of this device says bye instead of a
+ * plan (PL_OK, a line when verbose). Fails with one line: wrong key, another version, no
+ * host, a plan this model cannot serve, another model file than the host's, the host gone. */
 pl_status pl_room_join(const pl_room_join_opts *o);
 
 #endif

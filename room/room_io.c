@@ -3,6 +3,13 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static int latency_ms; /* --emulate-latency-ms */
+
+void pl_room_emulate_latency(int ms) {
+    latency_ms = ms < 0 ? 0 : ms > PL_ROOM_MAX_LATENCY_MS ? PL_ROOM_MAX_LATENCY_MS : ms;
+}
 
 pl_status pl_room_send(pl_link *l, const pl_wire_msg *m, int ms) {
     uint8_t *buf;
@@ -18,8 +25,12 @@ pl_status pl_room_recv(pl_link *l, pl_wire_msg *m, int ms) {
     const uint8_t *buf;
     size_t n;
     pl_status s = pl_link_recv(l, &buf, &n, ms);
-    if (s) return s;
-    return pl_wire_decode(buf, n, m);
+    if (!s) s = pl_wire_decode(buf, n, m);
+    if (!s && latency_ms &&
+        (m->type == PL_MSG_HIDDEN || m->type == PL_MSG_RESULT || m->type == PL_MSG_REWIND))
+        nanosleep(&(struct timespec){latency_ms / 1000, (long)(latency_ms % 1000) * 1000000L},
+                  NULL);
+    return s;
 }
 
 void pl_room_error_text(const char *text, char out[PL_WIRE_MAX_TEXT + 1]) {

@@ -118,8 +118,13 @@ static pl_status check_hello(const pl_wire_hello *h) {
                        PL_WIRE_MAX_SPEED);
     if (!h->has_model && !all_zero(h->model_id, 32))
         return pl_fail(PL_ERR_FORMAT, "room hello: a model identity without a model");
+    if ((h->want_first || h->want_last) &&
+        (h->want_first >= h->want_last || h->want_last > PL_WIRE_MAX_LAYERS))
+        return pl_fail(PL_ERR_FORMAT, "room hello: wanted layers [%u, %u) (empty or past %d)",
+                       h->want_first, h->want_last, PL_WIRE_MAX_LAYERS);
     if (check_name("backend name", h->backend, PL_WIRE_MAX_NAME, false) ||
-        check_name("device name", h->device, PL_WIRE_MAX_NAME, true))
+        check_name("device name", h->device, PL_WIRE_MAX_NAME, true) ||
+        check_name("address", h->addr, PL_WIRE_MAX_ADDR, true))
         return PL_ERR_FORMAT;
     return PL_OK;
 }
@@ -239,6 +244,11 @@ static pl_status check_msg(const pl_wire_msg *m) {
         if (m->error.code < 1 || m->error.code > PL_WERR_MAX)
             return pl_fail(PL_ERR_FORMAT, "room error: unknown code %u", m->error.code);
         return check_name("error text", m->error.text, PL_WIRE_MAX_TEXT, false);
+    case PL_MSG_READY:
+        if (m->ready.first >= m->ready.last || m->ready.last > PL_WIRE_MAX_LAYERS)
+            return pl_fail(PL_ERR_FORMAT, "room ready: layers [%u, %u) (non-empty, at most %d)",
+                           m->ready.first, m->ready.last, PL_WIRE_MAX_LAYERS);
+        return PL_OK;
     default: return pl_fail(PL_ERR_FORMAT, "room message: unknown type %u", m->type);
     }
 }
@@ -252,7 +262,8 @@ pl_status pl_wire_check(const pl_wire_msg *m) {
 static size_t body_size(const pl_wire_msg *m) {
     switch (m->type) {
     case PL_MSG_HELLO:
-        return 4 + 8 + 4 + 1 + 32 + 2 + strlen(m->hello.backend) + strlen(m->hello.device);
+        return 4 + 8 + 4 + 1 + 32 + 8 + 3 + strlen(m->hello.backend) + strlen(m->hello.device) +
+               strlen(m->hello.addr);
     case PL_MSG_PLAN: {
         size_t n = 4 + 4 + 1 + 1 + 2 + 32 + 4 + (size_t)m->plan.n_tensors * 32;
         for (uint32_t i = 0; i < m->plan.n_members; i++) n += 13 + strlen(m->plan.members[i].addr);
@@ -267,6 +278,7 @@ static size_t body_size(const pl_wire_msg *m) {
     case PL_MSG_PONG: return 16;
     case PL_MSG_BYE: return 1;
     case PL_MSG_ERROR: return 3 + strlen(m->error.text);
+    case PL_MSG_READY: return 8 + 32;
     default: return 0;
     }
 }
@@ -291,8 +303,11 @@ pl_status pl_wire_encode(const pl_wire_msg *m, uint8_t **out, size_t *n) {
         memcpy(&speed, &h->speed, 4);
         put_u32(&w, h->caps), put_u64(&w, h->mem_lent), put_u32(&w, speed);
         put_u8(&w, h->has_model), put_bytes(&w, h->model_id, 32);
+        put_u32(&w, h->want_first), put_u32(&w, h->want_last);
         put_u8(&w, (uint8_t)strlen(h->backend)), put_u8(&w, (uint8_t)strlen(h->device));
+        put_u8(&w, (uint8_t)strlen(h->addr));
         put_bytes(&w, h->backend, strlen(h->backend)), put_bytes(&w, h->device, strlen(h->device));
+        put_bytes(&w, h->addr, strlen(h->addr));
         break;
     }
     case PL_MSG_PLAN: {
@@ -329,6 +344,10 @@ pl_status pl_wire_encode(const pl_wire_msg *m, uint8_t **out, size_t *n) {
         put_u16(&w, m->error.code), put_u8(&w, (uint8_t)strlen(m->error.text));
         put_bytes(&w, m->error.text, strlen(m->error.text));
         break;
+    case PL_MSG_READY:
+        put_u32(&w, m->ready.first), put_u32(&w, m->ready.last);
+        put_bytes(&w, m->ready.part_id, 32);
+        break;
     }
     *out = w.p, *n = w.n;
     return PL_OK;
@@ -348,7 +367,7 @@ void pl_wire_version_line(unsigned peer, unsigned self, char *buf, size_t cap) {
 const char *pl_wire_type_name(unsigned type) {
     static const char *names[] = {"?",      "hello",  "plan",   "weight request", "weight piece",
                                   "hidden", "result", "rewind", "ping",           "pong",
-                                  "bye",    "error"};
+                                  "bye",    "error",  "ready"};
     return type <= PL_MSG_MAX_TYPE ? names[type] : "?";
 }
 
@@ -389,14 +408,20 @@ pl_status pl_wire_decode(const uint8_t *buf, size_t n, pl_wire_msg *m) {
         if (has > 1) return pl_fail(PL_ERR_FORMAT, "room hello: has_model is %u (0 or 1)", has);
         h->has_model = has;
         get_bytes(&r, h->model_id, 32);
-        size_t nb = get_u8(&r), nd = get_u8(&r);
+        h->want_first = get_u32(&r), h->want_last = get_u32(&r);
+        size_t nb = get_u8(&r), nd = get_u8(&r), na = get_u8(&r);
         if (nb > PL_WIRE_MAX_NAME || nd > PL_WIRE_MAX_NAME)
             return pl_fail(PL_ERR_FORMAT, "room hello: a name longer than %d bytes",
                            PL_WIRE_MAX_NAME);
+        if (na > PL_WIRE_MAX_ADDR)
+            return pl_fail(PL_ERR_FORMAT, "room hello: an address longer than %d bytes",
+                           PL_WIRE_MAX_ADDR);
         get_str(&r, h->backend, nb, PL_WIRE_MAX_NAME);
         get_str(&r, h->device, nd, PL_WIRE_MAX_NAME);
-        if (!r.short_read && (memchr(h->backend, 0, nb) || memchr(h->device, 0, nd)))
-            return pl_fail(PL_ERR_FORMAT, "room hello: NUL byte in a name");
+        get_str(&r, h->addr, na, PL_WIRE_MAX_ADDR);
+        if (!r.short_read &&
+            (memchr(h->backend, 0, nb) || memchr(h->device, 0, nd) || memchr(h->addr, 0, na)))
+            return pl_fail(PL_ERR_FORMAT, "room hello: NUL byte in a name or the address");
         break;
     }
     case PL_MSG_PLAN: {
@@ -461,6 +486,10 @@ pl_status pl_wire_decode(const uint8_t *buf, size_t n, pl_wire_msg *m) {
             return pl_fail(PL_ERR_FORMAT, "room error: NUL byte in the text");
         break;
     }
+    case PL_MSG_READY:
+        m->ready.first = get_u32(&r), m->ready.last = get_u32(&r);
+        get_bytes(&r, m->ready.part_id, 32);
+        break;
     default: return pl_fail(PL_ERR_FORMAT, "room message: unknown type %u", m->type);
     }
     if (r.short_read)

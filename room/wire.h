@@ -19,7 +19,7 @@
 
 #include "base/status.h"
 
-#define PL_WIRE_VERSION 1
+#define PL_WIRE_VERSION 2
 
 /* Caps (see docs/room-protocol.md, "Limits"). */
 #define PL_WIRE_HEADER_BYTES 4
@@ -51,8 +51,9 @@ typedef enum {
     PL_MSG_PONG = 9,
     PL_MSG_BYE = 10,   /* clean leave */
     PL_MSG_ERROR = 11, /* code + one line */
+    PL_MSG_READY = 12, /* a worker loaded its layers: their identity (version 2) */
 } pl_msg_type;
-#define PL_MSG_MAX_TYPE 11
+#define PL_MSG_MAX_TYPE 12
 
 /* hello capability bits; unknown bits are kept and ignored (newer peers may add some). */
 #define PL_CAP_F16_WIRE     (1u << 0) /* understands f16 hidden frames */
@@ -75,9 +76,12 @@ typedef struct {
     uint64_t mem_lent;                  /* bytes this device lends */
     float speed;                        /* measured probe speed, tokens/s, finite, >= 0 */
     bool has_model;                     /* it has the model file ... */
-    uint8_t model_id[32];               /* ... with this identity (all zero without one) */
+    uint8_t model_id[32];               /* ... whose metadata digest (pl_gguf_meta_digest)
+                                           is this (all zero without one) */
+    uint32_t want_first, want_last;     /* join --layers: exactly [first, last) (0, 0: any) */
     char backend[PL_WIRE_MAX_NAME + 1]; /* "cpu", "webgpu" */
     char device[PL_WIRE_MAX_NAME + 1];  /* adapter or CPU name */
+    char addr[PL_WIRE_MAX_ADDR + 1];    /* where it listens for its predecessor ("": none) */
 } pl_wire_hello;
 
 typedef struct {
@@ -148,6 +152,11 @@ typedef struct {
 } pl_wire_error;
 
 typedef struct {
+    uint32_t first, last; /* the layers loaded, non-empty */
+    uint8_t part_id[32];  /* pl_gguf_part_identity of them in the worker's file */
+} pl_wire_ready;
+
+typedef struct {
     uint8_t type; /* pl_msg_type */
     union {
         pl_wire_hello hello;
@@ -159,6 +168,7 @@ typedef struct {
         pl_wire_ping ping; /* PL_MSG_PING and PL_MSG_PONG */
         uint8_t bye;       /* pl_bye_reason */
         pl_wire_error error;
+        pl_wire_ready ready;
     };
 } pl_wire_msg;
 

@@ -9,7 +9,9 @@
 
 #include "room.h"
 #include "room_io.h"
+#include "format/gguf_hash.h"
 #include "runtime/backend_open.h"
+#include "runtime/probe.h"
 
 /* Answers go out on their own thread, in order, so the worker keeps reading frames while
  * the host is busy sending: neither side can wait on the other with both TCP buffers full.
@@ -21,6 +23,8 @@ typedef struct {
     pthread_t th;
     uint8_t *buf[OUTQ];
     size_t n[OUTQ];
+    bool to_next[OUTQ]; /* for the next worker of the chain, not the host */
+    bool next_dead;     /* the next worker is gone: what was for it is dropped */
     int head, count;
     bool closing, failed, running, muted;
     bool busy; /* a frame is being computed: the sender beats (pongs) */
@@ -30,15 +34,26 @@ typedef struct {
 typedef struct {
     const pl_room_join_opts *o;
     outq q;
-    pl_link *link;
+    pl_link *link;       /* the host: control (plan, ping, bye, errors, beats) */
+    pl_listener *lis;    /* where the previous worker of the chain dials (NULL: none) */
+    pl_link *prev;       /* frames from the previous worker (NULL: from the host) */
+    pl_link *next;       /* results to the next worker (NULL: to the host) */
+    int64_t host_polled; /* when the host's link was last read (ms, monotonic) */
     pl_gguf *g;
     pl_backend *be;
     pl_model *m;
     pl_state *s;
     int first, last, n_ctx;
-    float *cols; /* one frame's columns, f32 */
-    void *out;   /* one result's payload */
+    const char *note; /* the backend's remark */
+    float *cols;      /* one frame's columns, f32 */
+    void *out;        /* one result's payload */
 } worker;
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static bool stopped(const worker *w) {
     return w->o->stop && *w->o->stop;
@@ -77,12 +92,18 @@ static void *sender(void *ud) {
         if (!q->count) break;
         uint8_t *buf = q->buf[q->head];
         size_t n = q->n[q->head];
-        bool failed = q->failed || q->muted;
+        bool next = q->to_next[q->head];
+        bool failed = q->failed || q->muted || (next && q->next_dead);
         pthread_mutex_unlock(&q->mu);
-        pl_status s = failed ? PL_OK : pl_link_send(w->link, buf, n, PL_ROOM_SEND_MS);
+        pl_status s =
+            failed ? PL_OK : pl_link_send(next ? w->next : w->link, buf, n, PL_ROOM_SEND_MS);
         free(buf);
         pthread_mutex_lock(&q->mu);
-        if (s && !q->failed) {
+        if (s && next) {
+            /* the next worker is gone: the host notices, takes the chain's layers over and
+             * tells this worker bye; until then its frames go nowhere */
+            q->next_dead = true;
+        } else if (s && !q->failed) {
             q->failed = true;
             snprintf(q->why, sizeof q->why, "%s", pl_last_error());
         }
@@ -94,8 +115,9 @@ static void *sender(void *ud) {
     return NULL;
 }
 
-/* Queue one answer for the sender thread. */
-static pl_status post(worker *w, const pl_wire_msg *m) {
+/* Queue one message for the sender thread: to the next worker of the chain (to_next) or
+ * to the host. */
+static pl_status post_to(worker *w, const pl_wire_msg *m, bool to_next) {
     outq *q = &w->q;
     uint8_t *buf;
     size_t n;
@@ -111,10 +133,15 @@ static pl_status post(worker *w, const pl_wire_msg *m) {
     int t = (q->head + q->count) % OUTQ;
     q->buf[t] = buf;
     q->n[t] = n;
+    q->to_next[t] = to_next;
     q->count++;
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
     return PL_OK;
+}
+
+static pl_status post(worker *w, const pl_wire_msg *m) {
+    return post_to(w, m, false);
 }
 
 /* Send what is queued, then end the sender thread. */
@@ -133,7 +160,21 @@ static void sender_stop(worker *w) {
 static pl_status wait_msg(worker *w, pl_wire_msg *m, int wait_ms, const char *what) {
     for (int waited = 0; !wait_ms || waited < wait_ms; waited += 200) {
         if (stopped(w)) return PL_ERR_ARG; /* not a failure: the caller says bye */
-        pl_status s = pl_room_recv(w->link, m, 200);
+        /* in a chain the host says little (ping, bye): it is heard every 100 ms, since
+         * even a recv without waiting takes a timer's tick */
+        int64_t t = now_ms();
+        bool host = !w->prev || t - w->host_polled >= 100;
+        if (host) w->host_polled = t;
+        pl_status s = host ? pl_room_recv(w->link, m, w->prev ? 0 : 200) : PL_ERR;
+        if (s == PL_ERR && w->prev) { /* frames and rewinds from the previous worker */
+            s = pl_room_recv(w->prev, m, 100);
+            if (!s && (m->type == PL_MSG_HIDDEN || m->type == PL_MSG_REWIND)) return PL_OK;
+            if (s == PL_ERR_IO) { /* gone: the host takes the chain over and says bye */
+                pl_link_close(w->prev);
+                w->prev = NULL;
+            }
+            continue; /* anything else from it is the host's business */
+        }
         if (s == PL_ERR) continue;
         if (s == PL_ERR_IO) return pl_fail(PL_ERR_IO, "the host left the room");
         if (s) return pl_fail(s, "the host sent a bad message: %s", pl_last_error());
@@ -144,30 +185,41 @@ static pl_status wait_msg(worker *w, pl_wire_msg *m, int wait_ms, const char *wh
     return pl_fail(PL_ERR, "no %s from the host within %d ms", what, wait_ms);
 }
 
-/* Load layers [first, last) as the plan says; on failure the host is told why. */
+/* Load layers [first, last) as the plan says and report their identity (ready); on failure
+ * the host is told why. */
 static pl_status take_plan(worker *w, const pl_wire_plan *p) {
     const pl_room_join_opts *o = w->o;
     const pl_wire_member *me = NULL;
     for (uint32_t i = 0; i < p->n_members; i++)
         if (p->members[i].id == 0) me = &p->members[i];
     pl_status s = PL_OK;
+    pl_wire_msg ready = {.type = PL_MSG_READY};
     if (!me) s = pl_fail(PL_ERR_FORMAT, "the plan deals this worker no layers");
-    const char *note = NULL;
     if (!s) {
         w->first = (int)me->first, w->last = (int)me->last, w->n_ctx = (int)p->n_ctx;
-        s = pl_backend_open(o->backend ? o->backend : "auto", o->threads, &w->be, &note);
-    }
-    if (!s) {
-        w->be->act_q8 = o->act_q8;
+        ready.ready.first = me->first, ready.ready.last = me->last;
         pl_model_opts mo = {
             .prefault = true, .layer_first = w->first, .layer_last = w->last, .ends = PL_ENDS_NONE};
         int n_layer;
-        s = pl_gguf_open(o->model, &w->g);
-        if (!s) s = pl_model_load(w->g, w->be, &mo, &w->m);
+        s = pl_model_load(w->g, w->be, &mo, &w->m);
         if (!s && (n_layer = pl_model_get_info(w->m)->n_layer) != (int)p->n_layers)
             s = pl_fail(PL_ERR_FORMAT, "the room's model has %u layers, %s has %d", p->n_layers,
                         o->model, n_layer);
     }
+    if (!s) s = pl_room_part_id(w->g, w->first, w->last, o->hash_cache, ready.ready.part_id);
+    /* the chain: the next member's address (a worker) gets this worker's output; the
+     * previous one's (a worker) dials this one. Empty addresses: a star through the host. */
+    int at = (int)(me - p->members);
+    const pl_wire_member *next = at + 1 < (int)p->n_members ? &p->members[at + 1] : NULL;
+    bool from_worker = at > 0 && p->members[at - 1].addr[0];
+    if (!s && next && next->addr[0] &&
+        (s = pl_link_dial(next->addr, o->key, PL_ROOM_SEND_MS, NULL, &w->next)))
+        s = pl_fail(s, "cannot reach the next worker of the chain at %s: %s", next->addr,
+                    pl_last_error());
+    if (!s && from_worker && (!w->lis || (s = pl_link_accept(w->lis, PL_ROOM_HELLO_MS, &w->prev))))
+        s = pl_fail(PL_ERR, "the previous worker of the chain did not reach %s within %d ms",
+                    w->lis ? pl_listener_url(w->lis) : "this worker (it listens nowhere)",
+                    PL_ROOM_HELLO_MS);
     if (!s) {
         pl_state_opts so = pl_state_opts_default(w->m);
         so.n_ctx = w->n_ctx;
@@ -185,14 +237,43 @@ static pl_status take_plan(worker *w, const pl_wire_plan *p) {
         pl_room_send_error(w->link, PL_WERR_MODEL, line);
         return pl_fail(s, "%s", line);
     }
-    if (o->verbose) {
-        if (note) fprintf(stderr, "%s\n", note);
-        fprintf(stderr, "room: serving layers %d..%d of %u (ctx %d, %s frames) on %s\n", w->first,
-                w->last, p->n_layers, w->n_ctx, p->dtype == PL_WIRE_F16 ? "f16" : "f32",
-                w->be->device);
-    }
-    pl_wire_msg ready = {.type = PL_MSG_PONG};
+    if (o->verbose)
+        fprintf(stderr, "room: serving layers %d..%d of %u (ctx %d, %s frames) on %s; %s%s\n",
+                w->first, w->last, p->n_layers, w->n_ctx, p->dtype == PL_WIRE_F16 ? "f16" : "f32",
+                w->be->device, w->next ? "results to the next worker at " : "results to the host",
+                w->next ? next->addr : "");
     return pl_room_send(w->link, &ready, PL_ROOM_SEND_MS);
+}
+
+/* Before joining: the model's header and metadata digest, the backend, the speed probe. */
+static pl_status prepare(worker *w, pl_wire_hello *h) {
+    const pl_room_join_opts *o = w->o;
+    const char *note = NULL;
+    pl_status s = pl_gguf_open(o->model, &w->g);
+    if (!s) s = pl_backend_open(o->backend ? o->backend : "auto", o->threads, &w->be, &note);
+    if (s) return s;
+    w->be->act_q8 = o->act_q8;
+    w->note = note;
+    *h = (pl_wire_hello){.caps = PL_CAP_F16_WIRE,
+                         .mem_lent = o->lend,
+                         .has_model = true,
+                         .want_first = (uint32_t)o->want_first,
+                         .want_last = (uint32_t)o->want_last};
+    if ((s = pl_gguf_meta_digest(w->g, h->model_id))) return s;
+    if (o->listen && (s = pl_link_listen(o->listen, o->key, NULL, &w->lis)))
+        return pl_fail(s, "cannot listen on %s for the chain: %s", o->listen, pl_last_error());
+    if (w->lis) snprintf(h->addr, sizeof h->addr, "%.128s", pl_listener_url(w->lis));
+    pl_probe_opts po = {.budget_s = o->probe_s};
+    pl_probe_result pr;
+    if (pl_probe_speed(w->g, w->be, &po, &pr) == PL_OK && pr.layers_per_s < PL_WIRE_MAX_SPEED)
+        h->speed = (float)pr.layers_per_s;
+    else
+        pl_clear_error(); /* no speed: the plan counts this device as the slowest */
+    snprintf(h->backend, sizeof h->backend, "%s", w->be->name ? w->be->name : "?");
+    snprintf(h->device, sizeof h->device, "%.64s", w->be->device);
+    for (char *c = h->device; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
+    return PL_OK;
 }
 
 /* Run the layers over one frame and send its result back. */
@@ -215,13 +296,14 @@ static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
     if (!s) s = pl_model_layers(w->m, w->s, h->n_cols, h->pos0, w->first, w->last);
     if (!s) s = pl_be_read(x, 0, w->cols, bytes);
     if (s) return s;
-    pl_wire_msg r = {.type = PL_MSG_RESULT, .hidden = *h};
+    /* down the chain as the next worker's frame, or back to the host as the result */
+    pl_wire_msg r = {.type = w->next ? PL_MSG_HIDDEN : PL_MSG_RESULT, .hidden = *h};
     r.hidden.data = w->cols;
     if (h->dtype == PL_WIRE_F16) {
         pl_hidden_to_f16(w->cols, w->out, count);
         r.hidden.data = w->out;
     }
-    return post(w, &r);
+    return post_to(w, &r, w->next != NULL);
 }
 
 static void set_busy(worker *w, bool busy) {
@@ -261,7 +343,7 @@ static pl_status serve(worker *w) {
                 pl_state_rewind(w->s, 0);
                 m.rewind.n_past = 0;
             }
-            s = post(w, &m);
+            s = post_to(w, &m, w->next != NULL); /* down the chain: the last one echoes it */
             break;
         case PL_MSG_PING: {
             pl_wire_msg p = {.type = PL_MSG_PONG};
@@ -286,19 +368,24 @@ static pl_status serve(worker *w) {
 
 pl_status pl_room_join(const pl_room_join_opts *o) {
     worker w = {.o = o};
-    pl_status s = pl_link_dial(o->url, o->key, o->dial_ms ? o->dial_ms : 10000, NULL, &w.link);
-    if (s) return s;
     pl_wire_msg m = {.type = PL_MSG_HELLO};
-    /* TODO(plan branch): the speed probe (probe.h) and the model identity (gguf_hash.h) */
-    m.hello = (pl_wire_hello){.caps = PL_CAP_F16_WIRE, .mem_lent = o->lend, .has_model = true};
-    snprintf(m.hello.backend, sizeof m.hello.backend, "%s", o->backend ? o->backend : "auto");
-    s = pl_room_send(w.link, &m, PL_ROOM_SEND_MS);
+    pl_status s = prepare(&w, &m.hello);
+    if (!s) s = pl_link_dial(o->url, o->key, o->dial_ms ? o->dial_ms : 10000, NULL, &w.link);
+    if (!s && o->verbose) { /* in the room: what this device brings */
+        if (w.note) fprintf(stderr, "%s\n", w.note);
+        fprintf(stderr, "room: this device: %s, lends %.0f MiB, speed %.1f layers/s\n",
+                m.hello.device, (double)o->lend / (1 << 20), m.hello.speed);
+    }
+    if (!s) s = pl_room_send(w.link, &m, PL_ROOM_SEND_MS);
     if (!s) s = wait_msg(&w, &m, o->plan_ms, "plan");
-    if (!s && m.type != PL_MSG_PLAN)
+    bool idle = !s && m.type == PL_MSG_BYE;
+    if (idle && o->verbose)
+        fprintf(stderr, "room: the plan needs no layers of this device: it stays idle\n");
+    if (!s && !idle && m.type != PL_MSG_PLAN)
         s = pl_fail(PL_ERR_FORMAT, "the host sent a %s where the plan was due",
                     pl_wire_type_name(m.type));
-    if (!s) s = take_plan(&w, &m.plan);
-    if (!s) {
+    if (!s && !idle) s = take_plan(&w, &m.plan);
+    if (!s && !idle) {
         pthread_mutex_init(&w.q.mu, NULL);
         pthread_cond_init(&w.q.cv, NULL);
         if (pthread_create(&w.q.th, NULL, sender, &w))
@@ -314,7 +401,10 @@ pl_status pl_room_join(const pl_room_join_opts *o) {
         pl_room_send(w.link, &bye, 1000);
         s = PL_OK;
     }
-    pl_link_close(w.link);
+    if (w.link) pl_link_close(w.link);
+    pl_link_close(w.prev);
+    pl_link_close(w.next);
+    pl_listener_close(w.lis);
     free(w.cols);
     free(w.out);
     pl_state_free(w.s);

@@ -97,9 +97,13 @@ int cmd_bench(int argc, char **argv) {
     bench_opts bo;
     int pr = bench_opts_parse(argc, argv, &bo);
     if (pr) return pr == 2 ? 0 : 1;
-    model_args ma = bo.ma;
-    int64_t n_prompt = bo.n_prompt, n_gen = bo.n_gen, reps = bo.reps;
-    bool json = bo.json;
+    return bench_with(&bo, NULL, NULL);
+}
+
+int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud), void *ud) {
+    model_args ma = bo->ma;
+    int64_t n_prompt = bo->n_prompt, n_gen = bo->n_gen, reps = bo->reps;
+    bool json = bo->json;
     loaded_model lm;
     if (!model_load(&ma, false, &lm)) return 1;
     int64_t need = n_prompt > n_gen ? n_prompt : n_gen;
@@ -114,6 +118,10 @@ int cmd_bench(int argc, char **argv) {
     if (ma.spec != MODEL_SPEC_OFF && lm.so.n_batch < PL_SPEC_MAX + 1)
         lm.so.n_batch = lm.so.n_ctx < PL_SPEC_MAX + 1 ? lm.so.n_ctx : PL_SPEC_MAX + 1;
     if (lm.so.n_snap > lm.so.n_batch) lm.so.n_snap = lm.so.n_logits = lm.so.n_batch;
+    if (attach && !attach(&lm, ud)) { /* a room's host: its workers' stages */
+        model_unload(&lm);
+        return 1;
+    }
     const pl_model_info *info = pl_model_get_info(lm.m);
     int rc = 1;
     pl_session *ses = NULL;
@@ -125,7 +133,7 @@ int cmd_bench(int argc, char **argv) {
     pl_sampler_params gp = pl_sampler_defaults();
     gp.temp = 0;
     pl_status s = ids && tp && td ? PL_OK : pl_fail(PL_ERR_NOMEM, "out of memory");
-    if (!s) s = pl_session_new(lm.m, &lm.so, &ses);
+    if (!s) s = model_session(&lm, &ses);
     if (!s) s = pl_sampler_new(&gp, info->n_vocab, &greedy);
     if (!s) s = model_drafter(&ma, &lm, ses, &dr);
     /* fixed pseudo-random prompt ids: every run measures the same work */

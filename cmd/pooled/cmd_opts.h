@@ -40,5 +40,8 @@ typedef struct {
     bool json;
 } bench_opts;
 int bench_opts_parse(int argc, char **argv, bench_opts *o);
+/* Bench as `pooled bench` does with the options parsed; attach as for run_with (called
+ * once the context is sized for the test). */
+int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud), void *ud);
 
 #endif

@@ -1,12 +1,14 @@
-/* cmd_room.c - `pooled room host|join`: one model split across machines.
+/* cmd_room.c - `pooled room host|bench|join`: one model split across machines.
  *
  * host: load the embedding and the head (and --host-layers), listen, wait for --workers
- * joiners that prove the room key, deal them the layers in equal shares, answer the prompt
- * through them exactly as `pooled run` would (stdout the same), say bye and exit; without a
- * prompt, chat through them as `pooled chat` does.
- * join: dial the host, load the dealt layers from this machine's copy of the model, serve
- * frames until the host says bye (exit 0), Ctrl-C/kill (bye to the host, exit 0), or a
- * failure (one line, exit 1). Everything about the room goes to stderr. */
+ * joiners that prove the room key, plan (layers by speed within the memory lent, printed),
+ * deal and check each worker's identity, answer the prompt through them exactly as `pooled
+ * run` would (stdout the same), say bye and exit; without a prompt, chat through them as
+ * `pooled chat` does; bench (or host --bench): `pooled bench` through them.
+ * join: probe, dial the host, load the dealt layers from this machine's copy of the model,
+ * link to the next worker, serve frames until the host says bye (exit 0), Ctrl-C/kill (bye
+ * to the host, exit 0), or a failure (one line, exit 1). Everything about the room goes to
+ * stderr. */
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -18,9 +20,13 @@
 #include "commands.h"
 #include "model_args.h"
 #include "../../room/room.h"
+#include "../../room/room_io.h"
+#include "format/gguf_hash.h"
+#include "runtime/probe.h"
 
 static const char *const usage =
     "usage: pooled room host -m FILE [-p PROMPT | --prompt-ids IDS] [options] [run options]\n"
+    "       pooled room bench -m FILE [options] [-p 512] [-n 128] [-r 5] [bench options]\n"
     "       pooled room join ADDR:PORT --key SECRET -m FILE [options]\n"
     "host:\n"
     "  --listen ADDR:PORT   where joiners dial (default 0.0.0.0:7700; port 0: any free one)\n"
@@ -29,13 +35,24 @@ static const char *const usage =
     "  --host-layers A-B    layers [A, B) the host runs itself (default none)\n"
     "  --wire f16|f32       hidden state on the wire (default f16; f32 is bit-exact)\n"
     "  --lap-timeout MS     a worker must answer a frame within this (default 30000)\n"
+    "  --lend MEMORY        memory the host lends for layers and the ends, in bytes or with\n"
+    "                       K/M/G/T (default: 90% of what /proc/meminfo says is available)\n"
+    "  --bench              measure prefill and decode through the room as `pooled bench`\n"
+    "                       does (its -p, -n, -r, --json): the same as `pooled room bench`\n"
+    "  --emulate-latency-ms N   (host and join; measurements only) hold every frame, result\n"
+    "                       and rewind N ms once received: N ms more per hop, one way\n"
     "  --wait MS            give up when the workers have not joined by then (default 0:\n"
     "                       wait without end)\n"
     "  and every option of `pooled run` (-p, --prompt-ids, -n, --temp, --seed, --ids, ...);\n"
     "  without a prompt, an interactive chat as `pooled chat` (and its options)\n"
     "join:\n"
     "  --key SECRET         the room key the host printed\n"
-    "  --lend MEMORY        memory this device lends, in bytes or with K/M/G (told the host)\n"
+    "  --lend MEMORY        memory this device lends, in bytes or with K/M/G/T (told the host;\n"
+    "                       default: 90% of what /proc/meminfo says is available)\n"
+    "  --layers A-B         run exactly layers [A, B) (every worker or none gives it; tests)\n"
+    "  --listen ADDR:PORT   where the previous worker of the chain dials this one (default\n"
+    "                       0.0.0.0:0: any free port, told the host; none: no chain, every\n"
+    "                       frame goes through the host)\n"
     "  -m, --backend, -t, --kv, --act   as for `pooled run` (--kv and --act as the host's)\n";
 
 static volatile sig_atomic_t stop_flag;
@@ -61,11 +78,35 @@ static void to_url(const char *addr, char *url, size_t cap) {
 }
 
 typedef struct {
-    const char *listen, *key;
+    const char *listen, *key, *model;
     int64_t workers, lap_ms, wait_ms;
+    uint64_t lend; /* --lend (0: what the machine can spare) */
     pl_wire_dtype dtype;
     char key_buf[33];
 } host_opts;
+
+/* What this machine can spare when --lend is not given: 90% of the memory Linux reports
+ * available now (MemAvailable in /proc/meminfo: free memory plus what the page cache can
+ * give back), the rest left to the system. 0 where it cannot be read. */
+static uint64_t spare_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024 / 10 * 9;
+}
+
+/* The host's own share of the plan (no --host-layers): a local stage over its own partial
+ * model, in layer order among the workers' stages. */
+static pl_status host_stage(loaded_model *lm, int first, int last, int at) {
+    pl_model_opts mo = {
+        .prefault = true, .layer_first = first, .layer_last = last, .ends = PL_ENDS_NONE};
+    pl_status s = pl_model_load(lm->g, lm->be, &mo, &lm->parts[at]);
+    if (!s) s = pl_stage_local_new(lm->parts[at], &lm->so, first, last, &lm->stages[at]);
+    return s;
+}
 
 static bool host_attach(loaded_model *lm, void *ud) {
     host_opts *h = ud;
@@ -89,30 +130,74 @@ static bool host_attach(loaded_model *lm, void *ud) {
             strncmp(bound, "tcp://", 6) ? bound : bound + 6, h->key);
     pl_room_worker w[PL_ROOM_MAX_WORKERS];
     memset(w, 0, sizeof w);
-    pl_status s = pl_room_gather(L, n, (int)h->wait_ms, &stop_flag, true, w);
+    uint8_t meta[32];
+    pl_status s = pl_gguf_meta_digest(lm->g, meta);
+    if (!s) s = pl_room_gather(L, n, (int)h->wait_ms, &stop_flag, true, meta, w);
     pl_listener_close(L);
     catch_stop(false); /* from here a signal ends the host; workers see it leave */
-    if (!s)
-        s = pl_room_deal(w, n, in->n_layer, in->layer_first, in->layer_last, lm->so.n_ctx, h->dtype,
-                         PL_ROOM_LOAD_MS);
-    for (int i = 0; !s && i < n; i++) {
-        s = pl_room_stage_new(&w[i], in->n_layer, in->n_embd, lm->so.n_ctx, h->dtype,
-                              (int)h->lap_ms, &lm->stages[i]);
-        if (!s) lm->n_stages = i + 1;
+    char cache[1200];
+    pl_probe_result pr = {0};
+    if (!s && pl_probe_speed(lm->g, lm->be, NULL, &pr)) pl_clear_error(); /* the slowest */
+    pl_room_deal_opts d = {.g = lm->g,
+                           .n_ctx = lm->so.n_ctx,
+                           .kv_type = lm->so.kv_type,
+                           .dtype = h->dtype,
+                           .hash_cache =
+                               pl_room_hash_cache(h->model, cache, sizeof cache) ? cache : NULL,
+                           .host_lend = h->lend ? h->lend : spare_memory(),
+                           .host_speed = pr.layers_per_s,
+                           .host_backend = lm->be->name,
+                           .host_device = lm->be->device,
+                           .host_first = in->layer_first,
+                           .host_last = in->layer_last,
+                           .verbose = true};
+    int hf = 0, hl = 0, nw = n;
+    if (!s) s = pl_room_plan(w, &nw, &d, &hf, &hl);
+    if (!s) s = pl_room_deal(w, nw, &d, hf, hl);
+    /* the stages in layer order: the workers', and the host's own share when the plan gave
+     * it one (its --host-layers are its model's own, outside the stages) */
+    bool own = hf < hl && in->layer_first == in->layer_last;
+    bool chain = !s && pl_room_chain(w, nw, false);
+    for (int i = 0, k; !s && i <= nw; i += k) {
+        if (own && (i == nw || w[i].first >= hl)) {
+            own = false;
+            s = host_stage(lm, hf, hl, lm->n_stages);
+            lm->n_stages++; /* model_unload frees what was made */
+        }
+        if (s || i == nw) break;
+        /* in a chain, the workers up to the host's layers (or the end) are one stage */
+        for (k = 1; chain && i + k < nw && w[i + k].first == w[i + k - 1].last &&
+                    !(in->layer_first < in->layer_last && w[i + k].first == in->layer_last);
+             k++) {
+        }
+        pl_stage **st = &lm->stages[lm->n_stages];
+        s = pl_room_stage_new(&w[i], k, in->n_layer, in->n_embd, lm->so.n_ctx, h->dtype,
+                              (int)h->lap_ms, st);
+        if (!s) lm->n_stages++;
         /* a lost worker's layers: the host loads them from its own file (room.h) */
-        if (!s) s = pl_room_stage_survive(lm->stages[i], lm->g, lm->be, &lm->so);
+        if (!s) s = pl_room_stage_survive(*st, lm->g, lm->be, &lm->so);
     }
     if (s) {
         char line[512];
         snprintf(line, sizeof line, "%s", pl_last_error());
-        for (int i = 0; i < n; i++) pl_room_worker_bye(w[i].link);
+        for (int i = 0; i < nw; i++) { /* those still waiting hear why */
+            if (w[i].link) pl_room_send_error(w[i].link, PL_WERR_INTERNAL, line);
+            pl_room_worker_bye(w[i].link);
+        }
         return die("room host: %s", line), false;
     }
-    for (int i = 0; i < n; i++)
-        fprintf(stderr, "room: worker %d runs layers %d..%d\n", i + 1, lm->stages[i]->first,
-                lm->stages[i]->last);
+    for (int i = 0, k = 0; i < lm->n_stages; i++) {
+        if (!strcmp(lm->stages[i]->m->kind, "local"))
+            fprintf(stderr, "room: the host runs layers %d..%d\n", lm->stages[i]->first,
+                    lm->stages[i]->last);
+        else
+            fprintf(stderr, "room: %s %d runs layers %d..%d\n", chain ? "chain" : "worker", ++k,
+                    lm->stages[i]->first, lm->stages[i]->last);
+    }
     return true;
 }
+
+static bool parse_mem(const char *v, uint64_t *out);
 
 /* "A-B" with 0 <= A <= B. */
 static bool parse_range(const char *opt, const char *v, int *a, int *b) {
@@ -126,7 +211,7 @@ static bool parse_range(const char *opt, const char *v, int *a, int *b) {
     return true;
 }
 
-static int room_host(int argc, char **argv) {
+static int room_host(int argc, char **argv, bool bench) {
     host_opts h = {
         .listen = "0.0.0.0:7700", .workers = 1, .lap_ms = PL_ROOM_LAP_MS, .dtype = PL_WIRE_F16};
     int host_first = 0, host_last = 0;
@@ -155,6 +240,14 @@ static int room_host(int argc, char **argv) {
             err = err || !arg_int("--wait", v, 0, PL_LINK_MAX_TIMEOUT_MS, &h.wait_ms);
         } else if (arg_take(argc, argv, &i, "--host-layers", NULL, &v, &err)) {
             err = err || !parse_range("--host-layers", v, &host_first, &host_last);
+        } else if (arg_take(argc, argv, &i, "--lend", NULL, &v, &err)) {
+            err = err || !parse_mem(v, &h.lend);
+        } else if (!strcmp(argv[i], "--bench")) {
+            bench = true;
+        } else if (arg_take(argc, argv, &i, "--emulate-latency-ms", NULL, &v, &err)) {
+            int64_t ms = 0;
+            err = err || !arg_int("--emulate-latency-ms", v, 0, PL_ROOM_MAX_LATENCY_MS, &ms);
+            pl_room_emulate_latency((int)ms);
         } else if (arg_take(argc, argv, &i, "--wire", NULL, &v, &err)) {
             if (!err && !strcmp(v, "f16"))
                 h.dtype = PL_WIRE_F16;
@@ -171,12 +264,14 @@ static int room_host(int argc, char **argv) {
     }
     run_opts ro;
     chat_opts co;
+    bench_opts bo;
     int pr = err      ? 1
+             : bench  ? bench_opts_parse(nrest, rest, &bo)
              : prompt ? run_opts_parse(nrest, rest, &ro)
                       : chat_opts_parse(nrest, rest, &co);
     free(rest);
     if (pr) return pr == 2 ? 0 : 1;
-    model_args *ma = prompt ? &ro.ma : &co.ma;
+    model_args *ma = bench ? &bo.ma : prompt ? &ro.ma : &co.ma;
     if (ma->split) return die("room host: --split is for `pooled run`");
     if (!h.key) { /* 128 random bits as 32 hex digits */
         unsigned char raw[16];
@@ -185,10 +280,12 @@ static int room_host(int argc, char **argv) {
         sodium_bin2hex(h.key_buf, sizeof h.key_buf, raw, sizeof raw);
         h.key = h.key_buf;
     }
+    h.model = ma->path;
     ma->room_host = true;
     ma->host_first = host_first;
     ma->host_last = host_last;
     catch_stop(true);
+    if (bench) return bench_with(&bo, host_attach, &h);
     return prompt ? run_with(&ro, host_attach, &h) : chat_with(&co, host_attach, &h);
 }
 
@@ -214,6 +311,8 @@ static int room_join(int argc, char **argv) {
     model_args ma = model_args_defaults();
     const char *addr = NULL, *key = NULL;
     uint64_t lend = 0;
+    int want_first = 0, want_last = 0;
+    const char *listen = "0.0.0.0:0";
     bool err = false;
     for (int i = 1; i < argc && !err; i++) {
         const char *v;
@@ -225,6 +324,15 @@ static int room_join(int argc, char **argv) {
             key = v;
         } else if (arg_take(argc, argv, &i, "--lend", NULL, &v, &err)) {
             err = err || !parse_mem(v, &lend);
+        } else if (arg_take(argc, argv, &i, "--listen", NULL, &v, &err)) {
+            listen = v;
+        } else if (arg_take(argc, argv, &i, "--emulate-latency-ms", NULL, &v, &err)) {
+            int64_t ms = 0;
+            err = err || !arg_int("--emulate-latency-ms", v, 0, PL_ROOM_MAX_LATENCY_MS, &ms);
+            pl_room_emulate_latency((int)ms);
+        } else if (arg_take(argc, argv, &i, "--layers", NULL, &v, &err)) {
+            err = err || !parse_range("--layers", v, &want_first, &want_last);
+            if (!err && want_first == want_last) err = die("--layers: an empty range '%s'", v);
         } else if (argv[i][0] != '-' && !addr) {
             addr = argv[i];
         } else if (!err) {
@@ -235,16 +343,22 @@ static int room_join(int argc, char **argv) {
     if (!addr) return die("room join: give the host's ADDR:PORT");
     if (!key || !*key) return die("room join: give the room key with --key SECRET");
     if (!ma.path) return die("no model: give one with -m FILE");
-    char url[256];
+    char url[256], cache[1200], listen_url[256];
     to_url(addr, url, sizeof url);
+    to_url(listen, listen_url, sizeof listen_url);
     pl_room_join_opts o = {.url = url,
+                           .want_first = want_first,
+                           .listen = strcmp(listen, "none") ? listen_url : NULL,
+                           .want_last = want_last,
+                           .hash_cache =
+                               pl_room_hash_cache(ma.path, cache, sizeof cache) ? cache : NULL,
                            .key = key,
                            .model = ma.path,
                            .backend = ma.backend,
                            .threads = (int)ma.threads,
                            .kv_type = ma.kv,
                            .act_q8 = ma.act_q8,
-                           .lend = lend,
+                           .lend = lend ? lend : spare_memory(),
                            .stop = &stop_flag,
                            .verbose = true};
     catch_stop(true);
@@ -254,11 +368,12 @@ static int room_join(int argc, char **argv) {
 }
 
 int cmd_room(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "host")) return room_host(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "host")) return room_host(argc - 1, argv + 1, false);
+    if (argc >= 2 && !strcmp(argv[1], "bench")) return room_host(argc - 1, argv + 1, true);
     if (argc >= 2 && !strcmp(argv[1], "join")) return room_join(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("%s", usage);
         return 0;
     }
-    return die("room: expected `room host` or `room join` (pooled room --help)");
+    return die("room: expected `room host`, `room bench` or `room join` (pooled room --help)");
 }

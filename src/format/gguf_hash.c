@@ -261,6 +261,21 @@ pl_status pl_gguf_meta_digest(const pl_gguf *g, uint8_t out[32]) {
     return PL_OK;
 }
 
+/* One tensor's entry of an identity: name, type, shape, bytes and the hash of its data. */
+static void put_tensor(pl_sha256 *s, const pl_gguf_tensor *t, const uint8_t sha[32]) {
+    put_str(s, t->name);
+    put_u64(s, t->type);
+    put_u64(s, t->n_dims);
+    for (int d = 0; d < PL_GGUF_MAX_DIMS; d++) put_u64(s, (uint64_t)t->ne[d]);
+    put_u64(s, t->nbytes);
+    pl_sha256_update(s, sha, 32);
+}
+
+static pl_status no_hash(const pl_gguf_tensor *t, int64_t i) {
+    return pl_fail(PL_ERR_ARG, "identity: tensor %lld (%.*s) has no hash", (long long)i,
+                   (int)(t->name.len < 64 ? t->name.len : 64), t->name.ptr);
+}
+
 pl_status pl_gguf_identity(const pl_gguf *g, const pl_tensor_hash *h, uint8_t out[32]) {
     uint8_t meta[32];
     pl_status st = pl_gguf_meta_digest(g, meta);
@@ -273,15 +288,30 @@ pl_status pl_gguf_identity(const pl_gguf *g, const pl_tensor_hash *h, uint8_t ou
     put_u64(&s, (uint64_t)n);
     for (int64_t i = 0; i < n; i++) {
         const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
-        if (!h[i].done)
-            return pl_fail(PL_ERR_ARG, "identity: tensor %lld (%.*s) has no hash", (long long)i,
-                           (int)(t->name.len < 64 ? t->name.len : 64), t->name.ptr);
-        put_str(&s, t->name);
-        put_u64(&s, t->type);
-        put_u64(&s, t->n_dims);
-        for (int d = 0; d < PL_GGUF_MAX_DIMS; d++) put_u64(&s, (uint64_t)t->ne[d]);
-        put_u64(&s, t->nbytes);
-        pl_sha256_update(&s, h[i].sha, 32);
+        if (!h[i].done) return no_hash(t, i);
+        put_tensor(&s, t, h[i].sha);
+    }
+    pl_sha256_final(&s, out);
+    return PL_OK;
+}
+
+pl_status pl_gguf_part_identity(const pl_gguf *g, const pl_gguf_sel *sel, const pl_tensor_hash *h,
+                                uint8_t out[32]) {
+    uint8_t meta[32];
+    pl_status st = pl_gguf_meta_digest(g, meta);
+    if (st) return st;
+    pl_sha256 s;
+    pl_sha256_init(&s);
+    pl_sha256_update(&s, "pooled-part-identity-1", 22);
+    pl_sha256_update(&s, meta, 32);
+    put_u64(&s, (uint64_t)sel->first);
+    put_u64(&s, (uint64_t)sel->last);
+    put_u64(&s, (uint64_t)sel->embed << 1 | (uint64_t)sel->head);
+    for (int64_t i = 0; i < pl_gguf_tensor_count(g); i++) {
+        if (!pl_gguf_selected(g, sel, i)) continue;
+        const pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        if (!h[i].done) return no_hash(t, i);
+        put_tensor(&s, t, h[i].sha);
     }
     pl_sha256_final(&s, out);
     return PL_OK;

@@ -75,4 +75,11 @@ pl_status pl_gguf_meta_digest(const pl_gguf *g, uint8_t out[32]);
  * of a part may come from the host for the tensors not held here). */
 pl_status pl_gguf_identity(const pl_gguf *g, const pl_tensor_hash *hashes, uint8_t out[32]);
 
+/* The identity of a part (a room worker's layer range): the metadata digest, the range and
+ * the name, type, shape, bytes and hash of every tensor the part holds, in file order (its
+ * hashes from pl_gguf_hash_tensors with the same sel). Two files give the same part identity
+ * exactly when the part's tensors and the math metadata are the same. */
+pl_status pl_gguf_part_identity(const pl_gguf *g, const pl_gguf_sel *sel, const pl_tensor_hash *h,
+                                uint8_t out[32]);
+
 #endif

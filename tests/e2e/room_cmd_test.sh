@@ -7,11 +7,14 @@
 # before the deal says bye, exits 0 and is dropped. A worker killed (SIGKILL) or leaving
 # (SIGTERM) mid-answer, or killed between chat turns: the host takes its layers over and
 # the output is still pooled run's / pooled chat's. Every process runs under a timeout, so
-# a bug cannot hang the run.
+# a bug cannot hang the run. Also: the plan table, join --layers, a room too small for the
+# model, a worker with other weights refused (identity), the chain of workers and the star
+# where a worker listens nowhere, and room bench with emulated latency.
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
 Q=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
 K=e2e-room-key
+export XDG_CACHE_HOME=$TMP/cache # the tensor hash caches
 run() { timeout 60 "$POOLED" run --backend cpu "$@" 2>/dev/null; }
 
 # The join address the host printed in $TMP/host.err (waits up to 10 s; empty if none).
@@ -24,8 +27,9 @@ host_addr() {
     done
 }
 
-# room N MODEL [--bad-joiner] HOST-ARGS...: a host and N workers; the host's stdout in
-# $TMP/host.out, each worker's exit status checked
+# room N MODEL [--bad-joiner] HOST-ARGS...: a host and N workers (worker i with --layers
+# from the i-th word of $JOIN_LAYERS when set); the host's stdout in $TMP/host.out, each
+# worker's exit status checked
 room() {
     local n=$1 model=$2 bad=0; shift 2
     if [ "${1:-}" = --bad-joiner ]; then bad=1; shift; fi
@@ -41,10 +45,10 @@ room() {
             --key wrong-key -m "$model" --backend cpu
         grep -q "key" "$TMP/err" || fail "the wrong key's line names the key: $(cat "$TMP/err")"
     fi
-    local pids=()
+    local pids=() layers=(${JOIN_LAYERS:-})
     for i in $(seq "$n"); do
         timeout 60 "$POOLED" room join "$addr" --key $K -m "$model" --backend cpu -t 1 \
-            2>"$TMP/w$i.err" &
+            ${layers[$((i - 1))]:+--layers ${layers[$((i - 1))]}} ${JOIN_ARGS:-} 2>"$TMP/w$i.err" &
         pids+=($!)
     done
     wait $host; rc=$?
@@ -60,7 +64,55 @@ want=$(run -m "$S" -p "$p" -n 40 --temp 0)
 for n in 2 3; do
     room $n "$S" $([ $n = 2 ] && echo --bad-joiner) -p "$p" -n 40 --temp 0 --wire f32
     check "stories260K, $n workers: the text of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+    check "stories260K, $n workers: the plan table before the answer" \
+        grep -q "^device  *backend  *layers  *memory" "$TMP/host.err"
 done
+# the workers' --layers are followed; the host keeps only the ends (and says so)
+JOIN_LAYERS="3-5 0-3" room 2 "$S" -p "$p" -n 40 --temp 0 --wire f32
+check "stories260K, --layers: the text of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+check "--layers: the host holds only the ends" grep -q "^host .* ends only" "$TMP/host.err"
+check "--layers: a worker runs 0..2 (the table's rows are inclusive)" \
+    grep -q "^127.0.0.1:[0-9]*  *cpu  *0-2 " "$TMP/host.err"
+check "--layers: a worker runs 3..4" grep -q "^127.0.0.1:[0-9]*  *cpu  *3-4 " "$TMP/host.err"
+check "--layers: the two workers form one chain" grep -q "chain 1 runs layers 0..5" "$TMP/host.err"
+check "--layers: the first worker hands its output to the next" \
+    grep -q "results to the next worker at tcp://127.0.0.1:" "$TMP/w2.err"
+# a worker that listens nowhere: a star through the host, said so; the same text
+JOIN_LAYERS="0-2 2-5" JOIN_ARGS="--listen none" room 2 "$S" -p "$p" -n 40 --temp 0 --wire f32
+check "a star: the text of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+check "a star is said on stderr" grep -q "listens nowhere.*a star" "$TMP/host.err"
+check "a star: worker 2 runs layers 2..5" grep -q "worker 2 runs layers 2..5" "$TMP/host.err"
+check "the tensor hashes are cached in XDG_CACHE_HOME" ls "$XDG_CACHE_HOME"/pooled/hashes-*
+
+# a room that cannot hold the model: one line naming what is lent and needed, exit 1
+rm -f "$TMP/host.err"
+timeout 60 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K --workers 1 \
+    --wait 30000 --lend 1K -p "$p" -n 4 >/dev/null 2>"$TMP/host.err" &
+host=$!
+addr=$(host_addr)
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu --lend 1K 2>"$TMP/w1.err"
+wait $host; rc=$?
+check "a room too small for the model: the host exits 1" [ $rc -eq 1 ]
+check "a room too small: one line saying what is lent and needed" \
+    [ "$(grep -c "cannot run this model.*lends.*needs" "$TMP/host.err")" = 1 ]
+
+# a worker whose file holds other weights (q4_0 against the host's q8_0: the same metadata)
+# is refused at the deal, one line on each side naming the worker's layers
+Q4=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q4_0.gguf
+rm -f "$TMP/host.err"
+timeout 60 "$POOLED" room host -m "$Q" --backend cpu --listen 127.0.0.1:0 --key $K --workers 1 \
+    --wait 30000 --prompt-ids "1 2 3" -n 4 >/dev/null 2>"$TMP/host.err" &
+host=$!
+addr=$(host_addr)
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$Q4" --backend cpu --layers 0-8 2>"$TMP/w1.err"
+wrc=$?
+wait $host; rc=$?
+check "another file's worker: the host exits 1" [ $rc -eq 1 ]
+check "another file's worker: exits 1" [ $wrc -eq 1 ]
+check "the host's line names the worker and its layers" \
+    [ "$(grep -c "the worker at 127.0.0.1:[0-9]*: layers 0..8 .* differ from the host's" "$TMP/host.err")" = 1 ]
+check "the worker's line says it was refused" \
+    [ "$(grep -c "refused this worker: layers 0..8 .* differ from the host's" "$TMP/w1.err")" = 1 ]
 want=$(run -m "$S" -p "$p" -n 40 --temp 0.9 --seed 11)
 room 2 "$S" -p "$p" -n 40 --temp 0.9 --seed 11 --wire f32 --host-layers 0-1
 check "stories260K seeded, host layer 0 + 2 workers: the same text" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
@@ -119,11 +171,13 @@ for sig in KILL TERM; do
         >"$TMP/host.out" 2>"$TMP/host.err" &
     host=$!
     addr=$(host_addr)
-    timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>/dev/null &
+    timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 --layers 0-2 \
+        2>/dev/null &
     w1=$!
-    timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>/dev/null &
+    timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 --layers 2-5 \
+        2>/dev/null &
     w2=$!
-    for i in $(seq 300); do grep -q "worker 2 runs layers" "$TMP/host.err" && break; sleep 0.01; done
+    for i in $(seq 300); do grep -q "chain 1 runs layers" "$TMP/host.err" && break; sleep 0.01; done
     sleep 0.2
     kill -$sig "$(pgrep -P $w2)" # the worker itself, not its timeout
     wait $host; rc=$?
@@ -149,9 +203,11 @@ timeout 60 "$POOLED" room host -m "$C" --backend cpu --listen 127.0.0.1:0 --key 
 host=$!
 exec 3>"$TMP/chat.fifo"
 addr=$(host_addr)
-timeout 60 "$POOLED" room join "$addr" --key $K -m "$C" --backend cpu -t 1 2>/dev/null &
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$C" --backend cpu -t 1 --layers 0-1 \
+    2>/dev/null &
 w1=$!
-timeout 60 "$POOLED" room join "$addr" --key $K -m "$C" --backend cpu -t 1 2>/dev/null &
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$C" --backend cpu -t 1 --layers 1-2 \
+    2>/dev/null &
 w2=$!
 echo "Hello there" >&3
 for i in $(seq 300); do [ -s "$TMP/host.out" ] && break; sleep 0.1; done
@@ -166,9 +222,30 @@ check "chat: the host takes the killed worker's layers over" grep -q "the host t
 want=$(timeout 60 "$POOLED" chat -m "$C" --backend cpu --temp 0 -n 8 <"$TMP/chat.in" 2>/dev/null)
 check "chat after a worker was killed: the replies of pooled chat" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
 
+# room bench: prefill and decode through a room as pooled bench measures them; with 20 ms
+# emulated on each hop (host -> worker -> host: 2 hops a token) decode stays under 25 tok/s
+rm -f "$TMP/host.err"
+timeout 60 "$POOLED" room bench -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K --workers 1 \
+    --wait 30000 -p 16 -n 8 -r 1 --json --emulate-latency-ms 20 >"$TMP/bench.out" \
+    2>"$TMP/host.err" &
+host=$!
+addr=$(host_addr)
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu --layers 0-5 \
+    --emulate-latency-ms 20 2>/dev/null
+wait $host; rc=$?
+check "room bench exits 0 ($(tail -n 1 "$TMP/host.err"))" [ $rc -eq 0 ]
+check "room bench prints prefill and decode" grep -q "^decode  *tg8 " "$TMP/bench.out"
+tg=$(tail -n 1 "$TMP/bench.out" | jq -r '.decode_tok_s // 0')
+check "room bench: 20 ms a hop holds decode under 25 tok/s (got $tg)" \
+    awk -v t="$tg" 'BEGIN { exit !(t > 0 && t < 25) }'
+check_err "bad --emulate-latency-ms" "$POOLED" room join 127.0.0.1:1 --key $K -m "$S" \
+    --emulate-latency-ms -3
+
 check_err "join without a key" "$POOLED" room join 127.0.0.1:1 -m "$S"
 check_err "bad --host-layers" "$POOLED" room host -m "$S" -p x --host-layers 3-1
 check_err "bad --wire" "$POOLED" room host -m "$S" -p x --wire f8
+check_err "bad --layers" "$POOLED" room join 127.0.0.1:1 --key $K -m "$S" --layers 2-2
+check_err "bad --lend" "$POOLED" room join 127.0.0.1:1 --key $K -m "$S" --lend 3Q
 check_err "no host there" timeout 30 "$POOLED" room join 127.0.0.1:1 --key $K -m "$S"
 check_err "more workers than layers" timeout 30 "$POOLED" room host -m "$S" -p x \
     --listen 127.0.0.1:0 --workers 7 --wait 200

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "format/gguf_hash.h"
 #include "room/room.h"
 #include "room/room_io.h"
 #include "runtime/backend_open.h"
@@ -24,6 +25,7 @@ typedef struct {
     pl_room_join_opts o;
     pl_status s;
     char err[256];
+    char listen[64]; /* where the previous worker of a chain dials it ("": nowhere) */
     pthread_t th;
 } joiner;
 
@@ -36,6 +38,10 @@ static void *join_main(void *ud) {
 
 static void start_joiner(joiner *j, const char *url, const char *key, const char *model) {
     j->o = (pl_room_join_opts){.url = url,
+                               .want_first = j->o.want_first,
+                               .want_last = j->o.want_last,
+                               .lend = 1ull << 30,
+                               .probe_s = 0.01,
                                .key = key,
                                .model = model,
                                .backend = "cpu",
@@ -44,56 +50,90 @@ static void start_joiner(joiner *j, const char *url, const char *key, const char
                                .plan_ms = 60000,
                                .mute_after = j->o.mute_after,
                                .slow_ms = j->o.slow_ms,
-                               .stop = j->o.stop};
+                               .stop = j->o.stop,
+                               .listen = j->listen[0] ? j->listen : NULL};
     pthread_create(&j->th, NULL, join_main, j);
+}
+
+/* What the host knows for the plan: its own file g, workers' ranges from their --layers. */
+static pl_room_deal_opts deal_opts(const pl_gguf *g, pl_wire_dtype dtype) {
+    return (pl_room_deal_opts){.g = g,
+                               .n_ctx = CC_CTX,
+                               .dtype = dtype,
+                               .load_ms = 60000,
+                               .host_lend = 1ull << 30,
+                               .host_speed = 1,
+                               .host_backend = "cpu"};
+}
+
+/* Plan and deal the gathered w[0..*n) with the host holding only the ends. */
+static pl_status plan_deal(pl_room_worker *w, int *n, const pl_room_deal_opts *d) {
+    int hf, hl;
+    pl_status s = pl_room_plan(w, n, d, &hf, &hl);
+    if (!s && hf < hl) s = pl_fail(PL_ERR, "the plan gave the host layers %d..%d", hf, hl);
+    if (!s) s = pl_room_deal(w, *n, d, hf, hl);
+    return s;
 }
 
 typedef struct {
     pl_listener *L;
+    pl_gguf *g; /* the host's copy */
     joiner j[4];
     pl_room_worker w[4];
     pl_stage *st[4];
-    int n;
+    int n, n_st;                /* workers, stages (a chain: one) */
     volatile sig_atomic_t stop; /* worker 1 leaves (bye) once this is set */
 } room;
 
-/* n workers on their own copies of rel, gathered, dealt, one remote stage each. Worker 1
- * goes silent after mute_after frames (0: never), takes slow_ms longer over its first
- * frame and leaves when r->stop is set. */
+/* n workers on their own copies of rel, gathered, dealt, one remote stage each (a star) or
+ * one stage over all (chain: each listens for the previous one). Worker 1 goes silent
+ * after mute_after frames (0: never), takes slow_ms longer over its first frame and leaves
+ * when r->stop is set. */
 static bool room_open(room *r, const char *url, const char *rel, int n, int n_layer, int n_embd,
-                      pl_wire_dtype dtype, int mute_after, int slow_ms) {
+                      pl_wire_dtype dtype, int mute_after, int slow_ms, bool chain) {
     memset(r, 0, sizeof *r);
     r->n = n;
     CHECK(pl_link_listen(url, KEY, NULL, &r->L) == PL_OK, "%s", pl_last_error());
-    if (!r->L) return false;
-    for (int i = 0; i < n; i++) {
+    CHECK(pl_gguf_open(test_shared(rel), &r->g) == PL_OK, "%s", pl_last_error());
+    if (!r->L || !r->g) return false;
+    for (int i = 0; i < n; i++) { /* equal shares, each worker's --layers */
         memset(&r->j[i], 0, sizeof r->j[i]);
         if (i == 1)
             r->j[i].o =
                 (pl_room_join_opts){.mute_after = mute_after, .slow_ms = slow_ms, .stop = &r->stop};
+        r->j[i].o.want_first = i * n_layer / n, r->j[i].o.want_last = (i + 1) * n_layer / n;
+        if (chain) snprintf(r->j[i].listen, sizeof r->j[i].listen, "%s-w%d", url, i);
         start_joiner(&r->j[i], url, KEY, test_shared(rel));
     }
-    pl_status s = pl_room_gather(r->L, n, 60000, NULL, false, r->w);
-    if (!s) s = pl_room_deal(r->w, n, n_layer, 0, 0, CC_CTX, dtype, 60000);
-    for (int i = 0; !s && i < n; i++)
-        s = pl_room_stage_new(&r->w[i], n_layer, n_embd, CC_CTX, dtype, 20000, &r->st[i]);
+    uint8_t meta[32];
+    pl_status s = pl_gguf_meta_digest(r->g, meta);
+    if (!s) s = pl_room_gather(r->L, n, 60000, NULL, false, meta, r->w);
+    pl_room_deal_opts d = deal_opts(r->g, dtype);
+    int kept = n;
+    if (!s) s = plan_deal(r->w, &kept, &d);
+    if (!s && kept != n) s = pl_fail(PL_ERR, "%d of %d workers idle", n - kept, n);
+    if (!s && chain != pl_room_chain(r->w, n, false))
+        s = pl_fail(PL_ERR, "a %s where a %s was due", chain ? "star" : "chain",
+                    chain ? "chain" : "star");
+    for (int i = 0; !s && i < (chain ? 1 : n); i++) {
+        s = pl_room_stage_new(&r->w[i], chain ? n : 1, n_layer, n_embd, CC_CTX, dtype, 20000,
+                              &r->st[i]);
+        if (!s) r->n_st++;
+    }
     CHECK(!s, "%s, %d workers: %s", rel, n, pl_last_error());
     return !s;
 }
 
 /* Free the stages (bye to each worker), join the threads: every worker left cleanly. */
 static void room_close(room *r, bool want_ok) {
-    for (int i = 0; i < r->n; i++) {
-        if (r->st[i])
-            pl_stage_free(r->st[i]);
-        else
-            pl_room_worker_bye(r->w[i].link);
-    }
+    for (int i = 0; i < r->n_st; i++) pl_stage_free(r->st[i]);
+    for (int i = 0; i < r->n; i++) pl_room_worker_bye(r->w[i].link); /* not in a stage */
     for (int i = 0; i < r->n; i++) {
         pthread_join(r->j[i].th, NULL);
         if (want_ok) CHECK(r->j[i].s == PL_OK, "worker %d: %s", i, r->j[i].err);
     }
     pl_listener_close(r->L);
+    pl_gguf_free(r->g);
 }
 
 /* Prompt, 6 greedy steps, 5 seeded sampled steps, a diverging turn, a reset: the same
@@ -116,12 +156,13 @@ static void short_turns(const cc_pair *p) {
     cc_set(p, ids, 12, "after a reset");
 }
 
-static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dtype, bool full) {
+static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dtype, bool full,
+                       bool chain) {
     char url[64], what[160];
     static int count;
     snprintf(url, sizeof url, "inproc://room-%d", count++);
-    snprintf(what, sizeof what, "%s, %d workers, %s frames", rel, n,
-             dtype == PL_WIRE_F16 ? "f16" : "f32");
+    snprintf(what, sizeof what, "%s, %d workers, %s frames, %s", rel, n,
+             dtype == PL_WIRE_F16 ? "f16" : "f32", chain ? "chain" : "star");
     pl_gguf *g = NULL;
     CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
     pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
@@ -129,13 +170,13 @@ static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dty
     room r;
     if (w && host) {
         const pl_model_info *in = pl_model_get_info(w);
-        bool ok = room_open(&r, url, rel, n, in->n_layer, in->n_embd, dtype, 0, 0);
+        bool ok = room_open(&r, url, rel, n, in->n_layer, in->n_embd, dtype, 0, 0, chain);
         pl_state_opts o = cc_opts(w);
         pl_chain_opts co = {.frame_cols = 4, .in_flight = 3};
         pl_session *ws = NULL, *cs = NULL;
         CHECK(pl_session_new(w, &o, &ws) == PL_OK, "%s", pl_last_error());
         if (ok)
-            CHECK(pl_session_new_chain(host, &o, r.st, n, &co, &cs) == PL_OK, "%s: %s", what,
+            CHECK(pl_session_new_chain(host, &o, r.st, r.n_st, &co, &cs) == PL_OK, "%s: %s", what,
                   pl_last_error());
         cc_pair p = {ws, cs, in->n_vocab, what};
         if (ws && cs && dtype == PL_WIRE_F16) {
@@ -156,62 +197,196 @@ static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dty
     pl_gguf_free(g);
 }
 
-/* A wrong key is refused on the joining side with one line; the room still gathers the
- * right ones. A model of another depth fails the deal with the worker's line. */
+/* A wrong key is refused on the joining side with one line, and so is a worker whose file
+ * has other metadata (another model: its hello); the room still gathers the right ones. A
+ * worker whose file holds other weights for its layers (qwen3_5 q4_0 against the host's
+ * q8_0: the same metadata) fails the deal with one line naming it and its layers, and is
+ * told why. */
 static void check_refusals(void) {
     const char *S = test_shared("models/stories260K.gguf");
+    const char *Q8 = test_shared("fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf");
+    const char *Q4 = test_shared("fixtures/hf/qwen3_5/qwen3_5-q4_0.gguf");
     pl_listener *L = NULL;
+    pl_gguf *gs = NULL, *gq = NULL;
     CHECK(pl_link_listen("inproc://refusals", KEY, NULL, &L) == PL_OK, "%s", pl_last_error());
-    if (!L) return;
-    joiner bad, good;
-    memset(&bad, 0, sizeof bad), memset(&good, 0, sizeof good);
+    CHECK(!pl_gguf_open(S, &gs) && !pl_gguf_open(Q8, &gq), "%s", pl_last_error());
+    if (!L || !gs || !gq) goto out;
+    joiner bad, other, good;
+    memset(&bad, 0, sizeof bad), memset(&other, 0, sizeof other), memset(&good, 0, sizeof good);
     start_joiner(&bad, "inproc://refusals", "not-the-key", S);
-    start_joiner(&good, "inproc://refusals", KEY, S);
+    start_joiner(&other, "inproc://refusals", KEY, Q8);
+    uint8_t meta[32];
+    pl_gguf_meta_digest(gs, meta);
     pl_room_worker w[1];
-    pl_status s = pl_room_gather(L, 1, 30000, NULL, false, w);
-    CHECK(!s, "gather past a wrong key: %s", pl_last_error());
+    /* the other model is refused at its hello: nobody joins within 3 s */
+    pl_status s = pl_room_gather(L, 1, 3000, NULL, false, meta, w);
+    CHECK(s != PL_OK, "the worker with another model joined");
+    pthread_join(other.th, NULL);
+    start_joiner(&good, "inproc://refusals", KEY, S);
+    s = pl_room_gather(L, 1, 30000, NULL, false, meta, w);
+    CHECK(!s, "gather past a wrong key and another model: %s", pl_last_error());
     pthread_join(bad.th, NULL);
     CHECK(bad.s != PL_OK && bad.err[0] && !strchr(bad.err, '\n'), "wrong key: %d '%s'", bad.s,
           bad.err);
-    /* the plan says 7 layers, the worker's file has 5 */
+    CHECK(other.s != PL_OK && strstr(other.err, "other metadata") && !strchr(other.err, '\n'),
+          "another model: %d '%s'", other.s, other.err);
+    if (!s) pl_room_worker_bye(w[0].link);
+    pthread_join(good.th, NULL);
+    CHECK(good.s == PL_OK, "the worker told bye before its plan leaves cleanly: %s", good.err);
+
+    /* the same metadata, other weights: the identity of the dealt layers differs */
+    joiner q4;
+    memset(&q4, 0, sizeof q4);
+    start_joiner(&q4, "inproc://refusals", KEY, Q4);
+    pl_gguf_meta_digest(gq, meta);
+    s = pl_room_gather(L, 1, 30000, NULL, false, meta, w);
+    CHECK(!s, "the q4_0 worker's hello passes (same metadata): %s", pl_last_error());
     if (!s) {
-        s = pl_room_deal(w, 1, 7, 0, 0, 64, PL_WIRE_F32, 30000);
-        CHECK(s != PL_OK && strstr(pl_last_error(), "layers") && !strchr(pl_last_error(), '\n'),
-              "a plan the model cannot serve: %s", pl_last_error());
+        pl_room_deal_opts d = deal_opts(gq, PL_WIRE_F32);
+        int n = 1;
+        s = plan_deal(w, &n, &d);
+        CHECK(s != PL_OK && strstr(pl_last_error(), "differ from the host's") &&
+                  strstr(pl_last_error(), "layers 0..") && !strchr(pl_last_error(), '\n'),
+              "a worker with other weights: '%s'", s ? pl_last_error() : "dealt");
         pl_room_worker_bye(w[0].link);
     }
-    pthread_join(good.th, NULL);
-    CHECK(good.s != PL_OK, "the worker with the wrong model fails too");
+    pthread_join(q4.th, NULL);
+    CHECK(q4.s != PL_OK && strstr(q4.err, "differ from the host's") && !strchr(q4.err, '\n'),
+          "the q4_0 worker is told: '%s'", q4.err);
+out:
     pl_listener_close(L);
+    pl_gguf_free(gs);
+    pl_gguf_free(gq);
 }
 
-/* A fake worker that takes its plan, says it is ready, echoes rewinds, then goes silent
- * (mode 0) or leaves (mode 1) at the first frame. */
+/* A fake worker: its hello says speed, lend and --layers as given; it takes its plan (or a
+ * bye: idle), says it is ready with its range's identity (from the real file, or all zero
+ * with bad_id), echoes rewinds, then goes silent (mode 0) or leaves (mode 1) at the first
+ * frame. */
 typedef struct {
     const char *url;
     int mode;
+    float speed;
+    uint64_t lend;
+    int want_first, want_last;
+    bool bad_id;
+    int first, last; /* what it was dealt (-1: a bye instead) */
     pthread_t th;
 } faker;
 
 static void *fake_main(void *ud) {
     faker *f = ud;
     pl_link *l = NULL;
+    f->first = f->last = -1;
     if (pl_link_dial(f->url, KEY, 10000, NULL, &l)) return NULL;
     pl_wire_msg m = {.type = PL_MSG_HELLO};
-    m.hello = (pl_wire_hello){.caps = PL_CAP_F16_WIRE};
+    m.hello = (pl_wire_hello){.caps = PL_CAP_F16_WIRE,
+                              .speed = f->speed,
+                              .mem_lent = f->lend ? f->lend : 1ull << 30,
+                              .want_first = (uint32_t)f->want_first,
+                              .want_last = (uint32_t)f->want_last};
     strcpy(m.hello.backend, "cpu");
     pl_room_send(l, &m, 1000);
-    while (!pl_room_recv(l, &m, 10000) && m.type != PL_MSG_PLAN) {
+    while (!pl_room_recv(l, &m, 10000) && m.type != PL_MSG_PLAN && m.type != PL_MSG_BYE) {
     }
-    m = (pl_wire_msg){.type = PL_MSG_PONG};
-    pl_room_send(l, &m, 1000);
-    while (!pl_room_recv(l, &m, 10000) && m.type != PL_MSG_HIDDEN)
+    if (m.type != PL_MSG_PLAN) {
+        pl_link_close(l);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < m.plan.n_members; i++)
+        if (m.plan.members[i].id == 0)
+            f->first = (int)m.plan.members[i].first, f->last = (int)m.plan.members[i].last;
+    pl_wire_msg r = {.type = PL_MSG_READY};
+    r.ready.first = (uint32_t)f->first, r.ready.last = (uint32_t)f->last;
+    pl_gguf *g = NULL;
+    if (!f->bad_id && !pl_gguf_open(test_shared("models/stories260K.gguf"), &g))
+        pl_room_part_id(g, f->first, f->last, NULL, r.ready.part_id);
+    pl_gguf_free(g);
+    pl_room_send(l, &r, 1000);
+    while (!pl_room_recv(l, &m, 10000) && m.type != PL_MSG_HIDDEN && m.type != PL_MSG_BYE)
         if (m.type == PL_MSG_REWIND) pl_room_send(l, &m, 1000); /* the echo */
-    if (f->mode == 0)                                           /* silent until the host says bye */
+    if (f->mode == 0 && m.type == PL_MSG_HIDDEN)                /* silent until the host says bye */
         while (!pl_room_recv(l, &m, 10000) && m.type != PL_MSG_BYE) {
         }
     pl_link_close(l);
     return NULL;
+}
+
+/* The plan over what the hellos say (stories260K: 5 layers): by speed, the fastest first,
+ * within memory; a worker that lends nothing stays idle and is told bye; --layers on every
+ * worker are followed as given; a room that cannot hold the model fails with one line; a
+ * ready whose identity differs from the host's fails the deal naming the worker. */
+static void check_plan(void) {
+    pl_gguf *g = NULL;
+    CHECK(pl_gguf_open(test_shared("models/stories260K.gguf"), &g) == PL_OK, "%s", pl_last_error());
+    pl_listener *L = NULL;
+    CHECK(pl_link_listen("inproc://plan", KEY, NULL, &L) == PL_OK, "%s", pl_last_error());
+    if (!g || !L) goto out;
+    pl_room_deal_opts d = deal_opts(g, PL_WIRE_F32);
+    d.host_lend = 1u << 20; /* the ends and nothing more: the host holds no layers */
+    d.host_speed = 1e-3;
+    struct {
+        float speed[3];
+        uint64_t lend[3];
+        int want[3][2];
+        bool bad_id;
+        int first[3], last[3]; /* -1: idle (bye) */
+        const char *err;       /* the deal fails with this */
+    } cases[] = {
+        {{100, 300, 100}, {1 << 30, 1 << 30, 1}, {{0}}, false, {4, 0, -1}, {5, 4, -1}, NULL},
+        {{100, 100, 100},
+         {1 << 30, 1 << 30, 1 << 30},
+         {{3, 5}, {0, 1}, {1, 3}},
+         false,
+         {3, 0, 1},
+         {5, 1, 3},
+         NULL},
+        {{100, 100, 100}, {1, 1, 1}, {{0}}, false, {-1, -1, -1}, {-1, -1, -1}, "lends"},
+        {{100, 100, 100},
+         {1 << 30, 1 << 30, 1 << 30},
+         {{0, 2}, {2, 5}, {0}},
+         true,
+         {0, 2, -1},
+         {2, 5, -1},
+         "differ from the host's"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        faker f[3];
+        pl_room_worker w[3];
+        int n = 0;
+        for (int i = 0; i < 3; i++) { /* one at a time: w[i] is f[i] */
+            f[i] = (faker){.url = "inproc://plan",
+                           .mode = 1,
+                           .speed = cases[c].speed[i],
+                           .lend = cases[c].lend[i],
+                           .want_first = cases[c].want[i][0],
+                           .want_last = cases[c].want[i][1],
+                           .bad_id = cases[c].bad_id};
+            pthread_create(&f[i].th, NULL, fake_main, &f[i]);
+            if (!pl_room_gather(L, 1, 30000, NULL, false, NULL, &w[n])) n++;
+        }
+        CHECK(n == 3, "case %zu: %d of 3 fakers gathered", c, n);
+        int hf = -1, hl = -1;
+        pl_status s = pl_room_plan(w, &n, &d, &hf, &hl);
+        if (!s) s = pl_room_deal(w, n, &d, hf, hl);
+        if (cases[c].err)
+            CHECK(s != PL_OK && strstr(pl_last_error(), cases[c].err) &&
+                      !strchr(pl_last_error(), '\n'),
+                  "case %zu: '%s'", c, s ? pl_last_error() : "dealt");
+        else
+            CHECK(!s && hf == hl, "case %zu: %s (host %d..%d)", c, s ? pl_last_error() : "", hf,
+                  hl);
+        for (int i = 0; i < n; i++) pl_room_worker_bye(w[i].link);
+        for (int i = 0; i < 3; i++) {
+            pthread_join(f[i].th, NULL);
+            CHECK(f[i].first == cases[c].first[i] && f[i].last == cases[c].last[i],
+                  "case %zu, worker %d: dealt %d..%d, want %d..%d", c, i, f[i].first, f[i].last,
+                  cases[c].first[i], cases[c].last[i]);
+        }
+    }
+out:
+    pl_listener_close(L);
+    pl_gguf_free(g);
 }
 
 /* A worker that does not answer within the lap timeout, or leaves, fails the turn with one
@@ -225,13 +400,15 @@ static void check_lost_worker(pl_backend *be, int mode) {
     CHECK(pl_link_listen(url, KEY, NULL, &L) == PL_OK, "%s", pl_last_error());
     if (!host || !L) goto out;
     const pl_model_info *in = pl_model_get_info(host);
-    faker f = {.url = url, .mode = mode};
+    faker f = {.url = url, .mode = mode, .want_first = 0, .want_last = in->n_layer};
     pthread_create(&f.th, NULL, fake_main, &f);
     pl_room_worker w[1];
     pl_stage *st = NULL;
-    pl_status s = pl_room_gather(L, 1, 30000, NULL, false, w);
-    if (!s) s = pl_room_deal(w, 1, in->n_layer, 0, 0, CC_CTX, PL_WIRE_F32, 30000);
-    if (!s) s = pl_room_stage_new(w, in->n_layer, in->n_embd, CC_CTX, PL_WIRE_F32, 300, &st);
+    pl_status s = pl_room_gather(L, 1, 30000, NULL, false, NULL, w);
+    pl_room_deal_opts d = deal_opts(g, PL_WIRE_F32);
+    int n = 1;
+    if (!s) s = plan_deal(w, &n, &d);
+    if (!s) s = pl_room_stage_new(w, 1, in->n_layer, in->n_embd, CC_CTX, PL_WIRE_F32, 300, &st);
     CHECK(!s, "a room with a fake worker: %s", pl_last_error());
     pl_state_opts o = cc_opts(host);
     pl_session *cs = NULL;
@@ -257,11 +434,14 @@ out:
  * (mode 2) computes its first frame for 4.5 s: slow but alive (its pongs say so), not lost;
  * the host takes its layers over (pl_room_stage_survive) and the answer goes on with the
  * logits bit-identical to the whole model's, and a later turn reuses the rebuilt caches. */
-static void check_survival(pl_backend *be, int mode) {
+static void check_survival(pl_backend *be, int mode, bool chain) {
     const char *rel = "models/stories260K.gguf";
-    const char *url = mode == 2 ? "inproc://survive-slow"
-                      : mode    ? "inproc://survive-bye"
-                                : "inproc://survive-mute";
+    char url[64];
+    snprintf(url, sizeof url, "%s%s",
+             mode == 2 ? "inproc://survive-slow"
+             : mode    ? "inproc://survive-bye"
+                       : "inproc://survive-mute",
+             chain ? "-chain" : "");
     const char *what = mode == 2 ? "a slow worker"
                        : mode    ? "a worker leaving mid-answer"
                                  : "a worker silent mid-answer";
@@ -273,15 +453,15 @@ static void check_survival(pl_backend *be, int mode) {
     const pl_model_info *in = pl_model_get_info(w);
     room r;
     bool ok = room_open(&r, url, rel, 2, in->n_layer, in->n_embd, PL_WIRE_F32, mode ? 0 : 10,
-                        mode == 2 ? 4500 : 0);
+                        mode == 2 ? 4500 : 0, chain);
     pl_state_opts o = cc_opts(w);
-    for (int i = 0; ok && mode != 2 && i < 2; i++) /* a slow worker must not even need it */
+    for (int i = 0; ok && mode != 2 && i < r.n_st; i++) /* a slow worker must not need it */
         CHECK(!pl_room_stage_survive(r.st[i], g, be, &o), "%s", pl_last_error());
     pl_chain_opts co = {.frame_cols = 4, .in_flight = 3};
     pl_session *ws = NULL, *cs = NULL;
     CHECK(pl_session_new(w, &o, &ws) == PL_OK, "%s", pl_last_error());
     if (ok)
-        CHECK(pl_session_new_chain(host, &o, r.st, 2, &co, &cs) == PL_OK, "%s: %s", what,
+        CHECK(pl_session_new_chain(host, &o, r.st, r.n_st, &co, &cs) == PL_OK, "%s: %s", what,
               pl_last_error());
     cc_pair p = {ws, cs, in->n_vocab, what};
     if (ws && cs) {
@@ -317,16 +497,22 @@ static void run_tests(void) {
     CHECK(pl_backend_open("cpu", 1, &be, &note) == PL_OK, "%s", pl_last_error());
     if (!be) return;
     be->act_q8 = 1;
-    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F32, true);
-    check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true);
-    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F16, false);
-    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 2, PL_WIRE_F32, false);
-    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false);
+    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F32, true, false);
+    check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true, false);
+    check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true, true);
+    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F16, false, false);
+    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F16, false, true);
+    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 2, PL_WIRE_F32, false, false);
+    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false, false);
+    check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false, true);
     check_refusals();
+    check_plan();
     check_lost_worker(be, 0);
     check_lost_worker(be, 1);
-    check_survival(be, 0);
-    check_survival(be, 1);
-    check_survival(be, 2);
+    check_survival(be, 0, false);
+    check_survival(be, 1, false);
+    check_survival(be, 2, false);
+    check_survival(be, 0, true);
+    check_survival(be, 1, true);
     pl_be_destroy(be);
 }

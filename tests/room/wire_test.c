@@ -9,7 +9,7 @@
 #include "base/sha256.h"
 #include "room/wire.h"
 
-#define N_SAMPLES 14
+#define N_SAMPLES 15
 
 static uint8_t payload[2 * 16 * 64 * 4];
 static uint8_t hashes[3 * 32];
@@ -31,8 +31,11 @@ static int samples(pl_wire_msg *m) {
                                  .mem_lent = 6ull << 30,
                                  .speed = 123.5f,
                                  .has_model = true,
+                                 .want_first = 3,
+                                 .want_last = 9,
                                  .backend = "webgpu",
-                                 .device = "NVIDIA H200 (Dawn)"};
+                                 .device = "NVIDIA H200 (Dawn)",
+                                 .addr = "tcp://10.0.0.7:41234"};
     memset(m[n].hello.model_id, 0xab, 32);
     n++;
     m[n].type = PL_MSG_HELLO;
@@ -94,6 +97,9 @@ static int samples(pl_wire_msg *m) {
     m[n].type = PL_MSG_ERROR;
     m[n].error.code = PL_WERR_MODEL;
     snprintf(m[n++].error.text, sizeof m[0].error.text, "model identity differs: tensor 3");
+    m[n].type = PL_MSG_READY;
+    m[n].ready = (pl_wire_ready){.first = 4, .last = 12};
+    memset(m[n++].ready.part_id, 0x5c, 32);
     return n;
 }
 
@@ -136,7 +142,16 @@ static void test_round_trips(void) {
                   "in test_round_trips");
             CHECK(!memcmp(d.hello.model_id, m[i].hello.model_id, 32), "in test_round_trips");
             CHECK(!strcmp(d.hello.backend, m[i].hello.backend) &&
-                      !strcmp(d.hello.device, m[i].hello.device),
+                      !strcmp(d.hello.device, m[i].hello.device) &&
+                      !strcmp(d.hello.addr, m[i].hello.addr),
+                  "in test_round_trips");
+            CHECK(d.hello.want_first == m[i].hello.want_first &&
+                      d.hello.want_last == m[i].hello.want_last,
+                  "in test_round_trips");
+            break;
+        case PL_MSG_READY:
+            CHECK(d.ready.first == 4 && d.ready.last == 12 &&
+                      !memcmp(d.ready.part_id, m[i].ready.part_id, 32),
                   "in test_round_trips");
             break;
         case PL_MSG_PLAN:
@@ -315,7 +330,22 @@ static void err_empty(pl_wire_msg *m) {
     m->error.text[0] = 0;
 }
 static void bad_type(pl_wire_msg *m) {
-    m->type = 12;
+    m->type = PL_MSG_MAX_TYPE + 1;
+}
+static void want_empty(pl_wire_msg *m) {
+    m->hello.want_first = m->hello.want_last = 5;
+}
+static void want_big(pl_wire_msg *m) {
+    m->hello.want_last = PL_WIRE_MAX_LAYERS + 1;
+}
+static void ctl_addr(pl_wire_msg *m) {
+    m->hello.addr[3] = '\r';
+}
+static void ready_empty(pl_wire_msg *m) {
+    m->ready.last = m->ready.first;
+}
+static void ready_big(pl_wire_msg *m) {
+    m->ready.last = PL_WIRE_MAX_LAYERS + 1;
 }
 
 static void test_bad_fields(void) {
@@ -353,6 +383,11 @@ static void test_bad_fields(void) {
     bad_field(13, err_code, "code", "error code 0");
     bad_field(13, err_empty, "empty", "empty error text");
     bad_field(10, bad_type, "unknown type", "unknown type");
+    bad_field(0, want_empty, "wanted layers", "empty wanted range");
+    bad_field(0, want_big, "wanted layers", "wanted range past the cap");
+    bad_field(0, ctl_addr, "control", "control byte in the address");
+    bad_field(14, ready_empty, "ready", "ready with no layers");
+    bad_field(14, ready_big, "ready", "ready past the layer cap");
 }
 
 /* Corruptions only the bytes can express. */
@@ -387,10 +422,13 @@ static void test_bad_bytes(void) {
     b[4 + 16] = 2;
     refused(b, nb, "has_model", "has_model 2");
     b[4 + 16] = 1;
-    b[4 + 49] = PL_WIRE_MAX_NAME + 1;
+    b[4 + 57] = PL_WIRE_MAX_NAME + 1;
     refused(b, nb, "longer than", "backend name length");
-    b[4 + 49] = 6;
-    b[4 + 51] = 0;
+    b[4 + 57] = 6;
+    b[4 + 59] = PL_WIRE_MAX_ADDR + 1;
+    refused(b, nb, "address longer", "address length");
+    b[4 + 59] = 20;
+    b[4 + 60] = 0;
     refused(b, nb, "NUL", "NUL in backend name");
     free(b);
     /* hidden: a column count past the cap in the bytes; a reserved byte */
@@ -418,7 +456,7 @@ static void test_random_frames(void) {
         size_t n = rng() % sizeof buf;
         for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)rng();
         if (i & 1 && n >= 4)
-            buf[0] = PL_WIRE_VERSION, buf[1] = 0, buf[2] = 1 + rng() % 11, buf[3] = 0;
+            buf[0] = PL_WIRE_VERSION, buf[1] = 0, buf[2] = 1 + rng() % PL_MSG_MAX_TYPE, buf[3] = 0;
         pl_wire_msg m;
         pl_clear_error();
         if (pl_wire_decode(buf, n, &m) != PL_OK) {

@@ -138,6 +138,27 @@ static void test_hashes(const pl_gguf *g, pl_tensor_hash *all) {
     ah[3].done = false;
     CHECK(pl_gguf_identity(again, ah, id2) != PL_OK && strstr(pl_last_error(), "has no hash"),
           "identity without every hash: %s", pl_last_error());
+    /* a part's identity: the same range of the same file alike, another range or the same
+     * range of the Q8_0 file different, a missing hash refused */
+    uint8_t p1[32], p2[32], p3[32], p4[32];
+    pl_gguf_sel s12, s13, q12;
+    CHECK(!pl_gguf_select(g, 1, 2, PL_GGUF_ENDS_NONE, &s12) &&
+              !pl_gguf_select(g, 1, 3, PL_GGUF_ENDS_NONE, &s13) &&
+              !pl_gguf_select(q8, 1, 2, PL_GGUF_ENDS_NONE, &q12),
+          "%s", pl_last_error());
+    ah[3].done = true;
+    CHECK(!pl_gguf_part_identity(g, &s12, all, p1) && !pl_gguf_part_identity(again, &s12, ah, p2) &&
+              !pl_gguf_part_identity(g, &s13, all, p3) && !pl_gguf_part_identity(q8, &q12, qh, p4),
+          "%s", pl_last_error());
+    CHECK(!memcmp(p1, p2, 32) && memcmp(p1, p3, 32) && memcmp(p1, p4, 32),
+          "part identities: same %d, other range %d, q8 %d", !memcmp(p1, p2, 32),
+          !memcmp(p1, p3, 32), !memcmp(p1, p4, 32));
+    int64_t k2 = find(again, "blk.1.attn_q.weight");
+    ah[k2].done = false;
+    CHECK(pl_gguf_part_identity(again, &s12, ah, p2) != PL_OK &&
+              strstr(pl_last_error(), "has no hash"),
+          "part identity without its hashes: %s", pl_last_error());
+    ah[k2].done = true;
     pl_gguf_free(again);
     pl_gguf_free(q8);
     free(ah);
