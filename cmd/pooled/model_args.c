@@ -2,6 +2,7 @@
 #include "model_args.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,6 +79,30 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
     return true;
 }
 
+void gpu_opts_from_env(pl_gpu_backend_opts *o) {
+    /* static: the options borrow these strings for the backend's life (the process's) */
+    static char cache[1024];
+    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME"), *v;
+    *o = (pl_gpu_backend_opts){0};
+    if (x && *x)
+        snprintf(cache, sizeof cache, "%s/pooled", x);
+    else if (home && *home)
+        snprintf(cache, sizeof cache, "%s/.cache/pooled", home);
+    else
+        cache[0] = 0;
+    o->tune_cache = cache[0] ? cache : NULL;
+    o->dawn_lib = (v = getenv("POOLED_DAWN")) && *v ? v : NULL;
+    o->no_fuse = (v = getenv("POOLED_GPU_FUSE")) && !strcmp(v, "0");
+    o->no_tune = (v = getenv("POOLED_GPU_TUNE")) && !strcmp(v, "0");
+    o->tune_verbose = v && !strcmp(v, "verbose");
+    o->gemv = getenv("POOLED_GPU_GEMV");
+    o->robust = (v = getenv("POOLED_GPU_ROBUST")) && *v == '1';
+    o->toggles = getenv("POOLED_GPU_TOGGLES");
+    o->q8_preload = (v = getenv("POOLED_GPU_PRELOAD")) && !strcmp(v, "1");
+    o->profile_path = getenv("POOLED_GPU_PROFILE");
+    o->profile_at = (v = getenv("POOLED_GPU_PROFILE_AT")) ? atoi(v) : 0;
+}
+
 typedef struct {
     bool shown;
     int last_pct;
@@ -131,7 +156,9 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
     memset(l, 0, sizeof *l);
     if (!a->path) return die("no model: give one with -m FILE"), false;
     pl_status s = pl_gguf_open(a->path, &l->g);
-    if (!s && (s = pl_backend_open(a->backend, (int)a->threads, &l->be, &l->note))) {
+    pl_backend_open_opts bo = {.name = a->backend, .n_threads = (int)a->threads};
+    gpu_opts_from_env(&bo.gpu);
+    if (!s && (s = pl_backend_open_with(&bo, &l->be, &l->note))) {
         die("--backend %s: %s", a->backend, pl_last_error()); /* not the file's fault */
         model_unload(l);
         return false;

@@ -9,6 +9,7 @@
 
 #include "format/gguf.h"
 #include "model/model.h"
+#include "gpu/gpu.h"
 #include "runtime/draft.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -48,6 +49,12 @@ typedef struct {
 } loaded_model;
 
 model_args model_args_defaults(void);
+
+/* The GPU backend's settings from the environment (the library reads none): POOLED_DAWN,
+ * POOLED_GPU_FUSE=0, POOLED_GPU_TUNE=0|verbose, POOLED_GPU_GEMV, POOLED_GPU_ROBUST=1,
+ * POOLED_GPU_TOGGLES, POOLED_GPU_PRELOAD=1, POOLED_GPU_PROFILE(_AT), and the tuning cache
+ * in $XDG_CACHE_HOME/pooled (else ~/.cache/pooled). */
+void gpu_opts_from_env(pl_gpu_backend_opts *o);
 
 /* If argv[*i] is one of the shared options, take it (and its value) and return true;
  * a bad value prints the error and sets *err. */
