@@ -3,7 +3,8 @@
 # or with sudo available). Safe to run again: it checks what works and installs only what is
 # missing, so on a machine that already has everything (or cannot reach a package registry
 # but was given the tools another way) it installs nothing.
-#   apt: compiler, clang (libFuzzer + sanitizers), jq (e2e tests read JSON), NNG and libsodium
+#   apt: compiler, clang (libFuzzer + sanitizers), jq (e2e tests read JSON), pkg-config
+#        (the install test), NNG and libsodium
 #        (the room's link layer), Mesa 25 lavapipe
 #        from bookworm-backports when the machine has no usable Vulkan driver
 #   npm: the pinned Dawn build (package.json / package-lock.json) for the WebGPU backend
@@ -66,6 +67,9 @@ printf '%s\n' '#include <nng/nng.h>' '#include <sodium.h>' \
     '    nng_stream_listener_alloc(&l, "tcp://127.0.0.1:0") != 0; }' >"$scratch/room.c"
 cc "$scratch/room.c" -o "$scratch/room" -lnng -lsodium 2>/dev/null && "$scratch/room" ||
     need+=(libnng-dev libsodium-dev)
+# pkg-config: the install test builds examples/ against the installed pooled.pc.
+printf 'Name: t\nDescription: t\nVersion: 1\nCflags: -DT_OK\n' >"$scratch/t.pc"
+[ "$(PKG_CONFIG_PATH=$scratch pkg-config --cflags t 2>/dev/null)" = "-DT_OK" ] || need+=(pkg-config)
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 
 # WebGPU on machines without a GPU: Debian 12's own lavapipe (Mesa 22.3) is rejected by the
