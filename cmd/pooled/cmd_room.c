@@ -36,7 +36,8 @@ static const char *const usage =
     "join:\n"
     "  --key SECRET         the room key the host printed\n"
     "  --lend MEMORY        memory this device lends, in bytes or with K/M/G (told the host)\n"
-    "  -m, --backend, -t, --kv, --act   as for `pooled run` (--kv and --act as the host's)\n";
+    "  -m/--model, --backend, -t/--threads, -c/--ctx/--ctx-size, --kv, --act, --spec\n"
+    "                       as for `pooled run` (--kv and --act as the host's)\n";
 
 static volatile sig_atomic_t stop_flag;
 

@@ -11,10 +11,11 @@
 #include "runtime/backend_open.h"
 
 const char *const model_args_help =
-    "  -m FILE              the model (GGUF)\n"
+    "  -m, --model FILE     the model (GGUF)\n"
     "  --backend NAME       auto, cpu or webgpu (default auto)\n"
     "  -t, --threads N      CPU threads (default: one per core)\n"
-    "  --ctx N              context length in tokens (default: the model's, at most 4096)\n"
+    "  -c, --ctx, --ctx-size N   context length in tokens (default: the model's, at most\n"
+    "                       4096)\n"
     "  --kv f16|f32         KV cache type (default f16)\n"
     "  --act q8|f32         activations of Q4_0/Q8_0 matmuls: quantised to Q8_0 blocks with\n"
     "                       integer dot products as llama.cpp does (default), or exact f32\n"
@@ -38,7 +39,8 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
         }
     } else if (arg_take(argc, argv, i, "--threads", "-t", &v, err)) {
         if (!*err && !arg_int("--threads", v, 0, 256, &a->threads)) *err = true;
-    } else if (arg_take(argc, argv, i, "--ctx", "-c", &v, err)) {
+    } else if (arg_take(argc, argv, i, "--ctx", "-c", &v, err) ||
+               arg_take(argc, argv, i, "--ctx-size", NULL, &v, err)) {
         if (!*err && !arg_int("--ctx", v, 1, 1 << 24, &a->ctx)) *err = true;
     } else if (arg_take(argc, argv, i, "--kv", NULL, &v, err)) {
         if (!*err && !strcmp(v, "f16"))
@@ -285,4 +287,20 @@ uint64_t sampler_args_clock_seed(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
+}
+
+const char *const stop_args_help =
+    "  --stop STRING        end the text before STRING (repeatable, at most 16, 1 to 256 bytes)\n";
+
+bool stop_args_take(int argc, char **argv, int *i, stop_list *l, bool *err) {
+    const char *v;
+    if (!arg_take(argc, argv, i, "--stop", NULL, &v, err)) return false;
+    if (*err) return true;
+    if (l->n == PL_STOP_MAX || !*v || strlen(v) > PL_STOP_LEN) {
+        die("--stop: at most %d strings of 1 to %d bytes", PL_STOP_MAX, PL_STOP_LEN);
+        *err = true;
+        return true;
+    }
+    l->s[l->n++] = v;
+    return true;
 }

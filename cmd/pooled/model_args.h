@@ -14,6 +14,7 @@
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/stop.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
@@ -85,6 +86,14 @@ void model_unload(loaded_model *l);
 bool sampler_args_take(int argc, char **argv, int *i, pl_sampler_params *p, bool *seeded,
                        bool *err);
 extern const char *const sampler_args_help;
+
+/* --stop STRING, repeatable (run, chat): the text ends before the first one that appears. */
+typedef struct {
+    const char *s[PL_STOP_MAX];
+    int n;
+} stop_list;
+bool stop_args_take(int argc, char **argv, int *i, stop_list *l, bool *err);
+extern const char *const stop_args_help;
 /* A seed from the clock and the process id, for runs without --seed. */
 uint64_t sampler_args_clock_seed(void);
 

@@ -11,11 +11,9 @@
 #include "../runtime/backend_open.h"
 #include "../runtime/chat_ids.h"
 #include "../runtime/generate.h"
+#include "../runtime/stop.h"
 
 /* only the pooled_* functions leave the shared library (Makefile: -fvisibility=hidden) */
-
-#define API_STOP_MAX 16
-#define API_STOP_LEN 256
 
 struct pooled_model {
     pl_gguf *g;
@@ -327,75 +325,34 @@ pooled_sample_opts pooled_sample_opts_default(void) {
                                 .max_tokens = -1};
 }
 
-/* One generation's text path: detokenised, held back while it may start a stop string,
- * cut at the first stop string, handed to the callback. */
+/* One generation's text path: detokenised, through the stop strings (stop.h), handed to
+ * the callback. */
 typedef struct {
     pooled_session *ses;
     const pooled_sample_opts *o;
     pl_tok_stream *stream;
+    pl_stop stop;
     pooled_token_fn fn;
     void *user;
-    char held[API_STOP_LEN * 2 + 64]; /* text not yet delivered (< the longest stop string) */
-    size_t n_held;
-    char *buf; /* held text + the new piece */
-    size_t cap;
     int reason;
     bool nomem;
 } gen_ctx;
 
-/* Hand text[0..n) to the callback NUL-terminated (text has room for the NUL). */
-static int deliver(gen_ctx *c, int32_t id, char *text, size_t n) {
-    char keep = text[n];
-    text[n] = 0;
-    int r = c->fn ? c->fn(c->user, id, text, n) : 0;
-    text[n] = keep;
-    return r;
-}
-
-/* Add piece to the held text; deliver what is final. Returns 0 to stop (c->reason set). */
+/* Pass piece on as far as it is final. Returns false to stop (c->reason or c->nomem set). */
 static bool text_step(gen_ctx *c, int32_t id, const char *piece, bool last) {
-    size_t np = strlen(piece), n = c->n_held + np;
-    if (n + 1 > c->cap) {
-        size_t cap = (n + 1) * 2;
-        char *b = realloc(c->buf, cap);
-        if (!b) {
-            c->nomem = true;
-            return false;
-        }
-        c->buf = b, c->cap = cap;
+    const char *out;
+    size_t n;
+    bool hit;
+    if (pl_stop_feed(&c->stop, piece, strlen(piece), last, &out, &n, &hit)) {
+        c->nomem = true;
+        return false;
     }
-    memcpy(c->buf, c->held, c->n_held);
-    memcpy(c->buf + c->n_held, piece, np + 1);
-    /* the earliest stop string ends it */
-    size_t cut = n;
-    for (size_t i = 0; i < c->o->n_stop; i++) {
-        const char *p = memmem(c->buf, n, c->o->stop[i], strlen(c->o->stop[i]));
-        if (p && (size_t)(p - c->buf) < cut) cut = (size_t)(p - c->buf);
-    }
-    if (cut < n) {
-        deliver(c, id, c->buf, cut);
-        c->n_held = 0;
+    int r = c->fn && (n || id >= 0) ? c->fn(c->user, id, out, n) : 0; /* -1: only text */
+    if (hit)
         c->reason = POOLED_STOP_STRING;
-        return false;
-    }
-    /* hold back the longest end that begins some stop string */
-    size_t hold = 0;
-    for (size_t i = 0; !last && i < c->o->n_stop; i++) {
-        size_t ls = strlen(c->o->stop[i]);
-        for (size_t k = ls - 1 < n ? ls - 1 : n; k > hold; k--)
-            if (!memcmp(c->buf + n - k, c->o->stop[i], k)) {
-                hold = k;
-                break;
-            }
-    }
-    int r = deliver(c, id, c->buf, n - hold);
-    memcpy(c->held, c->buf + n - hold, hold);
-    c->n_held = hold;
-    if (r) {
+    else if (r)
         c->reason = POOLED_STOP_CALLBACK;
-        return false;
-    }
-    return true;
+    return !hit && !r;
 }
 
 static bool on_token(void *ud, int32_t id) {
@@ -414,14 +371,6 @@ static bool on_token(void *ud, int32_t id) {
 }
 
 static int check_sample_opts(const pooled_sample_opts *o) {
-    if (o->n_stop > API_STOP_MAX || (o->n_stop && !o->stop))
-        return fail_arg("stop: at most 16 stop strings");
-    for (size_t i = 0; i < o->n_stop; i++) {
-        size_t l = o->stop[i] ? strlen(o->stop[i]) : 0;
-        if (l < 1 || l > API_STOP_LEN)
-            return (int)pl_fail(PL_ERR_ARG, "stop string %zu: expected 1 to %d bytes", i,
-                                API_STOP_LEN);
-    }
     if (o->spec < POOLED_SPEC_OFF || o->spec > POOLED_SPEC_AUTO)
         return fail_arg("spec: expected POOLED_SPEC_OFF, _LOOKUP or _AUTO");
     if (!(o->top_p > 0) || o->top_p > 1 || !(o->min_p >= 0) || o->min_p > 1 ||
@@ -440,6 +389,9 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
     pooled_sample_opts o = pooled_sample_opts_default();
     int rc = take_opts(&o, sizeof o, opts, "pooled_sample_opts");
     if (!rc) rc = check_sample_opts(&o);
+    gen_ctx c = {.ses = ses, .o = &o, .fn = fn, .user = user};
+    if (!rc && o.n_stop > PL_STOP_MAX) rc = fail_arg("stop: at most 16 stop strings");
+    if (!rc) rc = (int)pl_stop_init(&c.stop, o.stop, (int)o.n_stop, "stop");
     if (!rc && !n_prompt) rc = fail_arg("the prompt is empty");
     if (!rc) rc = check_ids(m, prompt, n_prompt);
     if (!rc && n_prompt > (size_t)m->so.n_ctx)
@@ -458,7 +410,6 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
                             .frequency_penalty = o.frequency_penalty,
                             .penalty_last_n = o.repeat_last_n,
                             .seed = o.seed};
-    gen_ctx c = {.ses = ses, .o = &o, .fn = fn, .user = user};
     pl_sampler *smp = NULL;
     pl_drafter *dr = NULL;
     /* up to the end of the context: n ids leave n - 1 of them in the cache */
@@ -496,7 +447,7 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
         res->size = cap;
     }
     if (c.stream) pl_tok_stream_free(c.stream);
-    free(c.buf);
+    pl_stop_free(&c.stop);
     pl_drafter_free(dr);
     pl_sampler_free(smp);
     atomic_store(&ses->cancel, 0);

@@ -7,7 +7,11 @@
 B=$(dirname "$POOLED")
 M=$SHARED/models/stories260K.gguf
 R=$TMP/root
-check "make install" make -s install BUILD="$B" PREFIX=/usr DESTDIR="$R" >/dev/null
+# the build's own flags (a sanitizer build stays one: nothing is rebuilt)
+san=0; grep -q fsanitize "$B/obj/lib-flags" 2>/dev/null && san=1
+before=$(stat -c %Y "$B/libpooled.a")
+check "make install" make -s install BUILD="$B" SAN=$san PREFIX=/usr DESTDIR="$R" >/dev/null
+check "install rebuilt nothing" test "$(stat -c %Y "$B/libpooled.a")" = "$before"
 for f in lib/libpooled.a lib/libpooled.so lib/libpooled.so.0 include/pooled.h lib/pkgconfig/pooled.pc; do
     check "installed $f" test -e "$R/usr/$f"
 done
