@@ -118,7 +118,9 @@ typedef struct {
     int32_t eos; /* -1: none */
 } pooled_model_info;
 
-/* Fill *info (its size field set by the caller; only that many bytes are written). */
+/* Fill *info: its size field, set by the caller, says how many bytes may be written; on
+ * return it says how many were (less when the library is older than the caller's header:
+ * the rest is left as it was). pooled_result works the same way. */
 POOLED_API int pooled_model_get_info(const pooled_model *m, pooled_model_info *info);
 
 /* 1 when id ends a generation (EOS, <|im_end|>, <|eot_id|>, ...), else 0. */

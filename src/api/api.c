@@ -164,7 +164,7 @@ int pooled_model_get_info(const pooled_model *m, pooled_model_info *info) {
     snprintf(r.name, sizeof r.name, "%s", in->name);
     snprintf(r.backend, sizeof r.backend, "%s", m->be->device);
     memcpy(info, &r, cap < sizeof r ? cap : sizeof r);
-    info->size = cap;
+    info->size = cap < sizeof r ? cap : sizeof r; /* what was written */
     return POOLED_OK;
 }
 
@@ -444,7 +444,7 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
                            .t_gen = st.t_decode};
         size_t cap = res->size;
         memcpy(res, &r, cap < sizeof r ? cap : sizeof r);
-        res->size = cap;
+        res->size = cap < sizeof r ? cap : sizeof r; /* what was written */
     }
     if (c.stream) pl_tok_stream_free(c.stream);
     pl_stop_free(&c.stop);
