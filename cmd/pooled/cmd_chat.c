@@ -157,7 +157,8 @@ int chat_opts_parse(int argc, char **argv, chat_opts *o) {
         } else if (arg_take(argc, argv, &i, "--n-predict", "-n", &v, &err)) {
             err = err || !arg_int("-n", v, -1, INT32_MAX, &o->n_predict);
         } else if (!err) {
-            return die("chat: unknown option '%s' (pooled chat --help)", argv[i]);
+            /* argv[0]: "chat", or "room host" when the room passes its options on */
+            return die("%s: unknown option '%s' (pooled %s --help)", argv[0], argv[i], argv[0]);
         }
     }
     return err ? 1 : 0;

@@ -165,7 +165,8 @@ static int room_host(int argc, char **argv) {
                 err = die("--wire: expected f16 or f32, got '%s'", v);
         } else {
             if (!strcmp(argv[i], "-p") || !strcmp(argv[i], "--prompt") ||
-                !strcmp(argv[i], "--prompt-ids"))
+                !strcmp(argv[i], "--prompt-ids") || !strcmp(argv[i], "-f") ||
+                !strcmp(argv[i], "--file"))
                 prompt = true;
             rest[nrest++] = argv[i];
         }

@@ -92,12 +92,13 @@ int run_opts_parse(int argc, char **argv, run_opts *o) {
             /* (not in --help: a test switch, documented in the README) */
             err = err || !arg_int("--split", v, 1, PL_CHAIN_MAX_STAGES - 1, &o->ma.split);
         } else if (!err) {
-            return die("run: unknown option '%s' (pooled run --help)", argv[i]);
+            /* argv[0]: "run", or "room host" when the room passes its options on */
+            return die("%s: unknown option '%s' (pooled %s --help)", argv[0], argv[i], argv[0]);
         }
     }
     if (err) return 1;
     if (!!o->prompt + !!o->prompt_ids + !!o->prompt_file != 1)
-        return die("run: give the prompt with one of -p TEXT, -f FILE or --prompt-ids IDS");
+        return die("%s: give the prompt with one of -p TEXT, -f FILE or --prompt-ids IDS", argv[0]);
     if (o->prompt && !strcmp(o->prompt, "-")) o->prompt = NULL, o->prompt_file = "-";
     return 0;
 }

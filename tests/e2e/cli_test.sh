@@ -27,6 +27,12 @@ printf 'a\0b' >"$TMP/nul.txt"
 check_err "-f of a file with a NUL byte" "${RUN[@]}" -f "$TMP/nul.txt"
 check_err "-p and -f together" "${RUN[@]}" -p "$P" -f "$TMP/prompt.txt"
 
+# error lines name the command that was run
+check_err "room host: an unknown option" "$POOLED" room host -m "$M" --bogus
+check "the error names room host" grep -q "^pooled: room host: unknown option '--bogus' (pooled room host --help)" "$TMP/err"
+check_err "run: an unknown option" "$POOLED" run -m "$M" -p hi --bogus
+check "the error names run" grep -q "^pooled: run: unknown option '--bogus' (pooled run --help)" "$TMP/err"
+
 # a newline after the text on a terminal, none into a pipe or file
 check "no newline into a file" test "$(tail -c1 "$TMP/p.txt" | od -An -c | tr -d ' ')" != '\n'
 if command -v script >/dev/null; then
