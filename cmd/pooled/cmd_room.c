@@ -20,7 +20,8 @@
 #include "../../room/room.h"
 
 static const char *const usage =
-    "usage: pooled room host -m FILE [-p PROMPT | --prompt-ids IDS] [options] [run options]\n"
+    "usage: pooled room host -m FILE [-p PROMPT | -f/--file FILE | --prompt-ids IDS] [options]\n"
+    "                        [run options]\n"
     "       pooled room join ADDR:PORT --key SECRET -m FILE [options]\n"
     "host:\n"
     "  --listen ADDR:PORT   where joiners dial (default 0.0.0.0:7700; port 0: any free one)\n"
