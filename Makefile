@@ -1,7 +1,9 @@
 # pooled - build with `make`, test with `make test` (see README).
 #
 # Sources are found by wildcard, so adding a file needs no edit here:
-#   src/**/*.c           -> $(BUILD)/libpooled.a  (libc, libm, pthreads, dlopen only)
+#   src/**/*.c           -> $(BUILD)/libpooled.a and libpooled.so (libc, libm, pthreads,
+#                           dlopen only; -fPIC, only the pooled_* API of include/pooled.h
+#                           exported; `make install PREFIX=/usr/local DESTDIR=`)
 #   room/*.c             -> $(BUILD)/libpooled_room.a  (the room's link layer: NNG, libsodium)
 #   serve/*.c            -> $(BUILD)/libpooled_serve.a (`pooled serve`'s HTTP: libmicrohttpd)
 #   cmd/pooled/*.c       -> $(BUILD)/pooled
@@ -42,16 +44,52 @@ CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(foreach t,$(TEST_SRC),$(BUILD)/tests/$(basename $(notdir $(t))))
 FUZZ_BIN := $(foreach t,$(FUZZ_SRC),$(BUILD)/fuzz/$(basename $(notdir $(t))))
 
-.PHONY: all test check fuzz fuzz-run clean format
-all: $(BUILD)/pooled
+.PHONY: all test check fuzz fuzz-run clean format install
+all: $(BUILD)/pooled $(BUILD)/libpooled.so
+
+# The library's objects serve the static and the shared library: position independent,
+# and only what include/pooled.h marks POOLED_API is visible outside the .so.
+LIB_XFLAGS := -fPIC -fvisibility=hidden
+$(LIB_OBJ): XFLAGS := $(LIB_XFLAGS)
+# rebuilt when those flags change (objects from before them would not link into a .so)
+$(LIB_OBJ): $(BUILD)/obj/lib-flags
+$(BUILD)/obj/lib-flags: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(CFLAGS) $(LIB_XFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS) $(LIB_XFLAGS)' >$@
+FORCE:
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -Isrc -Iinclude -c $< -o $@
+	$(CC) $(CFLAGS) $(XFLAGS) -MMD -MP -Isrc -Iinclude -c $< -o $@
 
 $(BUILD)/libpooled.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# The shared library, versioned from include/pooled.h: libpooled.so.MAJOR.MINOR.PATCH with
+# the soname libpooled.so.MAJOR, and the two links.
+VERSION_PART = $(shell sed -n 's/^\#define POOLED_VERSION_$(1) \([0-9]*\)$$/\1/p' include/pooled.h)
+SO_MAJOR := $(call VERSION_PART,MAJOR)
+SO_VERSION := $(SO_MAJOR).$(call VERSION_PART,MINOR).$(call VERSION_PART,PATCH)
+$(BUILD)/libpooled.so.$(SO_VERSION): $(LIB_OBJ)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libpooled.so.$(SO_MAJOR) -o $@ $^ $(LDLIBS)
+$(BUILD)/libpooled.so: $(BUILD)/libpooled.so.$(SO_VERSION)
+	ln -sf libpooled.so.$(SO_VERSION) $(BUILD)/libpooled.so.$(SO_MAJOR)
+	ln -sf libpooled.so.$(SO_VERSION) $@
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the libraries, the header, pooled.pc.
+PREFIX ?= /usr/local
+DESTDIR ?=
+LIBDIR = $(DESTDIR)$(PREFIX)/lib
+install: $(BUILD)/libpooled.a $(BUILD)/libpooled.so
+	install -d $(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 644 $(BUILD)/libpooled.a $(LIBDIR)/
+	install -m 755 $(BUILD)/libpooled.so.$(SO_VERSION) $(LIBDIR)/
+	ln -sf libpooled.so.$(SO_VERSION) $(LIBDIR)/libpooled.so.$(SO_MAJOR)
+	ln -sf libpooled.so.$(SO_MAJOR) $(LIBDIR)/libpooled.so
+	install -m 644 include/pooled.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(SO_VERSION)|' tools/pooled.pc.in \
+	    >$(LIBDIR)/pkgconfig/pooled.pc
 
 # The room's link layer lives outside the library: it needs NNG and libsodium.
 $(BUILD)/libpooled_room.a: $(ROOM_OBJ)
@@ -77,7 +115,7 @@ $(BUILD)/tests/$(basename $(notdir $(1))): $(1) $(call test_libs,$(1)) $(BUILD)/
 endef
 $(foreach t,$(TEST_SRC),$(eval $(call test_rule,$(t))))
 
-test: $(BUILD)/pooled $(TEST_BIN)
+test: $(BUILD)/pooled $(BUILD)/libpooled.so $(TEST_BIN)
 	POOLED_BUILD=$(BUILD) tests/run.sh
 
 # libFuzzer targets: always clang, always with ASan+UBSan, separate from the main build.
@@ -127,7 +165,7 @@ check:
 
 # The generated Unicode tables (tools/gen_unicode.py) keep the generator's layout.
 format:
-	clang-format -i $(filter-out src/tokenizer/unicode_data.c,$(LIB_SRC)) $(ROOM_SRC) $(SERVE_SRC) $(CMD_SRC) $(shell find src room serve cmd tests -name '*.h') $(TEST_SRC) $(FUZZ_SRC)
+	clang-format -i $(filter-out src/tokenizer/unicode_data.c,$(LIB_SRC)) $(ROOM_SRC) $(SERVE_SRC) $(CMD_SRC) $(shell find src room serve cmd tests include -name '*.h') examples/*.c $(TEST_SRC) $(FUZZ_SRC)
 
 clean:
 	rm -rf build

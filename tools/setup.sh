@@ -4,7 +4,7 @@
 # missing, so on a machine that already has everything (or cannot reach a package registry
 # but was given the tools another way) it installs nothing.
 #   apt: compiler, clang (libFuzzer + sanitizers), jq (e2e tests read JSON), curl (the serve
-#        test's raw HTTP), NNG and libsodium
+#        test's raw HTTP), pkg-config (the install test), NNG and libsodium
 #        (the room's link layer), libmicrohttpd (`pooled serve`'s HTTP), Mesa 25 lavapipe
 #        from bookworm-backports when the machine has no usable Vulkan driver
 #   npm: the pinned Dawn build (package.json / package-lock.json) for the WebGPU backend, and
@@ -75,6 +75,9 @@ printf '%s\n' '#include <microhttpd.h>' \
     >"$scratch/mhd.c"
 cc "$scratch/mhd.c" -o "$scratch/mhd" -lmicrohttpd 2>/dev/null && "$scratch/mhd" ||
     need+=(libmicrohttpd-dev)
+# pkg-config: the install test builds examples/ against the installed pooled.pc.
+printf 'Name: t\nDescription: t\nVersion: 1\nCflags: -DT_OK\n' >"$scratch/t.pc"
+[ "$(PKG_CONFIG_PATH=$scratch pkg-config --cflags t 2>/dev/null)" = "-DT_OK" ] || need+=(pkg-config)
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 
 # WebGPU on machines without a GPU: Debian 12's own lavapipe (Mesa 22.3) is rejected by the

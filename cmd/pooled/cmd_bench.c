@@ -2,8 +2,8 @@
  * measured like llama-bench's pp/tg tests: prefill runs P ids as one batch into an empty
  * cache; decode runs N ids one at a time from an empty cache, each picked by argmax of the
  * previous step. Each is repeated R times after a warm-up; the median is reported, with
- * the peak resident memory of the process. With --json the last line of stdout is one JSON
- * object. */
+ * the peak resident memory of the process. With --json stdout is one JSON object (one
+ * line) and the table goes to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +19,11 @@
 
 static const char *const usage =
     "usage: pooled bench -m FILE [-p 512] [-n 128] [-r 5] [--json] [options]\n"
-    "  -p N                 prompt ids processed as one batch (0: skip)\n"
-    "  -n N                 ids generated one at a time (0: skip)\n"
-    "  -r N                 repetitions; the median is reported\n"
-    "  --json               end stdout with one JSON object of the results\n"
+    "  -p, --n-prompt N     prompt ids processed as one batch (0: skip)\n"
+    "  -n, --n-gen N        ids generated one at a time (0: skip)\n"
+    "  -r, --repetitions N  repetitions; the median is reported\n"
+    "  --json               print one JSON object of the results on stdout (the table goes\n"
+    "                       to stderr)\n"
     "  (--spec lookup|mtp|auto: decode by verify passes; reports acceptance and ids per pass)\n";
 
 static int cmp_double(const void *a, const void *b) {
@@ -164,21 +165,23 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mib = (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
-    printf("model      %s (%s, %s)\n", ma.path, info->arch, info->weight_type);
-    printf("backend    %s | kv %s\n", lm.be->device, lm.so.kv_type == PL_TYPE_F16 ? "f16" : "f32");
-    if (n_prompt) printf("prefill    pp%-6lld %10.1f tok/s\n", (long long)n_prompt, pp);
-    if (n_gen) printf("decode     tg%-6lld %10.1f tok/s\n", (long long)n_gen, tg);
+    FILE *tab = json ? stderr : stdout;              /* --json: stdout is the JSON object only */
+    fprintf(tab, "model      %s (%s, %s)\n", ma.path, info->arch, info->weight_type);
+    fprintf(tab, "backend    %s | kv %s\n", lm.be->device,
+            lm.so.kv_type == PL_TYPE_F16 ? "f16" : "f32");
+    if (n_prompt) fprintf(tab, "prefill    pp%-6lld %10.1f tok/s\n", (long long)n_prompt, pp);
+    if (n_gen) fprintf(tab, "decode     tg%-6lld %10.1f tok/s\n", (long long)n_gen, tg);
     double acc = gs.n_drafted ? (double)gs.n_accepted / (double)gs.n_drafted : 0;
     double per = gs.n_steps ? (double)gs.n_decoded / (double)gs.n_steps : 0;
     if (n_gen && dr)
-        printf("spec       %s: %.1f%% of %lld drafts accepted, %.2f ids per pass\n",
-               model_drafter_name(&ma, &lm), 100 * acc, (long long)gs.n_drafted, per);
+        fprintf(tab, "spec       %s: %.1f%% of %lld drafts accepted, %.2f ids per pass\n",
+                model_drafter_name(&ma, &lm), 100 * acc, (long long)gs.n_drafted, per);
     /* decode reads the weights a token needs once per token (decode_bytes: the experts it
      * runs, one embedding row), times tok/s; the file's size for scale */
     if (n_gen)
-        printf("weights    %.4g MB read per token (file %.4g MB), %.1f GB/s in decode\n",
-               info->decode_bytes / 1e6, info->weight_bytes / 1e6, info->decode_bytes * tg / 1e9);
-    printf("peak rss   %.1f MiB   (median of %lld repetitions)\n", peak_mib, (long long)reps);
+        fprintf(tab, "weights    %.4g MB read per token (file %.4g MB), %.1f GB/s in decode\n",
+                info->decode_bytes / 1e6, info->weight_bytes / 1e6, info->decode_bytes * tg / 1e9);
+    fprintf(tab, "peak rss   %.1f MiB   (median of %lld repetitions)\n", peak_mib, (long long)reps);
     if (json) {
         printf("{\"model\":");
         pl_json_str(stdout, ma.path, strlen(ma.path));

@@ -5,6 +5,7 @@
  * An input line longer than PL_LIMIT_CHAT_LINE (1 MiB), or holding a NUL byte, ends the
  * chat with one error line and status 1 (`chat < /dev/zero` stays within that memory). */
 #include <errno.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,9 @@ static const char *const usage =
     "  --system TEXT        a system message to start every conversation with\n"
     "  -n, --n-predict N    most ids per reply (default: until the model ends its turn)\n"
     "  --no-think           ask Qwen3-style templates to skip thinking\n"
-    "  --timings            after each reply, one line on stderr: ids run / reused, speed\n";
+    "  --timings            after each reply, one line on stderr: ids run / reused, speed\n"
+    "Ctrl-C during a reply stops it (the conversation keeps what was said); at the prompt\n"
+    "it ends the chat.\n";
 
 typedef struct {
     pl_chat_msg *msgs;
@@ -90,16 +93,22 @@ static ssize_t read_line(char **buf, size_t *cap) {
     return (ssize_t)n;
 }
 
-/* The reply as it streams: printed, and kept as text for the conversation. */
+/* The reply as it streams: through the stop strings, printed, and kept as text for the
+ * conversation. */
 typedef struct {
     const pl_tokenizer *tok;
     pl_tok_stream *stream;
+    pl_stop stop;
+    bool stopped; /* a stop string ended it */
     char *text;
     size_t len, cap;
 } reply;
 
-static void reply_add(reply *r, const char *s) {
-    size_t n = strlen(s);
+static void reply_add(reply *r, const char *piece, bool last) {
+    const char *s;
+    size_t n;
+    if (r->stopped || pl_stop_feed(&r->stop, piece, strlen(piece), last, &s, &n, &r->stopped))
+        return;
     if (r->len + n + 1 > r->cap) {
         size_t nc = (r->len + n + 1) * 2;
         char *t = realloc(r->text, nc);
@@ -112,11 +121,19 @@ static void reply_add(reply *r, const char *s) {
     fputs(s, stdout);
 }
 
+/* Ctrl-C while a reply is made: stop it after the current id, keep the chat going. */
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
 static bool on_token(void *ud, int32_t id) {
     reply *r = ud;
     if (pl_tok_is_eog(r->tok, id)) return false;
-    reply_add(r, pl_tok_stream_push(r->stream, id));
-    return out_flush(); /* stdout failed: stop (main reports it) */
+    reply_add(r, pl_tok_stream_push(r->stream, id), false);
+    /* stdout failed: stop (main reports it) */
+    return out_flush() && !r->stopped && !interrupted;
 }
 
 int chat_opts_parse(int argc, char **argv, chat_opts *o) {
@@ -127,8 +144,9 @@ int chat_opts_parse(int argc, char **argv, chat_opts *o) {
         const char *v;
         if (model_args_take(argc, argv, &i, &o->ma, &err)) continue;
         if (sampler_args_take(argc, argv, &i, &o->sp, &o->seeded, &err)) continue;
+        if (stop_args_take(argc, argv, &i, &o->stop, &err)) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("%s%s%s", usage, sampler_args_help, model_args_help);
+            printf("%s%s%s%s", usage, stop_args_help, sampler_args_help, model_args_help);
             return 2;
         } else if (!strcmp(argv[i], "--no-think")) {
             o->think = false;
@@ -139,7 +157,8 @@ int chat_opts_parse(int argc, char **argv, chat_opts *o) {
         } else if (arg_take(argc, argv, &i, "--n-predict", "-n", &v, &err)) {
             err = err || !arg_int("-n", v, -1, INT32_MAX, &o->n_predict);
         } else if (!err) {
-            return die("chat: unknown option '%s' (pooled chat --help)", argv[i]);
+            /* argv[0]: "chat", or "room host" when the room passes its options on */
+            return die("%s: unknown option '%s' (pooled %s --help)", argv[0], argv[i], argv[0]);
         }
     }
     return err ? 1 : 0;
@@ -176,6 +195,7 @@ int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud)
     if (!s) s = model_drafter(&ma, &lm, ses, &dr);
     if (!s && !(r.stream = pl_tok_stream_new(lm.tok, false)))
         s = pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (!s) s = pl_stop_init(&r.stop, co_.stop.s, co_.stop.n, "--stop");
     if (s) {
         die("%s", pl_last_error());
         goto done;
@@ -234,6 +254,7 @@ int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud)
             goto done;
         }
         r.len = 0;
+        r.stopped = false;
         if (r.text) r.text[0] = 0;
         int64_t room = pl_session_n_ctx(ses) - n_ids + 1;
         pl_gen_opts go = {.n_predict = n_predict >= 0 && n_predict < room ? n_predict : room,
@@ -257,10 +278,15 @@ int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud)
                         (long long)n_ids, (long long)pl_session_n_ctx(ses));
             continue;
         }
+        struct sigaction old, sa = {.sa_handler = on_interrupt};
+        interrupted = 0;
+        sigaction(SIGINT, &sa, &old);
         s = pl_generate(ses, smp, ids, n_ids, &go, &st);
+        sigaction(SIGINT, &old, NULL);
         free(ids);
-        reply_add(&r, pl_tok_stream_flush(r.stream));
+        reply_add(&r, pl_tok_stream_flush(r.stream), true);
         fputs("\n", stdout);
+        if (interrupted) fprintf(stderr, "(reply stopped)\n");
         if (!out_flush()) break; /* nobody can read the replies: end (main reports it) */
         turn++;
         if (s) { /* the model failed (non-finite logits, a device error): nothing to retry */
@@ -292,6 +318,7 @@ done:
     free(conv.msgs);
     free(r.text);
     if (r.stream) pl_tok_stream_free(r.stream);
+    pl_stop_free(&r.stop);
     pl_sampler_free(smp);
     pl_drafter_free(dr);
     pl_session_free(ses);

@@ -13,9 +13,11 @@
 typedef struct {
     model_args ma;
     pl_sampler_params sp;
-    const char *prompt, *prompt_ids; /* exactly one is set */
+    const char *prompt, *prompt_ids, *prompt_file; /* exactly one is set; -p - and -f -:
+                                                       standard input */
     int64_t n_predict;
     bool print_ids, ignore_eos, seeded;
+    stop_list stop;
 } run_opts;
 int run_opts_parse(int argc, char **argv, run_opts *o);
 /* Run as `pooled run` does with the options parsed; attach (may be NULL) is called once
@@ -29,6 +31,7 @@ typedef struct {
     const char *system;
     int64_t n_predict; /* -1: until the model ends its turn */
     bool think, timings, seeded;
+    stop_list stop;
 } chat_opts;
 int chat_opts_parse(int argc, char **argv, chat_opts *o);
 /* Chat as `pooled chat` does with the options parsed; attach as for run_with. */

@@ -25,7 +25,8 @@
 #include "runtime/probe.h"
 
 static const char *const usage =
-    "usage: pooled room host -m FILE [-p PROMPT | --prompt-ids IDS] [options] [run options]\n"
+    "usage: pooled room host -m FILE [-p PROMPT | -f/--file FILE | --prompt-ids IDS] [options]\n"
+    "                        [run options]\n"
     "       pooled room bench -m FILE [options] [-p 512] [-n 128] [-r 5] [bench options]\n"
     "       pooled room join ADDR:PORT --key SECRET -m FILE [options]\n"
     "host:\n"
@@ -53,7 +54,8 @@ static const char *const usage =
     "  --listen ADDR:PORT   where the previous worker of the chain dials this one (default\n"
     "                       0.0.0.0:0: any free port, told the host; none: no chain, every\n"
     "                       frame goes through the host)\n"
-    "  -m, --backend, -t, --kv, --act   as for `pooled run` (--kv and --act as the host's)\n";
+    "  -m/--model, --backend, -t/--threads, -c/--ctx/--ctx-size, --kv, --act, --spec\n"
+    "                       as for `pooled run` (--kv and --act as the host's)\n";
 
 static volatile sig_atomic_t stop_flag;
 
@@ -257,7 +259,8 @@ static int room_host(int argc, char **argv, bool bench) {
                 err = die("--wire: expected f16 or f32, got '%s'", v);
         } else {
             if (!strcmp(argv[i], "-p") || !strcmp(argv[i], "--prompt") ||
-                !strcmp(argv[i], "--prompt-ids"))
+                !strcmp(argv[i], "--prompt-ids") || !strcmp(argv[i], "-f") ||
+                !strcmp(argv[i], "--file"))
                 prompt = true;
             rest[nrest++] = argv[i];
         }

@@ -18,7 +18,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: pooled synth --preset NAME [--arch ARCH] [--type TYPE] -o OUT.gguf\n"
+            "usage: pooled synth --preset NAME [--arch ARCH] [--type TYPE] -o, --out OUT.gguf\n"
             "                    [--seed N] [--vocab-from FILE] [--layers N] [--vocab N]\n"
             "                    [--threads N] [--zeros]\n"
             "\n"

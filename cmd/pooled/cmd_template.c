@@ -1,7 +1,7 @@
 /* cmd_template.c - `pooled template`: render a conversation with a model's chat template.
  *
  *   pooled template -m FILE --messages conversation.json [--no-generation-prompt]
- *                   [--no-thinking] [--tools tools.json] [--template FILE.jinja] [--ids]
+ *                   [--no-think] [--tools tools.json] [--template FILE.jinja] [--ids]
  *
  * conversation.json is a JSON array of {role, content, ...} objects, or an object with
  * "messages" (and optionally "tools"). The rendered prompt is printed exactly, with no
@@ -20,9 +20,11 @@
 
 static int usage(void) {
     printf("usage: pooled template -m FILE --messages conversation.json [--no-generation-prompt]\n"
-           "                       [--no-thinking] [--tools tools.json] [--template FILE.jinja] "
+           "                       [--no-think] [--tools tools.json] [--template FILE.jinja] "
            "[--ids]\n"
-           "A file named - is read from standard input (one of them at most).\n");
+           "-m, --model FILE: the model; --no-think: Qwen3's enable_thinking=False (old\n"
+           "spelling --no-thinking). A file named - is read from standard input (one of them\n"
+           "at most).\n");
     return 0;
 }
 
@@ -57,7 +59,7 @@ int cmd_template(int argc, char **argv) {
             tmpl_path = v;
         else if (!strcmp(a, "--no-generation-prompt"))
             opts.add_generation_prompt = false;
-        else if (!strcmp(a, "--no-thinking"))
+        else if (!strcmp(a, "--no-think") || !strcmp(a, "--no-thinking")) /* the old spelling */
             opts.enable_thinking = false;
         else if (!strcmp(a, "--ids"))
             ids = true;

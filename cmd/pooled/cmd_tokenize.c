@@ -25,7 +25,7 @@ static int usage(void) {
     printf("usage: pooled tokenize -m FILE [--no-bos] [--no-special] [--pieces] [--file PATH | "
            "TEXT...]\n"
            "       pooled tokenize -m FILE --bench [MB] [--file PATH]\n"
-           "--file - reads the text from standard input.\n");
+           "-m, --model FILE: the model; --file - reads the text from standard input.\n");
     return 0;
 }
 

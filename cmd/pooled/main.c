@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <pooled.h>
 #include <unistd.h>
 
 #include "args.h"
@@ -33,7 +34,8 @@ static const struct {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: pooled COMMAND [options]   (pooled COMMAND --help for its options)\n\n");
+    fprintf(f, "usage: pooled COMMAND [options]   (pooled COMMAND --help for its options)\n"
+               "       pooled --version\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
 }
@@ -74,6 +76,10 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
+        printf("pooled %s\n", pooled_version(NULL, NULL, NULL)); /* the library's */
+        return out_close(0);
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);

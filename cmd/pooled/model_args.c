@@ -2,6 +2,7 @@
 #include "model_args.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -10,10 +11,11 @@
 #include "runtime/backend_open.h"
 
 const char *const model_args_help =
-    "  -m FILE              the model (GGUF)\n"
+    "  -m, --model FILE     the model (GGUF)\n"
     "  --backend NAME       auto, cpu or webgpu (default auto)\n"
     "  -t, --threads N      CPU threads (default: one per core)\n"
-    "  --ctx N              context length in tokens (default: the model's, at most 4096)\n"
+    "  -c, --ctx, --ctx-size N   context length in tokens (default: the model's, at most\n"
+    "                       4096)\n"
     "  --kv f16|f32         KV cache type (default f16)\n"
     "  --act q8|f32         activations of Q4_0/Q8_0 matmuls: quantised to Q8_0 blocks with\n"
     "                       integer dot products as llama.cpp does (default), or exact f32\n"
@@ -39,7 +41,8 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
         }
     } else if (arg_take(argc, argv, i, "--threads", "-t", &v, err)) {
         if (!*err && !arg_int("--threads", v, 0, 256, &a->threads)) *err = true;
-    } else if (arg_take(argc, argv, i, "--ctx", "-c", &v, err)) {
+    } else if (arg_take(argc, argv, i, "--ctx", "-c", &v, err) ||
+               arg_take(argc, argv, i, "--ctx-size", NULL, &v, err)) {
         if (!*err && !arg_int("--ctx", v, 1, 1 << 24, &a->ctx)) *err = true;
     } else if (arg_take(argc, argv, i, "--kv", NULL, &v, err)) {
         if (!*err && !strcmp(v, "f16"))
@@ -77,6 +80,30 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
         return false;
     }
     return true;
+}
+
+void gpu_opts_from_env(pl_gpu_backend_opts *o) {
+    /* static: the options borrow these strings for the backend's life (the process's) */
+    static char cache[1024];
+    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME"), *v;
+    *o = (pl_gpu_backend_opts){0};
+    if (x && *x)
+        snprintf(cache, sizeof cache, "%s/pooled", x);
+    else if (home && *home)
+        snprintf(cache, sizeof cache, "%s/.cache/pooled", home);
+    else
+        cache[0] = 0;
+    o->tune_cache = cache[0] ? cache : NULL;
+    o->dawn_lib = (v = getenv("POOLED_DAWN")) && *v ? v : NULL;
+    o->no_fuse = (v = getenv("POOLED_GPU_FUSE")) && !strcmp(v, "0");
+    o->no_tune = (v = getenv("POOLED_GPU_TUNE")) && !strcmp(v, "0");
+    o->tune_verbose = v && !strcmp(v, "verbose");
+    o->gemv = getenv("POOLED_GPU_GEMV");
+    o->robust = (v = getenv("POOLED_GPU_ROBUST")) && *v == '1';
+    o->toggles = getenv("POOLED_GPU_TOGGLES");
+    o->q8_preload = (v = getenv("POOLED_GPU_PRELOAD")) && !strcmp(v, "1");
+    o->profile_path = getenv("POOLED_GPU_PROFILE");
+    o->profile_at = (v = getenv("POOLED_GPU_PROFILE_AT")) ? atoi(v) : 0;
 }
 
 typedef struct {
@@ -151,7 +178,9 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
     memset(l, 0, sizeof *l);
     if (!a->path) return die("no model: give one with -m FILE"), false;
     pl_status s = pl_gguf_open(a->path, &l->g);
-    if (!s && (s = pl_backend_open(a->backend, (int)a->threads, &l->be, &l->note))) {
+    pl_backend_open_opts bo = {.name = a->backend, .n_threads = (int)a->threads};
+    gpu_opts_from_env(&bo.gpu);
+    if (!s && (s = pl_backend_open_with(&bo, &l->be, &l->note))) {
         die("--backend %s: %s", a->backend, pl_last_error()); /* not the file's fault */
         model_unload(l);
         return false;
@@ -279,4 +308,20 @@ uint64_t sampler_args_clock_seed(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
+}
+
+const char *const stop_args_help =
+    "  --stop STRING        end the text before STRING (repeatable, at most 16, 1 to 256 bytes)\n";
+
+bool stop_args_take(int argc, char **argv, int *i, stop_list *l, bool *err) {
+    const char *v;
+    if (!arg_take(argc, argv, i, "--stop", NULL, &v, err)) return false;
+    if (*err) return true;
+    if (l->n == PL_STOP_MAX || !*v || strlen(v) > PL_STOP_LEN) {
+        die("--stop: at most %d strings of 1 to %d bytes", PL_STOP_MAX, PL_STOP_LEN);
+        *err = true;
+        return true;
+    }
+    l->s[l->n++] = v;
+    return true;
 }

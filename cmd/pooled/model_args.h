@@ -9,10 +9,12 @@
 
 #include "format/gguf.h"
 #include "model/model.h"
+#include "gpu/gpu.h"
 #include "runtime/draft.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/stop.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
@@ -49,6 +51,12 @@ typedef struct {
 
 model_args model_args_defaults(void);
 
+/* The GPU backend's settings from the environment (the library reads none): POOLED_DAWN,
+ * POOLED_GPU_FUSE=0, POOLED_GPU_TUNE=0|verbose, POOLED_GPU_GEMV, POOLED_GPU_ROBUST=1,
+ * POOLED_GPU_TOGGLES, POOLED_GPU_PRELOAD=1, POOLED_GPU_PROFILE(_AT), and the tuning cache
+ * in $XDG_CACHE_HOME/pooled (else ~/.cache/pooled). */
+void gpu_opts_from_env(pl_gpu_backend_opts *o);
+
 /* If argv[*i] is one of the shared options, take it (and its value) and return true;
  * a bad value prints the error and sets *err. */
 bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err);
@@ -82,6 +90,14 @@ void model_unload(loaded_model *l);
 bool sampler_args_take(int argc, char **argv, int *i, pl_sampler_params *p, bool *seeded,
                        bool *err);
 extern const char *const sampler_args_help;
+
+/* --stop STRING, repeatable (run, chat): the text ends before the first one that appears. */
+typedef struct {
+    const char *s[PL_STOP_MAX];
+    int n;
+} stop_list;
+bool stop_args_take(int argc, char **argv, int *i, stop_list *l, bool *err);
+extern const char *const stop_args_help;
 /* A seed from the clock and the process id, for runs without --seed. */
 uint64_t sampler_args_clock_seed(void);
 

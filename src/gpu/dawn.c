@@ -212,8 +212,6 @@ static void *open_lib(const char *lib, char *tried, size_t cap) {
     int n = 0;
     if (lib && *lib) {
         snprintf(cand[n++], sizeof cand[0], "%s", lib);
-    } else if (getenv("POOLED_DAWN") && *getenv("POOLED_DAWN")) {
-        snprintf(cand[n++], sizeof cand[0], "%s", getenv("POOLED_DAWN"));
     } else {
         snprintf(cand[n++], sizeof cand[0], "%s", rel);
         /* next to the executable and one folder up (build/pooled -> repo root) */
@@ -286,9 +284,9 @@ static pl_status request_adapter(pl_gpu *g) {
 
 /* Device toggles. disable_robustness drops the bounds clamps Dawn adds to every storage
  * access (our kernels index within their bindings by construction, and the unit tests run
- * with the clamps on through POOLED_GPU_ROBUST=1 too); disable_workgroup_init skips zeroing
+ * with the clamps on through pl_gpu_open_opts.robust too); disable_workgroup_init skips zeroing
  * var<workgroup> memory that every kernel writes before reading. */
-static pl_status request_device(pl_gpu *g) {
+static pl_status request_device(pl_gpu *g, const pl_gpu_open_opts *o) {
     WGPULimits al;
     memset(&al, 0, sizeof al);
     if (g->p.wgpuAdapterGetLimits(g->adapter, &al) != WGPU_STATUS_SUCCESS)
@@ -301,13 +299,11 @@ static pl_status request_device(pl_gpu *g) {
 
     const char *toggles[12];
     size_t nt = 0;
-    const char *robust = getenv("POOLED_GPU_ROBUST");
-    if (!(robust && *robust == '1')) toggles[nt++] = "disable_robustness";
+    if (!o->robust) toggles[nt++] = "disable_robustness";
     toggles[nt++] = "disable_workgroup_init";
-    /* more device toggles for experiments: POOLED_GPU_TOGGLES=a,b (e.g. skip_validation) */
+    /* more device toggles for experiments: "a,b" (e.g. skip_validation) */
     char extra[256] = "";
-    const char *env = getenv("POOLED_GPU_TOGGLES");
-    if (env) snprintf(extra, sizeof extra, "%s", env);
+    if (o->toggles) snprintf(extra, sizeof extra, "%s", o->toggles);
     for (char *save = NULL, *tok = strtok_r(extra, ",", &save); tok && nt < 12;
          tok = strtok_r(NULL, ",", &save))
         toggles[nt++] = tok;
@@ -355,6 +351,12 @@ static pl_status request_device(pl_gpu *g) {
 }
 
 pl_status pl_gpu_open(const char *lib, pl_gpu **out) {
+    pl_gpu_open_opts o = {.dawn_lib = lib};
+    return pl_gpu_open_with(&o, out);
+}
+
+pl_status pl_gpu_open_with(const pl_gpu_open_opts *o, pl_gpu **out) {
+    const char *lib = o->dawn_lib;
     *out = NULL;
     pl_gpu *g = calloc(1, sizeof *g);
     if (!g) return pl_fail(PL_ERR_NOMEM, "out of memory");
@@ -377,7 +379,7 @@ pl_status pl_gpu_open(const char *lib, pl_gpu **out) {
         free(g);
         return pl_fail(PL_ERR, "could not create a WebGPU instance");
     }
-    if (request_adapter(g) != PL_OK || request_device(g) != PL_OK) {
+    if (request_adapter(g) != PL_OK || request_device(g, o) != PL_OK) {
         char msg[600];
         snprintf(msg, sizeof msg, "%s", pl_last_error());
         pl_gpu_close(g);

@@ -44,10 +44,18 @@ typedef struct {
 } pl_gpu_stats;
 
 /* Open the first usable adapter. lib: path of the Dawn library, NULL for the default
- * ($POOLED_DAWN, else node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so next to the
- * current directory or the executable). Fails with the reason (library missing, no Vulkan
- * adapter, only Dawn's Null backend, device refused). */
+ * (node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so in the current directory, next
+ * to the executable or one folder above it). Fails with the reason (library missing, no
+ * Vulkan adapter, only Dawn's Null backend, device refused). */
 pl_status pl_gpu_open(const char *lib, pl_gpu **out);
+
+/* pl_gpu_open with the device's settings (strings borrowed for the call). */
+typedef struct {
+    const char *dawn_lib; /* as pl_gpu_open's lib */
+    int robust;           /* 1: keep Dawn's robustness checks (default off: faster) */
+    const char *toggles;  /* more Dawn toggles, comma-separated ("skip_validation"), or NULL */
+} pl_gpu_open_opts;
+pl_status pl_gpu_open_with(const pl_gpu_open_opts *o, pl_gpu **out);
 void pl_gpu_close(pl_gpu *g);
 const pl_gpu_info *pl_gpu_get_info(const pl_gpu *g);
 const pl_gpu_stats *pl_gpu_get_stats(const pl_gpu *g);

@@ -14,16 +14,30 @@
 
 #include "../backend/backend.h"
 
+/* Every setting of the GPU backend; the library reads no environment variable (the pooled
+ * command maps its POOLED_GPU_* / POOLED_DAWN variables onto these, README). Strings are
+ * borrowed: they must outlive the backend. All zero / NULL: the defaults. */
 typedef struct {
     const char *dawn_lib; /* NULL: default search (device.h) */
     int no_fuse;       /* 1: one kernel per op (the simple path the fused one is checked against) */
     int no_tune;       /* 1: skip the load-time autotune, use the built-in choices */
     int no_selftest;   /* 1: skip the self-test (tests that run the kernels themselves) */
     int hardware_only; /* 1: fail on a software adapter (lavapipe), before any self-test */
+    int tune_verbose;  /* 1: the autotune prints each shape it measures on stderr */
+    /* folder of the GEMV tuning cache (gpu-tune.txt, one line per adapter and shape),
+     * created with its parent when missing; NULL: no cache (each open tunes afresh) */
+    const char *tune_cache;
+    const char *gemv;         /* "threads,rows,sg-reduce,sg-rows,unroll": one fixed GEMV shape for
+                                 every weight type, no autotune (experiments); NULL: tuned */
+    int robust;               /* 1: keep Dawn's robustness checks (default: off, faster) */
+    const char *toggles;      /* more Dawn device toggles, comma-separated (NULL: none) */
+    int q8_preload;           /* 1: q8x GEMVs load every row's block first (not yet measured) */
+    const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
+    int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;
 
-/* Open the GPU and make a backend; o may be NULL. Environment: POOLED_GPU_FUSE=0 turns
- * fusion off. Fails (with the reason) without a usable adapter or if the self-test fails. */
+/* Open the GPU and make a backend; o may be NULL. Fails (with the reason) without a usable
+ * adapter or if the self-test fails. */
 pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out);
 
 /* True when the backend's adapter is a software rasteriser (lavapipe): correct, slow. */

@@ -485,8 +485,6 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     gpu_backend *gb = calloc(1, sizeof *gb);
     if (!gb) return pl_fail(PL_ERR_NOMEM, "out of memory");
     if (o) gb->o = *o;
-    const char *fuse = getenv("POOLED_GPU_FUSE");
-    if (fuse && !strcmp(fuse, "0")) gb->o.no_fuse = 1;
     gb->be.m = &gpu_methods;
     gb->be.name = "webgpu";
     pl_status chk = pl_be_check_methods(&gb->be);
@@ -494,10 +492,11 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         free(gb);
         return chk;
     }
-    gb->profile_path = getenv("POOLED_GPU_PROFILE");
-    const char *at = getenv("POOLED_GPU_PROFILE_AT");
-    gb->profile_at = at && atoi(at) > 0 ? atoi(at) : 40;
-    pl_status st = pl_gpu_open(gb->o.dawn_lib, &gb->g);
+    gb->profile_path = gb->o.profile_path && *gb->o.profile_path ? gb->o.profile_path : NULL;
+    gb->profile_at = gb->o.profile_at > 0 ? gb->o.profile_at : 40;
+    pl_gpu_open_opts go = {
+        .dawn_lib = gb->o.dawn_lib, .robust = gb->o.robust, .toggles = gb->o.toggles};
+    pl_status st = pl_gpu_open_with(&go, &gb->g);
     if (st != PL_OK) {
         free(gb);
         return st;
@@ -526,12 +525,11 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         gb->tune[t] = gb->info->software ? (gemv_tune){32, 1, 0, 0, 1}
                       : t < 4            ? (gemv_tune){64, 4, 0, 0, 1}
                               : (gemv_tune){128, 16, 0, 0, 1}; /* q8x: see gpu-notes.md */
-    /* POOLED_GPU_GEMV=threads,rows,subgroup-reduce,subgroup-rows,unroll fixes the GEMV
-     * shape of every weight type (experiments; no autotune then) */
-    const char *pre = getenv("POOLED_GPU_PRELOAD");
+    /* opts.gemv = "threads,rows,subgroup-reduce,subgroup-rows,unroll" fixes the GEMV shape
+     * of every weight type (experiments; no autotune then) */
     /* off by default: not yet measured on a GPU (docs/gpu-notes.md, "next") */
-    gb->q8_preload = pre && !strcmp(pre, "1");
-    const char *fix = getenv("POOLED_GPU_GEMV");
+    gb->q8_preload = gb->o.q8_preload;
+    const char *fix = gb->o.gemv;
     unsigned v[5];
     if (fix && sscanf(fix, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {
         for (int t = 0; t < PL_GPU_TUNE_CLASSES; t++)

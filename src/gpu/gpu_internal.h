@@ -156,9 +156,9 @@ typedef struct {
     gemv_tune tune[PL_GPU_TUNE_CLASSES]; /* built-in GEMV shape by tune class */
     shape_tune *shapes;                  /* tuned per weight shape at its first use (selftest.c) */
     int n_shapes, cap_shapes;
-    int tune_fixed;  /* POOLED_GPU_GEMV gave the shape: no tuning */
+    int tune_fixed;  /* opts.gemv gave the shape: no tuning */
     int in_selftest; /* the self-test's small weights are not worth tuning */
-    int q8_preload;  /* q8x GEMVs load every row's block first (POOLED_GPU_PRELOAD=1) */
+    int q8_preload;  /* q8x GEMVs load every row's block first (opts.q8_preload) */
     /* the op queue */
     op *ops;
     int n_ops, cap_ops;

@@ -1,8 +1,8 @@
 /* gpu_profile.c - where a decode step's time goes, measured on the device: each op of one
  * recorded step replayed alone (20 times per command buffer, best of 3), the whole step
  * replayed without the host read, and the cost of an empty dispatch with and without a
- * barrier between dispatches. Turned on with POOLED_GPU_PROFILE=<file> (report appended
- * there) at the POOLED_GPU_PROFILE_AT-th submit of a step (default 40). The replays run ops again
+ * barrier between dispatches. Turned on with pl_gpu_backend_opts.profile_path (report appended
+ * there) at the profile_at-th submit of a step (default 40). The replays run ops again
  * (accumulating ones add twice), so a profiled run's later outputs are meaningless: it is
  * for measurements only (pooled bench -r 1). */
 #include <stdio.h>

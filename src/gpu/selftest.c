@@ -422,14 +422,10 @@ pl_status pl_gpu_selftest(gpu_backend *gb) {
 
 /* ------------------------------------------------------------------ autotune */
 
-static const char *cache_path(char *buf, size_t cap) {
-    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (x && *x)
-        snprintf(buf, cap, "%s/pooled", x);
-    else if (home && *home)
-        snprintf(buf, cap, "%s/.cache/pooled", home);
-    else
-        return NULL;
+/* The cache folder the caller gave (pl_gpu_backend_opts.tune_cache), or NULL: no cache. */
+static const char *cache_path(const gpu_backend *gb, char *buf, size_t cap) {
+    const char *d = gb->o.tune_cache;
+    if (!d || !*d || (size_t)snprintf(buf, cap, "%s", d) >= cap) return NULL;
     return buf;
 }
 
@@ -486,7 +482,7 @@ static int valid_tune(const gpu_backend *gb, const gemv_tune *t) {
 
 void pl_gpu_tune_load(gpu_backend *gb) {
     char dir[512], path[600], key[200], line[512];
-    if (!cache_path(dir, sizeof dir)) return;
+    if (!cache_path(gb, dir, sizeof dir)) return;
     snprintf(path, sizeof path, "%s/gpu-tune.txt", dir);
     adapter_key(gb, key, sizeof key);
     /* a cache: a missing, oversized or odd file (a FIFO, a folder) is ignored */
@@ -510,7 +506,7 @@ void pl_gpu_tune_load(gpu_backend *gb) {
 
 static void save_shape(const gpu_backend *gb, const shape_tune *e) {
     char dir[512], path[600], key[200];
-    if (!cache_path(dir, sizeof dir)) return;
+    if (!cache_path(gb, dir, sizeof dir)) return;
     char parent[512];
     snprintf(parent, sizeof parent, "%s", dir);
     char *slash = strrchr(parent, '/');
@@ -578,11 +574,8 @@ static pl_status tune_shape(gpu_backend *gb, const gbuf *w, const uint32_t split
 }
 
 pl_status pl_gpu_tune_pending(gpu_backend *gb) {
-    const char *env = getenv("POOLED_GPU_TUNE");
-    if (gb->info->software || gb->o.no_tune || gb->tune_fixed || gb->in_selftest ||
-        (env && !strcmp(env, "0")))
-        return PL_OK;
-    int verbose = env && !strcmp(env, "verbose");
+    if (gb->info->software || gb->o.no_tune || gb->tune_fixed || gb->in_selftest) return PL_OK;
+    int verbose = gb->o.tune_verbose;
     int started = 0;
     for (int i = 0; i < gb->n_ops; i++) {
         const op *o = &gb->ops[i];

@@ -7,22 +7,28 @@
 #include <string.h>
 
 #include "../cpu/cpu.h"
-#include "../gpu/gpu.h"
 
 pl_status pl_backend_open(const char *name, int n_threads, pl_backend **out, const char **note) {
+    pl_backend_open_opts o = {.name = name, .n_threads = n_threads};
+    return pl_backend_open_with(&o, out, note);
+}
+
+pl_status pl_backend_open_with(const pl_backend_open_opts *o, pl_backend **out, const char **note) {
+    const char *name = o->name;
     *out = NULL;
     *note = NULL;
-    if (!name || !strcmp(name, "cpu")) return pl_cpu_new(n_threads, out);
+    if (!name || !strcmp(name, "cpu")) return pl_cpu_new(o->n_threads, out);
     if (!strcmp(name, "auto")) {
         /* the note outlives this call like pl_last_error's message: per thread */
         static _Thread_local char why[320];
-        pl_gpu_backend_opts o = {.hardware_only = 1};
-        if (pl_gpu_backend_new(&o, out) == PL_OK) return PL_OK;
+        pl_gpu_backend_opts go = o->gpu;
+        go.hardware_only = 1;
+        if (pl_gpu_backend_new(&go, out) == PL_OK) return PL_OK;
         snprintf(why, sizeof why, "backend auto: %.260s; using cpu", pl_last_error());
         *note = why;
-        return pl_cpu_new(n_threads, out);
+        return pl_cpu_new(o->n_threads, out);
     }
-    if (!strcmp(name, "webgpu")) return pl_gpu_backend_new(NULL, out);
+    if (!strcmp(name, "webgpu")) return pl_gpu_backend_new(&o->gpu, out);
     return pl_backend_check_name(name);
 }
 

@@ -3,9 +3,20 @@
 #define PL_RUNTIME_BACKEND_OPEN_H
 
 #include "../backend/backend.h"
+#include "../gpu/gpu.h"
 
-/* name: "auto", "cpu" or "webgpu". n_threads: CPU threads (0: one per core). On success
- * *note is NULL or a one-line remark for the user ("auto: using cpu ..."). */
+/* Everything a backend is made from; no environment variable is read (a program passes
+ * its own settings in gpu). */
+typedef struct {
+    const char *name;        /* "auto", "cpu" or "webgpu"; NULL: cpu */
+    int n_threads;           /* CPU threads (0: one per core) */
+    pl_gpu_backend_opts gpu; /* the GPU's settings (auto adds hardware_only) */
+} pl_backend_open_opts;
+
+/* On success *note is NULL or a one-line remark for the user ("auto: using cpu ...", valid
+ * until the next call on this thread). */
+pl_status pl_backend_open_with(const pl_backend_open_opts *o, pl_backend **out, const char **note);
+/* The same with the GPU's default settings. */
 pl_status pl_backend_open(const char *name, int n_threads, pl_backend **out, const char **note);
 
 /* OK for a name pl_backend_open takes; else fails with "expected auto, cpu or webgpu, got

@@ -1,0 +1,265 @@
+/* pooled.h - the public C API of libpooled: open a GGUF model, tokenize, render chat
+ * templates, and generate text in sessions that keep their cache from one call to the next.
+ *
+ * This is the library's one public header; it includes only standard headers and compiles
+ * as C11 and as C++.
+ *
+ * Conventions
+ * - Functions that can fail return int: 0 (POOLED_OK) on success, else one of the
+ *   POOLED_ERR_* codes, and pooled_last_error() then holds a one-line reason. The message
+ *   is per thread (each thread sees only its own errors) and stays valid until that
+ *   thread's next failing call. The library never exits, aborts or prints.
+ * - Memory the library returns (ids, text) is malloc'd; free it with pooled_free().
+ * - Options: every option struct starts with `size`, which the caller sets to
+ *   sizeof(the struct) (the pooled_*_default() functions do). A library built with a
+ *   larger struct (new fields at the end) reads only the first `size` bytes and takes the
+ *   defaults for the rest, so programs built against an older header keep working within
+ *   one major version. A NULL options pointer means the defaults.
+ * - Threads: the library reads no environment variable and has no global state besides
+ *   the per-thread error. A model may be shared by several threads: tokenizing, rendering
+ *   and info are safe at any time; generation in different sessions of one model is
+ *   serialised by a lock in the model (one runs at a time). A session is used by one
+ *   thread at a time, except pooled_session_cancel, callable from any thread.
+ *
+ * Versions: POOLED_VERSION_* are those of this header, pooled_version() that of the library
+ * linked at run time. Within one major version the ABI only grows. */
+#ifndef POOLED_H
+#define POOLED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define POOLED_VERSION_MAJOR 0
+#define POOLED_VERSION_MINOR 1
+#define POOLED_VERSION_PATCH 0
+
+#if defined(_WIN32)
+#define POOLED_API
+#elif defined(__GNUC__) || defined(__clang__)
+#define POOLED_API __attribute__((visibility("default")))
+#else
+#define POOLED_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ errors, versions */
+
+enum {
+    POOLED_OK = 0,
+    POOLED_ERR = 1,        /* a failure: see pooled_last_error() */
+    POOLED_ERR_IO = 2,     /* a file could not be opened, read or mapped */
+    POOLED_ERR_FORMAT = 3, /* a malformed, truncated or unsupported model file */
+    POOLED_ERR_NOMEM = 4,  /* out of memory */
+    POOLED_ERR_ARG = 5     /* an invalid argument (NULL handle, bad option, id out of range) */
+};
+
+/* The last failure's reason on the calling thread, "" if none. Never NULL. */
+POOLED_API const char *pooled_last_error(void);
+
+/* The library's version, "MAJOR.MINOR.PATCH" (static storage); *major, *minor, *patch
+ * (each may be NULL) get its parts. */
+POOLED_API const char *pooled_version(int *major, int *minor, int *patch);
+
+/* Free memory the library returned (NULL is fine). */
+POOLED_API void pooled_free(void *p);
+
+/* ------------------------------------------------------------------ models */
+
+typedef struct pooled_model pooled_model;
+
+enum { POOLED_KV_F16 = 0, POOLED_KV_F32 = 1 };
+enum { POOLED_ACT_Q8 = 0, POOLED_ACT_F32 = 1 };
+
+typedef struct {
+    size_t size;                /* sizeof(pooled_model_opts) */
+    const char *backend;        /* "auto" (a hardware GPU when usable, else the CPU), "cpu",
+                                   "webgpu" (never falls back); NULL: "auto" */
+    int n_threads;              /* CPU threads, 0: one per core */
+    int n_ctx;                  /* context of the model's sessions in tokens; 0: the model's
+                                   training context, at most 4096 */
+    int kv_type;                /* POOLED_KV_F16 (default) or POOLED_KV_F32 */
+    int act_type;               /* POOLED_ACT_Q8 (default: Q4_0/Q8_0 matmuls quantise their
+                                   activations, as llama.cpp) or POOLED_ACT_F32 (exact) */
+    const char *dawn_lib;       /* the WebGPU library (libwebgpu_wrapper.so); NULL: looked for in
+                                   node_modules/ of the current folder or next to the program */
+    const char *gpu_tune_cache; /* folder keeping the GPU's tuned kernel shapes, created
+                                   when missing; NULL: none (each open tunes afresh) */
+    const char *gpu_profile;    /* a per-kernel profile of one decode step is appended to
+                                   this file; NULL: off */
+} pooled_model_opts;
+
+/* The defaults, size set. */
+POOLED_API pooled_model_opts pooled_model_opts_default(void);
+
+/* Open the GGUF at path and load it (weights mapped, the tokenizer built, the backend
+ * chosen). The strings in o are copied. *out gets the model (NULL on failure); release it
+ * with pooled_model_close. Fails for a missing, damaged or unsupported file, a bad option,
+ * a backend that cannot open. */
+POOLED_API int pooled_model_open(const char *path, const pooled_model_opts *o, pooled_model **out);
+
+/* Release the model. Its sessions must be freed first. NULL is fine. */
+POOLED_API void pooled_model_close(pooled_model *m);
+
+typedef struct {
+    size_t size;       /* sizeof(pooled_model_info), set by the caller */
+    char arch[32];     /* general.architecture: "llama", "qwen3", ... */
+    char name[64];     /* general.name, or "" */
+    char backend[160]; /* what runs it: "cpu, 8 threads", "webgpu, <adapter>" */
+    int n_ctx_train;   /* the context the model was trained with */
+    int n_ctx;         /* the context its sessions get */
+    int n_vocab;
+    int n_embd;
+    int n_layer;
+    int64_t n_params;
+    int32_t bos; /* -1: none */
+    int32_t eos; /* -1: none */
+} pooled_model_info;
+
+/* Fill *info: its size field, set by the caller, says how many bytes may be written; on
+ * return it says how many were (less when the library is older than the caller's header:
+ * the rest is left as it was). pooled_result works the same way. */
+POOLED_API int pooled_model_get_info(const pooled_model *m, pooled_model_info *info);
+
+/* 1 when id ends a generation (EOS, <|im_end|>, <|eot_id|>, ...), else 0. */
+POOLED_API int pooled_token_is_eog(const pooled_model *m, int32_t id);
+
+/* ------------------------------------------------------------------ tokens and text */
+
+/* Tokenize len bytes of text. add_special: add BOS/EOS as the vocabulary asks;
+ * parse_special: special tokens written in the text ("<|im_start|>") become their ids.
+ * *ids (pooled_free) and *n_ids get the result. */
+POOLED_API int pooled_tokenize(const pooled_model *m, const char *text, size_t len, int add_special,
+                               int parse_special, int32_t **ids, size_t *n_ids);
+
+/* Ids back to text (pieces joined; special tokens only with show_special). *text is
+ * NUL-terminated (pooled_free); *len (may be NULL) gets its byte count. Fails for an id
+ * outside the vocabulary. */
+POOLED_API int pooled_detokenize(const pooled_model *m, const int32_t *ids, size_t n_ids,
+                                 int show_special, char **text, size_t *len);
+
+/* The text of one token, as pooled_detokenize of that id alone but without removing a
+ * leading space. */
+POOLED_API int pooled_token_piece(const pooled_model *m, int32_t id, int show_special, char **text,
+                                  size_t *len);
+
+/* ------------------------------------------------------------------ chat templates */
+
+typedef struct {
+    const char *role; /* "system", "user", "assistant", "tool" */
+    const char *content;
+} pooled_message;
+
+typedef struct {
+    size_t size;               /* sizeof(pooled_chat_opts) */
+    int add_generation_prompt; /* end with the assistant's turn opening (default 1) */
+    int no_think;              /* Qwen3's enable_thinking=False (default 0) */
+} pooled_chat_opts;
+
+POOLED_API pooled_chat_opts pooled_chat_opts_default(void);
+
+/* Render msgs[0..n) with the model's chat template (its tokenizer.chat_template as Jinja,
+ * or a known format). *text: NUL-terminated, pooled_free. */
+POOLED_API int pooled_chat_render(const pooled_model *m, const pooled_message *msgs, size_t n,
+                                  const pooled_chat_opts *o, char **text);
+
+/* The same conversation as the ids the model reads (special tokens parsed, BOS added when
+ * the vocabulary wants one and the template did not write it): what to pass to
+ * pooled_generate. *ids: pooled_free. */
+POOLED_API int pooled_chat_tokenize(const pooled_model *m, const pooled_message *msgs, size_t n,
+                                    const pooled_chat_opts *o, int32_t **ids, size_t *n_ids);
+
+/* ------------------------------------------------------------------ sessions, generation */
+
+typedef struct pooled_session pooled_session;
+
+/* A conversation's state: the cache of the ids it has seen. Each pooled_generate reuses
+ * the longest prefix its prompt shares with that cache and runs only the rest, so a chat
+ * passes the whole conversation every turn at the cost of the new part only. */
+POOLED_API int pooled_session_new(pooled_model *m, pooled_session **out);
+POOLED_API void pooled_session_free(pooled_session *s); /* NULL is fine */
+/* Forget the cache (the next call runs its whole prompt). */
+POOLED_API void pooled_session_reset(pooled_session *s);
+
+/* Ask the generation running in s (or, if none runs, the next one) to stop after its
+ * current token: pooled_generate then returns 0 with stop reason POOLED_STOP_CANCELLED.
+ * Callable from any thread (also from a signal handler: it only stores to an atomic flag).
+ * The flag is cleared when pooled_generate returns. The prompt's own pass is not
+ * interrupted. */
+POOLED_API void pooled_session_cancel(pooled_session *s);
+
+enum { POOLED_SPEC_OFF = 0, POOLED_SPEC_LOOKUP = 1, POOLED_SPEC_AUTO = 2 };
+
+typedef struct {
+    size_t size;             /* sizeof(pooled_sample_opts) */
+    float temperature;       /* <= 0: greedy (default 0.8) */
+    int top_k;               /* <= 0: off (default 40) */
+    float top_p;             /* >= 1: off (default 0.95) */
+    float min_p;             /* <= 0: off (default 0.05) */
+    float repeat_penalty;    /* transformers' (default 1: off) */
+    float presence_penalty;  /* OpenAI's (default 0) */
+    float frequency_penalty; /* OpenAI's (default 0) */
+    int repeat_last_n;       /* ids the penalties look back over; < 0: all (default) */
+    uint64_t seed;           /* the draw is a function of (seed, position): same seed, same text */
+    int64_t max_tokens;      /* most ids to generate; < 0: until the context is full (default) */
+    const char *const *stop; /* n_stop strings: generation stops where the text contains one;
+                                the text is delivered up to (not including) it */
+    size_t n_stop;           /* at most 16, each 1 to 256 bytes */
+    int spec;                /* POOLED_SPEC_OFF (default), _LOOKUP or _AUTO: speculative decoding,
+                                the very same ids in fewer passes */
+    int ignore_eos;          /* 1: keep going past an end-of-generation id */
+} pooled_sample_opts;
+
+POOLED_API pooled_sample_opts pooled_sample_opts_default(void);
+
+/* Called once per generated id with the text that became final with it (text[0..len),
+ * NUL-terminated; possibly empty: an incomplete UTF-8 sequence, or text held back because
+ * it may begin a stop string, comes with a later id). Return 0 to go on, non-zero to stop
+ * after this id (stop reason POOLED_STOP_CALLBACK). An end-of-generation id is not passed
+ * (unless ignore_eos). When generation ends for any other reason than a stop string or
+ * the callback, text still held back comes in one last call with id -1 (its return value
+ * is ignored). The callback runs under the model's generation lock: it must not call
+ * pooled_generate or the session functions of the same model. */
+typedef int (*pooled_token_fn)(void *user, int32_t id, const char *text, size_t len);
+
+enum {
+    POOLED_STOP_EOG = 1,       /* the model ended its turn */
+    POOLED_STOP_LENGTH = 2,    /* max_tokens generated, or the context is full */
+    POOLED_STOP_STRING = 3,    /* a stop string appeared */
+    POOLED_STOP_CALLBACK = 4,  /* the callback returned non-zero */
+    POOLED_STOP_CANCELLED = 5, /* pooled_session_cancel */
+};
+
+typedef struct {
+    size_t size;          /* sizeof(pooled_result), set by the caller */
+    int64_t n_prompt;     /* prompt ids */
+    int64_t n_prompt_run; /* of those, run (the rest came from the cache) */
+    int64_t n_gen;        /* ids generated (an end-of-generation id included) */
+    int stop_reason;      /* POOLED_STOP_* */
+    double t_prompt;      /* seconds running the prompt */
+    double t_gen;         /* seconds generating */
+} pooled_result;
+
+/* Continue the session with prompt[0..n_prompt) - normally the conversation so far,
+ * whose prefix already in the cache is reused - and generate with the options o (NULL:
+ * defaults), handing each id to fn (may be NULL). res (may be NULL; its size set by the
+ * caller) gets the counts and why it stopped. Fails for an empty prompt, an id outside the
+ * vocabulary, a prompt longer than the context, bad options, or a backend failure;
+ * generating up to the end of the context is not a failure (POOLED_STOP_LENGTH). */
+POOLED_API int pooled_generate(pooled_session *s, const int32_t *prompt, size_t n_prompt,
+                               const pooled_sample_opts *o, pooled_token_fn fn, void *user,
+                               pooled_result *res);
+
+/* The same for a text prompt, tokenized as pooled_tokenize(add_special 1, parse_special 0)
+ * does. */
+POOLED_API int pooled_generate_text(pooled_session *s, const char *prompt,
+                                    const pooled_sample_opts *o, pooled_token_fn fn, void *user,
+                                    pooled_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,466 @@
+/* api.c - include/pooled.h over the internal API: models (GGUF, backend, weights and
+ * tokenizer in one handle), tokens, chat templates, sessions and generation with a token
+ * callback, stop strings and a cancel flag. A thin layer: the work is done by the runtime
+ * exactly as the pooled command does it (the same ids for the same options). */
+#include <pooled.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/backend_open.h"
+#include "../runtime/chat_ids.h"
+#include "../runtime/generate.h"
+#include "../runtime/stop.h"
+
+/* only the pooled_* functions leave the shared library (Makefile: -fvisibility=hidden) */
+
+struct pooled_model {
+    pl_gguf *g;
+    pl_backend *be;
+    pl_model *m;
+    pl_tokenizer *tok;
+    pl_state_opts so;
+    char *dawn_lib, *tune_cache, *profile; /* copies the GPU options borrow */
+    pthread_mutex_t run;                   /* one generation at a time on the backend */
+};
+
+struct pooled_session {
+    pooled_model *m;
+    pl_session *s;
+    atomic_int cancel;
+};
+
+static int fail_arg(const char *what) {
+    return (int)pl_fail(PL_ERR_ARG, "%s", what);
+}
+
+const char *pooled_last_error(void) {
+    return pl_last_error();
+}
+
+#define STR2(x) #x
+#define STR(x)  STR2(x)
+const char *pooled_version(int *major, int *minor, int *patch) {
+    if (major) *major = POOLED_VERSION_MAJOR;
+    if (minor) *minor = POOLED_VERSION_MINOR;
+    if (patch) *patch = POOLED_VERSION_PATCH;
+    return STR(POOLED_VERSION_MAJOR) "." STR(POOLED_VERSION_MINOR) "." STR(POOLED_VERSION_PATCH);
+}
+
+void pooled_free(void *p) {
+    free(p);
+}
+
+/* Options of any size: the caller's first `size` bytes over the defaults in dst. */
+static int take_opts(void *dst, size_t cap, const void *src, const char *what) {
+    if (!src) return POOLED_OK;
+    size_t n = *(const size_t *)src;
+    if (n < sizeof(size_t) || n > (1u << 20))
+        return (int)pl_fail(PL_ERR_ARG, "%s: size %zu is not sizeof the struct (%zu)", what, n,
+                            cap);
+    memcpy(dst, src, n < cap ? n : cap);
+    *(size_t *)dst = cap;
+    return POOLED_OK;
+}
+
+static char *dup_or_null(const char *s, int *nomem) {
+    if (!s) return NULL;
+    char *d = strdup(s);
+    if (!d) *nomem = 1;
+    return d;
+}
+
+/* ------------------------------------------------------------------ models */
+
+pooled_model_opts pooled_model_opts_default(void) {
+    return (pooled_model_opts){.size = sizeof(pooled_model_opts), .backend = "auto"};
+}
+
+void pooled_model_close(pooled_model *m) {
+    if (!m) return;
+    if (m->tok) pl_tok_free(m->tok);
+    pl_model_free(m->m);
+    pl_be_destroy(m->be);
+    pl_gguf_free(m->g);
+    free(m->dawn_lib);
+    free(m->tune_cache);
+    free(m->profile);
+    pthread_mutex_destroy(&m->run);
+    free(m);
+}
+
+int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_model **out) {
+    if (!out) return fail_arg("pooled_model_open: out is NULL");
+    *out = NULL;
+    if (!path) return fail_arg("pooled_model_open: path is NULL");
+    pooled_model_opts o = pooled_model_opts_default();
+    if (take_opts(&o, sizeof o, opts, "pooled_model_opts")) return POOLED_ERR_ARG;
+    if (o.n_threads < 0 || o.n_threads > 1024) return fail_arg("n_threads: expected 0 to 1024");
+    if (o.n_ctx < 0 || o.n_ctx > (1 << 24)) return fail_arg("n_ctx: expected 0 to 16777216");
+    if (o.kv_type != POOLED_KV_F16 && o.kv_type != POOLED_KV_F32)
+        return fail_arg("kv_type: expected POOLED_KV_F16 or POOLED_KV_F32");
+    if (o.act_type != POOLED_ACT_Q8 && o.act_type != POOLED_ACT_F32)
+        return fail_arg("act_type: expected POOLED_ACT_Q8 or POOLED_ACT_F32");
+    if (pl_backend_check_name(o.backend ? o.backend : "auto")) return POOLED_ERR_ARG;
+    pooled_model *m = calloc(1, sizeof *m);
+    if (!m) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&m->run, NULL);
+    int nomem = 0;
+    m->dawn_lib = dup_or_null(o.dawn_lib, &nomem);
+    m->tune_cache = dup_or_null(o.gpu_tune_cache, &nomem);
+    m->profile = dup_or_null(o.gpu_profile, &nomem);
+    pl_status s = nomem ? pl_fail(PL_ERR_NOMEM, "out of memory") : pl_gguf_open(path, &m->g);
+    if (!s) {
+        pl_backend_open_opts bo = {.name = o.backend ? o.backend : "auto",
+                                   .n_threads = o.n_threads};
+        bo.gpu.dawn_lib = m->dawn_lib;
+        bo.gpu.tune_cache = m->tune_cache;
+        bo.gpu.profile_path = m->profile;
+        const char *note;
+        s = pl_backend_open_with(&bo, &m->be, &note);
+    }
+    if (!s) {
+        m->be->act_q8 = o.act_type == POOLED_ACT_Q8;
+        pl_model_opts mo = {.prefault = true};
+        s = pl_model_load(m->g, m->be, &mo, &m->m);
+    }
+    if (!s) s = pl_tok_load(m->g, &m->tok);
+    if (!s) {
+        m->so = pl_state_opts_default(m->m);
+        if (o.n_ctx) m->so.n_ctx = o.n_ctx;
+        if (m->so.n_batch > m->so.n_ctx) m->so.n_batch = m->so.n_ctx;
+        m->so.kv_type = o.kv_type == POOLED_KV_F32 ? PL_TYPE_F32 : PL_TYPE_F16;
+        /* sized for a verify pass (1 + PL_SPEC_MAX columns), as the command's --spec */
+        int cols = PL_SPEC_MAX + 1 < m->so.n_batch ? PL_SPEC_MAX + 1 : m->so.n_batch;
+        m->so.n_logits = m->so.n_snap = cols;
+    }
+    if (s) {
+        /* the file's name leads the reason, as the command says it */
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", pl_last_error());
+        pooled_model_close(m);
+        return (int)pl_fail(s, "%.300s: %s", path, msg);
+    }
+    *out = m;
+    return POOLED_OK;
+}
+
+int pooled_model_get_info(const pooled_model *m, pooled_model_info *info) {
+    if (!m || !info) return fail_arg("pooled_model_get_info: NULL argument");
+    size_t cap = info->size;
+    if (cap < sizeof(size_t)) return fail_arg("pooled_model_info: size is not set");
+    const pl_model_info *in = pl_model_get_info(m->m);
+    pooled_model_info r = {.size = sizeof r,
+                           .n_ctx_train = in->n_ctx_train,
+                           .n_ctx = m->so.n_ctx,
+                           .n_vocab = in->n_vocab,
+                           .n_embd = in->n_embd,
+                           .n_layer = in->n_layer,
+                           .n_params = in->n_params,
+                           .bos = pl_tok_bos(m->tok),
+                           .eos = pl_tok_eos(m->tok)};
+    snprintf(r.arch, sizeof r.arch, "%s", in->arch);
+    snprintf(r.name, sizeof r.name, "%s", in->name);
+    snprintf(r.backend, sizeof r.backend, "%s", m->be->device);
+    memcpy(info, &r, cap < sizeof r ? cap : sizeof r);
+    info->size = cap < sizeof r ? cap : sizeof r; /* what was written */
+    return POOLED_OK;
+}
+
+int pooled_token_is_eog(const pooled_model *m, int32_t id) {
+    return m && id >= 0 && id < pl_tok_n_vocab(m->tok) && pl_tok_is_eog(m->tok, id);
+}
+
+/* ------------------------------------------------------------------ tokens and text */
+
+static int check_ids(const pooled_model *m, const int32_t *ids, size_t n) {
+    int32_t nv = pl_tok_n_vocab(m->tok);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= nv)
+            return (int)pl_fail(PL_ERR_ARG, "id %d is outside the vocabulary (0 to %d)", ids[i],
+                                nv - 1);
+    return POOLED_OK;
+}
+
+int pooled_tokenize(const pooled_model *m, const char *text, size_t len, int add_special,
+                    int parse_special, int32_t **ids, size_t *n_ids) {
+    if (!m || (!text && len) || !ids || !n_ids) return fail_arg("pooled_tokenize: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    int64_t n = 0;
+    pl_status s =
+        pl_tok_encode(m->tok, text ? text : "", len, add_special != 0, parse_special != 0, ids, &n);
+    if (!s) *n_ids = (size_t)n;
+    return (int)s;
+}
+
+int pooled_detokenize(const pooled_model *m, const int32_t *ids, size_t n_ids, int show_special,
+                      char **text, size_t *len) {
+    if (!m || (!ids && n_ids) || !text) return fail_arg("pooled_detokenize: NULL argument");
+    *text = NULL;
+    if (check_ids(m, ids, n_ids)) return POOLED_ERR_ARG;
+    return (int)pl_tok_decode(m->tok, ids, (int64_t)n_ids, show_special != 0, text, len);
+}
+
+int pooled_token_piece(const pooled_model *m, int32_t id, int show_special, char **text,
+                       size_t *len) {
+    if (!m || !text) return fail_arg("pooled_token_piece: NULL argument");
+    *text = NULL;
+    size_t l = 0;
+    pl_status s = pl_tok_piece_str(m->tok, id, show_special != 0, text, &l);
+    if (len) *len = l;
+    return (int)s;
+}
+
+/* ------------------------------------------------------------------ chat templates */
+
+pooled_chat_opts pooled_chat_opts_default(void) {
+    return (pooled_chat_opts){.size = sizeof(pooled_chat_opts), .add_generation_prompt = 1};
+}
+
+/* The messages and options as the tokenizer takes them; *pm is malloc'd. */
+static int chat_args(const pooled_model *m, const pooled_message *msgs, size_t n,
+                     const pooled_chat_opts *opts, pl_chat_msg **pm, pl_chat_opts *co) {
+    *pm = NULL;
+    if (!m || (!msgs && n)) return fail_arg("chat: NULL argument");
+    if (n > (1u << 20)) return fail_arg("chat: more than 1048576 messages");
+    pooled_chat_opts o = pooled_chat_opts_default();
+    if (take_opts(&o, sizeof o, opts, "pooled_chat_opts")) return POOLED_ERR_ARG;
+    *co = (pl_chat_opts){.add_generation_prompt = o.add_generation_prompt != 0,
+                         .enable_thinking = !o.no_think};
+    *pm = malloc(sizeof **pm * (n ? n : 1));
+    if (!*pm) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content) {
+            free(*pm);
+            *pm = NULL;
+            return (int)pl_fail(PL_ERR_ARG, "chat: message %zu has no role or content", i);
+        }
+        (*pm)[i] = (pl_chat_msg){msgs[i].role, msgs[i].content};
+    }
+    return POOLED_OK;
+}
+
+int pooled_chat_render(const pooled_model *m, const pooled_message *msgs, size_t n,
+                       const pooled_chat_opts *o, char **text) {
+    if (!text) return fail_arg("pooled_chat_render: text is NULL");
+    *text = NULL;
+    pl_chat_msg *pm;
+    pl_chat_opts co;
+    int rc = chat_args(m, msgs, n, o, &pm, &co);
+    if (!rc) rc = (int)pl_chat_render(m->tok, pm, (int)n, &co, text);
+    free(pm);
+    return rc;
+}
+
+int pooled_chat_tokenize(const pooled_model *m, const pooled_message *msgs, size_t n,
+                         const pooled_chat_opts *o, int32_t **ids, size_t *n_ids) {
+    if (!ids || !n_ids) return fail_arg("pooled_chat_tokenize: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    pl_chat_msg *pm;
+    pl_chat_opts co;
+    int64_t nn = 0;
+    int rc = chat_args(m, msgs, n, o, &pm, &co);
+    if (!rc) rc = (int)pl_chat_ids(m->tok, pm, (int)n, &co, ids, &nn);
+    if (!rc) *n_ids = (size_t)nn;
+    free(pm);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ sessions */
+
+int pooled_session_new(pooled_model *m, pooled_session **out) {
+    if (!m || !out) return fail_arg("pooled_session_new: NULL argument");
+    *out = NULL;
+    pooled_session *s = calloc(1, sizeof *s);
+    if (!s) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
+    s->m = m;
+    atomic_init(&s->cancel, 0);
+    pthread_mutex_lock(&m->run); /* the state's buffers come from the shared backend */
+    pl_status st = pl_session_new(m->m, &m->so, &s->s);
+    pthread_mutex_unlock(&m->run);
+    if (st) {
+        free(s);
+        return (int)st;
+    }
+    *out = s;
+    return POOLED_OK;
+}
+
+void pooled_session_free(pooled_session *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->m->run);
+    pl_session_free(s->s);
+    pthread_mutex_unlock(&s->m->run);
+    free(s);
+}
+
+void pooled_session_reset(pooled_session *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->m->run);
+    pl_session_reset(s->s);
+    pthread_mutex_unlock(&s->m->run);
+}
+
+void pooled_session_cancel(pooled_session *s) {
+    if (s) atomic_store(&s->cancel, 1);
+}
+
+/* ------------------------------------------------------------------ generation */
+
+pooled_sample_opts pooled_sample_opts_default(void) {
+    pl_sampler_params p = pl_sampler_defaults();
+    return (pooled_sample_opts){.size = sizeof(pooled_sample_opts),
+                                .temperature = p.temp,
+                                .top_k = p.top_k,
+                                .top_p = p.top_p,
+                                .min_p = p.min_p,
+                                .repeat_penalty = p.repeat_penalty,
+                                .presence_penalty = p.presence_penalty,
+                                .frequency_penalty = p.frequency_penalty,
+                                .repeat_last_n = p.penalty_last_n,
+                                .seed = p.seed,
+                                .max_tokens = -1};
+}
+
+/* One generation's text path: detokenised, through the stop strings (stop.h), handed to
+ * the callback. */
+typedef struct {
+    pooled_session *ses;
+    const pooled_sample_opts *o;
+    pl_tok_stream *stream;
+    pl_stop stop;
+    pooled_token_fn fn;
+    void *user;
+    int reason;
+    bool nomem;
+} gen_ctx;
+
+/* Pass piece on as far as it is final. Returns false to stop (c->reason or c->nomem set). */
+static bool text_step(gen_ctx *c, int32_t id, const char *piece, bool last) {
+    const char *out;
+    size_t n;
+    bool hit;
+    if (pl_stop_feed(&c->stop, piece, strlen(piece), last, &out, &n, &hit)) {
+        c->nomem = true;
+        return false;
+    }
+    int r = c->fn && (n || id >= 0) ? c->fn(c->user, id, out, n) : 0; /* -1: only text */
+    if (hit)
+        c->reason = POOLED_STOP_STRING;
+    else if (r)
+        c->reason = POOLED_STOP_CALLBACK;
+    return !hit && !r;
+}
+
+static bool on_token(void *ud, int32_t id) {
+    gen_ctx *c = ud;
+    const pooled_model *m = c->ses->m;
+    if (!c->o->ignore_eos && pl_tok_is_eog(m->tok, id)) {
+        c->reason = POOLED_STOP_EOG;
+        return false;
+    }
+    if (!text_step(c, id, pl_tok_stream_push(c->stream, id), false)) return false;
+    if (atomic_load(&c->ses->cancel)) {
+        c->reason = POOLED_STOP_CANCELLED;
+        return false;
+    }
+    return true;
+}
+
+static int check_sample_opts(const pooled_sample_opts *o) {
+    if (o->spec < POOLED_SPEC_OFF || o->spec > POOLED_SPEC_AUTO)
+        return fail_arg("spec: expected POOLED_SPEC_OFF, _LOOKUP or _AUTO");
+    if (!(o->top_p > 0) || o->top_p > 1 || !(o->min_p >= 0) || o->min_p > 1 ||
+        !(o->repeat_penalty > 0) || !(o->temperature >= 0) || o->repeat_last_n < -1)
+        return fail_arg("sampling options out of range (top_p in (0,1], min_p in [0,1], "
+                        "repeat_penalty > 0, temperature >= 0, repeat_last_n >= -1)");
+    return POOLED_OK;
+}
+
+int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
+                    const pooled_sample_opts *opts, pooled_token_fn fn, void *user,
+                    pooled_result *res) {
+    if (res && res->size < sizeof(size_t)) return fail_arg("pooled_result: size is not set");
+    if (!ses || (!prompt && n_prompt)) return fail_arg("pooled_generate: NULL argument");
+    pooled_model *m = ses->m;
+    pooled_sample_opts o = pooled_sample_opts_default();
+    int rc = take_opts(&o, sizeof o, opts, "pooled_sample_opts");
+    if (!rc) rc = check_sample_opts(&o);
+    gen_ctx c = {.ses = ses, .o = &o, .fn = fn, .user = user};
+    if (!rc && o.n_stop > PL_STOP_MAX) rc = fail_arg("stop: at most 16 stop strings");
+    if (!rc) rc = (int)pl_stop_init(&c.stop, o.stop, (int)o.n_stop, "stop");
+    if (!rc && !n_prompt) rc = fail_arg("the prompt is empty");
+    if (!rc) rc = check_ids(m, prompt, n_prompt);
+    if (!rc && n_prompt > (size_t)m->so.n_ctx)
+        rc = (int)pl_fail(PL_ERR_ARG, "the prompt is %zu tokens, longer than the context of %d",
+                          n_prompt, m->so.n_ctx);
+    if (rc) {
+        atomic_store(&ses->cancel, 0);
+        return rc;
+    }
+    pl_sampler_params sp = {.temp = o.temperature,
+                            .top_k = o.top_k,
+                            .top_p = o.top_p,
+                            .min_p = o.min_p,
+                            .repeat_penalty = o.repeat_penalty,
+                            .presence_penalty = o.presence_penalty,
+                            .frequency_penalty = o.frequency_penalty,
+                            .penalty_last_n = o.repeat_last_n,
+                            .seed = o.seed};
+    pl_sampler *smp = NULL;
+    pl_drafter *dr = NULL;
+    /* up to the end of the context: n ids leave n - 1 of them in the cache */
+    int64_t room = (int64_t)m->so.n_ctx - (int64_t)n_prompt + 1;
+    int64_t n = o.max_tokens < 0 || o.max_tokens > room ? room : o.max_tokens;
+    pl_gen_stats st = {0};
+    pthread_mutex_lock(&m->run);
+    pl_status s = pl_sampler_new(&sp, pl_tok_n_vocab(m->tok), &smp);
+    if (!s && o.spec != POOLED_SPEC_OFF)
+        s = pl_drafter_lookup_new(PL_SPEC_MAX, o.spec == POOLED_SPEC_AUTO, &dr);
+    if (!s && !(c.stream = pl_tok_stream_new(m->tok, false)))
+        s = pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (!s) {
+        pl_gen_opts go = {.n_predict = n, .on_token = on_token, .ud = &c, .drafter = dr};
+        s = pl_generate(ses->s, smp, prompt, (int64_t)n_prompt, &go, &st);
+    }
+    pthread_mutex_unlock(&m->run);
+    if (!s && c.reason != POOLED_STOP_STRING && c.reason != POOLED_STOP_CALLBACK && !c.nomem) {
+        /* the end: the text held back comes with id -1 (a stop string may still cut it) */
+        int why = c.reason ? c.reason : POOLED_STOP_LENGTH;
+        text_step(&c, -1, pl_tok_stream_flush(c.stream), true);
+        if (c.reason != POOLED_STOP_STRING) c.reason = why;
+    }
+    if (!s && c.nomem) s = pl_fail(PL_ERR_NOMEM, "out of memory for the generated text");
+    if (res) {
+        pooled_result r = {.size = sizeof r,
+                           .n_prompt = (int64_t)n_prompt,
+                           .n_prompt_run = st.n_prompt_run,
+                           .n_gen = st.n_generated,
+                           .stop_reason = c.reason,
+                           .t_prompt = st.t_prompt,
+                           .t_gen = st.t_decode};
+        size_t cap = res->size;
+        memcpy(res, &r, cap < sizeof r ? cap : sizeof r);
+        res->size = cap < sizeof r ? cap : sizeof r; /* what was written */
+    }
+    if (c.stream) pl_tok_stream_free(c.stream);
+    pl_stop_free(&c.stop);
+    pl_drafter_free(dr);
+    pl_sampler_free(smp);
+    atomic_store(&ses->cancel, 0);
+    return (int)s;
+}
+
+int pooled_generate_text(pooled_session *ses, const char *prompt, const pooled_sample_opts *o,
+                         pooled_token_fn fn, void *user, pooled_result *res) {
+    if (!ses || !prompt) return fail_arg("pooled_generate_text: NULL argument");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = pooled_tokenize(ses->m, prompt, strlen(prompt), 1, 0, &ids, &n);
+    if (!rc) rc = pooled_generate(ses, ids, n, o, fn, user, res);
+    free(ids);
+    return rc;
+}

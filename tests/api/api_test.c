@@ -1,0 +1,270 @@
+/* api_test.c - the public API (include/pooled.h) on stories260K and a synthetic ChatML
+ * model: versions, errors, model info, tokens, chat rendering, generation with a callback
+ * that stops, stop strings, max_tokens, the end of the context, cancel from another thread,
+ * and option structs of an older (smaller) size. Only pooled.h is used. */
+#include <pooled.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "test.h"
+
+typedef struct {
+    char text[8192];
+    size_t n;
+    int calls, stop_at;
+    int last_id;
+    atomic_int *started, *cancelled; /* the cancel test's handshake */
+} sink;
+
+static int collect(void *user, int32_t id, const char *text, size_t len) {
+    sink *k = user;
+    CHECK(text[len] == 0, "text not NUL-terminated");
+    if (k->n + len < sizeof k->text) memcpy(k->text + k->n, text, len), k->n += len;
+    k->text[k->n] = 0;
+    k->calls++;
+    k->last_id = id;
+    if (k->started && !atomic_load(k->started)) { /* wait for the other thread's cancel */
+        atomic_store(k->started, 1);
+        for (int i = 0; i < 5000 && !atomic_load(k->cancelled); i++) usleep(1000);
+    }
+    return k->stop_at && k->calls >= k->stop_at;
+}
+
+static void *canceller(void *arg) {
+    void **a = arg;
+    atomic_int *started = a[1], *cancelled = a[2];
+    for (int i = 0; i < 5000 && !atomic_load(started); i++) usleep(1000);
+    pooled_session_cancel(a[0]);
+    atomic_store(cancelled, 1);
+    return NULL;
+}
+
+static void check_generation(pooled_model *m) {
+    pooled_session *s = NULL;
+    CHECK(pooled_session_new(m, &s) == POOLED_OK, "%s", pooled_last_error());
+    if (!s) return;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(pooled_tokenize(m, "Once upon a time", 16, 1, 0, &ids, &n) == POOLED_OK && n > 1, "%s",
+          pooled_last_error());
+    pooled_sample_opts so = pooled_sample_opts_default();
+    so.temperature = 0;
+    so.max_tokens = 48;
+    so.ignore_eos = 1;
+    sink full = {0};
+    pooled_result r = {.size = sizeof r};
+    CHECK(pooled_generate(s, ids, n, &so, collect, &full, &r) == POOLED_OK, "%s",
+          pooled_last_error());
+    CHECK(r.n_gen == 48 && r.stop_reason == POOLED_STOP_LENGTH && r.n_prompt == (int64_t)n,
+          "n_gen %lld reason %d", (long long)r.n_gen, r.stop_reason);
+    CHECK(full.n > 20, "text: '%s'", full.text);
+    /* the same again reuses the whole prompt from the cache but its last id */
+    sink again = {0};
+    CHECK(pooled_generate(s, ids, n, &so, collect, &again, &r) == POOLED_OK, "%s",
+          pooled_last_error());
+    CHECK(!strcmp(again.text, full.text) && r.n_prompt_run == 1, "run %lld, '%s' vs '%s'",
+          (long long)r.n_prompt_run, again.text, full.text);
+    /* the callback stops it */
+    sink three = {.stop_at = 3};
+    CHECK(pooled_generate(s, ids, n, &so, collect, &three, &r) == POOLED_OK, "%s",
+          pooled_last_error());
+    CHECK(r.n_gen == 3 && r.stop_reason == POOLED_STOP_CALLBACK && three.calls == 3,
+          "n_gen %lld reason %d", (long long)r.n_gen, r.stop_reason);
+    /* a stop string from the middle of the text: everything before it, nothing after */
+    char stop[8];
+    snprintf(stop, sizeof stop, "%.4s", full.text + 20);
+    const char *stops[] = {"no such text at all", stop};
+    so.stop = stops;
+    so.n_stop = 2;
+    sink cut = {0};
+    CHECK(pooled_generate(s, ids, n, &so, collect, &cut, &r) == POOLED_OK, "%s",
+          pooled_last_error());
+    size_t at = (size_t)(strstr(full.text, stop) - full.text);
+    CHECK(r.stop_reason == POOLED_STOP_STRING && cut.n == at && !memcmp(cut.text, full.text, at),
+          "stop '%s': reason %d, got '%s' of '%s'", stop, r.stop_reason, cut.text, full.text);
+    so.n_stop = 0;
+    so.stop = NULL;
+    /* the end of the context (64) is a stop, not an error */
+    so.max_tokens = -1;
+    sink all = {0};
+    CHECK(pooled_generate(s, ids, n, &so, collect, &all, &r) == POOLED_OK, "%s",
+          pooled_last_error());
+    CHECK(r.stop_reason == POOLED_STOP_LENGTH && r.n_gen == 64 - (int64_t)n + 1, "n_gen %lld",
+          (long long)r.n_gen);
+    /* cancel from another thread while the first id is being handed over */
+    atomic_int started = 0, cancelled = 0;
+    void *args[3] = {s, &started, &cancelled};
+    pthread_t th;
+    sink c = {.started = &started, .cancelled = &cancelled};
+    pthread_create(&th, NULL, canceller, args);
+    CHECK(pooled_generate(s, ids, n, &so, collect, &c, &r) == POOLED_OK, "%s", pooled_last_error());
+    pthread_join(th, NULL);
+    CHECK(r.stop_reason == POOLED_STOP_CANCELLED && r.n_gen == 1, "reason %d after %lld ids",
+          r.stop_reason, (long long)r.n_gen);
+    /* the flag is cleared: the next call runs */
+    sink after = {0};
+    so.max_tokens = 4;
+    CHECK(pooled_generate(s, ids, n, &so, collect, &after, &r) == POOLED_OK &&
+              r.stop_reason == POOLED_STOP_LENGTH && r.n_gen == 4,
+          "reason %d", r.stop_reason);
+    /* an older, smaller options struct: the fields it lacks take their defaults */
+    pooled_sample_opts old = so;
+    old.size = offsetof(pooled_sample_opts, seed);
+    old.temperature = 0;
+    sink o = {.stop_at = 2};
+    CHECK(pooled_generate(s, ids, n, &old, collect, &o, &r) == POOLED_OK &&
+              r.stop_reason == POOLED_STOP_CALLBACK,
+          "%s", pooled_last_error());
+    /* bad input: one line, no crash */
+    old.size = 0;
+    CHECK(pooled_generate(s, ids, n, &old, collect, &o, &r) == POOLED_ERR_ARG &&
+              strstr(pooled_last_error(), "size"),
+          "%s", pooled_last_error());
+    int32_t bad = 1 << 30;
+    CHECK(pooled_generate(s, &bad, 1, &so, NULL, NULL, NULL) == POOLED_ERR_ARG &&
+              strstr(pooled_last_error(), "vocabulary"),
+          "%s", pooled_last_error());
+    CHECK(pooled_generate(s, ids, 0, &so, NULL, NULL, NULL) == POOLED_ERR_ARG, "empty prompt");
+    const char *huge[17] = {0};
+    so.stop = huge;
+    so.n_stop = 17;
+    CHECK(pooled_generate(s, ids, n, &so, NULL, NULL, NULL) == POOLED_ERR_ARG, "17 stops");
+    pooled_free(ids);
+    pooled_session_free(s);
+}
+
+static void check_chat(void) {
+    char path[600], cmd[3000];
+    snprintf(path, sizeof path, "%s/chatml.gguf", test_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "%s synth --preset qwen3-0.6b --layers 1 --vocab 300 -o '%s' >/dev/null 2>&1",
+             test_pooled_bin(), path);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    pooled_model_opts mo = pooled_model_opts_default();
+    mo.backend = "cpu";
+    pooled_model *m = NULL;
+    CHECK(pooled_model_open(path, &mo, &m) == POOLED_OK, "%s", pooled_last_error());
+    if (!m) return;
+    pooled_message msgs[] = {{"system", "Be brief."}, {"user", "Hi there"}};
+    pooled_chat_opts co = pooled_chat_opts_default();
+    co.no_think = 1;
+    char *text = NULL;
+    CHECK(pooled_chat_render(m, msgs, 2, &co, &text) == POOLED_OK, "%s", pooled_last_error());
+    /* what `pooled template` makes of the same conversation */
+    char json[600], out[600];
+    snprintf(json, sizeof json, "%s/msgs.json", test_tmpdir());
+    snprintf(out, sizeof out, "%s/tmpl.txt", test_tmpdir());
+    FILE *f = fopen(json, "w");
+    if (f) {
+        fputs("[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+              "{\"role\":\"user\",\"content\":\"Hi there\"}]",
+              f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "%s template -m '%s' --messages '%s' --no-thinking >'%s'",
+             test_pooled_bin(), path, json, out);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    char want[4096] = {0};
+    f = fopen(out, "r");
+    if (f) {
+        size_t r = fread(want, 1, sizeof want - 1, f);
+        want[r] = 0;
+        fclose(f);
+    }
+    CHECK(text && !strcmp(text, want), "render '%s', template '%s'", text ? text : "", want);
+    CHECK(text && strstr(text, "<|im_start|>user\nHi there"), "'%s'", text ? text : "");
+    /* the ids: the rendered text with its special tokens parsed */
+    int32_t *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    CHECK(pooled_chat_tokenize(m, msgs, 2, &co, &a, &na) == POOLED_OK, "%s", pooled_last_error());
+    CHECK(text && pooled_tokenize(m, text, strlen(text), 0, 1, &b, &nb) == POOLED_OK, "%s",
+          pooled_last_error());
+    CHECK(na > 0 && na == nb && a && b && !memcmp(a, b, na * sizeof *a), "%zu vs %zu ids", na, nb);
+    pooled_message bad[] = {{"user", NULL}};
+    char *t2 = NULL;
+    CHECK(pooled_chat_render(m, bad, 1, NULL, &t2) == POOLED_ERR_ARG && !t2, "NULL content");
+    pooled_free(a);
+    pooled_free(b);
+    pooled_free(text);
+    pooled_model_close(m);
+}
+
+static void run_tests(void) {
+    int ma = -1, mi = -1, pa = -1;
+    const char *v = pooled_version(&ma, &mi, &pa);
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", POOLED_VERSION_MAJOR, POOLED_VERSION_MINOR,
+             POOLED_VERSION_PATCH);
+    CHECK(!strcmp(v, want) && ma == POOLED_VERSION_MAJOR && mi == POOLED_VERSION_MINOR &&
+              pa == POOLED_VERSION_PATCH,
+          "%s", v);
+
+    pooled_model *m = NULL;
+    CHECK(pooled_model_open("/nonexistent/model.gguf", NULL, &m) != POOLED_OK && !m, "opened");
+    CHECK(strstr(pooled_last_error(), "/nonexistent/model.gguf") &&
+              !strchr(pooled_last_error(), '\n'),
+          "%s", pooled_last_error());
+    pooled_model_opts mo = pooled_model_opts_default();
+    mo.backend = "vulkan";
+    CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_ERR_ARG,
+          "backend vulkan");
+    mo.backend = "cpu";
+    mo.n_ctx = 64;
+    mo.n_threads = 2;
+    CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_OK, "%s",
+          pooled_last_error());
+    if (!m) return;
+    pooled_model_info in = {.size = sizeof in};
+    CHECK(pooled_model_get_info(m, &in) == POOLED_OK, "%s", pooled_last_error());
+    CHECK(!strcmp(in.arch, "llama") && in.n_ctx == 64 && in.n_vocab == 512 && in.bos == 1 &&
+              in.eos == 2 && in.n_ctx_train > 0 && !strncmp(in.backend, "cpu", 3),
+          "%s ctx %d vocab %d bos %d eos %d '%s'", in.arch, in.n_ctx, in.n_vocab, in.bos, in.eos,
+          in.backend);
+    CHECK(pooled_token_is_eog(m, in.eos) && !pooled_token_is_eog(m, 100) &&
+              !pooled_token_is_eog(m, -5),
+          "eog");
+    /* an older info struct: only its bytes are written */
+    struct {
+        pooled_model_info in;
+        int canary;
+    } small;
+    memset(&small, 0x5a, sizeof small);
+    small.in.size = offsetof(pooled_model_info, n_ctx_train);
+    CHECK(pooled_model_get_info(m, &small.in) == POOLED_OK && !strcmp(small.in.arch, "llama") &&
+              small.in.size == offsetof(pooled_model_info, n_ctx_train) &&
+              ((unsigned char *)&small.in)[offsetof(pooled_model_info, n_ctx_train)] == 0x5a,
+          "wrote past size");
+    /* tokens: text -> ids -> text */
+    int32_t *ids = NULL;
+    size_t n = 0;
+    const char *text = "Lily saw a big dog.";
+    CHECK(pooled_tokenize(m, text, strlen(text), 0, 0, &ids, &n) == POOLED_OK && n > 2, "%s",
+          pooled_last_error());
+    char *back = NULL;
+    size_t len = 0;
+    CHECK(pooled_detokenize(m, ids, n, 0, &back, &len) == POOLED_OK && back &&
+              !strcmp(back, text) && len == strlen(text),
+          "'%s'", back ? back : "");
+    char *piece = NULL;
+    CHECK(
+        pooled_token_piece(m, ids[0], 0, &piece, &len) == POOLED_OK && piece &&
+            !strncmp(text, piece[0] == ' ' ? piece + 1 : piece, strlen(piece) - (piece[0] == ' ')),
+        "piece '%s'", piece ? piece : "");
+    int32_t bad = 99999;
+    char *none = NULL;
+    CHECK(pooled_detokenize(m, &bad, 1, 0, &none, NULL) == POOLED_ERR_ARG && !none, "bad id");
+    CHECK(pooled_token_piece(m, -1, 0, &none, NULL) != POOLED_OK && !none, "bad piece id");
+    pooled_free(ids);
+    pooled_free(back);
+    pooled_free(piece);
+    /* no chat template and no known markers: one line */
+    pooled_message msg = {"user", "hi"};
+    char *chat = NULL;
+    CHECK(pooled_chat_render(m, &msg, 1, NULL, &chat) != POOLED_OK && !chat &&
+              strstr(pooled_last_error(), "chat template"),
+          "%s", pooled_last_error());
+    check_generation(m);
+    pooled_model_close(m);
+    check_chat();
+}

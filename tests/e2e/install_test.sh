@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# install_test.sh - `make install` into a temporary DESTDIR: the static and shared
+# libraries (soname links), include/pooled.h and pooled.pc; the shared library exports only
+# pooled_* symbols; examples/simple_generate.c, built against the installed tree through
+# pkg-config, prints exactly what `pooled run --temp 0` prints for the same prompt.
+. "$(dirname "$0")/lib.sh"
+B=$(dirname "$POOLED")
+M=$SHARED/models/stories260K.gguf
+R=$TMP/root
+# the build's own flags (a sanitizer build stays one: nothing is rebuilt)
+san=0; grep -q fsanitize "$B/obj/lib-flags" 2>/dev/null && san=1
+before=$(stat -c %Y "$B/libpooled.a")
+check "make install" make -s install BUILD="$B" SAN=$san PREFIX=/usr DESTDIR="$R" >/dev/null
+check "install rebuilt nothing" test "$(stat -c %Y "$B/libpooled.a")" = "$before"
+for f in lib/libpooled.a lib/libpooled.so lib/libpooled.so.0 include/pooled.h lib/pkgconfig/pooled.pc; do
+    check "installed $f" test -e "$R/usr/$f"
+done
+check "soname" bash -c "objdump -p '$R/usr/lib/libpooled.so' | grep -q 'SONAME *libpooled.so.0$'"
+others=$(nm -D --defined-only "$R/usr/lib/libpooled.so" | awk '$2 ~ /[TDBRW]/ && $3 !~ /^pooled_/ {print $3}' | grep -v '^_' | head -5)
+if [ -z "$others" ]; then pass; else fail "libpooled.so exports more than pooled_*: $others"; fi
+check "pooled_generate exported" bash -c "nm -D --defined-only '$R/usr/lib/libpooled.so' | grep -q ' T pooled_generate$'"
+export PKG_CONFIG_PATH=$R/usr/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$R
+flags=$(pkg-config --cflags --libs pooled)
+# a sanitizer build's library needs the sanitizer runtime in the program too
+san=""; nm -D "$R/usr/lib/libpooled.so" | grep -q __asan_init && san="-fsanitize=address,undefined"
+check "example builds against the installed tree" \
+    cc -std=c11 -Wall -Wextra -Werror $san examples/simple_generate.c $flags -o "$TMP/simple"
+P="Once upon a time"
+LD_LIBRARY_PATH=$R/usr/lib "$TMP/simple" "$M" "$P" 40 cpu >"$TMP/api.txt" 2>"$TMP/api.err"
+check "example runs" test $? -eq 0
+"$POOLED" run -m "$M" -p "$P" -n 40 --temp 0 --backend cpu >"$TMP/cli.txt" 2>/dev/null
+check "the API's text is pooled run's" cmp "$TMP/api.txt" "$TMP/cli.txt"
+check "some text came" test -s "$TMP/api.txt"
+finish
