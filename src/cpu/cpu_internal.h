@@ -63,6 +63,11 @@ static inline float pl_cpu_dot(const float *a, const float *b, int64_t n) {
     return t;
 }
 
+/* Whether the CPU has AVX2 and F16C (cpuid, asked once): the x86 kernels' run-time choice.
+ * Never while pl_cpu_portable is set (tests set it to run the portable paths). */
+int pl_cpu_have_avx2(void);
+extern int pl_cpu_portable;
+
 /* One row of Q4_0 (q4) or Q8_0 blocks (GGUF layout) against nb blocks of activations
  * quantised by pl_quant_act_q8_0 (so in -127..127; weights may be any byte), with their
  * f16 block scales already widened to float in yd: sum over blocks of (float)integer_dot

@@ -135,7 +135,9 @@ PL_TILE(tile_q8_8x1, 0, 8, 1)
 PL_TILE(tile_q8_2x4, 0, 2, 4)
 #endif
 
-static int have_avx2(void) {
+int pl_cpu_portable;
+
+int pl_cpu_have_avx2(void) {
 #ifdef PL_QDOT_X86
     static int avx2 = -1; /* benign race: every thread computes the same answer */
     if (avx2 < 0) { /* F16C from cpuid leaf 1 (ECX bit 29): clang's builtin does not know it */
@@ -143,7 +145,7 @@ static int have_avx2(void) {
         int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
         avx2 = __builtin_cpu_supports("avx2") && f16c ? 1 : 0;
     }
-    return avx2;
+    return avx2 && !pl_cpu_portable;
 #else
     return 0;
 #endif
@@ -153,7 +155,7 @@ void pl_cpu_qdot_tile(int q4, int nr, int nc, const unsigned char *const w[],
                       const int8_t *const y[], const float *const yd[], const int32_t *const ys[],
                       int64_t nb, const unsigned char *pf, float *out) {
 #ifdef PL_QDOT_X86
-    if (have_avx2()) {
+    if (pl_cpu_have_avx2()) {
         /* the kernel's fixed shape, missing rows/columns standing in for the last ones */
         int R = nc == 1 ? 8 : 2, C = 8 / R;
         const unsigned char *wt[8];
