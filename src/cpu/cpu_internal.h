@@ -63,17 +63,30 @@ static inline float pl_cpu_dot(const float *a, const float *b, int64_t n) {
     return t;
 }
 
+/* Whether the CPU has AVX2 and F16C (cpuid, asked once): the x86 kernels' run-time choice.
+ * Never while pl_cpu_portable is set (tests set it to run the portable paths). */
+int pl_cpu_have_avx2(void);
+extern int pl_cpu_portable;
+
 /* One row of Q4_0 (q4) or Q8_0 blocks (GGUF layout) against nb blocks of activations
  * quantised by pl_quant_act_q8_0 (so in -127..127; weights may be any byte), with their
  * f16 block scales already widened to float in yd: sum over blocks of (float)integer_dot
- * * d_w * d_x, in block order. AVX2 + F16C when the CPU has them, bit-identical to the
- * portable version. */
-float pl_cpu_qdot_row(int q4, const unsigned char *w, const int8_t *y, const float *yd, int64_t nb);
-/* The same for four activation rows against one weight row (bit-identical to four calls). */
-void pl_cpu_qdot_rows4(int q4, const unsigned char *w, const int8_t *const y[4],
-                       const float *const yd[4], int64_t nb, float out[4]);
+ * * d_w * d_x, in block order. The portable reference of the tiles below. */
 float pl_cpu_qdot_row_portable(int q4, const unsigned char *w, const int8_t *y, const float *yd,
                                int64_t nb);
+/* A tile: nr weight rows w[r] against nc activation rows y[c] (ys[c]: each activation
+ * block's sum of its 32 quants, used by the Q4_0 AVX2 path), nr * nc values into
+ * out[r * nc + c], each bit-identical to pl_cpu_qdot_row_portable (AVX2 + F16C when the CPU
+ * has them, chosen at run time). Shapes: nc == 1 with nr <= 8 (decode), or nr <= 2 with
+ * nc <= 4 (a batch); the AVX2 kernel computes a fixed 8x1 or 2x4 tile, so rows and columns
+ * short of it cost as much as a full tile. pf (or NULL): where the next tile's weight rows
+ * start, contiguous, to be prefetched while this one runs (nr * row bytes of them). */
+void pl_cpu_qdot_tile(int q4, int nr, int nc, const unsigned char *const w[],
+                      const int8_t *const y[], const float *const yd[], const int32_t *const ys[],
+                      int64_t nb, const unsigned char *pf, float *out);
+void pl_cpu_qdot_tile_portable(int q4, int nr, int nc, const unsigned char *const w[],
+                               const int8_t *const y[], const float *const yd[],
+                               const int32_t *const ys[], int64_t nb, float *out);
 
 pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out);

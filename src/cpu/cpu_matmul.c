@@ -8,7 +8,11 @@
  *
  * With act_q8 (backend.h) and a Q4_0/Q8_0 weight, the activation rows are quantised to Q8_0
  * blocks once, and each block product is an integer dot scaled by the two f16 scales,
- * summed in block order: llama.cpp's arithmetic, and no dequantisation at all.
+ * summed in block order: llama.cpp's arithmetic, and no dequantisation at all. The work
+ * goes in tiles (cpu_qdot.c): 8 weight rows x 1 activation row for one row (decode, the
+ * next tile's rows prefetched), 2 x 4 for a batch, so each weight block is unpacked once
+ * for 4 activation rows and each activation block loaded once for 2 weight rows;
+ * bit-identical to the one-row dot whatever the tile.
  *
  * matmul_id groups the (token, slot) pairs by expert and runs each used expert's rows as one
  * matmul over the rows of x routed to it (read and written through row maps), so an expert
@@ -20,8 +24,9 @@
 
 typedef struct {
     const pl_buf *w, *x, *bias;
-    const int8_t *xq; /* act_q8: the quantised activation rows, and their block scales */
-    const float *xd;  /* (the f16 scales widened once, not once per weight row) */
+    const int8_t *xq;  /* act_q8: the quantised activation rows, and their block scales */
+    const float *xd;   /* (the f16 scales widened once, not once per weight row) */
+    const int32_t *xs; /* and each block's sum of quants (Q4_0's AVX2 tile) */
     /* Row maps (matmul_id): batch row i reads x row xrow[i] and writes out row orow[i];
      * NULL: row i. */
     const int64_t *xrow, *orow;
@@ -42,7 +47,11 @@ static inline int64_t out_row(const mm_job *j, int64_t i) {
     return j->orow ? j->orow[i] : i;
 }
 
-/* The act_q8 path: rows r0..r1 of a Q4_0/Q8_0 weight against every quantised row. */
+/* The act_q8 path: rows r0..r1 of a Q4_0/Q8_0 weight against every quantised row, in
+ * tiles (pl_cpu_qdot_tile): 8 weight rows x 1 activation row for a single row (decode), 2 x 4
+ * for a batch, the batch taken MM_COLS activation rows at a time so those stay in cache
+ * while the item's weight rows pass over them. */
+#define MM_COLS 16
 static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
     int64_t k = j->w->ne0, n_out = j->w->ne1, nb = k / 32;
     int q4 = j->w->type == PL_TYPE_Q4_0;
@@ -50,25 +59,33 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
     const unsigned char *wdata = vptr(j->w);
     const float *bias = j->bias ? fptr(j->bias) : NULL;
     float *out = fptr(j->out);
-    for (int64_t r = r0; r < r1; r++) {
-        const unsigned char *wr = wdata + r * row_bytes;
-        for (int64_t i = 0; i < j->n;) {
-            float sums[4];
-            int m = j->n - i >= 4 ? 4 : 1; /* a batch goes four activation rows at a time */
-            if (m == 4) {
+    int R = j->n == 1 ? 8 : 2, C = j->n == 1 ? 1 : 4;
+    for (int64_t c0 = 0; c0 < j->n; c0 += MM_COLS) {
+        int64_t c1 = c0 + MM_COLS < j->n ? c0 + MM_COLS : j->n;
+        for (int64_t r = r0; r < r1; r += R) {
+            int nr = r1 - r < R ? (int)(r1 - r) : R;
+            const unsigned char *w[8];
+            for (int t = 0; t < nr; t++) w[t] = wdata + (r + t) * row_bytes;
+            for (int64_t i = c0; i < c1; i += C) {
+                int nc = c1 - i < C ? (int)(c1 - i) : C;
                 const int8_t *y[4];
                 const float *yd[4];
-                for (int t = 0; t < 4; t++)
-                    y[t] = j->xq + x_row(j, i + t) * k, yd[t] = j->xd + x_row(j, i + t) * nb;
-                pl_cpu_qdot_rows4(q4, wr, y, yd, nb, sums);
-            } else {
-                int64_t xi = x_row(j, i);
-                sums[0] = pl_cpu_qdot_row(q4, wr, j->xq + xi * k, j->xd + xi * nb, nb);
-            }
-            for (int t = 0; t < m; t++, i++) {
-                float v = sums[t] + (bias ? bias[r] : 0.0f);
-                float *o = out + out_row(j, i) * n_out + r;
-                *o = j->accumulate ? *o + v : v;
+                const int32_t *ys[4];
+                for (int t = 0; t < nc; t++) {
+                    int64_t xi = x_row(j, i + t);
+                    y[t] = j->xq + xi * k, yd[t] = j->xd + xi * nb, ys[t] = j->xs + xi * nb;
+                }
+                float sums[8];
+                /* decode: the next tile's rows are prefetched (those of this item only) */
+                const unsigned char *pf =
+                    j->n == 1 && r + 2 * R <= r1 ? w[0] + R * row_bytes : NULL;
+                pl_cpu_qdot_tile(q4, nr, nc, w, y, yd, ys, nb, pf, sums);
+                for (int a = 0; a < nr; a++)
+                    for (int t = 0; t < nc; t++) {
+                        float v = sums[a * nc + t] + (bias ? bias[r + a] : 0.0f);
+                        float *o = out + out_row(j, i + t) * n_out + r + a;
+                        *o = j->accumulate ? *o + v : v;
+                    }
             }
         }
     }
@@ -125,22 +142,41 @@ static bool wants_q8(const pl_backend *be, const pl_buf *w) {
     return be->act_q8 && (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0);
 }
 
-/* The first n rows of x (k values each) quantised to Q8_0 blocks: *xq [n*k] and the block
- * scales widened to float, *xd [n*k/32]; both malloc'd. */
-static pl_status quantise_rows(const pl_buf *x, int64_t n, int64_t k, int8_t **xq, float **xd) {
+/* The act_q8 activations: the first n rows of x (k values each) quantised to Q8_0 blocks,
+ * q [n*k], the block scales widened to float, d [n*k/32], and each block's sum of its
+ * quants, s [n*k/32]; one allocation (q8act_free). */
+typedef struct {
+    int8_t *q;
+    float *d;
+    int32_t *s;
+} q8act;
+
+static void q8act_free(q8act *a) {
+    free(a->d);
+    *a = (q8act){0};
+}
+
+static pl_status quantise_rows(const pl_buf *x, int64_t n, int64_t k, q8act *a) {
     int64_t nbt = n * (k / 32);
-    uint16_t *xh = malloc((size_t)nbt * sizeof *xh + 1);
-    *xq = malloc((size_t)(n * k) + 1);
-    *xd = malloc((size_t)nbt * sizeof **xd + 1);
-    if (!*xq || !xh || !*xd) {
-        free(*xq), free(xh), free(*xd);
-        *xq = NULL, *xd = NULL;
+    /* floats and int32 sums first (aligned), then the f16 scales, then the quants */
+    char *mem = malloc((size_t)nbt * (sizeof(float) + sizeof(int32_t) + sizeof(uint16_t)) +
+                       (size_t)(n * k) + 1);
+    if (!mem) {
+        *a = (q8act){0};
         return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
     }
+    a->d = (float *)mem;
+    a->s = (int32_t *)(a->d + nbt);
+    uint16_t *xh = (uint16_t *)(a->s + nbt);
+    a->q = (int8_t *)(xh + nbt);
     for (int64_t i = 0; i < n; i++)
-        pl_quant_act_q8_0(fptr(x) + i * k, k, *xq + i * k, xh + i * (k / 32));
-    for (int64_t b = 0; b < nbt; b++) (*xd)[b] = pl_f16_to_f32(xh[b]);
-    free(xh);
+        pl_quant_act_q8_0(fptr(x) + i * k, k, a->q + i * k, xh + i * (k / 32));
+    for (int64_t b = 0; b < nbt; b++) {
+        a->d[b] = pl_f16_to_f32(xh[b]);
+        int32_t sum = 0;
+        for (int t = 0; t < 32; t++) sum += a->q[b * 32 + t];
+        a->s[b] = sum;
+    }
     return PL_OK;
 }
 
@@ -152,6 +188,7 @@ static void mm_run(cpu_backend *c, mm_job *j) {
     int64_t items = work < CPU_PAR_MIN_WORK ? 1 : (int64_t)threads * 4;
     if (items > n_out) items = n_out;
     j->rows_per_item = (n_out + items - 1) / items;
+    if (j->xq) j->rows_per_item = (j->rows_per_item + 7) / 8 * 8; /* whole 8-row tiles */
     items = (n_out + j->rows_per_item - 1) / j->rows_per_item;
     pl_pool_run(c->pool, items, mm_item, j);
 }
@@ -160,15 +197,14 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
                         int64_t n, bool accumulate, pl_buf *out) {
     mm_job j = {.w = w, .x = x, .bias = bias, .out = out, .n = n, .accumulate = accumulate};
     atomic_init(&j.failed, 0);
-    int8_t *xq = NULL;
-    float *xd = NULL;
+    q8act a = {0};
     if (wants_q8(be, w)) {
-        pl_status s = quantise_rows(x, n, w->ne0, &xq, &xd);
+        pl_status s = quantise_rows(x, n, w->ne0, &a);
         if (s) return s;
-        j.xq = xq, j.xd = xd;
+        j.xq = a.q, j.xd = a.d, j.xs = a.s;
     }
     mm_run(cpu_of(be), &j);
-    free(xq), free(xd);
+    q8act_free(&a);
     if (atomic_load(&j.failed))
         return pl_fail(PL_ERR_NOMEM, "matmul: out of memory or unreadable weights");
     return PL_OK;
@@ -201,10 +237,9 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
         order[at] = s;
         xrow[at] = x_shared ? s / n_used : s;
     }
-    int8_t *xq = NULL;
-    float *xd = NULL;
+    q8act a = {0};
     pl_status st = PL_OK;
-    if (wants_q8(be, w)) st = quantise_rows(x, x_shared ? n : slots, w->ne0, &xq, &xd);
+    if (wants_q8(be, w)) st = quantise_rows(x, x_shared ? n : slots, w->ne0, &a);
     /* each used expert: its n_out rows of w as a view, over the rows routed to it */
     int64_t row_bytes = pl_row_size(w->type, w->ne0);
     bool failed = false;
@@ -213,13 +248,14 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
         if (m == 0) continue;
         cpu_buf view = {.h = *w, .data = (char *)vptr(w) + e * n_out * row_bytes};
         view.h.ne1 = n_out;
-        mm_job j = {.w = &view.h, .x = x, .xq = xq, .xd = xd, .out = out, .n = m};
+        mm_job j = {.w = &view.h, .x = x, .xq = a.q, .xd = a.d, .xs = a.s, .out = out, .n = m};
         j.xrow = xrow + start[e], j.orow = order + start[e];
         atomic_init(&j.failed, 0);
         mm_run(cpu_of(be), &j);
         failed = atomic_load(&j.failed);
     }
-    free(xq), free(xd), free(start), free(order);
+    q8act_free(&a);
+    free(start), free(order);
     if (st) return st;
     if (failed) return pl_fail(PL_ERR_NOMEM, "matmul_id: out of memory or unreadable weights");
     return PL_OK;

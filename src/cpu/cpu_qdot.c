@@ -1,5 +1,6 @@
-/* cpu_qdot.c - one weight row of Q4_0 or Q8_0 blocks against activations quantised to Q8_0
- * blocks (the act_q8 matmul, cpu_matmul.c).
+/* cpu_qdot.c - tiles of weight rows of Q4_0 or Q8_0 blocks against activation rows quantised
+ * to Q8_0 blocks (the act_q8 matmul, cpu_matmul.c): 8 weight rows x 1 activation row for
+ * decode, 2 x 4 for a batch.
  *
  * Each block's integer dot is exact whatever instructions compute it, and the float sum
  * over blocks always runs in block order, (float)sumi * d_w * d_x, so the AVX2 path and the
@@ -41,79 +42,102 @@ static float row_scalar(int q4, const unsigned char *w, const int8_t *y, const f
 }
 
 #ifdef PL_QDOT_X86
-/* Signed bytes a . b over 32 lanes into 8 int32 partial sums: maddubs wants one unsigned
- * operand, so |a| meets b with a's sign (exact: |a| <= 128 as an unsigned byte, and b, an
- * activation, is never -128, so negating it cannot wrap; pairs fit int16). */
-__attribute__((target("avx2"))) static inline __m256i dot_i8(__m256i a, __m256i b) {
-    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+/* The eight lanes' block sums: lane k is the sum of d[k]'s eight int32s (exact). */
+__attribute__((target("avx2"))) static inline __m256i reduce8(const __m256i d[8]) {
+    __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
+    __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(d[4], d[5]), _mm256_hadd_epi32(d[6], d[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-__attribute__((target("avx2"))) static inline int32_t hsum(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
-
-/* The 32 weights of the block at w as signed bytes: Q4_0's low nibbles (weights 0..15)
- * in bytes 0..15 and high nibbles (16..31) in 16..31, minus 8; Q8_0's as they are. */
-__attribute__((target("avx2"))) static inline __m256i weights32(int q4, const unsigned char *w) {
-    if (!q4) return _mm256_loadu_si256((const __m256i *)(w + 2));
-    const __m128i lo = _mm_set1_epi8(15);
-    __m128i q = _mm_loadu_si128((const __m128i *)(w + 2));
-    __m256i n = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), lo), _mm_and_si128(q, lo));
-    return _mm256_sub_epi8(n, _mm256_set1_epi8(8));
-}
-
-/* The block's f16 scale through F16C (exact, like pl_f16_to_f32). */
-__attribute__((target("avx2,f16c"))) static inline float half_f16c(const unsigned char *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
-__attribute__((target("avx2,f16c"))) static float
-row_avx2(int q4, const unsigned char *w, const int8_t *y, const float *yd, int64_t nb) {
-    float sum = 0;
-    for (int64_t b = 0; b < nb; b++, y += 32) {
-        __m256i x = weights32(q4, w);
-        int32_t s = hsum(dot_i8(x, _mm256_loadu_si256((const __m256i *)y)));
-        sum += (float)s * half_f16c(w) * yd[b];
-        w += q4 ? 18 : 34;
-    }
-    return sum;
-}
-
-/* Four activation rows at once: each weight block is unpacked once, and the four integer
- * sums come out of one horizontal reduction. Same per-row arithmetic as row_avx2. */
-__attribute__((target("avx2,f16c"))) static void rows4_avx2(int q4, const unsigned char *w,
-                                                            const int8_t *const y[4],
-                                                            const float *const yd[4], int64_t nb,
-                                                            float out[4]) {
-    __m128 sum = _mm_setzero_ps(); /* lane i: row i's running sum */
+/* A tile of R weight rows x C activation rows (R * C == 8, compile-time constants where it
+ * is inlined): lane k = r * C + c. Per block, each weight block is unpacked once for its C
+ * activation rows and each activation block loaded once for its R weight rows; the eight
+ * integer block dots come out of one reduction, and each lane then does
+ * sum + ((float)dot * d_w) * d_x, the scalar path's operations in its order (no fused
+ * multiply-add), so every lane is bit-identical to row_scalar.
+ * maddubs wants one unsigned operand. Q4_0 dots the unsigned nibbles (0..15) with the
+ * activations and takes 8 * (the activation block's sum, ys) off: sum((q - 8) * y) exactly,
+ * with no sign operation per pair. Q8_0 meets |w| (<= 128 as an unsigned byte) with y
+ * given w's sign (y, an activation, is never -128, so negating it cannot wrap); the pairs
+ * fit int16 either way. */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void
+tile_avx2(const int q4, const int R, const int C, const unsigned char *const w[],
+          const int8_t *const y[], const float *const yd[], const int32_t *const ys[], int64_t nb,
+          const unsigned char *pf, float out[8]) {
+    const __m256i one = _mm256_set1_epi16(1);
+    const __m256i lo = _mm256_set1_epi8(15), nib_shift = _mm256_set_epi64x(4, 4, 0, 0);
+    const int bs = q4 ? 18 : 34;
+    __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m256i x = weights32(q4, w);
-        __m256i ax = _mm256_sign_epi8(x, x), one = _mm256_set1_epi16(1), d[4];
-        for (int i = 0; i < 4; i++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(y[i] + b * 32));
-            d[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(v, x)), one);
+        if (pf) /* the next tile's R * bs bytes per block, a line at a time */
+            for (int o = 0; o < R * bs; o += 64)
+                _mm_prefetch((const char *)pf + b * R * bs + o, _MM_HINT_T0);
+        __m256i wv[8], sg[8], v[4], d[8];
+        uint16_t hw[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const unsigned char *p = w[r] + b * bs;
+            memcpy(&hw[r], p, 2);
+            if (q4) { /* the 16 bytes in both halves, the high half shifted down a nibble */
+                __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + 2)));
+                wv[r] = _mm256_and_si256(_mm256_srlv_epi64(q, nib_shift), lo);
+            } else {
+                sg[r] = _mm256_loadu_si256((const __m256i *)(p + 2));
+                wv[r] = _mm256_sign_epi8(sg[r], sg[r]);
+            }
         }
-        /* lanes: (d0 d1 d2 d3) pairwise sums, then the two 128-bit halves */
-        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-        /* each lane: sum + ((float)si * d_w) * d_x, the scalar path's operations exactly
-         * (separate multiplies and add, no fused multiply-add) */
-        __m128 dx = _mm_set_ps(yd[3][b], yd[2][b], yd[1][b], yd[0][b]);
-        __m128 t = _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(s4), _mm_set1_ps(half_f16c(w))), dx);
-        sum = _mm_add_ps(sum, t);
-        w += q4 ? 18 : 34;
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) v[c] = _mm256_loadu_si256((const __m256i *)(y[c] + b * 32));
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                __m256i a = q4 ? v[c] : _mm256_sign_epi8(v[c], sg[r]);
+                d[r * C + c] = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], a), one);
+            }
+        __m256i s = reduce8(d);
+        __m256 dw, dx;
+        __m256i sy = _mm256_setzero_si256();
+        if (C == 1) {
+            dw = _mm256_cvtph_ps(_mm_set_epi16((short)hw[7], (short)hw[6], (short)hw[5],
+                                               (short)hw[4], (short)hw[3], (short)hw[2],
+                                               (short)hw[1], (short)hw[0]));
+            dx = _mm256_set1_ps(yd[0][b]);
+            if (q4) sy = _mm256_set1_epi32(ys[0][b]);
+        } else {
+            __m128 d2 = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, 0, 0, (short)hw[1], (short)hw[0]));
+            dw = _mm256_set_m128(_mm_permute_ps(d2, 0x55), _mm_permute_ps(d2, 0x00));
+            __m128 x4 = _mm_set_ps(yd[3][b], yd[2][b], yd[1][b], yd[0][b]);
+            dx = _mm256_set_m128(x4, x4);
+            if (q4) {
+                __m128i s4 = _mm_set_epi32(ys[3][b], ys[2][b], ys[1][b], ys[0][b]);
+                sy = _mm256_set_m128i(s4, s4);
+            }
+        }
+        if (q4) s = _mm256_sub_epi32(s, _mm256_slli_epi32(sy, 3));
+        __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), dw), dx);
+        acc = _mm256_add_ps(acc, t);
     }
-    _mm_storeu_ps(out, sum);
+    _mm256_storeu_ps(out, acc);
 }
+
+/* The four instances: Q4_0 or Q8_0, 8 x 1 or 2 x 4. */
+#define PL_TILE(name, q4, R, C)                                                                    \
+    __attribute__((target("avx2,f16c"))) static void name(                                         \
+        const unsigned char *const w[], const int8_t *const y[], const float *const yd[],          \
+        const int32_t *const ys[], int64_t nb, const unsigned char *pf, float out[8]) {            \
+        tile_avx2(q4, R, C, w, y, yd, ys, nb, pf, out);                                            \
+    }
+PL_TILE(tile_q4_8x1, 1, 8, 1)
+PL_TILE(tile_q4_2x4, 1, 2, 4)
+PL_TILE(tile_q8_8x1, 0, 8, 1)
+PL_TILE(tile_q8_2x4, 0, 2, 4)
 #endif
 
-static int have_avx2(void) {
+int pl_cpu_portable;
+
+int pl_cpu_have_avx2(void) {
 #ifdef PL_QDOT_X86
     static int avx2 = -1; /* benign race: every thread computes the same answer */
     if (avx2 < 0) { /* F16C from cpuid leaf 1 (ECX bit 29): clang's builtin does not know it */
@@ -121,29 +145,47 @@ static int have_avx2(void) {
         int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
         avx2 = __builtin_cpu_supports("avx2") && f16c ? 1 : 0;
     }
-    return avx2;
+    return avx2 && !pl_cpu_portable;
 #else
     return 0;
 #endif
 }
 
-void pl_cpu_qdot_rows4(int q4, const unsigned char *w, const int8_t *const y[4],
-                       const float *const yd[4], int64_t nb, float out[4]) {
+void pl_cpu_qdot_tile(int q4, int nr, int nc, const unsigned char *const w[],
+                      const int8_t *const y[], const float *const yd[], const int32_t *const ys[],
+                      int64_t nb, const unsigned char *pf, float *out) {
 #ifdef PL_QDOT_X86
-    if (have_avx2()) {
-        rows4_avx2(q4, w, y, yd, nb, out);
+    if (pl_cpu_have_avx2()) {
+        /* the kernel's fixed shape, missing rows/columns standing in for the last ones */
+        int R = nc == 1 ? 8 : 2, C = 8 / R;
+        const unsigned char *wt[8];
+        const int8_t *yt[8];
+        const float *ydt[8];
+        const int32_t *yst[8];
+        for (int r = 0; r < R; r++) wt[r] = w[r < nr ? r : nr - 1];
+        for (int c = 0; c < C; c++) {
+            int cc = c < nc ? c : nc - 1;
+            yt[c] = y[cc], ydt[c] = yd[cc], yst[c] = ys[cc];
+        }
+        float o[8];
+        if (nc == 1)
+            (q4 ? tile_q4_8x1 : tile_q8_8x1)(wt, yt, ydt, yst, nb, pf, o);
+        else
+            (q4 ? tile_q4_2x4 : tile_q8_2x4)(wt, yt, ydt, yst, nb, pf, o);
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++) out[r * nc + c] = o[r * C + c];
         return;
     }
 #endif
-    for (int i = 0; i < 4; i++) out[i] = row_scalar(q4, w, y[i], yd[i], nb);
+    pl_cpu_qdot_tile_portable(q4, nr, nc, w, y, yd, ys, nb, out);
 }
 
-float pl_cpu_qdot_row(int q4, const unsigned char *w, const int8_t *y, const float *yd,
-                      int64_t nb) {
-#ifdef PL_QDOT_X86
-    if (have_avx2()) return row_avx2(q4, w, y, yd, nb);
-#endif
-    return row_scalar(q4, w, y, yd, nb);
+void pl_cpu_qdot_tile_portable(int q4, int nr, int nc, const unsigned char *const w[],
+                               const int8_t *const y[], const float *const yd[],
+                               const int32_t *const ys[], int64_t nb, float *out) {
+    (void)ys;
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) out[r * nc + c] = row_scalar(q4, w[r], y[c], yd[c], nb);
 }
 
 float pl_cpu_qdot_row_portable(int q4, const unsigned char *w, const int8_t *y, const float *yd,

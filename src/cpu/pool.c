@@ -1,27 +1,79 @@
 /* pool.c - worker threads for pl_pool_run: one job at a time, items handed out by an
- * atomic counter; the caller works too and then waits for the stragglers. */
+ * atomic counter; the caller works too and then waits for the stragglers.
+ *
+ * Waiting spins first, then sleeps: a worker that finished a job watches the job
+ * generation for up to POOL_SPIN_NS before it sleeps on the condition variable, and the
+ * caller watches the busy count as long before it sleeps, so the jobs of one token (a few
+ * hundred matmuls and attentions back to back) hand over without a system call. The wake
+ * cannot be lost: the generation (busy count) changes before the poster takes the mutex to
+ * broadcast (signal), and a sleeper checks it under that mutex. */
 #include "pool.h"
 
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define POOL_RELAX() _mm_pause()
+#else
+#define POOL_RELAX() ((void)0)
+#endif
+
+/* How long a waiting thread spins before it sleeps. */
+#define POOL_SPIN_NS 100000
 
 struct pl_pool {
     int n_threads; /* including the caller */
     pthread_t *threads;
     pthread_mutex_t mu;
-    pthread_cond_t wake; /* a new job (or shutdown) */
-    pthread_cond_t done; /* a worker finished the job */
-    uint64_t generation; /* bumped once per job */
-    int n_busy;          /* workers still inside the current job */
-    bool quit;
+    pthread_cond_t wake;             /* a new job (or shutdown) */
+    pthread_cond_t done;             /* the last worker finished the job */
+    atomic_uint_fast64_t generation; /* bumped once per job, after the job is set */
+    atomic_int n_busy;               /* workers still inside the current job */
+    atomic_bool quit;
     /* the current job */
     pl_pool_fn fn;
     void *ctx;
     int64_t n_items;
-    atomic_int_fast64_t next;
+    alignas(64) atomic_int_fast64_t next; /* its own cache line: every thread bumps it */
+    char pad[64 - sizeof(atomic_int_fast64_t)];
 };
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spin until done(p, arg) holds or POOL_SPIN_NS pass; whether it holds. */
+static bool spin_until(pl_pool *p, bool (*done)(pl_pool *, uint64_t), uint64_t arg) {
+    int64_t t0 = 0;
+    for (int i = 0;; i++) {
+        if (done(p, arg)) return true;
+        if ((i & 255) == 255) {
+            int64_t t = now_ns();
+            if (!t0)
+                t0 = t;
+            else if (t - t0 > POOL_SPIN_NS)
+                return false;
+        }
+        POOL_RELAX();
+    }
+}
+
+static bool new_job(pl_pool *p, uint64_t seen) {
+    return atomic_load_explicit(&p->generation, memory_order_acquire) != seen ||
+           atomic_load_explicit(&p->quit, memory_order_relaxed);
+}
+
+static bool all_done(pl_pool *p, uint64_t unused) {
+    (void)unused;
+    return atomic_load_explicit(&p->n_busy, memory_order_acquire) == 0;
+}
 
 static void drain(pl_pool *p) {
     for (;;) {
@@ -34,29 +86,36 @@ static void drain(pl_pool *p) {
 static void *worker(void *arg) {
     pl_pool *p = arg;
     uint64_t seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->quit && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
-        if (p->quit) break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
+        if (!spin_until(p, new_job, seen)) {
+            pthread_mutex_lock(&p->mu);
+            while (!new_job(p, seen)) pthread_cond_wait(&p->wake, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->quit)) break;
+        seen = atomic_load_explicit(&p->generation, memory_order_acquire);
         drain(p);
-        pthread_mutex_lock(&p->mu);
-        if (--p->n_busy == 0) pthread_cond_signal(&p->done);
+        if (atomic_fetch_sub_explicit(&p->n_busy, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
 pl_status pl_pool_new(int n_threads, pl_pool **out) {
     *out = NULL;
     if (n_threads < 1) n_threads = 1;
-    pl_pool *p = calloc(1, sizeof *p);
+    pl_pool *p = aligned_alloc(64, (sizeof *p + 63) / 64 * 64);
     if (!p) return pl_fail(PL_ERR_NOMEM, "out of memory for the thread pool");
-    p->n_threads = 1;
+    *p = (pl_pool){.n_threads = 1};
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->n_busy, 0);
+    atomic_init(&p->quit, false);
     atomic_init(&p->next, 0);
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
@@ -75,8 +134,8 @@ pl_status pl_pool_new(int n_threads, pl_pool **out) {
 
 void pl_pool_free(pl_pool *p) {
     if (!p) return;
+    atomic_store(&p->quit, true);
     pthread_mutex_lock(&p->mu);
-    p->quit = true;
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
@@ -97,17 +156,20 @@ void pl_pool_run(pl_pool *p, int64_t n_items, pl_pool_fn fn, void *ctx) {
         for (int64_t i = 0; i < n_items; i++) fn(ctx, i);
         return;
     }
-    pthread_mutex_lock(&p->mu);
+    /* every worker left the previous job (n_busy was 0), so the job can be rewritten */
     p->fn = fn;
     p->ctx = ctx;
     p->n_items = n_items;
     atomic_store(&p->next, 0);
-    p->n_busy = p->n_threads - 1;
-    p->generation++;
+    atomic_store(&p->n_busy, p->n_threads - 1);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     drain(p);
-    pthread_mutex_lock(&p->mu);
-    while (p->n_busy > 0) pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    if (!spin_until(p, all_done, 0)) {
+        pthread_mutex_lock(&p->mu);
+        while (!all_done(p, 0)) pthread_cond_wait(&p->done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
 }

@@ -1,11 +1,16 @@
-/* cpu_qdot_test.c - the act_q8 row dot (cpu_qdot.c): the dispatched path (AVX2 where the CPU
- * has it) is bit-identical to the portable one on random rows, extreme values included
- * (nibbles 0 and 15, quants -128 and 127), and both equal the sum written out directly:
- * each block's integer dot, then (float)dot * d_w * d_x added in block order. The four-row
- * form gives the same bits as four single rows. */
+/* cpu_qdot_test.c - the act_q8 tiles (cpu_qdot.c) and the matmul built on them
+ * (cpu_matmul.c). The dispatched tile (AVX2 where the CPU has it: 8 weight rows x 1
+ * activation row, or 2 x 4) is bit-identical to the portable row dot on fresh random rows
+ * of every allowed tile shape, short tiles included, extreme values included (nibbles 0 and
+ * 15, quants -128 and 127, activations +-127); the portable dot equals the sum written out
+ * directly: each block's integer dot, then (float)dot * d_w * d_x added in block order.
+ * pl_be_matmul with act_q8 on Q4_0/Q8_0 weights, on shapes that are not multiples of the
+ * tiles (rows, columns), with bias and accumulate, on a 1- and a 3-thread backend, gives
+ * exactly the portable dot of each weight row with each quantised activation row. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
 #include "cpu/cpu_internal.h"
 #include "format/quant.h"
 #include "test.h"
@@ -33,49 +38,142 @@ static float direct(int q4, const unsigned char *w, const int8_t *y, const float
     return sum;
 }
 
-static void run_tests(void) {
-    int bad_port = 0, bad_direct = 0, bad_rows4 = 0, cases = 0;
-    for (int iter = 0; iter < 2000; iter++) {
-        int q4 = iter & 1, nb = 1 + (int)(rnd() % 40), bs = q4 ? 18 : 34;
-        unsigned char *w = malloc((size_t)nb * bs);
-        int8_t *y = malloc((size_t)nb * 32);
-        float *yd = malloc((size_t)nb * sizeof *yd);
-        for (int i = 0; i < nb * bs; i++) w[i] = (unsigned char)rnd();
-        /* activations as pl_quant_act_q8_0 makes them: -127..127 */
-        for (int i = 0; i < nb * 32; i++)
-            y[i] = (int8_t)(iter % 7 == 0 ? ((rnd() & 1) ? 127 : -127) : (int)(rnd() % 255) - 127);
-        for (int b = 0; b < nb; b++) {
-            uint16_t d = pl_f32_to_f16((float)(rnd() % 1000) / 1000.0f - 0.5f);
-            memcpy(w + b * bs, &d, 2);
-            yd[b] = pl_f16_to_f32(pl_f32_to_f16((float)(rnd() % 1000) / 50000.0f));
-            if (iter % 5 == 0) memset(w + b * bs + 2, iter % 10 == 0 ? 0x00 : 0xff, (size_t)bs - 2);
-            if (iter % 11 == 0 && !q4) memset(w + b * bs + 2, 0x80, 32); /* -128 */
-        }
-        float a = pl_cpu_qdot_row(q4, w, y, yd, nb), p = pl_cpu_qdot_row_portable(q4, w, y, yd, nb);
-        float d = direct(q4, w, y, yd, nb);
-        bad_port += memcmp(&a, &p, sizeof a) != 0;
-        /* four activation rows: this one and three shifted copies of it */
-        int8_t *y4 = malloc((size_t)nb * 32 * 4);
-        float *yd4 = malloc((size_t)nb * sizeof *yd4 * 4);
-        const int8_t *yp[4];
-        const float *ydp[4];
-        for (int t = 0; t < 4; t++) {
-            for (int i = 0; i < nb * 32; i++) y4[t * nb * 32 + i] = y[(i + 5 * t) % (nb * 32)];
-            for (int b = 0; b < nb; b++) yd4[t * nb + b] = yd[(b + t) % nb];
-            yp[t] = y4 + t * nb * 32, ydp[t] = yd4 + t * nb;
-        }
-        float o4[4];
-        pl_cpu_qdot_rows4(q4, w, yp, ydp, nb, o4);
-        for (int t = 0; t < 4; t++) {
-            float one = pl_cpu_qdot_row_portable(q4, w, yp[t], ydp[t], nb);
-            bad_rows4 += memcmp(&one, &o4[t], sizeof one) != 0;
-        }
-        free(y4), free(yd4);
-        bad_direct += memcmp(&p, &d, sizeof p) != 0;
-        cases++;
-        free(w), free(y), free(yd);
+/* Random weight blocks (scales in +-0.5; some blocks all nibbles 0 or 15 / quants -128) */
+static void fill_weights(int q4, unsigned char *w, int nblocks, int iter) {
+    int bs = q4 ? 18 : 34;
+    for (int i = 0; i < nblocks * bs; i++) w[i] = (unsigned char)rnd();
+    for (int b = 0; b < nblocks; b++) {
+        uint16_t d = pl_f32_to_f16((float)(rnd() % 1000) / 1000.0f - 0.5f);
+        memcpy(w + b * bs, &d, 2);
+        if (iter % 5 == 0) memset(w + b * bs + 2, iter % 10 == 0 ? 0x00 : 0xff, (size_t)bs - 2);
+        if (iter % 11 == 0 && !q4) memset(w + b * bs + 2, 0x80, 32); /* -128 */
     }
-    CHECK(bad_port == 0, "dispatched vs portable: %d of %d rows differ", bad_port, cases);
-    CHECK(bad_rows4 == 0, "four-row form: %d of %d rows differ", bad_rows4, 4 * cases);
-    CHECK(bad_direct == 0, "portable vs direct sum: %d of %d rows differ", bad_direct, cases);
+}
+
+/* Activations as pl_quant_act_q8_0 makes them (-127..127), f16-exact scales, block sums. */
+static void fill_acts(int8_t *y, float *yd, int32_t *ys, int nblocks, int iter) {
+    for (int i = 0; i < nblocks * 32; i++)
+        y[i] = (int8_t)(iter % 7 == 0 ? ((rnd() & 1) ? 127 : -127) : (int)(rnd() % 255) - 127);
+    for (int b = 0; b < nblocks; b++) {
+        yd[b] = pl_f16_to_f32(pl_f32_to_f16((float)(rnd() % 1000) / 50000.0f));
+        ys[b] = 0;
+        for (int j = 0; j < 32; j++) ys[b] += y[b * 32 + j];
+    }
+}
+
+static void test_tiles(void) {
+    int bad_tile = 0, bad_direct = 0, cases = 0;
+    for (int iter = 0; iter < 3000; iter++) {
+        int q4 = iter & 1, nb = 1 + (int)(rnd() % 40), bs = q4 ? 18 : 34;
+        int nc = (iter >> 1) % 3 == 0 ? 1 : 1 + (int)(rnd() % 4);
+        int nr = nc == 1 ? 1 + (int)(rnd() % 8) : 1 + (int)(rnd() % 2);
+        /* 16 contiguous weight rows: the tile's, then the next tile's (prefetched) */
+        unsigned char *w = malloc((size_t)16 * nb * bs);
+        int8_t *y = malloc((size_t)4 * nb * 32);
+        float *yd = malloc((size_t)4 * nb * sizeof *yd);
+        int32_t *ys = malloc((size_t)4 * nb * sizeof *ys);
+        fill_weights(q4, w, 16 * nb, iter);
+        fill_acts(y, yd, ys, 4 * nb, iter);
+        const unsigned char *wr[8];
+        const int8_t *yr[4];
+        const float *ydr[4];
+        const int32_t *ysr[4];
+        for (int r = 0; r < nr; r++) wr[r] = w + (int64_t)r * nb * bs;
+        for (int c = 0; c < nc; c++)
+            yr[c] = y + c * nb * 32, ydr[c] = yd + c * nb, ysr[c] = ys + c * nb;
+        float got[8], want[8];
+        const unsigned char *pf = iter % 3 ? w + (int64_t)nr * nb * bs : NULL;
+        pl_cpu_qdot_tile(q4, nr, nc, wr, yr, ydr, ysr, nb, pf, got);
+        pl_cpu_qdot_tile_portable(q4, nr, nc, wr, yr, ydr, ysr, nb, want);
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++) {
+                float p = pl_cpu_qdot_row_portable(q4, wr[r], yr[c], ydr[c], nb);
+                float d = direct(q4, wr[r], yr[c], ydr[c], nb);
+                bad_tile += memcmp(&got[r * nc + c], &p, sizeof p) != 0;
+                bad_tile += memcmp(&want[r * nc + c], &p, sizeof p) != 0;
+                bad_direct += memcmp(&p, &d, sizeof p) != 0;
+                cases++;
+            }
+        free(w), free(y), free(yd), free(ys);
+    }
+    CHECK(bad_tile == 0, "tile vs portable row: %d of %d values differ", bad_tile, cases);
+    CHECK(bad_direct == 0, "portable vs direct sum: %d of %d values differ", bad_direct, cases);
+}
+
+/* One pl_be_matmul (act_q8) of n_out x k weights of type on n rows, bias and accumulate
+ * chosen by the caller, against the portable dot of each weight row and quantised row;
+ * the 1- and 3-thread results must both match it bit for bit. */
+static int matmul_case(pl_backend *bes[2], uint32_t type, int n_out, int k, int n, bool bias,
+                       bool acc, int iter) {
+    int q4 = type == PL_TYPE_Q4_0, nb = k / 32;
+    int64_t row_bytes = pl_row_size(type, k);
+    unsigned char *w = malloc((size_t)(row_bytes * n_out));
+    fill_weights(q4, w, n_out * nb, iter);
+    float *x = malloc(sizeof(float) * (size_t)n * k), *bv = malloc(sizeof(float) * (size_t)n_out);
+    float *o0 = malloc(sizeof(float) * (size_t)n * n_out),
+          *got = malloc(sizeof *got * (size_t)n * n_out);
+    for (int i = 0; i < n * k; i++) x[i] = (float)(rnd() % 20001) / 5000.0f - 2.0f;
+    for (int i = 0; i < n_out; i++) bv[i] = (float)(rnd() % 1001) / 1000.0f - 0.5f;
+    for (int i = 0; i < n * n_out; i++) o0[i] = (float)(rnd() % 1001) / 100.0f;
+    /* the reference: the activation rows quantised as the matmul does, the portable dot */
+    int8_t *xq = malloc((size_t)n * k);
+    uint16_t *xh = malloc(sizeof *xh * (size_t)n * nb);
+    float *xd = malloc(sizeof *xd * (size_t)n * nb);
+    for (int i = 0; i < n; i++)
+        pl_quant_act_q8_0(x + (int64_t)i * k, k, xq + (int64_t)i * k, xh + (int64_t)i * nb);
+    for (int i = 0; i < n * nb; i++) xd[i] = pl_f16_to_f32(xh[i]);
+    int bad = 0;
+    for (int t = 0; t < 2; t++) {
+        pl_backend *be = bes[t];
+        be->act_q8 = 1;
+        pl_buf *bw = NULL, *bx = NULL, *bb = NULL, *bo = NULL;
+        CHECK(pl_be_buf_weight(be, type, k, n_out, w, &bw) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_be_buf_new(be, PL_TYPE_F32, k, n, &bx) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_be_buf_new(be, PL_TYPE_F32, n_out, 1, &bb) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_be_buf_new(be, PL_TYPE_F32, n_out, n, &bo) == PL_OK, "%s", pl_last_error());
+        if (!bw || !bx || !bb || !bo) return 1;
+        pl_be_write(bx, 0, x, (int64_t)n * k * 4);
+        pl_be_write(bb, 0, bv, (int64_t)n_out * 4);
+        pl_be_write(bo, 0, o0, (int64_t)n * n_out * 4);
+        CHECK(pl_be_matmul(bw, bx, bias ? bb : NULL, n, acc, bo) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_be_read(bo, 0, got, (int64_t)n * n_out * 4) == PL_OK, "%s", pl_last_error());
+        pl_be_buf_free(bw), pl_be_buf_free(bx), pl_be_buf_free(bb), pl_be_buf_free(bo);
+        be->act_q8 = 0;
+        for (int i = 0; i < n; i++)
+            for (int r = 0; r < n_out; r++) {
+                float v = pl_cpu_qdot_row_portable(q4, w + r * row_bytes, xq + (int64_t)i * k,
+                                                   xd + (int64_t)i * nb, nb) +
+                          (bias ? bv[r] : 0.0f);
+                float want = acc ? o0[i * n_out + r] + v : v;
+                bad += memcmp(&want, &got[i * n_out + r], sizeof want) != 0;
+            }
+    }
+    free(w), free(x), free(bv), free(o0), free(got), free(xq), free(xh), free(xd);
+    return bad;
+}
+
+static void test_matmul(void) {
+    pl_backend *bes[2] = {NULL, NULL};
+    CHECK(pl_cpu_new(1, &bes[0]) == PL_OK && pl_cpu_new(3, &bes[1]) == PL_OK, "%s",
+          pl_last_error());
+    if (!bes[0] || !bes[1]) return;
+    /* n: one row (the 8 x 1 tile), short and odd batches, past one 16-column chunk; rows
+     * not a multiple of 8 or 2; large enough to be split between threads */
+    static const int ns[] = {1, 2, 3, 5, 17, 35};
+    int bad = 0, cases = 0;
+    for (int iter = 0; iter < 24; iter++) {
+        uint32_t type = iter & 1 ? PL_TYPE_Q4_0 : PL_TYPE_Q8_0;
+        int n = ns[(iter / 2) % 6], n_out = 8 * (1 + (int)(rnd() % 12)) + (int)(rnd() % 8);
+        int k = 32 * (1 + (int)(rnd() % 12));
+        if (iter % 4 == 3) n_out = 101, k = 32 * 13; /* past the one-thread cutoff */
+        bad += matmul_case(bes, type, n_out, k, n, iter % 3 != 0, iter % 4 == 1, iter);
+        cases++;
+    }
+    CHECK(bad == 0, "matmul act_q8: %d values differ from the portable dot (%d cases)", bad, cases);
+    pl_be_destroy(bes[0]), pl_be_destroy(bes[1]);
+}
+
+static void run_tests(void) {
+    test_tiles();
+    test_matmul();
 }

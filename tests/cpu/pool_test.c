@@ -1,0 +1,59 @@
+/* pool_test.c - the thread pool (pool.c): every item of every job runs exactly once and the
+ * job is over when pl_pool_run returns, for jobs back to back (workers still spinning),
+ * after pauses longer than the spin (workers asleep), with more threads than items and
+ * items of uneven cost; and a pool freed while its workers sleep or spin. */
+#include <stdatomic.h>
+#include <time.h>
+
+#include "cpu/pool.h"
+#include "test.h"
+
+typedef struct {
+    atomic_int *hits; /* per item */
+    int job;
+    atomic_int late; /* an item that saw another job's number */
+    int *seen_job;   /* written by each item: must be this job when pl_pool_run returns */
+} job_ctx;
+
+static void item(void *ctx, int64_t i) {
+    job_ctx *j = ctx;
+    if (i % 7 == 0) { /* uneven items */
+        volatile int x = 0;
+        for (int k = 0; k < 2000; k++) x += k;
+    }
+    atomic_fetch_add(&j->hits[i], 1);
+    j->seen_job[i] = j->job;
+}
+
+static void sleep_us(long us) {
+    struct timespec t = {0, us * 1000};
+    nanosleep(&t, NULL);
+}
+
+static void run_tests(void) {
+    for (int threads = 1; threads <= 4; threads++) {
+        pl_pool *p = NULL;
+        CHECK(pl_pool_new(threads, &p) == PL_OK, "%s", pl_last_error());
+        if (!p) return;
+        CHECK(pl_pool_threads(p) == threads, "%d threads, not %d", pl_pool_threads(p), threads);
+        enum { MAXN = 97 };
+        atomic_int hits[MAXN];
+        int seen_job[MAXN];
+        int bad_count = 0, bad_job = 0;
+        for (int job = 0; job < 400; job++) {
+            int n = 1 + job % MAXN;
+            for (int i = 0; i < n; i++) atomic_init(&hits[i], 0), seen_job[i] = -1;
+            job_ctx j = {.hits = hits, .job = job, .seen_job = seen_job};
+            pl_pool_run(p, n, item, &j);
+            for (int i = 0; i < n; i++) {
+                bad_count += atomic_load(&hits[i]) != 1;
+                bad_job += seen_job[i] != job;
+            }
+            if (job % 50 == 49) sleep_us(1000); /* past the spin: the workers sleep */
+        }
+        CHECK(bad_count == 0, "%d threads: %d items ran other than once", threads, bad_count);
+        CHECK(bad_job == 0, "%d threads: %d items unfinished at return", threads, bad_job);
+        if (threads & 1) sleep_us(2000); /* free a sleeping pool, or a spinning one */
+        pl_pool_free(p);
+    }
+}
