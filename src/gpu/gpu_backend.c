@@ -437,6 +437,7 @@ static void destroy(pl_backend *be) {
         for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
         pl_gpu_buf_free(gb->args), pl_gpu_buf_free(gb->rope_tab);
         pl_gpu_buf_free(gb->partials), pl_gpu_buf_free(gb->pairs), pl_gpu_buf_free(gb->readback);
+        pl_gpu_buf_free(gb->gemm_xq), pl_gpu_buf_free(gb->gemm_xd);
         pl_gpu_close(gb->g);
     }
     free(gb->ops);
@@ -531,6 +532,15 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     const char *pre = getenv("POOLED_GPU_PRELOAD");
     /* off by default: not yet measured on a GPU (docs/gpu-notes.md, "next") */
     gb->q8_preload = pre && !strcmp(pre, "1");
+    /* the prefill GEMM's tile: 64 x 64 outputs, 4 x 4 per thread (256 threads), 4 blocks of
+     * K per step (fewer where workgroup memory is short); POOLED_GPU_GEMM=off|tm,tn,rm,rn,bk */
+    const char *gm = getenv("POOLED_GPU_GEMM");
+    uint32_t *gt = gb->gemm_tile;
+    gt[0] = 64, gt[1] = 64, gt[2] = 4, gt[3] = 4, gt[4] = 4;
+    if (gm && !strcmp(gm, "off"))
+        gb->gemm_off = 1;
+    else if (gm && sscanf(gm, "%u,%u,%u,%u,%u", &gt[0], &gt[1], &gt[2], &gt[3], &gt[4]) != 5)
+        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM: off or tm,tn,rm,rn,bk, not '%.40s'", gm);
     const char *fix = getenv("POOLED_GPU_GEMV");
     unsigned v[5];
     if (fix && sscanf(fix, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {

@@ -116,7 +116,7 @@ typedef struct op_s {
 /* A cached kernel: a family and its parameter bytes. */
 typedef struct kcache_entry {
     int family;
-    unsigned char params[96];
+    unsigned char params[128]; /* pl_gpu_get_kernel refuses bigger parameter structs */
     pl_gpu_kernel *k;
     struct kcache_entry *next;
 } kcache_entry;
@@ -159,6 +159,12 @@ typedef struct {
     int tune_fixed;  /* POOLED_GPU_GEMV gave the shape: no tuning */
     int in_selftest; /* the self-test's small weights are not worth tuning */
     int q8_preload;  /* q8x GEMVs load every row's block first (POOLED_GPU_PRELOAD=1) */
+    /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk of pl_gemm_params; the
+     * built-in one or POOLED_GPU_GEMM=tm,tn,rm,rn,bk), gemm_off: never (POOLED_GPU_GEMM=off),
+     * and the scratch buffers of the pre-quantised columns */
+    uint32_t gemm_tile[5];
+    int gemm_off;
+    pl_gpu_buf *gemm_xq, *gemm_xd;
     /* the op queue */
     op *ops;
     int n_ops, cap_ops;
@@ -218,6 +224,8 @@ enum {
     F_SIGMOID_MUL,
     F_SSM_CONV,
     F_DELTA_RULE,
+    F_GEMM,
+    F_Q8PRE,
 };
 
 /* gpu_encode.c: what the encoders share. A generator writes WGSL from its parameters. */
@@ -244,6 +252,20 @@ void pl_gpu_weight_refs(const gbuf *w, pl_gpu_ref *refs, int *n);
 pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t row0,
                           uint32_t rows, uint32_t k, gbuf *ids, uint32_t dst0, gbuf *vals,
                           bool softmax);
+/* A scratch buffer of at least `bytes` in *b, replacing (and retiring) a smaller one. */
+pl_status pl_gpu_scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const char *label);
+/* gpu_encode_gemm.c: batches of more than PL_GPU_GEMM_MIN_COLS columns through q8x weights
+ * go through the prefill GEMM (a Q8_0 pre-pass, then the tiled GEMM); fewer keep the
+ * one-column-per-workgroup GEMV, bit-exact per column to decode (speculative verification
+ * and the chain's frames rely on it). */
+#define PL_GPU_GEMM_MIN_COLS 16
+/* Whether matmul o goes through the GEMM (its weights, its size, the scratch limits). */
+int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o);
+/* Record the pre-pass and the GEMM of matmul o. */
+pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o);
+/* The GEMM's parameters for weight w (rows, cols, type, the backend's tile) in STORE mode,
+ * with bk lowered until the workgroup memory fits the adapter. */
+void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, pl_gemm_params *p);
 /* gpu_encode_moe.c / gpu_encode_ssm.c: the MoE and Gated DeltaNet ops. */
 pl_status pl_gpu_encode_moe(gpu_backend *gb, op *o);
 pl_status pl_gpu_encode_ssm(gpu_backend *gb, op *o);
