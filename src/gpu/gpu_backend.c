@@ -533,10 +533,15 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     /* off by default: not yet measured on a GPU (docs/gpu-notes.md, "next") */
     gb->q8_preload = pre && !strcmp(pre, "1");
     /* the prefill GEMM's tile: 64 x 64 outputs, 4 x 4 per thread (256 threads), 4 blocks of
-     * K per step (fewer where workgroup memory is short); POOLED_GPU_GEMM=off|tm,tn,rm,rn,bk */
+     * K per step (fewer where workgroup memory is short); on a software adapter 16 x 16,
+     * 2 x 2 per thread, 2 blocks (lavapipe compiles it in half the time);
+     * POOLED_GPU_GEMM=off|tm,tn,rm,rn,bk */
     const char *gm = getenv("POOLED_GPU_GEMM");
     uint32_t *gt = gb->gemm_tile;
-    gt[0] = 64, gt[1] = 64, gt[2] = 4, gt[3] = 4, gt[4] = 4;
+    if (gb->info->software)
+        gt[0] = 16, gt[1] = 16, gt[2] = 2, gt[3] = 2, gt[4] = 2;
+    else
+        gt[0] = 64, gt[1] = 64, gt[2] = 4, gt[3] = 4, gt[4] = 4;
     if (gm && !strcmp(gm, "off"))
         gb->gemm_off = 1;
     else if (gm && sscanf(gm, "%u,%u,%u,%u,%u", &gt[0], &gt[1], &gt[2], &gt[3], &gt[4]) != 5)

@@ -53,7 +53,6 @@ static pl_status enc_prepass(gpu_backend *gb, const gbuf *x, uint32_t cols, uint
                              const gbuf *nw, float eps, const gbuf *xn) {
     pl_q8pre_params p;
     memset(&p, 0, sizeof p);
-    p.cols = cols;
     p.threads = pl_gpu_threads_for(cols / 32, 32, 256);
     p.norm = nw != NULL, p.eps = nw ? eps : 0, p.norm_out = xn != NULL;
     pl_gpu_kernel *k;
@@ -70,7 +69,7 @@ static pl_status enc_prepass(gpu_backend *gb, const gbuf *x, uint32_t cols, uint
     refs[nr++] = pl_gpu_whole(gb->gemm_xd);
     if (nw) refs[nr++] = pl_gpu_whole(nw->buf);
     if (xn) refs[nr++] = pl_gpu_whole(xn->buf);
-    if (pl_gpu_args_ref(gb, (pl_gpu_args){{n}}, &refs[nr++]) != PL_OK) return PL_ERR;
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{n, cols}}, &refs[nr++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, nr, n);
 }
 
@@ -86,12 +85,14 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
     p.split[0] = o->fqkv.split[0];
     p.split[1] = o->fqkv.split[1];
     fit(gb, &p);
+    if (pl_gemm_check_shape(&p) != PL_OK) return PL_ERR;
     const gbuf *x = o->fnorm.x ? o->fnorm.x : o->b;
     if (enc_prepass(gb, x, p.cols, n, o->fnorm.x ? o->fnorm.w : NULL, o->fnorm.eps, o->fnorm.out) !=
         PL_OK)
         return PL_ERR;
     pl_gpu_kernel *k;
-    if (pl_gpu_get_kernel(gb, F_GEMM, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_gemm, "gemm", &k) !=
+    pl_gemm_params key = pl_gemm_kernel_key(&p);
+    if (pl_gpu_get_kernel(gb, F_GEMM, &key, sizeof key, (pl_gpu_gen_fn)pl_wgsl_gemm, "gemm", &k) !=
         PL_OK)
         return PL_ERR;
     pl_gpu_ref refs[BIND_MAX];
@@ -109,6 +110,6 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
         refs[nr++] = pl_gpu_whole(o->fqkv.y1->buf);
         refs[nr++] = pl_gpu_whole(o->fqkv.y2->buf);
     }
-    if (pl_gpu_args_ref(gb, (pl_gpu_args){{n}}, &refs[nr++]) != PL_OK) return PL_ERR;
+    if (pl_gpu_args_ref(gb, pl_gemm_args(&p, n), &refs[nr++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, nr, pl_gemm_groups(&p, n));
 }

@@ -60,8 +60,6 @@ static pl_status check(const pl_gemm_params *p) {
     unsigned T = pl_gemm_threads(p);
     if (p->type != PL_GW_Q4_0 && p->type != PL_GW_Q8_0)
         return pl_fail(PL_ERR_ARG, "GEMM: Q4_0 or Q8_0 weights only");
-    if (!p->rows || !p->cols || p->cols % 32)
-        return pl_fail(PL_ERR_ARG, "GEMM %ux%u: not whole blocks", p->rows, p->cols);
     if (!T || p->tm % p->rm || p->tn % p->rn || T < 16 || T > 1024 || p->rm > 8 || p->rn > 8 ||
         !p->bk || p->bk > 8)
         return pl_fail(PL_ERR_ARG, "GEMM: bad tile %ux%u / %ux%u, %u blocks", p->tm, p->tn, p->rm,
@@ -70,11 +68,29 @@ static pl_status check(const pl_gemm_params *p) {
         return pl_fail(PL_ERR_ARG, "GEMM: gate/up takes no bias");
     if ((p->gate_out || p->up_out) && p->mode != PL_GEMV_GATE_UP)
         return pl_fail(PL_ERR_ARG, "GEMM: side output without its fusion");
-    if (p->split[0] && (p->mode != PL_GEMV_STORE || p->bias || p->split[0] >= p->split[1] ||
-                        p->split[1] >= p->rows))
+    if (p->split[0] && (p->mode != PL_GEMV_STORE || p->bias))
+        return pl_fail(PL_ERR_ARG, "GEMM: a split output is a plain store");
+    return PL_OK;
+}
+
+pl_status pl_gemm_check_shape(const pl_gemm_params *p) {
+    if (!p->rows || !p->cols || p->cols % 32)
+        return pl_fail(PL_ERR_ARG, "GEMM %ux%u: not whole blocks", p->rows, p->cols);
+    if (p->split[0] && (p->split[0] >= p->split[1] || p->split[1] >= p->rows))
         return pl_fail(PL_ERR_ARG, "GEMM: bad output split %u/%u of %u rows", p->split[0],
                        p->split[1], p->rows);
-    return PL_OK;
+    return check(p);
+}
+
+pl_gemm_params pl_gemm_kernel_key(const pl_gemm_params *p) {
+    pl_gemm_params k = *p;
+    k.rows = k.cols = 0;
+    k.split[0] = p->split[0] != 0, k.split[1] = 0;
+    return k;
+}
+
+pl_gpu_args pl_gemm_args(const pl_gemm_params *p, uint32_t n) {
+    return (pl_gpu_args){{n, p->rows, p->cols / 32, p->split[0], p->split[1]}};
 }
 
 /* Stage blocks b0 .. b0 + BK - 1 of the tile's rows and columns in workgroup memory:
@@ -175,11 +191,9 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
     unsigned M = mats(p), WV = wvecs(p), T = pl_gemm_threads(p);
     pl_wtext t = {0};
     pl_wtext_add(&t,
-                 "const N = %uu;\nconst K = %uu;\nconst NB = %uu;\nconst T = %uu;\n"
-                 "const TM = %uu;\nconst TN = %uu;\nconst TX = %uu;\nconst TY = %uu;\n"
-                 "const BK = %uu;\nconst WV = %uu;\nconst RT = %uu;\n",
-                 p->rows, p->cols, p->cols / 32, T, p->tm, p->tn, p->tn / p->rn, p->tm / p->rm,
-                 p->bk, WV, (p->rows + p->tm - 1) / p->tm);
+                 "const T = %uu;\nconst TM = %uu;\nconst TN = %uu;\nconst TX = %uu;\n"
+                 "const TY = %uu;\nconst BK = %uu;\nconst WV = %uu;\n",
+                 T, p->tm, p->tn, p->tn / p->rn, p->tm / p->rm, p->bk, WV);
     pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;\n"
                      "@group(0) @binding(1) var<storage, read> xd: array<f32>;\n"
                      "@group(0) @binding(2) var<storage, read_write> y: array<f32>;\n");
@@ -205,6 +219,9 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
     pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n", T);
     /* workgroup g: row tile g % RT, column tile g / RT (args.a0 = n columns) */
     pl_wtext_add(&t, "  let n = args.a0;\n"
+                     "  let N = args.a1;\n"
+                     "  let NB = args.a2;\n"
+                     "  let RT = (N + TM - 1u) / TM;\n"
                      "  let g = wid.x + wid.y * nwg.x;\n"
                      "  if (g >= RT * ((n + TN - 1u) / TN)) { return; }\n"
                      "  let row0 = (g %% RT) * TM;\n"
@@ -232,7 +249,15 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
                          "    let yo = col * N;\n"
                          "    if (row < N && col < n) {\n",
                          i, j);
-            pl_wgsl_gemv_store(&t, &s, v0, v1);
+            if (p->split[0]) /* q, k, v: each range to its own buffer */
+                pl_wtext_add(&t,
+                             "      let s0 = args.a3; let s1 = args.a4;\n"
+                             "      if (row < s0) { y[col * s0 + row] = %s; }\n"
+                             "      else if (row < s1) { y1[col * (s1 - s0) + row - s0] = %s; }\n"
+                             "      else { y2[col * (N - s1) + row - s1] = %s; }\n",
+                             v0, v0, v0);
+            else
+                pl_wgsl_gemv_store(&t, &s, v0, v1);
             pl_wtext_add(&t, "    }\n  }\n");
         }
     }
@@ -243,11 +268,11 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
 pl_status pl_wgsl_q8pre(const pl_q8pre_params *p, char **out) {
     *out = NULL;
     unsigned T = p->threads;
-    if (!p->cols || p->cols % 32 || T < 8 || T > 1024 || (T & (T - 1)))
-        return pl_fail(PL_ERR_ARG, "Q8_0 pre-pass: bad %u columns / %u threads", p->cols, T);
+    if (T < 8 || T > 1024 || (T & (T - 1)))
+        return pl_fail(PL_ERR_ARG, "Q8_0 pre-pass: bad %u threads", T);
     if (p->norm_out && !p->norm) return pl_fail(PL_ERR_ARG, "Q8_0 pre-pass: norm_out needs norm");
     pl_wtext t = {0};
-    pl_wtext_add(&t, "const K = %uu;\nconst NB = %uu;\nconst T = %uu;\n", p->cols, p->cols / 32, T);
+    pl_wtext_add(&t, "const T = %uu;\n", T);
     pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;\n"
                      "@group(0) @binding(1) var<storage, read_write> xq: array<vec4<u32>>;\n"
                      "@group(0) @binding(2) var<storage, read_write> xd: array<f32>;\n");
@@ -266,7 +291,7 @@ pl_status pl_wgsl_q8pre(const pl_q8pre_params *p, char **out) {
     pl_wtext_add(&t, "%s", pl_wgsl_q8_helpers);
     pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n", T);
     pl_wtext_group_guard(&t, "args.a0");
-    pl_wtext_add(&t, "  let xo = g * (K / 4u);\n");
+    pl_wtext_add(&t, "  let K = args.a1;\n  let NB = K / 32u;\n  let xo = g * (K / 4u);\n");
     if (p->norm) { /* 1/rms as the q8x GEMV's prologue computes it */
         pl_wtext_add(&t,
                      "  var sq0 = 0.0;\n"

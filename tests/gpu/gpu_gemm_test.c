@@ -20,8 +20,11 @@
 #define COLS 160
 #define NB   (COLS / 32)
 
-static const pl_gemm_params tile_a = {.tm = 64, .tn = 64, .rm = 4, .rn = 4, .bk = 4};
-static const pl_gemm_params tile_b = {.tm = 32, .tn = 32, .rm = 4, .rn = 2, .bk = 1};
+/* Tiles: the software adapter's (2 blocks per step: K's 5 blocks end in a half step) for
+ * every case, and the GPU's (64 x 64, 4 x 4 per thread, 4 blocks per step) for the
+ * fixed-order check. Each kernel costs lavapipe seconds to compile: few variants. */
+static const pl_gemm_params tile_a = {.tm = 16, .tn = 16, .rm = 2, .rn = 2, .bk = 2};
+static const pl_gemm_params tile_b = {.tm = 64, .tn = 64, .rm = 4, .rn = 4, .bk = 4};
 
 static pl_gpu_ref whole(pl_gpu_buf *b) {
     return (pl_gpu_ref){b, 0, 0};
@@ -30,8 +33,7 @@ static pl_gpu_ref whole(pl_gpu_buf *b) {
 /* Pre-pass of n columns of x (with nw: normalised, xn gets the normalised x). */
 static void prepass(pl_gpu *g, uint32_t n, const float *x, const float *nw, pl_gpu_buf **xq,
                     pl_gpu_buf **xd, pl_gpu_buf **xn) {
-    pl_q8pre_params pp = {
-        .cols = COLS, .threads = 64, .norm = nw != NULL, .norm_out = nw != NULL, .eps = 1e-5f};
+    pl_q8pre_params pp = {.threads = 64, .norm = nw != NULL, .norm_out = nw != NULL, .eps = 1e-5f};
     pl_gpu_buf *xb = gt_buf(g, x, (size_t)n * COLS * 4), *nb = NULL, *args;
     *xq = gt_buf(g, NULL, (size_t)n * NB * 32);
     *xd = gt_buf(g, NULL, (size_t)n * NB * 4);
@@ -42,7 +44,7 @@ static void prepass(pl_gpu *g, uint32_t n, const float *x, const float *nw, pl_g
         nb = gt_buf(g, nw, COLS * 4), refs[k++] = whole(nb);
         *xn = gt_buf(g, NULL, (size_t)n * COLS * 4), refs[k++] = whole(*xn);
     }
-    pl_gpu_args a = {{n}};
+    pl_gpu_args a = {{n, COLS}};
     args = gt_args(g, &a), refs[k++] = whole(args);
     char *src = NULL;
     pl_gpu_kernel *kk = gt_kernel(g, pl_wgsl_q8pre(&pp, &src), &src, "q8pre");
@@ -128,11 +130,13 @@ static outs gemm_run(pl_gpu *g, const pl_gemm_params *p, pl_gpu_buf *xq, pl_gpu_
     int iy1 = k;
     for (int s = 1; p->split[0] && s < 3; s++)
         bufs[k] = gt_buf(g, NULL, (size_t)n * lens[s] * 4), refs[k] = whole(bufs[k]), k++;
-    pl_gpu_args a = {{n}};
+    pl_gpu_args a = pl_gemm_args(p, n);
     bufs[k] = gt_args(g, &a), refs[k] = whole(bufs[k]), k++;
     CHECK(k == pl_gemm_bindings(p), "binding count %d != %d", k, pl_gemm_bindings(p));
+    CHECK(pl_gemm_check_shape(p) == PL_OK, "GEMM shape: %s", pl_last_error());
+    pl_gemm_params key = pl_gemm_kernel_key(p);
     char *src = NULL;
-    pl_gpu_kernel *kk = gt_kernel(g, pl_wgsl_gemm(p, &src), &src, "gemm");
+    pl_gpu_kernel *kk = gt_kernel(g, pl_wgsl_gemm(&key, &src), &src, "gemm");
     if (kk && gt_run(g, kk, refs, k, pl_gemm_groups(p, n))) {
         for (int s = 0; s < (p->split[0] ? 3 : 1); s++) {
             float *part = malloc((size_t)n * lens[s] * 4);
@@ -218,49 +222,46 @@ static void gemm_case(pl_gpu *g, pl_gpu_wtype t, pl_gemv_mode mode, int norm, in
         free(mw);
 }
 
+/* Every mode on Q4_0; on Q8_0 (only the weight staging differs) the plain and the gate/up
+ * GEMM. */
 static void test_gemm(pl_gpu *g) {
     const uint32_t ns[3] = {17, 33, 100};
-    for (int ti = 0; ti < 2; ti++) {
-        pl_gpu_wtype t = ti ? PL_GW_Q8_0 : PL_GW_Q4_0;
-        for (int ni = 0; ni < 3; ni++) {
-            gemm_case(g, t, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
-            gemm_case(g, t, PL_GEMV_ACCUM, 1, 0, 0, ns[ni]);
-            gemm_case(g, t, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
-            gemm_case(g, t, PL_GEMV_STORE, 1, 0, 1, ns[ni]);
-        }
+    for (int ni = 0; ni < 3; ni++) {
+        gemm_case(g, PL_GW_Q4_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
+        gemm_case(g, PL_GW_Q4_0, PL_GEMV_ACCUM, 1, 0, 0, ns[ni]);
+        gemm_case(g, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+        gemm_case(g, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 1, ns[ni]);
+        gemm_case(g, PL_GW_Q8_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
+        gemm_case(g, PL_GW_Q8_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
     }
 }
 
-/* Column j's bits do not depend on the batch size, its place or the tile shape. */
+/* Column j's bits do not depend on the batch size, its place or the tile shape (Q4_0). */
 static void test_fixed_order(pl_gpu *g) {
-    for (int ti = 0; ti < 2; ti++) {
-        pl_gpu_wtype t = ti ? PL_GW_Q8_0 : PL_GW_Q4_0;
-        mat m = make_mat(t, ROWS, COLS);
-        uint32_t n = 100;
-        float *x = malloc((size_t)n * COLS * 4);
-        gt_fill(x, (size_t)n * COLS, -1, 1);
-        /* (batch size, first column of x, tile) */
-        const struct {
-            uint32_t n, c0;
-            const pl_gemm_params *tile;
-        } runs[3] = {{100, 0, &tile_a}, {33, 40, &tile_a}, {17, 50, &tile_b}};
-        outs o[3];
-        for (int r = 0; r < 3; r++) {
-            pl_gemm_params p = *runs[r].tile;
-            p.type = t, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
-            pl_gpu_buf *xq, *xd, *xn = NULL;
-            prepass(g, runs[r].n, x + (size_t)runs[r].c0 * COLS, NULL, &xq, &xd, &xn);
-            o[r] = gemm_run(g, &p, xq, xd, &m, runs[r].n, NULL, NULL);
-            pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
-        }
-        for (int r = 1; r < 3; r++)
-            CHECK(!memcmp(o[r].y, o[0].y + (size_t)runs[r].c0 * ROWS, (size_t)runs[r].n * ROWS * 4),
-                  "type %d: columns %u.. of a batch of %u differ from the batch of 100", t,
-                  runs[r].c0, runs[r].n);
-        for (int r = 0; r < 3; r++) free_outs(&o[r]);
-        free_mat(&m);
-        free(x);
+    mat m = make_mat(PL_GW_Q4_0, ROWS, COLS);
+    float *x = malloc((size_t)100 * COLS * 4);
+    gt_fill(x, (size_t)100 * COLS, -1, 1);
+    /* (batch size, first column of x, tile) */
+    const struct {
+        uint32_t n, c0;
+        const pl_gemm_params *tile;
+    } runs[3] = {{100, 0, &tile_a}, {33, 40, &tile_a}, {17, 50, &tile_b}};
+    outs o[3];
+    for (int r = 0; r < 3; r++) {
+        pl_gemm_params p = *runs[r].tile;
+        p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
+        pl_gpu_buf *xq, *xd, *xn = NULL;
+        prepass(g, runs[r].n, x + (size_t)runs[r].c0 * COLS, NULL, &xq, &xd, &xn);
+        o[r] = gemm_run(g, &p, xq, xd, &m, runs[r].n, NULL, NULL);
+        pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
     }
+    for (int r = 1; r < 3; r++)
+        CHECK(!memcmp(o[r].y, o[0].y + (size_t)runs[r].c0 * ROWS, (size_t)runs[r].n * ROWS * 4),
+              "columns %u.. of a batch of %u (tile %u) differ from the batch of 100", runs[r].c0,
+              runs[r].n, runs[r].tile->tm);
+    for (int r = 0; r < 3; r++) free_outs(&o[r]);
+    free_mat(&m);
+    free(x);
 }
 
 static void run_tests(void) {

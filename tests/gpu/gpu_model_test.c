@@ -221,6 +221,35 @@ static void q8_activations(pl_backend *cpu, pl_backend *gpu) {
     cpu->act_q8 = gpu->act_q8 = 0;
 }
 
+/* Prompt lengths around the GEMM threshold with quantised activations: up to 16 columns
+ * a batch goes through the per-column GEMV, beyond through the pre-pass + tiled GEMM
+ * (gpu_encode_gemm.c), which sums each output in another order: logits within TOL_Q8 of
+ * the CPU's and the same greedy ids, at 1, 15, 16, 17 and 100 (batches of 32: 32, 32, 32
+ * and 4 columns, GEMM and GEMV in one prefill). A fixed prompt: a random one could put
+ * two logits within the tolerance and make the greedy pick a coin toss. And the 17-column
+ * prefill records more dispatches than the 16-column one (a pre-pass per matmul), so the
+ * GEMM is really taken. */
+static void prefill_lengths(pl_backend *cpu, pl_backend *gpu) {
+    cpu->act_q8 = gpu->act_q8 = 1;
+    int32_t prompt[100];
+    prompt[0] = 1;
+    for (int i = 1; i < 100; i++) prompt[i] = 3 + (i * 37 + i / 7) % 500;
+    const char *path = test_shared("models/stories260K-Q4_0.gguf");
+    const int lens[5] = {1, 15, 16, 17, 100};
+    for (int i = 0; i < 5; i++)
+        compare_tol(cpu, gpu, path, prompt, lens[i], NULL, 8, PL_TYPE_F16, TOL_Q8);
+    uint64_t d[3], sub;
+    pl_gpu_backend_counters(gpu, &d[0], &sub);
+    run_result a = run(gpu, path, prompt, 16, 0, PL_TYPE_F16);
+    pl_gpu_backend_counters(gpu, &d[1], &sub);
+    run_result b = run(gpu, path, prompt, 17, 0, PL_TYPE_F16);
+    pl_gpu_backend_counters(gpu, &d[2], &sub);
+    CHECK(d[2] - d[1] > d[1] - d[0], "prefill of 17: %llu dispatches, of 16: %llu (no GEMM?)",
+          (unsigned long long)(d[2] - d[1]), (unsigned long long)(d[1] - d[0]));
+    free(a.logits), free(b.logits);
+    cpu->act_q8 = gpu->act_q8 = 0;
+}
+
 /* Sampling (temperature 0.8, top-k 40, top-p, min-p) through the backend's top-k gives the
  * ids of sampling from every logit read back, with the same seed: only 328 bytes per token
  * come back. stories260K (512 ids) and the real 151936-id Qwen3 vocabulary. */
@@ -377,6 +406,7 @@ static void run_tests(void) {
         stories(cpu, gpu);
         hf(cpu, gpu);
         q8_activations(cpu, gpu);
+        prefill_lengths(cpu, gpu);
         fused_vs_simple(gpu);
         gpu->act_q8 = 1;
         fused_vs_simple(gpu);
