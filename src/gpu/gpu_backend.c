@@ -546,6 +546,10 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         gb->gemm_off = 1;
     else if (gm && sscanf(gm, "%u,%u,%u,%u,%u", &gt[0], &gt[1], &gt[2], &gt[3], &gt[4]) != 5)
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM: off or tm,tn,rm,rn,bk, not '%.40s'", gm);
+    pl_gemm_params tp = {.type = PL_GW_Q4_0, .rows = 1, .cols = 32};
+    tp.tm = gt[0], tp.tn = gt[1], tp.rm = gt[2], tp.rn = gt[3], tp.bk = gt[4];
+    if (st == PL_OK && !gb->gemm_off && pl_gemm_check_shape(&tp) != PL_OK)
+        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM %.40s: %s", gm ? gm : "", pl_last_error());
     const char *fix = getenv("POOLED_GPU_GEMV");
     unsigned v[5];
     if (fix && sscanf(fix, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {
