@@ -537,6 +537,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
      * 2 x 2 per thread, 2 blocks (lavapipe compiles it in half the time);
      * POOLED_GPU_GEMM=off|tm,tn,rm,rn,bk */
     const char *gm = getenv("POOLED_GPU_GEMM");
+    if (gm && !*gm) gm = NULL; /* set but empty: the built-in tile */
     uint32_t *gt = gb->gemm_tile;
     if (gb->info->software)
         gt[0] = 16, gt[1] = 16, gt[2] = 2, gt[3] = 2, gt[4] = 2;
