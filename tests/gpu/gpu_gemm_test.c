@@ -10,6 +10,8 @@
  *   the same column at another place of a batch of another size and another tile shape. */
 #include "test.h"
 
+#include "gpu/gpu.h"
+#include "gpu/gpu_internal.h"
 #include "gpu/kernel_ref.h"
 #include "gpu/wgsl_gen.h"
 #include "gpu_test_util.h"
@@ -264,6 +266,28 @@ static void test_fixed_order(pl_gpu *g) {
     free(x);
 }
 
+/* The kernel cache keeps parameter structs of at most 128 bytes (pl_gemv_params had grown
+ * to 100 bytes of a 96-byte key, written past it): a bigger one is refused, never copied. */
+static pl_status tiny_kernel(const void *params, char **out) {
+    (void)params;
+    *out = strdup("@compute @workgroup_size(1)\nfn main() {}\n");
+    return *out ? PL_OK : PL_ERR_NOMEM;
+}
+
+static void test_cache_key(void) {
+    pl_backend *be = gt_backend();
+    if (!be) return;
+    unsigned char big[200];
+    memset(big, 7, sizeof big);
+    pl_gpu_kernel *k = NULL;
+    gpu_backend *gb = (gpu_backend *)be;
+    CHECK(pl_gpu_get_kernel(gb, F_GEMM, big, sizeof big, tiny_kernel, "big", &k) != PL_OK,
+          "a 200-byte kernel key was taken");
+    CHECK(pl_gpu_get_kernel(gb, F_GEMM, big, 128, tiny_kernel, "128", &k) == PL_OK && k,
+          "a 128-byte key: %s", pl_last_error());
+    pl_be_destroy(be);
+}
+
 static void run_tests(void) {
     gt_seed();
     pl_gpu *g = gt_open();
@@ -272,4 +296,5 @@ static void run_tests(void) {
     test_gemm(g);
     test_fixed_order(g);
     pl_gpu_close(g);
+    test_cache_key();
 }
