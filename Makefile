@@ -122,7 +122,7 @@ clean:
 # Developer tools (not part of `make` or the tests): the GEMV and GEMM kernel labs.
 .PHONY: lab
 lab: $(BUILD)/gemv_lab $(BUILD)/gemm_lab
-$(BUILD)/gemv_lab: tools/gemv_lab.c $(BUILD)/libpooled.a
-	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)
-$(BUILD)/gemm_lab: tools/gemm_lab.c $(BUILD)/libpooled.a
-	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)
+$(BUILD)/gemv_lab: tools/gemv_lab.c tools/lab_util.h $(BUILD)/libpooled.a
+	$(CC) $(CFLAGS) -Isrc -Itools -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)
+$(BUILD)/gemm_lab: tools/gemm_lab.c tools/lab_util.h $(BUILD)/libpooled.a
+	$(CC) $(CFLAGS) -Isrc -Itools -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)

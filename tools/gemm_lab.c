@@ -18,6 +18,7 @@
 #include "gpu/device.h"
 #include "gpu/kernel_ref.h"
 #include "gpu/wgsl_gen.h"
+#include "lab_util.h"
 
 typedef struct {
     const char *name;
@@ -25,27 +26,6 @@ typedef struct {
     pl_gemv_mode mode;
     uint32_t split0, split1;
 } shape;
-
-static uint64_t rng = 88172645463325252ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float unif(float a, float b) {
-    return a + (b - a) * (float)(rnd() & 0xffffff) / 16777216.0f;
-}
-
-static pl_gpu_buf *upload(pl_gpu *g, const void *data, uint64_t n, const char *label) {
-    pl_gpu_buf *b = NULL;
-    if (pl_gpu_buf_new(g, n, PL_GPU_STORAGE, label, &b) != PL_OK) return NULL;
-    if (data && pl_gpu_write(g, b, 0, data, (size_t)n) != PL_OK) return NULL;
-    return b;
-}
-
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static pl_gpu_kernel *build(pl_gpu *g, pl_status st, char *src, const char *label) {
     pl_gpu_kernel *k = NULL;

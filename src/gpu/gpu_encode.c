@@ -179,6 +179,16 @@ void pl_gpu_weight_refs(const gbuf *w, pl_gpu_ref *refs, int *n) {
     }
 }
 
+void pl_gpu_matmul_side_refs(const op *o, pl_gpu_ref *refs, int *n) {
+    if (o->c) refs[(*n)++] = pl_gpu_whole(o->c->buf);
+    if (o->fgate.gate_out) refs[(*n)++] = pl_gpu_whole(o->fgate.gate_out->buf);
+    if (o->fgate.up_out) refs[(*n)++] = pl_gpu_whole(o->fgate.up_out->buf);
+    if (o->fqkv.split[0]) {
+        refs[(*n)++] = pl_gpu_whole(o->fqkv.y1->buf);
+        refs[(*n)++] = pl_gpu_whole(o->fqkv.y2->buf);
+    }
+}
+
 static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     if (pl_gpu_gemm_applies(gb, o)) return pl_gpu_encode_gemm(gb, o);
     const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
@@ -220,13 +230,7 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     if (up) pl_gpu_weight_refs(up, refs, &n);
     if (p.norm) refs[n++] = pl_gpu_whole(o->fnorm.w->buf);
     if (p.norm_out) refs[n++] = pl_gpu_whole(o->fnorm.out->buf);
-    if (p.bias) refs[n++] = pl_gpu_whole(o->c->buf);
-    if (p.gate_out) refs[n++] = pl_gpu_whole(o->fgate.gate_out->buf);
-    if (p.up_out) refs[n++] = pl_gpu_whole(o->fgate.up_out->buf);
-    if (p.split[0]) {
-        refs[n++] = pl_gpu_whole(o->fqkv.y1->buf);
-        refs[n++] = pl_gpu_whole(o->fqkv.y2->buf);
-    }
+    pl_gpu_matmul_side_refs(o, refs, &n);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, pl_gemv_groups(&p) * (uint32_t)o->n);
 }

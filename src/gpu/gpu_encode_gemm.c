@@ -103,13 +103,7 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
     refs[nr++] = pl_gpu_whole(o->out->buf);
     pl_gpu_weight_refs(w, refs, &nr);
     if (up) pl_gpu_weight_refs(up, refs, &nr);
-    if (p.bias) refs[nr++] = pl_gpu_whole(o->c->buf);
-    if (p.gate_out) refs[nr++] = pl_gpu_whole(o->fgate.gate_out->buf);
-    if (p.up_out) refs[nr++] = pl_gpu_whole(o->fgate.up_out->buf);
-    if (p.split[0]) {
-        refs[nr++] = pl_gpu_whole(o->fqkv.y1->buf);
-        refs[nr++] = pl_gpu_whole(o->fqkv.y2->buf);
-    }
+    pl_gpu_matmul_side_refs(o, refs, &nr);
     if (pl_gpu_args_ref(gb, pl_gemm_args(&p, n), &refs[nr++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, nr, pl_gemm_groups(&p, n));
 }

@@ -245,6 +245,9 @@ static inline pl_gpu_ref pl_gpu_whole(const pl_gpu_buf *b) {
 uint32_t pl_gpu_threads_for(uint64_t n, uint32_t lo, uint32_t hi);
 /* The GEMV parameters of weight w with GEMV shape t (type, size, q8x, shape), mode STORE. */
 void pl_gpu_gemv_base(const gpu_backend *gb, const gbuf *w, const gemv_tune *t, pl_gemv_params *p);
+/* Append the bindings of matmul o's outputs after y, as the GEMV and the GEMM bind them:
+ * the bias, the gate and up side outputs, the split's y1 and y2 (those o has). */
+void pl_gpu_matmul_side_refs(const op *o, pl_gpu_ref *refs, int *n);
 /* Append the bindings of w's quants (and scales) part by part at refs[*n]. */
 void pl_gpu_weight_refs(const gbuf *w, pl_gpu_ref *refs, int *n);
 /* Top-k of `rows` rows of `cols` values of x from row row0 into ids[dst0 + r * k ...] and,

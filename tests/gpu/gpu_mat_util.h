@@ -22,8 +22,9 @@ static inline uint32_t ggml_of(pl_gpu_wtype t) {
                              : PL_TYPE_F32;
 }
 
-static inline mat make_mat(pl_gpu_wtype t, uint32_t rows, uint32_t cols) {
-    mat m = {t, rows, cols, NULL, NULL};
+/* Random GGML rows of type t: quantised blocks with random scales of either sign, f16 or
+ * f32 values in [-1, 1). */
+static inline unsigned char *ggml_rows(pl_gpu_wtype t, uint32_t rows, uint32_t cols) {
     int64_t rb = pl_row_size(ggml_of(t), cols);
     unsigned char *src = malloc((size_t)rb * rows);
     for (uint64_t r = 0; r < rows; r++) {
@@ -44,6 +45,13 @@ static inline mat make_mat(pl_gpu_wtype t, uint32_t rows, uint32_t cols) {
             gt_fill((float *)row, cols, -1, 1);
         }
     }
+    return src;
+}
+
+static inline mat make_mat(pl_gpu_wtype t, uint32_t rows, uint32_t cols) {
+    mat m = {t, rows, cols, NULL, NULL};
+    int64_t rb = pl_row_size(ggml_of(t), cols);
+    unsigned char *src = ggml_rows(t, rows, cols);
     m.q = malloc(pl_gpu_quant_bytes(t, cols, rows) + 16);
     m.s = malloc(pl_gpu_scale_bytes(t, cols, rows) + 16);
     CHECK(pl_gpu_repack_rows(ggml_of(t), src, cols, rows, t, m.q, m.s, NULL) == PL_OK, "repack");
