@@ -18,6 +18,7 @@
 #include "gpu/device.h"
 #include "gpu/kernel_ref.h"
 #include "gpu/wgsl_gen.h"
+#include "lab_util.h"
 
 typedef struct {
     const char *name;
@@ -30,27 +31,6 @@ typedef struct {
     uint32_t T, R, U, sg, sgrows;
     int q8x;
 } variant;
-
-static uint64_t rng = 88172645463325252ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float unif(float a, float b) {
-    return a + (b - a) * (float)(rnd() & 0xffffff) / 16777216.0f;
-}
-
-static pl_gpu_buf *upload(pl_gpu *g, const void *data, uint64_t n, const char *label) {
-    pl_gpu_buf *b = NULL;
-    if (pl_gpu_buf_new(g, n, PL_GPU_STORAGE, label, &b) != PL_OK) return NULL;
-    if (data && pl_gpu_write(g, b, 0, data, (size_t)n) != PL_OK) return NULL;
-    return b;
-}
-
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
     const char *model = "8b", *only = NULL, *only_type = NULL;
@@ -251,7 +231,8 @@ int main(int argc, char **argv) {
                                 if (j) pl_gpu_dispatch(g, k, b, groups);
                             }
                         } else {
-                            for (int i = 0; i < (j ? 110 : 10); i++) pl_gpu_dispatch(g, k, b, groups);
+                            for (int i = 0; i < (j ? 110 : 10); i++)
+                                pl_gpu_dispatch(g, k, b, groups);
                         }
                         pl_gpu_submit(g);
                         pl_gpu_finish(g);

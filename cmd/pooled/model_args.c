@@ -99,6 +99,7 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
     o->no_tune = (v = getenv("POOLED_GPU_TUNE")) && !strcmp(v, "0");
     o->tune_verbose = v && !strcmp(v, "verbose");
     o->gemv = getenv("POOLED_GPU_GEMV");
+    o->gemm = getenv("POOLED_GPU_GEMM");
     o->robust = (v = getenv("POOLED_GPU_ROBUST")) && *v == '1';
     o->toggles = getenv("POOLED_GPU_TOGGLES");
     o->q8_preload = (v = getenv("POOLED_GPU_PRELOAD")) && !strcmp(v, "1");

@@ -21,6 +21,8 @@ static uint64_t fnv(const void *p, size_t n, uint64_t h) {
 
 pl_status pl_gpu_get_kernel(gpu_backend *gb, int family, const void *params, size_t size,
                             pl_gpu_gen_fn gen, const char *label, pl_gpu_kernel **out) {
+    if (size > sizeof((kcache_entry *)0)->params)
+        return pl_fail(PL_ERR, "GPU: kernel parameters of %zu bytes", size);
     uint64_t h = fnv(params, size, fnv(&family, sizeof family, 1469598103934665603ull));
     kcache_entry **slot = &gb->kernels[h % 64];
     for (kcache_entry *e = *slot; e; e = e->next) {
@@ -134,8 +136,7 @@ pl_status pl_gpu_run(gpu_backend *gb, const pl_gpu_kernel *k, pl_gpu_ref *refs, 
     return PL_OK;
 }
 
-/* A scratch buffer of at least `bytes`, replacing (and retiring) a smaller one. */
-static pl_status scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const char *label) {
+pl_status pl_gpu_scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const char *label) {
     if (*b && pl_gpu_buf_size(*b) >= bytes) return PL_OK;
     pl_gpu_retire(gb, *b);
     *b = NULL;
@@ -178,7 +179,18 @@ void pl_gpu_weight_refs(const gbuf *w, pl_gpu_ref *refs, int *n) {
     }
 }
 
+void pl_gpu_matmul_side_refs(const op *o, pl_gpu_ref *refs, int *n) {
+    if (o->c) refs[(*n)++] = pl_gpu_whole(o->c->buf);
+    if (o->fgate.gate_out) refs[(*n)++] = pl_gpu_whole(o->fgate.gate_out->buf);
+    if (o->fgate.up_out) refs[(*n)++] = pl_gpu_whole(o->fgate.up_out->buf);
+    if (o->fqkv.split[0]) {
+        refs[(*n)++] = pl_gpu_whole(o->fqkv.y1->buf);
+        refs[(*n)++] = pl_gpu_whole(o->fqkv.y2->buf);
+    }
+}
+
 static pl_status enc_matmul(gpu_backend *gb, const op *o) {
+    if (pl_gpu_gemm_applies(gb, o)) return pl_gpu_encode_gemm(gb, o);
     const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
     pl_gemv_params p;
     pl_gpu_gemv_base(gb, w, pl_gpu_tune_for(gb, w), &p);
@@ -218,13 +230,7 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     if (up) pl_gpu_weight_refs(up, refs, &n);
     if (p.norm) refs[n++] = pl_gpu_whole(o->fnorm.w->buf);
     if (p.norm_out) refs[n++] = pl_gpu_whole(o->fnorm.out->buf);
-    if (p.bias) refs[n++] = pl_gpu_whole(o->c->buf);
-    if (p.gate_out) refs[n++] = pl_gpu_whole(o->fgate.gate_out->buf);
-    if (p.up_out) refs[n++] = pl_gpu_whole(o->fgate.up_out->buf);
-    if (p.split[0]) {
-        refs[n++] = pl_gpu_whole(o->fqkv.y1->buf);
-        refs[n++] = pl_gpu_whole(o->fqkv.y2->buf);
-    }
+    pl_gpu_matmul_side_refs(o, refs, &n);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, pl_gemv_groups(&p) * (uint32_t)o->n);
 }
@@ -369,7 +375,7 @@ static pl_status enc_attn(gpu_backend *gb, const op *o) {
                           "combine", &kc) != PL_OK)
         return PL_ERR;
     uint64_t pbytes = (uint64_t)ATTN_BLOCK * p.n_head * p.max_splits * (p.head_dim_v + 2) * 4;
-    if (scratch(gb, &gb->partials, pbytes, "attention partials") != PL_OK) return PL_ERR;
+    if (pl_gpu_scratch(gb, &gb->partials, pbytes, "attention partials") != PL_OK) return PL_ERR;
     for (int64_t r0 = 0; r0 < o->n; r0 += ATTN_BLOCK) {
         uint32_t nr = (uint32_t)(o->n - r0 < ATTN_BLOCK ? o->n - r0 : ATTN_BLOCK);
         uint32_t ns = (uint32_t)((o->pos0 + r0 + nr + ATTN_CHUNK - 1) / ATTN_CHUNK);
@@ -423,7 +429,8 @@ pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_
         pl_gpu_get_kernel(gb, F_TOPK, &s2, sizeof s2, (pl_gpu_gen_fn)pl_wgsl_topk, "top-k merge",
                           &k2) != PL_OK)
         return PL_ERR;
-    if (scratch(gb, &gb->pairs, (uint64_t)rows * nc * k * 8, "top-k pairs") != PL_OK) return PL_ERR;
+    if (pl_gpu_scratch(gb, &gb->pairs, (uint64_t)rows * nc * k * 8, "top-k pairs") != PL_OK)
+        return PL_ERR;
     pl_gpu_ref r1[3] = {pl_gpu_whole(x->buf), pl_gpu_whole(gb->pairs), {0}};
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{row0, rows}}, &r1[2]) != PL_OK) return PL_ERR;
     if (pl_gpu_run(gb, k1, r1, 3, rows * nc) != PL_OK) return PL_ERR;

@@ -116,7 +116,7 @@ typedef struct op_s {
 /* A cached kernel: a family and its parameter bytes. */
 typedef struct kcache_entry {
     int family;
-    unsigned char params[96];
+    unsigned char params[128]; /* pl_gpu_get_kernel refuses bigger parameter structs */
     pl_gpu_kernel *k;
     struct kcache_entry *next;
 } kcache_entry;
@@ -159,6 +159,12 @@ typedef struct {
     int tune_fixed;  /* opts.gemv gave the shape: no tuning */
     int in_selftest; /* the self-test's small weights are not worth tuning */
     int q8_preload;  /* q8x GEMVs load every row's block first (opts.q8_preload) */
+    /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk of pl_gemm_params; the
+     * built-in one or opts.gemm "tm,tn,rm,rn,bk"), gemm_off: never (opts.gemm "off"),
+     * and the scratch buffers of the pre-quantised columns */
+    uint32_t gemm_tile[5];
+    int gemm_off;
+    pl_gpu_buf *gemm_xq, *gemm_xd;
     /* the op queue */
     op *ops;
     int n_ops, cap_ops;
@@ -218,6 +224,8 @@ enum {
     F_SIGMOID_MUL,
     F_SSM_CONV,
     F_DELTA_RULE,
+    F_GEMM,
+    F_Q8PRE,
 };
 
 /* gpu_encode.c: what the encoders share. A generator writes WGSL from its parameters. */
@@ -237,6 +245,9 @@ static inline pl_gpu_ref pl_gpu_whole(const pl_gpu_buf *b) {
 uint32_t pl_gpu_threads_for(uint64_t n, uint32_t lo, uint32_t hi);
 /* The GEMV parameters of weight w with GEMV shape t (type, size, q8x, shape), mode STORE. */
 void pl_gpu_gemv_base(const gpu_backend *gb, const gbuf *w, const gemv_tune *t, pl_gemv_params *p);
+/* Append the bindings of matmul o's outputs after y, as the GEMV and the GEMM bind them:
+ * the bias, the gate and up side outputs, the split's y1 and y2 (those o has). */
+void pl_gpu_matmul_side_refs(const op *o, pl_gpu_ref *refs, int *n);
 /* Append the bindings of w's quants (and scales) part by part at refs[*n]. */
 void pl_gpu_weight_refs(const gbuf *w, pl_gpu_ref *refs, int *n);
 /* Top-k of `rows` rows of `cols` values of x from row row0 into ids[dst0 + r * k ...] and,
@@ -244,6 +255,20 @@ void pl_gpu_weight_refs(const gbuf *w, pl_gpu_ref *refs, int *n);
 pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t row0,
                           uint32_t rows, uint32_t k, gbuf *ids, uint32_t dst0, gbuf *vals,
                           bool softmax);
+/* A scratch buffer of at least `bytes` in *b, replacing (and retiring) a smaller one. */
+pl_status pl_gpu_scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const char *label);
+/* gpu_encode_gemm.c: batches of more than PL_GPU_GEMM_MIN_COLS columns through q8x weights
+ * go through the prefill GEMM (a Q8_0 pre-pass, then the tiled GEMM); fewer keep the
+ * one-column-per-workgroup GEMV, bit-exact per column to decode (speculative verification
+ * and the chain's frames rely on it). */
+#define PL_GPU_GEMM_MIN_COLS 16
+/* Whether matmul o goes through the GEMM (its weights, its size, the scratch limits). */
+int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o);
+/* Record the pre-pass and the GEMM of matmul o. */
+pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o);
+/* The GEMM's parameters for weight w (rows, cols, type, the backend's tile) in STORE mode,
+ * with bk lowered until the workgroup memory fits the adapter. */
+void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, pl_gemm_params *p);
 /* gpu_encode_moe.c / gpu_encode_ssm.c: the MoE and Gated DeltaNet ops. */
 pl_status pl_gpu_encode_moe(gpu_backend *gb, op *o);
 pl_status pl_gpu_encode_ssm(gpu_backend *gb, op *o);

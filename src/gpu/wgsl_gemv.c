@@ -136,7 +136,7 @@ static const char *helpers =
 
 /* Round half away from zero (C's roundf; WGSL's round() goes to even), as packed int8:
  * the activation quantiser of q8x. v - trunc(v) is exact, so the tie test is too. */
-static const char *q8_helpers =
+const char *const pl_wgsl_q8_helpers =
     /* f32 -> the nearest f16 value (ties to even) as f32, in integer steps: pack2x16float's
      * rounding is the driver's choice (lavapipe truncates), the CPU's quantiser rounds */
     "fn f16r(v: f32) -> f32 {\n"
@@ -156,17 +156,14 @@ static const char *q8_helpers =
     "  return pack4xI8(vec4<i32>(select(round(v), t + sign(v), abs(v - t) == vec4<f32>(0.5))));\n"
     "}\n";
 
-/* Quantise the x values x0..x7 of one block (q8x): packed quants p0..p7, the f16-rounded
- * scale dx and, for Q4_0, the quants' sum ps (the nibbles' offset of 8 is taken off as
- * 8 * ps, all in integers). */
-static void quantize_block(pl_wtext *t, const pl_gemv_params *p) {
+void pl_wgsl_quantize_block(pl_wtext *t, int sum) {
     pl_wtext_add(t, "      let am = max(max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))),\n"
                     "                   max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7))));\n"
                     "      let dq = cdiv(max(max(am.x, am.y), max(am.z, am.w)), 127.0);\n"
                     "      let iq = select(0.0, cdiv(1.0, dq), dq != 0.0);\n"
                     "      let dx = f16r(dq);\n");
     for (int j = 0; j < 8; j++) pl_wtext_add(t, "      let p%d = q8r(x%d * iq);\n", j, j);
-    if (p->type == PL_GW_Q4_0)
+    if (sum)
         pl_wtext_add(t,
                      "      let ps = dot4I8Packed(p0, 0x01010101u) + dot4I8Packed(p1, 0x01010101u)"
                      " + dot4I8Packed(p2, 0x01010101u) + dot4I8Packed(p3, 0x01010101u)\n"
@@ -248,9 +245,7 @@ static void block_dot(pl_wtext *t, const pl_gemv_params *p, wfmt f, char m, unsi
     }
 }
 
-/* Store the result of row `row` (in the WGSL scope): v0 the dot (of the gate matrix), v1
- * the up matrix's dot in GATE_UP. */
-static void store_row(pl_wtext *t, const pl_gemv_params *p, const char *v0, const char *v1) {
+void pl_wgsl_gemv_store(pl_wtext *t, const pl_gemv_params *p, const char *v0, const char *v1) {
     switch (p->mode) {
     case PL_GEMV_STORE:
         if (p->split[0]) { /* q, k, v: each range to its own buffer */
@@ -332,7 +327,7 @@ static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned par
             else
                 pl_wtext_add(t, "      let x%u = x[%s];\n", j, at);
         }
-        if (p->q8x) quantize_block(t, p);
+        if (p->q8x) pl_wgsl_quantize_block(t, p->type == PL_GW_Q4_0);
         for (unsigned m = 0; m < n_mats(p); m++) {
             for (unsigned r = 0; r < R; r++) {
                 char idx[64], acc[32];
@@ -422,7 +417,7 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         pl_wtext_add(&t, "var<workgroup> red: array<f32, %u>;\n", copies * T);
         pl_wtext_reduce_decl(&t, T, copies);
     }
-    pl_wtext_add(&t, "%s%s", helpers, p->q8x ? q8_helpers : "");
+    pl_wtext_add(&t, "%s%s", helpers, p->q8x ? pl_wgsl_q8_helpers : "");
     pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS "%s) {\n", T,
                  p->subgroups || sg ? ", @builtin(subgroup_invocation_id) sid: u32, "
                                       "@builtin(subgroup_size) ssz: u32"
@@ -500,7 +495,7 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
             snprintf(t0, sizeof t0, post ? "(inv * s%u)" : "s%u", r);
             snprintf(t1, sizeof t1, post ? "(inv * s%u)" : "s%u", R + r);
             pl_wtext_add(&t, "    if (row0 + %uu < N) {\n      let row = row0 + %uu;\n", r, r);
-            store_row(&t, p, t0, t1);
+            pl_wgsl_gemv_store(&t, p, t0, t1);
             pl_wtext_add(&t, "    }\n");
         }
         pl_wtext_add(&t, "  }\n}\n");
@@ -543,7 +538,7 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
     else
         for (unsigned m = 0; m < M; m++) pl_wtext_add(&t, "    let t%u = tt%u;\n", m, m);
     pl_wtext_add(&t, "    let row = row0 + lid;\n    if (row < N) {\n");
-    store_row(&t, p, post ? "(inv * t0)" : "t0", post ? "(inv * t1)" : "t1");
+    pl_wgsl_gemv_store(&t, p, post ? "(inv * t0)" : "t0", post ? "(inv * t1)" : "t1");
     pl_wtext_add(&t, "    }\n  }\n}\n");
     return pl_wtext_finish(&t, out);
 }

@@ -56,7 +56,7 @@ typedef enum {
  * The side outputs let a fused kernel write every buffer the unfused ops would have.
  * Parts: a matrix too big for one binding is cut into `parts` row ranges of
  * `rows_per_part` rows (a multiple of rows_per_wg), each bound separately. */
-typedef struct {
+typedef struct pl_gemv_params_s {
     pl_gpu_wtype type;
     uint32_t rows, cols;
     uint32_t threads;     /* power of two, 8..1024 */
@@ -275,8 +275,54 @@ uint32_t pl_delta_rule_groups(const pl_delta_rule_params *p);
 /* Rows of key dimension each thread holds: d_k / parts, rounded up. */
 uint32_t pl_delta_rule_rows(const pl_delta_rule_params *p);
 
+/* Prefill's q8x GEMM (wgsl_gemm.c): y (+)= W x for n columns of x given as Q8_0 blocks
+ * (the pre-pass below), Q4_0/Q8_0 weights of one part. A workgroup computes a tile of tm
+ * rows x tn columns, each of its (tm / rm) * (tn / rn) threads an rm x rn register tile,
+ * stepping over K bk blocks at a time through workgroup memory. Each output sums its
+ * blocks in order 0 .. cols/32 - 1, each block's term f32(integer dot) * weight scale *
+ * activation scale: the same bits for a column whatever n, the tile or its place. Modes,
+ * bias, split and side outputs as pl_gemv_params (no norm: the pre-pass does it).
+ * The shape is not baked in (one kernel serves every matrix of a kind; a software
+ * adapter compiles each for seconds): args a0 n, a1 rows, a2 cols / 32, a3 / a4 the
+ * split (pl_gemm_args); the kernel cache keys on pl_gemm_kernel_key.
+ * Bindings: 0 xq vec4<u32>[n][cols/32][2], 1 xd f32[n][cols/32] (the block scales as
+ * f32), 2 y, then quants and scales of each matrix (gate then up), the bias if `bias`, go
+ * if gate_out, uo if up_out, y1 and y2 if split, then args. Workgroups: pl_gemm_groups. */
+typedef struct {
+    pl_gpu_wtype type; /* Q4_0 or Q8_0 */
+    uint32_t rows, cols;
+    pl_gemv_mode mode;
+    int bias, gate_out, up_out;
+    uint32_t split[2];
+    uint32_t tm, tn, rm, rn, bk;
+} pl_gemm_params;
+
+uint32_t pl_gemm_threads(const pl_gemm_params *p);
+uint32_t pl_gemm_groups(const pl_gemm_params *p, uint32_t n);
+uint32_t pl_gemm_wg_bytes(const pl_gemm_params *p);
+int pl_gemm_bindings(const pl_gemm_params *p);
+/* The whole check (the generator checks only what the kernel bakes in). */
+pl_status pl_gemm_check_shape(const pl_gemm_params *p);
+/* p without its shape: what the generated text depends on. */
+pl_gemm_params pl_gemm_kernel_key(const pl_gemm_params *p);
+pl_gpu_args pl_gemm_args(const pl_gemm_params *p, uint32_t n);
+
+/* The GEMM's pre-pass: column g < args.a0 of x f32[n][args.a1] (RMS-normalised with the
+ * norm weight first if `norm`, exactly as the q8x GEMV's prologue with `threads` threads;
+ * also stored to xn if `norm_out`) quantised to Q8_0 by pl_quant_act_q8_0's rule: packed
+ * quants to xq[g][block][2] (vec4<u32>), each block's f16-rounded scale as an f32 to
+ * xd[g][block]. One workgroup per column. Bindings: 0 x, 1 xq, 2 xd, then the norm weight
+ * f32[cols] if norm, xn if norm_out, then args. */
+typedef struct {
+    uint32_t threads;
+    int norm, norm_out;
+    float eps;
+} pl_q8pre_params;
+
 /* Each generator returns malloc'd WGSL in *out, or fails on parameters it cannot build. */
 pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out);
+pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out);
+pl_status pl_wgsl_q8pre(const pl_q8pre_params *p, char **out);
 pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out);
 pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out);
 pl_status pl_wgsl_copy(const pl_copy_params *p, char **out);

@@ -40,4 +40,17 @@ void pl_wtext_f32(pl_wtext *t, float v);
 void pl_wtext_reduce(pl_wtext *t, unsigned threads, unsigned copies, int max);
 void pl_wtext_reduce_decl(pl_wtext *t, unsigned threads, unsigned copies);
 
+/* wgsl_gemv.c: store the result of row `row` for vector `col` (WGSL names in scope: row,
+ * col, yo = col * rows) as p's mode, bias, split and side outputs say: v0 the dot (of the
+ * gate matrix), v1 the up matrix's dot in GATE_UP. The GEMV and the GEMM share it. */
+struct pl_gemv_params_s;
+/* wgsl_gemv.c: the WGSL functions of the activation quantiser (f16r, cdiv, q8r), and the
+ * quantisation of one block's x values x0..x7 (vec4 each) in scope: packed quants p0..p7,
+ * the f16-rounded scale dx and, with `sum`, the quants' sum ps (for Q4_0's offset of 8).
+ * Exactly pl_quant_act_q8_0's rule (format/quant_act.c). */
+extern const char *const pl_wgsl_q8_helpers;
+void pl_wgsl_quantize_block(pl_wtext *t, int sum);
+void pl_wgsl_gemv_store(pl_wtext *t, const struct pl_gemv_params_s *p, const char *v0,
+                        const char *v1);
+
 #endif

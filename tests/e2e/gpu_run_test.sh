@@ -21,4 +21,13 @@ check "bench prints the weights read per token and their bandwidth" sh -c "echo 
 POOLED_DAWN=/nonexistent/lib.so check_err "webgpu without Dawn: one line, no fallback" \
     "$POOLED" run -m "$SHARED/models/stories260K.gguf" -p "Once" -n 2 --backend webgpu
 check "the line says why" grep -q "Dawn library not found" "$TMP/err"
+# the prefill GEMM's tile (POOLED_GPU_GEMM): a bad one is refused when the backend opens
+for v in abc 63,64,4,4,4 64,64,4,4,9; do
+    POOLED_GPU_GEMM=$v check_err "POOLED_GPU_GEMM=$v: one line" \
+        "$POOLED" run -m "$SHARED/models/stories260K-Q4_0.gguf" -p "Once" -n 2 --backend webgpu
+    check "... naming POOLED_GPU_GEMM" grep -q "POOLED_GPU_GEMM" "$TMP/err"
+done
+# a 24-token prompt with quantised activations goes through the GEMM in bench
+out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q4_0.gguf" --backend webgpu -p 24 -n 2 -r 1 --json 2>&1)
+check "bench -p 24 on webgpu through the GEMM" sh -c "echo '$out' | tail -1 | jq -e '.prefill_tok_s > 0' >/dev/null"
 finish

@@ -9,6 +9,8 @@
 #include "gpu/repack.h"
 #include "gpu_test_util.h"
 
+#include "gpu_mat_util.h"
+
 static pl_backend *open_gpu(void) {
     if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0); /* loader noise */
     pl_gpu_backend_opts o = {.no_tune = 1, .no_selftest = 1};
@@ -143,38 +145,6 @@ static void test_topk_rows(pl_backend *be) {
 }
 
 /* ------------------------------------------------------------------ experts */
-
-static uint32_t ggml_of(pl_gpu_wtype t) {
-    return t == PL_GW_Q4_0   ? PL_TYPE_Q4_0
-           : t == PL_GW_Q8_0 ? PL_TYPE_Q8_0
-           : t == PL_GW_F16  ? PL_TYPE_F16
-                             : PL_TYPE_F32;
-}
-
-/* Random GGML rows of type t. */
-static unsigned char *ggml_rows(pl_gpu_wtype t, uint32_t rows, uint32_t cols) {
-    int64_t rb = pl_row_size(ggml_of(t), cols);
-    unsigned char *src = malloc((size_t)rb * rows);
-    for (uint64_t r = 0; r < rows; r++) {
-        unsigned char *row = src + r * (uint64_t)rb;
-        if (t == PL_GW_Q4_0 || t == PL_GW_Q8_0) {
-            size_t bs = t == PL_GW_Q4_0 ? 18 : 34;
-            for (uint32_t b = 0; b < cols / 32; b++) {
-                uint16_t d = gt_f16(0.01f, 0.1f) | (gt_u32() & 1 ? 0x8000 : 0);
-                memcpy(row + b * bs, &d, 2);
-                for (size_t j = 2; j < bs; j++) row[b * bs + j] = (unsigned char)gt_u32();
-            }
-        } else if (t == PL_GW_F16) {
-            for (uint32_t c = 0; c < cols; c++) {
-                uint16_t h = gt_f16(-1, 1);
-                memcpy(row + 2 * c, &h, 2);
-            }
-        } else {
-            gt_fill((float *)row, cols, -1, 1);
-        }
-    }
-    return src;
-}
 
 static void matmul_id_case(pl_backend *be, pl_gpu_wtype t, int act_q8) {
     int quant = t == PL_GW_Q4_0 || t == PL_GW_Q8_0;

@@ -1,0 +1,109 @@
+/* gpu_encode_gemm.c - prefill's matmuls: a batch of more than PL_GPU_GEMM_MIN_COLS columns
+ * through Q4_0/Q8_0 weights with quantised activations becomes a Q8_0 pre-pass of x (with
+ * the fused RMSNorm, and its side output) into scratch, then one tiled GEMM over it
+ * (wgsl_gemm.c) with the matmul's fusions: bias, accumulate, q/k/v split, gate/up with
+ * SwiGLU and their side outputs. One pre-pass per matmul: fused q/k/v and gate/up are one
+ * matmul, so each input is quantised once. */
+#include <string.h>
+
+#include "gpu_internal.h"
+
+void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, pl_gemm_params *p) {
+    memset(p, 0, sizeof *p);
+    p->type = w->wt;
+    p->rows = (uint32_t)w->h.ne1;
+    p->cols = (uint32_t)w->h.ne0;
+    p->mode = PL_GEMV_STORE;
+    p->tm = gb->gemm_tile[0], p->tn = gb->gemm_tile[1];
+    p->rm = gb->gemm_tile[2], p->rn = gb->gemm_tile[3], p->bk = gb->gemm_tile[4];
+}
+
+/* Fewer blocks per step until the staged tiles fit the adapter's workgroup memory. */
+static void fit(const gpu_backend *gb, pl_gemm_params *p) {
+    while (p->bk > 1 && pl_gemm_wg_bytes(p) > gb->info->max_wg_storage) p->bk /= 2;
+}
+
+/* Bytes of the pre-quantised columns: quants (32 per block) and f32 scales. */
+static uint64_t xq_bytes(uint32_t cols, uint64_t n) {
+    return n * (cols / 32) * 32;
+}
+static uint64_t xd_bytes(uint32_t cols, uint64_t n) {
+    return n * (cols / 32) * 4;
+}
+
+int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o) {
+    const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
+    if (gb->gemm_off || o->n <= PL_GPU_GEMM_MIN_COLS || !pl_gpu_q8x(gb, w) || w->parts != 1 ||
+        (up && (up->parts != 1 || up->wt != w->wt)))
+        return 0;
+    pl_gemm_params p;
+    pl_gpu_gemm_base(gb, w, &p);
+    p.mode = up ? PL_GEMV_GATE_UP : PL_GEMV_STORE;
+    fit(gb, &p);
+    return pl_gemm_wg_bytes(&p) <= gb->info->max_wg_storage &&
+           xq_bytes(p.cols, (uint64_t)o->n) <= gb->info->max_binding &&
+           (uint64_t)o->n * p.rows * 4 <= gb->info->max_binding &&
+           pl_gemm_groups(&p, (uint32_t)o->n) <=
+               (uint64_t)gb->info->max_groups_per_dim * gb->info->max_groups_per_dim;
+}
+
+/* The pre-pass of n columns of x (normalised with nw if given, stored to xn if given) into
+ * the scratch buffers. */
+static pl_status enc_prepass(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t n,
+                             const gbuf *nw, float eps, const gbuf *xn) {
+    pl_q8pre_params p;
+    memset(&p, 0, sizeof p);
+    p.threads = pl_gpu_threads_for(cols / 32, 32, 256);
+    p.norm = nw != NULL, p.eps = nw ? eps : 0, p.norm_out = xn != NULL;
+    pl_gpu_kernel *k;
+    if (pl_gpu_scratch(gb, &gb->gemm_xq, xq_bytes(cols, n), "gemm x quants") != PL_OK ||
+        pl_gpu_scratch(gb, &gb->gemm_xd, xd_bytes(cols, n), "gemm x scales") != PL_OK ||
+        pl_gpu_get_kernel(gb, F_Q8PRE, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_q8pre, "q8 pre-pass",
+                          &k) != PL_OK)
+        return PL_ERR;
+    pl_gpu_ref refs[6];
+    memset(refs, 0, sizeof refs);
+    int nr = 0;
+    refs[nr++] = pl_gpu_whole(x->buf);
+    refs[nr++] = pl_gpu_whole(gb->gemm_xq);
+    refs[nr++] = pl_gpu_whole(gb->gemm_xd);
+    if (nw) refs[nr++] = pl_gpu_whole(nw->buf);
+    if (xn) refs[nr++] = pl_gpu_whole(xn->buf);
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{n, cols}}, &refs[nr++]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k, refs, nr, n);
+}
+
+pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
+    const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
+    uint32_t n = (uint32_t)o->n;
+    pl_gemm_params p;
+    pl_gpu_gemm_base(gb, w, &p);
+    p.mode = up ? PL_GEMV_GATE_UP : o->acc ? PL_GEMV_ACCUM : PL_GEMV_STORE;
+    p.bias = o->c != NULL;
+    p.gate_out = o->fgate.gate_out != NULL;
+    p.up_out = o->fgate.up_out != NULL;
+    p.split[0] = o->fqkv.split[0];
+    p.split[1] = o->fqkv.split[1];
+    fit(gb, &p);
+    if (pl_gemm_check_shape(&p) != PL_OK) return PL_ERR;
+    const gbuf *x = o->fnorm.x ? o->fnorm.x : o->b;
+    if (enc_prepass(gb, x, p.cols, n, o->fnorm.x ? o->fnorm.w : NULL, o->fnorm.eps, o->fnorm.out) !=
+        PL_OK)
+        return PL_ERR;
+    pl_gpu_kernel *k;
+    pl_gemm_params key = pl_gemm_kernel_key(&p);
+    if (pl_gpu_get_kernel(gb, F_GEMM, &key, sizeof key, (pl_gpu_gen_fn)pl_wgsl_gemm, "gemm", &k) !=
+        PL_OK)
+        return PL_ERR;
+    pl_gpu_ref refs[BIND_MAX];
+    memset(refs, 0, sizeof refs);
+    int nr = 0;
+    refs[nr++] = pl_gpu_whole(gb->gemm_xq);
+    refs[nr++] = pl_gpu_whole(gb->gemm_xd);
+    refs[nr++] = pl_gpu_whole(o->out->buf);
+    pl_gpu_weight_refs(w, refs, &nr);
+    if (up) pl_gpu_weight_refs(up, refs, &nr);
+    pl_gpu_matmul_side_refs(o, refs, &nr);
+    if (pl_gpu_args_ref(gb, pl_gemm_args(&p, n), &refs[nr++]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k, refs, nr, pl_gemm_groups(&p, n));
+}

@@ -1,0 +1,321 @@
+/* wgsl_gemm.c - prefill's tiled GEMM over pre-quantised activations (q8x, Q4_0/Q8_0).
+ *
+ * Two kernels per matmul of a batch of n columns:
+ * - the pre-pass quantises each column of x (RMS-normalised first if the matmul fuses the
+ *   norm, exactly as the q8x GEMV's prologue does) to Q8_0 blocks in a scratch buffer, once
+ *   per input: q, k and v (one fused matmul) or gate and up share it;
+ * - the GEMM: a workgroup owns a tile of TM rows x TN columns, each thread an RM x RN
+ *   register tile (rows ty + i * TY, columns tx + j * TX). Per step of BK blocks of K the
+ *   workgroup stages the weight blocks of its rows (Q4_0 packed as in memory) and the
+ *   activation blocks of its columns in workgroup memory, then each thread takes every
+ *   (row, column) pair of its tile through the step's blocks in order: 8 dot4I8Packed per
+ *   block (Q4_0 nibbles turned into signed bytes first), the sum scaled in f32 exactly as
+ *   the GEMV does (f32(sum) * weight scale * activation scale) and added to the pair's
+ *   accumulator. Blocks past K are zeros, so each output is the sum over blocks
+ *   0, 1, ..., NB - 1 in that order whatever the tile shape, the batch size or the column's
+ *   place in it: a column's bits do not depend on the batch (the fixed-order property the
+ *   tests check). It is not the GEMV's order (that one is per-thread slices and a tree), so
+ *   prefill is within tolerance of decode, not bit-exact. */
+#include <stdio.h>
+#include <string.h>
+
+#include "wgsl_gen.h"
+#include "wgsl_text.h"
+
+uint32_t pl_gemm_threads(const pl_gemm_params *p) {
+    return p->rm && p->rn ? (p->tm / p->rm) * (p->tn / p->rn) : 0;
+}
+
+static unsigned mats(const pl_gemm_params *p) {
+    return p->mode == PL_GEMV_GATE_UP ? 2 : 1;
+}
+static unsigned wvecs(const pl_gemm_params *p) { /* vec4<u32> per weight block */
+    return p->type == PL_GW_Q4_0 ? 1 : 2;
+}
+
+uint32_t pl_gemm_wg_bytes(const pl_gemm_params *p) {
+    return (mats(p) * p->tm * p->bk * (wvecs(p) * 16 + 4)) + p->tn * p->bk * (32 + 4);
+}
+
+uint32_t pl_gemm_groups(const pl_gemm_params *p, uint32_t n) {
+    if (!p->tm || !p->tn) return 0;
+    return ((p->rows + p->tm - 1) / p->tm) * ((n + p->tn - 1) / p->tn);
+}
+
+int pl_gemm_bindings(const pl_gemm_params *p) {
+    return 3 + 2 * (int)mats(p) + (p->bias != 0) + (p->gate_out != 0) + (p->up_out != 0) +
+           (p->split[0] ? 2 : 0) + 1;
+}
+
+static pl_gemv_params store_params(const pl_gemm_params *p) {
+    pl_gemv_params s;
+    memset(&s, 0, sizeof s);
+    s.type = p->type, s.rows = p->rows, s.cols = p->cols, s.mode = p->mode, s.bias = p->bias;
+    s.gate_out = p->gate_out, s.up_out = p->up_out;
+    s.split[0] = p->split[0], s.split[1] = p->split[1];
+    return s;
+}
+
+static pl_status check(const pl_gemm_params *p) {
+    unsigned T = pl_gemm_threads(p);
+    if (p->type != PL_GW_Q4_0 && p->type != PL_GW_Q8_0)
+        return pl_fail(PL_ERR_ARG, "GEMM: Q4_0 or Q8_0 weights only");
+    if (!T || p->tm % p->rm || p->tn % p->rn || T < 16 || T > 1024 || p->rm > 8 || p->rn > 8 ||
+        !p->bk || p->bk > 8)
+        return pl_fail(PL_ERR_ARG, "GEMM: bad tile %ux%u / %ux%u, %u blocks", p->tm, p->tn, p->rm,
+                       p->rn, p->bk);
+    if (p->mode == PL_GEMV_GATE_UP && p->bias)
+        return pl_fail(PL_ERR_ARG, "GEMM: gate/up takes no bias");
+    if ((p->gate_out || p->up_out) && p->mode != PL_GEMV_GATE_UP)
+        return pl_fail(PL_ERR_ARG, "GEMM: side output without its fusion");
+    if (p->split[0] && (p->mode != PL_GEMV_STORE || p->bias))
+        return pl_fail(PL_ERR_ARG, "GEMM: a split output is a plain store");
+    return PL_OK;
+}
+
+pl_status pl_gemm_check_shape(const pl_gemm_params *p) {
+    if (!p->rows || !p->cols || p->cols % 32)
+        return pl_fail(PL_ERR_ARG, "GEMM %ux%u: not whole blocks", p->rows, p->cols);
+    if (p->split[0] && (p->split[0] >= p->split[1] || p->split[1] >= p->rows))
+        return pl_fail(PL_ERR_ARG, "GEMM: bad output split %u/%u of %u rows", p->split[0],
+                       p->split[1], p->rows);
+    return check(p);
+}
+
+pl_gemm_params pl_gemm_kernel_key(const pl_gemm_params *p) {
+    pl_gemm_params k = *p;
+    k.rows = k.cols = 0;
+    k.split[0] = p->split[0] != 0, k.split[1] = 0;
+    return k;
+}
+
+pl_gpu_args pl_gemm_args(const pl_gemm_params *p, uint32_t n) {
+    return (pl_gpu_args){{n, p->rows, p->cols / 32, p->split[0], p->split[1]}};
+}
+
+/* Stage blocks b0 .. b0 + BK - 1 of the tile's rows and columns in workgroup memory:
+ * wq[((m * BK + b) * WV + v) * TM + r], ws[(m * BK + b) * TM + r], aq[(b * 2 + h) * TN + c],
+ * ad[b * TN + c], so a warp's neighbouring columns read neighbouring words. Rows past N and
+ * columns past n repeat the last one (never stored); blocks past K are zeros. */
+static void emit_stage(pl_wtext *t, const pl_gemm_params *p) {
+    unsigned M = mats(p), WV = wvecs(p);
+    pl_wtext_add(t,
+                 "    for (var i = lid; i < %uu; i += T) {\n"
+                 "      let v = i %% WV; let b = (i / WV) %% BK; let r = (i / (WV * BK)) %% TM;\n"
+                 "      let m = i / (WV * BK * TM);\n"
+                 "      let gb = b0 + b; let wr = min(row0 + r, N - 1u);\n"
+                 "      var w = vec4<u32>(0u);\n"
+                 "      if (gb < NB) {\n",
+                 M * p->tm * p->bk * WV);
+    for (unsigned m = 0; m < M; m++)
+        pl_wtext_add(t, "        %sif (m == %uu) { w = q%c[(wr * NB + gb) * WV + v]; }\n",
+                     m ? "else " : "", m, 'A' + m);
+    pl_wtext_add(t,
+                 "      }\n"
+                 "      wq[((m * BK + b) * WV + v) * TM + r] = w;\n"
+                 "    }\n"
+                 "    for (var i = lid; i < %uu; i += T) {\n"
+                 "      let b = i %% BK; let r = (i / BK) %% TM; let m = i / (BK * TM);\n"
+                 "      let gb = b0 + b; let wb = min(row0 + r, N - 1u) * NB + gb;\n"
+                 "      var d = 0.0;\n"
+                 "      if (gb < NB) {\n",
+                 M * p->tm * p->bk);
+    for (unsigned m = 0; m < M; m++)
+        pl_wtext_add(t,
+                     "        %sif (m == %uu) { d = unpack2x16float(s%c[wb >> 1u])[wb & 1u]; }\n",
+                     m ? "else " : "", m, 'A' + m);
+    pl_wtext_add(t,
+                 "      }\n"
+                 "      ws[(m * BK + b) * TM + r] = d;\n"
+                 "    }\n"
+                 "    for (var i = lid; i < %uu; i += T) {\n"
+                 "      let h = i %% 2u; let b = (i / 2u) %% BK; let c = i / (2u * BK);\n"
+                 "      let gb = b0 + b; let ac = min(col0 + c, n - 1u);\n"
+                 "      var a = vec4<u32>(0u);\n"
+                 "      if (gb < NB) { a = xq[(ac * NB + gb) * 2u + h]; }\n"
+                 "      aq[(b * 2u + h) * TN + c] = a;\n"
+                 "    }\n"
+                 "    for (var i = lid; i < %uu; i += T) {\n"
+                 "      let b = i %% BK; let c = i / BK;\n"
+                 "      let gb = b0 + b; let ac = min(col0 + c, n - 1u);\n"
+                 "      var d = 0.0;\n"
+                 "      if (gb < NB) { d = xd[ac * NB + gb]; }\n"
+                 "      ad[b * TN + c] = d;\n"
+                 "    }\n"
+                 "    workgroupBarrier();\n",
+                 p->tn * p->bk * 2, p->tn * p->bk);
+}
+
+/* One block b of the step for the thread's tile: acc += f32(integer dot) * dw * dx. */
+static void emit_block(pl_wtext *t, const pl_gemm_params *p) {
+    unsigned M = mats(p), RM = p->rm, RN = p->rn;
+    for (unsigned j = 0; j < RN; j++)
+        pl_wtext_add(t,
+                     "      let xl%u = aq[(b * 2u) * TN + tx + %uu * TX];\n"
+                     "      let xh%u = aq[(b * 2u + 1u) * TN + tx + %uu * TX];\n"
+                     "      let dx%u = ad[b * TN + tx + %uu * TX];\n",
+                     j, j, j, j, j, j);
+    for (unsigned m = 0; m < M; m++) {
+        for (unsigned i = 0; i < RM; i++) {
+            pl_wtext_add(t, "      {\n        let r = ty + %uu * TY;\n", i);
+            if (p->type == PL_GW_Q4_0) /* nibbles 0..15 -> signed bytes -8..7, no carries */
+                pl_wtext_add(t,
+                             "        let w0 = wq[(%uu * BK + b) * TM + r];\n"
+                             "        let wl = ((w0 & vec4<u32>(0x0F0F0F0Fu)) + "
+                             "vec4<u32>(0x78787878u)) ^ vec4<u32>(0x80808080u);\n"
+                             "        let wh = (((w0 >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)) "
+                             "+ vec4<u32>(0x78787878u)) ^ vec4<u32>(0x80808080u);\n",
+                             m);
+            else
+                pl_wtext_add(t,
+                             "        let wl = wq[((%uu * BK + b) * 2u) * TM + r];\n"
+                             "        let wh = wq[((%uu * BK + b) * 2u + 1u) * TM + r];\n",
+                             m, m);
+            pl_wtext_add(t, "        let dw = ws[(%uu * BK + b) * TM + r];\n", m);
+            for (unsigned j = 0; j < RN; j++)
+                pl_wtext_add(
+                    t,
+                    "        c%u_%u_%u += f32(dot4I8Packed(wl.x, xl%u.x) + dot4I8Packed(wl.y, "
+                    "xl%u.y) + dot4I8Packed(wl.z, xl%u.z) + dot4I8Packed(wl.w, xl%u.w)\n"
+                    "          + dot4I8Packed(wh.x, xh%u.x) + dot4I8Packed(wh.y, xh%u.y) + "
+                    "dot4I8Packed(wh.z, xh%u.z) + dot4I8Packed(wh.w, xh%u.w)) * dw * dx%u;\n",
+                    m, i, j, j, j, j, j, j, j, j, j, j);
+            pl_wtext_add(t, "      }\n");
+        }
+    }
+}
+
+pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
+    *out = NULL;
+    if (check(p) != PL_OK) return PL_ERR_ARG;
+    unsigned M = mats(p), WV = wvecs(p), T = pl_gemm_threads(p);
+    pl_wtext t = {0};
+    pl_wtext_add(&t,
+                 "const T = %uu;\nconst TM = %uu;\nconst TN = %uu;\nconst TX = %uu;\n"
+                 "const TY = %uu;\nconst BK = %uu;\nconst WV = %uu;\n",
+                 T, p->tm, p->tn, p->tn / p->rn, p->tm / p->rm, p->bk, WV);
+    pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;\n"
+                     "@group(0) @binding(1) var<storage, read> xd: array<f32>;\n"
+                     "@group(0) @binding(2) var<storage, read_write> y: array<f32>;\n");
+    int binding = 3;
+    for (unsigned m = 0; m < M; m++) {
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> q%c: array<vec4<u32>>;\n",
+                     binding++, 'A' + m);
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> s%c: array<u32>;\n", binding++,
+                     'A' + m);
+    }
+    const char *side[5] = {p->bias ? "bias" : NULL, p->gate_out ? "go" : NULL,
+                           p->up_out ? "uo" : NULL, p->split[0] ? "y1" : NULL,
+                           p->split[0] ? "y2" : NULL};
+    for (int i = 0; i < 5; i++)
+        if (side[i])
+            pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, %s> %s: array<f32>;\n", binding++,
+                         i ? "read_write" : "read", side[i]);
+    pl_wtext_args(&t, binding++);
+    pl_wtext_add(&t,
+                 "var<workgroup> wq: array<vec4<u32>, %u>;\nvar<workgroup> ws: array<f32, %u>;\n"
+                 "var<workgroup> aq: array<vec4<u32>, %u>;\nvar<workgroup> ad: array<f32, %u>;\n",
+                 M * p->tm * p->bk * WV, M * p->tm * p->bk, p->tn * p->bk * 2, p->tn * p->bk);
+    pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n", T);
+    /* workgroup g: row tile g % RT, column tile g / RT (args.a0 = n columns) */
+    pl_wtext_add(&t, "  let n = args.a0;\n"
+                     "  let N = args.a1;\n"
+                     "  let NB = args.a2;\n"
+                     "  let RT = (N + TM - 1u) / TM;\n"
+                     "  let g = wid.x + wid.y * nwg.x;\n"
+                     "  if (g >= RT * ((n + TN - 1u) / TN)) { return; }\n"
+                     "  let row0 = (g %% RT) * TM;\n"
+                     "  let col0 = (g / RT) * TN;\n"
+                     "  let tx = lid %% TX;\n"
+                     "  let ty = lid / TX;\n");
+    for (unsigned m = 0; m < M; m++)
+        for (unsigned i = 0; i < p->rm; i++)
+            for (unsigned j = 0; j < p->rn; j++)
+                pl_wtext_add(&t, "  var c%u_%u_%u = 0.0;\n", m, i, j);
+    pl_wtext_add(&t, "  for (var b0 = 0u; b0 < NB; b0 += BK) {\n");
+    emit_stage(&t, p);
+    pl_wtext_add(&t, "    for (var b = 0u; b < BK; b++) {\n");
+    emit_block(&t, p);
+    pl_wtext_add(&t, "    }\n    workgroupBarrier();\n  }\n");
+    pl_gemv_params s = store_params(p);
+    for (unsigned i = 0; i < p->rm; i++) {
+        for (unsigned j = 0; j < p->rn; j++) {
+            char v0[40], v1[40];
+            snprintf(v0, sizeof v0, "c0_%u_%u", i, j);
+            snprintf(v1, sizeof v1, "c1_%u_%u", i, j);
+            pl_wtext_add(&t,
+                         "  {\n    let row = row0 + ty + %uu * TY;\n"
+                         "    let col = col0 + tx + %uu * TX;\n"
+                         "    let yo = col * N;\n"
+                         "    if (row < N && col < n) {\n",
+                         i, j);
+            if (p->split[0]) /* q, k, v: each range to its own buffer */
+                pl_wtext_add(&t,
+                             "      let s0 = args.a3; let s1 = args.a4;\n"
+                             "      if (row < s0) { y[col * s0 + row] = %s; }\n"
+                             "      else if (row < s1) { y1[col * (s1 - s0) + row - s0] = %s; }\n"
+                             "      else { y2[col * (N - s1) + row - s1] = %s; }\n",
+                             v0, v0, v0);
+            else
+                pl_wgsl_gemv_store(&t, &s, v0, v1);
+            pl_wtext_add(&t, "    }\n  }\n");
+        }
+    }
+    pl_wtext_add(&t, "}\n");
+    return pl_wtext_finish(&t, out);
+}
+
+pl_status pl_wgsl_q8pre(const pl_q8pre_params *p, char **out) {
+    *out = NULL;
+    unsigned T = p->threads;
+    if (T < 8 || T > 1024 || (T & (T - 1)))
+        return pl_fail(PL_ERR_ARG, "Q8_0 pre-pass: bad %u threads", T);
+    if (p->norm_out && !p->norm) return pl_fail(PL_ERR_ARG, "Q8_0 pre-pass: norm_out needs norm");
+    pl_wtext t = {0};
+    pl_wtext_add(&t, "const T = %uu;\n", T);
+    pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;\n"
+                     "@group(0) @binding(1) var<storage, read_write> xq: array<vec4<u32>>;\n"
+                     "@group(0) @binding(2) var<storage, read_write> xd: array<f32>;\n");
+    int binding = 3;
+    if (p->norm)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw: array<vec4<f32>>;\n",
+                     binding++);
+    if (p->norm_out)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> xn: array<vec4<f32>>;\n",
+                     binding++);
+    pl_wtext_args(&t, binding++);
+    if (p->norm) {
+        pl_wtext_add(&t, "var<workgroup> red: array<f32, %u>;\n", T);
+        pl_wtext_reduce_decl(&t, T, 1);
+    }
+    pl_wtext_add(&t, "%s", pl_wgsl_q8_helpers);
+    pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n", T);
+    pl_wtext_group_guard(&t, "args.a0");
+    pl_wtext_add(&t, "  let K = args.a1;\n  let NB = K / 32u;\n  let xo = g * (K / 4u);\n");
+    if (p->norm) { /* 1/rms as the q8x GEMV's prologue computes it */
+        pl_wtext_add(&t,
+                     "  var sq0 = 0.0;\n"
+                     "  for (var j = lid; j < K / 4u; j += T) { let v = x[xo + j]; sq0 += dot(v, "
+                     "v); }\n"
+                     "  red[lid] = sq0;\n");
+        pl_wtext_reduce(&t, T, 1, 0);
+        pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(K) + ");
+        pl_wtext_f32(&t, p->eps);
+        pl_wtext_add(&t, ");\n");
+    }
+    pl_wtext_add(&t, "  for (var b = lid; b < NB; b += T) {\n");
+    for (int j = 0; j < 8; j++) {
+        if (p->norm)
+            pl_wtext_add(&t, "    let x%d = (x[xo + b * 8u + %du] * inv) * nw[b * 8u + %du];\n", j,
+                         j, j);
+        else
+            pl_wtext_add(&t, "    let x%d = x[xo + b * 8u + %du];\n", j, j);
+        if (p->norm_out) pl_wtext_add(&t, "    xn[xo + b * 8u + %du] = x%d;\n", j, j);
+    }
+    pl_wgsl_quantize_block(&t, 0);
+    pl_wtext_add(&t, "    xq[(g * NB + b) * 2u] = vec4<u32>(p0, p1, p2, p3);\n"
+                     "    xq[(g * NB + b) * 2u + 1u] = vec4<u32>(p4, p5, p6, p7);\n"
+                     "    xd[g * NB + b] = dx;\n"
+                     "  }\n}\n");
+    return pl_wtext_finish(&t, out);
+}

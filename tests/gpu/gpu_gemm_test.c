@@ -1,0 +1,298 @@
+/* gpu_gemm_test.c - prefill's q8x GEMM and its Q8_0 pre-pass (wgsl_gemm.c) on the machine's
+ * adapter, with fresh random inputs and NaN-poisoned outputs:
+ * - the pre-pass gives exactly the quants and scales of the CPU's pl_quant_act_q8_0, and
+ *   with the norm, exactly those of the normalised x it also stores;
+ * - the GEMM (Q4_0, Q8_0; plain with bias, accumulate, gate/up with its side outputs, the
+ *   q/k/v split, the norm through the pre-pass) matches the q8x reference (kernel_ref.c)
+ *   for n = 17, 33, 100 columns (not multiples of the tile) and K = 160 (5 blocks: not a
+ *   multiple of the 4-block step), 70 rows (not a multiple of the tile's 64);
+ * - a column's bits do not depend on the batch: column j of one GEMM equals, bit for bit,
+ *   the same column at another place of a batch of another size and another tile shape. */
+#include "test.h"
+
+#include "gpu/gpu.h"
+#include "gpu/gpu_internal.h"
+#include "gpu/kernel_ref.h"
+#include "gpu/wgsl_gen.h"
+#include "gpu_test_util.h"
+
+#include "gpu_mat_util.h"
+
+#define ROWS 70
+#define COLS 160
+#define NB   (COLS / 32)
+
+/* Tiles: the software adapter's (2 blocks per step: K's 5 blocks end in a half step) for
+ * every case, and the GPU's (64 x 64, 4 x 4 per thread, 4 blocks per step) for the
+ * fixed-order check. Each kernel costs lavapipe seconds to compile: few variants. */
+static const pl_gemm_params tile_a = {.tm = 16, .tn = 16, .rm = 2, .rn = 2, .bk = 2};
+static const pl_gemm_params tile_b = {.tm = 64, .tn = 64, .rm = 4, .rn = 4, .bk = 4};
+
+static pl_gpu_ref whole(pl_gpu_buf *b) {
+    return (pl_gpu_ref){b, 0, 0};
+}
+
+/* Pre-pass of n columns of x (with nw: normalised, xn gets the normalised x). */
+static void prepass(pl_gpu *g, uint32_t n, const float *x, const float *nw, pl_gpu_buf **xq,
+                    pl_gpu_buf **xd, pl_gpu_buf **xn) {
+    pl_q8pre_params pp = {.threads = 64, .norm = nw != NULL, .norm_out = nw != NULL, .eps = 1e-5f};
+    pl_gpu_buf *xb = gt_buf(g, x, (size_t)n * COLS * 4), *nb = NULL, *args;
+    *xq = gt_buf(g, NULL, (size_t)n * NB * 32);
+    *xd = gt_buf(g, NULL, (size_t)n * NB * 4);
+    pl_gpu_ref refs[6];
+    int k = 0;
+    refs[k++] = whole(xb), refs[k++] = whole(*xq), refs[k++] = whole(*xd);
+    if (nw) {
+        nb = gt_buf(g, nw, COLS * 4), refs[k++] = whole(nb);
+        *xn = gt_buf(g, NULL, (size_t)n * COLS * 4), refs[k++] = whole(*xn);
+    }
+    pl_gpu_args a = {{n, COLS}};
+    args = gt_args(g, &a), refs[k++] = whole(args);
+    char *src = NULL;
+    pl_gpu_kernel *kk = gt_kernel(g, pl_wgsl_q8pre(&pp, &src), &src, "q8pre");
+    gt_run(g, kk, refs, k, n);
+    pl_gpu_kernel_free(kk);
+    pl_gpu_buf_free(xb), pl_gpu_buf_free(nb), pl_gpu_buf_free(args);
+}
+
+/* The pre-pass against pl_quant_act_q8_0, bit for bit. */
+static void test_prepass(pl_gpu *g) {
+    uint32_t n = 17;
+    float *x = malloc((size_t)n * COLS * 4), *nw = malloc(COLS * 4), *xn = malloc(n * COLS * 4);
+    gt_fill(x, (size_t)n * COLS, -3, 3);
+    gt_fill(nw, COLS, 0.5f, 1.5f);
+    memset(x + 32, 0, 32 * 4); /* an all-zero block: scale 0 */
+    for (int j = 0; j < 32; j++) x[3 * COLS + 64 + j] = (float)(j - 16) * 0.25f; /* ties */
+    for (int norm = 0; norm < 2; norm++) {
+        pl_gpu_buf *xq, *xd, *xnb = NULL;
+        prepass(g, n, x, norm ? nw : NULL, &xq, &xd, &xnb);
+        int8_t *q = malloc((size_t)n * COLS), *want = malloc((size_t)n * COLS);
+        float *d = malloc((size_t)n * NB * 4);
+        uint16_t *wd = malloc((size_t)n * NB * 2);
+        gt_read(g, xq, q, (size_t)n * COLS);
+        gt_read(g, xd, d, (size_t)n * NB * 4);
+        const float *src = x;
+        if (norm) { /* quantised: exactly the normalised x it stored, close to the CPU's */
+            gt_read(g, xnb, xn, (size_t)n * COLS * 4);
+            float *xr = malloc((size_t)n * COLS * 4);
+            pl_rmsnorm_params np = {COLS, 32, 1e-5f, 0};
+            pl_gpu_ref_rmsnorm(&np, n, x, nw, xr);
+            int bad = 0;
+            for (size_t i = 0; i < (size_t)n * COLS; i++)
+                bad += !(fabsf(xn[i] - xr[i]) <= 2e-6f * (fabsf(xr[i]) + 1e-3f));
+            CHECK(bad == 0, "pre-pass normalised x: %d of %u off", bad, n * COLS);
+            free(xr);
+            src = xn;
+        }
+        for (uint32_t c = 0; c < n; c++)
+            pl_quant_act_q8_0(src + (size_t)c * COLS, COLS, want + (size_t)c * COLS,
+                              wd + (size_t)c * NB);
+        CHECK(!memcmp(q, want, (size_t)n * COLS), "pre-pass quants (norm %d) differ", norm);
+        int bad = 0;
+        for (uint32_t i = 0; i < n * NB; i++) bad += d[i] != pl_f16_to_f32(wd[i]);
+        CHECK(bad == 0, "pre-pass scales (norm %d): %d differ", norm, bad);
+        free(q), free(want), free(d), free(wd);
+        pl_gpu_buf_free(xq), pl_gpu_buf_free(xd), pl_gpu_buf_free(xnb);
+    }
+    free(x), free(nw), free(xn);
+}
+
+/* Outputs of one GEMM read back: y gathered into whole rows [n][ROWS], side outputs. */
+typedef struct {
+    float *y, *go, *uo;
+} outs;
+
+/* The GEMM p over the pre-quantised columns xq/xd with the matrices m (y0: the starting y
+ * of ACCUM). */
+static outs gemm_run(pl_gpu *g, const pl_gemm_params *p, pl_gpu_buf *xq, pl_gpu_buf *xd,
+                     const mat *m, uint32_t n, const float *y0, const float *bias) {
+    size_t ny = (size_t)n * p->rows;
+    outs o = {calloc(ny, 4), p->gate_out ? calloc(ny, 4) : NULL, p->up_out ? calloc(ny, 4) : NULL};
+    pl_gpu_buf *bufs[16] = {0};
+    pl_gpu_ref refs[16];
+    int k = 0;
+    refs[k++] = whole(xq), refs[k++] = whole(xd);
+    uint32_t lens[3] = {p->rows, 0, 0}, offs[3] = {0, p->split[0], p->split[1]};
+    if (p->split[0])
+        lens[0] = p->split[0], lens[1] = p->split[1] - p->split[0], lens[2] = p->rows - p->split[1];
+    int iy = k;
+    bufs[k] = gt_buf(g, y0, (size_t)n * lens[0] * 4), refs[k] = whole(bufs[k]), k++;
+    for (unsigned i = 0; i < (p->mode == PL_GEMV_GATE_UP ? 2u : 1u); i++) {
+        pl_gpu_ref_mat rm;
+        pl_gpu_buf *qb, *sb;
+        upload_part(g, &m[i], 0, p->rows, &qb, &sb, &rm, 0);
+        bufs[k] = qb, refs[k] = whole(qb), k++;
+        bufs[k] = sb, refs[k] = whole(sb), k++;
+    }
+    if (p->bias) bufs[k] = gt_buf(g, bias, p->rows * 4), refs[k] = whole(bufs[k]), k++;
+    int igo = k;
+    if (p->gate_out) bufs[k] = gt_buf(g, NULL, ny * 4), refs[k] = whole(bufs[k]), k++;
+    int iuo = k;
+    if (p->up_out) bufs[k] = gt_buf(g, NULL, ny * 4), refs[k] = whole(bufs[k]), k++;
+    int iy1 = k;
+    for (int s = 1; p->split[0] && s < 3; s++)
+        bufs[k] = gt_buf(g, NULL, (size_t)n * lens[s] * 4), refs[k] = whole(bufs[k]), k++;
+    pl_gpu_args a = pl_gemm_args(p, n);
+    bufs[k] = gt_args(g, &a), refs[k] = whole(bufs[k]), k++;
+    CHECK(k == pl_gemm_bindings(p), "binding count %d != %d", k, pl_gemm_bindings(p));
+    CHECK(pl_gemm_check_shape(p) == PL_OK, "GEMM shape: %s", pl_last_error());
+    pl_gemm_params key = pl_gemm_kernel_key(p);
+    char *src = NULL;
+    pl_gpu_kernel *kk = gt_kernel(g, pl_wgsl_gemm(&key, &src), &src, "gemm");
+    if (kk && gt_run(g, kk, refs, k, pl_gemm_groups(p, n))) {
+        for (int s = 0; s < (p->split[0] ? 3 : 1); s++) {
+            float *part = malloc((size_t)n * lens[s] * 4);
+            gt_read(g, bufs[s ? iy1 + s - 1 : iy], part, (size_t)n * lens[s] * 4);
+            for (uint32_t v = 0; v < n; v++)
+                memcpy(o.y + (size_t)v * p->rows + offs[s], part + (size_t)v * lens[s],
+                       lens[s] * 4);
+            free(part);
+        }
+        if (p->gate_out) gt_read(g, bufs[igo], o.go, ny * 4);
+        if (p->up_out) gt_read(g, bufs[iuo], o.uo, ny * 4);
+    }
+    pl_gpu_kernel_free(kk);
+    for (int i = 0; i < k; i++) pl_gpu_buf_free(bufs[i]);
+    return o;
+}
+
+static void free_outs(outs *o) {
+    free(o->y), free(o->go), free(o->uo);
+}
+
+/* got within rel * mag of want, everywhere. */
+static int near(const float *got, const float *want, const double *mag, size_t n, double rel) {
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += !(fabs((double)got[i] - want[i]) <= rel * mag[i] + 1e-6 * fabs(want[i]) + 1e-30);
+    return bad;
+}
+
+/* One GEMM case against the q8x reference. The GPU quantises x exactly as the reference
+ * (test_prepass), so only the float sums' order differs: 1e-5 of the sum of the terms'
+ * magnitudes. With the norm, the reference quantises the GPU's normalised x (the CPU's 1/rms
+ * may differ in the last bit, now and then flipping a quant: 2e-3 would be needed, and
+ * with few blocks even that was exceeded once in three runs). */
+static void gemm_case(pl_gpu *g, pl_gpu_wtype t, pl_gemv_mode mode, int norm, int bias, int split,
+                      uint32_t n) {
+    pl_gemm_params p = tile_a;
+    p.type = t, p.rows = ROWS, p.cols = COLS, p.mode = mode, p.bias = bias;
+    p.gate_out = p.up_out = mode == PL_GEMV_GATE_UP;
+    if (split) p.split[0] = 24, p.split[1] = 45;
+    size_t nx = (size_t)n * COLS, ny = (size_t)n * ROWS;
+    mat m[2] = {make_mat(t, ROWS, COLS), make_mat(t, ROWS, COLS)};
+    float *x = malloc(nx * 4), *nw = malloc(COLS * 4), *b = malloc(ROWS * 4), *y0 = malloc(ny * 4);
+    gt_fill(x, nx, -1, 1), gt_fill(nw, COLS, 0.5f, 1.5f), gt_fill(b, ROWS, -1, 1);
+    gt_fill(y0, ny, -2, 2);
+    pl_gpu_buf *xq, *xd, *xn = NULL;
+    prepass(g, n, x, norm ? nw : NULL, &xq, &xd, &xn);
+    outs o = gemm_run(g, &p, xq, xd, m, n, mode == PL_GEMV_ACCUM ? y0 : NULL, b);
+    /* with the norm, the reference starts from the normalised x the pre-pass stored
+     * (test_prepass checks it against the CPU's and its quantisation bit for bit) */
+    if (norm) gt_read(g, xn, x, nx * 4);
+    /* the reference: each matrix alone (STORE), then the mode's combination */
+    pl_gemv_params rp = {
+        .type = t, .rows = ROWS, .cols = COLS, .mode = PL_GEMV_STORE, .bias = bias, .q8x = 1};
+    pl_gpu_ref_mat rm[2];
+    for (int i = 0; i < 2; i++) rm[i] = (pl_gpu_ref_mat){{m[i].q}, {m[i].s}};
+    float *r0 = malloc(ny * 4), *r1 = malloc(ny * 4), *want = malloc(ny * 4);
+    double *m0 = malloc(ny * 8), *m1 = malloc(ny * 8), *mw = malloc(ny * 8);
+    pl_gpu_ref_gemv(&rp, &rm[0], n, x, nw, b, r0, m0);
+    pl_gpu_ref_gemv(&rp, &rm[1], n, x, nw, b, r1, m1);
+    for (size_t i = 0; i < ny; i++) {
+        want[i] = r0[i], mw[i] = m0[i];
+        if (mode == PL_GEMV_ACCUM) want[i] += y0[i], mw[i] += fabs(y0[i]);
+        if (mode == PL_GEMV_GATE_UP) {
+            double sg = r0[i] / (1 + exp(-(double)r0[i]));
+            want[i] = (float)(sg * r1[i]);
+            mw[i] = 1.1 * m0[i] * fabs(r1[i]) + m1[i] * fabs(sg);
+        }
+    }
+    double rel = 1e-5;
+    char label[96];
+    snprintf(label, sizeof label, "gemm type %d mode %d norm %d bias %d split %d n %u", t, mode,
+             norm, bias, split, n);
+    CHECK(near(o.y, want, mw, ny, rel) == 0, "%s: y off", label);
+    if (o.go) CHECK(near(o.go, r0, m0, ny, rel) == 0, "%s: gate side output off", label);
+    if (o.uo) CHECK(near(o.uo, r1, m1, ny, rel) == 0, "%s: up side output off", label);
+    free_outs(&o);
+    pl_gpu_buf_free(xq), pl_gpu_buf_free(xd), pl_gpu_buf_free(xn);
+    free_mat(&m[0]), free_mat(&m[1]);
+    free(x), free(nw), free(b), free(y0), free(r0), free(r1), free(want), free(m0), free(m1),
+        free(mw);
+}
+
+/* Every mode on Q4_0; on Q8_0 (only the weight staging differs) the plain and the gate/up
+ * GEMM. */
+static void test_gemm(pl_gpu *g) {
+    const uint32_t ns[3] = {17, 33, 100};
+    for (int ni = 0; ni < 3; ni++) {
+        gemm_case(g, PL_GW_Q4_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
+        gemm_case(g, PL_GW_Q4_0, PL_GEMV_ACCUM, 1, 0, 0, ns[ni]);
+        gemm_case(g, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+        gemm_case(g, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 1, ns[ni]);
+        gemm_case(g, PL_GW_Q8_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
+        gemm_case(g, PL_GW_Q8_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+    }
+}
+
+/* Column j's bits do not depend on the batch size, its place or the tile shape (Q4_0). */
+static void test_fixed_order(pl_gpu *g) {
+    mat m = make_mat(PL_GW_Q4_0, ROWS, COLS);
+    float *x = malloc((size_t)100 * COLS * 4);
+    gt_fill(x, (size_t)100 * COLS, -1, 1);
+    /* (batch size, first column of x, tile) */
+    const struct {
+        uint32_t n, c0;
+        const pl_gemm_params *tile;
+    } runs[3] = {{100, 0, &tile_a}, {33, 40, &tile_a}, {17, 50, &tile_b}};
+    outs o[3];
+    for (int r = 0; r < 3; r++) {
+        pl_gemm_params p = *runs[r].tile;
+        p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
+        pl_gpu_buf *xq, *xd, *xn = NULL;
+        prepass(g, runs[r].n, x + (size_t)runs[r].c0 * COLS, NULL, &xq, &xd, &xn);
+        o[r] = gemm_run(g, &p, xq, xd, &m, runs[r].n, NULL, NULL);
+        pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
+    }
+    for (int r = 1; r < 3; r++)
+        CHECK(!memcmp(o[r].y, o[0].y + (size_t)runs[r].c0 * ROWS, (size_t)runs[r].n * ROWS * 4),
+              "columns %u.. of a batch of %u (tile %u) differ from the batch of 100", runs[r].c0,
+              runs[r].n, runs[r].tile->tm);
+    for (int r = 0; r < 3; r++) free_outs(&o[r]);
+    free_mat(&m);
+    free(x);
+}
+
+/* The kernel cache keeps parameter structs of at most 128 bytes (pl_gemv_params had grown
+ * to 100 bytes of a 96-byte key, written past it): a bigger one is refused, never copied. */
+static pl_status tiny_kernel(const void *params, char **out) {
+    (void)params;
+    *out = strdup("@compute @workgroup_size(1)\nfn main() {}\n");
+    return *out ? PL_OK : PL_ERR_NOMEM;
+}
+
+static void test_cache_key(void) {
+    pl_backend *be = gt_backend();
+    if (!be) return;
+    unsigned char big[200];
+    memset(big, 7, sizeof big);
+    pl_gpu_kernel *k = NULL;
+    gpu_backend *gb = (gpu_backend *)be;
+    CHECK(pl_gpu_get_kernel(gb, F_GEMM, big, sizeof big, tiny_kernel, "big", &k) != PL_OK,
+          "a 200-byte kernel key was taken");
+    CHECK(pl_gpu_get_kernel(gb, F_GEMM, big, 128, tiny_kernel, "128", &k) == PL_OK && k,
+          "a 128-byte key: %s", pl_last_error());
+    pl_be_destroy(be);
+}
+
+static void run_tests(void) {
+    gt_seed();
+    pl_gpu *g = gt_open();
+    if (!g) return;
+    test_prepass(g);
+    test_gemm(g);
+    test_fixed_order(g);
+    pl_gpu_close(g);
+    test_cache_key();
+}
