@@ -234,7 +234,8 @@ timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu --layers 0
     --emulate-latency-ms 20 2>/dev/null
 wait $host; rc=$?
 check "room bench exits 0 ($(tail -n 1 "$TMP/host.err"))" [ $rc -eq 0 ]
-check "room bench prints prefill and decode" grep -q "^decode  *tg8 " "$TMP/bench.out"
+# --json: stdout is the JSON object, the table goes to stderr
+check "room bench prints prefill and decode" grep -q "^decode  *tg8 " "$TMP/host.err"
 tg=$(tail -n 1 "$TMP/bench.out" | jq -r '.decode_tok_s // 0')
 check "room bench: 20 ms a hop holds decode under 25 tok/s (got $tg)" \
     awk -v t="$tg" 'BEGIN { exit !(t > 0 && t < 25) }'
