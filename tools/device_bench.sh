@@ -2,7 +2,7 @@
 # device_bench.sh prepare | run CMD... - benchmarks on the H200 machine (device tool) in ONE
 # call, without the test tool chain:
 #   prepare (here): fill .devbench/ (ignored by git) with the Vulkan loader and GL libraries
-#                   NVIDIA's Vulkan driver needs, NNG and libsodium for room/ (Debian packages)
+#                   NVIDIA's Vulkan driver needs, NNG and libsodium for room/, libmicrohttpd for serve/ (Debian packages)
 #                   and the pinned Dawn library
 #   run (there, carry [".devbench"]): unpack them, point the Vulkan loader at the NVIDIA driver,
 #                   build with make, then run each CMD argument with bash; output goes to
@@ -19,7 +19,7 @@ prepare)
     rm -rf .devbench && mkdir -p .devbench
     (cd .devbench && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 \
         libgles2 libnng1 libnng-dev libmbedtls14 libmbedx509-1 libmbedcrypto7 libsodium23 \
-        libsodium-dev >/dev/null 2>&1)
+        libsodium-dev libmicrohttpd12 libmicrohttpd-dev >/dev/null 2>&1)
     xz -T2 -6 -c node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so >.devbench/libwebgpu_wrapper.so.xz
     du -sh .devbench
     ;;
