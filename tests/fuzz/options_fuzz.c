@@ -69,9 +69,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (r == 0) {
             check_model_args(&o.ma);
             check_sampler(&o.sp);
-            REQUIRE(!o.prompt != !o.prompt_ids);
+            /* exactly one prompt source: text, ids or a file (-f) */
+            REQUIRE(!!o.prompt + !!o.prompt_ids + !!o.prompt_file == 1);
             in_argv(o.prompt);
             in_argv(o.prompt_ids);
+            if (o.prompt_file && strcmp(o.prompt_file, "-"))
+                in_argv(o.prompt_file); /* -p -: stdin */
             REQUIRE(o.n_predict >= 0 && o.n_predict <= INT32_MAX);
         }
     } else if (cmd == 1) {
