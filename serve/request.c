@@ -21,6 +21,9 @@ static bool fail(ectx *e, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(e->err, e->cap, fmt, ap);
     va_end(ap);
+    /* Reasons may quote the client's strings; the error stays one line whatever they hold. */
+    for (char *c = e->err; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
     return false;
 }
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# run.sh - run every test program (and tests/e2e/*.sh script), add up their RESULT lines,
-# and end with "N passed, N failed". Exit status is non-zero if anything failed or crashed.
+# run.sh [FILTER] - run every test program (and tests/e2e/*.sh script), add up their RESULT
+# lines, and end with "N passed, N failed". Exit status is non-zero if anything failed or
+# crashed. Tests run POOLED_TEST_JOBS at a time (default: the number of cores), the slowest
+# first so that CI's two cores finish together; each test's report is printed whole, in the
+# order the tests finish. Every test has its own temporary folders, so none shares a file.
 set -u
 BUILD=${POOLED_BUILD:-build}
 export POOLED_BIN=${POOLED_BIN:-$BUILD/pooled}
@@ -8,38 +11,76 @@ export POOLED_SHARED=${POOLED_SHARED:-../shared}
 export POOLED_TEST_TMP=$(mktemp -d /tmp/pooled-tests.XXXXXX)
 trap 'rm -rf "$POOLED_TEST_TMP"' EXIT
 filter=${1:-}
+jobs=${POOLED_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
+reports=$POOLED_TEST_TMP/.reports
+mkdir -p "$reports"
 
-passed=0; failed=0
+# The tests that take longest under the sanitizers on lavapipe (CI's timings), started first.
+slow="gpu_model_test backend_ops_test option_errors_test gpu_ops_test room_cmd_test spec_test
+room_test nonfinite_test jinja_hostile_test gpu_kernels_test io_test cli_test gpu_run_test"
+
+# run_one NAME CMD...: runs the test, writes "passed failed" to $reports/NAME.count and its
+# printable report to $reports/NAME.out
 run_one() {
     local name=$1; shift
-    local out rc start end
+    local out rc start end line p f
     start=$(date +%s.%N)
     out=$("$@" 2>&1); rc=$?
     end=$(date +%s.%N)
-    local line p f
     line=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
-    if [ -z "$line" ]; then
-        printf '%s\n' "$out" | tail -n 30
-        echo "CRASH $name (exit $rc, no RESULT line)"
-        failed=$((failed + 1)); return
-    fi
-    p=$(echo "$line" | awk '{print $2}'); f=$(echo "$line" | awk '{print $3}')
-    if [ "$f" != 0 ] || [ "$rc" != 0 ]; then
-        printf '%s\n' "$out" | grep -v '^RESULT ' | tail -n 40
-        [ "$f" = 0 ] && f=1
-    fi
-    passed=$((passed + p)); failed=$((failed + f))
-    printf '%-32s %5d passed %3d failed  %6.2fs\n' "$name" "$p" "$f" "$(awk -v a="$start" -v b="$end" 'BEGIN{print b-a}')"
+    {
+        if [ -z "$line" ]; then
+            printf '%s\n' "$out" | tail -n 30
+            echo "CRASH $name (exit $rc, no RESULT line)"
+            p=0; f=1
+        else
+            p=$(echo "$line" | awk '{print $2}'); f=$(echo "$line" | awk '{print $3}')
+            if [ "$f" != 0 ] || [ "$rc" != 0 ]; then
+                printf '%s\n' "$out" | grep -v '^RESULT ' | tail -n 40
+                [ "$f" = 0 ] && f=1
+            fi
+            printf '%-32s %5d passed %3d failed  %6.2fs\n' "$name" "$p" "$f" \
+                "$(awk -v a="$start" -v b="$end" 'BEGIN{print b-a}')"
+        fi
+    } >"$reports/$name.out"
+    echo "$p $f" >"$reports/$name.count"
+    cat "$reports/$name.out"
 }
 
-for t in $(ls "$BUILD"/tests/ 2>/dev/null | sort); do
-    [ -n "$filter" ] && [[ "$t" != *"$filter"* ]] && continue
-    run_one "$t" "$BUILD/tests/$t"
+# the list: NAME<TAB>kind, slow ones first
+list=()
+for t in $(ls "$BUILD"/tests/ 2>/dev/null | sort); do list+=("$t"$'\t'bin); done
+for s in $(ls tests/e2e/*_test.sh 2>/dev/null | sort); do list+=("$(basename "$s" .sh)"$'\t'sh); done
+ordered=()
+for n in $slow; do
+    for e in "${list[@]}"; do [ "${e%%$'\t'*}" = "$n" ] && ordered+=("$e"); done
 done
-for s in $(ls tests/e2e/*_test.sh 2>/dev/null | sort); do
-    n=$(basename "$s" .sh)
-    [ -n "$filter" ] && [[ "$n" != *"$filter"* ]] && continue
-    run_one "$n" bash "$s"
+for e in "${list[@]}"; do
+    case " $(echo $slow) " in *" ${e%%$'\t'*} "*) ;; *) ordered+=("$e") ;; esac
+done
+
+names=()
+for e in "${ordered[@]}"; do
+    name=${e%%$'\t'*}; kind=${e##*$'\t'}
+    [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+    names+=("$name")
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    if [ "$kind" = bin ]; then
+        run_one "$name" "$BUILD/tests/$name" &
+    else
+        run_one "$name" bash "tests/e2e/$name.sh" &
+    fi
+done
+wait
+
+passed=0; failed=0
+for name in "${names[@]}"; do
+    if [ -f "$reports/$name.count" ]; then
+        read -r p f <"$reports/$name.count"
+    else
+        echo "CRASH $name (the runner lost its report)"; p=0; f=1
+    fi
+    passed=$((passed + p)); failed=$((failed + f))
 done
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

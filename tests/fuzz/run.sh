@@ -6,9 +6,13 @@
 # finish all targets in half the time.
 # A fuzzer that fails keeps its crash input, its log and its working corpus under
 # build/fuzz-artifacts/<name>/ and the path is printed; exits non-zero if any fuzzer failed.
+# FUZZ_SEED (default 1) fixes libFuzzer's mutation sequence so that a run here explores what
+# CI's run explores and a CI failure can be replayed; FUZZ_SEED=0 draws a fresh seed each run
+# (what to use for long searches before a submission).
 set -uo pipefail
 secs=${1:-60}
 jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
+seed=${FUZZ_SEED:-1}
 keep=build/fuzz-artifacts
 tmp=$(mktemp -d /tmp/pooled-fuzz.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -20,7 +24,7 @@ fuzz_one() {
     work=$tmp/$name
     mkdir -p "$work/corpus" "$work/found"
     [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$work/corpus/"
-    "$f" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    "$f" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -seed="$seed" \
         -artifact_prefix="$work/found/" "$work/corpus" >"$work/log" 2>&1
     echo $? >"$tmp/$name.rc"
 }
@@ -43,6 +47,8 @@ for name in "${names[@]}"; do
         continue
     fi
     status=1
+    # the reason first (a REQUIRE line or the sanitizer's report), then the log's end
+    grep -m 3 -E "failed \(line|ERROR:|runtime error" "$tmp/$name/log"
     tail -n 40 "$tmp/$name/log"
     mkdir -p "$keep"
     dest=$(mktemp -d "$keep/$name.XXXXXX")

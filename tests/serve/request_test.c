@@ -66,6 +66,10 @@ static void run_tests(void) {
     refused(SRV_CHAT, "{}", "'messages'");
     refused(SRV_CHAT, "{\"messages\":[]}", "empty");
     refused(SRV_CHAT, "{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", "role");
+    /* a reason that quotes the client's string stays one line (found by the fuzzer) */
+    refused(SRV_CHAT, "{\"messages\":[{\"role\":\"robot\\nx\",\"content\":\"x\"}]}", "role");
+    refused(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"a\\nb\"}]}]}",
+            "type");
     refused(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", "content");
     refused(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
             "image_url");
