@@ -21,9 +21,12 @@
 /* The largest message a link carries (the wire's largest message). */
 #define PL_LINK_MAX_MSG        (4u * 1024 * 1024 + 4096)
 #define PL_LINK_MAX_TIMEOUT_MS (24 * 3600 * 1000)
-#define PL_LINK_MAX_KEY        256  /* room key bytes */
-#define PL_LINK_HANDSHAKE_MS   5000 /* default: a joining peer must finish its proof in time */
-#define PL_LINK_MAX_PENDING    16   /* handshakes in progress, and links accepted not yet taken */
+#define PL_LINK_MAX_KEY        256 /* room key bytes */
+#define PL_LINK_HANDSHAKE_MS                                                                       \
+    15000                      /* default: a joining peer must finish its proof in time            \
+                                * (its key derivation alone takes ~0.1 s idle, seconds             \
+                                * on a loaded or sanitised build) */
+#define PL_LINK_MAX_PENDING 16 /* handshakes in progress, and links accepted not yet taken */
 
 typedef struct pl_link pl_link;
 typedef struct pl_listener pl_listener;

@@ -141,7 +141,7 @@ typedef struct {
     const char *listen;          /* where the previous worker of a chain dials this one
                                     (tcp://ADDR:PORT, port 0: any; inproc://NAME); NULL:
                                     nowhere, the host relays (a star) */
-    int dial_ms;                 /* 0: 10 s */
+    int dial_ms;                 /* 0: 20 s (the listener's handshake limit + 5 s) */
     int plan_ms;                 /* how long to wait for the plan (0: without end) */
     volatile sig_atomic_t *stop; /* non-zero: say bye and return (may be NULL) */
     bool verbose;                /* what was dealt and loaded, one line each on stderr */

@@ -370,7 +370,9 @@ pl_status pl_room_join(const pl_room_join_opts *o) {
     worker w = {.o = o};
     pl_wire_msg m = {.type = PL_MSG_HELLO};
     pl_status s = prepare(&w, &m.hello);
-    if (!s) s = pl_link_dial(o->url, o->key, o->dial_ms ? o->dial_ms : 10000, NULL, &w.link);
+    if (!s)
+        s = pl_link_dial(o->url, o->key, o->dial_ms ? o->dial_ms : PL_LINK_HANDSHAKE_MS + 5000,
+                         NULL, &w.link);
     if (!s && o->verbose) { /* in the room: what this device brings */
         if (w.note) fprintf(stderr, "%s\n", w.note);
         fprintf(stderr, "room: this device: %s, lends %.0f MiB, speed %.1f layers/s\n",
