@@ -130,9 +130,10 @@ static void on_logprob(void *ud, const srv_logprob *lp) {
     pl_sb_printf(&j->lp[1], "%s%.7g", first ? "" : ",", lp_value(lp->logprob));
     pl_sb_puts(&j->lp[2], first ? "{" : ",{");
     for (int i = 0; i < lp->n_top; i++) {
-        srv_engine_piece(j->e, lp->top[i].id, &t, &n);
+        size_t tn = 0;
+        srv_engine_piece(j->e, lp->top[i].id, &t, &tn);
         if (i) pl_sb_putc(&j->lp[2], ',');
-        quote(&j->lp[2], t ? t : "", t ? n : 0);
+        quote(&j->lp[2], t ? t : "", t ? tn : 0);
         pl_sb_printf(&j->lp[2], ":%.7g", lp_value(lp->top[i].logprob));
         free(t);
     }
