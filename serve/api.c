@@ -2,12 +2,14 @@
  * server's tokenize / detokenize), streamed as server-sent events or in one object. */
 #include "api.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/json.h"
+#include "responses.h"
 
 static void quote(pl_strbuf *b, const char *s, size_t n) {
     pl_json_quote(b, s, n, false);
@@ -62,19 +64,7 @@ static void answer_error(const srv_out *o, const srv_request *r, int status, con
     answer(o, status, &b);
 }
 
-/* One generation's context: the reply so far (non-streaming) or the stream's writer. */
-typedef struct {
-    const srv_request *r;
-    const srv_out *o;
-    const char *model_id;
-    char id[48];
-    long long created;
-    pl_strbuf text;  /* non-streaming: the reply */
-    bool out_failed; /* streaming: the client is gone */
-} job_ctx;
-
-/* Send one event and empty b. */
-static bool send_event(job_ctx *j, pl_strbuf *b) {
+bool srv_send_event(srv_gen_ctx *j, pl_strbuf *b) {
     if (!j->out_failed && (b->failed || !j->o->write(j->o->ud, b->s, b->len))) j->out_failed = true;
     b->len = 0;
     if (b->s) b->s[0] = 0;
@@ -82,7 +72,7 @@ static bool send_event(job_ctx *j, pl_strbuf *b) {
 }
 
 /* OpenAI: one chunk's head up to the choices' array contents. */
-static void oa_chunk_head(job_ctx *j, pl_strbuf *b) {
+static void oa_chunk_head(srv_gen_ctx *j, pl_strbuf *b) {
     bool chat = j->r->kind == SRV_CHAT;
     pl_sb_printf(b, "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", j->id,
                  chat ? "chat.completion.chunk" : "text_completion", j->created);
@@ -90,17 +80,97 @@ static void oa_chunk_head(job_ctx *j, pl_strbuf *b) {
     pl_sb_puts(b, ",\"choices\":[");
 }
 
-static void oa_chunk_tail(job_ctx *j, pl_strbuf *b) {
+static void oa_chunk_tail(srv_gen_ctx *j, pl_strbuf *b) {
     pl_sb_printf(b, "]%s}\n\n", j->r->include_usage ? ",\"usage\":null" : "");
+}
+
+/* ---- logprobs ---- */
+
+static double lp_value(float v) {
+    return isfinite(v) ? v : -9999.0; /* a masked id: JSON has no -Infinity */
+}
+
+/* chat: "token", "logprob", "bytes" of one id */
+static void lp_chat_one(srv_gen_ctx *j, pl_strbuf *b, int32_t id, float logprob) {
+    char *t = NULL;
+    size_t n = 0;
+    srv_engine_piece(j->e, id, &t, &n);
+    pl_sb_puts(b, "\"token\":");
+    quote(b, t ? t : "", t ? n : 0);
+    pl_sb_printf(b, ",\"logprob\":%.7g,\"bytes\":[", lp_value(logprob));
+    for (size_t i = 0; t && i < n; i++) pl_sb_printf(b, "%s%u", i ? "," : "", (unsigned char)t[i]);
+    pl_sb_putc(b, ']');
+    free(t);
+}
+
+/* One generated id's logprobs, kept until the next chunk (or the whole answer). */
+static void on_logprob(void *ud, const srv_logprob *lp) {
+    srv_gen_ctx *j = ud;
+    if (j->r->kind == SRV_CHAT) {
+        pl_strbuf *b = &j->lp[0];
+        pl_sb_puts(b, b->len ? ",{" : "{");
+        lp_chat_one(j, b, lp->id, lp->logprob);
+        pl_sb_puts(b, ",\"top_logprobs\":[");
+        for (int i = 0; i < lp->n_top; i++) {
+            pl_sb_puts(b, i ? ",{" : "{");
+            lp_chat_one(j, b, lp->top[i].id, lp->top[i].logprob);
+            pl_sb_putc(b, '}');
+        }
+        pl_sb_puts(b, "]}");
+        return;
+    }
+    /* completions: tokens, token_logprobs, top_logprobs ({token: logprob}), text_offset */
+    bool first = j->lp[0].len == 0;
+    char *t = NULL;
+    size_t n = 0;
+    srv_engine_piece(j->e, lp->id, &t, &n);
+    if (!first) pl_sb_putc(&j->lp[0], ',');
+    quote(&j->lp[0], t ? t : "", t ? n : 0);
+    free(t);
+    pl_sb_printf(&j->lp[1], "%s%.7g", first ? "" : ",", lp_value(lp->logprob));
+    pl_sb_puts(&j->lp[2], first ? "{" : ",{");
+    for (int i = 0; i < lp->n_top; i++) {
+        size_t tn = 0;
+        srv_engine_piece(j->e, lp->top[i].id, &t, &tn);
+        if (i) pl_sb_putc(&j->lp[2], ',');
+        quote(&j->lp[2], t ? t : "", t ? tn : 0);
+        pl_sb_printf(&j->lp[2], ":%.7g", lp_value(lp->top[i].logprob));
+        free(t);
+    }
+    pl_sb_putc(&j->lp[2], '}');
+    pl_sb_printf(&j->lp[3], "%s%zu", first ? "" : ",", j->text_off);
+    j->text_off += n;
+}
+
+/* The "logprobs" value with what is kept (null when none were asked), then emptied. */
+static void lp_flush(srv_gen_ctx *j, pl_strbuf *b) {
+    if (j->r->logprobs < 0) {
+        pl_sb_puts(b, "null");
+        return;
+    }
+    if (j->r->kind == SRV_CHAT)
+        pl_sb_printf(b, "{\"content\":[%s]}", j->lp[0].s ? j->lp[0].s : "");
+    else
+        pl_sb_printf(b,
+                     "{\"tokens\":[%s],\"token_logprobs\":[%s],\"top_logprobs\":[%s],"
+                     "\"text_offset\":[%s]}",
+                     j->lp[0].s ? j->lp[0].s : "", j->lp[1].s ? j->lp[1].s : "",
+                     j->lp[2].s ? j->lp[2].s : "", j->lp[3].s ? j->lp[3].s : "");
+    for (int i = 0; i < 4; i++) {
+        if (j->lp[i].failed) b->failed = true;
+        j->lp[i].len = 0;
+        if (j->lp[i].s) j->lp[i].s[0] = 0;
+    }
 }
 
 /* The settled text of the reply: kept, or sent as one delta. */
 static bool on_text(void *ud, const char *s, size_t n) {
-    job_ctx *j = ud;
+    srv_gen_ctx *j = ud;
     if (!j->r->stream) {
         pl_sb_append(&j->text, s, n);
         return !j->text.failed;
     }
+    if (j->r->kind == SRV_RESPONSES) return srv_responses_delta(j, s, n);
     pl_strbuf b = {0};
     if (j->r->kind == SRV_MESSAGES) {
         pl_sb_puts(&b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
@@ -112,15 +182,17 @@ static bool on_text(void *ud, const char *s, size_t n) {
         if (j->r->kind == SRV_CHAT) {
             pl_sb_puts(&b, "{\"index\":0,\"delta\":{\"content\":");
             quote(&b, s, n);
-            pl_sb_puts(&b, "},\"logprobs\":null,\"finish_reason\":null}");
+            pl_sb_puts(&b, "},\"logprobs\":");
         } else {
             pl_sb_puts(&b, "{\"index\":0,\"text\":");
             quote(&b, s, n);
-            pl_sb_puts(&b, ",\"logprobs\":null,\"finish_reason\":null}");
+            pl_sb_puts(&b, ",\"logprobs\":");
         }
+        lp_flush(j, &b);
+        pl_sb_puts(&b, ",\"finish_reason\":null}");
         oa_chunk_tail(j, &b);
     }
-    bool ok = send_event(j, &b);
+    bool ok = srv_send_event(j, &b);
     pl_sb_free(&b);
     return ok;
 }
@@ -149,7 +221,7 @@ static void an_stop_sequence(pl_strbuf *b, const srv_request *r, const srv_gen_r
 }
 
 /* Anthropic's message object (text "" while streaming starts). */
-static void an_message(job_ctx *j, pl_strbuf *b, const srv_gen_result *g, bool start) {
+static void an_message(srv_gen_ctx *j, pl_strbuf *b, const srv_gen_result *g, bool start) {
     pl_sb_printf(b, "{\"id\":\"%s\",\"type\":\"message\",\"role\":\"assistant\",\"model\":", j->id);
     quotes(b, j->model_id);
     if (start) {
@@ -167,7 +239,7 @@ static void an_message(job_ctx *j, pl_strbuf *b, const srv_gen_result *g, bool s
                  (long long)g->n_prompt, (long long)g->n_completion);
 }
 
-static void stream_start(job_ctx *j, const srv_gen_result *g) {
+static void stream_start(srv_gen_ctx *j, const srv_gen_result *g) {
     pl_strbuf b = {0};
     if (j->r->kind == SRV_MESSAGES) {
         pl_sb_puts(&b, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":");
@@ -181,11 +253,11 @@ static void stream_start(job_ctx *j, const srv_gen_result *g) {
                        "\"logprobs\":null,\"finish_reason\":null}");
         oa_chunk_tail(j, &b);
     }
-    send_event(j, &b);
+    srv_send_event(j, &b);
     pl_sb_free(&b);
 }
 
-static void stream_end(job_ctx *j, const srv_gen_result *g, const char *failure) {
+static void stream_end(srv_gen_ctx *j, const srv_gen_result *g, const char *failure) {
     pl_strbuf b = {0};
     const srv_request *r = j->r;
     if (r->kind == SRV_MESSAGES) {
@@ -205,7 +277,7 @@ static void stream_end(job_ctx *j, const srv_gen_result *g, const char *failure)
                          "data: {\"type\":\"message_stop\"}\n\n",
                          (long long)g->n_completion);
         }
-        send_event(j, &b);
+        srv_send_event(j, &b);
         pl_sb_free(&b);
         return;
     }
@@ -215,14 +287,10 @@ static void stream_end(job_ctx *j, const srv_gen_result *g, const char *failure)
         pl_sb_puts(&b, "\n\n");
     } else {
         oa_chunk_head(j, &b);
-        if (r->kind == SRV_CHAT)
-            pl_sb_printf(&b,
-                         "{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"%s\"}",
-                         oa_finish(g->finish));
-        else
-            pl_sb_printf(&b,
-                         "{\"index\":0,\"text\":\"\",\"logprobs\":null,\"finish_reason\":\"%s\"}",
-                         oa_finish(g->finish));
+        pl_sb_puts(&b, r->kind == SRV_CHAT ? "{\"index\":0,\"delta\":{},\"logprobs\":"
+                                           : "{\"index\":0,\"text\":\"\",\"logprobs\":");
+        lp_flush(j, &b);
+        pl_sb_printf(&b, ",\"finish_reason\":\"%s\"}", oa_finish(g->finish));
         oa_chunk_tail(j, &b);
         if (r->include_usage) {
             oa_chunk_head(j, &b);
@@ -232,15 +300,19 @@ static void stream_end(job_ctx *j, const srv_gen_result *g, const char *failure)
         }
     }
     pl_sb_puts(&b, "data: [DONE]\n\n");
-    send_event(j, &b);
+    srv_send_event(j, &b);
     pl_sb_free(&b);
 }
 
 /* The whole reply as one object. */
-static void reply_object(job_ctx *j, pl_strbuf *b, const srv_gen_result *g) {
+static void reply_object(srv_gen_ctx *j, pl_strbuf *b, const srv_gen_result *g) {
     const srv_request *r = j->r;
     if (r->kind == SRV_MESSAGES) {
         an_message(j, b, g, false);
+        return;
+    }
+    if (r->kind == SRV_RESPONSES) {
+        srv_responses_object(j, b, g);
         return;
     }
     bool chat = r->kind == SRV_CHAT;
@@ -251,8 +323,9 @@ static void reply_object(job_ctx *j, pl_strbuf *b, const srv_gen_result *g) {
                          "\"content\":"
                        : ",\"choices\":[{\"index\":0,\"text\":");
     quote(b, j->text.s ? j->text.s : "", j->text.len);
-    pl_sb_printf(b, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}],\"usage\":", chat ? "}" : "",
-                 oa_finish(g->finish));
+    pl_sb_puts(b, chat ? "},\"logprobs\":" : ",\"logprobs\":");
+    lp_flush(j, b);
+    pl_sb_printf(b, ",\"finish_reason\":\"%s\"}],\"usage\":", oa_finish(g->finish));
     oa_usage(b, g);
     pl_sb_puts(b, "}");
 }
@@ -274,25 +347,33 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
         answer_error(o, r, 400, err);
         return;
     }
-    job_ctx j = {.r = r, .o = o, .model_id = model_id, .created = (long long)time(NULL)};
+    srv_gen_ctx j = {
+        .e = e, .r = r, .o = o, .model_id = model_id, .created = (long long)time(NULL)};
     snprintf(j.id, sizeof j.id, "%s%llx%06llx",
-             r->kind == SRV_MESSAGES ? "msg_"
-             : r->kind == SRV_CHAT   ? "chatcmpl-"
-                                     : "cmpl-",
+             r->kind == SRV_MESSAGES    ? "msg_"
+             : r->kind == SRV_CHAT      ? "chatcmpl-"
+             : r->kind == SRV_RESPONSES ? "resp_"
+                                        : "cmpl-",
              j.created, (unsigned long long)id_no);
     srv_gen_result g = {.n_prompt = n};
     if (r->stream) {
         o->head(o->ud, 200, true);
-        stream_start(&j, &g);
+        if (r->kind == SRV_RESPONSES)
+            srv_responses_start(&j);
+        else
+            stream_start(&j, &g);
     }
-    srv_gen_io io = {.emit = on_text, .ud = &j, .cancel = o->cancel};
+    srv_gen_io io = {.logprob = on_logprob, .emit = on_text, .ud = &j, .cancel = o->cancel};
     bool ok = !j.out_failed && srv_engine_generate(e, r, ids, n, &io, &g, err, sizeof err);
     free(ids);
     static const char *const finish[] = {"end of turn", "length", "stop string", "cancelled"};
-    static const char *const kind[] = {"chat", "completion", "messages"};
+    static const char *const kind[] = {"chat", "completion", "messages", "", "", "", "responses"};
+    if (ok) srv_metrics_generation(o->metrics, &g);
     fprintf(stderr, "pooled serve: %s %s: %lld prompt ids, %lld generated, %s\n", kind[r->kind],
             j.id, (long long)n, (long long)g.n_completion, ok ? finish[g.finish] : err);
-    if (r->stream) {
+    if (r->stream && r->kind == SRV_RESPONSES) {
+        if (!j.out_failed) srv_responses_end(&j, &g, ok ? NULL : err);
+    } else if (r->stream) {
         if (!j.out_failed) stream_end(&j, &g, ok ? NULL : err);
     } else if (!ok) {
         answer_error(o, r, 500, err);
@@ -302,6 +383,7 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
         answer(o, 200, &b);
     }
     pl_sb_free(&j.text);
+    for (int i = 0; i < 4; i++) pl_sb_free(&j.lp[i]);
 }
 
 void srv_api_run(srv_engine *e, const srv_request *r, const char *model_id, uint64_t id_no,
@@ -313,7 +395,8 @@ void srv_api_run(srv_engine *e, const srv_request *r, const char *model_id, uint
     switch (r->kind) {
     case SRV_CHAT:
     case SRV_COMPLETION:
-    case SRV_MESSAGES: run_generation(e, r, model_id, id_no, o); return;
+    case SRV_MESSAGES:
+    case SRV_RESPONSES: run_generation(e, r, model_id, id_no, o); return;
     case SRV_COUNT_TOKENS:
         if (!srv_engine_prompt(e, r, &ids, &n, err, sizeof err)) break;
         pl_sb_printf(&b, "{\"input_tokens\":%lld}", (long long)n);

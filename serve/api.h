@@ -11,6 +11,7 @@
 
 #include "base/strbuf.h"
 #include "engine.h"
+#include "metrics.h"
 #include "request.h"
 
 typedef struct {
@@ -18,8 +19,29 @@ typedef struct {
     void (*head)(void *ud, int status, bool sse);
     bool (*write)(void *ud, const char *s, size_t n); /* false: the client is gone */
     void *ud;
-    atomic_bool *cancel; /* the client went away or the server stops */
+    atomic_bool *cancel;  /* the client went away or the server stops */
+    srv_metrics *metrics; /* each generation's ids and timings go there (may be NULL) */
 } srv_out;
+
+/* One generation being answered: shared by api.c and responses.c (the Responses API's
+ * shapes). */
+typedef struct {
+    srv_engine *e;
+    const srv_request *r;
+    const srv_out *o;
+    const char *model_id;
+    char id[48];
+    long long created;
+    pl_strbuf text;  /* the reply so far (whole answers, and responses' streams) */
+    bool out_failed; /* streaming: the client is gone */
+    pl_strbuf lp[4]; /* logprobs not yet sent (chat: lp[0]; completions: tokens, values,
+                      * tops, offsets) */
+    size_t text_off; /* completions: the text offset of the next id */
+    int64_t seq;     /* responses: the next event's sequence_number */
+} srv_gen_ctx;
+
+/* Send b (one or more events) and empty it; false once the client is gone. */
+bool srv_send_event(srv_gen_ctx *j, pl_strbuf *b);
 
 /* Answer r (already parsed) with the engine. id_no makes the response id unique. */
 void srv_api_run(srv_engine *e, const srv_request *r, const char *model_id, uint64_t id_no,

@@ -2,6 +2,7 @@
  * one generation with stop strings held back until they can no longer match. */
 #include "engine.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,11 @@ bool srv_engine_tokenize(srv_engine *e, const srv_request *r, int32_t **ids, int
     return true;
 }
 
+bool srv_engine_piece(srv_engine *e, int32_t id, char **text, size_t *n) {
+    *text = NULL;
+    return !pl_tok_piece_str(e->tok, id, true, text, n);
+}
+
 bool srv_engine_detokenize(srv_engine *e, const int32_t *ids, int64_t n, char **text, char *err,
                            size_t cap) {
     for (int64_t i = 0; i < n; i++)
@@ -102,7 +108,33 @@ typedef struct {
     pl_strbuf held;
     srv_gen_result *res;
     bool emit_failed;
+    srv_logprob lp; /* the last pick's, from the sampler's watcher */
+    double t0, t_last;
 } gen_state;
+
+/* The sampler's watcher: the log-softmax of the logits it chose from, for the id and the
+ * r->logprobs most likely ids. */
+static void watch_logits(void *ud, const float *l, int n_vocab, int32_t id) {
+    gen_state *g = ud;
+    float mx = -INFINITY;
+    for (int i = 0; i < n_vocab; i++)
+        if (l[i] > mx) mx = l[i];
+    double sum = 0;
+    for (int i = 0; i < n_vocab; i++) sum += exp((double)l[i] - mx);
+    float lse = mx + (float)log(sum);
+    srv_logprob *lp = &g->lp;
+    lp->id = id;
+    lp->logprob = l[id] - lse;
+    int k = g->r->logprobs < n_vocab ? g->r->logprobs : n_vocab;
+    lp->n_top = 0;
+    for (int i = 0; i < n_vocab && k > 0;
+         i++) { /* insertion into the k largest, ties lower id first */
+        if (lp->n_top == k && !(l[i] - lse > lp->top[k - 1].logprob)) continue;
+        int j = lp->n_top < k ? lp->n_top++ : k - 1;
+        for (; j > 0 && lp->top[j - 1].logprob < l[i] - lse; j--) lp->top[j] = lp->top[j - 1];
+        lp->top[j].id = i, lp->top[j].logprob = l[i] - lse;
+    }
+}
 
 static bool emit(gen_state *g, size_t n) {
     if (n && !g->io->emit(g->io->ud, g->held.s, n)) g->emit_failed = true;
@@ -145,6 +177,8 @@ static bool settle(gen_state *g, const char *text, bool final) {
 
 static bool on_token(void *ud, int32_t id) {
     gen_state *g = ud;
+    g->t_last = pl_now();
+    if (g->res->t_first < 0) g->res->t_first = g->t_last - g->t0;
     if (atomic_load(g->io->cancel)) {
         g->res->finish = SRV_FINISH_CANCEL;
         return false;
@@ -154,6 +188,7 @@ static bool on_token(void *ud, int32_t id) {
         return false;
     }
     g->res->n_completion++;
+    if (g->r->logprobs >= 0 && g->io->logprob) g->io->logprob(g->io->ud, &g->lp);
     if (!settle(g, pl_tok_stream_push(g->stream, id), false)) return false;
     if (atomic_load(g->io->cancel)) {
         g->res->finish = SRV_FINISH_CANCEL;
@@ -170,7 +205,7 @@ static uint64_t clock_seed(void) {
 
 bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids, int64_t n,
                          const srv_gen_io *io, srv_gen_result *res, char *err, size_t cap) {
-    *res = (srv_gen_result){.finish = SRV_FINISH_LENGTH, .n_prompt = n};
+    *res = (srv_gen_result){.finish = SRV_FINISH_LENGTH, .n_prompt = n, .t_first = -1};
     int64_t n_ctx = pl_session_n_ctx(e->ses);
     if (n >= n_ctx) {
         snprintf(err, cap, "the prompt is %lld tokens, the context holds %lld (the server's --ctx)",
@@ -186,8 +221,9 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids
     sp.frequency_penalty = (float)r->frequency_penalty;
     sp.seed = r->has_seed ? r->seed : clock_seed();
     pl_sampler *smp = NULL;
-    gen_state g = {.e = e, .r = r, .io = io, .res = res};
+    gen_state g = {.e = e, .r = r, .io = io, .res = res, .t0 = pl_now()};
     if (pl_sampler_new(&sp, e->n_vocab, &smp)) return lib_fail(err, cap);
+    if (r->logprobs >= 0) pl_sampler_set_watch(smp, watch_logits, &g);
     if (!(g.stream = pl_tok_stream_new(e->tok, false))) {
         pl_sampler_free(smp);
         return snprintf(err, cap, "out of memory"), false;
@@ -198,6 +234,7 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids
     pl_gen_stats st;
     pl_status s = pl_generate(e->ses, smp, ids, n, &go, &st);
     if (s) lib_fail(err, cap);
+    if (res->t_first >= 0) res->t_decode = g.t_last - g.t0 - res->t_first;
     if (!s && res->finish != SRV_FINISH_STOP && res->finish != SRV_FINISH_CANCEL && !g.emit_failed)
         settle(&g, pl_tok_stream_flush(g.stream), true);
     if (g.emit_failed && res->finish != SRV_FINISH_STOP) res->finish = SRV_FINISH_CANCEL;

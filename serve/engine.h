@@ -36,6 +36,9 @@ bool srv_engine_prompt(srv_engine *e, const srv_request *r, int32_t **ids, int64
 bool srv_engine_tokenize(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
                          char ***pieces, char *err, size_t cap);
 /* /detokenize: the text of ids (each checked against the vocabulary). *text is malloc'd. */
+/* The text of one id (special tokens shown), malloc'd in *text (*n bytes); false when out
+ * of memory or the id is not in the vocabulary. */
+bool srv_engine_piece(srv_engine *e, int32_t id, char **text, size_t *n);
 bool srv_engine_detokenize(srv_engine *e, const int32_t *ids, int64_t n, char **text, char *err,
                            size_t cap);
 
@@ -46,7 +49,22 @@ typedef enum {
     SRV_FINISH_CANCEL, /* the client went away, or the server stops */
 } srv_finish;
 
+/* One generated id's log-probability (the log-softmax of the logits the sampler chose
+ * from: after the penalties, before the temperature) and the most likely ids'. */
 typedef struct {
+    int32_t id;
+    float logprob;
+    int n_top; /* r->logprobs of them, most likely first */
+    struct {
+        int32_t id;
+        float logprob;
+    } top[SRV_MAX_TOP_LOGPROBS];
+} srv_logprob;
+
+typedef struct {
+    /* with r->logprobs >= 0: each generated id (the end-of-turn id not included), before
+     * its text is emitted; may be NULL */
+    void (*logprob)(void *ud, const srv_logprob *lp);
     /* text as it is settled: whole UTF-8, never part of a stop string; false stops */
     bool (*emit)(void *ud, const char *text, size_t n);
     void *ud;
@@ -58,6 +76,8 @@ typedef struct {
     int stop_index;       /* which stop string, for SRV_FINISH_STOP */
     int64_t n_prompt;     /* ids of the prompt */
     int64_t n_completion; /* ids generated, the end-of-turn id not counted */
+    double t_first;       /* seconds from the start to the first id (-1: none) */
+    double t_decode;      /* seconds from the first id to the last */
 } srv_gen_result;
 
 /* Generate after ids[0..n) with r's sampling, max_tokens and stop strings. The session

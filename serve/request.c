@@ -112,7 +112,7 @@ static bool take_content(ectx *e, const pl_json *c, const char *where, bool null
             pl_sb_free(&b);
             return fail(e, "%s[%zu] must be an object with a 'type'", where, j);
         }
-        if (strcmp(type, "text")) {
+        if (strcmp(type, "text") && strcmp(type, "input_text") && strcmp(type, "output_text")) {
             pl_sb_free(&b);
             return fail(e, "%s[%zu]: blocks of type '%.40s' are not supported (text only)", where,
                         j, type);
@@ -165,18 +165,75 @@ static bool take_messages(ectx *e, const pl_json *root, srv_request *r, bool ant
     return true;
 }
 
+/* Responses: 'instructions' (the system message) and 'input', a string (one user message)
+ * or a list of messages ({"role", "content"}, with or without "type": "message"); content a
+ * string or input_text / output_text parts. */
+static bool take_input(ectx *e, const pl_json *root, srv_request *r) {
+    const pl_json *in = pl_json_get(root, "input"), *ins = pl_json_get(root, "instructions");
+    if (ins && ins->type == PL_JSON_NULL) ins = NULL;
+    bool list = in && in->type == PL_JSON_ARRAY;
+    if (!list && (!in || in->type != PL_JSON_STRING))
+        return fail(e, "'input' must be a string or an array of messages");
+    size_t n = list ? pl_json_count(in) : 1;
+    if (n == 0) return fail(e, "'input' is empty");
+    if (!(r->msgs = calloc(n + 1, sizeof *r->msgs))) return fail(e, "out of memory");
+    if (ins && !add_msg(e, r, "system", ins, "'instructions'", false)) return false;
+    if (!list) return add_msg(e, r, "user", in, "'input'", false);
+    for (size_t i = 0; i < n; i++) {
+        const pl_json *m = pl_json_at(in, i);
+        const char *type = pl_json_string(pl_json_get(m, "type"));
+        const char *role = pl_json_string(pl_json_get(m, "role"));
+        char where[64];
+        snprintf(where, sizeof where, "input[%zu].content", i);
+        if (type && strcmp(type, "message"))
+            return fail(e, "input[%zu]: items of type '%.40s' are not supported (messages only)", i,
+                        type);
+        if (!role) return fail(e, "input[%zu] must be a message with a string 'role'", i);
+        if (!strcmp(role, "developer")) role = "system";
+        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))
+            return fail(e,
+                        "input[%zu].role '%.40s' is not one of system, developer, user, "
+                        "assistant",
+                        i, role);
+        if (!add_msg(e, r, role, pl_json_get(m, "content"), where, false)) return false;
+    }
+    return true;
+}
+
+/* Chat: 'logprobs' (a boolean) and 'top_logprobs' (0 to 20); completions: 'logprobs' as the
+ * number of alternatives. */
+static bool take_logprobs(ectx *e, const pl_json *root, srv_request *r) {
+    int64_t n = -1;
+    if (r->kind == SRV_COMPLETION) {
+        if (!opt_int(e, root, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &n)) return false;
+        r->logprobs = (int)n;
+        return true;
+    }
+    bool on = false;
+    if (!opt_bool(e, root, "logprobs", &on) ||
+        !opt_int(e, root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &n))
+        return false;
+    if (n >= 0 && !on) return fail(e, "'top_logprobs' needs 'logprobs': true");
+    r->logprobs = on ? (n < 0 ? 0 : (int)n) : -1;
+    return true;
+}
+
 static bool parse_root(ectx *e, const pl_json *root, srv_request *r) {
     if (!root || root->type != PL_JSON_OBJECT)
         return fail(e, "the request body must be a JSON object");
     const pl_json *model = pl_json_get(root, "model");
     if (model && model->type != PL_JSON_STRING && model->type != PL_JSON_NULL)
         return fail(e, "'model' must be a string");
-    bool gen = r->kind == SRV_CHAT || r->kind == SRV_COMPLETION || r->kind == SRV_MESSAGES;
+    bool gen = r->kind == SRV_CHAT || r->kind == SRV_COMPLETION || r->kind == SRV_MESSAGES ||
+               r->kind == SRV_RESPONSES;
     switch (r->kind) {
     case SRV_CHAT:
     case SRV_MESSAGES:
     case SRV_COUNT_TOKENS:
         if (!take_messages(e, root, r, r->kind != SRV_CHAT)) return false;
+        break;
+    case SRV_RESPONSES:
+        if (!take_input(e, root, r)) return false;
         break;
     case SRV_COMPLETION: {
         const pl_json *p = pl_json_get(root, "prompt");
@@ -229,6 +286,9 @@ static bool parse_root(ectx *e, const pl_json *root, srv_request *r) {
         if (!opt_int(e, root, "max_tokens", 1, INT32_MAX, &r->max_tokens)) return false;
         return take_stops(e, root, "stop_sequences", false, r);
     }
+    if (r->kind == SRV_RESPONSES)
+        return opt_int(e, root, "max_output_tokens", 1, INT32_MAX, &r->max_tokens);
+    if (!take_logprobs(e, root, r)) return false;
     if (!opt_int(e, root, "max_tokens", 1, INT32_MAX, &r->max_tokens) ||
         !opt_int(e, root, "max_completion_tokens", 1, INT32_MAX, &r->max_tokens))
         return false;
@@ -240,8 +300,12 @@ static bool parse_root(ectx *e, const pl_json *root, srv_request *r) {
 
 bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request *r, char *err,
                        size_t cap) {
-    *r = (srv_request){
-        .kind = kind, .max_tokens = -1, .temperature = 1, .top_p = 1, .parse_special = true};
+    *r = (srv_request){.kind = kind,
+                       .max_tokens = -1,
+                       .temperature = 1,
+                       .top_p = 1,
+                       .parse_special = true,
+                       .logprobs = -1};
     ectx e = {err, cap};
     pl_json_doc *doc = NULL;
     if (pl_json_parse(body, len, &doc)) {

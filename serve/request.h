@@ -1,6 +1,7 @@
 /* request.h - an HTTP API request body (JSON) checked and turned into one struct, the same
  * for every route that runs the model: OpenAI's chat completions and completions,
- * Anthropic's messages and count_tokens, llama.cpp server's tokenize and detokenize.
+ * Anthropic's messages and count_tokens, llama.cpp server's tokenize and detokenize, and
+ * OpenAI's responses (input and instructions taken as chat messages).
  * Pure (no model, no network): the request fuzzer (tests/fuzz/serve_request_fuzz.c) calls
  * it on arbitrary bytes. Every refusal is one line for the API's error object (status 400). */
 #ifndef PL_SERVE_REQUEST_H
@@ -10,9 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SRV_MAX_STOPS     16      /* stop strings in one request */
-#define SRV_MAX_STOP_LEN  256     /* bytes in one stop string */
-#define SRV_MAX_TOKENS_IN 1000000 /* ids in one detokenize request */
+#define SRV_MAX_STOPS        16      /* stop strings in one request */
+#define SRV_MAX_STOP_LEN     256     /* bytes in one stop string */
+#define SRV_MAX_TOKENS_IN    1000000 /* ids in one detokenize request */
+#define SRV_MAX_TOP_LOGPROBS 20      /* top_logprobs (chat) / logprobs (completions) at most */
 
 typedef enum {
     SRV_CHAT,         /* POST /v1/chat/completions */
@@ -21,6 +23,7 @@ typedef enum {
     SRV_COUNT_TOKENS, /* POST /v1/messages/count_tokens */
     SRV_TOKENIZE,     /* POST /tokenize */
     SRV_DETOKENIZE,   /* POST /detokenize */
+    SRV_RESPONSES,    /* POST /v1/responses (OpenAI's Responses API, text only) */
 } srv_kind;
 
 typedef struct {
@@ -43,6 +46,7 @@ typedef struct {
     char *stop[SRV_MAX_STOPS];
     int n_stop;
     bool add_special, parse_special, with_pieces; /* tokenize */
+    int logprobs; /* -1: none; else the alternatives per id (top_logprobs, 0 to 20) */
 } srv_request;
 
 /* Parse body[0..len) for a route of this kind into *r (freed with srv_request_free, also

@@ -18,17 +18,23 @@
 #include <time.h>
 
 #include "api.h"
+#include "page.h"
 #include "base/json.h"
 #include "request.h"
 
-enum { R_HEALTH = 100, R_MODELS };
+enum { R_HEALTH = 100, R_MODELS, R_METRICS, R_PAGE, R_PAGE_JS, R_PAGE_CSS };
 
 static const struct {
     const char *path, *method;
-    int kind; /* srv_kind, or R_HEALTH / R_MODELS */
+    int kind; /* srv_kind, or one of the GET routes (R_*) */
 } routes[] = {
     {"/health", "GET", R_HEALTH},
     {"/v1/models", "GET", R_MODELS},
+    {"/metrics", "GET", R_METRICS},
+    {"/", "GET", R_PAGE},
+    {"/chat.js", "GET", R_PAGE_JS},
+    {"/chat.css", "GET", R_PAGE_CSS},
+    {"/v1/responses", "POST", SRV_RESPONSES},
     {"/v1/chat/completions", "POST", SRV_CHAT},
     {"/v1/completions", "POST", SRV_COMPLETION},
     {"/v1/messages", "POST", SRV_MESSAGES},
@@ -66,15 +72,18 @@ typedef struct server {
     bool stopping;
     uint64_t n_jobs;
     int n_live; /* jobs not yet freed: streams still being sent */
+    srv_metrics *metrics;
 } server;
 
 /* A connection's request being read. */
 typedef struct {
-    int route; /* index in routes, or -1 */
+    int route;        /* index in routes, or -1 */
+    const char *path; /* the route's path for /metrics ("other": no route) */
     bool anthropic;
     pl_strbuf body;
     bool too_big, answered;
-    size_t received; /* body bytes so far */
+    srv_metrics *metrics; /* where its answer is counted (NULL: counted already) */
+    size_t received;      /* body bytes so far */
 } conn;
 
 static void job_unref_locked(job *j) {
@@ -135,7 +144,11 @@ static void *worker(void *ud) {
         s->running = j;
         bool stop = s->stopping;
         pthread_mutex_unlock(&s->mu);
-        srv_out o = {.head = out_head, .write = out_write, .ud = j, .cancel = &j->cancel};
+        srv_out o = {.head = out_head,
+                     .write = out_write,
+                     .ud = j,
+                     .cancel = &j->cancel,
+                     .metrics = s->metrics};
         if (stop) {
             pl_strbuf b = {0};
             srv_api_error(&b, j->req.kind == SRV_MESSAGES || j->req.kind == SRV_COUNT_TOKENS, 503,
@@ -158,23 +171,42 @@ static void *worker(void *ud) {
 
 /* ---- responses ---- */
 
-static enum MHD_Result send_body(struct MHD_Connection *c, int status, const char *body, size_t len,
-                                 const char *allow) {
+/* The chat page's policy: its own script and style only, requests to this server only. */
+#define PAGE_CSP                                                                                   \
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src "        \
+    "'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+static void count(conn *k, int status) {
+    srv_metrics_request(k->metrics, k->path ? k->path : "other", status);
+}
+
+static enum MHD_Result send_typed(struct MHD_Connection *c, conn *k, int status, const char *body,
+                                  size_t len, const char *allow, const char *type) {
+    count(k, status);
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Content-Type", type);
+    if (strncmp(type, "application/json", 16)) {
+        MHD_add_response_header(r, "Content-Security-Policy", PAGE_CSP);
+        MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    }
     if (allow) MHD_add_response_header(r, "Allow", allow);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ok;
 }
 
+static enum MHD_Result send_body(struct MHD_Connection *c, conn *k, int status, const char *body,
+                                 size_t len, const char *allow) {
+    return send_typed(c, k, status, body, len, allow, "application/json");
+}
+
 static enum MHD_Result send_error(struct MHD_Connection *c, conn *k, int status, const char *msg,
                                   const char *allow) {
     pl_strbuf b = {0};
     srv_api_error(&b, k->anthropic, status, msg);
-    enum MHD_Result ok = send_body(c, status, b.s ? b.s : "{}", b.len, allow);
+    enum MHD_Result ok = send_body(c, k, status, b.s ? b.s : "{}", b.len, allow);
     pl_sb_free(&b);
     k->answered = true;
     return ok;
@@ -291,12 +323,13 @@ static enum MHD_Result run_job(struct MHD_Connection *c, server *s, conn *k) {
         j->out = (pl_strbuf){0};
         job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
-        enum MHD_Result ok = send_body(c, status, out.s ? out.s : "", out.len, NULL);
+        enum MHD_Result ok = send_body(c, k, status, out.s ? out.s : "", out.len, NULL);
         pl_sb_free(&out);
         return ok;
     }
     int status = j->status;
     pthread_mutex_unlock(&s->mu);
+    count(k, status);
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, stream_read, j, stream_free);
     if (!r) {
@@ -312,7 +345,30 @@ static enum MHD_Result run_job(struct MHD_Connection *c, server *s, conn *k) {
 
 static enum MHD_Result answer_get(struct MHD_Connection *c, server *s, conn *k) {
     pl_strbuf b = {0};
-    if (routes[k->route].kind == R_HEALTH) {
+    int kind = routes[k->route].kind;
+    k->answered = true;
+    if (kind == R_PAGE)
+        return send_typed(c, k, 200, srv_page_html, strlen(srv_page_html), NULL,
+                          "text/html; charset=utf-8");
+    if (kind == R_PAGE_JS)
+        return send_typed(c, k, 200, srv_page_js, strlen(srv_page_js), NULL,
+                          "text/javascript; charset=utf-8");
+    if (kind == R_PAGE_CSS)
+        return send_typed(c, k, 200, srv_page_css, strlen(srv_page_css), NULL,
+                          "text/css; charset=utf-8");
+    if (kind == R_METRICS) {
+        pthread_mutex_lock(&s->mu);
+        int queued = s->n_waiting, live = s->n_live;
+        pthread_mutex_unlock(&s->mu);
+        count(k, 200); /* this answer counts itself */
+        srv_metrics_render(s->metrics, &b, queued, live);
+        k->metrics = NULL; /* (counted) */
+        enum MHD_Result ok = send_typed(c, k, b.failed ? 500 : 200, b.s ? b.s : "", b.len, NULL,
+                                        "text/plain; version=0.0.4; charset=utf-8");
+        pl_sb_free(&b);
+        return ok;
+    }
+    if (kind == R_HEALTH) {
         pl_sb_puts(&b, "{\"status\":\"ok\"}");
     } else {
         pl_sb_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
@@ -320,8 +376,7 @@ static enum MHD_Result answer_get(struct MHD_Connection *c, server *s, conn *k) 
         pl_sb_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"pooled\"}]}",
                      (long long)time(NULL));
     }
-    k->answered = true;
-    enum MHD_Result ok = send_body(c, 200, b.s ? b.s : "{}", b.len, NULL);
+    enum MHD_Result ok = send_body(c, k, 200, b.s ? b.s : "{}", b.len, NULL);
     pl_sb_free(&b);
     return ok;
 }
@@ -336,12 +391,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(k = calloc(1, sizeof *k))) return MHD_NO;
         *con_cls = k;
         k->route = -1;
+        k->metrics = s->metrics;
         k->anthropic = !strncmp(url, "/v1/messages", 12);
         k->body.max = SRV_MAX_BODY;
         const char *allow = NULL;
         for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
             if (!strcmp(url, routes[i].path)) {
                 allow = routes[i].method;
+                k->path = routes[i].path;
                 if (!strcmp(method, routes[i].method)) k->route = (int)i;
             }
         char msg[300];
@@ -353,7 +410,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             snprintf(msg, sizeof msg, "%.200s takes %s, not %.20s", url, allow, method);
             return send_error(c, k, 405, msg, allow);
         }
-        if (routes[k->route].kind != R_HEALTH && !authorised(c, s, k->anthropic))
+        int kind = routes[k->route].kind;
+        bool open = kind == R_HEALTH || kind == R_PAGE || kind == R_PAGE_JS || kind == R_PAGE_CSS;
+        if (!open && !authorised(c, s, k->anthropic))
             return send_error(c, k, 401,
                               k->anthropic ? "a valid API key is needed (x-api-key header)"
                                            : "a valid API key is needed (Authorization: Bearer)",
@@ -416,7 +475,12 @@ bool srv_check_host(const char *host) {
 int srv_serve(srv_engine *e, const srv_config *c) {
     struct addrinfo *ai = resolve(c->host, c->port);
     if (!ai) return 1;
-    server s = {.e = e, .c = c};
+    server s = {.e = e, .c = c, .metrics = srv_metrics_new()};
+    if (!s.metrics) {
+        freeaddrinfo(ai);
+        fprintf(stderr, "pooled: out of memory\n");
+        return 1;
+    }
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
@@ -427,6 +491,7 @@ int srv_serve(srv_engine *e, const srv_config *c) {
         (unsigned)SRV_IDLE_TIMEOUT, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d) {
+        srv_metrics_free(s.metrics);
         fprintf(stderr, "pooled: cannot listen on %s port %d: %s\n", c->host, c->port,
                 errno ? strerror(errno) : "libmicrohttpd refused");
         return 1;
@@ -435,6 +500,7 @@ int srv_serve(srv_engine *e, const srv_config *c) {
     pthread_t th;
     if (pthread_create(&th, NULL, worker, &s)) {
         MHD_stop_daemon(d);
+        srv_metrics_free(s.metrics);
         fprintf(stderr, "pooled: cannot start the worker thread\n");
         return 1;
     }
@@ -464,5 +530,6 @@ int srv_serve(srv_engine *e, const srv_config *c) {
     MHD_stop_daemon(d);
     pthread_cond_destroy(&s.cv);
     pthread_mutex_destroy(&s.mu);
+    srv_metrics_free(s.metrics);
     return 0;
 }

@@ -7,8 +7,10 @@
 #        test's raw HTTP), pkg-config (the install test), NNG and libsodium
 #        (the room's link layer), libmicrohttpd (`pooled serve`'s HTTP), Mesa 25 lavapipe
 #        from bookworm-backports when the machine has no usable Vulkan driver
+#        chromium (the chat page's test in a headless browser)
 #   npm: the pinned Dawn build (package.json / package-lock.json) for the WebGPU backend, and
-#        the OpenAI and Anthropic client libraries the serve tests drive the server with
+#        the OpenAI and Anthropic client libraries the serve tests drive the server with, and
+#        playwright-core (drives chromium; it downloads no browser of its own)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -79,6 +81,10 @@ cc "$scratch/mhd.c" -o "$scratch/mhd" -lmicrohttpd 2>/dev/null && "$scratch/mhd"
 printf 'Name: t\nDescription: t\nVersion: 1\nCflags: -DT_OK\n' >"$scratch/t.pc"
 [ "$(PKG_CONFIG_PATH=$scratch pkg-config --cflags t 2>/dev/null)" = "-DT_OK" ] || need+=(pkg-config)
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
+# A headless browser for the chat page's test: Debian's chromium, if it renders a page
+# (without the recommended extras: about 45 s to install).
+chromium --headless --no-sandbox --disable-gpu --dump-dom 'data:text/html,<p>ok</p>' 2>/dev/null |
+    grep -q '<p>ok</p>' || apt_install --no-install-recommends chromium
 
 # WebGPU on machines without a GPU: Debian 12's own lavapipe (Mesa 22.3) is rejected by the
 # pinned Dawn, Mesa 25 from bookworm-backports works (see ../shared/docs/webgpu-native.md).
@@ -112,7 +118,7 @@ fi
 # The Dawn build the GPU backend dlopens and the client libraries of the serve tests, pinned
 # by package.json / package-lock.json.
 if [ ! -f node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so ] ||
-    ! node -e 'require("openai"); require("@anthropic-ai/sdk")' 2>/dev/null; then
+    ! node -e 'require("openai"); require("@anthropic-ai/sdk"); require("playwright-core")' 2>/dev/null; then
     command -v npm >/dev/null || apt_install npm
     npm ci --no-audit --no-fund >/dev/null
 fi

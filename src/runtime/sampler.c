@@ -10,7 +10,14 @@ struct pl_sampler {
     pl_sampler_params p;
     int n_vocab;
     pl_candidate *cand; /* [n_vocab] scratch */
+    pl_sampler_watch_fn watch;
+    void *watch_ud;
 };
+
+void pl_sampler_set_watch(pl_sampler *s, pl_sampler_watch_fn fn, void *ud) {
+    s->watch = fn;
+    s->watch_ud = ud;
+}
 
 pl_sampler_params pl_sampler_defaults(void) {
     return (pl_sampler_params){.temp = 0.8f,
@@ -196,7 +203,7 @@ int pl_sampler_top_count(const pl_sampler *s) {
         p->penalty_last_n != 0 &&
         (p->repeat_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0);
     if (p->temp <= 0 || penalties || p->top_k <= 0 || p->top_k > PL_SAMPLER_TOP_MAX ||
-        p->top_k >= s->n_vocab - 1)
+        p->top_k >= s->n_vocab - 1 || s->watch)
         return 0;
     return p->top_k + 1;
 }
@@ -216,7 +223,8 @@ bool pl_sampler_pick_top(pl_sampler *s, const int32_t *ids, const float *vals, i
 }
 
 bool pl_sampler_is_argmax(const pl_sampler *s) {
-    return s->p.temp <= 0 && (s->p.repeat_penalty == 1.0f || s->p.penalty_last_n == 0) &&
+    return !s->watch && s->p.temp <= 0 &&
+           (s->p.repeat_penalty == 1.0f || s->p.penalty_last_n == 0) &&
            ((s->p.presence_penalty == 0 && s->p.frequency_penalty == 0) ||
             s->p.penalty_last_n == 0);
 }
@@ -229,8 +237,9 @@ pl_status pl_sampler_pick(pl_sampler *s, float *logits, const int32_t *ctx, int6
         for (int32_t i = 1; i < s->n_vocab; i++)
             if (logits[i] > logits[best]) best = i;
         *out = best;
-        return PL_OK;
+    } else {
+        *out = draw(s, pl_sampler_distribution(&s->p, logits, s->n_vocab, s->cand), n_ctx);
     }
-    *out = draw(s, pl_sampler_distribution(&s->p, logits, s->n_vocab, s->cand), n_ctx);
+    if (s->watch) s->watch(s->watch_ud, logits, s->n_vocab, *out);
     return PL_OK;
 }

@@ -50,6 +50,14 @@ typedef struct pl_sampler pl_sampler;
 pl_status pl_sampler_new(const pl_sampler_params *p, int n_vocab, pl_sampler **out);
 void pl_sampler_free(pl_sampler *s);
 
+/* A watcher sees each choice pl_sampler_pick makes: the n_vocab logits it chose from
+ * (after the penalties, before the temperature) and the id chosen; the server's logprobs
+ * come from it. While one is set the sampler needs every logit on the host, so
+ * pl_sampler_is_argmax is false and pl_sampler_top_count 0 (no device fast path); without
+ * one (the default, or fn NULL) nothing changes. */
+typedef void (*pl_sampler_watch_fn)(void *ud, const float *logits, int n_vocab, int32_t id);
+void pl_sampler_set_watch(pl_sampler *s, pl_sampler_watch_fn fn, void *ud);
+
 /* True when the choice is a plain argmax of the raw logits (greedy, no penalties): the
  * runtime may then let the backend pick the id on the device. */
 bool pl_sampler_is_argmax(const pl_sampler *s);

@@ -27,6 +27,21 @@ start() {
     return 1
 }
 
+# node_checks SCRIPT [VAR=VALUE...]: a node script's checks ("FAIL: ..." lines, then
+# "RESULT passed failed") added to this test's counts
+node_checks() {
+    local script=$1 out res
+    shift
+    out=$(env "$@" node "$script" 2>&1)
+    echo "$out" | grep -v '^RESULT'
+    res=$(echo "$out" | sed -n 's/^RESULT //p')
+    if [ -n "$res" ]; then
+        _pass=$((_pass + ${res% *})); _fail=$((_fail + ${res#* }))
+    else
+        fail "$script ended without a RESULT line: $(echo "$out" | tail -n 2)"
+    fi
+}
+
 # what `pooled run` answers for the rendered conversation, and its token counts
 printf '%s' '[{"role": "system", "content": "You are a helpful assistant."},
               {"role": "user", "content": "Write a short story about a fox."}]' >"$TMP/messages.json"
@@ -40,17 +55,14 @@ if start chat -m "$M" --api-key "$KEY" --queue 0; then
     CHAT_URL=$URL CHAT_PID=$PID
     if start story -m "$S"; then
         STORY_URL=$URL STORY_PID=$PID
-        out=$(CHAT_URL=$CHAT_URL STORY_URL=$STORY_URL KEY=$KEY MESSAGES="$TMP/messages.json" \
-            EXPECT="$TMP/expect" STORY_EXPECT="$TMP/story" N_PROMPT=$(wc -w <<<"$ids") \
-            N_GEN=$(wc -w <<<"$gen") MAX_TOKENS=$MAX node tests/serve/api.mjs 2>&1)
-        echo "$out" | grep -v '^RESULT'
-        res=$(echo "$out" | sed -n 's/^RESULT //p')
-        if [ -n "$res" ]; then
-            _pass=$((_pass + ${res% *})); _fail=$((_fail + ${res#* }))
-        else
-            fail "api.mjs ended without a RESULT line"
-        fi
+        node_checks tests/serve/api.mjs CHAT_URL="$CHAT_URL" STORY_URL="$STORY_URL" KEY="$KEY" \
+            MESSAGES="$TMP/messages.json" EXPECT="$TMP/expect" STORY_EXPECT="$TMP/story" \
+            N_PROMPT="$(wc -w <<<"$ids")" N_GEN="$(wc -w <<<"$gen")" MAX_TOKENS=$MAX
         check "the aborted stream was cancelled" grep -q "cancelled" "$TMP/chat.err"
+        n_cancel=$(grep -c cancelled "$TMP/chat.err")
+        node_checks tests/serve/browser_test.mjs CHAT_URL="$CHAT_URL" KEY="$KEY"
+        for _ in $(seq 100); do [ "$(grep -c cancelled "$TMP/chat.err")" -gt "$n_cancel" ] && break; sleep 0.05; done
+        check "the page's stop cancelled the generation" [ "$(grep -c cancelled "$TMP/chat.err")" -gt "$n_cancel" ]
 
         # raw HTTP: each answer's status and its API's error shape
         # post PATH BODY-FILE [curl args]: prints the status, the body to $TMP/body
@@ -81,6 +93,23 @@ if start chat -m "$M" --api-key "$KEY" --queue 0; then
         check "detokenize: the text back" jq -e >/dev/null '.content | test("Once upon a time")' "$TMP/body"
         printf '{"tokens": [99999999]}' >"$TMP/detok.json"
         check "detokenize: an id outside the vocabulary: 400" [ "$(post /detokenize "$TMP/detok.json")" = 400 ]
+        # the chat page: served without a key, HTML with a strict CSP; its script and style
+        # are the files under serve/page/ (serve/page.c is current)
+        check "page: 200" [ "$(curl -s -D "$TMP/page.h" -o "$TMP/page.html" -w '%{http_code}' "$STORY_URL/")" = 200 ]
+        check "page: text/html" grep -qi '^content-type: text/html; charset=utf-8' "$TMP/page.h"
+        csp=$(sed -n 's/^[Cc]ontent-[Ss]ecurity-[Pp]olicy: //p' "$TMP/page.h" | tr -d '\r')
+        check "page: a strict Content-Security-Policy ($csp)" bash -c '[[ "$1" == *"default-src '"'none'"'"* &&
+            "$1" == *"script-src '"'self'"'"* && "$1" != *unsafe* && "$1" != *"*"* ]]' _ "$csp"
+        check "page: the HTML of serve/page/index.html" cmp -s "$TMP/page.html" serve/page/index.html
+        check "page: no inline script or style (the CSP allows none)" bash -c \
+            "! grep -Eqi '<script>|<style|[[:space:]]on[a-z]+=' '$TMP/page.html'"
+        curl -s -D "$TMP/js.h" "$STORY_URL/chat.js" >"$TMP/chat.js"
+        check "page: chat.js is markdown.js and chat.js" cmp -s "$TMP/chat.js" <(cat serve/page/markdown.js serve/page/chat.js)
+        check "page: chat.js as text/javascript" grep -qi '^content-type: text/javascript' "$TMP/js.h"
+        curl -s -D "$TMP/css.h" "$STORY_URL/chat.css" >"$TMP/chat.css"
+        check "page: chat.css" cmp -s "$TMP/chat.css" serve/page/chat.css
+        check "page: chat.css as text/css" grep -qi '^content-type: text/css' "$TMP/css.h"
+        node_checks tests/serve/page_test.mjs
         check "models: the file's name" [ "$(curl -s "$STORY_URL/v1/models" | jq -r '.data[0].id')" = stories260K.gguf ]
 
         kill -TERM $STORY_PID; wait $STORY_PID; rc=$?

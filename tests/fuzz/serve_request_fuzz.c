@@ -21,7 +21,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    srv_kind kind = (srv_kind)(data[0] % 6);
+    srv_kind kind = (srv_kind)(data[0] % 7);
     srv_request r;
     char err[512] = "";
     bool ok = srv_request_parse(kind, (const char *)data + 1, size - 1, &r, err, sizeof err);
@@ -37,7 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             REQUIRE(r.msgs[i].role && r.msgs[i].content);
             REQUIRE(strcmp(r.msgs[i].role, "developer"));
         }
-        if (kind == SRV_CHAT || kind == SRV_MESSAGES || kind == SRV_COUNT_TOKENS)
+        if (kind == SRV_CHAT || kind == SRV_MESSAGES || kind == SRV_COUNT_TOKENS ||
+            kind == SRV_RESPONSES)
             REQUIRE(r.n_msgs > 0);
         if (kind == SRV_COMPLETION || kind == SRV_TOKENIZE) REQUIRE(r.prompt);
         REQUIRE(r.n_stop >= 0 && r.n_stop <= SRV_MAX_STOPS);
@@ -45,6 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             REQUIRE(r.stop[i] && r.stop[i][0] && strlen(r.stop[i]) <= SRV_MAX_STOP_LEN);
         REQUIRE(r.temperature >= 0 && r.temperature <= 2 && r.top_p >= 0 && r.top_p <= 1);
         REQUIRE(r.max_tokens == -1 || r.max_tokens >= 1);
+        REQUIRE(r.logprobs >= -1 && r.logprobs <= SRV_MAX_TOP_LOGPROBS);
         for (int64_t i = 0; i < r.n_tokens; i++) REQUIRE(r.tokens[i] >= 0);
     }
     srv_request_free(&r);

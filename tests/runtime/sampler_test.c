@@ -257,7 +257,54 @@ static void test_pick_top(void) {
     pl_sampler_free(s);
 }
 
+/* A watcher sees the penalised logits and the id of each pick; while it is set the device
+ * paths are off (it needs every logit), and without it they are as before. */
+typedef struct {
+    float l[3];
+    int32_t id;
+    int calls;
+} watched;
+
+static void watch(void *ud, const float *logits, int n_vocab, int32_t id) {
+    watched *w = ud;
+    for (int i = 0; i < n_vocab && i < 3; i++) w->l[i] = logits[i];
+    w->id = id;
+    w->calls++;
+}
+
+static void test_watch(void) {
+    pl_sampler_params p = pl_sampler_defaults();
+    p.temp = 0;
+    pl_sampler *s = NULL;
+    pl_sampler_new(&p, 3, &s);
+    CHECK(pl_sampler_is_argmax(s), "greedy is an argmax without a watcher");
+    watched w = {0};
+    pl_sampler_set_watch(s, watch, &w);
+    CHECK(!pl_sampler_is_argmax(s), "a watcher needs the logits on the host");
+    p.presence_penalty = 2;
+    pl_sampler_free(s);
+    pl_sampler_new(&p, 3, &s);
+    pl_sampler_set_watch(s, watch, &w);
+    float l[3] = {3, 2, 0};
+    int32_t ctx[] = {0}, id = -1;
+    pl_sampler_pick(s, l, ctx, 1, &id);
+    CHECK(w.calls == 1 && w.id == 1 && id == 1 && near(w.l[0], 1) && near(w.l[1], 2),
+          "watch: %d calls, id %d, logits %g %g", w.calls, w.id, w.l[0], w.l[1]);
+    pl_sampler_set_watch(s, NULL, NULL);
+    pl_sampler_pick(s, l, ctx, 1, &id);
+    CHECK(w.calls == 1, "a cleared watcher is not called");
+    pl_sampler_free(s);
+    p = pl_sampler_defaults();
+    pl_sampler_new(&p, 600, &s);
+    pl_sampler_set_watch(s, watch, &w);
+    CHECK(pl_sampler_top_count(s) == 0, "a watcher needs every logit (no device top-k)");
+    pl_sampler_set_watch(s, NULL, NULL);
+    CHECK(pl_sampler_top_count(s) == p.top_k + 1, "no watcher: the device top-k again");
+    pl_sampler_free(s);
+}
+
 static void run_tests(void) {
+    test_watch();
     test_pick_top();
     test_penalties();
     test_distribution();

@@ -77,6 +77,63 @@ for await (const c of await oa.chat.completions.create({ model, messages, temper
     for (const ch of c.choices) text += ch.delta?.content ?? '';
 check('openai stop, streamed: text before the stop string', text === want, [text, want]);
 
+// logprobs: at temperature 0 the chosen id is the most likely one; values are <= 0; the
+// tokens' bytes make up the text; the stream carries the same ones
+const nLp = 8;
+const lp1 = await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: nLp, logprobs: true, top_logprobs: 5 });
+const lpc = lp1.choices[0].logprobs?.content ?? [];
+check('logprobs: one entry per generated id', lpc.length === lp1.usage.completion_tokens && lpc.length > 0, lp1.choices[0].logprobs);
+check('logprobs: the greedy text is unchanged', expect.startsWith(lp1.choices[0].message.content) &&
+      lp1.choices[0].message.content.length > 0, [lp1.choices[0].message.content, expect]);
+check('logprobs: the bytes make up the text',
+      Buffer.from(lpc.flatMap((t) => t.bytes)).toString('utf8') === lp1.choices[0].message.content, lpc.map((t) => t.token));
+check('logprobs: top_logprobs has 5, most likely first', lpc.every((t) => t.top_logprobs.length === 5 &&
+      t.top_logprobs.every((a, i) => i === 0 || a.logprob <= t.top_logprobs[i - 1].logprob)), lpc[0]);
+check('logprobs: values <= 0', lpc.every((t) => t.logprob <= 0 && t.top_logprobs.every((a) => a.logprob <= 0)), lpc[0]);
+check('logprobs: greedy picks the largest', lpc.every((t) => t.logprob === t.top_logprobs[0].logprob &&
+      t.top_logprobs.every((a) => a.logprob <= t.logprob)), lpc);
+check('logprobs: a real distribution (the top 5 hold at most all of it)', lpc.every((t) =>
+      t.top_logprobs.reduce((s, a) => s + Math.exp(a.logprob), 0) <= 1.0001), lpc[0]);
+const lps = [];
+for await (const c of await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: nLp, logprobs: true, top_logprobs: 5, stream: true }))
+    for (const ch of c.choices) lps.push(...(ch.logprobs?.content ?? []));
+check('logprobs, streamed: the same entries', JSON.stringify(lps) === JSON.stringify(lpc), [lps.length, lpc.length]);
+check('no logprobs asked: null', r1.choices[0].logprobs === null, r1.choices[0].logprobs);
+await expectError('top_logprobs 21', OpenAI.BadRequestError, 400,
+                  () => oa.chat.completions.create({ model, messages, max_tokens: 2, logprobs: true, top_logprobs: 21 }));
+
+// responses: greedy text and usage as chat.completions gives them, whole and streamed
+const final = nGen === maxTokens ? 'incomplete' : 'completed';
+const rr = await oa.responses.create({ model, instructions: system, input: rest, temperature: 0, max_output_tokens: maxTokens });
+check('responses: greedy text equals chat.completions', rr.output_text === expect, [rr.output_text, expect]);
+check('responses: one message with one output_text', rr.output.length === 1 && rr.output[0].type === 'message' &&
+      rr.output[0].content.length === 1 && rr.output[0].content[0].type === 'output_text', rr.output);
+check('responses: usage', rr.usage.input_tokens === nPrompt && rr.usage.output_tokens === nGen &&
+      rr.usage.total_tokens === nPrompt + nGen, rr.usage);
+check('responses: status', rr.status === final, [rr.status, rr.incomplete_details]);
+const rr2 = await oa.responses.create({ model, instructions: system, input: rest[0].content, temperature: 0, max_output_tokens: maxTokens });
+check('responses: input as a string', rr2.output_text === expect, rr2.output_text);
+const revs = [];
+let rtext = '', rdone = null, rlast = null;
+for await (const e of await oa.responses.create({ model, instructions: system, input: rest, temperature: 0,
+                                                  max_output_tokens: maxTokens, stream: true })) {
+    revs.push(e);
+    if (e.type === 'response.output_text.delta') rtext += e.delta;
+    if (e.type === 'response.output_text.done') rdone = e.text;
+    rlast = e;
+}
+const rorder = revs.map((e) => e.type).filter((t, i, a) => t !== a[i - 1]).join(',');
+check("responses stream: events in the API's order", rorder === ['response.created', 'response.in_progress',
+      'response.output_item.added', 'response.content_part.added', 'response.output_text.delta',
+      'response.output_text.done', 'response.content_part.done', 'response.output_item.done',
+      `response.${final}`].join(','), rorder);
+check('responses stream: sequence numbers 0, 1, 2, ...', revs.every((e, i) => e.sequence_number === i));
+check('responses stream: greedy text equals chat.completions', rtext === expect && rdone === expect, [rtext, rdone, expect]);
+check('responses stream: the last event has the response and usage', rlast?.response?.usage?.output_tokens === nGen &&
+      rlast.response.output[0]?.content[0]?.text === expect, rlast);
+await expectError('responses: a tool item', OpenAI.BadRequestError, 400,
+                  () => oa.responses.create({ model, input: [{ type: 'function_call_output', call_id: 'x', output: '1' }] }));
+
 // Anthropic, whole and streamed
 const m1 = await an.messages.create({ model, system, messages: rest, max_tokens: maxTokens, temperature: 0 });
 check('anthropic: greedy text equals pooled run', m1.content[0].type === 'text' && m1.content[0].text === expect, m1.content);
@@ -136,14 +193,62 @@ check('after an abort: at once (the aborted generation stopped)', Date.now() - t
 
 // completions on stories260K (no API key on that server)
 const so = new OpenAI({ baseURL: `${storyUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+const storyUsage = [];
 const c1 = await so.completions.create({ model, prompt: 'Once upon a time', temperature: 0, max_tokens: 40 });
+storyUsage.push(c1.usage);
 check('completions: greedy text equals pooled run', c1.choices[0].text === storyExpect, [c1.choices[0].text, storyExpect]);
 text = '';
-for await (const c of await so.completions.create({ model, prompt: 'Once upon a time', temperature: 0, max_tokens: 40, stream: true }))
+for await (const c of await so.completions.create({ model, prompt: 'Once upon a time', temperature: 0, max_tokens: 40, stream: true,
+                                                   stream_options: { include_usage: true } })) {
     text += c.choices[0]?.text ?? '';
+    if (c.usage) storyUsage.push(c.usage);
+}
 check('completions stream: greedy text equals pooled run', text === storyExpect, [text, storyExpect]);
-const seeded = async () => (await so.completions.create({ model, prompt: 'Once upon a time', temperature: 0.9, top_p: 0.9,
-                                                          seed: 7, max_tokens: 30, presence_penalty: 0.5 })).choices[0].text;
+const seeded = async () => {
+    const r = await so.completions.create({ model, prompt: 'Once upon a time', temperature: 0.9, top_p: 0.9,
+                                           seed: 7, max_tokens: 30, presence_penalty: 0.5 });
+    storyUsage.push(r.usage);
+    return r.choices[0].text;
+};
 check('completions: the same seed gives the same text', (await seeded()) === (await seeded()));
+const cl = await so.completions.create({ model, prompt: 'Once upon a time', temperature: 0, max_tokens: 12, logprobs: 3 });
+storyUsage.push(cl.usage);
+const clp = cl.choices[0].logprobs;
+check('completions logprobs: one per id, the text from the tokens', clp && clp.tokens.length === cl.usage.completion_tokens &&
+      clp.tokens.join('') === cl.choices[0].text && storyExpect.startsWith(cl.choices[0].text), clp);
+check('completions logprobs: greedy picks the largest of 3', clp && clp.top_logprobs.every((t, i) =>
+      Object.keys(t).length === 3 && Object.values(t).every((v) => v <= clp.token_logprobs[i] && v <= 0)), clp);
+check('completions logprobs: text_offset', clp && clp.text_offset.every((o, i) =>
+      o === clp.tokens.slice(0, i).join('').length), clp?.text_offset);
+
+// /metrics: Prometheus' text format, and the story server's counts exactly
+const mdenied = await fetch(`${chatUrl}/metrics`);
+check('metrics: the API key is needed', mdenied.status === 401, mdenied.status);
+const mres = await fetch(`${storyUrl}/metrics`);
+check('metrics: text/plain; version=0.0.4', mres.status === 200 &&
+      /^text\/plain; version=0\.0\.4/.test(mres.headers.get('content-type')), mres.headers.get('content-type'));
+const mtext = await mres.text();
+const types = {}, samples = {};
+let syntax = true;
+for (const line of mtext.split('\n')) {
+    if (line === '') continue;
+    let m;
+    if ((m = /^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|summary|histogram|untyped)$/.exec(line))) types[m[1]] = m[2];
+    else if (/^# HELP [a-zA-Z_:][a-zA-Z0-9_:]* \S/.test(line)) continue;
+    else if ((m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*\})? (-?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?|NaN|[+-]Inf)$/.exec(line))) {
+        const family = m[1].replace(/_(sum|count)$/, '');
+        if (!(m[1] in types) && types[family] !== 'summary') { syntax = false; console.log(`FAIL: metrics: ${m[1]} has no TYPE before it`); }
+        samples[m[1] + (m[2] ?? '')] = Number(m[3]);
+    } else { syntax = false; console.log(`FAIL: metrics: not Prometheus text: ${JSON.stringify(line)}`); }
+}
+check('metrics: every line parses', syntax && Object.keys(samples).length > 0, mtext.slice(0, 300));
+const sum = (f) => storyUsage.reduce((s, u) => s + u[f], 0);
+check('metrics: generated tokens', samples.pooled_generated_tokens_total === sum('completion_tokens'), [samples.pooled_generated_tokens_total, sum('completion_tokens')]);
+check('metrics: prompt tokens', samples.pooled_prompt_tokens_total === sum('prompt_tokens'), [samples.pooled_prompt_tokens_total, sum('prompt_tokens')]);
+check('metrics: requests by route and status', samples['pooled_requests_total{route="/v1/completions",status="200"}'] === storyUsage.length, samples);
+check('metrics: time to first token, one per generation', samples.pooled_time_to_first_token_seconds_count === storyUsage.length &&
+      samples.pooled_time_to_first_token_seconds_sum > 0, samples);
+check('metrics: decode tok/s', samples.pooled_decode_tokens_per_second > 0, samples);
+check('metrics: queue and in flight idle', samples.pooled_queue_length === 0 && samples.pooled_requests_in_flight === 0, samples);
 
 console.log(`RESULT ${passed} ${failed}`);

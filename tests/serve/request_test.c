@@ -61,6 +61,62 @@ static void run_tests(void) {
     CHECK(r.parse_special && !r.add_special && r.with_pieces, "tokenize's defaults");
     srv_request_free(&r);
 
+    /* responses: instructions first, input as a string or messages, max_output_tokens */
+    CHECK(parse(SRV_RESPONSES,
+                "{\"instructions\":\"S\",\"input\":\"hi\",\"max_output_tokens\":7,"
+                "\"stream\":true}",
+                &r, err),
+          "%s", err);
+    CHECK(r.n_msgs == 2 && !strcmp(r.msgs[0].role, "system") && !strcmp(r.msgs[1].role, "user") &&
+              !strcmp(r.msgs[1].content, "hi") && r.max_tokens == 7 && r.stream,
+          "responses: a string input");
+    srv_request_free(&r);
+    CHECK(parse(SRV_RESPONSES,
+                "{\"input\":[{\"role\":\"developer\",\"content\":\"D\"},{\"type\":"
+                "\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\","
+                "\"text\":\"a\"}]},{\"role\":\"assistant\",\"content\":[{\"type\":"
+                "\"output_text\",\"text\":\"b\"}]}]}",
+                &r, err),
+          "%s", err);
+    CHECK(r.n_msgs == 3 && !strcmp(r.msgs[0].role, "system") && !strcmp(r.msgs[1].content, "a") &&
+              !strcmp(r.msgs[2].content, "b") && r.max_tokens == -1,
+          "responses: a list of messages");
+    srv_request_free(&r);
+    refused(SRV_RESPONSES, "{}", "'input'");
+    refused(SRV_RESPONSES, "{\"input\":[]}", "empty");
+    refused(SRV_RESPONSES, "{\"input\":[{\"type\":\"function_call\"}]}", "function_call");
+    refused(SRV_RESPONSES, "{\"input\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "role");
+    refused(SRV_RESPONSES, "{\"input\":\"x\",\"max_output_tokens\":0}", "'max_output_tokens'");
+
+    /* logprobs: chat's boolean and top_logprobs (0 to 20), completions' number */
+    CHECK(parse(SRV_CHAT,
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+                "\"top_logprobs\":20}",
+                &r, err),
+          "%s", err);
+    CHECK(r.logprobs == 20, "top_logprobs %d", r.logprobs);
+    srv_request_free(&r);
+    CHECK(parse(SRV_CHAT,
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", &r,
+                err) &&
+              r.logprobs == 0,
+          "logprobs without top_logprobs: %d", r.logprobs);
+    srv_request_free(&r);
+    CHECK(parse(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r, err) &&
+              r.logprobs == -1,
+          "no logprobs asked: %d", r.logprobs);
+    srv_request_free(&r);
+    CHECK(parse(SRV_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":3}", &r, err) && r.logprobs == 3,
+          "completions' logprobs: %d", r.logprobs);
+    srv_request_free(&r);
+    refused(SRV_CHAT,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+            "\"top_logprobs\":21}",
+            "between 0 and 20");
+    refused(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}",
+            "needs 'logprobs'");
+    refused(SRV_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":true}", "'logprobs'");
+
     refused(SRV_CHAT, "{\"messages\": [", "not valid JSON");
     refused(SRV_CHAT, "[]", "JSON object");
     refused(SRV_CHAT, "{}", "'messages'");

@@ -1,0 +1,168 @@
+/* responses.c - OpenAI's Responses API, text only: one assistant message with one
+ * output_text part, whole or as the API's event stream (each event with its type and
+ * sequence_number, in the API's order). */
+#include "responses.h"
+
+#include <string.h>
+
+#include "base/json.h"
+
+/* The message item's id: the response's with msg_ in front of its number. */
+static void item_id(const srv_gen_ctx *j, pl_strbuf *b) {
+    pl_sb_printf(b, "\"msg_%s\"", j->id + 5 /* after "resp_" */);
+}
+
+static void quote_text(pl_strbuf *b, const srv_gen_ctx *j) {
+    pl_json_quote(b, j->text.s ? j->text.s : "", j->text.len, false);
+}
+
+static void part(pl_strbuf *b, const srv_gen_ctx *j, bool empty) {
+    pl_sb_puts(b, "{\"type\":\"output_text\",\"text\":");
+    if (empty)
+        pl_sb_puts(b, "\"\"");
+    else
+        quote_text(b, j);
+    pl_sb_puts(b, ",\"annotations\":[],\"logprobs\":[]}");
+}
+
+/* The message item: in progress and empty (g NULL), or done with the text (incomplete when
+ * cut at max_output_tokens). */
+static void item(pl_strbuf *b, const srv_gen_ctx *j, const srv_gen_result *g) {
+    bool done = g != NULL;
+    pl_sb_puts(b, "{\"id\":");
+    item_id(j, b);
+    pl_sb_printf(b, ",\"type\":\"message\",\"status\":\"%s\",\"role\":\"assistant\",\"content\":[",
+                 !done                            ? "in_progress"
+                 : g->finish == SRV_FINISH_LENGTH ? "incomplete"
+                                                  : "completed");
+    if (done) part(b, j, false);
+    pl_sb_puts(b, "]}");
+}
+
+/* The response object; g NULL: in progress, nothing out yet. */
+static void response(pl_strbuf *b, const srv_gen_ctx *j, const srv_gen_result *g,
+                     const char *failure) {
+    const srv_request *r = j->r;
+    bool cut = g && !failure && g->finish == SRV_FINISH_LENGTH;
+    const char *status = !g ? "in_progress" : failure ? "failed" : cut ? "incomplete" : "completed";
+    pl_sb_printf(b, "{\"id\":\"%s\",\"object\":\"response\",\"created_at\":%lld,\"status\":\"%s\",",
+                 j->id, j->created, status);
+    if (failure) {
+        pl_sb_puts(b, "\"error\":{\"code\":\"server_error\",\"message\":");
+        pl_json_quote(b, failure, strlen(failure), false);
+        pl_sb_puts(b, "},");
+    } else {
+        pl_sb_puts(b, "\"error\":null,");
+    }
+    pl_sb_printf(b, "\"incomplete_details\":%s,\"instructions\":",
+                 cut ? "{\"reason\":\"max_output_tokens\"}" : "null");
+    if (r->n_msgs && !strcmp(r->msgs[0].role, "system"))
+        pl_json_quote(b, r->msgs[0].content, strlen(r->msgs[0].content), false);
+    else
+        pl_sb_puts(b, "null");
+    if (r->max_tokens >= 0)
+        pl_sb_printf(b, ",\"max_output_tokens\":%lld", (long long)r->max_tokens);
+    else
+        pl_sb_puts(b, ",\"max_output_tokens\":null");
+    pl_sb_puts(b, ",\"model\":");
+    pl_json_quote(b, j->model_id, strlen(j->model_id), false);
+    pl_sb_puts(b, ",\"output\":[");
+    if (g && !failure) item(b, j, g);
+    pl_sb_printf(b,
+                 "],\"parallel_tool_calls\":false,\"temperature\":%.17g,\"text\":{\"format\":"
+                 "{\"type\":\"text\"}},\"tool_choice\":\"auto\",\"tools\":[],\"top_p\":%.17g,"
+                 "\"usage\":",
+                 r->temperature, r->top_p);
+    if (g)
+        pl_sb_printf(b,
+                     "{\"input_tokens\":%lld,\"input_tokens_details\":{\"cached_tokens\":0},"
+                     "\"output_tokens\":%lld,\"output_tokens_details\":{\"reasoning_tokens\":0},"
+                     "\"total_tokens\":%lld}}",
+                     (long long)g->n_prompt, (long long)g->n_completion,
+                     (long long)(g->n_prompt + g->n_completion));
+    else
+        pl_sb_puts(b, "null}");
+}
+
+/* An event's head: "event: TYPE", then data with its type and sequence number. */
+static void event(pl_strbuf *b, srv_gen_ctx *j, const char *type) {
+    pl_sb_printf(b, "event: %s\ndata: {\"type\":\"%s\",\"sequence_number\":%lld,", type, type,
+                 (long long)j->seq++);
+}
+
+/* item_id, output_index, content_index */
+static void where(pl_strbuf *b, const srv_gen_ctx *j) {
+    pl_sb_puts(b, "\"item_id\":");
+    item_id(j, b);
+    pl_sb_puts(b, ",\"output_index\":0,\"content_index\":0,");
+}
+
+void srv_responses_start(srv_gen_ctx *j) {
+    pl_strbuf b = {0};
+    event(&b, j, "response.created");
+    pl_sb_puts(&b, "\"response\":");
+    response(&b, j, NULL, NULL);
+    pl_sb_puts(&b, "}\n\n");
+    event(&b, j, "response.in_progress");
+    pl_sb_puts(&b, "\"response\":");
+    response(&b, j, NULL, NULL);
+    pl_sb_puts(&b, "}\n\n");
+    event(&b, j, "response.output_item.added");
+    pl_sb_puts(&b, "\"output_index\":0,\"item\":");
+    item(&b, j, NULL);
+    pl_sb_puts(&b, "}\n\n");
+    event(&b, j, "response.content_part.added");
+    where(&b, j);
+    pl_sb_puts(&b, "\"part\":");
+    part(&b, j, true);
+    pl_sb_puts(&b, "}\n\n");
+    srv_send_event(j, &b);
+    pl_sb_free(&b);
+}
+
+bool srv_responses_delta(srv_gen_ctx *j, const char *s, size_t n) {
+    pl_sb_append(&j->text, s, n);
+    pl_strbuf b = {0};
+    event(&b, j, "response.output_text.delta");
+    where(&b, j);
+    pl_sb_puts(&b, "\"delta\":");
+    pl_json_quote(&b, s, n, false);
+    pl_sb_puts(&b, ",\"logprobs\":[]}\n\n");
+    if (j->text.failed) b.failed = true;
+    bool ok = srv_send_event(j, &b);
+    pl_sb_free(&b);
+    return ok;
+}
+
+void srv_responses_end(srv_gen_ctx *j, const srv_gen_result *g, const char *failure) {
+    pl_strbuf b = {0};
+    if (!failure) {
+        event(&b, j, "response.output_text.done");
+        where(&b, j);
+        pl_sb_puts(&b, "\"text\":");
+        quote_text(&b, j);
+        pl_sb_puts(&b, ",\"logprobs\":[]}\n\n");
+        event(&b, j, "response.content_part.done");
+        where(&b, j);
+        pl_sb_puts(&b, "\"part\":");
+        part(&b, j, false);
+        pl_sb_puts(&b, "}\n\n");
+        event(&b, j, "response.output_item.done");
+        pl_sb_puts(&b, "\"output_index\":0,\"item\":");
+        item(&b, j, g);
+        pl_sb_puts(&b, "}\n\n");
+    }
+    event(&b, j,
+          failure                          ? "response.failed"
+          : g->finish == SRV_FINISH_LENGTH ? "response.incomplete"
+                                           : "response.completed");
+    pl_sb_puts(&b, "\"response\":");
+    response(&b, j, g, failure);
+    pl_sb_puts(&b, "}\n\n");
+    srv_send_event(j, &b);
+    pl_sb_free(&b);
+}
+
+void srv_responses_object(srv_gen_ctx *j, pl_strbuf *b, const srv_gen_result *g) {
+    response(b, j, g, NULL);
+}
