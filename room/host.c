@@ -122,6 +122,13 @@ static uint64_t layer_state_bytes(const pl_gguf *g, int n_ctx, uint32_t kv_type)
     return (uint64_t)n_ctx * (uint64_t)kv * (uint64_t)(kl + vl) * (kv_type == PL_TYPE_F32 ? 4 : 2);
 }
 
+/* The speed the plan counts for a worker whose hello has none: a worker without the model
+ * file cannot probe before its plan (it has not fetched the header): as fast as the host;
+ * any other as the slowest. */
+static double unmeasured(const pl_wire_hello *h, const pl_room_deal_opts *o) {
+    return !h->has_model && o->host_speed > 0 ? o->host_speed : 1e-9;
+}
+
 pl_status pl_room_plan(pl_room_worker *w, int *n, const pl_room_deal_opts *o, int *host_first,
                        int *host_last) {
     pl_gguf_sel sel;
@@ -155,7 +162,7 @@ pl_status pl_room_plan(pl_room_worker *w, int *n, const pl_room_deal_opts *o, in
         mb[i + 1] = (pl_plan_member){.id = pl_link_peer(w[i].link),
                                      .backend = h->backend,
                                      .mem_bytes = h->mem_lent,
-                                     .speed = h->speed > 0 ? h->speed : 1e-9,
+                                     .speed = h->speed > 0 ? h->speed : unmeasured(h, o),
                                      .forced = h->want_first < h->want_last,
                                      .first = (int)h->want_first,
                                      .last = (int)h->want_last};

@@ -96,6 +96,11 @@ for turn in 1 2; do
 done
 check "no -m: the cache holds the 2 parts, nothing half-written" \
     [ "$(ls -A "$XDG_CACHE_HOME/pooled" | grep -c part-)" = 2 ]
+# without --layers a worker without the model (it cannot probe) is dealt layers as if as
+# fast as the host, not left idle
+NO_MODEL=1 room 1 "$S" -p "$p" -n 24 --temp 0 --ids --wire f32
+check "no -m, no --layers: the ids of pooled run" [ -n "$want_ids" -a "$(cat "$TMP/host.out")" = "$want_ids" ]
+check "no -m, no --layers: the worker is dealt layers" grep -q "room: chain 1 runs layers" "$TMP/host.err"
 # a worker that listens nowhere: a star through the host, said so; the same text
 JOIN_LAYERS="0-2 2-5" JOIN_ARGS="--listen none" room 2 "$S" -p "$p" -n 40 --temp 0 --wire f32
 check "a star: the text of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
