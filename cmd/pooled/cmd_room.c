@@ -351,13 +351,17 @@ static int room_join(int argc, char **argv) {
     char url[256], cache[1200], listen_url[256], parts[1024];
     to_url(addr, url, sizeof url);
     to_url(listen, listen_url, sizeof listen_url);
+    bool parts_dir = pl_room_cache_dir(parts, sizeof parts);
+    if (!ma.path && !parts_dir)
+        return die("room join: without -m the layers are fetched into $XDG_CACHE_HOME/pooled or "
+                   "~/.cache/pooled: neither can be made (set XDG_CACHE_HOME, or give -m FILE)");
     pl_room_join_opts o = {
         .url = url,
         .want_first = want_first,
         .listen = strcmp(listen, "none") ? listen_url : NULL,
         .want_last = want_last,
         .hash_cache = ma.path && pl_room_hash_cache(ma.path, cache, sizeof cache) ? cache : NULL,
-        .cache_dir = pl_room_cache_dir(parts, sizeof parts) ? parts : NULL,
+        .cache_dir = parts_dir ? parts : NULL,
         .key = key,
         .model = ma.path,
         .backend = ma.backend,

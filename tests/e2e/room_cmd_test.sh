@@ -96,6 +96,10 @@ for turn in 1 2; do
 done
 check "no -m: the cache holds the 2 parts, nothing half-written" \
     [ "$(ls -A "$XDG_CACHE_HOME/pooled" | grep -c part-)" = 2 ]
+# without -m and without a cache folder to fetch into: one line, before joining
+check_err "no -m, no cache folder" env -u XDG_CACHE_HOME HOME=/dev/null/x timeout 10 \
+    "$POOLED" room join 127.0.0.1:9 --key $K --backend cpu
+grep -q "XDG_CACHE_HOME" "$TMP/err" || fail "no cache folder: the line says where: $(cat "$TMP/err")"
 # without --layers a worker without the model (it cannot probe) is dealt layers as if as
 # fast as the host, not left idle
 NO_MODEL=1 room 1 "$S" -p "$p" -n 24 --temp 0 --ids --wire f32
