@@ -4,10 +4,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "fetch.h"
 #include "format/gguf_hash.h"
 #include "room.h"
 #include "room_io.h"
 #include "runtime/plan.h"
+#include "base/sha256.h"
 
 static int64_t now_ms(void) {
     struct timespec ts;
@@ -28,13 +30,14 @@ static pl_status take_hello(pl_link *l, const uint8_t *meta, pl_wire_hello *h) {
     if (other)
         s = pl_fail(PL_ERR_FORMAT, "its model file has other metadata (architecture, sizes) than "
                                    "the host's: another model");
+    if (!s && !m.hello.has_model && !(m.hello.caps & PL_CAP_WEIGHT_FETCH))
+        s = pl_fail(PL_ERR_FORMAT, "it has no model file and cannot fetch its layers");
     if (s) {
         char line[PL_WIRE_MAX_TEXT + 1];
         snprintf(line, sizeof line, "%s", pl_last_error());
         pl_room_send_error(l, other ? PL_WERR_MODEL : PL_WERR_PROTOCOL, line);
         return pl_fail(s, "%s", line);
     }
-    /* TODO(weights slice): offer weights to a worker without the model. */
     *h = m.hello;
     return PL_OK;
 }
@@ -119,6 +122,13 @@ static uint64_t layer_state_bytes(const pl_gguf *g, int n_ctx, uint32_t kv_type)
     return (uint64_t)n_ctx * (uint64_t)kv * (uint64_t)(kl + vl) * (kv_type == PL_TYPE_F32 ? 4 : 2);
 }
 
+/* The speed the plan counts for a worker whose hello has none: a worker without the model
+ * file cannot probe before its plan (it has not fetched the header): as fast as the host;
+ * any other as the slowest. */
+static double unmeasured(const pl_wire_hello *h, const pl_room_deal_opts *o) {
+    return !h->has_model && o->host_speed > 0 ? o->host_speed : 1e-9;
+}
+
 pl_status pl_room_plan(pl_room_worker *w, int *n, const pl_room_deal_opts *o, int *host_first,
                        int *host_last) {
     pl_gguf_sel sel;
@@ -152,7 +162,7 @@ pl_status pl_room_plan(pl_room_worker *w, int *n, const pl_room_deal_opts *o, in
         mb[i + 1] = (pl_plan_member){.id = pl_link_peer(w[i].link),
                                      .backend = h->backend,
                                      .mem_bytes = h->mem_lent,
-                                     .speed = h->speed > 0 ? h->speed : 1e-9,
+                                     .speed = h->speed > 0 ? h->speed : unmeasured(h, o),
                                      .forced = h->want_first < h->want_last,
                                      .first = (int)h->want_first,
                                      .last = (int)h->want_last};
@@ -271,53 +281,106 @@ static void plan_for(const pl_room_worker *w, int n, const pl_room_deal_opts *o,
     }
 }
 
+/* Whether worker w fetches its layers from the host (its hello had no model). */
+static bool fetches(const pl_room_worker *w) {
+    return !w->hello.has_model;
+}
+
+/* Worker w's answer to its plan (a ready), the requests for its layers answered meanwhile.
+ * *done: it is ready, with the same identity as the host's file; a failure says why. */
+static pl_status take_ready(pl_room_worker *w, const pl_room_deal_opts *o, const pl_wire_part *part,
+                            int ms, bool *done) {
+    pl_wire_msg m;
+    *done = false;
+    pl_status s = pl_room_recv(w->link, &m, ms);
+    const char *peer = pl_link_peer(w->link);
+    if (s == PL_ERR) return PL_OK; /* nothing yet */
+    if (s == PL_ERR_IO) return pl_fail(PL_ERR_IO, "the worker at %s left the room", peer);
+    if (s) return pl_fail(s, "the worker at %s: %s", peer, pl_last_error());
+    if (m.type == PL_MSG_WEIGHT_REQ && fetches(w)) {
+        return pl_room_serve_piece(w, o->g, o->model_path, part, &m.weight_req, o->test_bad_piece);
+    }
+    if (m.type == PL_MSG_ERROR)
+        return pl_fail(PL_ERR, "the worker at %s cannot serve layers %d..%d: %s", peer, w->first,
+                       w->last, m.error.text);
+    if (m.type != PL_MSG_READY || m.ready.first != (uint32_t)w->first ||
+        m.ready.last != (uint32_t)w->last)
+        return pl_fail(PL_ERR, "the worker at %s answered its plan with a %s", peer,
+                       pl_wire_type_name(m.type));
+    /* the same file? its identity of the range against the host's own */
+    uint8_t mine[32];
+    s = pl_room_part_id(o->g, w->first, w->last, o->hash_cache, mine);
+    if (s) return pl_fail(s, "cannot hash layers %d..%d: %s", w->first, w->last, pl_last_error());
+    if (memcmp(mine, m.ready.part_id, 32)) {
+        char line[PL_WIRE_MAX_TEXT + 1];
+        snprintf(line, sizeof line,
+                 "layers %d..%d of this worker's model file differ from the host's (another "
+                 "file or quantization): refused",
+                 w->first, w->last);
+        pl_room_send_error(w->link, PL_WERR_MODEL, line);
+        return pl_fail(PL_ERR, "the worker at %s: %s", peer, line);
+    }
+    *done = true;
+    if (o->verbose && fetches(w) && !w->pieces)
+        fprintf(stderr, "room: the worker at %s had layers %d..%d in its cache: nothing sent\n",
+                peer, w->first, w->last);
+    else if (o->verbose && fetches(w))
+        fprintf(stderr,
+                "room: the worker at %s fetched layers %d..%d: %.1f MiB sent in %d pieces\n", peer,
+                w->first, w->last, (double)w->sent / (1 << 20), w->pieces);
+    return PL_OK;
+}
+
 pl_status pl_room_deal(pl_room_worker *w, int n, const pl_room_deal_opts *o, int host_first,
                        int host_last) {
     if (host_first >= host_last) host_first = host_last = 0;
     pl_gguf_sel sel;
     if (pl_gguf_select(o->g, 0, 0, 0, &sel)) return PL_ERR_FORMAT;
     bool chain = !o->star && pl_room_chain(w, n, o->verbose);
+    pl_wire_part part[PL_ROOM_MAX_WORKERS];
     for (int i = 0; i < n; i++) {
         pl_wire_msg m = {.type = PL_MSG_PLAN};
         plan_for(w, n, o, sel.n_layer, host_first, host_last, chain, i, &m.plan);
-        pl_status s = pl_room_send(w[i].link, &m, PL_ROOM_SEND_MS);
+        uint8_t *hashes = NULL;
+        pl_status s = PL_OK;
+        if (fetches(&w[i]) && !o->model_path)
+            s = pl_fail(PL_ERR_ARG,
+                        "the worker at %s has no model file and this host cannot "
+                        "send it one",
+                        pl_link_peer(w[i].link));
+        else if (fetches(&w[i]))
+            s = pl_room_part_offer(o->g, w[i].first, w[i].last, o->hash_cache, &hashes,
+                                   &m.plan.n_tensors, &part[i]);
+        if (s) return s;
+        if (hashes) { /* the worker checks each tensor it fetches against these */
+            m.plan.id_kind = PL_MODEL_ID_TENSORS, m.plan.hashes = hashes;
+            pl_sha256 h;
+            pl_sha256_init(&h);
+            pl_sha256_update(&h, hashes, (size_t)m.plan.n_tensors * 32);
+            pl_sha256_final(&h, m.plan.model_id);
+        }
+        w[i].sent = 0, w[i].pieces = 0;
+        s = pl_room_send(w[i].link, &m, PL_ROOM_SEND_MS);
+        free(hashes);
+        pl_wire_msg pm = {.type = PL_MSG_PART, .part = part[i]};
+        if (!s && fetches(&w[i])) s = pl_room_send(w[i].link, &pm, PL_ROOM_SEND_MS);
         if (s)
             return pl_fail(PL_ERR_IO, "the worker at %s: cannot send its plan: %s",
                            pl_link_peer(w[i].link), pl_last_error());
     }
-    int load_ms = o->load_ms ? o->load_ms : PL_ROOM_LOAD_MS;
+    /* every worker loads (or fetches) at once: the host answers whichever asks */
+    int load_ms = o->load_ms ? o->load_ms : PL_ROOM_LOAD_MS, left = n;
     int64_t end = now_ms() + load_ms;
-    for (int i = 0; i < n; i++) {
-        pl_wire_msg m;
-        int64_t left = end - now_ms();
-        pl_status s = pl_room_recv(w[i].link, &m, left > 0 ? (int)left : 0);
-        const char *peer = pl_link_peer(w[i].link);
-        if (s == PL_ERR)
-            return pl_fail(PL_ERR, "the worker at %s did not load layers %d..%d within %d ms", peer,
-                           w[i].first, w[i].last, load_ms);
-        if (s == PL_ERR_IO) return pl_fail(PL_ERR_IO, "the worker at %s left the room", peer);
-        if (s) return pl_fail(s, "the worker at %s: %s", peer, pl_last_error());
-        if (m.type == PL_MSG_ERROR)
-            return pl_fail(PL_ERR, "the worker at %s cannot serve layers %d..%d: %s", peer,
-                           w[i].first, w[i].last, m.error.text);
-        if (m.type != PL_MSG_READY || m.ready.first != (uint32_t)w[i].first ||
-            m.ready.last != (uint32_t)w[i].last)
-            return pl_fail(PL_ERR, "the worker at %s answered its plan with a %s", peer,
-                           pl_wire_type_name(m.type));
-        /* the same file? its identity of the range against the host's own */
-        uint8_t mine[32];
-        s = pl_room_part_id(o->g, w[i].first, w[i].last, o->hash_cache, mine);
-        if (s)
-            return pl_fail(s, "cannot hash layers %d..%d: %s", w[i].first, w[i].last,
-                           pl_last_error());
-        if (memcmp(mine, m.ready.part_id, 32)) {
-            char line[PL_WIRE_MAX_TEXT + 1];
-            snprintf(line, sizeof line,
-                     "layers %d..%d of this worker's model file differ from the host's (another "
-                     "file or quantization): refused",
-                     w[i].first, w[i].last);
-            pl_room_send_error(w[i].link, PL_WERR_MODEL, line);
-            return pl_fail(PL_ERR, "the worker at %s: %s", peer, line);
+    bool ready[PL_ROOM_MAX_WORKERS] = {false};
+    while (left) {
+        for (int i = 0; i < n; i++) {
+            if (ready[i]) continue;
+            if (now_ms() >= end)
+                return pl_fail(PL_ERR, "the worker at %s did not load layers %d..%d within %d ms",
+                               pl_link_peer(w[i].link), w[i].first, w[i].last, load_ms);
+            pl_status s = take_ready(&w[i], o, &part[i], left == 1 ? 200 : 5, &ready[i]);
+            if (s) return s;
+            if (ready[i]) left--;
         }
     }
     return PL_OK;

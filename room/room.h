@@ -35,6 +35,10 @@
 #define PL_ROOM_MAX_WORKERS (PL_WIRE_MAX_MEMBERS - 1)
 #define PL_ROOM_SILENT_MS   3000 /* a worker silent this long (no result, no pong) is lost */
 #define PL_ROOM_BEAT_MS     1000 /* a serving worker says something (a pong) at least this often */
+#define PL_ROOM_PIECE_BYTES (1u << 20) /* a worker asks for its weights in pieces of this */
+#define PL_ROOM_PIECE_MS    30000      /* the host answers each weight request within this */
+#define PL_ROOM_PARTS_KEEP  4   /* part files a worker's cache keeps: the most recently used */
+#define PL_ROOM_STALE_S     600 /* a download's temporary file untouched this long is stale */
 
 /* ---- the host's side ---- */
 
@@ -42,6 +46,8 @@ typedef struct {
     pl_link *link;
     pl_wire_hello hello;
     int first, last; /* the layers dealt (first == last: none, idle) */
+    uint64_t sent;   /* bytes of the model file sent to it (a worker without the file) */
+    int pieces;      /* weight pieces sent to it */
 } pl_room_worker;
 
 /* Accept joiners on L until n of them proved the key and said a valid hello, waiting up to
@@ -68,6 +74,10 @@ typedef struct {
                                   deals the host's share) */
     bool verbose;              /* the plan table on stderr */
     bool star;                 /* no chain even where every worker listens (tests) */
+    const char *model_path;    /* the host's model file, whose header a worker without the
+                                  file receives (NULL: such a worker is refused) */
+    int test_bad_piece;        /* tests: answer the first tensor piece asked for with another
+                                  tensor's index (1) or one byte more than asked (2) */
 } pl_room_deal_opts;
 
 /* Whether w[0..n) can form a chain: every one listens somewhere (its hello's address). Where
@@ -83,7 +93,11 @@ pl_status pl_room_plan(pl_room_worker *w, int *n, const pl_room_deal_opts *o, in
                        int *host_last);
 
 /* Send each worker its plan (w[i].first/last; the host's own [host_first, host_last) among
- * the members), wait up to load_ms for each to load its layers and report their identity
+ * the members); to a worker without the model file (its hello) the plan carries the hashes
+ * of its part's tensors and a part message follows, and its requests for the file's header
+ * and its tensors are answered from o->model_path in pieces (each checked: its part only,
+ * within the tensor, no more in all than the header and the part; w[i].sent counts them);
+ * wait up to load_ms for each to load its layers and report their identity
  * (a ready message), and check it against the host's own file for that range: a worker
  * with another file is told so (an error) and the deal fails with one line naming the
  * worker and its layers; so does a worker's own refusal (its line). */
@@ -99,6 +113,10 @@ pl_status pl_room_part_id(const pl_gguf *g, int first, int last, const char *cac
  * ~/.cache/pooled) /hashes-<digest of the path, size and mtime>, the folder made if need
  * be. false (and no cache: hash every time) where there is no such folder. */
 bool pl_room_hash_cache(const char *path, char *out, size_t cap);
+
+/* The folder $XDG_CACHE_HOME/pooled (or ~/.cache/pooled), made if need be; false where
+ * there is none. */
+bool pl_room_cache_dir(char *out, size_t cap);
 
 /* A stage that runs the layers of w[0..k) (consecutive: w[i].last == w[i + 1].first) over
  * their links: frames go out to w[0] as hidden messages (dtype); with k > 1 the workers
@@ -129,7 +147,12 @@ void pl_room_worker_bye(pl_link *l);
 typedef struct {
     const char *url;             /* the host: tcp://ADDR:PORT or inproc://NAME */
     const char *key;             /* the room key */
-    const char *model;           /* the worker's own copy of the model file */
+    const char *model;           /* the worker's own copy of the model file (NULL: fetch
+                                    the dealt layers from the host into cache_dir) */
+    const char *cache_dir;       /* where fetched parts are kept (part-<identity>.gguf, the
+                                    PL_ROOM_PARTS_KEEP most recently used) */
+    int test_die_after;          /* tests: a download fails after this many pieces, as a
+                                    worker killed mid-download (0: never) */
     const char *backend;         /* auto, cpu, webgpu (NULL: auto) */
     int threads;                 /* 0: one per core */
     uint32_t kv_type;            /* PL_TYPE_F16 (0: f16) or PL_TYPE_F32, as the host's */
@@ -151,7 +174,9 @@ typedef struct {
 } pl_room_join_opts;
 
 /* Join the room: open the model's header and the backend, measure the speed (probe.h), say
- * hello (memory lent, speed, metadata digest, --layers), load the dealt layers, report their
+ * hello (memory lent, speed, metadata digest, --layers), load the dealt layers (without a
+ * model: from the cached part file of that range where it matches the host's identity for
+ * it, else fetched from the host into the cache first, progress on stderr), report their
  * identity (ready), serve frames until the host says bye (PL_OK) or *stop (PL_OK, after
  * telling the host bye). A host that needs no layers of this device says bye instead of a
  * plan (PL_OK, a line when verbose). Fails with one line: wrong key, another version, no

@@ -176,12 +176,12 @@ static pl_status check_plan(const pl_wire_plan *p) {
 }
 
 static pl_status check_piece(const char *what, uint32_t tensor, uint64_t offset, uint32_t n) {
-    if (tensor >= PL_WIRE_MAX_TENSORS)
+    if (tensor >= PL_WIRE_MAX_TENSORS && tensor != PL_WIRE_TENSOR_HEADER)
         return pl_fail(PL_ERR_FORMAT, "room %s: tensor %u (0..%d)", what, tensor,
                        PL_WIRE_MAX_TENSORS - 1);
     if (n < 1 || n > PL_WIRE_MAX_PIECE)
         return pl_fail(PL_ERR_FORMAT, "room %s: %u bytes (1..%u)", what, n, PL_WIRE_MAX_PIECE);
-    if (offset > PL_WIRE_MAX_OFFSET - n)
+    if (offset > (tensor == PL_WIRE_TENSOR_HEADER ? PL_WIRE_MAX_HEADER : PL_WIRE_MAX_OFFSET) - n)
         return pl_fail(PL_ERR_FORMAT, "room %s: offset %llu out of range", what,
                        (unsigned long long)offset);
     return PL_OK;
@@ -249,6 +249,15 @@ static pl_status check_msg(const pl_wire_msg *m) {
             return pl_fail(PL_ERR_FORMAT, "room ready: layers [%u, %u) (non-empty, at most %d)",
                            m->ready.first, m->ready.last, PL_WIRE_MAX_LAYERS);
         return PL_OK;
+    case PL_MSG_PART:
+        if (m->part.header_bytes < 1 || m->part.header_bytes > PL_WIRE_MAX_HEADER ||
+            m->part.part_bytes > PL_WIRE_MAX_PART)
+            return pl_fail(PL_ERR_FORMAT,
+                           "room part: a header of %llu bytes (1..%u), %llu bytes "
+                           "of tensors (at most 2^48)",
+                           (unsigned long long)m->part.header_bytes, PL_WIRE_MAX_HEADER,
+                           (unsigned long long)m->part.part_bytes);
+        return PL_OK;
     default: return pl_fail(PL_ERR_FORMAT, "room message: unknown type %u", m->type);
     }
 }
@@ -279,6 +288,7 @@ static size_t body_size(const pl_wire_msg *m) {
     case PL_MSG_BYE: return 1;
     case PL_MSG_ERROR: return 3 + strlen(m->error.text);
     case PL_MSG_READY: return 8 + 32;
+    case PL_MSG_PART: return 16 + 32;
     default: return 0;
     }
 }
@@ -348,6 +358,10 @@ pl_status pl_wire_encode(const pl_wire_msg *m, uint8_t **out, size_t *n) {
         put_u32(&w, m->ready.first), put_u32(&w, m->ready.last);
         put_bytes(&w, m->ready.part_id, 32);
         break;
+    case PL_MSG_PART:
+        put_u64(&w, m->part.header_bytes), put_u64(&w, m->part.part_bytes);
+        put_bytes(&w, m->part.part_id, 32);
+        break;
     }
     *out = w.p, *n = w.n;
     return PL_OK;
@@ -365,9 +379,9 @@ void pl_wire_version_line(unsigned peer, unsigned self, char *buf, size_t cap) {
 }
 
 const char *pl_wire_type_name(unsigned type) {
-    static const char *names[] = {"?",      "hello",  "plan",   "weight request", "weight piece",
-                                  "hidden", "result", "rewind", "ping",           "pong",
-                                  "bye",    "error",  "ready"};
+    static const char *names[] = {
+        "?",    "hello", "plan", "weight request", "weight piece", "hidden", "result", "rewind",
+        "ping", "pong",  "bye",  "error",          "ready",        "part"};
     return type <= PL_MSG_MAX_TYPE ? names[type] : "?";
 }
 
@@ -489,6 +503,10 @@ pl_status pl_wire_decode(const uint8_t *buf, size_t n, pl_wire_msg *m) {
     case PL_MSG_READY:
         m->ready.first = get_u32(&r), m->ready.last = get_u32(&r);
         get_bytes(&r, m->ready.part_id, 32);
+        break;
+    case PL_MSG_PART:
+        m->part.header_bytes = get_u64(&r), m->part.part_bytes = get_u64(&r);
+        get_bytes(&r, m->part.part_id, 32);
         break;
     default: return pl_fail(PL_ERR_FORMAT, "room message: unknown type %u", m->type);
     }

@@ -19,7 +19,7 @@
 
 #include "base/status.h"
 
-#define PL_WIRE_VERSION 2
+#define PL_WIRE_VERSION 3
 
 /* Caps (see docs/room-protocol.md, "Limits"). */
 #define PL_WIRE_HEADER_BYTES 4
@@ -30,11 +30,16 @@
 #define PL_WIRE_MAX_MEMBERS  64           /* members of a plan */
 #define PL_WIRE_MAX_TENSORS  16384        /* tensors of a model (plan's hash list, pieces) */
 #define PL_WIRE_MAX_PIECE    (4u << 20)   /* payload bytes of one weight piece */
-#define PL_WIRE_MAX_OFFSET   (1ull << 48) /* byte offset inside one tensor */
-#define PL_WIRE_MAX_NAME     64           /* backend / device name bytes */
-#define PL_WIRE_MAX_ADDR     128          /* member address bytes */
-#define PL_WIRE_MAX_TEXT     200          /* error line bytes */
-#define PL_WIRE_MAX_SPEED    1e9f         /* measured speed (tokens/s of the probe) */
+#define PL_WIRE_MAX_HEADER   (64u << 20)  /* a model file's bytes before its tensor data */
+#define PL_WIRE_MAX_PART     (1ull << 48) /* bytes of one part's tensors */
+/* The tensor index of a weight request / piece that names the file's header (bytes
+ * [0, header bytes) of the host's file: metadata and tensor infos) instead of a tensor. */
+#define PL_WIRE_TENSOR_HEADER 0xffffffffu
+#define PL_WIRE_MAX_OFFSET    (1ull << 48) /* byte offset inside one tensor */
+#define PL_WIRE_MAX_NAME      64           /* backend / device name bytes */
+#define PL_WIRE_MAX_ADDR      128          /* member address bytes */
+#define PL_WIRE_MAX_TEXT      200          /* error line bytes */
+#define PL_WIRE_MAX_SPEED     1e9f         /* measured speed (tokens/s of the probe) */
 /* The largest encoded message: a weight piece, or a plan with the full hash list. */
 #define PL_WIRE_MAX_MESSAGE (PL_WIRE_MAX_PIECE + 4096)
 
@@ -52,8 +57,9 @@ typedef enum {
     PL_MSG_BYE = 10,   /* clean leave */
     PL_MSG_ERROR = 11, /* code + one line */
     PL_MSG_READY = 12, /* a worker loaded its layers: their identity (version 2) */
+    PL_MSG_PART = 13,  /* to a worker that fetches its layers: what it will ask for (v3) */
 } pl_msg_type;
-#define PL_MSG_MAX_TYPE 12
+#define PL_MSG_MAX_TYPE 13
 
 /* hello capability bits; unknown bits are kept and ignored (newer peers may add some). */
 #define PL_CAP_F16_WIRE     (1u << 0) /* understands f16 hidden frames */
@@ -157,6 +163,12 @@ typedef struct {
 } pl_wire_ready;
 
 typedef struct {
+    uint64_t header_bytes; /* the host file's bytes before its tensor data, 1..MAX_HEADER */
+    uint64_t part_bytes;   /* bytes of the worker's part's tensors, 0..MAX_PART */
+    uint8_t part_id[32];   /* pl_gguf_part_identity of the part in the host's file */
+} pl_wire_part;
+
+typedef struct {
     uint8_t type; /* pl_msg_type */
     union {
         pl_wire_hello hello;
@@ -169,6 +181,7 @@ typedef struct {
         uint8_t bye;       /* pl_bye_reason */
         pl_wire_error error;
         pl_wire_ready ready;
+        pl_wire_part part;
     };
 } pl_wire_msg;
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fetch.h"
 #include "room.h"
 #include "room_io.h"
 #include "format/gguf_hash.h"
@@ -45,6 +46,7 @@ typedef struct {
     pl_state *s;
     int first, last, n_ctx;
     const char *note; /* the backend's remark */
+    char path[1200];  /* the model file: -m, or the part fetched into the cache */
     float *cols;      /* one frame's columns, f32 */
     void *out;        /* one result's payload */
 } worker;
@@ -185,6 +187,38 @@ static pl_status wait_msg(worker *w, pl_wire_msg *m, int wait_ms, const char *wh
     return pl_fail(PL_ERR, "no %s from the host within %d ms", what, wait_ms);
 }
 
+/* A worker without the model file: the host's part message after the plan, then the part
+ * file of its layers into w->path (fetch.h) and its identity into id. */
+static pl_status take_part(worker *w, const pl_wire_plan *p, uint8_t id[32]) {
+    if (p->id_kind != PL_MODEL_ID_TENSORS)
+        return pl_fail(PL_ERR_FORMAT, "the plan has no tensor hashes: the host cannot send layers");
+    pl_wire_plan plan = *p; /* the hashes point into the link's buffer: keep a copy */
+    size_t hn = (size_t)p->n_tensors * 32;
+    uint8_t *hashes = malloc(hn);
+    if (!hashes) return pl_fail(PL_ERR_NOMEM, "out of memory for %u tensor hashes", p->n_tensors);
+    memcpy(hashes, p->hashes, hn);
+    plan.hashes = hashes;
+    pl_wire_msg m;
+    pl_status s = wait_msg(w, &m, PL_ROOM_PIECE_MS, "part message");
+    if (!s && m.type != PL_MSG_PART)
+        s = pl_fail(PL_ERR_FORMAT, "the host sent a %s where the part message was due",
+                    pl_wire_type_name(m.type));
+    if (!s) {
+        pl_room_fetch_opts fo = {.link = w->link,
+                                 .plan = &plan,
+                                 .part = &m.part,
+                                 .first = w->first,
+                                 .last = w->last,
+                                 .cache_dir = w->o->cache_dir,
+                                 .verbose = w->o->verbose,
+                                 .die_after = w->o->test_die_after,
+                                 .stop = w->o->stop};
+        s = pl_room_fetch_part(&fo, w->path, sizeof w->path, id);
+    }
+    free(hashes);
+    return s;
+}
+
 /* Load layers [first, last) as the plan says and report their identity (ready); on failure
  * the host is told why. */
 static pl_status take_plan(worker *w, const pl_wire_plan *p) {
@@ -194,19 +228,29 @@ static pl_status take_plan(worker *w, const pl_wire_plan *p) {
         if (p->members[i].id == 0) me = &p->members[i];
     pl_status s = PL_OK;
     pl_wire_msg ready = {.type = PL_MSG_READY};
+    bool have_id = false;
     if (!me) s = pl_fail(PL_ERR_FORMAT, "the plan deals this worker no layers");
     if (!s) {
         w->first = (int)me->first, w->last = (int)me->last, w->n_ctx = (int)p->n_ctx;
         ready.ready.first = me->first, ready.ready.last = me->last;
+    }
+    if (!s && !w->g) { /* no model file: the part from the cache, or fetched from the host */
+        s = take_part(w, p, ready.ready.part_id);
+        have_id = !s;
+        if (!s && (s = pl_gguf_open(w->path, &w->g)))
+            s = pl_fail(s, "the part fetched into %s: %s", w->path, pl_last_error());
+    }
+    if (!s) {
         pl_model_opts mo = {
             .prefault = true, .layer_first = w->first, .layer_last = w->last, .ends = PL_ENDS_NONE};
         int n_layer;
         s = pl_model_load(w->g, w->be, &mo, &w->m);
         if (!s && (n_layer = pl_model_get_info(w->m)->n_layer) != (int)p->n_layers)
             s = pl_fail(PL_ERR_FORMAT, "the room's model has %u layers, %s has %d", p->n_layers,
-                        o->model, n_layer);
+                        w->path, n_layer);
     }
-    if (!s) s = pl_room_part_id(w->g, w->first, w->last, o->hash_cache, ready.ready.part_id);
+    if (!s && !have_id)
+        s = pl_room_part_id(w->g, w->first, w->last, o->hash_cache, ready.ready.part_id);
     /* the chain: the next member's address (a worker) gets this worker's output; the
      * previous one's (a worker) dials this one. Empty addresses: a star through the host. */
     int at = (int)(me - p->members);
@@ -249,23 +293,25 @@ static pl_status take_plan(worker *w, const pl_wire_plan *p) {
 static pl_status prepare(worker *w, pl_wire_hello *h) {
     const pl_room_join_opts *o = w->o;
     const char *note = NULL;
-    pl_status s = pl_gguf_open(o->model, &w->g);
+    pl_status s = o->model ? pl_gguf_open(o->model, &w->g) : PL_OK;
+    if (o->model) snprintf(w->path, sizeof w->path, "%s", o->model);
     if (!s) s = pl_backend_open(o->backend ? o->backend : "auto", o->threads, &w->be, &note);
     if (s) return s;
     w->be->act_q8 = o->act_q8;
     w->note = note;
-    *h = (pl_wire_hello){.caps = PL_CAP_F16_WIRE,
+    *h = (pl_wire_hello){.caps = PL_CAP_F16_WIRE | (o->model ? 0 : PL_CAP_WEIGHT_FETCH),
                          .mem_lent = o->lend,
-                         .has_model = true,
+                         .has_model = o->model != NULL,
                          .want_first = (uint32_t)o->want_first,
                          .want_last = (uint32_t)o->want_last};
-    if ((s = pl_gguf_meta_digest(w->g, h->model_id))) return s;
+    if (w->g && (s = pl_gguf_meta_digest(w->g, h->model_id))) return s;
     if (o->listen && (s = pl_link_listen(o->listen, o->key, NULL, &w->lis)))
         return pl_fail(s, "cannot listen on %s for the chain: %s", o->listen, pl_last_error());
     if (w->lis) snprintf(h->addr, sizeof h->addr, "%.128s", pl_listener_url(w->lis));
     pl_probe_opts po = {.budget_s = o->probe_s};
     pl_probe_result pr;
-    if (pl_probe_speed(w->g, w->be, &po, &pr) == PL_OK && pr.layers_per_s < PL_WIRE_MAX_SPEED)
+    if (w->g && pl_probe_speed(w->g, w->be, &po, &pr) == PL_OK &&
+        pr.layers_per_s < PL_WIRE_MAX_SPEED)
         h->speed = (float)pr.layers_per_s;
     else
         pl_clear_error(); /* no speed: the plan counts this device as the slowest */

@@ -28,7 +28,7 @@ static const char *const usage =
     "usage: pooled room host -m FILE [-p PROMPT | -f/--file FILE | --prompt-ids IDS] [options]\n"
     "                        [run options]\n"
     "       pooled room bench -m FILE [options] [-p 512] [-n 128] [-r 5] [bench options]\n"
-    "       pooled room join ADDR:PORT --key SECRET -m FILE [options]\n"
+    "       pooled room join ADDR:PORT --key SECRET [-m FILE] [options]\n"
     "host:\n"
     "  --listen ADDR:PORT   where joiners dial (default 0.0.0.0:7700; port 0: any free one)\n"
     "  --key SECRET         the room key (default: a random one, printed)\n"
@@ -55,7 +55,9 @@ static const char *const usage =
     "                       0.0.0.0:0: any free port, told the host; none: no chain, every\n"
     "                       frame goes through the host)\n"
     "  -m/--model, --backend, -t/--threads, -c/--ctx/--ctx-size, --kv, --act, --spec\n"
-    "                       as for `pooled run` (--kv and --act as the host's)\n";
+    "                       as for `pooled run` (--kv and --act as the host's); without -m\n"
+    "                       the dealt layers come from the host into $XDG_CACHE_HOME/pooled\n"
+    "                       (or ~/.cache/pooled; the 4 most recently used parts are kept)\n";
 
 static volatile sig_atomic_t stop_flag;
 
@@ -127,7 +129,7 @@ static bool host_attach(loaded_model *lm, void *ud) {
     const char *bound = pl_listener_url(L);
     fprintf(stderr,
             "room: waiting for %d worker%s; on each, run:\n"
-            "    pooled room join %s --key %s -m MODEL\n",
+            "    pooled room join %s --key %s [-m MODEL]\n",
             (int)h->workers, h->workers == 1 ? "" : "s",
             strncmp(bound, "tcp://", 6) ? bound : bound + 6, h->key);
     pl_room_worker w[PL_ROOM_MAX_WORKERS];
@@ -152,6 +154,7 @@ static bool host_attach(loaded_model *lm, void *ud) {
                            .host_device = lm->be->device,
                            .host_first = in->layer_first,
                            .host_last = in->layer_last,
+                           .model_path = h->model,
                            .verbose = true};
     int hf = 0, hl = 0, nw = n;
     if (!s) s = pl_room_plan(w, &nw, &d, &hf, &hl);
@@ -345,25 +348,29 @@ static int room_join(int argc, char **argv) {
     if (err) return 1;
     if (!addr) return die("room join: give the host's ADDR:PORT");
     if (!key || !*key) return die("room join: give the room key with --key SECRET");
-    if (!ma.path) return die("no model: give one with -m FILE");
-    char url[256], cache[1200], listen_url[256];
+    char url[256], cache[1200], listen_url[256], parts[1024];
     to_url(addr, url, sizeof url);
     to_url(listen, listen_url, sizeof listen_url);
-    pl_room_join_opts o = {.url = url,
-                           .want_first = want_first,
-                           .listen = strcmp(listen, "none") ? listen_url : NULL,
-                           .want_last = want_last,
-                           .hash_cache =
-                               pl_room_hash_cache(ma.path, cache, sizeof cache) ? cache : NULL,
-                           .key = key,
-                           .model = ma.path,
-                           .backend = ma.backend,
-                           .threads = (int)ma.threads,
-                           .kv_type = ma.kv,
-                           .act_q8 = ma.act_q8,
-                           .lend = lend ? lend : spare_memory(),
-                           .stop = &stop_flag,
-                           .verbose = true};
+    bool parts_dir = pl_room_cache_dir(parts, sizeof parts);
+    if (!ma.path && !parts_dir)
+        return die("room join: without -m the layers are fetched into $XDG_CACHE_HOME/pooled or "
+                   "~/.cache/pooled: neither can be made (set XDG_CACHE_HOME, or give -m FILE)");
+    pl_room_join_opts o = {
+        .url = url,
+        .want_first = want_first,
+        .listen = strcmp(listen, "none") ? listen_url : NULL,
+        .want_last = want_last,
+        .hash_cache = ma.path && pl_room_hash_cache(ma.path, cache, sizeof cache) ? cache : NULL,
+        .cache_dir = parts_dir ? parts : NULL,
+        .key = key,
+        .model = ma.path,
+        .backend = ma.backend,
+        .threads = (int)ma.threads,
+        .kv_type = ma.kv,
+        .act_q8 = ma.act_q8,
+        .lend = lend ? lend : spare_memory(),
+        .stop = &stop_flag,
+        .verbose = true};
     catch_stop(true);
     if (pl_room_join(&o)) return die("room join: %s", pl_last_error());
     fprintf(stderr, stop_flag ? "room: left the room\n" : "room: the host said bye\n");

@@ -9,7 +9,9 @@
 # the output is still pooled run's / pooled chat's. Every process runs under a timeout, so
 # a bug cannot hang the run. Also: the plan table, join --layers, a room too small for the
 # model, a worker with other weights refused (identity), the chain of workers and the star
-# where a worker listens nowhere, and room bench with emulated latency.
+# where a worker listens nowhere, and room bench with emulated latency. Workers without
+# the model file (no -m) fetch their layers from the host: the ids of pooled run, and a
+# second room with the same ranges sends nothing (their cache).
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
 Q=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
@@ -45,9 +47,10 @@ room() {
             --key wrong-key -m "$model" --backend cpu
         grep -q "key" "$TMP/err" || fail "the wrong key's line names the key: $(cat "$TMP/err")"
     fi
-    local pids=() layers=(${JOIN_LAYERS:-})
+    local pids=() layers=(${JOIN_LAYERS:-}) mopt=(-m "$model")
+    [ -z "${NO_MODEL:-}" ] || mopt=() # the workers fetch their layers from the host
     for i in $(seq "$n"); do
-        timeout 60 "$POOLED" room join "$addr" --key $K -m "$model" --backend cpu -t 1 \
+        timeout 60 "$POOLED" room join "$addr" --key $K "${mopt[@]}" --backend cpu -t 1 \
             ${layers[$((i - 1))]:+--layers ${layers[$((i - 1))]}} ${JOIN_ARGS:-} 2>"$TMP/w$i.err" &
         pids+=($!)
     done
@@ -77,6 +80,31 @@ check "--layers: a worker runs 3..4" grep -q "^127.0.0.1:[0-9]*  *cpu  *3-4 " "$
 check "--layers: the two workers form one chain" grep -q "chain 1 runs layers 0..5" "$TMP/host.err"
 check "--layers: the first worker hands its output to the next" \
     grep -q "results to the next worker at tcp://127.0.0.1:" "$TMP/w2.err"
+# workers without the model file (no -m): each fetches its layers from the host into the
+# cache and the ids are pooled run's; a second room with the same ranges sends nothing
+want_ids=$(run -m "$S" -p "$p" -n 24 --temp 0 --ids)
+for turn in 1 2; do
+    NO_MODEL=1 JOIN_LAYERS="0-2 2-5" room 2 "$S" -p "$p" -n 24 --temp 0 --ids --wire f32
+    check "no -m, room $turn: the ids of pooled run" [ -n "$want_ids" -a "$(cat "$TMP/host.out")" = "$want_ids" ]
+    if [ $turn = 1 ]; then
+        check "no -m: worker 1 fetches its layers, with progress" grep -q "fetching layers 0..2 from the host: " "$TMP/w1.err"
+        check "no -m: the host sends each worker its layers" [ "$(grep -c "fetched layers .*MiB sent in" "$TMP/host.err")" = 2 ]
+    else
+        check "no -m, again: the host sends nothing" [ "$(grep -c "in its cache: nothing sent" "$TMP/host.err")" = 2 ]
+        check "no -m, again: worker 2 takes its layers from the cache" grep -q "layers 2..5 from the cache" "$TMP/w2.err"
+    fi
+done
+check "no -m: the cache holds the 2 parts, nothing half-written" \
+    [ "$(ls -A "$XDG_CACHE_HOME/pooled" | grep -c part-)" = 2 ]
+# without -m and without a cache folder to fetch into: one line, before joining
+check_err "no -m, no cache folder" env -u XDG_CACHE_HOME HOME=/dev/null/x timeout 10 \
+    "$POOLED" room join 127.0.0.1:9 --key $K --backend cpu
+grep -q "XDG_CACHE_HOME" "$TMP/err" || fail "no cache folder: the line says where: $(cat "$TMP/err")"
+# without --layers a worker without the model (it cannot probe) is dealt layers as if as
+# fast as the host, not left idle
+NO_MODEL=1 room 1 "$S" -p "$p" -n 24 --temp 0 --ids --wire f32
+check "no -m, no --layers: the ids of pooled run" [ -n "$want_ids" -a "$(cat "$TMP/host.out")" = "$want_ids" ]
+check "no -m, no --layers: the worker is dealt layers" grep -q "room: chain 1 runs layers" "$TMP/host.err"
 # a worker that listens nowhere: a star through the host, said so; the same text
 JOIN_LAYERS="0-2 2-5" JOIN_ARGS="--listen none" room 2 "$S" -p "$p" -n 40 --temp 0 --wire f32
 check "a star: the text of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]

@@ -8,7 +8,9 @@
  * room still gathers, a worker whose model does not fit the plan fails the deal with its
  * line, and a worker that dies mid-turn fails the turn with one line, not a hang (or,
  * where the host may take its layers over, a silent or leaving worker changes nothing). */
+#include <dirent.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "format/gguf_hash.h"
@@ -25,7 +27,7 @@ typedef struct {
     pl_room_join_opts o;
     pl_status s;
     char err[256];
-    char listen[64]; /* where the previous worker of a chain dials it ("": nowhere) */
+    char listen[80]; /* where the previous worker of a chain dials it ("": nowhere) */
     pthread_t th;
 } joiner;
 
@@ -36,14 +38,21 @@ static void *join_main(void *ud) {
     return NULL;
 }
 
+/* Set: joiners have no model file and fetch their layers into this folder. */
+static const char *fetch_dir;
+/* What the host sent each worker of the last room dealt (pl_room_worker.sent). */
+static uint64_t last_sent[4];
+
 static void start_joiner(joiner *j, const char *url, const char *key, const char *model) {
     j->o = (pl_room_join_opts){.url = url,
+                               .cache_dir = fetch_dir,
+                               .test_die_after = j->o.test_die_after,
                                .want_first = j->o.want_first,
                                .want_last = j->o.want_last,
                                .lend = 1ull << 30,
                                .probe_s = 0.01,
                                .key = key,
-                               .model = model,
+                               .model = fetch_dir ? NULL : model,
                                .backend = "cpu",
                                .threads = 1,
                                .act_q8 = 1,
@@ -109,9 +118,11 @@ static bool room_open(room *r, const char *url, const char *rel, int n, int n_la
     pl_status s = pl_gguf_meta_digest(r->g, meta);
     if (!s) s = pl_room_gather(r->L, n, 60000, NULL, false, meta, r->w);
     pl_room_deal_opts d = deal_opts(r->g, dtype);
+    d.model_path = test_shared(rel);
     int kept = n;
     if (!s) s = plan_deal(r->w, &kept, &d);
     if (!s && kept != n) s = pl_fail(PL_ERR, "%d of %d workers idle", n - kept, n);
+    for (int i = 0; !s && i < n; i++) last_sent[i] = r->w[i].sent;
     if (!s && chain != pl_room_chain(r->w, n, false))
         s = pl_fail(PL_ERR, "a %s where a %s was due", chain ? "star" : "chain",
                     chain ? "chain" : "star");
@@ -281,6 +292,8 @@ static void *fake_main(void *ud) {
     if (pl_link_dial(f->url, KEY, 10000, NULL, &l)) return NULL;
     pl_wire_msg m = {.type = PL_MSG_HELLO};
     m.hello = (pl_wire_hello){.caps = PL_CAP_F16_WIRE,
+                              .has_model = true, /* its layers' identity: from the real file */
+                              .model_id = {1},
                               .speed = f->speed,
                               .mem_lent = f->lend ? f->lend : 1ull << 30,
                               .want_first = (uint32_t)f->want_first,
@@ -491,12 +504,130 @@ out:
     pl_gguf_free(g);
 }
 
+/* The part files (part-*.gguf) in dir, and the temporary ones (.part-*). */
+static int count_parts(const char *dir, bool temporary) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += !strncmp(e->d_name, temporary ? ".part-" : "part-", temporary ? 6 : 5);
+    if (d) closedir(d);
+    return n;
+}
+
+/* One room of 2 workers without the model file (f16 frames, a chain): the greedy ids of
+ * the whole model (check_room); sent[i]: the bytes the host sent worker i. */
+static void fetch_room(pl_backend *be, uint64_t sent[2]) {
+    last_sent[0] = last_sent[1] = UINT64_MAX;
+    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F16, false, true);
+    sent[0] = last_sent[0], sent[1] = last_sent[1];
+}
+
+/* Flip one byte near the end (tensor data) of the file at path. */
+static void corrupt(const char *path) {
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL, "cannot open %s", path);
+    if (!f) return;
+    fseek(f, -100, SEEK_END);
+    int c = fgetc(f);
+    fseek(f, -100, SEEK_END);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+}
+
+/* A worker without the model fetches its layers; the host's pieces are refused when they
+ * are another tensor's or longer than asked (one line); a worker that dies mid-download
+ * leaves no part file. In a fresh cache folder each. */
+static void check_bad_fetch(int bad, int die_after) {
+    char dir[512], what[64];
+    static int count;
+    snprintf(dir, sizeof dir, "%s/bad-fetch-%d", test_tmpdir(), count++);
+    snprintf(what, sizeof what, "bad piece %d, dying after %d pieces", bad, die_after);
+    mkdir(dir, 0700);
+    const char *S = test_shared("models/stories260K.gguf");
+    pl_gguf *g = NULL;
+    pl_listener *L = NULL;
+    CHECK(pl_link_listen("inproc://bad-fetch", KEY, NULL, &L) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_gguf_open(S, &g) == PL_OK, "%s", pl_last_error());
+    if (!L || !g) goto out;
+    fetch_dir = dir;
+    joiner j;
+    memset(&j, 0, sizeof j);
+    j.o.want_first = 0, j.o.want_last = 5, j.o.test_die_after = die_after;
+    start_joiner(&j, "inproc://bad-fetch", KEY, S);
+    fetch_dir = NULL;
+    pl_room_worker w[1];
+    pl_status s = pl_room_gather(L, 1, 30000, NULL, false, NULL, w);
+    CHECK(!s, "%s: %s", what, pl_last_error());
+    if (!s) {
+        pl_room_deal_opts d = deal_opts(g, PL_WIRE_F32);
+        d.model_path = S, d.test_bad_piece = bad;
+        int n = 1;
+        s = plan_deal(w, &n, &d);
+        CHECK(s != PL_OK && !strchr(pl_last_error(), '\n'), "%s: '%s'", what,
+              s ? pl_last_error() : "dealt");
+        pl_room_worker_bye(w[0].link);
+    }
+    pthread_join(j.th, NULL);
+    const char *want = die_after ? "dies after" : bad == 1 ? "where tensor" : "was asked: refused";
+    CHECK(j.s != PL_OK && strstr(j.err, want) && !strchr(j.err, '\n'), "%s: the worker says '%s'",
+          what, j.err);
+    CHECK(!count_parts(dir, false) && !count_parts(dir, true),
+          "%s: %d part files, %d temporary ones left", what, count_parts(dir, false),
+          count_parts(dir, true));
+out:
+    pl_listener_close(L);
+    pl_gguf_free(g);
+}
+
+/* Weights over the link: 2 workers without the model answer as the whole model; a second
+ * room with the same model and ranges fetches nothing (the cache); a cached part with a
+ * flipped byte is refused and fetched again; bad pieces and a dying worker (above). */
+static void check_fetch(pl_backend *be) {
+    char dir[512], path[1024];
+    snprintf(dir, sizeof dir, "%s/parts", test_tmpdir());
+    mkdir(dir, 0700);
+    uint64_t sent[2];
+    fetch_dir = dir;
+    fetch_room(be, sent);
+    CHECK(sent[0] && sent[1] && sent[0] != UINT64_MAX && sent[1] != UINT64_MAX,
+          "the first room sends the workers their layers: %llu, %llu bytes",
+          (unsigned long long)sent[0], (unsigned long long)sent[1]);
+    CHECK(count_parts(dir, false) == 2 && !count_parts(dir, true), "%d part files, %d temporary",
+          count_parts(dir, false), count_parts(dir, true));
+    fetch_room(be, sent);
+    CHECK(!sent[0] && !sent[1], "the second room sends %llu, %llu bytes: not nothing",
+          (unsigned long long)sent[0], (unsigned long long)sent[1]);
+    /* corrupt the part of layers 0.. (the first worker's, the larger file is the second's) */
+    DIR *d = opendir(dir);
+    struct stat st;
+    off_t smallest = -1;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (!strncmp(e->d_name, "part-", 5) && !stat(p, &st) &&
+            (smallest < 0 || st.st_size < smallest))
+            smallest = st.st_size, snprintf(path, sizeof path, "%s", p);
+    }
+    if (d) closedir(d);
+    CHECK(smallest > 0, "no part file in %s", dir);
+    if (smallest > 0) corrupt(path);
+    fetch_room(be, sent);
+    CHECK((sent[0] > 0) != (sent[1] > 0) && sent[0] != UINT64_MAX && sent[1] != UINT64_MAX,
+          "exactly the corrupted part is fetched again: %llu, %llu bytes",
+          (unsigned long long)sent[0], (unsigned long long)sent[1]);
+    fetch_dir = NULL;
+    check_bad_fetch(1, 0);
+    check_bad_fetch(2, 0);
+    check_bad_fetch(0, 3);
+}
+
 static void run_tests(void) {
     pl_backend *be = NULL;
     const char *note;
     CHECK(pl_backend_open("cpu", 1, &be, &note) == PL_OK, "%s", pl_last_error());
     if (!be) return;
     be->act_q8 = 1;
+    check_fetch(be);
     check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F32, true, false);
     check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true, false);
     check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true, true);

@@ -9,7 +9,7 @@
 #include "base/sha256.h"
 #include "room/wire.h"
 
-#define N_SAMPLES 15
+#define N_SAMPLES 17
 
 static uint8_t payload[2 * 16 * 64 * 4];
 static uint8_t hashes[3 * 32];
@@ -100,6 +100,12 @@ static int samples(pl_wire_msg *m) {
     m[n].type = PL_MSG_READY;
     m[n].ready = (pl_wire_ready){.first = 4, .last = 12};
     memset(m[n++].ready.part_id, 0x5c, 32);
+    m[n].type = PL_MSG_PART;
+    m[n].part = (pl_wire_part){.header_bytes = 123456, .part_bytes = 1ull << 33};
+    memset(m[n++].part.part_id, 0xa7, 32);
+    m[n].type = PL_MSG_WEIGHT_REQ; /* the host file's header */
+    m[n++].weight_req =
+        (pl_wire_weight_req){.tensor = PL_WIRE_TENSOR_HEADER, .offset = 60u << 20, .n = 4u << 20};
     return n;
 }
 
@@ -188,7 +194,14 @@ static void test_round_trips(void) {
                   "in test_round_trips");
             break;
         case PL_MSG_WEIGHT_REQ:
-            CHECK(d.weight_req.offset == 1ull << 40 && d.weight_req.n == 1 << 20,
+            CHECK(d.weight_req.offset == m[i].weight_req.offset &&
+                      d.weight_req.n == m[i].weight_req.n &&
+                      d.weight_req.tensor == m[i].weight_req.tensor,
+                  "in test_round_trips");
+            break;
+        case PL_MSG_PART:
+            CHECK(d.part.header_bytes == 123456 && d.part.part_bytes == 1ull << 33 &&
+                      !memcmp(d.part.part_id, m[i].part.part_id, 32),
                   "in test_round_trips");
             break;
         case PL_MSG_REWIND:
@@ -348,7 +361,24 @@ static void ready_big(pl_wire_msg *m) {
     m->ready.last = PL_WIRE_MAX_LAYERS + 1;
 }
 
+static void part_header0(pl_wire_msg *m) {
+    m->part.header_bytes = 0;
+}
+static void part_header_big(pl_wire_msg *m) {
+    m->part.header_bytes = PL_WIRE_MAX_HEADER + 1;
+}
+static void part_big(pl_wire_msg *m) {
+    m->part.part_bytes = PL_WIRE_MAX_PART + 1;
+}
+static void req_header_past(pl_wire_msg *m) {
+    m->weight_req.offset = PL_WIRE_MAX_HEADER - m->weight_req.n + 1;
+}
+
 static void test_bad_fields(void) {
+    bad_field(15, part_header0, "header", "a part without a header");
+    bad_field(15, part_header_big, "header", "a part with a header past 64 MiB");
+    bad_field(15, part_big, "tensors", "a part past 2^48 bytes");
+    bad_field(16, req_header_past, "offset", "a header request past 64 MiB");
     bad_field(0, speed_nan, "speed", "NaN speed");
     bad_field(0, speed_neg, "speed", "negative speed");
     bad_field(0, no_backend, "backend", "empty backend");
