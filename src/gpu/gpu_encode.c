@@ -186,6 +186,7 @@ void pl_gpu_matmul_side_refs(const op *o, pl_gpu_ref *refs, int *n) {
     if (o->fqkv.split[0]) {
         refs[(*n)++] = pl_gpu_whole(o->fqkv.y1->buf);
         refs[(*n)++] = pl_gpu_whole(o->fqkv.y2->buf);
+        if (o->fqkv.split[2]) refs[(*n)++] = pl_gpu_whole(o->fqkv.y3->buf);
     }
 }
 
@@ -207,8 +208,10 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     p.up_out = o->fgate.up_out != NULL;
     p.split[0] = o->fqkv.split[0];
     p.split[1] = o->fqkv.split[1];
+    p.split[2] = o->fqkv.split[2];
     if (p.split[0] &&
-        (p.split[0] % pl_gemv_rows_per_group(&p) || p.split[1] % pl_gemv_rows_per_group(&p))) {
+        (p.split[0] % pl_gemv_rows_per_group(&p) || p.split[1] % pl_gemv_rows_per_group(&p) ||
+         p.split[2] % pl_gemv_rows_per_group(&p))) {
         /* workgroups must not straddle the q/k/v boundaries: the built-in shape does not */
         const gemv_tune *d = &gb->tune[pl_gpu_tune_class(gb, w)];
         p.threads = d->threads, p.rows_per_wg = d->rows, p.subgroups = (int)d->subgroups;
@@ -242,16 +245,19 @@ static pl_status enc_norm(gpu_backend *gb, const op *o) {
     p.threads = pl_gpu_threads_for((uint64_t)o->cols / 4, 32, 256);
     p.eps = o->eps;
     p.inplace = o->a == o->out;
+    p.gate = o->c ? (o->out2 == o->c ? 1 : 2) : 0; /* the fused gate (gpu_fuse.c) */
     pl_gpu_kernel *k;
     if (pl_gpu_get_kernel(gb, F_NORM, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_rmsnorm, "rmsnorm",
                           &k) != PL_OK)
         return PL_ERR;
-    pl_gpu_ref refs[4];
+    pl_gpu_ref refs[5];
     memset(refs, 0, sizeof refs);
     int n = 0;
     refs[n++] = pl_gpu_whole(o->a->buf);
     if (!p.inplace) refs[n++] = pl_gpu_whole(o->out->buf);
     refs[n++] = pl_gpu_whole(o->b->buf);
+    if (p.gate) refs[n++] = pl_gpu_whole(o->c->buf);
+    if (p.gate == 2) refs[n++] = pl_gpu_whole(o->out2->buf);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->rows}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, (uint32_t)o->rows);
 }

@@ -84,6 +84,7 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
     p.up_out = o->fgate.up_out != NULL;
     p.split[0] = o->fqkv.split[0];
     p.split[1] = o->fqkv.split[1];
+    p.split[2] = o->fqkv.split[2];
     fit(gb, &p);
     if (pl_gemm_check_shape(&p) != PL_OK) return PL_ERR;
     const gbuf *x = o->fnorm.x ? o->fnorm.x : o->b;

@@ -34,9 +34,10 @@ typedef struct gbuf_s {
     int64_t wflush; /* submit that last wrote it (-1: the host wrote it since) */
     pl_gpu_buf *snap[2];
     int64_t snap_flush[2];
-    /* q/k/v fusion (gpu_fuse.c): on the q weight, its rows followed by k's and v's in one
-     * weight made at first use; on k and v, the q weight that holds such a copy */
-    const struct gbuf_s *merge_k, *merge_v;
+    /* q/k/v fusion (gpu_fuse.c): on the q weight, its rows followed by k's and v's (and a
+     * fourth projection's, merge_u, or NULL) in one weight made at first use; on the others,
+     * the q weight that holds such a copy */
+    const struct gbuf_s *merge_k, *merge_v, *merge_u;
     struct gbuf_s *merged, *merged_owner;
 } gbuf;
 
@@ -62,7 +63,8 @@ typedef enum {
 } op_kind;
 
 /* One recorded op. Fields by kind:
- * EMBED  a table, b ids, out, n            NORM   a x, b w, out, rows, cols, eps
+ * EMBED  a table, b ids, out, n            NORM   a x, b w, out, rows, cols, eps (fused
+ *                                          gate: c z, out2 silu(z) * out, gpu_fuse.c)
  * MATMUL a w, b x, c bias, out, n, acc     ADD/SWIGLU a, b, out, count
  * ROPE   out x, n, pos0, rope              STORE  a src, out cache, n, pos0
  * ATTN   a q, b k cache, c v cache, out, n, pos0, attn
@@ -107,9 +109,9 @@ typedef struct op_s {
     const struct op_s *pair; /* ROPE: the next RoPE (k), done in the same dispatch */
     bool fsoftmax;           /* TOPK_ROWS: vals get the softmax of the k values (ROUTER) */
     struct {
-        const gbuf *w; /* MATMUL: q, k and v weights in one; rows past split[0] and */
-        gbuf *y1, *y2; /* split[1] go to y1 and y2 */
-        uint32_t split[2];
+        const gbuf *w;      /* MATMUL: q, k and v (and u) weights in one; rows past */
+        gbuf *y1, *y2, *y3; /* split[0], split[1] (and split[2]) go to y1, y2 (and y3) */
+        uint32_t split[3];  /* split[2] 0: three projections */
     } fqkv;
 } op;
 

@@ -61,7 +61,7 @@ int pl_gemv_bindings(const pl_gemv_params *p) {
     wfmt f = fmt_of(p->type, p->cols);
     return 3 + (int)(n_mats(p) * n_parts(p)) * (f.scaled ? 2 : 1) + (p->norm != 0) +
            (p->norm_out != 0) + (p->bias != 0) + (p->gate_out != 0) + (p->up_out != 0) +
-           (p->split[0] ? 2 : 0) + (p->ids != 0);
+           (p->split[0] ? 2 + (p->split[2] != 0) : 0) + (p->ids != 0);
 }
 
 static pl_status check(const pl_gemv_params *p) {
@@ -90,10 +90,15 @@ static pl_status check(const pl_gemv_params *p) {
         return pl_fail(PL_ERR_ARG, "GEMV: gate/up takes no bias");
     if ((p->norm_out && !p->norm) || ((p->gate_out || p->up_out) && p->mode != PL_GEMV_GATE_UP))
         return pl_fail(PL_ERR_ARG, "GEMV: side output without its fusion");
-    if (p->split[0] && (p->mode != PL_GEMV_STORE || p->bias || parts > 1 || p->split[0] % rw ||
-                        p->split[1] % rw || p->split[0] >= p->split[1] || p->split[1] >= p->rows))
-        return pl_fail(PL_ERR_ARG, "GEMV: bad output split %u/%u of %u rows", p->split[0],
-                       p->split[1], p->rows);
+    uint32_t last = p->split[2] ? p->split[2] : p->split[1]; /* start of the last range */
+    if (p->split[0] &&
+        (p->mode != PL_GEMV_STORE || p->bias || parts > 1 || p->split[0] % rw || p->split[1] % rw ||
+         last % rw || p->split[0] >= p->split[1] || p->split[1] > last ||
+         (p->split[2] && p->split[2] == p->split[1]) || last >= p->rows))
+        return pl_fail(PL_ERR_ARG, "GEMV: bad output split %u/%u/%u of %u rows", p->split[0],
+                       p->split[1], p->split[2], p->rows);
+    if (!p->split[0] && (p->split[1] || p->split[2]))
+        return pl_fail(PL_ERR_ARG, "GEMV: output split without its first range");
     return PL_OK;
 }
 
@@ -248,13 +253,19 @@ static void block_dot(pl_wtext *t, const pl_gemv_params *p, wfmt f, char m, unsi
 void pl_wgsl_gemv_store(pl_wtext *t, const pl_gemv_params *p, const char *v0, const char *v1) {
     switch (p->mode) {
     case PL_GEMV_STORE:
-        if (p->split[0]) { /* q, k, v: each range to its own buffer */
-            unsigned a = p->split[0], b = p->split[1], c = p->rows;
+        if (p->split[0]) { /* q, k, v (, u): each range to its own buffer */
+            unsigned a = p->split[0], b = p->split[1], c = p->split[2] ? p->split[2] : p->rows;
             pl_wtext_add(t,
                          "      if (row < %uu) { y[col * %uu + row] = %s; }\n"
-                         "      else if (row < %uu) { y1[col * %uu + row - %uu] = %s; }\n"
-                         "      else { y2[col * %uu + row - %uu] = %s; }\n",
-                         a, a, v0, b, b - a, a, v0, c - b, b, v0);
+                         "      else if (row < %uu) { y1[col * %uu + row - %uu] = %s; }\n",
+                         a, a, v0, b, b - a, a, v0);
+            if (p->split[2])
+                pl_wtext_add(t,
+                             "      else if (row < %uu) { y2[col * %uu + row - %uu] = %s; }\n"
+                             "      else { y3[col * %uu + row - %uu] = %s; }\n",
+                             c, c - b, b, v0, p->rows - c, c, v0);
+            else
+                pl_wtext_add(t, "      else { y2[col * %uu + row - %uu] = %s; }\n", c - b, b, v0);
             break;
         }
         pl_wtext_add(t, "      y[yo + row] = %s%s;\n", v0, p->bias ? " + bias[row]" : "");
@@ -405,6 +416,9 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                      binding++);
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> y2: array<f32>;\n",
                      binding++);
+        if (p->split[2])
+            pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> y3: array<f32>;\n",
+                         binding++);
     }
     if (p->ids)
         pl_wtext_add(&t,

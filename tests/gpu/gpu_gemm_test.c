@@ -75,7 +75,7 @@ static void test_prepass(pl_gpu *g) {
         if (norm) { /* quantised: exactly the normalised x it stored, close to the CPU's */
             gt_read(g, xnb, xn, (size_t)n * COLS * 4);
             float *xr = malloc((size_t)n * COLS * 4);
-            pl_rmsnorm_params np = {COLS, 32, 1e-5f, 0};
+            pl_rmsnorm_params np = {COLS, 32, 1e-5f, 0, 0};
             pl_gpu_ref_rmsnorm(&np, n, x, nw, xr);
             int bad = 0;
             for (size_t i = 0; i < (size_t)n * COLS; i++)
@@ -112,9 +112,11 @@ static outs gemm_run(pl_gpu *g, const pl_gemm_params *p, pl_gpu_buf *xq, pl_gpu_
     pl_gpu_ref refs[16];
     int k = 0;
     refs[k++] = whole(xq), refs[k++] = whole(xd);
-    uint32_t lens[3] = {p->rows, 0, 0}, offs[3] = {0, p->split[0], p->split[1]};
-    if (p->split[0])
-        lens[0] = p->split[0], lens[1] = p->split[1] - p->split[0], lens[2] = p->rows - p->split[1];
+    /* the output ranges: [0, split[0]) in y, then y1, y2 (and y3 with split[2]) */
+    int parts = p->split[2] ? 4 : p->split[0] ? 3 : 1;
+    uint32_t offs[5] = {0, p->split[0], p->split[1], p->split[2], 0}, lens[4];
+    offs[parts] = p->rows;
+    for (int s = 0; s < parts; s++) lens[s] = offs[s + 1] - offs[s];
     int iy = k;
     bufs[k] = gt_buf(g, y0, (size_t)n * lens[0] * 4), refs[k] = whole(bufs[k]), k++;
     for (unsigned i = 0; i < (p->mode == PL_GEMV_GATE_UP ? 2u : 1u); i++) {
@@ -130,7 +132,7 @@ static outs gemm_run(pl_gpu *g, const pl_gemm_params *p, pl_gpu_buf *xq, pl_gpu_
     int iuo = k;
     if (p->up_out) bufs[k] = gt_buf(g, NULL, ny * 4), refs[k] = whole(bufs[k]), k++;
     int iy1 = k;
-    for (int s = 1; p->split[0] && s < 3; s++)
+    for (int s = 1; s < parts; s++)
         bufs[k] = gt_buf(g, NULL, (size_t)n * lens[s] * 4), refs[k] = whole(bufs[k]), k++;
     pl_gpu_args a = pl_gemm_args(p, n);
     bufs[k] = gt_args(g, &a), refs[k] = whole(bufs[k]), k++;
@@ -140,7 +142,7 @@ static outs gemm_run(pl_gpu *g, const pl_gemm_params *p, pl_gpu_buf *xq, pl_gpu_
     char *src = NULL;
     pl_gpu_kernel *kk = gt_kernel(g, pl_wgsl_gemm(&key, &src), &src, "gemm");
     if (kk && gt_run(g, kk, refs, k, pl_gemm_groups(p, n))) {
-        for (int s = 0; s < (p->split[0] ? 3 : 1); s++) {
+        for (int s = 0; s < parts; s++) {
             float *part = malloc((size_t)n * lens[s] * 4);
             gt_read(g, bufs[s ? iy1 + s - 1 : iy], part, (size_t)n * lens[s] * 4);
             for (uint32_t v = 0; v < n; v++)
@@ -179,6 +181,7 @@ static void gemm_case(pl_gpu *g, pl_gpu_wtype t, pl_gemv_mode mode, int norm, in
     p.type = t, p.rows = ROWS, p.cols = COLS, p.mode = mode, p.bias = bias;
     p.gate_out = p.up_out = mode == PL_GEMV_GATE_UP;
     if (split) p.split[0] = 24, p.split[1] = 45;
+    if (split == 2) p.split[2] = 57; /* a fourth projection (DeltaNet's alpha, the gate) */
     size_t nx = (size_t)n * COLS, ny = (size_t)n * ROWS;
     mat m[2] = {make_mat(t, ROWS, COLS), make_mat(t, ROWS, COLS)};
     float *x = malloc(nx * 4), *nw = malloc(COLS * 4), *b = malloc(ROWS * 4), *y0 = malloc(ny * 4);
@@ -231,6 +234,7 @@ static void test_gemm(pl_gpu *g) {
         gemm_case(g, PL_GW_Q4_0, PL_GEMV_ACCUM, 1, 0, 0, ns[ni]);
         gemm_case(g, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
         gemm_case(g, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 1, ns[ni]);
+        gemm_case(g, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 2, ns[ni]);
         gemm_case(g, PL_GW_Q8_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
         gemm_case(g, PL_GW_Q8_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
     }
