@@ -218,6 +218,15 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
         p.sg_rows = d->sg_rows, p.unroll = d->unroll;
     }
     p.preload = p.q8x && gb->q8_preload && p.unroll <= 1;
+    /* x quantised once by a pre-pass (with the norm and its side output) for every
+     * workgroup, where asked (opts.gemv_xpre) */
+    const gbuf *xsrc = p.norm ? o->fnorm.x : o->b;
+    if (p.q8x && (gb->gemv_xpre >= 2 || (gb->gemv_xpre == 1 && p.norm))) {
+        if (pl_gpu_encode_q8pre(gb, xsrc, p.cols, (uint32_t)o->n, p.norm ? o->fnorm.w : NULL, p.eps,
+                                p.norm_out ? o->fnorm.out : NULL) != PL_OK)
+            return PL_ERR;
+        p.xpre = 1, p.norm = 0, p.eps = 0, p.norm_out = 0;
+    }
     /* fewer rows per workgroup where the partial sums would not fit workgroup memory */
     while (p.rows_per_wg > 1 && pl_gemv_wg_bytes(&p) > gb->info->max_wg_storage) p.rows_per_wg /= 2;
     pl_gpu_kernel *k;
@@ -227,10 +236,11 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     pl_gpu_ref refs[BIND_MAX];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = pl_gpu_whole(p.norm ? o->fnorm.x->buf : o->b->buf);
+    refs[n++] = pl_gpu_whole(p.xpre ? gb->gemm_xq : xsrc->buf);
     refs[n++] = pl_gpu_whole(o->out->buf);
     pl_gpu_weight_refs(w, refs, &n);
     if (up) pl_gpu_weight_refs(up, refs, &n);
+    if (p.xpre) refs[n++] = pl_gpu_whole(gb->gemm_xd);
     if (p.norm) refs[n++] = pl_gpu_whole(o->fnorm.w->buf);
     if (p.norm_out) refs[n++] = pl_gpu_whole(o->fnorm.out->buf);
     pl_gpu_matmul_side_refs(o, refs, &n);

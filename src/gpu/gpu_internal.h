@@ -161,6 +161,7 @@ typedef struct {
     int tune_fixed;  /* opts.gemv gave the shape: no tuning */
     int in_selftest; /* the self-test's small weights are not worth tuning */
     int q8_preload;  /* q8x GEMVs load every row's block first (opts.q8_preload) */
+    int gemv_xpre;   /* opts.gemv_xpre: which q8x GEMVs read a pre-quantised x */
     /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk of pl_gemm_params; the
      * built-in one or opts.gemm "tm,tn,rm,rn,bk"), gemm_off: never (opts.gemm "off"),
      * and the scratch buffers of the pre-quantised columns */
@@ -268,6 +269,10 @@ pl_status pl_gpu_scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const 
 int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o);
 /* Record the pre-pass and the GEMM of matmul o. */
 pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o);
+/* Record the Q8_0 pre-pass of n columns of x (cols values each; normalised with the norm
+ * weight nw and eps if nw, the normalised x stored to xn if xn) into gb->gemm_xq/xd. */
+pl_status pl_gpu_encode_q8pre(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t n,
+                              const gbuf *nw, float eps, const gbuf *xn);
 /* The GEMM's parameters for weight w (rows, cols, type, the backend's tile) in STORE mode,
  * with bk lowered until the workgroup memory fits the adapter. */
 void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, pl_gemm_params *p);

@@ -101,6 +101,13 @@ typedef struct pl_gemv_params_s {
     int ids;
     uint32_t n_exp, n_used;
     int x_shared;
+    /* q8x, no norm, not gathered: x comes already quantised, as the GEMM's pre-pass
+     * (pl_wgsl_q8pre) writes it: binding 0 is xq vec4<u32>[n][cols/32][2] and the block
+     * scales xd f32[n][cols/32] take the norm weight's place. The pre-pass quantises with
+     * the kernel's own rule, so each block's quants are those the kernel would make from
+     * the same x: the workgroups skip the prologue (the norm's pass over x and every
+     * block's quantisation), which on a decode step costs as much as a wave of loads. */
+    int xpre;
 } pl_gemv_params;
 
 /* Rows one workgroup covers, and workgroups per vector of x. */
@@ -291,7 +298,8 @@ uint32_t pl_delta_rule_rows(const pl_delta_rule_params *p);
  * split (pl_gemm_args); the kernel cache keys on pl_gemm_kernel_key.
  * Bindings: 0 xq vec4<u32>[n][cols/32][2], 1 xd f32[n][cols/32] (the block scales as
  * f32), 2 y, then quants and scales of each matrix (gate then up), the bias if `bias`, go
- * if gate_out, uo if up_out, y1 and y2 if split (y3 if split[2]), then args. Workgroups: pl_gemm_groups. */
+ * if gate_out, uo if up_out, y1 and y2 if split (y3 if split[2]), then args. Workgroups:
+ * pl_gemm_groups. */
 typedef struct {
     pl_gpu_wtype type; /* Q4_0 or Q8_0 */
     uint32_t rows, cols;
