@@ -103,6 +103,9 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
     o->robust = (v = getenv("POOLED_GPU_ROBUST")) && *v == '1';
     o->toggles = getenv("POOLED_GPU_TOGGLES");
     o->q8_preload = (v = getenv("POOLED_GPU_PRELOAD")) && !strcmp(v, "1");
+    o->gemv_xpre = !(v = getenv("POOLED_GPU_XPRE")) || !*v ? 0
+                   : (v[0] >= '0' && v[0] <= '2' && !v[1]) ? v[0] - '0'
+                                                           : -1; /* refused at open */
     o->profile_path = getenv("POOLED_GPU_PROFILE");
     o->profile_at = (v = getenv("POOLED_GPU_PROFILE_AT")) ? atoi(v) : 0;
 }

@@ -83,7 +83,9 @@ typedef struct {
  *   ROPE_PAIR    rope(q) then rope(k) at the same positions
  *   GATE_UP      matmul(Wg, x -> g), matmul(Wu, x -> u), swiglu(g, u): one gate/up pass;
  *                also matmul_id(Wg, ...), matmul_id(Wu, ...) of the same x and ids + swiglu
- *   ROUTER       topk_rows(x -> ids, vals) then softmax_rows(vals in place) over the k */
+ *   ROUTER       topk_rows(x -> ids, vals) then softmax_rows(vals in place) over the k
+ *   NORM_GATE    an in-place rms_norm(o) then swiglu(z, o): the gated RMSNorm in one pass
+ * QKV also takes a fourth matmul of the same x right after the three where it can. */
 enum {
     PL_FUSE_NORM_MATMUL = 1u << 0,
     PL_FUSE_QKV = 1u << 1,
@@ -92,7 +94,8 @@ enum {
     PL_FUSE_ROPE_PAIR = 1u << 4,
     PL_FUSE_GATE_UP = 1u << 5,
     PL_FUSE_ROUTER = 1u << 6,
-    PL_FUSE_ALL = (1u << 7) - 1
+    PL_FUSE_NORM_GATE = 1u << 7,
+    PL_FUSE_ALL = (1u << 8) - 1
 };
 
 /* The methods a backend fills in. Arguments arrive already checked by backend.c.
@@ -245,9 +248,10 @@ typedef struct pl_backend_methods {
     X(read)                                                                                        \
     X(embed)                                                                                       \
     X(rms_norm)                                                                                    \
-    X(matmul) X(add) X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk) X(copy)          \
-        X(softmax_rows) X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv)        \
-            X(delta_rule) X(fuse) X(destroy)
+    X(matmul)                                                                                      \
+    X(add) X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk) X(copy) X(softmax_rows)    \
+        X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv) X(delta_rule) X(fuse)  \
+            X(destroy)
 
 /* A backend instance; the implementation embeds it as its first member. */
 struct pl_backend {

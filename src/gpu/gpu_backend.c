@@ -528,6 +528,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
                               : (gemv_tune){128, 16, 0, 0, 1}; /* q8x: see gpu-notes.md */
     /* off by default: no effect measured on the H200 (docs/gpu-notes.md) */
     gb->q8_preload = gb->o.q8_preload;
+    gb->gemv_xpre = gb->o.gemv_xpre;
     /* the prefill GEMM's tile: 64 x 64 outputs, 4 x 4 per thread (256 threads), 4 blocks of
      * K per step (fewer where workgroup memory is short); on a software adapter 16 x 16,
      * 2 x 2 per thread, 2 blocks (lavapipe compiles it in half the time);
@@ -547,6 +548,8 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     tp.tm = gt[0], tp.tn = gt[1], tp.rm = gt[2], tp.rn = gt[3], tp.bk = gt[4];
     if (st == PL_OK && !gb->gemm_off && pl_gemm_check_shape(&tp) != PL_OK)
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM %.40s: %s", gm ? gm : "", pl_last_error());
+    if (st == PL_OK && (gb->gemv_xpre < 0 || gb->gemv_xpre > 2))
+        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_XPRE: 0, 1 or 2, not %d", gb->gemv_xpre);
     /* opts.gemv = "threads,rows,subgroup-reduce,subgroup-rows,unroll" fixes the GEMV shape
      * of every weight type (experiments; no autotune then) */
     const char *fix = gb->o.gemv;

@@ -186,6 +186,7 @@ void pl_gpu_matmul_side_refs(const op *o, pl_gpu_ref *refs, int *n) {
     if (o->fqkv.split[0]) {
         refs[(*n)++] = pl_gpu_whole(o->fqkv.y1->buf);
         refs[(*n)++] = pl_gpu_whole(o->fqkv.y2->buf);
+        if (o->fqkv.split[2]) refs[(*n)++] = pl_gpu_whole(o->fqkv.y3->buf);
     }
 }
 
@@ -207,14 +208,25 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     p.up_out = o->fgate.up_out != NULL;
     p.split[0] = o->fqkv.split[0];
     p.split[1] = o->fqkv.split[1];
+    p.split[2] = o->fqkv.split[2];
     if (p.split[0] &&
-        (p.split[0] % pl_gemv_rows_per_group(&p) || p.split[1] % pl_gemv_rows_per_group(&p))) {
+        (p.split[0] % pl_gemv_rows_per_group(&p) || p.split[1] % pl_gemv_rows_per_group(&p) ||
+         p.split[2] % pl_gemv_rows_per_group(&p))) {
         /* workgroups must not straddle the q/k/v boundaries: the built-in shape does not */
         const gemv_tune *d = &gb->tune[pl_gpu_tune_class(gb, w)];
         p.threads = d->threads, p.rows_per_wg = d->rows, p.subgroups = (int)d->subgroups;
         p.sg_rows = d->sg_rows, p.unroll = d->unroll;
     }
     p.preload = p.q8x && gb->q8_preload && p.unroll <= 1;
+    /* x quantised once by a pre-pass (with the norm and its side output) for every
+     * workgroup, where asked (opts.gemv_xpre) */
+    const gbuf *xsrc = p.norm ? o->fnorm.x : o->b;
+    if (p.q8x && (gb->gemv_xpre >= 2 || (gb->gemv_xpre == 1 && p.norm))) {
+        if (pl_gpu_encode_q8pre(gb, xsrc, p.cols, (uint32_t)o->n, p.norm ? o->fnorm.w : NULL, p.eps,
+                                p.norm_out ? o->fnorm.out : NULL) != PL_OK)
+            return PL_ERR;
+        p.xpre = 1, p.norm = 0, p.eps = 0, p.norm_out = 0;
+    }
     /* fewer rows per workgroup where the partial sums would not fit workgroup memory */
     while (p.rows_per_wg > 1 && pl_gemv_wg_bytes(&p) > gb->info->max_wg_storage) p.rows_per_wg /= 2;
     pl_gpu_kernel *k;
@@ -224,10 +236,11 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     pl_gpu_ref refs[BIND_MAX];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = pl_gpu_whole(p.norm ? o->fnorm.x->buf : o->b->buf);
+    refs[n++] = pl_gpu_whole(p.xpre ? gb->gemm_xq : xsrc->buf);
     refs[n++] = pl_gpu_whole(o->out->buf);
     pl_gpu_weight_refs(w, refs, &n);
     if (up) pl_gpu_weight_refs(up, refs, &n);
+    if (p.xpre) refs[n++] = pl_gpu_whole(gb->gemm_xd);
     if (p.norm) refs[n++] = pl_gpu_whole(o->fnorm.w->buf);
     if (p.norm_out) refs[n++] = pl_gpu_whole(o->fnorm.out->buf);
     pl_gpu_matmul_side_refs(o, refs, &n);
@@ -242,16 +255,19 @@ static pl_status enc_norm(gpu_backend *gb, const op *o) {
     p.threads = pl_gpu_threads_for((uint64_t)o->cols / 4, 32, 256);
     p.eps = o->eps;
     p.inplace = o->a == o->out;
+    p.gate = o->c ? (o->out2 == o->c ? 1 : 2) : 0; /* the fused gate (gpu_fuse.c) */
     pl_gpu_kernel *k;
     if (pl_gpu_get_kernel(gb, F_NORM, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_rmsnorm, "rmsnorm",
                           &k) != PL_OK)
         return PL_ERR;
-    pl_gpu_ref refs[4];
+    pl_gpu_ref refs[5];
     memset(refs, 0, sizeof refs);
     int n = 0;
     refs[n++] = pl_gpu_whole(o->a->buf);
     if (!p.inplace) refs[n++] = pl_gpu_whole(o->out->buf);
     refs[n++] = pl_gpu_whole(o->b->buf);
+    if (p.gate) refs[n++] = pl_gpu_whole(o->c->buf);
+    if (p.gate == 2) refs[n++] = pl_gpu_whole(o->out2->buf);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->rows}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, (uint32_t)o->rows);
 }

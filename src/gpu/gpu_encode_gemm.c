@@ -47,10 +47,8 @@ int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o) {
                (uint64_t)gb->info->max_groups_per_dim * gb->info->max_groups_per_dim;
 }
 
-/* The pre-pass of n columns of x (normalised with nw if given, stored to xn if given) into
- * the scratch buffers. */
-static pl_status enc_prepass(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t n,
-                             const gbuf *nw, float eps, const gbuf *xn) {
+pl_status pl_gpu_encode_q8pre(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t n,
+                              const gbuf *nw, float eps, const gbuf *xn) {
     pl_q8pre_params p;
     memset(&p, 0, sizeof p);
     p.threads = pl_gpu_threads_for(cols / 32, 32, 256);
@@ -84,11 +82,12 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
     p.up_out = o->fgate.up_out != NULL;
     p.split[0] = o->fqkv.split[0];
     p.split[1] = o->fqkv.split[1];
+    p.split[2] = o->fqkv.split[2];
     fit(gb, &p);
     if (pl_gemm_check_shape(&p) != PL_OK) return PL_ERR;
     const gbuf *x = o->fnorm.x ? o->fnorm.x : o->b;
-    if (enc_prepass(gb, x, p.cols, n, o->fnorm.x ? o->fnorm.w : NULL, o->fnorm.eps, o->fnorm.out) !=
-        PL_OK)
+    if (pl_gpu_encode_q8pre(gb, x, p.cols, n, o->fnorm.x ? o->fnorm.w : NULL, o->fnorm.eps,
+                            o->fnorm.out) != PL_OK)
         return PL_ERR;
     pl_gpu_kernel *k;
     pl_gemm_params key = pl_gemm_kernel_key(&p);

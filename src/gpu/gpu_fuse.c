@@ -21,9 +21,11 @@
  *   RMSNorm(q in place, per head) ... RoPE(q)  the RoPE kernel normalises each head first
  *   RoPE(k) + KVStore(k) + KVStore(v)        the RoPE kernel also writes both caches
  *   RoPE(q) + RoPE(k)                        one dispatch rotates both
- *   MatMul(Wq, x) + MatMul(Wk, x) + MatMul(Wv, x)
- *                                            one sweep over a copy of the three weights
- *                                            (made on the GPU at first use), three outputs
+ *   RMSNorm(o in place) + SwiGLU(z, o)       the norm's kernel gates too (g = silu(z) * o)
+ *   MatMul(Wq, x) + MatMul(Wk, x) + MatMul(Wv, x) [+ MatMul(Wu, x)]
+ *                                            one sweep over a copy of the three (four)
+ *                                            weights (made on the GPU at first use), one
+ *                                            output each; the fourth joins where it can
  * A fused kernel writes every buffer the ops it replaces would have written. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +211,26 @@ static fuse_result fuse_rope_pair(gpu_backend *gb, int i) {
     return FUSED;
 }
 
+/* RMSNorm(o in place, per head) then at once SwiGLU(z, o -> g) over the same values: the
+ * norm's kernel also writes g (the gated RMSNorm of a DeltaNet output). */
+static fuse_result fuse_norm_gate(gpu_backend *gb, int i) {
+    op *nrm = &gb->ops[i];
+    int j = i + 1;
+    while (j < gb->n_ops && gb->ops[j].dead) j++;
+    if (nrm->a != nrm->out || nrm->c || j >= gb->n_ops) return NONE;
+    op *s = &gb->ops[j];
+    if (s->kind != OP_SWIGLU || !asked(nrm, s, PL_FUSE_NORM_GATE) || s->b != nrm->out ||
+        s->count != nrm->rows * nrm->cols)
+        return NONE;
+    if (s->a == nrm->out || s->a == nrm->b || s->out == nrm->out || s->out == nrm->b ||
+        (s->out != s->a && touches(nrm, s->out)))
+        return BLOCKED; /* the one kernel reads z and w while it writes o and g */
+    nrm->c = s->a;
+    nrm->out2 = s->out;
+    s->dead = true;
+    return FUSED;
+}
+
 void pl_gpu_drop_merged(gpu_backend *gb, gbuf *b) {
     gbuf *owner = b->merged ? b : b->merged_owner;
     if (!owner || !owner->merged) return;
@@ -219,17 +241,20 @@ void pl_gpu_drop_merged(gpu_backend *gb, gbuf *b) {
     owner->merged = NULL;
     if (owner->merge_k) ((gbuf *)owner->merge_k)->merged_owner = NULL;
     if (owner->merge_v) ((gbuf *)owner->merge_v)->merged_owner = NULL;
-    owner->merge_k = owner->merge_v = NULL;
+    if (owner->merge_u) ((gbuf *)owner->merge_u)->merged_owner = NULL;
+    owner->merge_k = owner->merge_v = owner->merge_u = NULL;
 }
 
-/* The q, k, v weights as one (rows of q, then k, then v), copied on the GPU in the
- * command buffer being recorded; NULL if it cannot be made. */
-static const gbuf *merged_qkv(gpu_backend *gb, gbuf *q, gbuf *k, gbuf *v) {
-    if (q->merged && q->merge_k == k && q->merge_v == v) return q->merged;
+/* The q, k, v (and u, unless NULL) weights as one (rows of q, then k, v, u), copied on the
+ * GPU in the command buffer being recorded; NULL if it cannot be made. */
+static const gbuf *merged_qkv(gpu_backend *gb, gbuf *q, gbuf *k, gbuf *v, gbuf *u) {
+    if (q->merged && q->merge_k == k && q->merge_v == v && q->merge_u == u) return q->merged;
     pl_gpu_drop_merged(gb, q);
+    if (u) pl_gpu_drop_merged(gb, u); /* (it may head or join another copy) */
     gbuf *m = calloc(1, sizeof *m);
     if (!m) return NULL;
-    uint32_t cols = (uint32_t)q->h.ne0, rows = (uint32_t)(q->h.ne1 + k->h.ne1 + v->h.ne1);
+    uint32_t cols = (uint32_t)q->h.ne0,
+             rows = (uint32_t)(q->h.ne1 + k->h.ne1 + v->h.ne1 + (u ? u->h.ne1 : 0));
     m->h = q->h;
     m->h.ne1 = rows;
     m->wt = q->wt, m->parts = 1, m->rows_per_part = rows;
@@ -244,8 +269,8 @@ static const gbuf *merged_qkv(gpu_backend *gb, gbuf *q, gbuf *k, gbuf *v) {
     }
     pl_gpu_begin(gb->g);
     uint64_t qo = 0, so = 0;
-    const gbuf *src[3] = {q, k, v};
-    for (int i = 0; i < 3; i++) {
+    const gbuf *src[4] = {q, k, v, u};
+    for (int i = 0; i < (u ? 4 : 3); i++) {
         uint64_t n = (uint64_t)src[i]->h.ne1;
         uint64_t a = pl_gpu_quant_bytes(m->wt, cols, n), b = pl_gpu_scale_bytes(m->wt, cols, n);
         pl_gpu_copy(gb->g, src[i]->q[0], 0, m->q[0], qo, a);
@@ -254,18 +279,35 @@ static const gbuf *merged_qkv(gpu_backend *gb, gbuf *q, gbuf *k, gbuf *v) {
     }
     m->buf = m->q[0];
     m->bytes = pl_gpu_buf_size(m->q[0]);
-    q->merged = m, q->merge_k = k, q->merge_v = v;
+    q->merged = m, q->merge_k = k, q->merge_v = v, q->merge_u = u;
     k->merged_owner = v->merged_owner = q;
+    if (u) u->merged_owner = q;
     return m;
 }
 
-/* Three projections of the same x next to each other (q, k, v). */
+/* Can projection o sweep with m0's merged weight, whose workgroups cover rw rows? (Copies
+ * move whole words.) */
+static bool qkv_fits(const op *o, const op *m0, uint32_t rw) {
+    const gbuf *w = o->a, *w0 = m0->a;
+    return !(o->acc || o->c || o->fgate.w_up || o->fqkv.w || o->b != m0->b || o->n != m0->n ||
+             o->fnorm.x != m0->fnorm.x || o->fnorm.w != m0->fnorm.w || (o != m0 && o->fnorm.out) ||
+             w->wt != w0->wt || w->h.type != w0->h.type || w->h.ne0 != w0->h.ne0 || w->parts != 1 ||
+             w->h.ne1 % rw ||
+             pl_gpu_quant_bytes(w->wt, (uint32_t)w->h.ne0, (uint64_t)w->h.ne1) % 4 ||
+             pl_gpu_scale_bytes(w->wt, (uint32_t)w->h.ne0, (uint64_t)w->h.ne1) % 4);
+}
+
+/* Three projections of the same x next to each other (q, k, v), and a fourth right after
+ * them when it can join (a gated attention's gate; DeltaNet's z, beta, alpha). */
 static fuse_result fuse_qkv(gpu_backend *gb, int i) {
-    op *m[3];
+    op *m[4] = {NULL, NULL, NULL, NULL};
     int at = i;
-    for (int j = 0; j < 3; j++) {
+    for (int j = 0; j < 4; j++) {
         while (at < gb->n_ops && gb->ops[at].dead) at++;
-        if (at >= gb->n_ops) return NONE;
+        if (at >= gb->n_ops) {
+            if (j < 3) return NONE;
+            break;
+        }
         m[j] = &gb->ops[at++];
     }
     for (int j = 0; j < 3; j++)
@@ -273,33 +315,38 @@ static fuse_result fuse_qkv(gpu_backend *gb, int i) {
             m[j]->n != m[0]->n || m[j]->fnorm.x != m[0]->fnorm.x)
             return NONE;
     const gbuf *w0 = m[0]->a;
-    uint64_t split0 = (uint64_t)w0->h.ne1, split1 = split0 + (uint64_t)m[1]->a->h.ne1;
     const gemv_tune *tu =
         &gb->tune[pl_gpu_tune_class(gb, w0)]; /* the merged weight may tune to another */
     uint32_t rw = tu->sg_rows ? tu->threads / tu->sg_rows * tu->rows : tu->rows;
+    const gbuf *x = m[0]->fnorm.x ? m[0]->fnorm.x : m[0]->b;
     for (int j = 0; j < 3; j++) {
         const op *o = m[j];
-        const gbuf *w = o->a;
-        if (o->kind != OP_MATMUL || o->acc || o->c || o->fgate.w_up || o->fqkv.w ||
-            o->b != m[0]->b || o->n != m[0]->n || o->fnorm.x != m[0]->fnorm.x ||
-            o->fnorm.w != m[0]->fnorm.w || (j && o->fnorm.out) || w->wt != w0->wt ||
-            w->h.type != w0->h.type || w->h.ne0 != w0->h.ne0 || w->parts != 1 || w->h.ne1 % rw ||
-            pl_gpu_quant_bytes(w->wt, (uint32_t)w->h.ne0, (uint64_t)w->h.ne1) % 4 ||
-            pl_gpu_scale_bytes(w->wt, (uint32_t)w->h.ne0, (uint64_t)w->h.ne1) % 4)
-            return BLOCKED; /* (copies move whole words) */
-        const gbuf *x = o->fnorm.x ? o->fnorm.x : o->b;
+        if (!qkv_fits(o, m[0], rw)) return BLOCKED;
         if (o->out == x || (j >= 1 && o->out == m[0]->out) || (j == 2 && o->out == m[1]->out))
             return BLOCKED;
     }
-    if (split1 + (uint64_t)m[2]->a->h.ne1 > UINT32_MAX) return BLOCKED;
-    const gbuf *w = merged_qkv(gb, (gbuf *)m[0]->a, (gbuf *)m[1]->a, (gbuf *)m[2]->a);
+    /* the fourth joins only where everything fits; else it runs alone, as before */
+    op *u = m[3];
+    int extra = 2 + (m[0]->fnorm.x != NULL) + (m[0]->fnorm.out != NULL); /* y1, y2, norm */
+    if (u && (u->kind != OP_MATMUL || !asked(m[0], u, PL_FUSE_QKV) || !qkv_fits(u, m[0], rw) ||
+              u->out == x || u->out == m[0]->out || u->out == m[1]->out || u->out == m[2]->out ||
+              gemv_storage(w0, 1, extra + 1) > (int)gb->info->max_storage_buffers))
+        u = NULL;
+    uint64_t split0 = (uint64_t)w0->h.ne1, split1 = split0 + (uint64_t)m[1]->a->h.ne1;
+    uint64_t split2 = split1 + (uint64_t)m[2]->a->h.ne1;
+    if (split2 + (u ? (uint64_t)u->a->h.ne1 : 0) > UINT32_MAX) return BLOCKED;
+    const gbuf *w =
+        merged_qkv(gb, (gbuf *)m[0]->a, (gbuf *)m[1]->a, (gbuf *)m[2]->a, u ? (gbuf *)u->a : NULL);
     if (!w) return BLOCKED;
     m[0]->fqkv.w = w;
     m[0]->fqkv.y1 = m[1]->out;
     m[0]->fqkv.y2 = m[2]->out;
+    m[0]->fqkv.y3 = u ? u->out : NULL;
     m[0]->fqkv.split[0] = (uint32_t)split0;
     m[0]->fqkv.split[1] = (uint32_t)split1;
+    m[0]->fqkv.split[2] = u ? (uint32_t)split2 : 0;
     m[1]->dead = m[2]->dead = true;
+    if (u) u->dead = true;
     return FUSED;
 }
 
@@ -320,7 +367,7 @@ static fuse_result fuse_router(gpu_backend *gb, int i) {
 }
 
 static const char *const kind_names[] = {"norm_matmul", "qkv",     "norm_rope", "rope_store",
-                                         "rope_pair",   "gate_up", "router"};
+                                         "rope_pair",   "gate_up", "router",    "norm_gate"};
 
 /* What the tries found for each group of this queue, indexed by group - first group. */
 typedef struct {
@@ -353,6 +400,8 @@ void pl_gpu_fuse(gpu_backend *gb) {
         if (o->kind == OP_NORM) {
             note(gs, o, g0, PL_FUSE_NORM_MATMUL, fuse_norm_matmul(gb, i));
             if (!o->dead) note(gs, o, g0, PL_FUSE_NORM_ROPE, fuse_norm_rope(gb, i));
+            if (!o->dead && (o->fmask & PL_FUSE_NORM_GATE))
+                note(gs, o, g0, PL_FUSE_NORM_GATE, fuse_norm_gate(gb, i));
         }
     }
     for (int i = 0; i < gb->n_ops; i++) {

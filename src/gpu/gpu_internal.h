@@ -34,9 +34,10 @@ typedef struct gbuf_s {
     int64_t wflush; /* submit that last wrote it (-1: the host wrote it since) */
     pl_gpu_buf *snap[2];
     int64_t snap_flush[2];
-    /* q/k/v fusion (gpu_fuse.c): on the q weight, its rows followed by k's and v's in one
-     * weight made at first use; on k and v, the q weight that holds such a copy */
-    const struct gbuf_s *merge_k, *merge_v;
+    /* q/k/v fusion (gpu_fuse.c): on the q weight, its rows followed by k's and v's (and a
+     * fourth projection's, merge_u, or NULL) in one weight made at first use; on the others,
+     * the q weight that holds such a copy */
+    const struct gbuf_s *merge_k, *merge_v, *merge_u;
     struct gbuf_s *merged, *merged_owner;
 } gbuf;
 
@@ -62,7 +63,8 @@ typedef enum {
 } op_kind;
 
 /* One recorded op. Fields by kind:
- * EMBED  a table, b ids, out, n            NORM   a x, b w, out, rows, cols, eps
+ * EMBED  a table, b ids, out, n            NORM   a x, b w, out, rows, cols, eps (fused
+ *                                          gate: c z, out2 silu(z) * out, gpu_fuse.c)
  * MATMUL a w, b x, c bias, out, n, acc     ADD/SWIGLU a, b, out, count
  * ROPE   out x, n, pos0, rope              STORE  a src, out cache, n, pos0
  * ATTN   a q, b k cache, c v cache, out, n, pos0, attn
@@ -107,9 +109,9 @@ typedef struct op_s {
     const struct op_s *pair; /* ROPE: the next RoPE (k), done in the same dispatch */
     bool fsoftmax;           /* TOPK_ROWS: vals get the softmax of the k values (ROUTER) */
     struct {
-        const gbuf *w; /* MATMUL: q, k and v weights in one; rows past split[0] and */
-        gbuf *y1, *y2; /* split[1] go to y1 and y2 */
-        uint32_t split[2];
+        const gbuf *w;      /* MATMUL: q, k and v (and u) weights in one; rows past */
+        gbuf *y1, *y2, *y3; /* split[0], split[1] (and split[2]) go to y1, y2 (and y3) */
+        uint32_t split[3];  /* split[2] 0: three projections */
     } fqkv;
 } op;
 
@@ -159,6 +161,7 @@ typedef struct {
     int tune_fixed;  /* opts.gemv gave the shape: no tuning */
     int in_selftest; /* the self-test's small weights are not worth tuning */
     int q8_preload;  /* q8x GEMVs load every row's block first (opts.q8_preload) */
+    int gemv_xpre;   /* opts.gemv_xpre: which q8x GEMVs read a pre-quantised x */
     /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk of pl_gemm_params; the
      * built-in one or opts.gemm "tm,tn,rm,rn,bk"), gemm_off: never (opts.gemm "off"),
      * and the scratch buffers of the pre-quantised columns */
@@ -266,6 +269,10 @@ pl_status pl_gpu_scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const 
 int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o);
 /* Record the pre-pass and the GEMM of matmul o. */
 pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o);
+/* Record the Q8_0 pre-pass of n columns of x (cols values each; normalised with the norm
+ * weight nw and eps if nw, the normalised x stored to xn if xn) into gb->gemm_xq/xd. */
+pl_status pl_gpu_encode_q8pre(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t n,
+                              const gbuf *nw, float eps, const gbuf *xn);
 /* The GEMM's parameters for weight w (rows, cols, type, the backend's tile) in STORE mode,
  * with bk lowered until the workgroup memory fits the adapter. */
 void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, pl_gemm_params *p);

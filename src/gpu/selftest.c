@@ -129,7 +129,7 @@ static int check_gemv(st_ctx *c, uint32_t type, int q8) {
          readf(c, XB, xb, n * cols * 4) &&
          pl_gpu_repack_rows(type, w, cols, rows, wt, q, s, NULL) == PL_OK;
     if (ok) {
-        pl_rmsnorm_params np = {cols, 32, 1e-5f, 0};
+        pl_rmsnorm_params np = {cols, 32, 1e-5f, 0, 0};
         pl_gpu_ref_rmsnorm(&np, n, x, nw, rxb);
         pl_gemv_params gp = {.type = wt,
                              .rows = rows,
@@ -525,7 +525,7 @@ static void save_shape(const gpu_backend *gb, const shape_tune *e) {
 
 /* Tune the shape of weight w; `split` (0 or the q/k/v split points) limits the candidates
  * to those whose workgroups do not straddle them. */
-static pl_status tune_shape(gpu_backend *gb, const gbuf *w, const uint32_t split[2], int verbose) {
+static pl_status tune_shape(gpu_backend *gb, const gbuf *w, const uint32_t split[3], int verbose) {
     /* candidates for the float path, as measured in v1-v7 (q8x shapes are not tuned: see
      * pl_gpu_tune_pending) */
     static const gemv_tune cand[] = {{64, 4, 0, 0, 1},  {128, 4, 0, 0, 1}, {64, 4, 0, 0, 2},
@@ -546,7 +546,8 @@ static pl_status tune_shape(gpu_backend *gb, const gbuf *w, const uint32_t split
     for (size_t i = 0; i < n_cand && tbase > 0; i++) {
         const gemv_tune *c = &cand[i];
         uint32_t rw = c->sg_rows ? c->threads / c->sg_rows * c->rows : c->rows;
-        if (!valid_tune(gb, c) || (split && split[0] && (split[0] % rw || split[1] % rw)) ||
+        if (!valid_tune(gb, c) ||
+            (split && split[0] && (split[0] % rw || split[1] % rw || split[2] % rw)) ||
             !memcmp(c, &base, sizeof base))
             continue;
         double secs = pl_gpu_time_gemv(gb, w, *c, x, y);

@@ -44,7 +44,7 @@ uint32_t pl_gemm_groups(const pl_gemm_params *p, uint32_t n) {
 
 int pl_gemm_bindings(const pl_gemm_params *p) {
     return 3 + 2 * (int)mats(p) + (p->bias != 0) + (p->gate_out != 0) + (p->up_out != 0) +
-           (p->split[0] ? 2 : 0) + 1;
+           (p->split[0] ? 2 : 0) + (p->split[2] != 0) + 1;
 }
 
 static pl_gemv_params store_params(const pl_gemm_params *p) {
@@ -52,7 +52,7 @@ static pl_gemv_params store_params(const pl_gemm_params *p) {
     memset(&s, 0, sizeof s);
     s.type = p->type, s.rows = p->rows, s.cols = p->cols, s.mode = p->mode, s.bias = p->bias;
     s.gate_out = p->gate_out, s.up_out = p->up_out;
-    s.split[0] = p->split[0], s.split[1] = p->split[1];
+    s.split[0] = p->split[0], s.split[1] = p->split[1], s.split[2] = p->split[2];
     return s;
 }
 
@@ -76,21 +76,23 @@ static pl_status check(const pl_gemm_params *p) {
 pl_status pl_gemm_check_shape(const pl_gemm_params *p) {
     if (!p->rows || !p->cols || p->cols % 32)
         return pl_fail(PL_ERR_ARG, "GEMM %ux%u: not whole blocks", p->rows, p->cols);
-    if (p->split[0] && (p->split[0] >= p->split[1] || p->split[1] >= p->rows))
-        return pl_fail(PL_ERR_ARG, "GEMM: bad output split %u/%u of %u rows", p->split[0],
-                       p->split[1], p->rows);
+    if (p->split[0] && (p->split[0] >= p->split[1] || p->split[1] >= p->rows ||
+                        (p->split[2] && (p->split[2] <= p->split[1] || p->split[2] >= p->rows))))
+        return pl_fail(PL_ERR_ARG, "GEMM: bad output split %u/%u/%u of %u rows", p->split[0],
+                       p->split[1], p->split[2], p->rows);
+    if (!p->split[0] && p->split[2]) return pl_fail(PL_ERR_ARG, "GEMM: a third split alone");
     return check(p);
 }
 
 pl_gemm_params pl_gemm_kernel_key(const pl_gemm_params *p) {
     pl_gemm_params k = *p;
     k.rows = k.cols = 0;
-    k.split[0] = p->split[0] != 0, k.split[1] = 0;
+    k.split[0] = p->split[0] != 0, k.split[1] = 0, k.split[2] = p->split[2] != 0;
     return k;
 }
 
 pl_gpu_args pl_gemm_args(const pl_gemm_params *p, uint32_t n) {
-    return (pl_gpu_args){{n, p->rows, p->cols / 32, p->split[0], p->split[1]}};
+    return (pl_gpu_args){{n, p->rows, p->cols / 32, p->split[0], p->split[1], p->split[2]}};
 }
 
 /* Stage blocks b0 .. b0 + BK - 1 of the tile's rows and columns in workgroup memory:
@@ -204,10 +206,10 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> s%c: array<u32>;\n", binding++,
                      'A' + m);
     }
-    const char *side[5] = {p->bias ? "bias" : NULL, p->gate_out ? "go" : NULL,
-                           p->up_out ? "uo" : NULL, p->split[0] ? "y1" : NULL,
-                           p->split[0] ? "y2" : NULL};
-    for (int i = 0; i < 5; i++)
+    const char *side[6] = {p->bias ? "bias" : NULL,   p->gate_out ? "go" : NULL,
+                           p->up_out ? "uo" : NULL,   p->split[0] ? "y1" : NULL,
+                           p->split[0] ? "y2" : NULL, p->split[2] ? "y3" : NULL};
+    for (int i = 0; i < 6; i++)
         if (side[i])
             pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, %s> %s: array<f32>;\n", binding++,
                          i ? "read_write" : "read", side[i]);
@@ -249,7 +251,15 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
                          "    let yo = col * N;\n"
                          "    if (row < N && col < n) {\n",
                          i, j);
-            if (p->split[0]) /* q, k, v: each range to its own buffer */
+            if (p->split[2]) /* q, k, v, u: each range to its own buffer */
+                pl_wtext_add(&t,
+                             "      let s0 = args.a3; let s1 = args.a4; let s2 = args.a5;\n"
+                             "      if (row < s0) { y[col * s0 + row] = %s; }\n"
+                             "      else if (row < s1) { y1[col * (s1 - s0) + row - s0] = %s; }\n"
+                             "      else if (row < s2) { y2[col * (s2 - s1) + row - s1] = %s; }\n"
+                             "      else { y3[col * (N - s2) + row - s2] = %s; }\n",
+                             v0, v0, v0, v0);
+            else if (p->split[0]) /* q, k, v: each range to its own buffer */
                 pl_wtext_add(&t,
                              "      let s0 = args.a3; let s1 = args.a4;\n"
                              "      if (row < s0) { y[col * s0 + row] = %s; }\n"

@@ -59,9 +59,9 @@ uint32_t pl_gemv_wg_bytes(const pl_gemv_params *p) {
 
 int pl_gemv_bindings(const pl_gemv_params *p) {
     wfmt f = fmt_of(p->type, p->cols);
-    return 3 + (int)(n_mats(p) * n_parts(p)) * (f.scaled ? 2 : 1) + (p->norm != 0) +
+    return 3 + (int)(n_mats(p) * n_parts(p)) * (f.scaled ? 2 : 1) + (p->norm != 0 || p->xpre) +
            (p->norm_out != 0) + (p->bias != 0) + (p->gate_out != 0) + (p->up_out != 0) +
-           (p->split[0] ? 2 : 0) + (p->ids != 0);
+           (p->split[0] ? 2 + (p->split[2] != 0) : 0) + (p->ids != 0);
 }
 
 static pl_status check(const pl_gemv_params *p) {
@@ -90,10 +90,17 @@ static pl_status check(const pl_gemv_params *p) {
         return pl_fail(PL_ERR_ARG, "GEMV: gate/up takes no bias");
     if ((p->norm_out && !p->norm) || ((p->gate_out || p->up_out) && p->mode != PL_GEMV_GATE_UP))
         return pl_fail(PL_ERR_ARG, "GEMV: side output without its fusion");
-    if (p->split[0] && (p->mode != PL_GEMV_STORE || p->bias || parts > 1 || p->split[0] % rw ||
-                        p->split[1] % rw || p->split[0] >= p->split[1] || p->split[1] >= p->rows))
-        return pl_fail(PL_ERR_ARG, "GEMV: bad output split %u/%u of %u rows", p->split[0],
-                       p->split[1], p->rows);
+    uint32_t last = p->split[2] ? p->split[2] : p->split[1]; /* start of the last range */
+    if (p->split[0] &&
+        (p->mode != PL_GEMV_STORE || p->bias || parts > 1 || p->split[0] % rw || p->split[1] % rw ||
+         last % rw || p->split[0] >= p->split[1] || p->split[1] > last ||
+         (p->split[2] && p->split[2] == p->split[1]) || last >= p->rows))
+        return pl_fail(PL_ERR_ARG, "GEMV: bad output split %u/%u/%u of %u rows", p->split[0],
+                       p->split[1], p->split[2], p->rows);
+    if (!p->split[0] && (p->split[1] || p->split[2]))
+        return pl_fail(PL_ERR_ARG, "GEMV: output split without its first range");
+    if (p->xpre && (!p->q8x || p->norm || p->ids))
+        return pl_fail(PL_ERR_ARG, "GEMV: pre-quantised x needs q8x, no norm, no experts");
     return PL_OK;
 }
 
@@ -248,13 +255,19 @@ static void block_dot(pl_wtext *t, const pl_gemv_params *p, wfmt f, char m, unsi
 void pl_wgsl_gemv_store(pl_wtext *t, const pl_gemv_params *p, const char *v0, const char *v1) {
     switch (p->mode) {
     case PL_GEMV_STORE:
-        if (p->split[0]) { /* q, k, v: each range to its own buffer */
-            unsigned a = p->split[0], b = p->split[1], c = p->rows;
+        if (p->split[0]) { /* q, k, v (, u): each range to its own buffer */
+            unsigned a = p->split[0], b = p->split[1], c = p->split[2] ? p->split[2] : p->rows;
             pl_wtext_add(t,
                          "      if (row < %uu) { y[col * %uu + row] = %s; }\n"
-                         "      else if (row < %uu) { y1[col * %uu + row - %uu] = %s; }\n"
-                         "      else { y2[col * %uu + row - %uu] = %s; }\n",
-                         a, a, v0, b, b - a, a, v0, c - b, b, v0);
+                         "      else if (row < %uu) { y1[col * %uu + row - %uu] = %s; }\n",
+                         a, a, v0, b, b - a, a, v0);
+            if (p->split[2])
+                pl_wtext_add(t,
+                             "      else if (row < %uu) { y2[col * %uu + row - %uu] = %s; }\n"
+                             "      else { y3[col * %uu + row - %uu] = %s; }\n",
+                             c, c - b, b, v0, p->rows - c, c, v0);
+            else
+                pl_wtext_add(t, "      else { y2[col * %uu + row - %uu] = %s; }\n", c - b, b, v0);
             break;
         }
         pl_wtext_add(t, "      y[yo + row] = %s%s;\n", v0, p->bias ? " + bias[row]" : "");
@@ -307,7 +320,21 @@ static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned par
                 pl_wtext_add(t, "      let ls%u_%u = s%c%u[%s >> 1u];\n", m, r, 'A' + m, part, idx);
             }
         }
-        unsigned nx = f.xv ? f.xv : 1;
+        unsigned nx = p->xpre ? 0 : f.xv ? f.xv : 1;
+        if (p->xpre) /* the pre-pass's quants and scale of this block (block_dot's p0..p7, dx) */
+            pl_wtext_add(t,
+                         "      let xb = xo + b;\n"
+                         "      let qa = xq[2u * xb]; let qb = xq[2u * xb + 1u];\n"
+                         "      let p0 = qa.x; let p1 = qa.y; let p2 = qa.z; let p3 = qa.w;\n"
+                         "      let p4 = qb.x; let p5 = qb.y; let p6 = qb.z; let p7 = qb.w;\n"
+                         "      let dx = xd[xb];\n%s",
+                         p->type == PL_GW_Q4_0 ? "      let ps = dot4I8Packed(p0, 0x01010101u) + "
+                                                 "dot4I8Packed(p1, 0x01010101u) + dot4I8Packed(p2, "
+                                                 "0x01010101u) + dot4I8Packed(p3, 0x01010101u)\n"
+                                                 "        + dot4I8Packed(p4, 0x01010101u) + "
+                                                 "dot4I8Packed(p5, 0x01010101u) + dot4I8Packed(p6, "
+                                                 "0x01010101u) + dot4I8Packed(p7, 0x01010101u);\n"
+                                               : "");
         for (unsigned j = 0; j < nx; j++) {
             char at[64], wat[48]; /* x index (vector xo), norm weight index */
             if (f.xv)
@@ -327,7 +354,7 @@ static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned par
             else
                 pl_wtext_add(t, "      let x%u = x[%s];\n", j, at);
         }
-        if (p->q8x) pl_wgsl_quantize_block(t, p->type == PL_GW_Q4_0);
+        if (p->q8x && !p->xpre) pl_wgsl_quantize_block(t, p->type == PL_GW_Q4_0);
         for (unsigned m = 0; m < n_mats(p); m++) {
             for (unsigned r = 0; r < R; r++) {
                 char idx[64], acc[32];
@@ -379,12 +406,15 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                  p->rows, p->cols, p->cols / f.elems, T, R, sg ? sg : 1, pl_gemv_rows_per_group(p));
     if (p->ids) pl_wtext_add(&t, "const NU = %uu;\n", p->n_used);
     const char *xt = f.xv ? "vec4<f32>" : "f32";
-    pl_wtext_add(&t,
-                 "@group(0) @binding(0) var<storage, read> x: array<%s>;\n"
-                 "@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n",
-                 xt);
+    if (p->xpre)
+        pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;\n");
+    else
+        pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> x: array<%s>;\n", xt);
+    pl_wtext_add(&t, "@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n");
     int binding = 2;
     decl_weights(&t, p, f, &binding);
+    if (p->xpre)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> xd: array<f32>;\n", binding++);
     if (p->norm)
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> nw: array<%s>;\n", binding++,
                      xt);
@@ -405,6 +435,9 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                      binding++);
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> y2: array<f32>;\n",
                      binding++);
+        if (p->split[2])
+            pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> y3: array<f32>;\n",
+                         binding++);
     }
     if (p->ids)
         pl_wtext_add(&t,
@@ -431,7 +464,8 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                  "  let xo = col%s * %uu;\n"
                  "  let yo = col * N;\n",
                  pl_gemv_groups(p), pl_gemv_groups(p), pl_gemv_groups(p),
-                 sg ? " + (lid / SG) * R" : "", p->ids && p->x_shared ? " / NU" : "", xn_len);
+                 sg ? " + (lid / SG) * R" : "", p->ids && p->x_shared ? " / NU" : "",
+                 p->xpre ? p->cols / 32 : xn_len); /* xpre: x's offset in blocks */
     if (p->ids) /* the slot's expert, uniform over the workgroup; a bad id: a zero row */
         pl_wtext_add(&t,
                      "  if (lid == 0u) { ev = eids[col]; }\n"

@@ -77,9 +77,10 @@ typedef struct pl_gemv_params_s {
      * any is used, so more bytes are in flight per thread. 0 counts as 1. */
     uint32_t unroll;
     /* Split output (q/k/v in one sweep): rows [0, split[0]) go to y, [split[0], split[1])
-     * to y1 and the rest to y2, each its own f32[n][rows of its range] buffer bound after
-     * the other bindings (before args). Both multiples of the rows per workgroup; 0: none. */
-    uint32_t split[2];
+     * to y1 and the rest to y2 - or, with split[2], [split[1], split[2]) to y2 and the rest
+     * to y3 - each its own f32[n][rows of its range] buffer bound after the other bindings
+     * (before args). All multiples of the rows per workgroup; split[0] 0: none. */
+    uint32_t split[3];
     /* Q4_0 / Q8_0 only: the activations are quantised to Q8_0 blocks inside the kernel
      * (per 32 values: scale = max|x| / 127 rounded to f16, quant = round-half-away(x /
      * scale), exactly pl_act_q8_0's rule) and each block's dot product is an integer one
@@ -100,6 +101,13 @@ typedef struct pl_gemv_params_s {
     int ids;
     uint32_t n_exp, n_used;
     int x_shared;
+    /* q8x, no norm, not gathered: x comes already quantised, as the GEMM's pre-pass
+     * (pl_wgsl_q8pre) writes it: binding 0 is xq vec4<u32>[n][cols/32][2] and the block
+     * scales xd f32[n][cols/32] take the norm weight's place. The pre-pass quantises with
+     * the kernel's own rule, so each block's quants are those the kernel would make from
+     * the same x: the workgroups skip the prologue (the norm's pass over x and every
+     * block's quantisation), which on a decode step costs as much as a wave of loads. */
+    int xpre;
 } pl_gemv_params;
 
 /* Rows one workgroup covers, and workgroups per vector of x. */
@@ -112,11 +120,14 @@ int pl_gemv_bindings(const pl_gemv_params *p);
 
 /* RMSNorm of args.a0 rows of `cols` values, one workgroup per row:
  * y = x * (1/sqrt(mean(x^2) + eps)) * w. Bindings: 0 x, 1 y, 2 w f32[cols], 3 args;
- * in place: 0 x (read and written), 1 w, 2 args. */
+ * in place: 0 x (read and written), 1 w, 2 args. Gate (the gated RMSNorm, in place only):
+ * also g = silu(z) * y over the same rows (z, g laid out as x), exactly SwiGLU(z, y); the
+ * bindings 2 z (g too when gate is 1), 3 g when gate is 2, then args. */
 typedef struct {
     uint32_t cols, threads;
     float eps;
     int inplace;
+    int gate; /* 0: none; 1: g is z (in place); 2: g its own buffer */
 } pl_rmsnorm_params;
 
 /* RoPE in place on rows of n_heads heads: row r (r < args.a1) is at position
@@ -283,17 +294,18 @@ uint32_t pl_delta_rule_rows(const pl_delta_rule_params *p);
  * activation scale: the same bits for a column whatever n, the tile or its place. Modes,
  * bias, split and side outputs as pl_gemv_params (no norm: the pre-pass does it).
  * The shape is not baked in (one kernel serves every matrix of a kind; a software
- * adapter compiles each for seconds): args a0 n, a1 rows, a2 cols / 32, a3 / a4 the
+ * adapter compiles each for seconds): args a0 n, a1 rows, a2 cols / 32, a3 / a4 / a5 the
  * split (pl_gemm_args); the kernel cache keys on pl_gemm_kernel_key.
  * Bindings: 0 xq vec4<u32>[n][cols/32][2], 1 xd f32[n][cols/32] (the block scales as
  * f32), 2 y, then quants and scales of each matrix (gate then up), the bias if `bias`, go
- * if gate_out, uo if up_out, y1 and y2 if split, then args. Workgroups: pl_gemm_groups. */
+ * if gate_out, uo if up_out, y1 and y2 if split (y3 if split[2]), then args. Workgroups:
+ * pl_gemm_groups. */
 typedef struct {
     pl_gpu_wtype type; /* Q4_0 or Q8_0 */
     uint32_t rows, cols;
     pl_gemv_mode mode;
     int bias, gate_out, up_out;
-    uint32_t split[2];
+    uint32_t split[3];
     uint32_t tm, tn, rm, rn, bk;
 } pl_gemm_params;
 

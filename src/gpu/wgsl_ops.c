@@ -16,14 +16,21 @@ static int pow2(unsigned v) {
 
 pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out) {
     *out = NULL;
-    if (!p->cols || !pow2(p->threads) || p->threads > 1024)
-        return pl_fail(PL_ERR_ARG, "RMSNorm: bad size %u / threads %u", p->cols, p->threads);
+    if (!p->cols || !pow2(p->threads) || p->threads > 1024 || p->gate < 0 || p->gate > 2 ||
+        (p->gate && !p->inplace))
+        return pl_fail(PL_ERR_ARG, "RMSNorm: bad size %u / threads %u / gate %d", p->cols,
+                       p->threads, p->gate);
     pl_wtext t = {0};
     pl_wtext_add(&t, "const C = %uu;\nconst T = %uu;\n", p->cols, p->threads);
     if (p->inplace) {
         pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n"
                          "@group(0) @binding(1) var<storage, read> w: array<f32>;\n");
-        pl_wtext_args(&t, 2);
+        if (p->gate)
+            pl_wtext_add(&t, "@group(0) @binding(2) var<storage, %s> z: array<f32>;\n",
+                         p->gate == 1 ? "read_write" : "read");
+        if (p->gate == 2)
+            pl_wtext_add(&t, "@group(0) @binding(3) var<storage, read_write> gz: array<f32>;\n");
+        pl_wtext_args(&t, 2 + (p->gate > 0) + (p->gate == 2));
     } else {
         pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> x: array<f32>;\n"
                          "@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n"
@@ -41,6 +48,16 @@ pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out) {
     pl_wtext_reduce(&t, p->threads, 1, 0);
     pl_wtext_add(&t, "  let inv = 1.0 / sqrt(red[0] / f32(C) + ");
     pl_wtext_f32(&t, p->eps);
+    if (p->gate) { /* the gate as the element-wise SwiGLU computes it */
+        pl_wtext_add(&t,
+                     ");\n  for (var j = lid; j < C; j += T) {\n"
+                     "    let v = (x[o + j] * inv) * w[j];\n"
+                     "    x[o + j] = v;\n"
+                     "    let zv = z[o + j];\n"
+                     "    %s[o + j] = zv / (1.0 + exp(-zv)) * v;\n  }\n}\n",
+                     p->gate == 1 ? "z" : "gz");
+        return pl_wtext_finish(&t, out);
+    }
     pl_wtext_add(
         &t, ");\n  for (var j = lid; j < C; j += T) { %s[o + j] = (x[o + j] * inv) * w[j]; }\n}\n",
         p->inplace ? "x" : "y");

@@ -614,9 +614,11 @@ static pl_status delta_net(const pl_model *m, pl_state *s, const q35_layer *L, i
         .n_k_heads = c->nk, .n_v_heads = c->nv, .d_k = c->dk, .d_v = c->dv, .eps = 1e-6f};
     TRY(pl_be_delta_rule(qs->conv_out, qs->alpha, qs->beta, L->ssm_a, L->dt_bias, qs->ssm[l], n,
                          &dp, snap ? qs->ssm_snap[l] : NULL, qs->o));
-    /* gated RMSNorm: per value head, times silu(z) */
+    /* gated RMSNorm: per value head, times silu(z) (one kernel where the backend can) */
+    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_GATE));
     TRY(pl_be_rms_norm(qs->o, L->ssm_norm, n * c->nv, c->dv, c->rms_eps, qs->o));
     TRY(pl_be_swiglu(qs->z, qs->o, n * c->nv * c->dv, qs->z));
+    TRY(pl_be_fuse(m->be, 0));
     return pl_be_matmul(L->ssm_out, qs->z, NULL, n, true, s->x); /* residual add fused */
 }
 

@@ -494,6 +494,28 @@ static void case_fuse_router(void) {
     }
 }
 
+/* The gated RMSNorm asked to fuse (rms_norm of o in place per head, then swiglu(z, o)),
+ * gating into z itself or into a buffer of its own: fused on the GPU, plain ops on the CPU. */
+static void case_fuse_norm_gate(void) {
+    for (int i = 0; i < 4; i++) {
+        uint32_t heads = rnd(1, 9), hd = rnd(1, 140), n = heads * hd;
+        float *od = randv(n, -3, 3), *zd = randv(n, -6, 6), *wd = randv(hd, 0.5f, 1.5f);
+        duo o = f32(hd, heads, od), z = f32(hd, heads, zd), w = weight(PL_TYPE_F32, hd, 1, wd);
+        duo g = f32(hd, heads, NULL);
+        BOTH("fuse", pl_be_fuse(be2[be_i], PL_FUSE_NORM_GATE));
+        BOTH("rms_norm", pl_be_rms_norm(X(o), X(w), heads, hd, 1e-6f, X(o)));
+        BOTH("swiglu", pl_be_swiglu(X(z), X(o), n, i % 2 ? X(g) : X(z)));
+        BOTH("fuse", pl_be_fuse(be2[be_i], 0));
+        char what[96];
+        snprintf(what, sizeof what, "fused gated norm, %u heads of %u, %s", heads, hd,
+                 i % 2 ? "to g" : "in place");
+        compare(what, o, 1e-9);
+        compare(what, i % 2 ? g : z, 1e-9);
+        dfree(o), dfree(z), dfree(w), dfree(g);
+        free(od), free(zd), free(wd);
+    }
+}
+
 /* ------------------------------------------------------------------ driver */
 
 static void check_coverage(void) {
@@ -541,9 +563,10 @@ static void run_tests(void) {
         return;
     }
     fprintf(stderr, "%s against %s\n", be2[1]->device, be2[0]->device);
-    static void (*const cases[])(void) = {case_embed_matmul, case_norm_ew,      case_rope_attention,
-                                          case_select_copy,  case_moe,          case_deltanet,
-                                          case_fuse,         case_fuse_experts, case_fuse_router};
+    static void (*const cases[])(void) = {
+        case_embed_matmul, case_norm_ew,       case_rope_attention, case_select_copy,
+        case_moe,          case_deltanet,      case_fuse,           case_fuse_experts,
+        case_fuse_router,  case_fuse_norm_gate};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i]();
     check_coverage();
     pl_be_destroy(be2[1]);

@@ -27,6 +27,22 @@ for v in abc 63,64,4,4,4 64,64,4,4,9; do
         "$POOLED" run -m "$SHARED/models/stories260K-Q4_0.gguf" -p "Once" -n 2 --backend webgpu
     check "... naming POOLED_GPU_GEMM" grep -q "POOLED_GPU_GEMM" "$TMP/err"
 done
+# decode's GEMVs over x quantised once by a pre-pass (POOLED_GPU_XPRE): llama.cpp's ids
+# still, and on the hybrid (its four DeltaNet projections in one sweep) the default's ids
+want=$(want_ids stories260K-Q4_0.gguf)
+Q35=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
+base=$("$POOLED" run -m "$Q35" -p "Hello there" -n 12 --temp 0 --ids --backend webgpu 2>/dev/null)
+for x in 1 2; do
+    got=$(POOLED_GPU_XPRE=$x "$POOLED" run -m "$SHARED/models/stories260K-Q4_0.gguf" \
+        -p "Once upon a time" -n 64 --temp 0 --ids --backend webgpu 2>"$TMP/err")
+    check "POOLED_GPU_XPRE=$x: llama.cpp's 64 greedy ids" [ "$(echo $got)" = "$(echo $want)" ]
+    got=$(POOLED_GPU_XPRE=$x "$POOLED" run -m "$Q35" -p "Hello there" -n 12 --temp 0 --ids \
+        --backend webgpu 2>/dev/null)
+    check "POOLED_GPU_XPRE=$x: qwen3_5 ids as without ($base)" [ -n "$base" ] && [ "$got" = "$base" ]
+done
+POOLED_GPU_XPRE=7 check_err "POOLED_GPU_XPRE=7: one line" \
+    "$POOLED" run -m "$SHARED/models/stories260K-Q4_0.gguf" -p "Once" -n 2 --backend webgpu
+check "... naming POOLED_GPU_XPRE" grep -q "POOLED_GPU_XPRE" "$TMP/err"
 # a 24-token prompt with quantised activations goes through the GEMM in bench
 out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q4_0.gguf" --backend webgpu -p 24 -n 2 -r 1 --json 2>&1)
 check "bench -p 24 on webgpu through the GEMM" sh -c "echo '$out' | tail -1 | jq -e '.prefill_tok_s > 0' >/dev/null"

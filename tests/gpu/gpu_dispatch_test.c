@@ -42,15 +42,15 @@
  *   without its FFN's norm, gate, up, SwiGLU, down) + MoE without a shared expert:
  *   fused 4 + 5 = 9, unfused 12 + 9 = 21.
  *   qwen3_5_moe: 8 layers, every 4th full attention, MoE with a gated shared expert.
- *   Gated DeltaNet layer, fused: the q/k/v + z + beta GEMV (norm folded in, the three
- *   weights merged), the alpha GEMV (norm folded in; a fourth projection of the same x),
- *   conv1d, delta rule, the gated RMSNorm's norm, its SwiGLU, the output GEMV (residual
- *   add fused) = 7; unfused: norm + 4 GEMVs + conv1d, delta rule, norm, SwiGLU, output = 10.
- *   Gated attention layer, fused: q/k/v GEMV (norm folded in, merged), the output-gate GEMV
- *   (norm folded in), RoPE of q and k with the per-head norms and the cache stores, the
- *   attention, the sigmoid output gate, the output GEMV = 6; unfused: norm, q, k, v, gate,
+ *   Gated DeltaNet layer, fused: the q/k/v + z + beta + alpha GEMV (norm folded in, the
+ *   weights merged: alpha is the fourth projection of the same x), conv1d, delta rule, the
+ *   gated RMSNorm (SwiGLU(z, o) folded into the norm), the output GEMV (residual add
+ *   fused) = 5; unfused: norm + 4 GEMVs + conv1d, delta rule, norm, SwiGLU, output = 10.
+ *   Gated attention layer, fused: q/k/v + output-gate GEMV (norm folded in, the four
+ *   weights merged), RoPE of q and k with the per-head norms and the cache stores, the
+ *   attention, the sigmoid output gate, the output GEMV = 5; unfused: norm, q, k, v, gate,
  *   2 per-head norms, 2 RoPEs, 2 stores, attention, sigmoid_mul, wo = 14.
- *   So 6 x (7 + 9) + 2 x (6 + 9) = 126 fused, 6 x (10 + 15) + 2 x (14 + 15) = 208 unfused.
+ *   So 6 x (5 + 9) + 2 x (5 + 9) = 112 fused, 6 x (10 + 15) + 2 x (14 + 15) = 208 unfused.
  *
  * Each model's layer count is pinned too, and the totals written out, so a fixture with
  * another shape is noticed rather than silently giving another number.
@@ -86,8 +86,8 @@ static const pinned models[] = {
     {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, {{4, 6, 17}}, 29, 73}, /* 1+4*6+3+1, 1+4*17+3+1 */
     /* 1+4*9+3+1, 1+4*21+3+1 */
     {"fixtures/hf/qwen3_moe/qwen3_moe-q8_0.gguf", 4, {{4, 9, 21}}, 41, 89},
-    /* 1+6*16+2*15+3+1, 1+6*25+2*29+3+1 */
-    {"fixtures/hf/qwen3_5_moe/qwen3_5_moe-q8_0.gguf", 8, {{6, 16, 25}, {2, 15, 29}}, 131, 213},
+    /* 1+6*14+2*14+3+1, 1+6*25+2*29+3+1 */
+    {"fixtures/hf/qwen3_5_moe/qwen3_5_moe-q8_0.gguf", 8, {{6, 14, 25}, {2, 14, 29}}, 117, 213},
 };
 
 /* Dispatches of one decode step of id at position pos. */

@@ -7,7 +7,9 @@
  *   for n = 17, 33, 100 columns (not multiples of the tile) and K = 160 (5 blocks: not a
  *   multiple of the 4-block step), 70 rows (not a multiple of the tile's 64);
  * - a column's bits do not depend on the batch: column j of one GEMM equals, bit for bit,
- *   the same column at another place of a batch of another size and another tile shape. */
+ *   the same column at another place of a batch of another size and another tile shape;
+ * - the q8x GEMV reading the pre-pass's blocks (xpre, decode's option) gives the bits of
+ *   the q8x GEMV that quantises x itself. */
 #include "test.h"
 
 #include "gpu/gpu.h"
@@ -75,7 +77,7 @@ static void test_prepass(pl_gpu *g) {
         if (norm) { /* quantised: exactly the normalised x it stored, close to the CPU's */
             gt_read(g, xnb, xn, (size_t)n * COLS * 4);
             float *xr = malloc((size_t)n * COLS * 4);
-            pl_rmsnorm_params np = {COLS, 32, 1e-5f, 0};
+            pl_rmsnorm_params np = {COLS, 32, 1e-5f, 0, 0};
             pl_gpu_ref_rmsnorm(&np, n, x, nw, xr);
             int bad = 0;
             for (size_t i = 0; i < (size_t)n * COLS; i++)
@@ -112,9 +114,11 @@ static outs gemm_run(pl_gpu *g, const pl_gemm_params *p, pl_gpu_buf *xq, pl_gpu_
     pl_gpu_ref refs[16];
     int k = 0;
     refs[k++] = whole(xq), refs[k++] = whole(xd);
-    uint32_t lens[3] = {p->rows, 0, 0}, offs[3] = {0, p->split[0], p->split[1]};
-    if (p->split[0])
-        lens[0] = p->split[0], lens[1] = p->split[1] - p->split[0], lens[2] = p->rows - p->split[1];
+    /* the output ranges: [0, split[0]) in y, then y1, y2 (and y3 with split[2]) */
+    int parts = p->split[2] ? 4 : p->split[0] ? 3 : 1;
+    uint32_t offs[5] = {0, p->split[0], p->split[1], p->split[2], 0}, lens[4];
+    offs[parts] = p->rows;
+    for (int s = 0; s < parts; s++) lens[s] = offs[s + 1] - offs[s];
     int iy = k;
     bufs[k] = gt_buf(g, y0, (size_t)n * lens[0] * 4), refs[k] = whole(bufs[k]), k++;
     for (unsigned i = 0; i < (p->mode == PL_GEMV_GATE_UP ? 2u : 1u); i++) {
@@ -130,7 +134,7 @@ static outs gemm_run(pl_gpu *g, const pl_gemm_params *p, pl_gpu_buf *xq, pl_gpu_
     int iuo = k;
     if (p->up_out) bufs[k] = gt_buf(g, NULL, ny * 4), refs[k] = whole(bufs[k]), k++;
     int iy1 = k;
-    for (int s = 1; p->split[0] && s < 3; s++)
+    for (int s = 1; s < parts; s++)
         bufs[k] = gt_buf(g, NULL, (size_t)n * lens[s] * 4), refs[k] = whole(bufs[k]), k++;
     pl_gpu_args a = pl_gemm_args(p, n);
     bufs[k] = gt_args(g, &a), refs[k] = whole(bufs[k]), k++;
@@ -140,7 +144,7 @@ static outs gemm_run(pl_gpu *g, const pl_gemm_params *p, pl_gpu_buf *xq, pl_gpu_
     char *src = NULL;
     pl_gpu_kernel *kk = gt_kernel(g, pl_wgsl_gemm(&key, &src), &src, "gemm");
     if (kk && gt_run(g, kk, refs, k, pl_gemm_groups(p, n))) {
-        for (int s = 0; s < (p->split[0] ? 3 : 1); s++) {
+        for (int s = 0; s < parts; s++) {
             float *part = malloc((size_t)n * lens[s] * 4);
             gt_read(g, bufs[s ? iy1 + s - 1 : iy], part, (size_t)n * lens[s] * 4);
             for (uint32_t v = 0; v < n; v++)
@@ -179,6 +183,7 @@ static void gemm_case(pl_gpu *g, pl_gpu_wtype t, pl_gemv_mode mode, int norm, in
     p.type = t, p.rows = ROWS, p.cols = COLS, p.mode = mode, p.bias = bias;
     p.gate_out = p.up_out = mode == PL_GEMV_GATE_UP;
     if (split) p.split[0] = 24, p.split[1] = 45;
+    if (split == 2) p.split[2] = 57; /* a fourth projection (DeltaNet's alpha, the gate) */
     size_t nx = (size_t)n * COLS, ny = (size_t)n * ROWS;
     mat m[2] = {make_mat(t, ROWS, COLS), make_mat(t, ROWS, COLS)};
     float *x = malloc(nx * 4), *nw = malloc(COLS * 4), *b = malloc(ROWS * 4), *y0 = malloc(ny * 4);
@@ -231,6 +236,7 @@ static void test_gemm(pl_gpu *g) {
         gemm_case(g, PL_GW_Q4_0, PL_GEMV_ACCUM, 1, 0, 0, ns[ni]);
         gemm_case(g, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
         gemm_case(g, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 1, ns[ni]);
+        gemm_case(g, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 2, ns[ni]);
         gemm_case(g, PL_GW_Q8_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
         gemm_case(g, PL_GW_Q8_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
     }
@@ -286,6 +292,84 @@ static void test_cache_key(void) {
     pl_be_destroy(be);
 }
 
+/* One q8x GEMV (64 threads, 4 rows per workgroup) of the n columns of x, or with xpre of
+ * the pre-pass's blocks xq/xd: y [n][ROWS]. */
+static float *gemv_run(pl_gpu *g, pl_gemv_params p, const mat *m, uint32_t n, const float *x,
+                       pl_gpu_buf *xq, pl_gpu_buf *xd, const float *y0) {
+    pl_gpu_buf *bufs[12] = {0};
+    pl_gpu_ref refs[12];
+    int k = 0;
+    bufs[k] = p.xpre ? NULL : gt_buf(g, x, (size_t)n * COLS * 4);
+    refs[k] = whole(p.xpre ? xq : bufs[k]), k++;
+    bufs[k] = gt_buf(g, y0, (size_t)n * ROWS * 4), refs[k] = whole(bufs[k]), k++;
+    pl_gpu_ref_mat rm;
+    for (int i = 0; i < (p.mode == PL_GEMV_GATE_UP ? 2 : 1); i++) {
+        pl_gpu_buf *qb, *sb;
+        upload_part(g, &m[i], 0, ROWS, &qb, &sb, &rm, 0);
+        bufs[k] = qb, refs[k] = whole(qb), k++;
+        bufs[k] = sb, refs[k] = whole(sb), k++;
+    }
+    if (p.xpre) refs[k++] = whole(xd); /* borrowed: not in bufs */
+    pl_gpu_args a = {{n}};
+    bufs[k] = gt_args(g, &a), refs[k] = whole(bufs[k]), k++;
+    CHECK(k == pl_gemv_bindings(&p), "gemv binding count %d != %d", k, pl_gemv_bindings(&p));
+    float *y = calloc((size_t)n * ROWS, 4);
+    char *src = NULL;
+    pl_gpu_kernel *kk = gt_kernel(g, pl_wgsl_gemv(&p, &src), &src, "gemv");
+    if (kk && gt_run(g, kk, refs, k, pl_gemv_groups(&p) * n))
+        gt_read(g, bufs[1], y, (size_t)n * ROWS * 4);
+    pl_gpu_kernel_free(kk);
+    for (int i = 0; i < k; i++)
+        if (bufs[i]) pl_gpu_buf_free(bufs[i]);
+    return y;
+}
+
+/* xpre: the GEMV over the pre-pass's blocks equals, bit for bit, the GEMV quantising x in
+ * its workgroups, for every mode on both weight types and 1 and 3 columns. */
+static void test_gemv_xpre(pl_gpu *g) {
+    const pl_gemv_mode modes[3] = {PL_GEMV_STORE, PL_GEMV_ACCUM, PL_GEMV_GATE_UP};
+    for (int ti = 0; ti < 2; ti++) {
+        pl_gpu_wtype t = ti ? PL_GW_Q8_0 : PL_GW_Q4_0;
+        for (int mi = 0; mi < 3; mi++) {
+            uint32_t n = mi == 1 ? 3 : 1;
+            mat m[2] = {make_mat(t, ROWS, COLS), make_mat(t, ROWS, COLS)};
+            float *x = malloc((size_t)n * COLS * 4), *y0 = malloc((size_t)n * ROWS * 4);
+            gt_fill(x, (size_t)n * COLS, -2, 2), gt_fill(y0, (size_t)n * ROWS, -1, 1);
+            pl_gemv_params p = {.type = t,
+                                .rows = ROWS,
+                                .cols = COLS,
+                                .threads = 64,
+                                .rows_per_wg = 4,
+                                .mode = modes[mi],
+                                .q8x = 1};
+            float *want = gemv_run(g, p, m, n, x, NULL, NULL, y0);
+            pl_gpu_buf *xq, *xd, *xn = NULL;
+            prepass(g, n, x, NULL, &xq, &xd, &xn);
+            p.xpre = 1;
+            float *got = gemv_run(g, p, m, n, NULL, xq, xd, y0);
+            int bad = 0;
+            for (size_t i = 0; i < (size_t)n * ROWS; i++)
+                bad += memcmp(&got[i], &want[i], 4) != 0 || want[i] != want[i];
+            CHECK(bad == 0, "xpre GEMV type %d mode %d n %u: %d of %u outputs differ", t, modes[mi],
+                  n, bad, n * ROWS);
+            pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
+            free(want), free(got), free(x), free(y0);
+            free_mat(&m[0]), free_mat(&m[1]);
+        }
+    }
+    pl_gemv_params bad = {.type = PL_GW_Q4_0,
+                          .rows = ROWS,
+                          .cols = COLS,
+                          .threads = 64,
+                          .rows_per_wg = 4,
+                          .q8x = 1,
+                          .xpre = 1,
+                          .norm = 1};
+    char *src = NULL;
+    CHECK(pl_wgsl_gemv(&bad, &src) != PL_OK, "xpre with the norm was accepted");
+    free(src);
+}
+
 static void run_tests(void) {
     gt_seed();
     pl_gpu *g = gt_open();
@@ -293,6 +377,7 @@ static void run_tests(void) {
     test_prepass(g);
     test_gemm(g);
     test_fixed_order(g);
+    test_gemv_xpre(g);
     pl_gpu_close(g);
     test_cache_key();
 }

@@ -62,10 +62,12 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
     if (p.up_out)
         iuo = nb, bufs[nb] = gt_buf(g, NULL, ny * 4), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     int iy1 = nb;
-    if (p.split[0]) { /* y holds rows [0, split0), y1 and y2 the next ranges */
-        bufs[nb] = gt_buf(g, NULL, (size_t)nv * (p.split[1] - p.split[0]) * 4);
-        refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
-        bufs[nb] = gt_buf(g, NULL, (size_t)nv * (p.rows - p.split[1]) * 4);
+    /* with a split, y holds rows [0, split0) and y1, y2 (, y3) the next ranges */
+    int n_ranges = p.split[0] ? (p.split[2] ? 4 : 3) : 0;
+    uint32_t offs[5] = {0, p.split[0], p.split[1], p.split[2], p.rows};
+    if (n_ranges == 3) offs[3] = p.rows;
+    for (int o = 1; o < n_ranges; o++) {
+        bufs[nb] = gt_buf(g, NULL, (size_t)nv * (offs[o + 1] - offs[o]) * 4);
         refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
     }
     pl_gpu_args a = {{nv}};
@@ -79,15 +81,13 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
     char *src = NULL;
     pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_gemv(&p, &src), &src, label);
     if (k && gt_run(g, k, refs, nb, pl_gemv_groups(&p) * nv)) {
-        if (p.split[0]) { /* gather the three ranges back into whole rows */
-            uint32_t lens[3] = {p.split[0], p.split[1] - p.split[0], p.rows - p.split[1]};
-            uint32_t offs[3] = {0, p.split[0], p.split[1]};
-            for (int o = 0; o < 3; o++) {
-                float *part = malloc((size_t)nv * lens[o] * 4);
-                gt_read(g, bufs[o ? iy1 + o - 1 : 1], part, (size_t)nv * lens[o] * 4);
+        if (p.split[0]) { /* gather the ranges back into whole rows */
+            for (int o = 0; o < n_ranges; o++) {
+                uint32_t len = offs[o + 1] - offs[o];
+                float *part = malloc((size_t)nv * len * 4);
+                gt_read(g, bufs[o ? iy1 + o - 1 : 1], part, (size_t)nv * len * 4);
                 for (uint32_t v = 0; v < nv; v++)
-                    memcpy(y + (size_t)v * p.rows + offs[o], part + (size_t)v * lens[o],
-                           lens[o] * 4);
+                    memcpy(y + (size_t)v * p.rows + offs[o], part + (size_t)v * len, len * 4);
                 free(part);
             }
         } else {
@@ -130,7 +130,7 @@ static void gemv_case(pl_gpu *g, pl_gemv_params p, uint32_t nv) {
         float *side = malloc((nx > ny ? nx : ny) * 4);
         if (p.norm_out) {
             gt_read(g, bufs[ixn], side, nx * 4);
-            pl_rmsnorm_params np = {p.cols, 32, p.eps, 0};
+            pl_rmsnorm_params np = {p.cols, 32, p.eps, 0, 0};
             float *xr = malloc(nx * 4);
             pl_gpu_ref_rmsnorm(&np, nv, x, nw, xr);
             int sb = 0;
@@ -378,6 +378,31 @@ static void test_gemv(pl_gpu *g) {
                                    .unroll = 2,
                                    .split = {64, 80}},
                   1);
+    /* four ranges (q, k, v and a gate; DeltaNet's qkv, z, beta, alpha), two columns, act q8 */
+    gemv_case(g,
+              (pl_gemv_params){.type = PL_GW_Q8_0,
+                               .rows = 72,
+                               .cols = 96,
+                               .threads = 32,
+                               .rows_per_wg = 4,
+                               .mode = PL_GEMV_STORE,
+                               .norm = 1,
+                               .eps = 1e-6f,
+                               .norm_out = 1,
+                               .parts = 1,
+                               .q8x = 1,
+                               .split = {40, 56, 64}},
+              2);
+    gemv_case(g,
+              (pl_gemv_params){.type = PL_GW_F32,
+                               .rows = 52,
+                               .cols = 64,
+                               .threads = 64,
+                               .rows_per_wg = 4,
+                               .mode = PL_GEMV_STORE,
+                               .parts = 1,
+                               .split = {4, 8, 48}},
+              3);
     /* several blocks per loop turn (the last turn partly past the row) */
     for (int ti = 0; ti < 4; ti++) {
         pl_gpu_wtype t = types[ti];
@@ -641,7 +666,7 @@ static void test_gemv_ids(pl_gpu *g) {
 static void test_rmsnorm(pl_gpu *g) {
     const uint32_t cs[4] = {64, 172, 1000, 16}, ts[4] = {64, 32, 256, 16}, rows[4] = {1, 3, 2, 24};
     for (int i = 0; i < 8; i++) {
-        pl_rmsnorm_params p = {cs[i % 4], ts[i % 4], 1e-6f, i >= 4};
+        pl_rmsnorm_params p = {cs[i % 4], ts[i % 4], 1e-6f, i >= 4, 0};
         uint32_t n = rows[i % 4] * p.cols;
         float *x = malloc(n * 4), *w = malloc(p.cols * 4), *y = malloc(n * 4), *ref = malloc(n * 4);
         gt_fill(x, n, -3, 3);
@@ -666,6 +691,49 @@ static void test_rmsnorm(pl_gpu *g) {
         pl_gpu_buf_free(bx), pl_gpu_buf_free(by), pl_gpu_buf_free(bw), pl_gpu_buf_free(ba);
         free(x), free(w), free(y), free(ref);
     }
+}
+
+/* The gated RMSNorm (in place, per head) on random shapes: x normalised and g = silu(z) *
+ * x, into z itself (gate 1) or a poisoned buffer of its own (gate 2). */
+static void test_rmsnorm_gate(pl_gpu *g) {
+    for (int i = 0; i < 6; i++) {
+        uint32_t T = 16u << gt_u32() % 5, rows = 1 + gt_u32() % 12;
+        pl_rmsnorm_params p = {8 + gt_u32() % 250, T, 1e-6f, 1, 1 + i % 2};
+        uint32_t n = rows * p.cols;
+        float *x = malloc(n * 4), *w = malloc(p.cols * 4), *z = malloc(n * 4);
+        float *y = malloc(n * 4), *gv = malloc(n * 4), *ref = malloc(n * 4);
+        gt_fill(x, n, -3, 3);
+        gt_fill(w, p.cols, -2, 2);
+        gt_fill(z, n, -6, 6);
+        pl_gpu_args a = {{rows}};
+        pl_gpu_buf *bx = gt_buf(g, x, n * 4), *bw = gt_buf(g, w, p.cols * 4);
+        pl_gpu_buf *bz = gt_buf(g, z, n * 4), *bg = p.gate == 2 ? gt_buf(g, NULL, n * 4) : NULL;
+        pl_gpu_buf *ba = gt_args(g, &a);
+        char *src = NULL;
+        pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_rmsnorm(&p, &src), &src, "rmsnorm gate");
+        pl_gpu_ref refs[5] = {{bx, 0, 0}, {bw, 0, 0}, {bz, 0, 0}, {bg, 0, 0}, {ba, 0, 0}};
+        if (p.gate == 1) refs[3] = refs[4];
+        if (k && gt_run(g, k, refs, p.gate == 1 ? 4 : 5, rows)) {
+            gt_read(g, bx, y, n * 4);
+            gt_read(g, p.gate == 1 ? bz : bg, gv, n * 4);
+            pl_gpu_ref_rmsnorm(&p, rows, x, w, ref);
+            int bad = 0;
+            for (uint32_t j = 0; j < n; j++) {
+                double want = z[j] / (1.0 + exp(-(double)z[j])) * ref[j];
+                bad += !(fabsf(y[j] - ref[j]) <= 2e-6f * (fabsf(ref[j]) + 1e-3f));
+                bad += !(fabs(gv[j] - want) <= 1e-5 * (fabs(want) + 1e-3));
+            }
+            CHECK(bad == 0, "gated rmsnorm %u x %u T %u gate %d: %d wrong (g0 %g)", rows, p.cols, T,
+                  p.gate, bad, gv[0]);
+        }
+        pl_gpu_kernel_free(k);
+        pl_gpu_buf_free(bx), pl_gpu_buf_free(bw), pl_gpu_buf_free(bz), pl_gpu_buf_free(bg);
+        pl_gpu_buf_free(ba);
+        free(x), free(w), free(z), free(y), free(gv), free(ref);
+    }
+    pl_rmsnorm_params bad = {64, 32, 1e-6f, 0, 1};
+    char *src = NULL;
+    CHECK(pl_wgsl_rmsnorm(&bad, &src) != PL_OK && !src, "a gate on a norm not in place accepted");
 }
 
 /* ------------------------------------------------------------------ RoPE */
@@ -1222,6 +1290,7 @@ static void run_tests(void) {
     fprintf(stderr, "%d GEMV variants %.2fs\n", n_gemv_cases, pl_gpu_now() - t0);
     test_gemv_ids(g);
     test_rmsnorm(g);
+    test_rmsnorm_gate(g);
     test_rope(g);
     test_copy(g);
     test_attn(g);
