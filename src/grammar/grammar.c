@@ -9,6 +9,7 @@
  * anyOf forks one configuration per alternative when its value begins. */
 #include "grammar.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,7 +70,7 @@ typedef struct {
     gframe f[PL_GRAMMAR_MAX_FRAMES];
 } gcfg;
 
-#define CFG_BYTES(d) (1 + (size_t)(d) * sizeof(gframe))
+#define CFG_BYTES(d) (offsetof(gcfg, f) + (size_t)(d) * sizeof(gframe))
 #define SET_BYTES    (PL_GRAMMAR_MAX_CONFIGS * CFG_BYTES(PL_GRAMMAR_MAX_FRAMES))
 
 size_t pl_gset_max_bytes(void) {
@@ -655,12 +656,12 @@ static bool str_byte(gframe *t, uint8_t ch, bool *end) {
         return t->x = S_BODY, true;
     case S_HEX:
         if (!hex(ch)) return false;
-        if (++t->a == 4) t->x = S_BODY;
+        if (++t->a == 4) t->x = S_BODY, t->a = 0;
         return true;
     case S_UTF:
         if (ch < (t->b & 0xFF) || ch > (t->b >> 8)) return false;
         t->b = 0x80 | 0xBF << 8;
-        if (--t->a == 0) t->x = S_BODY;
+        if (--t->a == 0) t->x = S_BODY, t->b = 0;
         return true;
     }
     return false;
@@ -949,4 +950,24 @@ const uint8_t *pl_gstate_set(const pl_gstate *s, size_t *n) {
 
 const pl_grammar *pl_gstate_grammar(const pl_gstate *s) {
     return s->g;
+}
+
+bool pl_grammar_plain_text(const void *b, size_t n) {
+    gframe t = {.mode = M_STR, .x = S_BODY};
+    const uint8_t *p = b;
+    bool end;
+    for (size_t i = 0; i < n; i++)
+        if (!str_byte(&t, p[i], &end) || end) return false;
+    return t.x == S_BODY;
+}
+
+bool pl_gset_in_string(const uint8_t *set, size_t n) {
+    if (n == 0) return false;
+    for (size_t p = 0; p < n; p += CFG_BYTES(set[p])) {
+        gframe t;
+        if (set[p] == 0) return false;
+        memcpy(&t, set + p + CFG_BYTES(set[p] - 1), sizeof t);
+        if (t.mode != M_STR || t.x != S_BODY) return false;
+    }
+    return true;
 }

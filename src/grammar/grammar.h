@@ -76,6 +76,11 @@ bool pl_gstate_accepts(const pl_gstate *s, const void *b, size_t n);
 size_t pl_gset_step(const pl_grammar *g, const uint8_t *set, size_t n, uint8_t c, uint8_t *out);
 bool pl_gset_complete(const pl_grammar *g, const uint8_t *set, size_t n);
 size_t pl_gset_max_bytes(void);
+/* Text that leaves a string's body in its body (no closing quote, whole escapes and UTF-8
+ * sequences), and whether every configuration of a set is in a string's body: then such
+ * text is taken and changes nothing. */
+bool pl_grammar_plain_text(const void *b, size_t n);
+bool pl_gset_in_string(const uint8_t *set, size_t n);
 /* The current set of a matcher, and its grammar. */
 const uint8_t *pl_gstate_set(const pl_gstate *s, size_t *n);
 const pl_grammar *pl_gstate_grammar(const pl_gstate *s);

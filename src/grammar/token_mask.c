@@ -14,6 +14,11 @@ struct pl_vocab_trie {
     int32_t *order;    /* the ids with bytes, not end-of-generation, sorted by bytes */
     uint32_t *lcp;     /* bytes order[k] shares with order[k - 1] */
     int n_order;
+    /* inside a string's body: the ids of plain text (pl_grammar_plain_text) are allowed as
+     * they are, only the others (odd, sorted, with their own lcp) are walked */
+    int32_t *plain, *odd;
+    uint32_t *odd_lcp;
+    int n_plain, n_odd;
     size_t max_len;
     /* scratch of a mask: the set after d bytes of the current id at arena + soff[d] */
     uint8_t *arena;
@@ -41,6 +46,9 @@ void pl_vocab_trie_free(pl_vocab_trie *v) {
     free(v->eog);
     free(v->order);
     free(v->lcp);
+    free(v->plain);
+    free(v->odd);
+    free(v->odd_lcp);
     free(v->arena);
     free(v->soff);
     free(v->slen);
@@ -49,6 +57,19 @@ void pl_vocab_trie_free(pl_vocab_trie *v) {
 
 int pl_vocab_trie_n_vocab(const pl_vocab_trie *v) {
     return v->n_vocab;
+}
+
+/* lcp[k]: the bytes ids[k] shares with ids[k - 1]. */
+static void fill_lcp(const pl_vocab_trie *v, const int32_t *ids, int n, uint32_t *lcp) {
+    for (int k = 0; k < n; k++) {
+        uint32_t l = 0;
+        if (k) {
+            int32_t a = ids[k - 1], b = ids[k];
+            size_t m = v->len[a] < v->len[b] ? v->len[a] : v->len[b];
+            while (l < m && v->bytes[v->off[a] + l] == v->bytes[v->off[b] + l]) l++;
+        }
+        lcp[k] = l;
+    }
 }
 
 pl_status pl_vocab_trie_new(const char *const *pieces, const size_t *lens, const bool *eog,
@@ -67,8 +88,12 @@ pl_status pl_vocab_trie_new(const char *const *pieces, const size_t *lens, const
         v->eog = calloc(n, sizeof *v->eog);
         v->order = malloc(n * sizeof *v->order);
         v->lcp = malloc(n * sizeof *v->lcp);
+        v->plain = malloc(n * sizeof *v->plain);
+        v->odd = malloc(n * sizeof *v->odd);
+        v->odd_lcp = malloc(n * sizeof *v->odd_lcp);
     }
-    if (!v || !v->bytes || !v->off || !v->len || !v->eog || !v->order || !v->lcp) {
+    if (!v || !v->bytes || !v->off || !v->len || !v->eog || !v->order || !v->lcp || !v->plain ||
+        !v->odd || !v->odd_lcp) {
         pl_vocab_trie_free(v);
         return pl_fail(PL_ERR_NOMEM, "out of memory for the vocabulary trie");
     }
@@ -85,14 +110,14 @@ pl_status pl_vocab_trie_new(const char *const *pieces, const size_t *lens, const
     sort_v = v; /* qsort has no context argument; building is not concurrent */
     qsort(v->order, (size_t)v->n_order, sizeof *v->order, cmp_ids);
     for (int k = 0; k < v->n_order; k++) {
-        uint32_t l = 0;
-        if (k) {
-            int32_t a = v->order[k - 1], b = v->order[k];
-            size_t m = v->len[a] < v->len[b] ? v->len[a] : v->len[b];
-            while (l < m && v->bytes[v->off[a] + l] == v->bytes[v->off[b] + l]) l++;
-        }
-        v->lcp[k] = l;
+        int32_t id = v->order[k];
+        if (pl_grammar_plain_text(v->bytes + v->off[id], v->len[id]))
+            v->plain[v->n_plain++] = id;
+        else
+            v->odd[v->n_odd++] = id;
     }
+    fill_lcp(v, v->order, v->n_order, v->lcp);
+    fill_lcp(v, v->odd, v->n_odd, v->odd_lcp);
     v->soff = malloc((v->max_len + 1) * sizeof *v->soff);
     v->slen = malloc((v->max_len + 1) * sizeof *v->slen);
     if (!v->soff || !v->slen) {
@@ -132,30 +157,26 @@ static bool reserve(pl_vocab_trie *v, size_t need) {
     return true;
 }
 
-pl_status pl_token_mask(pl_vocab_trie *v, const pl_gstate *s, uint8_t *allow, int *n_allowed) {
-    size_t n0;
-    const uint8_t *set0 = pl_gstate_set(s, &n0);
+/* Walk ids[0..n) (sorted, lcp their shared prefixes) from the set in the arena at depth 0;
+ * mark the ids whose every byte is taken. Returns how many, or -1 out of memory. */
+static int walk(pl_vocab_trie *v, const pl_grammar *g, const int32_t *ids, const uint32_t *lcp,
+                int n, uint8_t *allow) {
     size_t room = pl_gset_max_bytes();
-    *n_allowed = 0;
-    memset(allow, 0, (size_t)v->n_vocab);
-    if (!reserve(v, n0 + room)) return pl_fail(PL_ERR_NOMEM, "out of memory for the token mask");
-    memcpy(v->arena, set0, n0);
-    v->soff[0] = 0, v->slen[0] = n0;
     size_t have = 0, dead = SIZE_MAX; /* states 0..have valid; the one at dead is empty */
     int count = 0;
-    for (int k = 0; k < v->n_order; k++) {
-        int32_t id = v->order[k];
-        size_t l = v->lcp[k], len = v->len[id];
+    for (int k = 0; k < n; k++) {
+        size_t l = lcp[k];
+        if (l >= dead) continue; /* shares the refused prefix (only lcp is read) */
+        int32_t id = ids[k];
+        size_t len = v->len[id];
         const uint8_t *p = (const uint8_t *)v->bytes + v->off[id];
-        if (l >= dead) continue; /* shares the refused prefix */
         if (have > l) have = l;
         dead = SIZE_MAX;
         for (size_t d = have; d < len; d++) {
             size_t top = v->soff[d] + v->slen[d];
-            if (!reserve(v, top + room))
-                return pl_fail(PL_ERR_NOMEM, "out of memory for the token mask");
-            v->slen[d + 1] = pl_gset_step(pl_gstate_grammar(s), v->arena + v->soff[d], v->slen[d],
-                                          p[d], v->arena + top);
+            if (!reserve(v, top + room)) return -1;
+            v->slen[d + 1] =
+                pl_gset_step(g, v->arena + v->soff[d], v->slen[d], p[d], v->arena + top);
             v->soff[d + 1] = top;
             if (!v->slen[d + 1]) {
                 dead = d + 1;
@@ -169,6 +190,26 @@ pl_status pl_token_mask(pl_vocab_trie *v, const pl_gstate *s, uint8_t *allow, in
         } else
             have = dead - 1;
     }
+    return count;
+}
+
+pl_status pl_token_mask(pl_vocab_trie *v, const pl_gstate *s, uint8_t *allow, int *n_allowed) {
+    size_t n0;
+    const uint8_t *set0 = pl_gstate_set(s, &n0);
+    *n_allowed = 0;
+    memset(allow, 0, (size_t)v->n_vocab);
+    if (!reserve(v, n0 + pl_gset_max_bytes()))
+        return pl_fail(PL_ERR_NOMEM, "out of memory for the token mask");
+    memcpy(v->arena, set0, n0);
+    v->soff[0] = 0, v->slen[0] = n0;
+    int count;
+    if (pl_gset_in_string(set0, n0)) {
+        for (int k = 0; k < v->n_plain; k++) allow[v->plain[k]] = 1;
+        count = walk(v, pl_gstate_grammar(s), v->odd, v->odd_lcp, v->n_odd, allow);
+        if (count >= 0) count += v->n_plain;
+    } else
+        count = walk(v, pl_gstate_grammar(s), v->order, v->lcp, v->n_order, allow);
+    if (count < 0) return pl_fail(PL_ERR_NOMEM, "out of memory for the token mask");
     if (pl_gstate_complete(s))
         for (int i = 0; i < v->n_vocab; i++)
             if (v->eog[i]) allow[i] = 1, count++;

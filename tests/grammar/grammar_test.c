@@ -9,6 +9,14 @@
 #include "grammar/token_mask.h"
 #include "tokenizer/tokenizer.h"
 
+#include <time.h>
+
+static double pl_test_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static pl_grammar *compile(const char *schema) {
     pl_grammar *g = NULL;
     pl_status st =
@@ -287,7 +295,6 @@ static void walk(const pl_grammar *g, pl_vocab_trie *v, char **pieces, size_t *l
         if (m == 0) break;
         int32_t id = ids[rnd() % (uint32_t)m];
         CHECK(pl_gstate_feed(s, pieces[id], lens[id]), "id %d", id);
-        if (getenv("GRAMMAR_TEST_SHOW")) fprintf(stderr, "%.*s", (int)lens[id], pieces[id]);
     }
     pl_gstate_free(s);
     free(allow);
@@ -328,6 +335,60 @@ static void test_mask(void) {
     pl_gguf_free(gg);
 }
 
+/* qwen3's 151,936 ids: random walks stay valid; the time per mask goes to stderr. */
+static void test_mask_qwen3(void) {
+    pl_gguf *gg = NULL;
+    pl_tokenizer *t = NULL;
+    const char *path = test_shared("fixtures/hf/qwen3_realtok/qwen3_realtok-q8_0.gguf");
+    CHECK(pl_gguf_open(path, &gg) == PL_OK, "%s", pl_last_error());
+    if (!gg || pl_tok_load(gg, &t)) return;
+    double t0 = pl_test_now();
+    pl_vocab_trie *v = NULL;
+    CHECK(pl_vocab_trie_from_tok(t, &v) == PL_OK, "%s", pl_last_error());
+    double t_build = pl_test_now() - t0;
+    int n = pl_tok_n_vocab(t);
+    uint8_t *allow = malloc((size_t)n);
+    int32_t *ids = malloc(sizeof *ids * (size_t)n);
+    const char *schemas[] = {
+        NULL, "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":"
+              "\"string\"},\"n\":{\"type\":\"number\"},\"list\":{\"type\":\"array\","
+              "\"items\":{\"type\":\"integer\"}}},\"required\":[\"name\",\"list\"]}"};
+    double t_mask = 0, n_mask = 0, worst = 0;
+    for (size_t k = 0; v && allow && ids && k < 2; k++) {
+        pl_grammar *g = compile(schemas[k]);
+        pl_gstate *s = NULL;
+        if (!g || pl_gstate_new(g, &s)) break;
+        for (int step = 0; step < 60; step++) {
+            int na = 0, m = 0;
+            double t1 = pl_test_now();
+            CHECK(pl_token_mask(v, s, allow, &na) == PL_OK, "%s", pl_last_error());
+            double dt = pl_test_now() - t1;
+            t_mask += dt, n_mask++, worst = dt > worst ? dt : worst;
+            CHECK(na > 0, "qwen3 step %d: nothing allowed", step);
+            for (int i = 0; i < n; i++)
+                if (allow[i] && !pl_tok_is_eog(t, i)) ids[m++] = i;
+            if (m == 0) break;
+            char *p;
+            size_t len;
+            int32_t id = ids[rnd() % (uint32_t)m];
+            if (pl_tok_piece_str(t, id, false, &p, &len)) break;
+            CHECK(pl_gstate_feed(s, p, len), "qwen3 id %d", id);
+            free(p);
+        }
+        pl_gstate_free(s);
+        pl_grammar_free(g);
+    }
+    fprintf(stderr,
+            "qwen3 vocabulary (%d ids): trie built in %.1f ms, mask %.2f ms per token "
+            "on average, %.2f ms at most (%d masks)\n",
+            n, t_build * 1e3, n_mask ? t_mask / n_mask * 1e3 : 0, worst * 1e3, (int)n_mask);
+    free(allow);
+    free(ids);
+    pl_vocab_trie_free(v);
+    pl_tok_free(t);
+    pl_gguf_free(gg);
+}
+
 static void run_tests(void) {
     test_any_object();
     test_numbers();
@@ -335,4 +396,5 @@ static void run_tests(void) {
     test_enum_anyof();
     test_refused();
     test_mask();
+    test_mask_qwen3();
 }
