@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "base/strbuf.h"
+#include "grammar/grammar.h"
+#include "grammar/token_mask.h"
 #include "runtime/chat_ids.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -20,15 +22,18 @@ struct srv_engine {
     const pl_tokenizer *tok;
     pl_session *ses;
     int n_vocab;
+    pl_vocab_trie *trie; /* for response_format, built at the first request that has one */
 };
 
 srv_engine *srv_engine_new(const pl_model *m, const pl_tokenizer *tok, pl_session *ses) {
     srv_engine *e = calloc(1, sizeof *e);
-    if (e) *e = (srv_engine){m, tok, ses, pl_model_get_info(m)->n_vocab};
+    if (e)
+        *e = (srv_engine){.m = m, .tok = tok, .ses = ses, .n_vocab = pl_model_get_info(m)->n_vocab};
     return e;
 }
 
 void srv_engine_free(srv_engine *e) {
+    if (e) pl_vocab_trie_free(e->trie);
     free(e);
 }
 
@@ -58,7 +63,8 @@ bool srv_engine_prompt(srv_engine *e, const srv_request *r, int32_t **ids, int64
     if (!msgs) return snprintf(err, cap, "out of memory"), false;
     for (int i = 0; i < r->n_msgs; i++)
         msgs[i] = (pl_chat_msg){r->msgs[i].role, r->msgs[i].content};
-    pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = true};
+    /* a response_format leaves no room for thinking: the JSON is the whole answer */
+    pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = !r->grammar};
     pl_status s = pl_chat_ids(e->tok, msgs, r->n_msgs, &co, ids, n_ids);
     free(msgs);
     return s ? lib_fail(err, cap) : true;
@@ -102,6 +108,7 @@ typedef struct {
     pl_strbuf held;
     srv_gen_result *res;
     bool emit_failed;
+    pl_json_constraint *con; /* response_format */
 } gen_state;
 
 static bool emit(gen_state *g, size_t n) {
@@ -155,6 +162,10 @@ static bool on_token(void *ud, int32_t id) {
     }
     g->res->n_completion++;
     if (!settle(g, pl_tok_stream_push(g->stream, id), false)) return false;
+    if (g->con && pl_gstate_done(pl_json_constraint_state(g->con))) {
+        g->res->finish = SRV_FINISH_EOG; /* the JSON value is closed: nothing may follow */
+        return false;
+    }
     if (atomic_load(g->io->cancel)) {
         g->res->finish = SRV_FINISH_CANCEL;
         return false;
@@ -166,6 +177,17 @@ static uint64_t clock_seed(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
+}
+
+/* response_format: every pick of smp keeps the text a prefix of a value r->grammar allows. */
+static bool constrain(srv_engine *e, const srv_request *r, pl_sampler *smp,
+                      pl_json_constraint **con) {
+    if (!e->trie && pl_vocab_trie_from_tok(e->tok, &e->trie)) return false;
+    if (pl_json_constraint_new(r->grammar, e->trie, con)) return false;
+    if (!pl_json_constraint_attach(*con, smp)) return true;
+    pl_json_constraint_free(*con);
+    *con = NULL;
+    return false;
 }
 
 bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids, int64_t n,
@@ -188,7 +210,12 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids
     pl_sampler *smp = NULL;
     gen_state g = {.e = e, .r = r, .io = io, .res = res};
     if (pl_sampler_new(&sp, e->n_vocab, &smp)) return lib_fail(err, cap);
+    if (r->grammar && !constrain(e, r, smp, &g.con)) {
+        pl_sampler_free(smp);
+        return lib_fail(err, cap);
+    }
     if (!(g.stream = pl_tok_stream_new(e->tok, false))) {
+        pl_json_constraint_free(g.con);
         pl_sampler_free(smp);
         return snprintf(err, cap, "out of memory"), false;
     }
@@ -204,6 +231,7 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids
     pl_sb_free(&g.held);
     pl_tok_stream_free(g.stream);
     pl_sampler_free(smp);
+    pl_json_constraint_free(g.con);
     if (s) pl_session_reset(e->ses); /* a failed pass may leave the cache half-written */
     return !s;
 }

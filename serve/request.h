@@ -43,6 +43,8 @@ typedef struct {
     char *stop[SRV_MAX_STOPS];
     int n_stop;
     bool add_special, parse_special, with_pieces; /* tokenize */
+    /* chat's response_format json_object / json_schema compiled (src/grammar); NULL: text */
+    struct pl_grammar *grammar;
 } srv_request;
 
 /* Parse body[0..len) for a route of this kind into *r (freed with srv_request_free, also

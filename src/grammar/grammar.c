@@ -939,6 +939,12 @@ bool pl_gstate_feed(pl_gstate *s, const void *b, size_t n) {
     return true;
 }
 
+bool pl_gstate_done(const pl_gstate *s) {
+    for (size_t p = 0; p < s->len; p += CFG_BYTES(s->set[p]))
+        if (s->set[p] != 0) return false;
+    return s->len > 0;
+}
+
 bool pl_gstate_complete(const pl_gstate *s) {
     return pl_gset_complete(s->g, s->set, s->len);
 }

@@ -66,6 +66,9 @@ void pl_gstate_reset(pl_gstate *s);
 bool pl_gstate_feed(pl_gstate *s, const void *b, size_t n);
 /* True when the bytes so far are a whole value (the end may come now). */
 bool pl_gstate_complete(const pl_gstate *s);
+/* True when the value is complete and nothing may follow it (a closed object, array or
+ * string at the top: only the end may come). */
+bool pl_gstate_done(const pl_gstate *s);
 /* Would bytes b[0..n) be taken? (The state is not changed.) */
 bool pl_gstate_accepts(const pl_gstate *s, const void *b, size_t n);
 

@@ -247,11 +247,13 @@ void pl_json_constraint_free(pl_json_constraint *c) {
 static int c_allowed(void *ud, uint8_t *allow, int n_vocab) {
     pl_json_constraint *c = ud;
     int n;
-    if (n_vocab != c->v->n_vocab) {
-        pl_fail(PL_ERR_ARG, "constraint: the vocabulary has %d ids, the model %d", c->v->n_vocab,
-                n_vocab);
+    if (n_vocab < c->v->n_vocab) {
+        pl_fail(PL_ERR_ARG, "constraint: the model has %d ids, the vocabulary %d", n_vocab,
+                c->v->n_vocab);
         return -1;
     }
+    /* ids past the tokenizer's (a padded output matrix) are never allowed */
+    memset(allow + c->v->n_vocab, 0, (size_t)(n_vocab - c->v->n_vocab));
     return pl_token_mask(c->v, c->s, allow, &n) ? -1 : n;
 }
 
@@ -264,9 +266,11 @@ static pl_status c_accept(void *ud, int32_t id) {
     return PL_OK;
 }
 
-void pl_json_constraint_attach(pl_json_constraint *c, pl_sampler *smp) {
+pl_status pl_json_constraint_attach(pl_json_constraint *c, pl_sampler *smp) {
     pl_sampler_constraint sc = {.allowed = c_allowed, .accept = c_accept, .ud = c};
-    pl_sampler_constrain(smp, &sc);
+    if (!pl_sampler_constrain(smp, &sc))
+        return pl_fail(PL_ERR_NOMEM, "out of memory for the constraint");
+    return PL_OK;
 }
 
 const pl_gstate *pl_json_constraint_state(const pl_json_constraint *c) {

@@ -40,9 +40,10 @@ typedef struct pl_json_constraint pl_json_constraint;
 /* A matcher for g at its start over v (both borrowed: they outlive it). */
 pl_status pl_json_constraint_new(const pl_grammar *g, pl_vocab_trie *v, pl_json_constraint **out);
 void pl_json_constraint_free(pl_json_constraint *c);
-/* Constrain smp's picks (the sampler keeps a pointer to c until pl_sampler_constrain(smp,
+/* Constrain smp's picks (ids past the vocabulary's, where the model has more, are never
+ * allowed; the sampler keeps a pointer to c until pl_sampler_constrain(smp,
  * NULL) or its free). */
-void pl_json_constraint_attach(pl_json_constraint *c, pl_sampler *smp);
+pl_status pl_json_constraint_attach(pl_json_constraint *c, pl_sampler *smp);
 /* The matcher (the bytes taken so far): complete or not. */
 const pl_gstate *pl_json_constraint_state(const pl_json_constraint *c);
 
