@@ -9,6 +9,7 @@
  * anyOf forks one configuration per alternative when its value begins. */
 #include "grammar.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,15 @@ static void free_texts(text *t, size_t n) {
     free(t);
 }
 
+static bool finite_json(const pl_json *v) {
+    if (v->type == PL_JSON_NUMBER) return isfinite(v->n.num);
+    for (size_t i = 0; v->type == PL_JSON_ARRAY && i < v->arr.count; i++)
+        if (!finite_json(v->arr.items[i])) return false;
+    for (size_t i = 0; v->type == PL_JSON_OBJECT && i < v->obj.count; i++)
+        if (!finite_json(v->obj.vals[i])) return false;
+    return true;
+}
+
 /* A LIT node for the JSON values vals[0..n) written compactly. */
 static pl_status lit_node(pl_grammar *g, const pl_json *const *vals, size_t n, int *out) {
     text *t = calloc(n ? n : 1, sizeof *t);
@@ -147,12 +157,16 @@ static pl_status lit_node(pl_grammar *g, const pl_json *const *vals, size_t n, i
     for (size_t i = 0; i < n; i++) {
         pl_strbuf b = {0};
         pl_json_write(&b, vals[i]);
-        if (b.failed || !b.s) {
+        if (b.failed) {
             pl_sb_free(&b);
             free_texts(t, n);
             return pl_fail(PL_ERR_NOMEM, "out of memory for the schema");
         }
         t[i].s = pl_sb_take(&b, &t[i].len);
+        if (!t[i].s || !finite_json(vals[i])) { /* a literal is never inf or nan */
+            free_texts(t, n);
+            return pl_fail(PL_ERR_ARG, "schema: an enum or const value is not finite JSON");
+        }
     }
     gnode nd = {.kind = K_LIT, .sub = -1};
     pl_status st = add_lits(g, t, n, &nd.first, &nd.n);
@@ -262,6 +276,8 @@ static pl_status object_node(pl_grammar *g, const pl_json *s, int depth, int *ou
     text *keys = calloc(n ? n : 1, sizeof *keys);
     pl_status st = vals && keys ? PL_OK : pl_fail(PL_ERR_NOMEM, "out of memory for the schema");
     for (size_t i = 0; i < n && !st; i++) {
+        if (memchr(props->obj.keys[i], 0, props->obj.key_lens[i]))
+            st = pl_fail(PL_ERR_ARG, "schema: a property name holds a NUL character");
         for (size_t k = 0; k < i && !st; k++)
             if (props->obj.key_lens[k] == props->obj.key_lens[i] &&
                 !memcmp(props->obj.keys[k], props->obj.keys[i], props->obj.key_lens[i]))
@@ -390,6 +406,56 @@ static pl_status anyof_node(pl_grammar *g, const int *ids, size_t n, int *out) {
     return PL_OK;
 }
 
+static bool same_json(const pl_json *a, const pl_json *b) {
+    pl_strbuf x = {0}, y = {0};
+    pl_json_write(&x, a);
+    pl_json_write(&y, b);
+    bool eq = !x.failed && !y.failed && x.len == y.len && (!x.len || !memcmp(x.s, y.s, x.len));
+    pl_sb_free(&x);
+    pl_sb_free(&y);
+    return eq;
+}
+
+static bool of_type(const pl_json *v, const char *t) {
+    if (!strcmp(t, "integer"))
+        return v->type == PL_JSON_NUMBER && fabs(v->n.num) < 9e15 && v->n.num == floor(v->n.num);
+    static const char *const names[] = {"null",   "boolean", "boolean", "number",
+                                        "string", "array",   "object"};
+    return !strcmp(names[v->type], t);
+}
+
+/* enum / const: the values that are also in enum (beside const) and of the type (beside
+ * type); other constraints beside them are refused rather than half applied. */
+static pl_status literal_schema(pl_grammar *g, const pl_json *s, const pl_json *cv,
+                                const pl_json *ev, const pl_json *type, int *out) {
+    static const char *const beside[] = {
+        "properties", "items", "anyOf", "required", "minItems", "maxItems", "additionalProperties"};
+    for (size_t i = 0; i < sizeof beside / sizeof *beside; i++)
+        if (pl_json_get(s, beside[i]))
+            return pl_fail(PL_ERR_ARG, "schema: enum or const beside '%s' is not supported",
+                           beside[i]);
+    if (ev && (ev->type != PL_JSON_ARRAY || ev->arr.count == 0))
+        return pl_fail(PL_ERR_ARG, "schema: enum must be a non-empty array");
+    size_t n = cv ? 1 : ev->arr.count, k = 0;
+    const pl_json **vals = calloc(n, sizeof *vals);
+    if (!vals) return pl_fail(PL_ERR_NOMEM, "out of memory for the schema");
+    for (size_t i = 0; i < n; i++) {
+        const pl_json *v = cv ? cv : ev->arr.items[i];
+        bool in_enum = !cv || !ev, typed = !type;
+        for (size_t j = 0; !in_enum && j < ev->arr.count; j++)
+            in_enum = same_json(v, ev->arr.items[j]);
+        if (type && type->type == PL_JSON_STRING) typed = of_type(v, type->str.s);
+        for (size_t j = 0; type && type->type == PL_JSON_ARRAY && j < type->arr.count; j++)
+            typed |=
+                type->arr.items[j]->type == PL_JSON_STRING && of_type(v, type->arr.items[j]->str.s);
+        if (in_enum && typed) vals[k++] = v;
+    }
+    pl_status st = k ? lit_node(g, vals, k, out)
+                     : pl_fail(PL_ERR_ARG, "schema: no enum or const value fits the schema");
+    free(vals);
+    return st;
+}
+
 static pl_status compile(pl_grammar *g, const pl_json *s, int depth, int *out) {
     if (depth > PL_GRAMMAR_MAX_DEPTH)
         return pl_fail(PL_ERR_ARG, "schema: nested deeper than %d levels", PL_GRAMMAR_MAX_DEPTH);
@@ -403,12 +469,7 @@ static pl_status compile(pl_grammar *g, const pl_json *s, int depth, int *out) {
             return pl_fail(PL_ERR_ARG, "schema: '%s' is not supported", refused[i]);
     const pl_json *cv = pl_json_get(s, "const"), *ev = pl_json_get(s, "enum");
     const pl_json *any = pl_json_get(s, "anyOf"), *type = pl_json_get(s, "type");
-    if (cv) return lit_node(g, &cv, 1, out);
-    if (ev) {
-        if (ev->type != PL_JSON_ARRAY || ev->arr.count == 0)
-            return pl_fail(PL_ERR_ARG, "schema: enum must be a non-empty array");
-        return lit_node(g, (const pl_json *const *)ev->arr.items, ev->arr.count, out);
-    }
+    if (cv || ev) return literal_schema(g, s, cv, ev, type, out);
     if (any) {
         if (any->type != PL_JSON_ARRAY || any->arr.count == 0)
             return pl_fail(PL_ERR_ARG, "schema: anyOf must be a non-empty array");

@@ -5,6 +5,7 @@
 #include "test.h"
 
 #include "../grammar/json_check.h"
+#include "../grammar/json_gen.h"
 #include "gpu_test_util.h"
 
 static const char schema[] =

@@ -160,6 +160,19 @@ static void test_enum_anyof(void) {
     NO(g, "123");
     pl_grammar_free(g);
 
+    g = compile("{\"enum\":[1,\"a\",2.5,3],\"type\":[\"integer\",\"null\"]}");
+    if (!g) return;
+    OK(g, "1");
+    OK(g, "3");
+    NO(g, "\"a\"");
+    NO(g, "2");
+    pl_grammar_free(g);
+    g = compile("{\"const\":2,\"enum\":[1,2]}");
+    if (!g) return;
+    OK(g, "2");
+    NO(g, "1");
+    pl_grammar_free(g);
+
     g = compile("{\"const\":\"a\\\"b\"}");
     if (!g) return;
     OK(g, "\"a\\\"b\"");
@@ -228,9 +241,14 @@ static void test_refused(void) {
         "{",
         "",
         "{\"type\":\"object\",\"properties\":7}",
+        "{\"const\":\"a\",\"enum\":[\"b\"]}",
+        "{\"enum\":[\"a\"],\"type\":\"integer\"}",
+        "{\"enum\":[{}],\"properties\":{}}",
+        "{\"const\":1e999}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         pl_grammar *g = NULL;
+        pl_clear_error();
         pl_status st = pl_grammar_compile(bad[i], strlen(bad[i]), &g);
         CHECK(st != PL_OK && !g && *pl_last_error() && !strchr(pl_last_error(), '\n'),
               "refuse %s (%s)", bad[i], pl_last_error());

@@ -11,6 +11,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include "json_check.h"
+#include "json_gen.h"
 
 static const char *const schemas[] = {
     "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"score\":{\"type\":"
