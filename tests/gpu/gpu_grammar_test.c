@@ -30,15 +30,12 @@ static void run(pl_backend *be, pl_gguf *gg, const pl_tokenizer *t, pl_vocab_tri
 static void run_tests(void) {
     pl_backend *gpu = gt_backend(), *cpu = NULL;
     if (!gpu) return;
-    pl_gguf *gg = NULL;
-    pl_tokenizer *t = NULL;
-    pl_vocab_trie *v = NULL;
+    pl_gguf *gg;
+    pl_tokenizer *t;
+    pl_vocab_trie *v;
     pl_grammar *g = NULL;
     CHECK(pl_cpu_new(1, &cpu) == PL_OK, "%s", pl_last_error());
-    CHECK(pl_gguf_open(test_shared("models/stories260K.gguf"), &gg) == PL_OK, "%s",
-          pl_last_error());
-    if (gg) CHECK(pl_tok_load(gg, &t) == PL_OK, "%s", pl_last_error());
-    if (t) CHECK(pl_vocab_trie_from_tok(t, &v) == PL_OK, "%s", pl_last_error());
+    jc_open_stories(&gg, &t, &v);
     CHECK(pl_grammar_compile(schema, sizeof schema - 1, &g) == PL_OK, "%s", pl_last_error());
     for (uint64_t seed = 0; cpu && v && g && seed < 3; seed++) {
         pl_strbuf a = {0}, b = {0};
@@ -51,9 +48,7 @@ static void run_tests(void) {
         pl_sb_free(&b);
     }
     pl_grammar_free(g);
-    pl_vocab_trie_free(v);
-    pl_tok_free(t);
-    pl_gguf_free(gg);
+    jc_close_stories(gg, t, v);
     pl_be_destroy(cpu);
     pl_be_destroy(gpu);
 }

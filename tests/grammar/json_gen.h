@@ -54,4 +54,19 @@ static pl_status jc_generate(const pl_model *m, pl_vocab_trie *v, const pl_gramm
     return st;
 }
 
+/* stories260K's file, tokenizer and vocabulary trie (NULL where something failed, a CHECK
+ * failure said so), and their release. */
+static void jc_open_stories(pl_gguf **gg, pl_tokenizer **t, pl_vocab_trie **v) {
+    *gg = NULL, *t = NULL, *v = NULL;
+    CHECK(pl_gguf_open(test_shared("models/stories260K.gguf"), gg) == PL_OK, "%s", pl_last_error());
+    if (*gg) CHECK(pl_tok_load(*gg, t) == PL_OK, "%s", pl_last_error());
+    if (*t) CHECK(pl_vocab_trie_from_tok(*t, v) == PL_OK, "%s", pl_last_error());
+}
+
+static void jc_close_stories(pl_gguf *gg, pl_tokenizer *t, pl_vocab_trie *v) {
+    pl_vocab_trie_free(v);
+    pl_tok_free(t);
+    pl_gguf_free(gg);
+}
+
 #endif

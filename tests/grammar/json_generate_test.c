@@ -100,26 +100,25 @@ static void test_sampler(void) {
 static void run_tests(void) {
     test_sampler();
     pl_backend *be = NULL;
-    pl_gguf *gg = NULL;
     pl_model *m = NULL;
-    pl_tokenizer *t = NULL;
-    pl_vocab_trie *v = NULL;
+    pl_gguf *gg;
+    pl_tokenizer *t;
+    pl_vocab_trie *v;
     CHECK(pl_cpu_new(1, &be) == PL_OK, "%s", pl_last_error());
-    CHECK(pl_gguf_open(test_shared("models/stories260K.gguf"), &gg) == PL_OK, "%s",
-          pl_last_error());
-    if (!be || !gg) return;
+    jc_open_stories(&gg, &t, &v);
+    if (!be || !v) {
+        jc_close_stories(gg, t, v);
+        pl_be_destroy(be);
+        return;
+    }
     CHECK(pl_model_load(gg, be, NULL, &m) == PL_OK, "%s", pl_last_error());
-    CHECK(pl_tok_load(gg, &t) == PL_OK, "%s", pl_last_error());
-    if (m && t) CHECK(pl_vocab_trie_from_tok(t, &v) == PL_OK, "%s", pl_last_error());
-    for (int k = 0; v && k < 3; k++) {
+    for (int k = 0; m && k < 3; k++) {
         int done = 0;
         for (uint64_t seed = 0; seed < 8; seed++) generate(m, t, v, k, seed, &done);
         fprintf(stderr, "schema %d: %d of 8 generations ended (the rest hit the limit)\n", k, done);
         CHECK(k == 2 || done >= 2, "schema %d: only %d of 8 ended", k, done);
     }
-    pl_vocab_trie_free(v);
-    pl_tok_free(t);
     pl_model_free(m);
-    pl_gguf_free(gg);
+    jc_close_stories(gg, t, v);
     pl_be_destroy(be);
 }
