@@ -14,12 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K_ANY, K_OBJECT, K_ARRAY, K_STRING, K_NUMBER, K_INTEGER, K_LIT, K_ANYOF };
+enum { K_ANY, K_OBJECT, K_ARRAY, K_STRING, K_NUMBER, K_INTEGER, K_LIT, K_ANYOF, K_WRAP };
 
 typedef struct {
     uint8_t kind;
-    uint32_t n, first; /* OBJECT: props[first..+n); LIT: lits[first..+n); ANYOF: alts[..] */
-    int32_t sub;       /* ARRAY: items; OBJECT: additionalProperties (-1: none) */
+    uint32_t n, first; /* OBJECT: props[first..+n); LIT: lits[first..+n); ANYOF: alts[..];
+                          WRAP: the lits of the prefix (first) and the suffix (n) */
+    int32_t sub;       /* ARRAY: items; OBJECT: additionalProperties (-1: none); WRAP: value */
     uint32_t min, max; /* ARRAY: minItems, maxItems */
 } gnode;
 
@@ -50,7 +51,8 @@ struct pl_grammar {
 /* built-in nodes */
 enum { N_ANY = 0, N_STR = 1, N_WORDS = 2, N_NUM = 3, N_BUILTIN = 4 };
 
-enum { M_START, M_OBJ, M_ARR, M_STR, M_NUM, M_LIT, M_KEY };
+enum { M_START, M_OBJ, M_ARR, M_STR, M_NUM, M_LIT, M_KEY, M_WRAP };
+enum { WX_PREFIX, WX_VALUE_NEXT, WX_VALUE, WX_SUFFIX };
 enum { OX_OPEN, OX_KEY, OX_COLON, OX_AFTER_COLON, OX_VAL, OX_NEXT, OX_COMMA };
 enum { AX_OPEN, AX_VAL, AX_NEXT, AX_COMMA };
 enum { S_BODY, S_ESC, S_HEX, S_UTF };
@@ -563,6 +565,20 @@ pl_status pl_grammar_any_object(pl_grammar **out) {
     return PL_OK;
 }
 
+pl_status pl_grammar_wrap(pl_grammar *g, const char *prefix, size_t plen, const char *suffix,
+                          size_t slen) {
+    if (plen + slen > 4096) return pl_fail(PL_ERR_ARG, "grammar: a wrap's text is over 4096 bytes");
+    text t[2] = {{(char *)(plen ? prefix : ""), plen}, {(char *)(slen ? suffix : ""), slen}};
+    uint32_t pf, sf, c;
+    pl_status st = add_lits(g, &t[0], 1, &pf, &c);
+    if (!st) st = add_lits(g, &t[1], 1, &sf, &c);
+    if (st) return st;
+    int id = new_node(g, (gnode){.kind = K_WRAP, .first = pf, .n = sf, .sub = g->root});
+    if (id < 0) return node_fail(id);
+    g->root = id;
+    return PL_OK;
+}
+
 void pl_grammar_free(pl_grammar *g) {
     if (!g) return;
     free(g->nodes);
@@ -746,17 +762,29 @@ static void child_done(const pl_grammar *g, gcfg *c) {
     } else if (t->mode == M_ARR) {
         if (t->a < 0xFFFF) t->a++;
         t->x = AX_NEXT;
+    } else if (t->mode == M_WRAP) {
+        t->x = WX_SUFFIX, t->c = 0;
+        if (g->lits[g->nodes[t->node].n].len == 0) child_done(g, c); /* no suffix: done */
     }
 }
 
 static void step(const pl_grammar *g, gcfg *c, uint8_t ch, gout *o);
+
+/* The frame a value of node starts with. */
+static gframe wrap_or_start(const pl_grammar *g, int node) {
+    const gnode *n = &g->nodes[node];
+    if (n->kind != K_WRAP) return (gframe){.node = (uint16_t)node, .mode = M_START};
+    return (gframe){.node = (uint16_t)node,
+                    .mode = M_WRAP,
+                    .x = g->lits[n->first].len ? WX_PREFIX : WX_VALUE_NEXT};
+}
 
 /* A value of node begins with ch: push it (one configuration per anyOf alternative). */
 static void push_value(const pl_grammar *g, gcfg *c, int node, uint8_t ch, gout *o) {
     if (c->depth >= PL_GRAMMAR_MAX_FRAMES) return;
     const gnode *n = &g->nodes[node];
     if (n->kind != K_ANYOF) {
-        c->f[c->depth++] = (gframe){.node = (uint16_t)node, .mode = M_START};
+        c->f[c->depth++] = wrap_or_start(g, node);
         step(g, c, ch, o);
         return;
     }
@@ -859,6 +887,24 @@ static void step(const pl_grammar *g, gcfg *c, uint8_t ch, gout *o) {
                 return;
             }
             return;
+        case M_WRAP: {
+            const glit *l = &g->lits[t->x == WX_PREFIX ? n->first : n->n];
+            if (t->x == WX_VALUE_NEXT) {
+                t->x = WX_VALUE;
+                push_value(g, c, n->sub, ch, o);
+                return;
+            }
+            if (t->x == WX_VALUE || t->c >= l->len ||
+                lit_bytes(g, t->x == WX_PREFIX ? n->first : n->n)[t->c] != ch)
+                return;
+            if (++t->c == l->len) {
+                if (t->x == WX_PREFIX)
+                    t->x = WX_VALUE_NEXT, t->c = 0;
+                else
+                    child_done(g, c); /* the suffix closes the wrap */
+            }
+            return emit(o, c);
+        }
         case M_ARR: {
             uint32_t max = n->kind == K_ARRAY ? n->max : UINT32_MAX;
             uint32_t min = n->kind == K_ARRAY ? n->min : 0;
@@ -889,12 +935,18 @@ static void step(const pl_grammar *g, gcfg *c, uint8_t ch, gout *o) {
 }
 
 static bool cfg_complete(const pl_grammar *g, const gcfg *c) {
-    if (c->depth == 0) return true;
-    if (c->depth > 1) return false;
-    const gframe *t = &c->f[0];
-    if (t->mode == M_NUM) return num_accepting(t);
-    if (t->mode == M_LIT) return lit_done(g, &g->nodes[t->node], t, false);
-    return false;
+    int d = c->depth;
+    if (d == 0) return true;
+    const gframe *t = &c->f[d - 1];
+    /* a number or literal on top ends with the next byte, or the end */
+    if ((t->mode == M_NUM && num_accepting(t)) ||
+        (t->mode == M_LIT && lit_done(g, &g->nodes[t->node], t, false)))
+        d--;
+    /* then wraps without a suffix around it end with it */
+    while (d > 0 && d < c->depth && c->f[d - 1].mode == M_WRAP && c->f[d - 1].x == WX_VALUE &&
+           g->lits[g->nodes[c->f[d - 1].node].n].len == 0)
+        d--;
+    return d == 0;
 }
 
 /* ---- sets ---- */
@@ -931,7 +983,7 @@ void pl_gstate_reset(pl_gstate *s) {
     for (uint32_t i = 0; i < (n->kind == K_ANYOF ? n->n : 1); i++) {
         int node = n->kind == K_ANYOF ? (int)s->g->alts[n->first + i] : s->g->root;
         c.depth = 1;
-        c.f[0] = (gframe){.node = (uint16_t)node, .mode = M_START};
+        c.f[0] = wrap_or_start(s->g, node);
         emit(&o, &c);
     }
     s->len = o.len;

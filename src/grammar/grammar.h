@@ -50,6 +50,11 @@ pl_status pl_grammar_compile(const char *schema, size_t len, pl_grammar **out);
 pl_status pl_grammar_compile_json(const pl_json *schema, pl_grammar **out);
 /* Any JSON object (OpenAI's response_format json_object). */
 pl_status pl_grammar_any_object(pl_grammar **out);
+/* Put literal text around g's values (in place): prefix, the value, suffix, e.g. a tool
+ * call's "<tool_call>\n" and "\n</tool_call>" (at most 4096 bytes together; either may be
+ * empty). Wrapping again wraps the whole. */
+pl_status pl_grammar_wrap(pl_grammar *g, const char *prefix, size_t plen, const char *suffix,
+                          size_t slen);
 void pl_grammar_free(pl_grammar *g);
 
 /* ---- matching ---- */

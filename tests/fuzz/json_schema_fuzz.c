@@ -4,7 +4,8 @@
  * is walked at random through the bytes it allows (each checked by stepping the matcher):
  * it never reaches a dead end (some byte may follow, or the value is complete), and a
  * complete value parses as JSON and validates against the schema (tests/grammar's
- * independent validator). */
+ * independent validator). Inputs of odd length wrap the grammar in "<t>" ... "</t>"
+ * (pl_grammar_wrap, as a tool call's tags), stripped before the check. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         REQUIRE(!g && *e && !strchr(e, '\n'), "refusal '%s'", e);
         return 0;
     }
+    bool wrap = size % 2;
+    if (wrap) REQUIRE(pl_grammar_wrap(g, "<t>", 3, "</t>", 4) == PL_OK, "%s", pl_last_error());
     pl_gstate *s = NULL;
     uint8_t *next = malloc(pl_gset_max_bytes());
     REQUIRE(pl_gstate_new(g, &s) == PL_OK && next, "%s", pl_last_error());
@@ -73,7 +76,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         if (complete) {
             pl_json_doc *d = NULL, *sd = NULL;
-            REQUIRE(pl_json_parse(text, n, &d) == PL_OK, "'%.*s' is no JSON: %s", (int)n, text,
+            char *v = text;
+            if (wrap) {
+                REQUIRE(n >= 7 && !memcmp(text, "<t>", 3) && !memcmp(text + n - 4, "</t>", 4),
+                        "'%.*s' is not wrapped", (int)n, text);
+                v += 3, n -= 7;
+            }
+            REQUIRE(pl_json_parse(v, n, &d) == PL_OK, "'%.*s' is no JSON: %s", (int)n, v,
                     pl_last_error());
             REQUIRE(pl_json_parse((const char *)data, size, &sd) == PL_OK, "schema");
             REQUIRE(jc_valid(pl_json_root(d), pl_json_root(sd)), "'%.*s' does not validate", (int)n,

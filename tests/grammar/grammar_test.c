@@ -218,6 +218,40 @@ static void test_enum_anyof(void) {
     pl_grammar_free(g);
 }
 
+/* literal text around the value (a tool call's tags) */
+static void test_wrap(void) {
+    pl_grammar *g = compile(NULL);
+    if (!g) return;
+    CHECK(pl_grammar_wrap(g, "<tool_call>\n", 12, "\n</tool_call>", 13) == PL_OK, "%s",
+          pl_last_error());
+    OK(g, "<tool_call>\n{\"a\":1}\n</tool_call>");
+    NO(g, "{\"a\":1}");
+    PREFIX(g, "<tool_call>\n{\"a\":1}");
+    NO(g, "<tool_call>\n{\"a\":1}\n</tool_call>x");
+    PREFIX(g, "<tool_call>\n{\"a\":1}\n</tool");
+    PREFIX(g, "<tool_");
+    pl_grammar_free(g);
+    /* a number ends at the suffix; no suffix: a number may be the end */
+    g = compile("{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]}");
+    if (!g) return;
+    CHECK(pl_grammar_wrap(g, "n=", 2, ";", 1) == PL_OK, "%s", pl_last_error());
+    OK(g, "n=12;");
+    OK(g, "n=null;");
+    PREFIX(g, "n=12");
+    NO(g, "n=1.5;");
+    pl_grammar_free(g);
+    g = compile("{\"type\":\"number\"}");
+    if (!g) return;
+    CHECK(pl_grammar_wrap(g, NULL, 0, NULL, 0) == PL_OK, "%s", pl_last_error());
+    OK(g, "12");
+    OK(g, "-1.5e3");
+    NO(g, "12;");
+    CHECK(pl_grammar_wrap(g, "[", 1, "", 0) == PL_OK, "%s", pl_last_error());
+    OK(g, "[7");
+    NO(g, "7");
+    pl_grammar_free(g);
+}
+
 static void test_refused(void) {
     const char *bad[] = {
         "{\"$ref\":\"#/x\"}",
@@ -412,6 +446,7 @@ static void run_tests(void) {
     test_numbers();
     test_object();
     test_enum_anyof();
+    test_wrap();
     test_refused();
     test_mask();
     test_mask_qwen3();
