@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     pl_last_error());
             REQUIRE(pl_json_parse((const char *)data, size, &sd) == PL_OK, "schema");
             REQUIRE(jc_valid(pl_json_root(d), pl_json_root(sd)), "'%.*s' does not validate", (int)n,
-                    text);
+                    v);
             pl_json_doc_free(d);
             pl_json_doc_free(sd);
         }
