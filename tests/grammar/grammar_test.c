@@ -376,7 +376,7 @@ static void test_mask(void) {
     };
     for (size_t k = 0; v && k < sizeof schemas / sizeof *schemas; k++) {
         pl_grammar *g = compile(schemas[k]);
-        for (int w = 0; g && w < 4; w++) walk(g, v, pieces, lens, t, 40);
+        for (int w = 0; g && w < 2; w++) walk(g, v, pieces, lens, t, 40);
         pl_grammar_free(g);
     }
     pl_vocab_trie_free(v);
@@ -410,7 +410,7 @@ static void test_mask_qwen3(void) {
         pl_grammar *g = compile(schemas[k]);
         pl_gstate *s = NULL;
         if (!g || pl_gstate_new(g, &s)) break;
-        for (int step = 0; step < 60; step++) {
+        for (int step = 0; step < 30; step++) {
             int na = 0, m = 0;
             double t1 = pl_test_now();
             CHECK(pl_token_mask(v, s, allow, &na) == PL_OK, "%s", pl_last_error());

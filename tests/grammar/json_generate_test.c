@@ -31,7 +31,7 @@ static void generate(const pl_model *m, const pl_tokenizer *t, pl_vocab_trie *v,
                               : pl_grammar_any_object(&g);
     CHECK(st == PL_OK, "%s", pl_last_error());
     gen_out o = {.t = t};
-    if (!st) st = jc_generate(m, v, g, seed, 200, &o);
+    if (!st) st = jc_generate(m, v, g, seed, 150, &o);
     CHECK(st == PL_OK, "schema %d seed %llu: %s", k, (unsigned long long)seed, pl_last_error());
     if (getenv("JSON_TEST_SHOW"))
         fprintf(stderr, "schema %d seed %llu: %.*s\n", k, (unsigned long long)seed, (int)o.text.len,
@@ -43,7 +43,7 @@ static void generate(const pl_model *m, const pl_tokenizer *t, pl_vocab_trie *v,
               (int)o.text.len, o.text.s);
     } else if (!st) {
         pl_gstate *gs2 = NULL;
-        CHECK(o.n == 200, "schema %d seed %llu: stopped early", k, (unsigned long long)seed);
+        CHECK(o.n == 150, "schema %d seed %llu: stopped early", k, (unsigned long long)seed);
         CHECK(pl_gstate_new(g, &gs2) == PL_OK && pl_gstate_feed(gs2, o.text.s, o.text.len),
               "schema %d seed %llu: the cut text is no prefix", k, (unsigned long long)seed);
         pl_gstate_free(gs2);
@@ -114,9 +114,11 @@ static void run_tests(void) {
     CHECK(pl_model_load(gg, be, NULL, &m) == PL_OK, "%s", pl_last_error());
     for (int k = 0; m && k < 3; k++) {
         int done = 0;
-        for (uint64_t seed = 0; seed < 8; seed++) generate(m, t, v, k, seed, &done);
-        fprintf(stderr, "schema %d: %d of 8 generations ended (the rest hit the limit)\n", k, done);
-        CHECK(k == 2 || done >= 2, "schema %d: only %d of 8 ended", k, done);
+        int n = k == 2 ? 2 : 5; /* json_object: free strings, which seldom end */
+        for (uint64_t seed = 0; seed < (uint64_t)n; seed++) generate(m, t, v, k, seed, &done);
+        fprintf(stderr, "schema %d: %d of %d generations ended (the rest hit the limit)\n", k, done,
+                n);
+        CHECK(k == 2 || done >= 2, "schema %d: only %d of %d ended", k, done, n);
     }
     pl_model_free(m);
     jc_close_stories(gg, t, v);
