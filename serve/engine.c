@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "base/strbuf.h"
+#include "grammar/grammar.h"
+#include "grammar/token_mask.h"
 #include "runtime/chat_ids.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -21,15 +23,18 @@ struct srv_engine {
     const pl_tokenizer *tok;
     pl_session *ses;
     int n_vocab;
+    pl_vocab_trie *trie; /* for response_format, built at the first request that has one */
 };
 
 srv_engine *srv_engine_new(const pl_model *m, const pl_tokenizer *tok, pl_session *ses) {
     srv_engine *e = calloc(1, sizeof *e);
-    if (e) *e = (srv_engine){m, tok, ses, pl_model_get_info(m)->n_vocab};
+    if (e)
+        *e = (srv_engine){.m = m, .tok = tok, .ses = ses, .n_vocab = pl_model_get_info(m)->n_vocab};
     return e;
 }
 
 void srv_engine_free(srv_engine *e) {
+    if (e) pl_vocab_trie_free(e->trie);
     free(e);
 }
 
@@ -59,7 +64,8 @@ bool srv_engine_prompt(srv_engine *e, const srv_request *r, int32_t **ids, int64
     if (!msgs) return snprintf(err, cap, "out of memory"), false;
     for (int i = 0; i < r->n_msgs; i++)
         msgs[i] = (pl_chat_msg){r->msgs[i].role, r->msgs[i].content};
-    pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = true};
+    /* a response_format leaves no room for thinking: the JSON is the whole answer */
+    pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = !r->grammar};
     pl_status s = pl_chat_ids(e->tok, msgs, r->n_msgs, &co, ids, n_ids);
     free(msgs);
     return s ? lib_fail(err, cap) : true;
@@ -110,6 +116,7 @@ typedef struct {
     bool emit_failed;
     srv_logprob lp; /* the last pick's, from the sampler's watcher */
     double t0, t_last;
+    pl_json_constraint *con; /* response_format */
 } gen_state;
 
 /* The sampler's watcher: the log-softmax of the logits it chose from, for the id and the
@@ -190,6 +197,10 @@ static bool on_token(void *ud, int32_t id) {
     g->res->n_completion++;
     if (g->r->logprobs >= 0 && g->io->logprob) g->io->logprob(g->io->ud, &g->lp);
     if (!settle(g, pl_tok_stream_push(g->stream, id), false)) return false;
+    if (g->con && pl_gstate_done(pl_json_constraint_state(g->con))) {
+        g->res->finish = SRV_FINISH_EOG; /* the JSON value is closed: nothing may follow */
+        return false;
+    }
     if (atomic_load(g->io->cancel)) {
         g->res->finish = SRV_FINISH_CANCEL;
         return false;
@@ -201,6 +212,17 @@ static uint64_t clock_seed(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
+}
+
+/* response_format: every pick of smp keeps the text a prefix of a value r->grammar allows. */
+static bool constrain(srv_engine *e, const srv_request *r, pl_sampler *smp,
+                      pl_json_constraint **con) {
+    if (!e->trie && pl_vocab_trie_from_tok(e->tok, &e->trie)) return false;
+    if (pl_json_constraint_new(r->grammar, e->trie, con)) return false;
+    if (!pl_json_constraint_attach(*con, smp)) return true;
+    pl_json_constraint_free(*con);
+    *con = NULL;
+    return false;
 }
 
 bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids, int64_t n,
@@ -224,7 +246,12 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids
     gen_state g = {.e = e, .r = r, .io = io, .res = res, .t0 = pl_now()};
     if (pl_sampler_new(&sp, e->n_vocab, &smp)) return lib_fail(err, cap);
     if (r->logprobs >= 0) pl_sampler_set_watch(smp, watch_logits, &g);
+    if (r->grammar && !constrain(e, r, smp, &g.con)) {
+        pl_sampler_free(smp);
+        return lib_fail(err, cap);
+    }
     if (!(g.stream = pl_tok_stream_new(e->tok, false))) {
+        pl_json_constraint_free(g.con);
         pl_sampler_free(smp);
         return snprintf(err, cap, "out of memory"), false;
     }
@@ -241,6 +268,7 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids
     pl_sb_free(&g.held);
     pl_tok_stream_free(g.stream);
     pl_sampler_free(smp);
+    pl_json_constraint_free(g.con);
     if (s) pl_session_reset(e->ses); /* a failed pass may leave the cache half-written */
     return !s;
 }

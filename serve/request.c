@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "grammar/grammar.h"
 
 typedef struct {
     char *err;
@@ -298,6 +299,41 @@ static bool parse_root(ectx *e, const pl_json *root, srv_request *r) {
     return take_stops(e, root, "stop", true, r);
 }
 
+/* Chat's response_format: {"type": "text" | "json_object" | "json_schema", "json_schema":
+ * {"name", "schema", "strict", "description"}} compiled into r->grammar. */
+static bool take_response_format(ectx *e, const pl_json *root, srv_request *r) {
+    const pl_json *rf = pl_json_get(root, "response_format");
+    if (!rf || rf->type == PL_JSON_NULL) return true;
+    if (rf->type != PL_JSON_OBJECT) return fail(e, "'response_format' must be an object");
+    const char *type = pl_json_string(pl_json_get(rf, "type"));
+    if (!type) return fail(e, "'response_format.type' must be a string");
+    if (!strcmp(type, "text")) return true;
+    if (!strcmp(type, "json_object")) {
+        if (pl_grammar_any_object(&r->grammar)) return fail(e, "%s", pl_last_error());
+        return true;
+    }
+    if (strcmp(type, "json_schema"))
+        return fail(e, "'response_format.type' must be text, json_object or json_schema");
+    const pl_json *js = pl_json_get(rf, "json_schema");
+    if (!js || js->type != PL_JSON_OBJECT)
+        return fail(e, "'response_format.json_schema' must be an object");
+    const pl_json *name = pl_json_get(js, "name"), *strict = pl_json_get(js, "strict");
+    if (name && (name->type != PL_JSON_STRING || name->str.len == 0 || name->str.len > 64))
+        return fail(e, "'response_format.json_schema.name' must be a string of 1 to 64 bytes");
+    if (strict && strict->type != PL_JSON_TRUE && strict->type != PL_JSON_FALSE &&
+        strict->type != PL_JSON_NULL)
+        return fail(e, "'response_format.json_schema.strict' must be a boolean");
+    const pl_json *schema = pl_json_get(js, "schema");
+    static const pl_json any = {.type = PL_JSON_TRUE};
+    if (!schema || schema->type == PL_JSON_NULL) schema = &any; /* any JSON value */
+    if (pl_grammar_compile_json(schema, &r->grammar)) {
+        const char *why = pl_last_error();
+        if (!strncmp(why, "schema: ", 8)) why += 8;
+        return fail(e, "'response_format.json_schema.schema': %s", why);
+    }
+    return true;
+}
+
 bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request *r, char *err,
                        size_t cap) {
     *r = (srv_request){.kind = kind,
@@ -312,7 +348,8 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
         snprintf(err, cap, "the request body is not valid JSON: %s", pl_last_error());
         return false;
     }
-    bool ok = parse_root(&e, pl_json_root(doc), r);
+    bool ok = parse_root(&e, pl_json_root(doc), r) &&
+              (kind != SRV_CHAT || take_response_format(&e, pl_json_root(doc), r));
     pl_json_doc_free(doc);
     return ok;
 }
@@ -323,5 +360,6 @@ void srv_request_free(srv_request *r) {
     free(r->prompt);
     free(r->tokens);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    pl_grammar_free(r->grammar);
     memset(r, 0, sizeof *r);
 }

@@ -47,6 +47,8 @@ typedef struct {
     int n_stop;
     bool add_special, parse_special, with_pieces; /* tokenize */
     int logprobs; /* -1: none; else the alternatives per id (top_logprobs, 0 to 20) */
+    /* chat's response_format json_object / json_schema compiled (src/grammar); NULL: text */
+    struct pl_grammar *grammar;
 } srv_request;
 
 /* Parse body[0..len) for a route of this kind into *r (freed with srv_request_free, also

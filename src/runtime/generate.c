@@ -62,7 +62,8 @@ pl_status pl_generate(pl_session *s, pl_sampler *smp, const int32_t *prompt, int
     stats->t_prompt = pl_now() - t0;
     if (st) return st;
     t0 = pl_now();
-    if (o->drafter && pl_session_spec_max(s) > 0 && o->n_predict > 0) {
+    if (o->drafter && !pl_sampler_constrained(smp) && pl_session_spec_max(s) > 0 &&
+        o->n_predict > 0) {
         int32_t id;
         if (!(st = pl_session_pick(s, smp, &id))) {
             stats->n_generated++;

@@ -12,6 +12,9 @@ struct pl_sampler {
     pl_candidate *cand; /* [n_vocab] scratch */
     pl_sampler_watch_fn watch;
     void *watch_ud;
+    pl_sampler_constraint con;
+    bool constrained;
+    uint8_t *allow; /* [n_vocab] while constrained */
 };
 
 void pl_sampler_set_watch(pl_sampler *s, pl_sampler_watch_fn fn, void *ud) {
@@ -122,6 +125,8 @@ static void softmax(pl_candidate *cand, int64_t n, double temp) {
 }
 
 static int64_t finish(const pl_sampler_params *p, pl_candidate *cand, int64_t n);
+static pl_status pick(pl_sampler *s, float *logits, const int32_t *ctx, int64_t n_ctx,
+                      int32_t *out);
 
 int64_t pl_sampler_distribution(const pl_sampler_params *p, const float *logits, int n_vocab,
                                 pl_candidate *cand) {
@@ -184,6 +189,7 @@ pl_status pl_sampler_new(const pl_sampler_params *p, int n_vocab, pl_sampler **o
 void pl_sampler_free(pl_sampler *s) {
     if (!s) return;
     free(s->cand);
+    free(s->allow);
     free(s);
 }
 
@@ -202,8 +208,8 @@ int pl_sampler_top_count(const pl_sampler *s) {
     bool penalties =
         p->penalty_last_n != 0 &&
         (p->repeat_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0);
-    if (p->temp <= 0 || penalties || p->top_k <= 0 || p->top_k > PL_SAMPLER_TOP_MAX ||
-        p->top_k >= s->n_vocab - 1 || s->watch)
+    if (s->constrained || p->temp <= 0 || penalties || p->top_k <= 0 ||
+        p->top_k > PL_SAMPLER_TOP_MAX || p->top_k >= s->n_vocab - 1 || s->watch)
         return 0;
     return p->top_k + 1;
 }
@@ -223,14 +229,49 @@ bool pl_sampler_pick_top(pl_sampler *s, const int32_t *ids, const float *vals, i
 }
 
 bool pl_sampler_is_argmax(const pl_sampler *s) {
-    return !s->watch && s->p.temp <= 0 &&
+    return !s->watch && !s->constrained && s->p.temp <= 0 &&
            (s->p.repeat_penalty == 1.0f || s->p.penalty_last_n == 0) &&
            ((s->p.presence_penalty == 0 && s->p.frequency_penalty == 0) ||
             s->p.penalty_last_n == 0);
 }
 
+bool pl_sampler_constrain(pl_sampler *s, const pl_sampler_constraint *c) {
+    s->constrained = false;
+    if (!c) return true;
+    if (!s->allow && !(s->allow = malloc((size_t)s->n_vocab))) return false;
+    s->con = *c;
+    s->constrained = true;
+    return true;
+}
+
+bool pl_sampler_constrained(const pl_sampler *s) {
+    return s->constrained;
+}
+
+/* Constrained: the most likely allowed id (the lowest allowed one if no logit compares). */
+static int32_t best_allowed(const pl_sampler *s, const float *logits) {
+    int32_t best = -1;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (s->allow[i] && (best < 0 || logits[i] > logits[best])) best = i;
+    return best;
+}
+
 pl_status pl_sampler_pick(pl_sampler *s, float *logits, const int32_t *ctx, int64_t n_ctx,
                           int32_t *out) {
+    if (s->constrained) {
+        int n = s->con.allowed(s->con.ud, s->allow, s->n_vocab);
+        if (n < 0) return PL_ERR;
+        if (n == 0) return pl_fail(PL_ERR_ARG, "constrained decoding: no token may come next");
+        for (int i = 0; i < s->n_vocab; i++)
+            if (!s->allow[i]) logits[i] = -INFINITY;
+    }
+    pl_status st = pick(s, logits, ctx, n_ctx, out);
+    if (st || !s->constrained) return st;
+    if (!s->allow[*out]) *out = best_allowed(s, logits);
+    return s->con.accept(s->con.ud, *out);
+}
+static pl_status pick(pl_sampler *s, float *logits, const int32_t *ctx, int64_t n_ctx,
+                      int32_t *out) {
     pl_sampler_penalize(&s->p, logits, s->n_vocab, ctx, n_ctx);
     if (s->p.temp <= 0) {
         int32_t best = 0;

@@ -62,6 +62,25 @@ void pl_sampler_set_watch(pl_sampler *s, pl_sampler_watch_fn fn, void *ud);
  * runtime may then let the backend pick the id on the device. */
 bool pl_sampler_is_argmax(const pl_sampler *s);
 
+/* A constraint on what may come next (constrained decoding, src/grammar/token_mask.h).
+ * With one set, pick first sets the logit of every id it does not allow to -infinity (so
+ * the rest of the sampling sees only allowed ids), then always returns an allowed id
+ * (the most likely allowed one where NaN logits defeat the ranking), and hands it to
+ * accept. The runtime then reads every logit on the host: no device argmax or top-k, no
+ * speculative decoding (pl_sampler_constrained). */
+typedef struct {
+    /* allow[0..n_vocab) = 1 for each id that may come next; returns how many (0: none, an
+     * error for pick), or -1 after pl_fail */
+    int (*allowed)(void *ud, uint8_t *allow, int n_vocab);
+    /* the id picked */
+    pl_status (*accept)(void *ud, int32_t id);
+    void *ud;
+} pl_sampler_constraint;
+
+/* Set (c copied) or clear (NULL) the constraint. False when out of memory. */
+bool pl_sampler_constrain(pl_sampler *s, const pl_sampler_constraint *c);
+bool pl_sampler_constrained(const pl_sampler *s);
+
 /* Pick the next id, the one at position n_ctx. logits (n_vocab values) are modified by the
  * penalties; ctx holds the n_ctx ids so far (prompt and generated), and n_ctx keys the
  * draw (pl_sampler_unit). */
