@@ -262,7 +262,7 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
     char err[512];
     int32_t *ids = NULL;
     int64_t n = 0;
-    if (!srv_engine_prompt(e, r, &ids, &n, err, sizeof err)) {
+    if (!srv_engine_prompt(e, r, &ids, &n, NULL, err, sizeof err)) {
         answer_error(o, r, 400, err);
         return;
     }
@@ -315,7 +315,7 @@ void srv_api_run(srv_engine *e, const srv_request *r, const char *model_id, uint
     case SRV_COMPLETION:
     case SRV_MESSAGES: run_generation(e, r, model_id, id_no, o); return;
     case SRV_COUNT_TOKENS:
-        if (!srv_engine_prompt(e, r, &ids, &n, err, sizeof err)) break;
+        if (!srv_engine_prompt(e, r, &ids, &n, NULL, err, sizeof err)) break;
         pl_sb_printf(&b, "{\"input_tokens\":%lld}", (long long)n);
         free(ids);
         answer(o, 200, &b);
