@@ -25,6 +25,13 @@ typedef struct {
 void srv_api_run(srv_engine *e, const srv_request *r, const char *model_id, uint64_t id_no,
                  const srv_out *o);
 
+/* Answer r as if the model had written pieces (in this order) and ended as g says: the
+ * same reply parser and response builder as srv_api_run without a model, for tests of the
+ * exact objects and events (tests/serve/api_reply_test.c). fmt: how to split the reply. */
+void srv_api_reply(const srv_request *r, const tp_opts *fmt, const char *model_id, uint64_t id_no,
+                   long long created, const char *const *pieces, int n_pieces,
+                   const srv_gen_result *g, const srv_out *o);
+
 /* The error object of the API (Anthropic's for /v1/messages routes, else OpenAI's) for an
  * HTTP status, appended to b. */
 void srv_api_error(pl_strbuf *b, bool anthropic, int status, const char *msg);
