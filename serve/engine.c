@@ -41,11 +41,9 @@ static bool lib_fail(char *err, size_t cap) {
     return false;
 }
 
-/* The conversation as the chat template reads it (Hugging Face's apply_chat_template
- * shapes): messages with role and content, an assistant's tool_calls (arguments as objects)
- * and reasoning_content, a tool message's tool_call_id; the tools unless tool_choice is
- * none. *text is malloc'd. */
-static bool render_chat(srv_engine *e, const srv_request *r, char **text, char *err, size_t cap) {
+bool srv_chat_context(const srv_request *r, pl_json_doc **msgs, pl_json_doc **tools, char *err,
+                      size_t cap) {
+    *msgs = *tools = NULL;
     pl_strbuf b = {0};
     pl_sb_putc(&b, '[');
     for (int i = 0; i < r->n_msgs; i++) {
@@ -66,17 +64,24 @@ static bool render_chat(srv_engine *e, const srv_request *r, char **text, char *
         pl_sb_putc(&b, '}');
     }
     pl_sb_putc(&b, ']');
-    bool tools = r->tools && r->tool_choice != SRV_TOOLS_NONE;
-    pl_json_doc *msgs = NULL, *tl = NULL;
     if (b.failed) return pl_sb_free(&b), snprintf(err, cap, "out of memory"), false;
-    pl_status s = pl_json_parse(b.s, b.len, &msgs);
-    if (!s && tools) s = pl_json_parse(r->tools, strlen(r->tools), &tl);
-    pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = true};
-    if (!s)
-        s = pl_chat_render_json(e->tok, pl_json_root(msgs), tl ? pl_json_root(tl) : NULL, &co,
-                                text);
-    pl_json_doc_free(msgs), pl_json_doc_free(tl);
+    pl_status s = pl_json_parse(b.s, b.len, msgs);
     pl_sb_free(&b);
+    if (!s && r->tools && r->tool_choice != SRV_TOOLS_NONE)
+        s = pl_json_parse(r->tools, strlen(r->tools), tools);
+    if (!s) return true;
+    pl_json_doc_free(*msgs), pl_json_doc_free(*tools);
+    *msgs = *tools = NULL;
+    return lib_fail(err, cap);
+}
+
+static bool render_chat(srv_engine *e, const srv_request *r, char **text, char *err, size_t cap) {
+    pl_json_doc *msgs, *tools;
+    if (!srv_chat_context(r, &msgs, &tools, err, cap)) return false;
+    pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = true};
+    pl_status s = pl_chat_render_json(e->tok, pl_json_root(msgs),
+                                      tools ? pl_json_root(tools) : NULL, &co, text);
+    pl_json_doc_free(msgs), pl_json_doc_free(tools);
     return s ? lib_fail(err, cap) : true;
 }
 

@@ -33,6 +33,15 @@ int64_t srv_engine_n_ctx(const srv_engine *e);
  * tool calls), from the template and the request. False with the reason in err. */
 bool srv_engine_prompt(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
                        tp_opts *fmt, char *err, size_t cap);
+/* The conversation of a chat / messages request as the chat template reads it (Hugging
+ * Face's apply_chat_template shapes): messages with role and content, an assistant's
+ * tool_calls (arguments as objects) and reasoning_content, a tool message's tool_call_id;
+ * *tools the tool list (NULL without tools or with tool_choice none). Both freed with
+ * pl_json_doc_free. */
+struct pl_json_doc;
+bool srv_chat_context(const srv_request *r, struct pl_json_doc **msgs, struct pl_json_doc **tools,
+                      char *err, size_t cap);
+
 /* /tokenize: ids of r->prompt (add_special, parse_special); with_pieces also each id's
  * text (*pieces: n malloc'd strings, freed by the caller). */
 bool srv_engine_tokenize(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
