@@ -163,31 +163,77 @@ static void lp_flush(srv_gen_ctx *j, pl_strbuf *b) {
     }
 }
 
-/* The settled text of the reply: kept, or sent as one delta. */
-static bool on_text(void *ud, const char *s, size_t n) {
-    srv_gen_ctx *j = ud;
+/* OpenAI chat: one chunk whose delta is {key: <json>} (json: already JSON text). */
+static void oa_delta(srv_gen_ctx *j, pl_strbuf *b, const char *key, const char *s, size_t n,
+                     bool quoted) {
+    oa_chunk_head(j, b);
+    pl_sb_printf(b, "{\"index\":0,\"delta\":{\"%s\":", key);
+    if (quoted)
+        quote(b, s, n);
+    else
+        pl_sb_append(b, s, n);
+    pl_sb_puts(b, "},\"logprobs\":");
+    lp_flush(j, b);
+    pl_sb_puts(b, ",\"finish_reason\":null}");
+    oa_chunk_tail(j, b);
+}
+
+/* Anthropic stream: close the open content block. */
+static void an_close(srv_gen_ctx *j, pl_strbuf *b) {
+    if (!j->block) return;
+    pl_sb_printf(b,
+                 "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":%d}"
+                 "\n\n",
+                 j->n_blocks - 1);
+    j->block = 0;
+}
+
+/* Anthropic stream: start a block (closing the open one); the first is followed by a ping,
+ * as Anthropic's own streams do. */
+static void an_start(srv_gen_ctx *j, pl_strbuf *b, const char *block_json) {
+    an_close(j, b);
+    pl_sb_printf(b,
+                 "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":%d,"
+                 "\"content_block\":%s}\n\n",
+                 j->n_blocks, block_json);
+    if (!j->n_blocks++) pl_sb_puts(b, "event: ping\ndata: {\"type\":\"ping\"}\n\n");
+}
+
+/* Anthropic stream: a text or thinking delta, in a block of its kind. */
+static void an_delta(srv_gen_ctx *j, pl_strbuf *b, char kind, const char *s, size_t n) {
+    if (j->block != kind) {
+        an_start(j, b,
+                 kind == 't' ? "{\"type\":\"text\",\"text\":\"\"}"
+                             : "{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}");
+        j->block = kind;
+    }
+    pl_sb_printf(b,
+                 "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+                 "\"index\":%d,\"delta\":{\"type\":\"%s\",\"%s\":",
+                 j->n_blocks - 1, kind == 't' ? "text_delta" : "thinking_delta",
+                 kind == 't' ? "text" : "thinking");
+    quote(b, s, n);
+    pl_sb_puts(b, "}}\n\n");
+}
+
+/* Text (kind 't') or reasoning ('r') of the reply: kept, or sent as one delta. */
+static bool on_piece(srv_gen_ctx *j, char kind, const char *s, size_t n) {
     if (!j->r->stream) {
-        pl_sb_append(&j->text, s, n);
-        return !j->text.failed;
+        pl_strbuf *to = kind == 't' ? &j->text : &j->reasoning;
+        pl_sb_append(to, s, n);
+        return !to->failed;
     }
     if (j->r->kind == SRV_RESPONSES) return srv_responses_delta(j, s, n);
     pl_strbuf b = {0};
     if (j->r->kind == SRV_MESSAGES) {
-        pl_sb_puts(&b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
-                       "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":");
-        quote(&b, s, n);
-        pl_sb_puts(&b, "}}\n\n");
+        an_delta(j, &b, kind, s, n);
+    } else if (j->r->kind == SRV_CHAT) {
+        oa_delta(j, &b, kind == 't' ? "content" : "reasoning_content", s, n, true);
     } else {
         oa_chunk_head(j, &b);
-        if (j->r->kind == SRV_CHAT) {
-            pl_sb_puts(&b, "{\"index\":0,\"delta\":{\"content\":");
-            quote(&b, s, n);
-            pl_sb_puts(&b, "},\"logprobs\":");
-        } else {
-            pl_sb_puts(&b, "{\"index\":0,\"text\":");
-            quote(&b, s, n);
-            pl_sb_puts(&b, ",\"logprobs\":");
-        }
+        pl_sb_puts(&b, "{\"index\":0,\"text\":");
+        quote(&b, s, n);
+        pl_sb_puts(&b, ",\"logprobs\":");
         lp_flush(j, &b);
         pl_sb_puts(&b, ",\"finish_reason\":null}");
         oa_chunk_tail(j, &b);
@@ -197,11 +243,91 @@ static bool on_text(void *ud, const char *s, size_t n) {
     return ok;
 }
 
-static const char *oa_finish(srv_finish f) {
-    return f == SRV_FINISH_LENGTH ? "length" : "stop";
+static bool on_text(void *ud, const char *s, size_t n) {
+    return on_piece(ud, 't', s, n);
 }
-static const char *an_finish(srv_finish f) {
+static bool on_reasoning(void *ud, const char *s, size_t n) {
+    return on_piece(ud, 'r', s, n);
+}
+
+/* A tool call: OpenAI's tool_calls item (arguments as a JSON string) or Anthropic's
+ * tool_use block (input as the object); streamed as the APIs stream them: OpenAI a delta
+ * with index, id and name then one with the arguments, Anthropic content_block_start,
+ * input_json_delta, content_block_stop. */
+static bool on_call(void *ud, const char *name, const char *args, size_t n) {
+    srv_gen_ctx *j = ud;
+    bool an = j->r->kind == SRV_MESSAGES;
+    char id[64];
+    snprintf(id, sizeof id, "%s%s%02x", an ? "toolu_" : "call_", j->call_sfx, j->n_calls);
+    pl_strbuf b = {0};
+    if (!j->r->stream) {
+        if (j->calls.len) pl_sb_putc(&j->calls, ',');
+        if (an) {
+            pl_sb_printf(&j->calls, "{\"type\":\"tool_use\",\"id\":\"%s\",\"name\":", id);
+            quotes(&j->calls, name);
+            pl_sb_puts(&j->calls, ",\"input\":");
+            pl_sb_append(&j->calls, args, n);
+            pl_sb_putc(&j->calls, '}');
+        } else {
+            pl_sb_printf(&j->calls,
+                         "{\"id\":\"%s\",\"type\":\"function\",\"function\":{\"name\":", id);
+            quotes(&j->calls, name);
+            pl_sb_puts(&j->calls, ",\"arguments\":");
+            quote(&j->calls, args, n);
+            pl_sb_puts(&j->calls, "}}");
+        }
+        j->n_calls++;
+        return !j->calls.failed;
+    }
+    if (an) {
+        pl_strbuf blk = {0};
+        pl_sb_printf(&blk, "{\"type\":\"tool_use\",\"id\":\"%s\",\"name\":", id);
+        quotes(&blk, name);
+        pl_sb_puts(&blk, ",\"input\":{}}");
+        an_start(j, &b, blk.failed ? "{}" : blk.s);
+        pl_sb_free(&blk);
+        pl_sb_printf(&b,
+                     "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+                     "\"index\":%d,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":",
+                     j->n_blocks - 1);
+        quote(&b, args, n);
+        pl_sb_puts(&b, "}}\n\n");
+        j->block = 'c';
+        an_close(j, &b);
+    } else {
+        pl_strbuf d = {0};
+        pl_sb_printf(&d,
+                     "[{\"index\":%d,\"id\":\"%s\",\"type\":\"function\",\"function\":{\"name\":",
+                     j->n_calls, id);
+        quotes(&d, name);
+        pl_sb_puts(&d, ",\"arguments\":\"\"}}]");
+        oa_delta(j, &b, "tool_calls", d.s ? d.s : "[]", d.len, false);
+        d.len = 0;
+        pl_sb_printf(&d, "[{\"index\":%d,\"function\":{\"arguments\":", j->n_calls);
+        quote(&d, args, n);
+        pl_sb_puts(&d, "}}]");
+        oa_delta(j, &b, "tool_calls", d.s ? d.s : "[]", d.len, false);
+        if (d.failed) b.failed = true;
+        pl_sb_free(&d);
+    }
+    j->n_calls++;
+    bool ok = srv_send_event(j, &b);
+    pl_sb_free(&b);
+    return ok;
+}
+
+/* The engine's settled text into the reply parser. */
+static bool on_model_text(void *ud, const char *s, size_t n) {
+    srv_gen_ctx *j = ud;
+    return tp_push(j->tp, s, n) && !j->out_failed;
+}
+
+static const char *oa_finish(const srv_gen_ctx *j, srv_finish f) {
+    return f == SRV_FINISH_LENGTH ? "length" : j->n_calls ? "tool_calls" : "stop";
+}
+static const char *an_finish(const srv_gen_ctx *j, srv_finish f) {
     return f == SRV_FINISH_LENGTH ? "max_tokens"
+           : j->n_calls           ? "tool_use"
            : f == SRV_FINISH_STOP ? "stop_sequence"
                                   : "end_turn";
 }
@@ -212,15 +338,15 @@ static void oa_usage(pl_strbuf *b, const srv_gen_result *g) {
                  (long long)(g->n_prompt + g->n_completion));
 }
 
-static void an_stop_sequence(pl_strbuf *b, const srv_request *r, const srv_gen_result *g) {
+static void an_stop_sequence(pl_strbuf *b, const srv_gen_ctx *j, const srv_gen_result *g) {
     pl_sb_puts(b, ",\"stop_sequence\":");
-    if (g->finish == SRV_FINISH_STOP)
-        quotes(b, r->stop[g->stop_index]);
+    if (g->finish == SRV_FINISH_STOP && !j->n_calls)
+        quotes(b, j->r->stop[g->stop_index]);
     else
         pl_sb_puts(b, "null");
 }
 
-/* Anthropic's message object (text "" while streaming starts). */
+/* Anthropic's message object (no content while streaming starts). */
 static void an_message(srv_gen_ctx *j, pl_strbuf *b, const srv_gen_result *g, bool start) {
     pl_sb_printf(b, "{\"id\":\"%s\",\"type\":\"message\",\"role\":\"assistant\",\"model\":", j->id);
     quotes(b, j->model_id);
@@ -231,10 +357,24 @@ static void an_message(srv_gen_ctx *j, pl_strbuf *b, const srv_gen_result *g, bo
                      (long long)g->n_prompt);
         return;
     }
-    pl_sb_puts(b, ",\"content\":[{\"type\":\"text\",\"text\":");
-    quote(b, j->text.s ? j->text.s : "", j->text.len);
-    pl_sb_printf(b, "}],\"stop_reason\":\"%s\"", an_finish(g->finish));
-    an_stop_sequence(b, j->r, g);
+    pl_sb_puts(b, ",\"content\":[");
+    if (j->reasoning.len) {
+        pl_sb_puts(b, "{\"type\":\"thinking\",\"thinking\":");
+        quote(b, j->reasoning.s, j->reasoning.len);
+        pl_sb_puts(b, ",\"signature\":\"\"}");
+    }
+    if (j->text.len || (!j->reasoning.len && !j->n_calls)) {
+        pl_sb_puts(b, j->reasoning.len ? ",{\"type\":\"text\",\"text\":"
+                                       : "{\"type\":\"text\",\"text\":");
+        quote(b, j->text.s ? j->text.s : "", j->text.len);
+        pl_sb_putc(b, '}');
+    }
+    if (j->n_calls) {
+        if (j->reasoning.len || j->text.len) pl_sb_putc(b, ',');
+        pl_sb_append(b, j->calls.s, j->calls.len);
+    }
+    pl_sb_printf(b, "],\"stop_reason\":\"%s\"", an_finish(j, g->finish));
+    an_stop_sequence(b, j, g);
     pl_sb_printf(b, ",\"usage\":{\"input_tokens\":%lld,\"output_tokens\":%lld}}",
                  (long long)g->n_prompt, (long long)g->n_completion);
 }
@@ -244,9 +384,7 @@ static void stream_start(srv_gen_ctx *j, const srv_gen_result *g) {
     if (j->r->kind == SRV_MESSAGES) {
         pl_sb_puts(&b, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":");
         an_message(j, &b, g, true);
-        pl_sb_puts(&b, "}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\","
-                       "\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
-                       "event: ping\ndata: {\"type\":\"ping\"}\n\n");
+        pl_sb_puts(&b, "}\n\n");
     } else if (j->r->kind == SRV_CHAT) {
         oa_chunk_head(j, &b);
         pl_sb_puts(&b, "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
@@ -266,12 +404,13 @@ static void stream_end(srv_gen_ctx *j, const srv_gen_result *g, const char *fail
             srv_api_error(&b, true, 500, failure);
             pl_sb_puts(&b, "\n\n");
         } else {
+            if (!j->n_blocks) an_delta(j, &b, 't', "", 0); /* an empty reply: one empty text */
+            an_close(j, &b);
             pl_sb_printf(&b,
-                         "event: content_block_stop\ndata: {\"type\":\"content_block_stop\","
-                         "\"index\":0}\n\nevent: message_delta\ndata: {\"type\":"
-                         "\"message_delta\",\"delta\":{\"stop_reason\":\"%s\"",
-                         an_finish(g->finish));
-            an_stop_sequence(&b, r, g);
+                         "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{"
+                         "\"stop_reason\":\"%s\"",
+                         an_finish(j, g->finish));
+            an_stop_sequence(&b, j, g);
             pl_sb_printf(&b,
                          "},\"usage\":{\"output_tokens\":%lld}}\n\nevent: message_stop\n"
                          "data: {\"type\":\"message_stop\"}\n\n",
@@ -290,7 +429,7 @@ static void stream_end(srv_gen_ctx *j, const srv_gen_result *g, const char *fail
         pl_sb_puts(&b, r->kind == SRV_CHAT ? "{\"index\":0,\"delta\":{},\"logprobs\":"
                                            : "{\"index\":0,\"text\":\"\",\"logprobs\":");
         lp_flush(j, &b);
-        pl_sb_printf(&b, ",\"finish_reason\":\"%s\"}", oa_finish(g->finish));
+        pl_sb_printf(&b, ",\"finish_reason\":\"%s\"}", oa_finish(j, g->finish));
         oa_chunk_tail(j, &b);
         if (r->include_usage) {
             oa_chunk_head(j, &b);
@@ -322,12 +461,89 @@ static void reply_object(srv_gen_ctx *j, pl_strbuf *b, const srv_gen_result *g) 
     pl_sb_puts(b, chat ? ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
                          "\"content\":"
                        : ",\"choices\":[{\"index\":0,\"text\":");
-    quote(b, j->text.s ? j->text.s : "", j->text.len);
+    if (chat && j->n_calls && !j->text.len)
+        pl_sb_puts(b, "null"); /* as OpenAI's: a reply of calls only has no content */
+    else
+        quote(b, j->text.s ? j->text.s : "", j->text.len);
+    if (chat && j->reasoning.len) {
+        pl_sb_puts(b, ",\"reasoning_content\":");
+        quote(b, j->reasoning.s, j->reasoning.len);
+    }
+    if (chat && j->n_calls) {
+        pl_sb_puts(b, ",\"tool_calls\":[");
+        pl_sb_append(b, j->calls.s, j->calls.len);
+        pl_sb_putc(b, ']');
+    }
     pl_sb_puts(b, chat ? "},\"logprobs\":" : ",\"logprobs\":");
     lp_flush(j, b);
-    pl_sb_printf(b, ",\"finish_reason\":\"%s\"}],\"usage\":", oa_finish(g->finish));
+    pl_sb_printf(b, ",\"finish_reason\":\"%s\"}],\"usage\":", oa_finish(j, g->finish));
     oa_usage(b, g);
     pl_sb_puts(b, "}");
+}
+
+/* Set up j for r: ids, the reply parser, and (streaming) the head and first events. False
+ * when out of memory (answered with a 500). */
+static bool job_begin(srv_gen_ctx *j, srv_engine *e, const srv_request *r, const tp_opts *fmt,
+                      const char *model_id, uint64_t id_no, long long created, const srv_out *o,
+                      const srv_gen_result *g) {
+    *j = (srv_gen_ctx){.e = e, .r = r, .o = o, .model_id = model_id, .created = created};
+    snprintf(j->call_sfx, sizeof j->call_sfx, "%llx%06llx", j->created, (unsigned long long)id_no);
+    snprintf(j->id, sizeof j->id, "%s%s",
+             r->kind == SRV_MESSAGES    ? "msg_"
+             : r->kind == SRV_CHAT      ? "chatcmpl-"
+             : r->kind == SRV_RESPONSES ? "resp_"
+                                        : "cmpl-",
+             j->call_sfx);
+    tp_opts none = {0};
+    tp_sink sink = {on_text, on_reasoning, on_call, j};
+    /* completions and responses (text only for now) take the text as it comes */
+    bool raw = r->kind == SRV_COMPLETION || r->kind == SRV_RESPONSES || !fmt;
+    if (!(j->tp = tp_new(raw ? &none : fmt, &sink))) {
+        answer_error(o, r, 500, "out of memory");
+        return false;
+    }
+    if (r->stream) {
+        o->head(o->ud, 200, true);
+        if (r->kind == SRV_RESPONSES)
+            srv_responses_start(j);
+        else
+            stream_start(j, g);
+    }
+    return true;
+}
+
+/* The reply is over (ok) or failed (err): what the parser holds goes out, then the end of
+ * the stream or the whole object. */
+static void job_end(srv_gen_ctx *j, const srv_gen_result *g, bool ok, const char *err) {
+    if (ok && !tp_finish(j->tp) && !j->out_failed) {
+        ok = false;
+        err = "out of memory";
+    }
+    if (j->r->stream && j->r->kind == SRV_RESPONSES) {
+        if (!j->out_failed) srv_responses_end(j, g, ok ? NULL : err);
+    } else if (j->r->stream) {
+        if (!j->out_failed) stream_end(j, g, ok ? NULL : err);
+    } else if (!ok) {
+        answer_error(j->o, j->r, 500, err);
+    } else {
+        pl_strbuf b = {0};
+        if (j->text.failed || j->reasoning.failed || j->calls.failed) b.failed = true;
+        reply_object(j, &b, g);
+        answer(j->o, 200, &b);
+    }
+    tp_free(j->tp);
+    pl_sb_free(&j->text), pl_sb_free(&j->reasoning), pl_sb_free(&j->calls);
+    for (int i = 0; i < 4; i++) pl_sb_free(&j->lp[i]);
+}
+
+void srv_api_reply(const srv_request *r, const tp_opts *fmt, const char *model_id, uint64_t id_no,
+                   long long created, const char *const *pieces, int n_pieces,
+                   const srv_gen_result *g, const srv_out *o) {
+    srv_gen_ctx j;
+    if (!job_begin(&j, NULL, r, fmt, model_id, id_no, created, o, g)) return;
+    bool ok = true;
+    for (int i = 0; i < n_pieces && ok; i++) ok = on_model_text(&j, pieces[i], strlen(pieces[i]));
+    job_end(&j, g, ok, "the client went away");
 }
 
 static void run_generation(srv_engine *e, const srv_request *r, const char *model_id,
@@ -335,7 +551,8 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
     char err[512];
     int32_t *ids = NULL;
     int64_t n = 0;
-    if (!srv_engine_prompt(e, r, &ids, &n, err, sizeof err)) {
+    tp_opts fmt;
+    if (!srv_engine_prompt(e, r, &ids, &n, &fmt, err, sizeof err)) {
         answer_error(o, r, 400, err);
         return;
     }
@@ -347,43 +564,22 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
         answer_error(o, r, 400, err);
         return;
     }
-    srv_gen_ctx j = {
-        .e = e, .r = r, .o = o, .model_id = model_id, .created = (long long)time(NULL)};
-    snprintf(j.id, sizeof j.id, "%s%llx%06llx",
-             r->kind == SRV_MESSAGES    ? "msg_"
-             : r->kind == SRV_CHAT      ? "chatcmpl-"
-             : r->kind == SRV_RESPONSES ? "resp_"
-                                        : "cmpl-",
-             j.created, (unsigned long long)id_no);
     srv_gen_result g = {.n_prompt = n};
-    if (r->stream) {
-        o->head(o->ud, 200, true);
-        if (r->kind == SRV_RESPONSES)
-            srv_responses_start(&j);
-        else
-            stream_start(&j, &g);
+    srv_gen_ctx j;
+    if (!job_begin(&j, e, r, &fmt, model_id, id_no, (long long)time(NULL), o, &g)) {
+        free(ids);
+        return;
     }
-    srv_gen_io io = {.logprob = on_logprob, .emit = on_text, .ud = &j, .cancel = o->cancel};
+    srv_gen_io io = {.logprob = on_logprob, .emit = on_model_text, .ud = &j, .cancel = o->cancel};
     bool ok = !j.out_failed && srv_engine_generate(e, r, ids, n, &io, &g, err, sizeof err);
     free(ids);
     static const char *const finish[] = {"end of turn", "length", "stop string", "cancelled"};
     static const char *const kind[] = {"chat", "completion", "messages", "", "", "", "responses"};
     if (ok) srv_metrics_generation(o->metrics, &g);
-    fprintf(stderr, "pooled serve: %s %s: %lld prompt ids, %lld generated, %s\n", kind[r->kind],
-            j.id, (long long)n, (long long)g.n_completion, ok ? finish[g.finish] : err);
-    if (r->stream && r->kind == SRV_RESPONSES) {
-        if (!j.out_failed) srv_responses_end(&j, &g, ok ? NULL : err);
-    } else if (r->stream) {
-        if (!j.out_failed) stream_end(&j, &g, ok ? NULL : err);
-    } else if (!ok) {
-        answer_error(o, r, 500, err);
-    } else {
-        pl_strbuf b = {0};
-        reply_object(&j, &b, &g);
-        answer(o, 200, &b);
-    }
-    pl_sb_free(&j.text);
-    for (int i = 0; i < 4; i++) pl_sb_free(&j.lp[i]);
+    fprintf(stderr, "pooled serve: %s %s: %lld prompt ids, %lld generated, %d tool calls, %s\n",
+            kind[r->kind], j.id, (long long)n, (long long)g.n_completion, j.n_calls,
+            ok ? finish[g.finish] : err);
+    job_end(&j, &g, ok, err);
 }
 
 void srv_api_run(srv_engine *e, const srv_request *r, const char *model_id, uint64_t id_no,
@@ -398,7 +594,7 @@ void srv_api_run(srv_engine *e, const srv_request *r, const char *model_id, uint
     case SRV_MESSAGES:
     case SRV_RESPONSES: run_generation(e, r, model_id, id_no, o); return;
     case SRV_COUNT_TOKENS:
-        if (!srv_engine_prompt(e, r, &ids, &n, err, sizeof err)) break;
+        if (!srv_engine_prompt(e, r, &ids, &n, NULL, err, sizeof err)) break;
         pl_sb_printf(&b, "{\"input_tokens\":%lld}", (long long)n);
         free(ids);
         answer(o, 200, &b);

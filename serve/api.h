@@ -30,9 +30,18 @@ typedef struct {
     const srv_request *r;
     const srv_out *o;
     const char *model_id;
-    char id[48];
+    char id[64];
+    char call_sfx[40]; /* call ids: call_ / toolu_ + this + the call's number */
     long long created;
-    pl_strbuf text;  /* the reply so far (whole answers, and responses' streams) */
+    /* The model's text goes through the reply parser (tool_parse.c) into text, reasoning
+     * and tool calls, each sent in its API's shape. */
+    tp_parser *tp;
+    pl_strbuf text;      /* the reply so far (whole answers, and responses' streams) */
+    pl_strbuf reasoning; /* whole answers: the reasoning */
+    pl_strbuf calls;     /* whole answers: the calls' JSON objects, comma-separated */
+    int n_calls;
+    char block;      /* Anthropic stream: the open content block, 't'ext, 'r'easoning, 0 none */
+    int n_blocks;    /* Anthropic stream: content blocks started */
     bool out_failed; /* streaming: the client is gone */
     pl_strbuf lp[4]; /* logprobs not yet sent (chat: lp[0]; completions: tokens, values,
                       * tops, offsets) */
@@ -46,6 +55,13 @@ bool srv_send_event(srv_gen_ctx *j, pl_strbuf *b);
 /* Answer r (already parsed) with the engine. id_no makes the response id unique. */
 void srv_api_run(srv_engine *e, const srv_request *r, const char *model_id, uint64_t id_no,
                  const srv_out *o);
+
+/* Answer r as if the model had written pieces (in this order) and ended as g says: the
+ * same reply parser and response builder as srv_api_run without a model, for tests of the
+ * exact objects and events (tests/serve/api_reply_test.c). fmt: how to split the reply. */
+void srv_api_reply(const srv_request *r, const tp_opts *fmt, const char *model_id, uint64_t id_no,
+                   long long created, const char *const *pieces, int n_pieces,
+                   const srv_gen_result *g, const srv_out *o);
 
 /* The error object of the API (Anthropic's for /v1/messages routes, else OpenAI's) for an
  * HTTP status, appended to b. */

@@ -13,6 +13,7 @@
 #include "grammar/grammar.h"
 #include "grammar/token_mask.h"
 #include "runtime/chat_ids.h"
+#include "base/json.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -47,10 +48,75 @@ static bool lib_fail(char *err, size_t cap) {
     return false;
 }
 
+bool srv_chat_context(const srv_request *r, pl_json_doc **msgs, pl_json_doc **tools, char *err,
+                      size_t cap) {
+    *msgs = *tools = NULL;
+    pl_strbuf b = {0};
+    pl_sb_putc(&b, '[');
+    for (int i = 0; i < r->n_msgs; i++) {
+        const srv_msg *m = &r->msgs[i];
+        pl_sb_puts(&b, i ? ",{\"role\":" : "{\"role\":");
+        pl_json_quote(&b, m->role, strlen(m->role), false);
+        pl_sb_puts(&b, ",\"content\":");
+        pl_json_quote(&b, m->content, strlen(m->content), false);
+        if (m->reasoning) {
+            pl_sb_puts(&b, ",\"reasoning_content\":");
+            pl_json_quote(&b, m->reasoning, strlen(m->reasoning), false);
+        }
+        if (m->tool_calls) pl_sb_printf(&b, ",\"tool_calls\":%s", m->tool_calls);
+        if (m->tool_call_id) {
+            pl_sb_puts(&b, ",\"tool_call_id\":");
+            pl_json_quote(&b, m->tool_call_id, strlen(m->tool_call_id), false);
+        }
+        pl_sb_putc(&b, '}');
+    }
+    pl_sb_putc(&b, ']');
+    if (b.failed) return pl_sb_free(&b), snprintf(err, cap, "out of memory"), false;
+    pl_status s = pl_json_parse(b.s, b.len, msgs);
+    pl_sb_free(&b);
+    if (!s && r->tools && r->tool_choice != SRV_TOOLS_NONE)
+        s = pl_json_parse(r->tools, strlen(r->tools), tools);
+    if (!s) return true;
+    pl_json_doc_free(*msgs), pl_json_doc_free(*tools);
+    *msgs = *tools = NULL;
+    return lib_fail(err, cap);
+}
+
+static bool render_chat(srv_engine *e, const srv_request *r, char **text, char *err, size_t cap) {
+    pl_json_doc *msgs, *tools;
+    if (!srv_chat_context(r, &msgs, &tools, err, cap)) return false;
+    /* a response_format leaves no room for thinking: the JSON is the whole answer */
+    pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = !r->grammar};
+    pl_status s = pl_chat_render_json(e->tok, pl_json_root(msgs),
+                                      tools ? pl_json_root(tools) : NULL, &co, text);
+    pl_json_doc_free(msgs), pl_json_doc_free(tools);
+    return s ? lib_fail(err, cap) : true;
+}
+
+/* How the reply is split: <think> where the template knows it (and whether the prompt
+ * opened it), tool calls in the template's format when the request offers tools. */
+static tp_opts reply_format(const srv_engine *e, const srv_request *r, const char *prompt) {
+    const char *t = pl_tok_chat_template(e->tok);
+    tp_opts o = {.think = t && strstr(t, "<think>")};
+    const char *open = NULL;
+    for (const char *p = prompt; (p = strstr(p, "<think>")); p++) open = p;
+    o.in_think = o.think && open && !strstr(open, "</think>");
+    if (r->tools && r->tool_choice != SRV_TOOLS_NONE)
+        o.calls = !t                                 ? TP_CALLS_NONE
+                  : strstr(t, "<tool_call>")         ? TP_CALLS_QWEN
+                  : strstr(t, "<|start_header_id|>") ? TP_CALLS_LLAMA3
+                                                     : TP_CALLS_NONE;
+    /* HOOK(constrained decoding): tool_choice required / named should force a call through
+     * the JSON-Schema grammar of the tools' parameters; until then the model may answer
+     * with text, which is returned as text. */
+    return o;
+}
+
 bool srv_engine_prompt(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
-                       char *err, size_t cap) {
+                       tp_opts *fmt, char *err, size_t cap) {
     *ids = NULL;
     *n_ids = 0;
+    if (fmt) *fmt = (tp_opts){0};
     if (r->kind == SRV_COMPLETION) {
         if (pl_tok_encode(e->tok, r->prompt, strlen(r->prompt), true, false, ids, n_ids))
             return lib_fail(err, cap);
@@ -60,15 +126,25 @@ bool srv_engine_prompt(srv_engine *e, const srv_request *r, int32_t **ids, int64
         }
         return true;
     }
-    pl_chat_msg *msgs = calloc((size_t)r->n_msgs + 1, sizeof *msgs);
-    if (!msgs) return snprintf(err, cap, "out of memory"), false;
-    for (int i = 0; i < r->n_msgs; i++)
-        msgs[i] = (pl_chat_msg){r->msgs[i].role, r->msgs[i].content};
-    /* a response_format leaves no room for thinking: the JSON is the whole answer */
-    pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = !r->grammar};
-    pl_status s = pl_chat_ids(e->tok, msgs, r->n_msgs, &co, ids, n_ids);
-    free(msgs);
-    return s ? lib_fail(err, cap) : true;
+    char *text = NULL;
+    if (!render_chat(e, r, &text, err, cap)) return false;
+    if (fmt) *fmt = reply_format(e, r, text);
+    pl_status s = pl_tok_encode(e->tok, text, strlen(text), false, true, ids, n_ids);
+    free(text);
+    if (s) return lib_fail(err, cap);
+    int32_t bos = pl_tok_bos(e->tok);
+    if (pl_tok_adds_bos(e->tok) && bos >= 0 && (*n_ids == 0 || (*ids)[0] != bos)) {
+        int32_t *w = realloc(*ids, sizeof *w * (size_t)(*n_ids + 1));
+        if (!w) {
+            free(*ids), *ids = NULL, *n_ids = 0;
+            return snprintf(err, cap, "out of memory"), false;
+        }
+        memmove(w + 1, w, sizeof *w * (size_t)*n_ids);
+        w[0] = bos;
+        *ids = w;
+        (*n_ids)++;
+    }
+    return true;
 }
 
 bool srv_engine_tokenize(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "request.h"
+#include "tool_parse.h"
 
 typedef struct srv_engine srv_engine;
 struct pl_model;
@@ -26,11 +27,21 @@ srv_engine *srv_engine_new(const struct pl_model *m, const struct pl_tokenizer *
 void srv_engine_free(srv_engine *e);
 int64_t srv_engine_n_ctx(const srv_engine *e);
 
-/* The ids a request's prompt is: chat / messages / count_tokens through the chat template,
- * a completion's prompt as `pooled run -p` tokenizes it. *ids is malloc'd. False with the
- * reason in err. */
+/* The ids a request's prompt is: chat / messages / count_tokens through the chat template
+ * (with the request's tools and tool calls), a completion's prompt as `pooled run -p`
+ * tokenizes it. *ids is malloc'd. fmt (may be NULL): how to split the reply (reasoning,
+ * tool calls), from the template and the request. False with the reason in err. */
 bool srv_engine_prompt(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
-                       char *err, size_t cap);
+                       tp_opts *fmt, char *err, size_t cap);
+/* The conversation of a chat / messages request as the chat template reads it (Hugging
+ * Face's apply_chat_template shapes): messages with role and content, an assistant's
+ * tool_calls (arguments as objects) and reasoning_content, a tool message's tool_call_id;
+ * *tools the tool list (NULL without tools or with tool_choice none). Both freed with
+ * pl_json_doc_free. */
+struct pl_json_doc;
+bool srv_chat_context(const srv_request *r, struct pl_json_doc **msgs, struct pl_json_doc **tools,
+                      char *err, size_t cap);
+
 /* /tokenize: ids of r->prompt (add_special, parse_special); with_pieces also each id's
  * text (*pieces: n malloc'd strings, freed by the caller). */
 bool srv_engine_tokenize(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,

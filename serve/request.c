@@ -129,13 +129,22 @@ static bool take_content(ectx *e, const pl_json *c, const char *where, bool null
     return true;
 }
 
+static srv_msg *new_msg(ectx *e, srv_request *r, const char *role) {
+    srv_msg *m = &r->msgs[r->n_msgs];
+    if (!(m->role = dup_n(role, strlen(role)))) return fail(e, "out of memory"), NULL;
+    r->n_msgs++;
+    return m;
+}
+
 static bool add_msg(ectx *e, srv_request *r, const char *role, const pl_json *content,
                     const char *where, bool null_ok) {
-    srv_msg *m = &r->msgs[r->n_msgs];
-    if (!(m->role = dup_n(role, strlen(role)))) return fail(e, "out of memory");
-    r->n_msgs++;
-    return take_content(e, content, where, null_ok, &m->content);
+    srv_msg *m = new_msg(e, r, role);
+    return m && take_content(e, content, where, null_ok, &m->content);
 }
+
+static bool take_oa_tool_fields(ectx *e, const pl_json *m, size_t i, srv_msg *out);
+static bool take_an_blocks(ectx *e, srv_request *r, const char *role, const pl_json *content,
+                           size_t i);
 
 static bool take_messages(ectx *e, const pl_json *root, srv_request *r, bool anthropic) {
     const pl_json *msgs = pl_json_get(root, "messages");
@@ -144,7 +153,11 @@ static bool take_messages(ectx *e, const pl_json *root, srv_request *r, bool ant
     if (n == 0) return fail(e, "'messages' is empty");
     const pl_json *sys = anthropic ? pl_json_get(root, "system") : NULL;
     if (sys && sys->type == PL_JSON_NULL) sys = NULL;
-    if (!(r->msgs = calloc(n + 1, sizeof *r->msgs))) return fail(e, "out of memory");
+    /* an Anthropic message becomes one per tool_result block besides its own */
+    size_t cap = n + 1;
+    for (size_t i = 0; anthropic && i < n; i++)
+        cap += pl_json_count(pl_json_get(pl_json_at(msgs, i), "content"));
+    if (!(r->msgs = calloc(cap, sizeof *r->msgs))) return fail(e, "out of memory");
     if (sys && !add_msg(e, r, "system", sys, "'system'", false)) return false;
     for (size_t i = 0; i < n; i++) {
         const pl_json *m = pl_json_at(msgs, i);
@@ -160,8 +173,14 @@ static bool take_messages(ectx *e, const pl_json *root, srv_request *r, bool ant
             return fail(e, "messages[%zu].role '%.40s' is not one of %s", i, role,
                         anthropic ? "user, assistant" : "system, developer, user, assistant, tool");
         if (!strcmp(role, "developer")) role = "system";
+        const pl_json *c = pl_json_get(m, "content");
+        if (anthropic && c && c->type == PL_JSON_ARRAY) {
+            if (!take_an_blocks(e, r, role, c, i)) return false;
+            continue;
+        }
         bool null_ok = !anthropic && !strcmp(role, "assistant");
-        if (!add_msg(e, r, role, pl_json_get(m, "content"), where, null_ok)) return false;
+        if (!add_msg(e, r, role, c, where, null_ok)) return false;
+        if (!anthropic && !take_oa_tool_fields(e, m, i, &r->msgs[r->n_msgs - 1])) return false;
     }
     return true;
 }
@@ -219,6 +238,292 @@ static bool take_logprobs(ectx *e, const pl_json *root, srv_request *r) {
     return true;
 }
 
+/* ---- tools: the tool list, tool_choice, tool calls and tool results in messages ---- */
+
+static bool tool_name_ok(const char *s, size_t n) {
+    if (n == 0 || n > SRV_MAX_TOOL_NAME) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-' || s[i] == '.'))
+            return false;
+    return true;
+}
+
+static bool take_name(ectx *e, const pl_json *v, const char *where, pl_strbuf *b) {
+    if (!v || v->type != PL_JSON_STRING) return fail(e, "%s must be a string", where);
+    if (!tool_name_ok(v->str.s, v->str.len))
+        return fail(e, "%s must be 1 to %d letters, digits, '_', '-' or '.'", where,
+                    SRV_MAX_TOOL_NAME);
+    pl_json_quote(b, v->str.s, v->str.len, false);
+    return true;
+}
+
+/* One tool, appended to b as {"type": "function", "function": {"name", "description",
+ * "parameters"}}: OpenAI's {"type": "function", "function": {...}}, Anthropic's {"name",
+ * "description", "input_schema"}. */
+static bool add_tool(ectx *e, const pl_json *t, size_t i, bool anthropic, pl_strbuf *b) {
+    char where[64];
+    const pl_json *f = t;
+    if (!t || t->type != PL_JSON_OBJECT) return fail(e, "tools[%zu] must be an object", i);
+    const char *type = pl_json_string(pl_json_get(t, "type"));
+    if (anthropic ? type && strcmp(type, "custom") : !type || strcmp(type, "function"))
+        return fail(e, "tools[%zu]: tools of type '%.40s' are not supported (%s only)", i,
+                    type ? type : "(none)", anthropic ? "custom" : "function");
+    if (!anthropic) {
+        f = pl_json_get(t, "function");
+        if (!f || f->type != PL_JSON_OBJECT)
+            return fail(e, "tools[%zu].function must be an object", i);
+    }
+    const char *pkey = anthropic ? "input_schema" : "parameters";
+    const pl_json *d = pl_json_get(f, "description"), *p = pl_json_get(f, pkey);
+    if (d && d->type == PL_JSON_NULL) d = NULL;
+    if (p && p->type == PL_JSON_NULL) p = NULL;
+    if (d && (d->type != PL_JSON_STRING || memchr(d->str.s, 0, d->str.len)))
+        return fail(e, "tools[%zu]: 'description' must be a string without NUL characters", i);
+    if (p && p->type != PL_JSON_OBJECT)
+        return fail(e, "tools[%zu]: '%s' must be a JSON Schema object", i, pkey);
+    if (anthropic && !p) return fail(e, "tools[%zu]: 'input_schema' is required", i);
+    snprintf(where, sizeof where, "tools[%zu]: 'name'", i);
+    pl_sb_puts(b, "{\"type\":\"function\",\"function\":{\"name\":");
+    if (!take_name(e, pl_json_get(f, "name"), where, b)) return false;
+    if (d) pl_sb_puts(b, ",\"description\":"), pl_json_write(b, d);
+    if (p) pl_sb_puts(b, ",\"parameters\":"), pl_json_write(b, p);
+    pl_sb_puts(b, "}}");
+    return true;
+}
+
+/* Whether tools (already taken, as JSON text) has a function of this name. */
+static bool has_tool(const srv_request *r, const char *name) {
+    pl_json_doc *doc = NULL;
+    bool found = false;
+    if (!r->tools || pl_json_parse(r->tools, strlen(r->tools), &doc)) return false;
+    const pl_json *t = pl_json_root(doc);
+    for (size_t i = 0; i < pl_json_count(t) && !found; i++) {
+        const char *n =
+            pl_json_string(pl_json_get(pl_json_get(pl_json_at(t, i), "function"), "name"));
+        found = n && !strcmp(n, name);
+    }
+    pl_json_doc_free(doc);
+    return found;
+}
+
+/* OpenAI: "none" | "auto" | "required" | {"type": "function", "function": {"name"}};
+ * Anthropic: {"type": "auto" | "any" | "none" | "tool", "name"}. */
+static bool take_tool_choice(ectx *e, const pl_json *root, srv_request *r, bool anthropic) {
+    const pl_json *c = pl_json_get(root, "tool_choice");
+    if (!c || c->type == PL_JSON_NULL) return true;
+    const char *mode = anthropic ? pl_json_string(pl_json_get(c, "type")) : pl_json_string(c);
+    const pl_json *name = NULL;
+    if (!anthropic && c->type == PL_JSON_OBJECT) {
+        const char *type = pl_json_string(pl_json_get(c, "type"));
+        if (!type || strcmp(type, "function"))
+            return fail(e, "'tool_choice' objects must be of type 'function'");
+        mode = "tool";
+        name = pl_json_get(pl_json_get(c, "function"), "name");
+    } else if (anthropic && mode && !strcmp(mode, "tool")) {
+        name = pl_json_get(c, "name");
+    }
+    if (mode && !strcmp(mode, "auto")) return true;
+    if (mode && !strcmp(mode, "none")) return r->tool_choice = SRV_TOOLS_NONE, true;
+    if (mode && !strcmp(mode, anthropic ? "any" : "required"))
+        r->tool_choice = SRV_TOOLS_REQUIRED;
+    else if (mode && !strcmp(mode, "tool")) {
+        pl_strbuf b = {0};
+        bool ok = take_name(e, name, "'tool_choice' name", &b);
+        pl_sb_free(&b);
+        if (!ok) return false;
+        memcpy(r->tool_name, name->str.s, name->str.len);
+        r->tool_name[name->str.len] = 0;
+        if (!has_tool(r, r->tool_name))
+            return fail(e, "'tool_choice' names '%s', which is not in 'tools'", r->tool_name);
+        r->tool_choice = SRV_TOOLS_NAMED;
+    } else
+        return fail(e, "'tool_choice' must be %s",
+                    anthropic ? "an object with 'type' auto, any, tool or none"
+                              : "none, auto, required or a function object");
+    if (!r->tools) return fail(e, "'tool_choice' asks for a tool call but 'tools' is empty");
+    return true;
+}
+
+static bool take_tools(ectx *e, const pl_json *root, srv_request *r, bool anthropic) {
+    const pl_json *t = pl_json_get(root, "tools");
+    if (t && t->type != PL_JSON_NULL) {
+        if (t->type != PL_JSON_ARRAY) return fail(e, "'tools' must be an array");
+        size_t n = pl_json_count(t);
+        if (n > SRV_MAX_TOOLS) return fail(e, "'tools': more than %d tools", SRV_MAX_TOOLS);
+        pl_strbuf b = {0};
+        pl_sb_putc(&b, '[');
+        for (size_t i = 0; i < n; i++) {
+            if (i) pl_sb_putc(&b, ',');
+            if (!add_tool(e, pl_json_at(t, i), i, anthropic, &b)) return pl_sb_free(&b), false;
+        }
+        pl_sb_putc(&b, ']');
+        if (n && !(r->tools = pl_sb_take(&b, NULL))) return fail(e, "out of memory");
+        pl_sb_free(&b);
+        r->n_tools = (int)n;
+    }
+    return take_tool_choice(e, root, r, anthropic);
+}
+
+/* One call in the template's shape: {"id", "type": "function", "function": {"name",
+ * "arguments": {object}}}; args is the object, or (OpenAI) a string holding one. */
+static bool add_call(ectx *e, pl_strbuf *b, const char *where, const pl_json *id,
+                     const pl_json *name, const pl_json *args) {
+    pl_json_doc *doc = NULL;
+    if (id && id->type != PL_JSON_STRING && id->type != PL_JSON_NULL)
+        return fail(e, "%s: the id must be a string", where);
+    if (args && args->type == PL_JSON_STRING) {
+        bool empty = true; /* "" is a call without arguments */
+        for (size_t i = 0; i < args->str.len && empty; i++)
+            empty = strchr(" \t\r\n", args->str.s[i]) != NULL;
+        if (!empty && (pl_json_parse(args->str.s, args->str.len, &doc) ||
+                       pl_json_root(doc)->type != PL_JSON_OBJECT)) {
+            pl_json_doc_free(doc);
+            return fail(e, "%s: the arguments must be a JSON object (in a string)", where);
+        }
+        args = doc ? pl_json_root(doc) : NULL;
+    } else if (args && args->type == PL_JSON_NULL)
+        args = NULL;
+    if (args && args->type != PL_JSON_OBJECT)
+        return fail(e, "%s: the arguments must be an object", where);
+    pl_sb_puts(b, "{\"id\":");
+    if (id && id->type == PL_JSON_STRING)
+        pl_json_quote(b, id->str.s, id->str.len, false);
+    else
+        pl_sb_puts(b, "\"\"");
+    pl_sb_puts(b, ",\"type\":\"function\",\"function\":{\"name\":");
+    char nw[96];
+    snprintf(nw, sizeof nw, "%s: the name", where);
+    bool ok = take_name(e, name, nw, b);
+    if (ok) {
+        pl_sb_puts(b, ",\"arguments\":");
+        if (args)
+            pl_json_write(b, args);
+        else
+            pl_sb_puts(b, "{}");
+        pl_sb_puts(b, "}}");
+    }
+    pl_json_doc_free(doc);
+    return ok;
+}
+
+static bool take_str_field(ectx *e, const pl_json *m, const char *key, size_t i, char **out) {
+    const pl_json *v = pl_json_get(m, key);
+    if (!v || v->type == PL_JSON_NULL) return true;
+    char where[64];
+    snprintf(where, sizeof where, "messages[%zu].%s", i, key);
+    return take_text(e, v, where, out);
+}
+
+/* OpenAI: an assistant's tool_calls and reasoning_content, a tool message's tool_call_id. */
+static bool take_oa_tool_fields(ectx *e, const pl_json *m, size_t i, srv_msg *out) {
+    if (!strcmp(out->role, "tool"))
+        return take_str_field(e, m, "tool_call_id", i, &out->tool_call_id);
+    if (strcmp(out->role, "assistant")) return true;
+    if (!take_str_field(e, m, "reasoning_content", i, &out->reasoning)) return false;
+    const pl_json *tc = pl_json_get(m, "tool_calls");
+    if (!tc || tc->type == PL_JSON_NULL) return true;
+    if (tc->type != PL_JSON_ARRAY) return fail(e, "messages[%zu].tool_calls must be an array", i);
+    size_t n = pl_json_count(tc);
+    if (n > SRV_MAX_CALLS_IN)
+        return fail(e, "messages[%zu].tool_calls: more than %d calls", i, SRV_MAX_CALLS_IN);
+    pl_strbuf b = {0};
+    pl_sb_putc(&b, '[');
+    for (size_t j = 0; j < n; j++) {
+        const pl_json *c = pl_json_at(tc, j), *f = pl_json_get(c, "function");
+        char where[64];
+        snprintf(where, sizeof where, "messages[%zu].tool_calls[%zu]", i, j);
+        const char *type = pl_json_string(pl_json_get(c, "type"));
+        if (!f || f->type != PL_JSON_OBJECT || (type && strcmp(type, "function"))) {
+            pl_sb_free(&b);
+            return fail(e,
+                        "%s must be a function call: {\"type\": \"function\", \"function\": "
+                        "{\"name\", \"arguments\"}}",
+                        where);
+        }
+        if (j) pl_sb_putc(&b, ',');
+        if (!add_call(e, &b, where, pl_json_get(c, "id"), pl_json_get(f, "name"),
+                      pl_json_get(f, "arguments")))
+            return pl_sb_free(&b), false;
+    }
+    pl_sb_putc(&b, ']');
+    if (!(out->tool_calls = pl_sb_take(&b, NULL))) return fail(e, "out of memory");
+    return true;
+}
+
+/* Anthropic content blocks: text; an assistant's tool_use and thinking blocks; a user's
+ * tool_result blocks, each becoming a tool message (in their order, text between them a
+ * user message). */
+static bool take_an_blocks(ectx *e, srv_request *r, const char *role, const pl_json *content,
+                           size_t i) {
+    bool assistant = !strcmp(role, "assistant"), ok = true, any_result = false;
+    pl_strbuf text = {0}, calls = {0}, reasoning = {0};
+    int n_calls = 0;
+    for (size_t j = 0; j < pl_json_count(content) && ok; j++) {
+        const pl_json *blk = pl_json_at(content, j);
+        const char *type = pl_json_string(pl_json_get(blk, "type"));
+        char where[64];
+        snprintf(where, sizeof where, "messages[%zu].content[%zu]", i, j);
+        if (type && !strcmp(type, "text")) {
+            const pl_json *t = pl_json_get(blk, "text");
+            if (!t || t->type != PL_JSON_STRING || memchr(t->str.s, 0, t->str.len))
+                ok = fail(e, "%s.text must be a string without NUL characters", where);
+            else
+                pl_sb_append(&text, t->str.s, t->str.len);
+        } else if (assistant && type && !strcmp(type, "tool_use")) {
+            if (n_calls++ == SRV_MAX_CALLS_IN)
+                ok = fail(e, "messages[%zu]: more than %d tool_use blocks", i, SRV_MAX_CALLS_IN);
+            else {
+                pl_sb_putc(&calls, calls.len ? ',' : '[');
+                ok = add_call(e, &calls, where, pl_json_get(blk, "id"), pl_json_get(blk, "name"),
+                              pl_json_get(blk, "input"));
+                if (ok && pl_json_get(blk, "input") &&
+                    pl_json_get(blk, "input")->type == PL_JSON_STRING)
+                    ok = fail(e, "%s: 'input' must be an object", where);
+            }
+        } else if (assistant && type && !strcmp(type, "thinking")) {
+            const pl_json *t = pl_json_get(blk, "thinking");
+            if (!t || t->type != PL_JSON_STRING || memchr(t->str.s, 0, t->str.len))
+                ok = fail(e, "%s.thinking must be a string without NUL characters", where);
+            else
+                pl_sb_append(&reasoning, t->str.s, t->str.len);
+        } else if (assistant && type && !strcmp(type, "redacted_thinking")) {
+            continue; /* nothing a local model can read */
+        } else if (!assistant && type && !strcmp(type, "tool_result")) {
+            srv_msg *m = NULL;
+            if (text.len) { /* text before the result: a user message of its own */
+                if (!(m = new_msg(e, r, "user")) || !(m->content = pl_sb_take(&text, NULL)))
+                    ok = fail(e, "out of memory");
+            }
+            char cw[80];
+            snprintf(cw, sizeof cw, "%s.content", where);
+            const pl_json *id = pl_json_get(blk, "tool_use_id");
+            if (ok && (!id || id->type != PL_JSON_STRING))
+                ok = fail(e, "%s.tool_use_id must be a string", where);
+            ok = ok && (m = new_msg(e, r, "tool")) &&
+                 take_text(e, id, "tool_use_id", &m->tool_call_id) &&
+                 take_content(e, pl_json_get(blk, "content"), cw, true, &m->content);
+            any_result = true;
+        } else {
+            ok = fail(e, "%s: blocks of type '%.40s' are not supported in a%s message", where,
+                      type ? type : "(none)", assistant ? "n assistant" : " user");
+        }
+    }
+    if (ok && (assistant || text.len || !any_result)) {
+        srv_msg *m = new_msg(e, r, role);
+        if (!m) ok = false;
+        if (ok && !(m->content = pl_sb_take(&text, NULL)) && !(m->content = dup_n("", 0)))
+            ok = fail(e, "out of memory");
+        if (ok && calls.len) pl_sb_putc(&calls, ']');
+        if (ok && calls.len && !(m->tool_calls = pl_sb_take(&calls, NULL)))
+            ok = fail(e, "out of memory");
+        if (ok && reasoning.len && !(m->reasoning = pl_sb_take(&reasoning, NULL)))
+            ok = fail(e, "out of memory");
+    }
+    pl_sb_free(&text), pl_sb_free(&calls), pl_sb_free(&reasoning);
+    return ok;
+}
+
 static bool parse_root(ectx *e, const pl_json *root, srv_request *r) {
     if (!root || root->type != PL_JSON_OBJECT)
         return fail(e, "the request body must be a JSON object");
@@ -231,7 +536,9 @@ static bool parse_root(ectx *e, const pl_json *root, srv_request *r) {
     case SRV_CHAT:
     case SRV_MESSAGES:
     case SRV_COUNT_TOKENS:
-        if (!take_messages(e, root, r, r->kind != SRV_CHAT)) return false;
+        if (!take_messages(e, root, r, r->kind != SRV_CHAT) ||
+            !take_tools(e, root, r, r->kind != SRV_CHAT))
+            return false;
         break;
     case SRV_RESPONSES:
         if (!take_input(e, root, r)) return false;
@@ -355,7 +662,12 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
 }
 
 void srv_request_free(srv_request *r) {
-    for (int i = 0; i < r->n_msgs; i++) free(r->msgs[i].role), free(r->msgs[i].content);
+    for (int i = 0; i < r->n_msgs; i++) {
+        srv_msg *m = &r->msgs[i];
+        free(m->role), free(m->content), free(m->tool_calls), free(m->reasoning);
+        free(m->tool_call_id);
+    }
+    free(r->tools);
     free(r->msgs);
     free(r->prompt);
     free(r->tokens);

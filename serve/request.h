@@ -15,6 +15,9 @@
 #define SRV_MAX_STOP_LEN     256     /* bytes in one stop string */
 #define SRV_MAX_TOKENS_IN    1000000 /* ids in one detokenize request */
 #define SRV_MAX_TOP_LOGPROBS 20      /* top_logprobs (chat) / logprobs (completions) at most */
+#define SRV_MAX_TOOLS        128     /* tools in one request */
+#define SRV_MAX_TOOL_NAME    64      /* bytes of a tool's name: letters, digits, _ - . */
+#define SRV_MAX_CALLS_IN     128     /* tool calls in one assistant message */
 
 typedef enum {
     SRV_CHAT,         /* POST /v1/chat/completions */
@@ -29,7 +32,18 @@ typedef enum {
 typedef struct {
     char *role;    /* system, user, assistant, tool (developer is taken as system) */
     char *content; /* the text blocks joined */
+    /* as the chat template reads them (Hugging Face's shapes), NULL when absent:
+     * assistant: tool_calls, a JSON array of {"id", "type": "function", "function": {"name",
+     * "arguments": {object}}}, and reasoning_content; tool: tool_call_id */
+    char *tool_calls, *reasoning, *tool_call_id;
 } srv_msg;
+
+typedef enum {
+    SRV_TOOLS_AUTO,     /* OpenAI auto, Anthropic auto (the default with tools) */
+    SRV_TOOLS_NONE,     /* none: tools not shown to the model, no calls parsed */
+    SRV_TOOLS_REQUIRED, /* OpenAI required, Anthropic any */
+    SRV_TOOLS_NAMED,    /* one function by name (tool_name) */
+} srv_tool_choice;
 
 typedef struct {
     srv_kind kind;
@@ -49,6 +63,12 @@ typedef struct {
     int logprobs; /* -1: none; else the alternatives per id (top_logprobs, 0 to 20) */
     /* chat's response_format json_object / json_schema compiled (src/grammar); NULL: text */
     struct pl_grammar *grammar;
+    /* chat, messages, count_tokens: a JSON array of {"type": "function", "function": {"name",
+     * "description", "parameters"}} (Anthropic's input_schema as parameters), NULL: none */
+    char *tools;
+    int n_tools;
+    srv_tool_choice tool_choice;
+    char tool_name[SRV_MAX_TOOL_NAME + 1]; /* SRV_TOOLS_NAMED */
 } srv_request;
 
 /* Parse body[0..len) for a route of this kind into *r (freed with srv_request_free, also

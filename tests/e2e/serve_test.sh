@@ -50,15 +50,29 @@ ids=$("$POOLED" template -m "$M" --messages "$TMP/messages.json" --ids)
 "$POOLED" run -m "$M" --prompt-ids "$ids" --temp 0 -n $MAX 2>/dev/null >"$TMP/expect"
 gen=$("$POOLED" run -m "$M" --prompt-ids "$ids" --temp 0 -n $MAX --ids 2>/dev/null)
 "$POOLED" run -m "$S" -p "Once upon a time" --temp 0 -n 40 2>/dev/null >"$TMP/story"
+# tools: a model whose template renders them (Qwen3's), and the ids of a conversation with a
+# tool call and its result as `pooled template` renders it (Hugging Face's message shapes)
+R=$SHARED/fixtures/hf/qwen3_realtok/qwen3_realtok-q8_0.gguf
+printf '%s' '[{"role": "user", "content": "Weather in Paris?"},
+  {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+    "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+  {"role": "tool", "content": "sunny", "tool_call_id": "call_1"}]' >"$TMP/tool_msgs.json"
+printf '%s' '[{"type": "function", "function": {"name": "get_weather", "description": "Weather
+  for a city.", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+  "required": ["city"]}}}]' | tr -d '\n' >"$TMP/tools.json"
+tool_ids=$("$POOLED" template -m "$R" --messages "$TMP/tool_msgs.json" --tools "$TMP/tools.json" --ids)
 
 if start chat -m "$M" --api-key "$KEY" --queue 0; then
     CHAT_URL=$URL CHAT_PID=$PID
     if start story -m "$S"; then
         STORY_URL=$URL STORY_PID=$PID
+        start tools -m "$R" --ctx 1024 && TOOLS_URL=$URL TOOLS_PID=$PID
         node_checks tests/serve/api.mjs CHAT_URL="$CHAT_URL" STORY_URL="$STORY_URL" KEY="$KEY" \
             MESSAGES="$TMP/messages.json" EXPECT="$TMP/expect" STORY_EXPECT="$TMP/story" \
-            N_PROMPT="$(wc -w <<<"$ids")" N_GEN="$(wc -w <<<"$gen")" MAX_TOKENS=$MAX
+            N_PROMPT="$(wc -w <<<"$ids")" N_GEN="$(wc -w <<<"$gen")" MAX_TOKENS=$MAX \
+            TOOLS_URL="${TOOLS_URL:-}" TOOLS="$TMP/tools.json" TOOL_N_PROMPT="$(wc -w <<<"$tool_ids")"
         check "the aborted stream was cancelled" grep -q "cancelled" "$TMP/chat.err"
+        [ -n "${TOOLS_PID:-}" ] && kill -TERM $TOOLS_PID && wait $TOOLS_PID
         n_cancel=$(grep -c cancelled "$TMP/chat.err")
         node_checks tests/serve/browser_test.mjs CHAT_URL="$CHAT_URL" KEY="$KEY"
         for _ in $(seq 100); do [ "$(grep -c cancelled "$TMP/chat.err")" -gt "$n_cancel" ] && break; sleep 0.05; done

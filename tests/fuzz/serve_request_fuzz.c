@@ -2,12 +2,14 @@
  * (srv_request_parse: a body of any bytes into the request struct). The first byte picks
  * the route. A refusal must leave a one-line reason that the API's error object carries; a
  * success must hold what the rest of the server relies on (messages with role and text,
- * stop strings within their limits, sane sampling values). */
+ * stop strings within their limits, sane sampling values, tools and tool calls as JSON the
+ * chat template can read). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "serve/api.h"
 #include "serve/request.h"
 
@@ -18,6 +20,16 @@
             abort();                                                                               \
         }                                                                                          \
     } while (0)
+
+static pl_json_doc *doc;
+static const pl_json *json_root(const char *s) {
+    REQUIRE(!pl_json_parse(s, strlen(s), &doc));
+    return pl_json_root(doc);
+}
+static void json_free(void) {
+    pl_json_doc_free(doc);
+    doc = NULL;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
@@ -36,7 +48,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int i = 0; i < r.n_msgs; i++) {
             REQUIRE(r.msgs[i].role && r.msgs[i].content);
             REQUIRE(strcmp(r.msgs[i].role, "developer"));
+            /* what the chat template gets: JSON arrays of calls with object arguments */
+            if (r.msgs[i].tool_calls) {
+                const pl_json *c = json_root(r.msgs[i].tool_calls);
+                REQUIRE(c->type == PL_JSON_ARRAY && pl_json_count(c) <= SRV_MAX_CALLS_IN);
+                for (size_t j = 0; j < pl_json_count(c); j++)
+                    REQUIRE(
+                        pl_json_get(pl_json_get(pl_json_at(c, j), "function"), "arguments")->type ==
+                        PL_JSON_OBJECT);
+                json_free();
+            }
         }
+        REQUIRE(r.n_tools >= 0 && r.n_tools <= SRV_MAX_TOOLS && !r.tools == !r.n_tools);
+        if (r.tools) {
+            REQUIRE(pl_json_count(json_root(r.tools)) == (size_t)r.n_tools);
+            json_free();
+        }
+        if (r.tool_choice == SRV_TOOLS_NAMED) REQUIRE(r.tool_name[0] && r.tools);
         if (kind == SRV_CHAT || kind == SRV_MESSAGES || kind == SRV_COUNT_TOKENS ||
             kind == SRV_RESPONSES)
             REQUIRE(r.n_msgs > 0);

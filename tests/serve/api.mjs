@@ -251,4 +251,49 @@ check('metrics: time to first token, one per generation', samples.pooled_time_to
 check('metrics: decode tok/s', samples.pooled_decode_tokens_per_second > 0, samples);
 check('metrics: queue and in flight idle', samples.pooled_queue_length === 0 && samples.pooled_requests_in_flight === 0, samples);
 
+// tools round trip on a model whose chat template renders them (Qwen3's): tools, the
+// assistant's call and the tool's result are accepted and answered, and the prompt holds
+// as many ids as `pooled template` gives for the same conversation in Hugging Face's shapes
+if (env.TOOLS_URL) {
+    const to = new OpenAI({ baseURL: `${env.TOOLS_URL}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+    const ta = new Anthropic({ baseURL: env.TOOLS_URL, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+    const tools = JSON.parse(fs.readFileSync(env.TOOLS, 'utf8'));
+    const nTool = Number(env.TOOL_N_PROMPT);
+    const fn = tools[0].function;
+    const oaMsgs = [
+        { role: 'user', content: 'Weather in Paris?' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
+          function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: 'sunny' }];
+    const okFinish = ['stop', 'length', 'tool_calls'];
+    const t1 = await to.chat.completions.create({ model, messages: oaMsgs, tools, tool_choice: 'auto', temperature: 0, max_tokens: 4 });
+    check('openai tools: prompt as pooled template renders it', t1.usage.prompt_tokens === nTool, [t1.usage, nTool]);
+    check('openai tools: answered', t1.choices[0].message.role === 'assistant' && okFinish.includes(t1.choices[0].finish_reason), t1.choices[0]);
+    let tfinish = null, tusage = null;
+    for await (const c of await to.chat.completions.create({ model, messages: oaMsgs, tools, temperature: 0, max_tokens: 4,
+                                                             stream: true, stream_options: { include_usage: true } })) {
+        if (c.usage) tusage = c.usage;
+        for (const ch of c.choices) if (ch.finish_reason) tfinish = ch.finish_reason;
+    }
+    check('openai tools, streamed: answered', okFinish.includes(tfinish) && tusage?.prompt_tokens === nTool, [tfinish, tusage]);
+    const anMsgs = [
+        { role: 'user', content: 'Weather in Paris?' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'sunny' }] }];
+    const anTools = [{ name: fn.name, description: fn.description, input_schema: fn.parameters }];
+    const a1 = await ta.messages.create({ model, messages: anMsgs, tools: anTools, tool_choice: { type: 'auto' }, max_tokens: 4, temperature: 0 });
+    check('anthropic tools: prompt as pooled template renders it', a1.usage.input_tokens === nTool, [a1.usage, nTool]);
+    check('anthropic tools: answered', a1.role === 'assistant' && ['end_turn', 'max_tokens', 'tool_use'].includes(a1.stop_reason), a1);
+    const a2 = await ta.messages.stream({ model, messages: anMsgs, tools: anTools, max_tokens: 4, temperature: 0 }).finalMessage();
+    check('anthropic tools, streamed: answered', a2.usage.input_tokens === nTool && a2.content.length >= 1, a2);
+    const ct1 = await ta.messages.countTokens({ model, messages: anMsgs, tools: anTools });
+    const ct0 = await ta.messages.countTokens({ model, messages: anMsgs });
+    check('anthropic count_tokens: the tools are in the prompt', ct1.input_tokens === nTool && ct0.input_tokens < nTool, [ct1, ct0]);
+    await expectError('openai tool_choice of an unknown function', OpenAI.BadRequestError, 400,
+                      () => to.chat.completions.create({ model, messages: oaMsgs, tools, max_tokens: 2,
+                                                         tool_choice: { type: 'function', function: { name: 'nope' } } }));
+    await expectError('anthropic tool_use without input_schema', Anthropic.BadRequestError, 400,
+                      () => ta.messages.create({ model, messages: anMsgs, tools: [{ name: 'x' }], max_tokens: 2 }));
+} else check('tools server', false, 'TOOLS_URL not set');
+
 console.log(`RESULT ${passed} ${failed}`);

@@ -2,6 +2,7 @@
  * into the request struct, and the refusals, each with one line naming the field. */
 #include "test.h"
 
+#include "base/strbuf.h"
 #include "serve/request.h"
 
 static bool parse(srv_kind k, const char *body, srv_request *r, char *err) {
@@ -17,7 +18,113 @@ static void refused(srv_kind k, const char *body, const char *want) {
     srv_request_free(&r);
 }
 
+/* tools, tool_choice, tool calls and results: taken into the template's shapes */
+static void test_tools(void) {
+    srv_request r;
+    char err[256] = "";
+    CHECK(parse(SRV_CHAT,
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\","
+                "\"content\":null,\"reasoning_content\":\"hm\",\"tool_calls\":[{\"id\":\"c1\","
+                "\"type\":\"function\",\"function\":{\"name\":\"get_w\",\"arguments\":"
+                "\"{\\\"a\\\": 1}\"}},{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":"
+                "\"now\",\"arguments\":\"\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+                "\"content\":\"7\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+                "\"get_w\",\"description\":\"d\",\"parameters\":{\"type\":\"object\"},\"strict\":"
+                "true}},{\"type\":\"function\",\"function\":{\"name\":\"now\"}}],\"tool_choice\":"
+                "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}}",
+                &r, err),
+          "%s", err);
+    CHECK(r.n_tools == 2 && r.tools &&
+              !strcmp(r.tools, "[{\"type\":\"function\",\"function\":{\"name\":\"get_w\","
+                               "\"description\":\"d\",\"parameters\":{\"type\":\"object\"}}},"
+                               "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]"),
+          "tools: %s", r.tools);
+    CHECK(r.tool_choice == SRV_TOOLS_NAMED && !strcmp(r.tool_name, "now"), "named choice");
+    CHECK(r.msgs[1].tool_calls &&
+              !strcmp(r.msgs[1].tool_calls,
+                      "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_w\","
+                      "\"arguments\":{\"a\":1}}},{\"id\":\"c2\",\"type\":\"function\",\"function\":"
+                      "{\"name\":\"now\",\"arguments\":{}}}]"),
+          "calls: %s", r.msgs[1].tool_calls);
+    CHECK(r.msgs[1].reasoning && !strcmp(r.msgs[1].reasoning, "hm"), "reasoning_content");
+    CHECK(r.msgs[2].tool_call_id && !strcmp(r.msgs[2].tool_call_id, "c1"), "tool_call_id");
+    srv_request_free(&r);
+
+    /* Anthropic: a user turn of results and text becomes tool messages, then a user one */
+    CHECK(parse(SRV_MESSAGES,
+                "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":"
+                "\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"t\","
+                "\"signature\":\"s\"},{\"type\":\"text\",\"text\":\"ok\"},{\"type\":\"tool_use\","
+                "\"id\":\"tu1\",\"name\":\"get_w\",\"input\":{\"a\":[1]}}]},{\"role\":\"user\","
+                "\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"tu1\",\"content\":[{"
+                "\"type\":\"text\",\"text\":\"7\"}]},{\"type\":\"tool_result\",\"tool_use_id\":"
+                "\"tu1\"},{\"type\":\"text\",\"text\":\"and?\"}]}],\"tools\":[{\"name\":\"get_w\","
+                "\"input_schema\":{\"type\":\"object\"}}],\"tool_choice\":{\"type\":\"any\"}}",
+                &r, err),
+          "%s", err);
+    CHECK(r.n_msgs == 5 && r.tool_choice == SRV_TOOLS_REQUIRED, "%d messages", r.n_msgs);
+    if (r.n_msgs == 5) {
+        CHECK(!strcmp(r.msgs[1].content, "ok") && !strcmp(r.msgs[1].reasoning, "t") &&
+                  !strcmp(r.msgs[1].tool_calls,
+                          "[{\"id\":\"tu1\",\"type\":\"function\",\"function\":{\"name\":"
+                          "\"get_w\",\"arguments\":{\"a\":[1]}}}]"),
+              "assistant: %s", r.msgs[1].tool_calls);
+        CHECK(!strcmp(r.msgs[2].role, "tool") && !strcmp(r.msgs[2].content, "7") &&
+                  !strcmp(r.msgs[2].tool_call_id, "tu1") && !strcmp(r.msgs[3].content, ""),
+              "tool results");
+        CHECK(!strcmp(r.msgs[4].role, "user") && !strcmp(r.msgs[4].content, "and?"), "user text");
+    }
+    CHECK(r.tools && strstr(r.tools, "\"parameters\":{\"type\":\"object\"}"), "input_schema");
+    srv_request_free(&r);
+
+#define U  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+#define T1 "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"
+    refused(SRV_CHAT, U "\"tools\":{}}", "'tools' must be an array");
+    refused(SRV_CHAT, U "\"tools\":[{\"type\":\"web_search\"}]}", "not supported");
+    refused(SRV_CHAT, U "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}",
+            "letters, digits");
+    refused(SRV_CHAT,
+            U "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":1}}]}",
+            "JSON Schema object");
+    refused(SRV_CHAT, U "\"tool_choice\":\"required\"}", "'tools' is empty");
+    refused(SRV_CHAT, U T1 ",\"tool_choice\":\"sometimes\"}", "'tool_choice' must be");
+    refused(SRV_CHAT,
+            U T1 ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+            "not in 'tools'");
+    refused(SRV_CHAT,
+            "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"type\":"
+            "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"[1]\"}}]}]}",
+            "tool_calls[0]: the arguments must be a JSON object");
+    refused(SRV_CHAT,
+            "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"type\":"
+            "\"function\"}]}]}",
+            "must be a function call");
+    refused(SRV_MESSAGES,
+            "{\"max_tokens\":1,\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":"
+            "\"tool_result\",\"tool_use_id\":\"x\"}]}]}",
+            "not supported in an assistant message");
+    refused(SRV_MESSAGES,
+            "{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+            "\"tool_result\"}]}]}",
+            "tool_use_id must be a string");
+    refused(SRV_MESSAGES,
+            "{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
+            "{\"name\":\"f\"}]}",
+            "'input_schema' is required");
+    pl_strbuf many = {0};
+    pl_sb_puts(&many, U "\"tools\":[");
+    for (int i = 0; i <= SRV_MAX_TOOLS; i++)
+        pl_sb_printf(&many, "%s{\"type\":\"function\",\"function\":{\"name\":\"f%d\"}}",
+                     i ? "," : "", i);
+    pl_sb_puts(&many, "]}");
+    refused(SRV_CHAT, many.s, "more than 128 tools");
+    pl_sb_free(&many);
+#undef U
+#undef T1
+}
+
 static void run_tests(void) {
+    test_tools();
     srv_request r;
     char err[256] = "";
     CHECK(parse(SRV_CHAT,

@@ -1,0 +1,184 @@
+/* api_reply_test.c - the response builder (serve/api.c) fed a model's text through the
+ * reply parser: the exact OpenAI and Anthropic objects and server-sent events for a reply
+ * with reasoning, text and a tool call, as the APIs' references document them (OpenAI chat
+ * completions: message.tool_calls with arguments as a JSON string, finish_reason tool_calls,
+ * streamed tool_calls deltas with index/id/type/name then arguments; Anthropic messages:
+ * thinking, text and tool_use blocks, stop_reason tool_use, content_block_start /
+ * input_json_delta / content_block_stop). The fixture models have random weights and never
+ * write a tool call, so this is where the output side is pinned. */
+#include "test.h"
+
+#include "base/json.h"
+#include "serve/api.h"
+
+typedef struct {
+    int status;
+    bool sse;
+    pl_strbuf body;
+} capture;
+
+static void cap_head(void *ud, int status, bool sse) {
+    capture *c = ud;
+    c->status = status, c->sse = sse;
+}
+static bool cap_write(void *ud, const char *s, size_t n) {
+    pl_sb_append(&((capture *)ud)->body, s, n);
+    return true;
+}
+
+static const char *REPLY = "<think>\nThe user wants weather.\n</think>\n\nLet me check.\n"
+                           "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                           "{\"city\": \"Paris\"}}\n</tool_call>";
+
+/* The body srv_api_reply gives for body (a request of kind k) and the model's text in
+ * pieces. Malloc'd. */
+static char *reply(srv_kind k, const char *body, const char *const *pieces, int n, bool *sse) {
+    srv_request r;
+    char err[256];
+    CHECK(srv_request_parse(k, body, strlen(body), &r, err, sizeof err), "%s", err);
+    tp_opts fmt = {.calls = TP_CALLS_QWEN, .think = true};
+    srv_gen_result g = {.finish = SRV_FINISH_EOG, .n_prompt = 10, .n_completion = 20};
+    capture c = {0};
+    srv_out o = {cap_head, cap_write, &c, NULL};
+    srv_api_reply(&r, &fmt, "m", 1, 1700000000, pieces, n, &g, &o);
+    srv_request_free(&r);
+    CHECK(c.status == 200, "status %d", c.status);
+    *sse = c.sse;
+    return pl_sb_take(&c.body, NULL);
+}
+
+static void same(const char *what, const char *got, const char *want) {
+    CHECK(got && !strcmp(got, want), "%s:\n got  %s\n want %s", what, got, want);
+}
+
+/* Every "data: " line of a stream is JSON (or [DONE]). */
+static void data_lines_parse(const char *s) {
+    for (const char *p = s; (p = strstr(p, "data: ")); p++) {
+        const char *e = strchr(p, '\n');
+        pl_json_doc *d = NULL;
+        if (strncmp(p + 6, "[DONE]", 6))
+            CHECK(e && !pl_json_parse(p + 6, (size_t)(e - p - 6), &d), "not JSON: %.80s", p);
+        pl_json_doc_free(d);
+    }
+}
+
+#define OA_CHAT                                                                                    \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"tools\":[{\"type\":"           \
+    "\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{}}}]"
+#define AN_MSG                                                                                     \
+    "{\"max_tokens\":50,\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],"              \
+    "\"tools\":[{\"name\":\"get_weather\",\"input_schema\":{}}]"
+
+static void run_tests(void) {
+    const char *whole[] = {REPLY};
+    bool sse;
+    char *got = reply(SRV_CHAT, OA_CHAT "}", whole, 1, &sse);
+    same("openai, whole", got,
+         "{\"id\":\"chatcmpl-6553f100000001\",\"object\":\"chat.completion\",\"created\":"
+         "1700000000,\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+         "\"assistant\",\"content\":\"Let me check.\",\"reasoning_content\":\"The user wants "
+         "weather.\",\"tool_calls\":[{\"id\":\"call_6553f10000000100\",\"type\":\"function\","
+         "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}"
+         "]},\"logprobs\":null,\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":"
+         "10,\"completion_tokens\":20,\"total_tokens\":30}}");
+    CHECK(!sse, "whole: not a stream");
+    free(got);
+
+    got = reply(SRV_CHAT, OA_CHAT ",\"stream\":true}", whole, 1, &sse);
+#define OA_HEAD                                                                                    \
+    "data: {\"id\":\"chatcmpl-6553f100000001\",\"object\":\"chat.completion.chunk\",\"created\":"  \
+    "1700000000,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":"
+#define OA_TAIL ",\"logprobs\":null,\"finish_reason\":null}]}\n\n"
+    same(
+        "openai, streamed", got,
+        OA_HEAD
+        "{\"role\":\"assistant\",\"content\":\"\"}" OA_TAIL OA_HEAD
+        "{\"reasoning_content\":\"The user wants weather.\"}" OA_TAIL OA_HEAD
+        "{\"content\":\"Let me check.\"}" OA_TAIL OA_HEAD
+        "{\"tool_calls\":[{\"index\":0,\"id\":\"call_6553f10000000100\",\"type\":"
+        "\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]}" OA_TAIL OA_HEAD
+        "{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":"
+        "\"{\\\"city\\\":\\\"Paris\\\"}\"}}]}" OA_TAIL OA_HEAD
+        "{},\"logprobs\":null,\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
+    CHECK(sse, "a stream");
+    data_lines_parse(got);
+    free(got);
+
+    got = reply(SRV_MESSAGES, AN_MSG "}", whole, 1, &sse);
+    same("anthropic, whole", got,
+         "{\"id\":\"msg_6553f100000001\",\"type\":\"message\",\"role\":\"assistant\",\"model\":"
+         "\"m\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"The user wants weather.\","
+         "\"signature\":\"\"},{\"type\":\"text\",\"text\":\"Let me check.\"},{\"type\":"
+         "\"tool_use\",\"id\":\"toolu_6553f10000000100\",\"name\":\"get_weather\",\"input\":"
+         "{\"city\":\"Paris\"}}],\"stop_reason\":\"tool_use\",\"stop_sequence\":null,\"usage\":"
+         "{\"input_tokens\":10,\"output_tokens\":20}}");
+    free(got);
+
+    got = reply(SRV_MESSAGES, AN_MSG ",\"stream\":true}", whole, 1, &sse);
+#define EV(name, data) "event: " name "\ndata: " data "\n\n"
+    same("anthropic, streamed", got,
+         EV("message_start",
+            "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_6553f100000001\",\"type\":"
+            "\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":"
+            "null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":0}}}")
+             EV("content_block_start",
+                "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+                "\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}") EV("ping",
+                                                                          "{\"type\":\"ping\"}")
+                 EV("content_block_delta",
+                    "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+                    "\"thinking_delta\",\"thinking\":\"The user wants weather.\"}}")
+                     EV("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":0}") EV(
+                         "content_block_start",
+                         "{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{"
+                         "\"type\":\"text\",\"text\":\"\"}}")
+                         EV("content_block_delta",
+                            "{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":"
+                            "\"text_delta\",\"text\":\"Let me check.\"}}")
+                             EV("content_block_stop",
+                                "{\"type\":\"content_block_stop\",\"index\":1}")
+                                 EV("content_block_start",
+                                    "{\"type\":\"content_block_start\",\"index\":2,"
+                                    "\"content_block\":{\"type\":\"tool_use\",\"id\":"
+                                    "\"toolu_6553f10000000100\",\"name\":\"get_weather\","
+                                    "\"input\":{}}}")
+                                     EV("content_block_delta",
+                                        "{\"type\":\"content_block_delta\",\"index\":2,\"delta\":"
+                                        "{\"type\":\"input_json_delta\",\"partial_json\":"
+                                        "\"{\\\"city\\\":\\\"Paris\\\"}\"}}")
+                                         EV("content_block_stop",
+                                            "{\"type\":\"content_block_stop\",\"index\":2}")
+                                             EV("message_delta",
+                                                "{\"type\":\"message_delta\",\"delta\":{"
+                                                "\"stop_reason\":\"tool_use\",\"stop_sequence\":"
+                                                "null},\"usage\":{\"output_tokens\":20}}")
+                                                 EV("message_stop", "{\"type\":\"message_stop\"}"));
+    data_lines_parse(got);
+    free(got);
+
+    /* the same reply in pieces cut inside the tags: the same whole object */
+    const char *cut[] = {"<thi",
+                         "nk>\nThe user wants weather.\n</th",
+                         "ink>\n\nLet me check.\n<tool",
+                         "_call>\n{\"name\": \"get_weather\", \"argu",
+                         "ments\": {\"city\": \"Paris\"}}\n</tool_ca",
+                         "ll>"};
+    char *a = reply(SRV_MESSAGES, AN_MSG "}", whole, 1, &sse);
+    char *b = reply(SRV_MESSAGES, AN_MSG "}", cut, 6, &sse);
+    same("anthropic, in pieces", b, a);
+    free(a), free(b);
+
+    /* no call: a malformed one is text, finish_reason stop, content kept as the model wrote */
+    const char *bad[] = {"<tool_call>{\"name\": 5}</tool_call>"};
+    got = reply(SRV_CHAT, OA_CHAT "}", bad, 1, &sse);
+    CHECK(got && strstr(got, "\"content\":\"<tool_call>{\\\"name\\\": 5}</tool_call>\"") &&
+              strstr(got, "\"finish_reason\":\"stop\"") && !strstr(got, "tool_calls"),
+          "%s", got);
+    free(got);
+    /* an empty reply: Anthropic still gets one (empty) text block */
+    got = reply(SRV_MESSAGES, AN_MSG ",\"stream\":true}", NULL, 0, &sse);
+    CHECK(got && strstr(got, "\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}") &&
+              strstr(got, "\"stop_reason\":\"end_turn\""),
+          "%s", got);
+    free(got);
+}
