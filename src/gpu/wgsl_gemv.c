@@ -152,11 +152,22 @@ const char *const pl_wgsl_q8_helpers =
     "  let r = (b + 0xFFFu + ((b >> 13u) & 1u)) & 0xFFFFE000u;\n"
     "  return bitcast<f32>(select(r, 0x7F800000u, r > 0x477FE000u));\n"
     "}\n"
-    /* a / b rounded as the CPU's division is: a GPU's may be an ulp off, which can move a
-     * block scale across an f16 rounding step; one fma step on the residual corrects it */
+    /* a / b rounded as the CPU's division is: a GPU's may be an ulp or two off, which can
+     * move a block scale across an f16 rounding step or a quant across .5. One fma step on
+     * the residual brings it within an ulp; then of it and its two neighbours the one with
+     * the smallest exact residual a - q * b (an fma) is the correctly rounded quotient (a
+     * quotient of two floats is never exactly halfway between two floats). */
     "fn cdiv(a: f32, b: f32) -> f32 {\n"
-    "  let q = a / b;\n"
-    "  return fma(fma(-q, b, a), 1.0 / b, q);\n"
+    "  let q0 = a / b;\n"
+    "  var q = fma(fma(-q0, b, a), 1.0 / b, q0);\n"
+    "  let lo = bitcast<f32>(bitcast<u32>(q) - 1u);\n"
+    "  let hi = bitcast<f32>(bitcast<u32>(q) + 1u);\n"
+    "  let r = abs(fma(-q, b, a));\n"
+    "  let rl = abs(fma(-lo, b, a));\n"
+    "  let rh = abs(fma(-hi, b, a));\n"
+    "  if (q != 0.0 && rl < r && rl <= rh) { q = lo; }\n"
+    "  else if (q != 0.0 && rh < r) { q = hi; }\n"
+    "  return q;\n"
     "}\n"
     "fn q8r(v: vec4<f32>) -> u32 {\n"
     "  let t = trunc(v);\n"

@@ -65,6 +65,9 @@ static void test_prepass(pl_gpu *g) {
     gt_fill(nw, COLS, 0.5f, 1.5f);
     memset(x + 32, 0, 32 * 4); /* an all-zero block: scale 0 */
     for (int j = 0; j < 32; j++) x[3 * COLS + 64 + j] = (float)(j - 16) * 0.25f; /* ties */
+    /* found on lavapipe: 1 / (max / 127) one ulp off made x * (1 / d) 70.5, not 70.49998 */
+    for (int j = 0; j < 32; j++) x[5 * COLS + 32 + j] = (float)j / 64.0f;
+    x[5 * COLS + 32] = 0x1.e842cap+0f, x[5 * COLS + 33] = 0x1.0f0adep+0f;
     for (int norm = 0; norm < 2; norm++) {
         pl_gpu_buf *xq, *xd, *xnb = NULL;
         prepass(g, n, x, norm ? nw : NULL, &xq, &xd, &xnb);
