@@ -29,8 +29,9 @@ typedef struct {
     const char *tune_cache;
     const char *gemv;         /* "threads,rows,sg-reduce,sg-rows,unroll": one fixed GEMV shape for
                                  every weight type, no autotune (experiments); NULL: tuned */
-    const char *gemm;         /* prefill GEMM tile "tm,tn,rm,rn,bk", or "off": batches always
-                                 through the GEMV; NULL or "": the built-in tile */
+    const char *gemm;         /* prefill GEMM tile "tm,tn,rm,rn,bk[,version]" for every matrix,
+                                 or "off": batches always through the GEMV; NULL or "": the
+                                 built-in tiles per shape */
     int robust;               /* 1: keep Dawn's robustness checks (default: off, faster) */
     const char *toggles;      /* more Dawn device toggles, comma-separated (NULL: none) */
     int q8_preload;           /* 1: q8x GEMVs load every row's block first (not yet measured) */

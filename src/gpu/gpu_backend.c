@@ -531,7 +531,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     /* the prefill GEMM's tile: 64 x 64 outputs, 4 x 4 per thread (256 threads), 4 blocks of
      * K per step (fewer where workgroup memory is short); on a software adapter 16 x 16,
      * 2 x 2 per thread, 2 blocks (lavapipe compiles it in half the time);
-     * opts.gemm = "off" or "tm,tn,rm,rn,bk" */
+     * opts.gemm = "off" or "tm,tn,rm,rn,bk[,version]" (one tile for every shape) */
     const char *gm = gb->o.gemm;
     if (gm && !*gm) gm = NULL; /* set but empty: the built-in tile */
     uint32_t *gt = gb->gemm_tile;
@@ -539,12 +539,19 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         gt[0] = 16, gt[1] = 16, gt[2] = 2, gt[3] = 2, gt[4] = 2;
     else
         gt[0] = 64, gt[1] = 64, gt[2] = 4, gt[3] = 4, gt[4] = 4;
+    gt[5] = 0; /* the newest kernel version */
+    int nv = 0;
     if (gm && !strcmp(gm, "off"))
         gb->gemm_off = 1;
-    else if (gm && sscanf(gm, "%u,%u,%u,%u,%u", &gt[0], &gt[1], &gt[2], &gt[3], &gt[4]) != 5)
-        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM: off or tm,tn,rm,rn,bk, not '%.40s'", gm);
+    else if (gm &&
+             (nv = sscanf(gm, "%u,%u,%u,%u,%u,%u", &gt[0], &gt[1], &gt[2], &gt[3], &gt[4],
+                          &gt[5])) != 5 &&
+             nv != 6)
+        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM: off or tm,tn,rm,rn,bk[,version], not '%.40s'",
+                     gm);
+    gb->gemm_fixed = gm && !gb->gemm_off;
     pl_gemm_params tp = {.type = PL_GW_Q4_0, .rows = 1, .cols = 32};
-    tp.tm = gt[0], tp.tn = gt[1], tp.rm = gt[2], tp.rn = gt[3], tp.bk = gt[4];
+    tp.tm = gt[0], tp.tn = gt[1], tp.rm = gt[2], tp.rn = gt[3], tp.bk = gt[4], tp.version = gt[5];
     if (st == PL_OK && !gb->gemm_off && pl_gemm_check_shape(&tp) != PL_OK)
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM %.40s: %s", gm ? gm : "", pl_last_error());
     /* opts.gemv = "threads,rows,subgroup-reduce,subgroup-rows,unroll" fixes the GEMV shape

@@ -16,6 +16,7 @@ void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, pl_gemm_params *p) {
     p->mode = PL_GEMV_STORE;
     p->tm = gb->gemm_tile[0], p->tn = gb->gemm_tile[1];
     p->rm = gb->gemm_tile[2], p->rn = gb->gemm_tile[3], p->bk = gb->gemm_tile[4];
+    p->version = gb->gemm_tile[5];
 }
 
 /* Fewer blocks per step until the staged tiles fit the adapter's workgroup memory. */

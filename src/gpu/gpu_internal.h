@@ -159,11 +159,12 @@ typedef struct {
     int tune_fixed;  /* opts.gemv gave the shape: no tuning */
     int in_selftest; /* the self-test's small weights are not worth tuning */
     int q8_preload;  /* q8x GEMVs load every row's block first (opts.q8_preload) */
-    /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk of pl_gemm_params; the
-     * built-in one or opts.gemm "tm,tn,rm,rn,bk"), gemm_off: never (opts.gemm "off"),
-     * and the scratch buffers of the pre-quantised columns */
-    uint32_t gemm_tile[5];
-    int gemm_off;
+    /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk, version of
+     * pl_gemm_params; the built-in one, or opts.gemm "tm,tn,rm,rn,bk[,version]" for every
+     * shape: gemm_fixed), gemm_off: never (opts.gemm "off"), and the scratch buffers of the
+     * pre-quantised columns */
+    uint32_t gemm_tile[6];
+    int gemm_off, gemm_fixed;
     pl_gpu_buf *gemm_xq, *gemm_xd;
     /* the op queue */
     op *ops;

@@ -29,12 +29,21 @@ uint32_t pl_gemm_threads(const pl_gemm_params *p) {
 static unsigned mats(const pl_gemm_params *p) {
     return p->mode == PL_GEMV_GATE_UP ? 2 : 1;
 }
-static unsigned wvecs(const pl_gemm_params *p) { /* vec4<u32> per weight block */
+static unsigned wvecs(const pl_gemm_params *p) { /* vec4<u32> per weight block in memory */
     return p->type == PL_GW_Q4_0 ? 1 : 2;
 }
+/* vec4<u32> per weight block in workgroup memory: v2 stores Q4_0 unpacked to bytes */
+static unsigned svecs(const pl_gemm_params *p) {
+    return p->version != 1 ? 2 : wvecs(p);
+}
+/* Q4_0 nibbles 0..15 -> signed bytes -8..7, no carries (low nibbles: elements 0..15) */
+static const char unpack_lo[] = "((%s & vec4<u32>(0x0F0F0F0Fu)) + vec4<u32>(0x78787878u)) ^ "
+                                "vec4<u32>(0x80808080u)";
+static const char unpack_hi[] = "(((%s >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)) + "
+                                "vec4<u32>(0x78787878u)) ^ vec4<u32>(0x80808080u)";
 
 uint32_t pl_gemm_wg_bytes(const pl_gemm_params *p) {
-    return (mats(p) * p->tm * p->bk * (wvecs(p) * 16 + 4)) + p->tn * p->bk * (32 + 4);
+    return (mats(p) * p->tm * p->bk * (svecs(p) * 16 + 4)) + p->tn * p->bk * (32 + 4);
 }
 
 uint32_t pl_gemm_groups(const pl_gemm_params *p, uint32_t n) {
@@ -61,9 +70,9 @@ static pl_status check(const pl_gemm_params *p) {
     if (p->type != PL_GW_Q4_0 && p->type != PL_GW_Q8_0)
         return pl_fail(PL_ERR_ARG, "GEMM: Q4_0 or Q8_0 weights only");
     if (!T || p->tm % p->rm || p->tn % p->rn || T < 16 || T > 1024 || p->rm > 8 || p->rn > 8 ||
-        !p->bk || p->bk > 8)
-        return pl_fail(PL_ERR_ARG, "GEMM: bad tile %ux%u / %ux%u, %u blocks", p->tm, p->tn, p->rm,
-                       p->rn, p->bk);
+        !p->bk || p->bk > 8 || p->version > 2)
+        return pl_fail(PL_ERR_ARG, "GEMM: bad tile %ux%u / %ux%u, %u blocks, v%u", p->tm, p->tn,
+                       p->rm, p->rn, p->bk, p->version);
     if (p->mode == PL_GEMV_GATE_UP && p->bias)
         return pl_fail(PL_ERR_ARG, "GEMM: gate/up takes no bias");
     if ((p->gate_out || p->up_out) && p->mode != PL_GEMV_GATE_UP)
@@ -94,7 +103,8 @@ pl_gpu_args pl_gemm_args(const pl_gemm_params *p, uint32_t n) {
 }
 
 /* Stage blocks b0 .. b0 + BK - 1 of the tile's rows and columns in workgroup memory:
- * wq[((m * BK + b) * WV + v) * TM + r], ws[(m * BK + b) * TM + r], aq[(b * 2 + h) * TN + c],
+ * wq[((m * BK + b) * SV + v) * TM + r] (SV = 2 vec4: the block's 32 signed bytes; v1 keeps
+ * Q4_0 packed, SV = 1), ws[(m * BK + b) * TM + r], aq[(b * 2 + h) * TN + c],
  * ad[b * TN + c], so a warp's neighbouring columns read neighbouring words. Rows past N and
  * columns past n repeat the last one (never stored); blocks past K are zeros. */
 static void emit_stage(pl_wtext *t, const pl_gemm_params *p) {
@@ -110,9 +120,17 @@ static void emit_stage(pl_wtext *t, const pl_gemm_params *p) {
     for (unsigned m = 0; m < M; m++)
         pl_wtext_add(t, "        %sif (m == %uu) { w = q%c[(wr * NB + gb) * WV + v]; }\n",
                      m ? "else " : "", m, 'A' + m);
+    pl_wtext_add(t, "      }\n");
+    if (svecs(p) != WV) { /* v2 Q4_0: unpacked once here, not per use */
+        pl_wtext_add(t, "      wq[((m * BK + b) * 2u) * TM + r] = ");
+        pl_wtext_add(t, unpack_lo, "w");
+        pl_wtext_add(t, ";\n      wq[((m * BK + b) * 2u + 1u) * TM + r] = ");
+        pl_wtext_add(t, unpack_hi, "w");
+        pl_wtext_add(t, ";\n");
+    } else {
+        pl_wtext_add(t, "      wq[((m * BK + b) * WV + v) * TM + r] = w;\n");
+    }
     pl_wtext_add(t,
-                 "      }\n"
-                 "      wq[((m * BK + b) * WV + v) * TM + r] = w;\n"
                  "    }\n"
                  "    for (var i = lid; i < %uu; i += T) {\n"
                  "      let b = i %% BK; let r = (i / BK) %% TM; let m = i / (BK * TM);\n"
@@ -158,15 +176,14 @@ static void emit_block(pl_wtext *t, const pl_gemm_params *p) {
     for (unsigned m = 0; m < M; m++) {
         for (unsigned i = 0; i < RM; i++) {
             pl_wtext_add(t, "      {\n        let r = ty + %uu * TY;\n", i);
-            if (p->type == PL_GW_Q4_0) /* nibbles 0..15 -> signed bytes -8..7, no carries */
+            if (svecs(p) == 1) { /* v1 Q4_0: unpacked at each use */
                 pl_wtext_add(t,
-                             "        let w0 = wq[(%uu * BK + b) * TM + r];\n"
-                             "        let wl = ((w0 & vec4<u32>(0x0F0F0F0Fu)) + "
-                             "vec4<u32>(0x78787878u)) ^ vec4<u32>(0x80808080u);\n"
-                             "        let wh = (((w0 >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)) "
-                             "+ vec4<u32>(0x78787878u)) ^ vec4<u32>(0x80808080u);\n",
-                             m);
-            else
+                             "        let w0 = wq[(%uu * BK + b) * TM + r];\n        let wl = ", m);
+                pl_wtext_add(t, unpack_lo, "w0");
+                pl_wtext_add(t, ";\n        let wh = ");
+                pl_wtext_add(t, unpack_hi, "w0");
+                pl_wtext_add(t, ";\n");
+            } else
                 pl_wtext_add(t,
                              "        let wl = wq[((%uu * BK + b) * 2u) * TM + r];\n"
                              "        let wh = wq[((%uu * BK + b) * 2u + 1u) * TM + r];\n",
@@ -215,7 +232,7 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
     pl_wtext_add(&t,
                  "var<workgroup> wq: array<vec4<u32>, %u>;\nvar<workgroup> ws: array<f32, %u>;\n"
                  "var<workgroup> aq: array<vec4<u32>, %u>;\nvar<workgroup> ad: array<f32, %u>;\n",
-                 M * p->tm * p->bk * WV, M * p->tm * p->bk, p->tn * p->bk * 2, p->tn * p->bk);
+                 M * p->tm * p->bk * svecs(p), M * p->tm * p->bk, p->tn * p->bk * 2, p->tn * p->bk);
     pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n", T);
     /* workgroup g: row tile g % RT, column tile g / RT (args.a0 = n columns) */
     pl_wtext_add(&t, "  let n = args.a0;\n"

@@ -295,6 +295,10 @@ typedef struct {
     int bias, gate_out, up_out;
     uint32_t split[2];
     uint32_t tm, tn, rm, rn, bk;
+    /* kernel version: 2 (or 0) Q4_0 unpacked to signed bytes once when staged in
+     * workgroup memory, 1 staged packed and unpacked at each use (gemm2's kernel, kept for
+     * the lab's A/B) */
+    uint32_t version;
 } pl_gemm_params;
 
 uint32_t pl_gemm_threads(const pl_gemm_params *p);
