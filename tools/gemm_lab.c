@@ -131,7 +131,7 @@ static void run_shape(pl_gpu *g, const char *model, const shape *sh, pl_gpu_wtyp
         while (p.bk > 1 && pl_gemm_wg_bytes(&p) > info->max_wg_storage) p.bk /= 2;
         char label[64];
         snprintf(label, sizeof label, "%ux%u/%ux%u/bk%u/v%u", p.tm, p.tn, p.rm, p.rn, p.bk,
-                 p.version ? p.version : 2);
+                 p.version);
         pl_gemm_params key = pl_gemm_kernel_key(&p);
         src = NULL;
         st = pl_gemm_check_shape(&p);
@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--peak"))
             peak = 1;
         else if (!strcmp(argv[i], "--tile") && i + 1 < argc && ntiles < 16 &&
-                 (tiles[ntiles][5] = 0,
+                 (tiles[ntiles][5] = 4,
                   sscanf(argv[i + 1], "%u,%u,%u,%u,%u,%u", &tiles[ntiles][0], &tiles[ntiles][1],
                          &tiles[ntiles][2], &tiles[ntiles][3], &tiles[ntiles][4],
                          &tiles[ntiles][5]) >= 5))

@@ -8,15 +8,24 @@
 
 #include "gpu_internal.h"
 
-void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, pl_gemm_params *p) {
+/* The tile of a matmul, pinned per shape from gemm_lab's tables on the H200 (gpu-notes.md,
+ * gemm3): gate/up 128 x 64 outputs, 8 x 4 per thread, 2 blocks per step, Q4_0 unpacked
+ * when staged (v4); the others 64 x 64, 4 x 4, 4 blocks, staged packed (v3). A software
+ * adapter: 16 x 16, 2 x 2, 2 blocks (lavapipe compiles it in half the time). opts.gemm:
+ * its one tile. */
+void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p) {
+    static const uint32_t soft[6] = {16, 16, 2, 2, 2, 4}, gu[6] = {128, 64, 8, 4, 2, 4},
+                          other[6] = {64, 64, 4, 4, 4, 3};
+    const uint32_t *t = gb->gemm_fixed       ? gb->gemm_tile
+                        : gb->info->software ? soft
+                        : gate_up            ? gu
+                                             : other;
     memset(p, 0, sizeof *p);
     p->type = w->wt;
     p->rows = (uint32_t)w->h.ne1;
     p->cols = (uint32_t)w->h.ne0;
-    p->mode = PL_GEMV_STORE;
-    p->tm = gb->gemm_tile[0], p->tn = gb->gemm_tile[1];
-    p->rm = gb->gemm_tile[2], p->rn = gb->gemm_tile[3], p->bk = gb->gemm_tile[4];
-    p->version = gb->gemm_tile[5];
+    p->mode = gate_up ? PL_GEMV_GATE_UP : PL_GEMV_STORE;
+    p->tm = t[0], p->tn = t[1], p->rm = t[2], p->rn = t[3], p->bk = t[4], p->version = t[5];
 }
 
 /* Fewer blocks per step until the staged tiles fit the adapter's workgroup memory. */
@@ -38,8 +47,7 @@ int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o) {
         (up && (up->parts != 1 || up->wt != w->wt)))
         return 0;
     pl_gemm_params p;
-    pl_gpu_gemm_base(gb, w, &p);
-    p.mode = up ? PL_GEMV_GATE_UP : PL_GEMV_STORE;
+    pl_gpu_gemm_base(gb, w, up != NULL, &p);
     fit(gb, &p);
     return pl_gemm_wg_bytes(&p) <= gb->info->max_wg_storage &&
            xq_bytes(p.cols, (uint64_t)o->n) <= gb->info->max_binding &&
@@ -78,8 +86,8 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
     const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
     uint32_t n = (uint32_t)o->n;
     pl_gemm_params p;
-    pl_gpu_gemm_base(gb, w, &p);
-    p.mode = up ? PL_GEMV_GATE_UP : o->acc ? PL_GEMV_ACCUM : PL_GEMV_STORE;
+    pl_gpu_gemm_base(gb, w, up != NULL, &p);
+    if (o->acc && !up) p.mode = PL_GEMV_ACCUM;
     p.bias = o->c != NULL;
     p.gate_out = o->fgate.gate_out != NULL;
     p.up_out = o->fgate.up_out != NULL;

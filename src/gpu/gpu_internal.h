@@ -267,9 +267,9 @@ pl_status pl_gpu_scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const 
 int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o);
 /* Record the pre-pass and the GEMM of matmul o. */
 pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o);
-/* The GEMM's parameters for weight w (rows, cols, type, the backend's tile) in STORE mode,
- * with bk lowered until the workgroup memory fits the adapter. */
-void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, pl_gemm_params *p);
+/* The GEMM's parameters for weight w (rows, cols, type, the tile pinned for its shape) in
+ * STORE mode, or GATE_UP if gate_up. */
+void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p);
 /* gpu_encode_moe.c / gpu_encode_ssm.c: the MoE and Gated DeltaNet ops. */
 pl_status pl_gpu_encode_moe(gpu_backend *gb, op *o);
 pl_status pl_gpu_encode_ssm(gpu_backend *gb, op *o);

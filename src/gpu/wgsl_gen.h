@@ -295,9 +295,10 @@ typedef struct {
     int bias, gate_out, up_out;
     uint32_t split[2];
     uint32_t tm, tn, rm, rn, bk;
-    /* kernel version: 2 (or 0) Q4_0 unpacked to signed bytes once when staged in
-     * workgroup memory, 1 staged packed and unpacked at each use (gemm2's kernel, kept for
-     * the lab's A/B) */
+    /* kernel version (1-4; every one gives the same bits): 1 gemm2's (Q4_0 staged packed,
+     * unpacked at each use), 2 Q4_0 unpacked to signed bytes once when staged, 3 as 1 and
+     * 4 as 2 with the block sums turned into f32 by an exponent trick instead of an
+     * int-to-float conversion */
     uint32_t version;
 } pl_gemm_params;
 
