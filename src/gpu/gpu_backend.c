@@ -437,7 +437,7 @@ static void destroy(pl_backend *be) {
         for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
         pl_gpu_buf_free(gb->args), pl_gpu_buf_free(gb->rope_tab);
         pl_gpu_buf_free(gb->partials), pl_gpu_buf_free(gb->pairs), pl_gpu_buf_free(gb->readback);
-        pl_gpu_buf_free(gb->gemm_xq), pl_gpu_buf_free(gb->gemm_xd);
+        pl_gpu_buf_free(gb->gemm_xq), pl_gpu_buf_free(gb->gemm_xd), pl_gpu_buf_free(gb->gemm_grp);
         pl_gpu_close(gb->g);
     }
     free(gb->ops);

@@ -116,3 +116,83 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
     if (pl_gpu_args_ref(gb, pl_gemm_args(&p, n), &refs[nr++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, nr, pl_gemm_groups(&p, n));
 }
+
+/* The expert matmul's tile: fewer pairs per tile than the dense GEMM's columns (pp512 of
+ * 256 experts, 8 used: 16 pairs per expert on average). */
+static void id_params(const gpu_backend *gb, const op *o, pl_gemm_params *p) {
+    const gbuf *w = o->a, *up = o->fgate.w_up;
+    static const uint32_t hw[6] = {64, 32, 4, 2, 4, 3};
+    pl_gpu_gemm_base(gb, w, up != NULL, p);
+    if (!gb->gemm_fixed && !gb->info->software)
+        p->tm = hw[0], p->tn = hw[1], p->rm = hw[2], p->rn = hw[3], p->bk = hw[4],
+        p->version = hw[5];
+    p->rows = (uint32_t)(w->h.ne1 / (o->k ? o->k : 1));
+    p->ids = 1;
+    p->gate_out = up && o->fgate.gate_out;
+    p->up_out = up && o->fgate.up_out;
+    fit(gb, p);
+}
+
+int pl_gpu_gemm_id_applies(const gpu_backend *gb, const op *o) {
+    const gbuf *w = o->a, *up = o->fgate.w_up;
+    if (gb->gemm_off || o->n <= PL_GPU_GEMM_MIN_COLS || !pl_gpu_q8x(gb, w) || w->parts != 1 ||
+        o->k < 1 || o->k > 4096 || o->count < 1 || w->h.ne1 % o->k ||
+        (up && (up->parts != 1 || up->wt != w->wt)))
+        return 0;
+    pl_gemm_params p;
+    id_params(gb, o, &p);
+    uint64_t slots = (uint64_t)o->n * o->count, nx = o->acc ? (uint64_t)o->n : slots;
+    return slots <= UINT32_MAX / 8 &&
+           pl_gemm_wg_bytes(&p) + 4 * p.tn + 16 <= gb->info->max_wg_storage &&
+           (o->k + 1) * 4 <= gb->info->max_wg_storage &&
+           xq_bytes(p.cols, nx) <= gb->info->max_binding &&
+           slots * p.rows * 4 <= gb->info->max_binding &&
+           4 * pl_gemm_grp_words((uint32_t)o->k, p.tn, (uint32_t)slots) <= gb->info->max_binding &&
+           (uint64_t)((p.rows + p.tm - 1) / p.tm) *
+                   pl_gemm_max_tiles((uint32_t)o->k, p.tn, (uint32_t)slots) <=
+               (uint64_t)gb->info->max_groups_per_dim * gb->info->max_groups_per_dim;
+}
+
+pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o) {
+    const gbuf *w = o->a, *up = o->fgate.w_up;
+    uint32_t slots = (uint32_t)(o->n * o->count), nx = o->acc ? (uint32_t)o->n : slots;
+    uint32_t E = (uint32_t)o->k;
+    pl_gemm_params p;
+    id_params(gb, o, &p);
+    if (pl_gemm_check_shape(&p) != PL_OK) return PL_ERR;
+    if (enc_prepass(gb, o->b, p.cols, nx, NULL, 0, NULL) != PL_OK) return PL_ERR;
+    /* the grouping */
+    pl_moe_group_params gp = {E, p.tn};
+    pl_gpu_kernel *k;
+    pl_gpu_ref refs[BIND_MAX];
+    memset(refs, 0, sizeof refs);
+    if (pl_gpu_scratch(gb, &gb->gemm_grp, 4 * pl_gemm_grp_words(E, p.tn, slots), "moe grouping") !=
+            PL_OK ||
+        pl_gpu_get_kernel(gb, F_MOE_GROUP, &gp, sizeof gp, (pl_gpu_gen_fn)pl_wgsl_moe_group,
+                          "moe grouping", &k) != PL_OK)
+        return PL_ERR;
+    refs[0] = pl_gpu_whole(o->c->buf);
+    refs[1] = pl_gpu_whole(gb->gemm_grp);
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{slots}}, &refs[2]) != PL_OK ||
+        pl_gpu_run(gb, k, refs, 3, 1) != PL_OK)
+        return PL_ERR;
+    /* one GEMM over every expert's pairs */
+    pl_gemm_params key = pl_gemm_kernel_key(&p);
+    if (pl_gpu_get_kernel(gb, F_GEMM, &key, sizeof key, (pl_gpu_gen_fn)pl_wgsl_gemm, "expert gemm",
+                          &k) != PL_OK)
+        return PL_ERR;
+    memset(refs, 0, sizeof refs);
+    int nr = 0;
+    refs[nr++] = pl_gpu_whole(gb->gemm_xq);
+    refs[nr++] = pl_gpu_whole(gb->gemm_xd);
+    refs[nr++] = pl_gpu_whole(o->out->buf);
+    pl_gpu_weight_refs(w, refs, &nr);
+    if (up) pl_gpu_weight_refs(up, refs, &nr);
+    if (p.gate_out) refs[nr++] = pl_gpu_whole(o->fgate.gate_out->buf);
+    if (p.up_out) refs[nr++] = pl_gpu_whole(o->fgate.up_out->buf);
+    refs[nr++] = pl_gpu_whole(gb->gemm_grp);
+    pl_gpu_args a = {{slots, p.rows, p.cols / 32, E, o->acc ? (uint32_t)o->count : 1}};
+    if (pl_gpu_args_ref(gb, a, &refs[nr++]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k, refs, nr,
+                      ((p.rows + p.tm - 1) / p.tm) * pl_gemm_max_tiles(E, p.tn, slots));
+}

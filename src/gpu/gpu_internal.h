@@ -165,7 +165,7 @@ typedef struct {
      * pre-quantised columns */
     uint32_t gemm_tile[6];
     int gemm_off, gemm_fixed;
-    pl_gpu_buf *gemm_xq, *gemm_xd;
+    pl_gpu_buf *gemm_xq, *gemm_xd, *gemm_grp;
     /* the op queue */
     op *ops;
     int n_ops, cap_ops;
@@ -227,6 +227,7 @@ enum {
     F_DELTA_RULE,
     F_GEMM,
     F_Q8PRE,
+    F_MOE_GROUP,
 };
 
 /* gpu_encode.c: what the encoders share. A generator writes WGSL from its parameters. */
@@ -267,6 +268,11 @@ pl_status pl_gpu_scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const 
 int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o);
 /* Record the pre-pass and the GEMM of matmul o. */
 pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o);
+/* The MoE's gathered expert matmul o (OP_MATMUL_ID) of more than PL_GPU_GEMM_MIN_COLS
+ * tokens through q8x weights: the pre-pass of x, the grouping of the slots by expert
+ * (pl_wgsl_moe_group) and one GEMM over every expert's pairs. */
+int pl_gpu_gemm_id_applies(const gpu_backend *gb, const op *o);
+pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o);
 /* The GEMM's parameters for weight w (rows, cols, type, the tile pinned for its shape) in
  * STORE mode, or GATE_UP if gate_up. */
 void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p);
