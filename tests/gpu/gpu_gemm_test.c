@@ -295,7 +295,24 @@ static void test_cache_key(void) {
     pl_be_destroy(be);
 }
 
+/* Kernel versions 1-4 only; the expert GEMM (ids) neither accumulates nor splits. */
+static void test_params(void) {
+    pl_gemm_params p = tile_b;
+    p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
+    for (uint32_t v = 0; v <= 5; v++) {
+        p.version = v;
+        CHECK((pl_gemm_check_shape(&p) == PL_OK) == (v >= 1 && v <= 4), "version %u", v);
+    }
+    p.version = 3, p.ids = 1;
+    CHECK(pl_gemm_check_shape(&p) == PL_OK, "ids store: %s", pl_last_error());
+    p.mode = PL_GEMV_ACCUM;
+    CHECK(pl_gemm_check_shape(&p) != PL_OK, "ids accumulate taken");
+    p.mode = PL_GEMV_STORE, p.split[0] = 24, p.split[1] = 45;
+    CHECK(pl_gemm_check_shape(&p) != PL_OK, "ids split taken");
+}
+
 static void run_tests(void) {
+    test_params();
     gt_seed();
     pl_gpu *g = gt_open();
     if (!g) return;
