@@ -82,6 +82,20 @@ static pl_status enc_prepass(gpu_backend *gb, const gbuf *x, uint32_t cols, uint
     return pl_gpu_run(gb, k, refs, nr, n);
 }
 
+/* The GEMM's first bindings (the pre-quantised x, the output, the weights) into refs
+ * (cleared); returns how many. */
+static int gemm_refs(const gpu_backend *gb, const op *o, pl_gpu_ref *refs) {
+    const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
+    int nr = 0;
+    memset(refs, 0, BIND_MAX * sizeof *refs);
+    refs[nr++] = pl_gpu_whole(gb->gemm_xq);
+    refs[nr++] = pl_gpu_whole(gb->gemm_xd);
+    refs[nr++] = pl_gpu_whole(o->out->buf);
+    pl_gpu_weight_refs(w, refs, &nr);
+    if (up) pl_gpu_weight_refs(up, refs, &nr);
+    return nr;
+}
+
 pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
     const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
     uint32_t n = (uint32_t)o->n;
@@ -105,13 +119,7 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
         PL_OK)
         return PL_ERR;
     pl_gpu_ref refs[BIND_MAX];
-    memset(refs, 0, sizeof refs);
-    int nr = 0;
-    refs[nr++] = pl_gpu_whole(gb->gemm_xq);
-    refs[nr++] = pl_gpu_whole(gb->gemm_xd);
-    refs[nr++] = pl_gpu_whole(o->out->buf);
-    pl_gpu_weight_refs(w, refs, &nr);
-    if (up) pl_gpu_weight_refs(up, refs, &nr);
+    int nr = gemm_refs(gb, o, refs);
     pl_gpu_matmul_side_refs(o, refs, &nr);
     if (pl_gpu_args_ref(gb, pl_gemm_args(&p, n), &refs[nr++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, nr, pl_gemm_groups(&p, n));
@@ -154,7 +162,6 @@ int pl_gpu_gemm_id_applies(const gpu_backend *gb, const op *o) {
 }
 
 pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o) {
-    const gbuf *w = o->a, *up = o->fgate.w_up;
     uint32_t slots = (uint32_t)(o->n * o->count), nx = o->acc ? (uint32_t)o->n : slots;
     uint32_t E = (uint32_t)o->k;
     pl_gemm_params p;
@@ -181,13 +188,7 @@ pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o) {
     if (pl_gpu_get_kernel(gb, F_GEMM, &key, sizeof key, (pl_gpu_gen_fn)pl_wgsl_gemm, "expert gemm",
                           &k) != PL_OK)
         return PL_ERR;
-    memset(refs, 0, sizeof refs);
-    int nr = 0;
-    refs[nr++] = pl_gpu_whole(gb->gemm_xq);
-    refs[nr++] = pl_gpu_whole(gb->gemm_xd);
-    refs[nr++] = pl_gpu_whole(o->out->buf);
-    pl_gpu_weight_refs(w, refs, &nr);
-    if (up) pl_gpu_weight_refs(up, refs, &nr);
+    int nr = gemm_refs(gb, o, refs);
     if (p.gate_out) refs[nr++] = pl_gpu_whole(o->fgate.gate_out->buf);
     if (p.up_out) refs[nr++] = pl_gpu_whole(o->fgate.up_out->buf);
     refs[nr++] = pl_gpu_whole(gb->gemm_grp);

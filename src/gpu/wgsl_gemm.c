@@ -303,25 +303,23 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
     for (unsigned i = 0; i < p->rm; i++) {
         for (unsigned j = 0; j < p->rn; j++) {
             char v0[64], v1[64];
-            if (p->ids) { /* the pair's slot; a bad id stores zeros */
-                snprintf(v0, sizeof v0, "select(c0_%u_%u, 0.0, bad)", i, j);
-                snprintf(v1, sizeof v1, "select(c1_%u_%u, 0.0, bad)", i, j);
+            /* ids: the pair's slot; a bad id stores zeros */
+            const char *vf = p->ids ? "select(c%u_%u_%u, 0.0, bad)" : "c%u_%u_%u";
+            snprintf(v0, sizeof v0, vf, 0, i, j);
+            snprintf(v1, sizeof v1, vf, 1, i, j);
+            pl_wtext_add(&t, "  {\n    let row = row0 + ty + %uu * TY;\n", i);
+            if (p->ids)
                 pl_wtext_add(&t,
-                             "  {\n    let row = row0 + ty + %uu * TY;\n"
                              "    let c = tx + %uu * TX;\n"
                              "    if (row < N && p0 + c < pe) {\n"
                              "      let yo = cs[c] * N;\n",
-                             i, j);
-            } else {
-                snprintf(v0, sizeof v0, "c0_%u_%u", i, j);
-                snprintf(v1, sizeof v1, "c1_%u_%u", i, j);
+                             j);
+            else
                 pl_wtext_add(&t,
-                             "  {\n    let row = row0 + ty + %uu * TY;\n"
                              "    let col = col0 + tx + %uu * TX;\n"
                              "    let yo = col * N;\n"
                              "    if (row < N && col < n) {\n",
-                             i, j);
-            }
+                             j);
             if (p->split[0]) /* q, k, v: each range to its own buffer */
                 pl_wtext_add(&t,
                              "      let s0 = args.a3; let s1 = args.a4;\n"
