@@ -8,7 +8,8 @@
  * median of 5. It prints us per GEMM, the pre-pass's us (once per input), effective
  * integer TOP/s (2 * rows * cols * n, gate/up twice) and GB/s of weights read once.
  * Build: `make lab`; run from the repo root: build/gemm_lab [--model 8b|27b|1.7b|all]
- * [--n N] [--type q4_0|q8_0|all] [--tile tm,tn,rm,rn,bk] (repeatable; default: a list). */
+ * [--n N] [--type q4_0|q8_0|all] [--tile tm,tn,rm,rn,bk[,version]] (repeatable; default: a
+ * list) [--peak] (first the adapter's dp4a and f32 fma peak). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,7 @@ static double time_dispatch(pl_gpu *g, pl_gpu_kernel *k, pl_gpu_bind *b, uint32_
 }
 
 static void run_shape(pl_gpu *g, const char *model, const shape *sh, pl_gpu_wtype wt, uint32_t n,
-                      const uint32_t (*tiles)[5], int ntiles) {
+                      const uint32_t (*tiles)[6], int ntiles) {
     const pl_gpu_info *info = pl_gpu_get_info(g);
     uint32_t R = sh->rows, K = sh->cols, NB = K / 32;
     int nm = sh->mode == PL_GEMV_GATE_UP ? 2 : 1;
@@ -125,10 +126,12 @@ static void run_shape(pl_gpu *g, const char *model, const shape *sh, pl_gpu_wtyp
                             .tn = tiles[ti][1],
                             .rm = tiles[ti][2],
                             .rn = tiles[ti][3],
-                            .bk = tiles[ti][4]};
+                            .bk = tiles[ti][4],
+                            .version = tiles[ti][5]};
         while (p.bk > 1 && pl_gemm_wg_bytes(&p) > info->max_wg_storage) p.bk /= 2;
         char label[64];
-        snprintf(label, sizeof label, "%ux%u/%ux%u/bk%u", p.tm, p.tn, p.rm, p.rn, p.bk);
+        snprintf(label, sizeof label, "%ux%u/%ux%u/bk%u/v%u", p.tm, p.tn, p.rm, p.rn, p.bk,
+                 p.version);
         pl_gemm_params key = pl_gemm_kernel_key(&p);
         src = NULL;
         st = pl_gemm_check_shape(&p);
@@ -201,9 +204,61 @@ static void run_shape(pl_gpu *g, const char *model, const shape *sh, pl_gpu_wtyp
     free(x), free(got), free(zero);
 }
 
+/* The adapter's peak of one instruction: 256-thread workgroups, each thread 8 independent
+ * chains of ITER steps (v = dot4I8Packed(v, k) + v: one dp4a with its accumulator; or
+ * v = fma(v, k, v)), k read from memory so nothing folds. Counted as 8 integer ops per
+ * dp4a (4 multiply-adds), 2 per fma, like the GEMM's TOP/s. */
+static void run_peak(pl_gpu *g) {
+    enum { ITER = 2048, GROUPS = 8192 };
+    const char *name[2] = {"dp4a", "fma"};
+    for (int f = 0; f < 2; f++) {
+        char src[2048];
+        snprintf(src, sizeof src,
+                 "@group(0) @binding(0) var<storage, read_write> y: array<%s>;\n"
+                 "@compute @workgroup_size(256)\n"
+                 "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n"
+                 "  let k = y[gid.x & 7u];\n"
+                 "  var v0 = %s(gid.x); var v1 = v0 + %s(1); var v2 = v0 + %s(2);\n"
+                 "  var v3 = v0 + %s(3); var v4 = v0 + %s(4); var v5 = v0 + %s(5);\n"
+                 "  var v6 = v0 + %s(6); var v7 = v0 + %s(7);\n"
+                 "  for (var i = 0u; i < %du; i++) {\n"
+                 "    v0 = %s; v1 = %s; v2 = %s; v3 = %s; v4 = %s; v5 = %s; v6 = %s; v7 = %s;\n"
+                 "  }\n"
+                 "  y[gid.x + 8u] = v0 + v1 + v2 + v3 + v4 + v5 + v6 + v7;\n"
+                 "}\n",
+                 f ? "f32" : "u32", f ? "f32" : "u32", f ? "f32" : "u32", f ? "f32" : "u32",
+                 f ? "f32" : "u32", f ? "f32" : "u32", f ? "f32" : "u32", f ? "f32" : "u32",
+                 f ? "f32" : "u32", ITER, f ? "fma(v0, k, v0)" : "u32(dot4I8Packed(v0, k)) + v0",
+                 f ? "fma(v1, k, v1)" : "u32(dot4I8Packed(v1, k)) + v1",
+                 f ? "fma(v2, k, v2)" : "u32(dot4I8Packed(v2, k)) + v2",
+                 f ? "fma(v3, k, v3)" : "u32(dot4I8Packed(v3, k)) + v3",
+                 f ? "fma(v4, k, v4)" : "u32(dot4I8Packed(v4, k)) + v4",
+                 f ? "fma(v5, k, v5)" : "u32(dot4I8Packed(v5, k)) + v5",
+                 f ? "fma(v6, k, v6)" : "u32(dot4I8Packed(v6, k)) + v6",
+                 f ? "fma(v7, k, v7)" : "u32(dot4I8Packed(v7, k)) + v7");
+        pl_gpu_kernel *k = NULL;
+        pl_gpu_buf *y = upload(g, NULL, (uint64_t)(GROUPS * 256 + 8) * 4, "y");
+        pl_gpu_ref r = {y, 0, 0};
+        pl_gpu_bind *b = NULL;
+        if (!y || pl_gpu_kernel_new(g, src, name[f], &k) != PL_OK ||
+            pl_gpu_bind_new(g, k, &r, 1, &b) != PL_OK) {
+            printf("peak %s: FAILED %s\n", name[f], pl_last_error());
+        } else {
+            double t = time_dispatch(g, k, b, GROUPS);
+            double ops = (double)GROUPS * 256 * ITER * 8 * (f ? 2 : 8);
+            printf("peak %s: %.1f us, %.1f %s/s (%.3g instructions/s)\n", name[f], t * 1e6,
+                   ops / t / 1e12, f ? "TFLOP" : "integer TOP", ops / (f ? 2 : 8) / t);
+        }
+        pl_gpu_bind_free(b);
+        pl_gpu_kernel_free(k);
+        pl_gpu_buf_free(y);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *model = "all", *type = "all";
-    uint32_t n = 512, tiles[16][5];
+    uint32_t n = 512, tiles[16][6];
+    int peak = 0;
     int ntiles = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
@@ -212,19 +267,25 @@ int main(int argc, char **argv) {
             type = argv[++i];
         else if (!strcmp(argv[i], "--n") && i + 1 < argc && atoi(argv[i + 1]) > 0)
             n = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--peak"))
+            peak = 1;
         else if (!strcmp(argv[i], "--tile") && i + 1 < argc && ntiles < 16 &&
-                 sscanf(argv[i + 1], "%u,%u,%u,%u,%u", &tiles[ntiles][0], &tiles[ntiles][1],
-                        &tiles[ntiles][2], &tiles[ntiles][3], &tiles[ntiles][4]) == 5)
+                 (tiles[ntiles][5] = 4,
+                  sscanf(argv[i + 1], "%u,%u,%u,%u,%u,%u", &tiles[ntiles][0], &tiles[ntiles][1],
+                         &tiles[ntiles][2], &tiles[ntiles][3], &tiles[ntiles][4],
+                         &tiles[ntiles][5]) >= 5))
             ntiles++, i++;
         else {
-            fprintf(stderr, "usage: gemm_lab [--model 8b|27b|1.7b|all] [--n N] "
-                            "[--type q4_0|q8_0|all] [--tile tm,tn,rm,rn,bk]...\n");
+            fprintf(stderr,
+                    "usage: gemm_lab [--model 8b|27b|1.7b|all] [--n N] "
+                    "[--type q4_0|q8_0|all] [--tile tm,tn,rm,rn,bk[,version]]... [--peak]\n");
             return 2;
         }
     }
     if (!ntiles) { /* the built-in tile first, then wider register tiles */
-        const uint32_t def[6][5] = {{64, 64, 4, 4, 4},   {128, 64, 8, 4, 2}, {64, 128, 4, 8, 2},
-                                    {128, 128, 8, 8, 2}, {32, 64, 2, 4, 4},  {64, 64, 4, 4, 8}};
+        const uint32_t def[6][6] = {{64, 64, 4, 4, 4, 1},   {64, 64, 4, 4, 4, 2},
+                                    {128, 64, 8, 4, 2, 2},  {64, 128, 4, 8, 2, 2},
+                                    {128, 128, 8, 8, 2, 2}, {64, 64, 4, 4, 8, 2}};
         memcpy(tiles, def, sizeof def);
         ntiles = 6;
     }
@@ -243,6 +304,7 @@ int main(int argc, char **argv) {
     }
     printf("# %s, max workgroup memory %u\n", pl_gpu_get_info(g)->name,
            pl_gpu_get_info(g)->max_wg_storage);
+    if (peak) run_peak(g);
     for (int mi = 0; mi < 3; mi++) {
         if (strcmp(model, "all") ? strcmp(model, models[mi].name) : mi == 2) continue;
         uint32_t h = models[mi].h, qr = models[mi].q, kv = models[mi].kv, f = models[mi].f;
@@ -254,7 +316,7 @@ int main(int argc, char **argv) {
             pl_gpu_wtype wt = ti ? PL_GW_Q8_0 : PL_GW_Q4_0;
             if (strcmp(type, "all") && strcmp(type, ti ? "q8_0" : "q4_0")) continue;
             for (int si = 0; si < 4; si++)
-                run_shape(g, models[mi].name, &shapes[si], wt, n, (const uint32_t(*)[5])tiles,
+                run_shape(g, models[mi].name, &shapes[si], wt, n, (const uint32_t(*)[6])tiles,
                           ntiles);
         }
     }

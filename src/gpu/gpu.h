@@ -29,14 +29,15 @@ typedef struct {
     const char *tune_cache;
     const char *gemv;    /* "threads,rows,sg-reduce,sg-rows,unroll": one fixed GEMV shape for
                             every weight type, no autotune (experiments); NULL: tuned */
-    const char *gemm;    /* prefill GEMM tile "tm,tn,rm,rn,bk", or "off": batches always
-                            through the GEMV; NULL or "": the built-in tile */
+    const char *gemm;    /* prefill GEMM tile "tm,tn,rm,rn,bk[,version]" for every matrix,
+                            or "off": batches always through the GEMV; NULL or "": the
+                            built-in tiles per shape */
     int robust;          /* 1: keep Dawn's robustness checks (default: off, faster) */
     const char *toggles; /* more Dawn device toggles, comma-separated (NULL: none) */
     int q8_preload;      /* 1: q8x GEMVs load every row's block first (not yet measured) */
     /* q8x GEMVs of up to 16 columns (decode, verify) read x quantised by one pre-pass
      * dispatch (the prefill GEMM's) instead of quantising it in every workgroup: 0 never,
-     * 1 the GEMVs with a fused RMSNorm, 2 all of them. Same bits as without. */
+     * 1 the GEMVs with a fused RMSNorm, 2 all of them. */
     int gemv_xpre;
     const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */

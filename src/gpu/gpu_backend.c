@@ -437,7 +437,7 @@ static void destroy(pl_backend *be) {
         for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
         pl_gpu_buf_free(gb->args), pl_gpu_buf_free(gb->rope_tab);
         pl_gpu_buf_free(gb->partials), pl_gpu_buf_free(gb->pairs), pl_gpu_buf_free(gb->readback);
-        pl_gpu_buf_free(gb->gemm_xq), pl_gpu_buf_free(gb->gemm_xd);
+        pl_gpu_buf_free(gb->gemm_xq), pl_gpu_buf_free(gb->gemm_xd), pl_gpu_buf_free(gb->gemm_grp);
         pl_gpu_close(gb->g);
     }
     free(gb->ops);
@@ -529,24 +529,25 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     /* off by default: no effect measured on the H200 (docs/gpu-notes.md) */
     gb->q8_preload = gb->o.q8_preload;
     gb->gemv_xpre = gb->o.gemv_xpre;
-    /* the prefill GEMM's tile: 64 x 64 outputs, 4 x 4 per thread (256 threads), 4 blocks of
-     * K per step (fewer where workgroup memory is short); on a software adapter 16 x 16,
-     * 2 x 2 per thread, 2 blocks (lavapipe compiles it in half the time);
-     * opts.gemm = "off" or "tm,tn,rm,rn,bk" */
+    /* the prefill GEMM's tiles are pinned per shape (pl_gpu_gemm_base); opts.gemm = "off"
+     * or "tm,tn,rm,rn,bk[,version]" (version 4 if left out) sets one for every shape */
     const char *gm = gb->o.gemm;
-    if (gm && !*gm) gm = NULL; /* set but empty: the built-in tile */
+    if (gm && !*gm) gm = NULL; /* set but empty: the built-in tiles */
     uint32_t *gt = gb->gemm_tile;
-    if (gb->info->software)
-        gt[0] = 16, gt[1] = 16, gt[2] = 2, gt[3] = 2, gt[4] = 2;
-    else
-        gt[0] = 64, gt[1] = 64, gt[2] = 4, gt[3] = 4, gt[4] = 4;
+    gt[5] = 4;
+    int nv = 0;
     if (gm && !strcmp(gm, "off"))
         gb->gemm_off = 1;
-    else if (gm && sscanf(gm, "%u,%u,%u,%u,%u", &gt[0], &gt[1], &gt[2], &gt[3], &gt[4]) != 5)
-        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM: off or tm,tn,rm,rn,bk, not '%.40s'", gm);
+    else if (gm &&
+             (nv = sscanf(gm, "%u,%u,%u,%u,%u,%u", &gt[0], &gt[1], &gt[2], &gt[3], &gt[4],
+                          &gt[5])) != 5 &&
+             nv != 6)
+        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM: off or tm,tn,rm,rn,bk[,version], not '%.40s'",
+                     gm);
+    gb->gemm_fixed = gm && !gb->gemm_off;
     pl_gemm_params tp = {.type = PL_GW_Q4_0, .rows = 1, .cols = 32};
-    tp.tm = gt[0], tp.tn = gt[1], tp.rm = gt[2], tp.rn = gt[3], tp.bk = gt[4];
-    if (st == PL_OK && !gb->gemm_off && pl_gemm_check_shape(&tp) != PL_OK)
+    tp.tm = gt[0], tp.tn = gt[1], tp.rm = gt[2], tp.rn = gt[3], tp.bk = gt[4], tp.version = gt[5];
+    if (st == PL_OK && gb->gemm_fixed && pl_gemm_check_shape(&tp) != PL_OK)
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM %.40s: %s", gm ? gm : "", pl_last_error());
     if (st == PL_OK && (gb->gemv_xpre < 0 || gb->gemv_xpre > 2))
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_XPRE: 0, 1 or 2, not %d", gb->gemv_xpre);

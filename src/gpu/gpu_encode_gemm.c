@@ -8,14 +8,24 @@
 
 #include "gpu_internal.h"
 
-void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, pl_gemm_params *p) {
+/* The tile of a matmul, pinned per shape from gemm_lab's tables on the H200 (gpu-notes.md,
+ * gemm3): gate/up 128 x 64 outputs, 8 x 4 per thread, 2 blocks per step, Q4_0 unpacked
+ * when staged (v4); the others 64 x 64, 4 x 4, 4 blocks, staged packed (v3). A software
+ * adapter: 16 x 16, 2 x 2, 2 blocks (lavapipe compiles it in half the time). opts.gemm:
+ * its one tile. */
+void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p) {
+    static const uint32_t soft[6] = {16, 16, 2, 2, 2, 4}, gu[6] = {128, 64, 8, 4, 2, 4},
+                          other[6] = {64, 64, 4, 4, 4, 3};
+    const uint32_t *t = gb->gemm_fixed       ? gb->gemm_tile
+                        : gb->info->software ? soft
+                        : gate_up            ? gu
+                                             : other;
     memset(p, 0, sizeof *p);
     p->type = w->wt;
     p->rows = (uint32_t)w->h.ne1;
     p->cols = (uint32_t)w->h.ne0;
-    p->mode = PL_GEMV_STORE;
-    p->tm = gb->gemm_tile[0], p->tn = gb->gemm_tile[1];
-    p->rm = gb->gemm_tile[2], p->rn = gb->gemm_tile[3], p->bk = gb->gemm_tile[4];
+    p->mode = gate_up ? PL_GEMV_GATE_UP : PL_GEMV_STORE;
+    p->tm = t[0], p->tn = t[1], p->rm = t[2], p->rn = t[3], p->bk = t[4], p->version = t[5];
 }
 
 /* Fewer blocks per step until the staged tiles fit the adapter's workgroup memory. */
@@ -37,8 +47,7 @@ int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o) {
         (up && (up->parts != 1 || up->wt != w->wt)))
         return 0;
     pl_gemm_params p;
-    pl_gpu_gemm_base(gb, w, &p);
-    p.mode = up ? PL_GEMV_GATE_UP : PL_GEMV_STORE;
+    pl_gpu_gemm_base(gb, w, up != NULL, &p);
     fit(gb, &p);
     return pl_gemm_wg_bytes(&p) <= gb->info->max_wg_storage &&
            xq_bytes(p.cols, (uint64_t)o->n) <= gb->info->max_binding &&
@@ -71,12 +80,26 @@ pl_status pl_gpu_encode_q8pre(gpu_backend *gb, const gbuf *x, uint32_t cols, uin
     return pl_gpu_run(gb, k, refs, nr, n);
 }
 
+/* The GEMM's first bindings (the pre-quantised x, the output, the weights) into refs
+ * (cleared); returns how many. */
+static int gemm_refs(const gpu_backend *gb, const op *o, pl_gpu_ref *refs) {
+    const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
+    int nr = 0;
+    memset(refs, 0, BIND_MAX * sizeof *refs);
+    refs[nr++] = pl_gpu_whole(gb->gemm_xq);
+    refs[nr++] = pl_gpu_whole(gb->gemm_xd);
+    refs[nr++] = pl_gpu_whole(o->out->buf);
+    pl_gpu_weight_refs(w, refs, &nr);
+    if (up) pl_gpu_weight_refs(up, refs, &nr);
+    return nr;
+}
+
 pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
     const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
     uint32_t n = (uint32_t)o->n;
     pl_gemm_params p;
-    pl_gpu_gemm_base(gb, w, &p);
-    p.mode = up ? PL_GEMV_GATE_UP : o->acc ? PL_GEMV_ACCUM : PL_GEMV_STORE;
+    pl_gpu_gemm_base(gb, w, up != NULL, &p);
+    if (o->acc && !up) p.mode = PL_GEMV_ACCUM;
     p.bias = o->c != NULL;
     p.gate_out = o->fgate.gate_out != NULL;
     p.up_out = o->fgate.up_out != NULL;
@@ -95,14 +118,81 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
         PL_OK)
         return PL_ERR;
     pl_gpu_ref refs[BIND_MAX];
-    memset(refs, 0, sizeof refs);
-    int nr = 0;
-    refs[nr++] = pl_gpu_whole(gb->gemm_xq);
-    refs[nr++] = pl_gpu_whole(gb->gemm_xd);
-    refs[nr++] = pl_gpu_whole(o->out->buf);
-    pl_gpu_weight_refs(w, refs, &nr);
-    if (up) pl_gpu_weight_refs(up, refs, &nr);
+    int nr = gemm_refs(gb, o, refs);
     pl_gpu_matmul_side_refs(o, refs, &nr);
     if (pl_gpu_args_ref(gb, pl_gemm_args(&p, n), &refs[nr++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, nr, pl_gemm_groups(&p, n));
+}
+
+/* The expert matmul's tile: fewer pairs per tile than the dense GEMM's columns (pp512 of
+ * 256 experts, 8 used: 16 pairs per expert on average). */
+static void id_params(const gpu_backend *gb, const op *o, pl_gemm_params *p) {
+    const gbuf *w = o->a, *up = o->fgate.w_up;
+    static const uint32_t hw[6] = {64, 32, 4, 2, 4, 3};
+    pl_gpu_gemm_base(gb, w, up != NULL, p);
+    if (!gb->gemm_fixed && !gb->info->software)
+        p->tm = hw[0], p->tn = hw[1], p->rm = hw[2], p->rn = hw[3], p->bk = hw[4],
+        p->version = hw[5];
+    p->rows = (uint32_t)(w->h.ne1 / (o->k ? o->k : 1));
+    p->ids = 1;
+    p->gate_out = up && o->fgate.gate_out;
+    p->up_out = up && o->fgate.up_out;
+    fit(gb, p);
+}
+
+int pl_gpu_gemm_id_applies(const gpu_backend *gb, const op *o) {
+    const gbuf *w = o->a, *up = o->fgate.w_up;
+    if (gb->gemm_off || o->n <= PL_GPU_GEMM_MIN_COLS || !pl_gpu_q8x(gb, w) || w->parts != 1 ||
+        o->k < 1 || o->k > 4096 || o->count < 1 || w->h.ne1 % o->k ||
+        (up && (up->parts != 1 || up->wt != w->wt)))
+        return 0;
+    pl_gemm_params p;
+    id_params(gb, o, &p);
+    uint64_t slots = (uint64_t)o->n * o->count, nx = o->acc ? (uint64_t)o->n : slots;
+    return slots <= UINT32_MAX / 8 &&
+           pl_gemm_wg_bytes(&p) + 4 * p.tn + 16 <= gb->info->max_wg_storage &&
+           (o->k + 1) * 4 <= gb->info->max_wg_storage &&
+           xq_bytes(p.cols, nx) <= gb->info->max_binding &&
+           slots * p.rows * 4 <= gb->info->max_binding &&
+           4 * pl_gemm_grp_words((uint32_t)o->k, p.tn, (uint32_t)slots) <= gb->info->max_binding &&
+           (uint64_t)((p.rows + p.tm - 1) / p.tm) *
+                   pl_gemm_max_tiles((uint32_t)o->k, p.tn, (uint32_t)slots) <=
+               (uint64_t)gb->info->max_groups_per_dim * gb->info->max_groups_per_dim;
+}
+
+pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o) {
+    uint32_t slots = (uint32_t)(o->n * o->count), nx = o->acc ? (uint32_t)o->n : slots;
+    uint32_t E = (uint32_t)o->k;
+    pl_gemm_params p;
+    id_params(gb, o, &p);
+    if (pl_gemm_check_shape(&p) != PL_OK) return PL_ERR;
+    if (pl_gpu_encode_q8pre(gb, o->b, p.cols, nx, NULL, 0, NULL) != PL_OK) return PL_ERR;
+    /* the grouping */
+    pl_moe_group_params gp = {E, p.tn};
+    pl_gpu_kernel *k;
+    pl_gpu_ref refs[BIND_MAX];
+    memset(refs, 0, sizeof refs);
+    if (pl_gpu_scratch(gb, &gb->gemm_grp, 4 * pl_gemm_grp_words(E, p.tn, slots), "moe grouping") !=
+            PL_OK ||
+        pl_gpu_get_kernel(gb, F_MOE_GROUP, &gp, sizeof gp, (pl_gpu_gen_fn)pl_wgsl_moe_group,
+                          "moe grouping", &k) != PL_OK)
+        return PL_ERR;
+    refs[0] = pl_gpu_whole(o->c->buf);
+    refs[1] = pl_gpu_whole(gb->gemm_grp);
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{slots}}, &refs[2]) != PL_OK ||
+        pl_gpu_run(gb, k, refs, 3, 1) != PL_OK)
+        return PL_ERR;
+    /* one GEMM over every expert's pairs */
+    pl_gemm_params key = pl_gemm_kernel_key(&p);
+    if (pl_gpu_get_kernel(gb, F_GEMM, &key, sizeof key, (pl_gpu_gen_fn)pl_wgsl_gemm, "expert gemm",
+                          &k) != PL_OK)
+        return PL_ERR;
+    int nr = gemm_refs(gb, o, refs);
+    if (p.gate_out) refs[nr++] = pl_gpu_whole(o->fgate.gate_out->buf);
+    if (p.up_out) refs[nr++] = pl_gpu_whole(o->fgate.up_out->buf);
+    refs[nr++] = pl_gpu_whole(gb->gemm_grp);
+    pl_gpu_args a = {{slots, p.rows, p.cols / 32, E, o->acc ? (uint32_t)o->count : 1}};
+    if (pl_gpu_args_ref(gb, a, &refs[nr++]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k, refs, nr,
+                      ((p.rows + p.tm - 1) / p.tm) * pl_gemm_max_tiles(E, p.tn, slots));
 }

@@ -1,7 +1,8 @@
 /* gpu_encode_moe.c - records the mixture-of-experts ops: the router's row softmax and
  * top-k, the gathered expert GEMV (the dense GEMV template reading each slot's expert id
  * on the device, so nothing is read back; gate and up experts in one sweep with SwiGLU when
- * fused) and the weighted combine. */
+ * fused; prefill's batches through q8x weights take the grouped GEMM of gpu_encode_gemm.c)
+ * and the weighted combine. */
 #include <string.h>
 
 #include "gpu_internal.h"
@@ -34,6 +35,7 @@ static gemv_tune expert_tune(const gpu_backend *gb, const gbuf *w) {
 }
 
 static pl_status enc_matmul_id(gpu_backend *gb, const op *o) {
+    if (pl_gpu_gemm_id_applies(gb, o)) return pl_gpu_encode_gemm_id(gb, o);
     const gbuf *w = o->a, *up = o->fgate.w_up; /* up: gate/up experts with SwiGLU (fused) */
     uint32_t slots = (uint32_t)(o->n * o->count);
     gemv_tune tu = expert_tune(gb, w);

@@ -162,12 +162,13 @@ typedef struct {
     int in_selftest; /* the self-test's small weights are not worth tuning */
     int q8_preload;  /* q8x GEMVs load every row's block first (opts.q8_preload) */
     int gemv_xpre;   /* opts.gemv_xpre: which q8x GEMVs read a pre-quantised x */
-    /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk of pl_gemm_params; the
-     * built-in one or opts.gemm "tm,tn,rm,rn,bk"), gemm_off: never (opts.gemm "off"),
-     * and the scratch buffers of the pre-quantised columns */
-    uint32_t gemm_tile[5];
-    int gemm_off;
-    pl_gpu_buf *gemm_xq, *gemm_xd;
+    /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk, version of
+     * pl_gemm_params; the built-in one, or opts.gemm "tm,tn,rm,rn,bk[,version]" for every
+     * shape: gemm_fixed), gemm_off: never (opts.gemm "off"), and the scratch buffers of the
+     * pre-quantised columns */
+    uint32_t gemm_tile[6];
+    int gemm_off, gemm_fixed;
+    pl_gpu_buf *gemm_xq, *gemm_xd, *gemm_grp;
     /* the op queue */
     op *ops;
     int n_ops, cap_ops;
@@ -229,6 +230,7 @@ enum {
     F_DELTA_RULE,
     F_GEMM,
     F_Q8PRE,
+    F_MOE_GROUP,
 };
 
 /* gpu_encode.c: what the encoders share. A generator writes WGSL from its parameters. */
@@ -273,9 +275,14 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o);
  * weight nw and eps if nw, the normalised x stored to xn if xn) into gb->gemm_xq/xd. */
 pl_status pl_gpu_encode_q8pre(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t n,
                               const gbuf *nw, float eps, const gbuf *xn);
-/* The GEMM's parameters for weight w (rows, cols, type, the backend's tile) in STORE mode,
- * with bk lowered until the workgroup memory fits the adapter. */
-void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, pl_gemm_params *p);
+/* The MoE's gathered expert matmul o (OP_MATMUL_ID) of more than PL_GPU_GEMM_MIN_COLS
+ * tokens through q8x weights: the pre-pass of x, the grouping of the slots by expert
+ * (pl_wgsl_moe_group) and one GEMM over every expert's pairs. */
+int pl_gpu_gemm_id_applies(const gpu_backend *gb, const op *o);
+pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o);
+/* The GEMM's parameters for weight w (rows, cols, type, the tile pinned for its shape) in
+ * STORE mode, or GATE_UP if gate_up. */
+void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p);
 /* gpu_encode_moe.c / gpu_encode_ssm.c: the MoE and Gated DeltaNet ops. */
 pl_status pl_gpu_encode_moe(gpu_backend *gb, op *o);
 pl_status pl_gpu_encode_ssm(gpu_backend *gb, op *o);

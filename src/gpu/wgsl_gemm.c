@@ -29,12 +29,25 @@ uint32_t pl_gemm_threads(const pl_gemm_params *p) {
 static unsigned mats(const pl_gemm_params *p) {
     return p->mode == PL_GEMV_GATE_UP ? 2 : 1;
 }
-static unsigned wvecs(const pl_gemm_params *p) { /* vec4<u32> per weight block */
+static unsigned wvecs(const pl_gemm_params *p) { /* vec4<u32> per weight block in memory */
     return p->type == PL_GW_Q4_0 ? 1 : 2;
 }
+/* vec4<u32> per weight block in workgroup memory: v2 and v4 store Q4_0 unpacked to bytes */
+static unsigned svecs(const pl_gemm_params *p) {
+    return p->version == 2 || p->version == 4 ? 2 : wvecs(p);
+}
+/* v3 and v4 turn the integer sums into f32 without a conversion instruction */
+static int magic(const pl_gemm_params *p) {
+    return p->version >= 3;
+}
+/* Q4_0 nibbles 0..15 -> signed bytes -8..7, no carries (low nibbles: elements 0..15) */
+static const char unpack_lo[] = "((%s & vec4<u32>(0x0F0F0F0Fu)) + vec4<u32>(0x78787878u)) ^ "
+                                "vec4<u32>(0x80808080u)";
+static const char unpack_hi[] = "(((%s >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)) + "
+                                "vec4<u32>(0x78787878u)) ^ vec4<u32>(0x80808080u)";
 
 uint32_t pl_gemm_wg_bytes(const pl_gemm_params *p) {
-    return (mats(p) * p->tm * p->bk * (wvecs(p) * 16 + 4)) + p->tn * p->bk * (32 + 4);
+    return (mats(p) * p->tm * p->bk * (svecs(p) * 16 + 4)) + p->tn * p->bk * (32 + 4);
 }
 
 uint32_t pl_gemm_groups(const pl_gemm_params *p, uint32_t n) {
@@ -44,7 +57,7 @@ uint32_t pl_gemm_groups(const pl_gemm_params *p, uint32_t n) {
 
 int pl_gemm_bindings(const pl_gemm_params *p) {
     return 3 + 2 * (int)mats(p) + (p->bias != 0) + (p->gate_out != 0) + (p->up_out != 0) +
-           (p->split[0] ? 2 : 0) + (p->split[2] != 0) + 1;
+           (p->split[0] ? 2 : 0) + (p->split[2] != 0) + (p->ids != 0) + 1;
 }
 
 static pl_gemv_params store_params(const pl_gemm_params *p) {
@@ -61,15 +74,17 @@ static pl_status check(const pl_gemm_params *p) {
     if (p->type != PL_GW_Q4_0 && p->type != PL_GW_Q8_0)
         return pl_fail(PL_ERR_ARG, "GEMM: Q4_0 or Q8_0 weights only");
     if (!T || p->tm % p->rm || p->tn % p->rn || T < 16 || T > 1024 || p->rm > 8 || p->rn > 8 ||
-        !p->bk || p->bk > 8)
-        return pl_fail(PL_ERR_ARG, "GEMM: bad tile %ux%u / %ux%u, %u blocks", p->tm, p->tn, p->rm,
-                       p->rn, p->bk);
+        !p->bk || p->bk > 8 || p->version < 1 || p->version > 4)
+        return pl_fail(PL_ERR_ARG, "GEMM: bad tile %ux%u / %ux%u, %u blocks, v%u", p->tm, p->tn,
+                       p->rm, p->rn, p->bk, p->version);
     if (p->mode == PL_GEMV_GATE_UP && p->bias)
         return pl_fail(PL_ERR_ARG, "GEMM: gate/up takes no bias");
     if ((p->gate_out || p->up_out) && p->mode != PL_GEMV_GATE_UP)
         return pl_fail(PL_ERR_ARG, "GEMM: side output without its fusion");
     if (p->split[0] && (p->mode != PL_GEMV_STORE || p->bias))
         return pl_fail(PL_ERR_ARG, "GEMM: a split output is a plain store");
+    if (p->ids && (p->mode == PL_GEMV_ACCUM || p->bias || p->split[0]))
+        return pl_fail(PL_ERR_ARG, "GEMM: the expert matmul stores or takes gate/up");
     return PL_OK;
 }
 
@@ -96,29 +111,40 @@ pl_gpu_args pl_gemm_args(const pl_gemm_params *p, uint32_t n) {
 }
 
 /* Stage blocks b0 .. b0 + BK - 1 of the tile's rows and columns in workgroup memory:
- * wq[((m * BK + b) * WV + v) * TM + r], ws[(m * BK + b) * TM + r], aq[(b * 2 + h) * TN + c],
+ * wq[((m * BK + b) * SV + v) * TM + r] (SV = 2 vec4: the block's 32 signed bytes; v1 keeps
+ * Q4_0 packed, SV = 1), ws[(m * BK + b) * TM + r], aq[(b * 2 + h) * TN + c],
  * ad[b * TN + c], so a warp's neighbouring columns read neighbouring words. Rows past N and
  * columns past n repeat the last one (never stored); blocks past K are zeros. */
 static void emit_stage(pl_wtext *t, const pl_gemm_params *p) {
     unsigned M = mats(p), WV = wvecs(p);
+    /* the x column: the batch's (clamped), or the slot's token (ids) */
+    const char *ac = p->ids ? "cs[c] / XS" : "min(col0 + c, n - 1u)";
     pl_wtext_add(t,
                  "    for (var i = lid; i < %uu; i += T) {\n"
                  "      let v = i %% WV; let b = (i / WV) %% BK; let r = (i / (WV * BK)) %% TM;\n"
                  "      let m = i / (WV * BK * TM);\n"
-                 "      let gb = b0 + b; let wr = min(row0 + r, N - 1u);\n"
+                 "      let gb = b0 + b; let wr = EB + min(row0 + r, N - 1u);\n"
                  "      var w = vec4<u32>(0u);\n"
                  "      if (gb < NB) {\n",
                  M * p->tm * p->bk * WV);
     for (unsigned m = 0; m < M; m++)
         pl_wtext_add(t, "        %sif (m == %uu) { w = q%c[(wr * NB + gb) * WV + v]; }\n",
                      m ? "else " : "", m, 'A' + m);
+    pl_wtext_add(t, "      }\n");
+    if (svecs(p) != WV) { /* v2 Q4_0: unpacked once here, not per use */
+        pl_wtext_add(t, "      wq[((m * BK + b) * 2u) * TM + r] = ");
+        pl_wtext_add(t, unpack_lo, "w");
+        pl_wtext_add(t, ";\n      wq[((m * BK + b) * 2u + 1u) * TM + r] = ");
+        pl_wtext_add(t, unpack_hi, "w");
+        pl_wtext_add(t, ";\n");
+    } else {
+        pl_wtext_add(t, "      wq[((m * BK + b) * WV + v) * TM + r] = w;\n");
+    }
     pl_wtext_add(t,
-                 "      }\n"
-                 "      wq[((m * BK + b) * WV + v) * TM + r] = w;\n"
                  "    }\n"
                  "    for (var i = lid; i < %uu; i += T) {\n"
                  "      let b = i %% BK; let r = (i / BK) %% TM; let m = i / (BK * TM);\n"
-                 "      let gb = b0 + b; let wb = min(row0 + r, N - 1u) * NB + gb;\n"
+                 "      let gb = b0 + b; let wb = (EB + min(row0 + r, N - 1u)) * NB + gb;\n"
                  "      var d = 0.0;\n"
                  "      if (gb < NB) {\n",
                  M * p->tm * p->bk);
@@ -132,20 +158,20 @@ static void emit_stage(pl_wtext *t, const pl_gemm_params *p) {
                  "    }\n"
                  "    for (var i = lid; i < %uu; i += T) {\n"
                  "      let h = i %% 2u; let b = (i / 2u) %% BK; let c = i / (2u * BK);\n"
-                 "      let gb = b0 + b; let ac = min(col0 + c, n - 1u);\n"
+                 "      let gb = b0 + b; let ac = %s;\n"
                  "      var a = vec4<u32>(0u);\n"
                  "      if (gb < NB) { a = xq[(ac * NB + gb) * 2u + h]; }\n"
                  "      aq[(b * 2u + h) * TN + c] = a;\n"
                  "    }\n"
                  "    for (var i = lid; i < %uu; i += T) {\n"
                  "      let b = i %% BK; let c = i / BK;\n"
-                 "      let gb = b0 + b; let ac = min(col0 + c, n - 1u);\n"
+                 "      let gb = b0 + b; let ac = %s;\n"
                  "      var d = 0.0;\n"
                  "      if (gb < NB) { d = xd[ac * NB + gb]; }\n"
                  "      ad[b * TN + c] = d;\n"
                  "    }\n"
                  "    workgroupBarrier();\n",
-                 p->tn * p->bk * 2, p->tn * p->bk);
+                 p->tn * p->bk * 2, ac, p->tn * p->bk, ac);
 }
 
 /* One block b of the step for the thread's tile: acc += f32(integer dot) * dw * dx. */
@@ -160,28 +186,32 @@ static void emit_block(pl_wtext *t, const pl_gemm_params *p) {
     for (unsigned m = 0; m < M; m++) {
         for (unsigned i = 0; i < RM; i++) {
             pl_wtext_add(t, "      {\n        let r = ty + %uu * TY;\n", i);
-            if (p->type == PL_GW_Q4_0) /* nibbles 0..15 -> signed bytes -8..7, no carries */
+            if (svecs(p) == 1) { /* v1 Q4_0: unpacked at each use */
                 pl_wtext_add(t,
-                             "        let w0 = wq[(%uu * BK + b) * TM + r];\n"
-                             "        let wl = ((w0 & vec4<u32>(0x0F0F0F0Fu)) + "
-                             "vec4<u32>(0x78787878u)) ^ vec4<u32>(0x80808080u);\n"
-                             "        let wh = (((w0 >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)) "
-                             "+ vec4<u32>(0x78787878u)) ^ vec4<u32>(0x80808080u);\n",
-                             m);
-            else
+                             "        let w0 = wq[(%uu * BK + b) * TM + r];\n        let wl = ", m);
+                pl_wtext_add(t, unpack_lo, "w0");
+                pl_wtext_add(t, ";\n        let wh = ");
+                pl_wtext_add(t, unpack_hi, "w0");
+                pl_wtext_add(t, ";\n");
+            } else
                 pl_wtext_add(t,
                              "        let wl = wq[((%uu * BK + b) * 2u) * TM + r];\n"
                              "        let wh = wq[((%uu * BK + b) * 2u + 1u) * TM + r];\n",
                              m, m);
             pl_wtext_add(t, "        let dw = ws[(%uu * BK + b) * TM + r];\n", m);
+            /* v3/v4: f32(sum) without the int-to-float conversion (a quarter of the dp4a
+             * rate on NVIDIA): |sum| <= 32 * 128 * 127 < 2^22, so the bits of
+             * 0x4B400000 + sum are the f32 12582912 + sum, and subtracting 12582912 gives
+             * f32(sum) exactly: the same bits as v1/v2 */
             for (unsigned j = 0; j < RN; j++)
                 pl_wtext_add(
                     t,
-                    "        c%u_%u_%u += f32(dot4I8Packed(wl.x, xl%u.x) + dot4I8Packed(wl.y, "
+                    "        c%u_%u_%u += %s(%sdot4I8Packed(wl.x, xl%u.x) + dot4I8Packed(wl.y, "
                     "xl%u.y) + dot4I8Packed(wl.z, xl%u.z) + dot4I8Packed(wl.w, xl%u.w)\n"
                     "          + dot4I8Packed(wh.x, xh%u.x) + dot4I8Packed(wh.y, xh%u.y) + "
-                    "dot4I8Packed(wh.z, xh%u.z) + dot4I8Packed(wh.w, xh%u.w)) * dw * dx%u;\n",
-                    m, i, j, j, j, j, j, j, j, j, j, j);
+                    "dot4I8Packed(wh.z, xh%u.z) + dot4I8Packed(wh.w, xh%u.w))%s * dw * dx%u;\n",
+                    m, i, j, magic(p) ? "(bitcast<f32>" : "f32", magic(p) ? "0x4B400000i + " : "",
+                    j, j, j, j, j, j, j, j, magic(p) ? " - 12582912.0)" : "", j);
             pl_wtext_add(t, "      }\n");
         }
     }
@@ -213,11 +243,16 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
         if (side[i])
             pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, %s> %s: array<f32>;\n", binding++,
                          i ? "read_write" : "read", side[i]);
+    if (p->ids)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> grp: array<u32>;\n", binding++);
     pl_wtext_args(&t, binding++);
     pl_wtext_add(&t,
                  "var<workgroup> wq: array<vec4<u32>, %u>;\nvar<workgroup> ws: array<f32, %u>;\n"
                  "var<workgroup> aq: array<vec4<u32>, %u>;\nvar<workgroup> ad: array<f32, %u>;\n",
-                 M * p->tm * p->bk * WV, M * p->tm * p->bk, p->tn * p->bk * 2, p->tn * p->bk);
+                 M * p->tm * p->bk * svecs(p), M * p->tm * p->bk, p->tn * p->bk * 2, p->tn * p->bk);
+    if (p->ids)
+        pl_wtext_add(&t, "var<workgroup> tinfo: vec4<u32>;\nvar<workgroup> cs: array<u32, %u>;\n",
+                     p->tn);
     pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n", T);
     /* workgroup g: row tile g % RT, column tile g / RT (args.a0 = n columns) */
     pl_wtext_add(&t, "  let n = args.a0;\n"
@@ -225,11 +260,38 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
                      "  let NB = args.a2;\n"
                      "  let RT = (N + TM - 1u) / TM;\n"
                      "  let g = wid.x + wid.y * nwg.x;\n"
-                     "  if (g >= RT * ((n + TN - 1u) / TN)) { return; }\n"
-                     "  let row0 = (g %% RT) * TM;\n"
-                     "  let col0 = (g / RT) * TN;\n"
                      "  let tx = lid %% TX;\n"
-                     "  let ty = lid / TX;\n");
+                     "  let ty = lid / TX;\n"
+                     "  let row0 = (g %% RT) * TM;\n");
+    if (p->ids) /* column tile g / RT of the grouping's list: expert te, pairs p0 .. pe - 1
+                 * (their slots in cs); te = E: bad ids, zeros */
+        pl_wtext_add(&t, "  let E = args.a3;\n"
+                         "  let XS = args.a4;\n"
+                         "  let MT = (n + TN - 1u) / TN + min(E + 1u, n);\n"
+                         "  let TB = E + 3u;\n"
+                         "  let ct = g / RT;\n"
+                         "  if (lid == 0u) {\n"
+                         "    var ti = vec4<u32>(0u);\n"
+                         "    if (g < RT * MT && ct < grp[0]) {\n"
+                         "      ti = vec4<u32>(1u, grp[TB + 3u * ct], grp[TB + 3u * ct + 1u], "
+                         "grp[TB + 3u * ct + 2u]);\n"
+                         "    }\n"
+                         "    tinfo = ti;\n"
+                         "  }\n"
+                         "  let tinf = workgroupUniformLoad(&tinfo);\n"
+                         "  if (tinf.x == 0u) { return; }\n"
+                         "  let bad = tinf.y >= E;\n"
+                         "  let EB = min(tinf.y, E - 1u) * N;\n"
+                         "  let p0 = tinf.z;\n"
+                         "  let pe = tinf.w;\n"
+                         "  for (var c = lid; c < TN; c += T) {\n"
+                         "    cs[c] = grp[TB + 3u * MT + min(p0 + c, pe - 1u)];\n"
+                         "  }\n"
+                         "  workgroupBarrier();\n");
+    else
+        pl_wtext_add(&t, "  if (g >= RT * ((n + TN - 1u) / TN)) { return; }\n"
+                         "  let col0 = (g / RT) * TN;\n"
+                         "  let EB = 0u;\n");
     for (unsigned m = 0; m < M; m++)
         for (unsigned i = 0; i < p->rm; i++)
             for (unsigned j = 0; j < p->rn; j++)
@@ -242,15 +304,24 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
     pl_gemv_params s = store_params(p);
     for (unsigned i = 0; i < p->rm; i++) {
         for (unsigned j = 0; j < p->rn; j++) {
-            char v0[40], v1[40];
-            snprintf(v0, sizeof v0, "c0_%u_%u", i, j);
-            snprintf(v1, sizeof v1, "c1_%u_%u", i, j);
-            pl_wtext_add(&t,
-                         "  {\n    let row = row0 + ty + %uu * TY;\n"
-                         "    let col = col0 + tx + %uu * TX;\n"
-                         "    let yo = col * N;\n"
-                         "    if (row < N && col < n) {\n",
-                         i, j);
+            char v0[64], v1[64];
+            /* ids: the pair's slot; a bad id stores zeros */
+            const char *vf = p->ids ? "select(c%u_%u_%u, 0.0, bad)" : "c%u_%u_%u";
+            snprintf(v0, sizeof v0, vf, 0, i, j);
+            snprintf(v1, sizeof v1, vf, 1, i, j);
+            pl_wtext_add(&t, "  {\n    let row = row0 + ty + %uu * TY;\n", i);
+            if (p->ids)
+                pl_wtext_add(&t,
+                             "    let c = tx + %uu * TX;\n"
+                             "    if (row < N && p0 + c < pe) {\n"
+                             "      let yo = cs[c] * N;\n",
+                             j);
+            else
+                pl_wtext_add(&t,
+                             "    let col = col0 + tx + %uu * TX;\n"
+                             "    let yo = col * N;\n"
+                             "    if (row < N && col < n) {\n",
+                             j);
             if (p->split[2]) /* q, k, v, u: each range to its own buffer */
                 pl_wtext_add(&t,
                              "      let s0 = args.a3; let s1 = args.a4; let s2 = args.a5;\n"
@@ -327,5 +398,66 @@ pl_status pl_wgsl_q8pre(const pl_q8pre_params *p, char **out) {
                      "    xq[(g * NB + b) * 2u + 1u] = vec4<u32>(p4, p5, p6, p7);\n"
                      "    xd[g * NB + b] = dx;\n"
                      "  }\n}\n");
+    return pl_wtext_finish(&t, out);
+}
+
+uint32_t pl_gemm_max_tiles(uint32_t n_exp, uint32_t tn, uint32_t slots) {
+    return (slots + tn - 1) / tn + (n_exp + 1 < slots ? n_exp + 1 : slots);
+}
+
+uint64_t pl_gemm_grp_words(uint32_t n_exp, uint32_t tn, uint32_t slots) {
+    return (uint64_t)n_exp + 3 + 3ull * pl_gemm_max_tiles(n_exp, tn, slots) + slots;
+}
+
+pl_status pl_wgsl_moe_group(const pl_moe_group_params *p, char **out) {
+    *out = NULL;
+    if (!p->n_exp || p->n_exp > 4096 || !p->tn)
+        return pl_fail(PL_ERR_ARG, "MoE grouping: bad %u experts / tile %u", p->n_exp, p->tn);
+    pl_wtext t = {0};
+    pl_wtext_add(&t,
+                 "const E = %uu;\nconst TN = %uu;\nconst T = 256u;\n"
+                 "@group(0) @binding(0) var<storage, read> eids: array<i32>;\n"
+                 "@group(0) @binding(1) var<storage, read_write> grp: array<u32>;\n",
+                 p->n_exp, p->tn);
+    pl_wtext_args(&t, 2);
+    pl_wtext_add(&t,
+                 "var<workgroup> cnt: array<atomic<u32>, %u>;\n"
+                 "fn bucket(s: u32) -> u32 {\n"
+                 "  let e = eids[s];\n"
+                 "  return select(E, u32(e), e >= 0i && e < i32(E));\n"
+                 "}\n"
+                 "@compute @workgroup_size(T)\n"
+                 "fn main(@builtin(local_invocation_index) lid: u32) {\n"
+                 "  let n = args.a0;\n"
+                 "  let MT = (n + TN - 1u) / TN + min(E + 1u, n);\n"
+                 "  let TB = E + 3u;\n"
+                 "  for (var e = lid; e <= E; e += T) { atomicStore(&cnt[e], 0u); }\n"
+                 "  workgroupBarrier();\n"
+                 "  for (var s = lid; s < n; s += T) { atomicAdd(&cnt[bucket(s)], 1u); }\n"
+                 "  workgroupBarrier();\n"
+                 "  if (lid == 0u) {\n"
+                 "    var off = 0u;\n"
+                 "    var nt = 0u;\n"
+                 "    for (var e = 0u; e <= E; e++) {\n"
+                 "      let c = atomicLoad(&cnt[e]);\n"
+                 "      grp[1u + e] = off;\n"
+                 "      for (var q = 0u; q < c; q += TN) {\n"
+                 "        grp[TB + 3u * nt] = e;\n"
+                 "        grp[TB + 3u * nt + 1u] = off + q;\n"
+                 "        grp[TB + 3u * nt + 2u] = off + c;\n"
+                 "        nt++;\n"
+                 "      }\n"
+                 "      atomicStore(&cnt[e], off);\n"
+                 "      off += c;\n"
+                 "    }\n"
+                 "    grp[E + 2u] = off;\n"
+                 "    grp[0] = nt;\n"
+                 "  }\n"
+                 "  workgroupBarrier();\n"
+                 "  for (var s = lid; s < n; s += T) {\n"
+                 "    grp[TB + 3u * MT + atomicAdd(&cnt[bucket(s)], 1u)] = s;\n"
+                 "  }\n"
+                 "}\n",
+                 p->n_exp + 1);
     return pl_wtext_finish(&t, out);
 }

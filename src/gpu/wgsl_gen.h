@@ -307,6 +307,18 @@ typedef struct {
     int bias, gate_out, up_out;
     uint32_t split[3];
     uint32_t tm, tn, rm, rn, bk;
+    /* kernel version (1-4; every one gives the same bits): 1 gemm2's (Q4_0 staged packed,
+     * unpacked at each use), 2 Q4_0 unpacked to signed bytes once when staged, 3 as 1 and
+     * 4 as 2 with the block sums turned into f32 by an exponent trick instead of an
+     * int-to-float conversion */
+    uint32_t version;
+    /* ids: the MoE's gathered expert matmul (pl_gpu_encode_gemm_id): the weights are
+     * n_exp experts of `rows` rows each; the columns are the (token, slot) pairs grouped
+     * by expert by pl_wgsl_moe_group, a workgroup owns (row tile, tile of one expert's
+     * pairs) from its tile list; STORE or GATE_UP only. Args: a0 slots, a1 rows, a2
+     * cols / 32, a3 n_exp, a4 slots per x column (n_used if x is shared, else 1); binding
+     * `grp` (the grouping) before args. */
+    int ids;
 } pl_gemm_params;
 
 uint32_t pl_gemm_threads(const pl_gemm_params *p);
@@ -334,6 +346,19 @@ typedef struct {
 /* Each generator returns malloc'd WGSL in *out, or fails on parameters it cannot build. */
 pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out);
 pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out);
+/* The MoE prefill's grouping of slots by expert (one workgroup of 256 threads): counts per
+ * expert (ids outside 0..n_exp - 1 in one more bucket, whose outputs are zeros), their
+ * prefix sums, a list of tiles of at most tn pairs of one expert, and the slots scattered
+ * by expert. grp: [0] tiles, [1 + e] first pair of expert e (e = 0..n_exp + 1), then at
+ * TB = n_exp + 3 the tiles (expert, first pair, end) for at most MT = ceil(slots / tn) +
+ * min(n_exp + 1, slots), then at TB + 3 MT the slots (pl_gemm_grp_words). Bindings: 0 eids
+ * i32[slots], 1 grp, 2 args (a0 slots). */
+typedef struct {
+    uint32_t n_exp, tn;
+} pl_moe_group_params;
+uint64_t pl_gemm_grp_words(uint32_t n_exp, uint32_t tn, uint32_t slots);
+uint32_t pl_gemm_max_tiles(uint32_t n_exp, uint32_t tn, uint32_t slots);
+pl_status pl_wgsl_moe_group(const pl_moe_group_params *p, char **out);
 pl_status pl_wgsl_q8pre(const pl_q8pre_params *p, char **out);
 pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out);
 pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out);

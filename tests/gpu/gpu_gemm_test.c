@@ -7,7 +7,9 @@
  *   for n = 17, 33, 100 columns (not multiples of the tile) and K = 160 (5 blocks: not a
  *   multiple of the 4-block step), 70 rows (not a multiple of the tile's 64);
  * - a column's bits do not depend on the batch: column j of one GEMM equals, bit for bit,
- *   the same column at another place of a batch of another size and another tile shape;
+ *   the same column at another place of a batch of another size, another tile shape and
+ *   another kernel version (v1-v4: Q4_0 unpacked at each use or once when staged, the
+ *   sums converted to f32 or through the exponent trick);
  * - the q8x GEMV reading the pre-pass's blocks (xpre, decode's option) gives the bits of
  *   the q8x GEMV that quantises x itself. */
 #include "test.h"
@@ -27,8 +29,11 @@
 /* Tiles: the software adapter's (2 blocks per step: K's 5 blocks end in a half step) for
  * every case, and the GPU's (64 x 64, 4 x 4 per thread, 4 blocks per step) for the
  * fixed-order check. Each kernel costs lavapipe seconds to compile: few variants. */
-static const pl_gemm_params tile_a = {.tm = 16, .tn = 16, .rm = 2, .rn = 2, .bk = 2};
-static const pl_gemm_params tile_b = {.tm = 64, .tn = 64, .rm = 4, .rn = 4, .bk = 4};
+static const pl_gemm_params tile_a = {.tm = 16, .tn = 16, .rm = 2, .rn = 2, .bk = 2, .version = 4};
+static const pl_gemm_params tile_b = {.tm = 64, .tn = 64, .rm = 4, .rn = 4, .bk = 4, .version = 3};
+/* the other kernel versions (wgsl_gen.h): the same bits as v4 */
+static const pl_gemm_params tile_v1 = {.tm = 32, .tn = 16, .rm = 4, .rn = 2, .bk = 4, .version = 1};
+static const pl_gemm_params tile_v2 = {.tm = 16, .tn = 32, .rm = 2, .rn = 4, .bk = 2, .version = 2};
 
 static pl_gpu_ref whole(pl_gpu_buf *b) {
     return (pl_gpu_ref){b, 0, 0};
@@ -254,9 +259,13 @@ static void test_fixed_order(pl_gpu *g) {
     const struct {
         uint32_t n, c0;
         const pl_gemm_params *tile;
-    } runs[3] = {{100, 0, &tile_a}, {33, 40, &tile_a}, {17, 50, &tile_b}};
-    outs o[3];
-    for (int r = 0; r < 3; r++) {
+    } runs[5] = {{100, 0, &tile_a},
+                 {33, 40, &tile_a},
+                 {17, 50, &tile_b},
+                 {40, 7, &tile_v1},
+                 {21, 60, &tile_v2}};
+    outs o[5];
+    for (int r = 0; r < 5; r++) {
         pl_gemm_params p = *runs[r].tile;
         p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
         pl_gpu_buf *xq, *xd, *xn = NULL;
@@ -264,11 +273,11 @@ static void test_fixed_order(pl_gpu *g) {
         o[r] = gemm_run(g, &p, xq, xd, &m, runs[r].n, NULL, NULL);
         pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
     }
-    for (int r = 1; r < 3; r++)
+    for (int r = 1; r < 5; r++)
         CHECK(!memcmp(o[r].y, o[0].y + (size_t)runs[r].c0 * ROWS, (size_t)runs[r].n * ROWS * 4),
-              "columns %u.. of a batch of %u (tile %u) differ from the batch of 100", runs[r].c0,
-              runs[r].n, runs[r].tile->tm);
-    for (int r = 0; r < 3; r++) free_outs(&o[r]);
+              "columns %u.. of a batch of %u (tile %u, v%u) differ from the batch of 100",
+              runs[r].c0, runs[r].n, runs[r].tile->tm, runs[r].tile->version);
+    for (int r = 0; r < 5; r++) free_outs(&o[r]);
     free_mat(&m);
     free(x);
 }
@@ -373,7 +382,24 @@ static void test_gemv_xpre(pl_gpu *g) {
     free(src);
 }
 
+/* Kernel versions 1-4 only; the expert GEMM (ids) neither accumulates nor splits. */
+static void test_params(void) {
+    pl_gemm_params p = tile_b;
+    p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
+    for (uint32_t v = 0; v <= 5; v++) {
+        p.version = v;
+        CHECK((pl_gemm_check_shape(&p) == PL_OK) == (v >= 1 && v <= 4), "version %u", v);
+    }
+    p.version = 3, p.ids = 1;
+    CHECK(pl_gemm_check_shape(&p) == PL_OK, "ids store: %s", pl_last_error());
+    p.mode = PL_GEMV_ACCUM;
+    CHECK(pl_gemm_check_shape(&p) != PL_OK, "ids accumulate taken");
+    p.mode = PL_GEMV_STORE, p.split[0] = 24, p.split[1] = 45;
+    CHECK(pl_gemm_check_shape(&p) != PL_OK, "ids split taken");
+}
+
 static void run_tests(void) {
+    test_params();
     gt_seed();
     pl_gpu *g = gt_open();
     if (!g) return;

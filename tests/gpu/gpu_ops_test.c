@@ -146,9 +146,13 @@ static void test_topk_rows(pl_backend *be) {
 
 /* ------------------------------------------------------------------ experts */
 
-static void matmul_id_case(pl_backend *be, pl_gpu_wtype t, int act_q8) {
+/* big: more than PL_GPU_GEMM_MIN_COLS tokens (with act_q8: the grouped expert GEMM), ids
+ * pattern 0 random (some bad), 1 every slot the same expert, 2 only even experts (the odd
+ * ones empty) */
+static void matmul_id_case(pl_backend *be, pl_gpu_wtype t, int act_q8, int big, int pattern) {
     int quant = t == PL_GW_Q4_0 || t == PL_GW_Q8_0;
-    uint32_t n_exp = rnd(1, 6), n_out = rnd(1, 70), n = rnd(1, 4), n_used = rnd(1, n_exp);
+    uint32_t n_exp = big ? rnd(3, 9) : rnd(1, 6), n_out = rnd(1, 70);
+    uint32_t n = big ? rnd(17, 60) : rnd(1, 4), n_used = rnd(1, n_exp);
     uint32_t cols = quant ? 32 * rnd(1, 6) : t == PL_GW_F16 ? 8 * rnd(1, 12) : rnd(1, 200);
     if (t == PL_GW_F16 && gt_u32() % 2) cols = rnd(1, 90); /* not whole vectors */
     int shared = gt_u32() % 2;
@@ -158,6 +162,8 @@ static void matmul_id_case(pl_backend *be, pl_gpu_wtype t, int act_q8) {
     for (uint32_t s = 0; s < slots; s++) {
         uint32_t r = gt_u32() % 16;
         ids[s] = r == 0 ? -1 : r == 1 ? (int32_t)n_exp : (int32_t)(gt_u32() % n_exp);
+        if (pattern == 1) ids[s] = (int32_t)(n_exp - 1);
+        if (pattern == 2) ids[s] = (int32_t)(2 * (gt_u32() % ((n_exp + 1) / 2)));
     }
     float *x = randv((size_t)nx * cols, -1, 1), *want = malloc((size_t)slots * n_out * 4);
     double *mag = malloc((size_t)slots * n_out * sizeof *mag);
@@ -200,9 +206,12 @@ static void matmul_id_case(pl_backend *be, pl_gpu_wtype t, int act_q8) {
 static void test_matmul_id(pl_backend *be) {
     const pl_gpu_wtype types[4] = {PL_GW_F32, PL_GW_F16, PL_GW_Q4_0, PL_GW_Q8_0};
     for (int i = 0; i < 4; i++) {
-        matmul_id_case(be, types[i], 0);
-        if (types[i] == PL_GW_Q4_0 || types[i] == PL_GW_Q8_0) matmul_id_case(be, types[i], 1);
+        matmul_id_case(be, types[i], 0, 0, 0);
+        if (types[i] == PL_GW_Q4_0 || types[i] == PL_GW_Q8_0) matmul_id_case(be, types[i], 1, 0, 0);
     }
+    /* prefill's grouped expert GEMM */
+    for (int pattern = 0; pattern < 3; pattern++)
+        matmul_id_case(be, pattern == 1 ? PL_GW_Q8_0 : PL_GW_Q4_0, 1, 1, pattern);
 }
 
 static void test_moe_combine(pl_backend *be) {
