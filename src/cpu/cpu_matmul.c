@@ -30,6 +30,13 @@ typedef struct {
     /* Row maps (matmul_id): batch row i reads x row xrow[i] and writes out row orow[i];
      * NULL: row i. */
     const int64_t *xrow, *orow;
+    /* The prefill GEMM's packed activations (pl_cpu_gemm_pack; NULL: the tiles above), in
+     * groups of 8 columns, the last one padded with its last column; items are (row range,
+     * column range): cols_items column ranges of GEMM_GROUPS groups for each row range. */
+    int8_t *pq;
+    float *pd;
+    int32_t *ps;
+    int64_t groups, col_items;
     pl_buf *out;
     int64_t n, rows_per_item;
     bool accumulate;
@@ -52,6 +59,11 @@ static inline int64_t out_row(const mm_job *j, int64_t i) {
  * for a batch, the batch taken MM_COLS activation rows at a time so those stay in cache
  * while the item's weight rows pass over them. */
 #define MM_COLS 16
+
+/* The GEMM (mm_run_gemm) takes batches of at least GEMM_MIN_N rows, GEMM_GROUPS groups of
+ * 8 columns an item. */
+#define GEMM_MIN_N 8
+#define GEMM_GROUPS 8
 static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
     int64_t k = j->w->ne0, n_out = j->w->ne1, nb = k / 32;
     int q4 = j->w->type == PL_TYPE_Q4_0;
@@ -91,8 +103,51 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
     }
 }
 
+/* The GEMM: rows r0..r1 against column groups g0..g1, 4 weight rows (unpacked once) x 8
+ * columns a tile. */
+static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1) {
+    int64_t k = j->w->ne0, n_out = j->w->ne1, nb = k / 32;
+    int q4 = j->w->type == PL_TYPE_Q4_0;
+    int64_t row_bytes = pl_row_size(j->w->type, k);
+    const unsigned char *wdata = vptr(j->w);
+    const float *bias = j->bias ? fptr(j->bias) : NULL;
+    float *out = fptr(j->out);
+    unsigned char *wu = malloc((size_t)nb * 4 * (64 + sizeof(float)));
+    if (!wu) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    float *wd = (float *)(wu + nb * 4 * 64);
+    for (int64_t r = r0; r < r1; r += 4) {
+        int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+        const unsigned char *w[4];
+        for (int t = 0; t < nr; t++) w[t] = wdata + (r + t) * row_bytes;
+        pl_cpu_gemm_unpack(q4, nr, w, nb, wu, wd);
+        for (int64_t g = g0; g < g1; g++) {
+            float sums[32];
+            pl_cpu_gemm_tile(q4, wu, wd, nb, j->pq + g * nb * 256, j->pd + g * nb * 8,
+                             j->ps + g * nb * 8, sums);
+            int nc = j->n - g * 8 < 8 ? (int)(j->n - g * 8) : 8;
+            for (int a = 0; a < nr; a++)
+                for (int t = 0; t < nc; t++) {
+                    float v = sums[a * 8 + t] + (bias ? bias[r + a] : 0.0f);
+                    float *o = out + out_row(j, g * 8 + t) * n_out + r + a;
+                    *o = j->accumulate ? *o + v : v;
+                }
+        }
+    }
+    free(wu);
+}
+
 static void mm_item(void *ctx, int64_t item) {
     mm_job *j = ctx;
+    if (j->pq) {
+        int64_t rc = item / j->col_items, cc = item % j->col_items;
+        int64_t r0 = rc * j->rows_per_item, r1 = r0 + j->rows_per_item;
+        int64_t g0 = cc * GEMM_GROUPS, g1 = g0 + GEMM_GROUPS;
+        mm_item_gemm(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1, g0, g1 < j->groups ? g1 : j->groups);
+        return;
+    }
     if (j->xq) {
         int64_t r0 = item * j->rows_per_item, r1 = r0 + j->rows_per_item;
         mm_item_q8(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1);
@@ -180,10 +235,58 @@ static pl_status quantise_rows(const pl_buf *x, int64_t n, int64_t k, q8act *a) 
     return PL_OK;
 }
 
+/* One group of 8 columns of j's quantised rows into the GEMM's layout. */
+static void pack_item(void *ctx, int64_t g);
+static void pack_all(void *ctx, int64_t item) {
+    mm_job *j = ctx;
+    (void)item;
+    for (int64_t g = 0; g < j->groups; g++) pack_item(j, g);
+}
+
+static void pack_item(void *ctx, int64_t g) {
+    mm_job *j = ctx;
+    int64_t k = j->w->ne0, nb = k / 32;
+    const int8_t *y[8];
+    const float *yd[8];
+    const int32_t *ys[8];
+    for (int c = 0; c < 8; c++) {
+        int64_t i = g * 8 + c < j->n ? g * 8 + c : j->n - 1, xi = x_row(j, i);
+        y[c] = j->xq + xi * k, yd[c] = j->xd + xi * nb, ys[c] = j->xs + xi * nb;
+    }
+    pl_cpu_gemm_pack(y, yd, ys, nb, j->pq + g * nb * 256, j->pd + g * nb * 8, j->ps + g * nb * 8);
+}
+
+/* The GEMM for j if it pays (a batch of at least GEMM_MIN_N rows, AVX2) and its packed
+ * activations fit in memory (else the tiles do the job); run, true, or false. The work is
+ * split in 2-D: column ranges of GEMM_GROUPS groups (their packed activations stay in
+ * cache while the range's weight rows pass) x row ranges of whole 4-row tiles, about
+ * 4 x threads items in all. */
+static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
+    if (j->n < GEMM_MIN_N || !pl_cpu_have_avx2()) return false;
+    int64_t nb = j->w->ne0 / 32, n_out = j->w->ne1;
+    j->groups = (j->n + 7) / 8;
+    char *mem = malloc((size_t)(j->groups * nb) * (256 + 8 * sizeof(float) + 8 * sizeof(int32_t)));
+    if (!mem) return false;
+    j->pd = (float *)mem;
+    j->ps = (int32_t *)(j->pd + j->groups * nb * 8);
+    j->pq = (int8_t *)(j->ps + j->groups * nb * 8);
+    int threads = pl_pool_threads(c->pool);
+    pl_pool_run(c->pool, threads > 1 ? j->groups : 1, threads > 1 ? pack_item : pack_all, j);
+    j->col_items = (j->groups + GEMM_GROUPS - 1) / GEMM_GROUPS;
+    int64_t row_items = (4 * threads + j->col_items - 1) / j->col_items;
+    if (row_items > (n_out + 3) / 4) row_items = (n_out + 3) / 4;
+    j->rows_per_item = ((n_out + row_items - 1) / row_items + 3) / 4 * 4;
+    row_items = (n_out + j->rows_per_item - 1) / j->rows_per_item;
+    pl_pool_run(c->pool, row_items * j->col_items, mm_item, j);
+    free(mem);
+    return true;
+}
+
 /* Split j's weight rows between the pool's threads and run them. */
 static void mm_run(cpu_backend *c, mm_job *j) {
     int64_t n_out = j->w->ne1;
     int threads = pl_pool_threads(c->pool);
+    if (j->xq && mm_run_gemm(c, j)) return;
     int64_t work = j->n * n_out * j->w->ne0;
     int64_t items = work < CPU_PAR_MIN_WORK ? 1 : (int64_t)threads * 4;
     if (items > n_out) items = n_out;

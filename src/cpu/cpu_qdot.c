@@ -135,6 +135,131 @@ PL_TILE(tile_q8_8x1, 0, 8, 1)
 PL_TILE(tile_q8_2x4, 0, 2, 4)
 #endif
 
+/* The prefill GEMM (pl_cpu_gemm_*): an output lane per activation column, so no horizontal
+ * reduction at all. The pack holds 8 columns' block b as 256 bytes, [g][c][4] = the four
+ * quants 4g..4g+3 of column c; the weight rows of a tile are unpacked once into 32 bytes a
+ * block (Q4_0: the nibbles 0..15 in element order; Q8_0: the quants, then their absolute
+ * values) and their scales into floats. For each group g of four elements, the weight's
+ * four bytes are broadcast and maddubs'd with the 8 columns' quants: int16 lane 2c + h is
+ * two products of column c. Q4_0 adds the eight groups in int16 (each pair is at most
+ * 2 * 15 * 127 = 3810 in size, eight of them 30480: no overflow) and widens once; Q8_0
+ * meets |w| (<= 128) with y given w's sign (pairs <= 32512) and widens every group. The
+ * block's integer dot is then exact in every lane, and each lane does
+ * sum + ((float)dot * d_w) * d_x as row_scalar does. */
+#ifdef PL_QDOT_X86
+__attribute__((target("avx2"))) static inline __m256i bcast4(const unsigned char *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+__attribute__((target("avx2,f16c"), always_inline)) static inline void
+gemm_avx2(const int q4, const unsigned char *wu, const float *wd, int64_t nb, const int8_t *q,
+          const float *d, const int32_t *s, float out[32]) {
+    const __m256i one = _mm256_set1_epi16(1);
+    const int wbs = q4 ? 32 : 64; /* unpacked bytes per row and block */
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++, q += 256, d += 8, s += 8, wd += 4) {
+        const unsigned char *wb = wu + b * 4 * wbs;
+        __m256i dot[4];
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            __m256i y = _mm256_loadu_si256((const __m256i *)(q + g * 32));
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                __m256i t;
+                if (q4) {
+                    t = _mm256_maddubs_epi16(bcast4(wb + r * wbs + 4 * g), y);
+                    dot[r] = g ? _mm256_add_epi16(dot[r], t) : t;
+                } else {
+                    __m256i sy = _mm256_sign_epi8(y, bcast4(wb + r * wbs + 4 * g));
+                    t = _mm256_maddubs_epi16(bcast4(wb + r * wbs + 32 + 4 * g), sy);
+                    t = _mm256_madd_epi16(t, one);
+                    dot[r] = g ? _mm256_add_epi32(dot[r], t) : t;
+                }
+            }
+        }
+        __m256 dx = _mm256_loadu_ps(d);
+        __m256i sy = q4 ? _mm256_loadu_si256((const __m256i *)s) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            __m256i i = dot[r];
+            if (q4) i = _mm256_sub_epi32(_mm256_madd_epi16(i, one), sy);
+            __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_broadcast_ss(wd + r));
+            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(t, dx));
+        }
+    }
+    for (int r = 0; r < 4; r++) _mm256_storeu_ps(out + 8 * r, acc[r]);
+}
+
+__attribute__((target("avx2,f16c"))) static void gemm_q4(const unsigned char *wu, const float *wd,
+                                                         int64_t nb, const int8_t *q,
+                                                         const float *d, const int32_t *s,
+                                                         float out[32]) {
+    gemm_avx2(1, wu, wd, nb, q, d, s, out);
+}
+__attribute__((target("avx2,f16c"))) static void gemm_q8(const unsigned char *wu, const float *wd,
+                                                         int64_t nb, const int8_t *q,
+                                                         const float *d, const int32_t *s,
+                                                         float out[32]) {
+    gemm_avx2(0, wu, wd, nb, q, d, s, out);
+}
+#endif
+
+void pl_cpu_gemm_pack(const int8_t *const y[8], const float *const yd[8],
+                      const int32_t *const ys[8], int64_t nb, int8_t *q, float *d, int32_t *s) {
+    for (int64_t b = 0; b < nb; b++)
+        for (int c = 0; c < 8; c++) {
+            for (int g = 0; g < 8; g++) memcpy(q + b * 256 + g * 32 + c * 4, y[c] + b * 32 + g * 4, 4);
+            d[b * 8 + c] = yd[c][b];
+            s[b * 8 + c] = 8 * ys[c][b];
+        }
+}
+
+void pl_cpu_gemm_unpack(int q4, int nr, const unsigned char *const w[], int64_t nb,
+                        unsigned char *wu, float *wd) {
+    const int wbs = q4 ? 32 : 64, bs = q4 ? 18 : 34;
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
+            unsigned char *o = wu + (b * 4 + r) * wbs;
+            wd[b * 4 + r] = half(p);
+            for (int i = 0; i < (q4 ? 16 : 32); i++) {
+                if (q4) {
+                    o[i] = p[2 + i] & 15, o[i + 16] = p[2 + i] >> 4;
+                } else {
+                    int v = (int8_t)p[2 + i];
+                    o[i] = p[2 + i], o[32 + i] = (unsigned char)(v < 0 ? -v : v);
+                }
+            }
+        }
+}
+
+void pl_cpu_gemm_tile(int q4, const unsigned char *wu, const float *wd, int64_t nb,
+                      const int8_t *q, const float *d, const int32_t *s, float out[32]) {
+#ifdef PL_QDOT_X86
+    if (pl_cpu_have_avx2()) {
+        (q4 ? gemm_q4 : gemm_q8)(wu, wd, nb, q, d, s, out);
+        return;
+    }
+#endif
+    /* the portable reference on the same layouts: row_scalar's arithmetic */
+    const int wbs = q4 ? 32 : 64;
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 8; c++) {
+            float sum = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                const unsigned char *wb = wu + (b * 4 + r) * wbs;
+                int32_t dot = 0;
+                for (int e = 0; e < 32; e++)
+                    dot += (q4 ? wb[e] - 8 : (int8_t)wb[e]) * q[b * 256 + (e / 4) * 32 + c * 4 + e % 4];
+                sum += (float)dot * wd[b * 4 + r] * d[b * 8 + c];
+            }
+            out[r * 8 + c] = sum;
+        }
+}
+
 int pl_cpu_portable;
 
 int pl_cpu_have_avx2(void) {
