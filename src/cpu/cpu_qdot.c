@@ -162,8 +162,10 @@ gemm_avx2(const int q4, const unsigned char *wu, const float *wd, int64_t nb, co
                      _mm256_setzero_ps()};
     for (int64_t b = 0; b < nb; b++, q += 256, d += 8, s += 8, wd += 4) {
         const unsigned char *wb = wu + b * 4 * wbs;
-        __m256i dot[4];
-#pragma GCC unroll 8
+        __m256i dot[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                          _mm256_setzero_si256()};
+        /* not unrolled: unrolled, the compiler hoists all 32 products and spills them */
+#pragma GCC unroll 1
         for (int g = 0; g < 8; g++) {
             __m256i y = _mm256_loadu_si256((const __m256i *)(q + g * 32));
 #pragma GCC unroll 4
@@ -171,12 +173,12 @@ gemm_avx2(const int q4, const unsigned char *wu, const float *wd, int64_t nb, co
                 __m256i t;
                 if (q4) {
                     t = _mm256_maddubs_epi16(bcast4(wb + r * wbs + 4 * g), y);
-                    dot[r] = g ? _mm256_add_epi16(dot[r], t) : t;
+                    dot[r] = _mm256_add_epi16(dot[r], t);
                 } else {
                     __m256i sy = _mm256_sign_epi8(y, bcast4(wb + r * wbs + 4 * g));
                     t = _mm256_maddubs_epi16(bcast4(wb + r * wbs + 32 + 4 * g), sy);
                     t = _mm256_madd_epi16(t, one);
-                    dot[r] = g ? _mm256_add_epi32(dot[r], t) : t;
+                    dot[r] = _mm256_add_epi32(dot[r], t);
                 }
             }
         }
@@ -190,7 +192,10 @@ gemm_avx2(const int q4, const unsigned char *wu, const float *wd, int64_t nb, co
             acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(t, dx));
         }
     }
-    for (int r = 0; r < 4; r++) _mm256_storeu_ps(out + 8 * r, acc[r]);
+    _mm256_storeu_ps(out, acc[0]);
+    _mm256_storeu_ps(out + 8, acc[1]);
+    _mm256_storeu_ps(out + 16, acc[2]);
+    _mm256_storeu_ps(out + 24, acc[3]);
 }
 
 __attribute__((target("avx2,f16c"))) static void gemm_q4(const unsigned char *wu, const float *wd,
@@ -217,8 +222,41 @@ void pl_cpu_gemm_pack(const int8_t *const y[8], const float *const yd[8],
         }
 }
 
+#ifdef PL_QDOT_X86
+__attribute__((target("avx2,f16c"))) static void unpack_avx2(int q4, int nr,
+                                                             const unsigned char *const w[],
+                                                             int64_t nb, unsigned char *wu,
+                                                             float *wd) {
+    const int wbs = q4 ? 32 : 64, bs = q4 ? 18 : 34;
+    const __m128i lo = _mm_set1_epi8(15);
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
+            unsigned char *o = wu + (b * 4 + r) * wbs;
+            uint16_t h;
+            memcpy(&h, p, 2);
+            wd[b * 4 + r] = _cvtsh_ss(h);
+            if (q4) {
+                __m128i x = _mm_loadu_si128((const __m128i *)(p + 2));
+                _mm_storeu_si128((__m128i *)o, _mm_and_si128(x, lo));
+                _mm_storeu_si128((__m128i *)(o + 16), _mm_and_si128(_mm_srli_epi16(x, 4), lo));
+            } else {
+                __m256i x = _mm256_loadu_si256((const __m256i *)(p + 2));
+                _mm256_storeu_si256((__m256i *)o, x);
+                _mm256_storeu_si256((__m256i *)(o + 32), _mm256_abs_epi8(x));
+            }
+        }
+}
+#endif
+
 void pl_cpu_gemm_unpack(int q4, int nr, const unsigned char *const w[], int64_t nb,
                         unsigned char *wu, float *wd) {
+#ifdef PL_QDOT_X86
+    if (pl_cpu_have_avx2()) {
+        unpack_avx2(q4, nr, w, nb, wu, wd);
+        return;
+    }
+#endif
     const int wbs = q4 ? 32 : 64, bs = q4 ? 18 : 34;
     for (int64_t b = 0; b < nb; b++)
         for (int r = 0; r < 4; r++) {
