@@ -88,6 +88,11 @@ void pl_cpu_qdot_tile_portable(int q4, int nr, int nc, const unsigned char *cons
                                const int8_t *const y[], const float *const yd[],
                                const int32_t *const ys[], int64_t nb, float *out);
 
+/* One activation row of k values (a multiple of 32) quantised as pl_quant_act_q8_0 does
+ * (the same bits; AVX2 where the CPU has it): quants q [k], each block's scale widened to
+ * float d [k/32] and its sum of quants s [k/32]. */
+void pl_cpu_quant_act(const float *x, int64_t k, int8_t *q, float *d, int32_t *s);
+
 /* The prefill GEMM (act_q8, Q4_0/Q8_0, a batch): 4 weight rows x 8 activation columns a
  * tile, each value bit-identical to pl_cpu_qdot_row_portable.
  * pl_cpu_gemm_pack lays out 8 columns (y[c], yd[c], ys[c] as for pl_cpu_qdot_tile) for the
@@ -102,8 +107,8 @@ void pl_cpu_gemm_pack(const int8_t *const y[8], const float *const yd[8],
                       const int32_t *const ys[8], int64_t nb, int8_t *q, float *d, int32_t *s);
 void pl_cpu_gemm_unpack(int q4, int nr, const unsigned char *const w[], int64_t nb,
                         unsigned char *wu, float *wd);
-void pl_cpu_gemm_tile(int q4, const unsigned char *wu, const float *wd, int64_t nb,
-                      const int8_t *q, const float *d, const int32_t *s, float out[32]);
+void pl_cpu_gemm_tile(int q4, const unsigned char *wu, const float *wd, int64_t nb, const int8_t *q,
+                      const float *d, const int32_t *s, float out[32]);
 
 pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out);

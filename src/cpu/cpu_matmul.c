@@ -62,7 +62,7 @@ static inline int64_t out_row(const mm_job *j, int64_t i) {
 
 /* The GEMM (mm_run_gemm) takes batches of at least GEMM_MIN_N rows, GEMM_GROUPS groups of
  * 8 columns an item. */
-#define GEMM_MIN_N 8
+#define GEMM_MIN_N  8
 #define GEMM_GROUPS 8
 static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
     int64_t k = j->w->ne0, n_out = j->w->ne1, nb = k / 32;
@@ -211,38 +211,39 @@ static void q8act_free(q8act *a) {
     *a = (q8act){0};
 }
 
-static pl_status quantise_rows(const pl_buf *x, int64_t n, int64_t k, q8act *a) {
+/* Rows of quantise_rows' job, a pool item each. */
+typedef struct {
+    const float *x;
+    int64_t k;
+    q8act *a;
+} quant_job;
+
+static void quant_item(void *ctx, int64_t i) {
+    const quant_job *j = ctx;
+    int64_t nb = j->k / 32;
+    pl_cpu_quant_act(j->x + i * j->k, j->k, j->a->q + i * j->k, j->a->d + i * nb, j->a->s + i * nb);
+}
+
+static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64_t k, q8act *a) {
     int64_t nbt = n * (k / 32);
-    /* floats and int32 sums first (aligned), then the f16 scales, then the quants */
-    char *mem = malloc((size_t)nbt * (sizeof(float) + sizeof(int32_t) + sizeof(uint16_t)) +
-                       (size_t)(n * k) + 1);
+    /* floats and int32 sums first (aligned), then the quants */
+    char *mem = malloc((size_t)nbt * (sizeof(float) + sizeof(int32_t)) + (size_t)(n * k) + 1);
     if (!mem) {
         *a = (q8act){0};
         return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
     }
     a->d = (float *)mem;
     a->s = (int32_t *)(a->d + nbt);
-    uint16_t *xh = (uint16_t *)(a->s + nbt);
-    a->q = (int8_t *)(xh + nbt);
-    for (int64_t i = 0; i < n; i++)
-        pl_quant_act_q8_0(fptr(x) + i * k, k, a->q + i * k, xh + i * (k / 32));
-    for (int64_t b = 0; b < nbt; b++) {
-        a->d[b] = pl_f16_to_f32(xh[b]);
-        int32_t sum = 0;
-        for (int t = 0; t < 32; t++) sum += a->q[b * 32 + t];
-        a->s[b] = sum;
-    }
+    a->q = (int8_t *)(a->s + nbt);
+    quant_job j = {fptr(x), k, a};
+    if (n * k < CPU_PAR_MIN_WORK) /* decode: not worth waking the pool */
+        for (int64_t i = 0; i < n; i++) quant_item(&j, i);
+    else
+        pl_pool_run(c->pool, n, quant_item, &j);
     return PL_OK;
 }
 
 /* One group of 8 columns of j's quantised rows into the GEMM's layout. */
-static void pack_item(void *ctx, int64_t g);
-static void pack_all(void *ctx, int64_t item) {
-    mm_job *j = ctx;
-    (void)item;
-    for (int64_t g = 0; g < j->groups; g++) pack_item(j, g);
-}
-
 static void pack_item(void *ctx, int64_t g) {
     mm_job *j = ctx;
     int64_t k = j->w->ne0, nb = k / 32;
@@ -271,7 +272,7 @@ static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
     j->ps = (int32_t *)(j->pd + j->groups * nb * 8);
     j->pq = (int8_t *)(j->ps + j->groups * nb * 8);
     int threads = pl_pool_threads(c->pool);
-    pl_pool_run(c->pool, threads > 1 ? j->groups : 1, threads > 1 ? pack_item : pack_all, j);
+    pl_pool_run(c->pool, j->groups, pack_item, j);
     j->col_items = (j->groups + GEMM_GROUPS - 1) / GEMM_GROUPS;
     int64_t row_items = (4 * threads + j->col_items - 1) / j->col_items;
     if (row_items > (n_out + 3) / 4) row_items = (n_out + 3) / 4;
@@ -302,7 +303,7 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
     atomic_init(&j.failed, 0);
     q8act a = {0};
     if (wants_q8(be, w)) {
-        pl_status s = quantise_rows(x, n, w->ne0, &a);
+        pl_status s = quantise_rows(cpu_of(be), x, n, w->ne0, &a);
         if (s) return s;
         j.xq = a.q, j.xd = a.d, j.xs = a.s;
     }
@@ -342,7 +343,7 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
     }
     q8act a = {0};
     pl_status st = PL_OK;
-    if (wants_q8(be, w)) st = quantise_rows(x, x_shared ? n : slots, w->ne0, &a);
+    if (wants_q8(be, w)) st = quantise_rows(cpu_of(be), x, x_shared ? n : slots, w->ne0, &a);
     /* each used expert: its n_out rows of w as a view, over the rows routed to it */
     int64_t row_bytes = pl_row_size(w->type, w->ne0);
     bool failed = false;

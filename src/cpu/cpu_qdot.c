@@ -6,9 +6,11 @@
  * over blocks always runs in block order, (float)sumi * d_w * d_x, so the AVX2 path and the
  * portable one give bit-identical results: the same tokens on every machine. The AVX2 path
  * is chosen at run time (x86 only; the library is still built for the baseline ISA). */
+#include <math.h>
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "format/quant.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -216,7 +218,8 @@ void pl_cpu_gemm_pack(const int8_t *const y[8], const float *const yd[8],
                       const int32_t *const ys[8], int64_t nb, int8_t *q, float *d, int32_t *s) {
     for (int64_t b = 0; b < nb; b++)
         for (int c = 0; c < 8; c++) {
-            for (int g = 0; g < 8; g++) memcpy(q + b * 256 + g * 32 + c * 4, y[c] + b * 32 + g * 4, 4);
+            for (int g = 0; g < 8; g++)
+                memcpy(q + b * 256 + g * 32 + c * 4, y[c] + b * 32 + g * 4, 4);
             d[b * 8 + c] = yd[c][b];
             s[b * 8 + c] = 8 * ys[c][b];
         }
@@ -274,8 +277,8 @@ void pl_cpu_gemm_unpack(int q4, int nr, const unsigned char *const w[], int64_t 
         }
 }
 
-void pl_cpu_gemm_tile(int q4, const unsigned char *wu, const float *wd, int64_t nb,
-                      const int8_t *q, const float *d, const int32_t *s, float out[32]) {
+void pl_cpu_gemm_tile(int q4, const unsigned char *wu, const float *wd, int64_t nb, const int8_t *q,
+                      const float *d, const int32_t *s, float out[32]) {
 #ifdef PL_QDOT_X86
     if (pl_cpu_have_avx2()) {
         (q4 ? gemm_q4 : gemm_q8)(wu, wd, nb, q, d, s, out);
@@ -291,11 +294,67 @@ void pl_cpu_gemm_tile(int q4, const unsigned char *wu, const float *wd, int64_t 
                 const unsigned char *wb = wu + (b * 4 + r) * wbs;
                 int32_t dot = 0;
                 for (int e = 0; e < 32; e++)
-                    dot += (q4 ? wb[e] - 8 : (int8_t)wb[e]) * q[b * 256 + (e / 4) * 32 + c * 4 + e % 4];
+                    dot += (q4 ? wb[e] - 8 : (int8_t)wb[e]) *
+                           q[b * 256 + (e / 4) * 32 + c * 4 + e % 4];
                 sum += (float)dot * wd[b * 4 + r] * d[b * 8 + c];
             }
             out[r * 8 + c] = sum;
         }
+}
+
+/* Activation quantisation (pl_cpu_quant_act): pl_quant_act_q8_0's bits, a block at a time.
+ * The AVX2 path takes blocks of finite values (max|x| is then the same whatever the order)
+ * and rounds half away from zero as roundf does: t = trunc(v), plus v's sign where
+ * |v - t| >= 0.5 (v - t is exact); a block holding NaN or infinity goes the scalar way. */
+#ifdef PL_QDOT_X86
+__attribute__((target("avx2,f16c"))) static int quant_block_avx2(const float *x, int8_t *q,
+                                                                 uint16_t *d) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(INFINITY);
+    __m256 v[4], m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(x + 8 * i);
+        __m256 a = _mm256_andnot_ps(sign, v[i]);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* NaN or infinite */
+        m = _mm256_max_ps(m, a);
+    }
+    if (_mm256_movemask_ps(bad)) return 0;
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float amax = _mm_cvtss_f32(m4), sc = amax / 127, is = sc != 0 ? 1.0f / sc : 0.0f;
+    *d = pl_f32_to_f16(sc);
+    const __m256 vis = _mm256_set1_ps(is), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    const __m256 lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+    __m256i n[4];
+    for (int i = 0; i < 4; i++) {
+        __m256 y = _mm256_mul_ps(v[i], vis);
+        __m256 t = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(y, t)), half, _CMP_GE_OQ);
+        t = _mm256_add_ps(t, _mm256_and_ps(up, _mm256_or_ps(one, _mm256_and_ps(y, sign))));
+        __m256 ok =
+            _mm256_and_ps(_mm256_cmp_ps(t, lo, _CMP_GE_OQ), _mm256_cmp_ps(t, hi, _CMP_LE_OQ));
+        n[i] = _mm256_and_si256(_mm256_cvttps_epi32(t), _mm256_castps_si256(ok));
+    }
+    /* int32 -> int8 (all in -128..127, no saturation), back into element order */
+    __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+    w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)q, w);
+    return 1;
+}
+#endif
+
+void pl_cpu_quant_act(const float *x, int64_t k, int8_t *q, float *d, int32_t *s) {
+    for (int64_t b = 0; b < k / 32; b++, x += 32, q += 32) {
+        uint16_t h;
+#ifdef PL_QDOT_X86
+        if (!pl_cpu_have_avx2() || !quant_block_avx2(x, q, &h))
+#endif
+            pl_quant_act_q8_0(x, 32, q, &h);
+        d[b] = pl_f16_to_f32(h);
+        int32_t sum = 0;
+        for (int t = 0; t < 32; t++) sum += q[t];
+        s[b] = sum;
+    }
 }
 
 int pl_cpu_portable;

@@ -7,6 +7,7 @@
  * pl_be_matmul with act_q8 on Q4_0/Q8_0 weights, on shapes that are not multiples of the
  * tiles (rows, columns), with bias and accumulate, on a 1- and a 3-thread backend, gives
  * exactly the portable dot of each weight row with each quantised activation row. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,7 +174,114 @@ static void test_matmul(void) {
     pl_be_destroy(bes[0]), pl_be_destroy(bes[1]);
 }
 
+/* The GEMM tile (4 unpacked weight rows x 8 packed columns), AVX2 and portable, against
+ * the portable row dot: every row count 1..4 (missing rows repeat the last), 1..9 blocks,
+ * extreme values included. */
+static void test_gemm_tile(void) {
+    int bad = 0, cases = 0;
+    for (int iter = 0; iter < 1500; iter++) {
+        int q4 = iter & 1, nb = 1 + (int)(rnd() % 9), bs = q4 ? 18 : 34, nr = 1 + iter / 2 % 4;
+        unsigned char *w = malloc((size_t)4 * nb * bs), *wu = malloc((size_t)nb * 4 * 64);
+        int8_t *y = malloc((size_t)8 * nb * 32), *pq = malloc((size_t)nb * 256);
+        float *yd = malloc((size_t)8 * nb * sizeof *yd), *wd = malloc((size_t)nb * 4 * sizeof *wd);
+        float *pd = malloc((size_t)nb * 8 * sizeof *pd);
+        int32_t *ys = malloc((size_t)8 * nb * sizeof *ys),
+                *ps = malloc((size_t)nb * 8 * sizeof *ps);
+        fill_weights(q4, w, 4 * nb, iter);
+        fill_acts(y, yd, ys, 8 * nb, iter);
+        const unsigned char *wr[4];
+        const int8_t *yr[8];
+        const float *ydr[8];
+        const int32_t *ysr[8];
+        for (int r = 0; r < 4; r++) wr[r] = w + (int64_t)r * nb * bs;
+        for (int c = 0; c < 8; c++)
+            yr[c] = y + c * nb * 32, ydr[c] = yd + c * nb, ysr[c] = ys + c * nb;
+        pl_cpu_gemm_pack(yr, ydr, ysr, nb, pq, pd, ps);
+        for (int portable = 0; portable < 2; portable++) {
+            pl_cpu_portable = portable;
+            float got[32];
+            pl_cpu_gemm_unpack(q4, nr, wr, nb, wu, wd);
+            pl_cpu_gemm_tile(q4, wu, wd, nb, pq, pd, ps, got);
+            for (int r = 0; r < 4; r++)
+                for (int c = 0; c < 8; c++) {
+                    float p =
+                        pl_cpu_qdot_row_portable(q4, wr[r < nr ? r : nr - 1], yr[c], ydr[c], nb);
+                    bad += memcmp(&got[r * 8 + c], &p, sizeof p) != 0;
+                    cases++;
+                }
+        }
+        pl_cpu_portable = 0;
+        free(w), free(wu), free(y), free(pq), free(yd), free(wd), free(pd), free(ys), free(ps);
+    }
+    CHECK(bad == 0, "GEMM tile vs portable row: %d of %d values differ", bad, cases);
+}
+
+/* pl_cpu_quant_act gives pl_quant_act_q8_0's bits (quants, scales) and the block sums:
+ * random blocks at scales from denormal to 1e30, blocks whose quants fall on .5 exactly
+ * (max 127, so the scale is 1) and just below, zero blocks, NaN and infinities. */
+static void test_quant_act(void) {
+    int bad = 0, blocks = 0;
+    float x[32 * 8];
+    for (int iter = 0; iter < 2000; iter++) {
+        static const float scales[] = {1e-42f, 1e-30f, 1e-3f, 1.0f, 3e4f, 1e30f};
+        for (int i = 0; i < 32 * 8; i++) {
+            float v = ((float)(rnd() % 200001) / 100000.0f - 1.0f) * scales[iter % 6];
+            x[i] = v;
+        }
+        int b = iter % 8, kind = (iter / 8) % 6;
+        float *blk = x + 32 * b;
+        if (kind == 1) /* max 127: quants exactly k + 0.5, and just below 0.5 */
+            for (int i = 0; i < 32; i++)
+                blk[i] =
+                    i == 0 ? 127.0f
+                           : (i % 3 == 0 ? 0.49999997f : (float)((int)(rnd() % 253) - 126) + 0.5f);
+        if (kind == 2) memset(blk, 0, sizeof(float) * 32);
+        if (kind == 3) blk[rnd() % 32] = NAN;
+        if (kind == 4) blk[rnd() % 32] = (rnd() & 1) ? INFINITY : -INFINITY;
+        int8_t q0[256], q1[256];
+        uint16_t h0[8];
+        float d1[8];
+        int32_t s1[8];
+        pl_quant_act_q8_0(x, 256, q0, h0);
+        pl_cpu_quant_act(x, 256, q1, d1, s1);
+        for (int k = 0; k < 8; k++) {
+            int32_t sum = 0;
+            for (int i = 0; i < 32; i++) sum += q0[32 * k + i];
+            float d0 = pl_f16_to_f32(h0[k]);
+            bad += memcmp(q0 + 32 * k, q1 + 32 * k, 32) != 0 || memcmp(&d0, &d1[k], 4) != 0 ||
+                   sum != s1[k];
+            blocks++;
+        }
+    }
+    CHECK(bad == 0, "quant_act vs pl_quant_act_q8_0: %d of %d blocks differ", bad, blocks);
+}
+
+/* The GEMM through pl_be_matmul: every batch size 1..33 (the tiles below 8, the GEMM from 8
+ * with a padded last group), and batches past one item's column range (GEMM_GROUPS x 8
+ * columns) split in 2-D between 3 threads. */
+static void test_gemm_matmul(void) {
+    pl_backend *bes[2] = {NULL, NULL};
+    CHECK(pl_cpu_new(1, &bes[0]) == PL_OK && pl_cpu_new(3, &bes[1]) == PL_OK, "%s",
+          pl_last_error());
+    if (!bes[0] || !bes[1]) return;
+    int bad = 0, cases = 0;
+    for (int n = 1; n <= 33; n++, cases++) {
+        uint32_t type = n & 1 ? PL_TYPE_Q4_0 : PL_TYPE_Q8_0;
+        int n_out = 1 + (int)(rnd() % 23), k = 32 * (1 + (int)(rnd() % 4));
+        bad += matmul_case(bes, type, n_out, k, n, n % 3 == 0, n % 4 == 1, n);
+    }
+    static const int big[][3] = {{130, 101, 13}, {200, 67, 3}, {65, 9, 40}};
+    for (int i = 0; i < 6; i++, cases++)
+        bad += matmul_case(bes, i & 1 ? PL_TYPE_Q4_0 : PL_TYPE_Q8_0, big[i / 2][1],
+                           32 * big[i / 2][2], big[i / 2][0], i % 3 == 0, i % 2 == 0, i);
+    CHECK(bad == 0, "GEMM matmul: %d values differ from the portable dot (%d cases)", bad, cases);
+    pl_be_destroy(bes[0]), pl_be_destroy(bes[1]);
+}
+
 static void run_tests(void) {
     test_tiles();
     test_matmul();
+    test_gemm_tile();
+    test_quant_act();
+    test_gemm_matmul();
 }
