@@ -123,17 +123,21 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
         const unsigned char *w[4];
         for (int t = 0; t < nr; t++) w[t] = wdata + (r + t) * row_bytes;
         pl_cpu_gemm_unpack(q4, nr, w, nb, wu, wd);
-        for (int64_t g = g0; g < g1; g++) {
-            float sums[32];
-            pl_cpu_gemm_tile(q4, wu, wd, nb, j->pq + g * nb * 256, j->pd + g * nb * 8,
+        for (int64_t g = g0; g < g1; g += 2) {
+            float sums[64];
+            int ng = g + 1 < g1 ? 2 : 1;
+            pl_cpu_gemm_tile(q4, ng, wu, wd, nb, j->pq + g * nb * 256, j->pd + g * nb * 8,
                              j->ps + g * nb * 8, sums);
-            int nc = j->n - g * 8 < 8 ? (int)(j->n - g * 8) : 8;
-            for (int a = 0; a < nr; a++)
-                for (int t = 0; t < nc; t++) {
-                    float v = sums[a * 8 + t] + (bias ? bias[r + a] : 0.0f);
-                    float *o = out + out_row(j, g * 8 + t) * n_out + r + a;
-                    *o = j->accumulate ? *o + v : v;
+            /* column i = g * 8 + t: its nr outputs are contiguous */
+            int nc = j->n - g * 8 < 8 * ng ? (int)(j->n - g * 8) : 8 * ng;
+            for (int t = 0; t < nc; t++) {
+                float *o = out + out_row(j, g * 8 + t) * n_out + r;
+                const float *sv = sums + (t / 8) * 32 + t % 8;
+                for (int a = 0; a < nr; a++) {
+                    float v = sv[a * 8] + (bias ? bias[r + a] : 0.0f);
+                    o[a] = j->accumulate ? o[a] + v : v;
                 }
+            }
         }
     }
     free(wu);

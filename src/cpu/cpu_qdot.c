@@ -155,63 +155,77 @@ __attribute__((target("avx2"))) static inline __m256i bcast4(const unsigned char
     return _mm256_set1_epi32(v);
 }
 
+/* NG (1 or 2) column groups, the second nb blocks after the first (the pack's layout):
+ * each weight broadcast then serves NG products. */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void
-gemm_avx2(const int q4, const unsigned char *wu, const float *wd, int64_t nb, const int8_t *q,
-          const float *d, const int32_t *s, float out[32]) {
+gemm_avx2(const int q4, const int NG, const unsigned char *wu, const float *wd, int64_t nb,
+          const int8_t *q, const float *d, const int32_t *s, float out[64]) {
     const __m256i one = _mm256_set1_epi16(1);
     const int wbs = q4 ? 32 : 64; /* unpacked bytes per row and block */
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    for (int64_t b = 0; b < nb; b++, q += 256, d += 8, s += 8, wd += 4) {
+    const int8_t *qg[2] = {q, q + nb * 256};
+    const float *dg[2] = {d, d + nb * 8};
+    const int32_t *sg[2] = {s, s + nb * 8};
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 4 * NG; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, wd += 4) {
         const unsigned char *wb = wu + b * 4 * wbs;
-        __m256i dot[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                          _mm256_setzero_si256()};
-        /* not unrolled: unrolled, the compiler hoists all 32 products and spills them */
+        __m256i dot[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 4 * NG; i++) dot[i] = _mm256_setzero_si256();
+            /* not unrolled: unrolled, the compiler hoists all the products and spills them */
 #pragma GCC unroll 1
         for (int g = 0; g < 8; g++) {
-            __m256i y = _mm256_loadu_si256((const __m256i *)(q + g * 32));
+            __m256i y[2];
+#pragma GCC unroll 2
+            for (int k = 0; k < NG; k++)
+                y[k] = _mm256_loadu_si256((const __m256i *)(qg[k] + b * 256 + g * 32));
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
-                __m256i t;
-                if (q4) {
-                    t = _mm256_maddubs_epi16(bcast4(wb + r * wbs + 4 * g), y);
-                    dot[r] = _mm256_add_epi16(dot[r], t);
-                } else {
-                    __m256i sy = _mm256_sign_epi8(y, bcast4(wb + r * wbs + 4 * g));
-                    t = _mm256_maddubs_epi16(bcast4(wb + r * wbs + 32 + 4 * g), sy);
-                    t = _mm256_madd_epi16(t, one);
-                    dot[r] = _mm256_add_epi32(dot[r], t);
+                __m256i w = bcast4(wb + r * wbs + 4 * g), aw = w;
+                if (!q4) aw = bcast4(wb + r * wbs + 32 + 4 * g);
+#pragma GCC unroll 2
+                for (int k = 0; k < NG; k++) {
+                    if (q4) {
+                        dot[k * 4 + r] =
+                            _mm256_add_epi16(dot[k * 4 + r], _mm256_maddubs_epi16(w, y[k]));
+                    } else {
+                        __m256i t = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(y[k], w));
+                        dot[k * 4 + r] =
+                            _mm256_add_epi32(dot[k * 4 + r], _mm256_madd_epi16(t, one));
+                    }
                 }
             }
         }
-        __m256 dx = _mm256_loadu_ps(d);
-        __m256i sy = q4 ? _mm256_loadu_si256((const __m256i *)s) : _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int k = 0; k < NG; k++) {
+            __m256 dx = _mm256_loadu_ps(dg[k] + b * 8);
+            __m256i sy =
+                q4 ? _mm256_loadu_si256((const __m256i *)(sg[k] + b * 8)) : _mm256_setzero_si256();
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            __m256i i = dot[r];
-            if (q4) i = _mm256_sub_epi32(_mm256_madd_epi16(i, one), sy);
-            __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_broadcast_ss(wd + r));
-            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(t, dx));
+            for (int r = 0; r < 4; r++) {
+                __m256i i = dot[k * 4 + r];
+                if (q4) i = _mm256_sub_epi32(_mm256_madd_epi16(i, one), sy);
+                __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_broadcast_ss(wd + r));
+                acc[k * 4 + r] = _mm256_add_ps(acc[k * 4 + r], _mm256_mul_ps(t, dx));
+            }
         }
     }
-    _mm256_storeu_ps(out, acc[0]);
-    _mm256_storeu_ps(out + 8, acc[1]);
-    _mm256_storeu_ps(out + 16, acc[2]);
-    _mm256_storeu_ps(out + 24, acc[3]);
+#pragma GCC unroll 8
+    for (int i = 0; i < 4 * NG; i++) _mm256_storeu_ps(out + 8 * i, acc[i]);
 }
 
-__attribute__((target("avx2,f16c"))) static void gemm_q4(const unsigned char *wu, const float *wd,
-                                                         int64_t nb, const int8_t *q,
-                                                         const float *d, const int32_t *s,
-                                                         float out[32]) {
-    gemm_avx2(1, wu, wd, nb, q, d, s, out);
-}
-__attribute__((target("avx2,f16c"))) static void gemm_q8(const unsigned char *wu, const float *wd,
-                                                         int64_t nb, const int8_t *q,
-                                                         const float *d, const int32_t *s,
-                                                         float out[32]) {
-    gemm_avx2(0, wu, wd, nb, q, d, s, out);
-}
+/* The four instances: Q4_0 or Q8_0, one or two column groups. */
+#define PL_GEMM(name, q4, ng)                                                                      \
+    __attribute__((target("avx2,f16c"))) static void name(                                         \
+        const unsigned char *wu, const float *wd, int64_t nb, const int8_t *q, const float *d,     \
+        const int32_t *s, float out[64]) {                                                         \
+        gemm_avx2(q4, ng, wu, wd, nb, q, d, s, out);                                               \
+    }
+PL_GEMM(gemm_q4_1, 1, 1)
+PL_GEMM(gemm_q4_2, 1, 2)
+PL_GEMM(gemm_q8_1, 0, 1)
+PL_GEMM(gemm_q8_2, 0, 2)
 #endif
 
 void pl_cpu_gemm_pack(const int8_t *const y[8], const float *const yd[8],
@@ -277,29 +291,33 @@ void pl_cpu_gemm_unpack(int q4, int nr, const unsigned char *const w[], int64_t 
         }
 }
 
-void pl_cpu_gemm_tile(int q4, const unsigned char *wu, const float *wd, int64_t nb, const int8_t *q,
-                      const float *d, const int32_t *s, float out[32]) {
+void pl_cpu_gemm_tile(int q4, int ng, const unsigned char *wu, const float *wd, int64_t nb,
+                      const int8_t *q, const float *d, const int32_t *s, float *out) {
 #ifdef PL_QDOT_X86
     if (pl_cpu_have_avx2()) {
-        (q4 ? gemm_q4 : gemm_q8)(wu, wd, nb, q, d, s, out);
+        if (ng == 2)
+            (q4 ? gemm_q4_2 : gemm_q8_2)(wu, wd, nb, q, d, s, out);
+        else
+            (q4 ? gemm_q4_1 : gemm_q8_1)(wu, wd, nb, q, d, s, out);
         return;
     }
 #endif
     /* the portable reference on the same layouts: row_scalar's arithmetic */
     const int wbs = q4 ? 32 : 64;
-    for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 8; c++) {
-            float sum = 0;
-            for (int64_t b = 0; b < nb; b++) {
-                const unsigned char *wb = wu + (b * 4 + r) * wbs;
-                int32_t dot = 0;
-                for (int e = 0; e < 32; e++)
-                    dot += (q4 ? wb[e] - 8 : (int8_t)wb[e]) *
-                           q[b * 256 + (e / 4) * 32 + c * 4 + e % 4];
-                sum += (float)dot * wd[b * 4 + r] * d[b * 8 + c];
+    for (int k = 0; k < ng; k++)
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 8; c++) {
+                float sum = 0;
+                for (int64_t b = 0; b < nb; b++) {
+                    const unsigned char *wb = wu + (b * 4 + r) * wbs;
+                    const int8_t *qb = q + (k * nb + b) * 256;
+                    int32_t dot = 0;
+                    for (int e = 0; e < 32; e++)
+                        dot += (q4 ? wb[e] - 8 : (int8_t)wb[e]) * qb[(e / 4) * 32 + c * 4 + e % 4];
+                    sum += (float)dot * wd[b * 4 + r] * d[(k * nb + b) * 8 + c];
+                }
+                out[(k * 4 + r) * 8 + c] = sum;
             }
-            out[r * 8 + c] = sum;
-        }
 }
 
 /* Activation quantisation (pl_cpu_quant_act): pl_quant_act_q8_0's bits, a block at a time.

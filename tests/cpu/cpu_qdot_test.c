@@ -174,41 +174,46 @@ static void test_matmul(void) {
     pl_be_destroy(bes[0]), pl_be_destroy(bes[1]);
 }
 
-/* The GEMM tile (4 unpacked weight rows x 8 packed columns), AVX2 and portable, against
- * the portable row dot: every row count 1..4 (missing rows repeat the last), 1..9 blocks,
- * extreme values included. */
+/* The GEMM tile (4 unpacked weight rows x 8 or 16 packed columns), AVX2 and portable,
+ * against the portable row dot: every row count 1..4 (missing rows repeat the last), 1..9
+ * blocks, extreme values included. */
 static void test_gemm_tile(void) {
     int bad = 0, cases = 0;
     for (int iter = 0; iter < 1500; iter++) {
         int q4 = iter & 1, nb = 1 + (int)(rnd() % 9), bs = q4 ? 18 : 34, nr = 1 + iter / 2 % 4;
+        int ng = 1 + iter / 8 % 2;
         unsigned char *w = malloc((size_t)4 * nb * bs), *wu = malloc((size_t)nb * 4 * 64);
-        int8_t *y = malloc((size_t)8 * nb * 32), *pq = malloc((size_t)nb * 256);
-        float *yd = malloc((size_t)8 * nb * sizeof *yd), *wd = malloc((size_t)nb * 4 * sizeof *wd);
-        float *pd = malloc((size_t)nb * 8 * sizeof *pd);
-        int32_t *ys = malloc((size_t)8 * nb * sizeof *ys),
-                *ps = malloc((size_t)nb * 8 * sizeof *ps);
+        int8_t *y = malloc((size_t)16 * nb * 32), *pq = malloc((size_t)nb * 512);
+        float *yd = malloc((size_t)16 * nb * sizeof *yd), *wd = malloc((size_t)nb * 4 * sizeof *wd);
+        float *pd = malloc((size_t)nb * 16 * sizeof *pd);
+        int32_t *ys = malloc((size_t)16 * nb * sizeof *ys),
+                *ps = malloc((size_t)nb * 16 * sizeof *ps);
         fill_weights(q4, w, 4 * nb, iter);
-        fill_acts(y, yd, ys, 8 * nb, iter);
+        fill_acts(y, yd, ys, 16 * nb, iter);
         const unsigned char *wr[4];
-        const int8_t *yr[8];
-        const float *ydr[8];
-        const int32_t *ysr[8];
+        const int8_t *yr[16];
+        const float *ydr[16];
+        const int32_t *ysr[16];
         for (int r = 0; r < 4; r++) wr[r] = w + (int64_t)r * nb * bs;
-        for (int c = 0; c < 8; c++)
+        for (int c = 0; c < 16; c++)
             yr[c] = y + c * nb * 32, ydr[c] = yd + c * nb, ysr[c] = ys + c * nb;
-        pl_cpu_gemm_pack(yr, ydr, ysr, nb, pq, pd, ps);
+        for (int k = 0; k < 2; k++) /* two groups, one after the other */
+            pl_cpu_gemm_pack(yr + 8 * k, ydr + 8 * k, ysr + 8 * k, nb, pq + k * nb * 256,
+                             pd + k * nb * 8, ps + k * nb * 8);
         for (int portable = 0; portable < 2; portable++) {
             pl_cpu_portable = portable;
-            float got[32];
+            float got[64];
             pl_cpu_gemm_unpack(q4, nr, wr, nb, wu, wd);
-            pl_cpu_gemm_tile(q4, wu, wd, nb, pq, pd, ps, got);
-            for (int r = 0; r < 4; r++)
-                for (int c = 0; c < 8; c++) {
-                    float p =
-                        pl_cpu_qdot_row_portable(q4, wr[r < nr ? r : nr - 1], yr[c], ydr[c], nb);
-                    bad += memcmp(&got[r * 8 + c], &p, sizeof p) != 0;
-                    cases++;
-                }
+            pl_cpu_gemm_tile(q4, ng, wu, wd, nb, pq, pd, ps, got);
+            for (int k = 0; k < ng; k++)
+                for (int r = 0; r < 4; r++)
+                    for (int c = 0; c < 8; c++) {
+                        int cc = 8 * k + c;
+                        float p = pl_cpu_qdot_row_portable(q4, wr[r < nr ? r : nr - 1], yr[cc],
+                                                           ydr[cc], nb);
+                        bad += memcmp(&got[(k * 4 + r) * 8 + c], &p, sizeof p) != 0;
+                        cases++;
+                    }
         }
         pl_cpu_portable = 0;
         free(w), free(wu), free(y), free(pq), free(yd), free(wd), free(pd), free(ys), free(ps);
