@@ -217,7 +217,9 @@ static void attn_item(void *ctx, int64_t item) {
     attn_job *j = ctx;
     const pl_attn_params *p = j->p;
     int64_t g = p->n_head / p->n_head_kv, nr = attn_vector(j) ? ATTN_ROWS : 1;
-    int64_t i = item / p->n_head_kv * nr, kvh = item % p->n_head_kv;
+    /* the last rows (the most keys) first, so the threads' shares even out at the end */
+    int64_t blocks = (j->n + nr - 1) / nr;
+    int64_t i = (blocks - 1 - item / p->n_head_kv) * nr, kvh = item % p->n_head_kv;
     if (nr > j->n - i) nr = j->n - i;
     int64_t n_keys = j->pos0 + i + 1, hd = p->head_dim, hdv = p->head_dim_v;
     /* f32: scores + accumulator; f16: queries, key and value rows, accumulators, max, sum,
