@@ -12,7 +12,11 @@
  * goes in tiles (cpu_qdot.c): 8 weight rows x 1 activation row for one row (decode, the
  * next tile's rows prefetched), 2 x 4 for a batch, so each weight block is unpacked once
  * for 4 activation rows and each activation block loaded once for 2 weight rows;
- * bit-identical to the one-row dot whatever the tile.
+ * bit-identical to the one-row dot whatever the tile. Batches of GEMM_MIN_N rows or more
+ * (prefill) take the GEMM instead where AVX2 is present (mm_run_gemm): the quantised rows
+ * are packed 8 columns to a group, each item's 4-row weight tiles unpacked once and run
+ * past GEMM_GROUPS groups, the items split in row x column ranges; the same bits again.
+ * The activation rows are quantised (and packed) by the pool's threads.
  *
  * matmul_id groups the (token, slot) pairs by expert and runs each used expert's rows as one
  * matmul over the rows of x routed to it (read and written through row maps), so an expert

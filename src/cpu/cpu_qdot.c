@@ -1,6 +1,7 @@
 /* cpu_qdot.c - tiles of weight rows of Q4_0 or Q8_0 blocks against activation rows quantised
  * to Q8_0 blocks (the act_q8 matmul, cpu_matmul.c): 8 weight rows x 1 activation row for
- * decode, 2 x 4 for a batch.
+ * decode, 2 x 4 for a short batch, and the prefill GEMM's 4 x 8 or 4 x 16 on packed
+ * activations; and the activation quantisation itself.
  *
  * Each block's integer dot is exact whatever instructions compute it, and the float sum
  * over blocks always runs in block order, (float)sumi * d_w * d_x, so the AVX2 path and the
