@@ -68,13 +68,39 @@ static inline int64_t out_row(const mm_job *j, int64_t i) {
  * 8 columns an item. */
 #define GEMM_MIN_N  8
 #define GEMM_GROUPS 8
+/* What the act_q8 items read of their job. */
+typedef struct {
+    int64_t k, n_out, nb, row_bytes;
+    int q4;
+    const unsigned char *wdata;
+    const float *bias;
+    float *out;
+} q8_view;
+
+static q8_view q8_view_of(const mm_job *j) {
+    int64_t k = j->w->ne0;
+    return (q8_view){.k = k,
+                     .n_out = j->w->ne1,
+                     .nb = k / 32,
+                     .row_bytes = pl_row_size(j->w->type, k),
+                     .q4 = j->w->type == PL_TYPE_Q4_0,
+                     .wdata = vptr(j->w),
+                     .bias = j->bias ? fptr(j->bias) : NULL,
+                     .out = fptr(j->out)};
+}
+
+/* Output value v (+ the bias of weight row r) of batch row i into out, or added to it. */
+static inline void put_out(const mm_job *j, const q8_view *m, int64_t i, int64_t r, float v) {
+    float *o = m->out + out_row(j, i) * m->n_out + r;
+    v += m->bias ? m->bias[r] : 0.0f;
+    *o = j->accumulate ? *o + v : v;
+}
+
 static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
-    int64_t k = j->w->ne0, n_out = j->w->ne1, nb = k / 32;
-    int q4 = j->w->type == PL_TYPE_Q4_0;
-    int64_t row_bytes = pl_row_size(j->w->type, k);
-    const unsigned char *wdata = vptr(j->w);
-    const float *bias = j->bias ? fptr(j->bias) : NULL;
-    float *out = fptr(j->out);
+    q8_view m = q8_view_of(j);
+    int64_t k = m.k, nb = m.nb, row_bytes = m.row_bytes;
+    const unsigned char *wdata = m.wdata;
+    int q4 = m.q4;
     int R = j->n == 1 ? 8 : 2, C = j->n == 1 ? 1 : 4;
     for (int64_t c0 = 0; c0 < j->n; c0 += MM_COLS) {
         int64_t c1 = c0 + MM_COLS < j->n ? c0 + MM_COLS : j->n;
@@ -97,11 +123,7 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
                     j->n == 1 && r + 2 * R <= r1 ? w[0] + R * row_bytes : NULL;
                 pl_cpu_qdot_tile(q4, nr, nc, w, y, yd, ys, nb, pf, sums);
                 for (int a = 0; a < nr; a++)
-                    for (int t = 0; t < nc; t++) {
-                        float v = sums[a * nc + t] + (bias ? bias[r + a] : 0.0f);
-                        float *o = out + out_row(j, i + t) * n_out + r + a;
-                        *o = j->accumulate ? *o + v : v;
-                    }
+                    for (int t = 0; t < nc; t++) put_out(j, &m, i + t, r + a, sums[a * nc + t]);
             }
         }
     }
@@ -110,12 +132,8 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
 /* The GEMM: rows r0..r1 against column groups g0..g1, 4 weight rows (unpacked once) x 8
  * columns a tile. */
 static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1) {
-    int64_t k = j->w->ne0, n_out = j->w->ne1, nb = k / 32;
-    int q4 = j->w->type == PL_TYPE_Q4_0;
-    int64_t row_bytes = pl_row_size(j->w->type, k);
-    const unsigned char *wdata = vptr(j->w);
-    const float *bias = j->bias ? fptr(j->bias) : NULL;
-    float *out = fptr(j->out);
+    q8_view m = q8_view_of(j);
+    int64_t nb = m.nb;
     unsigned char *wu = malloc((size_t)nb * 4 * (64 + sizeof(float)));
     if (!wu) {
         atomic_store(&j->failed, 1);
@@ -125,23 +143,18 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
     for (int64_t r = r0; r < r1; r += 4) {
         int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
         const unsigned char *w[4];
-        for (int t = 0; t < nr; t++) w[t] = wdata + (r + t) * row_bytes;
-        pl_cpu_gemm_unpack(q4, nr, w, nb, wu, wd);
+        for (int t = 0; t < nr; t++) w[t] = m.wdata + (r + t) * m.row_bytes;
+        pl_cpu_gemm_unpack(m.q4, nr, w, nb, wu, wd);
         for (int64_t g = g0; g < g1; g += 2) {
             float sums[64];
             int ng = g + 1 < g1 ? 2 : 1;
-            pl_cpu_gemm_tile(q4, ng, wu, wd, nb, j->pq + g * nb * 256, j->pd + g * nb * 8,
+            pl_cpu_gemm_tile(m.q4, ng, wu, wd, nb, j->pq + g * nb * 256, j->pd + g * nb * 8,
                              j->ps + g * nb * 8, sums);
-            /* column i = g * 8 + t: its nr outputs are contiguous */
+            /* column g * 8 + t: its nr outputs are contiguous */
             int nc = j->n - g * 8 < 8 * ng ? (int)(j->n - g * 8) : 8 * ng;
-            for (int t = 0; t < nc; t++) {
-                float *o = out + out_row(j, g * 8 + t) * n_out + r;
-                const float *sv = sums + (t / 8) * 32 + t % 8;
-                for (int a = 0; a < nr; a++) {
-                    float v = sv[a * 8] + (bias ? bias[r + a] : 0.0f);
-                    o[a] = j->accumulate ? o[a] + v : v;
-                }
-            }
+            for (int t = 0; t < nc; t++)
+                for (int a = 0; a < nr; a++)
+                    put_out(j, &m, g * 8 + t, r + a, sums[(t / 8) * 32 + a * 8 + t % 8]);
         }
     }
     free(wu);

@@ -62,30 +62,52 @@ static void fill_acts(int8_t *y, float *yd, int32_t *ys, int nblocks, int iter) 
     }
 }
 
+/* Random rows for the tile tests: nw contiguous weight rows of nb blocks and ny activation
+ * rows (at most 16 each), and the row pointers the kernels take. */
+typedef struct {
+    unsigned char *w;
+    int8_t *y;
+    float *yd;
+    int32_t *ys;
+    const unsigned char *wr[16];
+    const int8_t *yr[16];
+    const float *ydr[16];
+    const int32_t *ysr[16];
+} rows;
+
+static rows rows_new(int q4, int nb, int nw, int ny, int iter) {
+    int bs = q4 ? 18 : 34;
+    rows t = {.w = malloc((size_t)nw * nb * bs),
+              .y = malloc((size_t)ny * nb * 32),
+              .yd = malloc((size_t)ny * nb * sizeof(float)),
+              .ys = malloc((size_t)ny * nb * sizeof(int32_t))};
+    fill_weights(q4, t.w, nw * nb, iter);
+    fill_acts(t.y, t.yd, t.ys, ny * nb, iter);
+    for (int r = 0; r < nw; r++) t.wr[r] = t.w + (int64_t)r * nb * bs;
+    for (int c = 0; c < ny; c++)
+        t.yr[c] = t.y + c * nb * 32, t.ydr[c] = t.yd + c * nb, t.ysr[c] = t.ys + c * nb;
+    return t;
+}
+
+static void rows_free(rows *t) {
+    free(t->w), free(t->y), free(t->yd), free(t->ys);
+}
+
 static void test_tiles(void) {
     int bad_tile = 0, bad_direct = 0, cases = 0;
     for (int iter = 0; iter < 3000; iter++) {
-        int q4 = iter & 1, nb = 1 + (int)(rnd() % 40), bs = q4 ? 18 : 34;
+        int q4 = iter & 1, nb = 1 + (int)(rnd() % 40);
         int nc = (iter >> 1) % 3 == 0 ? 1 : 1 + (int)(rnd() % 4);
         int nr = nc == 1 ? 1 + (int)(rnd() % 8) : 1 + (int)(rnd() % 2);
         /* 16 contiguous weight rows: the tile's, then the next tile's (prefetched) */
-        unsigned char *w = malloc((size_t)16 * nb * bs);
-        int8_t *y = malloc((size_t)4 * nb * 32);
-        float *yd = malloc((size_t)4 * nb * sizeof *yd);
-        int32_t *ys = malloc((size_t)4 * nb * sizeof *ys);
-        fill_weights(q4, w, 16 * nb, iter);
-        fill_acts(y, yd, ys, 4 * nb, iter);
-        const unsigned char *wr[8];
-        const int8_t *yr[4];
-        const float *ydr[4];
-        const int32_t *ysr[4];
-        for (int r = 0; r < nr; r++) wr[r] = w + (int64_t)r * nb * bs;
-        for (int c = 0; c < nc; c++)
-            yr[c] = y + c * nb * 32, ydr[c] = yd + c * nb, ysr[c] = ys + c * nb;
+        rows t = rows_new(q4, nb, 16, 4, iter);
+        const unsigned char *const *wr = t.wr;
+        const int8_t *const *yr = t.yr;
+        const float *const *ydr = t.ydr;
         float got[8], want[8];
-        const unsigned char *pf = iter % 3 ? w + (int64_t)nr * nb * bs : NULL;
-        pl_cpu_qdot_tile(q4, nr, nc, wr, yr, ydr, ysr, nb, pf, got);
-        pl_cpu_qdot_tile_portable(q4, nr, nc, wr, yr, ydr, ysr, nb, want);
+        const unsigned char *pf = iter % 3 ? t.wr[nr] : NULL;
+        pl_cpu_qdot_tile(q4, nr, nc, wr, yr, ydr, t.ysr, nb, pf, got);
+        pl_cpu_qdot_tile_portable(q4, nr, nc, wr, yr, ydr, t.ysr, nb, want);
         for (int r = 0; r < nr; r++)
             for (int c = 0; c < nc; c++) {
                 float p = pl_cpu_qdot_row_portable(q4, wr[r], yr[c], ydr[c], nb);
@@ -95,7 +117,7 @@ static void test_tiles(void) {
                 bad_direct += memcmp(&p, &d, sizeof p) != 0;
                 cases++;
             }
-        free(w), free(y), free(yd), free(ys);
+        rows_free(&t);
     }
     CHECK(bad_tile == 0, "tile vs portable row: %d of %d values differ", bad_tile, cases);
     CHECK(bad_direct == 0, "portable vs direct sum: %d of %d values differ", bad_direct, cases);
@@ -180,23 +202,17 @@ static void test_matmul(void) {
 static void test_gemm_tile(void) {
     int bad = 0, cases = 0;
     for (int iter = 0; iter < 1500; iter++) {
-        int q4 = iter & 1, nb = 1 + (int)(rnd() % 9), bs = q4 ? 18 : 34, nr = 1 + iter / 2 % 4;
+        int q4 = iter & 1, nb = 1 + (int)(rnd() % 9), nr = 1 + iter / 2 % 4;
         int ng = 1 + iter / 8 % 2;
-        unsigned char *w = malloc((size_t)4 * nb * bs), *wu = malloc((size_t)nb * 4 * 64);
-        int8_t *y = malloc((size_t)16 * nb * 32), *pq = malloc((size_t)nb * 512);
-        float *yd = malloc((size_t)16 * nb * sizeof *yd), *wd = malloc((size_t)nb * 4 * sizeof *wd);
-        float *pd = malloc((size_t)nb * 16 * sizeof *pd);
-        int32_t *ys = malloc((size_t)16 * nb * sizeof *ys),
-                *ps = malloc((size_t)nb * 16 * sizeof *ps);
-        fill_weights(q4, w, 4 * nb, iter);
-        fill_acts(y, yd, ys, 16 * nb, iter);
-        const unsigned char *wr[4];
-        const int8_t *yr[16];
-        const float *ydr[16];
-        const int32_t *ysr[16];
-        for (int r = 0; r < 4; r++) wr[r] = w + (int64_t)r * nb * bs;
-        for (int c = 0; c < 16; c++)
-            yr[c] = y + c * nb * 32, ydr[c] = yd + c * nb, ysr[c] = ys + c * nb;
+        rows t = rows_new(q4, nb, 4, 16, iter);
+        unsigned char *wu = malloc((size_t)nb * 4 * 64);
+        int8_t *pq = malloc((size_t)nb * 512);
+        float *wd = malloc((size_t)nb * 4 * sizeof *wd), *pd = malloc((size_t)nb * 16 * sizeof *pd);
+        int32_t *ps = malloc((size_t)nb * 16 * sizeof *ps);
+        const unsigned char *const *wr = t.wr;
+        const int8_t *const *yr = t.yr;
+        const float *const *ydr = t.ydr;
+        const int32_t *const *ysr = t.ysr;
         for (int k = 0; k < 2; k++) /* two groups, one after the other */
             pl_cpu_gemm_pack(yr + 8 * k, ydr + 8 * k, ysr + 8 * k, nb, pq + k * nb * 256,
                              pd + k * nb * 8, ps + k * nb * 8);
@@ -216,7 +232,8 @@ static void test_gemm_tile(void) {
                     }
         }
         pl_cpu_portable = 0;
-        free(w), free(wu), free(y), free(pq), free(yd), free(wd), free(pd), free(ys), free(ps);
+        rows_free(&t);
+        free(wu), free(pq), free(wd), free(pd), free(ps);
     }
     CHECK(bad == 0, "GEMM tile vs portable row: %d of %d values differ", bad, cases);
 }
