@@ -25,7 +25,7 @@ typedef struct {
     const cpu_backend *c;
     const pl_buf *q, *k, *v;
     pl_buf *out;
-    int64_t pos0;
+    int64_t n, pos0;
     const pl_attn_params *p;
     atomic_int failed;
 } attn_job;
@@ -104,35 +104,73 @@ __attribute__((target("avx2,f16c"))) static inline __m256 round_half8(__m256 x) 
     return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-__attribute__((target("avx2,f16c"))) static void attend_f16_avx2(const attn_job *j, const float *q,
-                                                                 int64_t g, int64_t kvh,
-                                                                 int64_t n_keys, float *o,
-                                                                 float *scratch) {
+/* The query rows of one AVX2 work item: ATTN_ROWS consecutive rows (their g heads each)
+ * visit the keys together, so each key and value row is converted once for all of them
+ * and the rows' key dots run side by side. */
+#define ATTN_ROWS 4
+
+/* Row i's key dot for head h (pl_cpu_dot's eight partial sums, pairwise total), four heads
+ * at a time where there are four. */
+__attribute__((target("avx2,f16c"))) static void
+dots8(const float *qh, const float *kr, int64_t h0, int64_t h1, int64_t hd, float scale, float *s) {
+    int64_t h = h0;
+    for (; h + 4 <= h1; h += 4) {
+        const float *q0 = qh + h * hd;
+        __m256 a = _mm256_setzero_ps(), b = a, c = a, d = a;
+        for (int64_t e = 0; e < hd; e += 8) {
+            __m256 k = _mm256_loadu_ps(kr + e);
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(q0 + e), k));
+            b = _mm256_add_ps(b, _mm256_mul_ps(_mm256_loadu_ps(q0 + hd + e), k));
+            c = _mm256_add_ps(c, _mm256_mul_ps(_mm256_loadu_ps(q0 + 2 * hd + e), k));
+            d = _mm256_add_ps(d, _mm256_mul_ps(_mm256_loadu_ps(q0 + 3 * hd + e), k));
+        }
+        /* ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) of each, as pl_cpu_dot */
+        __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+        __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+        _mm_storeu_ps(s + h, _mm_mul_ps(u, _mm_set1_ps(scale)));
+    }
+    for (; h < h1; h++) {
+        __m256 a = _mm256_setzero_ps();
+        for (int64_t e = 0; e < hd; e += 8)
+            a = _mm256_add_ps(
+                a, _mm256_mul_ps(_mm256_loadu_ps(qh + h * hd + e), _mm256_loadu_ps(kr + e)));
+        float l[8];
+        _mm256_storeu_ps(l, a);
+        s[h] = (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) * scale;
+    }
+}
+
+/* attend_f16 with AVX2 + F16C for the nr <= ATTN_ROWS query rows q (row r: n_keys0 + r
+ * keys, g heads of hd values, rows q_stride apart), head sizes multiples of 8: per row and
+ * head the same operations in the same order on eight lanes at a time, so the same bits.
+ * Half conversions through F16C are exact both ways and round to nearest even as
+ * pl_cpu_round_half does (a NaN may keep more of its payload); multiplies and adds stay
+ * separate (no fused multiply-add). */
+__attribute__((target("avx2,f16c"))) static void
+attend_f16_avx2(const attn_job *j, const float *q, int64_t q_stride, int64_t nr, int64_t g,
+                int64_t kvh, int64_t n_keys0, float *o, int64_t o_stride, float *scratch) {
     const pl_attn_params *p = j->p;
-    int64_t hd = p->head_dim, hdv = p->head_dim_v;
-    float *qh = scratch, *kr = qh + g * hd, *vr = kr + hd, *acc = vr + hdv;
-    float *mx = acc + g * hdv, *sum = mx + g;
-    for (int64_t d = 0; d < g * hd; d += 8)
-        _mm256_storeu_ps(qh + d, round_half8(_mm256_loadu_ps(q + d)));
-    for (int64_t d = 0; d < g * hdv; d++) acc[d] = 0;
-    for (int64_t h = 0; h < g; h++) mx[h] = -INFINITY, sum[h] = 0;
-    for (int64_t t = 0; t < n_keys; t++) {
+    int64_t hd = p->head_dim, hdv = p->head_dim_v, nh = nr * g;
+    float *qh = scratch, *kr = qh + nh * hd, *vr = kr + hd, *acc = vr + hdv;
+    float *mx = acc + nh * hdv, *sum = mx + nh, *sc = sum + nh;
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t d = 0; d < g * hd; d += 8)
+            _mm256_storeu_ps(qh + r * g * hd + d,
+                             round_half8(_mm256_loadu_ps(q + r * q_stride + d)));
+    for (int64_t d = 0; d < nh * hdv; d++) acc[d] = 0;
+    for (int64_t h = 0; h < nh; h++) mx[h] = -INFINITY, sum[h] = 0;
+    for (int64_t t = 0; t < n_keys0 + nr - 1; t++) {
+        /* the rows that see key t: r >= t - n_keys0 + 1, heads h0.. */
+        int64_t h0 = (t < n_keys0 ? 0 : t - n_keys0 + 1) * g;
         const uint16_t *kh = (const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd;
         const uint16_t *vh = (const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv;
         for (int64_t d = 0; d < hd; d += 8)
             _mm256_storeu_ps(kr + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kh + d))));
         for (int64_t d = 0; d < hdv; d += 8)
             _mm256_storeu_ps(vr + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vh + d))));
-        for (int64_t h = 0; h < g; h++) {
-            __m256 s8 = _mm256_setzero_ps();
-            for (int64_t d = 0; d < hd; d += 8)
-                s8 = _mm256_add_ps(
-                    s8, _mm256_mul_ps(_mm256_loadu_ps(qh + h * hd + d), _mm256_loadu_ps(kr + d)));
-            float sl[8];
-            _mm256_storeu_ps(sl, s8);
-            float s = (((sl[0] + sl[1]) + (sl[2] + sl[3])) + ((sl[4] + sl[5]) + (sl[6] + sl[7]))) *
-                      p->scale;
-            float *ah = acc + h * hdv;
+        dots8(qh, kr, h0, nh, hd, p->scale, sc);
+        for (int64_t h = h0; h < nh; h++) {
+            float s = sc[h], *ah = acc + h * hdv;
             float rescale = 1, w = 1;
             if (s > mx[h]) {
                 rescale = expf(mx[h] - s);
@@ -153,24 +191,42 @@ __attribute__((target("avx2,f16c"))) static void attend_f16_avx2(const attn_job 
             sum[h] = sum[h] * rescale + w;
         }
     }
-    for (int64_t h = 0; h < g; h++) {
+    for (int64_t h = 0; h < nh; h++) {
         float inv = 1.0f / sum[h];
-        for (int64_t d = 0; d < hdv; d++) o[h * hdv + d] = acc[h * hdv + d] * inv;
+        float *oh = o + (h / g) * o_stride + (h % g) * hdv;
+        for (int64_t d = 0; d < hdv; d++) oh[d] = acc[h * hdv + d] * inv;
     }
 }
 #define PL_ATTN_X86 1
 #endif
 
-/* One work item: query row i and the group of query heads of kv head kvh. */
+/* Whether j takes the AVX2 path (ATTN_ROWS query rows an item). */
+static bool attn_vector(const attn_job *j) {
+#ifdef PL_ATTN_X86
+    return j->k->type == PL_TYPE_F16 && j->p->head_dim % 8 == 0 && j->p->head_dim_v % 8 == 0 &&
+           pl_cpu_have_avx2();
+#else
+    (void)j;
+    return false;
+#endif
+}
+
+/* One work item: the group of query heads of kv head kvh, for query row i (or ATTN_ROWS
+ * rows from i on the AVX2 path). */
 static void attn_item(void *ctx, int64_t item) {
     attn_job *j = ctx;
     const pl_attn_params *p = j->p;
-    int64_t g = p->n_head / p->n_head_kv;
-    int64_t i = item / p->n_head_kv, kvh = item % p->n_head_kv;
+    int64_t g = p->n_head / p->n_head_kv, nr = attn_vector(j) ? ATTN_ROWS : 1;
+    /* the last rows (the most keys) first, so the threads' shares even out at the end */
+    int64_t blocks = (j->n + nr - 1) / nr;
+    int64_t i = (blocks - 1 - item / p->n_head_kv) * nr, kvh = item % p->n_head_kv;
+    if (nr > j->n - i) nr = j->n - i;
     int64_t n_keys = j->pos0 + i + 1, hd = p->head_dim, hdv = p->head_dim_v;
-    /* f32: scores + accumulator; f16: queries, key and value rows, accumulators, max, sum */
-    size_t need = j->k->type == PL_TYPE_F32 ? (size_t)(n_keys + hdv)
-                                            : (size_t)(g * hd + hd + hdv + g * hdv + 2 * g);
+    /* f32: scores + accumulator; f16: queries, key and value rows, accumulators, max, sum,
+     * scores */
+    size_t need = j->k->type == PL_TYPE_F32
+                      ? (size_t)(n_keys + hdv)
+                      : (size_t)(nr * g * hd + hd + hdv + nr * g * hdv + 3 * nr * g);
     float *scratch = malloc(sizeof(float) * need);
     if (!scratch) {
         atomic_store(&j->failed, 1);
@@ -183,8 +239,8 @@ static void attn_item(void *ctx, int64_t item) {
             attend_f32(j, q + h * hd, kvh, n_keys, o + h * hdv, scratch);
     } else {
 #ifdef PL_ATTN_X86
-        if (hd % 8 == 0 && hdv % 8 == 0 && pl_cpu_have_avx2()) {
-            attend_f16_avx2(j, q, g, kvh, n_keys, o, scratch);
+        if (attn_vector(j)) {
+            attend_f16_avx2(j, q, j->q->ne0, nr, g, kvh, n_keys, o, j->out->ne0, scratch);
             free(scratch);
             return;
         }
@@ -198,9 +254,10 @@ pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cach
                            const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
                            pl_buf *out) {
     cpu_backend *c = cpu_of(be);
-    attn_job j = {.c = c, .q = q, .k = k_cache, .v = v_cache, .out = out, .pos0 = pos0, .p = p};
+    attn_job j = {
+        .c = c, .q = q, .k = k_cache, .v = v_cache, .out = out, .n = n, .pos0 = pos0, .p = p};
     atomic_init(&j.failed, 0);
-    int64_t items = n * p->n_head_kv;
+    int64_t rows = attn_vector(&j) ? ATTN_ROWS : 1, items = (n + rows - 1) / rows * p->n_head_kv;
     int64_t work = n * p->n_head * (pos0 + n) * (p->head_dim + p->head_dim_v);
     if (work < CPU_PAR_MIN_WORK) {
         for (int64_t it = 0; it < items; it++) attn_item(&j, it);

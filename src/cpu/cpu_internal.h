@@ -88,6 +88,30 @@ void pl_cpu_qdot_tile_portable(int q4, int nr, int nc, const unsigned char *cons
                                const int8_t *const y[], const float *const yd[],
                                const int32_t *const ys[], int64_t nb, float *out);
 
+/* One activation row of k values (a multiple of 32) quantised as pl_quant_act_q8_0 does
+ * (the same bits; AVX2 where the CPU has it): quants q [k], each block's scale widened to
+ * float d [k/32] and its sum of quants s [k/32]. */
+void pl_cpu_quant_act(const float *x, int64_t k, int8_t *q, float *d, int32_t *s);
+
+/* The prefill GEMM (act_q8, Q4_0/Q8_0, a batch): 4 weight rows x 8 or 16 activation
+ * columns a tile, each value bit-identical to pl_cpu_qdot_row_portable.
+ * pl_cpu_gemm_pack lays out a group of 8 columns (y[c], yd[c], ys[c] as for
+ * pl_cpu_qdot_tile) for the tile: q [nb][256] (block b: [g 0..7][c 0..7][4], the quants
+ * 4g..4g+3 of column c), d [nb][8] the scales, s [nb][8] 8 x the block sums; a pack's
+ * groups lie one after the other (q nb * 256 bytes apart, d and s nb * 8 values apart).
+ * pl_cpu_gemm_unpack unpacks nr <= 4 weight rows (missing rows repeat the last):
+ * wu [nb][4][32] (Q4_0: the nibbles 0..15 in element order) or [nb][4][64] (Q8_0: the
+ * quants, then their absolute values), wd [nb][4] the scales as floats.
+ * pl_cpu_gemm_tile: the ng (1 or 2) groups from q/d/s on: out[(k * 4 + r) * 8 + c], the dot
+ * of unpacked row r with column c of group k (AVX2 where the CPU has it, else the portable
+ * reference on the same layouts). */
+void pl_cpu_gemm_pack(const int8_t *const y[8], const float *const yd[8],
+                      const int32_t *const ys[8], int64_t nb, int8_t *q, float *d, int32_t *s);
+void pl_cpu_gemm_unpack(int q4, int nr, const unsigned char *const w[], int64_t nb,
+                        unsigned char *wu, float *wd);
+void pl_cpu_gemm_tile(int q4, int ng, const unsigned char *wu, const float *wd, int64_t nb,
+                      const int8_t *q, const float *d, const int32_t *s, float *out);
+
 pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out);
 pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const pl_buf *x,

@@ -12,7 +12,11 @@
  * goes in tiles (cpu_qdot.c): 8 weight rows x 1 activation row for one row (decode, the
  * next tile's rows prefetched), 2 x 4 for a batch, so each weight block is unpacked once
  * for 4 activation rows and each activation block loaded once for 2 weight rows;
- * bit-identical to the one-row dot whatever the tile.
+ * bit-identical to the one-row dot whatever the tile. Batches of GEMM_MIN_N rows or more
+ * (prefill) take the GEMM instead where AVX2 is present (mm_run_gemm): the quantised rows
+ * are packed 8 columns to a group, each item's 4-row weight tiles unpacked once and run
+ * past GEMM_GROUPS groups, the items split in row x column ranges; the same bits again.
+ * The activation rows are quantised (and packed) by the pool's threads.
  *
  * matmul_id groups the (token, slot) pairs by expert and runs each used expert's rows as one
  * matmul over the rows of x routed to it (read and written through row maps), so an expert
@@ -30,6 +34,13 @@ typedef struct {
     /* Row maps (matmul_id): batch row i reads x row xrow[i] and writes out row orow[i];
      * NULL: row i. */
     const int64_t *xrow, *orow;
+    /* The prefill GEMM's packed activations (pl_cpu_gemm_pack; NULL: the tiles above), in
+     * groups of 8 columns, the last one padded with its last column; items are (row range,
+     * column range): cols_items column ranges of GEMM_GROUPS groups for each row range. */
+    int8_t *pq;
+    float *pd;
+    int32_t *ps;
+    int64_t groups, col_items;
     pl_buf *out;
     int64_t n, rows_per_item;
     bool accumulate;
@@ -52,13 +63,44 @@ static inline int64_t out_row(const mm_job *j, int64_t i) {
  * for a batch, the batch taken MM_COLS activation rows at a time so those stay in cache
  * while the item's weight rows pass over them. */
 #define MM_COLS 16
+
+/* The GEMM (mm_run_gemm) takes batches of at least GEMM_MIN_N rows, GEMM_GROUPS groups of
+ * 8 columns an item. */
+#define GEMM_MIN_N  8
+#define GEMM_GROUPS 8
+/* What the act_q8 items read of their job. */
+typedef struct {
+    int64_t k, n_out, nb, row_bytes;
+    int q4;
+    const unsigned char *wdata;
+    const float *bias;
+    float *out;
+} q8_view;
+
+static q8_view q8_view_of(const mm_job *j) {
+    int64_t k = j->w->ne0;
+    return (q8_view){.k = k,
+                     .n_out = j->w->ne1,
+                     .nb = k / 32,
+                     .row_bytes = pl_row_size(j->w->type, k),
+                     .q4 = j->w->type == PL_TYPE_Q4_0,
+                     .wdata = vptr(j->w),
+                     .bias = j->bias ? fptr(j->bias) : NULL,
+                     .out = fptr(j->out)};
+}
+
+/* Output value v (+ the bias of weight row r) of batch row i into out, or added to it. */
+static inline void put_out(const mm_job *j, const q8_view *m, int64_t i, int64_t r, float v) {
+    float *o = m->out + out_row(j, i) * m->n_out + r;
+    v += m->bias ? m->bias[r] : 0.0f;
+    *o = j->accumulate ? *o + v : v;
+}
+
 static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
-    int64_t k = j->w->ne0, n_out = j->w->ne1, nb = k / 32;
-    int q4 = j->w->type == PL_TYPE_Q4_0;
-    int64_t row_bytes = pl_row_size(j->w->type, k);
-    const unsigned char *wdata = vptr(j->w);
-    const float *bias = j->bias ? fptr(j->bias) : NULL;
-    float *out = fptr(j->out);
+    q8_view m = q8_view_of(j);
+    int64_t k = m.k, nb = m.nb, row_bytes = m.row_bytes;
+    const unsigned char *wdata = m.wdata;
+    int q4 = m.q4;
     int R = j->n == 1 ? 8 : 2, C = j->n == 1 ? 1 : 4;
     for (int64_t c0 = 0; c0 < j->n; c0 += MM_COLS) {
         int64_t c1 = c0 + MM_COLS < j->n ? c0 + MM_COLS : j->n;
@@ -81,18 +123,52 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
                     j->n == 1 && r + 2 * R <= r1 ? w[0] + R * row_bytes : NULL;
                 pl_cpu_qdot_tile(q4, nr, nc, w, y, yd, ys, nb, pf, sums);
                 for (int a = 0; a < nr; a++)
-                    for (int t = 0; t < nc; t++) {
-                        float v = sums[a * nc + t] + (bias ? bias[r + a] : 0.0f);
-                        float *o = out + out_row(j, i + t) * n_out + r + a;
-                        *o = j->accumulate ? *o + v : v;
-                    }
+                    for (int t = 0; t < nc; t++) put_out(j, &m, i + t, r + a, sums[a * nc + t]);
             }
         }
     }
 }
 
+/* The GEMM: rows r0..r1 against column groups g0..g1, 4 weight rows (unpacked once) x 8
+ * columns a tile. */
+static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1) {
+    q8_view m = q8_view_of(j);
+    int64_t nb = m.nb;
+    unsigned char *wu = malloc((size_t)nb * 4 * (64 + sizeof(float)));
+    if (!wu) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    float *wd = (float *)(wu + nb * 4 * 64);
+    for (int64_t r = r0; r < r1; r += 4) {
+        int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+        const unsigned char *w[4];
+        for (int t = 0; t < nr; t++) w[t] = m.wdata + (r + t) * m.row_bytes;
+        pl_cpu_gemm_unpack(m.q4, nr, w, nb, wu, wd);
+        for (int64_t g = g0; g < g1; g += 2) {
+            float sums[64];
+            int ng = g + 1 < g1 ? 2 : 1;
+            pl_cpu_gemm_tile(m.q4, ng, wu, wd, nb, j->pq + g * nb * 256, j->pd + g * nb * 8,
+                             j->ps + g * nb * 8, sums);
+            /* column g * 8 + t: its nr outputs are contiguous */
+            int nc = j->n - g * 8 < 8 * ng ? (int)(j->n - g * 8) : 8 * ng;
+            for (int t = 0; t < nc; t++)
+                for (int a = 0; a < nr; a++)
+                    put_out(j, &m, g * 8 + t, r + a, sums[(t / 8) * 32 + a * 8 + t % 8]);
+        }
+    }
+    free(wu);
+}
+
 static void mm_item(void *ctx, int64_t item) {
     mm_job *j = ctx;
+    if (j->pq) {
+        int64_t rc = item / j->col_items, cc = item % j->col_items;
+        int64_t r0 = rc * j->rows_per_item, r1 = r0 + j->rows_per_item;
+        int64_t g0 = cc * GEMM_GROUPS, g1 = g0 + GEMM_GROUPS;
+        mm_item_gemm(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1, g0, g1 < j->groups ? g1 : j->groups);
+        return;
+    }
     if (j->xq) {
         int64_t r0 = item * j->rows_per_item, r1 = r0 + j->rows_per_item;
         mm_item_q8(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1);
@@ -156,34 +232,83 @@ static void q8act_free(q8act *a) {
     *a = (q8act){0};
 }
 
-static pl_status quantise_rows(const pl_buf *x, int64_t n, int64_t k, q8act *a) {
+/* Rows of quantise_rows' job, a pool item each. */
+typedef struct {
+    const float *x;
+    int64_t k;
+    q8act *a;
+} quant_job;
+
+static void quant_item(void *ctx, int64_t i) {
+    const quant_job *j = ctx;
+    int64_t nb = j->k / 32;
+    pl_cpu_quant_act(j->x + i * j->k, j->k, j->a->q + i * j->k, j->a->d + i * nb, j->a->s + i * nb);
+}
+
+static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64_t k, q8act *a) {
     int64_t nbt = n * (k / 32);
-    /* floats and int32 sums first (aligned), then the f16 scales, then the quants */
-    char *mem = malloc((size_t)nbt * (sizeof(float) + sizeof(int32_t) + sizeof(uint16_t)) +
-                       (size_t)(n * k) + 1);
+    /* floats and int32 sums first (aligned), then the quants */
+    char *mem = malloc((size_t)nbt * (sizeof(float) + sizeof(int32_t)) + (size_t)(n * k) + 1);
     if (!mem) {
         *a = (q8act){0};
         return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
     }
     a->d = (float *)mem;
     a->s = (int32_t *)(a->d + nbt);
-    uint16_t *xh = (uint16_t *)(a->s + nbt);
-    a->q = (int8_t *)(xh + nbt);
-    for (int64_t i = 0; i < n; i++)
-        pl_quant_act_q8_0(fptr(x) + i * k, k, a->q + i * k, xh + i * (k / 32));
-    for (int64_t b = 0; b < nbt; b++) {
-        a->d[b] = pl_f16_to_f32(xh[b]);
-        int32_t sum = 0;
-        for (int t = 0; t < 32; t++) sum += a->q[b * 32 + t];
-        a->s[b] = sum;
-    }
+    a->q = (int8_t *)(a->s + nbt);
+    quant_job j = {fptr(x), k, a};
+    if (n * k < CPU_PAR_MIN_WORK) /* decode: not worth waking the pool */
+        for (int64_t i = 0; i < n; i++) quant_item(&j, i);
+    else
+        pl_pool_run(c->pool, n, quant_item, &j);
     return PL_OK;
+}
+
+/* One group of 8 columns of j's quantised rows into the GEMM's layout. */
+static void pack_item(void *ctx, int64_t g) {
+    mm_job *j = ctx;
+    int64_t k = j->w->ne0, nb = k / 32;
+    const int8_t *y[8];
+    const float *yd[8];
+    const int32_t *ys[8];
+    for (int c = 0; c < 8; c++) {
+        int64_t i = g * 8 + c < j->n ? g * 8 + c : j->n - 1, xi = x_row(j, i);
+        y[c] = j->xq + xi * k, yd[c] = j->xd + xi * nb, ys[c] = j->xs + xi * nb;
+    }
+    pl_cpu_gemm_pack(y, yd, ys, nb, j->pq + g * nb * 256, j->pd + g * nb * 8, j->ps + g * nb * 8);
+}
+
+/* The GEMM for j if it pays (a batch of at least GEMM_MIN_N rows, AVX2) and its packed
+ * activations fit in memory (else the tiles do the job); run, true, or false. The work is
+ * split in 2-D: column ranges of GEMM_GROUPS groups (their packed activations stay in
+ * cache while the range's weight rows pass) x row ranges of whole 4-row tiles, about
+ * 4 x threads items in all. */
+static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
+    if (j->n < GEMM_MIN_N || !pl_cpu_have_avx2()) return false;
+    int64_t nb = j->w->ne0 / 32, n_out = j->w->ne1;
+    j->groups = (j->n + 7) / 8;
+    char *mem = malloc((size_t)(j->groups * nb) * (256 + 8 * sizeof(float) + 8 * sizeof(int32_t)));
+    if (!mem) return false;
+    j->pd = (float *)mem;
+    j->ps = (int32_t *)(j->pd + j->groups * nb * 8);
+    j->pq = (int8_t *)(j->ps + j->groups * nb * 8);
+    int threads = pl_pool_threads(c->pool);
+    pl_pool_run(c->pool, j->groups, pack_item, j);
+    j->col_items = (j->groups + GEMM_GROUPS - 1) / GEMM_GROUPS;
+    int64_t row_items = (4 * threads + j->col_items - 1) / j->col_items;
+    if (row_items > (n_out + 3) / 4) row_items = (n_out + 3) / 4;
+    j->rows_per_item = ((n_out + row_items - 1) / row_items + 3) / 4 * 4;
+    row_items = (n_out + j->rows_per_item - 1) / j->rows_per_item;
+    pl_pool_run(c->pool, row_items * j->col_items, mm_item, j);
+    free(mem);
+    return true;
 }
 
 /* Split j's weight rows between the pool's threads and run them. */
 static void mm_run(cpu_backend *c, mm_job *j) {
     int64_t n_out = j->w->ne1;
     int threads = pl_pool_threads(c->pool);
+    if (j->xq && mm_run_gemm(c, j)) return;
     int64_t work = j->n * n_out * j->w->ne0;
     int64_t items = work < CPU_PAR_MIN_WORK ? 1 : (int64_t)threads * 4;
     if (items > n_out) items = n_out;
@@ -199,7 +324,7 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
     atomic_init(&j.failed, 0);
     q8act a = {0};
     if (wants_q8(be, w)) {
-        pl_status s = quantise_rows(x, n, w->ne0, &a);
+        pl_status s = quantise_rows(cpu_of(be), x, n, w->ne0, &a);
         if (s) return s;
         j.xq = a.q, j.xd = a.d, j.xs = a.s;
     }
@@ -239,7 +364,7 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
     }
     q8act a = {0};
     pl_status st = PL_OK;
-    if (wants_q8(be, w)) st = quantise_rows(x, x_shared ? n : slots, w->ne0, &a);
+    if (wants_q8(be, w)) st = quantise_rows(cpu_of(be), x, x_shared ? n : slots, w->ne0, &a);
     /* each used expert: its n_out rows of w as a view, over the rows routed to it */
     int64_t row_bytes = pl_row_size(w->type, w->ne0);
     bool failed = false;

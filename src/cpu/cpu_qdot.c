@@ -1,14 +1,17 @@
 /* cpu_qdot.c - tiles of weight rows of Q4_0 or Q8_0 blocks against activation rows quantised
  * to Q8_0 blocks (the act_q8 matmul, cpu_matmul.c): 8 weight rows x 1 activation row for
- * decode, 2 x 4 for a batch.
+ * decode, 2 x 4 for a short batch, and the prefill GEMM's 4 x 8 or 4 x 16 on packed
+ * activations; and the activation quantisation itself.
  *
  * Each block's integer dot is exact whatever instructions compute it, and the float sum
  * over blocks always runs in block order, (float)sumi * d_w * d_x, so the AVX2 path and the
  * portable one give bit-identical results: the same tokens on every machine. The AVX2 path
  * is chosen at run time (x86 only; the library is still built for the baseline ISA). */
+#include <math.h>
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "format/quant.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -134,6 +137,244 @@ PL_TILE(tile_q4_2x4, 1, 2, 4)
 PL_TILE(tile_q8_8x1, 0, 8, 1)
 PL_TILE(tile_q8_2x4, 0, 2, 4)
 #endif
+
+/* The prefill GEMM (pl_cpu_gemm_*): an output lane per activation column, so no horizontal
+ * reduction at all. The pack holds 8 columns' block b as 256 bytes, [g][c][4] = the four
+ * quants 4g..4g+3 of column c; the weight rows of a tile are unpacked once into 32 bytes a
+ * block (Q4_0: the nibbles 0..15 in element order; Q8_0: the quants, then their absolute
+ * values) and their scales into floats. For each group g of four elements, the weight's
+ * four bytes are broadcast and maddubs'd with the 8 columns' quants: int16 lane 2c + h is
+ * two products of column c. Q4_0 adds the eight groups in int16 (each pair is at most
+ * 2 * 15 * 127 = 3810 in size, eight of them 30480: no overflow) and widens once; Q8_0
+ * meets |w| (<= 128) with y given w's sign (pairs <= 32512) and widens every group. The
+ * block's integer dot is then exact in every lane, and each lane does
+ * sum + ((float)dot * d_w) * d_x as row_scalar does. */
+#ifdef PL_QDOT_X86
+__attribute__((target("avx2"))) static inline __m256i bcast4(const unsigned char *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* NG (1 or 2) column groups, the second nb blocks after the first (the pack's layout):
+ * each weight broadcast then serves NG products. */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void
+gemm_avx2(const int q4, const int NG, const unsigned char *wu, const float *wd, int64_t nb,
+          const int8_t *q, const float *d, const int32_t *s, float out[64]) {
+    const __m256i one = _mm256_set1_epi16(1);
+    const int wbs = q4 ? 32 : 64; /* unpacked bytes per row and block */
+    const int8_t *qg[2] = {q, q + nb * 256};
+    const float *dg[2] = {d, d + nb * 8};
+    const int32_t *sg[2] = {s, s + nb * 8};
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 4 * NG; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, wd += 4) {
+        const unsigned char *wb = wu + b * 4 * wbs;
+        __m256i dot[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 4 * NG; i++) dot[i] = _mm256_setzero_si256();
+            /* not unrolled: unrolled, the compiler hoists all the products and spills them */
+#pragma GCC unroll 1
+        for (int g = 0; g < 8; g++) {
+            __m256i y[2];
+#pragma GCC unroll 2
+            for (int k = 0; k < NG; k++)
+                y[k] = _mm256_loadu_si256((const __m256i *)(qg[k] + b * 256 + g * 32));
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                __m256i w = bcast4(wb + r * wbs + 4 * g), aw = w;
+                if (!q4) aw = bcast4(wb + r * wbs + 32 + 4 * g);
+#pragma GCC unroll 2
+                for (int k = 0; k < NG; k++) {
+                    if (q4) {
+                        dot[k * 4 + r] =
+                            _mm256_add_epi16(dot[k * 4 + r], _mm256_maddubs_epi16(w, y[k]));
+                    } else {
+                        __m256i t = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(y[k], w));
+                        dot[k * 4 + r] =
+                            _mm256_add_epi32(dot[k * 4 + r], _mm256_madd_epi16(t, one));
+                    }
+                }
+            }
+        }
+#pragma GCC unroll 2
+        for (int k = 0; k < NG; k++) {
+            __m256 dx = _mm256_loadu_ps(dg[k] + b * 8);
+            __m256i sy =
+                q4 ? _mm256_loadu_si256((const __m256i *)(sg[k] + b * 8)) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                __m256i i = dot[k * 4 + r];
+                if (q4) i = _mm256_sub_epi32(_mm256_madd_epi16(i, one), sy);
+                __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_broadcast_ss(wd + r));
+                acc[k * 4 + r] = _mm256_add_ps(acc[k * 4 + r], _mm256_mul_ps(t, dx));
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 4 * NG; i++) _mm256_storeu_ps(out + 8 * i, acc[i]);
+}
+
+/* The four instances: Q4_0 or Q8_0, one or two column groups. */
+#define PL_GEMM(name, q4, ng)                                                                      \
+    __attribute__((target("avx2,f16c"))) static void name(                                         \
+        const unsigned char *wu, const float *wd, int64_t nb, const int8_t *q, const float *d,     \
+        const int32_t *s, float out[64]) {                                                         \
+        gemm_avx2(q4, ng, wu, wd, nb, q, d, s, out);                                               \
+    }
+PL_GEMM(gemm_q4_1, 1, 1)
+PL_GEMM(gemm_q4_2, 1, 2)
+PL_GEMM(gemm_q8_1, 0, 1)
+PL_GEMM(gemm_q8_2, 0, 2)
+#endif
+
+void pl_cpu_gemm_pack(const int8_t *const y[8], const float *const yd[8],
+                      const int32_t *const ys[8], int64_t nb, int8_t *q, float *d, int32_t *s) {
+    for (int64_t b = 0; b < nb; b++)
+        for (int c = 0; c < 8; c++) {
+            for (int g = 0; g < 8; g++)
+                memcpy(q + b * 256 + g * 32 + c * 4, y[c] + b * 32 + g * 4, 4);
+            d[b * 8 + c] = yd[c][b];
+            s[b * 8 + c] = 8 * ys[c][b];
+        }
+}
+
+#ifdef PL_QDOT_X86
+__attribute__((target("avx2,f16c"))) static void unpack_avx2(int q4, int nr,
+                                                             const unsigned char *const w[],
+                                                             int64_t nb, unsigned char *wu,
+                                                             float *wd) {
+    const int wbs = q4 ? 32 : 64, bs = q4 ? 18 : 34;
+    const __m128i lo = _mm_set1_epi8(15);
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
+            unsigned char *o = wu + (b * 4 + r) * wbs;
+            uint16_t h;
+            memcpy(&h, p, 2);
+            wd[b * 4 + r] = _cvtsh_ss(h);
+            if (q4) {
+                __m128i x = _mm_loadu_si128((const __m128i *)(p + 2));
+                _mm_storeu_si128((__m128i *)o, _mm_and_si128(x, lo));
+                _mm_storeu_si128((__m128i *)(o + 16), _mm_and_si128(_mm_srli_epi16(x, 4), lo));
+            } else {
+                __m256i x = _mm256_loadu_si256((const __m256i *)(p + 2));
+                _mm256_storeu_si256((__m256i *)o, x);
+                _mm256_storeu_si256((__m256i *)(o + 32), _mm256_abs_epi8(x));
+            }
+        }
+}
+#endif
+
+void pl_cpu_gemm_unpack(int q4, int nr, const unsigned char *const w[], int64_t nb,
+                        unsigned char *wu, float *wd) {
+#ifdef PL_QDOT_X86
+    if (pl_cpu_have_avx2()) {
+        unpack_avx2(q4, nr, w, nb, wu, wd);
+        return;
+    }
+#endif
+    const int wbs = q4 ? 32 : 64, bs = q4 ? 18 : 34;
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
+            unsigned char *o = wu + (b * 4 + r) * wbs;
+            wd[b * 4 + r] = half(p);
+            for (int i = 0; i < (q4 ? 16 : 32); i++) {
+                if (q4) {
+                    o[i] = p[2 + i] & 15, o[i + 16] = p[2 + i] >> 4;
+                } else {
+                    int v = (int8_t)p[2 + i];
+                    o[i] = p[2 + i], o[32 + i] = (unsigned char)(v < 0 ? -v : v);
+                }
+            }
+        }
+}
+
+void pl_cpu_gemm_tile(int q4, int ng, const unsigned char *wu, const float *wd, int64_t nb,
+                      const int8_t *q, const float *d, const int32_t *s, float *out) {
+#ifdef PL_QDOT_X86
+    if (pl_cpu_have_avx2()) {
+        if (ng == 2)
+            (q4 ? gemm_q4_2 : gemm_q8_2)(wu, wd, nb, q, d, s, out);
+        else
+            (q4 ? gemm_q4_1 : gemm_q8_1)(wu, wd, nb, q, d, s, out);
+        return;
+    }
+#endif
+    /* the portable reference on the same layouts: row_scalar's arithmetic */
+    const int wbs = q4 ? 32 : 64;
+    for (int k = 0; k < ng; k++)
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 8; c++) {
+                float sum = 0;
+                for (int64_t b = 0; b < nb; b++) {
+                    const unsigned char *wb = wu + (b * 4 + r) * wbs;
+                    const int8_t *qb = q + (k * nb + b) * 256;
+                    int32_t dot = 0;
+                    for (int e = 0; e < 32; e++)
+                        dot += (q4 ? wb[e] - 8 : (int8_t)wb[e]) * qb[(e / 4) * 32 + c * 4 + e % 4];
+                    sum += (float)dot * wd[b * 4 + r] * d[(k * nb + b) * 8 + c];
+                }
+                out[(k * 4 + r) * 8 + c] = sum;
+            }
+}
+
+/* Activation quantisation (pl_cpu_quant_act): pl_quant_act_q8_0's bits, a block at a time.
+ * The AVX2 path takes blocks of finite values (max|x| is then the same whatever the order)
+ * and rounds half away from zero as roundf does: t = trunc(v), plus v's sign where
+ * |v - t| >= 0.5 (v - t is exact); a block holding NaN or infinity goes the scalar way. */
+#ifdef PL_QDOT_X86
+__attribute__((target("avx2,f16c"))) static int quant_block_avx2(const float *x, int8_t *q,
+                                                                 uint16_t *d) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(INFINITY);
+    __m256 v[4], m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(x + 8 * i);
+        __m256 a = _mm256_andnot_ps(sign, v[i]);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* NaN or infinite */
+        m = _mm256_max_ps(m, a);
+    }
+    if (_mm256_movemask_ps(bad)) return 0;
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float amax = _mm_cvtss_f32(m4), sc = amax / 127, is = sc != 0 ? 1.0f / sc : 0.0f;
+    *d = pl_f32_to_f16(sc);
+    const __m256 vis = _mm256_set1_ps(is), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    const __m256 lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+    __m256i n[4];
+    for (int i = 0; i < 4; i++) {
+        __m256 y = _mm256_mul_ps(v[i], vis);
+        __m256 t = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(y, t)), half, _CMP_GE_OQ);
+        t = _mm256_add_ps(t, _mm256_and_ps(up, _mm256_or_ps(one, _mm256_and_ps(y, sign))));
+        __m256 ok =
+            _mm256_and_ps(_mm256_cmp_ps(t, lo, _CMP_GE_OQ), _mm256_cmp_ps(t, hi, _CMP_LE_OQ));
+        n[i] = _mm256_and_si256(_mm256_cvttps_epi32(t), _mm256_castps_si256(ok));
+    }
+    /* int32 -> int8 (all in -128..127, no saturation), back into element order */
+    __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+    w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)q, w);
+    return 1;
+}
+#endif
+
+void pl_cpu_quant_act(const float *x, int64_t k, int8_t *q, float *d, int32_t *s) {
+    for (int64_t b = 0; b < k / 32; b++, x += 32, q += 32) {
+        uint16_t h;
+#ifdef PL_QDOT_X86
+        if (!pl_cpu_have_avx2() || !quant_block_avx2(x, q, &h))
+#endif
+            pl_quant_act_q8_0(x, 32, q, &h);
+        d[b] = pl_f16_to_f32(h);
+        int32_t sum = 0;
+        for (int t = 0; t < 32; t++) sum += q[t];
+        s[b] = sum;
+    }
+}
 
 int pl_cpu_portable;
 

@@ -1,7 +1,8 @@
 /* cpu_attention_test.c - the CPU attention's AVX2 + F16C path over F16 caches
  * (cpu_attention.c) gives the same bits as its portable path (pl_cpu_portable set), on
  * random shapes: grouped heads, head sizes that are multiples of 8 (the vector path) and
- * not (the portable path both times), prompt batches after a cached prefix, values large
+ * not (the portable path both times), prompt batches of 1..13 rows (the AVX2 path takes 4
+ * query rows at a time: whole blocks and short ones) after a cached prefix, values large
  * enough that the half accumulator overflows; and the same bits from 1 and 3 threads. */
 #include "cpu/cpu.h"
 #include "cpu/cpu_internal.h"
@@ -53,7 +54,7 @@ static void run_tests(void) {
         p.n_head = p.n_head_kv * (1 + (int)(rnd() % 3));
         p.head_dim = dims[rnd() % 6], p.head_dim_v = iter % 4 ? p.head_dim : dims[rnd() % 6];
         p.scale = 1.0f / sqrtf((float)p.head_dim);
-        int n = 1 + (int)(rnd() % 9), pos0 = (int)(rnd() % 40), n_ctx = pos0 + n;
+        int n = 1 + (int)(rnd() % 13), pos0 = (int)(rnd() % 40), n_ctx = pos0 + n;
         /* big: scores far apart (the running maximum moves) and values near half's top */
         float qr = iter % 5 == 0 ? 30.0f : 2.0f, vr = iter % 7 == 0 ? 30000.0f : 3.0f;
         int nq = n * p.n_head * p.head_dim, nk = n_ctx * p.n_head_kv * p.head_dim;

@@ -7,6 +7,7 @@
  * pl_be_matmul with act_q8 on Q4_0/Q8_0 weights, on shapes that are not multiples of the
  * tiles (rows, columns), with bias and accumulate, on a 1- and a 3-thread backend, gives
  * exactly the portable dot of each weight row with each quantised activation row. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,30 +62,52 @@ static void fill_acts(int8_t *y, float *yd, int32_t *ys, int nblocks, int iter) 
     }
 }
 
+/* Random rows for the tile tests: nw contiguous weight rows of nb blocks and ny activation
+ * rows (at most 16 each), and the row pointers the kernels take. */
+typedef struct {
+    unsigned char *w;
+    int8_t *y;
+    float *yd;
+    int32_t *ys;
+    const unsigned char *wr[16];
+    const int8_t *yr[16];
+    const float *ydr[16];
+    const int32_t *ysr[16];
+} rows;
+
+static rows rows_new(int q4, int nb, int nw, int ny, int iter) {
+    int bs = q4 ? 18 : 34;
+    rows t = {.w = malloc((size_t)nw * nb * bs),
+              .y = malloc((size_t)ny * nb * 32),
+              .yd = malloc((size_t)ny * nb * sizeof(float)),
+              .ys = malloc((size_t)ny * nb * sizeof(int32_t))};
+    fill_weights(q4, t.w, nw * nb, iter);
+    fill_acts(t.y, t.yd, t.ys, ny * nb, iter);
+    for (int r = 0; r < nw; r++) t.wr[r] = t.w + (int64_t)r * nb * bs;
+    for (int c = 0; c < ny; c++)
+        t.yr[c] = t.y + c * nb * 32, t.ydr[c] = t.yd + c * nb, t.ysr[c] = t.ys + c * nb;
+    return t;
+}
+
+static void rows_free(rows *t) {
+    free(t->w), free(t->y), free(t->yd), free(t->ys);
+}
+
 static void test_tiles(void) {
     int bad_tile = 0, bad_direct = 0, cases = 0;
     for (int iter = 0; iter < 3000; iter++) {
-        int q4 = iter & 1, nb = 1 + (int)(rnd() % 40), bs = q4 ? 18 : 34;
+        int q4 = iter & 1, nb = 1 + (int)(rnd() % 40);
         int nc = (iter >> 1) % 3 == 0 ? 1 : 1 + (int)(rnd() % 4);
         int nr = nc == 1 ? 1 + (int)(rnd() % 8) : 1 + (int)(rnd() % 2);
         /* 16 contiguous weight rows: the tile's, then the next tile's (prefetched) */
-        unsigned char *w = malloc((size_t)16 * nb * bs);
-        int8_t *y = malloc((size_t)4 * nb * 32);
-        float *yd = malloc((size_t)4 * nb * sizeof *yd);
-        int32_t *ys = malloc((size_t)4 * nb * sizeof *ys);
-        fill_weights(q4, w, 16 * nb, iter);
-        fill_acts(y, yd, ys, 4 * nb, iter);
-        const unsigned char *wr[8];
-        const int8_t *yr[4];
-        const float *ydr[4];
-        const int32_t *ysr[4];
-        for (int r = 0; r < nr; r++) wr[r] = w + (int64_t)r * nb * bs;
-        for (int c = 0; c < nc; c++)
-            yr[c] = y + c * nb * 32, ydr[c] = yd + c * nb, ysr[c] = ys + c * nb;
+        rows t = rows_new(q4, nb, 16, 4, iter);
+        const unsigned char *const *wr = t.wr;
+        const int8_t *const *yr = t.yr;
+        const float *const *ydr = t.ydr;
         float got[8], want[8];
-        const unsigned char *pf = iter % 3 ? w + (int64_t)nr * nb * bs : NULL;
-        pl_cpu_qdot_tile(q4, nr, nc, wr, yr, ydr, ysr, nb, pf, got);
-        pl_cpu_qdot_tile_portable(q4, nr, nc, wr, yr, ydr, ysr, nb, want);
+        const unsigned char *pf = iter % 3 ? t.wr[nr] : NULL;
+        pl_cpu_qdot_tile(q4, nr, nc, wr, yr, ydr, t.ysr, nb, pf, got);
+        pl_cpu_qdot_tile_portable(q4, nr, nc, wr, yr, ydr, t.ysr, nb, want);
         for (int r = 0; r < nr; r++)
             for (int c = 0; c < nc; c++) {
                 float p = pl_cpu_qdot_row_portable(q4, wr[r], yr[c], ydr[c], nb);
@@ -94,7 +117,7 @@ static void test_tiles(void) {
                 bad_direct += memcmp(&p, &d, sizeof p) != 0;
                 cases++;
             }
-        free(w), free(y), free(yd), free(ys);
+        rows_free(&t);
     }
     CHECK(bad_tile == 0, "tile vs portable row: %d of %d values differ", bad_tile, cases);
     CHECK(bad_direct == 0, "portable vs direct sum: %d of %d values differ", bad_direct, cases);
@@ -173,7 +196,114 @@ static void test_matmul(void) {
     pl_be_destroy(bes[0]), pl_be_destroy(bes[1]);
 }
 
+/* The GEMM tile (4 unpacked weight rows x 8 or 16 packed columns), AVX2 and portable,
+ * against the portable row dot: every row count 1..4 (missing rows repeat the last), 1..9
+ * blocks, extreme values included. */
+static void test_gemm_tile(void) {
+    int bad = 0, cases = 0;
+    for (int iter = 0; iter < 1500; iter++) {
+        int q4 = iter & 1, nb = 1 + (int)(rnd() % 9), nr = 1 + iter / 2 % 4;
+        int ng = 1 + iter / 8 % 2;
+        rows t = rows_new(q4, nb, 4, 16, iter);
+        unsigned char *wu = malloc((size_t)nb * 4 * 64);
+        int8_t *pq = malloc((size_t)nb * 512);
+        float *wd = malloc((size_t)nb * 4 * sizeof *wd), *pd = malloc((size_t)nb * 16 * sizeof *pd);
+        int32_t *ps = malloc((size_t)nb * 16 * sizeof *ps);
+        const unsigned char *const *wr = t.wr;
+        const int8_t *const *yr = t.yr;
+        const float *const *ydr = t.ydr;
+        const int32_t *const *ysr = t.ysr;
+        for (int k = 0; k < 2; k++) /* two groups, one after the other */
+            pl_cpu_gemm_pack(yr + 8 * k, ydr + 8 * k, ysr + 8 * k, nb, pq + k * nb * 256,
+                             pd + k * nb * 8, ps + k * nb * 8);
+        for (int portable = 0; portable < 2; portable++) {
+            pl_cpu_portable = portable;
+            float got[64];
+            pl_cpu_gemm_unpack(q4, nr, wr, nb, wu, wd);
+            pl_cpu_gemm_tile(q4, ng, wu, wd, nb, pq, pd, ps, got);
+            for (int k = 0; k < ng; k++)
+                for (int r = 0; r < 4; r++)
+                    for (int c = 0; c < 8; c++) {
+                        int cc = 8 * k + c;
+                        float p = pl_cpu_qdot_row_portable(q4, wr[r < nr ? r : nr - 1], yr[cc],
+                                                           ydr[cc], nb);
+                        bad += memcmp(&got[(k * 4 + r) * 8 + c], &p, sizeof p) != 0;
+                        cases++;
+                    }
+        }
+        pl_cpu_portable = 0;
+        rows_free(&t);
+        free(wu), free(pq), free(wd), free(pd), free(ps);
+    }
+    CHECK(bad == 0, "GEMM tile vs portable row: %d of %d values differ", bad, cases);
+}
+
+/* pl_cpu_quant_act gives pl_quant_act_q8_0's bits (quants, scales) and the block sums:
+ * random blocks at scales from denormal to 1e30, blocks whose quants fall on .5 exactly
+ * (max 127, so the scale is 1) and just below, zero blocks, NaN and infinities. */
+static void test_quant_act(void) {
+    int bad = 0, blocks = 0;
+    float x[32 * 8];
+    for (int iter = 0; iter < 2000; iter++) {
+        static const float scales[] = {1e-42f, 1e-30f, 1e-3f, 1.0f, 3e4f, 1e30f};
+        for (int i = 0; i < 32 * 8; i++) {
+            float v = ((float)(rnd() % 200001) / 100000.0f - 1.0f) * scales[iter % 6];
+            x[i] = v;
+        }
+        int b = iter % 8, kind = (iter / 8) % 6;
+        float *blk = x + 32 * b;
+        if (kind == 1) /* max 127: quants exactly k + 0.5, and just below 0.5 */
+            for (int i = 0; i < 32; i++)
+                blk[i] =
+                    i == 0 ? 127.0f
+                           : (i % 3 == 0 ? 0.49999997f : (float)((int)(rnd() % 253) - 126) + 0.5f);
+        if (kind == 2) memset(blk, 0, sizeof(float) * 32);
+        if (kind == 3) blk[rnd() % 32] = NAN;
+        if (kind == 4) blk[rnd() % 32] = (rnd() & 1) ? INFINITY : -INFINITY;
+        int8_t q0[256], q1[256];
+        uint16_t h0[8];
+        float d1[8];
+        int32_t s1[8];
+        pl_quant_act_q8_0(x, 256, q0, h0);
+        pl_cpu_quant_act(x, 256, q1, d1, s1);
+        for (int k = 0; k < 8; k++) {
+            int32_t sum = 0;
+            for (int i = 0; i < 32; i++) sum += q0[32 * k + i];
+            float d0 = pl_f16_to_f32(h0[k]);
+            bad += memcmp(q0 + 32 * k, q1 + 32 * k, 32) != 0 || memcmp(&d0, &d1[k], 4) != 0 ||
+                   sum != s1[k];
+            blocks++;
+        }
+    }
+    CHECK(bad == 0, "quant_act vs pl_quant_act_q8_0: %d of %d blocks differ", bad, blocks);
+}
+
+/* The GEMM through pl_be_matmul: every batch size 1..33 (the tiles below 8, the GEMM from 8
+ * with a padded last group), and batches past one item's column range (GEMM_GROUPS x 8
+ * columns) split in 2-D between 3 threads. */
+static void test_gemm_matmul(void) {
+    pl_backend *bes[2] = {NULL, NULL};
+    CHECK(pl_cpu_new(1, &bes[0]) == PL_OK && pl_cpu_new(3, &bes[1]) == PL_OK, "%s",
+          pl_last_error());
+    if (!bes[0] || !bes[1]) return;
+    int bad = 0, cases = 0;
+    for (int n = 1; n <= 33; n++, cases++) {
+        uint32_t type = n & 1 ? PL_TYPE_Q4_0 : PL_TYPE_Q8_0;
+        int n_out = 1 + (int)(rnd() % 23), k = 32 * (1 + (int)(rnd() % 4));
+        bad += matmul_case(bes, type, n_out, k, n, n % 3 == 0, n % 4 == 1, n);
+    }
+    static const int big[][3] = {{130, 101, 13}, {200, 67, 3}, {65, 9, 40}};
+    for (int i = 0; i < 6; i++, cases++)
+        bad += matmul_case(bes, i & 1 ? PL_TYPE_Q4_0 : PL_TYPE_Q8_0, big[i / 2][1],
+                           32 * big[i / 2][2], big[i / 2][0], i % 3 == 0, i % 2 == 0, i);
+    CHECK(bad == 0, "GEMM matmul: %d values differ from the portable dot (%d cases)", bad, cases);
+    pl_be_destroy(bes[0]), pl_be_destroy(bes[1]);
+}
+
 static void run_tests(void) {
     test_tiles();
     test_matmul();
+    test_gemm_tile();
+    test_quant_act();
+    test_gemm_matmul();
 }
