@@ -39,7 +39,7 @@ static char *reply(srv_kind k, const char *body, const char *const *pieces, int 
     tp_opts fmt = {.calls = TP_CALLS_QWEN, .think = true};
     srv_gen_result g = {.finish = SRV_FINISH_EOG, .n_prompt = 10, .n_completion = 20};
     capture c = {0};
-    srv_out o = {cap_head, cap_write, &c, NULL};
+    srv_out o = {.head = cap_head, .write = cap_write, .ud = &c};
     srv_api_reply(&r, &fmt, "m", 1, 1700000000, pieces, n, &g, &o);
     srv_request_free(&r);
     CHECK(c.status == 200, "status %d", c.status);
