@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/json.h"
+#include "grammar/grammar.h"
 #include "responses.h"
 
 static void quote(pl_strbuf *b, const char *s, size_t n) {
@@ -552,7 +553,10 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
     int32_t *ids = NULL;
     int64_t n = 0;
     tp_opts fmt;
-    if (!srv_engine_prompt(e, r, &ids, &n, &fmt, err, sizeof err)) {
+    pl_grammar *forced = NULL;
+    if (!srv_engine_forced_call(e, r, &forced, err, sizeof err) ||
+        !srv_engine_prompt(e, r, &ids, &n, &fmt, err, sizeof err)) {
+        pl_grammar_free(forced);
         answer_error(o, r, 400, err);
         return;
     }
@@ -561,6 +565,7 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
                  "the prompt is %lld tokens, the context holds %lld (the server's --ctx)",
                  (long long)n, (long long)srv_engine_n_ctx(e));
         free(ids);
+        pl_grammar_free(forced);
         answer_error(o, r, 400, err);
         return;
     }
@@ -568,11 +573,14 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
     srv_gen_ctx j;
     if (!job_begin(&j, e, r, &fmt, model_id, id_no, (long long)time(NULL), o, &g)) {
         free(ids);
+        pl_grammar_free(forced);
         return;
     }
     srv_gen_io io = {.logprob = on_logprob, .emit = on_model_text, .ud = &j, .cancel = o->cancel};
-    bool ok = !j.out_failed && srv_engine_generate(e, r, ids, n, &io, &g, err, sizeof err);
+    bool ok = !j.out_failed && srv_engine_generate(e, r, forced ? forced : r->grammar, ids, n, &io,
+                                                   &g, err, sizeof err);
     free(ids);
+    pl_grammar_free(forced);
     static const char *const finish[] = {"end of turn", "length", "stop string", "cancelled"};
     static const char *const kind[] = {"chat", "completion", "messages", "", "", "", "responses"};
     if (ok) srv_metrics_generation(o->metrics, &g);

@@ -18,6 +18,7 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
+#include "tool_force.h"
 
 struct srv_engine {
     const pl_model *m;
@@ -85,8 +86,9 @@ bool srv_chat_context(const srv_request *r, pl_json_doc **msgs, pl_json_doc **to
 static bool render_chat(srv_engine *e, const srv_request *r, char **text, char *err, size_t cap) {
     pl_json_doc *msgs, *tools;
     if (!srv_chat_context(r, &msgs, &tools, err, cap)) return false;
-    /* a response_format leaves no room for thinking: the JSON is the whole answer */
-    pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = !r->grammar};
+    /* a response_format or a forced call leaves no room for thinking: it is the whole answer */
+    pl_chat_opts co = {.add_generation_prompt = true,
+                       .enable_thinking = !r->grammar && !tf_forced(r)};
     pl_status s = pl_chat_render_json(e->tok, pl_json_root(msgs),
                                       tools ? pl_json_root(tools) : NULL, &co, text);
     pl_json_doc_free(msgs), pl_json_doc_free(tools);
@@ -101,14 +103,8 @@ static tp_opts reply_format(const srv_engine *e, const srv_request *r, const cha
     const char *open = NULL;
     for (const char *p = prompt; (p = strstr(p, "<think>")); p++) open = p;
     o.in_think = o.think && open && !strstr(open, "</think>");
-    if (r->tools && r->tool_choice != SRV_TOOLS_NONE)
-        o.calls = !t                                 ? TP_CALLS_NONE
-                  : strstr(t, "<tool_call>")         ? TP_CALLS_QWEN
-                  : strstr(t, "<|start_header_id|>") ? TP_CALLS_LLAMA3
-                                                     : TP_CALLS_NONE;
-    /* HOOK(constrained decoding): tool_choice required / named should force a call through
-     * the JSON-Schema grammar of the tools' parameters; until then the model may answer
-     * with text, which is returned as text. */
+    bool xml;
+    if (r->tools && r->tool_choice != SRV_TOOLS_NONE) o.calls = tf_calls_format(t, &xml);
     return o;
 }
 
@@ -290,19 +286,26 @@ static uint64_t clock_seed(void) {
     return ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
 }
 
-/* response_format: every pick of smp keeps the text a prefix of a value r->grammar allows. */
-static bool constrain(srv_engine *e, const srv_request *r, pl_sampler *smp,
+bool srv_engine_forced_call(srv_engine *e, const srv_request *r, pl_grammar **g, char *err,
+                            size_t cap) {
+    return tf_grammar(r, pl_tok_chat_template(e->tok), g, err, cap);
+}
+
+/* response_format or a forced call: every pick of smp keeps the text a prefix of a value
+ * gr allows. */
+static bool constrain(srv_engine *e, const pl_grammar *gr, pl_sampler *smp,
                       pl_json_constraint **con) {
     if (!e->trie && pl_vocab_trie_from_tok(e->tok, &e->trie)) return false;
-    if (pl_json_constraint_new(r->grammar, e->trie, con)) return false;
+    if (pl_json_constraint_new(gr, e->trie, con)) return false;
     if (!pl_json_constraint_attach(*con, smp)) return true;
     pl_json_constraint_free(*con);
     *con = NULL;
     return false;
 }
 
-bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids, int64_t n,
-                         const srv_gen_io *io, srv_gen_result *res, char *err, size_t cap) {
+bool srv_engine_generate(srv_engine *e, const srv_request *r, const pl_grammar *gr,
+                         const int32_t *ids, int64_t n, const srv_gen_io *io, srv_gen_result *res,
+                         char *err, size_t cap) {
     *res = (srv_gen_result){.finish = SRV_FINISH_LENGTH, .n_prompt = n, .t_first = -1};
     int64_t n_ctx = pl_session_n_ctx(e->ses);
     if (n >= n_ctx) {
@@ -322,7 +325,7 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids
     gen_state g = {.e = e, .r = r, .io = io, .res = res, .t0 = pl_now()};
     if (pl_sampler_new(&sp, e->n_vocab, &smp)) return lib_fail(err, cap);
     if (r->logprobs >= 0) pl_sampler_set_watch(smp, watch_logits, &g);
-    if (r->grammar && !constrain(e, r, smp, &g.con)) {
+    if (gr && !constrain(e, gr, smp, &g.con)) {
         pl_sampler_free(smp);
         return lib_fail(err, cap);
     }

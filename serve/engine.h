@@ -91,10 +91,17 @@ typedef struct {
     double t_decode;      /* seconds from the first id to the last */
 } srv_gen_result;
 
-/* Generate after ids[0..n) with r's sampling, max_tokens and stop strings. The session
- * keeps what its cache holds, so a conversation's next turn reuses the shared prefix.
+/* tool_choice required / named: *g the grammar of one call in the model's format (NULL when
+ * r forces none; freed with pl_grammar_free). False (err, for a 400) when it cannot be
+ * forced (serve/tool_force.h). */
+bool srv_engine_forced_call(srv_engine *e, const srv_request *r, struct pl_grammar **g, char *err,
+                            size_t cap);
+/* Generate after ids[0..n) with r's sampling, max_tokens and stop strings; gr (may be NULL):
+ * the grammar every pick keeps to (r->grammar or a forced call's). The session keeps what
+ * its cache holds, so a conversation's next turn reuses the shared prefix.
  * False (err) when the model fails or the prompt does not fit the context. */
-bool srv_engine_generate(srv_engine *e, const srv_request *r, const int32_t *ids, int64_t n,
-                         const srv_gen_io *io, srv_gen_result *res, char *err, size_t cap);
+bool srv_engine_generate(srv_engine *e, const srv_request *r, const struct pl_grammar *gr,
+                         const int32_t *ids, int64_t n, const srv_gen_io *io, srv_gen_result *res,
+                         char *err, size_t cap);
 
 #endif

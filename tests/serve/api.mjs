@@ -294,6 +294,61 @@ if (env.TOOLS_URL) {
                                                          tool_choice: { type: 'function', function: { name: 'nope' } } }));
     await expectError('anthropic tool_use without input_schema', Anthropic.BadRequestError, 400,
                       () => ta.messages.create({ model, messages: anMsgs, tools: [{ name: 'x' }], max_tokens: 2 }));
+    // tool_choice required / named forces one call through the tools' schemas (bounded ones:
+    // a free string of a random-weights model need not end); then the call and its result
+    // sent back get an answer
+    const fTools = [
+        { type: 'function', function: { name: 'get_weather', parameters: { type: 'object',
+          properties: { city: { type: 'string', enum: ['Paris', 'Oslo'] }, days: { type: 'integer' } },
+          required: ['city', 'days'] } } },
+        { type: 'function', function: { name: 'now', parameters: { type: 'object',
+          properties: { utc: { type: 'boolean' } }, required: ['utc'] } } }];
+    const fits = (name, args) => name === 'get_weather'
+        ? ['Paris', 'Oslo'].includes(args?.city) && Number.isInteger(args?.days)
+        : name === 'now' && typeof args?.utc === 'boolean';
+    const ask = [{ role: 'user', content: 'Weather in Paris?' }];
+    const fArgs = (s) => { try { return JSON.parse(s); } catch { return null; } };
+    for (const [choice, want] of [['required', null], [{ type: 'function', function: { name: 'now' } }, 'now']]) {
+        const what = `openai forced ${want ?? 'required'}`;
+        const f1 = await to.chat.completions.create({ model, messages: ask, tools: fTools, tool_choice: choice, temperature: 0, max_tokens: 64 });
+        const c1 = f1.choices[0].message.tool_calls?.[0];
+        check(`${what}: a call`, f1.choices[0].finish_reason === 'tool_calls' && c1 && (!want || c1.function.name === want) &&
+              fits(c1.function.name, fArgs(c1.function.arguments)), f1.choices[0]);
+        let sname = '', sargs = '', sfinish = null;
+        for await (const c of await to.chat.completions.create({ model, messages: ask, tools: fTools, tool_choice: choice,
+                                                                 max_tokens: 64, stream: true })) {
+            for (const ch of c.choices) {
+                if (ch.finish_reason) sfinish = ch.finish_reason;
+                for (const tc of ch.delta?.tool_calls ?? []) sname += tc.function?.name ?? '', sargs += tc.function?.arguments ?? '';
+            }
+        }
+        check(`${what}, streamed: a call`, sfinish === 'tool_calls' && (!want || sname === want) && fits(sname, fArgs(sargs)),
+              [sfinish, sname, sargs]);
+        if (!c1) continue;
+        const f2 = await to.chat.completions.create({ model, temperature: 0, max_tokens: 4, tools: fTools, messages: [...ask,
+            { role: 'assistant', content: null, tool_calls: [c1] }, { role: 'tool', tool_call_id: c1.id, content: '18 C' }] });
+        check(`${what}: the result answered`, f2.choices[0].message.role === 'assistant' && okFinish.includes(f2.choices[0].finish_reason) &&
+              f2.usage.prompt_tokens > f1.usage.prompt_tokens, f2);
+    }
+    const aTools = fTools.map((t) => ({ name: t.function.name, input_schema: t.function.parameters }));
+    for (const [choice, want] of [[{ type: 'any' }, null], [{ type: 'tool', name: 'get_weather' }, 'get_weather']]) {
+        const what = `anthropic forced ${want ?? 'any'}`;
+        const m1 = await ta.messages.create({ model, messages: ask, tools: aTools, tool_choice: choice, max_tokens: 64, temperature: 0 });
+        const u1 = m1.content.find((b) => b.type === 'tool_use');
+        check(`${what}: a tool_use`, m1.stop_reason === 'tool_use' && u1 && (!want || u1.name === want) && fits(u1.name, u1.input), m1);
+        const m2 = await ta.messages.stream({ model, messages: ask, tools: aTools, tool_choice: choice, max_tokens: 64 }).finalMessage();
+        const u2 = m2.content.find((b) => b.type === 'tool_use');
+        check(`${what}, streamed: a tool_use`, m2.stop_reason === 'tool_use' && u2 && (!want || u2.name === want) && fits(u2.name, u2.input), m2);
+        if (!u1) continue;
+        const m3 = await ta.messages.create({ model, max_tokens: 4, temperature: 0, tools: aTools, messages: [...ask,
+            { role: 'assistant', content: [u1] }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: u1.id, content: '18 C' }] }] });
+        check(`${what}: the result answered`, m3.role === 'assistant' && ['end_turn', 'max_tokens', 'tool_use'].includes(m3.stop_reason) &&
+              m3.usage.input_tokens > m1.usage.input_tokens, m3);
+    }
+    await expectError('openai forced call, a schema outside the subset', OpenAI.BadRequestError, 400,
+                      () => to.chat.completions.create({ model, messages: ask, max_tokens: 2, tool_choice: 'required',
+                          tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object',
+                              properties: { s: { type: 'string', pattern: 'x' } } } } }] }));
 } else check('tools server', false, 'TOOLS_URL not set');
 
 console.log(`RESULT ${passed} ${failed}`);
