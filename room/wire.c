@@ -230,7 +230,7 @@ static pl_status check_ask(const pl_wire_ask *a) {
     if (!isfinite(a->temp) || a->temp < 0 || a->temp > PL_WIRE_MAX_TEMP)
         return pl_fail(PL_ERR_FORMAT, "room ask: temperature %g out of range [0, %g]", a->temp,
                        PL_WIRE_MAX_TEMP);
-    if (a->flags & ~PL_ASK_SEEDED)
+    if (a->flags & ~(PL_ASK_SEEDED | PL_ASK_RAW))
         return pl_fail(PL_ERR_FORMAT, "room ask: unknown flags 0x%x", a->flags);
     if (a->n_turns < 1 || a->n_turns > PL_WIRE_MAX_TURNS)
         return pl_fail(PL_ERR_FORMAT, "room ask: %u messages (1..%d)", a->n_turns,
@@ -248,6 +248,8 @@ static pl_status check_ask(const pl_wire_ask *a) {
     }
     if (a->turns[a->n_turns - 1].role != PL_ROLE_USER)
         return pl_fail(PL_ERR_FORMAT, "room ask: the last message is not the user's");
+    if ((a->flags & PL_ASK_RAW) && a->n_turns != 1)
+        return pl_fail(PL_ERR_FORMAT, "room ask: a raw prompt with %u messages (1)", a->n_turns);
     return PL_OK;
 }
 

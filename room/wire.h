@@ -185,7 +185,8 @@ typedef struct {
     const char *text; /* into the decoded buffer, not NUL-terminated */
 } pl_wire_turn;
 
-#define PL_ASK_SEEDED 0x1u /* seed is the guest's --seed (else the host picks one) */
+#define PL_ASK_SEEDED 0x1u /* seed is the guest's --seed (else its clock's) */
+#define PL_ASK_RAW    0x2u /* one user message, run as `pooled run` runs a prompt: no template */
 
 typedef struct {
     uint32_t n_predict; /* most ids to generate, 1..PL_WIRE_MAX_CTX; 0: until the turn ends */

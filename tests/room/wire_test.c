@@ -286,7 +286,10 @@ static void ask_temp(pl_wire_msg *m) {
     m->ask.temp = NAN;
 }
 static void ask_flags(pl_wire_msg *m) {
-    m->ask.flags = 2;
+    m->ask.flags = 4;
+}
+static void ask_raw_turns(pl_wire_msg *m) {
+    m->ask.flags = PL_ASK_RAW;
 }
 static void ask_n_predict(pl_wire_msg *m) {
     m->ask.n_predict = PL_WIRE_MAX_CTX + 1;
@@ -493,6 +496,7 @@ static void test_bad_fields(void) {
     bad_field(17, ask_last_not_user, "not the user's", "an ask ending with the assistant");
     bad_field(17, ask_temp, "temperature", "a NaN temperature");
     bad_field(17, ask_flags, "flags", "unknown ask flags");
+    bad_field(17, ask_raw_turns, "raw prompt", "a raw prompt of 3 messages");
     bad_field(17, ask_n_predict, "ids to generate", "n_predict past the cap");
     bad_field(17, ask_nul, "NUL", "a NUL in a message");
     bad_field(17, ask_too_long, "exceed", "messages past 1 MiB");
