@@ -756,6 +756,34 @@ static void check_guests(pl_backend *be) {
     CHECK(gh.st.asks == 3 && gh.st.left == 1 && gh.st.left_gen < 40,
           "%d asks, %d left mid-reply, that generation made %u ids", gh.st.asks, gh.st.left,
           gh.st.left_gen);
+    /* while one reply is made, 4 asks wait and the next is refused as busy; the 4 are
+     * answered in turn, each as one process */
+    pl_link *q[6] = {NULL};
+    for (int k = 0; cs && k < 6; k++) {
+        CHECK(pl_room_guest_dial("inproc://guests", KEY, 10000, &q[k]) == PL_OK, "%s",
+              pl_last_error());
+        pl_wire_msg m = {.type = PL_MSG_ASK, .ask = ask};
+        if (k == 0) m.ask.n_predict = 400;
+        if (q[k]) CHECK(pl_room_send(q[k], &m, 5000) == PL_OK, "%s", pl_last_error());
+        if (k == 0 && q[0]) /* the long reply has begun before the others ask */
+            CHECK(pl_room_recv(q[0], &m, 10000) == PL_OK && m.type == PL_MSG_TEXT,
+                  "the first guest's reply");
+    }
+    for (int i = 0, k = 5; cs && i < 5; k = ++i) { /* the refused one first */
+        heard h = {0};
+        pl_wire_msg m;
+        while (q[k] && pl_room_recv(q[k], &m, 20000) == PL_OK && m.type == PL_MSG_TEXT)
+            hear_text(&h, m.text.data, m.text.n);
+        if (k < 5)
+            CHECK(m.type == PL_MSG_DONE && !strcmp(h.text, want.text), "waiting guest %d: %s '%s'",
+                  k, pl_wire_type_name(m.type), h.text);
+        else
+            CHECK(m.type == PL_MSG_ERROR && m.error.code == PL_WERR_BUSY &&
+                      strstr(m.error.text, "busy"),
+                  "the 6th guest: %s %u", pl_wire_type_name(m.type), m.error.code);
+        if (k == 5) pl_link_close(q[0]), q[0] = NULL; /* leaves mid-reply, too */
+    }
+    for (int k = 0; k < 6; k++) pl_link_close(q[k]);
     /* a malformed ask (truncated) and a worker's hello: one line each, then dropped */
     for (int k = 0; cs && k < 2; k++) {
         pl_link *l = NULL;
