@@ -137,7 +137,7 @@ static void poll_all(service *sv, int ms) {
 static int emit(void *ctx, const char *text, size_t n) {
     service *sv = ctx;
     poll_all(sv, 0); /* others ask meanwhile; a guest that left is noticed here */
-    if (sv->gone) return 1;
+    if (sv->gone || (sv->o->stop && *sv->o->stop)) return 1; /* the host stops: so does this */
     while (n) {
         size_t k = n < PL_WIRE_MAX_TEXT_PIECE ? n : PL_WIRE_MAX_TEXT_PIECE;
         pl_wire_msg m = {.type = PL_MSG_TEXT, .text = {.n = (uint32_t)k, .data = text}};
