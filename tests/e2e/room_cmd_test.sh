@@ -11,7 +11,8 @@
 # model, a worker with other weights refused (identity), the chain of workers and the star
 # where a worker listens nowhere, and room bench with emulated latency. Workers without
 # the model file (no -m) fetch their layers from the host: the ids of pooled run, and a
-# second room with the same ranges sends nothing (their cache).
+# second room with the same ranges sends nothing (their cache). A guest (room chat) of a host
+# that serves (--serve): pooled run's text; refused with one line while the room gathers.
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
 Q=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
@@ -278,6 +279,9 @@ timeout 60 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key 
     --workers 1 --wait 30000 --serve </dev/null >/dev/null 2>"$TMP/host.err" &
 host=$!
 addr=$(host_addr)
+check_err "a guest while the room still gathers its workers" timeout 30 "$POOLED" room chat \
+    "$addr" --key $K -p "$p"
+grep -q "gathers" "$TMP/err" || fail "the early guest's line says why: $(cat "$TMP/err")"
 timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>"$TMP/w1.err" &
 worker=$!
 for i in $(seq 100); do grep -q "serving guests" "$TMP/host.err" && break; sleep 0.1; done

@@ -7,7 +7,10 @@
  * ids are the same. Also: a worker with a wrong key is refused with one line while the
  * room still gathers, a worker whose model does not fit the plan fails the deal with its
  * line, and a worker that dies mid-turn fails the turn with one line, not a hang (or,
- * where the host may take its layers over, a silent or leaving worker changes nothing). */
+ * where the host may take its layers over, a silent or leaving worker changes nothing).
+ * Guests (room/guest.c) of a room of 2 workers: a raw ask's reply is one process's text, a
+ * guest leaving mid-reply stops it, 4 asks wait and the 5th is busy, malformed asks and a
+ * worker's hello are refused with one line. */
 #include <dirent.h>
 #include <pthread.h>
 #include <sys/stat.h>
