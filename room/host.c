@@ -26,6 +26,9 @@ static pl_status take_hello(pl_link *l, const uint8_t *meta, pl_wire_hello *h) {
     if (s == PL_ERR_IO) return pl_fail(PL_ERR, "left before its hello");
     if (!s && m.type != PL_MSG_HELLO)
         s = pl_fail(PL_ERR_FORMAT, "sent a %s where a hello was due", pl_wire_type_name(m.type));
+    if (!s && (m.hello.caps & PL_CAP_GUEST))
+        s = pl_fail(PL_ERR_FORMAT, "a guest: the room still gathers its workers (ask again once "
+                                   "it runs, with `room host --serve`)");
     bool other = !s && meta && m.hello.has_model && memcmp(m.hello.model_id, meta, 32);
     if (other)
         s = pl_fail(PL_ERR_FORMAT, "its model file has other metadata (architecture, sizes) than "

@@ -217,6 +217,42 @@ static pl_status check_hidden(const char *what, const pl_wire_hidden *h) {
     return PL_OK;
 }
 
+static pl_status check_bytes(const char *what, const char *p, size_t n) {
+    if (n && !p) return pl_fail(PL_ERR_FORMAT, "room %s: no text", what);
+    if (n && memchr(p, 0, n)) return pl_fail(PL_ERR_FORMAT, "room %s: NUL byte in the text", what);
+    return PL_OK;
+}
+
+static pl_status check_ask(const pl_wire_ask *a) {
+    if (a->n_predict > PL_WIRE_MAX_CTX)
+        return pl_fail(PL_ERR_FORMAT, "room ask: %u ids to generate (at most %u)", a->n_predict,
+                       PL_WIRE_MAX_CTX);
+    if (!isfinite(a->temp) || a->temp < 0 || a->temp > PL_WIRE_MAX_TEMP)
+        return pl_fail(PL_ERR_FORMAT, "room ask: temperature %g out of range [0, %g]", a->temp,
+                       PL_WIRE_MAX_TEMP);
+    if (a->flags & ~(PL_ASK_SEEDED | PL_ASK_RAW))
+        return pl_fail(PL_ERR_FORMAT, "room ask: unknown flags 0x%x", a->flags);
+    if (a->n_turns < 1 || a->n_turns > PL_WIRE_MAX_TURNS)
+        return pl_fail(PL_ERR_FORMAT, "room ask: %u messages (1..%d)", a->n_turns,
+                       PL_WIRE_MAX_TURNS);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < a->n_turns; i++) {
+        const pl_wire_turn *t = &a->turns[i];
+        if (t->role > PL_ROLE_ASSISTANT)
+            return pl_fail(PL_ERR_FORMAT, "room ask: message %u has unknown role %u", i, t->role);
+        total += t->n;
+        if (total > PL_WIRE_MAX_ASK_TEXT)
+            return pl_fail(PL_ERR_FORMAT, "room ask: the messages exceed %u bytes",
+                           PL_WIRE_MAX_ASK_TEXT);
+        if (check_bytes("ask", t->text, t->n)) return PL_ERR_FORMAT;
+    }
+    if (a->turns[a->n_turns - 1].role != PL_ROLE_USER)
+        return pl_fail(PL_ERR_FORMAT, "room ask: the last message is not the user's");
+    if ((a->flags & PL_ASK_RAW) && a->n_turns != 1)
+        return pl_fail(PL_ERR_FORMAT, "room ask: a raw prompt with %u messages (1)", a->n_turns);
+    return PL_OK;
+}
+
 static pl_status check_msg(const pl_wire_msg *m) {
     switch (m->type) {
     case PL_MSG_HELLO: return check_hello(&m->hello);
@@ -258,6 +294,19 @@ static pl_status check_msg(const pl_wire_msg *m) {
                            (unsigned long long)m->part.header_bytes, PL_WIRE_MAX_HEADER,
                            (unsigned long long)m->part.part_bytes);
         return PL_OK;
+    case PL_MSG_ASK: return check_ask(&m->ask);
+    case PL_MSG_TEXT:
+        if (m->text.n < 1 || m->text.n > PL_WIRE_MAX_TEXT_PIECE)
+            return pl_fail(PL_ERR_FORMAT, "room text: %u bytes (1..%d)", m->text.n,
+                           PL_WIRE_MAX_TEXT_PIECE);
+        return check_bytes("text", m->text.data, m->text.n);
+    case PL_MSG_DONE:
+        if (m->done.reason < PL_DONE_EOG || m->done.reason > PL_DONE_STOPPED)
+            return pl_fail(PL_ERR_FORMAT, "room done: unknown reason %u", m->done.reason);
+        if (m->done.n_gen > PL_WIRE_MAX_CTX)
+            return pl_fail(PL_ERR_FORMAT, "room done: %u ids (at most %u)", m->done.n_gen,
+                           PL_WIRE_MAX_CTX);
+        return PL_OK;
     default: return pl_fail(PL_ERR_FORMAT, "room message: unknown type %u", m->type);
     }
 }
@@ -289,6 +338,13 @@ static size_t body_size(const pl_wire_msg *m) {
     case PL_MSG_ERROR: return 3 + strlen(m->error.text);
     case PL_MSG_READY: return 8 + 32;
     case PL_MSG_PART: return 16 + 32;
+    case PL_MSG_ASK: {
+        size_t n = 4 + 4 + 8 + 1 + 1 + 2;
+        for (uint32_t i = 0; i < m->ask.n_turns; i++) n += 5 + m->ask.turns[i].n;
+        return n;
+    }
+    case PL_MSG_TEXT: return 4 + m->text.n;
+    case PL_MSG_DONE: return 5;
     default: return 0;
     }
 }
@@ -362,6 +418,20 @@ pl_status pl_wire_encode(const pl_wire_msg *m, uint8_t **out, size_t *n) {
         put_u64(&w, m->part.header_bytes), put_u64(&w, m->part.part_bytes);
         put_bytes(&w, m->part.part_id, 32);
         break;
+    case PL_MSG_ASK: {
+        const pl_wire_ask *a = &m->ask;
+        uint32_t temp;
+        memcpy(&temp, &a->temp, 4);
+        put_u32(&w, a->n_predict), put_u32(&w, temp), put_u64(&w, a->seed);
+        put_u8(&w, a->flags), put_u8(&w, 0), put_u16(&w, a->n_turns);
+        for (uint32_t i = 0; i < a->n_turns; i++) {
+            put_u8(&w, a->turns[i].role), put_u32(&w, a->turns[i].n);
+            put_bytes(&w, a->turns[i].text, a->turns[i].n);
+        }
+        break;
+    }
+    case PL_MSG_TEXT: put_u32(&w, m->text.n), put_bytes(&w, m->text.data, m->text.n); break;
+    case PL_MSG_DONE: put_u8(&w, m->done.reason), put_u32(&w, m->done.n_gen); break;
     }
     *out = w.p, *n = w.n;
     return PL_OK;
@@ -379,9 +449,10 @@ void pl_wire_version_line(unsigned peer, unsigned self, char *buf, size_t cap) {
 }
 
 const char *pl_wire_type_name(unsigned type) {
-    static const char *names[] = {
-        "?",    "hello", "plan", "weight request", "weight piece", "hidden", "result", "rewind",
-        "ping", "pong",  "bye",  "error",          "ready",        "part"};
+    static const char *names[] = {"?",      "hello",  "plan",   "weight request", "weight piece",
+                                  "hidden", "result", "rewind", "ping",           "pong",
+                                  "bye",    "error",  "ready",  "part",           "ask",
+                                  "text",   "done"};
     return type <= PL_MSG_MAX_TYPE ? names[type] : "?";
 }
 
@@ -508,6 +579,34 @@ pl_status pl_wire_decode(const uint8_t *buf, size_t n, pl_wire_msg *m) {
         m->part.header_bytes = get_u64(&r), m->part.part_bytes = get_u64(&r);
         get_bytes(&r, m->part.part_id, 32);
         break;
+    case PL_MSG_ASK: {
+        pl_wire_ask *a = &m->ask;
+        a->n_predict = get_u32(&r);
+        uint32_t temp = get_u32(&r);
+        memcpy(&a->temp, &temp, 4);
+        a->seed = get_u64(&r), a->flags = get_u8(&r);
+        if (get_u8(&r)) r.short_read = true; /* reserved */
+        a->n_turns = get_u16(&r);
+        if (a->n_turns > PL_WIRE_MAX_TURNS)
+            return pl_fail(PL_ERR_FORMAT, "room ask: %u messages (1..%d)", a->n_turns,
+                           PL_WIRE_MAX_TURNS);
+        for (uint32_t i = 0; i < a->n_turns && !r.short_read; i++) {
+            a->turns[i].role = get_u8(&r), a->turns[i].n = get_u32(&r);
+            if (a->turns[i].n > PL_WIRE_MAX_ASK_TEXT)
+                return pl_fail(PL_ERR_FORMAT, "room ask: the messages exceed %u bytes",
+                               PL_WIRE_MAX_ASK_TEXT);
+            a->turns[i].text = (const char *)take(&r, a->turns[i].n);
+        }
+        break;
+    }
+    case PL_MSG_TEXT:
+        m->text.n = get_u32(&r);
+        if (m->text.n > PL_WIRE_MAX_TEXT_PIECE)
+            return pl_fail(PL_ERR_FORMAT, "room text: %u bytes (1..%d)", m->text.n,
+                           PL_WIRE_MAX_TEXT_PIECE);
+        m->text.data = (const char *)take(&r, m->text.n);
+        break;
+    case PL_MSG_DONE: m->done.reason = get_u8(&r), m->done.n_gen = get_u32(&r); break;
     default: return pl_fail(PL_ERR_FORMAT, "room message: unknown type %u", m->type);
     }
     if (r.short_read)

@@ -19,7 +19,7 @@
 
 #include "base/status.h"
 
-#define PL_WIRE_VERSION 3
+#define PL_WIRE_VERSION 4
 
 /* Caps (see docs/room-protocol.md, "Limits"). */
 #define PL_WIRE_HEADER_BYTES 4
@@ -34,12 +34,16 @@
 #define PL_WIRE_MAX_PART     (1ull << 48) /* bytes of one part's tensors */
 /* The tensor index of a weight request / piece that names the file's header (bytes
  * [0, header bytes) of the host's file: metadata and tensor infos) instead of a tensor. */
-#define PL_WIRE_TENSOR_HEADER 0xffffffffu
-#define PL_WIRE_MAX_OFFSET    (1ull << 48) /* byte offset inside one tensor */
-#define PL_WIRE_MAX_NAME      64           /* backend / device name bytes */
-#define PL_WIRE_MAX_ADDR      128          /* member address bytes */
-#define PL_WIRE_MAX_TEXT      200          /* error line bytes */
-#define PL_WIRE_MAX_SPEED     1e9f         /* measured speed (tokens/s of the probe) */
+#define PL_WIRE_TENSOR_HEADER  0xffffffffu
+#define PL_WIRE_MAX_OFFSET     (1ull << 48) /* byte offset inside one tensor */
+#define PL_WIRE_MAX_NAME       64           /* backend / device name bytes */
+#define PL_WIRE_MAX_ADDR       128          /* member address bytes */
+#define PL_WIRE_MAX_TEXT       200          /* error line bytes */
+#define PL_WIRE_MAX_SPEED      1e9f         /* measured speed (tokens/s of the probe) */
+#define PL_WIRE_MAX_TURNS      256          /* messages of one guest's conversation (ask) */
+#define PL_WIRE_MAX_ASK_TEXT   (1u << 20)   /* bytes of all of an ask's messages together */
+#define PL_WIRE_MAX_TEXT_PIECE 65536        /* bytes of one text piece of a reply */
+#define PL_WIRE_MAX_TEMP       100.0f       /* an ask's temperature */
 /* The largest encoded message: a weight piece, or a plan with the full hash list. */
 #define PL_WIRE_MAX_MESSAGE (PL_WIRE_MAX_PIECE + 4096)
 
@@ -58,13 +62,17 @@ typedef enum {
     PL_MSG_ERROR = 11, /* code + one line */
     PL_MSG_READY = 12, /* a worker loaded its layers: their identity (version 2) */
     PL_MSG_PART = 13,  /* to a worker that fetches its layers: what it will ask for (v3) */
+    PL_MSG_ASK = 14,   /* a guest's conversation, to be answered (v4) */
+    PL_MSG_TEXT = 15,  /* a piece of the answer's text, as it is generated (v4) */
+    PL_MSG_DONE = 16,  /* the answer is complete (v4) */
 } pl_msg_type;
-#define PL_MSG_MAX_TYPE 13
+#define PL_MSG_MAX_TYPE 16
 
 /* hello capability bits; unknown bits are kept and ignored (newer peers may add some). */
 #define PL_CAP_F16_WIRE     (1u << 0) /* understands f16 hidden frames */
 #define PL_CAP_VERIFY       (1u << 1) /* answers 1 + K verify frames in one lap */
 #define PL_CAP_WEIGHT_FETCH (1u << 2) /* can receive its layers over the link */
+#define PL_CAP_GUEST        (1u << 3) /* a guest: lends nothing, only asks (v4) */
 
 /* Element type of hidden/result columns. */
 typedef enum { PL_WIRE_F16 = 1, PL_WIRE_F32 = 2 } pl_wire_dtype;
@@ -149,8 +157,9 @@ typedef enum {
     PL_WERR_MODEL = 3,    /* model identity does not match */
     PL_WERR_MEMORY = 4,   /* cannot hold the dealt layers */
     PL_WERR_INTERNAL = 5, /* anything else on the sender's side */
+    PL_WERR_BUSY = 6,     /* too many guests waiting: ask again later (v4) */
 } pl_wire_errcode;
-#define PL_WERR_MAX 5
+#define PL_WERR_MAX 6
 
 typedef struct {
     uint16_t code;                   /* pl_wire_errcode */
@@ -168,6 +177,38 @@ typedef struct {
     uint8_t part_id[32];   /* pl_gguf_part_identity of the part in the host's file */
 } pl_wire_part;
 
+typedef enum { PL_ROLE_SYSTEM = 0, PL_ROLE_USER = 1, PL_ROLE_ASSISTANT = 2 } pl_wire_role;
+
+typedef struct {
+    uint8_t role;     /* pl_wire_role */
+    uint32_t n;       /* bytes of text (no NUL among them) */
+    const char *text; /* into the decoded buffer, not NUL-terminated */
+} pl_wire_turn;
+
+#define PL_ASK_SEEDED 0x1u /* seed is the guest's --seed (else its clock's) */
+#define PL_ASK_RAW    0x2u /* one user message, run as `pooled run` runs a prompt: no template */
+
+typedef struct {
+    uint32_t n_predict; /* most ids to generate, 1..PL_WIRE_MAX_CTX; 0: until the turn ends */
+    float temp;         /* 0 (greedy)..PL_WIRE_MAX_TEMP, finite */
+    uint64_t seed;
+    uint8_t flags;    /* PL_ASK_* */
+    uint16_t n_turns; /* 1..PL_WIRE_MAX_TURNS, the last one the user's */
+    pl_wire_turn turns[PL_WIRE_MAX_TURNS];
+} pl_wire_ask;
+
+typedef struct {
+    uint32_t n;       /* 1..PL_WIRE_MAX_TEXT_PIECE bytes (no NUL among them) */
+    const char *data; /* into the decoded buffer */
+} pl_wire_text;
+
+typedef enum { PL_DONE_EOG = 1, PL_DONE_LENGTH = 2, PL_DONE_STOPPED = 3 } pl_done_reason;
+
+typedef struct {
+    uint8_t reason; /* pl_done_reason */
+    uint32_t n_gen; /* ids generated */
+} pl_wire_done;
+
 typedef struct {
     uint8_t type; /* pl_msg_type */
     union {
@@ -182,6 +223,9 @@ typedef struct {
         pl_wire_error error;
         pl_wire_ready ready;
         pl_wire_part part;
+        pl_wire_ask ask;
+        pl_wire_text text;
+        pl_wire_done done;
     };
 } pl_wire_msg;
 

@@ -19,6 +19,7 @@
 #include "cmd_opts.h"
 #include "commands.h"
 #include "model_args.h"
+#include "../../room/guest.h"
 #include "../../room/room.h"
 #include "../../room/room_io.h"
 #include "format/gguf_hash.h"
@@ -29,6 +30,7 @@ static const char *const usage =
     "                        [run options]\n"
     "       pooled room bench -m FILE [options] [-p 512] [-n 128] [-r 5] [bench options]\n"
     "       pooled room join ADDR:PORT --key SECRET [-m FILE] [options]\n"
+    "       pooled room chat ADDR:PORT --key SECRET [-p PROMPT] [options] (pooled room chat -h)\n"
     "host:\n"
     "  --listen ADDR:PORT   where joiners dial (default 0.0.0.0:7700; port 0: any free one)\n"
     "  --key SECRET         the room key (default: a random one, printed)\n"
@@ -44,6 +46,8 @@ static const char *const usage =
     "                       and rewind N ms once received: N ms more per hop, one way\n"
     "  --wait MS            give up when the workers have not joined by then (default 0:\n"
     "                       wait without end)\n"
+    "  --serve              answer guests (`pooled room chat`) one at a time, until Ctrl-C,\n"
+    "                       in place of a prompt or a chat on this terminal\n"
     "  and every option of `pooled run` (-p, --prompt-ids, -n, --temp, --seed, --ids, ...);\n"
     "  without a prompt, an interactive chat as `pooled chat` (and its options)\n"
     "join:\n"
@@ -87,6 +91,8 @@ typedef struct {
     uint64_t lend; /* --lend (0: what the machine can spare) */
     pl_wire_dtype dtype;
     char key_buf[33];
+    bool serve;     /* --serve: keep listening, for guests */
+    pl_listener *L; /* with serve: the listener, once the workers joined */
 } host_opts;
 
 /* What this machine can spare when --lend is not given: 90% of the memory Linux reports
@@ -137,7 +143,10 @@ static bool host_attach(loaded_model *lm, void *ud) {
     uint8_t meta[32];
     pl_status s = pl_gguf_meta_digest(lm->g, meta);
     if (!s) s = pl_room_gather(L, n, (int)h->wait_ms, &stop_flag, true, meta, w);
-    pl_listener_close(L);
+    if (h->serve && !s)
+        h->L = L; /* guests dial here once the room runs */
+    else
+        pl_listener_close(L);
     catch_stop(false); /* from here a signal ends the host; workers see it leave */
     char cache[1200];
     pl_probe_result pr = {0};
@@ -204,6 +213,44 @@ static bool host_attach(loaded_model *lm, void *ud) {
 
 static bool parse_mem(const char *v, uint64_t *out);
 
+/* host --serve: the room answers its guests (`pooled room chat`), one ask at a time, until
+ * Ctrl-C or SIGTERM (then bye to every worker and guest). All answers go through one
+ * session, so a guest's turn reuses what the previous one left in the caches. */
+static int room_serve(const chat_opts *co, host_opts *h) {
+    model_args ma = co->ma;
+    loaded_model lm;
+    if (!model_load(&ma, true, &lm)) return 1;
+    pl_session *ses = NULL;
+    int rc = 1;
+    if (!host_attach(&lm, h)) goto done;
+    if (model_session(&lm, &ses)) {
+        die("room host: %s", pl_last_error());
+        goto done;
+    }
+    model_report(&lm);
+    const char *bound = pl_listener_url(h->L);
+    fprintf(stderr,
+            "room: serving guests (Ctrl-C ends); on each, run:\n"
+            "    pooled room chat %s --key %s\n",
+            strncmp(bound, "tcp://", 6) ? bound : bound + 6, h->key);
+    pl_room_answerer a = {.ses = ses,
+                          .tok = lm.tok,
+                          .n_vocab = pl_model_get_info(lm.m)->n_vocab,
+                          .sp = co->sp,
+                          .think = co->think};
+    pl_room_guest_opts o = {
+        .answer = pl_room_answer, .ud = &a, .stop = &stop_flag, .verbose = true};
+    stop_flag = 0;
+    catch_stop(true);
+    rc = pl_room_guests_serve(h->L, &o) ? die("room host: %s", pl_last_error()) : 0;
+    catch_stop(false);
+done:
+    pl_session_free(ses);
+    if (h->L) pl_listener_close(h->L);
+    model_unload(&lm);
+    return rc;
+}
+
 /* "A-B" with 0 <= A <= B. */
 static bool parse_range(const char *opt, const char *v, int *a, int *b) {
     char *e1, *e2;
@@ -249,6 +296,8 @@ static int room_host(int argc, char **argv, bool bench) {
             err = err || !parse_mem(v, &h.lend);
         } else if (!strcmp(argv[i], "--bench")) {
             bench = true;
+        } else if (!strcmp(argv[i], "--serve")) {
+            h.serve = true;
         } else if (arg_take(argc, argv, &i, "--emulate-latency-ms", NULL, &v, &err)) {
             int64_t ms = 0;
             err = err || !arg_int("--emulate-latency-ms", v, 0, PL_ROOM_MAX_LATENCY_MS, &ms);
@@ -291,6 +340,9 @@ static int room_host(int argc, char **argv, bool bench) {
     ma->host_first = host_first;
     ma->host_last = host_last;
     catch_stop(true);
+    if (h.serve && (bench || prompt))
+        return die("room host: --serve answers guests: no -p, no --bench");
+    if (h.serve) return room_serve(&co, &h);
     if (bench) return bench_with(&bo, host_attach, &h);
     return prompt ? run_with(&ro, host_attach, &h) : chat_with(&co, host_attach, &h);
 }
@@ -377,7 +429,10 @@ static int room_join(int argc, char **argv) {
     return 0;
 }
 
+int room_chat(int argc, char **argv); /* cmd_room_chat.c */
+
 int cmd_room(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "chat")) return room_chat(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "host")) return room_host(argc - 1, argv + 1, false);
     if (argc >= 2 && !strcmp(argv[1], "bench")) return room_host(argc - 1, argv + 1, true);
     if (argc >= 2 && !strcmp(argv[1], "join")) return room_join(argc - 1, argv + 1);
@@ -385,5 +440,6 @@ int cmd_room(int argc, char **argv) {
         printf("%s", usage);
         return 0;
     }
-    return die("room: expected `room host`, `room bench` or `room join` (pooled room --help)");
+    return die("room: expected `room host`, `room bench`, `room join` or `room chat` (pooled room "
+               "--help)");
 }

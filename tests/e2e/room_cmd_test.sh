@@ -11,7 +11,8 @@
 # model, a worker with other weights refused (identity), the chain of workers and the star
 # where a worker listens nowhere, and room bench with emulated latency. Workers without
 # the model file (no -m) fetch their layers from the host: the ids of pooled run, and a
-# second room with the same ranges sends nothing (their cache).
+# second room with the same ranges sends nothing (their cache). A guest (room chat) of a host
+# that serves (--serve): pooled run's text; refused with one line while the room gathers.
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
 Q=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
@@ -269,6 +270,34 @@ check "room bench: 20 ms a hop holds decode under 25 tok/s (got $tg)" \
     awk -v t="$tg" 'BEGIN { exit !(t > 0 && t < 25) }'
 check_err "bad --emulate-latency-ms" "$POOLED" room join 127.0.0.1:1 --key $K -m "$S" \
     --emulate-latency-ms -3
+
+# a guest (room chat) of a host that serves (--serve) with 1 worker: its one-shot answer is
+# pooled run's text; a guest with a wrong key is refused with one line; SIGTERM ends the
+# host, and the worker hears bye
+want8=$(run -m "$S" -p "$p" -n 8 --temp 0)
+timeout 60 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K \
+    --workers 1 --wait 30000 --serve </dev/null >/dev/null 2>"$TMP/host.err" &
+host=$!
+addr=$(host_addr)
+check_err "a guest while the room still gathers its workers" timeout 30 "$POOLED" room chat \
+    "$addr" --key $K -p "$p"
+grep -q "gathers" "$TMP/err" || fail "the early guest's line says why: $(cat "$TMP/err")"
+timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>"$TMP/w1.err" &
+worker=$!
+for i in $(seq 100); do grep -q "serving guests" "$TMP/host.err" && break; sleep 0.1; done
+timeout 30 "$POOLED" room chat "$addr" --key $K -p "$p" -n 8 --temp 0 --raw >"$TMP/guest.out" \
+    2>"$TMP/guest.err"; rc=$?
+check "room chat -p: exits 0 ($(tail -n 1 "$TMP/guest.err"))" [ $rc -eq 0 ]
+check "room chat -p: the text of pooled run" [ -n "$want8" -a "$(cat "$TMP/guest.out")" = "$want8" ]
+check_err "a guest with a wrong key" timeout 30 "$POOLED" room chat "$addr" --key wrong -p "$p"
+check "the host serves on after a refused guest" kill -0 $host
+kill -TERM $host
+wait $host; rc=$?
+check "the serving host exits 0 on SIGTERM ($(tail -n 1 "$TMP/host.err"))" [ $rc -eq 0 ]
+wait $worker; rc=$?
+check "its worker exits 0 after bye ($(tail -n 1 "$TMP/w1.err"))" [ $rc -eq 0 ]
+check_err "room chat without a key" "$POOLED" room chat 127.0.0.1:1 -p x
+check_err "room chat --raw without -p" "$POOLED" room chat 127.0.0.1:1 --key $K --raw
 
 check_err "join without a key" "$POOLED" room join 127.0.0.1:1 -m "$S"
 check_err "bad --host-layers" "$POOLED" room host -m "$S" -p x --host-layers 3-1

@@ -7,16 +7,21 @@
  * ids are the same. Also: a worker with a wrong key is refused with one line while the
  * room still gathers, a worker whose model does not fit the plan fails the deal with its
  * line, and a worker that dies mid-turn fails the turn with one line, not a hang (or,
- * where the host may take its layers over, a silent or leaving worker changes nothing). */
+ * where the host may take its layers over, a silent or leaving worker changes nothing).
+ * Guests (room/guest.c) of a room of 2 workers: a raw ask's reply is one process's text, a
+ * guest leaving mid-reply stops it, 4 asks wait and the 5th is busy, malformed asks and a
+ * worker's hello are refused with one line. */
 #include <dirent.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "format/gguf_hash.h"
+#include "room/guest.h"
 #include "room/room.h"
 #include "room/room_io.h"
 #include "runtime/backend_open.h"
+#include "runtime/generate.h"
 #include "test.h"
 
 #include "runtime/chain_check.h" /* (after test.h) */
@@ -621,12 +626,203 @@ static void check_fetch(pl_backend *be) {
     check_bad_fetch(0, 3);
 }
 
+/* ---- guests (room/guest.c) ---- */
+
+typedef struct {
+    char text[4096];
+    size_t n;
+    int pieces, stop_after; /* a callback return of non-zero after stop_after pieces */
+} heard;
+
+static int hear_text(void *ud, const char *t, size_t n) {
+    heard *h = ud;
+    if (h->n + n < sizeof h->text) memcpy(h->text + h->n, t, n), h->n += n, h->text[h->n] = 0;
+    return h->stop_after && ++h->pieces >= h->stop_after;
+}
+
+typedef struct {
+    pl_listener *L;
+    pl_room_answerer a;
+    volatile sig_atomic_t stop;
+    pl_room_guest_stats st;
+    pthread_t th;
+} guest_host;
+
+/* pl_room_answer with 2 ms more per piece: a reply that is not stopped takes long. */
+typedef struct {
+    pl_room_emit_fn emit;
+    void *ctx;
+} slow_ctx;
+
+static int slow_emit(void *ctx, const char *text, size_t n) {
+    slow_ctx *c = ctx;
+    nanosleep(&(struct timespec){0, 2000000}, NULL);
+    return c->emit(c->ctx, text, n);
+}
+
+static pl_status slow_answer(void *ud, const pl_wire_ask *ask, pl_room_emit_fn emit, void *ctx,
+                             pl_wire_done *done) {
+    slow_ctx c = {emit, ctx};
+    return pl_room_answer(ud, ask, slow_emit, &c, done);
+}
+
+static void *guest_host_main(void *ud) {
+    guest_host *gh = ud;
+    pl_room_guest_opts o = {
+        .answer = slow_answer, .ud = &gh->a, .stop = &gh->stop, .stats = &gh->st};
+    pl_room_guests_serve(gh->L, &o);
+    return NULL;
+}
+
+/* What `pooled run -p user -n n --temp 0` prints in one process: greedy, the pieces. */
+static void reference(pl_model *m, const pl_tokenizer *tok, const char *user, int n, heard *out) {
+    pl_state_opts o = cc_opts(m);
+    pl_session *ses = NULL;
+    pl_sampler *smp = NULL;
+    pl_sampler_params sp = pl_sampler_defaults();
+    sp.temp = 0;
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    memset(out, 0, sizeof *out);
+    CHECK(pl_session_new(m, &o, &ses) == PL_OK &&
+              pl_sampler_new(&sp, pl_model_get_info(m)->n_vocab, &smp) == PL_OK &&
+              pl_tok_encode(tok, user, strlen(user), true, false, &ids, &n_ids) == PL_OK,
+          "%s", pl_last_error());
+    cc_ids rec = {0};
+    pl_gen_opts go = {.n_predict = n, .on_token = cc_take, .ud = &rec};
+    pl_gen_stats st;
+    if (ids) CHECK(pl_generate(ses, smp, ids, n_ids, &go, &st) == PL_OK, "%s", pl_last_error());
+    pl_tok_stream *ts = pl_tok_stream_new(tok, false);
+    for (int i = 0; ts && i <= rec.n; i++) {
+        bool end = i == rec.n || pl_tok_is_eog(tok, rec.ids[i]);
+        const char *piece = end ? pl_tok_stream_flush(ts) : pl_tok_stream_push(ts, rec.ids[i]);
+        hear_text(out, piece, strlen(piece));
+        if (end) break;
+    }
+    pl_tok_stream_free(ts);
+    free(ids);
+    pl_sampler_free(smp);
+    pl_session_free(ses);
+}
+
+static void check_guests(pl_backend *be) {
+    const char *rel = "models/stories260K.gguf";
+    pl_gguf *g = NULL;
+    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s", pl_last_error());
+    pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
+    pl_model *host = g ? cc_load(g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
+    pl_tokenizer *tok = NULL;
+    if (g) CHECK(pl_tok_load(g, &tok) == PL_OK, "%s", pl_last_error());
+    room r;
+    guest_host gh = {0};
+    if (!w || !host || !tok) goto out;
+    const pl_model_info *in = pl_model_get_info(w);
+    if (!room_open(&r, "inproc://guests", rel, 2, in->n_layer, in->n_embd, PL_WIRE_F32, 0, 0,
+                   false))
+        goto out;
+    pl_state_opts o = cc_opts(w);
+    pl_session *cs = NULL;
+    CHECK(pl_session_new_chain(host, &o, r.st, r.n_st, NULL, &cs) == PL_OK, "%s", pl_last_error());
+    gh.L = r.L;
+    gh.a = (pl_room_answerer){
+        .ses = cs, .tok = tok, .n_vocab = in->n_vocab, .sp = pl_sampler_defaults(), .think = true};
+    if (cs) pthread_create(&gh.th, NULL, guest_host_main, &gh);
+    heard want;
+    reference(w, tok, "Once upon a time", 8, &want);
+    CHECK(want.n > 0, "the reference said nothing");
+    pl_wire_ask ask = {.n_predict = 8, .n_turns = 1, .flags = PL_ASK_SEEDED | PL_ASK_RAW};
+    ask.turns[0] = (pl_wire_turn){PL_ROLE_USER, 16, "Once upon a time"};
+    for (int round = 0; cs && round < 3; round++) {
+        pl_link *l = NULL;
+        heard h = {0};
+        pl_wire_done done = {0};
+        CHECK(pl_room_guest_dial("inproc://guests", KEY, 10000, &l) == PL_OK, "%s",
+              pl_last_error());
+        if (!l) break;
+        if (round == 1) { /* leaves after the first piece of a long reply */
+            pl_wire_ask longer = ask;
+            longer.n_predict = 400;
+            h.stop_after = 1;
+            CHECK(pl_room_guest_ask(l, &longer, hear_text, &h, 20000, &done) == PL_ERR,
+                  "the guest should stop");
+        } else {
+            CHECK(pl_room_guest_ask(l, &ask, hear_text, &h, 20000, &done) == PL_OK, "round %d: %s",
+                  round, pl_last_error());
+            CHECK(!strcmp(h.text, want.text), "round %d: the guest heard '%s', one process '%s'",
+                  round, h.text, want.text);
+            /* 8 ids and no end: a reply that goes on is longer than the one stopped below */
+            CHECK(done.n_gen == 8, "round %d: %u ids", round, done.n_gen);
+        }
+        pl_link_close(l);
+    }
+    /* the reply of the guest that left stopped within a few ids (it asked for 400) */
+    CHECK(gh.st.asks == 3 && gh.st.left == 1 && gh.st.left_gen < 40,
+          "%d asks, %d left mid-reply, that generation made %u ids", gh.st.asks, gh.st.left,
+          gh.st.left_gen);
+    /* while one reply is made, 4 asks wait and the next is refused as busy; the 4 are
+     * answered in turn, each as one process */
+    pl_link *q[6] = {NULL};
+    for (int k = 0; cs && k < 6; k++) {
+        CHECK(pl_room_guest_dial("inproc://guests", KEY, 10000, &q[k]) == PL_OK, "%s",
+              pl_last_error());
+        pl_wire_msg m = {.type = PL_MSG_ASK, .ask = ask};
+        if (k == 0) m.ask.n_predict = 400;
+        if (q[k]) CHECK(pl_room_send(q[k], &m, 5000) == PL_OK, "%s", pl_last_error());
+        if (k == 0 && q[0]) /* the long reply has begun before the others ask */
+            CHECK(pl_room_recv(q[0], &m, 10000) == PL_OK && m.type == PL_MSG_TEXT,
+                  "the first guest's reply");
+    }
+    for (int i = 0, k = 5; cs && i < 5; k = ++i) { /* the refused one first */
+        heard h = {0};
+        pl_wire_msg m;
+        while (q[k] && pl_room_recv(q[k], &m, 20000) == PL_OK && m.type == PL_MSG_TEXT)
+            hear_text(&h, m.text.data, m.text.n);
+        if (k < 5)
+            CHECK(m.type == PL_MSG_DONE && !strcmp(h.text, want.text), "waiting guest %d: %s '%s'",
+                  k, pl_wire_type_name(m.type), h.text);
+        else
+            CHECK(m.type == PL_MSG_ERROR && m.error.code == PL_WERR_BUSY &&
+                      strstr(m.error.text, "busy"),
+                  "the 6th guest: %s %u", pl_wire_type_name(m.type), m.error.code);
+        if (k == 5) pl_link_close(q[0]), q[0] = NULL; /* leaves mid-reply, too */
+    }
+    for (int k = 0; k < 6; k++) pl_link_close(q[k]);
+    /* a malformed ask (truncated) and a worker's hello: one line each, then dropped */
+    for (int k = 0; cs && k < 2; k++) {
+        pl_link *l = NULL;
+        CHECK(pl_link_dial("inproc://guests", KEY, 10000, NULL, &l) == PL_OK, "%s",
+              pl_last_error());
+        if (!l) break;
+        pl_wire_msg m = {.type = PL_MSG_HELLO, .hello = {.backend = "cpu"}};
+        if (k == 0) m.hello.caps = PL_CAP_GUEST;
+        CHECK(pl_room_send(l, &m, 5000) == PL_OK, "%s", pl_last_error());
+        uint8_t bad[] = {PL_WIRE_VERSION, 0, PL_MSG_ASK, 0, 8, 0, 0};
+        if (k == 0) CHECK(pl_link_send(l, bad, sizeof bad, 5000) == PL_OK, "%s", pl_last_error());
+        pl_status s = pl_room_recv(l, &m, 10000);
+        CHECK(s == PL_OK && m.type == PL_MSG_ERROR && !strchr(m.error.text, '\n') &&
+                  strstr(m.error.text, k == 0 ? "truncated" : "guests only"),
+              "case %d: %d %s '%s'", k, s, pl_wire_type_name(m.type), m.error.text);
+        CHECK(pl_room_recv(l, &m, 10000) == PL_ERR_IO, "case %d: the host keeps the peer", k);
+        pl_link_close(l);
+    }
+    gh.stop = 1;
+    if (cs) pthread_join(gh.th, NULL);
+    pl_session_free(cs);
+    room_close(&r, true);
+out:
+    pl_tok_free(tok);
+    pl_model_free(host);
+    pl_model_free(w);
+    pl_gguf_free(g);
+}
+
 static void run_tests(void) {
     pl_backend *be = NULL;
     const char *note;
     CHECK(pl_backend_open("cpu", 1, &be, &note) == PL_OK, "%s", pl_last_error());
     if (!be) return;
     be->act_q8 = 1;
+    check_guests(be);
     check_fetch(be);
     check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F32, true, false);
     check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true, false);

@@ -9,7 +9,7 @@
 #include "base/sha256.h"
 #include "room/wire.h"
 
-#define N_SAMPLES 17
+#define N_SAMPLES 20
 
 static uint8_t payload[2 * 16 * 64 * 4];
 static uint8_t hashes[3 * 32];
@@ -106,6 +106,17 @@ static int samples(pl_wire_msg *m) {
     m[n].type = PL_MSG_WEIGHT_REQ; /* the host file's header */
     m[n++].weight_req =
         (pl_wire_weight_req){.tensor = PL_WIRE_TENSOR_HEADER, .offset = 60u << 20, .n = 4u << 20};
+    m[n].type = PL_MSG_ASK; /* 17: a guest's conversation */
+    pl_wire_ask *a = &m[n++].ask;
+    *a = (pl_wire_ask){
+        .n_predict = 8, .temp = 0.5f, .seed = 42, .flags = PL_ASK_SEEDED, .n_turns = 3};
+    a->turns[0] = (pl_wire_turn){PL_ROLE_SYSTEM, 0, ""};
+    a->turns[1] = (pl_wire_turn){PL_ROLE_ASSISTANT, 6, "Hello\n"};
+    a->turns[2] = (pl_wire_turn){PL_ROLE_USER, 11, "Once upon a"};
+    m[n].type = PL_MSG_TEXT; /* 18: a piece of the reply */
+    m[n++].text = (pl_wire_text){.n = 5, .data = " time"};
+    m[n].type = PL_MSG_DONE; /* 19 */
+    m[n++].done = (pl_wire_done){.reason = PL_DONE_LENGTH, .n_gen = 8};
     return n;
 }
 
@@ -213,6 +224,22 @@ static void test_round_trips(void) {
                   "in test_round_trips");
             break;
         case PL_MSG_BYE: CHECK(d.bye == PL_BYE_SHUTDOWN, "in test_round_trips"); break;
+        case PL_MSG_ASK:
+            CHECK(d.ask.n_predict == 8 && d.ask.temp == 0.5f && d.ask.seed == 42 &&
+                      d.ask.flags == PL_ASK_SEEDED && d.ask.n_turns == 3,
+                  "in test_round_trips");
+            for (int k = 0; k < 3; k++)
+                CHECK(d.ask.turns[k].role == m[i].ask.turns[k].role &&
+                          d.ask.turns[k].n == m[i].ask.turns[k].n &&
+                          !memcmp(d.ask.turns[k].text, m[i].ask.turns[k].text, d.ask.turns[k].n),
+                      "ask message %d", k);
+            break;
+        case PL_MSG_TEXT:
+            CHECK(d.text.n == 5 && !memcmp(d.text.data, " time", 5), "in test_round_trips");
+            break;
+        case PL_MSG_DONE:
+            CHECK(d.done.reason == PL_DONE_LENGTH && d.done.n_gen == 8, "in test_round_trips");
+            break;
         case PL_MSG_ERROR:
             CHECK(d.error.code == PL_WERR_MODEL && !strcmp(d.error.text, m[i].error.text),
                   "in test_round_trips");
@@ -243,6 +270,51 @@ static void bad_field(int i, edit_fn edit, const char *want, const char *what) {
     CHECK(one_line() && strstr(pl_last_error(), want), "%s: '%s'", what, pl_last_error());
 }
 
+static void ask_no_turns(pl_wire_msg *m) {
+    m->ask.n_turns = 0;
+}
+static void ask_many_turns(pl_wire_msg *m) {
+    m->ask.n_turns = PL_WIRE_MAX_TURNS + 1;
+}
+static void ask_role(pl_wire_msg *m) {
+    m->ask.turns[0].role = 3;
+}
+static void ask_last_not_user(pl_wire_msg *m) {
+    m->ask.n_turns = 2;
+}
+static void ask_temp(pl_wire_msg *m) {
+    m->ask.temp = NAN;
+}
+static void ask_flags(pl_wire_msg *m) {
+    m->ask.flags = 4;
+}
+static void ask_raw_turns(pl_wire_msg *m) {
+    m->ask.flags = PL_ASK_RAW;
+}
+static void ask_n_predict(pl_wire_msg *m) {
+    m->ask.n_predict = PL_WIRE_MAX_CTX + 1;
+}
+static void ask_nul(pl_wire_msg *m) {
+    m->ask.turns[2].text = "Once\0upon a";
+}
+static void ask_too_long(pl_wire_msg *m) {
+    static char big[PL_WIRE_MAX_ASK_TEXT / 2 + 1];
+    memset(big, 'x', sizeof big);
+    m->ask.turns[0] = (pl_wire_turn){PL_ROLE_SYSTEM, sizeof big, big};
+    m->ask.turns[1] = (pl_wire_turn){PL_ROLE_USER, sizeof big, big};
+}
+static void text_empty(pl_wire_msg *m) {
+    m->text.n = 0;
+}
+static void text_big(pl_wire_msg *m) {
+    m->text.n = PL_WIRE_MAX_TEXT_PIECE + 1;
+}
+static void done_reason(pl_wire_msg *m) {
+    m->done.reason = 4;
+}
+static void err_busy_ok(pl_wire_msg *m) {
+    m->error.code = PL_WERR_MAX + 1;
+}
 static void speed_nan(pl_wire_msg *m) {
     m->hello.speed = NAN;
 }
@@ -418,6 +490,20 @@ static void test_bad_fields(void) {
     bad_field(0, ctl_addr, "control", "control byte in the address");
     bad_field(14, ready_empty, "ready", "ready with no layers");
     bad_field(14, ready_big, "ready", "ready past the layer cap");
+    bad_field(17, ask_no_turns, "messages", "an ask without messages");
+    bad_field(17, ask_many_turns, "messages", "an ask with 257 messages");
+    bad_field(17, ask_role, "role", "an unknown role");
+    bad_field(17, ask_last_not_user, "not the user's", "an ask ending with the assistant");
+    bad_field(17, ask_temp, "temperature", "a NaN temperature");
+    bad_field(17, ask_flags, "flags", "unknown ask flags");
+    bad_field(17, ask_raw_turns, "raw prompt", "a raw prompt of 3 messages");
+    bad_field(17, ask_n_predict, "ids to generate", "n_predict past the cap");
+    bad_field(17, ask_nul, "NUL", "a NUL in a message");
+    bad_field(17, ask_too_long, "exceed", "messages past 1 MiB");
+    bad_field(18, text_empty, "bytes", "an empty text piece");
+    bad_field(18, text_big, "bytes", "a text piece past 64 KiB");
+    bad_field(19, done_reason, "reason", "done reason");
+    bad_field(13, err_busy_ok, "code", "error code 7");
 }
 
 /* Corruptions only the bytes can express. */
