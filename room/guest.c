@@ -125,7 +125,7 @@ static void poll_all(service *sv, int ms) {
     pl_link *l = NULL;
     if (!pl_link_accept(sv->L, ms, &l)) {
         if (sv->n == PL_ROOM_MAX_GUESTS) {
-            pl_room_send_error(l, PL_WERR_BUSY, "the room has as many guests as it takes");
+            pl_room_refuse(l, PL_WERR_BUSY, "the room has as many guests as it takes");
             pl_link_close(l);
         } else {
             sv->s[sv->n++] = (slot){.link = l, .hello_by = conn_now_ms() + PL_ROOM_HELLO_MS};

@@ -38,7 +38,7 @@ static pl_status take_hello(pl_link *l, const uint8_t *meta, pl_wire_hello *h) {
     if (s) {
         char line[PL_WIRE_MAX_TEXT + 1];
         snprintf(line, sizeof line, "%s", pl_last_error());
-        pl_room_send_error(l, other ? PL_WERR_MODEL : PL_WERR_PROTOCOL, line);
+        pl_room_refuse(l, other ? PL_WERR_MODEL : PL_WERR_PROTOCOL, line);
         return pl_fail(s, "%s", line);
     }
     *h = m.hello;

@@ -22,5 +22,10 @@ void pl_room_emulate_latency(int ms);
 void pl_room_error_text(const char *text, char out[PL_WIRE_MAX_TEXT + 1]);
 /* Send an error message (best effort, short timeout). */
 void pl_room_send_error(pl_link *l, pl_wire_errcode code, const char *text);
+/* Send an error, then wait until the peer hangs up (reading and dropping what it sends) or
+ * PL_ROOM_LINGER_MS passed, so that closing l next does not lose the error for a peer that
+ * was still sending. */
+#define PL_ROOM_LINGER_MS 1000
+void pl_room_refuse(pl_link *l, pl_wire_errcode code, const char *text);
 
 #endif
