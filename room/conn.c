@@ -221,6 +221,7 @@ int conn_listen(const char *url, conn_listener **out, char *bound_url, size_t ca
     l->kind = KIND_NNG;
     int rv = nng_stream_listener_alloc(&l->nl, url);
     if (!rv) nng_stream_listener_set_bool(l->nl, NNG_OPT_TCP_KEEPALIVE, true);
+    if (!rv) nng_stream_listener_set_bool(l->nl, NNG_OPT_TCP_NODELAY, true); /* see conn_dial */
     if (!rv) rv = nng_stream_listener_listen(l->nl);
     if (!rv) rv = nng_aio_alloc(&l->aio, NULL, NULL);
     if (rv) {
@@ -334,6 +335,10 @@ int conn_dial(const char *url, int timeout_ms, conn **out, char *err, size_t err
     nng_aio *aio = NULL;
     int rv = nng_stream_dialer_alloc(&d, url);
     if (!rv) nng_stream_dialer_set_bool(d, NNG_OPT_TCP_KEEPALIVE, true);
+    /* NNG's streams leave Nagle's algorithm on (its sockets do not): then a frame sent while
+     * the previous one is unacknowledged waits for the peer's delayed ack, ~40 ms, and a
+     * prefill with frames in flight stalls on every one of them */
+    if (!rv) nng_stream_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true);
     if (!rv) rv = nng_aio_alloc(&aio, NULL, NULL);
     if (!rv) {
         nng_aio_set_timeout(aio, timeout_ms > 0 ? timeout_ms : 1);
@@ -461,6 +466,11 @@ void conn_free(conn *c) {
     }
     free(c->buf);
     free(c);
+}
+
+int conn_nodelay(conn *c) {
+    bool on = false;
+    return c->kind == KIND_NNG && !nng_stream_get_bool(c->s, NNG_OPT_TCP_NODELAY, &on) && on;
 }
 
 int conn_dead(conn *c) {

@@ -46,5 +46,8 @@ void conn_free(conn *c);
 /* Whether a call found the conn broken (or it was aborted). */
 int conn_dead(conn *c);
 const char *conn_peer(const conn *c);
+/* Whether a tcp:// conn sends each frame at once (TCP_NODELAY: no wait for the peer's ack
+ * of the previous one); 0 for inproc://. */
+int conn_nodelay(conn *c);
 
 #endif

@@ -8,8 +8,9 @@
  * forged or malformed frame is dropped and counted, never delivered; the link keeps working.
  *
  * Every call that waits takes a timeout in milliseconds (0 .. PL_LINK_MAX_TIMEOUT_MS).
- * One thread may send while another receives on the same link; two threads must not both
- * send (or both receive) at once, and close must not race with anything. */
+ * One thread may send while another receives on the same link; sends from several threads
+ * go out one whole message at a time (the link serialises them), two threads must not both
+ * receive at once, and close must not race with anything. */
 #ifndef PL_ROOM_LINK_H
 #define PL_ROOM_LINK_H
 

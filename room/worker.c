@@ -142,6 +142,32 @@ static pl_status post_to(worker *w, const pl_wire_msg *m, bool to_next) {
     return PL_OK;
 }
 
+/* A decode frame's answer (one column) goes out from this thread when nothing waits in
+ * the queue: in order still (only this thread queues), and without the hand-off to the
+ * sender thread (a wake-up, and on a busy machine a wait to be scheduled) on every token.
+ * One column is far less than a socket's buffer, so this send cannot block on a peer that
+ * is itself blocked sending to this worker. Else, and when the queue is muted or failed,
+ * as post_to. */
+static pl_status post_now(worker *w, const pl_wire_msg *m, bool to_next) {
+    outq *q = &w->q;
+    pthread_mutex_lock(&q->mu);
+    bool direct = !q->count && !q->failed && !q->muted && !(to_next && q->next_dead);
+    pthread_mutex_unlock(&q->mu);
+    if (!direct) return post_to(w, m, to_next);
+    pl_status s = pl_room_send(to_next ? w->next : w->link, m, PL_ROOM_SEND_MS);
+    if (!s) return PL_OK;
+    pthread_mutex_lock(&q->mu);
+    if (to_next) { /* as the sender: the host takes the chain over and says bye */
+        q->next_dead = true;
+        s = PL_OK;
+    } else if (!q->failed) {
+        q->failed = true;
+        snprintf(q->why, sizeof q->why, "%s", pl_last_error());
+    }
+    pthread_mutex_unlock(&q->mu);
+    return s ? pl_fail(PL_ERR_IO, "cannot answer the host: %s", q->why) : PL_OK;
+}
+
 static pl_status post(worker *w, const pl_wire_msg *m) {
     return post_to(w, m, false);
 }
@@ -349,7 +375,7 @@ static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
         pl_hidden_to_f16(w->cols, w->out, count);
         r.hidden.data = w->out;
     }
-    return post_to(w, &r, w->next != NULL);
+    return h->n_cols == 1 ? post_now(w, &r, w->next != NULL) : post_to(w, &r, w->next != NULL);
 }
 
 static void set_busy(worker *w, bool busy) {

@@ -1,9 +1,9 @@
 /* cmd_bench.c - `pooled bench`: prompt processing (prefill) and generation (decode) speed,
  * measured like llama-bench's pp/tg tests: prefill runs P ids as one batch into an empty
- * cache; decode runs N ids one at a time from an empty cache, each picked by argmax of the
- * previous step. Each is repeated R times after a warm-up; the median is reported, with
- * the peak resident memory of the process. With --json stdout is one JSON object (one
- * line) and the table goes to stderr. */
+ * cache, and the time to the first id adds the head and the greedy pick of it; decode runs N ids
+ * one at a time from an empty cache, each picked by argmax of the previous step. Each is repeated R
+ * times after a warm-up; the median is reported, with the peak resident memory of the process. With
+ * --json stdout is one JSON object (one line) and the table goes to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +19,8 @@
 
 static const char *const usage =
     "usage: pooled bench -m FILE [-p 512] [-n 128] [-r 5] [--json] [options]\n"
-    "  -p, --n-prompt N     prompt ids processed as one batch (0: skip)\n"
+    "  -p, --n-prompt N     prompt ids processed as one batch, and the time to the first\n"
+    "                       id after them (0: skip)\n"
     "  -n, --n-gen N        ids generated one at a time (0: skip)\n"
     "  -r, --repetitions N  repetitions; the median is reported\n"
     "  --json               print one JSON object of the results on stdout (the table goes\n"
@@ -36,8 +37,11 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* Seconds to prefill ids[0..n) into an empty cache. */
-static pl_status time_prefill(pl_session *s, const int32_t *ids, int64_t n, double *secs) {
+/* Seconds to prefill ids[0..n) into an empty cache (*secs) and to the first generated id
+ * (*first_secs: the prefill, the head and the greedy pick of the id, read back to the
+ * host: what a user waits for before the first token of an answer). */
+static pl_status time_prefill(pl_session *s, pl_sampler *greedy, const int32_t *ids, int64_t n,
+                              double *secs, double *first_secs) {
     pl_session_reset(s);
     double t0 = pl_now();
     pl_status st = pl_session_set(s, ids, n, NULL);
@@ -45,6 +49,9 @@ static pl_status time_prefill(pl_session *s, const int32_t *ids, int64_t n, doub
     float first;
     if (!st) st = pl_be_read(pl_state_logits(pl_session_state(s)), 0, &first, sizeof first);
     *secs = pl_now() - t0;
+    int32_t id;
+    if (!st) st = pl_session_pick(s, greedy, &id);
+    *first_secs = pl_now() - t0;
     return st;
 }
 
@@ -130,10 +137,11 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     pl_drafter *dr = NULL;
     pl_gen_stats gs = {0};
     int32_t *ids = malloc(sizeof *ids * (size_t)(n_prompt + 1));
-    double *tp = calloc((size_t)reps, sizeof *tp), *td = calloc((size_t)reps, sizeof *td);
+    double *tp = calloc((size_t)reps, sizeof *tp), *td = calloc((size_t)reps, sizeof *td),
+           *tf = calloc((size_t)reps, sizeof *tf);
     pl_sampler_params gp = pl_sampler_defaults();
     gp.temp = 0;
-    pl_status s = ids && tp && td ? PL_OK : pl_fail(PL_ERR_NOMEM, "out of memory");
+    pl_status s = ids && tp && td && tf ? PL_OK : pl_fail(PL_ERR_NOMEM, "out of memory");
     if (!s) s = model_session(&lm, &ses);
     if (!s) s = pl_sampler_new(&gp, info->n_vocab, &greedy);
     if (!s) s = model_drafter(&ma, &lm, ses, &dr);
@@ -148,12 +156,12 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
         goto done;
     }
     model_report(&lm);
-    double t;
+    double t, t1;
     /* warm-up: caches, page faults, thread start */
-    if (!s && n_prompt) s = time_prefill(ses, ids, n_prompt, &t);
+    if (!s && n_prompt) s = time_prefill(ses, greedy, ids, n_prompt, &t, &t1);
     if (!s && n_gen) s = time_decode(ses, greedy, dr, ids[0], n_gen < 8 ? n_gen : 8, &t, &gs);
     for (int64_t r = 0; r < reps && !s; r++) {
-        if (n_prompt) s = time_prefill(ses, ids, n_prompt, &tp[r]);
+        if (n_prompt) s = time_prefill(ses, greedy, ids, n_prompt, &tp[r], &tf[r]);
         if (!s && n_gen) s = time_decode(ses, greedy, dr, ids[0], n_gen, &td[r], &gs);
     }
     if (s) {
@@ -162,6 +170,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     }
     double pp = n_prompt ? n_prompt / median(tp, (int)reps) : 0;
     double tg = n_gen ? n_gen / median(td, (int)reps) : 0;
+    double ttft_ms = n_prompt ? 1000 * median(tf, (int)reps) : 0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mib = (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
@@ -170,6 +179,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     fprintf(tab, "backend    %s | kv %s\n", lm.be->device,
             lm.so.kv_type == PL_TYPE_F16 ? "f16" : "f32");
     if (n_prompt) fprintf(tab, "prefill    pp%-6lld %10.1f tok/s\n", (long long)n_prompt, pp);
+    if (n_prompt) fprintf(tab, "first id   pp%-6lld %10.1f ms\n", (long long)n_prompt, ttft_ms);
     if (n_gen) fprintf(tab, "decode     tg%-6lld %10.1f tok/s\n", (long long)n_gen, tg);
     double acc = gs.n_drafted ? (double)gs.n_accepted / (double)gs.n_drafted : 0;
     double per = gs.n_steps ? (double)gs.n_decoded / (double)gs.n_steps : 0;
@@ -195,6 +205,8 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
                lm.so.kv_type == PL_TYPE_F16 ? "f16" : "f32", (long long)n_prompt, (long long)n_gen,
                (long long)reps);
         pl_json_num(stdout, pp, 0);
+        printf(",\"ttft_ms\":");
+        pl_json_num(stdout, ttft_ms, 0);
         printf(",\"decode_tok_s\":");
         pl_json_num(stdout, tg, 0);
         printf(",\"decode_weight_gb_s\":");
@@ -214,6 +226,7 @@ done:
     free(ids);
     free(tp);
     free(td);
+    free(tf);
     pl_sampler_free(greedy);
     pl_drafter_free(dr);
     pl_session_free(ses);

@@ -169,24 +169,24 @@ static pl_status take_frame(pl_chain *c, int k, int64_t n) {
     return PL_OK;
 }
 
-/* Every frame through every stage: a stage gets a frame as soon as the one before has
- * returned it and fewer than in_flight of its own are outstanding. Then one result is
- * taken from each stage that is full (so it can be fed again while the others work), or,
- * where none is, from the first stage with frames out. */
-static pl_status pipeline(pl_chain *c, int64_t n, int64_t pos0) {
+/* Every frame through stages k0.. (the columns in c->hidden): a stage gets a frame as
+ * soon as the one before has returned it and fewer than in_flight of its own are
+ * outstanding. Then one result is taken from each stage that is full (so it can be fed
+ * again while the others work), or, where none is, from the first stage with frames out. */
+static pl_status pipeline(pl_chain *c, int64_t n, int64_t pos0, int k0) {
     int K = c->n_hops;
     int64_t nf = (n + c->frame - 1) / c->frame;
     c->pass = (c->pass + 1) & 0xffffffffu;
     memset(c->sent, 0, sizeof *c->sent * (size_t)K);
     memset(c->done, 0, sizeof *c->done * (size_t)K);
-    while (K && c->done[K - 1] < nf) {
-        for (int k = 0; k < K; k++) {
-            int64_t ready = k ? c->done[k - 1] : nf;
+    while (k0 < K && c->done[K - 1] < nf) {
+        for (int k = k0; k < K; k++) {
+            int64_t ready = k > k0 ? c->done[k - 1] : nf;
             while (c->sent[k] < ready && c->sent[k] - c->done[k] < c->in_flight[k])
                 TRY(send_frame(c, k, n, pos0));
         }
         int taken = 0, first = -1;
-        for (int k = 0; k < K; k++) {
+        for (int k = k0; k < K; k++) {
             if (first < 0 && c->done[k] < c->sent[k]) first = k;
             if (c->sent[k] - c->done[k] == c->in_flight[k]) {
                 TRY(take_frame(c, k, n));
@@ -212,8 +212,16 @@ pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t p
     pl_buf *x = pl_state_hidden(c->s);
     TRY(pl_be_write(pl_state_ids(c->s), 0, ids, n * (int64_t)sizeof *ids));
     TRY(pl_model_embed(c->m, c->s, n));
+    /* The host's own layers first and the batch in one frame (decode): they run on the
+     * embedding where it lies, the state's hidden rows, as their stage would after copying
+     * it out and back in; on the GPU that is one wait for the device less a token. */
+    int k0 = 0;
+    if (c->own && c->hops[0] == c->own && n <= c->frame) {
+        TRY(pl_model_layers(c->m, c->s, n, pos0, c->own->first, c->own->last));
+        k0 = 1;
+    }
     TRY(pl_be_read(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
-    TRY(pipeline(c, n, pos0));
+    TRY(pipeline(c, n, pos0, k0));
     if (all_rows) { /* the head for every position (a speculative verify pass) */
         TRY(pl_be_write(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
         return pl_model_head(c->m, c->s, n, true);

@@ -251,8 +251,9 @@ check "chat: the host takes the killed worker's layers over" grep -q "the host t
 want=$(timeout 60 "$POOLED" chat -m "$C" --backend cpu --temp 0 -n 8 <"$TMP/chat.in" 2>/dev/null)
 check "chat after a worker was killed: the replies of pooled chat" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
 
-# room bench: prefill and decode through a room as pooled bench measures them; with 20 ms
-# emulated on each hop (host -> worker -> host: 2 hops a token) decode stays under 25 tok/s
+# room bench: prefill, time to first id and decode through a room as pooled bench measures
+# them; with 20 ms emulated on each hop (host -> worker -> host: 2 hops a token) decode
+# stays under 25 tok/s
 rm -f "$TMP/host.err"
 timeout 60 "$POOLED" room bench -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K --workers 1 \
     --wait 30000 -p 16 -n 8 -r 1 --json --emulate-latency-ms 20 >"$TMP/bench.out" \
@@ -268,6 +269,11 @@ check "room bench prints prefill and decode" grep -q "^decode  *tg8 " "$TMP/host
 tg=$(tail -n 1 "$TMP/bench.out" | jq -r '.decode_tok_s // 0')
 check "room bench: 20 ms a hop holds decode under 25 tok/s (got $tg)" \
     awk -v t="$tg" 'BEGIN { exit !(t > 0 && t < 25) }'
+# the 16-id prompt is one frame: its first id comes after both hops (40 ms) and the prefill
+ttft=$(tail -n 1 "$TMP/bench.out" | jq -r '.ttft_ms // 0')
+pp=$(tail -n 1 "$TMP/bench.out" | jq -r '.prefill_tok_s // 0')
+check "room bench: time to first id at least 40 ms and the prefill's (got $ttft ms, $pp tok/s)" \
+    awk -v f="$ttft" -v p="$pp" 'BEGIN { exit !(p > 0 && f >= 40 && f >= 16000 / p * 0.999) }'
 check_err "bad --emulate-latency-ms" "$POOLED" room join 127.0.0.1:1 --key $K -m "$S" \
     --emulate-latency-ms -3
 
