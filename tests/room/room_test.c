@@ -259,6 +259,28 @@ static void check_room_mtp(pl_backend *be) {
     CHECK(!e && nw == 5 && nr == nw && !memcmp(dw, dr_, sizeof dw),
           "the room's host drafts %d ids, the whole model %d (%s)", nr, nw,
           e ? pl_last_error() : "");
+    /* 4 more ids: the room runs them as a second pass, whose block entry at position 7 comes
+     * from the first pass's last hidden row and the new id at 8 (not 7, the id the drafts
+     * above started from); the whole model runs all 12 in one pass */
+    int32_t more[12] = {51, 270, 220, 386, 298, 74, 310, 291, 30, 500, 12, 640};
+    pl_session_reset(whole);
+    if (!e) e = pl_session_set(whole, more, 12, NULL);
+    if (!e) e = pl_session_set(rs, more, 12, NULL);
+    nw = e ? -1 : pl_session_draft_model(whole, 9, 5, dw);
+    nr = e ? -2 : pl_session_draft_model(rs, 9, 5, dr_);
+    CHECK(!e && nw == 5 && nr == nw && !memcmp(dw, dr_, sizeof dw),
+          "a second pass: the room's host drafts %d ids, the whole model %d (%s)", nr, nw,
+          e ? pl_last_error() : "");
+    /* the last draft step's logits, bit for bit (the ids alone hide a wrong entry) */
+    float *lw = calloc((size_t)in->n_vocab, sizeof *lw), *lr = calloc((size_t)in->n_vocab, 4);
+    int64_t bytes = (int64_t)in->n_vocab * 4;
+    if (!e && lw && lr)
+        e = pl_be_read(pl_state_draft_logits(pl_session_state(whole)), 0, lw, bytes);
+    if (!e && lw && lr) e = pl_be_read(pl_state_draft_logits(pl_session_state(rs)), 0, lr, bytes);
+    CHECK(!e && lw && lr && !memcmp(lw, lr, (size_t)bytes),
+          "a second pass: the room's last draft logits differ from the whole model's (%s)",
+          e ? pl_last_error() : "");
+    free(lw), free(lr);
     pl_sampler_params sp[2] = {pl_sampler_defaults(), pl_sampler_defaults()};
     sp[0].temp = 0;
     sp[1].temp = 0.8f, sp[1].top_k = 40, sp[1].top_p = 0.9f, sp[1].seed = 11;
