@@ -291,6 +291,10 @@ static pl_status take_plan(worker *w, const pl_wire_plan *p) {
                     w->lis ? pl_listener_url(w->lis) : "this worker (it listens nowhere)",
                     PL_ROOM_HELLO_MS);
     if (!s) {
+        /* no snapshots (n_snap 0): a hybrid's worker cannot take back a verify frame's
+         * rejected columns and starts afresh (remote_stage.c); keeping 16 when the host
+         * speculates (a flag the plan would carry) is the hook for speculation over the
+         * room on hybrids (docs/speculative.md) */
         pl_state_opts so = pl_state_opts_default(w->m);
         so.n_ctx = w->n_ctx;
         so.n_batch = PL_WIRE_MAX_COLS;

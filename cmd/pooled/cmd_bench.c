@@ -3,7 +3,14 @@
  * cache, and the time to the first id adds the head and the greedy pick of it; decode runs N ids
  * one at a time from an empty cache, each picked by argmax of the previous step. Each is repeated R
  * times after a warm-up; the median is reported, with the peak resident memory of the process. With
- * --json stdout is one JSON object (one line) and the table goes to stderr. */
+ * --json stdout is one JSON object (one line) and the table goes to stderr.
+ *
+ * --verify-cost K,...: what a speculative verify pass costs. At the depth of the -p prompt,
+ * one plain decode step (push + device argmax) and one verify pass of 1 + K columns
+ * (pl_session_spec_step: the batch, every column's logits to the host, the choices) are
+ * timed, median of R; the drafts are the ids plain greedy steps make there, so every draft
+ * is accepted and the pass does all its work. After each the cache goes back to the
+ * prompt (a recurrent state that cannot runs the prompt again, untimed). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +25,18 @@
 #include "runtime/generate.h"
 
 static const char *const usage =
-    "usage: pooled bench -m FILE [-p 512] [-n 128] [-r 5] [--json] [options]\n"
+    "usage: pooled bench -m FILE [-p 512] [-n 128] [-r 5] [--json] [--verify-cost K,...]\n"
+    "       [options]\n"
     "  -p, --n-prompt N     prompt ids processed as one batch, and the time to the first\n"
     "                       id after them (0: skip)\n"
     "  -n, --n-gen N        ids generated one at a time (0: skip)\n"
     "  -r, --repetitions N  repetitions; the median is reported\n"
     "  --json               print one JSON object of the results on stdout (the table goes\n"
     "                       to stderr)\n"
+    "  --verify-cost K[,K...]  after the -p prompt, time one decode step and one verify\n"
+    "                       pass of 1 + K columns for each K (1 to 15, at most 15 values):\n"
+    "                       ms per pass, ratio to the step, and projected tok/s when each\n"
+    "                       draft is accepted with probability 50, 70, 90%\n"
     "  (--spec lookup|mtp|auto: decode by verify passes; reports acceptance and ids per pass)\n";
 
 static int cmp_double(const void *a, const void *b) {
@@ -75,6 +87,139 @@ static pl_status time_decode(pl_session *s, pl_sampler *greedy, pl_drafter *dr, 
     return st;
 }
 
+/* --verify-cost "1,3,7,15": distinct values of 1 to PL_SPEC_MAX (so at most that many). */
+static bool parse_verify(const char *v, bench_opts *o) {
+    o->n_verify = 0;
+    for (const char *p = v;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char one[16];
+        int64_t k;
+        if (len >= sizeof one) /* far too long for a K */
+            return die("--verify-cost: expected K[,K...] of 1 to %d, got '%s'", PL_SPEC_MAX, v),
+                   false;
+        memcpy(one, p, len);
+        one[len] = 0;
+        if (!arg_int("--verify-cost", one, 1, PL_SPEC_MAX, &k)) return false;
+        for (int i = 0; i < o->n_verify; i++)
+            if (o->verify_k[i] == k)
+                return die("--verify-cost: K %d given twice in '%s'", (int)k, v), false;
+        o->verify_k[o->n_verify++] = (int)k;
+        if (!end) return true;
+        p = end + 1;
+    }
+}
+
+/* ---- --verify-cost ---- */
+
+/* The acceptance rates the projection is made for. */
+static const double verify_acc[] = {0.5, 0.7, 0.9};
+#define N_ACC ((int)(sizeof verify_acc / sizeof verify_acc[0]))
+
+typedef struct {
+    double step_ms;              /* one plain decode step */
+    double pass_ms[PL_SPEC_MAX]; /* one verify pass of 1 + verify_k[i] columns */
+    int accepted[PL_SPEC_MAX];   /* drafts that pass accepted (all, unless columns differ
+                                    from plain steps) */
+} verify_cost;
+
+/* Ids one pass yields when each draft is accepted with probability a, independently, until
+ * the first rejection: 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a). */
+static double ids_per_pass(double a, int k) {
+    double n = 0, p = 1;
+    for (int j = 0; j <= k; j++, p *= a) n += p;
+    return n;
+}
+
+/* Back to the prompt's n ids after a timed step or pass. */
+static pl_status back_to(pl_session *s, int64_t n) {
+    return pl_session_truncate(s, n);
+}
+
+/* The --verify-cost measurements at depth n_prompt (see the file's comment). */
+static pl_status time_verify(pl_session *s, pl_sampler *greedy, const int32_t *ids,
+                             const bench_opts *bo, verify_cost *vc) {
+    int64_t P = bo->n_prompt, reps = bo->reps;
+    int kmax = 0;
+    for (int i = 0; i < bo->n_verify; i++)
+        if (bo->verify_k[i] > kmax) kmax = bo->verify_k[i];
+    int32_t g[PL_SPEC_MAX + 2], out[PL_SPEC_MAX + 1], got;
+    double *t = calloc((size_t)reps, sizeof *t);
+    if (!t) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    /* the drafts: what plain greedy steps choose after the prompt, g[0] the first */
+    pl_session_reset(s);
+    pl_status st = pl_session_set(s, ids, P, NULL);
+    if (!st) st = pl_session_pick(s, greedy, &g[0]);
+    for (int j = 1; !st && j <= kmax + 1; j++) {
+        st = pl_session_push(s, g[j - 1]);
+        if (!st) st = pl_session_pick(s, greedy, &g[j]);
+    }
+    if (!st) st = back_to(s, P);
+    /* one plain step: the first rep is a warm-up, as is each K's */
+    for (int64_t r = -1; !st && r < reps; r++) {
+        double t0 = pl_now();
+        st = pl_session_push(s, g[0]);
+        if (!st) st = pl_session_pick(s, greedy, &got);
+        if (r >= 0) t[r] = pl_now() - t0;
+        if (!st) st = back_to(s, P);
+    }
+    if (!st) vc->step_ms = 1e3 * median(t, (int)reps);
+    for (int i = 0; !st && i < bo->n_verify; i++) {
+        int k = bo->verify_k[i], n_out = 0;
+        for (int64_t r = -1; !st && r < reps; r++) {
+            double t0 = pl_now();
+            st = pl_session_spec_step(s, greedy, g[0], g + 1, k, out, &n_out);
+            if (r >= 0) t[r] = pl_now() - t0;
+            if (!st) st = back_to(s, P);
+        }
+        vc->accepted[i] = n_out - 1;
+        if (!st) vc->pass_ms[i] = 1e3 * median(t, (int)reps);
+    }
+    free(t);
+    return st;
+}
+
+static void verify_print(FILE *f, const bench_opts *bo, const verify_cost *vc) {
+    fprintf(f, "verify     at depth %lld: one decode step %.3f ms (%.1f tok/s)\n",
+            (long long)bo->n_prompt, vc->step_ms, 1e3 / vc->step_ms);
+    fprintf(f, "verify      K   ms/pass   x step  tok/s at a = 50%%      70%%      90%%\n");
+    for (int i = 0; i < bo->n_verify; i++) {
+        int k = bo->verify_k[i];
+        fprintf(f, "verify     %2d %9.3f %8.2f         ", k, vc->pass_ms[i],
+                vc->pass_ms[i] / vc->step_ms);
+        for (int a = 0; a < N_ACC; a++)
+            fprintf(f, " %8.1f", 1e3 * ids_per_pass(verify_acc[a], k) / vc->pass_ms[i]);
+        fprintf(f, "\n");
+        if (vc->accepted[i] != k)
+            fprintf(f,
+                    "verify     warning: K=%d accepted %d of the %d drafts plain steps made "
+                    "(verify columns differ from plain steps)\n",
+                    k, vc->accepted[i], k);
+    }
+    fprintf(f, "verify     (projected: each draft accepted with probability a, independently: "
+               "(1 - a^(K+1)) / (1 - a) ids per pass, over the pass's time; drafting not "
+               "counted)\n");
+}
+
+static void verify_json(const bench_opts *bo, const verify_cost *vc) {
+    printf(",\"verify_depth\":%lld,\"verify_step_ms\":", (long long)bo->n_prompt);
+    pl_json_num(stdout, vc->step_ms, 0);
+    printf(",\"verify\":[");
+    for (int i = 0; i < bo->n_verify; i++) {
+        int k = bo->verify_k[i];
+        printf("%s{\"k\":%d,\"accepted\":%d,\"pass_ms\":", i ? "," : "", k, vc->accepted[i]);
+        pl_json_num(stdout, vc->pass_ms[i], 0);
+        printf(",\"ratio\":");
+        pl_json_num(stdout, vc->pass_ms[i] / vc->step_ms, 0);
+        for (int a = 0; a < N_ACC; a++) {
+            printf(",\"tok_s_a%d\":", (int)(verify_acc[a] * 100 + 0.5));
+            pl_json_num(stdout, 1e3 * ids_per_pass(verify_acc[a], k) / vc->pass_ms[i], 0);
+        }
+        printf("}");
+    }
+    printf("]");
+}
+
 int bench_opts_parse(int argc, char **argv, bench_opts *o) {
     *o = (bench_opts){.ma = model_args_defaults(), .n_prompt = 512, .n_gen = 128, .reps = 5};
     bool err = false;
@@ -92,12 +237,16 @@ int bench_opts_parse(int argc, char **argv, bench_opts *o) {
             err = err || !arg_int("-n", v, 0, 1 << 20, &o->n_gen);
         } else if (arg_take(argc, argv, &i, "-r", "--repetitions", &v, &err)) {
             err = err || !arg_int("-r", v, 1, 1000, &o->reps);
+        } else if (arg_take(argc, argv, &i, "--verify-cost", NULL, &v, &err)) {
+            err = err || !parse_verify(v, o);
         } else if (!err) {
             return die("bench: unknown option '%s' (pooled bench --help)", argv[i]);
         }
     }
     if (err) return 1;
     if (!o->n_prompt && !o->n_gen) return die("bench: nothing to measure (-p 0 and -n 0)");
+    if (o->n_verify && !o->n_prompt)
+        return die("bench: --verify-cost verifies after the -p prompt: give -p 1 or more");
     return 0;
 }
 
@@ -115,6 +264,10 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     loaded_model lm;
     if (!model_load(&ma, false, &lm)) return 1;
     int64_t need = n_prompt > n_gen ? n_prompt : n_gen;
+    int cols = 1; /* --verify-cost: the widest pass, 1 + the largest K */
+    for (int i = 0; i < bo->n_verify; i++)
+        if (bo->verify_k[i] + 1 > cols) cols = bo->verify_k[i] + 1;
+    if (bo->n_verify && n_prompt + cols > need) need = n_prompt + cols;
     if (!ma.ctx) lm.so.n_ctx = (int)need;
     if (lm.so.n_ctx < need) {
         int n_ctx = lm.so.n_ctx; /* unloading clears lm */
@@ -125,6 +278,11 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     lm.so.n_batch = n_prompt > 0 ? (int)n_prompt : 1;
     if (ma.spec != MODEL_SPEC_OFF && lm.so.n_batch < PL_SPEC_MAX + 1)
         lm.so.n_batch = lm.so.n_ctx < PL_SPEC_MAX + 1 ? lm.so.n_ctx : PL_SPEC_MAX + 1;
+    if (bo->n_verify) { /* a pass of cols columns, every one's logits, every one kept */
+        if (lm.so.n_batch < cols) lm.so.n_batch = cols;
+        if (lm.so.n_logits < cols) lm.so.n_logits = cols;
+        if (lm.so.n_snap < cols) lm.so.n_snap = cols;
+    }
     if (lm.so.n_snap > lm.so.n_batch) lm.so.n_snap = lm.so.n_logits = lm.so.n_batch;
     if (attach && !attach(&lm, ud)) { /* a room's host: its workers' stages */
         model_unload(&lm);
@@ -164,6 +322,8 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
         if (n_prompt) s = time_prefill(ses, greedy, ids, n_prompt, &tp[r], &tf[r]);
         if (!s && n_gen) s = time_decode(ses, greedy, dr, ids[0], n_gen, &td[r], &gs);
     }
+    verify_cost vc = {0};
+    if (!s && bo->n_verify) s = time_verify(ses, greedy, ids, bo, &vc);
     if (s) {
         die("bench: %s", pl_last_error());
         goto done;
@@ -191,6 +351,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     if (n_gen)
         fprintf(tab, "weights    %.4g MB read per token (file %.4g MB), %.1f GB/s in decode\n",
                 info->decode_bytes / 1e6, info->weight_bytes / 1e6, info->decode_bytes * tg / 1e9);
+    if (bo->n_verify) verify_print(tab, bo, &vc);
     fprintf(tab, "peak rss   %.1f MiB   (median of %lld repetitions)\n", peak_mib, (long long)reps);
     if (json) {
         printf("{\"model\":");
@@ -215,6 +376,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
         pl_json_num(stdout, acc, 0);
         printf(",\"spec_ids_per_pass\":");
         pl_json_num(stdout, per, 0);
+        if (bo->n_verify) verify_json(bo, &vc);
         printf(",\"peak_rss_mib\":");
         pl_json_num(stdout, peak_mib, 0);
         printf(",\"weight_bytes\":%llu,\"decode_bytes\":%llu,\"n_params\":%lld}\n",

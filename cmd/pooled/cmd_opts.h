@@ -41,6 +41,10 @@ typedef struct {
     model_args ma;
     int64_t n_prompt, n_gen, reps; /* not both 0 */
     bool json;
+    /* --verify-cost: the drafts per verify pass to time (distinct, 1..PL_SPEC_MAX each),
+     * in the order given; n_verify 0: not asked (needs n_prompt >= 1) */
+    int verify_k[PL_SPEC_MAX];
+    int n_verify;
 } bench_opts;
 int bench_opts_parse(int argc, char **argv, bench_opts *o);
 /* Bench as `pooled bench` does with the options parsed; attach as for run_with (called

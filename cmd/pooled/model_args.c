@@ -153,16 +153,14 @@ const char *model_drafter_name(const model_args *a, const loaded_model *l) {
     return a->spec == MODEL_SPEC_OFF ? "off" : l->so.draft ? "mtp" : "lookup";
 }
 
-/* --spec mtp needs the model's block and the whole model in this process; auto takes it
- * when it can. */
+/* --spec mtp needs the model's block, which is loaded with the head (so a chain's host,
+ * --split or a room's, has it too); auto takes it when the model has it. */
 static pl_status want_draft(const model_args *a, loaded_model *l) {
-    bool chain = a->split || a->room_host, has = pl_model_get_info(l->m)->has_draft;
+    bool has = pl_model_get_info(l->m)->has_draft;
     if (a->spec == MODEL_SPEC_MTP && !has)
         return pl_fail(PL_ERR_ARG, "--spec mtp: this model (%s) has no MTP block (use lookup)",
                        pl_model_get_info(l->m)->arch);
-    if (a->spec == MODEL_SPEC_MTP && chain)
-        return pl_fail(PL_ERR_ARG, "--spec mtp: not over a chain of stages yet (use lookup)");
-    l->so.draft = has && !chain && (a->spec == MODEL_SPEC_MTP || a->spec == MODEL_SPEC_AUTO);
+    l->so.draft = has && (a->spec == MODEL_SPEC_MTP || a->spec == MODEL_SPEC_AUTO);
     return PL_OK;
 }
 

@@ -682,6 +682,12 @@ pl_status pl_model_draft(const pl_model *m, pl_state *s, int64_t pos, int32_t ne
     return m->family->draft(m, s, pos, next, k, out, n_out);
 }
 
+pl_status pl_model_draft_absorb(const pl_model *m, pl_state *s, int64_t n, int64_t pos0) {
+    pl_status st = check_rows(s, n, pos0);
+    if (st || !s->o.draft) return st;
+    return m->family->draft_absorb(m, s, n, pos0); /* a state drafts only where has_draft */
+}
+
 pl_buf *pl_state_draft_logits(pl_state *s) {
     return s->o.draft ? s->m->family->draft_logits(s) : NULL;
 }

@@ -162,6 +162,11 @@ pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, i
  * the block's cache entries at pos..pos+k-1 (the next forward pass overwrites them). */
 pl_status pl_model_draft(const pl_model *m, pl_state *s, int64_t pos, int32_t next, int k,
                          int32_t *out, int *n_out);
+/* What pl_model_forward does after its head on a state with opts.draft (nothing on one
+ * without), for a pass whose layers ran elsewhere (a chain of stages, chain.h): hidden rows
+ * 0..n-1 hold the final hidden states of positions pos0..pos0+n-1 and the ids buffer their
+ * ids. Needs the head (the block is loaded with it). */
+pl_status pl_model_draft_absorb(const pl_model *m, pl_state *s, int64_t n, int64_t pos0);
 /* The logits [1, n_vocab] of the last draft step. */
 pl_buf *pl_state_draft_logits(pl_state *s);
 

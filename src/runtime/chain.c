@@ -222,9 +222,12 @@ pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t p
     }
     TRY(pl_be_read(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
     TRY(pipeline(c, n, pos0, k0));
-    if (all_rows) { /* the head for every position (a speculative verify pass) */
+    if (all_rows || pl_state_get_opts(c->s)->draft) {
+        /* every row back on the host: the head for every position (a speculative verify
+         * pass), and the draft block's input (its cache entries from every row) */
         TRY(pl_be_write(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
-        return pl_model_head(c->m, c->s, n, true);
+        TRY(pl_model_head(c->m, c->s, n, all_rows));
+        return pl_model_draft_absorb(c->m, c->s, n, pos0);
     }
     /* the head for the last position only */
     TRY(pl_be_write(x, 0, c->hidden + (n - 1) * d, d * (int64_t)sizeof(float)));

@@ -9,7 +9,9 @@
  * the stages in frames of at most frame_cols columns, up to in_flight frames submitted to
  * a stage before its first result is collected (a remote stage computes while the next
  * frame travels), each frame handed on to the next stage as soon as it comes back; the
- * head runs for the last position only. */
+ * head runs for the last position only (or every one, all_rows). A host state made to
+ * draft (pl_state_opts.draft: the model's MTP block, loaded with the head) absorbs every
+ * pass's rows as pl_model_forward's does, so pl_model_draft drafts on the host. */
 #ifndef PL_RUNTIME_CHAIN_H
 #define PL_RUNTIME_CHAIN_H
 

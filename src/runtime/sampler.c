@@ -266,9 +266,11 @@ pl_status pl_sampler_pick(pl_sampler *s, float *logits, const int32_t *ctx, int6
             if (!s->allow[i]) logits[i] = -INFINITY;
     }
     pl_status st = pick(s, logits, ctx, n_ctx, out);
-    if (st || !s->constrained) return st;
-    if (!s->allow[*out]) *out = best_allowed(s, logits);
-    return s->con.accept(s->con.ud, *out);
+    if (st) return st;
+    if (s->constrained && !s->allow[*out]) *out = best_allowed(s, logits);
+    /* the watcher sees the id returned: after a constrained pick's correction */
+    if (s->watch) s->watch(s->watch_ud, logits, s->n_vocab, *out);
+    return s->constrained ? s->con.accept(s->con.ud, *out) : PL_OK;
 }
 static pl_status pick(pl_sampler *s, float *logits, const int32_t *ctx, int64_t n_ctx,
                       int32_t *out) {
@@ -281,6 +283,5 @@ static pl_status pick(pl_sampler *s, float *logits, const int32_t *ctx, int64_t 
     } else {
         *out = draw(s, pl_sampler_distribution(&s->p, logits, s->n_vocab, s->cand), n_ctx);
     }
-    if (s->watch) s->watch(s->watch_ud, logits, s->n_vocab, *out);
     return PL_OK;
 }

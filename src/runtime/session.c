@@ -236,8 +236,7 @@ int pl_session_spec_max(const pl_session *s) {
 }
 
 int pl_session_draft_model(pl_session *s, int32_t last, int max, int32_t *out) {
-    if (s->chain || !pl_state_get_opts(s->st)->draft || s->n_ids < 1 || s->n_state != s->n_ids)
-        return 0;
+    if (!pl_state_get_opts(s->st)->draft || s->n_ids < 1 || s->n_state != s->n_ids) return 0;
     if (max > PL_SPEC_MAX) max = PL_SPEC_MAX;
     int n = 0;
     if (pl_model_draft(s->m, s->st, s->n_ids - 1, last, max, out, &n)) return 0;

@@ -86,9 +86,9 @@ pl_status pl_session_spec_step(pl_session *s, pl_sampler *smp, int32_t last, con
 
 /* Up to max drafts (max <= PL_SPEC_MAX) from the model's own draft block (pl_model_draft)
  * of the ids after last (the id just chosen, not yet run) into out; returns how many. 0
- * when the session cannot: over a chain, a state not made with opts.draft, or its last
- * position not run by the last forward pass (drafts only: the output never depends on
- * them). */
+ * when the session cannot: a state not made with opts.draft, or its last position not
+ * run by the last forward pass (drafts only: the output never depends on them). Over a
+ * chain the block runs on the host, which holds it with the head. */
 int pl_session_draft_model(pl_session *s, int32_t last, int max, int32_t *out);
 
 /* Keep only the first n cached ids (a caller that stops inside accepted drafts); a

@@ -168,8 +168,10 @@ pl_status pl_stage_local_new(const pl_model *m, const pl_state_opts *o, int firs
                              pl_stage **out) {
     *out = NULL;
     pl_state *s = NULL;
+    pl_state_opts so = *o;
+    so.draft = false; /* layers only: the draft block runs on the chain's host, with the head */
     pl_status st = check_range(m, first, last);
-    if (!st) st = pl_state_new(m, o, &s);
+    if (!st) st = pl_state_new(m, &so, &s);
     if (!st) st = local_new(m, s, true, first, last, out);
     return st;
 }

@@ -56,8 +56,8 @@ struct pl_stage {
 };
 
 /* A local stage: layers [first, last) of m (which must hold them) with its own state made
- * from o (o->n_batch columns a submit, at most PL_STAGE_MAX_IN_FLIGHT frames queued, the
- * queue holding only what is in flight). The model must outlive the stage. */
+ * from o, less its draft (o->n_batch columns a submit, at most PL_STAGE_MAX_IN_FLIGHT frames
+ * queued, the queue holding only what is in flight). The model must outlive the stage. */
 #define PL_STAGE_MAX_IN_FLIGHT 8
 pl_status pl_stage_local_new(const pl_model *m, const pl_state_opts *o, int first, int last,
                              pl_stage **out);

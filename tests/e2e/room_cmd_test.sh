@@ -2,7 +2,8 @@
 # 127.0.0.1 (an ephemeral port the host prints): with 2 and 3 workers (and with a layer on
 # the host) the host's stdout is exactly `pooled run`'s, on stories260K (text, greedy and
 # seeded) and the qwen3_5 hybrid fixture (ids), f32 frames; every worker exits 0 after the
-# host's bye. A joiner with a wrong key is refused with one line while the room still
+# host's bye; --spec lookup (stories260K) and mtp and auto (the qwen3_5-mtp fixture): the
+# ids of --spec off. A joiner with a wrong key is refused with one line while the room still
 # answers; without a prompt the host chats like `pooled chat`; a worker stopped by SIGTERM
 # before the deal says bye, exits 0 and is dropped. A worker killed (SIGKILL) or leaving
 # (SIGTERM) mid-answer, or killed between chat turns: the host takes its layers over and
@@ -151,6 +152,26 @@ want=$(run -m "$Q" --prompt-ids "$prompt" -n 16 --ignore-eos --ids --temp 0)
 for n in 2 3; do
     room $n "$Q" --prompt-ids "$prompt" -n 16 --ignore-eos --ids --temp 0 --wire f32
     check "qwen3_5, $n workers: the ids of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+done
+# --spec lookup: verify passes around the chain, drafts accepted on a repetitive prompt;
+# the ids of pooled run --spec off
+rp="Lily and Tom. Lily and Tom. Lily and Tom. Lily and Tom."
+want=$(run -m "$S" -p "$rp" -n 32 --ids --temp 0 --spec off)
+room 2 "$S" -p "$rp" -n 32 --ids --temp 0 --wire f32 --spec lookup
+check "stories260K, --spec lookup: the ids of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+check "stories260K, --spec lookup: drafts accepted" \
+    grep -Eq '^spec: [0-9]+ passes, [1-9][0-9]* of [0-9]+ drafts accepted' "$TMP/host.err"
+# --spec mtp / auto: the host drafts with the MTP block it holds with the head (and with a
+# layer of its own); the ids of pooled run --spec off, greedy and seeded with penalties
+QM=$SHARED/fixtures/hf/qwen3_5/qwen3_5-mtp-q8_0.gguf
+for sp in "mtp --temp 0" "auto --temp 0.8 --top-k 40 --top-p 0.9 --repeat-penalty 1.1 --seed 7"; do
+    # shellcheck disable=SC2086
+    want=$(run -m "$QM" -p "$p" -n 24 --ids --spec off ${sp#* })
+    # shellcheck disable=SC2086
+    room 2 "$QM" -p "$p" -n 24 --ids --wire f32 --spec $sp $([ "${sp%% *}" = auto ] && echo --host-layers 0-1)
+    check "qwen3_5-mtp, --spec ${sp%% *}: the ids of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
+    check "qwen3_5-mtp, --spec ${sp%% *}: the host drafts" \
+        grep -Eq '^spec: [0-9]+ passes, [0-9]+ of [1-9][0-9]* drafts accepted' "$TMP/host.err"
 done
 
 # without a prompt the host chats as `pooled chat` does (the second turn reuses the first

@@ -1,7 +1,7 @@
 # spec_run_test.sh - `--spec lookup`, `mtp` (and auto) on run, chat and bench: the same ids as
 # `--spec off` (greedy and seeded sampling with penalties, CPU and a --split chain; mtp on
-# both -mtp- fixtures), the acceptance report, and one-line errors for `--spec mtp` on a
-# model without the block or over a chain, and for unknown values.
+# both -mtp- fixtures, and over a --split chain), the acceptance report, and one-line
+# errors for `--spec mtp` on a model without the block, and for unknown values.
 . tests/e2e/lib.sh
 M="$SHARED/models/stories260K.gguf"
 P="Lily and Tom. Lily and Tom. Lily and Tom. Lily and Tom."
@@ -50,6 +50,14 @@ check "chat: mtp replies == plain replies" cmp -s "$TMP/chat_off" "$TMP/chat_mtp
 "$POOLED" bench -m "$F" --backend cpu -p 0 -n 16 -r 1 --spec auto --json >"$TMP/out" 2>/dev/null
 check "bench --spec auto takes the MTP block" grep -q '"spec":"mtp","spec_acceptance":[0-9.e+-]*,"spec_ids_per_pass":[1-9]' <<<"$(tail -n 1 "$TMP/out")"
 check_err "--spec mtp on a model without the block" "$POOLED" run -m "$M" -p x --spec mtp
-check_err "--spec mtp over a chain" "$POOLED" run -m "$F" -p x --spec mtp --split 2
+# over a chain of stages (--split) the host drafts with the block it holds with the head
+for opts in "--temp 0" "--temp 0.8 --top-k 40 --top-p 0.9 --repeat-penalty 1.1 --seed 7"; do
+    # shellcheck disable=SC2086
+    "$POOLED" run -m "$F" --backend cpu -p "$P" -n 24 --ids $opts --spec off >"$TMP/off" 2>/dev/null
+    # shellcheck disable=SC2086
+    "$POOLED" run -m "$F" --backend cpu -p "$P" -n 24 --ids $opts --split 2 --spec mtp >"$TMP/on" 2>"$TMP/err"
+    check "--split 2 $opts: mtp ids == plain ids" cmp -s "$TMP/off" "$TMP/on"
+    check "--split 2 $opts: drafts reported" grep -Eq '^spec: [0-9]+ passes, [0-9]+ of [1-9][0-9]* drafts accepted' "$TMP/err"
+done
 check_err "--spec bogus" "$POOLED" run -m "$M" -p x --spec bogus
 finish

@@ -94,6 +94,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             REQUIRE(o.n_prompt >= 0 && o.n_prompt <= (1 << 20) && o.n_gen >= 0 &&
                     o.n_gen <= (1 << 20) && (o.n_prompt || o.n_gen));
             REQUIRE(o.reps >= 1 && o.reps <= 1000);
+            REQUIRE(o.n_verify >= 0 && o.n_verify <= PL_SPEC_MAX && (!o.n_verify || o.n_prompt));
+            for (int i = 0; i < o.n_verify; i++) {
+                REQUIRE(o.verify_k[i] >= 1 && o.verify_k[i] <= PL_SPEC_MAX);
+                for (int j = 0; j < i; j++) REQUIRE(o.verify_k[i] != o.verify_k[j]);
+            }
         }
     }
     REQUIRE(r >= 0 && r <= 2);

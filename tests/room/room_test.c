@@ -4,10 +4,11 @@
  * are bit-identical to one session over the whole model and the greedy and seeded ids the
  * same (stories260K through chain_check.h's turns: frames, rewinds, resets; the qwen3_5
  * hybrid through a prompt, greedy and sampled steps); with f16 frames stories260K's greedy
- * ids are the same. Also: a worker with a wrong key is refused with one line while the
- * room still gathers, a worker whose model does not fit the plan fails the deal with its
- * line, and a worker that dies mid-turn fails the turn with one line, not a hang (or,
- * where the host may take its layers over, a silent or leaving worker changes nothing).
+ * ids are the same. The host of a qwen3_5-mtp room drafts with the MTP block (the whole
+ * model's drafts; decoding with them gives plain decoding's ids). Also: a worker with a wrong key
+ * is refused with one line while the room still gathers, a worker whose model does not fit the plan
+ * fails the deal with its line, and a worker that dies mid-turn fails the turn with one line, not a
+ * hang (or, where the host may take its layers over, a silent or leaving worker changes nothing).
  * Guests (room/guest.c) of a room of 2 workers: a raw ask's reply is one process's text, a
  * guest leaving mid-reply stops it, 4 asks wait and the 5th is busy, malformed asks and a
  * worker's hello are refused with one line. */
@@ -208,6 +209,100 @@ static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dty
         pl_session_free(cs);
         room_close(&r, true);
     }
+    pl_model_free(host);
+    pl_model_free(w);
+    pl_gguf_free(g);
+}
+
+/* Generate n ids after prompt on s (a drafter or none) into out. */
+static pl_status room_gen(pl_session *s, const pl_sampler_params *sp, int V, const int32_t *prompt,
+                          int np, int n, pl_drafter *dr, cc_ids *out, pl_gen_stats *st) {
+    pl_sampler *smp = NULL;
+    pl_status e = pl_sampler_new(sp, V, &smp);
+    *out = (cc_ids){0};
+    pl_gen_opts o = {.n_predict = n, .on_token = cc_take, .ud = out, .drafter = dr};
+    if (!e) e = pl_generate(s, smp, prompt, np, &o, st);
+    pl_sampler_free(smp);
+    return e;
+}
+
+/* --spec mtp through a room: the host holds the MTP block with the head and drafts on its
+ * own (2 workers in a chain, f32 frames, the qwen3_5-mtp fixture). After a prompt it drafts
+ * the ids a whole model drafts, and decoding with the MTP drafter gives plain decoding's
+ * ids, greedy and seeded with penalties. */
+static void check_room_mtp(pl_backend *be) {
+    const char *rel = "fixtures/hf/qwen3_5/qwen3_5-mtp-q8_0.gguf";
+    pl_gguf *g = NULL;
+    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
+    pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
+    pl_model *host = g ? cc_load(g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
+    if (!w || !host) goto out;
+    CHECK(pl_model_get_info(host)->has_draft, "a host of the ends holds the MTP block");
+    const pl_model_info *in = pl_model_get_info(w);
+    room r;
+    if (!room_open(&r, "inproc://room-mtp", rel, 2, in->n_layer, in->n_embd, PL_WIRE_F32, 0, 0,
+                   true))
+        goto out;
+    pl_state_opts po = cc_opts(w), so = po;
+    so.n_logits = so.n_snap = PL_SPEC_MAX + 1;
+    so.draft = true;
+    pl_session *plain = NULL, *whole = NULL, *rs = NULL;
+    pl_status e = pl_session_new(w, &po, &plain);
+    if (!e) e = pl_session_new(w, &so, &whole);
+    if (!e) e = pl_session_new_chain(host, &so, r.st, r.n_st, NULL, &rs);
+    CHECK(!e, "mtp room sessions: %s", pl_last_error());
+    int32_t prompt[8] = {51, 270, 220, 386, 298, 74, 310, 291}, dw[5], dr_[5];
+    if (!e) e = pl_session_set(whole, prompt, 8, NULL);
+    if (!e) e = pl_session_set(rs, prompt, 8, NULL);
+    int nw = e ? -1 : pl_session_draft_model(whole, 7, 5, dw);
+    int nr = e ? -2 : pl_session_draft_model(rs, 7, 5, dr_);
+    CHECK(!e && nw == 5 && nr == nw && !memcmp(dw, dr_, sizeof dw),
+          "the room's host drafts %d ids, the whole model %d (%s)", nr, nw,
+          e ? pl_last_error() : "");
+    /* 4 more ids: the room runs them as a second pass, whose block entry at position 7 comes
+     * from the first pass's last hidden row and the new id at 8 (not 7, the id the drafts
+     * above started from); the whole model runs all 12 in one pass */
+    int32_t more[12] = {51, 270, 220, 386, 298, 74, 310, 291, 30, 500, 12, 640};
+    pl_session_reset(whole);
+    if (!e) e = pl_session_set(whole, more, 12, NULL);
+    if (!e) e = pl_session_set(rs, more, 12, NULL);
+    nw = e ? -1 : pl_session_draft_model(whole, 9, 5, dw);
+    nr = e ? -2 : pl_session_draft_model(rs, 9, 5, dr_);
+    CHECK(!e && nw == 5 && nr == nw && !memcmp(dw, dr_, sizeof dw),
+          "a second pass: the room's host drafts %d ids, the whole model %d (%s)", nr, nw,
+          e ? pl_last_error() : "");
+    /* the last draft step's logits, bit for bit (the ids alone hide a wrong entry) */
+    float *lw = calloc((size_t)in->n_vocab, sizeof *lw), *lr = calloc((size_t)in->n_vocab, 4);
+    int64_t bytes = (int64_t)in->n_vocab * 4;
+    if (!e && lw && lr)
+        e = pl_be_read(pl_state_draft_logits(pl_session_state(whole)), 0, lw, bytes);
+    if (!e && lw && lr) e = pl_be_read(pl_state_draft_logits(pl_session_state(rs)), 0, lr, bytes);
+    CHECK(!e && lw && lr && !memcmp(lw, lr, (size_t)bytes),
+          "a second pass: the room's last draft logits differ from the whole model's (%s)",
+          e ? pl_last_error() : "");
+    free(lw), free(lr);
+    pl_sampler_params sp[2] = {pl_sampler_defaults(), pl_sampler_defaults()};
+    sp[0].temp = 0;
+    sp[1].temp = 0.8f, sp[1].top_k = 40, sp[1].top_p = 0.9f, sp[1].seed = 11;
+    sp[1].repeat_penalty = 1.1f, sp[1].presence_penalty = 0.2f, sp[1].penalty_last_n = 32;
+    for (int k = 0; !e && k < 2; k++) {
+        cc_ids a, b;
+        pl_gen_stats sa, sb;
+        pl_drafter *dr = NULL;
+        e = pl_drafter_mtp_new(rs, 0, false, &dr);
+        if (!e) e = room_gen(plain, &sp[k], in->n_vocab, prompt, 8, 24, NULL, &a, &sa);
+        if (!e) e = room_gen(rs, &sp[k], in->n_vocab, prompt, 8, 24, dr, &b, &sb);
+        pl_drafter_free(dr);
+        CHECK(!e && a.n == 24 && b.n == 24 && !memcmp(a.ids, b.ids, sizeof(int32_t) * 24),
+              "mtp through a room, %s: ids differ from plain decoding's (%s)",
+              k ? "seeded" : "greedy", e ? pl_last_error() : "");
+        CHECK(!e && sb.n_drafted >= 3 * (sb.n_steps - 1) && sb.n_steps > 0,
+              "mtp through a room: %lld drafts in %lld passes", (long long)sb.n_drafted,
+              (long long)sb.n_steps);
+    }
+    pl_session_free(plain), pl_session_free(whole), pl_session_free(rs);
+    room_close(&r, true);
+out:
     pl_model_free(host);
     pl_model_free(w);
     pl_gguf_free(g);
@@ -832,6 +927,7 @@ static void run_tests(void) {
     check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 2, PL_WIRE_F32, false, false);
     check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false, false);
     check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false, true);
+    check_room_mtp(be);
     check_refusals();
     check_plan();
     check_lost_worker(be, 0);

@@ -303,8 +303,40 @@ static void test_watch(void) {
     pl_sampler_free(s);
 }
 
+static int allow_2_3(void *ud, uint8_t *allow, int n_vocab) {
+    (void)ud;
+    for (int i = 0; i < n_vocab; i++) allow[i] = i == 2 || i == 3;
+    return 2;
+}
+static pl_status accept_any(void *ud, int32_t id) {
+    (void)ud, (void)id;
+    return PL_OK;
+}
+
+/* Constrained with every allowed logit NaN: nothing ranks, the argmax lands on a disallowed
+ * id (0) and the pick corrects it to the lowest allowed one; the watcher sees the id the
+ * pick returns, not the uncorrected one. */
+static void test_watch_constrained(void) {
+    pl_sampler_params p = pl_sampler_defaults();
+    p.temp = 0;
+    pl_sampler *s = NULL;
+    CHECK(pl_sampler_new(&p, 4, &s) == PL_OK, "%s", pl_last_error());
+    if (!s) return;
+    pl_sampler_constraint c = {.allowed = allow_2_3, .accept = accept_any};
+    CHECK(pl_sampler_constrain(s, &c), "constrain");
+    watched w = {0};
+    pl_sampler_set_watch(s, watch, &w);
+    float l[4] = {1, 5, NAN, NAN};
+    int32_t id = -1;
+    CHECK(pl_sampler_pick(s, l, NULL, 0, &id) == PL_OK && id == 2, "constrained NaN: id %d", id);
+    CHECK(w.calls == 1 && w.id == id, "the watcher saw id %d (%d calls), the pick returned %d",
+          w.id, w.calls, id);
+    pl_sampler_free(s);
+}
+
 static void run_tests(void) {
     test_watch();
+    test_watch_constrained();
     test_pick_top();
     test_penalties();
     test_distribution();
