@@ -3,6 +3,7 @@
 #include "engine.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,28 +21,116 @@
 #include "tokenizer/tokenizer.h"
 #include "tool_force.h"
 
+/* A slot: one session (its own KV cache) and whether a generation holds it. */
+typedef struct {
+    pl_session *ses;
+    bool busy;
+    uint64_t used; /* when it was last taken (for the least recently used among equals) */
+} slot;
+
 struct srv_engine {
     const pl_model *m;
     const pl_tokenizer *tok;
-    pl_session *ses;
     int n_vocab;
     pl_vocab_trie *trie; /* for response_format, built at the first request that has one */
+    pthread_mutex_t mu;  /* the slots' table */
+    pthread_cond_t freed;
+    uint64_t n_taken;
+    /* the turn: one model pass at a time on the shared backend, handed round in the order
+     * asked (a ticket lock), so the slots' generations advance id by id */
+    pthread_mutex_t turn_mu;
+    pthread_cond_t turn_cv;
+    uint64_t next_ticket, serving;
+    int n_slots;
+    slot slots[];
 };
 
-srv_engine *srv_engine_new(const pl_model *m, const pl_tokenizer *tok, pl_session *ses) {
-    srv_engine *e = calloc(1, sizeof *e);
-    if (e)
-        *e = (srv_engine){.m = m, .tok = tok, .ses = ses, .n_vocab = pl_model_get_info(m)->n_vocab};
+srv_engine *srv_engine_new(const pl_model *m, const pl_tokenizer *tok, pl_session *const *ses,
+                           int n_slots) {
+    if (n_slots < 1) return NULL;
+    srv_engine *e = calloc(1, sizeof *e + sizeof(slot) * (size_t)n_slots);
+    if (!e) return NULL;
+    e->m = m, e->tok = tok, e->n_vocab = pl_model_get_info(m)->n_vocab, e->n_slots = n_slots;
+    for (int i = 0; i < n_slots; i++) e->slots[i].ses = ses[i];
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->freed, NULL);
+    pthread_mutex_init(&e->turn_mu, NULL);
+    pthread_cond_init(&e->turn_cv, NULL);
     return e;
 }
 
 void srv_engine_free(srv_engine *e) {
-    if (e) pl_vocab_trie_free(e->trie);
+    if (!e) return;
+    pl_vocab_trie_free(e->trie);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->freed);
+    pthread_mutex_destroy(&e->turn_mu);
+    pthread_cond_destroy(&e->turn_cv);
     free(e);
 }
 
 int64_t srv_engine_n_ctx(const srv_engine *e) {
-    return pl_session_n_ctx(e->ses);
+    return pl_session_n_ctx(e->slots[0].ses);
+}
+
+int srv_engine_n_slots(const srv_engine *e) {
+    return e->n_slots;
+}
+
+static void turn_take(srv_engine *e) {
+    pthread_mutex_lock(&e->turn_mu);
+    uint64_t t = e->next_ticket++;
+    while (e->serving != t) pthread_cond_wait(&e->turn_cv, &e->turn_mu);
+    pthread_mutex_unlock(&e->turn_mu);
+}
+
+static void turn_give(srv_engine *e) {
+    pthread_mutex_lock(&e->turn_mu);
+    e->serving++;
+    pthread_cond_broadcast(&e->turn_cv);
+    pthread_mutex_unlock(&e->turn_mu);
+}
+
+static int64_t common_prefix(const int32_t *a, int64_t na, const int32_t *b, int64_t nb) {
+    int64_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+/* A free slot for a prompt: the one whose cache shares the longest prefix with it when
+ * that prefix is at least half the prompt, else the least recently used (a slot never used
+ * first), so that a new conversation sharing only a BOS or a short system prompt keeps the
+ * others' caches. Waits while every slot is busy (the server runs no more generations than
+ * slots). */
+static slot *slot_take(srv_engine *e, const int32_t *ids, int64_t n) {
+    pthread_mutex_lock(&e->mu);
+    slot *best = NULL, *lru = NULL;
+    for (;;) {
+        int64_t best_len = -1;
+        for (int i = 0; i < e->n_slots; i++) {
+            slot *s = &e->slots[i];
+            if (s->busy) continue;
+            int64_t nc;
+            const int32_t *c = pl_session_ids(s->ses, &nc);
+            int64_t len = common_prefix(c, nc, ids, n);
+            if (len > best_len) best = s, best_len = len;
+            if (!lru || s->used < lru->used) lru = s;
+        }
+        if (best && best_len * 2 < n) best = lru;
+        if (best) break;
+        pthread_cond_wait(&e->freed, &e->mu);
+    }
+    best->busy = true;
+    best->used = ++e->n_taken;
+    pthread_mutex_unlock(&e->mu);
+    return best;
+}
+
+static void slot_give(srv_engine *e, slot *s) {
+    pthread_mutex_lock(&e->mu);
+    s->busy = false;
+    pthread_cond_signal(&e->freed);
+    pthread_mutex_unlock(&e->mu);
 }
 
 static bool lib_fail(char *err, size_t cap) {
@@ -254,8 +343,19 @@ static bool settle(gen_state *g, const char *text, bool final) {
     return emit(g, g->held.len - keep);
 }
 
+static bool on_token_turned(gen_state *g, int32_t id);
+
+/* Between two passes the turn goes to the other slots: the text and the client's stream
+ * are handled while they run. */
 static bool on_token(void *ud, int32_t id) {
     gen_state *g = ud;
+    turn_give(g->e);
+    bool more = on_token_turned(g, id);
+    turn_take(g->e);
+    return more;
+}
+
+static bool on_token_turned(gen_state *g, int32_t id) {
     g->t_last = pl_now();
     if (g->res->t_first < 0) g->res->t_first = g->t_last - g->t0;
     if (atomic_load(g->io->cancel)) {
@@ -307,7 +407,7 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const pl_grammar *
                          const int32_t *ids, int64_t n, const srv_gen_io *io, srv_gen_result *res,
                          char *err, size_t cap) {
     *res = (srv_gen_result){.finish = SRV_FINISH_LENGTH, .n_prompt = n, .t_first = -1};
-    int64_t n_ctx = pl_session_n_ctx(e->ses);
+    int64_t n_ctx = srv_engine_n_ctx(e);
     if (n >= n_ctx) {
         snprintf(err, cap, "the prompt is %lld tokens, the context holds %lld (the server's --ctx)",
                  (long long)n, (long long)n_ctx);
@@ -325,7 +425,10 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const pl_grammar *
     gen_state g = {.e = e, .r = r, .io = io, .res = res, .t0 = pl_now()};
     if (pl_sampler_new(&sp, e->n_vocab, &smp)) return lib_fail(err, cap);
     if (r->logprobs >= 0) pl_sampler_set_watch(smp, watch_logits, &g);
-    if (gr && !constrain(e, gr, smp, &g.con)) {
+    turn_take(e); /* (the vocabulary trie is built once, by whoever needs it first) */
+    bool con_ok = !gr || constrain(e, gr, smp, &g.con);
+    turn_give(e);
+    if (!con_ok) {
         pl_sampler_free(smp);
         return lib_fail(err, cap);
     }
@@ -338,8 +441,16 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const pl_grammar *
     int64_t want = r->max_tokens >= 0 && r->max_tokens < room ? r->max_tokens : room;
     pl_gen_opts go = {.n_predict = want, .on_token = on_token, .ud = &g};
     pl_gen_stats st;
-    pl_status s = pl_generate(e->ses, smp, ids, n, &go, &st);
-    if (s) lib_fail(err, cap);
+    slot *sl = slot_take(e, ids, n);
+    turn_take(e);
+    pl_status s = pl_generate(sl->ses, smp, ids, n, &go, &st);
+    if (s) {
+        lib_fail(err, cap);
+        pl_session_reset(sl->ses); /* a failed pass may leave the cache half-written */
+    }
+    turn_give(e);
+    slot_give(e, sl);
+    res->n_cached = n - st.n_prompt_run;
     if (res->t_first >= 0) res->t_decode = g.t_last - g.t0 - res->t_first;
     if (!s && res->finish != SRV_FINISH_STOP && res->finish != SRV_FINISH_CANCEL && !g.emit_failed)
         settle(&g, pl_tok_stream_flush(g.stream), true);
@@ -348,6 +459,5 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const pl_grammar *
     pl_tok_stream_free(g.stream);
     pl_sampler_free(smp);
     pl_json_constraint_free(g.con);
-    if (s) pl_session_reset(e->ses); /* a failed pass may leave the cache half-written */
     return !s;
 }
