@@ -36,11 +36,12 @@ struct srv_engine {
     pthread_mutex_t mu;  /* the slots' table */
     pthread_cond_t freed;
     uint64_t n_taken;
-    /* the turn: one model pass at a time on the shared backend, handed round in the order
-     * asked (a ticket lock), so the slots' generations advance id by id */
+    /* the turn: one model pass at a time on the shared backend, handed straight to the
+     * first in line (each waits on its own condition: no herd wakes), so the slots'
+     * generations advance id by id */
     pthread_mutex_t turn_mu;
-    pthread_cond_t turn_cv;
-    uint64_t next_ticket, serving;
+    bool turn_held;
+    struct turn_waiter *line, *line_tail;
     int n_slots;
     slot slots[];
 };
@@ -55,7 +56,6 @@ srv_engine *srv_engine_new(const pl_model *m, const pl_tokenizer *tok, pl_sessio
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->freed, NULL);
     pthread_mutex_init(&e->turn_mu, NULL);
-    pthread_cond_init(&e->turn_cv, NULL);
     return e;
 }
 
@@ -65,7 +65,6 @@ void srv_engine_free(srv_engine *e) {
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->freed);
     pthread_mutex_destroy(&e->turn_mu);
-    pthread_cond_destroy(&e->turn_cv);
     free(e);
 }
 
@@ -77,17 +76,42 @@ int srv_engine_n_slots(const srv_engine *e) {
     return e->n_slots;
 }
 
+typedef struct turn_waiter {
+    pthread_cond_t cv;
+    bool go;
+    struct turn_waiter *next;
+} turn_waiter;
+
 static void turn_take(srv_engine *e) {
     pthread_mutex_lock(&e->turn_mu);
-    uint64_t t = e->next_ticket++;
-    while (e->serving != t) pthread_cond_wait(&e->turn_cv, &e->turn_mu);
+    if (!e->turn_held) {
+        e->turn_held = true;
+    } else {
+        turn_waiter w = {.go = false};
+        pthread_cond_init(&w.cv, NULL);
+        if (e->line_tail)
+            e->line_tail->next = &w;
+        else
+            e->line = &w;
+        e->line_tail = &w;
+        while (!w.go) pthread_cond_wait(&w.cv, &e->turn_mu);
+        pthread_cond_destroy(&w.cv);
+    }
     pthread_mutex_unlock(&e->turn_mu);
 }
 
+/* To the first in line (which holds it from then on), or free. */
 static void turn_give(srv_engine *e) {
     pthread_mutex_lock(&e->turn_mu);
-    e->serving++;
-    pthread_cond_broadcast(&e->turn_cv);
+    turn_waiter *w = e->line;
+    if (w) {
+        e->line = w->next;
+        if (!e->line) e->line_tail = NULL;
+        w->go = true;
+        pthread_cond_signal(&w->cv);
+    } else {
+        e->turn_held = false;
+    }
     pthread_mutex_unlock(&e->turn_mu);
 }
 
