@@ -668,13 +668,16 @@ pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, i
     return s->o.draft ? m->family->draft_absorb(m, s, n, pos0) : PL_OK;
 }
 
+bool pl_model_can_batch(const pl_model *m) {
+    return m->family->layers_batch && m->info.has_embed && m->info.has_head &&
+           m->info.layer_first == 0 && m->info.layer_last == m->info.n_layer;
+}
+
 pl_status pl_model_forward_batch(const pl_model *m, pl_state *b, pl_state *const *seqs,
                                  const int32_t *ids, const int64_t *pos, int n) {
-    if (!m->family->layers_batch)
-        return pl_fail(PL_ERR_ARG, "%s has no batched decode step", m->info.arch);
-    if (!m->info.has_embed || !m->info.has_head || m->info.layer_first != 0 ||
-        m->info.layer_last != m->info.n_layer)
-        return pl_fail(PL_ERR_ARG, "a batched step needs the whole model");
+    if (!pl_model_can_batch(m))
+        return pl_fail(PL_ERR_ARG, "%s: no batched decode step (a whole llama-family model only)",
+                       m->info.arch);
     if (n < 1 || b->m != m || n > b->o.n_batch || n > b->o.n_logits)
         return pl_fail(PL_ERR_ARG, "%d sequences in one step (the batch state holds %d)", n,
                        b->o.n_batch < b->o.n_logits ? b->o.n_batch : b->o.n_logits);

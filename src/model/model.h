@@ -156,6 +156,9 @@ pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, i
  * one-line error. */
 pl_status pl_model_forward_batch(const pl_model *m, pl_state *b, pl_state *const *seqs,
                                  const int32_t *ids, const int64_t *pos, int n);
+/* Whether pl_model_forward_batch can run on m (its family has a batched step, and m is
+ * whole). */
+bool pl_model_can_batch(const pl_model *m);
 
 /* ---- the model's own draft block (multi-token prediction, qwen35's nextn) ----
  *
