@@ -34,6 +34,11 @@ srv_engine *srv_engine_new(const struct pl_model *m, const struct pl_tokenizer *
 void srv_engine_free(srv_engine *e);
 int64_t srv_engine_n_ctx(const srv_engine *e);
 int srv_engine_n_slots(const srv_engine *e);
+/* Whether the slots' decode steps run batched (more than one slot, a model with a batched
+ * step: the llama family). */
+bool srv_engine_batched(const srv_engine *e);
+/* Batched decode steps run so far, and the ids they appended (one per slot and step). */
+void srv_engine_batch_stats(srv_engine *e, uint64_t *steps, uint64_t *columns);
 
 /* The ids a request's prompt is: chat / messages / count_tokens through the chat template
  * (with the request's tools and tool calls), a completion's prompt as `pooled run -p`

@@ -372,7 +372,7 @@ static enum MHD_Result answer_get(struct MHD_Connection *c, server *s, conn *k) 
         int queued = s->n_waiting, live = s->n_live;
         pthread_mutex_unlock(&s->mu);
         count(k, 200); /* this answer counts itself */
-        srv_metrics_render(s->metrics, &b, queued, live);
+        srv_metrics_render(s->metrics, &b, queued, live, s->e);
         k->metrics = NULL; /* (counted) */
         enum MHD_Result ok = send_typed(c, k, b.failed ? 500 : 200, b.s ? b.s : "", b.len, NULL,
                                         "text/plain; version=0.0.4; charset=utf-8");

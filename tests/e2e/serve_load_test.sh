@@ -18,7 +18,7 @@ for p in "Once upon a time" "The little dog ran to the park" "Lily had a red bal
     jq -n --arg p "$p" --rawfile e "$TMP/expect" '{prompt: $p, expect: $e}' >>"$TMP/cases.jsonl"
 done
 jq -s . "$TMP/cases.jsonl" >"$TMP/cases.json"
-if start load -m "$S" --parallel 4 --queue $((CLIENTS + 16)); then
+if start load -m "$S" --parallel 16 --queue $((CLIENTS + 16)); then
     node_checks tests/serve/load.mjs URL="$URL" PID=$PID LOG="$TMP/load.err" CASES="$TMP/cases.json" \
         LOAD_SECONDS="${LOAD_SECONDS:-12}" CLIENTS=$CLIENTS MAX_TOKENS=$MAX
     kill -TERM $PID; wait $PID; rc=$?

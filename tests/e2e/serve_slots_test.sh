@@ -1,8 +1,9 @@
 # serve_slots_test.sh - `pooled serve --parallel N`: each slot keeps its own cache and a
 # conversation comes back to the slot that holds its prefix (usage's cached_tokens), greedy
 # answers through any slot and at once are `pooled run`'s, two long streams run at the same
-# time and a third request is refused with 503 (--queue 0), and clients that hang up free
-# their slots at once.
+# time, their decode steps batched into one pass each (continuous batching, /metrics), and
+# a third request is refused with 503 (--queue 0), and clients that hang up free their
+# slots at once.
 . tests/e2e/lib.sh
 . tests/e2e/serve_lib.sh
 S=$SHARED/models/stories260K.gguf
@@ -61,6 +62,17 @@ if start long -m "$M" --parallel 2 --queue 0 -t 1; then
     code=$(curl -s -o "$TMP/busy.json" -w '%{http_code}' "$URL/v1/completions" \
         -d '{"prompt": "hi", "max_tokens": 2}')
     check "a third request while both slots run: 503 (got $code)" [ "$code" = 503 ]
+    # while both stream, their decode steps run as one batched pass each (continuous
+    # batching): over half a second, nearly two ids per step
+    batch_counts() {
+        curl -s "$URL/metrics" | sed -n 's/^pooled_batch_\(steps\|tokens\)_total //p' | paste -sd' '
+    }
+    read -r steps0 toks0 <<<"$(batch_counts)"
+    sleep 0.5
+    read -r steps1 toks1 <<<"$(batch_counts)"
+    steps=$((${steps1:-0} - ${steps0:-0})) toks=$((${toks1:-0} - ${toks0:-0}))
+    check "batched steps carry both streams' ids ($steps steps, $toks ids in 0.5 s)" \
+        [ $steps -gt 10 -a $((10 * toks)) -ge $((18 * steps)) ]
     check "503: OpenAI's error object naming --queue" jq -e >/dev/null '.error.message | test("--queue")' "$TMP/busy.json"
     kill $s1 $s2
     wait $s1 $s2 2>/dev/null
