@@ -1,6 +1,6 @@
 # serve_load_test.sh - the load test of `pooled serve --parallel` (tests/serve/load.mjs):
 # 64 streaming clients at once plus a stream of malformed requests for LOAD_SECONDS
-# (default 12 in CI, to keep within its time budget; the full run is
+# (default 8 in CI, to keep within its time budget; the full run is
 # LOAD_SECONDS=60, see docs/serve.md) on stories260K: every well-formed request gets the
 # single-client greedy answer, every bad one its error, the server's RSS stays bounded,
 # /health keeps answering, hung-up streams are cancelled and nothing is left in flight.
@@ -20,7 +20,7 @@ done
 jq -s . "$TMP/cases.jsonl" >"$TMP/cases.json"
 if start load -m "$S" --parallel 16 --queue $((CLIENTS + 16)); then
     node_checks tests/serve/load.mjs URL="$URL" PID=$PID LOG="$TMP/load.err" CASES="$TMP/cases.json" \
-        LOAD_SECONDS="${LOAD_SECONDS:-12}" CLIENTS=$CLIENTS MAX_TOKENS=$MAX
+        LOAD_SECONDS="${LOAD_SECONDS:-8}" CLIENTS=$CLIENTS MAX_TOKENS=$MAX
     kill -TERM $PID; wait $PID; rc=$?
     check "SIGTERM after the load: exit 0 (got $rc)" [ $rc = 0 ]
     check "no sanitizer report" bash -c "! grep -q Sanitizer '$TMP/load.err'"

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 
 const env = process.env;
 const url = env.URL, pid = env.PID;
-const seconds = Number(env.LOAD_SECONDS || 12), clients = Number(env.CLIENTS || 64);
+const seconds = Number(env.LOAD_SECONDS || 8), clients = Number(env.CLIENTS || 64);
 const maxTokens = Number(env.MAX_TOKENS);
 const prompts = JSON.parse(fs.readFileSync(env.CASES, 'utf8')); // [{prompt, expect}]
 
