@@ -18,7 +18,10 @@
  * - Threads: the library reads no environment variable and has no global state besides
  *   the per-thread error. A model may be shared by several threads: tokenizing, rendering
  *   and info are safe at any time; generation in different sessions of one model is
- *   serialised by a lock in the model (one runs at a time). A session is used by one
+ *   serialised by a lock in the model (one runs at a time). What the sessions share is the
+ *   model's weights (read-only after loading) and its backend (the CPU's thread pool or
+ *   the GPU's queue, which is not thread-safe: every pass and buffer call on it must come
+ *   from one thread at a time); each session owns its KV cache. A session is used by one
  *   thread at a time, except pooled_session_cancel, callable from any thread.
  *
  * Versions: POOLED_VERSION_* are those of this header, pooled_version() that of the library

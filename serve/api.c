@@ -334,9 +334,11 @@ static const char *an_finish(const srv_gen_ctx *j, srv_finish f) {
 }
 
 static void oa_usage(pl_strbuf *b, const srv_gen_result *g) {
-    pl_sb_printf(b, "{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,\"total_tokens\":%lld}",
+    pl_sb_printf(b,
+                 "{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,\"total_tokens\":%lld,"
+                 "\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
                  (long long)g->n_prompt, (long long)g->n_completion,
-                 (long long)(g->n_prompt + g->n_completion));
+                 (long long)(g->n_prompt + g->n_completion), (long long)g->n_cached);
 }
 
 static void an_stop_sequence(pl_strbuf *b, const srv_gen_ctx *j, const srv_gen_result *g) {

@@ -2,8 +2,15 @@
  * ids (chat template or plain text), tokenize / detokenize, and one generation with
  * sampling, stop strings, a length limit and a cancel flag. engine.c is the only file of
  * serve/ that calls into libpooled (the loading is cmd/pooled/cmd_serve.c's), so moving to
- * the public API (include/pooled.h) later changes these two files only. One generation at
- * a time: the caller (the server's worker thread) serialises every call. */
+ * the public API (include/pooled.h) later changes these two files only.
+ *
+ * Slots: the engine holds N sessions (each its own KV cache). Every call may come from any
+ * thread; up to N generations run at once, each on the free slot whose cache shares the
+ * longest prefix with its prompt (the server runs no more than N). The model's weights
+ * and the tokenizer are read-only and shared; the backend is not thread-safe, so the
+ * model passes take turns: a generation holds the turn for its prompt and for each decode
+ * pass, and gives it to the next in line (first asked, first served) while its id is
+ * turned into text and sent. */
 #ifndef PL_SERVE_ENGINE_H
 #define PL_SERVE_ENGINE_H
 
@@ -20,12 +27,18 @@ struct pl_model;
 struct pl_tokenizer;
 struct pl_session;
 
-/* Over a loaded model, its tokenizer and one session (borrowed: they outlive the engine).
- * NULL when out of memory. */
+/* Over a loaded model, its tokenizer and n_slots sessions of it, all with the same context
+ * (borrowed: they outlive the engine). NULL when out of memory or n_slots < 1. */
 srv_engine *srv_engine_new(const struct pl_model *m, const struct pl_tokenizer *tok,
-                           struct pl_session *ses);
+                           struct pl_session *const *ses, int n_slots);
 void srv_engine_free(srv_engine *e);
 int64_t srv_engine_n_ctx(const srv_engine *e);
+int srv_engine_n_slots(const srv_engine *e);
+/* Whether the slots' decode steps run batched (more than one slot, a model with a batched
+ * step: the llama family). */
+bool srv_engine_batched(const srv_engine *e);
+/* Batched decode steps run so far, and the ids they appended (one per slot and step). */
+void srv_engine_batch_stats(srv_engine *e, uint64_t *steps, uint64_t *columns);
 
 /* The ids a request's prompt is: chat / messages / count_tokens through the chat template
  * (with the request's tools and tool calls), a completion's prompt as `pooled run -p`
@@ -86,6 +99,7 @@ typedef struct {
     srv_finish finish;
     int stop_index;       /* which stop string, for SRV_FINISH_STOP */
     int64_t n_prompt;     /* ids of the prompt */
+    int64_t n_cached;     /* of them, found in the slot's cache (not run again) */
     int64_t n_completion; /* ids generated, the end-of-turn id not counted */
     double t_first;       /* seconds from the start to the first id (-1: none) */
     double t_decode;      /* seconds from the first id to the last */
@@ -97,8 +111,9 @@ typedef struct {
 bool srv_engine_forced_call(srv_engine *e, const srv_request *r, struct pl_grammar **g, char *err,
                             size_t cap);
 /* Generate after ids[0..n) with r's sampling, max_tokens and stop strings; gr (may be NULL):
- * the grammar every pick keeps to (r->grammar or a forced call's). The session keeps what
- * its cache holds, so a conversation's next turn reuses the shared prefix.
+ * the grammar every pick keeps to (r->grammar or a forced call's). On a free slot (waits
+ * for one while all are busy); the slot keeps what its cache holds, so a conversation's
+ * next turn reuses the shared prefix.
  * False (err) when the model fails or the prompt does not fit the context. */
 bool srv_engine_generate(srv_engine *e, const srv_request *r, const struct pl_grammar *gr,
                          const int32_t *ids, int64_t n, const srv_gen_io *io, srv_gen_result *res,

@@ -68,7 +68,7 @@ static void head(pl_strbuf *b, const char *name, const char *type, const char *h
     pl_sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-void srv_metrics_render(srv_metrics *m, pl_strbuf *b, int queued, int in_flight) {
+void srv_metrics_render(srv_metrics *m, pl_strbuf *b, int queued, int in_flight, srv_engine *e) {
     pthread_mutex_lock(&m->mu);
     head(b, "pooled_requests_total", "counter", "Requests answered, by route and HTTP status.");
     for (int i = 0; i < m->n_rows; i++)
@@ -98,4 +98,12 @@ void srv_metrics_render(srv_metrics *m, pl_strbuf *b, int queued, int in_flight)
     head(b, "pooled_requests_in_flight", "gauge",
          "Requests queued, generating or still sending their answer.");
     pl_sb_printf(b, "pooled_requests_in_flight %d\n", in_flight);
+    if (!e || !srv_engine_batched(e)) return;
+    uint64_t steps, cols;
+    srv_engine_batch_stats(e, &steps, &cols);
+    head(b, "pooled_batch_steps_total", "counter",
+         "Decode passes that appended the next id of several slots at once.");
+    pl_sb_printf(b, "pooled_batch_steps_total %llu\n", (unsigned long long)steps);
+    head(b, "pooled_batch_tokens_total", "counter", "Ids those passes appended, all slots.");
+    pl_sb_printf(b, "pooled_batch_tokens_total %llu\n", (unsigned long long)cols);
 }

@@ -18,7 +18,8 @@ void srv_metrics_free(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, const char *route, int status);
 /* One finished generation's ids and timings. */
 void srv_metrics_generation(srv_metrics *m, const srv_gen_result *g);
-/* The exposition, with the server's queue length and requests in flight. */
-void srv_metrics_render(srv_metrics *m, pl_strbuf *b, int queued, int in_flight);
+/* The exposition, with the server's queue length and requests in flight, and e's batched
+ * decode steps (e may be NULL). */
+void srv_metrics_render(srv_metrics *m, pl_strbuf *b, int queued, int in_flight, srv_engine *e);
 
 #endif

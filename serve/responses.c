@@ -75,10 +75,10 @@ static void response(pl_strbuf *b, const srv_gen_ctx *j, const srv_gen_result *g
                  r->temperature, r->top_p);
     if (g)
         pl_sb_printf(b,
-                     "{\"input_tokens\":%lld,\"input_tokens_details\":{\"cached_tokens\":0},"
+                     "{\"input_tokens\":%lld,\"input_tokens_details\":{\"cached_tokens\":%lld},"
                      "\"output_tokens\":%lld,\"output_tokens_details\":{\"reasoning_tokens\":0},"
                      "\"total_tokens\":%lld}}",
-                     (long long)g->n_prompt, (long long)g->n_completion,
+                     (long long)g->n_prompt, (long long)g->n_cached, (long long)g->n_completion,
                      (long long)(g->n_prompt + g->n_completion));
     else
         pl_sb_puts(b, "null}");

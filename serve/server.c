@@ -1,8 +1,8 @@
 /* server.c - the HTTP side of `pooled serve` over libmicrohttpd (thread per connection):
  * routing and methods, the API key, the body limit, a bounded queue served by one worker
- * thread, responses whole or streamed (server-sent events), a client's hang-up noticed
- * while it waits or streams (the generation is cancelled at its next id), and a clean stop
- * on SIGINT/SIGTERM. */
+ * thread per slot of the engine, responses whole or streamed (server-sent events), a client's
+ * hang-up noticed while it waits or streams (the generation is cancelled at its next id), and a
+ * clean stop on SIGINT/SIGTERM. */
 #include "server.h"
 
 #include <errno.h>
@@ -68,7 +68,9 @@ typedef struct server {
     pthread_cond_t cv;
     job *head, *tail; /* waiting */
     int n_waiting;
-    job *running;
+    int n_workers; /* one per slot */
+    int n_running; /* jobs a worker has taken */
+    job **running; /* [n_workers]: each worker's job, or NULL */
     bool stopping;
     uint64_t n_jobs;
     int n_live; /* jobs not yet freed: streams still being sent */
@@ -131,8 +133,14 @@ static bool out_write(void *ud, const char *p, size_t n) {
     return ok;
 }
 
+typedef struct {
+    server *s;
+    int no;
+} worker_arg;
+
 static void *worker(void *ud) {
-    server *s = ud;
+    worker_arg *w = ud;
+    server *s = w->s;
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (!s->head && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
@@ -141,7 +149,8 @@ static void *worker(void *ud) {
         s->head = j->next;
         if (!s->head) s->tail = NULL;
         s->n_waiting--;
-        s->running = j;
+        s->n_running++;
+        s->running[w->no] = j;
         bool stop = s->stopping;
         pthread_mutex_unlock(&s->mu);
         srv_out o = {.head = out_head,
@@ -160,7 +169,8 @@ static void *worker(void *ud) {
             srv_api_run(s->e, &j->req, s->c->model_id, j->no, &o);
         }
         pthread_mutex_lock(&s->mu);
-        s->running = NULL;
+        s->running[w->no] = NULL;
+        s->n_running--;
         j->done = true;
         pthread_cond_broadcast(&s->cv);
         job_unref_locked(j);
@@ -278,14 +288,15 @@ static enum MHD_Result run_job(struct MHD_Connection *c, server *s, conn *k) {
     j->fd = ci ? ci->connect_fd : -1;
     j->srv = s;
     pthread_mutex_lock(&s->mu);
-    if (s->stopping || s->n_waiting + (s->running ? 1 : 0) > s->c->queue) {
+    if (s->stopping || s->n_waiting + s->n_running >= s->n_workers + s->c->queue) {
         bool stop = s->stopping;
         pthread_mutex_unlock(&s->mu);
         srv_request_free(&j->req);
         free(j);
         snprintf(err, sizeof err,
                  stop ? "the server is stopping"
-                      : "the server is busy: %d requests already wait (--queue); try again later",
+                      : "the server is busy: all slots generate and %d requests already wait "
+                        "(--queue); try again later",
                  s->c->queue);
         return send_error(c, k, 503, err, NULL);
     }
@@ -361,7 +372,7 @@ static enum MHD_Result answer_get(struct MHD_Connection *c, server *s, conn *k) 
         int queued = s->n_waiting, live = s->n_live;
         pthread_mutex_unlock(&s->mu);
         count(k, 200); /* this answer counts itself */
-        srv_metrics_render(s->metrics, &b, queued, live);
+        srv_metrics_render(s->metrics, &b, queued, live, s->e);
         k->metrics = NULL; /* (counted) */
         enum MHD_Result ok = send_typed(c, k, b.failed ? 500 : 200, b.s ? b.s : "", b.len, NULL,
                                         "text/plain; version=0.0.4; charset=utf-8");
@@ -472,11 +483,32 @@ bool srv_check_host(const char *host) {
     return ai != NULL;
 }
 
+/* Cancel the running generations (their streams end properly), and wait for the workers:
+ * what still waits is answered 503. */
+static void stop_workers(server *s, pthread_t *th, int n) {
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    for (int i = 0; i < s->n_workers; i++)
+        if (s->running[i]) atomic_store(&s->running[i]->cancel, true);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+}
+
 int srv_serve(srv_engine *e, const srv_config *c) {
     struct addrinfo *ai = resolve(c->host, c->port);
     if (!ai) return 1;
-    server s = {.e = e, .c = c, .metrics = srv_metrics_new()};
-    if (!s.metrics) {
+    int nw = srv_engine_n_slots(e);
+    server s = {.e = e,
+                .c = c,
+                .metrics = srv_metrics_new(),
+                .n_workers = nw,
+                .running = calloc((size_t)nw, sizeof(job *))};
+    pthread_t *th = calloc((size_t)nw, sizeof *th);
+    worker_arg *wa = calloc((size_t)nw, sizeof *wa);
+    if (!s.metrics || !s.running || !th || !wa) {
+        srv_metrics_free(s.metrics);
+        free(s.running), free(th), free(wa);
         freeaddrinfo(ai);
         fprintf(stderr, "pooled: out of memory\n");
         return 1;
@@ -492,16 +524,24 @@ int srv_serve(srv_engine *e, const srv_config *c) {
     freeaddrinfo(ai);
     if (!d) {
         srv_metrics_free(s.metrics);
+        free(s.running), free(th), free(wa);
         fprintf(stderr, "pooled: cannot listen on %s port %d: %s\n", c->host, c->port,
                 errno ? strerror(errno) : "libmicrohttpd refused");
         return 1;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    pthread_t th;
-    if (pthread_create(&th, NULL, worker, &s)) {
+    int started = 0;
+    while (started < nw) {
+        wa[started] = (worker_arg){.s = &s, .no = started};
+        if (pthread_create(&th[started], NULL, worker, &wa[started])) break;
+        started++;
+    }
+    if (started < nw) {
+        fprintf(stderr, "pooled: cannot start %d worker threads (--parallel)\n", nw);
+        stop_workers(&s, th, started);
         MHD_stop_daemon(d);
         srv_metrics_free(s.metrics);
-        fprintf(stderr, "pooled: cannot start the worker thread\n");
+        free(s.running), free(th), free(wa);
         return 1;
     }
     bool v6 = strchr(c->host, ':') != NULL;
@@ -516,12 +556,7 @@ int srv_serve(srv_engine *e, const srv_config *c) {
     while (sigwait(&set, &sig)) {
     }
     fprintf(stderr, "pooled serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    pthread_mutex_lock(&s.mu);
-    s.stopping = true;
-    if (s.running) atomic_store(&s.running->cancel, true);
-    pthread_cond_broadcast(&s.cv);
-    pthread_mutex_unlock(&s.mu);
-    pthread_join(th, NULL);
+    stop_workers(&s, th, nw);
     /* let the streams send their last events (a client that reads nothing: 5 s at most) */
     pthread_mutex_lock(&s.mu);
     time_t until = time(NULL) + 5;
@@ -531,5 +566,6 @@ int srv_serve(srv_engine *e, const srv_config *c) {
     pthread_cond_destroy(&s.cv);
     pthread_mutex_destroy(&s.mu);
     srv_metrics_free(s.metrics);
+    free(s.running), free(th), free(wa);
     return 0;
 }

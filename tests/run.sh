@@ -17,7 +17,8 @@ mkdir -p "$reports"
 
 # The tests that take longest under the sanitizers on lavapipe (CI's timings), started first.
 slow="gpu_model_test backend_ops_test option_errors_test gpu_ops_test room_cmd_test spec_test
-room_test nonfinite_test jinja_hostile_test gpu_kernels_test io_test cli_test gpu_run_test"
+room_test nonfinite_test jinja_hostile_test gpu_kernels_test io_test cli_test gpu_run_test
+serve_load_test"
 
 # run_one NAME CMD...: runs the test, writes "passed failed" to $reports/NAME.count and its
 # printable report to $reports/NAME.out

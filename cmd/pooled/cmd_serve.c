@@ -18,8 +18,10 @@ static const char *const usage =
     "  --port P             TCP port (default 8080; 0 takes a free one, printed)\n"
     "  --api-key K          require this key: Authorization: Bearer K, or x-api-key: K\n"
     "                       on the Anthropic routes (default: none)\n"
-    "  --parallel N         requests generated at once (only 1 for now)\n"
-    "  --queue N            requests that may wait while one runs; more get 503 (default 16)\n";
+    "  --parallel N         requests generated at once, each in its own slot (a session\n"
+    "                       with its own --ctx cache; default 1, at most 64)\n"
+    "  --queue N            requests that may wait while every slot runs one; more get\n"
+    "                       503 (default 16)\n";
 
 int cmd_serve(int argc, char **argv) {
     model_args ma = model_args_defaults();
@@ -40,7 +42,7 @@ int cmd_serve(int argc, char **argv) {
             key = v;
             if (!err && !*key) return die("--api-key: the key is empty");
         } else if (arg_take(argc, argv, &i, "--parallel", "-np", &v, &err)) {
-            err = err || !arg_int("--parallel", v, 1, 1024, &parallel);
+            err = err || !arg_int("--parallel", v, 1, SRV_MAX_PARALLEL, &parallel);
         } else if (arg_take(argc, argv, &i, "--queue", NULL, &v, &err)) {
             err = err || !arg_int("--queue", v, 0, SRV_MAX_QUEUE, &queue);
         } else if (!err) {
@@ -48,9 +50,6 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     if (err) return 1;
-    if (parallel > 1)
-        return die("--parallel %lld: one request at a time for now (batching comes later)",
-                   (long long)parallel);
     if (ma.split || ma.spec != MODEL_SPEC_OFF)
         return die("serve: --spec is not supported by the server yet");
     if (!srv_check_host(host)) return 1;
@@ -65,11 +64,17 @@ int cmd_serve(int argc, char **argv) {
     loaded_model lm;
     if (!model_load(&ma, true, &lm)) return 1;
     int rc = 1;
-    pl_session *ses = NULL;
+    pl_session *ses[SRV_MAX_PARALLEL] = {0};
     srv_engine *e = NULL;
-    pl_status s = model_session(&lm, &ses);
-    if (!s && !(e = srv_engine_new(lm.m, lm.tok, ses))) s = pl_fail(PL_ERR_NOMEM, "out of memory");
-    if (s) {
+    pl_status s = PL_OK;
+    int made = 0;
+    while (made < parallel && !(s = model_session(&lm, &ses[made]))) made++;
+    if (!s && !(e = srv_engine_new(lm.m, lm.tok, ses, (int)parallel)))
+        s = pl_fail(PL_ERR_NOMEM, "out of memory");
+    if (s && made && made < parallel) {
+        die("--parallel %lld: slot %d of %lld: %s", (long long)parallel, made + 1,
+            (long long)parallel, pl_last_error());
+    } else if (s) {
         die("%s", pl_last_error());
     } else {
         model_report(&lm);
@@ -82,7 +87,7 @@ int cmd_serve(int argc, char **argv) {
         rc = srv_serve(e, &c);
     }
     srv_engine_free(e);
-    pl_session_free(ses);
+    for (int i = 0; i < parallel; i++) pl_session_free(ses[i]);
     model_unload(&lm);
     return rc;
 }

@@ -220,14 +220,13 @@ static pl_status llama_embed(const pl_model *m, pl_state *s, int64_t n) {
     return pl_be_embed(LM(m)->w.tok_embd, s->ids, n, s->x);
 }
 
-static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t n, int64_t pos0) {
+/* The attention block's projections of x rows 0..n-1 into the state's q, k, v (normed per
+ * head for qwen3). */
+static pl_status qkv_block(const pl_model *m, pl_state *s, int l, int64_t n) {
     const llama_config *c = &LM(m)->cfg;
     const llama_layer *L = &LM(m)->w.layers[l];
     llama_state *ls = LS(s);
     float eps = c->rms_eps;
-    /* the fused kernels this block's ops make (gpu_fuse.c), in the order issued below */
-    unsigned fuse = PL_FUSE_NORM_MATMUL | PL_FUSE_QKV | PL_FUSE_ROPE_STORE | PL_FUSE_ROPE_PAIR;
-    TRY(pl_be_fuse(m->be, fuse | (c->qk_norm ? PL_FUSE_NORM_ROPE : 0)));
     TRY(pl_be_rms_norm(s->x, L->attn_norm, n, c->n_embd, eps, ls->xb));
     TRY(pl_be_matmul(L->wq, ls->xb, L->bq, n, false, ls->q));
     TRY(pl_be_matmul(L->wk, ls->xb, L->bk, n, false, ls->k));
@@ -236,6 +235,13 @@ static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t 
         TRY(pl_be_rms_norm(ls->q, L->q_norm, n * c->n_head, c->head_dim, eps, ls->q));
         TRY(pl_be_rms_norm(ls->k, L->k_norm, n * c->n_head_kv, c->head_dim, eps, ls->k));
     }
+    return PL_OK;
+}
+
+/* RoPE, the layer's caches and the attention of the state's q, k, v rows 0..n-1 at pos0.. */
+static pl_status attend(const pl_model *m, pl_state *s, int l, int64_t n, int64_t pos0) {
+    const llama_config *c = &LM(m)->cfg;
+    llama_state *ls = LS(s);
     pl_rope_params rp = {.mode = c->rope_mode,
                          .head_dim = c->head_dim,
                          .rope_dim = c->rope_dim,
@@ -247,8 +253,39 @@ static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t 
                          .head_dim = c->head_dim,
                          .head_dim_v = c->head_dim_v,
                          .scale = (float)(1.0 / sqrt((double)c->head_dim))};
-    TRY(pl_rope_attend(ls->q, ls->k, ls->v, ls->kc[l], ls->vc[l], n, pos0, &rp, &ap, ls->att));
-    return pl_be_matmul(L->wo, ls->att, NULL, n, true, s->x); /* residual add fused */
+    return pl_rope_attend(ls->q, ls->k, ls->v, ls->kc[l], ls->vc[l], n, pos0, &rp, &ap, ls->att);
+}
+
+static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t n, int64_t pos0) {
+    const llama_config *c = &LM(m)->cfg;
+    /* the fused kernels this block's ops make (gpu_fuse.c), in the order issued below */
+    unsigned fuse = PL_FUSE_NORM_MATMUL | PL_FUSE_QKV | PL_FUSE_ROPE_STORE | PL_FUSE_ROPE_PAIR;
+    TRY(pl_be_fuse(m->be, fuse | (c->qk_norm ? PL_FUSE_NORM_ROPE : 0)));
+    TRY(qkv_block(m, s, l, n));
+    TRY(attend(m, s, l, n, pos0));
+    /* residual add fused */
+    return pl_be_matmul(LM(m)->w.layers[l].wo, LS(s)->att, NULL, n, true, s->x);
+}
+
+/* A decode step of n sequences at once: b's rows are the sequences' columns through the
+ * weights (one matmul each for all of them); each row's RoPE, cache store and attention
+ * run on its own sequence's state at its own position. No fusions are asked. */
+static pl_status attention_block_batch(const pl_model *m, pl_state *b, pl_state *const *seqs, int n,
+                                       const int64_t *pos, int l) {
+    const llama_config *c = &LM(m)->cfg;
+    llama_state *lb = LS(b);
+    int64_t nq = (int64_t)c->n_head * c->head_dim, nk = (int64_t)c->n_head_kv * c->head_dim;
+    int64_t nv = (int64_t)c->n_head_kv * c->head_dim_v, na = (int64_t)c->n_head * c->head_dim_v;
+    TRY(qkv_block(m, b, l, n));
+    for (int i = 0; i < n; i++) {
+        llama_state *li = LS(seqs[i]);
+        TRY(pl_be_copy(lb->q, i * nq, nq, li->q, 0));
+        TRY(pl_be_copy(lb->k, i * nk, nk, li->k, 0));
+        TRY(pl_be_copy(lb->v, i * nv, nv, li->v, 0));
+        TRY(attend(m, seqs[i], l, 1, pos[i]));
+        TRY(pl_be_copy(li->att, 0, na, lb->att, i * na));
+    }
+    return pl_be_matmul(LM(m)->w.layers[l].wo, lb->att, NULL, n, true, b->x);
 }
 
 static pl_status ffn_block(const pl_model *m, pl_state *s, int l, int64_t n) {
@@ -271,6 +308,15 @@ static pl_status llama_layers(const pl_model *m, pl_state *s, int64_t n, int64_t
     return PL_OK;
 }
 
+static pl_status llama_layers_batch(const pl_model *m, pl_state *b, pl_state *const *seqs, int n,
+                                    const int64_t *pos) {
+    for (int l = 0; l < m->info.n_layer; l++) {
+        TRY(attention_block_batch(m, b, seqs, n, pos, l));
+        TRY(ffn_block(m, b, l, n));
+    }
+    return PL_OK;
+}
+
 static pl_status llama_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows) {
     const llama_weights *w = &LM(m)->w;
     return pl_run_head(s, w->out_norm, w->output, LM(m)->cfg.rms_eps, LS(s)->xb, n, all_rows);
@@ -287,5 +333,6 @@ const pl_family pl_family_llama = {
     .state_bytes = llama_state_bytes,
     .embed = llama_embed,
     .layers = llama_layers,
+    .layers_batch = llama_layers_batch,
     .head = llama_head,
 };

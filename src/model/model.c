@@ -668,6 +668,41 @@ pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, i
     return s->o.draft ? m->family->draft_absorb(m, s, n, pos0) : PL_OK;
 }
 
+bool pl_model_can_batch(const pl_model *m) {
+    return m->family->layers_batch && m->info.has_embed && m->info.has_head &&
+           m->info.layer_first == 0 && m->info.layer_last == m->info.n_layer;
+}
+
+pl_status pl_model_forward_batch(const pl_model *m, pl_state *b, pl_state *const *seqs,
+                                 const int32_t *ids, const int64_t *pos, int n) {
+    if (!pl_model_can_batch(m))
+        return pl_fail(PL_ERR_ARG, "%s: no batched decode step (a whole llama-family model only)",
+                       m->info.arch);
+    if (n < 1 || b->m != m || n > b->o.n_batch || n > b->o.n_logits)
+        return pl_fail(PL_ERR_ARG, "%d sequences in one step (the batch state holds %d)", n,
+                       b->o.n_batch < b->o.n_logits ? b->o.n_batch : b->o.n_logits);
+    for (int i = 0; i < n; i++) {
+        if (seqs[i]->m != m || seqs[i] == b || seqs[i]->o.draft)
+            return pl_fail(PL_ERR_ARG, "sequence %d: not a plain state of this model", i);
+        pl_status st = check_rows(seqs[i], 1, pos[i]);
+        if (st) return st;
+        for (int j = 0; j < i; j++)
+            if (seqs[j] == seqs[i])
+                return pl_fail(PL_ERR_ARG, "sequence %d appears twice in one step", i);
+        if (ids[i] < 0 || ids[i] >= m->info.n_vocab)
+            return pl_fail(PL_ERR_ARG, "token id %d outside the vocabulary of %d", ids[i],
+                           m->info.n_vocab);
+    }
+    pl_status st;
+    if ((st = pl_be_write(b->ids, 0, ids, n * (int64_t)sizeof *ids))) return st;
+    if ((st = m->family->embed(m, b, n))) return st;
+    if ((st = m->family->layers_batch(m, b, seqs, n, pos))) return st;
+    if ((st = m->family->head(m, b, n, true))) return st;
+    int64_t v = m->info.n_vocab;
+    for (int i = 0; i < n && !st; i++) st = pl_be_copy(b->logits, i * v, v, seqs[i]->logits, 0);
+    return st;
+}
+
 pl_status pl_model_draft(const pl_model *m, pl_state *s, int64_t pos, int32_t next, int k,
                          int32_t *out, int *n_out) {
     *n_out = 0;

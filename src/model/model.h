@@ -145,6 +145,21 @@ pl_status pl_model_head(const pl_model *m, pl_state *s, int64_t n, bool all_rows
 pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, int64_t n,
                            int64_t pos0, bool all_rows);
 
+/* One decode step of n sequences at once (continuous batching): id ids[i] at position
+ * pos[i] of seqs[i], each sequence its own state (its own caches) of this whole model. b
+ * is a state of the same model whose scratch carries the n columns (n_batch and n_logits
+ * at least n; its own caches are not used: n_ctx 1 will do). The weights are read once for
+ * all of them; each column's attention runs over its own sequence's cache. Afterwards
+ * seqs[i]'s logits row 0 holds what pl_model_forward(m, seqs[i], &ids[i], 1, pos[i],
+ * false) would give (the same arithmetic up to the matmul's summation order for n rows).
+ * Families without a batched step (qwen35), drafting states, or shapes out of range: a
+ * one-line error. */
+pl_status pl_model_forward_batch(const pl_model *m, pl_state *b, pl_state *const *seqs,
+                                 const int32_t *ids, const int64_t *pos, int n);
+/* Whether pl_model_forward_batch can run on m (its family has a batched step, and m is
+ * whole). */
+bool pl_model_can_batch(const pl_model *m);
+
 /* ---- the model's own draft block (multi-token prediction, qwen35's nextn) ----
  *
  * The block's cache entry at position p is made from the main model's final-normed hidden

@@ -104,6 +104,11 @@ typedef struct pl_family {
                         int last);
     /* Final norm and output: logits of x rows 0..n-1 (all_rows) or of row n-1 only. */
     pl_status (*head)(const pl_model *m, pl_state *s, int64_t n, bool all_rows);
+    /* Optional (NULL: no batched step): every layer over b's x rows 0..n-1, row i being
+     * sequence i at position pos[i] of seqs[i]'s caches (see pl_model_forward_batch;
+     * model.c checked the shapes). */
+    pl_status (*layers_batch)(const pl_model *m, pl_state *b, pl_state *const *seqs, int n,
+                              const int64_t *pos);
     /* Optional (NULL: nothing recurrent, any n_past works, nothing to do): whether the
      * state can go back to n_past (see pl_state_rewind), and doing it. rewind fails with a
      * one-line reason, leaving the state as it was, when can_rewind says no. model.c checks

@@ -165,6 +165,74 @@ pl_status pl_session_push(pl_session *s, int32_t id) {
     return st ? st : run(s, &id, 1);
 }
 
+struct pl_batch {
+    const pl_model *m;
+    pl_state *st; /* scratch of n_max columns; a one-position cache, never used */
+    int n_max;
+};
+
+pl_status pl_batch_new(const pl_model *m, int n_max, pl_batch **out) {
+    *out = NULL;
+    if (n_max < 1) return pl_fail(PL_ERR_ARG, "a batch of %d sessions", n_max);
+    pl_batch *b = calloc(1, sizeof *b);
+    if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory for the batch");
+    pl_state_opts o = pl_state_opts_default(m);
+    o.n_ctx = 1, o.n_batch = n_max, o.n_logits = n_max;
+    pl_status st = pl_state_new(m, &o, &b->st);
+    if (st) {
+        free(b);
+        return st;
+    }
+    b->m = m, b->n_max = n_max;
+    *out = b;
+    return PL_OK;
+}
+
+void pl_batch_free(pl_batch *b) {
+    if (!b) return;
+    pl_state_free(b->st);
+    free(b);
+}
+
+pl_status pl_session_push_batch(pl_batch *b, pl_session *const *ss, const int32_t *ids, int n) {
+    enum { CHUNK = 64 };
+    if (n < 1 || n > b->n_max)
+        return pl_fail(PL_ERR_ARG, "%d sessions in one step (the batch holds 1 to %d)", n,
+                       b->n_max);
+    for (int i = 0; i < n; i++) {
+        pl_session *s = ss[i];
+        if (s->chain || s->m != b->m)
+            return pl_fail(PL_ERR_ARG, "session %d: not a whole session of the batch's model", i);
+        int64_t n_ctx = pl_session_n_ctx(s);
+        if (s->n_ids >= n_ctx)
+            return pl_fail(PL_ERR_ARG, "context full: all %lld positions are used (raise --ctx)",
+                           (long long)n_ctx);
+        pl_status st = settle(s);
+        if (st) return st;
+    }
+    pl_state *st_[CHUNK];
+    int64_t pos[CHUNK];
+    pl_status st = PL_OK;
+    for (int i0 = 0; i0 < n && !st; i0 += CHUNK) {
+        int k = n - i0 < CHUNK ? n - i0 : CHUNK;
+        for (int i = 0; i < k; i++) st_[i] = ss[i0 + i]->st, pos[i] = ss[i0 + i]->n_ids;
+        st = pl_model_forward_batch(b->m, b->st, st_, ids + i0, pos, k);
+    }
+    for (int i = 0; i < n; i++) {
+        pl_session *s = ss[i];
+        if (st) { /* the caches past n_ids may be written: a KV cache just ignores them */
+            s->n_state = -1;
+            rewind_to(s, s->n_ids);
+            s->have_logits = false;
+            continue;
+        }
+        s->ids[s->n_ids++] = ids[i];
+        s->n_state = s->n_ids;
+        s->have_logits = true;
+    }
+    return st;
+}
+
 pl_status pl_session_logits(pl_session *s, float *out) {
     if (!s->have_logits) return pl_fail(PL_ERR_ARG, "no logits: nothing has been run");
     return pl_be_read(pl_state_logits(s->st), 0, out, (int64_t)s->n_vocab * (int64_t)sizeof *out);

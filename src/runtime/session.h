@@ -45,6 +45,21 @@ pl_status pl_session_set(pl_session *s, const int32_t *ids, int64_t n, int64_t *
 /* Append one id (normally the one just generated) and compute the logits after it. */
 pl_status pl_session_push(pl_session *s, int32_t id);
 
+/* ---- continuous batching ----
+ *
+ * Several sessions of one model each append one id in one pass (pl_model_forward_batch):
+ * the weights are read once for all of them, each id attends over its own session's cache
+ * at its own position. A pl_batch is the scratch of such a pass (a small state of the
+ * model without a cache), for up to n_max sessions. */
+typedef struct pl_batch pl_batch;
+pl_status pl_batch_new(const pl_model *m, int n_max, pl_batch **out);
+void pl_batch_free(pl_batch *b);
+/* pl_session_push(ss[i], ids[i]) for i in [0, n), in one pass: the same ids in the caches
+ * and the logits ready, as after n pushes. Each session must be whole (no chain) and of the
+ * batch's model, none twice. On failure every session's cache is cut back to the ids it
+ * held before. */
+pl_status pl_session_push_batch(pl_batch *b, pl_session *const *ss, const int32_t *ids, int n);
+
 /* Choose the next id from the current logits: on the device when the sampler is a plain
  * argmax, else on the host with the cached ids as the penalty context. */
 pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out);

@@ -15,7 +15,8 @@
  *     f16 as llama.cpp does, the GPU accumulates in float32 over the same f16 cache
  *     (measured <= 1e-3).
  * And the fused kernels (norm into projections, gate/up/SwiGLU, q/k norm + RoPE + cache
- * store) give the same ids as one kernel per op. */
+ * store) give the same ids as one kernel per op; and continuous batching's step gives each
+ * session its own ids (runtime/batch_step_check.h, stories260K). */
 #include "cpu/cpu.h"
 #include "gpu/gpu.h"
 #include "model/fixture.h"
@@ -23,7 +24,8 @@
 #include "runtime/session.h"
 #include "test.h"
 
-#include "gpu/gpu_test_util.h" /* (after test.h) */
+#include "gpu/gpu_test_util.h"        /* (after test.h) */
+#include "runtime/batch_step_check.h" /* (after test.h) */
 
 #include <time.h>
 
@@ -414,6 +416,8 @@ static void run_tests(void) {
         gpu->act_q8 = 1;
         fused_vs_simple(gpu);
         gpu->act_q8 = 0;
+        /* continuous batching: sessions stepped in one batched pass (batch_step_check.h) */
+        bs_model(gpu, "models/stories260K.gguf", "stories260K", false);
     }
     pl_be_destroy(cpu);
     pl_be_destroy(gpu);

@@ -80,7 +80,8 @@ static void run_tests(void) {
          "weather.\",\"tool_calls\":[{\"id\":\"call_6553f10000000100\",\"type\":\"function\","
          "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}"
          "]},\"logprobs\":null,\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":"
-         "10,\"completion_tokens\":20,\"total_tokens\":30}}");
+         "10,\"completion_tokens\":20,\"total_tokens\":30,\"prompt_tokens_details\":{\"cached_"
+         "tokens\":0}}}");
     CHECK(!sse, "whole: not a stream");
     free(got);
 

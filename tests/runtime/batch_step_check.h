@@ -1,0 +1,190 @@
+/* batch_step_check.h - the checks batch_step_test.c (CPU) and gpu_model_test.c (WebGPU)
+ * share, of continuous batching (pl_session_push_batch): sessions at different
+ * positions that each append one id in one batched pass get the logits and the greedy ids
+ * that each gets from its own pushes; a batch of one is bit-identical to a push (on the
+ * GPU, whose batched step asks no fused kernels, within the same tolerance); bad
+ * batches are one-line errors that leave the caches as they were. Include after test.h. */
+#ifndef PL_TEST_BATCH_STEP_CHECK_H
+#define PL_TEST_BATCH_STEP_CHECK_H
+
+#include "model/model.h"
+#include "runtime/session.h"
+
+enum { BS_NS = 3, BS_STEPS = 12 };
+static const int bs_plen[BS_NS] = {5, 9, 14};
+
+static pl_session *bs_session(const pl_model *m) {
+    pl_state_opts o = pl_state_opts_default(m);
+    o.n_ctx = 64;
+    o.n_batch = 16;
+    pl_session *s = NULL;
+    CHECK(pl_session_new(m, &o, &s) == PL_OK, "%s", pl_last_error());
+    return s;
+}
+
+static void bs_prompt(int k, int V, int32_t *ids) {
+    for (int i = 0; i < bs_plen[k]; i++) ids[i] = (int32_t)((i * 7 + k * 13 + 3) % V);
+}
+
+static int32_t bs_argmax(const float *l, int V) {
+    int32_t best = 0;
+    for (int i = 1; i < V; i++)
+        if (l[i] > l[best]) best = i;
+    return best;
+}
+
+/* The largest difference between two rows of logits, relative to the largest logit (at
+ * least 1). */
+static double bs_diff(const float *a, const float *b, size_t n) {
+    double diff = 0, scale = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs((double)a[i] - b[i]) > diff) diff = fabs((double)a[i] - b[i]);
+        if (fabs(a[i]) > scale) scale = fabs(a[i]);
+    }
+    return diff / scale;
+}
+
+/* BS_STEPS greedy ids of each prompt: alone (each session pushing its own id) or batched
+ * (one pl_session_push_batch per step for all of them); the logits of every step. */
+static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_NS][BS_STEPS], float *logits) {
+    const int V = pl_model_get_info(m)->n_vocab;
+    pl_session *ss[BS_NS];
+    pl_batch *b = NULL;
+    CHECK(pl_batch_new(m, BS_NS, &b) == PL_OK, "%s", pl_last_error());
+    for (int k = 0; k < BS_NS; k++) {
+        int32_t p[16];
+        bs_prompt(k, V, p);
+        ss[k] = bs_session(m);
+        CHECK(pl_session_set(ss[k], p, bs_plen[k], NULL) == PL_OK, "%s", pl_last_error());
+    }
+    for (int t = 0; t < BS_STEPS; t++) {
+        int32_t next[BS_NS];
+        for (int k = 0; k < BS_NS; k++) {
+            float *l = logits + ((size_t)t * BS_NS + (size_t)k) * (size_t)V;
+            CHECK(pl_session_logits(ss[k], l) == PL_OK, "%s", pl_last_error());
+            next[k] = ids[k][t] = bs_argmax(l, V);
+        }
+        if (batched)
+            CHECK(pl_session_push_batch(b, ss, next, BS_NS) == PL_OK, "%s", pl_last_error());
+        else
+            for (int k = 0; k < BS_NS; k++)
+                CHECK(pl_session_push(ss[k], next[k]) == PL_OK, "%s", pl_last_error());
+    }
+    for (int k = 0; k < BS_NS; k++) pl_session_free(ss[k]);
+    pl_batch_free(b);
+}
+
+static void bs_same_as_alone(const pl_model *m, const char *name) {
+    const int V = pl_model_get_info(m)->n_vocab;
+    size_t n = (size_t)BS_STEPS * BS_NS * (size_t)V;
+    float *la = malloc(sizeof *la * n), *lb = malloc(sizeof *lb * n);
+    int32_t ia[BS_NS][BS_STEPS], ib[BS_NS][BS_STEPS];
+    if (!la || !lb) return;
+    bs_run(m, false, ia, la);
+    bs_run(m, true, ib, lb);
+    CHECK(!memcmp(ia, ib, sizeof ia), "%s: batched greedy ids differ from each session's own",
+          name);
+    double diff = bs_diff(la, lb, n);
+    CHECK(diff <= 1e-5, "%s: logits differ by %g (relative to the largest)", name, diff);
+    printf("%s: %d sessions x %d batched steps: ids %s, logits within %g of their own "
+           "(relative to the largest)\n",
+           name, BS_NS, BS_STEPS, memcmp(ia, ib, sizeof ia) ? "DIFFER" : "the same", diff);
+    free(la);
+    free(lb);
+}
+
+/* One session in a batch: exactly a push (exact), or within 1e-5 of it. */
+static void bs_batch_of_one(const pl_model *m, const char *name, bool exact) {
+    const int V = pl_model_get_info(m)->n_vocab;
+    int32_t p[16];
+    bs_prompt(1, V, p);
+    pl_session *a = bs_session(m), *c = bs_session(m);
+    pl_batch *b = NULL;
+    float *la = malloc(sizeof *la * (size_t)V), *lc = malloc(sizeof *lc * (size_t)V);
+    CHECK(pl_batch_new(m, 4, &b) == PL_OK, "%s", pl_last_error());
+    if (!a || !c || !b || !la || !lc) goto out;
+    CHECK(pl_session_set(a, p, bs_plen[1], NULL) == PL_OK &&
+              pl_session_set(c, p, bs_plen[1], NULL) == 0,
+          "set");
+    for (int t = 0; t < 4; t++) {
+        int32_t id = (int32_t)((t * 31 + 5) % V);
+        CHECK(pl_session_push(a, id) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_session_push_batch(b, &c, &id, 1) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_session_logits(a, la) == PL_OK && pl_session_logits(c, lc) == PL_OK, "logits");
+        double d = bs_diff(la, lc, (size_t)V);
+        CHECK(exact ? !memcmp(la, lc, sizeof *la * (size_t)V) : d <= 1e-5,
+              "%s: a batch of one differs at step %d (by %g relative)", name, t, d);
+    }
+out:
+    free(la);
+    free(lc);
+    pl_batch_free(b);
+    pl_session_free(a);
+    pl_session_free(c);
+}
+
+static void bs_errors(const pl_model *m) {
+    const int V = pl_model_get_info(m)->n_vocab;
+    pl_session *a = bs_session(m), *c = bs_session(m);
+    pl_batch *b = NULL;
+    CHECK(pl_batch_new(m, 0, &b) != PL_OK, "a batch of 0 sessions");
+    CHECK(pl_batch_new(m, 2, &b) == PL_OK, "%s", pl_last_error());
+    if (!a || !c || !b) goto out;
+    int32_t p[16], two[3] = {1, 2, 3};
+    bs_prompt(0, V, p);
+    CHECK(pl_session_set(a, p, bs_plen[0], NULL) == PL_OK &&
+              pl_session_set(c, p, bs_plen[0], NULL) == 0,
+          "set");
+    pl_session *three[3] = {a, c, a}, *twice[2] = {a, a};
+    CHECK(pl_session_push_batch(b, three, two, 3) != PL_OK &&
+              strstr(pl_last_error(), "holds 1 to 2"),
+          "more sessions than the batch holds: %s", pl_last_error());
+    CHECK(pl_session_push_batch(b, twice, two, 2) != PL_OK && strstr(pl_last_error(), "twice"),
+          "a session twice: %s", pl_last_error());
+    int32_t bad[2] = {1, V};
+    pl_session *ac[2] = {a, c};
+    CHECK(pl_session_push_batch(b, ac, bad, 2) != PL_OK && strstr(pl_last_error(), "vocabulary"),
+          "an id outside the vocabulary: %s", pl_last_error());
+    int64_t na, nc;
+    pl_session_ids(a, &na), pl_session_ids(c, &nc);
+    CHECK(na == bs_plen[0] && nc == bs_plen[0], "a refused batch left %lld and %lld ids",
+          (long long)na, (long long)nc);
+    /* a full context: one line, nothing appended */
+    for (int64_t i = na; i < 64; i++) CHECK(pl_session_push(c, 1) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_session_push_batch(b, ac, two, 2) != PL_OK && strstr(pl_last_error(), "context full"),
+          "a full context: %s", pl_last_error());
+    pl_session_ids(a, &na);
+    CHECK(na == bs_plen[0], "a refused batch appended to a session");
+out:
+    pl_batch_free(b);
+    pl_session_free(a);
+    pl_session_free(c);
+}
+
+/* Every check on the model of the file rel (under shared/) on be. exact (the CPU): with
+ * exact and with Q8_0-quantised activations, a batch of one bit-identical to a push;
+ * else (the GPU, slow on lavapipe) the backend's activations only, within the tolerance. */
+static void bs_model(pl_backend *be, const char *rel, const char *name, bool exact) {
+    pl_gguf *g = NULL;
+    pl_model *m = NULL;
+    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s", pl_last_error());
+    if (be && g) CHECK(pl_model_load(g, be, NULL, &m) == PL_OK, "%s", pl_last_error());
+    if (m) {
+        char nm[96];
+        int act = be->act_q8;
+        for (int q8 = 0; q8 < (exact ? 2 : 1); q8++) {
+            if (exact) be->act_q8 = q8;
+            snprintf(nm, sizeof nm, "%s on %s%s", name, be->name,
+                     be->act_q8 ? " (q8 activations)" : "");
+            bs_same_as_alone(m, nm);
+            bs_batch_of_one(m, nm, exact);
+        }
+        be->act_q8 = act;
+        bs_errors(m);
+    }
+    pl_model_free(m);
+    pl_gguf_free(g);
+    CHECK(be->live_bufs == 0, "%lld buffers leaked on %s", (long long)be->live_bufs, be->name);
+}
+
+#endif

@@ -1,0 +1,17 @@
+/* batch_step_test.c - continuous batching on the CPU (the checks: batch_step_check.h).
+ * Models: stories260K (llama, f32), the qwen3 fixture (q8_0, per-head q/k norms) and the
+ * qwen3moe one (the experts' FFN over the batch). */
+#include "cpu/cpu.h"
+#include "test.h"
+
+#include "runtime/batch_step_check.h" /* (after test.h) */
+
+static void run_tests(void) {
+    pl_backend *be = NULL;
+    CHECK(pl_cpu_new(2, &be) == PL_OK, "%s", pl_last_error());
+    if (!be) return;
+    bs_model(be, "models/stories260K.gguf", "stories260K", true);
+    bs_model(be, "fixtures/hf/qwen3/qwen3-q8_0.gguf", "qwen3 q8_0", true);
+    bs_model(be, "fixtures/hf/qwen3_moe/qwen3_moe-q8_0.gguf", "qwen3moe q8_0", true);
+    pl_be_destroy(be);
+}
