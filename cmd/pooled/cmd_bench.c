@@ -182,8 +182,10 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
                 info->decode_bytes / 1e6, info->weight_bytes / 1e6, info->decode_bytes * tg / 1e9);
     /* what the state's buffers hold: the KV cache of --ctx positions and the activations */
     int64_t state_bytes = pl_state_bytes(pl_session_state(ses));
-    fprintf(tab, "state      %.1f MiB   (KV cache %s of %d positions, activations)\n",
-            (double)state_bytes / (1024.0 * 1024.0), model_kv_name(lm.so.kv_type), lm.so.n_ctx);
+    bool mib = state_bytes >= 1024 * 1024;
+    fprintf(tab, "state      %.1f %s   (KV cache %s of %d positions, activations)\n",
+            (double)state_bytes / (mib ? 1024.0 * 1024.0 : 1024.0), mib ? "MiB" : "KiB",
+            model_kv_name(lm.so.kv_type), lm.so.n_ctx);
     fprintf(tab, "peak rss   %.1f MiB   (median of %lld repetitions)\n", peak_mib, (long long)reps);
     if (json) {
         printf("{\"model\":");
