@@ -342,14 +342,14 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                        p->n_head, p->n_kv_head, HD, HDV, p->chunk);
     unsigned kvd = p->n_kv_head * HD, vd = p->n_kv_head * HDV;
     /* key rows in 16-byte pieces when every row starts on one */
-    unsigned per16 = p->kv_f16 ? 8 : 4;
-    int kvec = !p->kv_q8 && HD % per16 == 0 && kvd % per16 == 0;
+    unsigned per16 = p->kv_q8 ? 16 : p->kv_f16 ? 8 : 4;
+    int kvec = HD % per16 == 0 && kvd % per16 == 0;
     /* values per word of a value row: 4 int8 quants, 2 halves or a float */
     unsigned per = p->kv_q8 ? 4 : p->kv_f16 ? 2 : 1;
     unsigned nw = HDV / per; /* value words per row */
     unsigned ng = T > nw ? T / nw : 1;
-    const char *kt =
-        kvec ? (p->kv_f16 ? "vec4<u32>" : "vec4<f32>") : (p->kv_f16 || p->kv_q8 ? "u32" : "f32");
+    const char *kt = kvec ? (p->kv_f16 || p->kv_q8 ? "vec4<u32>" : "vec4<f32>")
+                          : (p->kv_f16 || p->kv_q8 ? "u32" : "f32");
     static const char *const acc_t[5] = {"", "f32", "vec2<f32>", "", "vec4<f32>"}; /* by per */
     pl_wtext t = {0};
     if (p->sg) pl_wtext_add(&t, "enable subgroups;\n");
@@ -401,7 +401,24 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                      "  var m = bitcast<f32>(0xff7fffffu);\n"
                      "  for (var i = lid; i < np; i += T) {\n"
                      "    var acc = 0.0;\n");
-    if (p->kv_q8) /* dequantised (quant x scale: exact), the block's scale read once */
+    if (kvec && p->kv_q8) /* 16 quants a load (half a block: SK is a multiple of 4 words) */
+        pl_wtext_add(&t,
+                     "    let kb = ((p0 + i) * KVD + kvh * HD) / 16u;\n"
+                     "    for (var j = 0u; j < HD / 16u; j++) {\n"
+                     "      let b = (kb + j) >> 1u;\n"
+                     "      let ks = hf(kc[SK / 4u + (b >> 3u)][(b >> 1u) & 3u], b & 1u);\n"
+                     "      let w = kc[kb + j];\n"
+                     "      let q0 = 16u * j;\n"
+                     "      acc += dot(vec4<f32>(unpack4xI8(w.x)) * ks, vec4<f32>(qs[q0], qs[q0 + "
+                     "1u], qs[q0 + 2u], qs[q0 + 3u]))\n"
+                     "           + dot(vec4<f32>(unpack4xI8(w.y)) * ks, vec4<f32>(qs[q0 + 4u], "
+                     "qs[q0 + 5u], qs[q0 + 6u], qs[q0 + 7u]))\n"
+                     "           + dot(vec4<f32>(unpack4xI8(w.z)) * ks, vec4<f32>(qs[q0 + 8u], "
+                     "qs[q0 + 9u], qs[q0 + 10u], qs[q0 + 11u]))\n"
+                     "           + dot(vec4<f32>(unpack4xI8(w.w)) * ks, vec4<f32>(qs[q0 + 12u], "
+                     "qs[q0 + 13u], qs[q0 + 14u], qs[q0 + 15u]));\n"
+                     "    }\n");
+    else if (p->kv_q8) /* dequantised (quant x scale: exact), the block's scale read once */
         pl_wtext_add(&t,
                      "    let kb = (p0 + i) * KVD + kvh * HD;\n"
                      "    var ks = 0.0;\n"
