@@ -78,7 +78,8 @@ pl_status pl_be_buf_new(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1,
     CHECK(type == PL_TYPE_F32 || type == PL_TYPE_F16 || type == PL_TYPE_I32 || type == PL_TYPE_Q8_0,
           "buffer type %s is not f32, f16, i32 or q8_0", tname(type));
     CHECK(type != PL_TYPE_Q8_0 || ne0 % 32 == 0,
-          "a q8_0 KV cache needs rows of whole 32-value blocks, not rows of %lld values",
+          "a q8_0 KV cache needs rows of whole 32-value blocks (this one's hold %lld values): "
+          "use an f16 or f32 cache",
           (long long)ne0);
     CHECK(ne0 > 0 && ne1 > 0 && ne0 <= (INT64_C(1) << 40) / ne1, "bad buffer shape [%lld, %lld]",
           (long long)ne1, (long long)ne0);
