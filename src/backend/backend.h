@@ -149,8 +149,9 @@ typedef struct pl_backend_methods {
      * out [>=n, n_head*head_dim_v]. Query head h uses kv head h / (n_head / n_head_kv).
      * F32 caches: float32 arithmetic. Q8_0 caches: each value dequantised (quant x scale,
      * exact in float32), then the F32 arithmetic. F16 caches: a backend may compute at half
-     * precision (the CPU backend rounds q and the value accumulator to f16 as llama.cpp does, see
-     * cpu_attention.c); compare backends on F16 caches with an f16-sized tolerance. */
+     * precision (the CPU backend rounds q and the value accumulator to f16 as llama.cpp
+     * does, see cpu_attention.c); compare backends on F16 caches with an f16-sized
+     * tolerance. */
     pl_status (*attention)(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
                            const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
                            pl_buf *out);
@@ -253,8 +254,7 @@ typedef struct pl_backend_methods {
     X(embed)                                                                                       \
     X(rms_norm)                                                                                    \
     X(matmul)                                                                                      \
-    X(add)                                                                                         \
-    X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk) X(copy) X(softmax_rows)           \
+    X(add) X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk) X(copy) X(softmax_rows)    \
         X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv) X(delta_rule) X(fuse)  \
             X(destroy)
 
