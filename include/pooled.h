@@ -73,7 +73,7 @@ POOLED_API void pooled_free(void *p);
 
 typedef struct pooled_model pooled_model;
 
-enum { POOLED_KV_F16 = 0, POOLED_KV_F32 = 1 };
+enum { POOLED_KV_F16 = 0, POOLED_KV_F32 = 1, POOLED_KV_Q8 = 2 };
 enum { POOLED_ACT_Q8 = 0, POOLED_ACT_F32 = 1 };
 
 typedef struct {
@@ -83,7 +83,8 @@ typedef struct {
     int n_threads;              /* CPU threads, 0: one per core */
     int n_ctx;                  /* context of the model's sessions in tokens; 0: the model's
                                    training context, at most 4096 */
-    int kv_type;                /* POOLED_KV_F16 (default) or POOLED_KV_F32 */
+    int kv_type;                /* POOLED_KV_F16 (default), POOLED_KV_F32 or POOLED_KV_Q8 (int8,
+                                   an f16 scale per 32 values) */
     int act_type;               /* POOLED_ACT_Q8 (default: Q4_0/Q8_0 matmuls quantise their
                                    activations, as llama.cpp) or POOLED_ACT_F32 (exact) */
     const char *dawn_lib;       /* the WebGPU library (libwebgpu_wrapper.so); NULL: looked for in

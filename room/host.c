@@ -122,7 +122,9 @@ static uint64_t layer_state_bytes(const pl_gguf *g, int n_ctx, uint32_t kv_type)
     if (!vl) vl = kl;
     if (kv <= 0) kv = heads;
     if (kv < 0 || kv > 1 << 16 || kl < 0 || kl > 1 << 16 || vl < 0 || vl > 1 << 16) return 0;
-    return (uint64_t)n_ctx * (uint64_t)kv * (uint64_t)(kl + vl) * (kv_type == PL_TYPE_F32 ? 4 : 2);
+    /* bytes per cached value: 4, 2, or a q8_0 block's 34 per 32 */
+    return (uint64_t)n_ctx * (uint64_t)kv * (uint64_t)(kl + vl) *
+           (uint64_t)pl_row_size(kv_type, 32) / 32;
 }
 
 /* The speed the plan counts for a worker whose hello has none: a worker without the model

@@ -62,7 +62,7 @@ pl_status pl_room_gather(pl_listener *L, int n, int wait_ms, volatile sig_atomic
 typedef struct {
     const pl_gguf *g;        /* the host's model file (sizes, the identity check) */
     int n_ctx;               /* the session's context: every cache holds it */
-    uint32_t kv_type;        /* the cache's type (PL_TYPE_F16 or F32; 0: f16), for sizes */
+    uint32_t kv_type;        /* the cache's type (PL_TYPE_F16, F32, Q8_0), for sizes */
     pl_wire_dtype dtype;     /* hidden frames */
     int load_ms;             /* a worker loading its layers (0: PL_ROOM_LOAD_MS) */
     const char *hash_cache;  /* the host's tensor hash cache file (NULL: none) */
@@ -155,7 +155,7 @@ typedef struct {
                                     worker killed mid-download (0: never) */
     const char *backend;         /* auto, cpu, webgpu (NULL: auto) */
     int threads;                 /* 0: one per core */
-    uint32_t kv_type;            /* PL_TYPE_F16 (0: f16) or PL_TYPE_F32, as the host's */
+    uint32_t kv_type;            /* PL_TYPE_F16 (0: f16), F32 or Q8_0, as the host's */
     int act_q8;                  /* as the host's --act */
     uint64_t lend;               /* bytes of memory lent (hello), 0: not said */
     int want_first, want_last;   /* --layers: exactly [first, last) (0, 0: as the plan says) */

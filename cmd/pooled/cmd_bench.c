@@ -336,8 +336,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     double peak_mib = (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
     FILE *tab = json ? stderr : stdout;              /* --json: stdout is the JSON object only */
     fprintf(tab, "model      %s (%s, %s)\n", ma.path, info->arch, info->weight_type);
-    fprintf(tab, "backend    %s | kv %s\n", lm.be->device,
-            lm.so.kv_type == PL_TYPE_F16 ? "f16" : "f32");
+    fprintf(tab, "backend    %s | kv %s\n", lm.be->device, model_kv_name(lm.so.kv_type));
     if (n_prompt) fprintf(tab, "prefill    pp%-6lld %10.1f tok/s\n", (long long)n_prompt, pp);
     if (n_prompt) fprintf(tab, "first id   pp%-6lld %10.1f ms\n", (long long)n_prompt, ttft_ms);
     if (n_gen) fprintf(tab, "decode     tg%-6lld %10.1f tok/s\n", (long long)n_gen, tg);
@@ -351,6 +350,12 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     if (n_gen)
         fprintf(tab, "weights    %.4g MB read per token (file %.4g MB), %.1f GB/s in decode\n",
                 info->decode_bytes / 1e6, info->weight_bytes / 1e6, info->decode_bytes * tg / 1e9);
+    /* what the state's buffers hold: the KV cache of --ctx positions and the activations */
+    int64_t state_bytes = pl_state_bytes(pl_session_state(ses));
+    bool mib = state_bytes >= 1024 * 1024;
+    fprintf(tab, "state      %.1f %s   (KV cache %s of %d positions, activations)\n",
+            (double)state_bytes / (mib ? 1024.0 * 1024.0 : 1024.0), mib ? "MiB" : "KiB",
+            model_kv_name(lm.so.kv_type), lm.so.n_ctx);
     if (bo->n_verify) verify_print(tab, bo, &vc);
     fprintf(tab, "peak rss   %.1f MiB   (median of %lld repetitions)\n", peak_mib, (long long)reps);
     if (json) {
@@ -363,7 +368,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
         pl_json_str(stdout, lm.be->device, strlen(lm.be->device));
         printf(",\"kv\":\"%s\",\"n_prompt\":%lld,\"n_gen\":%lld,\"repetitions\":%lld,"
                "\"prefill_tok_s\":",
-               lm.so.kv_type == PL_TYPE_F16 ? "f16" : "f32", (long long)n_prompt, (long long)n_gen,
+               model_kv_name(lm.so.kv_type), (long long)n_prompt, (long long)n_gen,
                (long long)reps);
         pl_json_num(stdout, pp, 0);
         printf(",\"ttft_ms\":");
@@ -379,9 +384,10 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
         if (bo->n_verify) verify_json(bo, &vc);
         printf(",\"peak_rss_mib\":");
         pl_json_num(stdout, peak_mib, 0);
-        printf(",\"weight_bytes\":%llu,\"decode_bytes\":%llu,\"n_params\":%lld}\n",
+        printf(",\"weight_bytes\":%llu,\"decode_bytes\":%llu,\"n_params\":%lld,"
+               "\"state_bytes\":%lld}\n",
                (unsigned long long)info->weight_bytes, (unsigned long long)info->decode_bytes,
-               (long long)info->n_params);
+               (long long)info->n_params, (long long)state_bytes);
     }
     rc = 0;
 done:

@@ -16,7 +16,8 @@ const char *const model_args_help =
     "  -t, --threads N      CPU threads (default: one per core)\n"
     "  -c, --ctx, --ctx-size N   context length in tokens (default: the model's, at most\n"
     "                       4096)\n"
-    "  --kv f16|f32         KV cache type (default f16)\n"
+    "  --kv f16|f32|q8      KV cache type (default f16; q8: int8 with an f16 scale per 32\n"
+    "                       values, about half of f16's memory and reads)\n"
     "  --act q8|f32         activations of Q4_0/Q8_0 matmuls: quantised to Q8_0 blocks with\n"
     "                       integer dot products as llama.cpp does (default), or exact f32\n"
     "  --spec off|lookup|mtp|auto  speculative decoding, the same output in fewer passes:\n"
@@ -24,6 +25,10 @@ const char *const model_args_help =
     "                       (mtp, depth 3/5/7 by measured speed); auto: mtp when the model\n"
     "                       has the block, else lookup pausing drafts that are rarely\n"
     "                       accepted (default off)\n";
+
+const char *model_kv_name(uint32_t kv_type) {
+    return kv_type == PL_TYPE_F16 ? "f16" : kv_type == PL_TYPE_Q8_0 ? "q8" : "f32";
+}
 
 model_args model_args_defaults(void) {
     return (model_args){.backend = "auto", .kv = PL_TYPE_F16, .act_q8 = 1};
@@ -49,8 +54,10 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
             a->kv = PL_TYPE_F16;
         else if (!*err && !strcmp(v, "f32"))
             a->kv = PL_TYPE_F32;
+        else if (!*err && !strcmp(v, "q8"))
+            a->kv = PL_TYPE_Q8_0;
         else if (!*err) {
-            die("--kv: expected f16 or f32, got '%s'", v);
+            die("--kv: expected f16, f32 or q8, got '%s'", v);
             *err = true;
         }
     } else if (arg_take(argc, argv, i, "--spec", NULL, &v, err)) {
@@ -248,8 +255,8 @@ void model_report(const loaded_model *l) {
     if (l->note) fprintf(stderr, "%s\n", l->note);
     fprintf(stderr, "loaded %s%s%s%s (%s, %s %s) | ctx %d of %d | kv %s | %s\n", in->arch,
             in->name[0] ? " '" : "", in->name, in->name[0] ? "'" : "", params, bytes,
-            in->weight_type, l->so.n_ctx, in->n_ctx_train,
-            l->so.kv_type == PL_TYPE_F16 ? "f16" : "f32", l->be->device);
+            in->weight_type, l->so.n_ctx, in->n_ctx_train, model_kv_name(l->so.kv_type),
+            l->be->device);
 }
 
 void model_unload(loaded_model *l) {

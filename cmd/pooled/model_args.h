@@ -22,7 +22,7 @@ typedef struct {
     const char *backend; /* --backend auto|cpu|webgpu */
     int64_t threads;     /* -t, 0: one per core */
     int64_t ctx;         /* --ctx, 0: the model's default */
-    uint32_t kv;         /* --kv f16|f32 */
+    uint32_t kv;         /* --kv f16|f32|q8 (PL_TYPE_F16, F32, Q8_0) */
     int act_q8;          /* --act q8|f32: quantised activations for Q4_0/Q8_0 weights */
     int64_t split;       /* run --split N: through a chain of N local stages (0: whole) */
     /* room host: load the embedding, the head and only layers [host_first, host_last)
@@ -50,6 +50,8 @@ typedef struct {
 } loaded_model;
 
 model_args model_args_defaults(void);
+/* "f16", "f32" or "q8": the --kv name of a cache type */
+const char *model_kv_name(uint32_t kv_type);
 
 /* The GPU backend's settings from the environment (the library reads none): POOLED_DAWN,
  * POOLED_GPU_FUSE=0, POOLED_GPU_TUNE=0|verbose, POOLED_GPU_GEMV, POOLED_GPU_ROBUST=1,

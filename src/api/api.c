@@ -98,8 +98,8 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
     if (take_opts(&o, sizeof o, opts, "pooled_model_opts")) return POOLED_ERR_ARG;
     if (o.n_threads < 0 || o.n_threads > 1024) return fail_arg("n_threads: expected 0 to 1024");
     if (o.n_ctx < 0 || o.n_ctx > (1 << 24)) return fail_arg("n_ctx: expected 0 to 16777216");
-    if (o.kv_type != POOLED_KV_F16 && o.kv_type != POOLED_KV_F32)
-        return fail_arg("kv_type: expected POOLED_KV_F16 or POOLED_KV_F32");
+    if (o.kv_type != POOLED_KV_F16 && o.kv_type != POOLED_KV_F32 && o.kv_type != POOLED_KV_Q8)
+        return fail_arg("kv_type: expected POOLED_KV_F16, POOLED_KV_F32 or POOLED_KV_Q8");
     if (o.act_type != POOLED_ACT_Q8 && o.act_type != POOLED_ACT_F32)
         return fail_arg("act_type: expected POOLED_ACT_Q8 or POOLED_ACT_F32");
     if (pl_backend_check_name(o.backend ? o.backend : "auto")) return POOLED_ERR_ARG;
@@ -130,7 +130,9 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
         m->so = pl_state_opts_default(m->m);
         if (o.n_ctx) m->so.n_ctx = o.n_ctx;
         if (m->so.n_batch > m->so.n_ctx) m->so.n_batch = m->so.n_ctx;
-        m->so.kv_type = o.kv_type == POOLED_KV_F32 ? PL_TYPE_F32 : PL_TYPE_F16;
+        m->so.kv_type = o.kv_type == POOLED_KV_F32  ? PL_TYPE_F32
+                        : o.kv_type == POOLED_KV_Q8 ? PL_TYPE_Q8_0
+                                                    : PL_TYPE_F16;
         /* sized for a verify pass (1 + PL_SPEC_MAX columns), as the command's --spec */
         int cols = PL_SPEC_MAX + 1 < m->so.n_batch ? PL_SPEC_MAX + 1 : m->so.n_batch;
         m->so.n_logits = m->so.n_snap = cols;

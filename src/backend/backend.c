@@ -75,8 +75,12 @@ int64_t pl_be_buf_bytes(const pl_buf *b) {
 
 pl_status pl_be_buf_new(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1, pl_buf **out) {
     *out = NULL;
-    CHECK(type == PL_TYPE_F32 || type == PL_TYPE_F16 || type == PL_TYPE_I32,
-          "buffer type %s is not f32, f16 or i32", tname(type));
+    CHECK(type == PL_TYPE_F32 || type == PL_TYPE_F16 || type == PL_TYPE_I32 || type == PL_TYPE_Q8_0,
+          "buffer type %s is not f32, f16, i32 or q8_0", tname(type));
+    CHECK(type != PL_TYPE_Q8_0 || ne0 % 32 == 0,
+          "a q8_0 KV cache needs rows of whole 32-value blocks (this one's hold %lld values): "
+          "use an f16 or f32 cache",
+          (long long)ne0);
     CHECK(ne0 > 0 && ne1 > 0 && ne0 <= (INT64_C(1) << 40) / ne1, "bad buffer shape [%lld, %lld]",
           (long long)ne1, (long long)ne0);
     TRY(be->m->buf_new(be, type, ne0, ne1, out));
@@ -205,8 +209,8 @@ pl_status pl_be_rope(pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p
 
 pl_status pl_be_kv_store(const pl_buf *src, int64_t n, int64_t pos0, pl_buf *cache) {
     CHECK(src && cache, "kv_store: missing buffer");
-    CHECK(cache->type == PL_TYPE_F32 || cache->type == PL_TYPE_F16,
-          "kv_store: cache must be f32 or f16");
+    CHECK(cache->type == PL_TYPE_F32 || cache->type == PL_TYPE_F16 || cache->type == PL_TYPE_Q8_0,
+          "kv_store: cache must be f32, f16 or q8_0");
     CHECK(n >= 0 && pos0 >= 0 && pos0 + n <= cache->ne1,
           "kv_store: rows [%lld, %lld) outside a cache of %lld", (long long)pos0,
           (long long)(pos0 + n), (long long)cache->ne1);
@@ -224,8 +228,9 @@ pl_status pl_be_attention(const pl_buf *q, const pl_buf *k_cache, const pl_buf *
           "attention: bad head geometry (%d heads, %d kv heads)", p->n_head, p->n_head_kv);
     CHECK(n >= 0 && pos0 >= 0, "attention: negative rows or position");
     CHECK(k_cache->type == v_cache->type &&
-              (k_cache->type == PL_TYPE_F32 || k_cache->type == PL_TYPE_F16),
-          "attention: caches must both be f32 or both f16");
+              (k_cache->type == PL_TYPE_F32 || k_cache->type == PL_TYPE_F16 ||
+               k_cache->type == PL_TYPE_Q8_0),
+          "attention: caches must both be f32, both f16 or both q8_0");
     CHECK(k_cache->ne0 == (int64_t)p->n_head_kv * p->head_dim &&
               v_cache->ne0 == (int64_t)p->n_head_kv * p->head_dim_v,
           "attention: cache rows do not match the kv heads");
@@ -288,6 +293,7 @@ pl_status pl_be_copy(const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst
     CHECK(!src->weight, "copy: source is a weight");
     CHECK(src->type == dst->type, "copy: types differ (%s, %s)", tname(src->type),
           tname(dst->type));
+    CHECK(src->type != PL_TYPE_Q8_0, "copy: q8_0 buffers are not copied by value");
     CHECK(src0 >= 0 && dst0 >= 0 && count >= 0 && src0 + count <= nvals(src) &&
               dst0 + count <= nvals(dst),
           "copy: %lld values outside the buffers", (long long)count);

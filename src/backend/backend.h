@@ -136,17 +136,22 @@ typedef struct pl_backend_methods {
     pl_status (*add)(pl_backend *be, const pl_buf *a, const pl_buf *b, int64_t count, pl_buf *out);
     /* Rotate x in place: row i is at position pos0 + i.  x [>=n, n_heads*head_dim]. */
     pl_status (*rope)(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p);
-    /* cache[pos0 + i, :] = src[i, :] for i < n, converted to the cache's type (F32 or F16).
-     * src [>=n, d]; cache [n_ctx, d]; pos0 + n <= n_ctx. */
+    /* cache[pos0 + i, :] = src[i, :] for i < n, converted to the cache's type (F32, F16 or
+     * Q8_0). src [>=n, d]; cache [n_ctx, d]; pos0 + n <= n_ctx. A Q8_0 cache (d a multiple
+     * of 32) holds every row's int8 quants (n_ctx * d bytes, row by row), then one f16
+     * scale per 32 consecutive values of a row (n_ctx * d / 32 halves), each block
+     * quantised as pl_quant_act_q8_0 does: the same bytes on every backend. */
     pl_status (*kv_store)(pl_backend *be, const pl_buf *src, int64_t n, int64_t pos0,
                           pl_buf *cache);
     /* Causal attention over the cache: query row i (position pos0 + i) attends cache rows
      * 0..pos0+i.  q [>=n, n_head*head_dim]; k_cache [n_ctx, n_head_kv*head_dim];
-     * v_cache [n_ctx, n_head_kv*head_dim_v] (F32 or F16, both the same);
+     * v_cache [n_ctx, n_head_kv*head_dim_v] (F32, F16 or Q8_0, both the same);
      * out [>=n, n_head*head_dim_v]. Query head h uses kv head h / (n_head / n_head_kv).
-     * F32 caches: float32 arithmetic. F16 caches: a backend may compute at half precision
-     * (the CPU backend rounds q and the value accumulator to f16 as llama.cpp does, see
-     * cpu_attention.c); compare backends on F16 caches with an f16-sized tolerance. */
+     * F32 caches: float32 arithmetic. Q8_0 caches: each value dequantised (quant x scale,
+     * exact in float32), then the F32 arithmetic. F16 caches: a backend may compute at half
+     * precision (the CPU backend rounds q and the value accumulator to f16 as llama.cpp
+     * does, see cpu_attention.c); compare backends on F16 caches with an f16-sized
+     * tolerance. */
     pl_status (*attention)(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
                            const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
                            pl_buf *out);

@@ -140,6 +140,8 @@ static pl_status op_kv_store(pl_backend *be, const pl_buf *src, int64_t n, int64
     const float *s = fptr(src);
     if (cache->type == PL_TYPE_F32) {
         memcpy(fptr(cache) + pos0 * d, s, (size_t)(n * d) * sizeof(float));
+    } else if (cache->type == PL_TYPE_Q8_0) { /* rows are whole blocks: one run of them */
+        pl_quant_act_q8_0(s, n * d, q8_quants(cache) + pos0 * d, q8_scales(cache) + pos0 * d / 32);
     } else {
         uint16_t *c = (uint16_t *)vptr(cache) + pos0 * d;
         for (int64_t i = 0; i < n * d; i++) c[i] = pl_f32_to_f16(s[i]);

@@ -12,6 +12,8 @@
  *     call on CPUs built without FMA). Exact float32
  *     arithmetic on the same f16 cache lands about 3e-4 of the largest logit away from
  *     llama.cpp on stories260K; this path lands within 1e-4.
+   - Q8_0 cache: each key and value dequantised (int8 quant x its block's f16 scale, exact
+ *     in float32), then the F32 cache's arithmetic.
  * Each output value is computed by one thread in one fixed order, so the thread count
  * never changes a result. On x86 with AVX2 + F16C (chosen at run time) the F16 path runs
  * eight lanes at a time with the same bits (attend_f16_avx2). */
@@ -30,16 +32,28 @@ typedef struct {
     atomic_int failed;
 } attn_job;
 
-/* Exact float32 attention of query q (hd values) over keys 0..n_keys-1 of kv head kvh. */
+/* Values [off, off + len) of cache row t as floats: the F32 cache's own, or a Q8_0 cache's
+ * dequantised into tmp (quant x its block's f16 scale: exact in float32). */
+static const float *cache_row(const attn_job *j, const pl_buf *c, int64_t t, int64_t off,
+                              int64_t len, float *tmp) {
+    int64_t e0 = t * c->ne0 + off;
+    if (c->type == PL_TYPE_F32) return fptr(c) + e0;
+    const int8_t *q = q8_quants(c);
+    const uint16_t *sc = q8_scales(c);
+    for (int64_t d = 0; d < len; d++) tmp[d] = (float)q[e0 + d] * j->c->f16[sc[(e0 + d) / 32]];
+    return tmp;
+}
+
+/* Exact float32 attention of query q (hd values) over keys 0..n_keys-1 of kv head kvh, on
+ * an F32 cache or the dequantised values of a Q8_0 cache. */
 static void attend_f32(const attn_job *j, const float *q, int64_t kvh, int64_t n_keys, float *o,
                        float *scratch) {
     const pl_attn_params *p = j->p;
     int64_t hd = p->head_dim, hdv = p->head_dim_v;
-    const float *kc = fptr(j->k), *vc = fptr(j->v);
-    float *scores = scratch, *acc = scratch + n_keys;
+    float *scores = scratch, *acc = scratch + n_keys, *row = acc + hdv;
     float mx = -INFINITY;
     for (int64_t t = 0; t < n_keys; t++) {
-        scores[t] = pl_cpu_dot(q, kc + t * j->k->ne0 + kvh * hd, hd) * p->scale;
+        scores[t] = pl_cpu_dot(q, cache_row(j, j->k, t, kvh * hd, hd, row), hd) * p->scale;
         if (scores[t] > mx) mx = scores[t];
     }
     float sum = 0;
@@ -49,7 +63,7 @@ static void attend_f32(const attn_job *j, const float *q, int64_t kvh, int64_t n
     }
     for (int64_t d = 0; d < hdv; d++) acc[d] = 0;
     for (int64_t t = 0; t < n_keys; t++) {
-        const float *vr = vc + t * j->v->ne0 + kvh * hdv;
+        const float *vr = cache_row(j, j->v, t, kvh * hdv, hdv, row);
         for (int64_t d = 0; d < hdv; d++) acc[d] += scores[t] * vr[d];
     }
     for (int64_t d = 0; d < hdv; d++) o[d] = acc[d] / sum;
@@ -222,11 +236,11 @@ static void attn_item(void *ctx, int64_t item) {
     int64_t i = (blocks - 1 - item / p->n_head_kv) * nr, kvh = item % p->n_head_kv;
     if (nr > j->n - i) nr = j->n - i;
     int64_t n_keys = j->pos0 + i + 1, hd = p->head_dim, hdv = p->head_dim_v;
-    /* f32: scores + accumulator; f16: queries, key and value rows, accumulators, max, sum,
-     * scores */
-    size_t need = j->k->type == PL_TYPE_F32
-                      ? (size_t)(n_keys + hdv)
-                      : (size_t)(nr * g * hd + hd + hdv + nr * g * hdv + 3 * nr * g);
+    /* f32 and q8_0: scores, accumulator, a dequantised row; f16: queries, key and value
+     * rows, accumulators, max, sum, scores */
+    bool f16 = j->k->type == PL_TYPE_F16;
+    size_t need = !f16 ? (size_t)(n_keys + hdv + (hd > hdv ? hd : hdv))
+                       : (size_t)(nr * g * hd + hd + hdv + nr * g * hdv + 3 * nr * g);
     float *scratch = malloc(sizeof(float) * need);
     if (!scratch) {
         atomic_store(&j->failed, 1);
@@ -234,7 +248,7 @@ static void attn_item(void *ctx, int64_t item) {
     }
     const float *q = fptr(j->q) + i * j->q->ne0 + kvh * g * hd;
     float *o = fptr(j->out) + i * j->out->ne0 + kvh * g * hdv;
-    if (j->k->type == PL_TYPE_F32) {
+    if (!f16) {
         for (int64_t h = 0; h < g; h++)
             attend_f32(j, q + h * hd, kvh, n_keys, o + h * hdv, scratch);
     } else {

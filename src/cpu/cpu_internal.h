@@ -29,6 +29,15 @@ static inline void *vptr(const pl_buf *b) {
     return ((const cpu_buf *)b)->data;
 }
 
+/* A Q8_0 KV cache (see kv_store in backend.h): the int8 quants of value e (row-major
+ * index) at q8_quants(b)[e], its block's f16 scale at q8_scales(b)[e / 32]. */
+static inline int8_t *q8_quants(const pl_buf *b) {
+    return vptr(b);
+}
+static inline uint16_t *q8_scales(const pl_buf *b) {
+    return (uint16_t *)((char *)vptr(b) + b->ne0 * b->ne1);
+}
+
 /* The work of a job below this many multiply-adds runs on the caller's thread alone:
  * waking the pool costs more than it saves. */
 #define CPU_PAR_MIN_WORK 32768

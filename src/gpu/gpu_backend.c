@@ -113,7 +113,9 @@ static pl_status buf_new(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1
     gbuf *b = calloc(1, sizeof *b);
     if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory");
     b->h = (pl_buf){.be = be, .type = type, .ne0 = ne0, .ne1 = ne1};
-    b->bytes = ((uint64_t)ne0 * (uint64_t)ne1 * esize(type) + 15) & ~(uint64_t)15;
+    uint64_t vals = (uint64_t)ne0 * (uint64_t)ne1; /* Q8_0 (a KV cache): quants, f16 scales */
+    b->bytes =
+        ((type == PL_TYPE_Q8_0 ? vals + vals / 16 : vals * esize(type)) + 15) & ~(uint64_t)15;
     if (pl_gpu_buf_new(gb->g, b->bytes, PL_GPU_STORAGE, "activations", &b->buf) != PL_OK) {
         free(b);
         return PL_ERR_NOMEM;

@@ -365,6 +365,23 @@ static pl_status enc_copy(gpu_backend *gb, const gbuf *src, uint64_t src0, gbuf 
     return pl_gpu_run(gb, k, refs, n, pl_copy_groups(&p, (uint32_t)dst0, (uint32_t)count));
 }
 
+/* A KV store of n rows at pos0 into a Q8_0 cache: blocks of 32 quantised on the device
+ * (pl_wgsl_kv_q8). */
+static pl_status enc_store_q8(gpu_backend *gb, const op *o) {
+    if (!o->n) return PL_OK;
+    pl_kv_q8_params p = {.threads = 64};
+    pl_gpu_kernel *k;
+    if (pl_gpu_get_kernel(gb, F_KV_Q8, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_kv_q8, "kv store q8",
+                          &k) != PL_OK)
+        return PL_ERR;
+    uint64_t nb = (uint64_t)o->out->h.ne0 / 32; /* blocks per row */
+    uint32_t blk0 = (uint32_t)((uint64_t)o->pos0 * nb), count = (uint32_t)((uint64_t)o->n * nb);
+    uint32_t scales = (uint32_t)((uint64_t)o->out->h.ne1 * (uint64_t)o->out->h.ne0 / 4);
+    pl_gpu_ref refs[3] = {pl_gpu_whole(o->a->buf), pl_gpu_whole(o->out->buf), {0}};
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{blk0, count, scales}}, &refs[2]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k, refs, 3, pl_kv_q8_groups(&p, blk0, count));
+}
+
 static pl_status enc_attn(gpu_backend *gb, const op *o) {
     const pl_attn_params *a = &o->attn;
     pl_attn_params_gpu p;
@@ -378,6 +395,8 @@ static pl_status enc_attn(gpu_backend *gb, const op *o) {
     p.block_rows = ATTN_BLOCK;
     p.threads = gb->info->software ? 32 : 256;
     p.kv_f16 = o->b->h.type == PL_TYPE_F16;
+    p.kv_q8 = o->b->h.type == PL_TYPE_Q8_0;
+    p.ctx = p.kv_q8 ? (uint32_t)o->b->h.ne1 : 0;
     p.scale = a->scale;
     p.sg = gb->info->has_subgroups;
     pl_attn_combine_params cp;
@@ -523,6 +542,7 @@ pl_status pl_gpu_encode_op(gpu_backend *gb, op *o) {
     case OP_SWIGLU: return o->count ? enc_ew(gb, o) : PL_OK;
     case OP_ROPE: return o->n ? enc_rope(gb, o) : PL_OK;
     case OP_STORE:
+        if (o->out->h.type == PL_TYPE_Q8_0) return enc_store_q8(gb, o);
         return enc_copy(gb, o->a, 0, o->out, (uint64_t)o->pos0 * (uint64_t)o->out->h.ne0,
                         (uint64_t)o->n * (uint64_t)o->out->h.ne0);
     case OP_ATTN: return o->n ? enc_attn(gb, o) : PL_OK;

@@ -173,6 +173,7 @@ static fuse_result fuse_rope_store(gpu_backend *gb, int i) {
         sk->n != r->n || sk->pos0 != r->pos0 || sk->out->h.ne0 != row)
         return NONE;
     if (sk->out->h.type == PL_TYPE_F16 && r->rope.head_dim % 2) return BLOCKED;
+    if (sk->out->h.type == PL_TYPE_Q8_0) return BLOCKED; /* quantised by its own kernel */
     r->frope.kc = sk->out;
     sk->dead = true;
     k = j + 1;

@@ -231,6 +231,7 @@ enum {
     F_GEMM,
     F_Q8PRE,
     F_MOE_GROUP,
+    F_KV_Q8,
 };
 
 /* gpu_encode.c: what the encoders share. A generator writes WGSL from its parameters. */

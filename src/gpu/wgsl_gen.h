@@ -170,8 +170,19 @@ typedef struct {
 
 uint32_t pl_copy_groups(const pl_copy_params *p, uint32_t dst0, uint32_t count);
 
+/* KV store into a Q8_0 cache (backend.h's layout): blocks args.a0 .. a0+a1-1 of the cache
+ * (32 values each, counted over the whole cache) from consecutive blocks of src, quantised
+ * as pl_quant_act_q8_0 (the CPU's rounding, pl_wgsl_q8_helpers); the f16 scales start at
+ * word args.a2. One thread per scale word (two blocks), keeping the other half of a word
+ * whose second block is outside the range. Bindings: 0 src f32, 1 cache u32, 2 args. */
+typedef struct {
+    uint32_t threads;
+} pl_kv_q8_params;
+
+uint32_t pl_kv_q8_groups(const pl_kv_q8_params *p, uint32_t blk0, uint32_t count);
+
 /* Split-K flash-decoding attention over the KV cache (rows are positions, [ctx][kv heads *
- * head dim], F16 or F32). This dispatch takes query rows args.a1 .. a1+a2-1 (row r is at
+ * head dim], F16, F32 or Q8_0). This dispatch takes query rows args.a1 .. a1+a2-1 (row r is at
  * position args.a0 + r and sees cache positions 0..that) split into args.a3 chunks of
  * `chunk` positions: workgroup (row, head, split). With one split it writes the normalised
  * output, else (acc[head_dim_v], max, sum) for pl_wgsl_attn_combine.
@@ -185,6 +196,9 @@ typedef struct {
     uint32_t chunk;      /* positions per split (<= 4096) */
     uint32_t threads;    /* power of two */
     int kv_f16;          /* cache of f16 pairs (else f32) */
+    int kv_q8;           /* Q8_0 cache (backend.h: quants, then f16 scales): needs head dims
+                            that are multiples of 4 */
+    uint32_t ctx;        /* the Q8_0 cache's rows (where its scales start); 0 otherwise */
     float scale;
     /* softmax statistics through subgroups: each thread's (max, sum) pair is merged by
      * subgroupMax / subgroupAdd and one barrier, instead of two workgroup reductions */
@@ -363,6 +377,7 @@ pl_status pl_wgsl_q8pre(const pl_q8pre_params *p, char **out);
 pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out);
 pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out);
 pl_status pl_wgsl_copy(const pl_copy_params *p, char **out);
+pl_status pl_wgsl_kv_q8(const pl_kv_q8_params *p, char **out);
 pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out);
 pl_status pl_wgsl_attn_combine(const pl_attn_combine_params *p, char **out);
 pl_status pl_wgsl_topk(const pl_topk_params *p, char **out);

@@ -265,6 +265,66 @@ pl_status pl_wgsl_copy(const pl_copy_params *p, char **out) {
     return pl_wtext_finish(&t, out);
 }
 
+/* ------------------------------------------------------------------ Q8_0 KV cache */
+
+/* WGSL: h16 - an f16 value held in an f32 (f16r's result, >= 0) to its 16 bits; hf - the
+ * half `i` of word w as f32, subnormals kept (unpack2x16float may flush them). */
+static const char *const q8_halves =
+    "fn h16(v: f32) -> u32 {\n"
+    "  if (v < 6.103515625e-05) { return u32(v * 16777216.0); }\n"
+    "  let b = bitcast<u32>(v);\n"
+    "  if (b > 0x7F800000u) { return 0x7E00u; }\n"
+    "  if (b == 0x7F800000u) { return 0x7C00u; }\n"
+    "  return (((b >> 23u) - 112u) << 10u) | ((b >> 13u) & 0x3FFu);\n"
+    "}\n"
+    "fn hf(w: u32, i: u32) -> f32 {\n"
+    "  let h = (w >> (16u * i)) & 0xFFFFu;\n"
+    "  let e = (h >> 10u) & 31u;\n"
+    "  let m = h & 0x3FFu;\n"
+    "  var v = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));\n"
+    "  if (e == 0u) { v = f32(m) * 5.9604644775390625e-08; }\n"
+    "  if (e == 31u) { v = bitcast<f32>(0x7F800000u | (m << 13u)); }\n"
+    "  return select(v, -v, (h & 0x8000u) != 0u);\n"
+    "}\n";
+
+uint32_t pl_kv_q8_groups(const pl_kv_q8_params *p, uint32_t blk0, uint32_t count) {
+    if (!count) return 0;
+    uint32_t words = (blk0 + count - 1) / 2 - blk0 / 2 + 1;
+    return (words + p->threads - 1) / p->threads;
+}
+
+pl_status pl_wgsl_kv_q8(const pl_kv_q8_params *p, char **out) {
+    *out = NULL;
+    if (!pow2(p->threads) || p->threads > 1024)
+        return pl_fail(PL_ERR_ARG, "Q8_0 KV store: bad %u threads", p->threads);
+    pl_wtext t = {0};
+    pl_wtext_add(&t,
+                 "const T = %uu;\n"
+                 "@group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n"
+                 "@group(0) @binding(1) var<storage, read_write> kc: array<u32>;\n",
+                 p->threads);
+    pl_wtext_args(&t, 2);
+    pl_wtext_add(&t, "%s%s", pl_wgsl_q8_helpers, q8_halves);
+    pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n"
+                     "  let g = wid.x + wid.y * nwg.x;\n"
+                     "  let w = args.a0 / 2u + g * T + lid;\n"
+                     "  if (w > (args.a0 + args.a1 - 1u) / 2u) { return; }\n"
+                     "  var word = kc[args.a2 + w];\n"
+                     "  for (var h = 0u; h < 2u; h++) {\n"
+                     "    let blk = 2u * w + h;\n"
+                     "    if (blk >= args.a0 && blk < args.a0 + args.a1) {\n"
+                     "      let sb = (blk - args.a0) * 8u;\n");
+    for (int j = 0; j < 8; j++) pl_wtext_add(&t, "      let x%d = src[sb + %du];\n", j, j);
+    pl_wgsl_quantize_block(&t, 0);
+    for (int j = 0; j < 8; j++) pl_wtext_add(&t, "      kc[blk * 8u + %du] = p%d;\n", j, j);
+    pl_wtext_add(&t, "      word = (word & ~(0xFFFFu << (16u * h))) | (h16(dx) << (16u * h));\n"
+                     "    }\n"
+                     "  }\n"
+                     "  kc[args.a2 + w] = word;\n"
+                     "}\n");
+    return pl_wtext_finish(&t, out);
+}
+
 /* ------------------------------------------------------------------ attention */
 
 /* Scores: one thread per cache position, the key row read in 16-byte pieces (8 halves or
@@ -275,17 +335,22 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
     *out = NULL;
     unsigned HD = p->head_dim, HDV = p->head_dim_v, T = p->threads;
     if (!p->n_head || !p->n_kv_head || p->n_head % p->n_kv_head || !HD || !HDV || HD > 1024 ||
-        (p->kv_f16 && (HD % 2 || HDV % 2)) || !p->chunk || p->chunk > 4096 || !pow2(T) ||
-        T > 1024 || !p->max_splits || !p->block_rows)
+        (p->kv_f16 && (HD % 2 || HDV % 2)) || (p->kv_q8 && (HD % 4 || HDV % 4 || !p->ctx)) ||
+        (p->kv_q8 && p->kv_f16) || !p->chunk || p->chunk > 4096 || !pow2(T) || T > 1024 ||
+        !p->max_splits || !p->block_rows)
         return pl_fail(PL_ERR_ARG, "attention: bad shape (heads %u/%u, head_dim %u/%u, chunk %u)",
                        p->n_head, p->n_kv_head, HD, HDV, p->chunk);
     unsigned kvd = p->n_kv_head * HD, vd = p->n_kv_head * HDV;
     /* key rows in 16-byte pieces when every row starts on one */
-    unsigned per16 = p->kv_f16 ? 8 : 4;
+    unsigned per16 = p->kv_q8 ? 16 : p->kv_f16 ? 8 : 4;
     int kvec = HD % per16 == 0 && kvd % per16 == 0;
-    unsigned nw = p->kv_f16 ? HDV / 2 : HDV; /* value words per row */
+    /* values per word of a value row: 4 int8 quants, 2 halves or a float */
+    unsigned per = p->kv_q8 ? 4 : p->kv_f16 ? 2 : 1;
+    unsigned nw = HDV / per; /* value words per row */
     unsigned ng = T > nw ? T / nw : 1;
-    const char *kt = kvec ? (p->kv_f16 ? "vec4<u32>" : "vec4<f32>") : (p->kv_f16 ? "u32" : "f32");
+    const char *kt = kvec ? (p->kv_f16 || p->kv_q8 ? "vec4<u32>" : "vec4<f32>")
+                          : (p->kv_f16 || p->kv_q8 ? "u32" : "f32");
+    static const char *const acc_t[5] = {"", "f32", "vec2<f32>", "", "vec4<f32>"}; /* by per */
     pl_wtext t = {0};
     if (p->sg) pl_wtext_add(&t, "enable subgroups;\n");
     pl_wtext_add(&t,
@@ -300,14 +365,22 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                  "@group(0) @binding(2) var<storage, read> vc: array<%s>;\n"
                  "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n"
                  "@group(0) @binding(4) var<storage, read_write> part: array<f32>;\n",
-                 kt, p->kv_f16 ? "u32" : "f32");
+                 kt, p->kv_f16 || p->kv_q8 ? "u32" : "f32");
     pl_wtext_args(&t, 5);
+    if (p->kv_q8) /* the words where the caches' f16 scales start */
+        pl_wtext_add(&t,
+                     "const SK = %uu;\nconst SV = %uu;\n%s"
+                     "fn vq(e: u32) -> vec4<f32> {\n"
+                     "  return vec4<f32>(unpack4xI8(vc[e >> 2u])) * hf(vc[SV + (e >> 6u)], (e >> "
+                     "5u) & 1u);\n"
+                     "}\n",
+                     p->ctx * (kvd / 4), p->ctx * (vd / 4), q8_halves);
     pl_wtext_add(&t,
                  "var<workgroup> sc: array<f32, CH>;\n"
                  "var<workgroup> red: array<f32, T>;\n"
                  "var<workgroup> qs: array<f32, %u>;\n"
                  "var<workgroup> ob: array<%s, NG * NW>;\n",
-                 (HD + 3) & ~3u, p->kv_f16 ? "vec2<f32>" : "f32");
+                 (HD + 3) & ~3u, acc_t[per]);
     if (p->sg)
         pl_wtext_add(&t, "var<workgroup> rm: array<f32, T>;\nvar<workgroup> rl: array<f32, T>;\n");
     else
@@ -328,7 +401,36 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                      "  var m = bitcast<f32>(0xff7fffffu);\n"
                      "  for (var i = lid; i < np; i += T) {\n"
                      "    var acc = 0.0;\n");
-    if (kvec && p->kv_f16)
+    if (kvec && p->kv_q8) /* 16 quants a load (half a block: SK is a multiple of 4 words) */
+        pl_wtext_add(&t,
+                     "    let kb = ((p0 + i) * KVD + kvh * HD) / 16u;\n"
+                     "    for (var j = 0u; j < HD / 16u; j++) {\n"
+                     "      let b = (kb + j) >> 1u;\n"
+                     "      let ks = hf(kc[SK / 4u + (b >> 3u)][(b >> 1u) & 3u], b & 1u);\n"
+                     "      let w = kc[kb + j];\n"
+                     "      let q0 = 16u * j;\n"
+                     "      acc += dot(vec4<f32>(unpack4xI8(w.x)) * ks, vec4<f32>(qs[q0], qs[q0 + "
+                     "1u], qs[q0 + 2u], qs[q0 + 3u]))\n"
+                     "           + dot(vec4<f32>(unpack4xI8(w.y)) * ks, vec4<f32>(qs[q0 + 4u], "
+                     "qs[q0 + 5u], qs[q0 + 6u], qs[q0 + 7u]))\n"
+                     "           + dot(vec4<f32>(unpack4xI8(w.z)) * ks, vec4<f32>(qs[q0 + 8u], "
+                     "qs[q0 + 9u], qs[q0 + 10u], qs[q0 + 11u]))\n"
+                     "           + dot(vec4<f32>(unpack4xI8(w.w)) * ks, vec4<f32>(qs[q0 + 12u], "
+                     "qs[q0 + 13u], qs[q0 + 14u], qs[q0 + 15u]));\n"
+                     "    }\n");
+    else if (p->kv_q8) /* dequantised (quant x scale: exact), the block's scale read once */
+        pl_wtext_add(&t,
+                     "    let kb = (p0 + i) * KVD + kvh * HD;\n"
+                     "    var ks = 0.0;\n"
+                     "    for (var j = 0u; j < HD / 4u; j++) {\n"
+                     "      let e = kb + 4u * j;\n"
+                     "      if (j == 0u || (e & 31u) == 0u) {\n"
+                     "        ks = hf(kc[SK + (e >> 6u)], (e >> 5u) & 1u);\n"
+                     "      }\n"
+                     "      acc += dot(vec4<f32>(unpack4xI8(kc[e >> 2u])) * ks, vec4<f32>(qs[4u * "
+                     "j], qs[4u * j + 1u], qs[4u * j + 2u], qs[4u * j + 3u]));\n"
+                     "    }\n");
+    else if (kvec && p->kv_f16)
         pl_wtext_add(
             &t, "    let kb = ((p0 + i) * KVD + kvh * HD) / 8u;\n"
                 "    for (var j = 0u; j < HD / 8u; j++) {\n"
@@ -394,10 +496,13 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                  "    let grp = e / NW;\n    let w = e %% NW;\n"
                  "    var acc = %s;\n"
                  "    var i = grp;\n",
-                 p->kv_f16 ? "vec2<f32>(0.0)" : "0.0");
+                 p->kv_q8    ? "vec4<f32>(0.0)"
+                 : p->kv_f16 ? "vec2<f32>(0.0)"
+                             : "0.0");
     /* four positions per turn, their loads issued before any is used; then the rest */
-    const char *vload = p->kv_f16 ? "unpack2x16float(vc[((p0 + %s) * VD + kvh * HDV) / 2u + w])"
-                                  : "vc[(p0 + %s) * VD + kvh * HDV + w]";
+    const char *vload = p->kv_q8    ? "vq((p0 + %s) * VD + kvh * HDV + 4u * w)"
+                        : p->kv_f16 ? "unpack2x16float(vc[((p0 + %s) * VD + kvh * HDV) / 2u + w])"
+                                    : "vc[(p0 + %s) * VD + kvh * HDV + w]";
     pl_wtext_add(&t, "    for (; i + 3u * NG < np; i += 4u * NG) {\n");
     const char *pos[4] = {"i", "i + NG", "i + 2u * NG", "i + 3u * NG"};
     for (int u = 0; u < 4; u++) {
@@ -420,12 +525,11 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                      "  for (var w = lid; w < NW; w += T) {\n"
                      "    var acc = ob[w];\n"
                      "    for (var j = 1u; j < NG; j++) { acc += ob[j * NW + w]; }\n");
-    /* the value dims of word w: (2w, 2w+1) of f16 pairs, w of floats */
-    unsigned per = p->kv_f16 ? 2 : 1;
+    /* the value dims of word w: per * w + c */
     for (unsigned c = 0; c < per; c++) {
         char v[16], d[24];
-        snprintf(v, sizeof v, per == 2 ? "acc[%u]" : "acc", c);
-        snprintf(d, sizeof d, per == 2 ? "2u * w + %uu" : "w", c);
+        snprintf(v, sizeof v, per > 1 ? "acc[%u]" : "acc", c);
+        snprintf(d, sizeof d, per > 1 ? "%uu * w + %uu" : "w", per, c);
         pl_wtext_add(&t,
                      "    if (ns == 1u) {\n"
                      "      o[(qr * NH + h) * HDV + %s] = %s / sum;\n"

@@ -127,7 +127,7 @@ static pl_status llama_load(pl_loader *ld) {
 /* What the state holds (see pl_check_state_size). */
 static pl_status check_state_size(const pl_state *s) {
     const llama_config *c = &LM(s->m)->cfg;
-    double elem = s->o.kv_type == PL_TYPE_F16 ? 2 : 4;
+    double elem = pl_row_size(s->o.kv_type, 32) / 32.0; /* bytes per cached value */
     double layers = s->m->info.layer_last - s->m->info.layer_first;
     /* activations per token, in floats: x, xb, q, k, v, att, then gate, up (dense FFN) or
      * the MoE block's scratch */

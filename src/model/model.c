@@ -462,8 +462,8 @@ pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out
     *out = NULL;
     if (o->n_ctx < 1 || o->n_batch < 1 || o->n_logits < 1)
         return pl_fail(PL_ERR_ARG, "context, batch and logit rows must be at least 1");
-    if (o->kv_type != PL_TYPE_F16 && o->kv_type != PL_TYPE_F32)
-        return pl_fail(PL_ERR_ARG, "the KV cache is f16 or f32");
+    if (o->kv_type != PL_TYPE_F16 && o->kv_type != PL_TYPE_F32 && o->kv_type != PL_TYPE_Q8_0)
+        return pl_fail(PL_ERR_ARG, "the KV cache is f16, f32 or q8_0");
     if (o->n_snap < 0 || o->n_snap > o->n_batch)
         return pl_fail(PL_ERR_ARG, "%d snapshots per call: 0 to the batch of %d", o->n_snap,
                        o->n_batch);

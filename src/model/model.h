@@ -85,7 +85,7 @@ pl_backend *pl_model_backend(const pl_model *m);
 
 typedef struct {
     int n_ctx;        /* KV cache rows (positions) */
-    uint32_t kv_type; /* PL_TYPE_F16 or PL_TYPE_F32 */
+    uint32_t kv_type; /* PL_TYPE_F16, PL_TYPE_F32 or PL_TYPE_Q8_0 (int8, an f16 scale per 32) */
     int n_batch;      /* most tokens one forward call may take */
     int n_logits;     /* most rows of logits one call may produce (1: last token only) */
     /* Recurrent models (qwen35): a pl_model_layers call of at most n_snap tokens keeps the

@@ -332,7 +332,7 @@ static void q35_model_free(pl_model *m) {
 
 static pl_status check_state_size(const pl_state *s) {
     const q35_config *c = &QM(s->m)->cfg;
-    double elem = s->o.kv_type == PL_TYPE_F16 ? 2 : 4, n_full = 0, n_rec = 0;
+    double elem = pl_row_size(s->o.kv_type, 32) / 32.0, n_full = 0, n_rec = 0;
     for (int l = s->m->info.layer_first; l < s->m->info.layer_last; l++) {
         n_full += is_full(c, l);
         n_rec += !is_full(c, l);

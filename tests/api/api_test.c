@@ -212,6 +212,28 @@ static void run_tests(void) {
     mo.backend = "cpu";
     mo.n_ctx = 64;
     mo.n_threads = 2;
+    mo.kv_type = 3;
+    CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_ERR_ARG &&
+              strstr(pooled_last_error(), "POOLED_KV_Q8"),
+          "kv_type 3: %s", pooled_last_error());
+    mo.kv_type = POOLED_KV_Q8; /* the int8 cache: a session on it generates */
+    CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_OK, "%s",
+          pooled_last_error());
+    if (m) {
+        pooled_session *s = NULL;
+        pooled_sample_opts so = pooled_sample_opts_default();
+        so.temperature = 0, so.max_tokens = 8, so.ignore_eos = 1;
+        pooled_result r = {.size = sizeof r};
+        int32_t bos = 1;
+        sink out = {0};
+        CHECK(pooled_session_new(m, &s) == POOLED_OK &&
+                  pooled_generate(s, &bos, 1, &so, collect, &out, &r) == POOLED_OK && r.n_gen == 8,
+              "kv q8: %s", pooled_last_error());
+        pooled_session_free(s);
+        pooled_model_close(m);
+        m = NULL;
+    }
+    mo.kv_type = POOLED_KV_F16;
     CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_OK, "%s",
           pooled_last_error());
     if (!m) return;

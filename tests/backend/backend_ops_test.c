@@ -53,11 +53,17 @@ static size_t esize(uint32_t type) {
     return type == PL_TYPE_F16 ? 2 : 4;
 }
 
+/* Bytes of ne1 rows of ne0 values (a Q8_0 KV cache: 34 per 32 values). */
+static size_t act_bytes(uint32_t type, int64_t ne0, int64_t ne1) {
+    return type == PL_TYPE_Q8_0 ? (size_t)(pl_row_size(type, ne0) * ne1)
+                                : (size_t)(ne0 * ne1) * esize(type);
+}
+
 /* ne1 rows of ne0 values of type: data, or NaNs (all-ones bytes: NaN as f32 and as f16,
  * -1 as i32). */
 static duo act(uint32_t type, int64_t ne0, int64_t ne1, const void *data) {
     duo d = {{NULL, NULL}};
-    size_t bytes = (size_t)(ne0 * ne1) * esize(type);
+    size_t bytes = act_bytes(type, ne0, ne1);
     unsigned char *tmp = malloc(bytes ? bytes : 1);
     if (data)
         memcpy(tmp, data, bytes);
@@ -240,6 +246,57 @@ static void case_rope_attention(void) {
         compare("attention", o, kvt == PL_TYPE_F16 ? 1e-5 : 1e-10);
         dfree(q), dfree(k), dfree(v), dfree(kc), dfree(vc), dfree(o);
         free(qd), free(kd), free(vd);
+    }
+}
+
+/* The same bytes in d on both backends (a Q8_0 cache: quants and scales, and the poison
+ * where nothing was stored). */
+static void compare_bytes(const char *what, duo d) {
+    if (!d.b[0] || !d.b[1]) return;
+    size_t bytes = act_bytes(d.b[0]->type, d.b[0]->ne0, d.b[0]->ne1), bad = 0, first = 0;
+    unsigned char *ra = malloc(bytes), *rb = malloc(bytes);
+    CHECK(pl_be_read(d.b[0], 0, ra, (int64_t)bytes) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_be_read(d.b[1], 0, rb, (int64_t)bytes) == PL_OK, "%s", pl_last_error());
+    for (size_t i = 0; i < bytes; i++)
+        if (ra[i] != rb[i] && !bad++) first = i;
+    CHECK(bad == 0, "%s: %zu of %zu bytes differ (first %zu: cpu %02x, %s %02x)", what, bad, bytes,
+          first, ra[first], be2[1]->name, rb[first]);
+    free(ra), free(rb);
+}
+
+/* A Q8_0 KV cache: stored in two calls (a call may start and end inside a scale word), the
+ * same bytes on both backends, and attention over it - decode and prefill rows, one split
+ * and several (past 256 positions) - within float32 summation order of the CPU. Values
+ * span magnitudes (tiny blocks give subnormal f16 scales) and include exact ties. */
+static void case_kv_q8(void) {
+    for (int it = 0; it < 3; it++) { /* decode; prefill rows past one block; split-K */
+        int nkv = (int)rnd(1, 2), hd = it == 1 ? 4 * (int)rnd(1, 8) : 32 * (int)rnd(1, 2);
+        while (nkv * hd % 32) nkv++;
+        int nh = nkv * (int)rnd(1, 3);
+        uint32_t n = it == 1 ? rnd(9, 20) : rnd(1, 4), pos0 = it == 2 ? rnd(250, 300) : rnd(0, 20);
+        uint32_t ctx = pos0 + n + rnd(0, 3), kd = (uint32_t)(nkv * hd);
+        float *qd = randv((size_t)n * nh * hd, -1, 1), *kd_ = randv((size_t)ctx * kd, -2, 2);
+        float *vd = randv((size_t)ctx * kd, -2, 2);
+        for (size_t i = 0; i < (size_t)ctx * kd; i++) {
+            if (i / 32 % 5 == 1) kd_[i] *= 1e-4f, vd[i] *= 1e-6f;       /* subnormal scales */
+            if (i % 7 == 3) kd_[i] = 0.5f * (float)((int)(kd_[i] * 8)); /* ties */
+        }
+        duo q = f32(nh * hd, n, qd), k = f32(kd, ctx, kd_), v = f32(kd, ctx, vd);
+        duo kc = act(PL_TYPE_Q8_0, kd, ctx, NULL), vc = act(PL_TYPE_Q8_0, kd, ctx, NULL);
+        duo o = f32(nh * hd, n + 1, NULL);
+        /* the earlier rows from row 0 of k, then this call's rows from row 0 of k2 */
+        duo k2 = f32(kd, n, kd_ + (size_t)pos0 * kd), v2 = f32(kd, n, vd + (size_t)pos0 * kd);
+        BOTH("kv_store", pl_be_kv_store(X(k), pos0, 0, X(kc)));
+        BOTH("kv_store", pl_be_kv_store(X(v), pos0, 0, X(vc)));
+        BOTH("kv_store", pl_be_kv_store(X(k2), n, pos0, X(kc)));
+        BOTH("kv_store", pl_be_kv_store(X(v2), n, pos0, X(vc)));
+        pl_attn_params ap = {nh, nkv, hd, hd, 1.0f / sqrtf((float)hd)};
+        BOTH("attention", pl_be_attention(X(q), X(kc), X(vc), n, pos0, &ap, X(o)));
+        compare_bytes("kv_store q8_0 (k)", kc);
+        compare_bytes("kv_store q8_0 (v)", vc);
+        compare("attention q8_0", o, 1e-10);
+        dfree(q), dfree(k), dfree(v), dfree(k2), dfree(v2), dfree(kc), dfree(vc), dfree(o);
+        free(qd), free(kd_), free(vd);
     }
 }
 
@@ -564,9 +621,9 @@ static void run_tests(void) {
     }
     fprintf(stderr, "%s against %s\n", be2[1]->device, be2[0]->device);
     static void (*const cases[])(void) = {
-        case_embed_matmul, case_norm_ew,       case_rope_attention, case_select_copy,
-        case_moe,          case_deltanet,      case_fuse,           case_fuse_experts,
-        case_fuse_router,  case_fuse_norm_gate};
+        case_embed_matmul, case_norm_ew,     case_rope_attention, case_kv_q8,
+        case_select_copy,  case_moe,         case_deltanet,       case_fuse,
+        case_fuse_experts, case_fuse_router, case_fuse_norm_gate};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i]();
     check_coverage();
     pl_be_destroy(be2[1]);

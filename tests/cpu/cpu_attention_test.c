@@ -3,7 +3,10 @@
  * random shapes: grouped heads, head sizes that are multiples of 8 (the vector path) and
  * not (the portable path both times), prompt batches of 1..13 rows (the AVX2 path takes 4
  * query rows at a time: whole blocks and short ones) after a cached prefix, values large
- * enough that the half accumulator overflows; and the same bits from 1 and 3 threads. */
+ * enough that the half accumulator overflows; and the same bits from 1 and 3 threads.
+ * Q8_0 caches: kv_store writes pl_quant_act_q8_0's quants and scales (backend.h's layout:
+ * quants, then scales), and attention over them gives the bits of the F32 path over an F32
+ * cache holding the dequantised values (quant x scale), from 1 and 3 threads. */
 #include "cpu/cpu.h"
 #include "cpu/cpu_internal.h"
 #include "format/quant.h"
@@ -43,6 +46,113 @@ static float *attend(pl_backend *be, int portable, const pl_attn_params *p, int 
     return out;
 }
 
+/* One random Q8_0 case on be: stores rows [0, pos0) then [pos0, n_ctx) of k and v (f32),
+ * checks the cache's bytes, and returns the attention over it (malloc'd); kdq/vdq get
+ * the dequantised values. */
+static float *attend_q8(pl_backend *be, const pl_attn_params *p, int n, int pos0, const float *q,
+                        const float *k, const float *v, float *kdq, float *vdq) {
+    int n_ctx = pos0 + n, kd = p->n_head_kv * p->head_dim, vd = p->n_head_kv * p->head_dim_v;
+    int od = p->n_head * p->head_dim_v;
+    pl_buf *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *sk = NULL, *sv = NULL;
+    CHECK(pl_be_buf_new(be, PL_TYPE_F32, p->n_head * p->head_dim, n, &bq) == PL_OK &&
+              pl_be_buf_new(be, PL_TYPE_Q8_0, kd, n_ctx, &bk) == PL_OK &&
+              pl_be_buf_new(be, PL_TYPE_Q8_0, vd, n_ctx, &bv) == PL_OK &&
+              pl_be_buf_new(be, PL_TYPE_F32, kd, n_ctx, &sk) == PL_OK &&
+              pl_be_buf_new(be, PL_TYPE_F32, vd, n_ctx, &sv) == PL_OK &&
+              pl_be_buf_new(be, PL_TYPE_F32, od, n, &bo) == PL_OK,
+          "%s", pl_last_error());
+    float *out = calloc((size_t)n * od, sizeof *out);
+    if (bq && bk && bv && bo && sk && sv) {
+        pl_be_write(bq, 0, q, (int64_t)n * p->n_head * p->head_dim * 4);
+        pl_be_write(sk, 0, k, (int64_t)n_ctx * kd * 4);
+        pl_be_write(sv, 0, v, (int64_t)n_ctx * vd * 4);
+        /* earlier rows, then this call's: a store that starts inside the cache */
+        CHECK(pl_be_kv_store(sk, pos0, 0, bk) == PL_OK && pl_be_kv_store(sv, pos0, 0, bv) == PL_OK,
+              "%s", pl_last_error());
+        pl_be_write(sk, 0, k + (size_t)pos0 * kd, (int64_t)n * kd * 4);
+        pl_be_write(sv, 0, v + (size_t)pos0 * vd, (int64_t)n * vd * 4);
+        CHECK(pl_be_kv_store(sk, n, pos0, bk) == PL_OK && pl_be_kv_store(sv, n, pos0, bv) == PL_OK,
+              "%s", pl_last_error());
+        const pl_buf *caches[2] = {bk, bv};
+        const float *src[2] = {k, v};
+        float *deq[2] = {kdq, vdq};
+        int dims[2] = {kd, vd};
+        for (int c = 0; c < 2; c++) { /* the bytes, then the values they stand for */
+            int64_t nv = (int64_t)n_ctx * dims[c], bytes = pl_be_buf_bytes(caches[c]);
+            unsigned char *got = malloc((size_t)bytes), *want = malloc((size_t)bytes);
+            pl_quant_act_q8_0(src[c], nv, (int8_t *)want, (uint16_t *)(want + nv));
+            CHECK(bytes == nv + nv / 16 && pl_be_read(caches[c], 0, got, bytes) == PL_OK &&
+                      !memcmp(got, want, (size_t)bytes),
+                  "q8_0 kv_store: the cache's bytes are not pl_quant_act_q8_0's");
+            for (int64_t i = 0; i < nv; i++)
+                deq[c][i] =
+                    (float)((int8_t *)want)[i] * pl_f16_to_f32(((uint16_t *)(want + nv))[i / 32]);
+            free(got), free(want);
+        }
+        CHECK(pl_be_attention(bq, bk, bv, n, pos0, p, bo) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_be_read(bo, 0, out, (int64_t)n * od * 4) == PL_OK, "%s", pl_last_error());
+    }
+    pl_be_buf_free(bq), pl_be_buf_free(bk), pl_be_buf_free(bv), pl_be_buf_free(bo);
+    pl_be_buf_free(sk), pl_be_buf_free(sv);
+    return out;
+}
+
+/* Attention over F32 caches holding k and v (malloc'd). */
+static float *attend_f32(pl_backend *be, const pl_attn_params *p, int n, int pos0, const float *q,
+                         const float *k, const float *v) {
+    int n_ctx = pos0 + n, kd = p->n_head_kv * p->head_dim, vd = p->n_head_kv * p->head_dim_v;
+    int od = p->n_head * p->head_dim_v;
+    pl_buf *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
+    CHECK(pl_be_buf_new(be, PL_TYPE_F32, p->n_head * p->head_dim, n, &bq) == PL_OK &&
+              pl_be_buf_new(be, PL_TYPE_F32, kd, n_ctx, &bk) == PL_OK &&
+              pl_be_buf_new(be, PL_TYPE_F32, vd, n_ctx, &bv) == PL_OK &&
+              pl_be_buf_new(be, PL_TYPE_F32, od, n, &bo) == PL_OK,
+          "%s", pl_last_error());
+    float *out = calloc((size_t)n * od, sizeof *out);
+    if (bq && bk && bv && bo) {
+        pl_be_write(bq, 0, q, (int64_t)n * p->n_head * p->head_dim * 4);
+        pl_be_write(bk, 0, k, (int64_t)n_ctx * kd * 4);
+        pl_be_write(bv, 0, v, (int64_t)n_ctx * vd * 4);
+        CHECK(pl_be_attention(bq, bk, bv, n, pos0, p, bo) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_be_read(bo, 0, out, (int64_t)n * od * 4) == PL_OK, "%s", pl_last_error());
+    }
+    pl_be_buf_free(bq), pl_be_buf_free(bk), pl_be_buf_free(bv), pl_be_buf_free(bo);
+    return out;
+}
+
+static void q8_cases(pl_backend *be1, pl_backend *be3) {
+    static const int dims[] = {8, 16, 32, 64, 128, 40};
+    int bad = 0, bad_threads = 0, cases = 0;
+    for (int iter = 0; iter < 30; iter++) {
+        pl_attn_params p = {.n_head_kv = 1 + (int)(rnd() % 4)};
+        p.head_dim = dims[rnd() % 6], p.head_dim_v = iter % 4 ? p.head_dim : dims[rnd() % 6];
+        while ((p.n_head_kv * p.head_dim) % 32 || (p.n_head_kv * p.head_dim_v) % 32) p.n_head_kv++;
+        p.n_head = p.n_head_kv * (1 + (int)(rnd() % 3));
+        p.scale = 1.0f / sqrtf((float)p.head_dim);
+        int n = 1 + (int)(rnd() % 13), pos0 = (int)(rnd() % 40), n_ctx = pos0 + n;
+        int nq = n * p.n_head * p.head_dim, nk = n_ctx * p.n_head_kv * p.head_dim;
+        int nv = n_ctx * p.n_head_kv * p.head_dim_v;
+        float *q = malloc(sizeof(float) * (size_t)nq), *k = malloc(sizeof(float) * (size_t)nk);
+        float *v = malloc(sizeof(float) * (size_t)nv), *kdq = malloc(sizeof(float) * (size_t)nk);
+        float *vdq = malloc(sizeof(float) * (size_t)nv);
+        for (int i = 0; i < nq; i++) q[i] = frand(-2, 2);
+        for (int i = 0; i < nk; i++) k[i] = frand(-2, 2) * (i / 32 % 3 == 1 ? 1e-5f : 1.0f);
+        for (int i = 0; i < nv; i++) v[i] = frand(-3, 3);
+        float *got = attend_q8(be1, &p, n, pos0, q, k, v, kdq, vdq);
+        float *got3 = attend_q8(be3, &p, n, pos0, q, k, v, kdq, vdq);
+        float *want = attend_f32(be1, &p, n, pos0, q, kdq, vdq);
+        size_t bytes = sizeof(float) * (size_t)n * p.n_head * p.head_dim_v;
+        bad += memcmp(got, want, bytes) != 0;
+        bad_threads += memcmp(got, got3, bytes) != 0;
+        cases++;
+        free(q), free(k), free(v), free(kdq), free(vdq), free(got), free(got3), free(want);
+    }
+    CHECK(bad == 0, "attention q8_0: %d of %d cases differ from f32 over the dequantised cache",
+          bad, cases);
+    CHECK(bad_threads == 0, "attention q8_0: %d of %d cases differ between 1 and 3 threads",
+          bad_threads, cases);
+}
+
 static void run_tests(void) {
     pl_backend *be1 = NULL, *be3 = NULL;
     CHECK(pl_cpu_new(1, &be1) == PL_OK && pl_cpu_new(3, &be3) == PL_OK, "%s", pl_last_error());
@@ -79,5 +189,6 @@ static void run_tests(void) {
     CHECK(bad_threads == 0, "attention f16: %d of %d cases differ between 1 and 3 threads",
           bad_threads, cases);
     CHECK(vector_cases > 20, "only %d cases took the vector path's shapes", vector_cases);
+    q8_cases(be1, be3);
     pl_be_destroy(be1), pl_be_destroy(be3);
 }

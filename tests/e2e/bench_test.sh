@@ -48,6 +48,17 @@ for bad in 0 16 -1 x 1,,3 1, ,1 3,3 "1 3" 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16
 done
 check_err "--verify-cost without a prompt" "${B[@]}" -p 0 -n 4 --verify-cost 1
 check_err "--verify-cost past --ctx" "${B[@]}" -p 8 --ctx 10 --verify-cost 3
+# --kv q8: the state holds an int8 cache - 34 bytes per 32 values where f16 takes 64 and
+# f32 128 - so with the activations the same, f16 - q8 = 15/32 of (f32 - f16)
+for kv in f32 f16 q8; do
+    "$POOLED" bench -m "$SHARED/models/stories260K.gguf" -p 4 -n 2 -r 1 --backend cpu --kv $kv \
+        --json >"$TMP/out" 2>/dev/null
+    line=$(tail -n 1 "$TMP/out")
+    check "--kv $kv is reported" grep -q "\"kv\":\"$kv\"" <<<"$line"
+    eval "state_$kv=$(grep -o '"state_bytes":[0-9]*' <<<"$line" | cut -d: -f2)"
+done
+check "the state is smaller with --kv q8 (f32 $state_f32, f16 $state_f16, q8 $state_q8 bytes)" \
+    [ $((32 * (state_f16 - state_q8))) -eq $((15 * (state_f32 - state_f16))) -a $state_q8 -lt $state_f16 ]
 check_err "bench with nothing to do" "$POOLED" bench -m "$SHARED/models/stories260K.gguf" -p 0 -n 0
 check_err "bench on a missing file" "$POOLED" bench -m "$TMP/none.gguf"
 finish

@@ -55,6 +55,11 @@ for args in "run --ctx 5x" "run --ctx ' 5'" "run --ctx 0" "run --ctx 99999999999
     check "pooled $args: names the option" sh -c "grep -q -- '${2%%=*}' '$TMP/err'"
 done
 
+# --kv q8 on a model whose cache rows are not whole 32-value blocks (8 values a row)
+check_err "--kv q8 on 8-value cache rows" "$POOLED" run -m "$SHARED/models/llama-2-tiny-random.gguf" \
+    -p hi -n 1 --kv q8 --backend cpu
+check "... says why and what to use" has "32-value blocks (this one's hold 8 values): use an f16"
+
 # --- templates: no "chat:" prefix, and /reset only when it can help
 echo '[{"role": "user", "content": "hi"}]' >"$TMP/m.json"
 check_err "template on a model without a template" "$POOLED" template -m "$M" --messages "$TMP/m.json"

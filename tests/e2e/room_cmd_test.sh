@@ -1,9 +1,10 @@
 # room_cmd_test.sh - `pooled room host` and `pooled room join` as separate processes on
 # 127.0.0.1 (an ephemeral port the host prints): with 2 and 3 workers (and with a layer on
 # the host) the host's stdout is exactly `pooled run`'s, on stories260K (text, greedy and
-# seeded) and the qwen3_5 hybrid fixture (ids), f32 frames; every worker exits 0 after the
-# host's bye; --spec lookup (stories260K) and mtp and auto (the qwen3_5-mtp fixture): the
-# ids of --spec off. A joiner with a wrong key is refused with one line while the room still
+# seeded, and --kv q8 on every member) and the qwen3_5 hybrid fixture (ids), f32 frames;
+# every worker exits 0 after the host's bye; --spec lookup (stories260K) and mtp and auto
+# (the qwen3_5-mtp fixture): the ids of --spec off. A joiner with a wrong key is refused with
+# one line while the room still
 # answers; without a prompt the host chats like `pooled chat`; a worker stopped by SIGTERM
 # before the deal says bye, exits 0 and is dropped. A worker killed (SIGKILL) or leaving
 # (SIGTERM) mid-answer, or killed between chat turns: the host takes its layers over and
@@ -72,6 +73,11 @@ for n in 2 3; do
     check "stories260K, $n workers: the plan table before the answer" \
         grep -q "^device  *backend  *layers  *memory" "$TMP/host.err"
 done
+# the int8 KV cache on every member (--kv q8): the text of pooled run --kv q8
+want_q8=$(run -m "$S" -p "$p" -n 40 --temp 0 --kv q8)
+JOIN_ARGS="--kv q8" room 2 "$S" -p "$p" -n 40 --temp 0 --wire f32 --kv q8
+check "--kv q8: the text of pooled run --kv q8" [ -n "$want_q8" -a "$(cat "$TMP/host.out")" = "$want_q8" ]
+check "--kv q8: the host loads a q8 cache" grep -q "| kv q8 |" "$TMP/host.err"
 # the workers' --layers are followed; the host keeps only the ends (and says so)
 JOIN_LAYERS="3-5 0-3" room 2 "$S" -p "$p" -n 40 --temp 0 --wire f32
 check "stories260K, --layers: the text of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]

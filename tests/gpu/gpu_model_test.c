@@ -11,6 +11,8 @@
  * CPU's, relative to the largest logit:
  *   - float32 KV cache: TOL_F32. Both backends compute in float32; only the order of the
  *     sums differs (measured <= 2e-6).
+ *   - q8 KV cache (--kv q8): TOL_F32 too. Both caches hold the same bytes (quantised with
+ *     the CPU's rounding on the GPU), dequantised exactly, then float32 arithmetic.
  *   - f16 KV cache (the default): TOL_F16. The CPU rounds q and the value accumulator to
  *     f16 as llama.cpp does, the GPU accumulates in float32 over the same f16 cache
  *     (measured <= 1e-3).
@@ -103,7 +105,7 @@ static void compare_tol(pl_backend *cpu, pl_backend *gpu, const char *path, cons
     run_result gr = run(gpu, path, prompt, np, n_gen, kv);
     double t_gpu = pl_gpu_now_s() - t0;
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    const char *kvs = kv == PL_TYPE_F16 ? "f16" : "f32";
+    const char *kvs = kv == PL_TYPE_F16 ? "f16" : kv == PL_TYPE_Q8_0 ? "q8" : "f32";
     if (c.ok && gr.ok) {
         int diff = -1;
         for (int t = 0; t < n_gen && diff < 0; t++)
@@ -150,6 +152,8 @@ static void stories(pl_backend *cpu, pl_backend *gpu) {
         /* llama.cpp's ids were made with an f16 cache */
         compare(cpu, gpu, test_shared(rel), prompt, np, want, 64, PL_TYPE_F16);
         if (i == 0) compare(cpu, gpu, test_shared(rel), prompt, np, NULL, 16, PL_TYPE_F32);
+        /* the q8 cache: the same bytes on both, then float32 arithmetic (TOL_F32) */
+        if (i == 0) compare(cpu, gpu, test_shared(rel), prompt, np, NULL, 64, PL_TYPE_Q8_0);
     }
     free(json);
 }
@@ -180,6 +184,8 @@ static void hf(pl_backend *cpu, pl_backend *gpu) {
             /* transformers' ids hold for the lossless files; q4_0 is checked against the CPU */
             compare(cpu, gpu, test_shared(rel), prompt, np, k != 1 ? want : NULL, 32, PL_TYPE_F32);
             if (k == 0) compare(cpu, gpu, test_shared(rel), prompt, np, want, 32, PL_TYPE_F16);
+            if (k == 0 && !strcmp(dir, "qwen3")) /* a dense fixture with the q8 cache */
+                compare(cpu, gpu, test_shared(rel), prompt, np, NULL, 32, PL_TYPE_Q8_0);
         }
         free(json);
     }
