@@ -155,7 +155,7 @@ typedef struct {
                                     worker killed mid-download (0: never) */
     const char *backend;         /* auto, cpu, webgpu (NULL: auto) */
     int threads;                 /* 0: one per core */
-    uint32_t kv_type;            /* PL_TYPE_F16 (0: f16), F32 or Q8_0, as the host's */
+    uint32_t kv_type;            /* PL_TYPE_F16, F32 (= 0) or Q8_0, as the host's */
     int act_q8;                  /* as the host's --act */
     uint64_t lend;               /* bytes of memory lent (hello), 0: not said */
     int want_first, want_last;   /* --layers: exactly [first, last) (0, 0: as the plan says) */

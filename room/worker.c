@@ -298,7 +298,7 @@ static pl_status take_plan(worker *w, const pl_wire_plan *p) {
         pl_state_opts so = pl_state_opts_default(w->m);
         so.n_ctx = w->n_ctx;
         so.n_batch = PL_WIRE_MAX_COLS;
-        so.kv_type = o->kv_type ? o->kv_type : PL_TYPE_F16;
+        so.kv_type = o->kv_type;
         s = pl_state_new(w->m, &so, &w->s);
     }
     int64_t frame = (int64_t)PL_WIRE_MAX_COLS * (w->m ? pl_model_get_info(w->m)->n_embd : 0);

@@ -44,6 +44,8 @@ static void *join_main(void *ud) {
     return NULL;
 }
 
+/* The KV cache type of every member (joiners and the sessions compared). */
+static uint32_t kv_type = PL_TYPE_F16;
 /* Set: joiners have no model file and fetch their layers into this folder. */
 static const char *fetch_dir;
 /* What the host sent each worker of the last room dealt (pl_room_worker.sent). */
@@ -62,6 +64,7 @@ static void start_joiner(joiner *j, const char *url, const char *key, const char
                                .backend = "cpu",
                                .threads = 1,
                                .act_q8 = 1,
+                               .kv_type = kv_type,
                                .plan_ms = 60000,
                                .mute_after = j->o.mute_after,
                                .slow_ms = j->o.slow_ms,
@@ -189,6 +192,7 @@ static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dty
         const pl_model_info *in = pl_model_get_info(w);
         bool ok = room_open(&r, url, rel, n, in->n_layer, in->n_embd, dtype, 0, 0, chain);
         pl_state_opts o = cc_opts(w);
+        o.kv_type = kv_type;
         pl_chain_opts co = {.frame_cols = 4, .in_flight = 3};
         pl_session *ws = NULL, *cs = NULL;
         CHECK(pl_session_new(w, &o, &ws) == PL_OK, "%s", pl_last_error());
@@ -923,6 +927,9 @@ static void run_tests(void) {
     check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true, false);
     check_room(be, "models/stories260K.gguf", 3, PL_WIRE_F32, true, true);
     check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F16, false, false);
+    kv_type = PL_TYPE_F32; /* an f32 cache on every member (0: not a default to f16) */
+    check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F32, false, false);
+    kv_type = PL_TYPE_F16;
     check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F16, false, true);
     check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 2, PL_WIRE_F32, false, false);
     check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false, false);
