@@ -31,6 +31,11 @@ typedef struct {
     const int8_t *xq;  /* act_q8: the quantised activation rows, and their block scales */
     const float *xd;   /* (the f16 scales widened once, not once per weight row) */
     const int32_t *xs; /* and each block's sum of quants (Q4_0's AVX2 tile) */
+    /* act_q8 for K-quants: the rows quantised per 256 values (pl_cpu_quant_act_k): quants,
+     * scales, sums of 16 */
+    const int8_t *kq;
+    const float *kd;
+    const int16_t *ks;
     /* Row maps (matmul_id): batch row i reads x row xrow[i] and writes out row orow[i];
      * NULL: row i. */
     const int64_t *xrow, *orow;
@@ -129,6 +134,33 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
     }
 }
 
+/* The K-quants' act_q8 path (pl_cpu_kdot): rows r0..r1, each against the batch 4 activation
+ * rows at a time, MM_COLS rows a pass so they stay in cache while the item's weight rows
+ * pass over them. */
+static void mm_item_k(const mm_job *j, int64_t r0, int64_t r1) {
+    int64_t k = j->w->ne0, nsb = k / 256, row_bytes = pl_row_size(j->w->type, k);
+    q8_view m = q8_view_of(j);
+    for (int64_t c0 = 0; c0 < j->n; c0 += MM_COLS) {
+        int64_t c1 = c0 + MM_COLS < j->n ? c0 + MM_COLS : j->n;
+        for (int64_t r = r0; r < r1; r++) {
+            const unsigned char *w = m.wdata + r * row_bytes;
+            for (int64_t i = c0; i < c1; i += 4) {
+                int nc = c1 - i < 4 ? (int)(c1 - i) : 4;
+                const int8_t *y[4];
+                const float *yd[4];
+                const int16_t *ys[4];
+                for (int t = 0; t < nc; t++) {
+                    int64_t xi = x_row(j, i + t);
+                    y[t] = j->kq + xi * k, yd[t] = j->kd + xi * nsb, ys[t] = j->ks + xi * nsb * 16;
+                }
+                float sums[4];
+                pl_cpu_kdot(j->w->type, w, nc, y, yd, ys, nsb, sums);
+                for (int t = 0; t < nc; t++) put_out(j, &m, i + t, r, sums[t]);
+            }
+        }
+    }
+}
+
 /* The GEMM: rows r0..r1 against column groups g0..g1, 4 weight rows (unpacked once) x 8
  * columns a tile. */
 static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1) {
@@ -169,9 +201,9 @@ static void mm_item(void *ctx, int64_t item) {
         mm_item_gemm(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1, g0, g1 < j->groups ? g1 : j->groups);
         return;
     }
-    if (j->xq) {
+    if (j->xq || j->kq) {
         int64_t r0 = item * j->rows_per_item, r1 = r0 + j->rows_per_item;
-        mm_item_q8(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1);
+        (j->xq ? mm_item_q8 : mm_item_k)(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1);
         return;
     }
     int64_t k = j->w->ne0, n_out = j->w->ne1;
@@ -213,19 +245,32 @@ static void mm_item(void *ctx, int64_t item) {
     free(tmp);
 }
 
-/* act_q8 (backend.h): Q4_0/Q8_0 weights take Q8_0-quantised activations. */
-static bool wants_q8(const pl_backend *be, const pl_buf *w) {
-    return be->act_q8 && (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0);
+/* act_q8 (backend.h): Q4_0/Q8_0 weights take Q8_0-quantised activations (1), Q4_K, Q5_K
+ * and Q6_K weights activations quantised per 256 values (2); others none (0). */
+static int wants_q8(const pl_backend *be, const pl_buf *w) {
+    if (!be->act_q8) return 0;
+    if (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0) return 1;
+    return pl_cpu_kdot_type(w->type) ? 2 : 0;
 }
 
 /* The act_q8 activations: the first n rows of x (k values each) quantised to Q8_0 blocks,
  * q [n*k], the block scales widened to float, d [n*k/32], and each block's sum of its
- * quants, s [n*k/32]; one allocation (q8act_free). */
+ * quants, s [n*k/32]; or (kind 2) per 256 values, d [n*k/256] and the sums of 16, s16
+ * [n*k/16]; one allocation (q8act_free). */
 typedef struct {
     int8_t *q;
     float *d;
     int32_t *s;
+    int16_t *s16;
 } q8act;
+
+/* a's quantised rows as j's activations */
+static void q8act_use(mm_job *j, const q8act *a) {
+    if (a->s16)
+        j->kq = a->q, j->kd = a->d, j->ks = a->s16;
+    else
+        j->xq = a->q, j->xd = a->d, j->xs = a->s;
+}
 
 static void q8act_free(q8act *a) {
     free(a->d);
@@ -241,21 +286,35 @@ typedef struct {
 
 static void quant_item(void *ctx, int64_t i) {
     const quant_job *j = ctx;
+    const q8act *a = j->a;
+    const float *x = j->x + i * j->k;
+    if (a->s16) {
+        int64_t nsb = j->k / 256;
+        pl_cpu_quant_act_k(x, j->k, a->q + i * j->k, a->d + i * nsb, a->s16 + i * nsb * 16);
+        return;
+    }
     int64_t nb = j->k / 32;
-    pl_cpu_quant_act(j->x + i * j->k, j->k, j->a->q + i * j->k, j->a->d + i * nb, j->a->s + i * nb);
+    pl_cpu_quant_act(x, j->k, a->q + i * j->k, a->d + i * nb, a->s + i * nb);
 }
 
-static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64_t k, q8act *a) {
-    int64_t nbt = n * (k / 32);
-    /* floats and int32 sums first (aligned), then the quants */
-    char *mem = malloc((size_t)nbt * (sizeof(float) + sizeof(int32_t)) + (size_t)(n * k) + 1);
-    if (!mem) {
-        *a = (q8act){0};
-        return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
-    }
+/* kind: as wants_q8 says (1 or 2). */
+static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64_t k, int kind,
+                               q8act *a) {
+    int64_t nbt = n * (k / 32), nst = n * (k / 256);
+    /* floats and sums first (aligned), then the quants */
+    size_t head = kind == 2 ? (size_t)nst * (sizeof(float) + 16 * sizeof(int16_t))
+                            : (size_t)nbt * (sizeof(float) + sizeof(int32_t));
+    char *mem = malloc(head + (size_t)(n * k) + 1);
+    *a = (q8act){0};
+    if (!mem) return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
     a->d = (float *)mem;
-    a->s = (int32_t *)(a->d + nbt);
-    a->q = (int8_t *)(a->s + nbt);
+    if (kind == 2) {
+        a->s16 = (int16_t *)(a->d + nst);
+        a->q = (int8_t *)(a->s16 + nst * 16);
+    } else {
+        a->s = (int32_t *)(a->d + nbt);
+        a->q = (int8_t *)(a->s + nbt);
+    }
     quant_job j = {fptr(x), k, a};
     if (n * k < CPU_PAR_MIN_WORK) /* decode: not worth waking the pool */
         for (int64_t i = 0; i < n; i++) quant_item(&j, i);
@@ -323,10 +382,11 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
     mm_job j = {.w = w, .x = x, .bias = bias, .out = out, .n = n, .accumulate = accumulate};
     atomic_init(&j.failed, 0);
     q8act a = {0};
-    if (wants_q8(be, w)) {
-        pl_status s = quantise_rows(cpu_of(be), x, n, w->ne0, &a);
+    int kind = wants_q8(be, w);
+    if (kind) {
+        pl_status s = quantise_rows(cpu_of(be), x, n, w->ne0, kind, &a);
         if (s) return s;
-        j.xq = a.q, j.xd = a.d, j.xs = a.s;
+        q8act_use(&j, &a);
     }
     mm_run(cpu_of(be), &j);
     q8act_free(&a);
@@ -364,7 +424,8 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
     }
     q8act a = {0};
     pl_status st = PL_OK;
-    if (wants_q8(be, w)) st = quantise_rows(cpu_of(be), x, x_shared ? n : slots, w->ne0, &a);
+    int kind = wants_q8(be, w);
+    if (kind) st = quantise_rows(cpu_of(be), x, x_shared ? n : slots, w->ne0, kind, &a);
     /* each used expert: its n_out rows of w as a view, over the rows routed to it */
     int64_t row_bytes = pl_row_size(w->type, w->ne0);
     bool failed = false;
@@ -373,7 +434,8 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
         if (m == 0) continue;
         cpu_buf view = {.h = *w, .data = (char *)vptr(w) + e * n_out * row_bytes};
         view.h.ne1 = n_out;
-        mm_job j = {.w = &view.h, .x = x, .xq = a.q, .xd = a.d, .xs = a.s, .out = out, .n = m};
+        mm_job j = {.w = &view.h, .x = x, .out = out, .n = m};
+        if (kind) q8act_use(&j, &a);
         j.xrow = xrow + start[e], j.orow = order + start[e];
         atomic_init(&j.failed, 0);
         mm_run(cpu_of(be), &j);
