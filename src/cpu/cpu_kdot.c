@@ -110,6 +110,75 @@ __attribute__((target("avx2"))) static inline int32_t hsum8(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
+/* A super-block's 256 quants, unsigned (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63), in element
+ * order: q[v] holds values 32v..32v+31. sc gets the scales as int16: Q4_K/Q5_K sc[0..7]
+ * the sub-block scales and sc[8..15] the mins; Q6_K the 16 scales. */
+__attribute__((target("avx2"), always_inline)) static inline void
+kq_avx2(const uint32_t t, const unsigned char *w, __m256i q[8], int16_t sc[16]) {
+    const __m256i lo4 = _mm256_set1_epi8(15), b1 = _mm256_set1_epi8(1), b3 = _mm256_set1_epi8(3);
+    if (t != PL_TYPE_Q6_K) {
+        const int q5 = t == PL_TYPE_Q5_K;
+        const uint8_t *qs = w + (q5 ? 48 : 16);
+        for (int j = 0; j < 8; j++) {
+            uint8_t a, m;
+            pl_k4_scale_min(j, w + 4, &a, &m);
+            sc[j] = a, sc[8 + j] = m;
+        }
+        __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)(w + 16)) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) { /* values 64j..64j+63: sub-blocks 2j and 2j+1 */
+            __m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+            q[2 * j] = _mm256_and_si256(x, lo4);
+            q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), lo4);
+            if (q5) { /* bit 2j of qh byte l: value 64j + l; bit 2j+1: value 64j + 32 + l */
+                q[2 * j] =
+                    _mm256_or_si256(q[2 * j], _mm256_slli_epi16(_mm256_and_si256(hb, b1), 4));
+                hb = _mm256_srli_epi16(hb, 1);
+                q[2 * j + 1] =
+                    _mm256_or_si256(q[2 * j + 1], _mm256_slli_epi16(_mm256_and_si256(hb, b1), 4));
+                hb = _mm256_srli_epi16(hb, 1);
+            }
+        }
+    } else {
+        const pl_block_q6_K *k = (const pl_block_q6_K *)w;
+        for (int i = 0; i < 16; i++) sc[i] = k->scales[i];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) { /* values 128h + 32p + l */
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(k->ql + 64 * h));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(k->ql + 64 * h + 32));
+            __m256i hh = _mm256_loadu_si256((const __m256i *)(k->qh + 32 * h));
+            __m256i *o = q + 4 * h;
+            o[0] = _mm256_and_si256(l0, lo4);
+            o[1] = _mm256_and_si256(l1, lo4);
+            o[2] = _mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4);
+            o[3] = _mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4);
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hh, 2 * p), b3);
+                o[p] = _mm256_or_si256(o[p], _mm256_slli_epi16(hi, 4));
+            }
+        }
+    }
+}
+
+/* The int16 multipliers of the 32 values 32v..32v+31 (madd with their maddubs pairs): one
+ * scale (Q4_K/Q5_K) or one per 16 (Q6_K: the low 128 bits hold values 32v..32v+15). */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+kscale_avx2(const uint32_t t, const int16_t sc[16], int v) {
+    if (t != PL_TYPE_Q6_K) return _mm256_set1_epi16(sc[v]);
+    return _mm256_set_m128i(_mm_set1_epi16(sc[2 * v + 1]), _mm_set1_epi16(sc[2 * v]));
+}
+
+/* imin of a super-block (see the file comment; Q6_K: sum of scale_i * ysum_i). */
+static inline int32_t kmin(const uint32_t t, const int16_t sc[16], const int16_t *ys) {
+    int32_t m = 0;
+    if (t == PL_TYPE_Q6_K)
+        for (int i = 0; i < 16; i++) m += sc[i] * ys[i];
+    else
+        for (int j = 0; j < 8; j++) m += sc[8 + j] * (ys[2 * j] + ys[2 * j + 1]);
+    return m;
+}
+
 /* One weight row against C activation rows (C a compile-time constant where inlined).
  * maddubs pairs: unsigned quants (Q4_K <= 15, Q5_K <= 31, Q6_K <= 63) times activations
  * (|y| <= 127), at most 2 * 63 * 127 = 16002: no int16 saturation; madd with the
@@ -118,86 +187,28 @@ __attribute__((target("avx2,f16c"), always_inline)) static inline void
 kdot_avx2(const uint32_t t, const int C, const unsigned char *w, const int8_t *const y[],
           const float *const yd[], const int16_t *const ys[], int64_t nsb, float *out) {
     const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
-    const __m256i lo4 = _mm256_set1_epi8(15), b1 = _mm256_set1_epi8(1), b3 = _mm256_set1_epi8(3);
     float sum[4] = {0, 0, 0, 0};
     for (int64_t b = 0; b < nsb; b++, w += bs) {
-        __m256i acc[4];
+        __m256i acc[4], q[8];
+        int16_t sc[16];
+        kq_avx2(t, w, q, sc);
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_si256();
-        int32_t imin[4] = {0, 0, 0, 0};
-        if (t != PL_TYPE_Q6_K) {
-            const int q5 = t == PL_TYPE_Q5_K;
-            const uint8_t *scales = w + 4, *qs = w + (q5 ? 48 : 16);
-            uint8_t sc[8], mn[8];
-            for (int j = 0; j < 8; j++) pl_k4_scale_min(j, scales, &sc[j], &mn[j]);
-            __m256i hb =
-                q5 ? _mm256_loadu_si256((const __m256i *)(w + 16)) : _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) { /* values 64j..64j+63: sub-blocks 2j and 2j+1 */
-                __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-                __m256i ql = _mm256_and_si256(q, lo4);
-                __m256i qhi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
-                if (q5) {
-                    ql = _mm256_or_si256(ql, _mm256_slli_epi16(_mm256_and_si256(hb, b1), 4));
-                    hb = _mm256_srli_epi16(hb, 1);
-                    qhi = _mm256_or_si256(qhi, _mm256_slli_epi16(_mm256_and_si256(hb, b1), 4));
-                    hb = _mm256_srli_epi16(hb, 1);
-                }
-                const __m256i s0 = _mm256_set1_epi16(sc[2 * j]),
-                              s1 = _mm256_set1_epi16(sc[2 * j + 1]);
-#pragma GCC unroll 4
-                for (int c = 0; c < C; c++) {
-                    const int8_t *yc = y[c] + b * 256 + 64 * j;
-                    __m256i p0 = _mm256_maddubs_epi16(ql, _mm256_loadu_si256((const __m256i *)yc));
-                    __m256i p1 =
-                        _mm256_maddubs_epi16(qhi, _mm256_loadu_si256((const __m256i *)(yc + 32)));
-                    acc[c] = _mm256_add_epi32(acc[c], _mm256_add_epi32(_mm256_madd_epi16(p0, s0),
-                                                                       _mm256_madd_epi16(p1, s1)));
-                }
-            }
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) {
+            const __m256i s = kscale_avx2(t, sc, v);
 #pragma GCC unroll 4
             for (int c = 0; c < C; c++) {
-                const int16_t *s = ys[c] + b * 16;
-                for (int j = 0; j < 8; j++) imin[c] += mn[j] * (s[2 * j] + s[2 * j + 1]);
-            }
-        } else {
-            const pl_block_q6_K *k = (const pl_block_q6_K *)w;
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m256i l0 = _mm256_loadu_si256((const __m256i *)(k->ql + 64 * h));
-                __m256i l1 = _mm256_loadu_si256((const __m256i *)(k->ql + 64 * h + 32));
-                __m256i hh = _mm256_loadu_si256((const __m256i *)(k->qh + 32 * h));
-                __m256i q[4];
-                q[0] = _mm256_and_si256(l0, lo4);
-                q[1] = _mm256_and_si256(l1, lo4);
-                q[2] = _mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4);
-                q[3] = _mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4);
-#pragma GCC unroll 4
-                for (int p = 0; p < 4; p++) {
-                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hh, 2 * p), b3);
-                    q[p] = _mm256_or_si256(q[p], _mm256_slli_epi16(hi, 4));
-                    const int8_t *s = k->scales + 8 * h + 2 * p;
-                    __m256i sv = _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
-#pragma GCC unroll 4
-                    for (int c = 0; c < C; c++) {
-                        const int8_t *yc = y[c] + b * 256 + 128 * h + 32 * p;
-                        __m256i pr =
-                            _mm256_maddubs_epi16(q[p], _mm256_loadu_si256((const __m256i *)yc));
-                        acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(pr, sv));
-                    }
-                }
-            }
-#pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                const int16_t *s = ys[c] + b * 16;
-                for (int i = 0; i < 16; i++) imin[c] += k->scales[i] * s[i];
+                __m256i yv = _mm256_loadu_si256((const __m256i *)(y[c] + b * 256 + 32 * v));
+                acc[c] =
+                    _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[v], yv), s));
             }
         }
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
-            int32_t isum = hsum8(acc[c]);
-            if (t == PL_TYPE_Q6_K) isum -= 32 * imin[c];
-            sum[c] = k_step(sum[c], t, w, isum, imin[c], yd[c][b]);
+            int32_t isum = hsum8(acc[c]), imin = kmin(t, sc, ys[c] + b * 16);
+            if (t == PL_TYPE_Q6_K) isum -= 32 * imin;
+            sum[c] = k_step(sum[c], t, w, isum, imin, yd[c][b]);
         }
     }
     for (int c = 0; c < C; c++) out[c] = sum[c];
@@ -216,7 +227,184 @@ PL_KDOT(kdot_q5k_1, PL_TYPE_Q5_K, 1)
 PL_KDOT(kdot_q5k_4, PL_TYPE_Q5_K, 4)
 PL_KDOT(kdot_q6k_1, PL_TYPE_Q6_K, 1)
 PL_KDOT(kdot_q6k_4, PL_TYPE_Q6_K, 4)
+
+/* ---- the prefill GEMM for K-quants (AVX2 only) ----
+ * As the Q4_0/Q8_0 GEMM (cpu_qdot.c): an output lane per activation column. The pack is
+ * that GEMM's quant layout per 32 values ([g][c][4]), the 8 columns' float scales per
+ * super-block, and their sums of 16 as int16 pairs (column c: sums 2j and 2j+1), so one
+ * madd gives 8 columns' min or offset term of a pair of groups. Each weight value's byte
+ * is broadcast (4 at a time) and maddubs'd with 8 columns; the int16 pair sums are added
+ * for as many steps as cannot overflow (Q4_K 8 steps: 8 x 2 x 15 x 127 = 30480; Q5_K 4:
+ * 4 x 2 x 31 x 127 = 31496; Q6_K 2: 2 x 2 x 63 x 127 = 32004), then madd'd with the
+ * (sub-)block's scale into int32. Per super-block each lane then takes k_step's float
+ * operations in its order. */
+__attribute__((target("avx2"))) static inline __m256i bcast4(const unsigned char *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+__attribute__((target("avx2,f16c"), always_inline)) static inline void
+kgemm_avx2(const uint32_t t, const int NG, const uint8_t *wq, const int16_t *wsc, const float *wd,
+           int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float out[64]) {
+    /* steps of 4 values between two widenings, and widenings per 32 values */
+    const int S = t == PL_TYPE_Q4_K ? 8 : t == PL_TYPE_Q5_K ? 4 : 2, F = 8 / S;
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 4 * NG; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        const uint8_t *wb = wq + b * 4 * 256;
+        const int16_t *sb = wsc + b * 4 * 16;
+        __m256i isum[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 4 * NG; i++) isum[i] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+        for (int v = 0; v < 8; v++)
+#pragma GCC unroll 1
+            for (int f = 0; f < F; f++) {
+                __m256i d16[8];
+#pragma GCC unroll 8
+                for (int i = 0; i < 4 * NG; i++) d16[i] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+                for (int g = f * S; g < f * S + S; g++) {
+                    __m256i y[2];
+#pragma GCC unroll 2
+                    for (int k = 0; k < NG; k++)
+                        y[k] = _mm256_loadu_si256(
+                            (const __m256i *)(q + ((k * nsb + b) * 8 + v) * 256 + g * 32));
+#pragma GCC unroll 4
+                    for (int r = 0; r < 4; r++) {
+                        __m256i w = bcast4(wb + r * 256 + 32 * v + 4 * g);
+#pragma GCC unroll 2
+                        for (int k = 0; k < NG; k++)
+                            d16[k * 4 + r] =
+                                _mm256_add_epi16(d16[k * 4 + r], _mm256_maddubs_epi16(w, y[k]));
+                    }
+                }
+                /* the scale of these S steps: the sub-block's, or Q6_K's per 16 */
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    const int16_t *sc = sb + r * 16;
+                    __m256i m = _mm256_set1_epi16(t == PL_TYPE_Q6_K ? sc[2 * v + f / 2] : sc[v]);
+#pragma GCC unroll 2
+                    for (int k = 0; k < NG; k++)
+                        isum[k * 4 + r] =
+                            _mm256_add_epi32(isum[k * 4 + r], _mm256_madd_epi16(d16[k * 4 + r], m));
+                }
+            }
+#pragma GCC unroll 2
+        for (int k = 0; k < NG; k++) {
+            const __m256 dy = _mm256_loadu_ps(d + (k * nsb + b) * 8);
+            const int16_t *sk = s + (k * nsb + b) * 128;
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const int16_t *sc = sb + r * 16;
+                __m256i imin = _mm256_setzero_si256();
+                for (int j = 0; j < 8; j++) { /* sums 2j, 2j+1 of the 8 columns */
+                    uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
+                    uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
+                    __m256i m = _mm256_set1_epi32((int32_t)((uint32_t)hi << 16 | lo));
+                    __m256i sv = _mm256_loadu_si256((const __m256i *)(sk + 16 * j));
+                    imin = _mm256_add_epi32(imin, _mm256_madd_epi16(sv, m));
+                }
+                __m256i is = isum[k * 4 + r];
+                const float *dw = wd + (b * 4 + r) * 2;
+                __m256 a = _mm256_mul_ps(_mm256_set1_ps(dw[0]), dy), x;
+                if (t == PL_TYPE_Q6_K) {
+                    is = _mm256_sub_epi32(is, _mm256_slli_epi32(imin, 5));
+                    x = _mm256_mul_ps(_mm256_cvtepi32_ps(is), a);
+                } else {
+                    __m256 mm = _mm256_mul_ps(_mm256_set1_ps(dw[1]), dy);
+                    x = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(is), a),
+                                      _mm256_mul_ps(_mm256_cvtepi32_ps(imin), mm));
+                }
+                acc[k * 4 + r] = _mm256_add_ps(acc[k * 4 + r], x);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 4 * NG; i++) _mm256_storeu_ps(out + 8 * i, acc[i]);
+}
+
+#define PL_KGEMM(name, t, ng)                                                                      \
+    __attribute__((target("avx2,f16c"))) static void name(                                         \
+        const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb, const int8_t *q,      \
+        const float *d, const int16_t *s, float out[64]) {                                         \
+        kgemm_avx2(t, ng, wq, wsc, wd, nsb, q, d, s, out);                                         \
+    }
+PL_KGEMM(kgemm_q4k_1, PL_TYPE_Q4_K, 1)
+PL_KGEMM(kgemm_q4k_2, PL_TYPE_Q4_K, 2)
+PL_KGEMM(kgemm_q5k_1, PL_TYPE_Q5_K, 1)
+PL_KGEMM(kgemm_q5k_2, PL_TYPE_Q5_K, 2)
+PL_KGEMM(kgemm_q6k_1, PL_TYPE_Q6_K, 1)
+PL_KGEMM(kgemm_q6k_2, PL_TYPE_Q6_K, 2)
+
+__attribute__((target("avx2,f16c"))) static void kunpack_avx2(uint32_t t, int nr,
+                                                              const unsigned char *const w[],
+                                                              int64_t nsb, uint8_t *wq,
+                                                              int16_t *wsc, float *wd) {
+    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
+    for (int64_t b = 0; b < nsb; b++)
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
+            __m256i q[8];
+            kq_avx2(t, p, q, wsc + (b * 4 + r) * 16);
+            for (int v = 0; v < 8; v++)
+                _mm256_storeu_si256((__m256i *)(wq + (b * 4 + r) * 256 + 32 * v), q[v]);
+            float *o = wd + (b * 4 + r) * 2;
+            o[0] = half_at(t == PL_TYPE_Q6_K ? p + 208 : p);
+            o[1] = t == PL_TYPE_Q6_K ? 0.0f : half_at(p + 2);
+        }
+}
 #endif
+
+int pl_cpu_kgemm_unpack(uint32_t t, int nr, const unsigned char *const w[], int64_t nsb,
+                        uint8_t *wq, int16_t *wsc, float *wd) {
+#ifdef PL_KDOT_X86
+    if (pl_cpu_have_avx2()) {
+        kunpack_avx2(t, nr, w, nsb, wq, wsc, wd);
+        return 1;
+    }
+#endif
+    (void)t, (void)nr, (void)w, (void)nsb, (void)wq, (void)wsc, (void)wd;
+    return 0;
+}
+
+void pl_cpu_kgemm_pack(const int8_t *const y[8], const float *const yd[8],
+                       const int16_t *const ys[8], int64_t nsb, int8_t *q, float *d, int16_t *s) {
+    for (int64_t b = 0; b < nsb; b++)
+        for (int c = 0; c < 8; c++) {
+            for (int v = 0; v < 8; v++)
+                for (int g = 0; g < 8; g++)
+                    memcpy(q + (b * 8 + v) * 256 + g * 32 + c * 4, y[c] + b * 256 + 32 * v + 4 * g,
+                           4);
+            d[b * 8 + c] = yd[c][b];
+            for (int j = 0; j < 8; j++) {
+                s[b * 128 + j * 16 + 2 * c] = ys[c][b * 16 + 2 * j];
+                s[b * 128 + j * 16 + 2 * c + 1] = ys[c][b * 16 + 2 * j + 1];
+            }
+        }
+}
+
+int pl_cpu_kgemm_tile(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc, const float *wd,
+                      int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float *out) {
+#ifdef PL_KDOT_X86
+    if (pl_cpu_have_avx2()) {
+        if (ng == 2)
+            (t == PL_TYPE_Q4_K   ? kgemm_q4k_2
+             : t == PL_TYPE_Q5_K ? kgemm_q5k_2
+                                 : kgemm_q6k_2)(wq, wsc, wd, nsb, q, d, s, out);
+        else
+            (t == PL_TYPE_Q4_K   ? kgemm_q4k_1
+             : t == PL_TYPE_Q5_K ? kgemm_q5k_1
+                                 : kgemm_q6k_1)(wq, wsc, wd, nsb, q, d, s, out);
+        return 1;
+    }
+#endif
+    (void)t, (void)ng, (void)wq, (void)wsc, (void)wd, (void)nsb, (void)q, (void)d, (void)s,
+        (void)out;
+    return 0;
+}
 
 void pl_cpu_kdot(uint32_t t, const unsigned char *w, int nc, const int8_t *const y[],
                  const float *const yd[], const int16_t *const ys[], int64_t nsb, float *out) {

@@ -45,6 +45,7 @@ typedef struct {
     int8_t *pq;
     float *pd;
     int32_t *ps;
+    int16_t *kps; /* (the K-quants' GEMM: pl_cpu_kgemm_pack's sums; pq and pd as above) */
     int64_t groups, col_items;
     pl_buf *out;
     int64_t n, rows_per_item;
@@ -192,13 +193,45 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
     free(wu);
 }
 
+/* The K-quants' GEMM: as mm_item_gemm, on pl_cpu_kgemm_*'s layouts. */
+static void mm_item_kgemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1) {
+    q8_view m = q8_view_of(j);
+    int64_t nsb = m.k / 256;
+    uint32_t t = j->w->type;
+    uint8_t *wq = malloc((size_t)nsb * 4 * (256 + 16 * sizeof(int16_t) + 2 * sizeof(float)));
+    if (!wq) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    float *wd = (float *)(wq + nsb * 4 * 256);
+    int16_t *wsc = (int16_t *)(wd + nsb * 4 * 2);
+    for (int64_t r = r0; r < r1; r += 4) {
+        int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+        const unsigned char *w[4];
+        for (int a = 0; a < nr; a++) w[a] = m.wdata + (r + a) * m.row_bytes;
+        pl_cpu_kgemm_unpack(t, nr, w, nsb, wq, wsc, wd);
+        for (int64_t g = g0; g < g1; g += 2) {
+            float sums[64];
+            int ng = g + 1 < g1 ? 2 : 1;
+            pl_cpu_kgemm_tile(t, ng, wq, wsc, wd, nsb, j->pq + g * nsb * 2048, j->pd + g * nsb * 8,
+                              j->kps + g * nsb * 128, sums);
+            int nc = j->n - g * 8 < 8 * ng ? (int)(j->n - g * 8) : 8 * ng;
+            for (int c = 0; c < nc; c++)
+                for (int a = 0; a < nr; a++)
+                    put_out(j, &m, g * 8 + c, r + a, sums[(c / 8) * 32 + a * 8 + c % 8]);
+        }
+    }
+    free(wq);
+}
+
 static void mm_item(void *ctx, int64_t item) {
     mm_job *j = ctx;
     if (j->pq) {
         int64_t rc = item / j->col_items, cc = item % j->col_items;
         int64_t r0 = rc * j->rows_per_item, r1 = r0 + j->rows_per_item;
         int64_t g0 = cc * GEMM_GROUPS, g1 = g0 + GEMM_GROUPS;
-        mm_item_gemm(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1, g0, g1 < j->groups ? g1 : j->groups);
+        (j->kq ? mm_item_kgemm : mm_item_gemm)(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1, g0,
+                                               g1 < j->groups ? g1 : j->groups);
         return;
     }
     if (j->xq || j->kq) {
@@ -327,6 +360,19 @@ static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64
 static void pack_item(void *ctx, int64_t g) {
     mm_job *j = ctx;
     int64_t k = j->w->ne0, nb = k / 32;
+    if (j->kq) {
+        int64_t nsb = k / 256;
+        const int8_t *y[8];
+        const float *yd[8];
+        const int16_t *ys[8];
+        for (int c = 0; c < 8; c++) {
+            int64_t i = g * 8 + c < j->n ? g * 8 + c : j->n - 1, xi = x_row(j, i);
+            y[c] = j->kq + xi * k, yd[c] = j->kd + xi * nsb, ys[c] = j->ks + xi * nsb * 16;
+        }
+        pl_cpu_kgemm_pack(y, yd, ys, nsb, j->pq + g * nsb * 2048, j->pd + g * nsb * 8,
+                          j->kps + g * nsb * 128);
+        return;
+    }
     const int8_t *y[8];
     const float *yd[8];
     const int32_t *ys[8];
@@ -346,11 +392,20 @@ static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
     if (j->n < GEMM_MIN_N || !pl_cpu_have_avx2()) return false;
     int64_t nb = j->w->ne0 / 32, n_out = j->w->ne1;
     j->groups = (j->n + 7) / 8;
-    char *mem = malloc((size_t)(j->groups * nb) * (256 + 8 * sizeof(float) + 8 * sizeof(int32_t)));
+    /* per group and 32 values: 256 quant bytes; and scales and sums per block (Q4_0/Q8_0)
+     * or per 256 values (K-quants: a float and 128 int16) */
+    size_t per = j->kq ? 256 + (8 * sizeof(float) + 128 * sizeof(int16_t)) / 8
+                       : 256 + 8 * sizeof(float) + 8 * sizeof(int32_t);
+    char *mem = malloc((size_t)(j->groups * nb) * per);
     if (!mem) return false;
     j->pd = (float *)mem;
-    j->ps = (int32_t *)(j->pd + j->groups * nb * 8);
-    j->pq = (int8_t *)(j->ps + j->groups * nb * 8);
+    if (j->kq) {
+        j->kps = (int16_t *)(j->pd + j->groups * nb);
+        j->pq = (int8_t *)(j->kps + j->groups * nb * 16);
+    } else {
+        j->ps = (int32_t *)(j->pd + j->groups * nb * 8);
+        j->pq = (int8_t *)(j->ps + j->groups * nb * 8);
+    }
     int threads = pl_pool_threads(c->pool);
     pl_pool_run(c->pool, j->groups, pack_item, j);
     j->col_items = (j->groups + GEMM_GROUPS - 1) / GEMM_GROUPS;
@@ -367,7 +422,7 @@ static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
 static void mm_run(cpu_backend *c, mm_job *j) {
     int64_t n_out = j->w->ne1;
     int threads = pl_pool_threads(c->pool);
-    if (j->xq && mm_run_gemm(c, j)) return;
+    if ((j->xq || j->kq) && mm_run_gemm(c, j)) return;
     int64_t work = j->n * n_out * j->w->ne0;
     int64_t items = work < CPU_PAR_MIN_WORK ? 1 : (int64_t)threads * 4;
     if (items > n_out) items = n_out;

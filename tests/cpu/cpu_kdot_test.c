@@ -7,8 +7,9 @@
  * - the portable dot equals, within float rounding, the double sum of ggml's dequantised
  *   weights (pl_dequant_row) times the dequantised activations: the integer formula reads
  *   the blocks as the format says;
- * - pl_be_matmul with act_q8 on K-quant weights (1 and 3 threads, one row and batches, bias,
- *   accumulate) gives exactly the portable dot of each weight row with each quantised row. */
+ * - pl_be_matmul with act_q8 on K-quant weights (1 and 3 threads, one row, short batches and
+ *   the GEMM's, bias, accumulate) gives exactly the portable dot of each weight row with
+ *   each quantised row. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,11 +193,13 @@ static void test_matmul(void) {
     CHECK(pl_cpu_new(1, &bes[0]) == PL_OK && pl_cpu_new(3, &bes[1]) == PL_OK, "%s",
           pl_last_error());
     if (!bes[0] || !bes[1]) return;
-    static const int ns[] = {1, 2, 5, 17};
+    /* one row, short batches (pl_cpu_kdot), the GEMM from 8 rows: an odd last group, two
+     * groups, past one item's 64 columns */
+    static const int ns[] = {1, 2, 5, 8, 17, 70};
     int bad = 0, cases = 0;
-    for (int iter = 0; iter < 24; iter++) {
+    for (int iter = 0; iter < 36; iter++) {
         uint32_t t = ktypes[iter % 3];
-        int n = ns[(iter / 3) % 4], n_out = 1 + (int)(rnd() % 40);
+        int n = ns[(iter / 3) % 6], n_out = 1 + (int)(rnd() % 40);
         int64_t nsb = 1 + rnd() % 3;
         if (iter % 6 == 5) n_out = 67, nsb = 4; /* past the one-thread cutoff */
         bad += matmul_case(bes, t, n_out, nsb, n, iter % 2 == 0, iter % 4 == 1, iter);
