@@ -78,11 +78,12 @@ static inline float half_at(const unsigned char *p) {
     return pl_f16_to_f32(h);
 }
 
-/* The float step of one super-block: the same on every path. */
-static inline float k_step(float sum, uint32_t t, const unsigned char *blk, int32_t isum,
-                           int32_t imin, float dy) {
-    if (t == PL_TYPE_Q6_K) return sum + (float)isum * (half_at(blk + 208) * dy);
-    return sum + ((float)isum * (half_at(blk) * dy) - (float)imin * (half_at(blk + 2) * dy));
+/* The float step of one super-block (dw, dm: the block's d and dmin): the same on every
+ * path. */
+static inline float k_step(float sum, uint32_t t, float dw, float dm, int32_t isum, int32_t imin,
+                           float dy) {
+    if (t == PL_TYPE_Q6_K) return sum + (float)isum * (dw * dy);
+    return sum + ((float)isum * (dw * dy) - (float)imin * (dm * dy));
 }
 
 float pl_cpu_kdot_row_portable(uint32_t t, const unsigned char *w, const int8_t *y, const float *yd,
@@ -95,7 +96,10 @@ float pl_cpu_kdot_row_portable(uint32_t t, const unsigned char *w, const int8_t 
             isum = k6_sum(w, y, ys);
         else
             k45_sums(w, t == PL_TYPE_Q5_K, y, ys, &isum, &imin);
-        sum = k_step(sum, t, w, isum, imin, yd[b]);
+        if (t == PL_TYPE_Q6_K)
+            sum = k_step(sum, t, half_at(w + 208), 0, isum, 0, yd[b]);
+        else
+            sum = k_step(sum, t, half_at(w), half_at(w + 2), isum, imin, yd[b]);
     }
     return sum;
 }
@@ -119,11 +123,15 @@ kq_avx2(const uint32_t t, const unsigned char *w, __m256i q[8], int16_t sc[16]) 
     if (t != PL_TYPE_Q6_K) {
         const int q5 = t == PL_TYPE_Q5_K;
         const uint8_t *qs = w + (q5 ? 48 : 16);
-        for (int j = 0; j < 8; j++) {
-            uint8_t a, m;
-            pl_k4_scale_min(j, w + 4, &a, &m);
-            sc[j] = a, sc[8 + j] = m;
-        }
+        /* pl_k4_scale_min for all 8 at once, four bytes a word (little-endian) */
+        uint32_t u[3], o[4];
+        memcpy(u, w + 4, 12);
+        o[0] = u[0] & 0x3f3f3f3f;                                            /* scales 0-3 */
+        o[1] = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;        /* scales 4-7 */
+        o[2] = u[1] & 0x3f3f3f3f;                                            /* mins 0-3 */
+        o[3] = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4; /* mins 4-7 */
+        _mm256_storeu_si256((__m256i *)sc,
+                            _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)o)));
         __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)(w + 16)) : _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) { /* values 64j..64j+63: sub-blocks 2j and 2j+1 */
@@ -141,7 +149,8 @@ kq_avx2(const uint32_t t, const unsigned char *w, __m256i q[8], int16_t sc[16]) 
         }
     } else {
         const pl_block_q6_K *k = (const pl_block_q6_K *)w;
-        for (int i = 0; i < 16; i++) sc[i] = k->scales[i];
+        _mm256_storeu_si256((__m256i *)sc,
+                            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)k->scales)));
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) { /* values 128h + 32p + l */
             __m256i l0 = _mm256_loadu_si256((const __m256i *)(k->ql + 64 * h));
@@ -169,14 +178,14 @@ kscale_avx2(const uint32_t t, const int16_t sc[16], int v) {
     return _mm256_set_m128i(_mm_set1_epi16(sc[2 * v + 1]), _mm_set1_epi16(sc[2 * v]));
 }
 
-/* imin of a super-block (see the file comment; Q6_K: sum of scale_i * ysum_i). */
-static inline int32_t kmin(const uint32_t t, const int16_t sc[16], const int16_t *ys) {
-    int32_t m = 0;
-    if (t == PL_TYPE_Q6_K)
-        for (int i = 0; i < 16; i++) m += sc[i] * ys[i];
-    else
-        for (int j = 0; j < 8; j++) m += sc[8 + j] * (ys[2 * j] + ys[2 * j + 1]);
-    return m;
+/* The multipliers of a super-block's 16 sums of 16 activations: Q4_K/Q5_K min j for sums
+ * 2j and 2j+1, Q6_K scale i for sum i (madd'd with the sums: imin in 8 int32 parts). */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+kminmul_avx2(const uint32_t t, const int16_t sc[16]) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)sc);
+    if (t == PL_TYPE_Q6_K) return v;
+    __m128i m = _mm256_extracti128_si256(v, 1); /* mins 0..7 */
+    return _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
 }
 
 /* One weight row against C activation rows (C a compile-time constant where inlined).
@@ -192,6 +201,10 @@ kdot_avx2(const uint32_t t, const int C, const unsigned char *w, const int8_t *c
         __m256i acc[4], q[8];
         int16_t sc[16];
         kq_avx2(t, w, q, sc);
+        uint16_t hd[2] = {0, 0}; /* d and dmin (Q6_K: d, at its end) */
+        memcpy(hd, t == PL_TYPE_Q6_K ? w + 208 : w, t == PL_TYPE_Q6_K ? 2 : 4);
+        const float dw = _cvtsh_ss(hd[0]), dm = _cvtsh_ss(hd[1]);
+        const __m256i mm = kminmul_avx2(t, sc);
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -206,9 +219,19 @@ kdot_avx2(const uint32_t t, const int C, const unsigned char *w, const int8_t *c
         }
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
-            int32_t isum = hsum8(acc[c]), imin = kmin(t, sc, ys[c] + b * 16);
-            if (t == PL_TYPE_Q6_K) isum -= 32 * imin;
-            sum[c] = k_step(sum[c], t, w, isum, imin, yd[c][b]);
+            __m256i mv =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(ys[c] + b * 16)), mm);
+            int32_t isum, imin = 0;
+            if (t == PL_TYPE_Q6_K) {
+                isum = hsum8(_mm256_sub_epi32(acc[c], _mm256_slli_epi32(mv, 5)));
+            } else { /* both sums in one reduction */
+                __m256i h = _mm256_hadd_epi32(acc[c], mv);
+                __m128i x =
+                    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                x = _mm_hadd_epi32(x, x);
+                isum = _mm_cvtsi128_si32(x), imin = _mm_extract_epi32(x, 1);
+            }
+            sum[c] = k_step(sum[c], t, dw, dm, isum, imin, yd[c][b]);
         }
     }
     for (int c = 0; c < C; c++) out[c] = sum[c];
