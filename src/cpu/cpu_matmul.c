@@ -18,6 +18,11 @@
  * past GEMM_GROUPS groups, the items split in row x column ranges; the same bits again.
  * The activation rows are quantised (and packed) by the pool's threads.
  *
+ * With act_q8 and a Q4_K/Q5_K/Q6_K weight, the activation rows are quantised per 256 values
+ * (pl_cpu_quant_act_k) and each super-block product is an integer dot (cpu_kdot.c): one
+ * weight row x 1 or 4 activation rows (decode, short batches), or from GEMM_MIN_N rows with
+ * AVX2 the K-quants' GEMM (4 weight rows x 16 columns) on the same 2-D split.
+ *
  * matmul_id groups the (token, slot) pairs by expert and runs each used expert's rows as one
  * matmul over the rows of x routed to it (read and written through row maps), so an expert
  * chosen by several tokens is dequantised once and an expert chosen by none is never read. */

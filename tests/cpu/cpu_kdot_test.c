@@ -17,6 +17,7 @@
 #include "cpu/cpu.h"
 #include "cpu/cpu_internal.h"
 #include "format/quant.h"
+#include "cpu_matmul_run.h"
 #include "test.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -160,21 +161,7 @@ static int matmul_case(pl_backend *bes[2], uint32_t t, int n_out, int64_t nsb, i
         pl_cpu_quant_act_k_portable(x + i * k, k, xq + i * k, xd + i * nsb, xs + i * nsb * 16);
     int bad = 0;
     for (int b = 0; b < 2; b++) {
-        pl_backend *be = bes[b];
-        be->act_q8 = 1;
-        pl_buf *bw = NULL, *bx = NULL, *bb = NULL, *bo = NULL;
-        CHECK(pl_be_buf_weight(be, t, k, n_out, w, &bw) == PL_OK, "%s", pl_last_error());
-        CHECK(pl_be_buf_new(be, PL_TYPE_F32, k, n, &bx) == PL_OK, "%s", pl_last_error());
-        CHECK(pl_be_buf_new(be, PL_TYPE_F32, n_out, 1, &bb) == PL_OK, "%s", pl_last_error());
-        CHECK(pl_be_buf_new(be, PL_TYPE_F32, n_out, n, &bo) == PL_OK, "%s", pl_last_error());
-        if (!bw || !bx || !bb || !bo) return 1;
-        pl_be_write(bx, 0, x, n * k * 4);
-        pl_be_write(bb, 0, bv, (int64_t)n_out * 4);
-        pl_be_write(bo, 0, o0, (int64_t)n * n_out * 4);
-        CHECK(pl_be_matmul(bw, bx, bias ? bb : NULL, n, acc, bo) == PL_OK, "%s", pl_last_error());
-        CHECK(pl_be_read(bo, 0, got, (int64_t)n * n_out * 4) == PL_OK, "%s", pl_last_error());
-        pl_be_buf_free(bw), pl_be_buf_free(bx), pl_be_buf_free(bb), pl_be_buf_free(bo);
-        be->act_q8 = 0;
+        if (!act_q8_matmul(bes[b], t, k, n_out, n, w, x, bias ? bv : NULL, acc, o0, got)) return 1;
         for (int i = 0; i < n; i++)
             for (int r = 0; r < n_out; r++) {
                 float v = pl_cpu_kdot_row_portable(t, w + r * row_bytes, xq + i * k, xd + i * nsb,
