@@ -43,19 +43,22 @@ say "$(lscpu | grep -E '^Model name|^CPU\(s\)')"
 say "x86 features: $(grep -o -w -E 'avx2|fma|f16c|avx512f|avx512_vnni|avx_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 say "load: $(cut -d' ' -f1-3 /proc/loadavg), threads $THREADS, $ARGS, rounds $ROUNDS"
 t0=$(date +%s)
+# (pooled quantize works on one core: the presets' Q4_K_M files are made side by side)
 for p in $PRESETS; do
     for t in $TYPES; do
         f=$M/$p-$t.gguf
         if [ "$t" = q4_k_m ]; then
-            "$BIN" synth --preset "$p" $SYNTH_ARGS --type f16 -o "$M/$p-f16.gguf" --threads "$THREADS" >/dev/null 2>&1 &&
-                "$BIN" quantize "$M/$p-f16.gguf" "$f" q4_k_m >/dev/null 2>&1
-            rm -f "$M/$p-f16.gguf"
+            "$BIN" synth --preset "$p" $SYNTH_ARGS --type f16 -o "$M/$p-f16.gguf" --threads "$THREADS" >/dev/null 2>&1
+            ("$BIN" quantize "$M/$p-f16.gguf" "$f" q4_k_m >/dev/null 2>&1; rm -f "$M/$p-f16.gguf") &
         else
             "$BIN" synth --preset "$p" $SYNTH_ARGS --type "$t" -o "$f" --threads "$THREADS" >/dev/null 2>&1
         fi
-        [ -f "$f" ] || say "cpu_device_bench: could not make $f"
     done
 done
+wait
+for p in $PRESETS; do for t in $TYPES; do
+    [ -f "$M/$p-$t.gguf" ] || say "cpu_device_bench: could not make $M/$p-$t.gguf"
+done; done
 say "models made in $(($(date +%s) - t0)) s"
 
 # pooled bench: "prefill pp512 X tok/s", "decode tg128 Y tok/s", "... Z GB/s in decode"
