@@ -159,19 +159,17 @@ static int matmul_case(pl_backend *bes[2], uint32_t t, int n_out, int64_t nsb, i
     int16_t *xs = malloc(sizeof(int16_t) * (size_t)(n * nsb * 16));
     for (int i = 0; i < n; i++)
         pl_cpu_quant_act_k_portable(x + i * k, k, xq + i * k, xd + i * nsb, xs + i * nsb * 16);
+    float *dot = malloc(sizeof(float) * (size_t)n * n_out);
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < n_out; r++)
+            dot[i * n_out + r] = pl_cpu_kdot_row_portable(t, w + r * row_bytes, xq + i * k,
+                                                          xd + i * nsb, xs + i * nsb * 16, nsb);
     int bad = 0;
     for (int b = 0; b < 2; b++) {
         if (!act_q8_matmul(bes[b], t, k, n_out, n, w, x, bias ? bv : NULL, acc, o0, got)) return 1;
-        for (int i = 0; i < n; i++)
-            for (int r = 0; r < n_out; r++) {
-                float v = pl_cpu_kdot_row_portable(t, w + r * row_bytes, xq + i * k, xd + i * nsb,
-                                                   xs + i * nsb * 16, nsb) +
-                          (bias ? bv[r] : 0.0f);
-                float want = acc ? o0[i * n_out + r] + v : v;
-                bad += memcmp(&want, &got[i * n_out + r], sizeof want) != 0;
-            }
+        bad += act_q8_mismatches(n, n_out, dot, bias ? bv : NULL, acc, o0, got);
     }
-    free(w), free(x), free(bv), free(o0), free(got), free(xq), free(xd), free(xs);
+    free(w), free(x), free(bv), free(o0), free(got), free(xq), free(xd), free(xs), free(dot);
     return bad;
 }
 

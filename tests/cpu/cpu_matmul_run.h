@@ -3,6 +3,8 @@
 #ifndef PL_TEST_CPU_MATMUL_RUN_H
 #define PL_TEST_CPU_MATMUL_RUN_H
 
+#include <string.h>
+
 #include "test.h"
 
 /* got [n, n_out] = W x (+ bias when given) for the first n rows of x [n, k], added to o0
@@ -29,6 +31,19 @@ static inline bool act_q8_matmul(pl_backend *be, uint32_t type, int64_t k, int n
     pl_be_buf_free(bw), pl_be_buf_free(bx), pl_be_buf_free(bb), pl_be_buf_free(bo);
     be->act_q8 = 0;
     return ok;
+}
+
+/* How many of got [n, n_out] are not, bit for bit, what the matmul above must give from the
+ * reference dots dot [n, n_out] (dot + bias[r], added to o0 when acc). */
+static inline int act_q8_mismatches(int n, int n_out, const float *dot, const float *bias, bool acc,
+                                    const float *o0, const float *got) {
+    int bad = 0;
+    for (int i = 0; i < n * n_out; i++) {
+        float v = dot[i] + (bias ? bias[i % n_out] : 0.0f);
+        float want = acc ? o0[i] + v : v;
+        bad += memcmp(&want, &got[i], sizeof want) != 0;
+    }
+    return bad;
 }
 
 #endif

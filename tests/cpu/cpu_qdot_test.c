@@ -147,19 +147,17 @@ static int matmul_case(pl_backend *bes[2], uint32_t type, int n_out, int k, int 
         pl_quant_act_q8_0(x + (int64_t)i * k, k, xq + (int64_t)i * k, xh + (int64_t)i * nb);
     for (int i = 0; i < n * nb; i++) xd[i] = pl_f16_to_f32(xh[i]);
     int bad = 0;
+    float *dot = malloc(sizeof(float) * (size_t)n * n_out);
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < n_out; r++)
+            dot[i * n_out + r] = pl_cpu_qdot_row_portable(
+                q4, w + r * row_bytes, xq + (int64_t)i * k, xd + (int64_t)i * nb, nb);
     for (int t = 0; t < 2; t++) {
         if (!act_q8_matmul(bes[t], type, k, n_out, n, w, x, bias ? bv : NULL, acc, o0, got))
             return 1;
-        for (int i = 0; i < n; i++)
-            for (int r = 0; r < n_out; r++) {
-                float v = pl_cpu_qdot_row_portable(q4, w + r * row_bytes, xq + (int64_t)i * k,
-                                                   xd + (int64_t)i * nb, nb) +
-                          (bias ? bv[r] : 0.0f);
-                float want = acc ? o0[i * n_out + r] + v : v;
-                bad += memcmp(&want, &got[i * n_out + r], sizeof want) != 0;
-            }
+        bad += act_q8_mismatches(n, n_out, dot, bias ? bv : NULL, acc, o0, got);
     }
-    free(w), free(x), free(bv), free(o0), free(got), free(xq), free(xh), free(xd);
+    free(w), free(x), free(bv), free(o0), free(got), free(xq), free(xh), free(xd), free(dot);
     return bad;
 }
 
