@@ -172,9 +172,12 @@ clean:
 
 -include $(LIB_OBJ:.o=.d) $(ROOM_OBJ:.o=.d) $(SERVE_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(FUZZ_ROOM_OBJ:.o=.d) $(FUZZ_SERVE_OBJ:.o=.d)
 
-# Developer tools (not part of `make` or the tests): the GEMV and GEMM kernel labs.
+# Developer tools (not part of `make` or the tests): the GEMV and GEMM kernel labs, and the
+# CPU thread pool's (pool_lab).
 .PHONY: lab
-lab: $(BUILD)/gemv_lab $(BUILD)/gemm_lab
+lab: $(BUILD)/gemv_lab $(BUILD)/gemm_lab $(BUILD)/pool_lab
+$(BUILD)/pool_lab: tools/pool_lab.c $(BUILD)/libpooled.a
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)
 $(BUILD)/gemv_lab: tools/gemv_lab.c tools/lab_util.h $(BUILD)/libpooled.a
 	$(CC) $(CFLAGS) -Isrc -Itools -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)
 $(BUILD)/gemm_lab: tools/gemm_lab.c tools/lab_util.h $(BUILD)/libpooled.a

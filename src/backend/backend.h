@@ -129,7 +129,8 @@ typedef struct pl_backend_methods {
      * bias NULL or F32 [n_out]; out [>=n, n_out]; accumulate adds into out (the residual
      * add fused). out must not be x. With the backend's act_q8 set and W in Q4_0 or Q8_0,
      * each row of x is first quantised to Q8_0 blocks (pl_quant_act_q8_0) and every block
-     * product is an integer dot scaled by the two block scales, as llama.cpp does. */
+     * product is an integer dot scaled by the two block scales, as llama.cpp does (the CPU
+     * also quantises per 256 values for Q4_K/Q5_K/Q6_K weights: docs/backend.md). */
     pl_status (*matmul)(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out);
     /* out[i] = a[i] + b[i] for the first count values. out may be a or b. */

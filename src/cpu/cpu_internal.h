@@ -102,6 +102,43 @@ void pl_cpu_qdot_tile_portable(int q4, int nr, int nc, const unsigned char *cons
  * float d [k/32] and its sum of quants s [k/32]. */
 void pl_cpu_quant_act(const float *x, int64_t k, int8_t *q, float *d, int32_t *s);
 
+/* The K-quants' activations (act_q8 with Q4_K/Q5_K/Q6_K weights; cpu_kdot.c): one row of k
+ * values (a multiple of 256) quantised per super-block of 256: q [k] = roundf(x / d) in
+ * -127..127 with d = max|x| / 127 a float, d [k/256], and s [k/16] the sums of each 16
+ * quants. The AVX2 path (finite blocks) and the portable one give the same bits. */
+void pl_cpu_quant_act_k(const float *x, int64_t k, int8_t *q, float *d, int16_t *s);
+void pl_cpu_quant_act_k_portable(const float *x, int64_t k, int8_t *q, float *d, int16_t *s);
+
+/* Whether type t takes pl_cpu_kdot (Q4_K, Q5_K, Q6_K). */
+int pl_cpu_kdot_type(uint32_t t);
+/* One weight row w of nsb super-blocks of type t against nc <= 4 activation rows y[c]
+ * (yd[c], ys[c]: their scales and 16-sums, as pl_cpu_quant_act_k makes them) into
+ * out[c]: per super-block the exact integer dot, then (float)isum * (d_w * d_x) -
+ * (float)imin * (dmin_w * d_x) added in super-block order (cpu_kdot.c says how), each value
+ * bit-identical to pl_cpu_kdot_row_portable (AVX2 + F16C chosen at run time; the AVX2
+ * kernel computes 1 or 4 columns, so 2 or 3 cost as much as 4). */
+void pl_cpu_kdot(uint32_t t, const unsigned char *w, int nc, const int8_t *const y[],
+                 const float *const yd[], const int16_t *const ys[], int64_t nsb, float *out);
+float pl_cpu_kdot_row_portable(uint32_t t, const unsigned char *w, const int8_t *y, const float *yd,
+                               const int16_t *ys, int64_t nsb);
+
+/* The K-quants' prefill GEMM (cpu_kdot.c; AVX2 only: the unpack and the tile return 0, doing
+ * nothing, without it): 4 weight rows x 8 or 16 columns, each value bit-identical to
+ * pl_cpu_kdot_row_portable. pl_cpu_kgemm_pack lays out 8 columns (as pl_cpu_kdot takes
+ * them) of nsb super-blocks: q [nsb][8][256] (per 32 values, pl_cpu_gemm_pack's [g][c][4]),
+ * d [nsb][8] the scales, s [nsb][8][8][2] the sums of 16 (j, column c: sums 2j and 2j+1);
+ * a pack's groups lie one after the other (q nsb * 2048 bytes apart, d nsb * 8 and s
+ * nsb * 128 values). pl_cpu_kgemm_unpack: nr <= 4 weight rows (missing ones repeat the
+ * last) into wq [nsb][4][256] unsigned quants in element order, wsc [nsb][4][16] int16
+ * scales (Q4_K/Q5_K: 8 scales, 8 mins; Q6_K: 16 scales), wd [nsb][4][2] d and dmin.
+ * pl_cpu_kgemm_tile: out[(k * 4 + r) * 8 + c] for the ng groups from q/d/s on. */
+void pl_cpu_kgemm_pack(const int8_t *const y[8], const float *const yd[8],
+                       const int16_t *const ys[8], int64_t nsb, int8_t *q, float *d, int16_t *s);
+int pl_cpu_kgemm_unpack(uint32_t t, int nr, const unsigned char *const w[], int64_t nsb,
+                        uint8_t *wq, int16_t *wsc, float *wd);
+int pl_cpu_kgemm_tile(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc, const float *wd,
+                      int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float *out);
+
 /* The prefill GEMM (act_q8, Q4_0/Q8_0, a batch): 4 weight rows x 8 or 16 activation
  * columns a tile, each value bit-identical to pl_cpu_qdot_row_portable.
  * pl_cpu_gemm_pack lays out a group of 8 columns (y[c], yd[c], ys[c] as for

@@ -18,6 +18,11 @@
  * past GEMM_GROUPS groups, the items split in row x column ranges; the same bits again.
  * The activation rows are quantised (and packed) by the pool's threads.
  *
+ * With act_q8 and a Q4_K/Q5_K/Q6_K weight, the activation rows are quantised per 256 values
+ * (pl_cpu_quant_act_k) and each super-block product is an integer dot (cpu_kdot.c): one
+ * weight row x 1 or 4 activation rows (decode, short batches), or from GEMM_MIN_N rows with
+ * AVX2 the K-quants' GEMM (4 weight rows x 16 columns) on the same 2-D split.
+ *
  * matmul_id groups the (token, slot) pairs by expert and runs each used expert's rows as one
  * matmul over the rows of x routed to it (read and written through row maps), so an expert
  * chosen by several tokens is dequantised once and an expert chosen by none is never read. */
@@ -31,6 +36,11 @@ typedef struct {
     const int8_t *xq;  /* act_q8: the quantised activation rows, and their block scales */
     const float *xd;   /* (the f16 scales widened once, not once per weight row) */
     const int32_t *xs; /* and each block's sum of quants (Q4_0's AVX2 tile) */
+    /* act_q8 for K-quants: the rows quantised per 256 values (pl_cpu_quant_act_k): quants,
+     * scales, sums of 16 */
+    const int8_t *kq;
+    const float *kd;
+    const int16_t *ks;
     /* Row maps (matmul_id): batch row i reads x row xrow[i] and writes out row orow[i];
      * NULL: row i. */
     const int64_t *xrow, *orow;
@@ -40,6 +50,7 @@ typedef struct {
     int8_t *pq;
     float *pd;
     int32_t *ps;
+    int16_t *kps; /* (the K-quants' GEMM: pl_cpu_kgemm_pack's sums; pq and pd as above) */
     int64_t groups, col_items;
     pl_buf *out;
     int64_t n, rows_per_item;
@@ -129,6 +140,33 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
     }
 }
 
+/* The K-quants' act_q8 path (pl_cpu_kdot): rows r0..r1, each against the batch 4 activation
+ * rows at a time, MM_COLS rows a pass so they stay in cache while the item's weight rows
+ * pass over them. */
+static void mm_item_k(const mm_job *j, int64_t r0, int64_t r1) {
+    int64_t k = j->w->ne0, nsb = k / 256, row_bytes = pl_row_size(j->w->type, k);
+    q8_view m = q8_view_of(j);
+    for (int64_t c0 = 0; c0 < j->n; c0 += MM_COLS) {
+        int64_t c1 = c0 + MM_COLS < j->n ? c0 + MM_COLS : j->n;
+        for (int64_t r = r0; r < r1; r++) {
+            const unsigned char *w = m.wdata + r * row_bytes;
+            for (int64_t i = c0; i < c1; i += 4) {
+                int nc = c1 - i < 4 ? (int)(c1 - i) : 4;
+                const int8_t *y[4];
+                const float *yd[4];
+                const int16_t *ys[4];
+                for (int t = 0; t < nc; t++) {
+                    int64_t xi = x_row(j, i + t);
+                    y[t] = j->kq + xi * k, yd[t] = j->kd + xi * nsb, ys[t] = j->ks + xi * nsb * 16;
+                }
+                float sums[4];
+                pl_cpu_kdot(j->w->type, w, nc, y, yd, ys, nsb, sums);
+                for (int t = 0; t < nc; t++) put_out(j, &m, i + t, r, sums[t]);
+            }
+        }
+    }
+}
+
 /* The GEMM: rows r0..r1 against column groups g0..g1, 4 weight rows (unpacked once) x 8
  * columns a tile. */
 static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1) {
@@ -160,18 +198,50 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
     free(wu);
 }
 
+/* The K-quants' GEMM: as mm_item_gemm, on pl_cpu_kgemm_*'s layouts. */
+static void mm_item_kgemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1) {
+    q8_view m = q8_view_of(j);
+    int64_t nsb = m.k / 256;
+    uint32_t t = j->w->type;
+    uint8_t *wq = malloc((size_t)nsb * 4 * (256 + 16 * sizeof(int16_t) + 2 * sizeof(float)));
+    if (!wq) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    float *wd = (float *)(wq + nsb * 4 * 256);
+    int16_t *wsc = (int16_t *)(wd + nsb * 4 * 2);
+    for (int64_t r = r0; r < r1; r += 4) {
+        int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+        const unsigned char *w[4];
+        for (int a = 0; a < nr; a++) w[a] = m.wdata + (r + a) * m.row_bytes;
+        pl_cpu_kgemm_unpack(t, nr, w, nsb, wq, wsc, wd);
+        for (int64_t g = g0; g < g1; g += 2) {
+            float sums[64];
+            int ng = g + 1 < g1 ? 2 : 1;
+            pl_cpu_kgemm_tile(t, ng, wq, wsc, wd, nsb, j->pq + g * nsb * 2048, j->pd + g * nsb * 8,
+                              j->kps + g * nsb * 128, sums);
+            int nc = j->n - g * 8 < 8 * ng ? (int)(j->n - g * 8) : 8 * ng;
+            for (int c = 0; c < nc; c++)
+                for (int a = 0; a < nr; a++)
+                    put_out(j, &m, g * 8 + c, r + a, sums[(c / 8) * 32 + a * 8 + c % 8]);
+        }
+    }
+    free(wq);
+}
+
 static void mm_item(void *ctx, int64_t item) {
     mm_job *j = ctx;
     if (j->pq) {
         int64_t rc = item / j->col_items, cc = item % j->col_items;
         int64_t r0 = rc * j->rows_per_item, r1 = r0 + j->rows_per_item;
         int64_t g0 = cc * GEMM_GROUPS, g1 = g0 + GEMM_GROUPS;
-        mm_item_gemm(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1, g0, g1 < j->groups ? g1 : j->groups);
+        (j->kq ? mm_item_kgemm : mm_item_gemm)(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1, g0,
+                                               g1 < j->groups ? g1 : j->groups);
         return;
     }
-    if (j->xq) {
+    if (j->xq || j->kq) {
         int64_t r0 = item * j->rows_per_item, r1 = r0 + j->rows_per_item;
-        mm_item_q8(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1);
+        (j->xq ? mm_item_q8 : mm_item_k)(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1);
         return;
     }
     int64_t k = j->w->ne0, n_out = j->w->ne1;
@@ -213,19 +283,32 @@ static void mm_item(void *ctx, int64_t item) {
     free(tmp);
 }
 
-/* act_q8 (backend.h): Q4_0/Q8_0 weights take Q8_0-quantised activations. */
-static bool wants_q8(const pl_backend *be, const pl_buf *w) {
-    return be->act_q8 && (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0);
+/* act_q8 (backend.h): Q4_0/Q8_0 weights take Q8_0-quantised activations (1), Q4_K, Q5_K
+ * and Q6_K weights activations quantised per 256 values (2); others none (0). */
+static int wants_q8(const pl_backend *be, const pl_buf *w) {
+    if (!be->act_q8) return 0;
+    if (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0) return 1;
+    return pl_cpu_kdot_type(w->type) ? 2 : 0;
 }
 
 /* The act_q8 activations: the first n rows of x (k values each) quantised to Q8_0 blocks,
  * q [n*k], the block scales widened to float, d [n*k/32], and each block's sum of its
- * quants, s [n*k/32]; one allocation (q8act_free). */
+ * quants, s [n*k/32]; or (kind 2) per 256 values, d [n*k/256] and the sums of 16, s16
+ * [n*k/16]; one allocation (q8act_free). */
 typedef struct {
     int8_t *q;
     float *d;
     int32_t *s;
+    int16_t *s16;
 } q8act;
+
+/* a's quantised rows as j's activations */
+static void q8act_use(mm_job *j, const q8act *a) {
+    if (a->s16)
+        j->kq = a->q, j->kd = a->d, j->ks = a->s16;
+    else
+        j->xq = a->q, j->xd = a->d, j->xs = a->s;
+}
 
 static void q8act_free(q8act *a) {
     free(a->d);
@@ -241,21 +324,35 @@ typedef struct {
 
 static void quant_item(void *ctx, int64_t i) {
     const quant_job *j = ctx;
+    const q8act *a = j->a;
+    const float *x = j->x + i * j->k;
+    if (a->s16) {
+        int64_t nsb = j->k / 256;
+        pl_cpu_quant_act_k(x, j->k, a->q + i * j->k, a->d + i * nsb, a->s16 + i * nsb * 16);
+        return;
+    }
     int64_t nb = j->k / 32;
-    pl_cpu_quant_act(j->x + i * j->k, j->k, j->a->q + i * j->k, j->a->d + i * nb, j->a->s + i * nb);
+    pl_cpu_quant_act(x, j->k, a->q + i * j->k, a->d + i * nb, a->s + i * nb);
 }
 
-static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64_t k, q8act *a) {
-    int64_t nbt = n * (k / 32);
-    /* floats and int32 sums first (aligned), then the quants */
-    char *mem = malloc((size_t)nbt * (sizeof(float) + sizeof(int32_t)) + (size_t)(n * k) + 1);
-    if (!mem) {
-        *a = (q8act){0};
-        return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
-    }
+/* kind: as wants_q8 says (1 or 2). */
+static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64_t k, int kind,
+                               q8act *a) {
+    int64_t nbt = n * (k / 32), nst = n * (k / 256);
+    /* floats and sums first (aligned), then the quants */
+    size_t head = kind == 2 ? (size_t)nst * (sizeof(float) + 16 * sizeof(int16_t))
+                            : (size_t)nbt * (sizeof(float) + sizeof(int32_t));
+    char *mem = malloc(head + (size_t)(n * k) + 1);
+    *a = (q8act){0};
+    if (!mem) return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
     a->d = (float *)mem;
-    a->s = (int32_t *)(a->d + nbt);
-    a->q = (int8_t *)(a->s + nbt);
+    if (kind == 2) {
+        a->s16 = (int16_t *)(a->d + nst);
+        a->q = (int8_t *)(a->s16 + nst * 16);
+    } else {
+        a->s = (int32_t *)(a->d + nbt);
+        a->q = (int8_t *)(a->s + nbt);
+    }
     quant_job j = {fptr(x), k, a};
     if (n * k < CPU_PAR_MIN_WORK) /* decode: not worth waking the pool */
         for (int64_t i = 0; i < n; i++) quant_item(&j, i);
@@ -268,6 +365,19 @@ static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64
 static void pack_item(void *ctx, int64_t g) {
     mm_job *j = ctx;
     int64_t k = j->w->ne0, nb = k / 32;
+    if (j->kq) {
+        int64_t nsb = k / 256;
+        const int8_t *y[8];
+        const float *yd[8];
+        const int16_t *ys[8];
+        for (int c = 0; c < 8; c++) {
+            int64_t i = g * 8 + c < j->n ? g * 8 + c : j->n - 1, xi = x_row(j, i);
+            y[c] = j->kq + xi * k, yd[c] = j->kd + xi * nsb, ys[c] = j->ks + xi * nsb * 16;
+        }
+        pl_cpu_kgemm_pack(y, yd, ys, nsb, j->pq + g * nsb * 2048, j->pd + g * nsb * 8,
+                          j->kps + g * nsb * 128);
+        return;
+    }
     const int8_t *y[8];
     const float *yd[8];
     const int32_t *ys[8];
@@ -287,11 +397,20 @@ static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
     if (j->n < GEMM_MIN_N || !pl_cpu_have_avx2()) return false;
     int64_t nb = j->w->ne0 / 32, n_out = j->w->ne1;
     j->groups = (j->n + 7) / 8;
-    char *mem = malloc((size_t)(j->groups * nb) * (256 + 8 * sizeof(float) + 8 * sizeof(int32_t)));
+    /* per group and 32 values: 256 quant bytes; and scales and sums per block (Q4_0/Q8_0)
+     * or per 256 values (K-quants: a float and 128 int16) */
+    size_t per = j->kq ? 256 + (8 * sizeof(float) + 128 * sizeof(int16_t)) / 8
+                       : 256 + 8 * sizeof(float) + 8 * sizeof(int32_t);
+    char *mem = malloc((size_t)(j->groups * nb) * per);
     if (!mem) return false;
     j->pd = (float *)mem;
-    j->ps = (int32_t *)(j->pd + j->groups * nb * 8);
-    j->pq = (int8_t *)(j->ps + j->groups * nb * 8);
+    if (j->kq) {
+        j->kps = (int16_t *)(j->pd + j->groups * nb);
+        j->pq = (int8_t *)(j->kps + j->groups * nb * 16);
+    } else {
+        j->ps = (int32_t *)(j->pd + j->groups * nb * 8);
+        j->pq = (int8_t *)(j->ps + j->groups * nb * 8);
+    }
     int threads = pl_pool_threads(c->pool);
     pl_pool_run(c->pool, j->groups, pack_item, j);
     j->col_items = (j->groups + GEMM_GROUPS - 1) / GEMM_GROUPS;
@@ -308,7 +427,7 @@ static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
 static void mm_run(cpu_backend *c, mm_job *j) {
     int64_t n_out = j->w->ne1;
     int threads = pl_pool_threads(c->pool);
-    if (j->xq && mm_run_gemm(c, j)) return;
+    if ((j->xq || j->kq) && mm_run_gemm(c, j)) return;
     int64_t work = j->n * n_out * j->w->ne0;
     int64_t items = work < CPU_PAR_MIN_WORK ? 1 : (int64_t)threads * 4;
     if (items > n_out) items = n_out;
@@ -323,10 +442,11 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
     mm_job j = {.w = w, .x = x, .bias = bias, .out = out, .n = n, .accumulate = accumulate};
     atomic_init(&j.failed, 0);
     q8act a = {0};
-    if (wants_q8(be, w)) {
-        pl_status s = quantise_rows(cpu_of(be), x, n, w->ne0, &a);
+    int kind = wants_q8(be, w);
+    if (kind) {
+        pl_status s = quantise_rows(cpu_of(be), x, n, w->ne0, kind, &a);
         if (s) return s;
-        j.xq = a.q, j.xd = a.d, j.xs = a.s;
+        q8act_use(&j, &a);
     }
     mm_run(cpu_of(be), &j);
     q8act_free(&a);
@@ -364,7 +484,8 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
     }
     q8act a = {0};
     pl_status st = PL_OK;
-    if (wants_q8(be, w)) st = quantise_rows(cpu_of(be), x, x_shared ? n : slots, w->ne0, &a);
+    int kind = wants_q8(be, w);
+    if (kind) st = quantise_rows(cpu_of(be), x, x_shared ? n : slots, w->ne0, kind, &a);
     /* each used expert: its n_out rows of w as a view, over the rows routed to it */
     int64_t row_bytes = pl_row_size(w->type, w->ne0);
     bool failed = false;
@@ -373,7 +494,8 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
         if (m == 0) continue;
         cpu_buf view = {.h = *w, .data = (char *)vptr(w) + e * n_out * row_bytes};
         view.h.ne1 = n_out;
-        mm_job j = {.w = &view.h, .x = x, .xq = a.q, .xd = a.d, .xs = a.s, .out = out, .n = m};
+        mm_job j = {.w = &view.h, .x = x, .out = out, .n = m};
+        if (kind) q8act_use(&j, &a);
         j.xrow = xrow + start[e], j.orow = order + start[e];
         atomic_init(&j.failed, 0);
         mm_run(cpu_of(be), &j);

@@ -326,13 +326,12 @@ void pl_cpu_gemm_tile(int q4, int ng, const unsigned char *wu, const float *wd, 
  * and rounds half away from zero as roundf does: t = trunc(v), plus v's sign where
  * |v - t| >= 0.5 (v - t is exact); a block holding NaN or infinity goes the scalar way. */
 #ifdef PL_QDOT_X86
-__attribute__((target("avx2,f16c"))) static int quant_block_avx2(const float *x, int8_t *q,
-                                                                 uint16_t *d) {
+/* Whether the n (a multiple of 32) values at x are all finite; their largest |x| in *amax. */
+__attribute__((target("avx2,f16c"))) static int amax_avx2(const float *x, int n, float *amax) {
     const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(INFINITY);
-    __m256 v[4], m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
-    for (int i = 0; i < 4; i++) {
-        v[i] = _mm256_loadu_ps(x + 8 * i);
-        __m256 a = _mm256_andnot_ps(sign, v[i]);
+    __m256 m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) {
+        __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i));
         bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* NaN or infinite */
         m = _mm256_max_ps(m, a);
     }
@@ -340,13 +339,18 @@ __attribute__((target("avx2,f16c"))) static int quant_block_avx2(const float *x,
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    const float amax = _mm_cvtss_f32(m4), sc = amax / 127, is = sc != 0 ? 1.0f / sc : 0.0f;
-    *d = pl_f32_to_f16(sc);
+    *amax = _mm_cvtss_f32(m4);
+    return 1;
+}
+
+/* q[0..32) = roundf(x * is), as the scalar code (finite x). */
+__attribute__((target("avx2,f16c"))) static void round32_avx2(const float *x, float is, int8_t *q) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256 vis = _mm256_set1_ps(is), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
     const __m256 lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
     __m256i n[4];
     for (int i = 0; i < 4; i++) {
-        __m256 y = _mm256_mul_ps(v[i], vis);
+        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), vis);
         __m256 t = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
         __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(y, t)), half, _CMP_GE_OQ);
         t = _mm256_add_ps(t, _mm256_and_ps(up, _mm256_or_ps(one, _mm256_and_ps(y, sign))));
@@ -358,6 +362,15 @@ __attribute__((target("avx2,f16c"))) static int quant_block_avx2(const float *x,
     __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
     w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256((__m256i *)q, w);
+}
+
+__attribute__((target("avx2,f16c"))) static int quant_block_avx2(const float *x, int8_t *q,
+                                                                 uint16_t *d) {
+    float amax;
+    if (!amax_avx2(x, 32, &amax)) return 0;
+    const float sc = amax / 127, is = sc != 0 ? 1.0f / sc : 0.0f;
+    *d = pl_f32_to_f16(sc);
+    round32_avx2(x, is, q);
     return 1;
 }
 #endif
@@ -374,6 +387,53 @@ void pl_cpu_quant_act(const float *x, int64_t k, int8_t *q, float *d, int32_t *s
         for (int t = 0; t < 32; t++) sum += q[t];
         s[b] = sum;
     }
+}
+
+/* The 16 sums of 16 quants each of a super-block of 256. */
+static void sums16(const int8_t *q, int16_t *s) {
+    for (int g = 0; g < 16; g++) {
+        int sum = 0;
+        for (int t = 0; t < 16; t++) sum += q[16 * g + t];
+        s[g] = (int16_t)sum;
+    }
+}
+
+/* The K-quants' activations: per 256 values, a float scale; the scalar rule and the AVX2
+ * one (finite blocks) give the same bits, as for Q8_0 above. */
+void pl_cpu_quant_act_k_portable(const float *x, int64_t k, int8_t *q, float *d, int16_t *s) {
+    for (int64_t b = 0; b < k / 256; b++, x += 256, q += 256) {
+        float amax = 0;
+        for (int j = 0; j < 256; j++) amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
+        const float sc = amax / 127, is = sc != 0 ? 1.0f / sc : 0.0f;
+        d[b] = sc;
+        for (int j = 0; j < 256; j++) {
+            const float v = roundf(x[j] * is); /* -127..127 unless x holds NaN */
+            q[j] = (int8_t)(v >= -128.0f && v <= 127.0f ? (int)v : 0);
+        }
+        sums16(q, s + b * 16);
+    }
+}
+
+void pl_cpu_quant_act_k(const float *x, int64_t k, int8_t *q, float *d, int16_t *s) {
+#ifdef PL_QDOT_X86
+    if (pl_cpu_have_avx2()) {
+        for (int64_t b = 0; b < k / 256; b++) {
+            const float *xb = x + b * 256;
+            int8_t *qb = q + b * 256;
+            float amax;
+            if (!amax_avx2(xb, 256, &amax)) {
+                pl_cpu_quant_act_k_portable(xb, 256, qb, d + b, s + b * 16);
+                continue;
+            }
+            const float sc = amax / 127, is = sc != 0 ? 1.0f / sc : 0.0f;
+            d[b] = sc;
+            for (int i = 0; i < 8; i++) round32_avx2(xb + 32 * i, is, qb + 32 * i);
+            sums16(qb, s + b * 16);
+        }
+        return;
+    }
+#endif
+    pl_cpu_quant_act_k_portable(x, k, q, d, s);
 }
 
 int pl_cpu_portable;

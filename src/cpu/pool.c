@@ -4,9 +4,16 @@
  * Waiting spins first, then sleeps: a worker that finished a job watches the job
  * generation for up to POOL_SPIN_NS before it sleeps on the condition variable, and the
  * caller watches the busy count as long before it sleeps, so the jobs of one token (a few
- * hundred matmuls and attentions back to back) hand over without a system call. The wake
- * cannot be lost: the generation (busy count) changes before the poster takes the mutex to
- * broadcast (signal), and a sleeper checks it under that mutex. */
+ * hundred matmuls and attentions back to back) hand over without a system call.
+ *
+ * At many threads the hand-over itself costs: every cache line that all threads write
+ * bounces between cores. So the job (written once per job by the caller), the item counter,
+ * the busy count and the sleeper counts each sit on their own cache line, and the mutex
+ * and condition variables are touched only when someone sleeps: a sleeper counts itself
+ * in (n_asleep, caller_asleep) before it checks for the job (the done count) under the
+ * mutex, and the poster changes the generation (busy count) before it reads that count,
+ * both sequentially consistent, so one of the two sees the other: the wake cannot be
+ * lost. */
 #include "pool.h"
 
 #include <pthread.h>
@@ -30,17 +37,19 @@ struct pl_pool {
     int n_threads; /* including the caller */
     pthread_t *threads;
     pthread_mutex_t mu;
-    pthread_cond_t wake;             /* a new job (or shutdown) */
-    pthread_cond_t done;             /* the last worker finished the job */
-    atomic_uint_fast64_t generation; /* bumped once per job, after the job is set */
-    atomic_int n_busy;               /* workers still inside the current job */
+    pthread_cond_t wake; /* a new job (or shutdown) */
+    pthread_cond_t done; /* the last worker finished the job */
+    /* the current job: written by the caller once per job, read by every worker */
+    alignas(64) atomic_uint_fast64_t generation; /* bumped once per job, after the job is set */
     atomic_bool quit;
-    /* the current job */
     pl_pool_fn fn;
     void *ctx;
     int64_t n_items;
-    alignas(64) atomic_int_fast64_t next; /* its own cache line: every thread bumps it */
-    char pad[64 - sizeof(atomic_int_fast64_t)];
+    alignas(64) atomic_int_fast64_t next; /* every thread bumps it */
+    alignas(64) atomic_int n_busy;        /* workers still inside the current job */
+    alignas(64) atomic_int n_asleep;      /* workers asleep (or about to be) on wake */
+    atomic_int caller_asleep;             /* the caller asleep (or about to be) on done */
+    char pad[64 - 2 * sizeof(atomic_int)];
 };
 
 static int64_t now_ns(void) {
@@ -65,14 +74,14 @@ static bool spin_until(pl_pool *p, bool (*done)(pl_pool *, uint64_t), uint64_t a
     }
 }
 
+/* (sequentially consistent loads: a sleeper's check pairs with the poster's, above) */
 static bool new_job(pl_pool *p, uint64_t seen) {
-    return atomic_load_explicit(&p->generation, memory_order_acquire) != seen ||
-           atomic_load_explicit(&p->quit, memory_order_relaxed);
+    return atomic_load(&p->generation) != seen || atomic_load(&p->quit);
 }
 
 static bool all_done(pl_pool *p, uint64_t unused) {
     (void)unused;
-    return atomic_load_explicit(&p->n_busy, memory_order_acquire) == 0;
+    return atomic_load(&p->n_busy) == 0;
 }
 
 static void drain(pl_pool *p) {
@@ -89,13 +98,15 @@ static void *worker(void *arg) {
     for (;;) {
         if (!spin_until(p, new_job, seen)) {
             pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->n_asleep, 1);
             while (!new_job(p, seen)) pthread_cond_wait(&p->wake, &p->mu);
+            atomic_fetch_sub(&p->n_asleep, 1);
             pthread_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->quit)) break;
-        seen = atomic_load_explicit(&p->generation, memory_order_acquire);
+        seen = atomic_load(&p->generation);
         drain(p);
-        if (atomic_fetch_sub_explicit(&p->n_busy, 1, memory_order_acq_rel) == 1) {
+        if (atomic_fetch_sub(&p->n_busy, 1) == 1 && atomic_load(&p->caller_asleep)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
             pthread_mutex_unlock(&p->mu);
@@ -115,6 +126,8 @@ pl_status pl_pool_new(int n_threads, pl_pool **out) {
     pthread_cond_init(&p->done, NULL);
     atomic_init(&p->generation, 0);
     atomic_init(&p->n_busy, 0);
+    atomic_init(&p->n_asleep, 0);
+    atomic_init(&p->caller_asleep, 0);
     atomic_init(&p->quit, false);
     atomic_init(&p->next, 0);
     if (n_threads > 1) {
@@ -162,14 +175,18 @@ void pl_pool_run(pl_pool *p, int64_t n_items, pl_pool_fn fn, void *ctx) {
     p->n_items = n_items;
     atomic_store(&p->next, 0);
     atomic_store(&p->n_busy, p->n_threads - 1);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
-    pthread_mutex_lock(&p->mu);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    atomic_fetch_add(&p->generation, 1);
+    if (atomic_load(&p->n_asleep)) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
     drain(p);
     if (!spin_until(p, all_done, 0)) {
         pthread_mutex_lock(&p->mu);
+        atomic_store(&p->caller_asleep, 1);
         while (!all_done(p, 0)) pthread_cond_wait(&p->done, &p->mu);
+        atomic_store(&p->caller_asleep, 0);
         pthread_mutex_unlock(&p->mu);
     }
 }

@@ -7,7 +7,8 @@
  * first), NaN skipped, rows of NaN alone filled with id -1 / -inf. matmul_id: F32, F16,
  * Q8_0, Q4_0 and Q4_K experts, activations shared or per slot, ids outside [0, n_exp) giving
  * zero rows, with act_q8 off (dequantised weights, float activations) and on (Q4_0/Q8_0
- * take Q8_0-quantised activations and integer block dots, the other types stay float);
+ * take Q8_0-quantised activations and integer block dots, Q4_K activations quantised per
+ * 256 values, the float types stay float);
  * the same results, bit for bit, from a 1-thread and a 3-thread backend. */
 #include "cpu/cpu.h"
 #include "format/quant.h"
@@ -158,8 +159,21 @@ static void act_q8_ref(const float *x, int k, int8_t *q, double *d) {
     }
 }
 
+/* act_q8 for K-quants (the rule written out again): per 256 values, scale s = max|x| / 127
+ * (a float), quant round(x / s). */
+static void act_k_ref(const float *x, int k, int8_t *q, double *d) {
+    for (int b = 0; b < k / 256; b++) {
+        float amax = 0;
+        for (int j = 0; j < 256; j++) amax = fmaxf(amax, fabsf(x[b * 256 + j]));
+        float s = amax / 127, is = s != 0 ? 1.0f / s : 0.0f;
+        d[b] = s;
+        for (int j = 0; j < 256; j++) q[b * 256 + j] = (int8_t)roundf(x[b * 256 + j] * is);
+    }
+}
+
 /* W_e x in double: float activations against the dequantised row, or (q8) each Q8_0 block
- * of the activation against the weight block: its integer dot times the two scales. *mag
+ * of the activation against the weight block: its integer dot times the two scales (Q4_K:
+ * the dequantised row against the activation quantised per 256 values). *mag
  * gets the sum of the terms' magnitudes, the scale of the float rounding error. */
 static double dot_ref(uint32_t type, const float *wrow, const unsigned char *wq, const float *x,
                       int k, bool q8, double *mag) {
@@ -170,7 +184,15 @@ static double dot_ref(uint32_t type, const float *wrow, const unsigned char *wq,
         return s;
     }
     int8_t q[256];
-    double d[8];
+    double d[8] = {0};
+    if (type == PL_TYPE_Q4_K) {
+        act_k_ref(x, k, q, d);
+        for (int i = 0; i < k; i++) {
+            double t = (double)wrow[i] * q[i] * d[i / 256];
+            s += t, *mag += fabs(t);
+        }
+        return s;
+    }
     act_q8_ref(x, k, q, d);
     int bs = type == PL_TYPE_Q4_0 ? 18 : 34;
     for (int b = 0; b < k / 32; b++) {
@@ -235,7 +257,7 @@ static void matmul_id_case(pl_backend *be1, pl_backend *be3, uint32_t type, bool
         pl_be_buf_free(bw), pl_be_buf_free(bx), pl_be_buf_free(bi), pl_be_buf_free(bo);
         be->act_q8 = 0;
     }
-    bool q8 = act_q8 && (type == PL_TYPE_Q4_0 || type == PL_TYPE_Q8_0);
+    bool q8 = act_q8 && (type == PL_TYPE_Q4_0 || type == PL_TYPE_Q8_0 || type == PL_TYPE_Q4_K);
     for (int s = 0; s < slots; s++) {
         const float *xr = x + (int64_t)(x_shared ? s / n_used : s) * k;
         for (int r = 0; r < n_out; r++) {

@@ -14,6 +14,7 @@
 #include "cpu/cpu.h"
 #include "cpu/cpu_internal.h"
 #include "format/quant.h"
+#include "cpu_matmul_run.h"
 #include "test.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -146,32 +147,17 @@ static int matmul_case(pl_backend *bes[2], uint32_t type, int n_out, int k, int 
         pl_quant_act_q8_0(x + (int64_t)i * k, k, xq + (int64_t)i * k, xh + (int64_t)i * nb);
     for (int i = 0; i < n * nb; i++) xd[i] = pl_f16_to_f32(xh[i]);
     int bad = 0;
+    float *dot = malloc(sizeof(float) * (size_t)n * n_out);
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < n_out; r++)
+            dot[i * n_out + r] = pl_cpu_qdot_row_portable(
+                q4, w + r * row_bytes, xq + (int64_t)i * k, xd + (int64_t)i * nb, nb);
     for (int t = 0; t < 2; t++) {
-        pl_backend *be = bes[t];
-        be->act_q8 = 1;
-        pl_buf *bw = NULL, *bx = NULL, *bb = NULL, *bo = NULL;
-        CHECK(pl_be_buf_weight(be, type, k, n_out, w, &bw) == PL_OK, "%s", pl_last_error());
-        CHECK(pl_be_buf_new(be, PL_TYPE_F32, k, n, &bx) == PL_OK, "%s", pl_last_error());
-        CHECK(pl_be_buf_new(be, PL_TYPE_F32, n_out, 1, &bb) == PL_OK, "%s", pl_last_error());
-        CHECK(pl_be_buf_new(be, PL_TYPE_F32, n_out, n, &bo) == PL_OK, "%s", pl_last_error());
-        if (!bw || !bx || !bb || !bo) return 1;
-        pl_be_write(bx, 0, x, (int64_t)n * k * 4);
-        pl_be_write(bb, 0, bv, (int64_t)n_out * 4);
-        pl_be_write(bo, 0, o0, (int64_t)n * n_out * 4);
-        CHECK(pl_be_matmul(bw, bx, bias ? bb : NULL, n, acc, bo) == PL_OK, "%s", pl_last_error());
-        CHECK(pl_be_read(bo, 0, got, (int64_t)n * n_out * 4) == PL_OK, "%s", pl_last_error());
-        pl_be_buf_free(bw), pl_be_buf_free(bx), pl_be_buf_free(bb), pl_be_buf_free(bo);
-        be->act_q8 = 0;
-        for (int i = 0; i < n; i++)
-            for (int r = 0; r < n_out; r++) {
-                float v = pl_cpu_qdot_row_portable(q4, w + r * row_bytes, xq + (int64_t)i * k,
-                                                   xd + (int64_t)i * nb, nb) +
-                          (bias ? bv[r] : 0.0f);
-                float want = acc ? o0[i * n_out + r] + v : v;
-                bad += memcmp(&want, &got[i * n_out + r], sizeof want) != 0;
-            }
+        if (!act_q8_matmul(bes[t], type, k, n_out, n, w, x, bias ? bv : NULL, acc, o0, got))
+            return 1;
+        bad += act_q8_mismatches(n, n_out, dot, bias ? bv : NULL, acc, o0, got);
     }
-    free(w), free(x), free(bv), free(o0), free(got), free(xq), free(xh), free(xd);
+    free(w), free(x), free(bv), free(o0), free(got), free(xq), free(xh), free(xd), free(dot);
     return bad;
 }
 

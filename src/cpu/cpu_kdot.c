@@ -1,0 +1,459 @@
+/* cpu_kdot.c - rows of Q4_K, Q5_K or Q6_K weights against activation rows quantised per
+ * 256-value super-block (the act_q8 matmul for K-quants, cpu_matmul.c): a weight row x 1
+ * activation row (decode) or x 4 (a batch), each weight super-block unpacked once for all
+ * its activation rows.
+ *
+ * The activations (pl_cpu_quant_act_k): per super-block of 256 values, one float scale
+ * d = max|x| / 127, quants q = roundf(x / d) in -127..127, and each 16 quants' sum (the
+ * K-quants' mins and Q6_K's offset of 32 then cost one integer product per sub-block).
+ *
+ * Per super-block the dot is integer and exact: Q4_K/Q5_K, isum = sum over the 8 sub-blocks
+ * of scale_j * dot(q_j, y_j), imin = sum of min_j * (sum of y_j); Q6_K, isum = sum over the
+ * 16 groups of scale_i * (dot(q_i, y_i) - 32 * sum of y_i). Then, in super-block order,
+ * sum += (float)isum * (d_w * d_x) - (float)imin * (dmin_w * d_x) (Q6_K: no second term),
+ * the same float operations on every path (no fused multiply-add), so the AVX2 path and the
+ * portable one give bit-identical results. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "format/quant.h"
+#include "format/quant_blocks.h"
+#include "format/quant_rows.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PL_KDOT_X86 1
+#endif
+
+int pl_cpu_kdot_type(uint32_t t) {
+    return t == PL_TYPE_Q4_K || t == PL_TYPE_Q5_K || t == PL_TYPE_Q6_K;
+}
+
+/* ---- the portable reference ---- */
+
+/* One super-block's integer sums for Q4_K/Q5_K (5: with the fifth bits). */
+static void k45_sums(const unsigned char *blk, int q5, const int8_t *y, const int16_t *ys,
+                     int32_t *isum, int32_t *imin) {
+    const uint8_t *scales = blk + 4, *qh = q5 ? blk + 16 : NULL, *qs = blk + (q5 ? 48 : 16);
+    int32_t s = 0, m = 0;
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, mn;
+        pl_k4_scale_min(j, scales, &sc, &mn);
+        const uint8_t *q = qs + 32 * (j / 2);
+        int32_t dot = 0;
+        for (int l = 0; l < 32; l++) {
+            int v = j & 1 ? q[l] >> 4 : q[l] & 15;
+            if (q5 && (qh[l] >> j & 1)) v += 16;
+            dot += v * y[32 * j + l];
+        }
+        s += sc * dot;
+        m += mn * (ys[2 * j] + ys[2 * j + 1]);
+    }
+    *isum = s, *imin = m;
+}
+
+/* One super-block's integer sum for Q6_K. */
+static int32_t k6_sum(const unsigned char *blk, const int8_t *y, const int16_t *ys) {
+    const pl_block_q6_K *b = (const pl_block_q6_K *)blk;
+    int32_t s = 0;
+    for (int i = 0; i < 16; i++) {         /* group i: values 16i..16i+15 */
+        int h = i / 8, part = (i % 8) / 2; /* half of 128, and which 32 in it */
+        int32_t dot = 0;
+        for (int e = 0; e < 16; e++) {
+            int l = (i % 2) * 16 + e; /* 0..31 */
+            int lo = b->ql[64 * h + l + (part & 1 ? 32 : 0)];
+            lo = part < 2 ? lo & 15 : lo >> 4;
+            int hi = b->qh[32 * h + l] >> (2 * part) & 3;
+            dot += (lo | hi << 4) * y[16 * i + e];
+        }
+        s += b->scales[i] * (dot - 32 * ys[i]);
+    }
+    return s;
+}
+
+static inline float half_at(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return pl_f16_to_f32(h);
+}
+
+/* The float step of one super-block (dw, dm: the block's d and dmin): the same on every
+ * path. */
+static inline float k_step(float sum, uint32_t t, float dw, float dm, int32_t isum, int32_t imin,
+                           float dy) {
+    if (t == PL_TYPE_Q6_K) return sum + (float)isum * (dw * dy);
+    return sum + ((float)isum * (dw * dy) - (float)imin * (dm * dy));
+}
+
+float pl_cpu_kdot_row_portable(uint32_t t, const unsigned char *w, const int8_t *y, const float *yd,
+                               const int16_t *ys, int64_t nsb) {
+    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
+    float sum = 0;
+    for (int64_t b = 0; b < nsb; b++, w += bs, y += 256, ys += 16) {
+        int32_t isum, imin = 0;
+        if (t == PL_TYPE_Q6_K)
+            isum = k6_sum(w, y, ys);
+        else
+            k45_sums(w, t == PL_TYPE_Q5_K, y, ys, &isum, &imin);
+        if (t == PL_TYPE_Q6_K)
+            sum = k_step(sum, t, half_at(w + 208), 0, isum, 0, yd[b]);
+        else
+            sum = k_step(sum, t, half_at(w), half_at(w + 2), isum, imin, yd[b]);
+    }
+    return sum;
+}
+
+/* ---- AVX2 ---- */
+
+#ifdef PL_KDOT_X86
+__attribute__((target("avx2"))) static inline int32_t hsum8(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* A super-block's 256 quants, unsigned (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63), in element
+ * order: q[v] holds values 32v..32v+31. sc gets the scales as int16: Q4_K/Q5_K sc[0..7]
+ * the sub-block scales and sc[8..15] the mins; Q6_K the 16 scales. */
+__attribute__((target("avx2"), always_inline)) static inline void
+kq_avx2(const uint32_t t, const unsigned char *w, __m256i q[8], int16_t sc[16]) {
+    const __m256i lo4 = _mm256_set1_epi8(15), b1 = _mm256_set1_epi8(1), b3 = _mm256_set1_epi8(3);
+    if (t != PL_TYPE_Q6_K) {
+        const int q5 = t == PL_TYPE_Q5_K;
+        const uint8_t *qs = w + (q5 ? 48 : 16);
+        /* pl_k4_scale_min for all 8 at once, four bytes a word (little-endian) */
+        uint32_t u[3], o[4];
+        memcpy(u, w + 4, 12);
+        o[0] = u[0] & 0x3f3f3f3f;                                            /* scales 0-3 */
+        o[1] = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;        /* scales 4-7 */
+        o[2] = u[1] & 0x3f3f3f3f;                                            /* mins 0-3 */
+        o[3] = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4; /* mins 4-7 */
+        _mm256_storeu_si256((__m256i *)sc,
+                            _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)o)));
+        __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)(w + 16)) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) { /* values 64j..64j+63: sub-blocks 2j and 2j+1 */
+            __m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+            q[2 * j] = _mm256_and_si256(x, lo4);
+            q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), lo4);
+            if (q5) { /* bit 2j of qh byte l: value 64j + l; bit 2j+1: value 64j + 32 + l */
+                q[2 * j] =
+                    _mm256_or_si256(q[2 * j], _mm256_slli_epi16(_mm256_and_si256(hb, b1), 4));
+                hb = _mm256_srli_epi16(hb, 1);
+                q[2 * j + 1] =
+                    _mm256_or_si256(q[2 * j + 1], _mm256_slli_epi16(_mm256_and_si256(hb, b1), 4));
+                hb = _mm256_srli_epi16(hb, 1);
+            }
+        }
+    } else {
+        const pl_block_q6_K *k = (const pl_block_q6_K *)w;
+        _mm256_storeu_si256((__m256i *)sc,
+                            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)k->scales)));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) { /* values 128h + 32p + l */
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(k->ql + 64 * h));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(k->ql + 64 * h + 32));
+            __m256i hh = _mm256_loadu_si256((const __m256i *)(k->qh + 32 * h));
+            __m256i *o = q + 4 * h;
+            o[0] = _mm256_and_si256(l0, lo4);
+            o[1] = _mm256_and_si256(l1, lo4);
+            o[2] = _mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4);
+            o[3] = _mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4);
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hh, 2 * p), b3);
+                o[p] = _mm256_or_si256(o[p], _mm256_slli_epi16(hi, 4));
+            }
+        }
+    }
+}
+
+/* The int16 multipliers of the 32 values 32v..32v+31 (madd with their maddubs pairs): one
+ * scale (Q4_K/Q5_K) or one per 16 (Q6_K: the low 128 bits hold values 32v..32v+15). */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+kscale_avx2(const uint32_t t, const int16_t sc[16], int v) {
+    if (t != PL_TYPE_Q6_K) return _mm256_set1_epi16(sc[v]);
+    return _mm256_set_m128i(_mm_set1_epi16(sc[2 * v + 1]), _mm_set1_epi16(sc[2 * v]));
+}
+
+/* The multipliers of a super-block's 16 sums of 16 activations: Q4_K/Q5_K min j for sums
+ * 2j and 2j+1, Q6_K scale i for sum i (madd'd with the sums: imin in 8 int32 parts). */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+kminmul_avx2(const uint32_t t, const int16_t sc[16]) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)sc);
+    if (t == PL_TYPE_Q6_K) return v;
+    __m128i m = _mm256_extracti128_si256(v, 1); /* mins 0..7 */
+    return _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
+}
+
+/* One weight row against C activation rows (C a compile-time constant where inlined).
+ * maddubs pairs: unsigned quants (Q4_K <= 15, Q5_K <= 31, Q6_K <= 63) times activations
+ * (|y| <= 127), at most 2 * 63 * 127 = 16002: no int16 saturation; madd with the
+ * sub-block's scale widens them to int32 (exact: see the ranges in the file comment). */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void
+kdot_avx2(const uint32_t t, const int C, const unsigned char *w, const int8_t *const y[],
+          const float *const yd[], const int16_t *const ys[], int64_t nsb, float *out) {
+    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
+    float sum[4] = {0, 0, 0, 0};
+    for (int64_t b = 0; b < nsb; b++, w += bs) {
+        __m256i acc[4], q[8];
+        int16_t sc[16];
+        kq_avx2(t, w, q, sc);
+        uint16_t hd[2] = {0, 0}; /* d and dmin (Q6_K: d, at its end) */
+        memcpy(hd, t == PL_TYPE_Q6_K ? w + 208 : w, t == PL_TYPE_Q6_K ? 2 : 4);
+        const float dw = _cvtsh_ss(hd[0]), dm = _cvtsh_ss(hd[1]);
+        const __m256i mm = kminmul_avx2(t, sc);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) {
+            const __m256i s = kscale_avx2(t, sc, v);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                __m256i yv = _mm256_loadu_si256((const __m256i *)(y[c] + b * 256 + 32 * v));
+                acc[c] =
+                    _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[v], yv), s));
+            }
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            __m256i mv =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(ys[c] + b * 16)), mm);
+            int32_t isum, imin = 0;
+            if (t == PL_TYPE_Q6_K) {
+                isum = hsum8(_mm256_sub_epi32(acc[c], _mm256_slli_epi32(mv, 5)));
+            } else { /* both sums in one reduction */
+                __m256i h = _mm256_hadd_epi32(acc[c], mv);
+                __m128i x =
+                    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                x = _mm_hadd_epi32(x, x);
+                isum = _mm_cvtsi128_si32(x), imin = _mm_extract_epi32(x, 1);
+            }
+            sum[c] = k_step(sum[c], t, dw, dm, isum, imin, yd[c][b]);
+        }
+    }
+    for (int c = 0; c < C; c++) out[c] = sum[c];
+}
+
+/* The instances: each type, 1 or 4 activation rows. */
+#define PL_KDOT(name, t, C)                                                                        \
+    __attribute__((target("avx2,f16c"))) static void name(                                         \
+        const unsigned char *w, const int8_t *const y[], const float *const yd[],                  \
+        const int16_t *const ys[], int64_t nsb, float *out) {                                      \
+        kdot_avx2(t, C, w, y, yd, ys, nsb, out);                                                   \
+    }
+PL_KDOT(kdot_q4k_1, PL_TYPE_Q4_K, 1)
+PL_KDOT(kdot_q4k_4, PL_TYPE_Q4_K, 4)
+PL_KDOT(kdot_q5k_1, PL_TYPE_Q5_K, 1)
+PL_KDOT(kdot_q5k_4, PL_TYPE_Q5_K, 4)
+PL_KDOT(kdot_q6k_1, PL_TYPE_Q6_K, 1)
+PL_KDOT(kdot_q6k_4, PL_TYPE_Q6_K, 4)
+
+/* ---- the prefill GEMM for K-quants (AVX2 only) ----
+ * As the Q4_0/Q8_0 GEMM (cpu_qdot.c): an output lane per activation column. The pack is
+ * that GEMM's quant layout per 32 values ([g][c][4]), the 8 columns' float scales per
+ * super-block, and their sums of 16 as int16 pairs (column c: sums 2j and 2j+1), so one
+ * madd gives 8 columns' min or offset term of a pair of groups. Each weight value's byte
+ * is broadcast (4 at a time) and maddubs'd with 8 columns; the int16 pair sums are added
+ * for as many steps as cannot overflow (Q4_K 8 steps: 8 x 2 x 15 x 127 = 30480; Q5_K 4:
+ * 4 x 2 x 31 x 127 = 31496; Q6_K 2: 2 x 2 x 63 x 127 = 32004), then madd'd with the
+ * (sub-)block's scale into int32. Per super-block each lane then takes k_step's float
+ * operations in its order. */
+__attribute__((target("avx2"))) static inline __m256i bcast4(const unsigned char *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+__attribute__((target("avx2,f16c"), always_inline)) static inline void
+kgemm_avx2(const uint32_t t, const int NG, const uint8_t *wq, const int16_t *wsc, const float *wd,
+           int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float out[64]) {
+    /* steps of 4 values between two widenings, and widenings per 32 values */
+    const int S = t == PL_TYPE_Q4_K ? 8 : t == PL_TYPE_Q5_K ? 4 : 2, F = 8 / S;
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 4 * NG; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        const uint8_t *wb = wq + b * 4 * 256;
+        const int16_t *sb = wsc + b * 4 * 16;
+        __m256i isum[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 4 * NG; i++) isum[i] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+        for (int v = 0; v < 8; v++)
+#pragma GCC unroll 1
+            for (int f = 0; f < F; f++) {
+                __m256i d16[8];
+#pragma GCC unroll 8
+                for (int i = 0; i < 4 * NG; i++) d16[i] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+                for (int g = f * S; g < f * S + S; g++) {
+                    __m256i y[2];
+#pragma GCC unroll 2
+                    for (int k = 0; k < NG; k++)
+                        y[k] = _mm256_loadu_si256(
+                            (const __m256i *)(q + ((k * nsb + b) * 8 + v) * 256 + g * 32));
+#pragma GCC unroll 4
+                    for (int r = 0; r < 4; r++) {
+                        __m256i w = bcast4(wb + r * 256 + 32 * v + 4 * g);
+#pragma GCC unroll 2
+                        for (int k = 0; k < NG; k++)
+                            d16[k * 4 + r] =
+                                _mm256_add_epi16(d16[k * 4 + r], _mm256_maddubs_epi16(w, y[k]));
+                    }
+                }
+                /* the scale of these S steps: the sub-block's, or Q6_K's per 16 */
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    const int16_t *sc = sb + r * 16;
+                    __m256i m = _mm256_set1_epi16(t == PL_TYPE_Q6_K ? sc[2 * v + f / 2] : sc[v]);
+#pragma GCC unroll 2
+                    for (int k = 0; k < NG; k++)
+                        isum[k * 4 + r] =
+                            _mm256_add_epi32(isum[k * 4 + r], _mm256_madd_epi16(d16[k * 4 + r], m));
+                }
+            }
+#pragma GCC unroll 2
+        for (int k = 0; k < NG; k++) {
+            const __m256 dy = _mm256_loadu_ps(d + (k * nsb + b) * 8);
+            const int16_t *sk = s + (k * nsb + b) * 128;
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const int16_t *sc = sb + r * 16;
+                __m256i imin = _mm256_setzero_si256();
+                for (int j = 0; j < 8; j++) { /* sums 2j, 2j+1 of the 8 columns */
+                    uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
+                    uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
+                    __m256i m = _mm256_set1_epi32((int32_t)((uint32_t)hi << 16 | lo));
+                    __m256i sv = _mm256_loadu_si256((const __m256i *)(sk + 16 * j));
+                    imin = _mm256_add_epi32(imin, _mm256_madd_epi16(sv, m));
+                }
+                __m256i is = isum[k * 4 + r];
+                const float *dw = wd + (b * 4 + r) * 2;
+                __m256 a = _mm256_mul_ps(_mm256_set1_ps(dw[0]), dy), x;
+                if (t == PL_TYPE_Q6_K) {
+                    is = _mm256_sub_epi32(is, _mm256_slli_epi32(imin, 5));
+                    x = _mm256_mul_ps(_mm256_cvtepi32_ps(is), a);
+                } else {
+                    __m256 mm = _mm256_mul_ps(_mm256_set1_ps(dw[1]), dy);
+                    x = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(is), a),
+                                      _mm256_mul_ps(_mm256_cvtepi32_ps(imin), mm));
+                }
+                acc[k * 4 + r] = _mm256_add_ps(acc[k * 4 + r], x);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 4 * NG; i++) _mm256_storeu_ps(out + 8 * i, acc[i]);
+}
+
+#define PL_KGEMM(name, t, ng)                                                                      \
+    __attribute__((target("avx2,f16c"))) static void name(                                         \
+        const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb, const int8_t *q,      \
+        const float *d, const int16_t *s, float out[64]) {                                         \
+        kgemm_avx2(t, ng, wq, wsc, wd, nsb, q, d, s, out);                                         \
+    }
+PL_KGEMM(kgemm_q4k_1, PL_TYPE_Q4_K, 1)
+PL_KGEMM(kgemm_q4k_2, PL_TYPE_Q4_K, 2)
+PL_KGEMM(kgemm_q5k_1, PL_TYPE_Q5_K, 1)
+PL_KGEMM(kgemm_q5k_2, PL_TYPE_Q5_K, 2)
+PL_KGEMM(kgemm_q6k_1, PL_TYPE_Q6_K, 1)
+PL_KGEMM(kgemm_q6k_2, PL_TYPE_Q6_K, 2)
+
+__attribute__((target("avx2,f16c"))) static void kunpack_avx2(uint32_t t, int nr,
+                                                              const unsigned char *const w[],
+                                                              int64_t nsb, uint8_t *wq,
+                                                              int16_t *wsc, float *wd) {
+    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
+    for (int64_t b = 0; b < nsb; b++)
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
+            __m256i q[8];
+            kq_avx2(t, p, q, wsc + (b * 4 + r) * 16);
+            for (int v = 0; v < 8; v++)
+                _mm256_storeu_si256((__m256i *)(wq + (b * 4 + r) * 256 + 32 * v), q[v]);
+            float *o = wd + (b * 4 + r) * 2;
+            o[0] = half_at(t == PL_TYPE_Q6_K ? p + 208 : p);
+            o[1] = t == PL_TYPE_Q6_K ? 0.0f : half_at(p + 2);
+        }
+}
+#endif
+
+int pl_cpu_kgemm_unpack(uint32_t t, int nr, const unsigned char *const w[], int64_t nsb,
+                        uint8_t *wq, int16_t *wsc, float *wd) {
+#ifdef PL_KDOT_X86
+    if (pl_cpu_have_avx2()) {
+        kunpack_avx2(t, nr, w, nsb, wq, wsc, wd);
+        return 1;
+    }
+#endif
+    (void)t, (void)nr, (void)w, (void)nsb, (void)wq, (void)wsc, (void)wd;
+    return 0;
+}
+
+void pl_cpu_kgemm_pack(const int8_t *const y[8], const float *const yd[8],
+                       const int16_t *const ys[8], int64_t nsb, int8_t *q, float *d, int16_t *s) {
+    for (int64_t b = 0; b < nsb; b++)
+        for (int c = 0; c < 8; c++) {
+            for (int v = 0; v < 8; v++)
+                for (int g = 0; g < 8; g++)
+                    memcpy(q + (b * 8 + v) * 256 + g * 32 + c * 4, y[c] + b * 256 + 32 * v + 4 * g,
+                           4);
+            d[b * 8 + c] = yd[c][b];
+            for (int j = 0; j < 8; j++) {
+                s[b * 128 + j * 16 + 2 * c] = ys[c][b * 16 + 2 * j];
+                s[b * 128 + j * 16 + 2 * c + 1] = ys[c][b * 16 + 2 * j + 1];
+            }
+        }
+}
+
+int pl_cpu_kgemm_tile(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc, const float *wd,
+                      int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float *out) {
+#ifdef PL_KDOT_X86
+    if (pl_cpu_have_avx2()) {
+        if (ng == 2)
+            (t == PL_TYPE_Q4_K   ? kgemm_q4k_2
+             : t == PL_TYPE_Q5_K ? kgemm_q5k_2
+                                 : kgemm_q6k_2)(wq, wsc, wd, nsb, q, d, s, out);
+        else
+            (t == PL_TYPE_Q4_K   ? kgemm_q4k_1
+             : t == PL_TYPE_Q5_K ? kgemm_q5k_1
+                                 : kgemm_q6k_1)(wq, wsc, wd, nsb, q, d, s, out);
+        return 1;
+    }
+#endif
+    (void)t, (void)ng, (void)wq, (void)wsc, (void)wd, (void)nsb, (void)q, (void)d, (void)s,
+        (void)out;
+    return 0;
+}
+
+void pl_cpu_kdot(uint32_t t, const unsigned char *w, int nc, const int8_t *const y[],
+                 const float *const yd[], const int16_t *const ys[], int64_t nsb, float *out) {
+#ifdef PL_KDOT_X86
+    if (pl_cpu_have_avx2()) {
+        if (nc == 1) {
+            (t == PL_TYPE_Q4_K   ? kdot_q4k_1
+             : t == PL_TYPE_Q5_K ? kdot_q5k_1
+                                 : kdot_q6k_1)(w, y, yd, ys, nsb, out);
+            return;
+        }
+        /* columns short of 4 repeat the last one */
+        const int8_t *yt[4];
+        const float *ydt[4];
+        const int16_t *yst[4];
+        for (int c = 0; c < 4; c++) {
+            int cc = c < nc ? c : nc - 1;
+            yt[c] = y[cc], ydt[c] = yd[cc], yst[c] = ys[cc];
+        }
+        float o[4];
+        (t == PL_TYPE_Q4_K   ? kdot_q4k_4
+         : t == PL_TYPE_Q5_K ? kdot_q5k_4
+                             : kdot_q6k_4)(w, yt, ydt, yst, nsb, o);
+        for (int c = 0; c < nc; c++) out[c] = o[c];
+        return;
+    }
+#endif
+    for (int c = 0; c < nc; c++) out[c] = pl_cpu_kdot_row_portable(t, w, y[c], yd[c], ys[c], nsb);
+}

@@ -1,0 +1,49 @@
+/* cpu_matmul_run.h - what the CPU matmul tests share: one pl_be_matmul on a backend with
+ * act_q8 on, from host arrays to host arrays. */
+#ifndef PL_TEST_CPU_MATMUL_RUN_H
+#define PL_TEST_CPU_MATMUL_RUN_H
+
+#include <string.h>
+
+#include "test.h"
+
+/* got [n, n_out] = W x (+ bias when given) for the first n rows of x [n, k], added to o0
+ * [n, n_out] when acc; W: n_out rows of k values of type, as in the file. act_q8 is on for
+ * the call only. Whether it ran (the CHECKs say why not). */
+static inline bool act_q8_matmul(pl_backend *be, uint32_t type, int64_t k, int n_out, int n,
+                                 const void *w, const float *x, const float *bias, bool acc,
+                                 const float *o0, float *got) {
+    pl_buf *bw = NULL, *bx = NULL, *bb = NULL, *bo = NULL;
+    be->act_q8 = 1;
+    CHECK(pl_be_buf_weight(be, type, k, n_out, w, &bw) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_be_buf_new(be, PL_TYPE_F32, k, n, &bx) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_be_buf_new(be, PL_TYPE_F32, n_out, 1, &bb) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_be_buf_new(be, PL_TYPE_F32, n_out, n, &bo) == PL_OK, "%s", pl_last_error());
+    bool ok = bw && bx && bb && bo;
+    if (ok) {
+        pl_be_write(bx, 0, x, n * k * 4);
+        if (bias) pl_be_write(bb, 0, bias, (int64_t)n_out * 4);
+        pl_be_write(bo, 0, o0, (int64_t)n * n_out * 4);
+        ok = pl_be_matmul(bw, bx, bias ? bb : NULL, n, acc, bo) == PL_OK &&
+             pl_be_read(bo, 0, got, (int64_t)n * n_out * 4) == PL_OK;
+        CHECK(ok, "%s", pl_last_error());
+    }
+    pl_be_buf_free(bw), pl_be_buf_free(bx), pl_be_buf_free(bb), pl_be_buf_free(bo);
+    be->act_q8 = 0;
+    return ok;
+}
+
+/* How many of got [n, n_out] are not, bit for bit, what the matmul above must give from the
+ * reference dots dot [n, n_out] (dot + bias[r], added to o0 when acc). */
+static inline int act_q8_mismatches(int n, int n_out, const float *dot, const float *bias, bool acc,
+                                    const float *o0, const float *got) {
+    int bad = 0;
+    for (int i = 0; i < n * n_out; i++) {
+        float v = dot[i] + (bias ? bias[i % n_out] : 0.0f);
+        float want = acc ? o0[i] + v : v;
+        bad += memcmp(&want, &got[i], sizeof want) != 0;
+    }
+    return bad;
+}
+
+#endif
