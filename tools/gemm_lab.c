@@ -328,7 +328,8 @@ int main(int argc, char **argv) {
                    {"27b", 5120, 6144, 1024, 17408},
                    {"1.7b", 2048, 2048, 1024, 6144}};
     pl_gpu *g = NULL;
-    if (pl_gpu_open(NULL, &g) != PL_OK) {
+    pl_gpu_open_opts go = {.smx = 1}; /* take subgroup matrices where offered */
+    if (pl_gpu_open_with(&go, &g) != PL_OK) {
         fprintf(stderr, "gemm_lab: %s\n", pl_last_error());
         return 1;
     }

@@ -302,7 +302,7 @@ static pl_status request_adapter(pl_gpu *g, const pl_gpu_open_opts *oo) {
     td.chain.sType = WGPU_STYPE_DAWN_TOGGLES;
     td.enabledToggleCount = 1;
     td.enabledToggles = unsafe_toggle;
-    if (!oo->no_smx) o.nextInChain = &td.chain;
+    if (oo->smx >= 0) o.nextInChain = &td.chain;
     o.backendType = WGPU_BACKEND_VULKAN;
     o.powerPreference = 2; /* high performance */
     reply r;
@@ -336,7 +336,7 @@ static pl_status request_adapter(pl_gpu *g, const pl_gpu_open_opts *oo) {
         return pl_fail(PL_ERR, "only Dawn's Null backend is available (no usable Vulkan driver)");
     if (backend != WGPU_BACKEND_VULKAN)
         return pl_fail(PL_ERR, "GPU adapter is not Vulkan (backend %u)", backend);
-    if (!oo->no_smx) probe_smx(g);
+    if (oo->smx >= 0) probe_smx(g);
     return PL_OK;
 }
 
@@ -344,7 +344,7 @@ static pl_status request_adapter(pl_gpu *g, const pl_gpu_open_opts *oo) {
  * access (our kernels index within their bindings by construction, and the unit tests run
  * with the clamps on through pl_gpu_open_opts.robust too); disable_workgroup_init skips zeroing
  * var<workgroup> memory that every kernel writes before reading. */
-static pl_status request_device(pl_gpu *g, const pl_gpu_open_opts *o) {
+static pl_status request_device(pl_gpu *g, const pl_gpu_open_opts *o, int retry) {
     WGPULimits al;
     memset(&al, 0, sizeof al);
     if (g->p.wgpuAdapterGetLimits(g->adapter, &al) != WGPU_STATUS_SUCCESS)
@@ -356,7 +356,7 @@ static pl_status request_device(pl_gpu *g, const pl_gpu_open_opts *o) {
     if (g->info.has_subgroups) feats[nf++] = WGPU_FEATURE_SUBGROUPS;
     /* shader-f16 and subgroup matrices only together, for the prefill GEMM's f16 operands */
     int f16 = g->p.wgpuAdapterHasFeature(g->adapter, WGPU_FEATURE_SHADER_F16) != 0;
-    int smx = f16 && g->info.has_subgroups && g->info.n_smx > 0;
+    int smx = o->smx > 0 && f16 && g->info.has_subgroups && g->info.n_smx > 0 && !retry;
     if (smx) feats[nf++] = WGPU_FEATURE_SHADER_F16, feats[nf++] = WGPU_FEATURE_SUBGROUP_MATRIX;
 
     const char *toggles[13];
@@ -394,6 +394,8 @@ static pl_status request_device(pl_gpu *g, const pl_gpu_open_opts *o) {
                                         NULL};
     WGPUFuture f = g->p.wgpuAdapterRequestDevice(g->adapter, &dd, ci);
     if (wait_future(g, f, "the device") != PL_OK) return PL_ERR;
+    if ((r.status != WGPU_REQUEST_SUCCESS || !r.handle) && smx) /* once more without them */
+        return request_device(g, o, 1);
     if (r.status != WGPU_REQUEST_SUCCESS || !r.handle)
         return pl_fail(PL_ERR, "GPU device refused: %s", r.msg);
     g->dev = r.handle;
@@ -445,7 +447,7 @@ pl_status pl_gpu_open_with(const pl_gpu_open_opts *o, pl_gpu **out) {
         free(g);
         return pl_fail(PL_ERR, "could not create a WebGPU instance");
     }
-    if (request_adapter(g, o) != PL_OK || request_device(g, o) != PL_OK) {
+    if (request_adapter(g, o) != PL_OK || request_device(g, o, 0) != PL_OK) {
         char msg[600];
         snprintf(msg, sizeof msg, "%s", pl_last_error());
         pl_gpu_close(g);

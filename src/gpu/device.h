@@ -62,7 +62,9 @@ typedef struct {
     const char *dawn_lib; /* as pl_gpu_open's lib */
     int robust;           /* 1: keep Dawn's robustness checks (default off: faster) */
     const char *toggles;  /* more Dawn toggles, comma-separated ("skip_validation"), or NULL */
-    int no_smx;           /* 1: do not take subgroup matrices even where offered */
+    /* subgroup matrices: 0 list the adapter's configs (info.smx) but do not take the
+     * feature, 1 also take it (with shader-f16) where offered, -1 neither (no probe) */
+    int smx;
 } pl_gpu_open_opts;
 
 /* "f16 x f16 -> f32 16x16x16" for config i of info (buf of at least 48 bytes). */

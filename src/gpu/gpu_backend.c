@@ -498,7 +498,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     pl_gpu_open_opts go = {.dawn_lib = gb->o.dawn_lib,
                            .robust = gb->o.robust,
                            .toggles = gb->o.toggles,
-                           .no_smx = gb->o.smx < 0};
+                           .smx = pl_gpu_smx_wanted(gb->o.smx)};
     pl_status st = pl_gpu_open_with(&go, &gb->g);
     if (st != PL_OK) {
         free(gb);

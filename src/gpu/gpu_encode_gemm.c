@@ -42,16 +42,21 @@ void pl_gpu_gemm_smx_shape(const gpu_backend *gb, pl_gemm_params *p) {
         p->sk = in->smx[gb->smx_cfg].k;
 }
 
-/* The version the default tiles take: SMX_AUTO where the device took f16 subgroup
- * matrices (opts.smx 0), opts.smx 5-7 where asked (an error where not offered), none for
- * opts.smx -1. */
-#define SMX_AUTO 7
+/* The version the default tiles take where the device offers f16 subgroup matrices
+ * (opts.smx 0): none (the portable kernel) until versions 5-7 are measured on the H200
+ * (docs/gpu-notes.md, sixth session: no device time was left to run them). opts.smx 5-7
+ * takes that version (an error where not offered), -1 none. */
+#define SMX_AUTO 0
+
+int pl_gpu_smx_wanted(int opt) {
+    return opt < 0 ? -1 : opt >= 5 || SMX_AUTO ? 1 : 0;
+}
 pl_status pl_gpu_smx_choose(gpu_backend *gb) {
     int want = gb->o.smx, pick = pl_gpu_smx_pick(gb->info);
     gb->smx = 0, gb->smx_cfg = pick;
     if (want < -1 || (want > 0 && want < 5) || want > 7)
         return pl_fail(PL_ERR_ARG, "POOLED_GPU_SMX: 0 (never), 5, 6 or 7");
-    if (want < 0 || (want == 0 && (pick < 0 || gb->info->software))) return PL_OK;
+    if (want < 0 || (want == 0 && (!SMX_AUTO || pick < 0 || gb->info->software))) return PL_OK;
     if (pick < 0)
         return pl_fail(PL_ERR_ARG,
                        "POOLED_GPU_SMX=%d: the GPU offers no f16 subgroup matrices (%d configs)",

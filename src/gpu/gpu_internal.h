@@ -288,6 +288,8 @@ pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o);
 void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p);
 /* v5-7 (subgroup matrices): fill p's matrix shape and subgroup size from the adapter. */
 void pl_gpu_gemm_smx_shape(const gpu_backend *gb, pl_gemm_params *p);
+/* pl_gpu_open_opts.smx for opts.smx: take the feature only where a version may run. */
+int pl_gpu_smx_wanted(int opt);
 /* At open: gb->smx and gb->smx_cfg from opts.smx and what the device took. */
 pl_status pl_gpu_smx_choose(gpu_backend *gb);
 /* gpu_encode_moe.c / gpu_encode_ssm.c: the MoE and Gated DeltaNet ops. */
