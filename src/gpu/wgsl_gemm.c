@@ -44,9 +44,9 @@ static int magic(const pl_gemm_params *p) {
 static int smx(const pl_gemm_params *p) {
     return p->version >= 5;
 }
-/* bytes per staged operand element: i8 (v6) or f16 */
+/* bytes per staged operand element: i8 (v6), f16, or f32 (the emulation) */
 static unsigned smx_esize(const pl_gemm_params *p) {
-    return p->version == 6 ? 1 : 2;
+    return p->version == 6 ? 1 : p->mock ? 4 : 2;
 }
 /* Q4_0 nibbles 0..15 -> signed bytes -8..7, no carries (low nibbles: elements 0..15) */
 static const char unpack_lo[] = "((%s & vec4<u32>(0x0F0F0F0Fu)) + vec4<u32>(0x78787878u)) ^ "
@@ -92,7 +92,8 @@ static pl_status check(const pl_gemm_params *p) {
         unsigned nsg = p->sg ? T / p->sg : 0,
                  nt = p->sm && p->sn ? (p->tm / p->sm) * (p->tn / p->sn) : 0;
         if (!p->sm || !p->sn || !p->sk || p->tm % p->sm || p->tn % p->sn || 32 % p->sk || !p->sg ||
-            T % p->sg || !nsg || !nt || nt % nsg || (p->tn / p->sn) % (nt / nsg) || p->ids)
+            T % p->sg || !nsg || !nt || nt % nsg || (p->tn / p->sn) % (nt / nsg) || p->ids ||
+            (p->mock && (p->sm * p->sn) % p->sg))
             return pl_fail(PL_ERR_ARG,
                            "GEMM v%u: tile %ux%u does not split into %ux%ux%u matrices over "
                            "subgroups of %u",
@@ -136,8 +137,22 @@ pl_gpu_args pl_gemm_args(const pl_gemm_params *p, uint32_t n) {
  * Q4_0 packed, SV = 1), ws[(m * BK + b) * TM + r], aq[(b * 2 + h) * TN + c],
  * ad[b * TN + c], so a warp's neighbouring columns read neighbouring words. Rows past N and
  * columns past n repeat the last one (never stored); blocks past K are zeros. */
-/* The weight scales ws[(m * BK + b) * TM + r] and the activation scales ad[b * TN + c] of
- * the step's blocks (zeros past K). */
+/* The activation scales ad[b * TN + c] of the step's blocks (zeros past K); ac: the x
+ * column of tile column c. */
+static void emit_stage_ad(pl_wtext *t, const pl_gemm_params *p, const char *ac) {
+    pl_wtext_add(t,
+                 "    for (var i = lid; i < %uu; i += T) {\n"
+                 "      let b = i %% BK; let c = i / BK;\n"
+                 "      let gb = b0 + b; let ac = %s;\n"
+                 "      var d = 0.0;\n"
+                 "      if (gb < NB) { d = xd[ac * NB + gb]; }\n"
+                 "      ad[b * TN + c] = d;\n"
+                 "    }\n",
+                 p->tn * p->bk, ac);
+}
+
+/* The weight scales ws[(m * BK + b) * TM + r] of the step's blocks (zeros past K), then
+ * the activation scales unless ac is NULL. */
 static void emit_stage_scales(pl_wtext *t, const pl_gemm_params *p, const char *ac) {
     unsigned M = mats(p);
     pl_wtext_add(t,
@@ -151,18 +166,11 @@ static void emit_stage_scales(pl_wtext *t, const pl_gemm_params *p, const char *
         pl_wtext_add(t,
                      "        %sif (m == %uu) { d = unpack2x16float(s%c[wb >> 1u])[wb & 1u]; }\n",
                      m ? "else " : "", m, 'A' + m);
-    pl_wtext_add(t,
-                 "      }\n"
-                 "      ws[(m * BK + b) * TM + r] = d;\n"
-                 "    }\n"
-                 "    for (var i = lid; i < %uu; i += T) {\n"
-                 "      let b = i %% BK; let c = i / BK;\n"
-                 "      let gb = b0 + b; let ac = %s;\n"
-                 "      var d = 0.0;\n"
-                 "      if (gb < NB) { d = xd[ac * NB + gb]; }\n"
-                 "      ad[b * TN + c] = d;\n"
-                 "    }\n",
-                 p->tn * p->bk, ac);
+    pl_wtext_add(t, "      }\n"
+                    "      ws[(m * BK + b) * TM + r] = d;\n"
+                    "    }\n");
+    if (!ac) return;
+    emit_stage_ad(t, p, ac);
 }
 
 /* The head of the loop over the step's weight vectors: w (vec4<u32> v of block b of row r
@@ -202,8 +210,9 @@ static void emit_stage(pl_wtext *t, const pl_gemm_params *p) {
     } else {
         pl_wtext_add(t, "      wq[((m * BK + b) * WV + v) * TM + r] = w;\n");
     }
+    pl_wtext_add(t, "    }\n");
+    emit_stage_scales(t, p, NULL);
     pl_wtext_add(t,
-                 "    }\n"
                  "    for (var i = lid; i < %uu; i += T) {\n"
                  "      let h = i %% 2u; let b = (i / 2u) %% BK; let c = i / (2u * BK);\n"
                  "      let gb = b0 + b; let ac = %s;\n"
@@ -212,7 +221,7 @@ static void emit_stage(pl_wtext *t, const pl_gemm_params *p) {
                  "      aq[(b * 2u + h) * TN + c] = a;\n"
                  "    }\n",
                  p->tn * p->bk * 2, ac);
-    emit_stage_scales(t, p, ac);
+    emit_stage_ad(t, p, ac);
     pl_wtext_add(t, "    workgroupBarrier();\n");
 }
 
@@ -224,9 +233,9 @@ static void emit_put4(pl_wtext *t, const pl_gemm_params *p, const char *arr) {
         return;
     }
     pl_wtext_add(t,
-                 "      let e = vec4<f16>(vec4<f32>(unpack4xI8(val))%s);\n"
+                 "      let e = vec4<%s>(vec4<f32>(unpack4xI8(val))%s);\n"
                  "      %s[eo] = e.x; %s[eo + 1u] = e.y; %s[eo + 2u] = e.z; %s[eo + 3u] = e.w;\n",
-                 p->version == 7 ? " * d" : "", arr, arr, arr, arr);
+                 p->mock ? "f32" : "f16", p->version == 7 ? " * d" : "", arr, arr, arr, arr);
 }
 
 /* v5-7 staging, one thread per word of 4 elements: operands wo[(m * TM + r) * LS + b * 32
@@ -288,24 +297,68 @@ static void emit_stage_smx(pl_wtext *t, const pl_gemm_params *p) {
 static void emit_mma(pl_wtext *t, const pl_gemm_params *p, unsigned m, const char *b) {
     unsigned T = pl_gemm_threads(p), nsg = T / p->sg, tps = (p->tm / p->sm) * (p->tn / p->sn) / nsg;
     const char *et = p->version == 6 ? "i8" : "f16", *rt = p->version == 6 ? "i32" : "f32";
+    char ty[64], left[96], right[96], mma[64];
+    if (p->mock) /* the emulation (emit_mock) */
+        snprintf(ty, sizeof ty, "MA"), snprintf(left, sizeof left, "ml_load("),
+            snprintf(right, sizeof right, "mr_load("), snprintf(mma, sizeof mma, "mma(");
+    else
+        snprintf(ty, sizeof ty, "subgroup_matrix_result<%s, SN, SM>", rt),
+            snprintf(left, sizeof left,
+                     "subgroupMatrixLoad<subgroup_matrix_left<%s, SK, SM>>(&wo, ", et),
+            snprintf(right, sizeof right,
+                     "subgroupMatrixLoad<subgroup_matrix_right<%s, SN, SK>>(&ao, ", et),
+            snprintf(mma, sizeof mma, "subgroupMatrixMultiplyAccumulate(");
+    const char *ltail = p->mock ? ")" : ", false, LS)", *rtail = p->mock ? ")" : ", true, LS)";
     if (p->version != 7)
         for (unsigned k = 0; k < tps; k++)
-            pl_wtext_add(t, "      var acc%u_%u = subgroup_matrix_result<%s, SN, SM>();\n", m, k,
-                         rt);
+            pl_wtext_add(t, "      var acc%u_%u = %s();\n", m, k, ty);
     for (unsigned kk = 0; kk < 32 / p->sk; kk++) {
         pl_wtext_add(t,
-                     "      {\n"
-                     "        let l = subgroupMatrixLoad<subgroup_matrix_left<%s, SK, SM>>(&wo, "
-                     "(%uu * TM + tr * SM) * LS + (%s) * 32u + %uu, false, LS);\n",
-                     et, m, b, kk * p->sk);
+                     "      {\n        let l = %s(%uu * TM + tr * SM) * LS + (%s) * 32u + %uu%s;\n",
+                     left, m, b, kk * p->sk, ltail);
         for (unsigned k = 0; k < tps; k++)
             pl_wtext_add(t,
-                         "        acc%u_%u = subgroupMatrixMultiplyAccumulate(l, "
-                         "subgroupMatrixLoad<subgroup_matrix_right<%s, SN, SK>>(&ao, (tc0 + %uu) "
-                         "* SN * LS + (%s) * 32u + %uu, true, LS), acc%u_%u);\n",
-                         m, k, et, k, b, kk * p->sk, m, k);
+                         "        acc%u_%u = %sl, %s(tc0 + %uu) * SN * LS + (%s) * 32u + %uu%s, "
+                         "acc%u_%u);\n",
+                         m, k, mma, right, k, b, kk * p->sk, rtail, m, k);
         pl_wtext_add(t, "      }\n");
     }
+}
+
+/* The emulated builtins (p->mock), spread over the subgroup's invocations as the hardware
+ * spreads them: a left or right operand is its offset (left M x K row-major in wo, right
+ * K x N column-major in ao, both LS elements apart); invocation `lane` of the subgroup
+ * holds result elements lane, lane + SG, ... (row-major M x N), stored to cs TN apart. */
+static void emit_mock(pl_wtext *t, const pl_gemm_params *p) {
+    const char *el =
+        p->version == 6 ? "f32(extractBits(%s[(%s) / 4u], ((%s) %% 4u) * 8u, 8u))" : "%s[%s]";
+    char lw[160], rw[160];
+    snprintf(lw, sizeof lw, el, "wo", "l.o + i * LS + k", "l.o + i * LS + k");
+    snprintf(rw, sizeof rw, el, "ao", "r.o + j * LS + k", "r.o + j * LS + k");
+    pl_wtext_add(t,
+                 "var<private> lane: u32;\n"
+                 "struct ML { o: u32 }\n"
+                 "struct MR { o: u32 }\n"
+                 "struct MA { v: array<f32, SM * SN / SG> }\n"
+                 "fn ml_load(o: u32) -> ML { return ML(o); }\n"
+                 "fn mr_load(o: u32) -> MR { return MR(o); }\n"
+                 "fn mma(l: ML, r: MR, a: MA) -> MA {\n"
+                 "  var m = a;\n"
+                 "  for (var q = 0u; q < SM * SN / SG; q++) {\n"
+                 "    let i = (lane + q * SG) / SN; let j = (lane + q * SG) %% SN;\n"
+                 "    var s = m.v[q];\n"
+                 "    for (var k = 0u; k < SK; k++) { s += %s * %s; }\n"
+                 "    m.v[q] = s;\n"
+                 "  }\n"
+                 "  return m;\n"
+                 "}\n"
+                 "fn ma_store(o: u32, a: MA) {\n"
+                 "  for (var q = 0u; q < SM * SN / SG; q++) {\n"
+                 "    let e = lane + q * SG;\n"
+                 "    cs[o + (e / SN) * TN + e %% SN] = %s(a.v[q]);\n"
+                 "  }\n"
+                 "}\n",
+                 lw, rw, p->version == 6 ? "i32" : "");
 }
 
 /* Store the subgroup's results of matrix m into cs (row-major, TN a row). */
@@ -313,8 +366,9 @@ static void emit_mma_store(pl_wtext *t, const pl_gemm_params *p, unsigned m) {
     unsigned T = pl_gemm_threads(p), nsg = T / p->sg, tps = (p->tm / p->sm) * (p->tn / p->sn) / nsg;
     for (unsigned k = 0; k < tps; k++)
         pl_wtext_add(t,
-                     "      subgroupMatrixStore(&cs, tr * SM * TN + (tc0 + %uu) * SN, acc%u_%u, "
-                     "false, TN);\n",
+                     p->mock ? "      ma_store(tr * SM * TN + (tc0 + %uu) * SN, acc%u_%u);\n"
+                             : "      subgroupMatrixStore(&cs, tr * SM * TN + (tc0 + %uu) * SN, "
+                               "acc%u_%u, false, TN);\n",
                      k, m, k);
 }
 
@@ -369,13 +423,15 @@ static void emit_block(pl_wtext *t, const pl_gemm_params *p) {
 static void emit_smx_loop(pl_wtext *t, const pl_gemm_params *p) {
     unsigned M = mats(p), T = pl_gemm_threads(p),
              tps = (p->tm / p->sm) * (p->tn / p->sn) / (T / p->sg);
+    if (p->mock) pl_wtext_add(t, "  lane = lid %% SG;\n");
     pl_wtext_add(t, "  let sgi = lid / SG;\n"
                     "  let tr = (sgi * TPS) / NC;\n"
                     "  let tc0 = (sgi * TPS) %% NC;\n");
     if (p->version == 7)
         for (unsigned m = 0; m < M; m++)
             for (unsigned k = 0; k < tps; k++)
-                pl_wtext_add(t, "  var acc%u_%u = subgroup_matrix_result<f32, SN, SM>();\n", m, k);
+                pl_wtext_add(t, "  var acc%u_%u = %s();\n", m, k,
+                             p->mock ? "MA" : "subgroup_matrix_result<f32, SN, SM>");
     pl_wtext_add(t, "  for (var b0 = 0u; b0 < NB; b0 += BK) {\n");
     emit_stage_smx(t, p);
     pl_wtext_add(t, "    for (var b = 0u; b < BK; b++) {\n");
@@ -413,12 +469,16 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
     pl_wtext t = {0};
     if (smx(p)) /* the offsets are uniform per subgroup (lid / SG), which the analysis cannot see */
         pl_wtext_add(&t,
-                     "%senable chromium_experimental_subgroup_matrix;\n"
-                     "diagnostic(off, chromium_experimental.subgroup_matrix_uniformity);\n"
+                     "%s%s"
                      "const SM = %uu;\nconst SN = %uu;\nconst SK = %uu;\nconst SG = %uu;\n"
                      "const NC = %uu;\nconst TPS = %uu;\nconst LS = %uu;\n",
-                     p->version == 6 ? "" : "enable f16;\n", p->sm, p->sn, p->sk, p->sg,
-                     p->tn / p->sn, (p->tm / p->sm) * (p->tn / p->sn) / (T / p->sg), p->bk * 32);
+                     p->version == 6 || p->mock ? "" : "enable f16;\n",
+                     p->mock
+                         ? ""
+                         : "enable chromium_experimental_subgroup_matrix;\n"
+                           "diagnostic(off, chromium_experimental.subgroup_matrix_uniformity);\n",
+                     p->sm, p->sn, p->sk, p->sg, p->tn / p->sn,
+                     (p->tm / p->sm) * (p->tn / p->sn) / (T / p->sg), p->bk * 32);
     pl_wtext_add(&t,
                  "const T = %uu;\nconst TM = %uu;\nconst TN = %uu;\nconst TX = %uu;\n"
                  "const TY = %uu;\nconst BK = %uu;\nconst WV = %uu;\n",
@@ -444,8 +504,12 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> grp: array<u32>;\n", binding++);
     pl_wtext_args(&t, binding++);
     if (smx(p)) {
-        const char *et = p->version == 6 ? "i32" : "f16", *rt = p->version == 6 ? "i32" : "f32";
+        const char *et = p->version == 6 ? "i32"
+                         : p->mock       ? "f32"
+                                         : "f16",
+                   *rt = p->version == 6 ? "i32" : "f32";
         unsigned per = p->version == 6 ? 8 : 32; /* array elements per block */
+        if (p->mock) emit_mock(&t, p);
         pl_wtext_add(&t,
                      "var<workgroup> wo: array<%s, %u>;\nvar<workgroup> ao: array<%s, %u>;\n"
                      "var<workgroup> cs: array<%s, %u>;\n",

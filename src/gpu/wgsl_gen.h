@@ -323,6 +323,9 @@ typedef struct {
      *    all of K in the matrix units: faster, within f16 rounding of the others.
      * The products pass through workgroup memory (tm x tn f32): versions 5-7 need ids 0. */
     uint32_t sm, sn, sk, sg;
+    /* tests: the subgroup-matrix builtins emulated in plain WGSL (every invocation computes
+     * a whole matrix, f32 operands), so versions 5-7 run on any adapter */
+    int mock;
     /* ids: the MoE's gathered expert matmul (pl_gpu_encode_gemm_id): the weights are
      * n_exp experts of `rows` rows each; the columns are the (token, slot) pairs grouped
      * by expert by pl_wgsl_moe_group, a workgroup owns (row tile, tile of one expert's

@@ -13,8 +13,10 @@
  * - the q8x GEMV reading the pre-pass's blocks (xpre, decode's option) gives the bits of
  *   the q8x GEMV that quantises x itself;
  * - versions 5-7 on subgroup matrices (where the device offers them: not lavapipe): v5 the
- *   bits of v3, v7 the reference within f16 rounding; their parameter checks, the
- *   configuration the GEMM picks and the backend's POOLED_GPU_SMX choice everywhere. */
+ *   bits of v3, v7 the reference within f16 rounding; everywhere, with the builtins
+ *   emulated in plain WGSL: v5 and v6 the bits of the others (fixed order), v7 the
+ *   reference; their parameter checks, the configuration the GEMM picks and the backend's
+ *   POOLED_GPU_SMX choice. */
 #include "test.h"
 
 #include "gpu/gpu.h"
@@ -37,6 +39,41 @@ static const pl_gemm_params tile_b = {.tm = 64, .tn = 64, .rm = 4, .rn = 4, .bk 
 /* the other kernel versions (wgsl_gen.h): the same bits as v4 */
 static const pl_gemm_params tile_v1 = {.tm = 32, .tn = 16, .rm = 4, .rn = 2, .bk = 4, .version = 1};
 static const pl_gemm_params tile_v2 = {.tm = 16, .tn = 32, .rm = 2, .rn = 4, .bk = 2, .version = 2};
+/* versions 5-7 with the subgroup-matrix builtins emulated (.mock): 8 x 8 matrices (K 8, or
+ * 16 bytes for v6), 8 subgroups of 32 with 2 tiles each */
+static const pl_gemm_params tile_m5 = {.tm = 32,
+                                       .tn = 32,
+                                       .rm = 2,
+                                       .rn = 2,
+                                       .bk = 1,
+                                       .version = 5,
+                                       .sm = 8,
+                                       .sn = 8,
+                                       .sk = 8,
+                                       .sg = 32,
+                                       .mock = 1};
+static const pl_gemm_params tile_m6 = {.tm = 32,
+                                       .tn = 32,
+                                       .rm = 2,
+                                       .rn = 2,
+                                       .bk = 2,
+                                       .version = 6,
+                                       .sm = 8,
+                                       .sn = 8,
+                                       .sk = 16,
+                                       .sg = 32,
+                                       .mock = 1};
+static const pl_gemm_params tile_m7 = {.tm = 32,
+                                       .tn = 32,
+                                       .rm = 2,
+                                       .rn = 2,
+                                       .bk = 2,
+                                       .version = 7,
+                                       .sm = 8,
+                                       .sn = 8,
+                                       .sk = 8,
+                                       .sg = 32,
+                                       .mock = 1};
 
 static pl_gpu_ref whole(pl_gpu_buf *b) {
     return (pl_gpu_ref){b, 0, 0};
@@ -253,7 +290,8 @@ static void test_gemm(pl_gpu *g) {
     }
 }
 
-/* Column j's bits do not depend on the batch size, its place or the tile shape (Q4_0). */
+/* Column j's bits do not depend on the batch size, its place, the tile shape or the kernel
+ * version, versions 5 and 6 (emulated subgroup matrices) included (Q4_0). */
 static void test_fixed_order(pl_gpu *g) {
     mat m = make_mat(PL_GW_Q4_0, ROWS, COLS);
     float *x = malloc((size_t)100 * COLS * 4);
@@ -262,13 +300,10 @@ static void test_fixed_order(pl_gpu *g) {
     const struct {
         uint32_t n, c0;
         const pl_gemm_params *tile;
-    } runs[5] = {{100, 0, &tile_a},
-                 {33, 40, &tile_a},
-                 {17, 50, &tile_b},
-                 {40, 7, &tile_v1},
-                 {21, 60, &tile_v2}};
-    outs o[5];
-    for (int r = 0; r < 5; r++) {
+    } runs[7] = {{100, 0, &tile_a},  {33, 40, &tile_a},  {17, 50, &tile_b}, {40, 7, &tile_v1},
+                 {21, 60, &tile_v2}, {30, 10, &tile_m5}, {25, 70, &tile_m6}};
+    outs o[7];
+    for (int r = 0; r < 7; r++) {
         pl_gemm_params p = *runs[r].tile;
         p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
         pl_gpu_buf *xq, *xd, *xn = NULL;
@@ -276,11 +311,11 @@ static void test_fixed_order(pl_gpu *g) {
         o[r] = gemm_run(g, &p, xq, xd, &m, runs[r].n, NULL, NULL);
         pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
     }
-    for (int r = 1; r < 5; r++)
+    for (int r = 1; r < 7; r++)
         CHECK(!memcmp(o[r].y, o[0].y + (size_t)runs[r].c0 * ROWS, (size_t)runs[r].n * ROWS * 4),
               "columns %u.. of a batch of %u (tile %u, v%u) differ from the batch of 100",
               runs[r].c0, runs[r].n, runs[r].tile->tm, runs[r].tile->version);
-    for (int r = 0; r < 5; r++) free_outs(&o[r]);
+    for (int r = 0; r < 7; r++) free_outs(&o[r]);
     free_mat(&m);
     free(x);
 }
@@ -507,6 +542,40 @@ static void test_smx_kernel(pl_gpu *g) {
     free_mat(&m);
 }
 
+/* Version 7 with the subgroup-matrix builtins emulated (pl_gemm_params.mock), on any
+ * adapter: Q8_0 gate/up (two matrices staged) against the reference of each matrix (its
+ * side outputs) within 1e-5 of the terms' magnitude (the emulation keeps f32 operands).
+ * Versions 5 and 6 emulated are in test_fixed_order (Q4_0: v4's bits). */
+static void test_smx_mock(pl_gpu *g) {
+    uint32_t n = 40;
+    size_t ny = (size_t)n * ROWS;
+    float *x = malloc((size_t)n * COLS * 4);
+    gt_fill(x, (size_t)n * COLS, -1, 1);
+    pl_gpu_buf *xq, *xd, *xn = NULL;
+    prepass(g, n, x, NULL, &xq, &xd, &xn);
+    mat m[2] = {make_mat(PL_GW_Q8_0, ROWS, COLS), make_mat(PL_GW_Q8_0, ROWS, COLS)};
+    pl_gemm_params p = tile_m7;
+    p.type = PL_GW_Q8_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_GATE_UP;
+    p.gate_out = p.up_out = 1;
+    CHECK(pl_gemm_wg_bytes(&p) <= pl_gpu_get_info(g)->max_wg_storage, "v7 needs %u bytes",
+          pl_gemm_wg_bytes(&p));
+    outs o = gemm_run(g, &p, xq, xd, m, n, NULL, NULL);
+    float *ref = malloc(ny * 4);
+    double *mag = malloc(ny * 8);
+    pl_gemv_params rp = {
+        .type = PL_GW_Q8_0, .rows = ROWS, .cols = COLS, .mode = PL_GEMV_STORE, .q8x = 1};
+    for (int i = 0; i < 2; i++) {
+        pl_gpu_ref_mat rm = {{m[i].q}, {m[i].s}};
+        pl_gpu_ref_gemv(&rp, &rm, n, x, NULL, NULL, ref, mag);
+        int bad = near(i ? o.uo : o.go, ref, mag, ny, 1e-5);
+        CHECK(!bad, "emulated v7: %d %s outputs off the reference", bad, i ? "up" : "gate");
+    }
+    free(ref), free(mag), free_outs(&o);
+    free_mat(&m[0]), free_mat(&m[1]);
+    pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
+    free(x);
+}
+
 /* The backend's choice: POOLED_GPU_SMX's versions are refused where the device offers no
  * f16 subgroup matrices (one line saying so), and a version outside 5-7 everywhere. */
 static void test_smx_choice(void) {
@@ -547,6 +616,7 @@ static void run_tests(void) {
     test_gemm(g);
     test_fixed_order(g);
     test_gemv_xpre(g);
+    test_smx_mock(g);
     test_smx_kernel(g);
     pl_gpu_close(g);
     test_cache_key();
