@@ -9,7 +9,10 @@
  * integer TOP/s (2 * rows * cols * n, gate/up twice) and GB/s of weights read once.
  * Build: `make lab`; run from the repo root: build/gemm_lab [--model 8b|27b|1.7b|all]
  * [--n N] [--type q4_0|q8_0|all] [--tile tm,tn,rm,rn,bk[,version]] (repeatable; default: a
- * list) [--peak] (first the adapter's dp4a and f32 fma peak). */
+ * list) [--peak] (first the adapter's dp4a and f32 fma peak) [--probe] (the subgroup-matrix
+ * configurations the adapter offers and the one the prefill GEMM takes) [--smx] (the tile
+ * list: the pinned portable tiles and the subgroup-matrix versions 5-7) [--i8 m,n,k]
+ * (version 6's matrix shape, default 16,16,32). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +69,10 @@ static double time_dispatch(pl_gpu *g, pl_gpu_kernel *k, pl_gpu_bind *b, uint32_
     qsort(t, 5, sizeof *t, cmpd);
     return t[2];
 }
+
+/* v6's i8 x i8 -> i32 matrix shape (M, N, K): not in the pinned Dawn's config list, which
+ * keeps only f32/f16/u32/i32 operands; NVIDIA's Vulkan driver offers 16 x 16 x 32 */
+static uint32_t i8cfg[3] = {16, 16, 32};
 
 static void run_shape(pl_gpu *g, const char *model, const shape *sh, pl_gpu_wtype wt, uint32_t n,
                       const uint32_t (*tiles)[6], int ntiles) {
@@ -128,6 +135,14 @@ static void run_shape(pl_gpu *g, const char *model, const shape *sh, pl_gpu_wtyp
                             .rn = tiles[ti][3],
                             .bk = tiles[ti][4],
                             .version = tiles[ti][5]};
+        if (p.version >= 5) { /* subgroup matrices: the probed f16 config, or i8 (v6) */
+            int pk = pl_gpu_smx_pick(info);
+            p.sg = info->subgroup_max;
+            if (p.version == 6)
+                p.sm = i8cfg[0], p.sn = i8cfg[1], p.sk = i8cfg[2];
+            else if (pk >= 0)
+                p.sm = info->smx[pk].m, p.sn = info->smx[pk].n, p.sk = info->smx[pk].k;
+        }
         while (p.bk > 1 && pl_gemm_wg_bytes(&p) > info->max_wg_storage) p.bk /= 2;
         char label[64];
         snprintf(label, sizeof label, "%ux%u/%ux%u/bk%u/v%u", p.tm, p.tn, p.rm, p.rn, p.bk,
@@ -258,7 +273,7 @@ static void run_peak(pl_gpu *g) {
 int main(int argc, char **argv) {
     const char *model = "all", *type = "all";
     uint32_t n = 512, tiles[16][6];
-    int peak = 0;
+    int peak = 0, probe = 0, smxl = 0;
     int ntiles = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
@@ -269,6 +284,13 @@ int main(int argc, char **argv) {
             n = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--peak"))
             peak = 1;
+        else if (!strcmp(argv[i], "--probe"))
+            probe = 1;
+        else if (!strcmp(argv[i], "--i8") && i + 1 < argc &&
+                 sscanf(argv[i + 1], "%u,%u,%u", &i8cfg[0], &i8cfg[1], &i8cfg[2]) == 3)
+            i++;
+        else if (!strcmp(argv[i], "--smx"))
+            smxl = 1;
         else if (!strcmp(argv[i], "--tile") && i + 1 < argc && ntiles < 16 &&
                  (tiles[ntiles][5] = 4,
                   sscanf(argv[i + 1], "%u,%u,%u,%u,%u,%u", &tiles[ntiles][0], &tiles[ntiles][1],
@@ -276,11 +298,19 @@ int main(int argc, char **argv) {
                          &tiles[ntiles][5]) >= 5))
             ntiles++, i++;
         else {
-            fprintf(stderr,
-                    "usage: gemm_lab [--model 8b|27b|1.7b|all] [--n N] "
-                    "[--type q4_0|q8_0|all] [--tile tm,tn,rm,rn,bk[,version]]... [--peak]\n");
+            fprintf(stderr, "usage: gemm_lab [--model 8b|27b|1.7b|all] [--n N] "
+                            "[--type q4_0|q8_0|all] [--tile tm,tn,rm,rn,bk[,version]]... [--peak] "
+                            "[--probe] [--smx] "
+                            "[--i8 m,n,k]\n");
             return 2;
         }
+    }
+    if (!ntiles && smxl) { /* the pinned portable tiles, then the subgroup-matrix versions */
+        const uint32_t def[7][6] = {
+            {64, 64, 4, 4, 4, 3}, {128, 64, 8, 4, 2, 4}, {64, 64, 4, 4, 2, 5}, {64, 64, 4, 4, 2, 6},
+            {64, 64, 4, 4, 2, 7}, {64, 32, 4, 2, 4, 7},  {32, 64, 2, 4, 4, 7}};
+        memcpy(tiles, def, sizeof def);
+        ntiles = 7;
     }
     if (!ntiles) { /* the built-in tile first, then wider register tiles */
         const uint32_t def[6][6] = {{64, 64, 4, 4, 4, 1},   {64, 64, 4, 4, 4, 2},
@@ -298,12 +328,25 @@ int main(int argc, char **argv) {
                    {"27b", 5120, 6144, 1024, 17408},
                    {"1.7b", 2048, 2048, 1024, 6144}};
     pl_gpu *g = NULL;
-    if (pl_gpu_open(NULL, &g) != PL_OK) {
+    pl_gpu_open_opts go = {.smx = 1}; /* take subgroup matrices where offered */
+    if (pl_gpu_open_with(&go, &g) != PL_OK) {
         fprintf(stderr, "gemm_lab: %s\n", pl_last_error());
         return 1;
     }
-    printf("# %s, max workgroup memory %u\n", pl_gpu_get_info(g)->name,
-           pl_gpu_get_info(g)->max_wg_storage);
+    const pl_gpu_info *gi = pl_gpu_get_info(g);
+    printf("# %s, max workgroup memory %u, subgroups %u..%u\n", gi->name, gi->max_wg_storage,
+           gi->subgroup_min, gi->subgroup_max);
+    if (probe) {
+        char nm[64];
+        printf("probe: subgroup matrices %s, %d configs%s\n",
+               gi->has_smx ? "taken by the device" : "not taken", gi->n_smx,
+               gi->n_smx ? ":" : " (the adapter offers none)");
+        for (int i = 0; i < gi->n_smx && i < 16; i++)
+            printf("probe:   %s\n", pl_gpu_smx_name(gi, i, nm, sizeof nm));
+        int pk = pl_gpu_smx_pick(gi);
+        printf("probe: prefill GEMM %s\n",
+               pk >= 0 ? pl_gpu_smx_name(gi, pk, nm, sizeof nm) : "portable (dot4I8Packed)");
+    }
     if (peak) run_peak(g);
     for (int mi = 0; mi < 3; mi++) {
         if (strcmp(model, "all") ? strcmp(model, models[mi].name) : mi == 2) continue;

@@ -243,9 +243,66 @@ static void *open_lib(const char *lib, char *tried, size_t cap) {
     return NULL;
 }
 
-static pl_status request_adapter(pl_gpu *g) {
+/* Dawn lists chromium-experimental-* features only with its allow_unsafe_apis toggle on the
+ * adapter (and the device). */
+static const char *const unsafe_toggle[1] = {"allow_unsafe_apis"};
+
+/* The adapter's subgroup-matrix configurations into g->info (n_smx 0 where it has none). */
+static void probe_smx(pl_gpu *g) {
+    if (!g->p.wgpuAdapterHasFeature(g->adapter, WGPU_FEATURE_SUBGROUP_MATRIX)) return;
+    WGPUAdapterPropertiesSubgroupMatrixConfigs sc;
+    memset(&sc, 0, sizeof sc);
+    sc.chain.sType = WGPU_STYPE_SUBGROUP_MATRIX_CONFIGS;
+    WGPUAdapterInfo ai;
+    memset(&ai, 0, sizeof ai);
+    ai.nextInChain = &sc.chain;
+    if (g->p.wgpuAdapterGetInfo(g->adapter, &ai) != WGPU_STATUS_SUCCESS) return;
+    for (size_t i = 0; i < sc.configCount && g->info.n_smx < 16; i++) {
+        const WGPUSubgroupMatrixConfig *c = &sc.configs[i];
+        int k = g->info.n_smx++;
+        g->info.smx[k].type = c->componentType, g->info.smx[k].result = c->resultComponentType;
+        g->info.smx[k].m = c->M, g->info.smx[k].n = c->N, g->info.smx[k].k = c->K;
+    }
+    g->p.wgpuAdapterPropertiesSubgroupMatrixConfigsFreeMembers(sc);
+    g->p.wgpuAdapterInfoFreeMembers(ai);
+}
+
+static const char *smx_type(uint32_t t) {
+    static const char *const names[5] = {"?", "f32", "f16", "u32", "i32"};
+    return names[t < 5 ? t : 0];
+}
+
+const char *pl_gpu_smx_name(const pl_gpu_info *info, int i, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s x %s -> %s %ux%ux%u", smx_type(info->smx[i].type),
+             smx_type(info->smx[i].type), smx_type(info->smx[i].result), info->smx[i].m,
+             info->smx[i].n, info->smx[i].k);
+    return buf;
+}
+
+int pl_gpu_smx_pick(const pl_gpu_info *info) {
+    if (!info->has_smx) return -1;
+    int best = -1;
+    for (int i = 0; i < info->n_smx && i < 16; i++) {
+        uint32_t m = info->smx[i].m, n = info->smx[i].n, k = info->smx[i].k;
+        if (info->smx[i].type != WGPU_SMX_F16 || info->smx[i].result != WGPU_SMX_F32) continue;
+        if (m < 8 || n < 8 || !k || 32 % m || 32 % n || 32 % k) continue;
+        /* the largest product tile, then the longest K: fewest loads per multiply */
+        if (best < 0 || m * n > info->smx[best].m * info->smx[best].n ||
+            (m * n == info->smx[best].m * info->smx[best].n && k > info->smx[best].k))
+            best = i;
+    }
+    return best;
+}
+
+static pl_status request_adapter(pl_gpu *g, const pl_gpu_open_opts *oo) {
     WGPURequestAdapterOptions o;
     memset(&o, 0, sizeof o);
+    WGPUDawnTogglesDescriptor td;
+    memset(&td, 0, sizeof td);
+    td.chain.sType = WGPU_STYPE_DAWN_TOGGLES;
+    td.enabledToggleCount = 1;
+    td.enabledToggles = unsafe_toggle;
+    if (oo->smx >= 0) o.nextInChain = &td.chain;
     o.backendType = WGPU_BACKEND_VULKAN;
     o.powerPreference = 2; /* high performance */
     reply r;
@@ -279,6 +336,7 @@ static pl_status request_adapter(pl_gpu *g) {
         return pl_fail(PL_ERR, "only Dawn's Null backend is available (no usable Vulkan driver)");
     if (backend != WGPU_BACKEND_VULKAN)
         return pl_fail(PL_ERR, "GPU adapter is not Vulkan (backend %u)", backend);
+    if (oo->smx >= 0) probe_smx(g);
     return PL_OK;
 }
 
@@ -286,25 +344,30 @@ static pl_status request_adapter(pl_gpu *g) {
  * access (our kernels index within their bindings by construction, and the unit tests run
  * with the clamps on through pl_gpu_open_opts.robust too); disable_workgroup_init skips zeroing
  * var<workgroup> memory that every kernel writes before reading. */
-static pl_status request_device(pl_gpu *g, const pl_gpu_open_opts *o) {
+static pl_status request_device(pl_gpu *g, const pl_gpu_open_opts *o, int retry) {
     WGPULimits al;
     memset(&al, 0, sizeof al);
     if (g->p.wgpuAdapterGetLimits(g->adapter, &al) != WGPU_STATUS_SUCCESS)
         return pl_fail(PL_ERR, "GPU adapter gave no limits");
     al.nextInChain = NULL;
-    WGPUEnum feats[2];
+    WGPUEnum feats[4];
     size_t nf = 0;
     g->info.has_subgroups = g->p.wgpuAdapterHasFeature(g->adapter, WGPU_FEATURE_SUBGROUPS) != 0;
     if (g->info.has_subgroups) feats[nf++] = WGPU_FEATURE_SUBGROUPS;
+    /* shader-f16 and subgroup matrices only together, for the prefill GEMM's f16 operands */
+    int f16 = g->p.wgpuAdapterHasFeature(g->adapter, WGPU_FEATURE_SHADER_F16) != 0;
+    int smx = o->smx > 0 && f16 && g->info.has_subgroups && g->info.n_smx > 0 && !retry;
+    if (smx) feats[nf++] = WGPU_FEATURE_SHADER_F16, feats[nf++] = WGPU_FEATURE_SUBGROUP_MATRIX;
 
-    const char *toggles[12];
+    const char *toggles[13];
     size_t nt = 0;
+    if (smx) toggles[nt++] = unsafe_toggle[0];
     if (!o->robust) toggles[nt++] = "disable_robustness";
     toggles[nt++] = "disable_workgroup_init";
     /* more device toggles for experiments: "a,b" (e.g. skip_validation) */
     char extra[256] = "";
     if (o->toggles) snprintf(extra, sizeof extra, "%s", o->toggles);
-    for (char *save = NULL, *tok = strtok_r(extra, ",", &save); tok && nt < 12;
+    for (char *save = NULL, *tok = strtok_r(extra, ",", &save); tok && nt < 13;
          tok = strtok_r(NULL, ",", &save))
         toggles[nt++] = tok;
     WGPUDawnTogglesDescriptor td;
@@ -331,10 +394,15 @@ static pl_status request_device(pl_gpu *g, const pl_gpu_open_opts *o) {
                                         NULL};
     WGPUFuture f = g->p.wgpuAdapterRequestDevice(g->adapter, &dd, ci);
     if (wait_future(g, f, "the device") != PL_OK) return PL_ERR;
+    if ((r.status != WGPU_REQUEST_SUCCESS || !r.handle) && smx) /* once more without them */
+        return request_device(g, o, 1);
     if (r.status != WGPU_REQUEST_SUCCESS || !r.handle)
         return pl_fail(PL_ERR, "GPU device refused: %s", r.msg);
     g->dev = r.handle;
     g->queue = g->p.wgpuDeviceGetQueue(g->dev);
+    g->info.has_f16 = smx && g->p.wgpuDeviceHasFeature(g->dev, WGPU_FEATURE_SHADER_F16) != 0;
+    g->info.has_smx =
+        g->info.has_f16 && g->p.wgpuDeviceHasFeature(g->dev, WGPU_FEATURE_SUBGROUP_MATRIX) != 0;
 
     WGPULimits dl;
     memset(&dl, 0, sizeof dl);
@@ -379,7 +447,7 @@ pl_status pl_gpu_open_with(const pl_gpu_open_opts *o, pl_gpu **out) {
         free(g);
         return pl_fail(PL_ERR, "could not create a WebGPU instance");
     }
-    if (request_adapter(g) != PL_OK || request_device(g, o) != PL_OK) {
+    if (request_adapter(g, o) != PL_OK || request_device(g, o, 0) != PL_OK) {
         char msg[600];
         snprintf(msg, sizeof msg, "%s", pl_last_error());
         pl_gpu_close(g);

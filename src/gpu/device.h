@@ -36,6 +36,14 @@ typedef struct {
     uint32_t max_storage_buffers; /* storage bindings per shader */
     uint32_t storage_align;       /* storage binding offsets must be multiples of this */
     uint32_t uniform_align;       /* uniform binding offsets must be multiples of this */
+    /* Subgroup matrices (Dawn's chromium-experimental-subgroup-matrix: Vulkan cooperative
+     * matrices, tensor cores): what the adapter offers (n_smx configs, at most 16 kept),
+     * and has_smx: the device took the feature and shader-f16 (WGSL may enable both) */
+    int has_f16, has_smx, n_smx;
+    struct {
+        uint32_t type, result; /* 1 f32, 2 f16, 3 u32, 4 i32 (Dawn's component types) */
+        uint32_t m, n, k;
+    } smx[16];
 } pl_gpu_info;
 
 /* Counters for benchmarks and notes. */
@@ -54,7 +62,16 @@ typedef struct {
     const char *dawn_lib; /* as pl_gpu_open's lib */
     int robust;           /* 1: keep Dawn's robustness checks (default off: faster) */
     const char *toggles;  /* more Dawn toggles, comma-separated ("skip_validation"), or NULL */
+    /* subgroup matrices: 0 list the adapter's configs (info.smx) but do not take the
+     * feature, 1 also take it (with shader-f16) where offered, -1 neither (no probe) */
+    int smx;
 } pl_gpu_open_opts;
+
+/* "f16 x f16 -> f32 16x16x16" for config i of info (buf of at least 48 bytes). */
+const char *pl_gpu_smx_name(const pl_gpu_info *info, int i, char *buf, size_t cap);
+/* The config the prefill GEMM uses: f16 x f16 -> f32 with M, N, K dividing 32 (and
+ * M, N at least 8); index into info->smx, or -1 (none, or the device did not take it). */
+int pl_gpu_smx_pick(const pl_gpu_info *info);
 pl_status pl_gpu_open_with(const pl_gpu_open_opts *o, pl_gpu **out);
 void pl_gpu_close(pl_gpu *g);
 const pl_gpu_info *pl_gpu_get_info(const pl_gpu *g);

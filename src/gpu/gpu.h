@@ -39,6 +39,10 @@ typedef struct {
      * dispatch (the prefill GEMM's) instead of quantising it in every workgroup: 0 never,
      * 1 the GEMVs with a fused RMSNorm, 2 all of them. */
     int gemv_xpre;
+    /* prefill GEMM on subgroup matrices (the tensor cores; pl_gemm_params versions 5-7)
+     * where the device took them: 0 auto (the default version where offered, else the
+     * portable kernel), -1 never, 5, 6 or 7 that version (refused where not offered) */
+    int smx;
     const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;

@@ -497,8 +497,10 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     }
     gb->profile_path = gb->o.profile_path && *gb->o.profile_path ? gb->o.profile_path : NULL;
     gb->profile_at = gb->o.profile_at > 0 ? gb->o.profile_at : 40;
-    pl_gpu_open_opts go = {
-        .dawn_lib = gb->o.dawn_lib, .robust = gb->o.robust, .toggles = gb->o.toggles};
+    pl_gpu_open_opts go = {.dawn_lib = gb->o.dawn_lib,
+                           .robust = gb->o.robust,
+                           .toggles = gb->o.toggles,
+                           .smx = pl_gpu_smx_wanted(gb->o.smx)};
     pl_status st = pl_gpu_open_with(&go, &gb->g);
     if (st != PL_OK) {
         free(gb);
@@ -511,7 +513,13 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         destroy(&gb->be);
         return pl_fail(PL_ERR, "the GPU adapter is a software rasteriser (%s)", name);
     }
+    st = pl_gpu_smx_choose(gb);
     snprintf(gb->be.device, sizeof gb->be.device, "webgpu, %.140s", gb->info->name);
+    if (gb->smx) { /* the name shortened for the matrix units' line */
+        char nm[48];
+        snprintf(gb->be.device, sizeof gb->be.device, "webgpu, %.100s | matrix units v%d %s",
+                 gb->info->name, gb->smx, pl_gpu_smx_name(gb->info, gb->smx_cfg, nm, sizeof nm));
+    }
     gb->be.max_buf_bytes =
         gb->info->max_buffer < gb->info->max_binding ? gb->info->max_buffer : gb->info->max_binding;
     gb->args_stride = gb->info->uniform_align > sizeof(pl_gpu_args) ? gb->info->uniform_align
@@ -549,6 +557,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     gb->gemm_fixed = gm && !gb->gemm_off;
     pl_gemm_params tp = {.type = PL_GW_Q4_0, .rows = 1, .cols = 32};
     tp.tm = gt[0], tp.tn = gt[1], tp.rm = gt[2], tp.rn = gt[3], tp.bk = gt[4], tp.version = gt[5];
+    pl_gpu_gemm_smx_shape(gb, &tp);
     if (st == PL_OK && gb->gemm_fixed && pl_gemm_check_shape(&tp) != PL_OK)
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM %.40s: %s", gm ? gm : "", pl_last_error());
     if (st == PL_OK && (gb->gemv_xpre < 0 || gb->gemv_xpre > 2))

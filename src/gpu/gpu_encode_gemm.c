@@ -16,7 +16,9 @@
 void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p) {
     static const uint32_t soft[6] = {16, 16, 2, 2, 2, 4}, gu[6] = {128, 64, 8, 4, 2, 4},
                           other[6] = {64, 64, 4, 4, 4, 3};
+    const uint32_t smx[6] = {64, 64, 4, 4, 2, (uint32_t)gb->smx};
     const uint32_t *t = gb->gemm_fixed       ? gb->gemm_tile
+                        : gb->smx            ? smx
                         : gb->info->software ? soft
                         : gate_up            ? gu
                                              : other;
@@ -26,6 +28,41 @@ void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm
     p->cols = (uint32_t)w->h.ne0;
     p->mode = gate_up ? PL_GEMV_GATE_UP : PL_GEMV_STORE;
     p->tm = t[0], p->tn = t[1], p->rm = t[2], p->rn = t[3], p->bk = t[4], p->version = t[5];
+    pl_gpu_gemm_smx_shape(gb, p);
+}
+
+void pl_gpu_gemm_smx_shape(const gpu_backend *gb, pl_gemm_params *p) {
+    if (p->version < 5 || gb->smx_cfg < 0) return;
+    const pl_gpu_info *in = gb->info;
+    p->sg = in->subgroup_max;
+    if (p->version == 6) /* not in the pinned Dawn's list: NVIDIA's int8 shape (gpu-notes.md) */
+        p->sm = 16, p->sn = 16, p->sk = 32;
+    else
+        p->sm = in->smx[gb->smx_cfg].m, p->sn = in->smx[gb->smx_cfg].n,
+        p->sk = in->smx[gb->smx_cfg].k;
+}
+
+/* The version the default tiles take where the device offers f16 subgroup matrices
+ * (opts.smx 0): none (the portable kernel) until versions 5-7 are measured on the H200
+ * (docs/gpu-notes.md, sixth session: no device time was left to run them). opts.smx 5-7
+ * takes that version (an error where not offered), -1 none. */
+#define SMX_AUTO 0
+
+int pl_gpu_smx_wanted(int opt) {
+    return opt < 0 ? -1 : opt >= 5 || SMX_AUTO ? 1 : 0;
+}
+pl_status pl_gpu_smx_choose(gpu_backend *gb) {
+    int want = gb->o.smx, pick = pl_gpu_smx_pick(gb->info);
+    gb->smx = 0, gb->smx_cfg = pick;
+    if (want < -1 || (want > 0 && want < 5) || want > 7)
+        return pl_fail(PL_ERR_ARG, "POOLED_GPU_SMX: 0 (never), 5, 6 or 7");
+    if (want < 0 || (want == 0 && (!SMX_AUTO || pick < 0 || gb->info->software))) return PL_OK;
+    if (pick < 0)
+        return pl_fail(PL_ERR_ARG,
+                       "POOLED_GPU_SMX=%d: the GPU offers no f16 subgroup matrices (%d configs)",
+                       want, gb->info->n_smx);
+    gb->smx = want ? want : SMX_AUTO;
+    return PL_OK;
 }
 
 /* Fewer blocks per step until the staged tiles fit the adapter's workgroup memory. */
@@ -130,7 +167,7 @@ static void id_params(const gpu_backend *gb, const op *o, pl_gemm_params *p) {
     const gbuf *w = o->a, *up = o->fgate.w_up;
     static const uint32_t hw[6] = {64, 32, 4, 2, 4, 3};
     pl_gpu_gemm_base(gb, w, up != NULL, p);
-    if (!gb->gemm_fixed && !gb->info->software)
+    if ((!gb->gemm_fixed && !gb->info->software) || p->version >= 5) /* v5-7: no ids */
         p->tm = hw[0], p->tn = hw[1], p->rm = hw[2], p->rn = hw[3], p->bk = hw[4],
         p->version = hw[5];
     p->rows = (uint32_t)(w->h.ne1 / (o->k ? o->k : 1));

@@ -168,6 +168,9 @@ typedef struct {
      * pre-quantised columns */
     uint32_t gemm_tile[6];
     int gemm_off, gemm_fixed;
+    /* the prefill GEMM's subgroup-matrix version (5-7; 0: the portable kernel) and the
+     * adapter's config it runs on (info->smx[smx_cfg]) */
+    int smx, smx_cfg;
     pl_gpu_buf *gemm_xq, *gemm_xd, *gemm_grp;
     /* the op queue */
     op *ops;
@@ -284,6 +287,12 @@ pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o);
 /* The GEMM's parameters for weight w (rows, cols, type, the tile pinned for its shape) in
  * STORE mode, or GATE_UP if gate_up. */
 void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p);
+/* v5-7 (subgroup matrices): fill p's matrix shape and subgroup size from the adapter. */
+void pl_gpu_gemm_smx_shape(const gpu_backend *gb, pl_gemm_params *p);
+/* pl_gpu_open_opts.smx for opts.smx: take the feature only where a version may run. */
+int pl_gpu_smx_wanted(int opt);
+/* At open: gb->smx and gb->smx_cfg from opts.smx and what the device took. */
+pl_status pl_gpu_smx_choose(gpu_backend *gb);
 /* gpu_encode_moe.c / gpu_encode_ssm.c: the MoE and Gated DeltaNet ops. */
 pl_status pl_gpu_encode_moe(gpu_backend *gb, op *o);
 pl_status pl_gpu_encode_ssm(gpu_backend *gb, op *o);

@@ -36,6 +36,9 @@ typedef struct WGPUShaderModuleImpl *WGPUShaderModule;
 /* ---- enum values (Dawn's dawn.json of June 2025) ---- */
 #define WGPU_STYPE_SHADER_SOURCE_WGSL 0x00000002u
 #define WGPU_STYPE_DAWN_TOGGLES       0x0005000Au
+/* AdapterPropertiesSubgroupMatrixConfigs: the value Dawn's ValidateAndUnpack<AdapterInfo>
+ * accepts in the pinned library (its other chained sTypes there are 0x50008, 0x50013-15) */
+#define WGPU_STYPE_SUBGROUP_MATRIX_CONFIGS 0x0005003Bu
 
 #define WGPU_CALLBACK_MODE_WAIT_ANY_ONLY     1u
 #define WGPU_CALLBACK_MODE_ALLOW_SPONTANEOUS 3u
@@ -56,6 +59,17 @@ typedef struct WGPUShaderModuleImpl *WGPUShaderModule;
 
 #define WGPU_FEATURE_SHADER_F16 0x0000000Au
 #define WGPU_FEATURE_SUBGROUPS  0x00000011u
+/* chromium-experimental-subgroup-matrix: in the pinned library AdapterBase::APIGetInfo
+ * answers "Feature ChromiumExperimentalSubgroupMatrix is not available." when this one is
+ * missing (later Dawn headers number it 0x50034: the pinned build is older) */
+#define WGPU_FEATURE_SUBGROUP_MATRIX 0x00050037u
+
+/* SubgroupMatrixComponentType: the pinned library validates 1..4 only (no i8/u8 yet) and
+ * maps Vulkan's FLOAT32, FLOAT16, UINT32, SINT32 cooperative-matrix types to them */
+#define WGPU_SMX_F32 1u
+#define WGPU_SMX_F16 2u
+#define WGPU_SMX_U32 3u
+#define WGPU_SMX_I32 4u
 
 #define WGPU_BUFFER_USAGE_MAP_READ 0x1ull
 #define WGPU_BUFFER_USAGE_COPY_SRC 0x4ull
@@ -119,6 +133,17 @@ typedef struct WGPUAdapterInfo {
     WGPUEnum adapterType;
     uint32_t vendorID, deviceID, subgroupMinSize, subgroupMaxSize;
 } WGPUAdapterInfo;
+
+typedef struct WGPUSubgroupMatrixConfig {
+    WGPUEnum componentType, resultComponentType; /* WGPU_SMX_* */
+    uint32_t M, N, K;                            /* (M x K) * (K x N) -> M x N */
+} WGPUSubgroupMatrixConfig;
+
+typedef struct WGPUAdapterPropertiesSubgroupMatrixConfigs { /* chained on WGPUAdapterInfo */
+    WGPUChainedStruct chain;
+    size_t configCount;
+    const WGPUSubgroupMatrixConfig *configs;
+} WGPUAdapterPropertiesSubgroupMatrixConfigs;
 
 typedef struct WGPULimits {
     WGPUChainedStruct *nextInChain;
@@ -268,6 +293,8 @@ _Static_assert(sizeof(WGPUStringView) == 16, "WGPUStringView layout");
 _Static_assert(sizeof(WGPUInstanceDescriptor) == 32, "WGPUInstanceDescriptor layout");
 _Static_assert(sizeof(WGPURequestAdapterOptions) == 32, "WGPURequestAdapterOptions layout");
 _Static_assert(sizeof(WGPUAdapterInfo) == 96, "WGPUAdapterInfo layout");
+_Static_assert(sizeof(WGPUSubgroupMatrixConfig) == 20, "WGPUSubgroupMatrixConfig layout");
+_Static_assert(sizeof(WGPUAdapterPropertiesSubgroupMatrixConfigs) == 32, "smx configs layout");
 _Static_assert(sizeof(WGPULimits) == 152, "WGPULimits layout");
 _Static_assert(sizeof(WGPURequestAdapterCallbackInfo) == 40, "callback info layout");
 _Static_assert(sizeof(WGPUUncapturedErrorCallbackInfo) == 32, "uncaptured info layout");
@@ -289,6 +316,8 @@ _Static_assert(sizeof(WGPUFutureWaitInfo) == 16, "WGPUFutureWaitInfo layout");
     X(wgpuAdapterGetInfo, WGPUEnum, (WGPUAdapter, WGPUAdapterInfo *))                              \
     X(wgpuAdapterInfoFreeMembers, void, (WGPUAdapterInfo))                                         \
     X(wgpuAdapterGetLimits, WGPUEnum, (WGPUAdapter, WGPULimits *))                                 \
+    X(wgpuAdapterPropertiesSubgroupMatrixConfigsFreeMembers, void,                                 \
+      (WGPUAdapterPropertiesSubgroupMatrixConfigs))                                                \
     X(wgpuAdapterHasFeature, WGPUBool, (WGPUAdapter, WGPUEnum))                                    \
     X(wgpuAdapterRequestDevice, WGPUFuture,                                                        \
       (WGPUAdapter, const WGPUDeviceDescriptor *, WGPURequestDeviceCallbackInfo))                  \

@@ -38,7 +38,15 @@ static unsigned svecs(const pl_gemm_params *p) {
 }
 /* v3 and v4 turn the integer sums into f32 without a conversion instruction */
 static int magic(const pl_gemm_params *p) {
-    return p->version >= 3;
+    return p->version == 3 || p->version == 4;
+}
+/* v5-7: subgroup matrices; v6 with i8 operands; v7 with operands scaled in f16 */
+static int smx(const pl_gemm_params *p) {
+    return p->version >= 5;
+}
+/* bytes per staged operand element: i8 (v6), f16, or f32 (the emulation) */
+static unsigned smx_esize(const pl_gemm_params *p) {
+    return p->version == 6 ? 1 : p->mock ? 4 : 2;
 }
 /* Q4_0 nibbles 0..15 -> signed bytes -8..7, no carries (low nibbles: elements 0..15) */
 static const char unpack_lo[] = "((%s & vec4<u32>(0x0F0F0F0Fu)) + vec4<u32>(0x78787878u)) ^ "
@@ -47,6 +55,9 @@ static const char unpack_hi[] = "(((%s >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu
                                 "vec4<u32>(0x78787878u)) ^ vec4<u32>(0x80808080u)";
 
 uint32_t pl_gemm_wg_bytes(const pl_gemm_params *p) {
+    if (smx(p)) /* operands, the products (tm x tn f32), the scales (not v7) */
+        return (mats(p) * p->tm + p->tn) * p->bk * 32 * smx_esize(p) + p->tm * p->tn * 4 +
+               (p->version == 7 ? 0 : (mats(p) * p->tm + p->tn) * p->bk * 4);
     return (mats(p) * p->tm * p->bk * (svecs(p) * 16 + 4)) + p->tn * p->bk * (32 + 4);
 }
 
@@ -74,9 +85,20 @@ static pl_status check(const pl_gemm_params *p) {
     if (p->type != PL_GW_Q4_0 && p->type != PL_GW_Q8_0)
         return pl_fail(PL_ERR_ARG, "GEMM: Q4_0 or Q8_0 weights only");
     if (!T || p->tm % p->rm || p->tn % p->rn || T < 16 || T > 1024 || p->rm > 8 || p->rn > 8 ||
-        !p->bk || p->bk > 8 || p->version < 1 || p->version > 4)
+        !p->bk || p->bk > 8 || p->version < 1 || p->version > 7)
         return pl_fail(PL_ERR_ARG, "GEMM: bad tile %ux%u / %ux%u, %u blocks, v%u", p->tm, p->tn,
                        p->rm, p->rn, p->bk, p->version);
+    if (smx(p)) { /* whole matrix tiles, shared evenly by the subgroups, one row each */
+        unsigned nsg = p->sg ? T / p->sg : 0,
+                 nt = p->sm && p->sn ? (p->tm / p->sm) * (p->tn / p->sn) : 0;
+        if (!p->sm || !p->sn || !p->sk || p->tm % p->sm || p->tn % p->sn || 32 % p->sk || !p->sg ||
+            T % p->sg || !nsg || !nt || nt % nsg || (p->tn / p->sn) % (nt / nsg) || p->ids ||
+            (p->mock && (p->sm * p->sn) % p->sg))
+            return pl_fail(PL_ERR_ARG,
+                           "GEMM v%u: tile %ux%u does not split into %ux%ux%u matrices over "
+                           "subgroups of %u",
+                           p->version, p->tm, p->tn, p->sm, p->sn, p->sk, p->sg);
+    }
     if (p->mode == PL_GEMV_GATE_UP && p->bias)
         return pl_fail(PL_ERR_ARG, "GEMM: gate/up takes no bias");
     if ((p->gate_out || p->up_out) && p->mode != PL_GEMV_GATE_UP)
@@ -115,10 +137,46 @@ pl_gpu_args pl_gemm_args(const pl_gemm_params *p, uint32_t n) {
  * Q4_0 packed, SV = 1), ws[(m * BK + b) * TM + r], aq[(b * 2 + h) * TN + c],
  * ad[b * TN + c], so a warp's neighbouring columns read neighbouring words. Rows past N and
  * columns past n repeat the last one (never stored); blocks past K are zeros. */
-static void emit_stage(pl_wtext *t, const pl_gemm_params *p) {
+/* The activation scales ad[b * TN + c] of the step's blocks (zeros past K); ac: the x
+ * column of tile column c. */
+static void emit_stage_ad(pl_wtext *t, const pl_gemm_params *p, const char *ac) {
+    pl_wtext_add(t,
+                 "    for (var i = lid; i < %uu; i += T) {\n"
+                 "      let b = i %% BK; let c = i / BK;\n"
+                 "      let gb = b0 + b; let ac = %s;\n"
+                 "      var d = 0.0;\n"
+                 "      if (gb < NB) { d = xd[ac * NB + gb]; }\n"
+                 "      ad[b * TN + c] = d;\n"
+                 "    }\n",
+                 p->tn * p->bk, ac);
+}
+
+/* The weight scales ws[(m * BK + b) * TM + r] of the step's blocks (zeros past K), then
+ * the activation scales unless ac is NULL. */
+static void emit_stage_scales(pl_wtext *t, const pl_gemm_params *p, const char *ac) {
+    unsigned M = mats(p);
+    pl_wtext_add(t,
+                 "    for (var i = lid; i < %uu; i += T) {\n"
+                 "      let b = i %% BK; let r = (i / BK) %% TM; let m = i / (BK * TM);\n"
+                 "      let gb = b0 + b; let wb = (EB + min(row0 + r, N - 1u)) * NB + gb;\n"
+                 "      var d = 0.0;\n"
+                 "      if (gb < NB) {\n",
+                 M * p->tm * p->bk);
+    for (unsigned m = 0; m < M; m++)
+        pl_wtext_add(t,
+                     "        %sif (m == %uu) { d = unpack2x16float(s%c[wb >> 1u])[wb & 1u]; }\n",
+                     m ? "else " : "", m, 'A' + m);
+    pl_wtext_add(t, "      }\n"
+                    "      ws[(m * BK + b) * TM + r] = d;\n"
+                    "    }\n");
+    if (!ac) return;
+    emit_stage_ad(t, p, ac);
+}
+
+/* The head of the loop over the step's weight vectors: w (vec4<u32> v of block b of row r
+ * of matrix m; zeros past K). */
+static void emit_wload(pl_wtext *t, const pl_gemm_params *p) {
     unsigned M = mats(p), WV = wvecs(p);
-    /* the x column: the batch's (clamped), or the slot's token (ids) */
-    const char *ac = p->ids ? "cs[c] / XS" : "min(col0 + c, n - 1u)";
     pl_wtext_add(t,
                  "    for (var i = lid; i < %uu; i += T) {\n"
                  "      let v = i %% WV; let b = (i / WV) %% BK; let r = (i / (WV * BK)) %% TM;\n"
@@ -131,6 +189,18 @@ static void emit_stage(pl_wtext *t, const pl_gemm_params *p) {
         pl_wtext_add(t, "        %sif (m == %uu) { w = q%c[(wr * NB + gb) * WV + v]; }\n",
                      m ? "else " : "", m, 'A' + m);
     pl_wtext_add(t, "      }\n");
+}
+
+/* Stage blocks b0 .. b0 + BK - 1 of the tile's rows and columns in workgroup memory:
+ * wq[((m * BK + b) * SV + v) * TM + r] (SV = 2 vec4: the block's 32 signed bytes; v1 keeps
+ * Q4_0 packed, SV = 1), ws[(m * BK + b) * TM + r], aq[(b * 2 + h) * TN + c],
+ * ad[b * TN + c], so a warp's neighbouring columns read neighbouring words. Rows past N and
+ * columns past n repeat the last one (never stored); blocks past K are zeros. */
+static void emit_stage(pl_wtext *t, const pl_gemm_params *p) {
+    unsigned WV = wvecs(p);
+    /* the x column: the batch's (clamped), or the slot's token (ids) */
+    const char *ac = p->ids ? "cs[c] / XS" : "min(col0 + c, n - 1u)";
+    emit_wload(t, p);
     if (svecs(p) != WV) { /* v2 Q4_0: unpacked once here, not per use */
         pl_wtext_add(t, "      wq[((m * BK + b) * 2u) * TM + r] = ");
         pl_wtext_add(t, unpack_lo, "w");
@@ -140,38 +210,166 @@ static void emit_stage(pl_wtext *t, const pl_gemm_params *p) {
     } else {
         pl_wtext_add(t, "      wq[((m * BK + b) * WV + v) * TM + r] = w;\n");
     }
+    pl_wtext_add(t, "    }\n");
+    emit_stage_scales(t, p, NULL);
     pl_wtext_add(t,
-                 "    }\n"
-                 "    for (var i = lid; i < %uu; i += T) {\n"
-                 "      let b = i %% BK; let r = (i / BK) %% TM; let m = i / (BK * TM);\n"
-                 "      let gb = b0 + b; let wb = (EB + min(row0 + r, N - 1u)) * NB + gb;\n"
-                 "      var d = 0.0;\n"
-                 "      if (gb < NB) {\n",
-                 M * p->tm * p->bk);
-    for (unsigned m = 0; m < M; m++)
-        pl_wtext_add(t,
-                     "        %sif (m == %uu) { d = unpack2x16float(s%c[wb >> 1u])[wb & 1u]; }\n",
-                     m ? "else " : "", m, 'A' + m);
-    pl_wtext_add(t,
-                 "      }\n"
-                 "      ws[(m * BK + b) * TM + r] = d;\n"
-                 "    }\n"
                  "    for (var i = lid; i < %uu; i += T) {\n"
                  "      let h = i %% 2u; let b = (i / 2u) %% BK; let c = i / (2u * BK);\n"
                  "      let gb = b0 + b; let ac = %s;\n"
                  "      var a = vec4<u32>(0u);\n"
                  "      if (gb < NB) { a = xq[(ac * NB + gb) * 2u + h]; }\n"
                  "      aq[(b * 2u + h) * TN + c] = a;\n"
-                 "    }\n"
+                 "    }\n",
+                 p->tn * p->bk * 2, ac);
+    emit_stage_ad(t, p, ac);
+    pl_wtext_add(t, "    workgroupBarrier();\n");
+}
+
+/* Subgroup matrices (v5-7): 4 signed bytes (the u32 `val`) to operand elements eo .. eo + 3
+ * of `arr`: one i32 word as it is (v6), or f16 values (v7: times the f32 scale d first). */
+static void emit_put4(pl_wtext *t, const pl_gemm_params *p, const char *arr) {
+    if (p->version == 6) {
+        pl_wtext_add(t, "      %s[eo / 4u] = bitcast<i32>(val);\n", arr);
+        return;
+    }
+    pl_wtext_add(t,
+                 "      let e = vec4<%s>(vec4<f32>(unpack4xI8(val))%s);\n"
+                 "      %s[eo] = e.x; %s[eo + 1u] = e.y; %s[eo + 2u] = e.z; %s[eo + 3u] = e.w;\n",
+                 p->mock ? "f32" : "f16", p->version == 7 ? " * d" : "", arr, arr, arr, arr);
+}
+
+/* v5-7 staging, one thread per word of 4 elements: operands wo[(m * TM + r) * LS + b * 32
+ * + e] (row-major, LS = BK * 32 elements a row) and ao[c * LS + b * 32 + e] (column c's
+ * elements in a row: the right matrix column-major), and for v5/v6 the scales as versions
+ * 1-4. Q4_0 word k < 4 holds elements 4k .. 4k + 3 in its low nibbles, k >= 4 elements
+ * 16 + 4(k - 4) .. in the high nibbles of the same word. */
+static void emit_stage_smx(pl_wtext *t, const pl_gemm_params *p) {
+    unsigned M = mats(p), q4 = p->type == PL_GW_Q4_0;
+    const char *ac = "min(col0 + c, n - 1u)";
+    pl_wtext_add(t,
                  "    for (var i = lid; i < %uu; i += T) {\n"
-                 "      let b = i %% BK; let c = i / BK;\n"
-                 "      let gb = b0 + b; let ac = %s;\n"
+                 "      let k = i %% 8u; let b = (i / 8u) %% BK; let r = (i / (8u * BK)) %% TM;\n"
+                 "      let m = i / (8u * BK * TM);\n"
+                 "      let gb = b0 + b; let wr = EB + min(row0 + r, N - 1u);\n"
+                 "      let wi = (wr * NB + gb) * WV + %s;\n"
+                 "      var raw = 0u;\n"
                  "      var d = 0.0;\n"
-                 "      if (gb < NB) { d = xd[ac * NB + gb]; }\n"
-                 "      ad[b * TN + c] = d;\n"
-                 "    }\n"
-                 "    workgroupBarrier();\n",
-                 p->tn * p->bk * 2, ac, p->tn * p->bk, ac);
+                 "      if (gb < NB) {\n",
+                 M * p->tm * p->bk * 8, q4 ? "0u" : "k / 4u");
+    for (unsigned m = 0; m < M; m++) {
+        pl_wtext_add(t, "        %sif (m == %uu) { raw = q%c[wi][k %% 4u];", m ? "else " : "", m,
+                     'A' + m);
+        if (p->version == 7)
+            pl_wtext_add(t, " let wb = wr * NB + gb; d = unpack2x16float(s%c[wb >> 1u])[wb & 1u];",
+                         'A' + m);
+        pl_wtext_add(t, " }\n");
+    }
+    pl_wtext_add(t, "      }\n");
+    if (q4)
+        pl_wtext_add(t, "      let val = ((select(raw, raw >> 4u, k >= 4u) & 0x0F0F0F0Fu) + "
+                        "0x78787878u) ^ 0x80808080u;\n");
+    else
+        pl_wtext_add(t, "      let val = raw;\n");
+    pl_wtext_add(t, "      let eo = (m * TM + r) * LS + b * 32u + k * 4u;\n");
+    emit_put4(t, p, "wo");
+    pl_wtext_add(
+        t,
+        "    }\n"
+        "    for (var i = lid; i < %uu; i += T) {\n"
+        "      let k = i %% 8u; let b = (i / 8u) %% BK; let c = i / (8u * BK);\n"
+        "      let gb = b0 + b; let ac = %s;\n"
+        "      var val = 0u;\n"
+        "      var d = 0.0;\n"
+        "      if (gb < NB) { val = xq[(ac * NB + gb) * 2u + k / 4u][k %% 4u]; d = xd[ac * NB "
+        "+ gb]; }\n"
+        "      let eo = c * LS + b * 32u + k * 4u;\n",
+        p->tn * p->bk * 8, ac);
+    emit_put4(t, p, "ao");
+    pl_wtext_add(t, "    }\n");
+    if (p->version != 7) emit_stage_scales(t, p, ac);
+    pl_wtext_add(t, "    workgroupBarrier();\n");
+}
+
+/* The matrix products of block `b` (a WGSL expression; v7: of the whole step) of matrix m
+ * for the subgroup's TPS tiles, all in row tr of the tile grid: the left operand loaded
+ * once per K piece. into: "acc%u_%u" (v7: accumulate over the steps) or a fresh result
+ * stored to cs. */
+static void emit_mma(pl_wtext *t, const pl_gemm_params *p, unsigned m, const char *b) {
+    unsigned T = pl_gemm_threads(p), nsg = T / p->sg, tps = (p->tm / p->sm) * (p->tn / p->sn) / nsg;
+    const char *et = p->version == 6 ? "i8" : "f16", *rt = p->version == 6 ? "i32" : "f32";
+    char ty[64], left[96], right[96], mma[64];
+    if (p->mock) /* the emulation (emit_mock) */
+        snprintf(ty, sizeof ty, "MA"), snprintf(left, sizeof left, "ml_load("),
+            snprintf(right, sizeof right, "mr_load("), snprintf(mma, sizeof mma, "mma(");
+    else
+        snprintf(ty, sizeof ty, "subgroup_matrix_result<%s, SN, SM>", rt),
+            snprintf(left, sizeof left,
+                     "subgroupMatrixLoad<subgroup_matrix_left<%s, SK, SM>>(&wo, ", et),
+            snprintf(right, sizeof right,
+                     "subgroupMatrixLoad<subgroup_matrix_right<%s, SN, SK>>(&ao, ", et),
+            snprintf(mma, sizeof mma, "subgroupMatrixMultiplyAccumulate(");
+    const char *ltail = p->mock ? ")" : ", false, LS)", *rtail = p->mock ? ")" : ", true, LS)";
+    if (p->version != 7)
+        for (unsigned k = 0; k < tps; k++)
+            pl_wtext_add(t, "      var acc%u_%u = %s();\n", m, k, ty);
+    for (unsigned kk = 0; kk < 32 / p->sk; kk++) {
+        pl_wtext_add(t,
+                     "      {\n        let l = %s(%uu * TM + tr * SM) * LS + (%s) * 32u + %uu%s;\n",
+                     left, m, b, kk * p->sk, ltail);
+        for (unsigned k = 0; k < tps; k++)
+            pl_wtext_add(t,
+                         "        acc%u_%u = %sl, %s(tc0 + %uu) * SN * LS + (%s) * 32u + %uu%s, "
+                         "acc%u_%u);\n",
+                         m, k, mma, right, k, b, kk * p->sk, rtail, m, k);
+        pl_wtext_add(t, "      }\n");
+    }
+}
+
+/* The emulated builtins (p->mock), spread over the subgroup's invocations as the hardware
+ * spreads them: a left or right operand is its offset (left M x K row-major in wo, right
+ * K x N column-major in ao, both LS elements apart); invocation `lane` of the subgroup
+ * holds result elements lane, lane + SG, ... (row-major M x N), stored to cs TN apart. */
+static void emit_mock(pl_wtext *t, const pl_gemm_params *p) {
+    const char *el =
+        p->version == 6 ? "f32(extractBits(%s[(%s) / 4u], ((%s) %% 4u) * 8u, 8u))" : "%s[%s]";
+    char lw[160], rw[160];
+    snprintf(lw, sizeof lw, el, "wo", "l.o + i * LS + k", "l.o + i * LS + k");
+    snprintf(rw, sizeof rw, el, "ao", "r.o + j * LS + k", "r.o + j * LS + k");
+    pl_wtext_add(t,
+                 "var<private> lane: u32;\n"
+                 "struct ML { o: u32 }\n"
+                 "struct MR { o: u32 }\n"
+                 "struct MA { v: array<f32, SM * SN / SG> }\n"
+                 "fn ml_load(o: u32) -> ML { return ML(o); }\n"
+                 "fn mr_load(o: u32) -> MR { return MR(o); }\n"
+                 "fn mma(l: ML, r: MR, a: MA) -> MA {\n"
+                 "  var m = a;\n"
+                 "  for (var q = 0u; q < SM * SN / SG; q++) {\n"
+                 "    let i = (lane + q * SG) / SN; let j = (lane + q * SG) %% SN;\n"
+                 "    var s = m.v[q];\n"
+                 "    for (var k = 0u; k < SK; k++) { s += %s * %s; }\n"
+                 "    m.v[q] = s;\n"
+                 "  }\n"
+                 "  return m;\n"
+                 "}\n"
+                 "fn ma_store(o: u32, a: MA) {\n"
+                 "  for (var q = 0u; q < SM * SN / SG; q++) {\n"
+                 "    let e = lane + q * SG;\n"
+                 "    cs[o + (e / SN) * TN + e %% SN] = %s(a.v[q]);\n"
+                 "  }\n"
+                 "}\n",
+                 lw, rw, p->version == 6 ? "i32" : "");
+}
+
+/* Store the subgroup's results of matrix m into cs (row-major, TN a row). */
+static void emit_mma_store(pl_wtext *t, const pl_gemm_params *p, unsigned m) {
+    unsigned T = pl_gemm_threads(p), nsg = T / p->sg, tps = (p->tm / p->sm) * (p->tn / p->sn) / nsg;
+    for (unsigned k = 0; k < tps; k++)
+        pl_wtext_add(t,
+                     p->mock ? "      ma_store(tr * SM * TN + (tc0 + %uu) * SN, acc%u_%u);\n"
+                             : "      subgroupMatrixStore(&cs, tr * SM * TN + (tc0 + %uu) * SN, "
+                               "acc%u_%u, false, TN);\n",
+                     k, m, k);
 }
 
 /* One block b of the step for the thread's tile: acc += f32(integer dot) * dw * dx. */
@@ -217,11 +415,70 @@ static void emit_block(pl_wtext *t, const pl_gemm_params *p) {
     }
 }
 
+/* v5-7's loop over K. Subgroup sgi (of T / SG) owns TPS matrix tiles of the TM x TN tile,
+ * tiles sgi * TPS .. sgi * TPS + TPS - 1 of the row-major grid (NC a row): row tr, columns
+ * tc0 .. tc0 + TPS - 1. v5/v6 per block: the products of the block to cs, then each thread
+ * adds f32(sum) * weight scale * activation scale to its outputs as versions 1-4 do; v7:
+ * the products accumulate over all of K in the matrices, then go through cs once. */
+static void emit_smx_loop(pl_wtext *t, const pl_gemm_params *p) {
+    unsigned M = mats(p), T = pl_gemm_threads(p),
+             tps = (p->tm / p->sm) * (p->tn / p->sn) / (T / p->sg);
+    if (p->mock) pl_wtext_add(t, "  lane = lid %% SG;\n");
+    pl_wtext_add(t, "  let sgi = lid / SG;\n"
+                    "  let tr = (sgi * TPS) / NC;\n"
+                    "  let tc0 = (sgi * TPS) %% NC;\n");
+    if (p->version == 7)
+        for (unsigned m = 0; m < M; m++)
+            for (unsigned k = 0; k < tps; k++)
+                pl_wtext_add(t, "  var acc%u_%u = %s();\n", m, k,
+                             p->mock ? "MA" : "subgroup_matrix_result<f32, SN, SM>");
+    pl_wtext_add(t, "  for (var b0 = 0u; b0 < NB; b0 += BK) {\n");
+    emit_stage_smx(t, p);
+    pl_wtext_add(t, "    for (var b = 0u; b < BK; b++) {\n");
+    for (unsigned m = 0; m < M; m++) {
+        emit_mma(t, p, m, "b");
+        if (p->version == 7) continue;
+        emit_mma_store(t, p, m);
+        pl_wtext_add(t, "      workgroupBarrier();\n");
+        for (unsigned i = 0; i < p->rm; i++)
+            for (unsigned j = 0; j < p->rn; j++)
+                pl_wtext_add(
+                    t,
+                    "      c%u_%u_%u += %s(cs[(ty + %uu * TY) * TN + tx + %uu * TX]) * "
+                    "ws[(%uu * BK + b) * TM + ty + %uu * TY] * ad[b * TN + tx + %uu * TX];\n",
+                    m, i, j, p->version == 6 ? "f32" : "", i, j, m, i, j);
+        pl_wtext_add(t, "      workgroupBarrier();\n");
+    }
+    pl_wtext_add(t, "    }\n    workgroupBarrier();\n  }\n");
+    if (p->version != 7) return;
+    for (unsigned m = 0; m < M; m++) {
+        emit_mma_store(t, p, m);
+        pl_wtext_add(t, "  workgroupBarrier();\n");
+        for (unsigned i = 0; i < p->rm; i++)
+            for (unsigned j = 0; j < p->rn; j++)
+                pl_wtext_add(t, "  c%u_%u_%u = cs[(ty + %uu * TY) * TN + tx + %uu * TX];\n", m, i,
+                             j, i, j);
+        pl_wtext_add(t, "  workgroupBarrier();\n");
+    }
+}
+
 pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
     *out = NULL;
     if (check(p) != PL_OK) return PL_ERR_ARG;
     unsigned M = mats(p), WV = wvecs(p), T = pl_gemm_threads(p);
     pl_wtext t = {0};
+    if (smx(p)) /* the offsets are uniform per subgroup (lid / SG), which the analysis cannot see */
+        pl_wtext_add(&t,
+                     "%s%s"
+                     "const SM = %uu;\nconst SN = %uu;\nconst SK = %uu;\nconst SG = %uu;\n"
+                     "const NC = %uu;\nconst TPS = %uu;\nconst LS = %uu;\n",
+                     p->version == 6 || p->mock ? "" : "enable f16;\n",
+                     p->mock
+                         ? ""
+                         : "enable chromium_experimental_subgroup_matrix;\n"
+                           "diagnostic(off, chromium_experimental.subgroup_matrix_uniformity);\n",
+                     p->sm, p->sn, p->sk, p->sg, p->tn / p->sn,
+                     (p->tm / p->sm) * (p->tn / p->sn) / (T / p->sg), p->bk * 32);
     pl_wtext_add(&t,
                  "const T = %uu;\nconst TM = %uu;\nconst TN = %uu;\nconst TX = %uu;\n"
                  "const TY = %uu;\nconst BK = %uu;\nconst WV = %uu;\n",
@@ -246,10 +503,27 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
     if (p->ids)
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> grp: array<u32>;\n", binding++);
     pl_wtext_args(&t, binding++);
-    pl_wtext_add(&t,
-                 "var<workgroup> wq: array<vec4<u32>, %u>;\nvar<workgroup> ws: array<f32, %u>;\n"
-                 "var<workgroup> aq: array<vec4<u32>, %u>;\nvar<workgroup> ad: array<f32, %u>;\n",
-                 M * p->tm * p->bk * svecs(p), M * p->tm * p->bk, p->tn * p->bk * 2, p->tn * p->bk);
+    if (smx(p)) {
+        const char *et = p->version == 6 ? "i32"
+                         : p->mock       ? "f32"
+                                         : "f16",
+                   *rt = p->version == 6 ? "i32" : "f32";
+        unsigned per = p->version == 6 ? 8 : 32; /* array elements per block */
+        if (p->mock) emit_mock(&t, p);
+        pl_wtext_add(&t,
+                     "var<workgroup> wo: array<%s, %u>;\nvar<workgroup> ao: array<%s, %u>;\n"
+                     "var<workgroup> cs: array<%s, %u>;\n",
+                     et, M * p->tm * p->bk * per, et, p->tn * p->bk * per, rt, p->tm * p->tn);
+        if (p->version != 7)
+            pl_wtext_add(&t,
+                         "var<workgroup> ws: array<f32, %u>;\nvar<workgroup> ad: array<f32, %u>;\n",
+                         M * p->tm * p->bk, p->tn * p->bk);
+    } else
+        pl_wtext_add(
+            &t,
+            "var<workgroup> wq: array<vec4<u32>, %u>;\nvar<workgroup> ws: array<f32, %u>;\n"
+            "var<workgroup> aq: array<vec4<u32>, %u>;\nvar<workgroup> ad: array<f32, %u>;\n",
+            M * p->tm * p->bk * svecs(p), M * p->tm * p->bk, p->tn * p->bk * 2, p->tn * p->bk);
     if (p->ids)
         pl_wtext_add(&t, "var<workgroup> tinfo: vec4<u32>;\nvar<workgroup> cs: array<u32, %u>;\n",
                      p->tn);
@@ -296,11 +570,15 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
         for (unsigned i = 0; i < p->rm; i++)
             for (unsigned j = 0; j < p->rn; j++)
                 pl_wtext_add(&t, "  var c%u_%u_%u = 0.0;\n", m, i, j);
-    pl_wtext_add(&t, "  for (var b0 = 0u; b0 < NB; b0 += BK) {\n");
-    emit_stage(&t, p);
-    pl_wtext_add(&t, "    for (var b = 0u; b < BK; b++) {\n");
-    emit_block(&t, p);
-    pl_wtext_add(&t, "    }\n    workgroupBarrier();\n  }\n");
+    if (smx(p))
+        emit_smx_loop(&t, p);
+    else {
+        pl_wtext_add(&t, "  for (var b0 = 0u; b0 < NB; b0 += BK) {\n");
+        emit_stage(&t, p);
+        pl_wtext_add(&t, "    for (var b = 0u; b < BK; b++) {\n");
+        emit_block(&t, p);
+        pl_wtext_add(&t, "    }\n    workgroupBarrier();\n  }\n");
+    }
     pl_gemv_params s = store_params(p);
     for (unsigned i = 0; i < p->rm; i++) {
         for (unsigned j = 0; j < p->rn; j++) {

@@ -326,6 +326,20 @@ typedef struct {
      * 4 as 2 with the block sums turned into f32 by an exponent trick instead of an
      * int-to-float conversion */
     uint32_t version;
+    /* versions 5-7 run the block products on subgroup matrices (Dawn's
+     * chromium-experimental-subgroup-matrix: Vulkan cooperative matrices, the tensor
+     * cores) of sm x sn outputs and sk terms per multiply, in subgroups of sg invocations
+     * (the adapter's subgroupMaxSize, which Dawn runs them at):
+     * 5: f16 operands (the integer quants, exact in f16) with an f32 result per block:
+     *    integer sums < 2^24, so exact, then scaled as versions 1-4 (the same bits);
+     * 6: the same with i8 operands and an i32 result (Dawn's i8 subgroup matrices);
+     * 7: f16 operands already scaled (f16(q * d) for weights and activations), f32 sums over
+     *    all of K in the matrix units: faster, within f16 rounding of the others.
+     * The products pass through workgroup memory (tm x tn f32): versions 5-7 need ids 0. */
+    uint32_t sm, sn, sk, sg;
+    /* tests: the subgroup-matrix builtins emulated in plain WGSL (every invocation computes
+     * a whole matrix, f32 operands), so versions 5-7 run on any adapter */
+    int mock;
     /* ids: the MoE's gathered expert matmul (pl_gpu_encode_gemm_id): the weights are
      * n_exp experts of `rows` rows each; the columns are the (token, slot) pairs grouped
      * by expert by pl_wgsl_moe_group, a workgroup owns (row tile, tile of one expert's

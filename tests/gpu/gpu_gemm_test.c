@@ -11,7 +11,12 @@
  *   another kernel version (v1-v4: Q4_0 unpacked at each use or once when staged, the
  *   sums converted to f32 or through the exponent trick);
  * - the q8x GEMV reading the pre-pass's blocks (xpre, decode's option) gives the bits of
- *   the q8x GEMV that quantises x itself. */
+ *   the q8x GEMV that quantises x itself;
+ * - versions 5-7 on subgroup matrices (where the device offers them: not lavapipe): v5 the
+ *   bits of v3, v7 the reference within f16 rounding; everywhere, with the builtins
+ *   emulated in plain WGSL: v5 and v6 the bits of the others (fixed order), v7 the
+ *   reference; their parameter checks, the configuration the GEMM picks and the backend's
+ *   POOLED_GPU_SMX choice. */
 #include "test.h"
 
 #include "gpu/gpu.h"
@@ -34,6 +39,41 @@ static const pl_gemm_params tile_b = {.tm = 64, .tn = 64, .rm = 4, .rn = 4, .bk 
 /* the other kernel versions (wgsl_gen.h): the same bits as v4 */
 static const pl_gemm_params tile_v1 = {.tm = 32, .tn = 16, .rm = 4, .rn = 2, .bk = 4, .version = 1};
 static const pl_gemm_params tile_v2 = {.tm = 16, .tn = 32, .rm = 2, .rn = 4, .bk = 2, .version = 2};
+/* versions 5-7 with the subgroup-matrix builtins emulated (.mock): 8 x 8 matrices (K 8, or
+ * 16 bytes for v6), 8 subgroups of 32 with 2 tiles each */
+static const pl_gemm_params tile_m5 = {.tm = 32,
+                                       .tn = 32,
+                                       .rm = 2,
+                                       .rn = 2,
+                                       .bk = 1,
+                                       .version = 5,
+                                       .sm = 8,
+                                       .sn = 8,
+                                       .sk = 8,
+                                       .sg = 32,
+                                       .mock = 1};
+static const pl_gemm_params tile_m6 = {.tm = 32,
+                                       .tn = 32,
+                                       .rm = 2,
+                                       .rn = 2,
+                                       .bk = 2,
+                                       .version = 6,
+                                       .sm = 8,
+                                       .sn = 8,
+                                       .sk = 16,
+                                       .sg = 32,
+                                       .mock = 1};
+static const pl_gemm_params tile_m7 = {.tm = 32,
+                                       .tn = 32,
+                                       .rm = 2,
+                                       .rn = 2,
+                                       .bk = 2,
+                                       .version = 7,
+                                       .sm = 8,
+                                       .sn = 8,
+                                       .sk = 8,
+                                       .sg = 32,
+                                       .mock = 1};
 
 static pl_gpu_ref whole(pl_gpu_buf *b) {
     return (pl_gpu_ref){b, 0, 0};
@@ -250,7 +290,8 @@ static void test_gemm(pl_gpu *g) {
     }
 }
 
-/* Column j's bits do not depend on the batch size, its place or the tile shape (Q4_0). */
+/* Column j's bits do not depend on the batch size, its place, the tile shape or the kernel
+ * version, versions 5 and 6 (emulated subgroup matrices) included (Q4_0). */
 static void test_fixed_order(pl_gpu *g) {
     mat m = make_mat(PL_GW_Q4_0, ROWS, COLS);
     float *x = malloc((size_t)100 * COLS * 4);
@@ -259,13 +300,10 @@ static void test_fixed_order(pl_gpu *g) {
     const struct {
         uint32_t n, c0;
         const pl_gemm_params *tile;
-    } runs[5] = {{100, 0, &tile_a},
-                 {33, 40, &tile_a},
-                 {17, 50, &tile_b},
-                 {40, 7, &tile_v1},
-                 {21, 60, &tile_v2}};
-    outs o[5];
-    for (int r = 0; r < 5; r++) {
+    } runs[7] = {{100, 0, &tile_a},  {33, 40, &tile_a},  {17, 50, &tile_b}, {40, 7, &tile_v1},
+                 {21, 60, &tile_v2}, {30, 10, &tile_m5}, {25, 70, &tile_m6}};
+    outs o[7];
+    for (int r = 0; r < 7; r++) {
         pl_gemm_params p = *runs[r].tile;
         p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
         pl_gpu_buf *xq, *xd, *xn = NULL;
@@ -273,11 +311,11 @@ static void test_fixed_order(pl_gpu *g) {
         o[r] = gemm_run(g, &p, xq, xd, &m, runs[r].n, NULL, NULL);
         pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
     }
-    for (int r = 1; r < 5; r++)
+    for (int r = 1; r < 7; r++)
         CHECK(!memcmp(o[r].y, o[0].y + (size_t)runs[r].c0 * ROWS, (size_t)runs[r].n * ROWS * 4),
               "columns %u.. of a batch of %u (tile %u, v%u) differ from the batch of 100",
               runs[r].c0, runs[r].n, runs[r].tile->tm, runs[r].tile->version);
-    for (int r = 0; r < 5; r++) free_outs(&o[r]);
+    for (int r = 0; r < 7; r++) free_outs(&o[r]);
     free_mat(&m);
     free(x);
 }
@@ -398,15 +436,189 @@ static void test_params(void) {
     CHECK(pl_gemm_check_shape(&p) != PL_OK, "ids split taken");
 }
 
+/* Versions 5-7 (subgroup matrices): whole matrix tiles shared evenly by the subgroups,
+ * one tile row per subgroup, no expert GEMM; the text enables what it uses. */
+static void test_smx_params(void) {
+    pl_gemm_params p = {.type = PL_GW_Q4_0,
+                        .rows = ROWS,
+                        .cols = COLS,
+                        .mode = PL_GEMV_GATE_UP,
+                        .tm = 64,
+                        .tn = 64,
+                        .rm = 4,
+                        .rn = 4,
+                        .bk = 1,
+                        .sm = 16,
+                        .sn = 16,
+                        .sk = 16,
+                        .sg = 32};
+    for (uint32_t v = 5; v <= 7; v++) {
+        p.version = v, p.sk = v == 6 ? 32 : 16;
+        CHECK(pl_gemm_check_shape(&p) == PL_OK, "v%u: %s", v, pl_last_error());
+        CHECK(pl_gemm_wg_bytes(&p) <= 32768, "v%u gate/up needs %u bytes", v, pl_gemm_wg_bytes(&p));
+        char *src = NULL;
+        pl_gemm_params key = pl_gemm_kernel_key(&p);
+        CHECK(pl_wgsl_gemm(&key, &src) == PL_OK && src &&
+                  strstr(src, "enable chromium_experimental_subgroup_matrix;") &&
+                  strstr(src, "subgroupMatrixMultiplyAccumulate") &&
+                  !strstr(src, "enable f16;") == (v == 6) &&
+                  !!strstr(src, "subgroup_matrix_left<i8,") == (v == 6),
+              "v%u text", v);
+        free(src);
+    }
+    const struct {
+        uint32_t tn, sm, sk, sg; /* tn 48: 2 tiles a subgroup, 3 a row */
+        int ids;
+    } bad[6] = {{64, 0, 16, 32, 0},  {64, 16, 12, 32, 0}, {64, 16, 16, 0, 0},
+                {48, 16, 16, 32, 0}, {64, 16, 16, 48, 0}, {64, 16, 16, 32, 1}};
+    for (int i = 0; i < 6; i++) {
+        pl_gemm_params q = p;
+        q.version = 5, q.mode = PL_GEMV_STORE, q.tn = bad[i].tn, q.sm = bad[i].sm, q.sk = bad[i].sk;
+        q.sg = bad[i].sg, q.ids = bad[i].ids;
+        CHECK(pl_gemm_check_shape(&q) != PL_OK, "bad subgroup-matrix tile %d taken", i);
+    }
+}
+
+/* The configuration the GEMM takes: f16 x f16 -> f32 with M, N >= 8 and M, N, K dividing
+ * 32, the largest M x N, then the longest K; none unless the device took the feature. */
+static void test_smx_pick(void) {
+    pl_gpu_info in;
+    memset(&in, 0, sizeof in);
+    const uint32_t c[6][5] = {{2, 2, 16, 16, 16}, {2, 1, 16, 16, 8},  {1, 1, 16, 16, 8},
+                              {2, 1, 8, 8, 16},   {2, 1, 16, 16, 16}, {2, 1, 32, 24, 16}};
+    for (int i = 0; i < 6; i++)
+        in.smx[i].type = c[i][0], in.smx[i].result = c[i][1], in.smx[i].m = c[i][2],
+        in.smx[i].n = c[i][3], in.smx[i].k = c[i][4];
+    in.n_smx = 6;
+    CHECK(pl_gpu_smx_pick(&in) == -1, "picked without the device's feature");
+    in.has_smx = 1;
+    CHECK(pl_gpu_smx_pick(&in) == 4, "picked %d, not 16x16x16 f16 -> f32", pl_gpu_smx_pick(&in));
+    in.n_smx = 4;
+    CHECK(pl_gpu_smx_pick(&in) == 1, "picked %d, not 16x16x8", pl_gpu_smx_pick(&in));
+    in.n_smx = 1;
+    CHECK(pl_gpu_smx_pick(&in) == -1, "picked an f16 result");
+    char nm[64];
+    CHECK(!strcmp(pl_gpu_smx_name(&in, 4, nm, sizeof nm), "f16 x f16 -> f32 16x16x16"), "name %s",
+          nm);
+}
+
+/* Versions 5 and 7 where the device took subgroup matrices: v5 gives v3's bits, v7 the
+ * reference within f16 rounding of its operands. Elsewhere (lavapipe) only a note. */
+static void test_smx_kernel(pl_gpu *g) {
+    const pl_gpu_info *in = pl_gpu_get_info(g);
+    int pk = pl_gpu_smx_pick(in);
+    if (pk < 0) {
+        fprintf(stderr, "note: no subgroup matrices (%d configs): versions 5-7 not run\n",
+                in->n_smx);
+        return;
+    }
+    uint32_t n = 40;
+    mat m = make_mat(PL_GW_Q8_0, ROWS, COLS);
+    float *x = malloc((size_t)n * COLS * 4);
+    gt_fill(x, (size_t)n * COLS, -1, 1);
+    pl_gpu_buf *xq, *xd, *xn = NULL;
+    prepass(g, n, x, NULL, &xq, &xd, &xn);
+    pl_gemm_params p = tile_b;
+    p.type = PL_GW_Q8_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
+    outs o3 = gemm_run(g, &p, xq, xd, &m, n, NULL, NULL);
+    p.sm = in->smx[pk].m, p.sn = in->smx[pk].n, p.sk = in->smx[pk].k, p.sg = in->subgroup_max;
+    p.bk = 1, p.version = 5;
+    outs o5 = gemm_run(g, &p, xq, xd, &m, n, NULL, NULL);
+    CHECK(!memcmp(o5.y, o3.y, (size_t)n * ROWS * 4), "v5 (%ux%ux%u) differs from v3", p.sm, p.sn,
+          p.sk);
+    p.version = 7;
+    outs o7 = gemm_run(g, &p, xq, xd, &m, n, NULL, NULL);
+    float *ref = malloc((size_t)n * ROWS * 4);
+    double *mag = malloc((size_t)n * ROWS * 8);
+    pl_gemv_params rp = {
+        .type = PL_GW_Q8_0, .rows = ROWS, .cols = COLS, .mode = PL_GEMV_STORE, .q8x = 1};
+    pl_gpu_ref_mat rm = {{m.q}, {m.s}};
+    pl_gpu_ref_gemv(&rp, &rm, n, x, NULL, NULL, ref, mag);
+    int bad = near(o7.y, ref, mag, (size_t)n * ROWS, 2e-3);
+    CHECK(!bad, "v7: %d outputs off by more than 2e-3 of their terms' magnitude", bad);
+    free(ref), free(mag), free(x);
+    free_outs(&o3), free_outs(&o5), free_outs(&o7);
+    pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
+    free_mat(&m);
+}
+
+/* Version 7 with the subgroup-matrix builtins emulated (pl_gemm_params.mock), on any
+ * adapter: Q8_0 gate/up (two matrices staged) against the reference of each matrix (its
+ * side outputs) within 1e-5 of the terms' magnitude (the emulation keeps f32 operands).
+ * Versions 5 and 6 emulated are in test_fixed_order (Q4_0: v4's bits). */
+static void test_smx_mock(pl_gpu *g) {
+    uint32_t n = 40;
+    size_t ny = (size_t)n * ROWS;
+    float *x = malloc((size_t)n * COLS * 4);
+    gt_fill(x, (size_t)n * COLS, -1, 1);
+    pl_gpu_buf *xq, *xd, *xn = NULL;
+    prepass(g, n, x, NULL, &xq, &xd, &xn);
+    mat m[2] = {make_mat(PL_GW_Q8_0, ROWS, COLS), make_mat(PL_GW_Q8_0, ROWS, COLS)};
+    pl_gemm_params p = tile_m7;
+    p.type = PL_GW_Q8_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_GATE_UP;
+    p.gate_out = p.up_out = 1;
+    CHECK(pl_gemm_wg_bytes(&p) <= pl_gpu_get_info(g)->max_wg_storage, "v7 needs %u bytes",
+          pl_gemm_wg_bytes(&p));
+    outs o = gemm_run(g, &p, xq, xd, m, n, NULL, NULL);
+    float *ref = malloc(ny * 4);
+    double *mag = malloc(ny * 8);
+    pl_gemv_params rp = {
+        .type = PL_GW_Q8_0, .rows = ROWS, .cols = COLS, .mode = PL_GEMV_STORE, .q8x = 1};
+    for (int i = 0; i < 2; i++) {
+        pl_gpu_ref_mat rm = {{m[i].q}, {m[i].s}};
+        pl_gpu_ref_gemv(&rp, &rm, n, x, NULL, NULL, ref, mag);
+        int bad = near(i ? o.uo : o.go, ref, mag, ny, 1e-5);
+        CHECK(!bad, "emulated v7: %d %s outputs off the reference", bad, i ? "up" : "gate");
+    }
+    free(ref), free(mag), free_outs(&o);
+    free_mat(&m[0]), free_mat(&m[1]);
+    pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
+    free(x);
+}
+
+/* The backend's choice: POOLED_GPU_SMX's versions are refused where the device offers no
+ * f16 subgroup matrices (one line saying so), and a version outside 5-7 everywhere. */
+static void test_smx_choice(void) {
+    pl_gpu_backend_opts o;
+    memset(&o, 0, sizeof o);
+    o.no_selftest = 1, o.no_tune = 1, o.smx = 9;
+    pl_backend *be = NULL;
+    CHECK(pl_gpu_backend_new(&o, &be) != PL_OK && strstr(pl_last_error(), "POOLED_GPU_SMX"),
+          "version 9 taken");
+    if (be) be->m->destroy(be), be = NULL;
+    o.smx = 7;
+    pl_status st = pl_gpu_backend_new(&o, &be);
+    if (be) {
+        const gpu_backend *gb = (const gpu_backend *)be;
+        CHECK(gb->smx == 7 && pl_gpu_smx_pick(gb->info) >= 0 &&
+                  strstr(be->device, "matrix units v7"),
+              "smx %d on %s", gb->smx, be->device);
+        be->m->destroy(be);
+    } else {
+        CHECK(st != PL_OK && strstr(pl_last_error(), "offers no f16 subgroup matrices"),
+              "refused with: %s", pl_last_error());
+    }
+}
+
 static void run_tests(void) {
     test_params();
+    test_smx_params();
+    test_smx_pick();
     gt_seed();
-    pl_gpu *g = gt_open();
-    if (!g) return;
+    if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0);
+    pl_gpu_open_opts go = {.smx = 1}; /* takes subgroup matrices where offered */
+    pl_gpu *g = NULL;
+    if (pl_gpu_open_with(&go, &g) != PL_OK) {
+        gt_no_gpu("adapter");
+        return;
+    }
     test_prepass(g);
     test_gemm(g);
     test_fixed_order(g);
     test_gemv_xpre(g);
+    test_smx_mock(g);
+    test_smx_kernel(g);
     pl_gpu_close(g);
     test_cache_key();
+    test_smx_choice();
 }
