@@ -34,8 +34,20 @@ bench() {
 t0=$(date +%s)
 case ${1:-} in
 gpu)
-    [ -x build/gemm_lab ] || make lab >/dev/null 2>&1
-    build/gemm_lab --probe 2>&1 | head -20
+    # the subgroup matrices (issue 13): what the adapter offers, the lab's versions 5-7
+    # against the portable GEMM at the 8B shapes, then greedy ids and pp512 per version
+    make -j16 lab >/dev/null 2>&1 || echo "lab build failed"
+    timeout 100 build/gemm_lab --probe --smx --model 8b --type q4_0 2>&1 | tail -40
+    synth qwen3-8b
+    P="Once upon a time there was a little girl named Lily who liked to play in the garden"
+    for v in 0 5 7; do
+        echo "== ids POOLED_GPU_SMX=$v"
+        POOLED_GPU_SMX=$v timeout 40 "$B" run -m "$M/qwen3-8b.gguf" --backend webgpu -p "$P" \
+            -n 6 --temp 0 --ids 2>&1 | tail -2
+        echo "== pp512 POOLED_GPU_SMX=$v"
+        POOLED_GPU_SMX=$v bench qwen3-8b -p 512 -n 0 -r 3
+    done
+    echo "== elapsed $(($(date +%s) - t0)) s"
     for p in qwen3.5-27b qwen3.5-35b-a3b; do
         synth $p
         for x in 0 1 2 0; do
@@ -45,7 +57,6 @@ gpu)
         POOLED_GPU_PROFILE=$OUT/prof-$p.txt POOLED_GPU_PROFILE_AT=30 bench $p -p 0 -n 40 -r 1 >/dev/null
     done
     echo "== elapsed $(($(date +%s) - t0)) s"
-    synth qwen3-8b
     for p in qwen3-8b qwen3.5-27b; do
         echo "== verify cost $p"
         bench $p -p 512 -n 0 -r 5 --verify-cost 1,3,7,15
