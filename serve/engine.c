@@ -175,7 +175,10 @@ static void run_step(srv_engine *e) {
     e->pend = NULL, e->n_pend = 0, e->stepping = true;
     pthread_mutex_unlock(&e->bmu);
     turn_take(e);
-    pl_status st = pl_session_push_batch(e->batch, e->step_ses, e->step_ids, n);
+    /* one slot alone steps as pooled run does (the plain push keeps the GPU's fused
+     * kernels, which the batched step does not ask for) */
+    pl_status st = n == 1 ? pl_session_push(e->step_ses[0], e->step_ids[0])
+                          : pl_session_push_batch(e->batch, e->step_ses, e->step_ids, n);
     for (step_entry *p = list; p; p = p->next) { /* (each owner waits for its done) */
         p->st = st ? st : pl_session_pick(p->ses, p->smp, &p->picked);
         if (p->st) snprintf(p->err, sizeof p->err, "%s", pl_last_error());
@@ -579,9 +582,12 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const pl_grammar *
     gen_state g = {.e = e, .r = r, .io = io, .res = res, .t0 = pl_now()};
     if (pl_sampler_new(&sp, e->n_vocab, &smp)) return lib_fail(err, cap);
     if (r->logprobs >= 0) pl_sampler_set_watch(smp, watch_logits, &g);
-    turn_take(e); /* (the vocabulary trie is built once, by whoever needs it first) */
-    bool con_ok = !gr || constrain(e, gr, smp, &g.con);
-    turn_give(e);
+    bool con_ok = true;
+    if (gr) { /* (the vocabulary trie is built once, by whoever needs it first) */
+        turn_take(e);
+        con_ok = constrain(e, gr, smp, &g.con);
+        turn_give(e);
+    }
     if (!con_ok) {
         pl_sampler_free(smp);
         return lib_fail(err, cap);

@@ -6,7 +6,8 @@
  *
  * Slots: the engine holds N sessions (each its own KV cache). Every call may come from any
  * thread; up to N generations run at once, each on the free slot whose cache shares the
- * longest prefix with its prompt (the server runs no more than N). The model's weights
+ * longest prefix with its prompt if that prefix is at least half the prompt, else on the
+ * least recently used free slot (the server runs no more than N). The model's weights
  * and the tokenizer are read-only and shared; the backend is not thread-safe, so the
  * model passes take turns: a generation holds the turn for its prompt and for each decode
  * pass, and gives it to the next in line (first asked, first served) while its id is

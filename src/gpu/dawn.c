@@ -302,7 +302,7 @@ static pl_status request_adapter(pl_gpu *g, const pl_gpu_open_opts *oo) {
     td.chain.sType = WGPU_STYPE_DAWN_TOGGLES;
     td.enabledToggleCount = 1;
     td.enabledToggles = unsafe_toggle;
-    if (oo->smx >= 0) o.nextInChain = &td.chain;
+    if (oo->smx > 0) o.nextInChain = &td.chain; /* (only where they may be taken) */
     o.backendType = WGPU_BACKEND_VULKAN;
     o.powerPreference = 2; /* high performance */
     reply r;
@@ -336,7 +336,7 @@ static pl_status request_adapter(pl_gpu *g, const pl_gpu_open_opts *oo) {
         return pl_fail(PL_ERR, "only Dawn's Null backend is available (no usable Vulkan driver)");
     if (backend != WGPU_BACKEND_VULKAN)
         return pl_fail(PL_ERR, "GPU adapter is not Vulkan (backend %u)", backend);
-    if (oo->smx >= 0) probe_smx(g);
+    if (oo->smx > 0) probe_smx(g);
     return PL_OK;
 }
 

@@ -62,8 +62,9 @@ typedef struct {
     const char *dawn_lib; /* as pl_gpu_open's lib */
     int robust;           /* 1: keep Dawn's robustness checks (default off: faster) */
     const char *toggles;  /* more Dawn toggles, comma-separated ("skip_validation"), or NULL */
-    /* subgroup matrices: 0 list the adapter's configs (info.smx) but do not take the
-     * feature, 1 also take it (with shader-f16) where offered, -1 neither (no probe) */
+    /* subgroup matrices: 1 list the adapter's configs (info.smx) and take the feature
+     * (with shader-f16) where offered; 0 or -1 neither (no probe, and no allow_unsafe_apis
+     * toggle, which Dawn asks for to list them) */
     int smx;
 } pl_gpu_open_opts;
 
