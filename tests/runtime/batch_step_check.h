@@ -10,8 +10,11 @@
 #include "model/model.h"
 #include "runtime/session.h"
 
-enum { BS_NS = 3, BS_STEPS = 12 };
-static const int bs_plen[BS_NS] = {5, 9, 14};
+/* bs_ns sessions step together (3 by default; 9 reaches the CPU's GEMM, which takes 8 or
+ * more columns), BS_STEPS steps each. */
+enum { BS_MAX = 9, BS_STEPS = 12 };
+static int bs_ns = 3;
+static const int bs_plen[BS_MAX] = {5, 9, 14, 3, 7, 11, 2, 13, 6};
 
 static pl_session *bs_session(const pl_model *m) {
     pl_state_opts o = pl_state_opts_default(m);
@@ -46,31 +49,31 @@ static double bs_diff(const float *a, const float *b, size_t n) {
 
 /* BS_STEPS greedy ids of each prompt: alone (each session pushing its own id) or batched
  * (one pl_session_push_batch per step for all of them); the logits of every step. */
-static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_NS][BS_STEPS], float *logits) {
+static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_MAX][BS_STEPS], float *logits) {
     const int V = pl_model_get_info(m)->n_vocab;
-    pl_session *ss[BS_NS];
+    pl_session *ss[BS_MAX];
     pl_batch *b = NULL;
-    CHECK(pl_batch_new(m, BS_NS, &b) == PL_OK, "%s", pl_last_error());
-    for (int k = 0; k < BS_NS; k++) {
+    CHECK(pl_batch_new(m, bs_ns, &b) == PL_OK, "%s", pl_last_error());
+    for (int k = 0; k < bs_ns; k++) {
         int32_t p[16];
         bs_prompt(k, V, p);
         ss[k] = bs_session(m);
         CHECK(pl_session_set(ss[k], p, bs_plen[k], NULL) == PL_OK, "%s", pl_last_error());
     }
     for (int t = 0; t < BS_STEPS; t++) {
-        int32_t next[BS_NS];
-        for (int k = 0; k < BS_NS; k++) {
-            float *l = logits + ((size_t)t * BS_NS + (size_t)k) * (size_t)V;
+        int32_t next[BS_MAX];
+        for (int k = 0; k < bs_ns; k++) {
+            float *l = logits + ((size_t)t * bs_ns + (size_t)k) * (size_t)V;
             CHECK(pl_session_logits(ss[k], l) == PL_OK, "%s", pl_last_error());
             next[k] = ids[k][t] = bs_argmax(l, V);
         }
         if (batched)
-            CHECK(pl_session_push_batch(b, ss, next, BS_NS) == PL_OK, "%s", pl_last_error());
+            CHECK(pl_session_push_batch(b, ss, next, bs_ns) == PL_OK, "%s", pl_last_error());
         else
-            for (int k = 0; k < BS_NS; k++)
+            for (int k = 0; k < bs_ns; k++)
                 CHECK(pl_session_push(ss[k], next[k]) == PL_OK, "%s", pl_last_error());
     }
-    for (int k = 0; k < BS_NS; k++) pl_session_free(ss[k]);
+    for (int k = 0; k < bs_ns; k++) pl_session_free(ss[k]);
     pl_batch_free(b);
 }
 
@@ -78,9 +81,9 @@ static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_NS][BS_STEPS]
  * bit for bit (exact: the CPU) or within 1e-5 of the largest. */
 static void bs_same_as_alone(const pl_model *m, const char *name, bool exact) {
     const int V = pl_model_get_info(m)->n_vocab;
-    size_t n = (size_t)BS_STEPS * BS_NS * (size_t)V;
+    size_t n = (size_t)BS_STEPS * bs_ns * (size_t)V;
     float *la = malloc(sizeof *la * n), *lb = malloc(sizeof *lb * n);
-    int32_t ia[BS_NS][BS_STEPS], ib[BS_NS][BS_STEPS];
+    int32_t ia[BS_MAX][BS_STEPS] = {{0}}, ib[BS_MAX][BS_STEPS] = {{0}};
     if (!la || !lb) return;
     bs_run(m, false, ia, la);
     bs_run(m, true, ib, lb);
@@ -96,7 +99,7 @@ static void bs_same_as_alone(const pl_model *m, const char *name, bool exact) {
         CHECK(diff <= 1e-5, "%s: logits differ by %g (relative to the largest)", name, diff);
     printf("%s: %d sessions x %d batched steps: ids %s, logits within %g of their own "
            "(relative to the largest)\n",
-           name, BS_NS, BS_STEPS, memcmp(ia, ib, sizeof ia) ? "DIFFER" : "the same", diff);
+           name, bs_ns, BS_STEPS, memcmp(ia, ib, sizeof ia) ? "DIFFER" : "the same", diff);
     free(la);
     free(lb);
 }

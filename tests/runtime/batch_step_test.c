@@ -13,5 +13,9 @@ static void run_tests(void) {
     bs_model(be, "models/stories260K.gguf", "stories260K", true);
     bs_model(be, "fixtures/hf/qwen3/qwen3-q8_0.gguf", "qwen3 q8_0", true);
     bs_model(be, "fixtures/hf/qwen3_moe/qwen3_moe-q8_0.gguf", "qwen3moe q8_0", true);
+    bs_ns = 9; /* 9 columns a step: the matmuls take the CPU's GEMM (8 or more) */
+    bs_model(be, "models/stories260K.gguf", "stories260K, 9 sessions", true);
+    bs_model(be, "fixtures/hf/qwen3/qwen3-q8_0.gguf", "qwen3 q8_0, 9 sessions", true);
+    bs_ns = 3;
     pl_be_destroy(be);
 }
