@@ -1,6 +1,8 @@
 /* room_io.c - one wire message over a link (room_io.h). */
 #include "room_io.h"
 
+#include "conn.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -53,12 +55,9 @@ void pl_room_refuse(pl_link *l, pl_wire_errcode code, const char *text) {
     /* Closing with the peer's bytes unread makes TCP answer with a reset, and a reset can
      * destroy the error in the peer's receive buffer before it reads it (a guest sends its
      * hello and its ask back to back). So read and drop until the peer, told, hangs up. */
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    int64_t end = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000 + PL_ROOM_LINGER_MS;
+    int64_t end = conn_now_ms() + PL_ROOM_LINGER_MS;
     for (;;) {
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        int64_t left = end - ((int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000);
+        int64_t left = end - conn_now_ms();
         const uint8_t *buf;
         size_t n;
         if (left <= 0 || pl_link_recv(l, &buf, &n, (int)left) != PL_OK) break;
