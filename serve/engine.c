@@ -175,10 +175,7 @@ static void run_step(srv_engine *e) {
     e->pend = NULL, e->n_pend = 0, e->stepping = true;
     pthread_mutex_unlock(&e->bmu);
     turn_take(e);
-    /* one slot alone steps as pooled run does (the plain push keeps the GPU's fused
-     * kernels, which the batched step does not ask for) */
-    pl_status st = n == 1 ? pl_session_push(e->step_ses[0], e->step_ids[0])
-                          : pl_session_push_batch(e->batch, e->step_ses, e->step_ids, n);
+    pl_status st = pl_session_push_batch(e->batch, e->step_ses, e->step_ids, n);
     for (step_entry *p = list; p; p = p->next) { /* (each owner waits for its done) */
         p->st = st ? st : pl_session_pick(p->ses, p->smp, &p->picked);
         if (p->st) snprintf(p->err, sizeof p->err, "%s", pl_last_error());

@@ -210,6 +210,9 @@ pl_status pl_session_push_batch(pl_batch *b, pl_session *const *ss, const int32_
         pl_status st = settle(s);
         if (st) return st;
     }
+    /* one session: a push (the plain pass, with the fused kernels a batched pass does not ask
+     * for on the GPU), so a lone request gives exactly what pooled run gives */
+    if (n == 1) return run(ss[0], ids, 1);
     pl_state *st_[CHUNK];
     int64_t pos[CHUNK];
     pl_status st = PL_OK;

@@ -56,8 +56,8 @@ pl_status pl_batch_new(const pl_model *m, int n_max, pl_batch **out);
 void pl_batch_free(pl_batch *b);
 /* pl_session_push(ss[i], ids[i]) for i in [0, n), in one pass: the same ids in the caches
  * and the logits ready, as after n pushes. Each session must be whole (no chain) and of the
- * batch's model, none twice. On failure every session's cache is cut back to the ids it
- * held before. */
+ * batch's model, none twice; a batch of one is exactly pl_session_push. On failure every
+ * session's cache is cut back to the ids it held before. */
 pl_status pl_session_push_batch(pl_batch *b, pl_session *const *ss, const int32_t *ids, int n);
 
 /* Choose the next id from the current logits: on the device when the sampler is a plain
