@@ -131,13 +131,19 @@ static double ids_per_pass(double a, int k) {
     return n;
 }
 
-/* Back to the prompt's n ids after a timed step or pass. */
-static pl_status back_to(pl_session *s, int64_t n) {
-    return pl_session_truncate(s, n);
+/* Back to the first n ids, and wait for the device when that ran them again: a recurrent
+ * state (the Qwen3.5 hybrids) cannot go back past a snapshot, so the session re-runs the
+ * prompt, and on the GPU that work would otherwise run inside the next timed step (the
+ * 27B's plain step measured 513 ms, its prefill). */
+static pl_status back_to(pl_session *s, int64_t n, float *logits) {
+    pl_status st = pl_session_truncate(s, n);
+    if (!st && pl_session_logits(s, logits) != PL_OK) { /* nothing re-ran: nothing to wait for */
+    }
+    return st;
 }
 
 /* The --verify-cost measurements at depth n_prompt (see the file's comment). */
-static pl_status time_verify(pl_session *s, pl_sampler *greedy, const int32_t *ids,
+static pl_status time_verify(pl_session *s, pl_sampler *greedy, const int32_t *ids, int64_t n_vocab,
                              const bench_opts *bo, verify_cost *vc) {
     int64_t P = bo->n_prompt, reps = bo->reps;
     int kmax = 0;
@@ -145,7 +151,8 @@ static pl_status time_verify(pl_session *s, pl_sampler *greedy, const int32_t *i
         if (bo->verify_k[i] > kmax) kmax = bo->verify_k[i];
     int32_t g[PL_SPEC_MAX + 2], out[PL_SPEC_MAX + 1], got;
     double *t = calloc((size_t)reps, sizeof *t);
-    if (!t) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    float *lg = malloc(sizeof *lg * (size_t)n_vocab);
+    if (!t || !lg) return free(t), free(lg), pl_fail(PL_ERR_NOMEM, "out of memory");
     /* the drafts: what plain greedy steps choose after the prompt, g[0] the first */
     pl_session_reset(s);
     pl_status st = pl_session_set(s, ids, P, NULL);
@@ -154,14 +161,14 @@ static pl_status time_verify(pl_session *s, pl_sampler *greedy, const int32_t *i
         st = pl_session_push(s, g[j - 1]);
         if (!st) st = pl_session_pick(s, greedy, &g[j]);
     }
-    if (!st) st = back_to(s, P);
+    if (!st) st = back_to(s, P, lg);
     /* one plain step: the first rep is a warm-up, as is each K's */
     for (int64_t r = -1; !st && r < reps; r++) {
         double t0 = pl_now();
         st = pl_session_push(s, g[0]);
         if (!st) st = pl_session_pick(s, greedy, &got);
         if (r >= 0) t[r] = pl_now() - t0;
-        if (!st) st = back_to(s, P);
+        if (!st) st = back_to(s, P, lg);
     }
     if (!st) vc->step_ms = 1e3 * median(t, (int)reps);
     for (int i = 0; !st && i < bo->n_verify; i++) {
@@ -170,12 +177,13 @@ static pl_status time_verify(pl_session *s, pl_sampler *greedy, const int32_t *i
             double t0 = pl_now();
             st = pl_session_spec_step(s, greedy, g[0], g + 1, k, out, &n_out);
             if (r >= 0) t[r] = pl_now() - t0;
-            if (!st) st = back_to(s, P);
+            if (!st) st = back_to(s, P, lg);
         }
         vc->accepted[i] = n_out - 1;
         if (!st) vc->pass_ms[i] = 1e3 * median(t, (int)reps);
     }
     free(t);
+    free(lg);
     return st;
 }
 
@@ -323,7 +331,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
         if (!s && n_gen) s = time_decode(ses, greedy, dr, ids[0], n_gen, &td[r], &gs);
     }
     verify_cost vc = {0};
-    if (!s && bo->n_verify) s = time_verify(ses, greedy, ids, bo, &vc);
+    if (!s && bo->n_verify) s = time_verify(ses, greedy, ids, info->n_vocab, bo, &vc);
     if (s) {
         die("bench: %s", pl_last_error());
         goto done;

@@ -112,8 +112,9 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
     o->toggles = getenv("POOLED_GPU_TOGGLES");
     o->q8_preload = (v = getenv("POOLED_GPU_PRELOAD")) && !strcmp(v, "1");
     o->gemv_xpre = !(v = getenv("POOLED_GPU_XPRE")) || !*v ? 0
-                   : (v[0] >= '0' && v[0] <= '2' && !v[1]) ? v[0] - '0'
-                                                           : -1; /* refused at open */
+                   : !strcmp(v, "0")                       ? -1
+                   : (v[0] >= '1' && v[0] <= '2' && !v[1]) ? v[0] - '0'
+                                                           : -2; /* refused at open */
     o->smx = !(v = getenv("POOLED_GPU_SMX")) || !*v ? 0
              : !strcmp(v, "0")                      ? -1
              : v[0] >= '5' && v[0] <= '7' && !v[1]  ? v[0] - '0'

@@ -538,7 +538,8 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
                               : (gemv_tune){128, 16, 0, 0, 1}; /* q8x: see gpu-notes.md */
     /* off by default: no effect measured on the H200 (docs/gpu-notes.md) */
     gb->q8_preload = gb->o.q8_preload;
-    gb->gemv_xpre = gb->o.gemv_xpre;
+    /* 0 (auto) is 1: the normed GEMVs' x quantised once (gpu-notes.md, sixth session) */
+    gb->gemv_xpre = gb->o.gemv_xpre == 0 ? 1 : gb->o.gemv_xpre < 0 ? 0 : gb->o.gemv_xpre;
     /* the prefill GEMM's tiles are pinned per shape (pl_gpu_gemm_base); opts.gemm = "off"
      * or "tm,tn,rm,rn,bk[,version]" (version 4 if left out) sets one for every shape */
     const char *gm = gb->o.gemm;
@@ -560,8 +561,8 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     pl_gpu_gemm_smx_shape(gb, &tp);
     if (st == PL_OK && gb->gemm_fixed && pl_gemm_check_shape(&tp) != PL_OK)
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM %.40s: %s", gm ? gm : "", pl_last_error());
-    if (st == PL_OK && (gb->gemv_xpre < 0 || gb->gemv_xpre > 2))
-        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_XPRE: 0, 1 or 2, not %d", gb->gemv_xpre);
+    if (st == PL_OK && (gb->o.gemv_xpre < -1 || gb->o.gemv_xpre > 2))
+        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_XPRE: 0, 1 or 2");
     /* opts.gemv = "threads,rows,subgroup-reduce,subgroup-rows,unroll" fixes the GEMV shape
      * of every weight type (experiments; no autotune then) */
     const char *fix = gb->o.gemv;
@@ -570,7 +571,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         for (int t = 0; t < PL_GPU_TUNE_CLASSES; t++)
             gb->tune[t] = (gemv_tune){v[0], v[1], v[2], v[3], v[4]};
         gb->tune_fixed = 1;
-    } else if (!gb->info->software) {
+    } else if (st == PL_OK && !gb->info->software) { /* (a failed read would hide st's reason) */
         pl_gpu_tune_load(gb);
     }
     if (st == PL_OK && !gb->o.no_selftest) st = pl_gpu_selftest(gb);

@@ -52,6 +52,12 @@
  *   2 per-head norms, 2 RoPEs, 2 stores, attention, sigmoid_mul, wo = 14.
  *   So 6 x (5 + 9) + 2 x (5 + 9) = 112 fused, 6 x (10 + 15) + 2 x (14 + 15) = 208 unfused.
  *
+ * With quantised activations (act q8) and the default gemv_xpre (1), each q8x GEMV with the
+ * RMSNorm folded in reads x quantised by one pre-pass dispatch of its own: + 1 per normed
+ * q8x GEMV (the q/k/v sweep and gate/up: 2 per dense layer, qwen2's three q/k/v GEMVs: 4;
+ * the MoE layers' attention sweep: 1, their router is not q8x; stories260K is f32: 0). The
+ * other checks open the backend with gemv_xpre = -1 (never), the formula above.
+ *
  * Each model's layer count is pinned too, and the totals written out, so a fixture with
  * another shape is noticed rather than silently giving another number.
  *
@@ -68,7 +74,7 @@
 
 /* One kind of layer: how many the model has, its dispatches fused and one kernel per op. */
 typedef struct {
-    int n, fused, simple;
+    int n, fused, simple, xpre; /* xpre: normed q8x GEMVs (a pre-pass each, act q8) */
 } layer_kind;
 
 typedef struct {
@@ -77,17 +83,26 @@ typedef struct {
     layer_kind kinds[2]; /* uniform models: one */
     int fused_total;     /* EMBED + sum of n * fused over the kinds + HEAD + ARGMAX, written out */
     int simple_total;    /* the same with simple */
+    int xpre_total;      /* fused_total + sum of n * xpre over the kinds */
 } pinned;
 
 static const pinned models[] = {
-    {"models/stories260K.gguf", 5, {{5, 6, 15}}, 35, 80},           /* 1+5*6+3+1, 1+5*15+3+1 */
-    {"fixtures/hf/llama/llama-q8_0.gguf", 4, {{4, 6, 15}}, 29, 65}, /* 1+4*6+3+1, 1+4*15+3+1 */
-    {"fixtures/hf/qwen2/qwen2-q8_0.gguf", 4, {{4, 8, 15}}, 37, 65}, /* 1+4*8+3+1, 1+4*15+3+1 */
-    {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, {{4, 6, 17}}, 29, 73}, /* 1+4*6+3+1, 1+4*17+3+1 */
-    /* 1+4*9+3+1, 1+4*21+3+1 */
-    {"fixtures/hf/qwen3_moe/qwen3_moe-q8_0.gguf", 4, {{4, 9, 21}}, 41, 89},
-    /* 1+6*14+2*14+3+1, 1+6*25+2*29+3+1 */
-    {"fixtures/hf/qwen3_5_moe/qwen3_5_moe-q8_0.gguf", 8, {{6, 14, 25}, {2, 14, 29}}, 117, 213},
+    {"models/stories260K.gguf", 5, {{5, 6, 15, 0}}, 35, 80, 35}, /* 1+5*6+3+1, 1+5*15+3+1 */
+    /* 1+4*6+3+1, 1+4*15+3+1, 29+4*2 */
+    {"fixtures/hf/llama/llama-q8_0.gguf", 4, {{4, 6, 15, 2}}, 29, 65, 37},
+    /* 1+4*8+3+1, 1+4*15+3+1, 37+4*4 */
+    {"fixtures/hf/qwen2/qwen2-q8_0.gguf", 4, {{4, 8, 15, 4}}, 37, 65, 53},
+    /* 1+4*6+3+1, 1+4*17+3+1, 29+4*2 */
+    {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, {{4, 6, 17, 2}}, 29, 73, 37},
+    /* 1+4*9+3+1, 1+4*21+3+1, 41+4*1 */
+    {"fixtures/hf/qwen3_moe/qwen3_moe-q8_0.gguf", 4, {{4, 9, 21, 1}}, 41, 89, 45},
+    /* 1+6*14+2*14+3+1, 1+6*25+2*29+3+1, 117+6*1+2*1 */
+    {"fixtures/hf/qwen3_5_moe/qwen3_5_moe-q8_0.gguf",
+     8,
+     {{6, 14, 25, 1}, {2, 14, 29, 1}},
+     117,
+     213,
+     125},
 };
 
 /* Dispatches of one decode step of id at position pos. */
@@ -186,21 +201,25 @@ static void run_tests(void) {
     /* the pinned totals are the formula's */
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         const pinned *p = &models[i];
-        int layers = 0, fused = EMBED + HEAD + ARGMAX, simple = EMBED + HEAD + ARGMAX;
+        int layers = 0, fused = EMBED + HEAD + ARGMAX, simple = EMBED + HEAD + ARGMAX, xpre = 0;
         for (int k = 0; k < 2; k++) {
             layers += p->kinds[k].n;
             fused += p->kinds[k].n * p->kinds[k].fused;
             simple += p->kinds[k].n * p->kinds[k].simple;
+            xpre += p->kinds[k].n * p->kinds[k].xpre;
         }
-        CHECK(layers == p->n_layer && p->fused_total == fused && p->simple_total == simple,
+        CHECK(layers == p->n_layer && p->fused_total == fused && p->simple_total == simple &&
+                  p->xpre_total == fused + xpre,
               "%s: pinned totals do not follow the formula", p->file);
     }
     if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0); /* loader noise */
-    pl_backend *fused = NULL, *simple = NULL;
-    pl_gpu_backend_opts fo = {.no_tune = 1, .no_selftest = 1};
-    pl_gpu_backend_opts so = {.no_tune = 1, .no_selftest = 1, .no_fuse = 1};
+    pl_backend *fused = NULL, *simple = NULL, *xpre = NULL;
+    pl_gpu_backend_opts fo = {.no_tune = 1, .no_selftest = 1, .gemv_xpre = -1};
+    pl_gpu_backend_opts so = {.no_tune = 1, .no_selftest = 1, .no_fuse = 1, .gemv_xpre = -1};
+    pl_gpu_backend_opts xo = {.no_tune = 1, .no_selftest = 1}; /* the default gemv_xpre */
     pl_status s = pl_gpu_backend_new(&fo, &fused);
     if (!s) s = pl_gpu_backend_new(&so, &simple);
+    if (!s) s = pl_gpu_backend_new(&xo, &xpre);
     if (s) {
         const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
         if (skip && !strcmp(skip, "1") && !(ci && *ci))
@@ -208,6 +227,7 @@ static void run_tests(void) {
         else
             CHECK(0, "the webgpu backend did not open: %s (run tools/setup.sh)", pl_last_error());
         pl_be_destroy(fused);
+        pl_be_destroy(simple);
         return;
     }
     fusion_request_test(fused);
@@ -218,10 +238,13 @@ static void run_tests(void) {
             check_model(fused, p, 3, p->fused_total, q8 ? "fused, act q8" : "fused");
         }
         check_model(simple, p, 3, p->simple_total, "one kernel per op");
+        xpre->act_q8 = 1;
+        check_model(xpre, p, 3, p->xpre_total, "fused, act q8, default xpre");
     }
     /* past ATTN_CHUNK = 256 cached positions each attention adds its combine dispatch */
     const pinned *st = &models[0];
     check_model(fused, st, 260, st->fused_total + st->n_layer, "fused, 260 positions");
     pl_be_destroy(fused);
     pl_be_destroy(simple);
+    pl_be_destroy(xpre);
 }

@@ -1046,28 +1046,43 @@ static void attn_case(pl_gpu *g, pl_attn_params_gpu p, uint32_t ctx, uint32_t po
     free(q), free(o), free(ref), free(kc), free(vc);
 }
 
+/* Attention parameters by name: positional initialisers silently shifted when kv_q8 and ctx
+ * were added before scale (scale became 0, sg never 1). */
+static pl_attn_params_gpu ap(uint32_t heads, uint32_t kv_heads, uint32_t hd, uint32_t hdv,
+                             uint32_t splits, uint32_t rows, uint32_t chunk, uint32_t threads,
+                             int f16, float scale, int sg) {
+    return (pl_attn_params_gpu){.n_head = heads,
+                                .n_kv_head = kv_heads,
+                                .head_dim = hd,
+                                .head_dim_v = hdv,
+                                .max_splits = splits,
+                                .block_rows = rows,
+                                .chunk = chunk,
+                                .threads = threads,
+                                .kv_f16 = f16,
+                                .scale = scale,
+                                .sg = sg};
+}
+
 static void test_attn(pl_gpu *g) {
     /* (heads, kv heads, head dim, value head dim, max splits, block rows, chunk, threads, f16,
      * scale) */
-    pl_attn_params_gpu a = {4, 2, 16, 16, 4, 4, 16, 32, 1, 0.25f, 0};
+    pl_attn_params_gpu a = ap(4, 2, 16, 16, 4, 4, 16, 32, 1, 0.25f, 0);
     const uint32_t pos[5] = {0, 6, 15, 16, 49};
     for (int i = 0; i < 5; i++) attn_case(g, a, 64, pos[i], 1);
     attn_case(g, a, 64, 10, 7); /* prefill rows in two blocks, causal per row */
     a.kv_f16 = 0;
     attn_case(g, a, 64, 30, 3);
-    attn_case(g, (pl_attn_params_gpu){2, 1, 128, 128, 3, 1, 64, 128, 1, 0.0883883476f, 0}, 160, 149,
-              1);
-    attn_case(g, (pl_attn_params_gpu){8, 4, 8, 8, 5, 2, 8, 64, 1, 0.35355339f, 0}, 40, 32, 1);
-    attn_case(g, (pl_attn_params_gpu){4, 4, 32, 16, 2, 1, 256, 256, 0, 0.17677669f, 0}, 300, 298,
-              1);
-    attn_case(g, (pl_attn_params_gpu){2, 2, 4, 4, 1, 8, 64, 16, 1, 0.5f, 0}, 10, 0, 8);
+    attn_case(g, ap(2, 1, 128, 128, 3, 1, 64, 128, 1, 0.0883883476f, 0), 160, 149, 1);
+    attn_case(g, ap(8, 4, 8, 8, 5, 2, 8, 64, 1, 0.35355339f, 0), 40, 32, 1);
+    attn_case(g, ap(4, 4, 32, 16, 2, 1, 256, 256, 0, 0.17677669f, 0), 300, 298, 1);
+    attn_case(g, ap(2, 2, 4, 4, 1, 8, 64, 16, 1, 0.5f, 0), 10, 0, 8);
     /* softmax statistics through subgroups */
     if (pl_gpu_get_info(g)->has_subgroups) {
-        attn_case(g, (pl_attn_params_gpu){4, 2, 16, 16, 4, 4, 16, 64, 1, 0.25f, 1}, 64, 49, 1);
-        attn_case(g, (pl_attn_params_gpu){4, 2, 16, 16, 4, 4, 16, 32, 0, 0.25f, 1}, 64, 10, 7);
-        attn_case(g, (pl_attn_params_gpu){8, 2, 128, 128, 2, 1, 256, 256, 1, 0.0883883476f, 1}, 300,
-                  80, 1);
-        attn_case(g, (pl_attn_params_gpu){2, 1, 8, 8, 1, 1, 64, 16, 1, 0.35f, 1}, 64, 0, 1);
+        attn_case(g, ap(4, 2, 16, 16, 4, 4, 16, 64, 1, 0.25f, 1), 64, 49, 1);
+        attn_case(g, ap(4, 2, 16, 16, 4, 4, 16, 32, 0, 0.25f, 1), 64, 10, 7);
+        attn_case(g, ap(8, 2, 128, 128, 2, 1, 256, 256, 1, 0.0883883476f, 1), 300, 80, 1);
+        attn_case(g, ap(2, 1, 8, 8, 1, 1, 64, 16, 1, 0.35f, 1), 64, 0, 1);
     }
 }
 
