@@ -37,8 +37,9 @@ typedef struct {
     int q8_preload;      /* 1: q8x GEMVs load every row's block first (not yet measured) */
     /* q8x GEMVs of up to 16 columns (decode, verify) read x quantised by one pre-pass
      * dispatch (the prefill GEMM's) instead of quantising it in every workgroup: 0 auto
-     * (the default: 1), -1 never, 1 the GEMVs with a fused RMSNorm, 2 all of them. The bits
-     * are the same either way; 1 measured fastest on the H200 (gpu-notes.md). */
+     * (the default: the GEMVs with a fused RMSNorm and at least 4,096 columns, measured
+     * fastest on the H200, gpu-notes.md), -1 never, 1 the GEMVs with a fused RMSNorm, 2 all
+     * of them. The GEMV's bits are the same either way. */
     int gemv_xpre;
     /* prefill GEMM on subgroup matrices (the tensor cores; pl_gemm_params versions 5-7)
      * where the device took them: 0 auto (the default version where offered, else the

@@ -538,8 +538,9 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
                               : (gemv_tune){128, 16, 0, 0, 1}; /* q8x: see gpu-notes.md */
     /* off by default: no effect measured on the H200 (docs/gpu-notes.md) */
     gb->q8_preload = gb->o.q8_preload;
-    /* 0 (auto) is 1: the normed GEMVs' x quantised once (gpu-notes.md, sixth session) */
-    gb->gemv_xpre = gb->o.gemv_xpre == 0 ? 1 : gb->o.gemv_xpre < 0 ? 0 : gb->o.gemv_xpre;
+    gb->gemv_xpre = gb->o.gemv_xpre == 0  ? PL_GPU_XPRE_AUTO
+                    : gb->o.gemv_xpre < 0 ? PL_GPU_XPRE_NONE
+                                          : gb->o.gemv_xpre; /* 1 normed, 2 all */
     /* the prefill GEMM's tiles are pinned per shape (pl_gpu_gemm_base); opts.gemm = "off"
      * or "tm,tn,rm,rn,bk[,version]" (version 4 if left out) sets one for every shape */
     const char *gm = gb->o.gemm;

@@ -11,6 +11,16 @@
 #define ATTN_BLOCK 8    /* query rows per attention dispatch (sizes the partials) */
 #define TOPK_CHUNK 1024 /* values per first-stage top-k workgroup */
 
+/* Whether a q8x GEMV of `cols` columns reads x quantised by a pre-pass (gpu_internal.h,
+ * gemv_xpre). Auto: the normed GEMVs of at least PL_GPU_XPRE_MIN_COLS columns, where each
+ * workgroup's own norm and quantiser of x cost more than the pre-pass's dispatch (H200,
+ * seventh session: 8B Q4_0 decode 272 -> 312 tok/s, 27B 85 -> 100; the 1.7B's 2,048 columns
+ * 611 -> 574, so not there). */
+int pl_gpu_xpre_applies(int mode, int norm, uint32_t cols) {
+    return mode == PL_GPU_XPRE_ALL || (mode == PL_GPU_XPRE_NORMED && norm) ||
+           (mode == PL_GPU_XPRE_AUTO && norm && cols >= PL_GPU_XPRE_MIN_COLS);
+}
+
 /* ------------------------------------------------------------------ caches */
 
 static uint64_t fnv(const void *p, size_t n, uint64_t h) {
@@ -221,7 +231,7 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     /* x quantised once by a pre-pass (with the norm and its side output) for every
      * workgroup, where asked (opts.gemv_xpre) */
     const gbuf *xsrc = p.norm ? o->fnorm.x : o->b;
-    if (p.q8x && (gb->gemv_xpre >= 2 || (gb->gemv_xpre == 1 && p.norm))) {
+    if (p.q8x && pl_gpu_xpre_applies(gb->gemv_xpre, p.norm, p.cols)) {
         if (pl_gpu_encode_q8pre(gb, xsrc, p.cols, (uint32_t)o->n, p.norm ? o->fnorm.w : NULL, p.eps,
                                 p.norm_out ? o->fnorm.out : NULL) != PL_OK)
             return PL_ERR;

@@ -161,7 +161,7 @@ typedef struct {
     int tune_fixed;  /* opts.gemv gave the shape: no tuning */
     int in_selftest; /* the self-test's small weights are not worth tuning */
     int q8_preload;  /* q8x GEMVs load every row's block first (opts.q8_preload) */
-    int gemv_xpre;   /* opts.gemv_xpre: which q8x GEMVs read a pre-quantised x */
+    int gemv_xpre;   /* which q8x GEMVs read a pre-quantised x: PL_GPU_XPRE_* */
     /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk, version of
      * pl_gemm_params; the built-in one, or opts.gemm "tm,tn,rm,rn,bk[,version]" for every
      * shape: gemm_fixed), gemm_off: never (opts.gemm "off"), and the scratch buffers of the
@@ -315,5 +315,11 @@ double pl_gpu_time_gemv(gpu_backend *gb, const gbuf *w, gemv_tune t, pl_gpu_buf 
 void pl_gpu_drop_merged(gpu_backend *gb, gbuf *b);
 /* gpu_backend.c: keep b alive until the next submit, then free it. */
 void pl_gpu_retire(gpu_backend *gb, pl_gpu_buf *b);
+
+/* Which q8x GEMVs read x quantised once by a pre-pass (opts.gemv_xpre: 0 auto, -1 none, 1
+ * normed, 2 all). */
+enum { PL_GPU_XPRE_NONE, PL_GPU_XPRE_NORMED, PL_GPU_XPRE_ALL, PL_GPU_XPRE_AUTO };
+#define PL_GPU_XPRE_MIN_COLS 4096
+int pl_gpu_xpre_applies(int mode, int norm, uint32_t cols);
 
 #endif

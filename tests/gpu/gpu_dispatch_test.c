@@ -52,11 +52,12 @@
  *   2 per-head norms, 2 RoPEs, 2 stores, attention, sigmoid_mul, wo = 14.
  *   So 6 x (5 + 9) + 2 x (5 + 9) = 112 fused, 6 x (10 + 15) + 2 x (14 + 15) = 208 unfused.
  *
- * With quantised activations (act q8) and the default gemv_xpre (1), each q8x GEMV with the
- * RMSNorm folded in reads x quantised by one pre-pass dispatch of its own: + 1 per normed
+ * With quantised activations (act q8) and gemv_xpre 1, each q8x GEMV with the RMSNorm
+ * folded in reads x quantised by one pre-pass dispatch of its own: + 1 per normed
  * q8x GEMV (the q/k/v sweep and gate/up: 2 per dense layer, qwen2's three q/k/v GEMVs: 4;
  * the MoE layers' attention sweep: 1, their router is not q8x; stories260K is f32: 0). The
- * other checks open the backend with gemv_xpre = -1 (never), the formula above.
+ * other checks open the backend with gemv_xpre = -1 (never), the formula above. The default
+ * (auto) does it only from 4,096 columns, which no fixture has (xpre_rule_test).
  *
  * Each model's layer count is pinned too, and the totals written out, so a fixture with
  * another shape is noticed rather than silently giving another number.
@@ -65,6 +66,7 @@
  * ops (pl_gpu_backend_fusions_missed stays 0), and a group whose ops come in another order
  * than its pattern must count as missed (fusion_request_test below). */
 #include "gpu/gpu.h"
+#include "gpu/gpu_internal.h"
 #include "model/model.h"
 #include "test.h"
 
@@ -197,7 +199,19 @@ static void fusion_request_test(pl_backend *be) {
     pl_be_buf_free(u);
 }
 
+/* Which GEMVs the pre-pass serves, by mode: auto only the normed ones of >= 4,096 columns. */
+static void xpre_rule_test(void) {
+    CHECK(!pl_gpu_xpre_applies(PL_GPU_XPRE_NONE, 1, 8192), "none took a GEMV");
+    CHECK(pl_gpu_xpre_applies(PL_GPU_XPRE_NORMED, 1, 64), "normed missed a normed GEMV");
+    CHECK(!pl_gpu_xpre_applies(PL_GPU_XPRE_NORMED, 0, 8192), "normed took a plain GEMV");
+    CHECK(pl_gpu_xpre_applies(PL_GPU_XPRE_ALL, 0, 64), "all missed a plain GEMV");
+    CHECK(pl_gpu_xpre_applies(PL_GPU_XPRE_AUTO, 1, 4096), "auto missed a normed 4096");
+    CHECK(!pl_gpu_xpre_applies(PL_GPU_XPRE_AUTO, 1, 2048), "auto took a normed 2048");
+    CHECK(!pl_gpu_xpre_applies(PL_GPU_XPRE_AUTO, 0, 8192), "auto took a plain GEMV");
+}
+
 static void run_tests(void) {
+    xpre_rule_test();
     /* the pinned totals are the formula's */
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         const pinned *p = &models[i];
@@ -216,7 +230,7 @@ static void run_tests(void) {
     pl_backend *fused = NULL, *simple = NULL, *xpre = NULL;
     pl_gpu_backend_opts fo = {.no_tune = 1, .no_selftest = 1, .gemv_xpre = -1};
     pl_gpu_backend_opts so = {.no_tune = 1, .no_selftest = 1, .no_fuse = 1, .gemv_xpre = -1};
-    pl_gpu_backend_opts xo = {.no_tune = 1, .no_selftest = 1}; /* the default gemv_xpre */
+    pl_gpu_backend_opts xo = {.no_tune = 1, .no_selftest = 1, .gemv_xpre = 1};
     pl_status s = pl_gpu_backend_new(&fo, &fused);
     if (!s) s = pl_gpu_backend_new(&so, &simple);
     if (!s) s = pl_gpu_backend_new(&xo, &xpre);
@@ -239,7 +253,7 @@ static void run_tests(void) {
         }
         check_model(simple, p, 3, p->simple_total, "one kernel per op");
         xpre->act_q8 = 1;
-        check_model(xpre, p, 3, p->xpre_total, "fused, act q8, default xpre");
+        check_model(xpre, p, 3, p->xpre_total, "fused, act q8, xpre 1");
     }
     /* past ATTN_CHUNK = 256 cached positions each attention adds its combine dispatch */
     const pinned *st = &models[0];
