@@ -289,6 +289,8 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     model_args ma = bo->ma;
     int64_t n_prompt = bo->n_prompt, n_gen = bo->n_gen, reps = bo->reps;
     bool json = bo->json;
+    if (bo->n_streams && attach) /* a room's host: its workers' stages */
+        return die("bench: --streams steps whole sessions on this machine, not through a room");
     loaded_model lm;
     if (!model_load(&ma, false, &lm)) return 1;
     int64_t need = n_prompt > n_gen ? n_prompt : n_gen;
@@ -316,10 +318,6 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     if (attach && !attach(&lm, ud)) { /* a room's host: its workers' stages */
         model_unload(&lm);
         return 1;
-    }
-    if (bo->n_streams && lm.n_stages) {
-        model_unload(&lm);
-        return die("bench: --streams steps whole sessions of one model, not a split or a room");
     }
     const pl_model_info *info = pl_model_get_info(lm.m);
     int rc = 1;
