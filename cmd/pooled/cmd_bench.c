@@ -10,7 +10,9 @@
  * (pl_session_spec_step: the batch, every column's logits to the host, the choices) are
  * timed, median of R; the drafts are the ids plain greedy steps make there, so every draft
  * is accepted and the pass does all its work. After each the cache goes back to the
- * prompt (a recurrent state that cannot runs the prompt again, untimed). */
+ * prompt (a recurrent state that cannot runs the prompt again, untimed).
+ *
+ * --streams N,...: N sessions stepped together as serve's slots are (bench_streams.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
