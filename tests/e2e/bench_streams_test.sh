@@ -77,7 +77,7 @@ check_err "--streams without a prompt" "${B[@]}" -p 0 --streams 2
 check_err "--streams without steps" "${B[@]}" -n 0 --streams 2
 check_err "--ids without --streams" "${B[@]}" --ids
 check_err "--streams past --ctx" "${B[@]}" --ctx 5 --streams 2
-check_err "--streams through a room" "$POOLED" room bench -m "$S" --listen 127.0.0.1:0 --streams 2
+check_err "--streams through a room (before waiting for workers)" timeout 30 "$POOLED" room bench -m "$S" --listen 127.0.0.1:0 --streams 2
 # 256 streams of a 128th of the machine's memory each: refused after making one, before
 # the rest (stories260K's f32 cache: 1280 bytes a position)
 mem=$(($(getconf _PHYS_PAGES) * $(getconf PAGESIZE)))
