@@ -8,7 +8,8 @@
 #      decode merged in the fifth session unmeasured, per-op profiles), issue 12 (the cost of
 #      a verify pass of 1 + K columns, K = 1, 3, 7, 15, on the 8B and the 27B), issue 13
 #      (--kv q8 against f16 at depth; the subgroup-matrix probe and lab when gemm_lab has
-#      them), issue 11 (a room of 2 processes on the one GPU against one process).
+#      them), issue 11 (a room of 2 processes on the one GPU against one process), issue 14
+#      (bench --streams 1,4,16,64: aggregate decode tok/s and time to first id).
 # cpu: issue 15 (tools/cpu_device_bench.sh: pooled against llama.cpp at 16 threads).
 # Everything goes to stdout and $OUT; models are synthesised into /tmp/ds and removed.
 set -u
@@ -68,6 +69,10 @@ gpu)
     rm -f "$M/qwen3.5-35b-a3b.gguf"
     echo "== elapsed $(($(date +%s) - t0)) s"
     MODEL=$M/qwen3-8b.gguf bash tools/room_device_bench.sh
+    # issue 14: aggregate decode of 1 to 64 streams stepped together, and the time to
+    # first id when their 128-id prompts run one after another (docs/serve.md)
+    echo "== streams qwen3-8b"
+    bench qwen3-8b -p 128 -n 128 -r 1 --streams 1,4,16,64 --ctx 512
     ;;
 cpu)
     OUT=$OUT bash tools/cpu_device_bench.sh

@@ -10,7 +10,9 @@
  * (pl_session_spec_step: the batch, every column's logits to the host, the choices) are
  * timed, median of R; the drafts are the ids plain greedy steps make there, so every draft
  * is accepted and the pass does all its work. After each the cache goes back to the
- * prompt (a recurrent state that cannot runs the prompt again, untimed). */
+ * prompt (a recurrent state that cannot runs the prompt again, untimed).
+ *
+ * --streams N,...: N sessions stepped together as serve's slots are (bench_streams.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 
 #include "args.h"
 #include "base/json_write.h"
+#include "bench_streams.h"
 #include "cmd_opts.h"
 #include "commands.h"
 #include "model_args.h"
@@ -37,6 +40,12 @@ static const char *const usage =
     "                       pass of 1 + K columns for each K (1 to 15, at most 15 values):\n"
     "                       ms per pass, ratio to the step, and projected tok/s when each\n"
     "                       draft is accepted with probability 50, 70, 90%\n"
+    "  --streams N[,N...]   for each N (1 to 256, at most 8 values): N sessions, each its\n"
+    "                       own cache, read their -p prompts one after another (time to\n"
+    "                       first id: median, max), then -n steps append one greedy id to\n"
+    "                       all N in one batched pass: aggregate tok/s, ms per step, ratio\n"
+    "                       to N = 1 (default --ctx: -p + -n rounded up to 64)\n"
+    "  --ids                with --streams: print each stream's prompt and generated ids\n"
     "  (--spec lookup|mtp|auto: decode by verify passes; reports acceptance and ids per pass)\n";
 
 static int cmp_double(const void *a, const void *b) {
@@ -44,9 +53,17 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n) {
+double bench_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void bench_prompt(uint32_t seed, int32_t n_vocab, int32_t *ids, int64_t n) {
+    uint32_t x = seed;
+    for (int64_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((x >> 8) % (uint32_t)n_vocab);
+    }
 }
 
 /* Seconds to prefill ids[0..n) into an empty cache (*secs) and to the first generated id
@@ -87,24 +104,27 @@ static pl_status time_decode(pl_session *s, pl_sampler *greedy, pl_drafter *dr, 
     return st;
 }
 
-/* --verify-cost "1,3,7,15": distinct values of 1 to PL_SPEC_MAX (so at most that many). */
-static bool parse_verify(const char *v, bench_opts *o) {
-    o->n_verify = 0;
+/* A list like --verify-cost "1,3,7,15" (what: "K") into out[0..*n): at most max distinct
+ * values of 1 to hi, in the order given. */
+static bool parse_list(const char *opt, const char *what, const char *v, int hi, int max, int *out,
+                       int *n) {
+    *n = 0;
     for (const char *p = v;;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         char one[16];
         int64_t k;
-        if (len >= sizeof one) /* far too long for a K */
-            return die("--verify-cost: expected K[,K...] of 1 to %d, got '%s'", PL_SPEC_MAX, v),
+        if (len >= sizeof one) /* far too long for a value */
+            return die("%s: expected %s[,%s...] of 1 to %d, got '%s'", opt, what, what, hi, v),
                    false;
         memcpy(one, p, len);
         one[len] = 0;
-        if (!arg_int("--verify-cost", one, 1, PL_SPEC_MAX, &k)) return false;
-        for (int i = 0; i < o->n_verify; i++)
-            if (o->verify_k[i] == k)
-                return die("--verify-cost: K %d given twice in '%s'", (int)k, v), false;
-        o->verify_k[o->n_verify++] = (int)k;
+        if (!arg_int(opt, one, 1, hi, &k)) return false;
+        for (int i = 0; i < *n; i++)
+            if (out[i] == k)
+                return die("%s: %s %d given twice in '%s'", opt, what, (int)k, v), false;
+        if (*n == max) return die("%s: at most %d values, got '%s'", opt, max, v), false;
+        out[(*n)++] = (int)k;
         if (!end) return true;
         p = end + 1;
     }
@@ -170,7 +190,7 @@ static pl_status time_verify(pl_session *s, pl_sampler *greedy, const int32_t *i
         if (r >= 0) t[r] = pl_now() - t0;
         if (!st) st = back_to(s, P, lg);
     }
-    if (!st) vc->step_ms = 1e3 * median(t, (int)reps);
+    if (!st) vc->step_ms = 1e3 * bench_median(t, (int)reps);
     for (int i = 0; !st && i < bo->n_verify; i++) {
         int k = bo->verify_k[i], n_out = 0;
         for (int64_t r = -1; !st && r < reps; r++) {
@@ -180,7 +200,7 @@ static pl_status time_verify(pl_session *s, pl_sampler *greedy, const int32_t *i
             if (!st) st = back_to(s, P, lg);
         }
         vc->accepted[i] = n_out - 1;
-        if (!st) vc->pass_ms[i] = 1e3 * median(t, (int)reps);
+        if (!st) vc->pass_ms[i] = 1e3 * bench_median(t, (int)reps);
     }
     free(t);
     free(lg);
@@ -246,7 +266,13 @@ int bench_opts_parse(int argc, char **argv, bench_opts *o) {
         } else if (arg_take(argc, argv, &i, "-r", "--repetitions", &v, &err)) {
             err = err || !arg_int("-r", v, 1, 1000, &o->reps);
         } else if (arg_take(argc, argv, &i, "--verify-cost", NULL, &v, &err)) {
-            err = err || !parse_verify(v, o);
+            err = err || !parse_list("--verify-cost", "K", v, PL_SPEC_MAX, PL_SPEC_MAX, o->verify_k,
+                                     &o->n_verify);
+        } else if (arg_take(argc, argv, &i, "--streams", NULL, &v, &err)) {
+            err = err || !parse_list("--streams", "N", v, BENCH_STREAM_LIMIT, BENCH_STREAMS_MAX,
+                                     o->streams, &o->n_streams);
+        } else if (!strcmp(argv[i], "--ids")) {
+            o->print_ids = true;
         } else if (!err) {
             return die("bench: unknown option '%s' (pooled bench --help)", argv[i]);
         }
@@ -255,6 +281,10 @@ int bench_opts_parse(int argc, char **argv, bench_opts *o) {
     if (!o->n_prompt && !o->n_gen) return die("bench: nothing to measure (-p 0 and -n 0)");
     if (o->n_verify && !o->n_prompt)
         return die("bench: --verify-cost verifies after the -p prompt: give -p 1 or more");
+    if (o->n_streams && (!o->n_prompt || !o->n_gen))
+        return die("bench: --streams reads a -p prompt and decodes -n steps: give both 1 or more");
+    if (o->print_ids && !o->n_streams)
+        return die("bench: --ids prints the streams' ids: give --streams");
     return 0;
 }
 
@@ -269,6 +299,8 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     model_args ma = bo->ma;
     int64_t n_prompt = bo->n_prompt, n_gen = bo->n_gen, reps = bo->reps;
     bool json = bo->json;
+    if (bo->n_streams && attach) /* a room's host: its workers' stages */
+        return die("bench: --streams steps whole sessions on this machine, not through a room");
     loaded_model lm;
     if (!model_load(&ma, false, &lm)) return 1;
     int64_t need = n_prompt > n_gen ? n_prompt : n_gen;
@@ -276,7 +308,8 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     for (int i = 0; i < bo->n_verify; i++)
         if (bo->verify_k[i] + 1 > cols) cols = bo->verify_k[i] + 1;
     if (bo->n_verify && n_prompt + cols > need) need = n_prompt + cols;
-    if (!ma.ctx) lm.so.n_ctx = (int)need;
+    if (bo->n_streams && n_prompt + n_gen > need) need = n_prompt + n_gen; /* a stream's ids */
+    if (!ma.ctx) lm.so.n_ctx = (int)(bo->n_streams ? (need + 63) / 64 * 64 : need);
     if (lm.so.n_ctx < need) {
         int n_ctx = lm.so.n_ctx; /* unloading clears lm */
         model_unload(&lm);
@@ -302,6 +335,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     pl_sampler *greedy = NULL;
     pl_drafter *dr = NULL;
     pl_gen_stats gs = {0};
+    bench_streams *bs = NULL;
     int32_t *ids = malloc(sizeof *ids * (size_t)(n_prompt + 1));
     double *tp = calloc((size_t)reps, sizeof *tp), *td = calloc((size_t)reps, sizeof *td),
            *tf = calloc((size_t)reps, sizeof *tf);
@@ -311,12 +345,9 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     if (!s) s = model_session(&lm, &ses);
     if (!s) s = pl_sampler_new(&gp, info->n_vocab, &greedy);
     if (!s) s = model_drafter(&ma, &lm, ses, &dr);
-    /* fixed pseudo-random prompt ids: every run measures the same work */
-    uint32_t x = 12345;
-    for (int64_t i = 0; ids && i < n_prompt + 1; i++) {
-        x = x * 1664525u + 1013904223u;
-        ids[i] = (int32_t)((x >> 8) % (uint32_t)info->n_vocab);
-    }
+    if (!s && bo->n_streams) /* before any run: it refuses what memory cannot hold */
+        s = bench_streams_new(&lm, bo, pl_state_bytes(pl_session_state(ses)), &bs);
+    if (ids) bench_prompt(12345u, info->n_vocab, ids, n_prompt + 1);
     if (s) {
         die("bench: %s", pl_last_error());
         goto done;
@@ -332,17 +363,18 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     }
     verify_cost vc = {0};
     if (!s && bo->n_verify) s = time_verify(ses, greedy, ids, info->n_vocab, bo, &vc);
+    FILE *tab = json ? stderr : stdout; /* --json: stdout is the JSON object only */
+    if (!s && bs) s = bench_streams_run(bs, tab);
     if (s) {
         die("bench: %s", pl_last_error());
         goto done;
     }
-    double pp = n_prompt ? n_prompt / median(tp, (int)reps) : 0;
-    double tg = n_gen ? n_gen / median(td, (int)reps) : 0;
-    double ttft_ms = n_prompt ? 1000 * median(tf, (int)reps) : 0;
+    double pp = n_prompt ? n_prompt / bench_median(tp, (int)reps) : 0;
+    double tg = n_gen ? n_gen / bench_median(td, (int)reps) : 0;
+    double ttft_ms = n_prompt ? 1000 * bench_median(tf, (int)reps) : 0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mib = (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
-    FILE *tab = json ? stderr : stdout;              /* --json: stdout is the JSON object only */
     fprintf(tab, "model      %s (%s, %s)\n", ma.path, info->arch, info->weight_type);
     fprintf(tab, "backend    %s | kv %s\n", lm.be->device, model_kv_name(lm.so.kv_type));
     if (n_prompt) fprintf(tab, "prefill    pp%-6lld %10.1f tok/s\n", (long long)n_prompt, pp);
@@ -365,6 +397,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
             (double)state_bytes / (mib ? 1024.0 * 1024.0 : 1024.0), mib ? "MiB" : "KiB",
             model_kv_name(lm.so.kv_type), lm.so.n_ctx);
     if (bo->n_verify) verify_print(tab, bo, &vc);
+    if (bs) bench_streams_print(bs, tab);
     fprintf(tab, "peak rss   %.1f MiB   (median of %lld repetitions)\n", peak_mib, (long long)reps);
     if (json) {
         printf("{\"model\":");
@@ -390,6 +423,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
         printf(",\"spec_ids_per_pass\":");
         pl_json_num(stdout, per, 0);
         if (bo->n_verify) verify_json(bo, &vc);
+        if (bs) bench_streams_json(bs);
         printf(",\"peak_rss_mib\":");
         pl_json_num(stdout, peak_mib, 0);
         printf(",\"weight_bytes\":%llu,\"decode_bytes\":%llu,\"n_params\":%lld,"
@@ -405,6 +439,7 @@ done:
     free(tf);
     pl_sampler_free(greedy);
     pl_drafter_free(dr);
+    bench_streams_free(bs);
     pl_session_free(ses);
     model_unload(&lm);
     return rc;

@@ -37,6 +37,8 @@ int chat_opts_parse(int argc, char **argv, chat_opts *o);
 /* Chat as `pooled chat` does with the options parsed; attach as for run_with. */
 int chat_with(const chat_opts *co, bool (*attach)(loaded_model *lm, void *ud), void *ud);
 
+enum { BENCH_STREAMS_MAX = 8, BENCH_STREAM_LIMIT = 256 };
+
 typedef struct {
     model_args ma;
     int64_t n_prompt, n_gen, reps; /* not both 0 */
@@ -45,6 +47,12 @@ typedef struct {
      * in the order given; n_verify 0: not asked (needs n_prompt >= 1) */
     int verify_k[PL_SPEC_MAX];
     int n_verify;
+    /* --streams: the counts of concurrent streams to time (1..BENCH_STREAM_LIMIT each,
+     * distinct, in the order given; n_streams 0: not asked; needs n_prompt, n_gen >= 1);
+     * --ids: print each stream's ids with the table */
+    int streams[BENCH_STREAMS_MAX];
+    int n_streams;
+    bool print_ids;
 } bench_opts;
 int bench_opts_parse(int argc, char **argv, bench_opts *o);
 /* Bench as `pooled bench` does with the options parsed; attach as for run_with (called

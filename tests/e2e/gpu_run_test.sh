@@ -43,6 +43,16 @@ done
 POOLED_GPU_XPRE=7 check_err "POOLED_GPU_XPRE=7: one line" \
     "$POOLED" run -m "$SHARED/models/stories260K-Q4_0.gguf" -p "Once" -n 2 --backend webgpu
 check "... naming POOLED_GPU_XPRE" grep -q "POOLED_GPU_XPRE" "$TMP/err"
+# bench --streams on webgpu: the batched step of 2 sessions appends every step's ids
+# (the ids themselves are checked on the CPU, bench_streams_test.sh: the GPU's batched
+# step is within 1e-5 of the plain one, not bit-identical)
+out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q8_0.gguf" --backend webgpu -p 4 -n 4 -r 1 \
+    --streams 1,2 --json 2>/dev/null | tail -1)
+streams_ok() {
+    [ -n "$out" ] && jq -e '.backend == "webgpu" and .streams_batched and
+        [.streams[].ids_appended] == [4, 8] and all(.streams[]; .tok_s > 0)' <<<"$out" >/dev/null
+}
+check "bench --streams 1,2 on webgpu: batched, 4 ids a stream ($(head -c 300 <<<"$out"))" streams_ok
 # a 24-token prompt with quantised activations goes through the GEMM in bench
 out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q4_0.gguf" --backend webgpu -p 24 -n 2 -r 1 --json 2>&1)
 check "bench -p 24 on webgpu through the GEMM" sh -c "echo '$out' | tail -1 | jq -e '.prefill_tok_s > 0' >/dev/null"
