@@ -460,8 +460,12 @@ void conn_free(conn *c) {
         if (c->out) memq_close(c->out), memq_unref(c->out);
         free(c->last);
     } else {
-        nng_stream_free(c->s);
+        /* The aios before the stream: NNG's timer thread may still be cancelling an
+         * operation that completed as its timeout fired (nng_aio_wait has returned, the
+         * cancel, which locks the stream, has not run yet). nng_aio_free waits for it;
+         * nng_aio_stop does not (NNG 1.5), and a stream freed first crashes NNG. */
         nng_aio_free(c->rx), nng_aio_free(c->tx);
+        nng_stream_free(c->s);
         if (c->dialer) nng_stream_dialer_free(c->dialer);
     }
     free(c->buf);
