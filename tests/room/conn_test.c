@@ -5,7 +5,9 @@
  * several in one direction before the other side reads.
  * A receive whose frame arrives just as its timeout fires, then the conn freed at once, many
  * times: NNG's timer thread may still be cancelling that receive on the stream (it crashed in
- * NNG when the stream went first). */
+ * NNG when the stream went first); and a receive with a long timeout right after one of those
+ * gets its frame, not a timeout it never reached (the timer's late cancel of the previous
+ * receive ended it). */
 #include "test.h"
 
 #include <pthread.h>
@@ -25,11 +27,11 @@ typedef struct {
     long delay_us;
 } race_sender;
 
-/* Two frames, each after delay_us. */
+/* Three frames: one after delay_us, one 2 ms later, one delay_us after that. */
 static void *race_send(void *arg) {
     race_sender *s = arg;
-    for (int i = 0; i < 2; i++) {
-        sleep_us(s->delay_us);
+    for (int i = 0; i < 3; i++) {
+        sleep_us(i == 1 ? 2000 : s->delay_us);
         if (conn_send(s->d, "x", 1, T) != CONN_OK) break;
     }
     return NULL;
@@ -48,7 +50,7 @@ static int poll_frame(conn *c) {
 
 /* Frames that arrive as a receive times out, and a conn freed right after one. */
 static void timeout_races(conn_listener *L, const char *url) {
-    int bad_poll = 0, rounds = 0;
+    int bad_poll = 0, early_timeout = 0, rounds = 0;
     for (int r = 0; r < RACE_ROUNDS; r++) {
         char err[256] = "";
         conn *d = NULL;
@@ -65,6 +67,9 @@ static void timeout_races(conn_listener *L, const char *url) {
             break;
         }
         bad_poll += poll_frame(a) != CONN_OK;
+        const uint8_t *p;
+        size_t n;
+        early_timeout += conn_recv(a, &p, &n, T) != CONN_OK;
         bad_poll += poll_frame(a) != CONN_OK;
         conn_free(a); /* at once: the timer thread may be cancelling the last receive */
         pthread_join(th, NULL);
@@ -72,6 +77,8 @@ static void timeout_races(conn_listener *L, const char *url) {
         rounds++;
     }
     CHECK(!bad_poll, "%d of %d polled frames did not arrive", bad_poll, 2 * rounds);
+    CHECK(!early_timeout, "%d of %d receives with a %d ms timeout did not get their frame",
+          early_timeout, rounds, T);
 }
 
 static void run_tests(void) {
