@@ -365,6 +365,15 @@ static int remaining(int64_t deadline) {
     return r < 1 ? 1 : (int)r;
 }
 
+/* Whether an operation that ended with a timeout and moved nothing is simply tried again:
+ * before the deadline the timeout was not its own. NNG 1.5's timer thread takes an expired
+ * operation's cancel routine, drops its lock and calls it later; when that operation
+ * completed meanwhile and the aio went on to the next one, the late cancel ends the next
+ * operation with the previous one's timeout (a receive with 5 s left timed out at once). */
+static bool stale_timeout(int rv, size_t got, int64_t deadline) {
+    return rv == NNG_ETIMEDOUT && !got && conn_now_ms() < deadline;
+}
+
 static int dead(conn *c, int rc) {
     atomic_store(&c->dead, true);
     return rc;
@@ -392,6 +401,7 @@ int conn_send(conn *c, const void *p, size_t n, int timeout_ms) {
         nng_aio_wait(c->tx);
         int rv = nng_aio_result(c->tx);
         size_t got = nng_aio_count(c->tx);
+        if (stale_timeout(rv, got, deadline)) continue;
         /* A half-sent frame cannot be taken back: any failure ends the stream. */
         if (rv || !got) return dead(c, rv == NNG_ETIMEDOUT ? CONN_TIMEOUT : CONN_DEAD);
         sent += got;
@@ -422,6 +432,7 @@ int conn_recv(conn *c, const uint8_t **p, size_t *n, int timeout_ms) {
         nng_aio_wait(c->rx);
         int rv = nng_aio_result(c->rx);
         size_t got = nng_aio_count(c->rx);
+        if (stale_timeout(rv, got, deadline)) continue;
         if (rv == NNG_ETIMEDOUT) return CONN_TIMEOUT;
         if (rv || !got) return dead(c, CONN_DEAD);
         if (c->in_body) {
@@ -460,8 +471,12 @@ void conn_free(conn *c) {
         if (c->out) memq_close(c->out), memq_unref(c->out);
         free(c->last);
     } else {
-        nng_stream_free(c->s);
+        /* The aios before the stream: NNG's timer thread may still be cancelling an
+         * operation that completed as its timeout fired (nng_aio_wait has returned, the
+         * cancel, which locks the stream, has not run yet). nng_aio_free waits for it;
+         * nng_aio_stop does not (NNG 1.5), and a stream freed first crashes NNG. */
         nng_aio_free(c->rx), nng_aio_free(c->tx);
+        nng_stream_free(c->s);
         if (c->dialer) nng_stream_dialer_free(c->dialer);
     }
     free(c->buf);
