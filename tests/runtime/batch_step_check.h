@@ -11,15 +11,19 @@
 #include "runtime/session.h"
 
 /* bs_ns sessions step together (3 by default; 9 reaches the CPU's GEMM, which takes 8 or
- * more columns), BS_STEPS steps each. */
-enum { BS_MAX = 9, BS_STEPS = 12 };
+ * more columns), BS_STEPS steps each: batched ones, then the last BS_ALONE each session's
+ * own pushes (what a state left by batched steps goes on to). BS_CTX positions. */
+enum { BS_MAX = 9, BS_STEPS = 12, BS_ALONE = 3, BS_CTX = 64 };
 static int bs_ns = 3;
 static const int bs_plen[BS_MAX] = {5, 9, 14, 3, 7, 11, 2, 13, 6};
 
+/* A session of BS_CTX positions; recurrent states keep snapshots (n_snap), so the batched
+ * step has to keep them as a push does. */
 static pl_session *bs_session(const pl_model *m) {
     pl_state_opts o = pl_state_opts_default(m);
-    o.n_ctx = 64;
+    o.n_ctx = BS_CTX;
     o.n_batch = 16;
+    o.n_snap = 4;
     pl_session *s = NULL;
     CHECK(pl_session_new(m, &o, &s) == PL_OK, "%s", pl_last_error());
     return s;
@@ -48,8 +52,11 @@ static double bs_diff(const float *a, const float *b, size_t n) {
 }
 
 /* BS_STEPS greedy ids of each prompt: alone (each session pushing its own id) or batched
- * (one pl_session_push_batch per step for all of them); the logits of every step. */
-static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_MAX][BS_STEPS], float *logits) {
+ * (one pl_session_push_batch per step for all of them, then BS_ALONE pushes); the logits
+ * of every step, and to which positions each state can go back after the last batched
+ * step (rew). */
+static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_MAX][BS_STEPS], float *logits,
+                   bool rew[BS_MAX][BS_CTX + 1]) {
     const int V = pl_model_get_info(m)->n_vocab;
     pl_session *ss[BS_MAX];
     pl_batch *b = NULL;
@@ -67,27 +74,35 @@ static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_MAX][BS_STEPS
             CHECK(pl_session_logits(ss[k], l) == PL_OK, "%s", pl_last_error());
             next[k] = ids[k][t] = bs_argmax(l, V);
         }
-        if (batched)
+        if (batched && t < BS_STEPS - BS_ALONE)
             CHECK(pl_session_push_batch(b, ss, next, bs_ns) == PL_OK, "%s", pl_last_error());
         else
             for (int k = 0; k < bs_ns; k++)
                 CHECK(pl_session_push(ss[k], next[k]) == PL_OK, "%s", pl_last_error());
+        for (int k = 0; t == BS_STEPS - BS_ALONE - 1 && k < bs_ns; k++)
+            for (int p = 0; p <= BS_CTX; p++)
+                rew[k][p] = pl_state_can_rewind(pl_session_state(ss[k]), p);
     }
     for (int k = 0; k < bs_ns; k++) pl_session_free(ss[k]);
     pl_batch_free(b);
 }
 
-/* Sessions stepped together against each stepping alone: the same ids, and the same logits
- * bit for bit (exact: the CPU) or within 1e-5 of the largest. */
+/* Sessions stepped together against each stepping alone: the same ids, the same logits
+ * bit for bit (exact: the CPU) or within 1e-5 of the largest, also of the steps each
+ * session then takes alone, and the same positions to go back to. */
 static void bs_same_as_alone(const pl_model *m, const char *name, bool exact) {
     const int V = pl_model_get_info(m)->n_vocab;
     size_t n = (size_t)BS_STEPS * bs_ns * (size_t)V;
     float *la = malloc(sizeof *la * n), *lb = malloc(sizeof *lb * n);
     int32_t ia[BS_MAX][BS_STEPS] = {{0}}, ib[BS_MAX][BS_STEPS] = {{0}};
+    bool ra[BS_MAX][BS_CTX + 1] = {{0}}, rb[BS_MAX][BS_CTX + 1] = {{0}};
     if (!la || !lb) return;
-    bs_run(m, false, ia, la);
-    bs_run(m, true, ib, lb);
+    bs_run(m, false, ia, la, ra);
+    bs_run(m, true, ib, lb, rb);
     CHECK(!memcmp(ia, ib, sizeof ia), "%s: batched greedy ids differ from each session's own",
+          name);
+    CHECK(!memcmp(ra, rb, sizeof ra),
+          "%s: after batched steps the states go back to other positions than after their own",
           name);
     double diff = bs_diff(la, lb, n);
     if (exact)
@@ -161,7 +176,8 @@ static void bs_errors(const pl_model *m) {
     CHECK(na == bs_plen[0] && nc == bs_plen[0], "a refused batch left %lld and %lld ids",
           (long long)na, (long long)nc);
     /* a full context: one line, nothing appended */
-    for (int64_t i = na; i < 64; i++) CHECK(pl_session_push(c, 1) == PL_OK, "%s", pl_last_error());
+    for (int64_t i = na; i < BS_CTX; i++)
+        CHECK(pl_session_push(c, 1) == PL_OK, "%s", pl_last_error());
     CHECK(pl_session_push_batch(b, ac, two, 2) != PL_OK && strstr(pl_last_error(), "context full"),
           "a full context: %s", pl_last_error());
     pl_session_ids(a, &na);
