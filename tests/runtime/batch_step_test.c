@@ -20,6 +20,6 @@ static void run_tests(void) {
     bs_model(be, "models/stories260K.gguf", "stories260K, 9 sessions", true);
     bs_model(be, "fixtures/hf/qwen3/qwen3-q8_0.gguf", "qwen3 q8_0, 9 sessions", true);
     bs_model(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", "qwen35 q8_0, 9 sessions", true);
-    bs_ns = 3;
+    bs_ns = BS_NS;
     pl_be_destroy(be);
 }
