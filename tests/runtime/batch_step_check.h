@@ -11,10 +11,11 @@
 #include "runtime/session.h"
 
 /* bs_ns sessions step together (3 by default; 9 reaches the CPU's GEMM, which takes 8 or
- * more columns), BS_STEPS steps each: batched ones, then the last BS_ALONE each session's
- * own pushes (what a state left by batched steps goes on to). BS_CTX positions. */
+ * more columns), bs_steps steps each (BS_STEPS by default, fewer where a backend is slow):
+ * batched ones, then the last BS_ALONE each session's own pushes (what a state left by
+ * batched steps goes on to). BS_CTX positions. */
 enum { BS_NS = 3, BS_MAX = 9, BS_STEPS = 12, BS_ALONE = 3, BS_CTX = 64 };
-static int bs_ns = BS_NS;
+static int bs_ns = BS_NS, bs_steps = BS_STEPS;
 static const int bs_plen[BS_MAX] = {5, 9, 14, 3, 7, 11, 2, 13, 6};
 
 /* A session of BS_CTX positions; recurrent states keep snapshots (n_snap), so the batched
@@ -51,7 +52,7 @@ static double bs_diff(const float *a, const float *b, size_t n) {
     return diff / scale;
 }
 
-/* BS_STEPS greedy ids of each prompt: alone (each session pushing its own id) or batched
+/* bs_steps greedy ids of each prompt: alone (each session pushing its own id) or batched
  * (one pl_session_push_batch per step for all of them, then BS_ALONE pushes); the logits
  * of every step, and to which positions each state can go back after the last batched
  * step (rew). */
@@ -67,19 +68,19 @@ static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_MAX][BS_STEPS
         ss[k] = bs_session(m);
         CHECK(pl_session_set(ss[k], p, bs_plen[k], NULL) == PL_OK, "%s", pl_last_error());
     }
-    for (int t = 0; t < BS_STEPS; t++) {
+    for (int t = 0; t < bs_steps; t++) {
         int32_t next[BS_MAX];
         for (int k = 0; k < bs_ns; k++) {
             float *l = logits + ((size_t)t * bs_ns + (size_t)k) * (size_t)V;
             CHECK(pl_session_logits(ss[k], l) == PL_OK, "%s", pl_last_error());
             next[k] = ids[k][t] = bs_argmax(l, V);
         }
-        if (batched && t < BS_STEPS - BS_ALONE)
+        if (batched && t < bs_steps - BS_ALONE)
             CHECK(pl_session_push_batch(b, ss, next, bs_ns) == PL_OK, "%s", pl_last_error());
         else
             for (int k = 0; k < bs_ns; k++)
                 CHECK(pl_session_push(ss[k], next[k]) == PL_OK, "%s", pl_last_error());
-        for (int k = 0; t == BS_STEPS - BS_ALONE - 1 && k < bs_ns; k++)
+        for (int k = 0; t == bs_steps - BS_ALONE - 1 && k < bs_ns; k++)
             for (int p = 0; p <= BS_CTX; p++)
                 rew[k][p] = pl_state_can_rewind(pl_session_state(ss[k]), p);
     }
@@ -92,7 +93,7 @@ static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_MAX][BS_STEPS
  * session then takes alone, and the same positions to go back to. */
 static void bs_same_as_alone(const pl_model *m, const char *name, bool exact) {
     const int V = pl_model_get_info(m)->n_vocab;
-    size_t n = (size_t)BS_STEPS * bs_ns * (size_t)V;
+    size_t n = (size_t)bs_steps * bs_ns * (size_t)V;
     float *la = malloc(sizeof *la * n), *lb = malloc(sizeof *lb * n);
     int32_t ia[BS_MAX][BS_STEPS] = {{0}}, ib[BS_MAX][BS_STEPS] = {{0}};
     bool ra[BS_MAX][BS_CTX + 1] = {{0}}, rb[BS_MAX][BS_CTX + 1] = {{0}};
@@ -112,9 +113,10 @@ static void bs_same_as_alone(const pl_model *m, const char *name, bool exact) {
               name, diff);
     else
         CHECK(diff <= 1e-5, "%s: logits differ by %g (relative to the largest)", name, diff);
-    printf("%s: %d sessions x %d batched steps: ids %s, logits within %g of their own "
+    printf("%s: %d sessions x %d steps (%d batched): ids %s, logits within %g of their own "
            "(relative to the largest)\n",
-           name, bs_ns, BS_STEPS, memcmp(ia, ib, sizeof ia) ? "DIFFER" : "the same", diff);
+           name, bs_ns, bs_steps, bs_steps - BS_ALONE,
+           memcmp(ia, ib, sizeof ia) ? "DIFFER" : "the same", diff);
     free(la);
     free(lb);
 }
