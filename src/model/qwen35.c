@@ -743,53 +743,53 @@ static pl_status q35_layers(const pl_model *m, pl_state *s, int64_t n, int64_t p
  * sweep of several weights are fused as in the single step; the per-sequence ops are not
  * (their copies sit between them). */
 
-/* A full-attention layer l of the batch. */
-static pl_status attention_layer_batch(const pl_model *m, pl_state *b, pl_state *const *seqs, int n,
-                                       const int64_t *pos, int l) {
+/* Row i of the batch's q, k, v through sequence s's own RoPE, cache and attention at pos,
+ * into row i of the batch's att. */
+static pl_status attend_column(const pl_model *m, q35_state *qb, pl_state *s, int i, int l,
+                               int64_t pos) {
     const q35_config *c = &QM(m)->cfg;
-    const q35_layer *L = &QM(m)->layers[l];
-    q35_state *qb = QS(b);
+    q35_state *qs = QS(s);
     int64_t qd = (int64_t)c->n_head * c->head_dim, kd = (int64_t)c->n_head_kv * c->head_dim;
-    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | PL_FUSE_QKV));
-    TRY(pl_be_rms_norm(b->x, L->attn_norm, n, c->n_embd, c->rms_eps, qb->xb));
-    TRY(attention_in(m, qb, L, n));
-    TRY(pl_be_fuse(m->be, 0));
-    for (int i = 0; i < n; i++) {
-        q35_state *qi = QS(seqs[i]);
-        TRY(pl_be_copy(qb->q, i * qd, qd, qi->q, 0));
-        TRY(pl_be_copy(qb->k, i * kd, kd, qi->k, 0));
-        TRY(pl_be_copy(qb->v, i * kd, kd, qi->v, 0));
-        TRY(attend(m, qi, qi->kc[l], qi->vc[l], 1, pos[i]));
-        TRY(pl_be_copy(qi->att, 0, qd, qb->att, i * qd));
-    }
-    TRY(attention_out(m, qb, L, n, b->x));
-    return ffn(m, b, L, n, b->x);
+    TRY(pl_be_copy(qb->q, i * qd, qd, qs->q, 0));
+    TRY(pl_be_copy(qb->k, i * kd, kd, qs->k, 0));
+    TRY(pl_be_copy(qb->v, i * kd, kd, qs->v, 0));
+    TRY(attend(m, qs, qs->kc[l], qs->vc[l], 1, pos));
+    return pl_be_copy(qs->att, 0, qd, qb->att, i * qd);
 }
 
-/* A Gated DeltaNet layer l of the batch: each row one step of its own sequence's states
- * (not a scan across the rows). */
-static pl_status delta_net_layer_batch(const pl_model *m, pl_state *b, pl_state *const *seqs, int n,
-                                       const int64_t *pos, int l) {
+/* Row i of the batch's qkv, alpha, beta through one step of sequence s's own conv and
+ * delta-rule states of layer l, into row i of the batch's o. */
+static pl_status delta_net_column(const pl_model *m, q35_state *qb, pl_state *s, int i, int l) {
+    const q35_config *c = &QM(m)->cfg;
+    q35_state *qs = QS(s);
+    int64_t cd = c->conv_dim, nv = c->nv, inner = (int64_t)c->nv * c->dv;
+    TRY(pl_be_copy(qb->qkv, i * cd, cd, qs->qkv, 0));
+    TRY(pl_be_copy(qb->alpha, i * nv, nv, qs->alpha, 0));
+    TRY(pl_be_copy(qb->beta, i * nv, nv, qs->beta, 0));
+    TRY(delta_net_scan(m, qs, &QM(m)->layers[l], l, 1, keeps_snaps(s, 1)));
+    return pl_be_copy(qs->o, 0, inner, qb->o, i * inner);
+}
+
+/* Layer l of the batch: the mixer's projections over all rows, each row's own part on its
+ * own sequence, the mixer's output and the feed-forward over all rows again. */
+static pl_status layer_batch(const pl_model *m, pl_state *b, pl_state *const *seqs, int n,
+                             const int64_t *pos, int l) {
     const q35_config *c = &QM(m)->cfg;
     const q35_layer *L = &QM(m)->layers[l];
     q35_state *qb = QS(b);
-    int64_t cd = c->conv_dim, nv = c->nv, inner = (int64_t)c->nv * c->dv;
-    for (int i = 0; i < n; i++) recurrent_begin(QS(seqs[i]), l);
-    TRY(pl_be_fuse(m->be, FUSE_DELTA_NET));
+    bool full = is_full(c, l);
+    for (int i = 0; !full && i < n; i++) recurrent_begin(QS(seqs[i]), l);
+    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | PL_FUSE_QKV));
     TRY(pl_be_rms_norm(b->x, L->attn_norm, n, c->n_embd, c->rms_eps, qb->xb));
-    TRY(delta_net_in(qb, L, n));
+    TRY(full ? attention_in(m, qb, L, n) : delta_net_in(qb, L, n));
     TRY(pl_be_fuse(m->be, 0));
-    for (int i = 0; i < n; i++) {
-        q35_state *qi = QS(seqs[i]);
-        TRY(pl_be_copy(qb->qkv, i * cd, cd, qi->qkv, 0));
-        TRY(pl_be_copy(qb->alpha, i * nv, nv, qi->alpha, 0));
-        TRY(pl_be_copy(qb->beta, i * nv, nv, qi->beta, 0));
-        TRY(delta_net_scan(m, qi, L, l, 1, keeps_snaps(seqs[i], 1)));
-        TRY(pl_be_copy(qi->o, 0, inner, qb->o, i * inner));
-    }
-    TRY(delta_net_out(m, qb, L, n, b->x));
+    for (int i = 0; i < n; i++)
+        TRY(full ? attend_column(m, qb, seqs[i], i, l, pos[i])
+                 : delta_net_column(m, qb, seqs[i], i, l));
+    TRY(full ? attention_out(m, qb, L, n, b->x) : delta_net_out(m, qb, L, n, b->x));
     TRY(ffn(m, b, L, n, b->x));
-    for (int i = 0; i < n; i++) recurrent_done(QS(seqs[i]), l, pos[i], 1, keeps_snaps(seqs[i], 1));
+    for (int i = 0; !full && i < n; i++)
+        recurrent_done(QS(seqs[i]), l, pos[i], 1, keeps_snaps(seqs[i], 1));
     return PL_OK;
 }
 
@@ -797,9 +797,7 @@ static pl_status q35_layers_batch(const pl_model *m, pl_state *b, pl_state *cons
                                   const int64_t *pos) {
     const q35_config *c = &QM(m)->cfg;
     for (int i = 0; i < n; i++) TRY(check_positions(seqs[i], pos[i], 0, c->n_layer));
-    for (int l = 0; l < c->n_layer; l++)
-        TRY(is_full(c, l) ? attention_layer_batch(m, b, seqs, n, pos, l)
-                          : delta_net_layer_batch(m, b, seqs, n, pos, l));
+    for (int l = 0; l < c->n_layer; l++) TRY(layer_batch(m, b, seqs, n, pos, l));
     return PL_OK;
 }
 
