@@ -7,6 +7,54 @@
 
 #include "runtime/batch_step_check.h" /* (after test.h) */
 
+/* The logits row 0 of s on the host. */
+static void logits_of(pl_state *s, int V, float *out) {
+    CHECK(pl_be_read(pl_state_logits(s), 0, out, (int64_t)V * (int64_t)sizeof *out) == PL_OK, "%s",
+          pl_last_error());
+}
+
+/* A hybrid's batched step asked at a position its recurrent state is not at: one line, and
+ * no state moved (both sequences then step alone exactly as a state that was never asked). */
+static void hybrid_wrong_position(pl_backend *be) {
+    pl_gguf *g = NULL;
+    pl_model *m = NULL;
+    CHECK(pl_gguf_open(test_shared("fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf"), &g) == PL_OK, "%s",
+          pl_last_error());
+    if (g) CHECK(pl_model_load(g, be, NULL, &m) == PL_OK, "%s", pl_last_error());
+    pl_state *s[3] = {NULL, NULL, NULL}, *b = NULL;
+    int V = m ? pl_model_get_info(m)->n_vocab : 1;
+    float *l0 = malloc(sizeof *l0 * (size_t)V), *l1 = malloc(sizeof *l1 * (size_t)V);
+    if (!m || !l0 || !l1) goto out;
+    pl_state_opts o = pl_state_opts_default(m), ob = o;
+    o.n_ctx = 32, o.n_batch = 8, o.n_snap = 2;
+    ob.n_ctx = 1, ob.n_batch = ob.n_logits = 2;
+    for (int i = 0; i < 3; i++) CHECK(pl_state_new(m, &o, &s[i]) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_state_new(m, &ob, &b) == PL_OK, "%s", pl_last_error());
+    if (!s[0] || !s[1] || !s[2] || !b) goto out;
+    int32_t p[7] = {3, 10, 17, 24, 31, 38, 45}, ids[2] = {52, 59}, one = 66;
+    CHECK(pl_model_forward(m, s[0], p, 5, 0, false) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_model_forward(m, s[1], p, 7, 0, false) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_model_forward(m, s[2], p, 5, 0, false) == PL_OK, "%s", pl_last_error());
+    int64_t pos[2] = {5, 6}; /* s[1] is at 7 */
+    pl_state *two[2] = {s[0], s[1]};
+    CHECK(pl_model_forward_batch(m, b, two, ids, pos, 2) != PL_OK &&
+              strstr(pl_last_error(), "recurrent state is at position 7, not 6"),
+          "a batched step at the wrong position: %s", pl_last_error());
+    CHECK(pl_model_forward(m, s[0], &one, 1, 5, false) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_model_forward(m, s[1], &one, 1, 7, false) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_model_forward(m, s[2], &one, 1, 5, false) == PL_OK, "%s", pl_last_error());
+    logits_of(s[0], V, l0);
+    logits_of(s[2], V, l1);
+    CHECK(!memcmp(l0, l1, sizeof *l0 * (size_t)V), "a refused batched step moved a state");
+out:
+    free(l0);
+    free(l1);
+    for (int i = 0; i < 3; i++) pl_state_free(s[i]);
+    pl_state_free(b);
+    pl_model_free(m);
+    pl_gguf_free(g);
+}
+
 static void run_tests(void) {
     pl_backend *be = NULL;
     CHECK(pl_cpu_new(2, &be) == PL_OK, "%s", pl_last_error());
@@ -21,5 +69,6 @@ static void run_tests(void) {
     bs_model(be, "fixtures/hf/qwen3/qwen3-q8_0.gguf", "qwen3 q8_0, 9 sessions", true);
     bs_model(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", "qwen35 q8_0, 9 sessions", true);
     bs_ns = BS_NS;
+    hybrid_wrong_position(be);
     pl_be_destroy(be);
 }
