@@ -796,7 +796,12 @@ static pl_status layer_batch(const pl_model *m, pl_state *b, pl_state *const *se
 static pl_status q35_layers_batch(const pl_model *m, pl_state *b, pl_state *const *seqs, int n,
                                   const int64_t *pos) {
     const q35_config *c = &QM(m)->cfg;
-    for (int i = 0; i < n; i++) TRY(check_positions(seqs[i], pos[i], 0, c->n_layer));
+    /* every state where its row asks before any moves (a refused step leaves them all);
+     * then those at 0 start afresh */
+    for (int i = 0; i < n; i++)
+        if (pos[i] > 0) TRY(check_positions(seqs[i], pos[i], 0, c->n_layer));
+    for (int i = 0; i < n; i++)
+        if (pos[i] == 0) TRY(check_positions(seqs[i], 0, 0, c->n_layer));
     for (int l = 0; l < c->n_layer; l++) TRY(layer_batch(m, b, seqs, n, pos, l));
     return PL_OK;
 }

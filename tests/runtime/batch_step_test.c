@@ -15,9 +15,10 @@ static void logits_of(pl_state *s, int V, float *out) {
 }
 
 /* On the qwen35 file with an MTP block (its main model is the plain file's): a batched step
- * asked at a position a recurrent state is not at, or with a drafting state, is one line
- * and moves no state; then a batched step (which never runs the block) gives each state
- * exactly its own step's logits. s[0] and s[1] step, s[2] is s[0] stepping alone. */
+ * asked at a position a recurrent state is not at (also beside a state asked to start
+ * afresh at 0), or with a drafting state, is one line and moves no state; then a batched step
+ * (which never runs the block) gives each state exactly its own step's logits. s[0] and s[1] step,
+ * s[2] is s[0] stepping alone. */
 static void hybrid_refusals(pl_backend *be) {
     pl_gguf *g = NULL;
     pl_model *m = NULL;
@@ -41,11 +42,15 @@ static void hybrid_refusals(pl_backend *be) {
     const int plen[4] = {5, 7, 5, 7};
     for (int i = 0; i < 4; i++)
         CHECK(pl_model_forward(m, s[i], p, plen[i], 0, false) == PL_OK, "%s", pl_last_error());
-    int64_t wrong[2] = {5, 6}, pos[2] = {5, 7}; /* s[1] is at 7 */
+    int64_t wrong[2] = {5, 6}, afresh[2] = {0, 6}, pos[2] = {5, 7}; /* s[1] is at 7 */
     pl_state *two[2] = {s[0], s[1]}, *drafting[2] = {s[0], s[3]};
     CHECK(pl_model_forward_batch(m, b, two, ids, wrong, 2) != PL_OK &&
               strstr(pl_last_error(), "recurrent state is at position 7, not 6"),
           "a batched step at the wrong position: %s", pl_last_error());
+    CHECK(pl_model_forward_batch(m, b, two, ids, afresh, 2) != PL_OK &&
+              strstr(pl_last_error(), "recurrent state is at position 7, not 6"),
+          "a batched step at the wrong position (and s[0] asked to start afresh): %s",
+          pl_last_error());
     CHECK(pl_model_forward_batch(m, b, drafting, ids, pos, 2) != PL_OK &&
               strstr(pl_last_error(), "not a plain state"),
           "a drafting state in a batched step: %s", pl_last_error());
