@@ -1,9 +1,11 @@
 /* batch_step_check.h - the checks batch_step_test.c (CPU) and gpu_model_test.c (WebGPU)
  * share, of continuous batching (pl_session_push_batch): sessions at different
  * positions that each append one id in one batched pass get the logits and the greedy ids
- * that each gets from its own pushes; a batch of one is bit-identical to a push (it is one;
- * on the GPU checked within the same tolerance as the batched steps); bad
- * batches are one-line errors that leave the caches as they were. Include after test.h. */
+ * that each gets from its own pushes, then go on alone as after their own pushes (the same
+ * logits, the same positions to rewind to: a hybrid's recurrent states and snapshots are
+ * each session's own); a batch of one is bit-identical to a push (it is one; on the GPU
+ * checked within the same tolerance as the batched steps); bad batches are one-line errors
+ * that leave the caches as they were. Include after test.h. */
 #ifndef PL_TEST_BATCH_STEP_CHECK_H
 #define PL_TEST_BATCH_STEP_CHECK_H
 
