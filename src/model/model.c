@@ -676,8 +676,7 @@ bool pl_model_can_batch(const pl_model *m) {
 pl_status pl_model_forward_batch(const pl_model *m, pl_state *b, pl_state *const *seqs,
                                  const int32_t *ids, const int64_t *pos, int n) {
     if (!pl_model_can_batch(m))
-        return pl_fail(PL_ERR_ARG, "%s: no batched decode step (a whole llama-family model only)",
-                       m->info.arch);
+        return pl_fail(PL_ERR_ARG, "%s: no batched decode step (a whole model only)", m->info.arch);
     if (n < 1 || b->m != m || n > b->o.n_batch || n > b->o.n_logits)
         return pl_fail(PL_ERR_ARG, "%d sequences in one step (the batch state holds %d)", n,
                        b->o.n_batch < b->o.n_logits ? b->o.n_batch : b->o.n_logits);

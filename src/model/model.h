@@ -151,9 +151,11 @@ pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, i
  * at least n; its own caches are not used: n_ctx 1 will do). The weights are read once for
  * all of them; each column's attention runs over its own sequence's cache. Afterwards
  * seqs[i]'s logits row 0 holds what pl_model_forward(m, seqs[i], &ids[i], 1, pos[i],
- * false) would give (the same arithmetic up to the matmul's summation order for n rows).
- * Families without a batched step (qwen35), drafting states, or shapes out of range: a
- * one-line error. */
+ * false) would give, and its caches and recurrent states (snapshots included) are those
+ * that step leaves (bit for bit on the CPU; on the GPU up to the matmuls' summation order
+ * for n rows). Both families have the step (llama, qwen2, qwen3, qwen3moe, qwen35,
+ * qwen35moe). A part of a model, drafting states, or shapes out of range: a one-line
+ * error. */
 pl_status pl_model_forward_batch(const pl_model *m, pl_state *b, pl_state *const *seqs,
                                  const int32_t *ids, const int64_t *pos, int n);
 /* Whether pl_model_forward_batch can run on m (its family has a batched step, and m is

@@ -28,7 +28,11 @@
  *
  * The recurrent states (conv and delta rule) replace the KV cache of DeltaNet layers: their
  * memory does not grow with the context, and they cannot be rewound except to where they
- * are, to 0, or to a position the last layers call kept (n_snap; see pl_state_rewind). */
+ * are, to 0, or to a position the last layers call kept (n_snap; see pl_state_rewind).
+ *
+ * The batched decode step (pl_model_forward_batch) runs one id of each of several
+ * sequences: the weights once for all of them, each one's attention and recurrent states
+ * on its own state, each result bit for bit that of its own step on the CPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -573,53 +577,94 @@ static pl_rope_params rope_params(const q35_config *c) {
                             .freq_scale = 1.0f};
 }
 
-/* Full attention with a sigmoid output gate, over the normed input xb. */
-static pl_status gated_attention(const pl_model *m, pl_state *s, const q35_layer *L, pl_buf *kc,
-                                 pl_buf *vc, int64_t n, int64_t pos0, pl_buf *x) {
+/* The attention's projections of the normed rows xb: q and k (normed per head), v and the
+ * output gate. */
+static pl_status attention_in(const pl_model *m, q35_state *qs, const q35_layer *L, int64_t n) {
     const q35_config *c = &QM(m)->cfg;
-    q35_state *qs = QS(s);
-    int64_t qd = (int64_t)c->n_head * c->head_dim;
     TRY(pl_be_matmul(L->wq, qs->xb, NULL, n, false, qs->q));
     TRY(pl_be_matmul(L->wk, qs->xb, NULL, n, false, qs->k));
     TRY(pl_be_matmul(L->wv, qs->xb, NULL, n, false, qs->v));
     TRY(pl_be_matmul(L->wq_gate, qs->xb, NULL, n, false, qs->gate));
     /* RMSNorm over each head's values */
     TRY(pl_be_rms_norm(qs->q, L->q_norm, n * c->n_head, c->head_dim, c->rms_eps, qs->q));
-    TRY(pl_be_rms_norm(qs->k, L->k_norm, n * c->n_head_kv, c->head_dim, c->rms_eps, qs->k));
+    return pl_be_rms_norm(qs->k, L->k_norm, n * c->n_head_kv, c->head_dim, c->rms_eps, qs->k);
+}
+
+/* RoPE, the cache kc, vc and causal attention of the rows q, k, v at positions pos0.. into
+ * att: the part of an attention layer that is one sequence's. */
+static pl_status attend(const pl_model *m, q35_state *qs, pl_buf *kc, pl_buf *vc, int64_t n,
+                        int64_t pos0) {
+    const q35_config *c = &QM(m)->cfg;
     pl_rope_params rp = rope_params(c);
     pl_attn_params ap = {.n_head = c->n_head,
                          .n_head_kv = c->n_head_kv,
                          .head_dim = c->head_dim,
                          .head_dim_v = c->head_dim,
                          .scale = (float)(1.0 / sqrt((double)c->head_dim))};
-    TRY(pl_rope_attend(qs->q, qs->k, qs->v, kc, vc, n, pos0, &rp, &ap, qs->att));
+    return pl_rope_attend(qs->q, qs->k, qs->v, kc, vc, n, pos0, &rp, &ap, qs->att);
+}
+
+/* att times sigmoid(gate), through the output projection, added to x. */
+static pl_status attention_out(const pl_model *m, q35_state *qs, const q35_layer *L, int64_t n,
+                               pl_buf *x) {
+    const q35_config *c = &QM(m)->cfg;
+    int64_t qd = (int64_t)c->n_head * c->head_dim;
     TRY(pl_be_sigmoid_mul(qs->att, qs->gate, n, qd, qd, false, qs->att)); /* the output gate */
     return pl_be_matmul(L->wo, qs->att, NULL, n, true, x);                /* residual add fused */
+}
+
+/* Full attention with a sigmoid output gate, over the normed input xb. */
+static pl_status gated_attention(const pl_model *m, pl_state *s, const q35_layer *L, pl_buf *kc,
+                                 pl_buf *vc, int64_t n, int64_t pos0, pl_buf *x) {
+    q35_state *qs = QS(s);
+    TRY(attention_in(m, qs, L, n));
+    TRY(attend(m, qs, kc, vc, n, pos0));
+    return attention_out(m, qs, L, n, x);
+}
+
+/* The Gated DeltaNet's projections of the normed rows xb: q, k, v of every head (qkv), the
+ * output gate z, beta and alpha. */
+static pl_status delta_net_in(q35_state *qs, const q35_layer *L, int64_t n) {
+    TRY(pl_be_matmul(L->w_qkv, qs->xb, NULL, n, false, qs->qkv));
+    TRY(pl_be_matmul(L->w_z, qs->xb, NULL, n, false, qs->z));
+    TRY(pl_be_matmul(L->w_beta, qs->xb, NULL, n, false, qs->beta));
+    return pl_be_matmul(L->w_alpha, qs->xb, NULL, n, false, qs->alpha);
+}
+
+/* The causal conv1d + SiLU and the gated delta rule of the rows qkv, alpha, beta into o, on
+ * layer l's recurrent states (snap: keeping the state after each row): the part of a
+ * DeltaNet layer that is one sequence's. */
+static pl_status delta_net_scan(const pl_model *m, q35_state *qs, const q35_layer *L, int l,
+                                int64_t n, bool snap) {
+    const q35_config *c = &QM(m)->cfg;
+    TRY(pl_be_ssm_conv(qs->qkv, L->conv1d, qs->conv[l], n, snap ? qs->conv_snap[l] : NULL,
+                       qs->conv_out));
+    pl_delta_params dp = {
+        .n_k_heads = c->nk, .n_v_heads = c->nv, .d_k = c->dk, .d_v = c->dv, .eps = 1e-6f};
+    return pl_be_delta_rule(qs->conv_out, qs->alpha, qs->beta, L->ssm_a, L->dt_bias, qs->ssm[l], n,
+                            &dp, snap ? qs->ssm_snap[l] : NULL, qs->o);
+}
+
+/* The gated RMSNorm of o (per value head, times silu(z)) through the output projection,
+ * added to x. */
+static pl_status delta_net_out(const pl_model *m, q35_state *qs, const q35_layer *L, int64_t n,
+                               pl_buf *x) {
+    const q35_config *c = &QM(m)->cfg;
+    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_GATE)); /* one kernel where the backend can */
+    TRY(pl_be_rms_norm(qs->o, L->ssm_norm, n * c->nv, c->dv, c->rms_eps, qs->o));
+    TRY(pl_be_swiglu(qs->z, qs->o, n * c->nv * c->dv, qs->z));
+    TRY(pl_be_fuse(m->be, 0));
+    return pl_be_matmul(L->ssm_out, qs->z, NULL, n, true, x); /* residual add fused */
 }
 
 /* The Gated DeltaNet over the normed input xb; snap keeps the state after each token. */
 static pl_status delta_net(const pl_model *m, pl_state *s, const q35_layer *L, int l, int64_t n,
                            bool snap) {
-    const q35_config *c = &QM(m)->cfg;
     q35_state *qs = QS(s);
-    TRY(pl_be_matmul(L->w_qkv, qs->xb, NULL, n, false, qs->qkv)); /* q, k, v of every head */
-    TRY(pl_be_matmul(L->w_z, qs->xb, NULL, n, false, qs->z));     /* the output gate */
-    TRY(pl_be_matmul(L->w_beta, qs->xb, NULL, n, false, qs->beta));
-    TRY(pl_be_matmul(L->w_alpha, qs->xb, NULL, n, false, qs->alpha));
+    TRY(delta_net_in(qs, L, n));
     TRY(pl_be_fuse(m->be, 0));
-    /* causal conv1d + SiLU over time */
-    TRY(pl_be_ssm_conv(qs->qkv, L->conv1d, qs->conv[l], n, snap ? qs->conv_snap[l] : NULL,
-                       qs->conv_out));
-    pl_delta_params dp = {
-        .n_k_heads = c->nk, .n_v_heads = c->nv, .d_k = c->dk, .d_v = c->dv, .eps = 1e-6f};
-    TRY(pl_be_delta_rule(qs->conv_out, qs->alpha, qs->beta, L->ssm_a, L->dt_bias, qs->ssm[l], n,
-                         &dp, snap ? qs->ssm_snap[l] : NULL, qs->o));
-    /* gated RMSNorm: per value head, times silu(z) (one kernel where the backend can) */
-    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_GATE));
-    TRY(pl_be_rms_norm(qs->o, L->ssm_norm, n * c->nv, c->dv, c->rms_eps, qs->o));
-    TRY(pl_be_swiglu(qs->z, qs->o, n * c->nv * c->dv, qs->z));
-    TRY(pl_be_fuse(m->be, 0));
-    return pl_be_matmul(L->ssm_out, qs->z, NULL, n, true, s->x); /* residual add fused */
+    TRY(delta_net_scan(m, qs, L, l, n, snap));
+    return delta_net_out(m, qs, L, n, s->x);
 }
 
 static pl_status ffn(const pl_model *m, pl_state *s, const q35_layer *L, int64_t n, pl_buf *x) {
@@ -645,30 +690,119 @@ static pl_status attention_layer(const pl_model *m, pl_state *s, const q35_layer
     return ffn(m, s, L, n, x);
 }
 
+/* Whether a call of n rows keeps the recurrent states after each (else none is kept). */
+static bool keeps_snaps(const pl_state *s, int64_t n) {
+    return s->o.n_snap > 0 && n <= s->o.n_snap;
+}
+
+/* Layer l's recurrent state starts to move: unknown until the layer is done, and its
+ * snapshots are being replaced. */
+static void recurrent_begin(q35_state *qs, int l) {
+    qs->pos[l] = -1;
+    qs->snap_lo[l] = 1, qs->snap_hi[l] = 0;
+}
+
+/* Layer l is done: its state has consumed n rows at pos0 (snap: and kept each one's). */
+static void recurrent_done(q35_state *qs, int l, int64_t pos0, int64_t n, bool snap) {
+    qs->pos[l] = pos0 + n;
+    qs->snap_lo[l] = snap ? pos0 + 1 : 1;
+    qs->snap_hi[l] = snap ? pos0 + n : 0;
+}
+
 static pl_status q35_layers(const pl_model *m, pl_state *s, int64_t n, int64_t pos0, int first,
                             int last) {
     const q35_config *c = &QM(m)->cfg;
     q35_state *qs = QS(s);
     TRY(check_positions(s, pos0, first, last));
     qs->d_n = 0; /* the kept hidden rows no longer follow (pl_model_forward makes new ones) */
-    bool snap = s->o.n_snap > 0 && n <= s->o.n_snap; /* else none kept */
+    bool snap = keeps_snaps(s, n);
     for (int l = first; l < last; l++) {
         const q35_layer *L = &QM(m)->layers[l];
         if (is_full(c, l)) {
             TRY(attention_layer(m, s, L, qs->kc[l], qs->vc[l], n, pos0, s->x));
             continue;
         }
-        /* unknown until the layer is done, and the snapshots are being replaced */
-        qs->pos[l] = -1;
-        qs->snap_lo[l] = 1, qs->snap_hi[l] = 0;
+        recurrent_begin(qs, l);
         TRY(pl_be_fuse(m->be, FUSE_DELTA_NET));
         TRY(pl_be_rms_norm(s->x, L->attn_norm, n, c->n_embd, c->rms_eps, qs->xb));
         TRY(delta_net(m, s, L, l, n, snap));
         TRY(ffn(m, s, L, n, s->x));
-        qs->pos[l] = pos0 + n;
-        qs->snap_lo[l] = snap ? pos0 + 1 : 1;
-        qs->snap_hi[l] = snap ? pos0 + n : 0;
+        recurrent_done(qs, l, pos0, n, snap);
     }
+    return PL_OK;
+}
+
+/* ---- the batched decode step ----
+ *
+ * Row i of the batch state b is one step of sequence seqs[i] at position pos[i]. The
+ * norms, projections, gates and the feed-forward take the n rows at once in b's scratch
+ * (the weights read once); what a sequence keeps - the attention's RoPE, KV cache and
+ * attention, the DeltaNet's conv and delta rule - runs on row 0 of that sequence's own
+ * scratch over its own caches and recurrent states: the ops of its own single step, so its
+ * state, snapshots included, ends as that step leaves it. The projections' norm and the
+ * sweep of several weights are fused as in the single step; the per-sequence ops are not
+ * (their copies sit between them). */
+
+/* Row i of the batch's q, k, v through sequence s's own RoPE, cache and attention at pos,
+ * into row i of the batch's att. */
+static pl_status attend_column(const pl_model *m, q35_state *qb, pl_state *s, int i, int l,
+                               int64_t pos) {
+    const q35_config *c = &QM(m)->cfg;
+    q35_state *qs = QS(s);
+    int64_t qd = (int64_t)c->n_head * c->head_dim, kd = (int64_t)c->n_head_kv * c->head_dim;
+    TRY(pl_be_copy(qb->q, i * qd, qd, qs->q, 0));
+    TRY(pl_be_copy(qb->k, i * kd, kd, qs->k, 0));
+    TRY(pl_be_copy(qb->v, i * kd, kd, qs->v, 0));
+    TRY(attend(m, qs, qs->kc[l], qs->vc[l], 1, pos));
+    return pl_be_copy(qs->att, 0, qd, qb->att, i * qd);
+}
+
+/* Row i of the batch's qkv, alpha, beta through one step of sequence s's own conv and
+ * delta-rule states of layer l, into row i of the batch's o. */
+static pl_status delta_net_column(const pl_model *m, q35_state *qb, pl_state *s, int i, int l) {
+    const q35_config *c = &QM(m)->cfg;
+    q35_state *qs = QS(s);
+    int64_t cd = c->conv_dim, nv = c->nv, inner = (int64_t)c->nv * c->dv;
+    TRY(pl_be_copy(qb->qkv, i * cd, cd, qs->qkv, 0));
+    TRY(pl_be_copy(qb->alpha, i * nv, nv, qs->alpha, 0));
+    TRY(pl_be_copy(qb->beta, i * nv, nv, qs->beta, 0));
+    TRY(delta_net_scan(m, qs, &QM(m)->layers[l], l, 1, keeps_snaps(s, 1)));
+    return pl_be_copy(qs->o, 0, inner, qb->o, i * inner);
+}
+
+/* Layer l of the batch: the mixer's projections over all rows, each row's own part on its
+ * own sequence, the mixer's output and the feed-forward over all rows again. */
+static pl_status layer_batch(const pl_model *m, pl_state *b, pl_state *const *seqs, int n,
+                             const int64_t *pos, int l) {
+    const q35_config *c = &QM(m)->cfg;
+    const q35_layer *L = &QM(m)->layers[l];
+    q35_state *qb = QS(b);
+    bool full = is_full(c, l);
+    for (int i = 0; !full && i < n; i++) recurrent_begin(QS(seqs[i]), l);
+    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | PL_FUSE_QKV));
+    TRY(pl_be_rms_norm(b->x, L->attn_norm, n, c->n_embd, c->rms_eps, qb->xb));
+    TRY(full ? attention_in(m, qb, L, n) : delta_net_in(qb, L, n));
+    TRY(pl_be_fuse(m->be, 0));
+    for (int i = 0; i < n; i++)
+        TRY(full ? attend_column(m, qb, seqs[i], i, l, pos[i])
+                 : delta_net_column(m, qb, seqs[i], i, l));
+    TRY(full ? attention_out(m, qb, L, n, b->x) : delta_net_out(m, qb, L, n, b->x));
+    TRY(ffn(m, b, L, n, b->x));
+    for (int i = 0; !full && i < n; i++)
+        recurrent_done(QS(seqs[i]), l, pos[i], 1, keeps_snaps(seqs[i], 1));
+    return PL_OK;
+}
+
+static pl_status q35_layers_batch(const pl_model *m, pl_state *b, pl_state *const *seqs, int n,
+                                  const int64_t *pos) {
+    const q35_config *c = &QM(m)->cfg;
+    /* every state where its row asks before any moves (a refused step leaves them all);
+     * then those at 0 start afresh */
+    for (int i = 0; i < n; i++)
+        if (pos[i] > 0) TRY(check_positions(seqs[i], pos[i], 0, c->n_layer));
+    for (int i = 0; i < n; i++)
+        if (pos[i] == 0) TRY(check_positions(seqs[i], 0, 0, c->n_layer));
+    for (int l = 0; l < c->n_layer; l++) TRY(layer_batch(m, b, seqs, n, pos, l));
     return PL_OK;
 }
 
@@ -777,6 +911,7 @@ const pl_family pl_family_qwen35 = {
     .state_bytes = q35_state_bytes,
     .embed = q35_embed,
     .layers = q35_layers,
+    .layers_batch = q35_layers_batch,
     .head = q35_head,
     .can_rewind = q35_can_rewind,
     .rewind = q35_rewind,

@@ -3,7 +3,7 @@
 # answers through any slot and at once are `pooled run`'s, two long streams run at the same
 # time, their decode steps batched into one pass each (continuous batching, /metrics), and
 # a third request is refused with 503 (--queue 0), and clients that hang up free their
-# slots at once.
+# slots at once. The Qwen3.5 hybrids batch too: greedy answers at once are `pooled run`'s.
 . tests/e2e/lib.sh
 . tests/e2e/serve_lib.sh
 S=$SHARED/models/stories260K.gguf
@@ -15,6 +15,10 @@ check_err "--parallel 65 is refused" "$POOLED" serve -m "$S" --parallel 65
 # comp URL PROMPT MAX: a greedy completion's JSON
 comp() {
     curl -s "$1/v1/completions" -d "{\"prompt\": \"$2\", \"max_tokens\": $3, \"temperature\": 0}"
+}
+# the server's batched passes and the ids they appended so far: "STEPS IDS"
+batch_counts() {
+    curl -s "$URL/metrics" | sed -n 's/^pooled_batch_\(steps\|tokens\)_total //p' | paste -sd' '
 }
 A="Once upon a time"
 B="The little dog ran to the park"
@@ -64,9 +68,6 @@ if start long -m "$M" --parallel 2 --queue 0 -t 1; then
     check "a third request while both slots run: 503 (got $code)" [ "$code" = 503 ]
     # while both stream, their decode steps run as one batched pass each (continuous
     # batching): over half a second, nearly two ids per step
-    batch_counts() {
-        curl -s "$URL/metrics" | sed -n 's/^pooled_batch_\(steps\|tokens\)_total //p' | paste -sd' '
-    }
     read -r steps0 toks0 <<<"$(batch_counts)"
     sleep 0.5
     read -r steps1 toks1 <<<"$(batch_counts)"
@@ -83,6 +84,25 @@ if start long -m "$M" --parallel 2 --queue 0 -t 1; then
     check "then a request runs (got $code)" [ "$code" = 200 ]
     kill -TERM $PID; wait $PID; rc=$?
     check "SIGTERM: exit 0 (got $rc)" [ $rc = 0 ]
+fi
+# the hybrid (Gated DeltaNet + gated attention; prompts whose greedy answers run long):
+# two at once through the batched step, each pooled run's text
+H=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
+C="The little dog ran to the park" D="def forward(self, x):"
+"$POOLED" run -m "$H" -p "$C" --temp 0 -n 300 2>/dev/null >"$TMP/hc.expect"
+"$POOLED" run -m "$H" -p "$D" --temp 0 -n 300 2>/dev/null >"$TMP/hd.expect"
+if start hybrid -m "$H" --parallel 2 -t 1; then
+    comp "$URL" "$C" 300 >"$TMP/hc.json" & h1=$!
+    comp "$URL" "$D" 300 >"$TMP/hd.json" & h2=$!
+    wait $h1 $h2
+    for x in hc hd; do
+        check "qwen35 $x (at once): pooled run's text" jq -e >/dev/null \
+            --rawfile e "$TMP/$x.expect" '.choices[0].text == $e' "$TMP/$x.json"
+    done
+    read -r steps toks <<<"$(batch_counts)"
+    check "qwen35: batched steps carried both answers' ids (${steps:-no} steps, ${toks:-no} ids)" \
+        [ "${toks:-0}" -gt "${steps:-0}" ]
+    kill -TERM $PID; wait $PID
 fi
 check "no sanitizer report" bash -c "! grep -q Sanitizer '$TMP'/*.err"
 finish

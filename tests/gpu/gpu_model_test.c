@@ -18,7 +18,7 @@
  *     (measured <= 1e-3).
  * And the fused kernels (norm into projections, gate/up/SwiGLU, q/k norm + RoPE + cache
  * store) give the same ids as one kernel per op; and continuous batching's step gives each
- * session its own ids (runtime/batch_step_check.h, stories260K). */
+ * session its own ids (runtime/batch_step_check.h, stories260K and the qwen35 hybrid). */
 #include "cpu/cpu.h"
 #include "gpu/gpu.h"
 #include "model/fixture.h"
@@ -424,6 +424,9 @@ static void run_tests(void) {
         gpu->act_q8 = 0;
         /* continuous batching: sessions stepped in one batched pass (batch_step_check.h) */
         bs_model(gpu, "models/stories260K.gguf", "stories260K", false);
+        bs_steps = 6; /* the hybrid's own step (per-column DeltaNet states): lean on lavapipe */
+        bs_model(gpu, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", "qwen35 q8_0", false);
+        bs_steps = BS_STEPS;
     }
     pl_be_destroy(cpu);
     pl_be_destroy(gpu);

@@ -1,9 +1,11 @@
 /* batch_step_check.h - the checks batch_step_test.c (CPU) and gpu_model_test.c (WebGPU)
  * share, of continuous batching (pl_session_push_batch): sessions at different
  * positions that each append one id in one batched pass get the logits and the greedy ids
- * that each gets from its own pushes; a batch of one is bit-identical to a push (it is one;
- * on the GPU checked within the same tolerance as the batched steps); bad
- * batches are one-line errors that leave the caches as they were. Include after test.h. */
+ * that each gets from its own pushes, then go on alone as after their own pushes (the same
+ * logits, the same positions to rewind to: a hybrid's recurrent states and snapshots are
+ * each session's own); a batch of one is bit-identical to a push (it is one; on the GPU
+ * checked within the same tolerance as the batched steps); bad batches are one-line errors
+ * that leave the caches as they were. Include after test.h. */
 #ifndef PL_TEST_BATCH_STEP_CHECK_H
 #define PL_TEST_BATCH_STEP_CHECK_H
 
@@ -11,15 +13,20 @@
 #include "runtime/session.h"
 
 /* bs_ns sessions step together (3 by default; 9 reaches the CPU's GEMM, which takes 8 or
- * more columns), BS_STEPS steps each. */
-enum { BS_MAX = 9, BS_STEPS = 12 };
-static int bs_ns = 3;
+ * more columns), bs_steps steps each (BS_STEPS by default, fewer where a backend is slow):
+ * batched ones, then the last BS_ALONE each session's own pushes (what a state left by
+ * batched steps goes on to). BS_CTX positions. */
+enum { BS_NS = 3, BS_MAX = 9, BS_STEPS = 12, BS_ALONE = 3, BS_CTX = 64 };
+static int bs_ns = BS_NS, bs_steps = BS_STEPS;
 static const int bs_plen[BS_MAX] = {5, 9, 14, 3, 7, 11, 2, 13, 6};
 
+/* A session of BS_CTX positions; recurrent states keep snapshots (n_snap), so the batched
+ * step has to keep them as a push does. */
 static pl_session *bs_session(const pl_model *m) {
     pl_state_opts o = pl_state_opts_default(m);
-    o.n_ctx = 64;
+    o.n_ctx = BS_CTX;
     o.n_batch = 16;
+    o.n_snap = 4;
     pl_session *s = NULL;
     CHECK(pl_session_new(m, &o, &s) == PL_OK, "%s", pl_last_error());
     return s;
@@ -47,9 +54,12 @@ static double bs_diff(const float *a, const float *b, size_t n) {
     return diff / scale;
 }
 
-/* BS_STEPS greedy ids of each prompt: alone (each session pushing its own id) or batched
- * (one pl_session_push_batch per step for all of them); the logits of every step. */
-static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_MAX][BS_STEPS], float *logits) {
+/* bs_steps greedy ids of each prompt: alone (each session pushing its own id) or batched
+ * (one pl_session_push_batch per step for all of them, then BS_ALONE pushes); the logits
+ * of every step, and to which positions each state can go back after the last batched
+ * step (rew). */
+static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_MAX][BS_STEPS], float *logits,
+                   bool rew[BS_MAX][BS_CTX + 1]) {
     const int V = pl_model_get_info(m)->n_vocab;
     pl_session *ss[BS_MAX];
     pl_batch *b = NULL;
@@ -60,34 +70,42 @@ static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_MAX][BS_STEPS
         ss[k] = bs_session(m);
         CHECK(pl_session_set(ss[k], p, bs_plen[k], NULL) == PL_OK, "%s", pl_last_error());
     }
-    for (int t = 0; t < BS_STEPS; t++) {
+    for (int t = 0; t < bs_steps; t++) {
         int32_t next[BS_MAX];
         for (int k = 0; k < bs_ns; k++) {
             float *l = logits + ((size_t)t * bs_ns + (size_t)k) * (size_t)V;
             CHECK(pl_session_logits(ss[k], l) == PL_OK, "%s", pl_last_error());
             next[k] = ids[k][t] = bs_argmax(l, V);
         }
-        if (batched)
+        if (batched && t < bs_steps - BS_ALONE)
             CHECK(pl_session_push_batch(b, ss, next, bs_ns) == PL_OK, "%s", pl_last_error());
         else
             for (int k = 0; k < bs_ns; k++)
                 CHECK(pl_session_push(ss[k], next[k]) == PL_OK, "%s", pl_last_error());
+        for (int k = 0; t == bs_steps - BS_ALONE - 1 && k < bs_ns; k++)
+            for (int p = 0; p <= BS_CTX; p++)
+                rew[k][p] = pl_state_can_rewind(pl_session_state(ss[k]), p);
     }
     for (int k = 0; k < bs_ns; k++) pl_session_free(ss[k]);
     pl_batch_free(b);
 }
 
-/* Sessions stepped together against each stepping alone: the same ids, and the same logits
- * bit for bit (exact: the CPU) or within 1e-5 of the largest. */
+/* Sessions stepped together against each stepping alone: the same ids, the same logits
+ * bit for bit (exact: the CPU) or within 1e-5 of the largest, also of the steps each
+ * session then takes alone, and the same positions to go back to. */
 static void bs_same_as_alone(const pl_model *m, const char *name, bool exact) {
     const int V = pl_model_get_info(m)->n_vocab;
-    size_t n = (size_t)BS_STEPS * bs_ns * (size_t)V;
+    size_t n = (size_t)bs_steps * bs_ns * (size_t)V;
     float *la = malloc(sizeof *la * n), *lb = malloc(sizeof *lb * n);
     int32_t ia[BS_MAX][BS_STEPS] = {{0}}, ib[BS_MAX][BS_STEPS] = {{0}};
+    bool ra[BS_MAX][BS_CTX + 1] = {{0}}, rb[BS_MAX][BS_CTX + 1] = {{0}};
     if (!la || !lb) return;
-    bs_run(m, false, ia, la);
-    bs_run(m, true, ib, lb);
+    bs_run(m, false, ia, la, ra);
+    bs_run(m, true, ib, lb, rb);
     CHECK(!memcmp(ia, ib, sizeof ia), "%s: batched greedy ids differ from each session's own",
+          name);
+    CHECK(!memcmp(ra, rb, sizeof ra),
+          "%s: after batched steps the states go back to other positions than after their own",
           name);
     double diff = bs_diff(la, lb, n);
     if (exact)
@@ -97,9 +115,10 @@ static void bs_same_as_alone(const pl_model *m, const char *name, bool exact) {
               name, diff);
     else
         CHECK(diff <= 1e-5, "%s: logits differ by %g (relative to the largest)", name, diff);
-    printf("%s: %d sessions x %d batched steps: ids %s, logits within %g of their own "
+    printf("%s: %d sessions x %d steps (%d batched): ids %s, logits within %g of their own "
            "(relative to the largest)\n",
-           name, bs_ns, BS_STEPS, memcmp(ia, ib, sizeof ia) ? "DIFFER" : "the same", diff);
+           name, bs_ns, bs_steps, bs_steps - BS_ALONE,
+           memcmp(ia, ib, sizeof ia) ? "DIFFER" : "the same", diff);
     free(la);
     free(lb);
 }
@@ -160,8 +179,10 @@ static void bs_errors(const pl_model *m) {
     pl_session_ids(a, &na), pl_session_ids(c, &nc);
     CHECK(na == bs_plen[0] && nc == bs_plen[0], "a refused batch left %lld and %lld ids",
           (long long)na, (long long)nc);
-    /* a full context: one line, nothing appended */
-    for (int64_t i = na; i < 64; i++) CHECK(pl_session_push(c, 1) == PL_OK, "%s", pl_last_error());
+    /* a full context (filled in batches of 16): one line, nothing appended */
+    int32_t full[BS_CTX];
+    for (int i = 0; i < BS_CTX; i++) full[i] = i < bs_plen[0] ? p[i] : 1;
+    CHECK(pl_session_set(c, full, BS_CTX, NULL) == PL_OK, "%s", pl_last_error());
     CHECK(pl_session_push_batch(b, ac, two, 2) != PL_OK && strstr(pl_last_error(), "context full"),
           "a full context: %s", pl_last_error());
     pl_session_ids(a, &na);
@@ -174,7 +195,8 @@ out:
 
 /* Every check on the model of the file rel (under shared/) on be. exact (the CPU): with
  * exact and with Q8_0-quantised activations, a batch of one bit-identical to a push;
- * else (the GPU, slow on lavapipe) the backend's activations only, within the tolerance. */
+ * else (the GPU, slow on lavapipe) the backend's activations only, within the tolerance.
+ * The batch of one and the errors, which do not depend on bs_ns, run at the default only. */
 static void bs_model(pl_backend *be, const char *rel, const char *name, bool exact) {
     pl_gguf *g = NULL;
     pl_model *m = NULL;
@@ -188,10 +210,10 @@ static void bs_model(pl_backend *be, const char *rel, const char *name, bool exa
             snprintf(nm, sizeof nm, "%s on %s%s", name, be->name,
                      be->act_q8 ? " (q8 activations)" : "");
             bs_same_as_alone(m, nm, exact);
-            bs_batch_of_one(m, nm, exact);
+            if (bs_ns == BS_NS) bs_batch_of_one(m, nm, exact); /* (no bs_ns in these two) */
         }
         be->act_q8 = act;
-        bs_errors(m);
+        if (bs_ns == BS_NS) bs_errors(m);
     }
     pl_model_free(m);
     pl_gguf_free(g);
