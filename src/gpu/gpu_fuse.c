@@ -18,6 +18,8 @@
  *                                            (the experts', same ids) for MoE
  *   TopKRows(x -> ids, vals) + SoftmaxRows(vals in place)
  *                                            the top-k kernel normalises the k values
+ *   TopKRows(...) [+ its softmax] + MatMul(w, xn) of a 1-row F32 w
+ *                                            the rank top-k kernel also computes w . xn
  *   RMSNorm(q in place, per head) ... RoPE(q)  the RoPE kernel normalises each head first
  *   RoPE(k) + KVStore(k) + KVStore(v)        the RoPE kernel also writes both caches
  *   RoPE(q) + RoPE(k)                        one dispatch rotates both
@@ -367,8 +369,33 @@ static fuse_result fuse_router(gpu_backend *gb, int i) {
     return FUSED;
 }
 
-static const char *const kind_names[] = {"norm_matmul", "qkv",     "norm_rope", "rope_store",
-                                         "rope_pair",   "gate_up", "router",    "norm_gate"};
+/* TopKRows(x -> ids, vals) (with its softmax fused, or none) then MatMul(w, xn -> g) of a
+ * 1-row F32 weight (the MoE shared expert's gate): the rank top-k kernel computes g too,
+ * so no 1-row GEMV runs. */
+static fuse_result fuse_shared_gate(gpu_backend *gb, int i) {
+    op *t = &gb->ops[i];
+    int j = i + 1;
+    while (j < gb->n_ops && gb->ops[j].dead) j++;
+    if (j >= gb->n_ops) return NONE;
+    op *m = &gb->ops[j];
+    const gbuf *w = m->a;
+    if (m->kind != OP_MATMUL || !asked(t, m, PL_FUSE_SHARED_GATE) || w->h.ne1 != 1 ||
+        m->n != t->rows)
+        return NONE;
+    if (!gb->moe_shgate || !pl_gpu_topk_by_rank(gb, t) || w->wt != PL_GW_F32 || w->parts != 1 ||
+        m->acc || m->c || m->fnorm.x || m->fgate.w_up || m->fqkv.w || touches(t, m->out) ||
+        m->b == t->out || m->b == t->vals)
+        return BLOCKED;
+    t->fshgate.w = w;
+    t->fshgate.x = m->b;
+    t->fshgate.out = m->out;
+    m->dead = true;
+    return FUSED;
+}
+
+static const char *const kind_names[] = {"norm_matmul", "qkv",       "norm_rope",
+                                         "rope_store",  "rope_pair", "gate_up",
+                                         "router",      "norm_gate", "shared_gate"};
 
 /* What the tries found for each group of this queue, indexed by group - first group. */
 typedef struct {
@@ -414,8 +441,10 @@ void pl_gpu_fuse(gpu_backend *gb) {
             note(gs, o, g0, PL_FUSE_QKV, fuse_qkv(gb, i));
         else if (o->kind == OP_ROPE)
             note(gs, o, g0, PL_FUSE_ROPE_STORE, fuse_rope_store(gb, i));
-        else if (o->kind == OP_TOPK_ROWS)
+        else if (o->kind == OP_TOPK_ROWS) {
             note(gs, o, g0, PL_FUSE_ROUTER, fuse_router(gb, i));
+            note(gs, o, g0, PL_FUSE_SHARED_GATE, fuse_shared_gate(gb, i));
+        }
     }
     for (int i = 0; i < gb->n_ops; i++) {
         op *o = &gb->ops[i];

@@ -143,7 +143,8 @@ void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
         fprintf(f, "op %3d %-9s%s%s%s%s%s%s%s n %lld %lldx%lld  %8.2f us", i, kind_name(o->kind),
                 o->fnorm.x ? " +norm" : "", o->fgate.w_up ? " +gate/up" : "",
                 o->fqkv.w ? " +q/k/v" : "", o->frope.nw ? " +qknorm" : "",
-                o->frope.kc ? " +store" : "", o->fsoftmax ? " +softmax" : "",
+                o->frope.kc ? " +store" : "",
+                o->fsoftmax ? (o->fshgate.w ? " +softmax +gate" : " +softmax") : "",
                 o->acc ? (o->kind == OP_MATMUL_ID ? " +shared x" : " +acc") : "",
                 (long long)(o->rows ? o->rows : o->n), (long long)(w && w->h.weight ? w->h.ne1 : 0),
                 (long long)(w && w->h.weight ? w->h.ne0 : 0), s * 1e6);

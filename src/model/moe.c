@@ -118,7 +118,8 @@ pl_status pl_moe_ffn(const pl_moe_config *c, const pl_moe_weights *w, pl_moe_sta
     /* route: the k best experts of each token and their weights */
     TRY(pl_be_matmul(w->router, xn, NULL, n, false, s->logits));
     /* the caller's group ends with the router */
-    TRY(pl_be_fuse(x->be, (c->norm_topk ? PL_FUSE_ROUTER : 0) | PL_FUSE_GATE_UP));
+    TRY(pl_be_fuse(x->be, (c->norm_topk ? PL_FUSE_ROUTER : 0) | PL_FUSE_GATE_UP |
+                              (w->gate_inp_shexp ? PL_FUSE_SHARED_GATE : 0)));
     if (c->norm_topk) {
         TRY(pl_be_topk_rows(s->logits, n, ne, k, s->ids, s->wts));
         TRY(pl_be_softmax_rows(s->wts, n, k, s->wts));
@@ -126,6 +127,8 @@ pl_status pl_moe_ffn(const pl_moe_config *c, const pl_moe_weights *w, pl_moe_sta
         TRY(pl_be_softmax_rows(s->logits, n, ne, s->logits));
         TRY(pl_be_topk_rows(s->logits, n, ne, k, s->ids, s->wts));
     }
+    /* the shared expert's gate logit, right after the top-k that can compute it */
+    if (w->gate_inp_shexp) TRY(pl_be_matmul(w->gate_inp_shexp, xn, NULL, n, false, s->sh_g));
     /* the chosen experts' SwiGLU, then their weighted sum into the residual */
     TRY(pl_be_matmul_id(w->gate_exps, ne, xn, s->ids, n, k, true, s->gate));
     TRY(pl_be_matmul_id(w->up_exps, ne, xn, s->ids, n, k, true, s->up));
@@ -142,6 +145,5 @@ pl_status pl_moe_ffn(const pl_moe_config *c, const pl_moe_weights *w, pl_moe_sta
     TRY(pl_be_fuse(x->be, 0));
     if (!w->gate_inp_shexp) return pl_be_matmul(w->down_shexp, s->sh_gate, NULL, n, true, x);
     TRY(pl_be_matmul(w->down_shexp, s->sh_gate, NULL, n, false, s->y));
-    TRY(pl_be_matmul(w->gate_inp_shexp, xn, NULL, n, false, s->sh_g));
     return pl_be_sigmoid_mul(s->y, s->sh_g, n, x->ne0, 1, true, x);
 }
