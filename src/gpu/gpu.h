@@ -50,6 +50,9 @@ typedef struct {
     /* the MoE shared expert's 1-row gate GEMV folded into the router's top-k kernel (asked
      * for by moe.c, PL_FUSE_SHARED_GATE; needs the rank top-k): 0 auto (on), -1 never */
     int moe_shgate;
+    /* the MoE's weighted combine also adds the gated shared expert (moe.c asks,
+     * PL_FUSE_COMBINE_SHARED; no sigmoid_mul dispatch): 0 auto (on), -1 never */
+    int moe_comb;
     const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;

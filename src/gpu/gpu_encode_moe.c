@@ -86,15 +86,19 @@ static pl_status enc_moe_combine(gpu_backend *gb, const op *o) {
     p.n_used = (uint32_t)o->count;
     p.threads = 256;
     p.acc = o->acc;
+    p.shared = o->fcomb.y != NULL;
     pl_gpu_kernel *k;
     if (pl_gpu_get_kernel(gb, F_MOE_COMBINE, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_moe_combine,
                           "moe combine", &k) != PL_OK)
         return PL_ERR;
-    pl_gpu_ref refs[4] = {
+    pl_gpu_ref refs[6] = {
         pl_gpu_whole(o->a->buf), pl_gpu_whole(o->b->buf), pl_gpu_whole(o->out->buf), {0}};
-    if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[3]) != PL_OK) return PL_ERR;
+    int n = 3;
+    if (p.shared)
+        refs[n++] = pl_gpu_whole(o->fcomb.y->buf), refs[n++] = pl_gpu_whole(o->fcomb.g->buf);
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
     uint64_t count = (uint64_t)o->n * p.cols;
-    return pl_gpu_run(gb, k, refs, 4, (uint32_t)((count + p.threads - 1) / p.threads));
+    return pl_gpu_run(gb, k, refs, n, (uint32_t)((count + p.threads - 1) / p.threads));
 }
 
 /* Can the router's top-k of these rows run by rank (one pass, pl_wgsl_topk_rank)? */

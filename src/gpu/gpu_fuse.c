@@ -20,6 +20,8 @@
  *                                            the top-k kernel normalises the k values
  *   TopKRows(...) [+ its softmax] + MatMul(w, xn) of a 1-row F32 w
  *                                            the rank top-k kernel also computes w . xn
+ *   MoECombine(y, wts -> x) + SigmoidMul(ysh, g -> x), both accumulating
+ *                                            the combine adds the gated shared expert
  *   RMSNorm(q in place, per head) ... RoPE(q)  the RoPE kernel normalises each head first
  *   RoPE(k) + KVStore(k) + KVStore(v)        the RoPE kernel also writes both caches
  *   RoPE(q) + RoPE(k)                        one dispatch rotates both
@@ -393,9 +395,28 @@ static fuse_result fuse_shared_gate(gpu_backend *gb, int i) {
     return FUSED;
 }
 
-static const char *const kind_names[] = {"norm_matmul", "qkv",       "norm_rope",
-                                         "rope_store",  "rope_pair", "gate_up",
-                                         "router",      "norm_gate", "shared_gate"};
+/* MoECombine(y, wts -> x, acc) + SigmoidMul(ysh, g -> x, acc, one g per row): the combine
+ * kernel adds the gated shared expert too. */
+static fuse_result fuse_combine_shared(gpu_backend *gb, int i) {
+    op *c = &gb->ops[i];
+    int j = i + 1;
+    while (j < gb->n_ops && gb->ops[j].dead) j++;
+    if (j >= gb->n_ops) return NONE;
+    op *s = &gb->ops[j];
+    if (s->kind != OP_SIGMOID_MUL || !asked(c, s, PL_FUSE_COMBINE_SHARED) || !c->acc || !s->acc ||
+        s->out != c->out || s->rows != c->n || s->cols != c->a->h.ne0 || s->k != 1 ||
+        s->a == c->out || s->b == c->out)
+        return NONE;
+    if (!gb->moe_comb) return BLOCKED;
+    c->fcomb.y = s->a;
+    c->fcomb.g = s->b;
+    s->dead = true;
+    return FUSED;
+}
+
+static const char *const kind_names[] = {"norm_matmul", "qkv",           "norm_rope", "rope_store",
+                                         "rope_pair",   "gate_up",       "router",    "norm_gate",
+                                         "shared_gate", "combine_shared"};
 
 /* What the tries found for each group of this queue, indexed by group - first group. */
 typedef struct {
@@ -444,7 +465,8 @@ void pl_gpu_fuse(gpu_backend *gb) {
         else if (o->kind == OP_TOPK_ROWS) {
             note(gs, o, g0, PL_FUSE_ROUTER, fuse_router(gb, i));
             note(gs, o, g0, PL_FUSE_SHARED_GATE, fuse_shared_gate(gb, i));
-        }
+        } else if (o->kind == OP_MOE_COMBINE)
+            note(gs, o, g0, PL_FUSE_COMBINE_SHARED, fuse_combine_shared(gb, i));
     }
     for (int i = 0; i < gb->n_ops; i++) {
         op *o = &gb->ops[i];

@@ -113,6 +113,9 @@ typedef struct op_s {
         gbuf *out;         /* the MoE shared expert's gate (SHARED_GATE) */
     } fshgate;
     struct {
+        const gbuf *y, *g; /* MOE_COMBINE: then out += y * sigmoid(g) per row (COMBINE_SHARED) */
+    } fcomb;
+    struct {
         const gbuf *w;      /* MATMUL: q, k and v (and u) weights in one; rows past */
         gbuf *y1, *y2, *y3; /* split[0], split[1] (and split[2]) go to y1, y2 (and y3) */
         uint32_t split[3];  /* split[2] 0: three projections */
@@ -168,6 +171,7 @@ typedef struct {
     int gemv_xpre;   /* opts.gemv_xpre: which q8x GEMVs read a pre-quantised x */
     int topk_rank;   /* opts.topk_rank: the router's top-k by rank (wgsl_moe.c) */
     int moe_shgate;  /* opts.moe_shgate: the shared expert's gate row in the top-k */
+    int moe_comb;    /* opts.moe_comb: the gated shared expert added by the combine */
     /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk, version of
      * pl_gemm_params; the built-in one, or opts.gemm "tm,tn,rm,rn,bk[,version]" for every
      * shape: gemm_fixed), gemm_off: never (opts.gemm "off"), and the scratch buffers of the

@@ -267,10 +267,12 @@ typedef struct {
 
 /* out[i, c] (+)= sum over j < n_used, in order, of wts[i * n_used + j] * y[i * n_used + j, c]
  * for i < args.a0, c < cols; one thread per output value.
- * Bindings: 0 y, 1 wts, 2 out, 3 args. */
+ * Bindings: 0 y, 1 wts, 2 out, 3 args.
+ * shared (with acc): then out[i, c] += ysh[i, c] * sigmoid(g[i]) (the gated shared expert,
+ * as sigmoid_mul's kernel computes it); bindings 0 y, 1 wts, 2 out, 3 ysh, 4 g, 5 args. */
 typedef struct {
     uint32_t cols, n_used, threads;
-    int acc;
+    int acc, shared;
 } pl_moe_combine_params;
 
 /* out[i] (+)= x[i] * sigmoid(g[per_row ? i / cols : i]) for i < args.a0, one thread each.

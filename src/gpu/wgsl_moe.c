@@ -47,7 +47,7 @@ pl_status pl_wgsl_softmax(const pl_softmax_params *p, char **out) {
 
 pl_status pl_wgsl_moe_combine(const pl_moe_combine_params *p, char **out) {
     *out = NULL;
-    if (!p->cols || !p->n_used || !pow2(p->threads) || p->threads > 1024)
+    if (!p->cols || !p->n_used || !pow2(p->threads) || p->threads > 1024 || (p->shared && !p->acc))
         return pl_fail(PL_ERR_ARG, "MoE combine: bad shape %u x %u", p->n_used, p->cols);
     pl_wtext t = {0};
     pl_wtext_add(&t,
@@ -56,7 +56,10 @@ pl_status pl_wgsl_moe_combine(const pl_moe_combine_params *p, char **out) {
                  "@group(0) @binding(1) var<storage, read> wts: array<f32>;\n"
                  "@group(0) @binding(2) var<storage, read_write> o: array<f32>;\n",
                  p->cols, p->n_used, p->threads);
-    pl_wtext_args(&t, 3);
+    if (p->shared)
+        pl_wtext_add(&t, "@group(0) @binding(3) var<storage, read> ysh: array<f32>;\n"
+                         "@group(0) @binding(4) var<storage, read> gt: array<f32>;\n");
+    pl_wtext_args(&t, p->shared ? 5 : 3);
     pl_wtext_add(&t,
                  "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n"
                  "  let i = (wid.x + wid.y * nwg.x) * T + lid;\n"
@@ -67,8 +70,12 @@ pl_status pl_wgsl_moe_combine(const pl_moe_combine_params *p, char **out) {
                  "    let s = tok * NU + j;\n"
                  "    acc += wts[s] * y[s * C + c];\n"
                  "  }\n"
-                 "  o[i] = %sacc;\n}\n",
+                 "  let r = %sacc;\n",
                  p->acc ? "o[i] + " : "");
+    if (p->shared) /* the two roundings of combine then sigmoid_mul, in that order */
+        pl_wtext_add(&t, "  o[i] = r + ysh[i] * (1.0 / (1.0 + exp(-gt[tok])));\n}\n");
+    else
+        pl_wtext_add(&t, "  o[i] = r;\n}\n");
     return pl_wtext_finish(&t, out);
 }
 

@@ -387,6 +387,17 @@ static void case_moe(void) {
         BOTH("moe_combine", pl_be_moe_combine(X(y), X(wts), n, nu, false, X(out2)));
         compare("moe_combine (accumulate)", out, 1e-10);
         compare("moe_combine", out2, 1e-10);
+        /* the combine then the gated shared expert's add, asked to fuse (COMBINE_SHARED: one
+         * kernel on the GPU, the plain ops on the CPU) */
+        float *sd = randv((size_t)n * d, -1, 1), *sg = randv(n, -4, 4);
+        duo ysh = f32(d, n, sd), sgate = f32(1, n, sg), out3 = f32(d, n + 1, od);
+        BOTH("fuse", pl_be_fuse(be2[be_i], PL_FUSE_COMBINE_SHARED));
+        BOTH("moe_combine", pl_be_moe_combine(X(y), X(wts), n, nu, true, X(out3)));
+        BOTH("sigmoid_mul", pl_be_sigmoid_mul(X(ysh), X(sgate), n, d, 1, true, X(out3)));
+        BOTH("fuse", pl_be_fuse(be2[be_i], 0));
+        compare("moe_combine + gated shared expert, fused", out3, 1e-10);
+        dfree(ysh), dfree(sgate), dfree(out3);
+        free(sd), free(sg);
         dfree(logits), dfree(ids), dfree(vals), dfree(wts), dfree(probs), dfree(ids2);
         dfree(wg), dfree(wd), dfree(x), dfree(h), dfree(y), dfree(out), dfree(out2);
         free(ld), free(idd), free(gd), free(dd), free(xd), free(od);

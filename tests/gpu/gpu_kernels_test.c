@@ -1181,6 +1181,7 @@ static void topk_case_r(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int va
             float *gr = malloc((rows + 1) * 4);
             gt_read(g, bgo, gr, (rows + 1) * 4);
             int gbad = 0;
+            double worst = 0; /* error over the sum of |terms| */
             for (uint32_t r = 0; r < rows; r++) {
                 double want = 0, mag = 0;
                 for (uint32_t c = 0; c < gate; c++) {
@@ -1188,7 +1189,11 @@ static void topk_case_r(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int va
                     want += t, mag += fabs(t);
                 }
                 gbad += !(fabs(gr[row0 + r] - want) <= 1e-6 * mag + 1e-7);
+                if (mag > 0 && fabs(gr[row0 + r] - want) / mag > worst)
+                    worst = fabs(gr[row0 + r] - want) / mag;
             }
+            fprintf(stderr, "shared gate of %u by the top-k kernel: error %.2e of sum |w x|\n",
+                    gate, worst);
             uint32_t untouched = 0xffffffffu; /* row 0 is before row0: not written */
             gbad += memcmp(&gr[0], &untouched, 4) != 0;
             CHECK(gbad == 0, "top-%u of %u x %u rows by rank, shared gate of %u: %d differ", k, n,
