@@ -45,6 +45,13 @@ static bool asked(const op *a, const op *b, unsigned kind) {
     return (a->fmask & kind) && a->group == b->group && b->fmask == a->fmask;
 }
 
+/* The first op after i that is not dead, or NULL. */
+static op *next_live(gpu_backend *gb, int i) {
+    int j = i + 1;
+    while (j < gb->n_ops && gb->ops[j].dead) j++;
+    return j < gb->n_ops ? &gb->ops[j] : NULL;
+}
+
 /* Does op o read or write buffer b? */
 static bool touches(const op *o, const gbuf *b) {
     return o->a == b || o->b == b || o->c == b || o->d == b || o->e == b || o->out == b ||
@@ -198,11 +205,8 @@ static fuse_result fuse_rope_store(gpu_backend *gb, int i) {
 
 /* RoPE(q) followed at once by RoPE(k) of the same rows and geometry. */
 static fuse_result fuse_rope_pair(gpu_backend *gb, int i) {
-    op *q = &gb->ops[i];
-    int j = i + 1;
-    while (j < gb->n_ops && gb->ops[j].dead) j++;
-    if (j >= gb->n_ops || q->frope.kc || q->pair) return NONE;
-    op *k = &gb->ops[j];
+    op *q = &gb->ops[i], *k = next_live(gb, i);
+    if (!k || q->frope.kc || q->pair) return NONE;
     const pl_rope_params *a = &q->rope, *b = &k->rope;
     if (k->kind != OP_ROPE || !asked(q, k, PL_FUSE_ROPE_PAIR) || k->pair || k->out == q->out ||
         k->n != q->n || k->pos0 != q->pos0)
@@ -219,11 +223,8 @@ static fuse_result fuse_rope_pair(gpu_backend *gb, int i) {
 /* RMSNorm(o in place, per head) then at once SwiGLU(z, o -> g) over the same values: the
  * norm's kernel also writes g (the gated RMSNorm of a DeltaNet output). */
 static fuse_result fuse_norm_gate(gpu_backend *gb, int i) {
-    op *nrm = &gb->ops[i];
-    int j = i + 1;
-    while (j < gb->n_ops && gb->ops[j].dead) j++;
-    if (nrm->a != nrm->out || nrm->c || j >= gb->n_ops) return NONE;
-    op *s = &gb->ops[j];
+    op *nrm = &gb->ops[i], *s = next_live(gb, i);
+    if (nrm->a != nrm->out || nrm->c || !s) return NONE;
     if (s->kind != OP_SWIGLU || !asked(nrm, s, PL_FUSE_NORM_GATE) || s->b != nrm->out ||
         s->count != nrm->rows * nrm->cols)
         return NONE;
@@ -357,11 +358,8 @@ static fuse_result fuse_qkv(gpu_backend *gb, int i) {
 
 /* TopKRows(x -> ids, vals) + SoftmaxRows(vals in place) over its k values. */
 static fuse_result fuse_router(gpu_backend *gb, int i) {
-    op *t = &gb->ops[i];
-    int j = i + 1;
-    while (j < gb->n_ops && gb->ops[j].dead) j++;
-    if (j >= gb->n_ops) return NONE;
-    op *s = &gb->ops[j];
+    op *t = &gb->ops[i], *s = next_live(gb, i);
+    if (!s) return NONE;
     if (s->kind != OP_SOFTMAX || !asked(t, s, PL_FUSE_ROUTER) || !t->vals || s->a != t->vals ||
         s->rows != t->rows || s->cols != t->k)
         return NONE;
@@ -375,11 +373,8 @@ static fuse_result fuse_router(gpu_backend *gb, int i) {
  * 1-row F32 weight (the MoE shared expert's gate): the rank top-k kernel computes g too,
  * so no 1-row GEMV runs. */
 static fuse_result fuse_shared_gate(gpu_backend *gb, int i) {
-    op *t = &gb->ops[i];
-    int j = i + 1;
-    while (j < gb->n_ops && gb->ops[j].dead) j++;
-    if (j >= gb->n_ops) return NONE;
-    op *m = &gb->ops[j];
+    op *t = &gb->ops[i], *m = next_live(gb, i);
+    if (!m) return NONE;
     const gbuf *w = m->a;
     if (m->kind != OP_MATMUL || !asked(t, m, PL_FUSE_SHARED_GATE) || w->h.ne1 != 1 ||
         m->n != t->rows)
@@ -398,11 +393,8 @@ static fuse_result fuse_shared_gate(gpu_backend *gb, int i) {
 /* MoECombine(y, wts -> x, acc) + SigmoidMul(ysh, g -> x, acc, one g per row): the combine
  * kernel adds the gated shared expert too. */
 static fuse_result fuse_combine_shared(gpu_backend *gb, int i) {
-    op *c = &gb->ops[i];
-    int j = i + 1;
-    while (j < gb->n_ops && gb->ops[j].dead) j++;
-    if (j >= gb->n_ops) return NONE;
-    op *s = &gb->ops[j];
+    op *c = &gb->ops[i], *s = next_live(gb, i);
+    if (!s) return NONE;
     if (s->kind != OP_SIGMOID_MUL || !asked(c, s, PL_FUSE_COMBINE_SHARED) || !c->acc || !s->acc ||
         s->out != c->out || s->rows != c->n || s->cols != c->a->h.ne0 || s->k != 1 ||
         s->a == c->out || s->b == c->out)
