@@ -43,6 +43,18 @@ done
 POOLED_GPU_XPRE=7 check_err "POOLED_GPU_XPRE=7: one line" \
     "$POOLED" run -m "$SHARED/models/stories260K-Q4_0.gguf" -p "Once" -n 2 --backend webgpu
 check "... naming POOLED_GPU_XPRE" grep -q "POOLED_GPU_XPRE" "$TMP/err"
+# the MoE's switches (POOLED_GPU_TOPK, _MOESH, _MOECOMB; all on by default): the greedy ids
+# of the qwen3.5 MoE fixture with each one off equal the default's; a bad value is refused
+QM=$SHARED/fixtures/hf/qwen3_5_moe/qwen3_5_moe-q8_0.gguf
+base=$("$POOLED" run -m "$QM" -p "Hello there" -n 12 --temp 0 --ids --backend webgpu 2>/dev/null)
+for v in TOPK MOESH MOECOMB; do
+    got=$(env POOLED_GPU_$v=0 "$POOLED" run -m "$QM" -p "Hello there" -n 12 --temp 0 --ids \
+        --backend webgpu 2>/dev/null)
+    check "POOLED_GPU_$v=0: qwen3_5_moe ids as by default ($base)" [ -n "$base" -a "$got" = "$base" ]
+    check_err "POOLED_GPU_$v=2: one line" \
+        env POOLED_GPU_$v=2 "$POOLED" run -m "$QM" -p "Once" -n 2 --backend webgpu
+    check "... naming POOLED_GPU_$v" grep -q "POOLED_GPU_$v" "$TMP/err"
+done
 # a 24-token prompt with quantised activations goes through the GEMM in bench
 out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q4_0.gguf" --backend webgpu -p 24 -n 2 -r 1 --json 2>&1)
 check "bench -p 24 on webgpu through the GEMM" sh -c "echo '$out' | tail -1 | jq -e '.prefill_tok_s > 0' >/dev/null"
