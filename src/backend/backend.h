@@ -262,10 +262,9 @@ typedef struct pl_backend_methods {
     X(embed)                                                                                       \
     X(rms_norm)                                                                                    \
     X(matmul)                                                                                      \
-    X(add)                                                                                         \
-    X(rope)                                                                                        \
-    X(kv_store) X(attention) X(swiglu) X(argmax) X(topk) X(copy) X(softmax_rows) X(topk_rows)      \
-        X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv) X(delta_rule) X(fuse) X(destroy)
+    X(add) X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk) X(copy) X(softmax_rows)    \
+        X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv) X(delta_rule) X(fuse)  \
+            X(destroy)
 
 /* A backend instance; the implementation embeds it as its first member. */
 struct pl_backend {
