@@ -119,6 +119,18 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
              : !strcmp(v, "0")                      ? -1
              : v[0] >= '5' && v[0] <= '7' && !v[1]  ? v[0] - '0'
                                                     : -2; /* refused at open */
+    o->topk_rank = !(v = getenv("POOLED_GPU_TOPK")) || !*v ? 0
+                   : !strcmp(v, "0")                       ? -1
+                   : !strcmp(v, "1")                       ? 1
+                                                           : -2; /* refused at open */
+    o->moe_shgate = !(v = getenv("POOLED_GPU_MOESH")) || !*v ? 0
+                    : !strcmp(v, "0")                        ? -1
+                    : !strcmp(v, "1")                        ? 1
+                                                             : -2;
+    o->moe_comb = !(v = getenv("POOLED_GPU_MOECOMB")) || !*v ? 0
+                  : !strcmp(v, "0")                          ? -1
+                  : !strcmp(v, "1")                          ? 1
+                                                             : -2;
     o->profile_path = getenv("POOLED_GPU_PROFILE");
     o->profile_at = (v = getenv("POOLED_GPU_PROFILE_AT")) ? atoi(v) : 0;
 }

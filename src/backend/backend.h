@@ -85,6 +85,11 @@ typedef struct {
  *                also matmul_id(Wg, ...), matmul_id(Wu, ...) of the same x and ids + swiglu
  *   ROUTER       topk_rows(x -> ids, vals) then softmax_rows(vals in place) over the k
  *   NORM_GATE    an in-place rms_norm(o) then swiglu(z, o): the gated RMSNorm in one pass
+ *   SHARED_GATE  topk_rows(x -> ids, vals) [+ its ROUTER softmax] then matmul(w, xn) of a
+ *                1-row F32 w (the MoE shared expert's gate): one kernel writes both
+ *   COMBINE_SHARED  moe_combine(y, wts -> x, accumulate) then sigmoid_mul(ysh, g -> x,
+ *                accumulate, one g per row): the routed experts and the gated shared one
+ *                added to x in one pass
  * QKV also takes a fourth matmul of the same x right after the three where it can. */
 enum {
     PL_FUSE_NORM_MATMUL = 1u << 0,
@@ -95,7 +100,9 @@ enum {
     PL_FUSE_GATE_UP = 1u << 5,
     PL_FUSE_ROUTER = 1u << 6,
     PL_FUSE_NORM_GATE = 1u << 7,
-    PL_FUSE_ALL = (1u << 8) - 1
+    PL_FUSE_SHARED_GATE = 1u << 8,
+    PL_FUSE_COMBINE_SHARED = 1u << 9,
+    PL_FUSE_ALL = (1u << 10) - 1
 };
 
 /* The methods a backend fills in. Arguments arrive already checked by backend.c.

@@ -45,6 +45,15 @@ typedef struct {
      * where the device took them: 0 auto (the default version where offered, else the
      * portable kernel), -1 never, 5, 6 or 7 that version (refused where not offered) */
     int smx;
+    /* the MoE router's top-k (rows of at most 1024 values): 0 auto (the default: 1), -1 the
+     * per-pick reduction kernel, 1 by rank (each value's place counted, one pass) */
+    int topk_rank;
+    /* the MoE shared expert's 1-row gate GEMV folded into the router's top-k kernel (asked
+     * for by moe.c, PL_FUSE_SHARED_GATE; needs the rank top-k): 0 auto (on), -1 never */
+    int moe_shgate;
+    /* the MoE's weighted combine also adds the gated shared expert (moe.c asks,
+     * PL_FUSE_COMBINE_SHARED; no sigmoid_mul dispatch): 0 auto (on), -1 never */
+    int moe_comb;
     const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;

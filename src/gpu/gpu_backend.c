@@ -541,6 +541,10 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     gb->gemv_xpre = gb->o.gemv_xpre == 0  ? PL_GPU_XPRE_AUTO
                     : gb->o.gemv_xpre < 0 ? PL_GPU_XPRE_NONE
                                           : gb->o.gemv_xpre; /* 1 normed, 2 all */
+    /* 0 (auto) is on for both (gpu-notes.md, seventh session) */
+    gb->topk_rank = gb->o.topk_rank >= 0;
+    gb->moe_shgate = gb->o.moe_shgate >= 0 && gb->topk_rank;
+    gb->moe_comb = gb->o.moe_comb >= 0;
     /* the prefill GEMM's tiles are pinned per shape (pl_gpu_gemm_base); opts.gemm = "off"
      * or "tm,tn,rm,rn,bk[,version]" (version 4 if left out) sets one for every shape */
     const char *gm = gb->o.gemm;
@@ -564,6 +568,9 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM %.40s: %s", gm ? gm : "", pl_last_error());
     if (st == PL_OK && (gb->o.gemv_xpre < -1 || gb->o.gemv_xpre > 2))
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_XPRE: 0, 1 or 2");
+    if (st == PL_OK && (gb->o.topk_rank < -1 || gb->o.topk_rank > 1 || gb->o.moe_shgate < -1 ||
+                        gb->o.moe_shgate > 1 || gb->o.moe_comb < -1 || gb->o.moe_comb > 1))
+        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_TOPK, POOLED_GPU_MOESH, POOLED_GPU_MOECOMB: 0 or 1");
     /* opts.gemv = "threads,rows,subgroup-reduce,subgroup-rows,unroll" fixes the GEMV shape
      * of every weight type (experiments; no autotune then) */
     const char *fix = gb->o.gemv;

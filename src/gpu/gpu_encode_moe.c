@@ -86,21 +86,63 @@ static pl_status enc_moe_combine(gpu_backend *gb, const op *o) {
     p.n_used = (uint32_t)o->count;
     p.threads = 256;
     p.acc = o->acc;
+    p.shared = o->fcomb.y != NULL;
     pl_gpu_kernel *k;
     if (pl_gpu_get_kernel(gb, F_MOE_COMBINE, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_moe_combine,
                           "moe combine", &k) != PL_OK)
         return PL_ERR;
-    pl_gpu_ref refs[4] = {
+    pl_gpu_ref refs[6] = {
         pl_gpu_whole(o->a->buf), pl_gpu_whole(o->b->buf), pl_gpu_whole(o->out->buf), {0}};
-    if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[3]) != PL_OK) return PL_ERR;
+    int n = 3;
+    if (p.shared)
+        refs[n++] = pl_gpu_whole(o->fcomb.y->buf), refs[n++] = pl_gpu_whole(o->fcomb.g->buf);
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
     uint64_t count = (uint64_t)o->n * p.cols;
-    return pl_gpu_run(gb, k, refs, 4, (uint32_t)((count + p.threads - 1) / p.threads));
+    return pl_gpu_run(gb, k, refs, n, (uint32_t)((count + p.threads - 1) / p.threads));
+}
+
+/* Can the router's top-k of these rows run by rank (one pass, pl_wgsl_topk_rank)? */
+bool pl_gpu_topk_by_rank(const gpu_backend *gb, const op *o) {
+    return gb->topk_rank && o->kind == OP_TOPK_ROWS && o->cols <= PL_TOPK_RANK_MAX &&
+           o->k <= PL_TOPK_RANK_MAX;
+}
+
+/* The router's top-k by rank, with the shared expert's gate row where fused. */
+static pl_status enc_topk_rank(gpu_backend *gb, const op *o) {
+    pl_topk_params p;
+    memset(&p, 0, sizeof p);
+    p.n = (uint32_t)o->cols;
+    p.k = (uint32_t)o->k;
+    p.chunk = p.n;
+    p.threads = pl_gpu_threads_for(p.n, 32, 256);
+    p.direct = p.rank = 1;
+    p.vals = o->vals != NULL;
+    p.softmax = o->fsoftmax;
+    p.gate_cols = o->fshgate.w ? (uint32_t)o->fshgate.w->h.ne0 : 0;
+    pl_gpu_kernel *k;
+    if (pl_gpu_get_kernel(gb, F_TOPK, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_topk, "top-k by rank",
+                          &k) != PL_OK)
+        return PL_ERR;
+    pl_gpu_ref r[7];
+    int n = 0;
+    r[n++] = pl_gpu_whole(o->a->buf);
+    r[n++] = pl_gpu_whole(o->out->buf);
+    if (o->vals) r[n++] = pl_gpu_whole(o->vals->buf);
+    if (p.gate_cols) {
+        r[n++] = pl_gpu_whole(o->fshgate.x->buf);
+        r[n++] = pl_gpu_whole(o->fshgate.w->q[0]);
+        r[n++] = pl_gpu_whole(o->fshgate.out->buf);
+    }
+    if (pl_gpu_args_ref(gb, (pl_gpu_args){{0, (uint32_t)o->rows, 0}}, &r[n++]) != PL_OK)
+        return PL_ERR;
+    return pl_gpu_run(gb, k, r, n, (uint32_t)o->rows);
 }
 
 pl_status pl_gpu_encode_moe(gpu_backend *gb, op *o) {
     switch (o->kind) {
     case OP_SOFTMAX: return o->rows ? enc_softmax(gb, o) : PL_OK;
     case OP_TOPK_ROWS:
+        if (o->rows && pl_gpu_topk_by_rank(gb, o)) return enc_topk_rank(gb, o);
         return o->rows ? pl_gpu_enc_topk(gb, o->a, (uint32_t)o->cols, 0, (uint32_t)o->rows,
                                          (uint32_t)o->k, o->out, 0, o->vals, o->fsoftmax)
                        : PL_OK;

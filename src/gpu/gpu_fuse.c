@@ -18,6 +18,10 @@
  *                                            (the experts', same ids) for MoE
  *   TopKRows(x -> ids, vals) + SoftmaxRows(vals in place)
  *                                            the top-k kernel normalises the k values
+ *   TopKRows(...) [+ its softmax] + MatMul(w, xn) of a 1-row F32 w
+ *                                            the rank top-k kernel also computes w . xn
+ *   MoECombine(y, wts -> x) + SigmoidMul(ysh, g -> x), both accumulating
+ *                                            the combine adds the gated shared expert
  *   RMSNorm(q in place, per head) ... RoPE(q)  the RoPE kernel normalises each head first
  *   RoPE(k) + KVStore(k) + KVStore(v)        the RoPE kernel also writes both caches
  *   RoPE(q) + RoPE(k)                        one dispatch rotates both
@@ -39,6 +43,13 @@ typedef enum { NONE, BLOCKED, FUSED } fuse_result;
 /* Ops i and j may fuse under `kind`: both in the same group, which asks for it. */
 static bool asked(const op *a, const op *b, unsigned kind) {
     return (a->fmask & kind) && a->group == b->group && b->fmask == a->fmask;
+}
+
+/* The first op after i that is not dead, or NULL. */
+static op *next_live(gpu_backend *gb, int i) {
+    int j = i + 1;
+    while (j < gb->n_ops && gb->ops[j].dead) j++;
+    return j < gb->n_ops ? &gb->ops[j] : NULL;
 }
 
 /* Does op o read or write buffer b? */
@@ -194,11 +205,8 @@ static fuse_result fuse_rope_store(gpu_backend *gb, int i) {
 
 /* RoPE(q) followed at once by RoPE(k) of the same rows and geometry. */
 static fuse_result fuse_rope_pair(gpu_backend *gb, int i) {
-    op *q = &gb->ops[i];
-    int j = i + 1;
-    while (j < gb->n_ops && gb->ops[j].dead) j++;
-    if (j >= gb->n_ops || q->frope.kc || q->pair) return NONE;
-    op *k = &gb->ops[j];
+    op *q = &gb->ops[i], *k = next_live(gb, i);
+    if (!k || q->frope.kc || q->pair) return NONE;
     const pl_rope_params *a = &q->rope, *b = &k->rope;
     if (k->kind != OP_ROPE || !asked(q, k, PL_FUSE_ROPE_PAIR) || k->pair || k->out == q->out ||
         k->n != q->n || k->pos0 != q->pos0)
@@ -215,11 +223,8 @@ static fuse_result fuse_rope_pair(gpu_backend *gb, int i) {
 /* RMSNorm(o in place, per head) then at once SwiGLU(z, o -> g) over the same values: the
  * norm's kernel also writes g (the gated RMSNorm of a DeltaNet output). */
 static fuse_result fuse_norm_gate(gpu_backend *gb, int i) {
-    op *nrm = &gb->ops[i];
-    int j = i + 1;
-    while (j < gb->n_ops && gb->ops[j].dead) j++;
-    if (nrm->a != nrm->out || nrm->c || j >= gb->n_ops) return NONE;
-    op *s = &gb->ops[j];
+    op *nrm = &gb->ops[i], *s = next_live(gb, i);
+    if (nrm->a != nrm->out || nrm->c || !s) return NONE;
     if (s->kind != OP_SWIGLU || !asked(nrm, s, PL_FUSE_NORM_GATE) || s->b != nrm->out ||
         s->count != nrm->rows * nrm->cols)
         return NONE;
@@ -353,11 +358,8 @@ static fuse_result fuse_qkv(gpu_backend *gb, int i) {
 
 /* TopKRows(x -> ids, vals) + SoftmaxRows(vals in place) over its k values. */
 static fuse_result fuse_router(gpu_backend *gb, int i) {
-    op *t = &gb->ops[i];
-    int j = i + 1;
-    while (j < gb->n_ops && gb->ops[j].dead) j++;
-    if (j >= gb->n_ops) return NONE;
-    op *s = &gb->ops[j];
+    op *t = &gb->ops[i], *s = next_live(gb, i);
+    if (!s) return NONE;
     if (s->kind != OP_SOFTMAX || !asked(t, s, PL_FUSE_ROUTER) || !t->vals || s->a != t->vals ||
         s->rows != t->rows || s->cols != t->k)
         return NONE;
@@ -367,8 +369,46 @@ static fuse_result fuse_router(gpu_backend *gb, int i) {
     return FUSED;
 }
 
-static const char *const kind_names[] = {"norm_matmul", "qkv",     "norm_rope", "rope_store",
-                                         "rope_pair",   "gate_up", "router",    "norm_gate"};
+/* TopKRows(x -> ids, vals) (with its softmax fused, or none) then MatMul(w, xn -> g) of a
+ * 1-row F32 weight (the MoE shared expert's gate): the rank top-k kernel computes g too,
+ * so no 1-row GEMV runs. */
+static fuse_result fuse_shared_gate(gpu_backend *gb, int i) {
+    op *t = &gb->ops[i], *m = next_live(gb, i);
+    if (!m) return NONE;
+    const gbuf *w = m->a;
+    if (m->kind != OP_MATMUL || !asked(t, m, PL_FUSE_SHARED_GATE) || w->h.ne1 != 1 ||
+        m->n != t->rows)
+        return NONE;
+    if (!gb->moe_shgate || !pl_gpu_topk_by_rank(gb, t) || w->wt != PL_GW_F32 || w->parts != 1 ||
+        m->acc || m->c || m->fnorm.x || m->fgate.w_up || m->fqkv.w || touches(t, m->out) ||
+        m->b == t->out || m->b == t->vals)
+        return BLOCKED;
+    t->fshgate.w = w;
+    t->fshgate.x = m->b;
+    t->fshgate.out = m->out;
+    m->dead = true;
+    return FUSED;
+}
+
+/* MoECombine(y, wts -> x, acc) + SigmoidMul(ysh, g -> x, acc, one g per row): the combine
+ * kernel adds the gated shared expert too. */
+static fuse_result fuse_combine_shared(gpu_backend *gb, int i) {
+    op *c = &gb->ops[i], *s = next_live(gb, i);
+    if (!s) return NONE;
+    if (s->kind != OP_SIGMOID_MUL || !asked(c, s, PL_FUSE_COMBINE_SHARED) || !c->acc || !s->acc ||
+        s->out != c->out || s->rows != c->n || s->cols != c->a->h.ne0 || s->k != 1 ||
+        s->a == c->out || s->b == c->out)
+        return NONE;
+    if (!gb->moe_comb) return BLOCKED;
+    c->fcomb.y = s->a;
+    c->fcomb.g = s->b;
+    s->dead = true;
+    return FUSED;
+}
+
+static const char *const kind_names[] = {"norm_matmul", "qkv",           "norm_rope", "rope_store",
+                                         "rope_pair",   "gate_up",       "router",    "norm_gate",
+                                         "shared_gate", "combine_shared"};
 
 /* What the tries found for each group of this queue, indexed by group - first group. */
 typedef struct {
@@ -414,8 +454,11 @@ void pl_gpu_fuse(gpu_backend *gb) {
             note(gs, o, g0, PL_FUSE_QKV, fuse_qkv(gb, i));
         else if (o->kind == OP_ROPE)
             note(gs, o, g0, PL_FUSE_ROPE_STORE, fuse_rope_store(gb, i));
-        else if (o->kind == OP_TOPK_ROWS)
+        else if (o->kind == OP_TOPK_ROWS) {
             note(gs, o, g0, PL_FUSE_ROUTER, fuse_router(gb, i));
+            note(gs, o, g0, PL_FUSE_SHARED_GATE, fuse_shared_gate(gb, i));
+        } else if (o->kind == OP_MOE_COMBINE)
+            note(gs, o, g0, PL_FUSE_COMBINE_SHARED, fuse_combine_shared(gb, i));
     }
     for (int i = 0; i < gb->n_ops; i++) {
         op *o = &gb->ops[i];

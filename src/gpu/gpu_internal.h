@@ -109,6 +109,13 @@ typedef struct op_s {
     const struct op_s *pair; /* ROPE: the next RoPE (k), done in the same dispatch */
     bool fsoftmax;           /* TOPK_ROWS: vals get the softmax of the k values (ROUTER) */
     struct {
+        const gbuf *w, *x; /* TOPK_ROWS: also out[r] = w . x[r] (an F32 1-row weight), */
+        gbuf *out;         /* the MoE shared expert's gate (SHARED_GATE) */
+    } fshgate;
+    struct {
+        const gbuf *y, *g; /* MOE_COMBINE: then out += y * sigmoid(g) per row (COMBINE_SHARED) */
+    } fcomb;
+    struct {
         const gbuf *w;      /* MATMUL: q, k and v (and u) weights in one; rows past */
         gbuf *y1, *y2, *y3; /* split[0], split[1] (and split[2]) go to y1, y2 (and y3) */
         uint32_t split[3];  /* split[2] 0: three projections */
@@ -162,6 +169,9 @@ typedef struct {
     int in_selftest; /* the self-test's small weights are not worth tuning */
     int q8_preload;  /* q8x GEMVs load every row's block first (opts.q8_preload) */
     int gemv_xpre;   /* which q8x GEMVs read a pre-quantised x: PL_GPU_XPRE_* */
+    int topk_rank;   /* opts.topk_rank: the router's top-k by rank (wgsl_moe.c) */
+    int moe_shgate;  /* opts.moe_shgate: the shared expert's gate row in the top-k */
+    int moe_comb;    /* opts.moe_comb: the gated shared expert added by the combine */
     /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk, version of
      * pl_gemm_params; the built-in one, or opts.gemm "tm,tn,rm,rn,bk[,version]" for every
      * shape: gemm_fixed), gemm_off: never (opts.gemm "off"), and the scratch buffers of the
@@ -261,6 +271,7 @@ void pl_gpu_matmul_side_refs(const op *o, pl_gpu_ref *refs, int *n);
 void pl_gpu_weight_refs(const gbuf *w, pl_gpu_ref *refs, int *n);
 /* Top-k of `rows` rows of `cols` values of x from row row0 into ids[dst0 + r * k ...] and,
  * if given, vals[r * k ...] (softmax: the softmax of each row's k values instead). */
+bool pl_gpu_topk_by_rank(const gpu_backend *gb, const op *o);
 pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t row0,
                           uint32_t rows, uint32_t k, gbuf *ids, uint32_t dst0, gbuf *vals,
                           bool softmax);

@@ -140,12 +140,14 @@ void pl_gpu_profile(gpu_backend *gb, const char *path, double step_seconds) {
         sum += s;
         if (o->kind == OP_MATMUL || o->kind == OP_MATMUL_ID) mm += s, bytes += wb;
         const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a;
-        fprintf(f, "op %3d %-9s%s%s%s%s%s%s%s n %lld %lldx%lld  %8.2f us", i, kind_name(o->kind),
-                o->fnorm.x ? " +norm" : "", o->fgate.w_up ? " +gate/up" : "",
+        fprintf(f, "op %3d %-9s%s%s%s%s%s%s%s%s%s n %lld %lldx%lld  %8.2f us", i,
+                kind_name(o->kind), o->fnorm.x ? " +norm" : "", o->fgate.w_up ? " +gate/up" : "",
                 o->fqkv.w ? " +q/k/v" : "", o->frope.nw ? " +qknorm" : "",
                 o->frope.kc ? " +store" : "", o->fsoftmax ? " +softmax" : "",
+                o->fshgate.w ? " +shared gate" : "",
                 o->acc ? (o->kind == OP_MATMUL_ID ? " +shared x" : " +acc") : "",
-                (long long)(o->rows ? o->rows : o->n), (long long)(w && w->h.weight ? w->h.ne1 : 0),
+                o->fcomb.y ? " +gated shared" : "", (long long)(o->rows ? o->rows : o->n),
+                (long long)(w && w->h.weight ? w->h.ne1 : 0),
                 (long long)(w && w->h.weight ? w->h.ne0 : 0), s * 1e6);
         if (wb) fprintf(f, "  %7.1f GB/s of %.2f MB", wb / s / 1e9, wb / 1e6);
         fprintf(f, "\n");

@@ -225,7 +225,17 @@ typedef struct {
 typedef struct {
     uint32_t n, k, chunk, threads;
     int stage2, vals, direct, softmax;
+    /* direct with n <= PL_TOPK_RANK_MAX only (pl_wgsl_topk_rank, wgsl_moe.c): the row goes
+     * to workgroup memory once and each value's place is the count of the values before it
+     * (larger, or equal at a lower index): the same ids and values with three barriers (four
+     * with softmax) instead of two per pick */
+    int rank;
+    /* rank only: also the MoE shared expert's gate, gout[r] = sum_c gw[c] * gx[r * gate_cols
+     * + c] (bindings after vals: gx, gw, gout); 0: none */
+    uint32_t gate_cols;
 } pl_topk_params;
+
+#define PL_TOPK_RANK_MAX 1024
 
 uint32_t pl_topk_chunks(const pl_topk_params *p);
 
@@ -257,10 +267,12 @@ typedef struct {
 
 /* out[i, c] (+)= sum over j < n_used, in order, of wts[i * n_used + j] * y[i * n_used + j, c]
  * for i < args.a0, c < cols; one thread per output value.
- * Bindings: 0 y, 1 wts, 2 out, 3 args. */
+ * Bindings: 0 y, 1 wts, 2 out, 3 args.
+ * shared (with acc): then out[i, c] += ysh[i, c] * sigmoid(g[i]) (the gated shared expert,
+ * as sigmoid_mul's kernel computes it); bindings 0 y, 1 wts, 2 out, 3 ysh, 4 g, 5 args. */
 typedef struct {
     uint32_t cols, n_used, threads;
-    int acc;
+    int acc, shared;
 } pl_moe_combine_params;
 
 /* out[i] (+)= x[i] * sigmoid(g[per_row ? i / cols : i]) for i < args.a0, one thread each.
@@ -395,6 +407,7 @@ pl_status pl_wgsl_kv_q8(const pl_kv_q8_params *p, char **out);
 pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out);
 pl_status pl_wgsl_attn_combine(const pl_attn_combine_params *p, char **out);
 pl_status pl_wgsl_topk(const pl_topk_params *p, char **out);
+pl_status pl_wgsl_topk_rank(const pl_topk_params *p, char **out);
 pl_status pl_wgsl_embed(const pl_embed_params *p, char **out);
 pl_status pl_wgsl_ew(const pl_ew_params *p, char **out);
 pl_status pl_wgsl_softmax(const pl_softmax_params *p, char **out);

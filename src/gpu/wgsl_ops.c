@@ -590,10 +590,11 @@ uint32_t pl_topk_chunks(const pl_topk_params *p) {
 
 pl_status pl_wgsl_topk(const pl_topk_params *p, char **out) {
     *out = NULL;
+    if (p->rank) return pl_wgsl_topk_rank(p, out);
     unsigned T = p->threads;
     if (!p->n || !p->k || p->k > 1024 || !pow2(T) || T > 1024 || (!p->stage2 && !p->chunk) ||
         (p->direct && (p->stage2 || pl_topk_chunks(p) != 1)) ||
-        (p->softmax && (!p->vals || !(p->stage2 || p->direct))))
+        (p->softmax && (!p->vals || !(p->stage2 || p->direct))) || p->gate_cols)
         return pl_fail(PL_ERR_ARG, "top-k: bad parameters (n %u, k %u)", p->n, p->k);
     unsigned chunk = p->stage2 ? p->n : p->chunk, nc = p->stage2 ? 1 : pl_topk_chunks(p);
     pl_wtext t = {0};

@@ -60,10 +60,10 @@ pl_status pl_moe_load_layer(pl_loader *ld, const pl_moe_config *c, int n_embd, i
 }
 
 /* Every scratch buffer, for freeing and counting. */
-#define MOE_N_BUFS 9
+#define MOE_N_BUFS 10
 static void all_bufs(const pl_moe_state *s, pl_buf *b[MOE_N_BUFS]) {
     pl_buf *all[MOE_N_BUFS] = {s->logits, s->ids,     s->wts,   s->gate, s->up,
-                               s->y,      s->sh_gate, s->sh_up, s->sh_g};
+                               s->y,      s->sh_gate, s->sh_up, s->sh_g, s->sh_y};
     for (int i = 0; i < MOE_N_BUFS; i++) b[i] = all[i];
 }
 
@@ -81,6 +81,7 @@ pl_status pl_moe_state_new(pl_backend *be, const pl_moe_config *c, int n_embd, i
         TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff_shexp, B, &s->sh_gate));
         TRY(pl_be_buf_new(be, PL_TYPE_F32, c->n_ff_shexp, B, &s->sh_up));
         TRY(pl_be_buf_new(be, PL_TYPE_F32, 1, B, &s->sh_g));
+        TRY(pl_be_buf_new(be, PL_TYPE_F32, n_embd, B, &s->sh_y));
     }
     return PL_OK;
 }
@@ -101,7 +102,7 @@ int64_t pl_moe_state_bytes(const pl_moe_state *s) {
 }
 
 double pl_moe_floats_per_token(const pl_moe_config *c, int n_embd) {
-    double sh = c->n_ff_shexp > 0 ? 2.0 * c->n_ff_shexp + 1 : 0;
+    double sh = c->n_ff_shexp > 0 ? 2.0 * c->n_ff_shexp + 1 + n_embd : 0;
     return c->n_expert + 2.0 * c->n_used + (double)c->n_used * (2.0 * c->n_ff_exp + n_embd) + sh;
 }
 
@@ -118,7 +119,8 @@ pl_status pl_moe_ffn(const pl_moe_config *c, const pl_moe_weights *w, pl_moe_sta
     /* route: the k best experts of each token and their weights */
     TRY(pl_be_matmul(w->router, xn, NULL, n, false, s->logits));
     /* the caller's group ends with the router */
-    TRY(pl_be_fuse(x->be, (c->norm_topk ? PL_FUSE_ROUTER : 0) | PL_FUSE_GATE_UP));
+    TRY(pl_be_fuse(x->be, (c->norm_topk ? PL_FUSE_ROUTER : 0) | PL_FUSE_GATE_UP |
+                              (w->gate_inp_shexp ? PL_FUSE_SHARED_GATE : 0)));
     if (c->norm_topk) {
         TRY(pl_be_topk_rows(s->logits, n, ne, k, s->ids, s->wts));
         TRY(pl_be_softmax_rows(s->wts, n, k, s->wts));
@@ -126,22 +128,30 @@ pl_status pl_moe_ffn(const pl_moe_config *c, const pl_moe_weights *w, pl_moe_sta
         TRY(pl_be_softmax_rows(s->logits, n, ne, s->logits));
         TRY(pl_be_topk_rows(s->logits, n, ne, k, s->ids, s->wts));
     }
-    /* the chosen experts' SwiGLU, then their weighted sum into the residual */
+    /* the shared expert's gate logit, right after the top-k that can compute it */
+    if (w->gate_inp_shexp) TRY(pl_be_matmul(w->gate_inp_shexp, xn, NULL, n, false, s->sh_g));
+    /* the chosen experts' SwiGLU */
     TRY(pl_be_matmul_id(w->gate_exps, ne, xn, s->ids, n, k, true, s->gate));
     TRY(pl_be_matmul_id(w->up_exps, ne, xn, s->ids, n, k, true, s->up));
     TRY(pl_be_swiglu(s->gate, s->up, n * k * c->n_ff_exp, s->gate));
+    /* the shared expert's SwiGLU, every token */
+    bool gated = w->gate_shexp && w->gate_inp_shexp;
+    if (w->gate_shexp) {
+        TRY(pl_be_fuse(x->be, PL_FUSE_GATE_UP));
+        TRY(pl_be_matmul(w->gate_shexp, xn, NULL, n, false, s->sh_gate));
+        TRY(pl_be_matmul(w->up_shexp, xn, NULL, n, false, s->sh_up));
+        TRY(pl_be_swiglu(s->sh_gate, s->sh_up, n * c->n_ff_shexp, s->sh_gate));
+    }
     TRY(pl_be_fuse(x->be, 0));
+    if (gated) TRY(pl_be_matmul(w->down_shexp, s->sh_gate, NULL, n, false, s->sh_y));
+    /* the experts' weighted sum into the residual, then the shared expert scaled by its
+     * sigmoid gate (one pass where the backend can) or added as it is */
     TRY(pl_be_matmul_id(w->down_exps, ne, s->gate, s->ids, n, k, false, s->y));
+    if (gated) TRY(pl_be_fuse(x->be, PL_FUSE_COMBINE_SHARED));
     TRY(pl_be_moe_combine(s->y, s->wts, n, k, true, x));
-    if (!w->gate_shexp) return PL_OK;
-    /* the shared expert, every token, scaled by its sigmoid gate when it has one */
-    TRY(pl_be_fuse(x->be, PL_FUSE_GATE_UP));
-    TRY(pl_be_matmul(w->gate_shexp, xn, NULL, n, false, s->sh_gate));
-    TRY(pl_be_matmul(w->up_shexp, xn, NULL, n, false, s->sh_up));
-    TRY(pl_be_swiglu(s->sh_gate, s->sh_up, n * c->n_ff_shexp, s->sh_gate));
-    TRY(pl_be_fuse(x->be, 0));
-    if (!w->gate_inp_shexp) return pl_be_matmul(w->down_shexp, s->sh_gate, NULL, n, true, x);
-    TRY(pl_be_matmul(w->down_shexp, s->sh_gate, NULL, n, false, s->y));
-    TRY(pl_be_matmul(w->gate_inp_shexp, xn, NULL, n, false, s->sh_g));
-    return pl_be_sigmoid_mul(s->y, s->sh_g, n, x->ne0, 1, true, x);
+    if (gated) {
+        TRY(pl_be_sigmoid_mul(s->sh_y, s->sh_g, n, x->ne0, 1, true, x));
+        return pl_be_fuse(x->be, 0);
+    }
+    return w->gate_shexp ? pl_be_matmul(w->down_shexp, s->sh_gate, NULL, n, true, x) : PL_OK;
 }

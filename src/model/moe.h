@@ -46,15 +46,15 @@ typedef struct {
 
 /* Scratch buffers for n_batch tokens. */
 typedef struct {
-    pl_buf *logits; /* [n_batch, n_expert] router logits */
-    pl_buf *ids;    /* I32 [n_batch, n_used] chosen experts */
-    pl_buf *wts;    /* [n_batch, n_used] their weights */
-    pl_buf *gate;   /* [n_batch*n_used, n_ff_exp] */
-    pl_buf *up;     /* [n_batch*n_used, n_ff_exp] */
-    pl_buf *y;      /* [n_batch*n_used, n_embd] each chosen expert's output; then the shared
-                     * expert's (its first n_batch rows) */
+    pl_buf *logits;          /* [n_batch, n_expert] router logits */
+    pl_buf *ids;             /* I32 [n_batch, n_used] chosen experts */
+    pl_buf *wts;             /* [n_batch, n_used] their weights */
+    pl_buf *gate;            /* [n_batch*n_used, n_ff_exp] */
+    pl_buf *up;              /* [n_batch*n_used, n_ff_exp] */
+    pl_buf *y;               /* [n_batch*n_used, n_embd] each chosen expert's output */
     pl_buf *sh_gate, *sh_up; /* [n_batch, n_ff_shexp], shared expert only */
     pl_buf *sh_g;            /* [n_batch, 1] the shared expert's gate logit */
+    pl_buf *sh_y;            /* [n_batch, n_embd] the gated shared expert's output */
 } pl_moe_state;
 
 /* The configuration from <arch>.expert_count (absent or 0: dense, the rest is not read; an

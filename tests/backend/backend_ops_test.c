@@ -387,6 +387,17 @@ static void case_moe(void) {
         BOTH("moe_combine", pl_be_moe_combine(X(y), X(wts), n, nu, false, X(out2)));
         compare("moe_combine (accumulate)", out, 1e-10);
         compare("moe_combine", out2, 1e-10);
+        /* the combine then the gated shared expert's add, asked to fuse (COMBINE_SHARED: one
+         * kernel on the GPU, the plain ops on the CPU) */
+        float *sd = randv((size_t)n * d, -1, 1), *sg = randv(n, -4, 4);
+        duo ysh = f32(d, n, sd), sgate = f32(1, n, sg), out3 = f32(d, n + 1, od);
+        BOTH("fuse", pl_be_fuse(be2[be_i], PL_FUSE_COMBINE_SHARED));
+        BOTH("moe_combine", pl_be_moe_combine(X(y), X(wts), n, nu, true, X(out3)));
+        BOTH("sigmoid_mul", pl_be_sigmoid_mul(X(ysh), X(sgate), n, d, 1, true, X(out3)));
+        BOTH("fuse", pl_be_fuse(be2[be_i], 0));
+        compare("moe_combine + gated shared expert, fused", out3, 1e-10);
+        dfree(ysh), dfree(sgate), dfree(out3);
+        free(sd), free(sg);
         dfree(logits), dfree(ids), dfree(vals), dfree(wts), dfree(probs), dfree(ids2);
         dfree(wg), dfree(wd), dfree(x), dfree(h), dfree(y), dfree(out), dfree(out2);
         free(ld), free(idd), free(gd), free(dd), free(xd), free(od);
@@ -526,9 +537,11 @@ static void case_fuse_experts(void) {
 
 /* The router's top-k and the softmax of its k values, asked to fuse (the top-k kernel
  * normalises them): ids and weights against the CPU's plain ops, on rows with ties and NaNs,
- * short enough for one workgroup or long enough for the merge stage. */
+ * short enough for one workgroup or long enough for the merge stage. Every other case also
+ * asks for the MoE shared expert's gate (a 1-row F32 GEMV of another x right after the
+ * top-k, SHARED_GATE: the rank top-k computes it; the long rows run it alone). */
 static void case_fuse_router(void) {
-    for (int it = 0; it < 4; it++) {
+    for (int it = 0; it < 6; it++) {
         uint32_t n = rnd(1, 4), cols = it == 3 ? rnd(1025, 3000) : rnd(1, 300);
         uint32_t k = rnd(1, cols < 12 ? cols : 12);
         float *ld = randv((size_t)n * cols, -3, 3);
@@ -538,16 +551,23 @@ static void case_fuse_router(void) {
         }
         duo logits = f32(cols, n, ld), ids = act(PL_TYPE_I32, k, n + 1, NULL);
         duo wts = f32(k, n + 1, NULL);
-        BOTH("fuse", pl_be_fuse(be2[be_i], PL_FUSE_ROUTER));
+        bool gate = it % 2;
+        uint32_t d = rnd(1, 2100);
+        float *xd = randv((size_t)d * n, -2, 2), *gd = randv(d, -1, 1);
+        duo x = f32(d, n, xd), gw = weight(PL_TYPE_F32, d, 1, gd), g = f32(1, n + 1, NULL);
+        BOTH("fuse", pl_be_fuse(be2[be_i], PL_FUSE_ROUTER | (gate ? PL_FUSE_SHARED_GATE : 0)));
         BOTH("topk_rows", pl_be_topk_rows(X(logits), n, cols, k, X(ids), X(wts)));
         BOTH("softmax_rows", pl_be_softmax_rows(X(wts), n, k, X(wts)));
+        if (gate) BOTH("matmul", pl_be_matmul(X(gw), X(x), NULL, n, false, X(g)));
         BOTH("fuse", pl_be_fuse(be2[be_i], 0));
         char what[96];
-        snprintf(what, sizeof what, "fused top-%u + softmax of %u x %u", k, n, cols);
+        snprintf(what, sizeof what, "fused top-%u + softmax%s of %u x %u", k,
+                 gate ? " + shared gate" : "", n, cols);
         compare(what, ids, 0);
         compare(what, wts, 1e-11);
-        dfree(logits), dfree(ids), dfree(wts);
-        free(ld);
+        if (gate) compare(what, g, 1e-10);
+        dfree(logits), dfree(ids), dfree(wts), dfree(x), dfree(gw), dfree(g);
+        free(ld), free(xd), free(gd);
     }
 }
 

@@ -53,6 +53,21 @@ streams_ok() {
         [.streams[].ids_appended] == [4, 8] and all(.streams[]; .tok_s > 0)' <<<"$out" >/dev/null
 }
 check "bench --streams 1,2 on webgpu: batched, 4 ids a stream ($(head -c 300 <<<"$out"))" streams_ok
+# the MoE's switches (POOLED_GPU_TOPK, _MOESH, _MOECOMB; all on by default, whose ids
+# gpu_model_test checks): all off, the qwen3.5 MoE fixture's greedy ids are the CPU's (f32
+# cache: with f16 the GPU parts from the CPU at the 11th id, with the switches on or off,
+# gpu-notes.md); a bad value is refused with one line
+QM=$SHARED/fixtures/hf/qwen3_5_moe/qwen3_5_moe-q8_0.gguf
+base=$("$POOLED" run -m "$QM" -p "Hello there" -n 12 --temp 0 --ids --kv f32 --backend cpu \
+    2>/dev/null)
+got=$(POOLED_GPU_TOPK=0 POOLED_GPU_MOESH=0 POOLED_GPU_MOECOMB=0 "$POOLED" run -m "$QM" \
+    -p "Hello there" -n 12 --temp 0 --ids --kv f32 --backend webgpu 2>/dev/null)
+check "MoE switches off: qwen3_5_moe ids as the CPU's ($base)" [ -n "$base" -a "$got" = "$base" ]
+for v in TOPK MOESH MOECOMB; do
+    check_err "POOLED_GPU_$v=2: one line" \
+        env POOLED_GPU_$v=2 "$POOLED" run -m "$QM" -p "Once" -n 2 --backend webgpu
+    check "... naming POOLED_GPU_$v" grep -q "POOLED_GPU_$v" "$TMP/err"
+done
 # a 24-token prompt with quantised activations goes through the GEMM in bench
 out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q4_0.gguf" --backend webgpu -p 24 -n 2 -r 1 --json 2>&1)
 check "bench -p 24 on webgpu through the GEMM" sh -c "echo '$out' | tail -1 | jq -e '.prefill_tok_s > 0' >/dev/null"

@@ -35,9 +35,11 @@
  * (one workgroup: 8 experts) with the softmax of the k weights folded in, the experts'
  * gate/up GEMV with SwiGLU in one sweep (MatMulID pair fused), the experts' down GEMV, the
  * weighted combine into x = 5; with a gated shared expert + its gate/up GEMV with SwiGLU,
- * its down GEMV, its gate vector (a 1-row GEMV), the sigmoid-scaled add = 9. Unfused: norm, router,
- * top-k, softmax, gate, up, SwiGLU, down, combine = 9; + gate, up, SwiGLU, down, gate
- * vector, sigmoid_mul = 15.
+ * its down GEMV = 7 (its gate vector, a 1-row F32 GEMV issued right after the top-k, is
+ * computed by the top-k kernel: SHARED_GATE, with the rank top-k, the default; its
+ * sigmoid-scaled add into x is done by the combine's kernel: COMBINE_SHARED). Unfused: norm,
+ * router, top-k, softmax, gate, up, SwiGLU, down, combine = 9;
+ * + gate vector, gate, up, SwiGLU, down, sigmoid_mul = 15.
  *   qwen3_moe: 4 layers of qwen3 attention (4 fused, 12 unfused: the dense qwen3 layer
  *   without its FFN's norm, gate, up, SwiGLU, down) + MoE without a shared expert:
  *   fused 4 + 5 = 9, unfused 12 + 9 = 21.
@@ -50,7 +52,7 @@
  *   weights merged), RoPE of q and k with the per-head norms and the cache stores, the
  *   attention, the sigmoid output gate, the output GEMV = 5; unfused: norm, q, k, v, gate,
  *   2 per-head norms, 2 RoPEs, 2 stores, attention, sigmoid_mul, wo = 14.
- *   So 6 x (5 + 9) + 2 x (5 + 9) = 112 fused, 6 x (10 + 15) + 2 x (14 + 15) = 208 unfused.
+ *   So 6 x (5 + 7) + 2 x (5 + 7) = 96 fused, 6 x (10 + 15) + 2 x (14 + 15) = 208 unfused.
  *
  * With quantised activations (act q8) and gemv_xpre 1, each q8x GEMV with the RMSNorm
  * folded in reads x quantised by one pre-pass dispatch of its own: + 1 per normed
@@ -98,13 +100,13 @@ static const pinned models[] = {
     {"fixtures/hf/qwen3/qwen3-q8_0.gguf", 4, {{4, 6, 17, 2}}, 29, 73, 37},
     /* 1+4*9+3+1, 1+4*21+3+1, 41+4*1 */
     {"fixtures/hf/qwen3_moe/qwen3_moe-q8_0.gguf", 4, {{4, 9, 21, 1}}, 41, 89, 45},
-    /* 1+6*14+2*14+3+1, 1+6*25+2*29+3+1, 117+6*1+2*1 */
+    /* 1+6*12+2*12+3+1, 1+6*25+2*29+3+1, 101+6*1+2*1 */
     {"fixtures/hf/qwen3_5_moe/qwen3_5_moe-q8_0.gguf",
      8,
-     {{6, 14, 25, 1}, {2, 14, 29, 1}},
-     117,
+     {{6, 12, 25, 1}, {2, 12, 29, 1}},
+     101,
      213,
-     125},
+     109},
 };
 
 /* Dispatches of one decode step of id at position pos. */
@@ -258,6 +260,23 @@ static void run_tests(void) {
     /* past ATTN_CHUNK = 256 cached positions each attention adds its combine dispatch */
     const pinned *st = &models[0];
     check_model(fused, st, 260, st->fused_total + st->n_layer, "fused, 260 positions");
+    /* the switches of the side-by-side measurement: without the shared gate's fusion (or
+     * without the rank top-k it needs) each MoE layer runs its 1-row gate GEMV again;
+     * without the combine's, its sigmoid_mul */
+    const pinned *moe = &models[5];
+    static const char *const off_what[] = {"fused, no shared gate fusion",
+                                           "fused, top-k by reduction", "fused, no combine fusion"};
+    for (int v = 0; v < 3; v++) {
+        pl_backend *off = NULL;
+        pl_gpu_backend_opts oo = fo;
+        oo.moe_shgate = v == 0 ? -1 : 0;
+        oo.topk_rank = v == 1 ? -1 : 0;
+        oo.moe_comb = v == 2 ? -1 : 0;
+        s = pl_gpu_backend_new(&oo, &off);
+        CHECK(s == PL_OK, "backend: %s", pl_last_error());
+        if (!s) check_model(off, moe, 3, moe->fused_total + moe->n_layer, off_what[v]);
+        pl_be_destroy(off);
+    }
     pl_be_destroy(fused);
     pl_be_destroy(simple);
     pl_be_destroy(xpre);

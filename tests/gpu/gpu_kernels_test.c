@@ -1090,8 +1090,10 @@ static void test_attn(pl_gpu *g) {
 
 /* direct: one workgroup per row writes the k best itself (no merge stage); softmax: the
  * values written are the softmax of the k picked (the fused MoE router) */
-static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals, int direct,
-                      int softmax) {
+/* rank: the one-pass kernel by rank (the MoE router's, direct only), with random workgroup
+ * sizes; gate > 0: it also computes the shared expert's gate, a dot product of gate values */
+static void topk_case_r(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals, int direct,
+                        int softmax, int rank, uint32_t gate) {
     size_t nx = (size_t)n * (rows + 1);
     float *x = malloc(nx * 4);
     for (size_t i = 0; i < nx; i++) {
@@ -1102,10 +1104,26 @@ static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals
         if (r % 101 == 0) x[i] = -INFINITY;
     }
     uint32_t row0 = 1, dst0 = 2; /* skip a row of x and two ids: offsets are honoured */
-    pl_topk_params s1 = {
-        n, k, direct ? n : 256, 64, 0, direct ? vals : 0, direct, direct ? softmax : 0};
+    pl_topk_params s1 = {n,
+                         k,
+                         direct ? n : 256,
+                         rank ? 32u << gt_u32() % 4 : 64,
+                         0,
+                         direct ? vals : 0,
+                         direct,
+                         direct ? softmax : 0,
+                         rank,
+                         gate};
     uint32_t nc = pl_topk_chunks(&s1);
-    pl_topk_params s2 = {nc * k, k, 0, 64, 1, vals, 0, softmax};
+    pl_topk_params s2 = {nc * k, k, 0, 64, 1, vals, 0, softmax, 0, 0};
+    /* the gate's x (rows + 1 rows: row0 is honoured), weight and output (poisoned) */
+    size_t ngx = (size_t)gate * (rows + 1);
+    float *gx = malloc((ngx + gate + rows + 1) * 4 + 4), *gw = gx + ngx, *go = gw + gate;
+    for (size_t i = 0; i < ngx + gate; i++) gx[i] = (float)((int)(gt_u32() % 2001) - 1000) / 997.0f;
+    memset(go, 0xff, (rows + 1) * 4);
+    pl_gpu_buf *bgx = gate ? gt_buf(g, gx, ngx * 4) : NULL,
+               *bgw = gate ? gt_buf(g, gw, gate * 4) : NULL,
+               *bgo = gate ? gt_buf(g, go, (rows + 1) * 4) : NULL;
     pl_gpu_args a1 = {{row0, rows, dst0}}, a2 = {{dst0, rows}};
     pl_gpu_buf *bx = gt_buf(g, x, nx * 4), *bp = gt_buf(g, NULL, (size_t)rows * nc * k * 8);
     float *poison = malloc((dst0 + rows * k) * 4);
@@ -1116,15 +1134,21 @@ static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals
     char *src = NULL;
     pl_gpu_kernel *k1 = gt_kernel(g, pl_wgsl_topk(&s1, &src), &src, "topk1");
     pl_gpu_kernel *k2 = gt_kernel(g, pl_wgsl_topk(&s2, &src), &src, "topk2");
-    pl_gpu_ref r1[4] = {{bx, 0, 0}, {bp, 0, 0}, {ba1, 0, 0}};
+    pl_gpu_ref r1[7] = {{bx, 0, 0}, {bp, 0, 0}, {ba1, 0, 0}};
     pl_gpu_ref r2[4] = {{bp, 0, 0}, {bi, 0, 0}, {bv, 0, 0}, {ba2, 0, 0}};
     if (!vals) r2[2] = r2[3];
     int n1 = 3;
-    if (direct) { /* x, then stage 2's outputs */
-        memcpy(r1, r2, sizeof r1);
-        r1[0] = (pl_gpu_ref){bx, 0, 0};
-        r1[vals ? 3 : 2] = (pl_gpu_ref){ba1, 0, 0};
-        n1 = vals ? 4 : 3;
+    if (direct) { /* x, then stage 2's outputs, the gate's bindings */
+        n1 = 0;
+        r1[n1++] = (pl_gpu_ref){bx, 0, 0};
+        r1[n1++] = (pl_gpu_ref){bi, 0, 0};
+        if (vals) r1[n1++] = (pl_gpu_ref){bv, 0, 0};
+        if (gate) {
+            r1[n1++] = (pl_gpu_ref){bgx, 0, 0};
+            r1[n1++] = (pl_gpu_ref){bgw, 0, 0};
+            r1[n1++] = (pl_gpu_ref){bgo, 0, 0};
+        }
+        r1[n1++] = (pl_gpu_ref){ba1, 0, 0};
     }
     pl_gpu_bind *b1 = NULL, *b2 = NULL;
     if (k1 && k2 && pl_gpu_bind_new(g, k1, r1, n1, &b1) == PL_OK &&
@@ -1151,8 +1175,31 @@ static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals
                 if (softmax && sm[j] != sm[j]) bad += v == v;
             }
         }
-        CHECK(bad == 0, "top-%u of %u x %u rows%s%s: %d differ", k, n, rows,
-              direct ? ", direct" : "", softmax ? ", softmax" : "", bad);
+        CHECK(bad == 0, "top-%u of %u x %u rows%s%s%s: %d differ", k, n, rows,
+              direct ? ", direct" : "", softmax ? ", softmax" : "", rank ? ", by rank" : "", bad);
+        if (gate) {
+            float *gr = malloc((rows + 1) * 4);
+            gt_read(g, bgo, gr, (rows + 1) * 4);
+            int gbad = 0;
+            double worst = 0; /* error over the sum of |terms| */
+            for (uint32_t r = 0; r < rows; r++) {
+                double want = 0, mag = 0;
+                for (uint32_t c = 0; c < gate; c++) {
+                    double t = (double)gw[c] * gx[(size_t)(row0 + r) * gate + c];
+                    want += t, mag += fabs(t);
+                }
+                gbad += !(fabs(gr[row0 + r] - want) <= 1e-6 * mag + 1e-7);
+                if (mag > 0 && fabs(gr[row0 + r] - want) / mag > worst)
+                    worst = fabs(gr[row0 + r] - want) / mag;
+            }
+            fprintf(stderr, "shared gate of %u by the top-k kernel: error %.2e of sum |w x|\n",
+                    gate, worst);
+            uint32_t untouched = 0xffffffffu; /* row 0 is before row0: not written */
+            gbad += memcmp(&gr[0], &untouched, 4) != 0;
+            CHECK(gbad == 0, "top-%u of %u x %u rows by rank, shared gate of %u: %d differ", k, n,
+                  rows, gate, gbad);
+            free(gr);
+        }
         free(ids), free(gv), free(rv), free(rid), free(sm);
     } else {
         CHECK(0, "top-k: %s", pl_last_error());
@@ -1161,7 +1208,14 @@ static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals
     pl_gpu_kernel_free(k1), pl_gpu_kernel_free(k2);
     pl_gpu_buf_free(bx), pl_gpu_buf_free(bp), pl_gpu_buf_free(bi), pl_gpu_buf_free(bv);
     pl_gpu_buf_free(ba1), pl_gpu_buf_free(ba2);
-    free(x), free(poison);
+    pl_gpu_buf_free(bgx), pl_gpu_buf_free(bgw), pl_gpu_buf_free(bgo);
+    free(x), free(poison), free(gx);
+}
+
+static void topk_case(pl_gpu *g, uint32_t n, uint32_t k, uint32_t rows, int vals, int direct,
+                      int softmax) {
+    topk_case_r(g, n, k, rows, vals, direct, softmax, 0, 0);
+    if (direct && n <= PL_TOPK_RANK_MAX) topk_case_r(g, n, k, rows, vals, direct, softmax, 1, 0);
 }
 
 static void test_topk(pl_gpu *g) {
@@ -1182,6 +1236,12 @@ static void test_topk(pl_gpu *g) {
         uint32_t n = 1 + gt_u32() % 1024, k = 1 + gt_u32() % (n < 16 ? n : 16);
         topk_case(g, n, k, 1 + gt_u32() % 4, 1, 1, 1);
     }
+    /* the MoE router by rank with the shared expert's gate row (qwen3.5-35b-a3b: 256
+     * experts, 8 used, 2048 columns), softmax or not, and a random shape */
+    topk_case_r(g, 256, 8, 2, 1, 1, 1, 1, 2048);
+    topk_case_r(g, 256, 8, 1, 1, 1, 0, 1, 64);
+    topk_case_r(g, 1 + gt_u32() % 1024, 1 + gt_u32() % 16, 1 + gt_u32() % 3, 1, 1, 1, 1,
+                1 + gt_u32() % 3000);
 }
 
 /* ------------------------------------------------------------------ embedding */
