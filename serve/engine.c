@@ -32,6 +32,7 @@ struct srv_engine {
     const pl_model *m;
     const pl_tokenizer *tok;
     int n_vocab;
+    bool ignore_eos;     /* an end-of-generation id is text like any other */
     pl_vocab_trie *trie; /* for response_format, built at the first request that has one */
     pthread_mutex_t mu;  /* the slots' table */
     pthread_cond_t freed;
@@ -78,6 +79,10 @@ srv_engine *srv_engine_new(const pl_model *m, const pl_tokenizer *tok, pl_sessio
         }
     }
     return e;
+}
+
+void srv_engine_set_ignore_eos(srv_engine *e, bool on) {
+    e->ignore_eos = on;
 }
 
 bool srv_engine_batched(const srv_engine *e) {
@@ -495,7 +500,7 @@ static bool on_token_turned(gen_state *g, int32_t id) {
         g->res->finish = SRV_FINISH_CANCEL;
         return false;
     }
-    if (pl_tok_is_eog(g->e->tok, id)) {
+    if (!g->e->ignore_eos && pl_tok_is_eog(g->e->tok, id)) {
         g->res->finish = SRV_FINISH_EOG;
         return false;
     }

@@ -33,6 +33,10 @@ struct pl_session;
 srv_engine *srv_engine_new(const struct pl_model *m, const struct pl_tokenizer *tok,
                            struct pl_session *const *ses, int n_slots);
 void srv_engine_free(srv_engine *e);
+/* on: an end-of-generation id does not end a generation (`pooled serve --ignore-eos`, as
+ * `pooled run --ignore-eos`): only max_tokens, the context, a stop string or a cancel do.
+ * Set before the first request. */
+void srv_engine_set_ignore_eos(srv_engine *e, bool on);
 int64_t srv_engine_n_ctx(const srv_engine *e);
 int srv_engine_n_slots(const srv_engine *e);
 /* Whether the slots' decode steps run batched (more than one slot, a model with a batched

@@ -21,13 +21,16 @@ static const char *const usage =
     "  --parallel N         requests generated at once, each in its own slot (a session\n"
     "                       with its own --ctx cache; default 1, at most 64)\n"
     "  --queue N            requests that may wait while every slot runs one; more get\n"
-    "                       503 (default 16)\n";
+    "                       503 (default 16)\n"
+    "  --ignore-eos         keep generating after an end-of-generation id (until\n"
+    "                       max_tokens, the context's end, a stop string or the client\n"
+    "                       leaves)\n";
 
 int cmd_serve(int argc, char **argv) {
     model_args ma = model_args_defaults();
     const char *host = "127.0.0.1", *key = NULL;
     int64_t port = 8080, parallel = 1, queue = 16;
-    bool err = false;
+    bool err = false, ignore_eos = false;
     for (int i = 1; i < argc && !err; i++) {
         const char *v;
         if (model_args_take(argc, argv, &i, &ma, &err)) continue;
@@ -45,6 +48,8 @@ int cmd_serve(int argc, char **argv) {
             err = err || !arg_int("--parallel", v, 1, SRV_MAX_PARALLEL, &parallel);
         } else if (arg_take(argc, argv, &i, "--queue", NULL, &v, &err)) {
             err = err || !arg_int("--queue", v, 0, SRV_MAX_QUEUE, &queue);
+        } else if (!strcmp(argv[i], "--ignore-eos")) {
+            ignore_eos = true;
         } else if (!err) {
             return die("serve: unknown option '%s' (pooled serve --help)", argv[i]);
         }
@@ -78,6 +83,7 @@ int cmd_serve(int argc, char **argv) {
         die("%s", pl_last_error());
     } else {
         model_report(&lm);
+        srv_engine_set_ignore_eos(e, ignore_eos);
         const char *id = strrchr(ma.path, '/');
         srv_config c = {.host = host,
                         .port = (int)port,
