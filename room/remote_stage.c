@@ -80,7 +80,7 @@ static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int
     if (R->lost[0] && R->g && !R->own) take_over(st);
     if (R->own) {
         int64_t count = n * st->n_embd;
-        float *x = (float *)R->wire_buf + (int64_t)PL_WIRE_MAX_COLS * st->n_embd;
+        float *x = (float *)R->wire_buf + (int64_t)st->max_cols * st->n_embd;
         as_on_wire(R, hidden, x, count);
         return pl_stage_submit(R->own, x, n, pos0, tag);
     }
@@ -208,12 +208,12 @@ static pl_status take_over(pl_stage *st) {
         .prefault = true, .layer_first = st->first, .layer_last = st->last, .ends = PL_ENDS_NONE};
     pl_state_opts so = R->so;
     so.n_ctx = st->n_ctx;
-    so.n_batch = PL_WIRE_MAX_COLS;
+    so.n_batch = st->max_cols < st->n_ctx ? st->max_cols : st->n_ctx;
     pl_status s = pl_model_load(R->g, R->be, &mo, &R->own_m);
     if (!s) s = pl_stage_local_new(R->own_m, &so, st->first, st->last, &R->own);
     int64_t d = st->n_embd, pos = 0;
     int keep = R->n_log - R->q_count;
-    float *out = (float *)R->wire_buf + (int64_t)PL_WIRE_MAX_COLS * d;
+    float *out = (float *)R->wire_buf + (int64_t)st->max_cols * d;
     for (int i = 0; !s && i < R->n_log; i++) {
         int64_t n = R->log_n[i], got;
         uint64_t tag = i < keep ? 0 : R->q_tag[(R->q_head + i - keep) % RS_MAX_IN_FLIGHT];
@@ -361,10 +361,15 @@ pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, i
     for (int i = 1; i < k; i++)
         if (w[i].first != w[i - 1].last)
             return pl_fail(PL_ERR_ARG, "a chain of workers with a gap at layer %d", w[i - 1].last);
+    /* prefill in wide frames where every worker of the chain takes them (the GPU runs a
+     * frame of more than 16 columns as a GEMM, 16 or fewer column by column) */
+    bool wide = true;
+    for (int i = 0; i < k; i++) wide = wide && (w[i].hello.caps & PL_CAP_WIDE);
+    int cols = pl_wire_frame_cols(n_embd, dtype, wide);
     pl_stage *st = calloc(1, sizeof *st);
     remote *R = calloc(1, sizeof *R);
     /* one frame on the wire, then one frame of f32 columns */
-    void *buf = malloc(2 * (size_t)PL_WIRE_MAX_COLS * (size_t)n_embd * sizeof(float));
+    void *buf = malloc(2 * (size_t)cols * (size_t)n_embd * sizeof(float));
     if (!st || !R || !buf) {
         free(st), free(R), free(buf);
         return pl_fail(PL_ERR_NOMEM, "out of memory for a remote stage");
@@ -393,7 +398,7 @@ pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, i
                      .n_layer = n_layer,
                      .n_embd = n_embd,
                      .n_ctx = n_ctx,
-                     .max_cols = PL_WIRE_MAX_COLS,
+                     .max_cols = cols,
                      .max_in_flight = RS_MAX_IN_FLIGHT,
                      .impl = R};
     *out = st;

@@ -26,7 +26,7 @@ struct pl_chain {
 };
 
 pl_chain_opts pl_chain_opts_default(void) {
-    return (pl_chain_opts){.frame_cols = 16, .in_flight = 4};
+    return (pl_chain_opts){.frame_cols = 512, .in_flight = 4};
 }
 
 void pl_chain_free(pl_chain *c) {

@@ -50,6 +50,7 @@ static uint32_t kv_type = PL_TYPE_F16;
 static const char *fetch_dir;
 /* What the host sent each worker of the last room dealt (pl_room_worker.sent). */
 static uint64_t last_sent[4];
+static bool narrow; /* room_open: the workers' hellos without PL_CAP_WIDE */
 
 static void start_joiner(joiner *j, const char *url, const char *key, const char *model) {
     j->o = (pl_room_join_opts){.url = url,
@@ -98,6 +99,7 @@ typedef struct {
     pl_gguf *g; /* the host's copy */
     joiner j[4];
     pl_room_worker w[4];
+    pl_link *link[4]; /* each worker's link, kept by its stage (for the link's counters) */
     pl_stage *st[4];
     int n, n_st;                /* workers, stages (a chain: one) */
     volatile sig_atomic_t stop; /* worker 1 leaves (bye) once this is set */
@@ -135,6 +137,10 @@ static bool room_open(room *r, const char *url, const char *rel, int n, int n_la
     if (!s && chain != pl_room_chain(r->w, n, false))
         s = pl_fail(PL_ERR, "a %s where a %s was due", chain ? "star" : "chain",
                     chain ? "chain" : "star");
+    for (int i = 0; !s && i < n; i++) {
+        r->link[i] = r->w[i].link;
+        if (narrow) r->w[i].hello.caps &= ~PL_CAP_WIDE; /* a worker of protocol 4 */
+    }
     for (int i = 0; !s && i < (chain ? 1 : n); i++) {
         s = pl_room_stage_new(&r->w[i], chain ? n : 1, n_layer, n_embd, CC_CTX, dtype, 20000,
                               &r->st[i]);
@@ -208,6 +214,58 @@ static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dty
             cc_greedy(&p, 24, 0, "greedy over f16 frames");
         } else if (ws && cs) {
             full ? cc_turns(&p) : short_turns(&p);
+        }
+        pl_session_free(ws);
+        pl_session_free(cs);
+        room_close(&r, true);
+    }
+    pl_model_free(host);
+    pl_model_free(w);
+    pl_gguf_free(g);
+}
+
+/* The prompt goes through a worker in as few frames as the chain's batch allows (the
+ * default chain options): a 64-id prompt is one frame of 64 columns (the GPU runs more than
+ * 16 as a GEMM), not four of 16, with the same logits bits as the whole model; a worker
+ * without PL_CAP_WIDE (protocol 4) gets frames of 16 at most. */
+static void check_wide_frames(pl_backend *be, bool old_worker) {
+    const char *rel = "models/stories260K.gguf";
+    char what[96];
+    snprintf(what, sizeof what, "a 64-id prompt to a %s worker", old_worker ? "narrow" : "wide");
+    pl_gguf *g = NULL;
+    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
+    pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
+    pl_model *host = g ? cc_load(g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
+    room r;
+    narrow = old_worker;
+    const pl_model_info *in = w ? pl_model_get_info(w) : NULL;
+    bool ok = in && host &&
+              room_open(&r, old_worker ? "inproc://narrow" : "inproc://wide", rel, 1, in->n_layer,
+                        in->n_embd, PL_WIRE_F32, 0, 0, false);
+    narrow = false;
+    if (ok) {
+        CHECK(r.st[0]->max_cols == (old_worker ? PL_WIRE_NARROW_COLS : PL_WIRE_MAX_COLS),
+              "%s: the stage takes %d columns a frame", what, r.st[0]->max_cols);
+        pl_state_opts o = cc_opts(w);
+        o.n_batch = 64;
+        pl_session *ws = NULL, *cs = NULL;
+        CHECK(pl_session_new(w, &o, &ws) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_session_new_chain(host, &o, r.st, r.n_st, NULL, &cs) == PL_OK, "%s: %s", what,
+              pl_last_error());
+        if (ws && cs) {
+            cc_pair p = {ws, cs, in->n_vocab, what};
+            int32_t ids[64];
+            for (int i = 0; i < 64; i++) ids[i] = (int32_t)((i * 7919 + 13) % p.V);
+            pl_link_stats a, b;
+            pl_link_get_stats(r.link[0], &a);
+            cc_set(&p, ids, 64, "prompt");
+            pl_link_get_stats(r.link[0], &b);
+            int want = old_worker ? 4 : 1;
+            CHECK(b.sent - a.sent == (uint64_t)want && b.received - a.received == (uint64_t)want,
+                  "%s: %llu frames out and %llu results back, not %d", what,
+                  (unsigned long long)(b.sent - a.sent),
+                  (unsigned long long)(b.received - a.received), want);
+            cc_greedy(&p, 3, 0, "greedy");
         }
         pl_session_free(ws);
         pl_session_free(cs);
@@ -921,6 +979,8 @@ static void run_tests(void) {
     CHECK(pl_backend_open("cpu", 1, &be, &note) == PL_OK, "%s", pl_last_error());
     if (!be) return;
     be->act_q8 = 1;
+    check_wide_frames(be, false);
+    check_wide_frames(be, true);
     check_guests(be);
     check_fetch(be);
     check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F32, true, false);
