@@ -152,12 +152,13 @@ static pl_status hear_others(remote *R, bool draining) {
 /* The next message from the last worker that is not a pong (a worker may answer a late
  * ping); an error message fails unless draining (a rewind drops whatever frames in flight
  * left behind). */
-static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool draining) {
+static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool draining,
+                          int64_t lap_ms) {
     int64_t start = now_ms();
     if (R->heard < start) R->heard = start; /* silence counts while the host listens */
     for (;;) {
         /* a lap ends at lap_ms; silence (not even a pong) at PL_ROOM_SILENT_MS */
-        int64_t t = now_ms(), lap_left = start + R->lap_ms - t,
+        int64_t t = now_ms(), lap_left = start + lap_ms - t,
                 quiet_left = R->heard + PL_ROOM_SILENT_MS - t;
         int wait = (int)(lap_left < quiet_left ? lap_left : quiet_left);
         if (R->n_links > 1) { /* a chain: hear the others every 100 ms (even a recv that
@@ -174,11 +175,11 @@ static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool drai
         if (s == PL_ERR && now_ms() - R->heard >= PL_ROOM_SILENT_MS)
             snprintf(R->lost, sizeof R->lost, "%s said nothing for %d ms", R->who,
                      PL_ROOM_SILENT_MS);
-        else if (s == PL_ERR && now_ms() - start < R->lap_ms)
+        else if (s == PL_ERR && now_ms() - start < lap_ms)
             continue;
         else if (s == PL_ERR)
-            snprintf(R->lost, sizeof R->lost, "%s did not answer %s within %d ms: the turn fails",
-                     R->who, what, R->lap_ms);
+            snprintf(R->lost, sizeof R->lost, "%s did not answer %s within %lld ms: the turn fails",
+                     R->who, what, (long long)lap_ms);
         else if (s == PL_ERR_IO)
             snprintf(R->lost, sizeof R->lost, "%s left the room", R->whos[R->n_links - 1]);
         if (s == PL_ERR || s == PL_ERR_IO) return pl_fail(PL_ERR_IO, "%s", R->lost);
@@ -249,9 +250,11 @@ static pl_status remote_collect(pl_stage *st, float *hidden_out, int64_t *n, uin
     uint32_t want = R->q_seq[h];
     int64_t want_n = R->q_n[h];
     *tag = R->q_tag[h];
+    /* the lap is per 16 columns: a wide prefill frame gets the time its 16-column frames had */
+    int64_t lap = (int64_t)R->lap_ms * (1 + (want_n - 1) / PL_WIRE_NARROW_COLS);
     pl_wire_msg m;
     pl_status s =
-        R->lost[0] ? pl_fail(PL_ERR_IO, "%s", R->lost) : next_msg(R, &m, "a frame", false);
+        R->lost[0] ? pl_fail(PL_ERR_IO, "%s", R->lost) : next_msg(R, &m, "a frame", false, lap);
     if (s == PL_ERR_IO && R->g) { /* lost: the host takes over, this frame still in flight */
         s = take_over(st);
         return s ? s : remote_collect(st, hidden_out, n, tag);
@@ -304,7 +307,7 @@ static pl_status remote_rewind(pl_stage *st, int64_t n_past) {
                  pl_last_error());
     R->q_head = R->q_count = 0;
     for (;;) {
-        s = s ? pl_fail(PL_ERR_IO, "%s", R->lost) : next_msg(R, &m, "a rewind", true);
+        s = s ? pl_fail(PL_ERR_IO, "%s", R->lost) : next_msg(R, &m, "a rewind", true, R->lap_ms);
         if (s == PL_ERR_IO && R->g) { /* lost: the host takes over at n_past */
             log_cut(R, n_past);
             s = take_over(st);

@@ -50,7 +50,8 @@ static uint32_t kv_type = PL_TYPE_F16;
 static const char *fetch_dir;
 /* What the host sent each worker of the last room dealt (pl_room_worker.sent). */
 static uint64_t last_sent[4];
-static bool narrow; /* room_open: the workers' hellos without PL_CAP_WIDE */
+static bool narrow;        /* room_open: the workers' hellos without PL_CAP_WIDE */
+static int lap_ms = 20000; /* room_open: the stages' lap timeout */
 
 static void start_joiner(joiner *j, const char *url, const char *key, const char *model) {
     j->o = (pl_room_join_opts){.url = url,
@@ -142,7 +143,7 @@ static bool room_open(room *r, const char *url, const char *rel, int n, int n_la
         if (narrow) r->w[i].hello.caps &= ~PL_CAP_WIDE; /* a worker of protocol 4 */
     }
     for (int i = 0; !s && i < (chain ? 1 : n); i++) {
-        s = pl_room_stage_new(&r->w[i], chain ? n : 1, n_layer, n_embd, CC_CTX, dtype, 20000,
+        s = pl_room_stage_new(&r->w[i], chain ? n : 1, n_layer, n_embd, CC_CTX, dtype, lap_ms,
                               &r->st[i]);
         if (!s) r->n_st++;
     }
@@ -266,6 +267,44 @@ static void check_wide_frames(pl_backend *be, bool old_worker) {
                   (unsigned long long)(b.sent - a.sent),
                   (unsigned long long)(b.received - a.received), want);
             cc_greedy(&p, 3, 0, "greedy");
+        }
+        pl_session_free(ws);
+        pl_session_free(cs);
+        room_close(&r, true);
+    }
+    pl_model_free(host);
+    pl_model_free(w);
+    pl_gguf_free(g);
+}
+
+/* The lap timeout is per 16 columns: a worker that takes 500 ms over a 64-column frame is
+ * within a lap of 400 ms (1.6 s for the frame), and the answer is the whole model's. */
+static void check_wide_lap(pl_backend *be) {
+    const char *rel = "models/stories260K.gguf";
+    pl_gguf *g = NULL;
+    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
+    pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
+    pl_model *host = g ? cc_load(g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
+    const pl_model_info *in = w ? pl_model_get_info(w) : NULL;
+    room r;
+    lap_ms = 400;
+    bool ok = in && host &&
+              room_open(&r, "inproc://wide-lap", rel, 2, in->n_layer, in->n_embd, PL_WIRE_F32, 0,
+                        500, false);
+    lap_ms = 20000;
+    if (ok) {
+        pl_state_opts o = cc_opts(w);
+        o.n_batch = 64;
+        pl_session *ws = NULL, *cs = NULL;
+        CHECK(pl_session_new(w, &o, &ws) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_session_new_chain(host, &o, r.st, r.n_st, NULL, &cs) == PL_OK, "%s",
+              pl_last_error());
+        if (ws && cs) {
+            cc_pair p = {ws, cs, in->n_vocab, "a slow 64-column frame, a lap of 400 ms"};
+            int32_t ids[64];
+            for (int i = 0; i < 64; i++) ids[i] = (int32_t)((i * 31 + 7) % p.V);
+            cc_set(&p, ids, 64, "prompt");
+            cc_greedy(&p, 2, 0, "greedy");
         }
         pl_session_free(ws);
         pl_session_free(cs);
@@ -981,6 +1020,7 @@ static void run_tests(void) {
     be->act_q8 = 1;
     check_wide_frames(be, false);
     check_wide_frames(be, true);
+    check_wide_lap(be);
     check_guests(be);
     check_fetch(be);
     check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F32, true, false);
