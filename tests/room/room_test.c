@@ -225,94 +225,93 @@ static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dty
     pl_gguf_free(g);
 }
 
+/* A room over stories260K for the wide-frame checks: the whole model, the host's ends, n
+ * workers (worker 1 slow_ms longer over its first frame; room_open's narrow and lap_ms
+ * apply) and a session on each, a batch of 64 and the default chain options. */
+typedef struct {
+    pl_gguf *g;
+    pl_model *w, *host;
+    room r;
+    bool open; /* room_open was called */
+    pl_session *ws, *cs;
+    int V;
+} wide_room;
+
+static bool wide_open(wide_room *x, pl_backend *be, const char *url, int n, int slow_ms) {
+    const char *rel = "models/stories260K.gguf";
+    memset(x, 0, sizeof *x);
+    CHECK(pl_gguf_open(test_shared(rel), &x->g) == PL_OK, "%s: %s", rel, pl_last_error());
+    x->w = x->g ? cc_load(x->g, be, 0, 0, PL_ENDS_AUTO) : NULL;
+    x->host = x->g ? cc_load(x->g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
+    const pl_model_info *in = x->w ? pl_model_get_info(x->w) : NULL;
+    x->open = in && x->host; /* room_close frees what room_open made, failed or not */
+    if (!x->open ||
+        !room_open(&x->r, url, rel, n, in->n_layer, in->n_embd, PL_WIRE_F32, 0, slow_ms, false))
+        return false;
+    x->V = in->n_vocab;
+    pl_state_opts o = cc_opts(x->w);
+    o.n_batch = 64;
+    CHECK(pl_session_new(x->w, &o, &x->ws) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_session_new_chain(x->host, &o, x->r.st, x->r.n_st, NULL, &x->cs) == PL_OK, "%s: %s",
+          url, pl_last_error());
+    return x->ws && x->cs;
+}
+
+static void wide_close(wide_room *x) {
+    pl_session_free(x->ws);
+    pl_session_free(x->cs);
+    if (x->open) room_close(&x->r, true);
+    pl_model_free(x->host);
+    pl_model_free(x->w);
+    pl_gguf_free(x->g);
+}
+
 /* The prompt goes through a worker in as few frames as the chain's batch allows (the
  * default chain options): a 64-id prompt is one frame of 64 columns (the GPU runs more than
  * 16 as a GEMM), not four of 16, with the same logits bits as the whole model; a worker
  * without PL_CAP_WIDE (protocol 4) gets frames of 16 at most. */
 static void check_wide_frames(pl_backend *be, bool old_worker) {
-    const char *rel = "models/stories260K.gguf";
     char what[96];
     snprintf(what, sizeof what, "a 64-id prompt to a %s worker", old_worker ? "narrow" : "wide");
-    pl_gguf *g = NULL;
-    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
-    pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
-    pl_model *host = g ? cc_load(g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
-    room r;
+    wide_room x;
     narrow = old_worker;
-    const pl_model_info *in = w ? pl_model_get_info(w) : NULL;
-    bool ok = in && host &&
-              room_open(&r, old_worker ? "inproc://narrow" : "inproc://wide", rel, 1, in->n_layer,
-                        in->n_embd, PL_WIRE_F32, 0, 0, false);
+    bool ok = wide_open(&x, be, old_worker ? "inproc://narrow" : "inproc://wide", 1, 0);
     narrow = false;
     if (ok) {
-        CHECK(r.st[0]->max_cols == (old_worker ? PL_WIRE_NARROW_COLS : PL_WIRE_MAX_COLS),
-              "%s: the stage takes %d columns a frame", what, r.st[0]->max_cols);
-        pl_state_opts o = cc_opts(w);
-        o.n_batch = 64;
-        pl_session *ws = NULL, *cs = NULL;
-        CHECK(pl_session_new(w, &o, &ws) == PL_OK, "%s", pl_last_error());
-        CHECK(pl_session_new_chain(host, &o, r.st, r.n_st, NULL, &cs) == PL_OK, "%s: %s", what,
-              pl_last_error());
-        if (ws && cs) {
-            cc_pair p = {ws, cs, in->n_vocab, what};
-            int32_t ids[64];
-            for (int i = 0; i < 64; i++) ids[i] = (int32_t)((i * 7919 + 13) % p.V);
-            pl_link_stats a, b;
-            pl_link_get_stats(r.link[0], &a);
-            cc_set(&p, ids, 64, "prompt");
-            pl_link_get_stats(r.link[0], &b);
-            int want = old_worker ? 4 : 1;
-            CHECK(b.sent - a.sent == (uint64_t)want && b.received - a.received == (uint64_t)want,
-                  "%s: %llu frames out and %llu results back, not %d", what,
-                  (unsigned long long)(b.sent - a.sent),
-                  (unsigned long long)(b.received - a.received), want);
-            cc_greedy(&p, 3, 0, "greedy");
-        }
-        pl_session_free(ws);
-        pl_session_free(cs);
-        room_close(&r, true);
+        CHECK(x.r.st[0]->max_cols == (old_worker ? PL_WIRE_NARROW_COLS : PL_WIRE_MAX_COLS),
+              "%s: the stage takes %d columns a frame", what, x.r.st[0]->max_cols);
+        cc_pair p = {x.ws, x.cs, x.V, what};
+        int32_t ids[64];
+        for (int i = 0; i < 64; i++) ids[i] = (int32_t)((i * 7919 + 13) % p.V);
+        pl_link_stats a, b;
+        pl_link_get_stats(x.r.link[0], &a);
+        cc_set(&p, ids, 64, "prompt");
+        pl_link_get_stats(x.r.link[0], &b);
+        int want = old_worker ? 4 : 1;
+        CHECK(b.sent - a.sent == (uint64_t)want && b.received - a.received == (uint64_t)want,
+              "%s: %llu frames out and %llu results back, not %d", what,
+              (unsigned long long)(b.sent - a.sent), (unsigned long long)(b.received - a.received),
+              want);
+        cc_greedy(&p, 3, 0, "greedy");
     }
-    pl_model_free(host);
-    pl_model_free(w);
-    pl_gguf_free(g);
+    wide_close(&x);
 }
 
 /* The lap timeout is per 16 columns: a worker that takes 500 ms over a 64-column frame is
  * within a lap of 400 ms (1.6 s for the frame), and the answer is the whole model's. */
 static void check_wide_lap(pl_backend *be) {
-    const char *rel = "models/stories260K.gguf";
-    pl_gguf *g = NULL;
-    CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
-    pl_model *w = g ? cc_load(g, be, 0, 0, PL_ENDS_AUTO) : NULL;
-    pl_model *host = g ? cc_load(g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
-    const pl_model_info *in = w ? pl_model_get_info(w) : NULL;
-    room r;
+    wide_room x;
     lap_ms = 400;
-    bool ok = in && host &&
-              room_open(&r, "inproc://wide-lap", rel, 2, in->n_layer, in->n_embd, PL_WIRE_F32, 0,
-                        500, false);
+    bool ok = wide_open(&x, be, "inproc://wide-lap", 2, 500);
     lap_ms = 20000;
     if (ok) {
-        pl_state_opts o = cc_opts(w);
-        o.n_batch = 64;
-        pl_session *ws = NULL, *cs = NULL;
-        CHECK(pl_session_new(w, &o, &ws) == PL_OK, "%s", pl_last_error());
-        CHECK(pl_session_new_chain(host, &o, r.st, r.n_st, NULL, &cs) == PL_OK, "%s",
-              pl_last_error());
-        if (ws && cs) {
-            cc_pair p = {ws, cs, in->n_vocab, "a slow 64-column frame, a lap of 400 ms"};
-            int32_t ids[64];
-            for (int i = 0; i < 64; i++) ids[i] = (int32_t)((i * 31 + 7) % p.V);
-            cc_set(&p, ids, 64, "prompt");
-            cc_greedy(&p, 2, 0, "greedy");
-        }
-        pl_session_free(ws);
-        pl_session_free(cs);
-        room_close(&r, true);
+        cc_pair p = {x.ws, x.cs, x.V, "a slow 64-column frame, a lap of 400 ms"};
+        int32_t ids[64];
+        for (int i = 0; i < 64; i++) ids[i] = (int32_t)((i * 31 + 7) % p.V);
+        cc_set(&p, ids, 64, "prompt");
+        cc_greedy(&p, 2, 0, "greedy");
     }
-    pl_model_free(host);
-    pl_model_free(w);
-    pl_gguf_free(g);
+    wide_close(&x);
 }
 
 /* Generate n ids after prompt on s (a drafter or none) into out. */
