@@ -25,7 +25,9 @@ typedef struct {
     uint32_t q_seq[RS_MAX_IN_FLIGHT];
     int64_t q_n[RS_MAX_IN_FLIGHT];
     uint64_t q_tag[RS_MAX_IN_FLIGHT];
+    bool q_tail[RS_MAX_IN_FLIGHT]; /* answered with its last column alone (PL_HID_TAIL) */
     int q_head, q_count;
+    bool wide;            /* every worker of the chain has PL_CAP_WIDE */
     int64_t n_pos;        /* positions the worker holds once every frame sent is done */
     char lost[300];       /* why the worker is gone or out of step ("" while it works): every
                              later call fails at once with this line */
@@ -94,11 +96,13 @@ static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int
             R->logged += n;
         }
     }
+    bool tail = st->tail && R->wide && n > 1;
     pl_wire_msg m = {.type = PL_MSG_HIDDEN};
     m.hidden = (pl_wire_hidden){.seq = R->seq,
                                 .pos0 = (uint32_t)pos0,
                                 .n_cols = (uint16_t)n,
-                                .flags = n == 1 ? PL_HID_DECODE : PL_HID_PREFILL,
+                                .flags = n == 1 ? PL_HID_DECODE
+                                                : PL_HID_PREFILL | (tail ? PL_HID_TAIL : 0),
                                 .n_embd = (uint32_t)st->n_embd,
                                 .dtype = (uint8_t)R->dtype,
                                 .data = hidden};
@@ -121,6 +125,7 @@ static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int
     int t = (R->q_head + R->q_count) % RS_MAX_IN_FLIGHT;
     R->q_seq[t] = R->seq++;
     R->q_n[t] = n;
+    R->q_tail[t] = tail;
     R->q_tag[t] = tag;
     R->q_count++;
     R->n_pos = pos0 + n;
@@ -248,7 +253,7 @@ static pl_status remote_collect(pl_stage *st, float *hidden_out, int64_t *n, uin
     }
     int h = R->q_head;
     uint32_t want = R->q_seq[h];
-    int64_t want_n = R->q_n[h];
+    int64_t want_n = R->q_n[h], cols = R->q_tail[h] ? 1 : want_n;
     *tag = R->q_tag[h];
     /* the lap is per 16 columns: a wide prefill frame gets the time its 16-column frames had */
     int64_t lap = (int64_t)R->lap_ms * (1 + (want_n - 1) / PL_WIRE_NARROW_COLS);
@@ -263,19 +268,21 @@ static pl_status remote_collect(pl_stage *st, float *hidden_out, int64_t *n, uin
     R->q_count--;
     if (s) return s;
     const pl_wire_hidden *r = &m.hidden;
-    if (m.type != PL_MSG_RESULT || r->seq != want || r->n_cols != want_n ||
+    if (m.type != PL_MSG_RESULT || r->seq != want || r->n_cols != cols ||
         r->n_embd != (uint32_t)st->n_embd || r->dtype != R->dtype) { /* out of step */
         snprintf(R->lost, sizeof R->lost,
                  "%s answered frame %u with a %s (frame %u, %u columns), not its result", R->who,
                  want, pl_wire_type_name(m.type), r->seq, r->n_cols);
         return pl_fail(PL_ERR, "%s", R->lost);
     }
-    int64_t count = want_n * st->n_embd;
+    /* a tail result is the frame's last column: into its place, the others left alone */
+    int64_t count = cols * st->n_embd;
+    float *to = hidden_out + (want_n - cols) * st->n_embd;
     if (R->dtype == PL_WIRE_F16) {
         memcpy(R->wire_buf, r->data, (size_t)count * 2);
-        pl_hidden_from_f16(R->wire_buf, hidden_out, count);
+        pl_hidden_from_f16(R->wire_buf, to, count);
     } else {
-        memcpy(hidden_out, r->data, (size_t)count * sizeof(float));
+        memcpy(to, r->data, (size_t)count * sizeof(float));
     }
     *n = want_n;
     return PL_OK;
@@ -383,6 +390,7 @@ pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, i
                   .dtype = dtype,
                   .lap_ms = lap_ms,
                   .wire_buf = buf,
+                  .wide = wide,
                   .heard = now_ms()};
     for (int i = 0; i < k; i++) {
         R->links[i] = w[i].link;

@@ -195,12 +195,14 @@ static pl_status check_piece(const char *what, uint32_t tensor, uint64_t offset,
 
 static pl_status check_hidden(const char *what, const pl_wire_hidden *h) {
     unsigned mode = h->flags & (PL_HID_PREFILL | PL_HID_DECODE | PL_HID_VERIFY);
-    if (h->flags & ~(PL_HID_PREFILL | PL_HID_DECODE | PL_HID_VERIFY | PL_HID_LAST))
+    if (h->flags & ~(PL_HID_PREFILL | PL_HID_DECODE | PL_HID_VERIFY | PL_HID_LAST | PL_HID_TAIL))
         return pl_fail(PL_ERR_FORMAT, "room %s frame: unknown flags 0x%x", what, h->flags);
     if (mode != PL_HID_PREFILL && mode != PL_HID_DECODE && mode != PL_HID_VERIFY)
         return pl_fail(PL_ERR_FORMAT,
                        "room %s frame: flags 0x%x name not exactly one of prefill/decode/verify",
                        what, h->flags);
+    if ((h->flags & PL_HID_TAIL) && mode != PL_HID_PREFILL)
+        return pl_fail(PL_ERR_FORMAT, "room %s frame: 'last column only' outside a prefill", what);
     if ((h->flags & PL_HID_LAST) && mode != PL_HID_PREFILL)
         return pl_fail(PL_ERR_FORMAT, "room %s frame: 'last of the prompt' outside a prefill",
                        what);

@@ -75,7 +75,9 @@ typedef enum {
 #define PL_CAP_VERIFY       (1u << 1) /* answers 1 + K verify frames in one lap */
 #define PL_CAP_WEIGHT_FETCH (1u << 2) /* can receive its layers over the link */
 #define PL_CAP_GUEST        (1u << 3) /* a guest: lends nothing, only asks (v4) */
-#define PL_CAP_WIDE         (1u << 4) /* takes frames of more than 16 columns (pl_wire_frame_cols) */
+#define PL_CAP_WIDE                                                                                \
+    (1u << 4) /* takes frames of more than 16 columns (pl_wire_frame_cols)                         \
+                 and PL_HID_TAIL */
 
 /* Element type of hidden/result columns. */
 typedef enum { PL_WIRE_F16 = 1, PL_WIRE_F32 = 2 } pl_wire_dtype;
@@ -85,6 +87,9 @@ typedef enum { PL_WIRE_F16 = 1, PL_WIRE_F32 = 2 } pl_wire_dtype;
 #define PL_HID_DECODE  0x2u /* one new token: exactly 1 column */
 #define PL_HID_VERIFY  0x4u /* 1 + K columns, answered in one lap: at least 2 columns */
 #define PL_HID_LAST    0x8u /* the last frame of the prompt: the head runs on its last column */
+/* prefill only, to a chain whose workers all have PL_CAP_WIDE: the last worker answers
+ * with the frame's last column alone (the host runs the head on it and nothing else) */
+#define PL_HID_TAIL 0x10u
 
 typedef enum { PL_MODEL_ID_DIGEST = 0, PL_MODEL_ID_TENSORS = 1 } pl_model_id_kind;
 

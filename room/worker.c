@@ -143,8 +143,8 @@ static pl_status post_to(worker *w, const pl_wire_msg *m, bool to_next) {
     return PL_OK;
 }
 
-/* A decode frame's answer (one column) goes out from this thread when nothing waits in
- * the queue: in order still (only this thread queues), and without the hand-off to the
+/* A one-column answer (a decode frame's, a tail frame's) goes out from this thread when nothing
+ * waits in the queue: in order still (only this thread queues), and without the hand-off to the
  * sender thread (a wake-up, and on a busy machine a wait to be scheduled) on every token.
  * One column is far less than a socket's buffer, so this send cannot block on a peer that
  * is itself blocked sending to this worker. Else, and when the queue is muted or failed,
@@ -376,18 +376,25 @@ static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
     }
     pl_buf *x = pl_state_hidden(w->s);
     int64_t bytes = count * (int64_t)sizeof(float);
+    /* the last worker answers a tail frame with its last column alone (read back alone) */
+    int64_t skip = (h->flags & PL_HID_TAIL) && !w->next ? h->n_cols - 1 : 0;
     pl_status s = pl_be_write(x, 0, w->cols, bytes);
     if (!s) s = pl_model_layers(w->m, w->s, h->n_cols, h->pos0, w->first, w->last);
-    if (!s) s = pl_be_read(x, 0, w->cols, bytes);
+    count -= skip * d;
+    if (!s)
+        s = pl_be_read(x, skip * d * (int64_t)sizeof(float), w->cols,
+                       count * (int64_t)sizeof(float));
     if (s) return s;
     /* down the chain as the next worker's frame, or back to the host as the result */
     pl_wire_msg r = {.type = w->next ? PL_MSG_HIDDEN : PL_MSG_RESULT, .hidden = *h};
+    r.hidden.pos0 = h->pos0 + (uint32_t)skip, r.hidden.n_cols = (uint16_t)(h->n_cols - skip);
     r.hidden.data = w->cols;
     if (h->dtype == PL_WIRE_F16) {
         pl_hidden_to_f16(w->cols, w->out, count);
         r.hidden.data = w->out;
     }
-    return h->n_cols == 1 ? post_now(w, &r, w->next != NULL) : post_to(w, &r, w->next != NULL);
+    return r.hidden.n_cols == 1 ? post_now(w, &r, w->next != NULL)
+                                : post_to(w, &r, w->next != NULL);
 }
 
 static void set_busy(worker *w, bool busy) {

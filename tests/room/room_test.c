@@ -266,6 +266,37 @@ static void wide_close(wide_room *x) {
     pl_gguf_free(x->g);
 }
 
+/* A frame of 8 columns at position 0 (a fresh start) submitted with st->tail: a worker with
+ * PL_CAP_WIDE answers with the last column alone, into its place (the others keep what was
+ * there: NaN here), with the bits of the whole frame's answer; else every column comes back. */
+static void check_tail(pl_stage *st, bool wide, const char *what) {
+    enum { N = 8 };
+    int64_t d = st->n_embd, got;
+    float *in = malloc(sizeof(float) * N * d), *a = malloc(sizeof(float) * N * d),
+          *b = malloc(sizeof(float) * N * d);
+    uint64_t tag;
+    if (!in || !a || !b) goto done;
+    for (int64_t i = 0; i < N * d; i++) in[i] = (float)((i * 37 % 101) - 50) / 50.0f;
+    for (int64_t i = 0; i < N * d; i++) a[i] = b[i] = NAN;
+    st->tail = true;
+    pl_status s = pl_stage_submit(st, in, N, 0, 1);
+    st->tail = false;
+    if (!s) s = pl_stage_collect(st, a, &got, &tag);
+    if (!s) s = pl_stage_submit(st, in, N, 0, 2);
+    if (!s) s = pl_stage_collect(st, b, &got, &tag);
+    CHECK(!s, "%s, tail frames: %s", what, pl_last_error());
+    int64_t left = 0, wrong = 0;
+    for (int64_t i = 0; i < (N - 1) * d; i++) left += !isnan(a[i]);
+    for (int64_t i = (N - 1) * d; i < N * d; i++)
+        wrong += isnan(b[i]) || memcmp(&a[i], &b[i], sizeof *a);
+    CHECK(wide ? left == 0 : left == (N - 1) * d,
+          "%s: a tail frame filled %lld of the %lld values before its last column", what,
+          (long long)left, (long long)((N - 1) * d));
+    CHECK(!wrong, "%s: %lld values of a tail frame's last column differ", what, (long long)wrong);
+done:
+    free(in), free(a), free(b);
+}
+
 /* The prompt goes through a worker in as few frames as the chain's batch allows (the
  * default chain options): a 64-id prompt is one frame of 64 columns (the GPU runs more than
  * 16 as a GEMM), not four of 16, with the same logits bits as the whole model; a worker
@@ -293,6 +324,7 @@ static void check_wide_frames(pl_backend *be, bool old_worker) {
               (unsigned long long)(b.sent - a.sent), (unsigned long long)(b.received - a.received),
               want);
         cc_greedy(&p, 3, 0, "greedy");
+        check_tail(x.r.st[0], !old_worker, what);
     }
     wide_close(&x);
 }
