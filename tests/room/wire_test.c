@@ -383,7 +383,10 @@ static void hid_embd(pl_wire_msg *m) {
     m->hidden.n_embd = PL_WIRE_MAX_EMBD + 1;
 }
 static void hid_flags(pl_wire_msg *m) {
-    m->hidden.flags |= 0x10;
+    m->hidden.flags |= 0x20;
+}
+static void hid_tail_decode(pl_wire_msg *m) {
+    m->hidden.flags |= PL_HID_TAIL;
 }
 static void hid_two_modes(pl_wire_msg *m) {
     m->hidden.flags = PL_HID_PREFILL | PL_HID_DECODE;
@@ -481,6 +484,7 @@ static void test_bad_fields(void) {
     bad_field(6, hid_two_modes, "exactly one", "two modes");
     bad_field(6, hid_no_mode, "exactly one", "no mode");
     bad_field(7, hid_last_decode, "outside a prefill", "last with decode");
+    bad_field(7, hid_tail_decode, "outside a prefill", "last column only with decode");
     bad_field(7, hid_decode2, "decode with 2", "decode with 2 columns");
     bad_field(8, hid_verify1, "verify", "verify with 1 column");
     bad_field(8, hid_dtype, "wire type", "hidden dtype 0");
