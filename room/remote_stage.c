@@ -25,7 +25,9 @@ typedef struct {
     uint32_t q_seq[RS_MAX_IN_FLIGHT];
     int64_t q_n[RS_MAX_IN_FLIGHT];
     uint64_t q_tag[RS_MAX_IN_FLIGHT];
+    bool q_tail[RS_MAX_IN_FLIGHT]; /* answered with its last column alone (PL_HID_TAIL) */
     int q_head, q_count;
+    bool wide;            /* every worker of the chain has PL_CAP_WIDE */
     int64_t n_pos;        /* positions the worker holds once every frame sent is done */
     char lost[300];       /* why the worker is gone or out of step ("" while it works): every
                              later call fails at once with this line */
@@ -80,7 +82,7 @@ static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int
     if (R->lost[0] && R->g && !R->own) take_over(st);
     if (R->own) {
         int64_t count = n * st->n_embd;
-        float *x = (float *)R->wire_buf + (int64_t)PL_WIRE_MAX_COLS * st->n_embd;
+        float *x = (float *)R->wire_buf + (int64_t)st->max_cols * st->n_embd;
         as_on_wire(R, hidden, x, count);
         return pl_stage_submit(R->own, x, n, pos0, tag);
     }
@@ -94,11 +96,13 @@ static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int
             R->logged += n;
         }
     }
+    bool tail = st->tail && R->wide && n > 1;
     pl_wire_msg m = {.type = PL_MSG_HIDDEN};
     m.hidden = (pl_wire_hidden){.seq = R->seq,
                                 .pos0 = (uint32_t)pos0,
                                 .n_cols = (uint16_t)n,
-                                .flags = n == 1 ? PL_HID_DECODE : PL_HID_PREFILL,
+                                .flags = n == 1 ? PL_HID_DECODE
+                                                : PL_HID_PREFILL | (tail ? PL_HID_TAIL : 0),
                                 .n_embd = (uint32_t)st->n_embd,
                                 .dtype = (uint8_t)R->dtype,
                                 .data = hidden};
@@ -121,6 +125,7 @@ static pl_status remote_submit(pl_stage *st, const float *hidden, int64_t n, int
     int t = (R->q_head + R->q_count) % RS_MAX_IN_FLIGHT;
     R->q_seq[t] = R->seq++;
     R->q_n[t] = n;
+    R->q_tail[t] = tail;
     R->q_tag[t] = tag;
     R->q_count++;
     R->n_pos = pos0 + n;
@@ -152,12 +157,13 @@ static pl_status hear_others(remote *R, bool draining) {
 /* The next message from the last worker that is not a pong (a worker may answer a late
  * ping); an error message fails unless draining (a rewind drops whatever frames in flight
  * left behind). */
-static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool draining) {
+static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool draining,
+                          int64_t lap_ms) {
     int64_t start = now_ms();
     if (R->heard < start) R->heard = start; /* silence counts while the host listens */
     for (;;) {
         /* a lap ends at lap_ms; silence (not even a pong) at PL_ROOM_SILENT_MS */
-        int64_t t = now_ms(), lap_left = start + R->lap_ms - t,
+        int64_t t = now_ms(), lap_left = start + lap_ms - t,
                 quiet_left = R->heard + PL_ROOM_SILENT_MS - t;
         int wait = (int)(lap_left < quiet_left ? lap_left : quiet_left);
         if (R->n_links > 1) { /* a chain: hear the others every 100 ms (even a recv that
@@ -174,11 +180,11 @@ static pl_status next_msg(remote *R, pl_wire_msg *m, const char *what, bool drai
         if (s == PL_ERR && now_ms() - R->heard >= PL_ROOM_SILENT_MS)
             snprintf(R->lost, sizeof R->lost, "%s said nothing for %d ms", R->who,
                      PL_ROOM_SILENT_MS);
-        else if (s == PL_ERR && now_ms() - start < R->lap_ms)
+        else if (s == PL_ERR && now_ms() - start < lap_ms)
             continue;
         else if (s == PL_ERR)
-            snprintf(R->lost, sizeof R->lost, "%s did not answer %s within %d ms: the turn fails",
-                     R->who, what, R->lap_ms);
+            snprintf(R->lost, sizeof R->lost, "%s did not answer %s within %lld ms: the turn fails",
+                     R->who, what, (long long)lap_ms);
         else if (s == PL_ERR_IO)
             snprintf(R->lost, sizeof R->lost, "%s left the room", R->whos[R->n_links - 1]);
         if (s == PL_ERR || s == PL_ERR_IO) return pl_fail(PL_ERR_IO, "%s", R->lost);
@@ -208,12 +214,12 @@ static pl_status take_over(pl_stage *st) {
         .prefault = true, .layer_first = st->first, .layer_last = st->last, .ends = PL_ENDS_NONE};
     pl_state_opts so = R->so;
     so.n_ctx = st->n_ctx;
-    so.n_batch = PL_WIRE_MAX_COLS;
+    so.n_batch = st->max_cols < st->n_ctx ? st->max_cols : st->n_ctx;
     pl_status s = pl_model_load(R->g, R->be, &mo, &R->own_m);
     if (!s) s = pl_stage_local_new(R->own_m, &so, st->first, st->last, &R->own);
     int64_t d = st->n_embd, pos = 0;
     int keep = R->n_log - R->q_count;
-    float *out = (float *)R->wire_buf + (int64_t)PL_WIRE_MAX_COLS * d;
+    float *out = (float *)R->wire_buf + (int64_t)st->max_cols * d;
     for (int i = 0; !s && i < R->n_log; i++) {
         int64_t n = R->log_n[i], got;
         uint64_t tag = i < keep ? 0 : R->q_tag[(R->q_head + i - keep) % RS_MAX_IN_FLIGHT];
@@ -247,11 +253,13 @@ static pl_status remote_collect(pl_stage *st, float *hidden_out, int64_t *n, uin
     }
     int h = R->q_head;
     uint32_t want = R->q_seq[h];
-    int64_t want_n = R->q_n[h];
+    int64_t want_n = R->q_n[h], cols = R->q_tail[h] ? 1 : want_n;
     *tag = R->q_tag[h];
+    /* the lap is per 16 columns: a wide prefill frame gets the time its 16-column frames had */
+    int64_t lap = (int64_t)R->lap_ms * (1 + (want_n - 1) / PL_WIRE_NARROW_COLS);
     pl_wire_msg m;
     pl_status s =
-        R->lost[0] ? pl_fail(PL_ERR_IO, "%s", R->lost) : next_msg(R, &m, "a frame", false);
+        R->lost[0] ? pl_fail(PL_ERR_IO, "%s", R->lost) : next_msg(R, &m, "a frame", false, lap);
     if (s == PL_ERR_IO && R->g) { /* lost: the host takes over, this frame still in flight */
         s = take_over(st);
         return s ? s : remote_collect(st, hidden_out, n, tag);
@@ -260,19 +268,21 @@ static pl_status remote_collect(pl_stage *st, float *hidden_out, int64_t *n, uin
     R->q_count--;
     if (s) return s;
     const pl_wire_hidden *r = &m.hidden;
-    if (m.type != PL_MSG_RESULT || r->seq != want || r->n_cols != want_n ||
+    if (m.type != PL_MSG_RESULT || r->seq != want || r->n_cols != cols ||
         r->n_embd != (uint32_t)st->n_embd || r->dtype != R->dtype) { /* out of step */
         snprintf(R->lost, sizeof R->lost,
                  "%s answered frame %u with a %s (frame %u, %u columns), not its result", R->who,
                  want, pl_wire_type_name(m.type), r->seq, r->n_cols);
         return pl_fail(PL_ERR, "%s", R->lost);
     }
-    int64_t count = want_n * st->n_embd;
+    /* a tail result is the frame's last column: into its place, the others left alone */
+    int64_t count = cols * st->n_embd;
+    float *to = hidden_out + (want_n - cols) * st->n_embd;
     if (R->dtype == PL_WIRE_F16) {
         memcpy(R->wire_buf, r->data, (size_t)count * 2);
-        pl_hidden_from_f16(R->wire_buf, hidden_out, count);
+        pl_hidden_from_f16(R->wire_buf, to, count);
     } else {
-        memcpy(hidden_out, r->data, (size_t)count * sizeof(float));
+        memcpy(to, r->data, (size_t)count * sizeof(float));
     }
     *n = want_n;
     return PL_OK;
@@ -304,7 +314,7 @@ static pl_status remote_rewind(pl_stage *st, int64_t n_past) {
                  pl_last_error());
     R->q_head = R->q_count = 0;
     for (;;) {
-        s = s ? pl_fail(PL_ERR_IO, "%s", R->lost) : next_msg(R, &m, "a rewind", true);
+        s = s ? pl_fail(PL_ERR_IO, "%s", R->lost) : next_msg(R, &m, "a rewind", true, R->lap_ms);
         if (s == PL_ERR_IO && R->g) { /* lost: the host takes over at n_past */
             log_cut(R, n_past);
             s = take_over(st);
@@ -361,10 +371,15 @@ pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, i
     for (int i = 1; i < k; i++)
         if (w[i].first != w[i - 1].last)
             return pl_fail(PL_ERR_ARG, "a chain of workers with a gap at layer %d", w[i - 1].last);
+    /* prefill in wide frames where every worker of the chain takes them (the GPU runs a
+     * frame of more than 16 columns as a GEMM, 16 or fewer column by column) */
+    bool wide = true;
+    for (int i = 0; i < k; i++) wide = wide && (w[i].hello.caps & PL_CAP_WIDE);
+    int cols = pl_wire_frame_cols(n_embd, dtype, wide);
     pl_stage *st = calloc(1, sizeof *st);
     remote *R = calloc(1, sizeof *R);
     /* one frame on the wire, then one frame of f32 columns */
-    void *buf = malloc(2 * (size_t)PL_WIRE_MAX_COLS * (size_t)n_embd * sizeof(float));
+    void *buf = malloc(2 * (size_t)cols * (size_t)n_embd * sizeof(float));
     if (!st || !R || !buf) {
         free(st), free(R), free(buf);
         return pl_fail(PL_ERR_NOMEM, "out of memory for a remote stage");
@@ -375,6 +390,7 @@ pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, i
                   .dtype = dtype,
                   .lap_ms = lap_ms,
                   .wire_buf = buf,
+                  .wide = wide,
                   .heard = now_ms()};
     for (int i = 0; i < k; i++) {
         R->links[i] = w[i].link;
@@ -393,7 +409,7 @@ pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, i
                      .n_layer = n_layer,
                      .n_embd = n_embd,
                      .n_ctx = n_ctx,
-                     .max_cols = PL_WIRE_MAX_COLS,
+                     .max_cols = cols,
                      .max_in_flight = RS_MAX_IN_FLIGHT,
                      .impl = R};
     *out = st;

@@ -13,7 +13,8 @@
  *     host: frames / rewinds -> first worker -> ... -> last worker -> host: results / echo
  *     host: bye  ->  worker exits
  *
- * Every wait has a timeout: a worker that does not answer a frame within the lap timeout,
+ * Every wait has a timeout: a worker that does not answer a frame within the lap timeout
+ * (per 16 columns of the frame),
  * or says nothing (not even a pong: a serving worker sends one every PL_ROOM_BEAT_MS) for
  * PL_ROOM_SILENT_MS, is lost: its stage fails the turn with one line naming it, or, where
  * the host can load its layers (pl_room_stage_survive), the host takes them over. */
@@ -122,8 +123,8 @@ bool pl_room_cache_dir(char *out, size_t cap);
  * their links: frames go out to w[0] as hidden messages (dtype); with k > 1 the workers
  * form a chain (their plan named each other's addresses: each hands its output to the
  * next) and the results come back from w[k - 1], in order, at most 8 frames in flight, each
- * within lap_ms; the others' pongs, errors and byes are heard too. It takes the links
- * (freeing the stage says bye to each and closes it). n_embd, n_layer, n_ctx: the host
+ * within lap_ms per 16 of its columns; the others' pongs, errors and byes are heard too. It takes
+ * the links (freeing the stage says bye to each and closes it). n_embd, n_layer, n_ctx: the host
  * model's. */
 pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, int n_ctx,
                             pl_wire_dtype dtype, int lap_ms, pl_stage **out);

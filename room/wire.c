@@ -112,6 +112,12 @@ size_t pl_wire_hidden_bytes(const pl_wire_hidden *h) {
     return (size_t)h->n_cols * h->n_embd * (h->dtype == PL_WIRE_F16 ? 2 : 4);
 }
 
+int pl_wire_frame_cols(int64_t n_embd, pl_wire_dtype dtype, bool wide) {
+    int64_t fit = PL_WIRE_MAX_HIDDEN / ((n_embd > 0 ? n_embd : 1) * (dtype == PL_WIRE_F16 ? 2 : 4));
+    int64_t most = wide ? PL_WIRE_MAX_COLS : PL_WIRE_NARROW_COLS;
+    return (int)(fit < most ? fit : most);
+}
+
 static pl_status check_hello(const pl_wire_hello *h) {
     if (!isfinite(h->speed) || h->speed < 0 || h->speed > PL_WIRE_MAX_SPEED)
         return pl_fail(PL_ERR_FORMAT, "room hello: speed %g out of range [0, %g]", h->speed,
@@ -189,12 +195,14 @@ static pl_status check_piece(const char *what, uint32_t tensor, uint64_t offset,
 
 static pl_status check_hidden(const char *what, const pl_wire_hidden *h) {
     unsigned mode = h->flags & (PL_HID_PREFILL | PL_HID_DECODE | PL_HID_VERIFY);
-    if (h->flags & ~(PL_HID_PREFILL | PL_HID_DECODE | PL_HID_VERIFY | PL_HID_LAST))
+    if (h->flags & ~(PL_HID_PREFILL | PL_HID_DECODE | PL_HID_VERIFY | PL_HID_LAST | PL_HID_TAIL))
         return pl_fail(PL_ERR_FORMAT, "room %s frame: unknown flags 0x%x", what, h->flags);
     if (mode != PL_HID_PREFILL && mode != PL_HID_DECODE && mode != PL_HID_VERIFY)
         return pl_fail(PL_ERR_FORMAT,
                        "room %s frame: flags 0x%x name not exactly one of prefill/decode/verify",
                        what, h->flags);
+    if ((h->flags & PL_HID_TAIL) && mode != PL_HID_PREFILL)
+        return pl_fail(PL_ERR_FORMAT, "room %s frame: 'last column only' outside a prefill", what);
     if ((h->flags & PL_HID_LAST) && mode != PL_HID_PREFILL)
         return pl_fail(PL_ERR_FORMAT, "room %s frame: 'last of the prompt' outside a prefill",
                        what);
@@ -210,6 +218,9 @@ static pl_status check_hidden(const char *what, const pl_wire_hidden *h) {
                        PL_WIRE_MAX_EMBD);
     if (h->dtype != PL_WIRE_F16 && h->dtype != PL_WIRE_F32)
         return pl_fail(PL_ERR_FORMAT, "room %s frame: unknown wire type %u", what, h->dtype);
+    if (pl_wire_hidden_bytes(h) > PL_WIRE_MAX_HIDDEN)
+        return pl_fail(PL_ERR_FORMAT, "room %s frame: %u columns of %u (%zu bytes, at most %u)",
+                       what, h->n_cols, h->n_embd, pl_wire_hidden_bytes(h), PL_WIRE_MAX_HIDDEN);
     if (h->pos0 > PL_WIRE_MAX_CTX - h->n_cols)
         return pl_fail(PL_ERR_FORMAT, "room %s frame: positions from %u past %u", what, h->pos0,
                        PL_WIRE_MAX_CTX);
@@ -463,7 +474,8 @@ static void get_hidden(rbuf *r, pl_wire_hidden *h) {
     h->data = NULL;
     /* Sizes are checked before the payload is taken, so a huge n_embd cannot overflow. */
     if (r->short_read) return;
-    if (h->n_cols > PL_WIRE_MAX_COLS || h->n_embd > PL_WIRE_MAX_EMBD) {
+    if (h->n_cols > PL_WIRE_MAX_COLS || h->n_embd > PL_WIRE_MAX_EMBD ||
+        pl_wire_hidden_bytes(h) > PL_WIRE_MAX_HIDDEN) {
         r->at = r->n; /* check_msg names the bad size */
         return;
     }

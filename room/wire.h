@@ -23,7 +23,9 @@
 
 /* Caps (see docs/room-protocol.md, "Limits"). */
 #define PL_WIRE_HEADER_BYTES 4
-#define PL_WIRE_MAX_COLS     16           /* columns of one hidden/result frame (1 + K verify) */
+#define PL_WIRE_MAX_COLS     512          /* columns of one hidden/result frame (1 + K verify) */
+#define PL_WIRE_NARROW_COLS  16           /* ... to a peer without PL_CAP_WIDE (versions 1-4) */
+#define PL_WIRE_MAX_HIDDEN   (4u << 20)   /* payload bytes of one frame: 512 x 4096 f16 */
 #define PL_WIRE_MAX_EMBD     32768        /* hidden size */
 #define PL_WIRE_MAX_CTX      (1u << 24)   /* positions, n_ctx, n_past */
 #define PL_WIRE_MAX_LAYERS   4096         /* layers of a model */
@@ -73,6 +75,9 @@ typedef enum {
 #define PL_CAP_VERIFY       (1u << 1) /* answers 1 + K verify frames in one lap */
 #define PL_CAP_WEIGHT_FETCH (1u << 2) /* can receive its layers over the link */
 #define PL_CAP_GUEST        (1u << 3) /* a guest: lends nothing, only asks (v4) */
+#define PL_CAP_WIDE                                                                                \
+    (1u << 4) /* takes frames of more than 16 columns (pl_wire_frame_cols)                         \
+                 and PL_HID_TAIL */
 
 /* Element type of hidden/result columns. */
 typedef enum { PL_WIRE_F16 = 1, PL_WIRE_F32 = 2 } pl_wire_dtype;
@@ -82,6 +87,9 @@ typedef enum { PL_WIRE_F16 = 1, PL_WIRE_F32 = 2 } pl_wire_dtype;
 #define PL_HID_DECODE  0x2u /* one new token: exactly 1 column */
 #define PL_HID_VERIFY  0x4u /* 1 + K columns, answered in one lap: at least 2 columns */
 #define PL_HID_LAST    0x8u /* the last frame of the prompt: the head runs on its last column */
+/* prefill only, to a chain whose workers all have PL_CAP_WIDE: the last worker answers
+ * with the frame's last column alone (the host runs the head on it and nothing else) */
+#define PL_HID_TAIL 0x10u
 
 typedef enum { PL_MODEL_ID_DIGEST = 0, PL_MODEL_ID_TENSORS = 1 } pl_model_id_kind;
 
@@ -231,6 +239,11 @@ typedef struct {
 
 /* Bytes of one hidden/result payload. */
 size_t pl_wire_hidden_bytes(const pl_wire_hidden *h);
+
+/* The most columns one frame of width n_embd in dtype carries: PL_WIRE_MAX_COLS within
+ * PL_WIRE_MAX_HIDDEN bytes (at least 16: n_embd <= PL_WIRE_MAX_EMBD), or PL_WIRE_NARROW_COLS
+ * where a member of the chain lacks PL_CAP_WIDE (wide false). */
+int pl_wire_frame_cols(int64_t n_embd, pl_wire_dtype dtype, bool wide);
 
 /* Check m as decode would; PL_ERR_FORMAT with a one-line reason if it is not sendable. */
 pl_status pl_wire_check(const pl_wire_msg *m);

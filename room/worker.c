@@ -45,6 +45,7 @@ typedef struct {
     pl_model *m;
     pl_state *s;
     int first, last, n_ctx;
+    int cols_max;     /* the most columns of a frame (its state's batch, its buffers) */
     const char *note; /* the backend's remark */
     char path[1200];  /* the model file: -m, or the part fetched into the cache */
     float *cols;      /* one frame's columns, f32 */
@@ -142,8 +143,8 @@ static pl_status post_to(worker *w, const pl_wire_msg *m, bool to_next) {
     return PL_OK;
 }
 
-/* A decode frame's answer (one column) goes out from this thread when nothing waits in
- * the queue: in order still (only this thread queues), and without the hand-off to the
+/* A one-column answer (a decode frame's, a tail frame's) goes out from this thread when nothing
+ * waits in the queue: in order still (only this thread queues), and without the hand-off to the
  * sender thread (a wake-up, and on a busy machine a wait to be scheduled) on every token.
  * One column is far less than a socket's buffer, so this send cannot block on a peer that
  * is itself blocked sending to this worker. Else, and when the queue is muted or failed,
@@ -295,13 +296,16 @@ static pl_status take_plan(worker *w, const pl_wire_plan *p) {
          * rejected columns and starts afresh (remote_stage.c); keeping 16 when the host
          * speculates (a flag the plan would carry) is the hook for speculation over the
          * room on hybrids (docs/speculative.md) */
+        w->cols_max = pl_wire_frame_cols(pl_model_get_info(w->m)->n_embd, p->dtype, true);
+        if (w->cols_max > w->n_ctx) w->cols_max = w->n_ctx;
         pl_state_opts so = pl_state_opts_default(w->m);
         so.n_ctx = w->n_ctx;
-        so.n_batch = PL_WIRE_MAX_COLS;
+        /* the widest frame the host may send (PL_CAP_WIDE in the hello) */
+        so.n_batch = w->cols_max;
         so.kv_type = o->kv_type;
         s = pl_state_new(w->m, &so, &w->s);
     }
-    int64_t frame = (int64_t)PL_WIRE_MAX_COLS * (w->m ? pl_model_get_info(w->m)->n_embd : 0);
+    int64_t frame = (int64_t)w->cols_max * (w->m ? pl_model_get_info(w->m)->n_embd : 0);
     if (!s && (!(w->cols = malloc((size_t)frame * sizeof(float))) ||
                !(w->out = malloc((size_t)frame * sizeof(float)))))
         s = pl_fail(PL_ERR_NOMEM, "out of memory for frames");
@@ -329,7 +333,8 @@ static pl_status prepare(worker *w, pl_wire_hello *h) {
     if (s) return s;
     w->be->act_q8 = o->act_q8;
     w->note = note;
-    *h = (pl_wire_hello){.caps = PL_CAP_F16_WIRE | (o->model ? 0 : PL_CAP_WEIGHT_FETCH),
+    *h = (pl_wire_hello){.caps =
+                             PL_CAP_F16_WIRE | PL_CAP_WIDE | (o->model ? 0 : PL_CAP_WEIGHT_FETCH),
                          .mem_lent = o->lend,
                          .has_model = o->model != NULL,
                          .want_first = (uint32_t)o->want_first,
@@ -358,6 +363,9 @@ static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
     if (h->n_embd != (uint32_t)d)
         return pl_fail(PL_ERR_FORMAT, "a frame of width %u for a model of width %lld", h->n_embd,
                        (long long)d);
+    if (h->n_cols > w->cols_max)
+        return pl_fail(PL_ERR_ARG, "a frame of %u columns: this worker takes at most %d", h->n_cols,
+                       w->cols_max);
     if ((int64_t)h->pos0 + h->n_cols > w->n_ctx)
         return pl_fail(PL_ERR_ARG, "a frame at positions past the context of %d", w->n_ctx);
     if (h->dtype == PL_WIRE_F16) {
@@ -368,18 +376,25 @@ static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
     }
     pl_buf *x = pl_state_hidden(w->s);
     int64_t bytes = count * (int64_t)sizeof(float);
+    /* the last worker answers a tail frame with its last column alone (read back alone) */
+    int64_t skip = (h->flags & PL_HID_TAIL) && !w->next ? h->n_cols - 1 : 0;
     pl_status s = pl_be_write(x, 0, w->cols, bytes);
     if (!s) s = pl_model_layers(w->m, w->s, h->n_cols, h->pos0, w->first, w->last);
-    if (!s) s = pl_be_read(x, 0, w->cols, bytes);
+    count -= skip * d;
+    if (!s)
+        s = pl_be_read(x, skip * d * (int64_t)sizeof(float), w->cols,
+                       count * (int64_t)sizeof(float));
     if (s) return s;
     /* down the chain as the next worker's frame, or back to the host as the result */
     pl_wire_msg r = {.type = w->next ? PL_MSG_HIDDEN : PL_MSG_RESULT, .hidden = *h};
+    r.hidden.pos0 = h->pos0 + (uint32_t)skip, r.hidden.n_cols = (uint16_t)(h->n_cols - skip);
     r.hidden.data = w->cols;
     if (h->dtype == PL_WIRE_F16) {
         pl_hidden_to_f16(w->cols, w->out, count);
         r.hidden.data = w->out;
     }
-    return h->n_cols == 1 ? post_now(w, &r, w->next != NULL) : post_to(w, &r, w->next != NULL);
+    return r.hidden.n_cols == 1 ? post_now(w, &r, w->next != NULL)
+                                : post_to(w, &r, w->next != NULL);
 }
 
 static void set_busy(worker *w, bool busy) {

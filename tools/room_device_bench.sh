@@ -16,6 +16,8 @@
 #   THREADS=N       -t of every process (default: the backend's choice)
 #   BIN=build/pooled, TMPDIR (default /tmp: a temporary folder there holds the synthesised
 #                   models and is removed at the end)
+#   POOLED_ROOM_FRAME=N  the room's prompt frames of at most N columns (default 512: the
+#                   whole -p 512 prompt in one frame; 16 was the old size), for the A/B
 # Exit status: 0 when every measurement ran, else 1 with one line saying which failed.
 set -u
 BIN=${BIN:-build/pooled}

@@ -198,7 +198,19 @@ void spec_report(const pl_gen_stats *st) {
 
 pl_status model_session(const loaded_model *l, pl_session **out) {
     if (!l->n_stages) return pl_session_new(l->m, &l->so, out);
-    return pl_session_new_chain(l->m, &l->so, l->stages, l->n_stages, NULL, out);
+    /* POOLED_ROOM_FRAME=N: the most columns of a prompt's frame through the stages (the A/B
+     * of frame sizes; default 512, within the batch and every stage's cap) */
+    pl_chain_opts co = pl_chain_opts_default();
+    const char *v = getenv("POOLED_ROOM_FRAME");
+    if (v && *v) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end || n < 1 || n > PL_CHAIN_MAX_FRAME)
+            return pl_fail(PL_ERR_ARG, "POOLED_ROOM_FRAME=%.32s: 1 to %d columns", v,
+                           PL_CHAIN_MAX_FRAME);
+        co.frame_cols = (int)n;
+    }
+    return pl_session_new_chain(l->m, &l->so, l->stages, l->n_stages, &co, out);
 }
 
 bool model_load(const model_args *a, bool want_tok, loaded_model *l) {

@@ -26,7 +26,7 @@ struct pl_chain {
 };
 
 pl_chain_opts pl_chain_opts_default(void) {
-    return (pl_chain_opts){.frame_cols = 16, .in_flight = 4};
+    return (pl_chain_opts){.frame_cols = 512, .in_flight = 4};
 }
 
 void pl_chain_free(pl_chain *c) {
@@ -221,8 +221,13 @@ pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t p
         k0 = 1;
     }
     TRY(pl_be_read(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
-    TRY(pipeline(c, n, pos0, k0));
-    if (all_rows || pl_state_get_opts(c->s)->draft) {
+    /* the head for the last position only: the last stage's other columns are not used */
+    bool every = all_rows || pl_state_get_opts(c->s)->draft;
+    c->hops[c->n_hops - 1]->tail = !every;
+    pl_status s = pipeline(c, n, pos0, k0);
+    c->hops[c->n_hops - 1]->tail = false;
+    if (s) return s;
+    if (every) {
         /* every row back on the host: the head for every position (a speculative verify
          * pass), and the draft block's input (its cache entries from every row) */
         TRY(pl_be_write(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));

@@ -22,18 +22,21 @@
 #include "stage.h"
 
 typedef struct {
-    int frame_cols; /* most columns one frame carries, 1 to PL_CHAIN_MAX_FRAME (default 16;
-                       also capped by the host's batch and every stage's max_cols) */
+    int frame_cols; /* most columns one frame carries, 1 to PL_CHAIN_MAX_FRAME (default 512;
+                       also capped by the host's batch and every stage's max_cols): a
+                       prompt goes in as few frames as that allows, since a frame costs a
+                       device wait and a read on every stage, and the GPU runs a frame of
+                       more than 16 columns as a GEMM, of 16 or fewer column by column */
     int in_flight;  /* most frames submitted to a stage and not yet collected, 1 to
                        PL_CHAIN_MAX_IN_FLIGHT (default 4; also capped by each stage's
                        max_in_flight) */
 } pl_chain_opts;
 
-#define PL_CHAIN_MAX_FRAME     256
+#define PL_CHAIN_MAX_FRAME     4096
 #define PL_CHAIN_MAX_IN_FLIGHT 64
 #define PL_CHAIN_MAX_STAGES    64 /* stages in one chain, the host's own layers included */
 
-/* 16 columns a frame, 4 frames in flight. */
+/* 512 columns a frame, 4 frames in flight. */
 pl_chain_opts pl_chain_opts_default(void);
 
 typedef struct pl_chain pl_chain;

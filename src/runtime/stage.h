@@ -52,6 +52,9 @@ struct pl_stage {
     int max_cols;      /* most columns one submit takes */
     int max_in_flight; /* most frames submitted before one is collected */
     int in_flight;     /* frames submitted, not collected (kept by pl_stage_*) */
+    bool tail;         /* set by the chain: of the frames submitted while it is set, only each
+                          one's last column of results is used, and collect may leave the
+                          others as they were (a remote stage then gets only that one back) */
     void *impl;        /* the implementation's own data */
 };
 

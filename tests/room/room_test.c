@@ -50,6 +50,8 @@ static uint32_t kv_type = PL_TYPE_F16;
 static const char *fetch_dir;
 /* What the host sent each worker of the last room dealt (pl_room_worker.sent). */
 static uint64_t last_sent[4];
+static bool narrow;        /* room_open: the workers' hellos without PL_CAP_WIDE */
+static int lap_ms = 20000; /* room_open: the stages' lap timeout */
 
 static void start_joiner(joiner *j, const char *url, const char *key, const char *model) {
     j->o = (pl_room_join_opts){.url = url,
@@ -98,6 +100,7 @@ typedef struct {
     pl_gguf *g; /* the host's copy */
     joiner j[4];
     pl_room_worker w[4];
+    pl_link *link[4]; /* each worker's link, kept by its stage (for the link's counters) */
     pl_stage *st[4];
     int n, n_st;                /* workers, stages (a chain: one) */
     volatile sig_atomic_t stop; /* worker 1 leaves (bye) once this is set */
@@ -135,8 +138,12 @@ static bool room_open(room *r, const char *url, const char *rel, int n, int n_la
     if (!s && chain != pl_room_chain(r->w, n, false))
         s = pl_fail(PL_ERR, "a %s where a %s was due", chain ? "star" : "chain",
                     chain ? "chain" : "star");
+    for (int i = 0; !s && i < n; i++) {
+        r->link[i] = r->w[i].link;
+        if (narrow) r->w[i].hello.caps &= ~PL_CAP_WIDE; /* a worker of protocol 4 */
+    }
     for (int i = 0; !s && i < (chain ? 1 : n); i++) {
-        s = pl_room_stage_new(&r->w[i], chain ? n : 1, n_layer, n_embd, CC_CTX, dtype, 20000,
+        s = pl_room_stage_new(&r->w[i], chain ? n : 1, n_layer, n_embd, CC_CTX, dtype, lap_ms,
                               &r->st[i]);
         if (!s) r->n_st++;
     }
@@ -216,6 +223,127 @@ static void check_room(pl_backend *be, const char *rel, int n, pl_wire_dtype dty
     pl_model_free(host);
     pl_model_free(w);
     pl_gguf_free(g);
+}
+
+/* A room over stories260K for the wide-frame checks: the whole model, the host's ends, n
+ * workers (worker 1 slow_ms longer over its first frame; room_open's narrow and lap_ms
+ * apply) and a session on each, a batch of 64 and the default chain options. */
+typedef struct {
+    pl_gguf *g;
+    pl_model *w, *host;
+    room r;
+    bool open; /* room_open was called */
+    pl_session *ws, *cs;
+    int V;
+} wide_room;
+
+static bool wide_open(wide_room *x, pl_backend *be, const char *url, int n, int slow_ms) {
+    const char *rel = "models/stories260K.gguf";
+    memset(x, 0, sizeof *x);
+    CHECK(pl_gguf_open(test_shared(rel), &x->g) == PL_OK, "%s: %s", rel, pl_last_error());
+    x->w = x->g ? cc_load(x->g, be, 0, 0, PL_ENDS_AUTO) : NULL;
+    x->host = x->g ? cc_load(x->g, be, 0, 0, PL_ENDS_EMBED | PL_ENDS_HEAD) : NULL;
+    const pl_model_info *in = x->w ? pl_model_get_info(x->w) : NULL;
+    x->open = in && x->host; /* room_close frees what room_open made, failed or not */
+    if (!x->open ||
+        !room_open(&x->r, url, rel, n, in->n_layer, in->n_embd, PL_WIRE_F32, 0, slow_ms, false))
+        return false;
+    x->V = in->n_vocab;
+    pl_state_opts o = cc_opts(x->w);
+    o.n_batch = 64;
+    CHECK(pl_session_new(x->w, &o, &x->ws) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_session_new_chain(x->host, &o, x->r.st, x->r.n_st, NULL, &x->cs) == PL_OK, "%s: %s",
+          url, pl_last_error());
+    return x->ws && x->cs;
+}
+
+static void wide_close(wide_room *x) {
+    pl_session_free(x->ws);
+    pl_session_free(x->cs);
+    if (x->open) room_close(&x->r, true);
+    pl_model_free(x->host);
+    pl_model_free(x->w);
+    pl_gguf_free(x->g);
+}
+
+/* A frame of 8 columns at position 0 (a fresh start) submitted with st->tail: a worker with
+ * PL_CAP_WIDE answers with the last column alone, into its place (the others keep what was
+ * there: NaN here), with the bits of the whole frame's answer; else every column comes back. */
+static void check_tail(pl_stage *st, bool wide, const char *what) {
+    enum { N = 8 };
+    int64_t d = st->n_embd, got;
+    float *in = malloc(sizeof(float) * N * d), *a = malloc(sizeof(float) * N * d),
+          *b = malloc(sizeof(float) * N * d);
+    uint64_t tag;
+    if (!in || !a || !b) goto done;
+    for (int64_t i = 0; i < N * d; i++) in[i] = (float)((i * 37 % 101) - 50) / 50.0f;
+    for (int64_t i = 0; i < N * d; i++) a[i] = b[i] = NAN;
+    st->tail = true;
+    pl_status s = pl_stage_submit(st, in, N, 0, 1);
+    st->tail = false;
+    if (!s) s = pl_stage_collect(st, a, &got, &tag);
+    if (!s) s = pl_stage_submit(st, in, N, 0, 2);
+    if (!s) s = pl_stage_collect(st, b, &got, &tag);
+    CHECK(!s, "%s, tail frames: %s", what, pl_last_error());
+    int64_t left = 0, wrong = 0;
+    for (int64_t i = 0; i < (N - 1) * d; i++) left += !isnan(a[i]);
+    for (int64_t i = (N - 1) * d; i < N * d; i++)
+        wrong += isnan(b[i]) || memcmp(&a[i], &b[i], sizeof *a);
+    CHECK(wide ? left == 0 : left == (N - 1) * d,
+          "%s: a tail frame filled %lld of the %lld values before its last column", what,
+          (long long)left, (long long)((N - 1) * d));
+    CHECK(!wrong, "%s: %lld values of a tail frame's last column differ", what, (long long)wrong);
+done:
+    free(in), free(a), free(b);
+}
+
+/* The prompt goes through a worker in as few frames as the chain's batch allows (the
+ * default chain options): a 64-id prompt is one frame of 64 columns (the GPU runs more than
+ * 16 as a GEMM), not four of 16, with the same logits bits as the whole model; a worker
+ * without PL_CAP_WIDE (protocol 4) gets frames of 16 at most. */
+static void check_wide_frames(pl_backend *be, bool old_worker) {
+    char what[96];
+    snprintf(what, sizeof what, "a 64-id prompt to a %s worker", old_worker ? "narrow" : "wide");
+    wide_room x;
+    narrow = old_worker;
+    bool ok = wide_open(&x, be, old_worker ? "inproc://narrow" : "inproc://wide", 1, 0);
+    narrow = false;
+    if (ok) {
+        CHECK(x.r.st[0]->max_cols == (old_worker ? PL_WIRE_NARROW_COLS : PL_WIRE_MAX_COLS),
+              "%s: the stage takes %d columns a frame", what, x.r.st[0]->max_cols);
+        cc_pair p = {x.ws, x.cs, x.V, what};
+        int32_t ids[64];
+        for (int i = 0; i < 64; i++) ids[i] = (int32_t)((i * 7919 + 13) % p.V);
+        pl_link_stats a, b;
+        pl_link_get_stats(x.r.link[0], &a);
+        cc_set(&p, ids, 64, "prompt");
+        pl_link_get_stats(x.r.link[0], &b);
+        int want = old_worker ? 4 : 1;
+        CHECK(b.sent - a.sent == (uint64_t)want && b.received - a.received == (uint64_t)want,
+              "%s: %llu frames out and %llu results back, not %d", what,
+              (unsigned long long)(b.sent - a.sent), (unsigned long long)(b.received - a.received),
+              want);
+        cc_greedy(&p, 3, 0, "greedy");
+        check_tail(x.r.st[0], !old_worker, what);
+    }
+    wide_close(&x);
+}
+
+/* The lap timeout is per 16 columns: a worker that takes 500 ms over a 64-column frame is
+ * within a lap of 400 ms (1.6 s for the frame), and the answer is the whole model's. */
+static void check_wide_lap(pl_backend *be) {
+    wide_room x;
+    lap_ms = 400;
+    bool ok = wide_open(&x, be, "inproc://wide-lap", 2, 500);
+    lap_ms = 20000;
+    if (ok) {
+        cc_pair p = {x.ws, x.cs, x.V, "a slow 64-column frame, a lap of 400 ms"};
+        int32_t ids[64];
+        for (int i = 0; i < 64; i++) ids[i] = (int32_t)((i * 31 + 7) % p.V);
+        cc_set(&p, ids, 64, "prompt");
+        cc_greedy(&p, 2, 0, "greedy");
+    }
+    wide_close(&x);
 }
 
 /* Generate n ids after prompt on s (a drafter or none) into out. */
@@ -921,6 +1049,9 @@ static void run_tests(void) {
     CHECK(pl_backend_open("cpu", 1, &be, &note) == PL_OK, "%s", pl_last_error());
     if (!be) return;
     be->act_q8 = 1;
+    check_wide_frames(be, false);
+    check_wide_frames(be, true);
+    check_wide_lap(be);
     check_guests(be);
     check_fetch(be);
     check_room(be, "models/stories260K.gguf", 2, PL_WIRE_F32, true, false);

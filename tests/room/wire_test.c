@@ -372,14 +372,21 @@ static void req_tensor(pl_wire_msg *m) {
 static void hid_cols0(pl_wire_msg *m) {
     m->hidden.n_cols = 0;
 }
-static void hid_cols17(pl_wire_msg *m) {
-    m->hidden.n_cols = 17;
+static void hid_cols_max(pl_wire_msg *m) {
+    m->hidden.n_cols = PL_WIRE_MAX_COLS + 1;
+}
+/* within the column cap, past the byte cap: 512 columns of 4096 f32 are 8 MiB */
+static void hid_bytes(pl_wire_msg *m) {
+    m->hidden.n_cols = PL_WIRE_MAX_COLS, m->hidden.n_embd = 4096, m->hidden.dtype = PL_WIRE_F32;
 }
 static void hid_embd(pl_wire_msg *m) {
     m->hidden.n_embd = PL_WIRE_MAX_EMBD + 1;
 }
 static void hid_flags(pl_wire_msg *m) {
-    m->hidden.flags |= 0x10;
+    m->hidden.flags |= 0x20;
+}
+static void hid_tail_decode(pl_wire_msg *m) {
+    m->hidden.flags |= PL_HID_TAIL;
 }
 static void hid_two_modes(pl_wire_msg *m) {
     m->hidden.flags = PL_HID_PREFILL | PL_HID_DECODE;
@@ -470,12 +477,14 @@ static void test_bad_fields(void) {
     bad_field(4, req_off, "offset", "offset past the cap");
     bad_field(4, req_tensor, "tensor", "tensor index past the cap");
     bad_field(6, hid_cols0, "columns", "0 columns");
-    bad_field(6, hid_cols17, "columns", "17 columns");
+    bad_field(6, hid_cols_max, "columns", "513 columns");
+    bad_field(6, hid_bytes, "at most 4194304", "8 MiB of columns");
     bad_field(6, hid_embd, "n_embd", "n_embd too large");
     bad_field(6, hid_flags, "unknown flags", "unknown flag");
     bad_field(6, hid_two_modes, "exactly one", "two modes");
     bad_field(6, hid_no_mode, "exactly one", "no mode");
     bad_field(7, hid_last_decode, "outside a prefill", "last with decode");
+    bad_field(7, hid_tail_decode, "outside a prefill", "last column only with decode");
     bad_field(7, hid_decode2, "decode with 2", "decode with 2 columns");
     bad_field(8, hid_verify1, "verify", "verify with 1 column");
     bad_field(8, hid_dtype, "wire type", "hidden dtype 0");
@@ -549,10 +558,15 @@ static void test_bad_bytes(void) {
     free(b);
     /* hidden: a column count past the cap in the bytes; a reserved byte */
     CHECK(pl_wire_encode(&m[7], &b, &nb) == PL_OK, "in test_bad_bytes");
-    b[4 + 8] = 200;
-    refused(b, nb, "columns", "200 columns");
-    b[4 + 8] = 1, b[4 + 17] = 1;
+    b[4 + 8] = 1, b[4 + 9] = 2;
+    refused(b, nb, "columns", "513 columns");
+    b[4 + 8] = 1, b[4 + 9] = 0, b[4 + 17] = 1;
     refused(b, nb, NULL, "hidden reserved byte");
+    free(b);
+    /* a prefill frame within the column cap, past the byte cap: 512 f16 columns of 4097 */
+    CHECK(pl_wire_encode(&m[6], &b, &nb) == PL_OK, "in test_bad_bytes");
+    b[4 + 8] = 0, b[4 + 9] = 2, b[4 + 12] = 0x01, b[4 + 13] = 0x10;
+    refused(b, nb, "at most 4194304", "4 MiB + 1 KiB of columns");
     free(b);
     /* plan: a member count past the cap, a hash count past the cap */
     CHECK(pl_wire_encode(&m[2], &b, &nb) == PL_OK, "in test_bad_bytes");
