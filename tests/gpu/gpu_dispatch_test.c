@@ -107,6 +107,11 @@ static const pinned models[] = {
      101,
      213,
      109},
+    /* the dense hybrid (the 27B's family): a DeltaNet or gated attention layer, 5 fused / 10
+     * or 14 unfused, + the dense FFN, 2 fused (gate/up with norm and SwiGLU, down with the
+     * add) / 5 unfused (norm, gate, up, SwiGLU, down); xpre: the projection sweep and
+     * gate/up. 1+6*7+2*7+3+1, 1+6*15+2*19+3+1, 61+6*2+2*2 */
+    {"fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 8, {{6, 7, 15, 2}, {2, 7, 19, 2}}, 61, 133, 77},
 };
 
 /* Dispatches of one decode step of id at position pos. */
