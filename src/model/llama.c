@@ -269,19 +269,25 @@ static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t 
 
 /* A decode step of n sequences at once: b's rows are the sequences' columns through the
  * weights (one matmul each for all of them); each row's RoPE, cache store and attention
- * run on its own sequence's state at its own position. No fusions are asked. */
+ * run on its own sequence's state at its own position. The fusions of the single step are
+ * asked where their ops stay neighbours: the norm and the q/k/v sweep over all rows, and
+ * per row the RoPE of q and k with the cache stores (qwen3's per-head norms run on all
+ * rows before the copies, so they do not fold into the RoPE here). */
 static pl_status attention_block_batch(const pl_model *m, pl_state *b, pl_state *const *seqs, int n,
                                        const int64_t *pos, int l) {
     const llama_config *c = &LM(m)->cfg;
     llama_state *lb = LS(b);
     int64_t nq = (int64_t)c->n_head * c->head_dim, nk = (int64_t)c->n_head_kv * c->head_dim;
     int64_t nv = (int64_t)c->n_head_kv * c->head_dim_v, na = (int64_t)c->n_head * c->head_dim_v;
+    TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | PL_FUSE_QKV));
     TRY(qkv_block(m, b, l, n));
+    TRY(pl_be_fuse(m->be, 0));
     for (int i = 0; i < n; i++) {
         llama_state *li = LS(seqs[i]);
         TRY(pl_be_copy(lb->q, i * nq, nq, li->q, 0));
         TRY(pl_be_copy(lb->k, i * nk, nk, li->k, 0));
         TRY(pl_be_copy(lb->v, i * nv, nv, li->v, 0));
+        TRY(pl_be_fuse(m->be, PL_FUSE_ROPE_STORE | PL_FUSE_ROPE_PAIR)); /* ends with the stores */
         TRY(attend(m, seqs[i], l, 1, pos[i]));
         TRY(pl_be_copy(li->att, 0, na, lb->att, i * na));
     }

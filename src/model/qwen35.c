@@ -740,8 +740,8 @@ static pl_status q35_layers(const pl_model *m, pl_state *s, int64_t n, int64_t p
  * attention, the DeltaNet's conv and delta rule - runs on row 0 of that sequence's own
  * scratch over its own caches and recurrent states: the ops of its own single step, so its
  * state, snapshots included, ends as that step leaves it. The projections' norm and the
- * sweep of several weights are fused as in the single step; the per-sequence ops are not
- * (their copies sit between them). */
+ * sweep of several weights are fused as in the single step, and each row's RoPE with its
+ * cache stores; the rest of the per-sequence ops are not (their copies sit between them). */
 
 /* Row i of the batch's q, k, v through sequence s's own RoPE, cache and attention at pos,
  * into row i of the batch's att. */
@@ -753,6 +753,9 @@ static pl_status attend_column(const pl_model *m, q35_state *qb, pl_state *s, in
     TRY(pl_be_copy(qb->q, i * qd, qd, qs->q, 0));
     TRY(pl_be_copy(qb->k, i * kd, kd, qs->k, 0));
     TRY(pl_be_copy(qb->v, i * kd, kd, qs->v, 0));
+    /* the RoPE of q and k with the cache stores, as the single step (not the per-head
+     * norms: they ran on all rows before the copies); the group ends with the stores */
+    TRY(pl_be_fuse(m->be, PL_FUSE_ROPE_STORE | PL_FUSE_ROPE_PAIR));
     TRY(attend(m, qs, qs->kc[l], qs->vc[l], 1, pos));
     return pl_be_copy(qs->att, 0, qd, qb->att, i * qd);
 }

@@ -217,6 +217,52 @@ static void xpre_rule_test(void) {
     CHECK(!pl_gpu_xpre_applies(PL_GPU_XPRE_AUTO, 0, 8192), "auto took a plain GEMV");
 }
 
+/* A batched decode step (pl_model_forward_batch) of N sequences on stories260K, pinned:
+ *   EMBED + n_layer * (4 + 6 N) + 2 + N
+ * per layer: the norm and q/k/v in one GEMV over all rows (1), the output projection (1),
+ * the FFN fused as in the single step (2); per row: its q, k, v copied to its own state
+ * (3), RoPE of q and k with the cache stores (1), attention (1), its output copied back
+ * (1); the head over all rows: the norm and the output GEMV (2); each row's logits copied
+ * to its sequence (N). The fusions asked must all find their ops. */
+static void batch_step_check(pl_backend *be) {
+    enum { N = 3 };
+    const int n_layer = 5, want = EMBED + n_layer * (4 + 6 * N) + 2 + N;
+    pl_gguf *g = NULL;
+    pl_model *m = NULL;
+    pl_state *st[N] = {NULL}, *b = NULL;
+    pl_status s = pl_gguf_open(test_shared("models/stories260K.gguf"), &g);
+    if (!s) s = pl_model_load(g, be, NULL, &m);
+    pl_state_opts o = m ? pl_state_opts_default(m) : (pl_state_opts){0}, ob = o;
+    o.n_ctx = 64, o.n_batch = 8;
+    ob.n_ctx = 1, ob.n_batch = ob.n_logits = N;
+    for (int i = 0; !s && i < N; i++) s = pl_state_new(m, &o, &st[i]);
+    if (!s) s = pl_state_new(m, &ob, &b);
+    int32_t p[4] = {1, 40, 90, 7}, ids[N] = {11, 22, 33};
+    int64_t pos[N];
+    for (int i = 0; !s && i < N; i++)
+        s = pl_model_forward(m, st[i], p, 2 + i, 0, false), pos[i] = 2 + i;
+    float first = 0;
+    if (!s) s = pl_be_read(pl_state_logits(st[N - 1]), 0, &first, sizeof first);
+    uint64_t d0, d1, s0, s1, missed0 = pl_gpu_backend_fusions_missed(be, NULL);
+    pl_gpu_backend_counters(be, &d0, &s0);
+    if (!s) s = pl_model_forward_batch(m, b, st, ids, pos, N);
+    if (!s) s = pl_be_read(pl_state_logits(st[0]), 0, &first, sizeof first);
+    pl_gpu_backend_counters(be, &d1, &s1);
+    CHECK(s == PL_OK, "batched step: %s", pl_last_error());
+    fprintf(stderr, "stories260K, a batched step of %d: %llu dispatches\n", N,
+            (unsigned long long)(d1 - d0));
+    CHECK(!s && d1 - d0 == (uint64_t)want, "a batched step of %d: %llu dispatches, pinned %d", N,
+          (unsigned long long)(d1 - d0), want);
+    const char *last = NULL;
+    uint64_t missed = pl_gpu_backend_fusions_missed(be, &last) - missed0;
+    CHECK(missed == 0, "a batched step: %llu requested fusions missed, the last: %s",
+          (unsigned long long)missed, last);
+    for (int i = 0; i < N; i++) pl_state_free(st[i]);
+    pl_state_free(b);
+    pl_model_free(m);
+    pl_gguf_free(g);
+}
+
 static void run_tests(void) {
     xpre_rule_test();
     /* the pinned totals are the formula's */
@@ -252,6 +298,7 @@ static void run_tests(void) {
         return;
     }
     fusion_request_test(fused);
+    batch_step_check(fused);
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         const pinned *p = &models[i];
         for (int q8 = 0; q8 < 2; q8++) { /* quantised activations add no dispatch */
