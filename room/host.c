@@ -266,7 +266,9 @@ static void plan_for(const pl_room_worker *w, int n, const pl_room_deal_opts *o,
     *p = (pl_wire_plan){.n_layers = (uint32_t)n_layer,
                         .n_ctx = (uint32_t)o->n_ctx,
                         .dtype = (uint8_t)o->dtype,
-                        .id_kind = PL_MODEL_ID_DIGEST};
+                        .id_kind = PL_MODEL_ID_DIGEST,
+                        /* a worker of an earlier build reads no n_snap: it gets none */
+                        .n_snap = w[i].hello.caps & PL_CAP_SNAP ? (uint16_t)o->n_snap : 0};
     uint32_t next_id = 1;
     for (uint32_t pos = 0; pos < p->n_layers;) {
         if (pos == (uint32_t)host_first && host_first < host_last) {
@@ -346,6 +348,11 @@ pl_status pl_room_deal(pl_room_worker *w, int n, const pl_room_deal_opts *o, int
     for (int i = 0; i < n; i++) {
         pl_wire_msg m = {.type = PL_MSG_PLAN};
         plan_for(w, n, o, sel.n_layer, host_first, host_last, chain, i, &m.plan);
+        if (o->n_snap && !m.plan.n_snap && o->verbose)
+            fprintf(stderr,
+                    "room: the worker at %s keeps no snapshots (an earlier build): a rejected "
+                    "draft makes the chain start afresh\n",
+                    pl_link_peer(w[i].link));
         uint8_t *hashes = NULL;
         pl_status s = PL_OK;
         if (fetches(&w[i]) && !o->model_path)

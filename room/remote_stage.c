@@ -29,6 +29,7 @@ typedef struct {
     int q_head, q_count;
     bool wide;            /* every worker of the chain has PL_CAP_WIDE */
     int64_t n_pos;        /* positions the worker holds once every frame sent is done */
+    int64_t restarts;     /* rewinds the chain answered by starting afresh */
     char lost[300];       /* why the worker is gone or out of step ("" while it works): every
                              later call fails at once with this line */
     void *wire_buf;       /* one frame's columns as they travel */
@@ -288,10 +289,10 @@ static pl_status remote_collect(pl_stage *st, float *hidden_out, int64_t *n, uin
     return PL_OK;
 }
 
-/* Any position it holds: a KV cache can always go back. A recurrent layer (qwen35) cannot
- * (workers keep no snapshots): its worker starts afresh instead and echoes n_past 0, the
- * rewind fails, and the session starts every stage afresh (session.c), with the same
- * results. */
+/* Any position it holds: a KV cache can always go back. A recurrent layer (qwen35) goes
+ * back only to a position its last frame kept a snapshot of (the plan's n_snap: the host
+ * speculates); elsewhere its worker starts afresh and echoes n_past 0, the rewind fails,
+ * and the session starts every stage afresh (session.c), with the same results. */
 static bool remote_can_rewind(const pl_stage *st, int64_t n_past) {
     const remote *R = st->impl;
     if (R->own) return pl_stage_can_rewind(R->own, n_past);
@@ -330,8 +331,10 @@ static pl_status remote_rewind(pl_stage *st, int64_t n_past) {
     /* a worker that cannot go back there (a recurrent layer) starts afresh and says so */
     R->n_pos = m.rewind.n_past;
     log_cut(R, R->n_pos);
-    if (m.rewind.n_past != n_past)
+    if (m.rewind.n_past != n_past) {
+        R->restarts++;
         return pl_fail(PL_ERR_ARG, "%s cannot go back to position %lld", R->who, (long long)n_past);
+    }
     return PL_OK;
 }
 
@@ -414,6 +417,10 @@ pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, i
                      .impl = R};
     *out = st;
     return PL_OK;
+}
+
+int64_t pl_room_stage_restarts(const pl_stage *st) {
+    return st->m == &remote_methods ? ((const remote *)st->impl)->restarts : 0;
 }
 
 pl_status pl_room_stage_survive(pl_stage *st, const pl_gguf *g, pl_backend *be,

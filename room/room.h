@@ -73,6 +73,9 @@ typedef struct {
     const char *host_backend;
     int host_first, host_last; /* --host-layers: exactly these (first == last: the plan
                                   deals the host's share) */
+    int n_snap;                /* recurrent snapshots each worker keeps: the host's
+                                  n_snap when it speculates (0..PL_WIRE_MAX_SNAP), 0 otherwise;
+                                  a worker without PL_CAP_SNAP gets 0 */
     bool verbose;              /* the plan table on stderr */
     bool star;                 /* no chain even where every worker listens (tests) */
     const char *model_path;    /* the host's model file, whose header a worker without the
@@ -128,6 +131,11 @@ bool pl_room_cache_dir(char *out, size_t cap);
  * model's. */
 pl_status pl_room_stage_new(pl_room_worker *w, int k, int n_layer, int n_embd, int n_ctx,
                             pl_wire_dtype dtype, int lap_ms, pl_stage **out);
+
+/* How often the workers of st (from pl_room_stage_new) started afresh where a rewind could
+ * not go back (a recurrent layer without a snapshot there: the session then runs its context
+ * again); 0 for any other stage. */
+int64_t pl_room_stage_restarts(const pl_stage *st);
 
 /* Survival: let stage st (from pl_room_stage_new) take its workers' layers over when a
  * worker is lost (in a chain, the whole chain's layers: the others are told bye) (silent for

@@ -178,6 +178,9 @@ static pl_status check_plan(const pl_wire_plan *p) {
     if (next != p->n_layers)
         return pl_fail(PL_ERR_FORMAT, "room plan: members hold layers [0, %u) of %u", next,
                        p->n_layers);
+    if (p->n_snap > PL_WIRE_MAX_SNAP)
+        return pl_fail(PL_ERR_FORMAT, "room plan: %u snapshots (0..%d)", p->n_snap,
+                       PL_WIRE_MAX_SNAP);
     return PL_OK;
 }
 
@@ -336,7 +339,7 @@ static size_t body_size(const pl_wire_msg *m) {
     case PL_MSG_PLAN: {
         size_t n = 4 + 4 + 1 + 1 + 2 + 32 + 4 + (size_t)m->plan.n_tensors * 32;
         for (uint32_t i = 0; i < m->plan.n_members; i++) n += 13 + strlen(m->plan.members[i].addr);
-        return n;
+        return n + (m->plan.n_snap ? 2 : 0);
     }
     case PL_MSG_WEIGHT_REQ: return 16;
     case PL_MSG_WEIGHT: return 16 + 32 + m->weight.n;
@@ -398,6 +401,7 @@ pl_status pl_wire_encode(const pl_wire_msg *m, uint8_t **out, size_t *n) {
             put_u8(&w, (uint8_t)strlen(mb->addr)), put_bytes(&w, mb->addr, strlen(mb->addr));
         }
         put_bytes(&w, p->hashes, (size_t)p->n_tensors * 32);
+        if (p->n_snap) put_u16(&w, p->n_snap); /* absent when 0: protocol 4's plan */
         break;
     }
     case PL_MSG_WEIGHT_REQ:
@@ -545,6 +549,9 @@ pl_status pl_wire_decode(const uint8_t *buf, size_t n, pl_wire_msg *m) {
                 return pl_fail(PL_ERR_FORMAT, "room plan: NUL byte in an address");
         }
         p->hashes = p->n_tensors ? take(&r, (size_t)p->n_tensors * 32) : NULL;
+        /* n_snap: 2 bytes after the hashes, or none (0); anything else is trailing bytes */
+        if (!r.short_read && r.n - r.at == 2 && !(p->n_snap = get_u16(&r)))
+            return pl_fail(PL_ERR_FORMAT, "room plan: n_snap 0 written out (0 is sent as none)");
         break;
     }
     case PL_MSG_WEIGHT_REQ:

@@ -46,6 +46,7 @@
 #define PL_WIRE_MAX_ASK_TEXT   (1u << 20)   /* bytes of all of an ask's messages together */
 #define PL_WIRE_MAX_TEXT_PIECE 65536        /* bytes of one text piece of a reply */
 #define PL_WIRE_MAX_TEMP       100.0f       /* an ask's temperature */
+#define PL_WIRE_MAX_SNAP       64           /* recurrent snapshots a plan asks for (n_snap) */
 /* The largest encoded message: a weight piece, or a plan with the full hash list. */
 #define PL_WIRE_MAX_MESSAGE (PL_WIRE_MAX_PIECE + 4096)
 
@@ -78,6 +79,9 @@ typedef enum {
 #define PL_CAP_WIDE                                                                                \
     (1u << 4) /* takes frames of more than 16 columns (pl_wire_frame_cols)                         \
                  and PL_HID_TAIL */
+/* reads a plan's n_snap (a plan without it is protocol 4's byte for byte) and keeps that
+ * many recurrent snapshots, so a rewind into a verify frame needs no fresh start */
+#define PL_CAP_SNAP (1u << 5)
 
 /* Element type of hidden/result columns. */
 typedef enum { PL_WIRE_F16 = 1, PL_WIRE_F32 = 2 } pl_wire_dtype;
@@ -122,6 +126,10 @@ typedef struct {
     const uint8_t *hashes; /* n_tensors x 32 bytes, into the decoded buffer */
     uint32_t n_members;    /* 1..PL_WIRE_MAX_MEMBERS */
     pl_wire_member members[PL_WIRE_MAX_MEMBERS];
+    /* recurrent snapshots the worker keeps (the host speculates: pl_state_opts.n_snap),
+     * 0..PL_WIRE_MAX_SNAP; on the wire after the hashes only when non-zero, so a plan with
+     * 0 is what a worker without PL_CAP_SNAP reads (the host sends it none other) */
+    uint16_t n_snap;
 } pl_wire_plan;
 
 typedef struct {

@@ -292,16 +292,16 @@ static pl_status take_plan(worker *w, const pl_wire_plan *p) {
                     w->lis ? pl_listener_url(w->lis) : "this worker (it listens nowhere)",
                     PL_ROOM_HELLO_MS);
     if (!s) {
-        /* no snapshots (n_snap 0): a hybrid's worker cannot take back a verify frame's
-         * rejected columns and starts afresh (remote_stage.c); keeping 16 when the host
-         * speculates (a flag the plan would carry) is the hook for speculation over the
-         * room on hybrids (docs/speculative.md) */
         w->cols_max = pl_wire_frame_cols(pl_model_get_info(w->m)->n_embd, p->dtype, true);
         if (w->cols_max > w->n_ctx) w->cols_max = w->n_ctx;
         pl_state_opts so = pl_state_opts_default(w->m);
         so.n_ctx = w->n_ctx;
         /* the widest frame the host may send (PL_CAP_WIDE in the hello) */
         so.n_batch = w->cols_max;
+        /* the snapshots the host asks for when it speculates (the plan's n_snap, at most
+         * the batch): a rewind into a verify frame's columns then needs no fresh start
+         * (without them a hybrid's worker starts afresh: remote_stage.c) */
+        so.n_snap = p->n_snap < so.n_batch ? p->n_snap : so.n_batch;
         so.kv_type = o->kv_type;
         s = pl_state_new(w->m, &so, &w->s);
     }
@@ -316,9 +316,11 @@ static pl_status take_plan(worker *w, const pl_wire_plan *p) {
         return pl_fail(s, "%s", line);
     }
     if (o->verbose)
-        fprintf(stderr, "room: serving layers %d..%d of %u (ctx %d, %s frames) on %s; %s%s\n",
+        fprintf(stderr,
+                "room: serving layers %d..%d of %u (ctx %d, %s frames, %d snapshots) on %s; %s%s\n",
                 w->first, w->last, p->n_layers, w->n_ctx, p->dtype == PL_WIRE_F16 ? "f16" : "f32",
-                w->be->device, w->next ? "results to the next worker at " : "results to the host",
+                pl_state_get_opts(w->s)->n_snap, w->be->device,
+                w->next ? "results to the next worker at " : "results to the host",
                 w->next ? next->addr : "");
     return pl_room_send(w->link, &ready, PL_ROOM_SEND_MS);
 }
@@ -333,8 +335,8 @@ static pl_status prepare(worker *w, pl_wire_hello *h) {
     if (s) return s;
     w->be->act_q8 = o->act_q8;
     w->note = note;
-    *h = (pl_wire_hello){.caps =
-                             PL_CAP_F16_WIRE | PL_CAP_WIDE | (o->model ? 0 : PL_CAP_WEIGHT_FETCH),
+    *h = (pl_wire_hello){.caps = PL_CAP_F16_WIRE | PL_CAP_WIDE | PL_CAP_SNAP |
+                                 (o->model ? 0 : PL_CAP_WEIGHT_FETCH),
                          .mem_lent = o->lend,
                          .has_model = o->model != NULL,
                          .want_first = (uint32_t)o->want_first,

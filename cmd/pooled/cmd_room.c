@@ -155,6 +155,8 @@ static bool host_attach(loaded_model *lm, void *ud) {
                            .n_ctx = lm->so.n_ctx,
                            .kv_type = lm->so.kv_type,
                            .dtype = h->dtype,
+                           /* --spec: the workers keep what the host's state keeps */
+                           .n_snap = lm->so.n_snap,
                            .hash_cache =
                                pl_room_hash_cache(h->model, cache, sizeof cache) ? cache : NULL,
                            .host_lend = h->lend ? h->lend : spare_memory(),

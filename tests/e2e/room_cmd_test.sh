@@ -178,6 +178,9 @@ for sp in "mtp --temp 0" "auto --temp 0.8 --top-k 40 --top-p 0.9 --repeat-penalt
     check "qwen3_5-mtp, --spec ${sp%% *}: the ids of pooled run" [ -n "$want" -a "$(cat "$TMP/host.out")" = "$want" ]
     check "qwen3_5-mtp, --spec ${sp%% *}: the host drafts" \
         grep -Eq '^spec: [0-9]+ passes, [0-9]+ of [1-9][0-9]* drafts accepted' "$TMP/host.err"
+    # the host deals its own snapshots (PL_SPEC_MAX + 1): a rejected draft starts no worker afresh
+    check "qwen3_5-mtp, --spec ${sp%% *}: the workers keep 16 snapshots" \
+        [ "$(grep -l '16 snapshots' "$TMP/w1.err" "$TMP/w2.err" | wc -l)" = 2 ]
 done
 
 # without a prompt the host chats as `pooled chat` does (the second turn reuses the first

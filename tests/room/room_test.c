@@ -52,6 +52,7 @@ static const char *fetch_dir;
 static uint64_t last_sent[4];
 static bool narrow;        /* room_open: the workers' hellos without PL_CAP_WIDE */
 static int lap_ms = 20000; /* room_open: the stages' lap timeout */
+static int deal_snap;      /* room_open: the plan's n_snap (the host speculates) */
 
 static void start_joiner(joiner *j, const char *url, const char *key, const char *model) {
     j->o = (pl_room_join_opts){.url = url,
@@ -131,6 +132,7 @@ static bool room_open(room *r, const char *url, const char *rel, int n, int n_la
     if (!s) s = pl_room_gather(r->L, n, 60000, NULL, false, meta, r->w);
     pl_room_deal_opts d = deal_opts(r->g, dtype);
     d.model_path = test_shared(rel);
+    d.n_snap = deal_snap;
     int kept = n;
     if (!s) s = plan_deal(r->w, &kept, &d);
     if (!s && kept != n) s = pl_fail(PL_ERR, "%d of %d workers idle", n - kept, n);
@@ -361,8 +363,10 @@ static pl_status room_gen(pl_session *s, const pl_sampler_params *sp, int V, con
 /* --spec mtp through a room: the host holds the MTP block with the head and drafts on its
  * own (2 workers in a chain, f32 frames, the qwen3_5-mtp fixture). After a prompt it drafts
  * the ids a whole model drafts, and decoding with the MTP drafter gives plain decoding's
- * ids, greedy and seeded with penalties. */
-static void check_room_mtp(pl_backend *be) {
+ * ids, greedy and seeded with penalties. With the plan's n_snap (snap: 16, as `room host
+ * --spec` deals) the workers go back to a rejected draft's position without starting afresh;
+ * with none (0, a worker of an earlier build: greedy only) they start afresh, same ids. */
+static void check_room_mtp(pl_backend *be, int snap) {
     const char *rel = "fixtures/hf/qwen3_5/qwen3_5-mtp-q8_0.gguf";
     pl_gguf *g = NULL;
     CHECK(pl_gguf_open(test_shared(rel), &g) == PL_OK, "%s: %s", rel, pl_last_error());
@@ -372,9 +376,11 @@ static void check_room_mtp(pl_backend *be) {
     CHECK(pl_model_get_info(host)->has_draft, "a host of the ends holds the MTP block");
     const pl_model_info *in = pl_model_get_info(w);
     room r;
-    if (!room_open(&r, "inproc://room-mtp", rel, 2, in->n_layer, in->n_embd, PL_WIRE_F32, 0, 0,
-                   true))
-        goto out;
+    deal_snap = snap;
+    bool opened = room_open(&r, snap ? "inproc://room-mtp" : "inproc://room-mtp0", rel, 2,
+                            in->n_layer, in->n_embd, PL_WIRE_F32, 0, 0, true);
+    deal_snap = 0;
+    if (!opened) goto out;
     pl_state_opts po = cc_opts(w), so = po;
     so.n_logits = so.n_snap = PL_SPEC_MAX + 1;
     so.draft = true;
@@ -384,6 +390,7 @@ static void check_room_mtp(pl_backend *be) {
     if (!e) e = pl_session_new_chain(host, &so, r.st, r.n_st, NULL, &rs);
     CHECK(!e, "mtp room sessions: %s", pl_last_error());
     int32_t prompt[8] = {51, 270, 220, 386, 298, 74, 310, 291}, dw[5], dr_[5];
+    if (!snap) goto gen; /* the drafts were checked with snap */
     if (!e) e = pl_session_set(whole, prompt, 8, NULL);
     if (!e) e = pl_session_set(rs, prompt, 8, NULL);
     int nw = e ? -1 : pl_session_draft_model(whole, 7, 5, dw);
@@ -413,14 +420,18 @@ static void check_room_mtp(pl_backend *be) {
           "a second pass: the room's last draft logits differ from the whole model's (%s)",
           e ? pl_last_error() : "");
     free(lw), free(lr);
+gen:;
     pl_sampler_params sp[2] = {pl_sampler_defaults(), pl_sampler_defaults()};
     sp[0].temp = 0;
     sp[1].temp = 0.8f, sp[1].top_k = 40, sp[1].top_p = 0.9f, sp[1].seed = 11;
     sp[1].repeat_penalty = 1.1f, sp[1].presence_penalty = 0.2f, sp[1].penalty_last_n = 32;
-    for (int k = 0; !e && k < 2; k++) {
+    int64_t rejected = 0;
+    for (int k = 0; !e && k < (snap ? 2 : 1); k++) {
         cc_ids a, b;
         pl_gen_stats sa, sb;
         pl_drafter *dr = NULL;
+        /* from position 0: a rewind to the prompt's end (no snapshot there) is no draft's */
+        pl_session_reset(rs);
         e = pl_drafter_mtp_new(rs, 0, false, &dr);
         if (!e) e = room_gen(plain, &sp[k], in->n_vocab, prompt, 8, 24, NULL, &a, &sa);
         if (!e) e = room_gen(rs, &sp[k], in->n_vocab, prompt, 8, 24, dr, &b, &sb);
@@ -431,7 +442,15 @@ static void check_room_mtp(pl_backend *be) {
         CHECK(!e && sb.n_drafted >= 3 * (sb.n_steps - 1) && sb.n_steps > 0,
               "mtp through a room: %lld drafts in %lld passes", (long long)sb.n_drafted,
               (long long)sb.n_steps);
+        rejected += sb.n_drafted - sb.n_accepted;
     }
+    /* rejected drafts rewound the chain: with snapshots not one worker started afresh */
+    int64_t restarts = 0;
+    for (int i = 0; i < r.n_st; i++) restarts += pl_room_stage_restarts(r.st[i]);
+    CHECK(!e && rejected > 0, "mtp through a room: no draft was rejected (nothing rewound)");
+    CHECK(!e && (snap ? restarts == 0 : restarts > 0),
+          "mtp through a room, %d snapshots: the workers started afresh %lld times", snap,
+          (long long)restarts);
     pl_session_free(plain), pl_session_free(whole), pl_session_free(rs);
     room_close(&r, true);
 out:
@@ -1088,7 +1107,8 @@ static void run_tests(void) {
     check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 2, PL_WIRE_F32, false, false);
     check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false, false);
     check_room(be, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 3, PL_WIRE_F32, false, true);
-    check_room_mtp(be);
+    check_room_mtp(be, PL_SPEC_MAX + 1);
+    check_room_mtp(be, 0);
     check_refusals();
     check_plan();
     check_lost_worker(be, 0);

@@ -357,6 +357,9 @@ static void plan_kind(pl_wire_msg *m) {
 static void plan_members(pl_wire_msg *m) {
     m->plan.n_members = 0;
 }
+static void plan_snap(pl_wire_msg *m) {
+    m->plan.n_snap = PL_WIRE_MAX_SNAP + 1;
+}
 static void req_zero(pl_wire_msg *m) {
     m->weight_req.n = 0;
 }
@@ -472,6 +475,7 @@ static void test_bad_fields(void) {
     bad_field(2, plan_ctx, "n_ctx", "n_ctx 0");
     bad_field(2, plan_kind, "identity kind", "identity kind");
     bad_field(3, plan_members, "members", "no members");
+    bad_field(2, plan_snap, "snapshots", "65 snapshots");
     bad_field(4, req_zero, "bytes", "empty request");
     bad_field(4, req_big, "bytes", "request too large");
     bad_field(4, req_off, "offset", "offset past the cap");
@@ -606,8 +610,41 @@ static void test_random_frames(void) {
     CHECK(accepted < 200, "%d random frames accepted", accepted);
 }
 
+/* A plan's n_snap: 2 bytes after the hashes, none for 0, so a plan with 0 is protocol 4's
+ * byte for byte (a worker without PL_CAP_SNAP reads it); 0 written out, a value past the
+ * cap and any other tail are refused. */
+static void test_plan_snap(void) {
+    pl_wire_msg m[N_SAMPLES], d;
+    samples(m);
+    uint8_t *b0 = NULL, *b = NULL;
+    size_t n0 = 0, nb = 0;
+    for (int i = 2; i <= 3; i++) { /* with a hash list and without */
+        m[i].plan.n_snap = 0;
+        CHECK(pl_wire_encode(&m[i], &b0, &n0) == PL_OK, "%s", pl_last_error());
+        m[i].plan.n_snap = 16;
+        CHECK(pl_wire_encode(&m[i], &b, &nb) == PL_OK, "%s", pl_last_error());
+        if (!b0 || !b) break;
+        CHECK(nb == n0 + 2 && !memcmp(b, b0, n0) && b[n0] == 16 && b[n0 + 1] == 0,
+              "plan %d: n_snap 16 is not 2 bytes after the plan without it", i);
+        CHECK(pl_wire_decode(b0, n0, &d) == PL_OK && d.plan.n_snap == 0, "%s", pl_last_error());
+        CHECK(pl_wire_decode(b, nb, &d) == PL_OK && d.plan.n_snap == 16, "%s", pl_last_error());
+        CHECK(!d.plan.n_tensors || !memcmp(d.plan.hashes, hashes, sizeof hashes),
+              "plan %d: the hashes with n_snap", i);
+        b[n0] = PL_WIRE_MAX_SNAP + 1;
+        refused(b, nb, "snapshots", "a plan with 65 snapshots");
+        b[n0] = 0;
+        refused(b, nb, "n_snap 0", "a plan with n_snap 0 written out");
+        uint8_t *more = malloc(nb + 1);
+        memcpy(more, b, nb), more[n0] = 16, more[nb] = 0;
+        refused(more, nb + 1, "trailing", "a plan with 3 bytes after the hashes");
+        free(more), free(b0), free(b);
+        b0 = b = NULL;
+    }
+}
+
 static void run_tests(void) {
     test_round_trips();
+    test_plan_snap();
     test_bad_fields();
     test_bad_bytes();
     test_random_frames();
