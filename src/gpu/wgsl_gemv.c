@@ -155,16 +155,28 @@ const char *const pl_wgsl_q8_helpers =
     /* a / b rounded as the CPU's division is: a GPU's may be an ulp or two off, which can
      * move a block scale across an f16 rounding step or a quant across .5. One fma step on
      * the residual brings it within an ulp; then of it and its two neighbours the one with
-     * the smallest exact residual a - q * b (an fma) is the correctly rounded quotient (a
-     * quotient of two floats is never exactly halfway between two floats). */
+     * the smallest residual a - q * b is the correctly rounded quotient (a quotient of two
+     * floats is never exactly halfway between two floats). The residual is computed exactly
+     * without trusting fma to be fused (lavapipe's is not always: a quant came out one
+     * higher than the CPU's): q * b = p + e exactly by Dekker's product of Veltkamp halves
+     * (each partial product exact, so contraction cannot change it), a - p exact (p is
+     * within a factor 2 of a), one rounding of (a - p) - e, far below the candidates'
+     * differences. Only the last step's inputs are normal floats here (scales of blocks). */
+    "fn vhi(x: f32) -> f32 { let c = 4097.0 * x; return c - (c - x); }\n"
+    "fn resid(a: f32, q: f32, b: f32) -> f32 {\n"
+    "  let p = q * b;\n"
+    "  let qh = vhi(q); let ql = q - qh; let bh = vhi(b); let bl = b - bh;\n"
+    "  let e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;\n"
+    "  return abs((a - p) - e);\n"
+    "}\n"
     "fn cdiv(a: f32, b: f32) -> f32 {\n"
     "  let q0 = a / b;\n"
     "  var q = fma(fma(-q0, b, a), 1.0 / b, q0);\n"
     "  let lo = bitcast<f32>(bitcast<u32>(q) - 1u);\n"
     "  let hi = bitcast<f32>(bitcast<u32>(q) + 1u);\n"
-    "  let r = abs(fma(-q, b, a));\n"
-    "  let rl = abs(fma(-lo, b, a));\n"
-    "  let rh = abs(fma(-hi, b, a));\n"
+    "  let r = resid(a, q, b);\n"
+    "  let rl = resid(a, lo, b);\n"
+    "  let rh = resid(a, hi, b);\n"
     "  if (q != 0.0 && rl < r && rl <= rh) { q = lo; }\n"
     "  else if (q != 0.0 && rh < r) { q = hi; }\n"
     "  return q;\n"
