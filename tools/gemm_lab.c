@@ -338,9 +338,10 @@ int main(int argc, char **argv) {
            gi->subgroup_min, gi->subgroup_max);
     if (probe) {
         char nm[64];
-        printf("probe: subgroup matrices %s, %d configs%s\n",
+        printf("probe: subgroup matrices %s, %d configs%s; shader-f16 %s by the adapter\n",
                gi->has_smx ? "taken by the device" : "not taken", gi->n_smx,
-               gi->n_smx ? ":" : " (the adapter offers none)");
+               gi->n_smx ? ":" : " (the adapter offers none)",
+               gi->f16_offered ? "offered" : "not offered");
         for (int i = 0; i < gi->n_smx && i < 16; i++)
             printf("probe:   %s\n", pl_gpu_smx_name(gi, i, nm, sizeof nm));
         int pk = pl_gpu_smx_pick(gi);

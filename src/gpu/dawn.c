@@ -244,8 +244,9 @@ static void *open_lib(const char *lib, char *tried, size_t cap) {
 }
 
 /* Dawn lists chromium-experimental-* features only with its allow_unsafe_apis toggle on the
- * adapter (and the device). */
-static const char *const unsafe_toggle[1] = {"allow_unsafe_apis"};
+ * adapter (and the device), and on Vulkan the subgroup matrices only with its Vulkan memory
+ * model toggle too (its feature check refuses them without it, so the adapter hides them). */
+static const char *const unsafe_toggle[2] = {"allow_unsafe_apis", "use_vulkan_memory_model"};
 
 /* The adapter's subgroup-matrix configurations into g->info (n_smx 0 where it has none). */
 static void probe_smx(pl_gpu *g) {
@@ -300,7 +301,7 @@ static pl_status request_adapter(pl_gpu *g, const pl_gpu_open_opts *oo) {
     WGPUDawnTogglesDescriptor td;
     memset(&td, 0, sizeof td);
     td.chain.sType = WGPU_STYPE_DAWN_TOGGLES;
-    td.enabledToggleCount = 1;
+    td.enabledToggleCount = 2;
     td.enabledToggles = unsafe_toggle;
     if (oo->smx > 0) o.nextInChain = &td.chain; /* (only where they may be taken) */
     o.backendType = WGPU_BACKEND_VULKAN;
@@ -356,18 +357,19 @@ static pl_status request_device(pl_gpu *g, const pl_gpu_open_opts *o, int retry)
     if (g->info.has_subgroups) feats[nf++] = WGPU_FEATURE_SUBGROUPS;
     /* shader-f16 and subgroup matrices only together, for the prefill GEMM's f16 operands */
     int f16 = g->p.wgpuAdapterHasFeature(g->adapter, WGPU_FEATURE_SHADER_F16) != 0;
+    g->info.f16_offered = f16;
     int smx = o->smx > 0 && f16 && g->info.has_subgroups && g->info.n_smx > 0 && !retry;
     if (smx) feats[nf++] = WGPU_FEATURE_SHADER_F16, feats[nf++] = WGPU_FEATURE_SUBGROUP_MATRIX;
 
-    const char *toggles[13];
+    const char *toggles[14];
     size_t nt = 0;
-    if (smx) toggles[nt++] = unsafe_toggle[0];
+    if (smx) toggles[nt++] = unsafe_toggle[0], toggles[nt++] = unsafe_toggle[1];
     if (!o->robust) toggles[nt++] = "disable_robustness";
     toggles[nt++] = "disable_workgroup_init";
     /* more device toggles for experiments: "a,b" (e.g. skip_validation) */
     char extra[256] = "";
     if (o->toggles) snprintf(extra, sizeof extra, "%s", o->toggles);
-    for (char *save = NULL, *tok = strtok_r(extra, ",", &save); tok && nt < 13;
+    for (char *save = NULL, *tok = strtok_r(extra, ",", &save); tok && nt < 14;
          tok = strtok_r(NULL, ",", &save))
         toggles[nt++] = tok;
     WGPUDawnTogglesDescriptor td;

@@ -38,8 +38,9 @@ typedef struct {
     uint32_t uniform_align;       /* uniform binding offsets must be multiples of this */
     /* Subgroup matrices (Dawn's chromium-experimental-subgroup-matrix: Vulkan cooperative
      * matrices, tensor cores): what the adapter offers (n_smx configs, at most 16 kept),
-     * and has_smx: the device took the feature and shader-f16 (WGSL may enable both) */
-    int has_f16, has_smx, n_smx;
+     * and has_smx: the device took the feature and shader-f16 (WGSL may enable both);
+     * f16_offered: the adapter lists shader-f16 (the pinned Dawn never does on NVIDIA) */
+    int has_f16, has_smx, n_smx, f16_offered;
     struct {
         uint32_t type, result; /* 1 f32, 2 f16, 3 u32, 4 i32 (Dawn's component types) */
         uint32_t m, n, k;
