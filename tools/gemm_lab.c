@@ -7,7 +7,7 @@
  * then the difference of a long and a short run of dispatches in one command buffer each,
  * median of 5. It prints us per GEMM, the pre-pass's us (once per input), effective
  * integer TOP/s (2 * rows * cols * n, gate/up twice) and GB/s of weights read once.
- * Build: `make lab`; run from the repo root: build/gemm_lab [--model 8b|27b|1.7b|all]
+ * Build: `make lab`; run from the repo root: build/gemm_lab [--model 8b|27b|1.7b|35b|all]
  * [--n N] [--type q4_0|q8_0|all] [--tile tm,tn,rm,rn,bk[,version]] (repeatable; default: a
  * list) [--peak] (first the adapter's dp4a and f32 fma peak) [--probe] (the subgroup-matrix
  * configurations the adapter offers and the one the prefill GEMM takes) [--smx] (the tile
@@ -298,7 +298,7 @@ int main(int argc, char **argv) {
                          &tiles[ntiles][5]) >= 5))
             ntiles++, i++;
         else {
-            fprintf(stderr, "usage: gemm_lab [--model 8b|27b|1.7b|all] [--n N] "
+            fprintf(stderr, "usage: gemm_lab [--model 8b|27b|1.7b|35b|all] [--n N] "
                             "[--type q4_0|q8_0|all] [--tile tm,tn,rm,rn,bk[,version]]... [--peak] "
                             "[--probe] [--smx] "
                             "[--i8 m,n,k]\n");
@@ -324,9 +324,12 @@ int main(int argc, char **argv) {
     const struct {
         const char *name;
         uint32_t h, q, kv, f;
-    } models[3] = {{"8b", 4096, 4096, 1024, 12288},
+    } models[4] = {{"8b", 4096, 4096, 1024, 12288},
                    {"27b", 5120, 6144, 1024, 17408},
-                   {"1.7b", 2048, 2048, 1024, 6144}};
+                   {"1.7b", 2048, 2048, 1024, 6144},
+                   /* qwen3.5-35b-a3b: its shared expert's gate/up (512 rows) and down, the
+                    * small matrices a 64-row tile gives few workgroups */
+                   {"35b", 2048, 4096, 512, 512}};
     pl_gpu *g = NULL;
     pl_gpu_open_opts go = {.smx = 1}; /* take subgroup matrices where offered */
     if (pl_gpu_open_with(&go, &g) != PL_OK) {
@@ -349,8 +352,8 @@ int main(int argc, char **argv) {
                pk >= 0 ? pl_gpu_smx_name(gi, pk, nm, sizeof nm) : "portable (dot4I8Packed)");
     }
     if (peak) run_peak(g);
-    for (int mi = 0; mi < 3; mi++) {
-        if (strcmp(model, "all") ? strcmp(model, models[mi].name) : mi == 2) continue;
+    for (int mi = 0; mi < 4; mi++) {
+        if (strcmp(model, "all") ? strcmp(model, models[mi].name) : mi >= 2) continue;
         uint32_t h = models[mi].h, qr = models[mi].q, kv = models[mi].kv, f = models[mi].f;
         shape shapes[4] = {{"qkv", qr + 2 * kv, h, PL_GEMV_STORE, qr, qr + kv},
                            {"o", h, qr, PL_GEMV_ACCUM, 0, 0},

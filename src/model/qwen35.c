@@ -116,7 +116,10 @@ typedef struct {
     pl_buf **conv_snap, **ssm_snap; /* [n_snap*(K-1), conv_dim], [n_snap*nv, dk*dv] */
     int64_t *pos;                   /* positions each recurrent state has consumed; -1 unknown */
     int64_t *snap_lo, *snap_hi;     /* the kept states: after n_past in [snap_lo, snap_hi] */
-    void *zeros;                    /* host zeros, as many bytes as the larger recurrent state */
+    /* zeros on the device, as many floats as the larger recurrent state: a new sequence's
+     * states are copied from it (recorded with the step; a host write of ~3 MB per layer
+     * cost a 27B prompt ~70 ms on the H200: 48 uploads, each flushing the recorded ops) */
+    pl_buf *zeros;
     /* the draft block (opts.draft), else NULL */
     pl_buf *d_kc, *d_vc;     /* [n_ctx, n_head_kv*head_dim] its KV cache */
     pl_buf *d_x, *d_e, *d_h; /* [n_batch, n_embd] its residual, embeddings, hidden inputs */
@@ -357,7 +360,8 @@ static pl_status check_state_size(const pl_state *s) {
                        .act_tok = 4.0 * (2.0 * c->n_embd + 3 * qd + 2 * kd + 2.0 * c->conv_dim +
                                          2 * inner + 2.0 * c->nv + ffn + dr * 6 * c->n_embd),
                        .act_row = widest * 4,
-                       .fixed = (state + conv) * n_rec * (1.0 + s->o.n_snap),
+                       .fixed = (state + conv) * n_rec * (1.0 + s->o.n_snap) +
+                                (state > conv ? state : conv), /* the zeros */
                        .fixed_buf = state * (s->o.n_snap > 1 ? s->o.n_snap : 1)};
     return pl_check_state_size(s, &z);
 }
@@ -410,9 +414,14 @@ static pl_status q35_state_new(pl_state *s) {
         if (!(*per[i] = calloc((size_t)L, sizeof(pl_buf *))))
             return pl_fail(PL_ERR_NOMEM, "out of memory for the state");
     qs->pos = calloc((size_t)L * 3, sizeof(int64_t));
-    size_t zb = (size_t)(sd * c->nv > km1 * c->conv_dim ? sd * c->nv : km1 * c->conv_dim) * 4;
-    qs->zeros = calloc(1, zb);
-    if (!qs->pos || !qs->zeros) return pl_fail(PL_ERR_NOMEM, "out of memory for the state");
+    if (!qs->pos) return pl_fail(PL_ERR_NOMEM, "out of memory for the state");
+    int64_t zn = sd * c->nv > km1 * c->conv_dim ? sd * c->nv : km1 * c->conv_dim;
+    void *z = calloc((size_t)zn, 4);
+    if (!z) return pl_fail(PL_ERR_NOMEM, "out of memory for the state");
+    pl_status zst = pl_be_buf_new(be, PL_TYPE_F32, zn, 1, &qs->zeros);
+    if (!zst) zst = pl_be_write(qs->zeros, 0, z, zn * 4);
+    free(z);
+    TRY(zst);
     qs->snap_lo = qs->pos + L;
     qs->snap_hi = qs->pos + 2 * L;
     for (int l = s->m->info.layer_first; l < s->m->info.layer_last; l++) {
@@ -432,12 +441,13 @@ static pl_status q35_state_new(pl_state *s) {
     return PL_OK;
 }
 
-#define Q35_N_SCRATCH 24
+#define Q35_N_SCRATCH 25
 static void scratch_bufs(const q35_state *qs, pl_buf *b[Q35_N_SCRATCH]) {
-    pl_buf *all[Q35_N_SCRATCH] = {
-        qs->xb,  qs->q,   qs->gate,  qs->att,   qs->k,       qs->v,     qs->qkv,   qs->conv_out,
-        qs->z,   qs->o,   qs->alpha, qs->beta,  qs->ff_gate, qs->ff_up, qs->d_kc,  qs->d_vc,
-        qs->d_x, qs->d_e, qs->d_h,   qs->d_cat, qs->d_hn,    qs->d_ids, qs->d_out, qs->d_logits};
+    pl_buf *all[Q35_N_SCRATCH] = {qs->xb,    qs->q,     qs->gate,     qs->att,      qs->k,
+                                  qs->v,     qs->qkv,   qs->conv_out, qs->z,        qs->o,
+                                  qs->alpha, qs->beta,  qs->ff_gate,  qs->ff_up,    qs->d_kc,
+                                  qs->d_vc,  qs->d_x,   qs->d_e,      qs->d_h,      qs->d_cat,
+                                  qs->d_hn,  qs->d_ids, qs->d_out,    qs->d_logits, qs->zeros};
     memcpy(b, all, sizeof all);
 }
 
@@ -464,7 +474,6 @@ static void q35_state_free(pl_state *s) {
     free(qs->kc), free(qs->vc), free(qs->conv), free(qs->ssm);
     free(qs->conv_snap), free(qs->ssm_snap);
     free(qs->pos);
-    free(qs->zeros);
     free(qs);
 }
 
@@ -500,8 +509,8 @@ static pl_status restart(pl_state *s, int l) {
     q35_state *qs = QS(s);
     qs->pos[l] = 0;
     qs->snap_lo[l] = 1, qs->snap_hi[l] = 0;
-    TRY(pl_be_write(qs->conv[l], 0, qs->zeros, pl_be_buf_bytes(qs->conv[l])));
-    return pl_be_write(qs->ssm[l], 0, qs->zeros, pl_be_buf_bytes(qs->ssm[l]));
+    TRY(pl_be_copy(qs->zeros, 0, pl_be_buf_bytes(qs->conv[l]) / 4, qs->conv[l], 0));
+    return pl_be_copy(qs->zeros, 0, pl_be_buf_bytes(qs->ssm[l]) / 4, qs->ssm[l], 0);
 }
 
 static pl_status q35_rewind(pl_state *s, int64_t n_past) {
