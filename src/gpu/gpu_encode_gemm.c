@@ -14,14 +14,20 @@
  * adapter: 16 x 16, 2 x 2, 2 blocks (lavapipe compiles it in half the time). opts.gemm:
  * its one tile. */
 void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p) {
+    /* small_gu: a gate/up pair of at most SMALL_GU_ROWS rows (the MoE's shared expert, 512)
+     * gets tiles of 32 x 64 instead of 128 x 64 (128 workgroups instead of 32 at 512 columns):
+     * the big tile leaves most of the H200's 132 SMs idle (gemm_lab --model 35b, 512 x 2048:
+     * 172 us, 64 x 64 90 us, 32 x 64 59.7 us; docs/gpu-notes.md, eighth session) */
+    enum { SMALL_GU_ROWS = 1024 };
     static const uint32_t soft[6] = {16, 16, 2, 2, 2, 4}, gu[6] = {128, 64, 8, 4, 2, 4},
-                          other[6] = {64, 64, 4, 4, 4, 3};
+                          small_gu[6] = {32, 64, 2, 4, 4, 3}, other[6] = {64, 64, 4, 4, 4, 3};
     const uint32_t smx[6] = {64, 64, 4, 4, 2, (uint32_t)gb->smx};
-    const uint32_t *t = gb->gemm_fixed       ? gb->gemm_tile
-                        : gb->smx            ? smx
-                        : gb->info->software ? soft
-                        : gate_up            ? gu
-                                             : other;
+    const uint32_t *t = gb->gemm_fixed                         ? gb->gemm_tile
+                        : gb->smx                              ? smx
+                        : gb->info->software                   ? soft
+                        : gate_up && w->h.ne1 <= SMALL_GU_ROWS ? small_gu
+                        : gate_up                              ? gu
+                                                               : other;
     memset(p, 0, sizeof *p);
     p->type = w->wt;
     p->rows = (uint32_t)w->h.ne1;

@@ -36,6 +36,8 @@
  * fixed-order check. Each kernel costs lavapipe seconds to compile: few variants. */
 static const pl_gemm_params tile_a = {.tm = 16, .tn = 16, .rm = 2, .rn = 2, .bk = 2, .version = 4};
 static const pl_gemm_params tile_b = {.tm = 64, .tn = 64, .rm = 4, .rn = 4, .bk = 4, .version = 3};
+static const pl_gemm_params tile_gu_small = {
+    .tm = 32, .tn = 64, .rm = 2, .rn = 4, .bk = 4, .version = 3};
 /* the other kernel versions (wgsl_gen.h): the same bits as v4 */
 static const pl_gemm_params tile_v1 = {.tm = 32, .tn = 16, .rm = 4, .rn = 2, .bk = 4, .version = 1};
 static const pl_gemm_params tile_v2 = {.tm = 16, .tn = 32, .rm = 2, .rn = 4, .bk = 2, .version = 2};
@@ -225,9 +227,9 @@ static int near(const float *got, const float *want, const double *mag, size_t n
  * magnitudes. With the norm, the reference quantises the GPU's normalised x (the CPU's 1/rms
  * may differ in the last bit, now and then flipping a quant: 2e-3 would be needed, and
  * with few blocks even that was exceeded once in three runs). */
-static void gemm_case(pl_gpu *g, pl_gpu_wtype t, pl_gemv_mode mode, int norm, int bias, int split,
-                      uint32_t n) {
-    pl_gemm_params p = tile_a;
+static void gemm_case(pl_gpu *g, const pl_gemm_params *tile, pl_gpu_wtype t, pl_gemv_mode mode,
+                      int norm, int bias, int split, uint32_t n) {
+    pl_gemm_params p = *tile;
     p.type = t, p.rows = ROWS, p.cols = COLS, p.mode = mode, p.bias = bias;
     p.gate_out = p.up_out = mode == PL_GEMV_GATE_UP;
     if (split) p.split[0] = 24, p.split[1] = 45;
@@ -280,13 +282,15 @@ static void gemm_case(pl_gpu *g, pl_gpu_wtype t, pl_gemv_mode mode, int norm, in
 static void test_gemm(pl_gpu *g) {
     const uint32_t ns[3] = {17, 33, 100};
     for (int ni = 0; ni < 3; ni++) {
-        gemm_case(g, PL_GW_Q4_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
-        gemm_case(g, PL_GW_Q4_0, PL_GEMV_ACCUM, 1, 0, 0, ns[ni]);
-        gemm_case(g, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
-        gemm_case(g, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 1, ns[ni]);
-        gemm_case(g, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 2, ns[ni]);
-        gemm_case(g, PL_GW_Q8_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
-        gemm_case(g, PL_GW_Q8_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+        gemm_case(g, &tile_a, PL_GW_Q4_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
+        gemm_case(g, &tile_a, PL_GW_Q4_0, PL_GEMV_ACCUM, 1, 0, 0, ns[ni]);
+        gemm_case(g, &tile_a, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+        gemm_case(g, &tile_a, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 1, ns[ni]);
+        gemm_case(g, &tile_a, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 2, ns[ni]);
+        gemm_case(g, &tile_a, PL_GW_Q8_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
+        gemm_case(g, &tile_a, PL_GW_Q8_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+        /* the small gate/up pairs' tile on real GPUs (pl_gpu_gemm_base: 32 x 64, v3) */
+        gemm_case(g, &tile_gu_small, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
     }
 }
 
