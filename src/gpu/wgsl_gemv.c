@@ -478,31 +478,34 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                  p->subgroups || sg ? ", @builtin(subgroup_invocation_id) sid: u32, "
                                       "@builtin(subgroup_size) ssz: u32"
                                     : "");
-    /* workgroup g: vector g / NGR of x, rows (g % NGR) * R .. */
+    /* workgroup g: vector g % n of x (n = args.a0 columns), row group rg = g / n (rows
+     * rg * R ..): the n workgroups of one row group are neighbours, so the columns of a
+     * verify pass or a batched step read each weight block at about the same time (from
+     * L2 after the first) instead of streaming the matrix once per column */
     pl_wtext_add(&t,
                  "  let g = wid.x + wid.y * nwg.x;\n"
                  "  if (g >= %uu * args.a0) { return; }\n"
-                 "  let col = g / %uu;\n"
-                 "  let row0 = (g %% %uu) * RW%s;\n"
+                 "  let col = g %% args.a0;\n"
+                 "  let rg = g / args.a0;\n"
+                 "  let row0 = rg * RW%s;\n"
                  "  let xo = col%s * %uu;\n"
                  "  let yo = col * N;\n",
-                 pl_gemv_groups(p), pl_gemv_groups(p), pl_gemv_groups(p),
-                 sg ? " + (lid / SG) * R" : "", p->ids && p->x_shared ? " / NU" : "",
+                 pl_gemv_groups(p), sg ? " + (lid / SG) * R" : "",
+                 p->ids && p->x_shared ? " / NU" : "",
                  p->xpre ? p->cols / 32 : xn_len); /* xpre: x's offset in blocks */
     if (p->ids) /* the slot's expert, uniform over the workgroup; a bad id: a zero row */
         pl_wtext_add(&t,
                      "  if (lid == 0u) { ev = eids[col]; }\n"
                      "  let e = workgroupUniformLoad(&ev);\n"
                      "  if (e < 0 || e >= %di) {\n"
-                     "    let gr0 = (g %% %uu) * RW;\n"
+                     "    let gr0 = rg * RW;\n"
                      "    for (var r = lid; r < RW; r += T) {\n"
                      "      if (gr0 + r < N) { y[yo + gr0 + r] = 0.0;%s%s }\n"
                      "    }\n"
                      "    return;\n"
                      "  }\n"
                      "  let erow = u32(e) * N;\n",
-                     (int)p->n_exp, pl_gemv_groups(p),
-                     p->gate_out ? " go[yo + gr0 + r] = 0.0;" : "",
+                     (int)p->n_exp, p->gate_out ? " go[yo + gr0 + r] = 0.0;" : "",
                      p->up_out ? " uo[yo + gr0 + r] = 0.0;" : "");
     if (post) pl_wtext_add(&t, "  var ss = 0.0;\n");
     for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  var a%u = 0.0;\n", a);
