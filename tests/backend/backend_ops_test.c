@@ -424,7 +424,8 @@ static void case_deltanet(void) {
         free(xd), free(gd), free(od);
 
         /* conv1d: two calls, the second from the state the first left, snapshots */
-        uint32_t ch = rnd(1, 200), k = it ? 4 : rnd(2, 6), n = rnd(1, 6);
+        /* (the third: a prompt's rows, more than the GPU's 16 rows a turn) */
+        uint32_t ch = rnd(1, 200), k = it ? 4 : rnd(2, 6), n = it == 2 ? rnd(17, 40) : rnd(1, 6);
         float *wd = randv((size_t)ch * k, -1, 1), *sd = randv((size_t)(k - 1) * ch, -1, 1);
         duo w = weight(PL_TYPE_F32, k, ch, wd), st = f32(ch, k - 1, sd);
         for (uint32_t call = 0; call < 2; call++) {
