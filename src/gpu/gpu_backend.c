@@ -545,7 +545,9 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     gb->topk_rank = gb->o.topk_rank >= 0;
     gb->moe_shgate = gb->o.moe_shgate >= 0 && gb->topk_rank;
     gb->moe_comb = gb->o.moe_comb >= 0;
-    gb->fa = gb->o.fa >= 0;
+    /* prefill attention kernel: lavapipe compiles it in 5-40 s a shape (unrolled tiles), so
+     * auto leaves software adapters on the decode kernel; 1 forces it there too (tests) */
+    gb->fa = gb->o.fa > 0 || (gb->o.fa == 0 && !gb->info->software);
     /* the prefill GEMM's tiles are pinned per shape (pl_gpu_gemm_base); opts.gemm = "off"
      * or "tm,tn,rm,rn,bk[,version]" (version 4 if left out) sets one for every shape */
     const char *gm = gb->o.gemm;

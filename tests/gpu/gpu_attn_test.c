@@ -215,9 +215,13 @@ static void test_attn_prefill(pl_gpu *g) {
     prefill_case(g, fp(4, 2, 32, 16, 0, sg >= 2 ? 2 : 1, 3, 5), p1, 23);
     if (l8 == 1) return;
     /* GQA 1 / 4 / 8, head dims 64 / 128 / 256, f16 and f32 */
-    prefill_case(g, fp(2, 2, 64, 64, 1, l8 >= 4 ? 4 : l8, 8, 32), p1, 33);
-    prefill_case(g, fp(8, 2, 128, 128, 0, l8, 8, 16), p2, 19);
-    prefill_case(g, fp(8, 1, 256, 256, 1, l8, 8, 16), p2, 18);
+    prefill_case(g, fp(4, 1, 64, 64, 1, l8 >= 4 ? 4 : l8, 8, 8), p2, 33);
+    /* lavapipe compiles a shape in 5-40 s: the larger head dims on hardware only (and in
+     * backend_ops_test through the backend) */
+    if (info->software) return;
+    prefill_case(g, fp(2, 2, 64, 64, 1, l8 >= 4 ? 4 : l8, 32, 32), p1, 33);
+    prefill_case(g, fp(8, 2, 128, 128, 0, l8, 32, 32), p2, 19);
+    prefill_case(g, fp(8, 1, 256, 256, 1, l8, 32, 16), p2, 18);
 }
 
 static void run_tests(void) {
