@@ -131,6 +131,10 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
                   : !strcmp(v, "0")                          ? -1
                   : !strcmp(v, "1")                          ? 1
                                                              : -2;
+    o->fa = !(v = getenv("POOLED_GPU_FA")) || !*v ? 0
+            : !strcmp(v, "0")                     ? -1
+            : !strcmp(v, "1")                     ? 1
+                                                  : -2; /* refused at open */
     o->profile_path = getenv("POOLED_GPU_PROFILE");
     o->profile_at = (v = getenv("POOLED_GPU_PROFILE_AT")) ? atoi(v) : 0;
 }

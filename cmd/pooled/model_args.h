@@ -55,7 +55,8 @@ const char *model_kv_name(uint32_t kv_type);
 
 /* The GPU backend's settings from the environment (the library reads none): POOLED_DAWN,
  * POOLED_GPU_FUSE=0, POOLED_GPU_TUNE=0|verbose, POOLED_GPU_GEMV, POOLED_GPU_ROBUST=1,
- * POOLED_GPU_TOGGLES, POOLED_GPU_PRELOAD=1, POOLED_GPU_PROFILE(_AT), and the tuning cache
+ * POOLED_GPU_TOGGLES, POOLED_GPU_PRELOAD=1, POOLED_GPU_FA=0|1 (the prefill attention
+ * kernel, on by default), POOLED_GPU_PROFILE(_AT), and the tuning cache
  * in $XDG_CACHE_HOME/pooled (else ~/.cache/pooled). */
 void gpu_opts_from_env(pl_gpu_backend_opts *o);
 

@@ -54,6 +54,11 @@ typedef struct {
     /* the MoE's weighted combine also adds the gated shared expert (moe.c asks,
      * PL_FUSE_COMBINE_SHARED; no sigmoid_mul dispatch): 0 auto (on), -1 never */
     int moe_comb;
+    /* attention of more than 16 query rows (prefill, chain frames) through the prefill
+     * kernel, one dispatch per layer (wgsl_attn_prefill.c; F16/F32 caches, adapters with
+     * subgroups): 0 auto (on, except on a software adapter: lavapipe takes 5-40 s to
+     * compile one), -1 never (the decode kernel per 8 rows), 1 on (also software) */
+    int fa;
     const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;

@@ -392,8 +392,56 @@ static pl_status enc_store_q8(gpu_backend *gb, const op *o) {
     return pl_gpu_run(gb, k, refs, 3, pl_kv_q8_groups(&p, blk0, count));
 }
 
+/* The prefill attention kernel's parameters for o (wgsl_attn_prefill.c: the sizes and why),
+ * or 0 where it does not apply: turned off (opts.fa), PL_GPU_FA_MIN_ROWS rows or fewer, a
+ * Q8_0 cache (the decode kernel dequantises it), no subgroups, or tiles that cannot fit. */
+static int attn_prefill_params(const gpu_backend *gb, const op *o, pl_attn_prefill_params *p) {
+    const pl_attn_params *a = &o->attn;
+    memset(p, 0, sizeof *p);
+    uint32_t type = o->b->h.type;
+    if (!gb->fa || o->n < PL_GPU_FA_MIN_ROWS || !gb->info->has_subgroups ||
+        (type != PL_TYPE_F16 && type != PL_TYPE_F32))
+        return 0;
+    p->n_head = (uint32_t)a->n_head;
+    p->n_kv_head = (uint32_t)a->n_head_kv;
+    p->head_dim = (uint32_t)a->head_dim;
+    p->head_dim_v = (uint32_t)a->head_dim_v;
+    p->kv_f16 = type == PL_TYPE_F16;
+    p->scale = a->scale;
+    uint32_t e = p->kv_f16 ? 2 : 1, nwk = p->head_dim / e, nwv = p->head_dim_v / e;
+    if (p->head_dim % e || p->head_dim_v % e) return 0;
+    /* lanes per query vector: 16 registers of q per thread, within one subgroup */
+    uint32_t lanes = p->head_dim <= 64 ? 4 : p->head_dim <= 128 ? 8 : 16;
+    uint32_t sg = gb->info->subgroup_min ? gb->info->subgroup_min : 1;
+    while (lanes > 1 && (lanes > sg || nwk % lanes || nwv % lanes)) lanes /= 2;
+    p->lanes = lanes;
+    p->rows = gb->info->software ? 8 : 32;
+    while (p->rows > 1 && p->rows * lanes > gb->info->max_invocations) p->rows /= 2;
+    p->keys = 32;
+    while (p->keys > 1 && pl_attn_prefill_wg_bytes(p) > gb->info->max_wg_storage) p->keys /= 2;
+    return pl_attn_prefill_wg_bytes(p) <= gb->info->max_wg_storage;
+}
+
+/* All the rows of o in one dispatch (wgsl_attn_prefill.c). */
+static pl_status enc_attn_prefill(gpu_backend *gb, const op *o, const pl_attn_prefill_params *p) {
+    pl_gpu_kernel *k;
+    if (pl_gpu_get_kernel(gb, F_ATTN_PREFILL, p, sizeof *p, (pl_gpu_gen_fn)pl_wgsl_attn_prefill,
+                          "prefill attention", &k) != PL_OK)
+        return PL_ERR;
+    pl_gpu_args args = {{(uint32_t)o->pos0, (uint32_t)o->n}};
+    pl_gpu_ref refs[5] = {pl_gpu_whole(o->a->buf),
+                          pl_gpu_whole(o->b->buf),
+                          pl_gpu_whole(o->c->buf),
+                          pl_gpu_whole(o->out->buf),
+                          {0}};
+    if (pl_gpu_args_ref(gb, args, &refs[4]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k, refs, 5, pl_attn_prefill_groups(p, (uint32_t)o->n));
+}
+
 static pl_status enc_attn(gpu_backend *gb, const op *o) {
     const pl_attn_params *a = &o->attn;
+    pl_attn_prefill_params fp;
+    if (attn_prefill_params(gb, o, &fp)) return enc_attn_prefill(gb, o, &fp);
     pl_attn_params_gpu p;
     memset(&p, 0, sizeof p);
     p.n_head = (uint32_t)a->n_head;

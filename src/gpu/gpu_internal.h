@@ -172,6 +172,7 @@ typedef struct {
     int topk_rank;   /* opts.topk_rank: the router's top-k by rank (wgsl_moe.c) */
     int moe_shgate;  /* opts.moe_shgate: the shared expert's gate row in the top-k */
     int moe_comb;    /* opts.moe_comb: the gated shared expert added by the combine */
+    int fa;          /* opts.fa: attention of many rows through the prefill kernel */
     /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk, version of
      * pl_gemm_params; the built-in one, or opts.gemm "tm,tn,rm,rn,bk[,version]" for every
      * shape: gemm_fixed), gemm_off: never (opts.gemm "off"), and the scratch buffers of the
@@ -245,6 +246,7 @@ enum {
     F_Q8PRE,
     F_MOE_GROUP,
     F_KV_Q8,
+    F_ATTN_PREFILL,
 };
 
 /* gpu_encode.c: what the encoders share. A generator writes WGSL from its parameters. */
@@ -326,6 +328,12 @@ double pl_gpu_time_gemv(gpu_backend *gb, const gbuf *w, gemv_tune t, pl_gpu_buf 
 void pl_gpu_drop_merged(gpu_backend *gb, gbuf *b);
 /* gpu_backend.c: keep b alive until the next submit, then free it. */
 void pl_gpu_retire(gpu_backend *gb, pl_gpu_buf *b);
+
+/* Attention of at least this many query rows (and opts.fa not -1) goes through the prefill
+ * kernel (wgsl_attn_prefill.c), one dispatch for all rows; fewer keep the decode kernel,
+ * which is bit-exact per row to decode: a verify pass of 1 + 15 drafts (16 rows, the GEMM's
+ * PL_GPU_GEMM_MIN_COLS too) must give decode's bits, so the threshold is 17. */
+#define PL_GPU_FA_MIN_ROWS 17
 
 /* Which q8x GEMVs read x quantised once by a pre-pass (opts.gemv_xpre: 0 auto, -1 none, 1
  * normed, 2 all). */

@@ -205,6 +205,29 @@ typedef struct {
     int sg;
 } pl_attn_params_gpu;
 
+/* Prefill attention (wgsl_attn_prefill.c): n query rows at positions args.a0 ..
+ * a0 + args.a1 - 1 over an F16 or F32 cache in one dispatch (causal: row r sees positions
+ * 0..a0 + r). Query vector v of kv head kvh is (row v / GQ, head kvh * GQ + v % GQ);
+ * workgroup (kvh, tile) owns `rows` consecutive vectors, `lanes` threads each (one
+ * subgroup's neighbours: a score is reduced by subgroupShuffleXor), and walks the cache in
+ * tiles of `keys` positions staged in workgroup memory with an online softmax.
+ * Bindings: 0 q f32[rows][n_head*head_dim], 1 k cache, 2 v cache, 3 out
+ * f32[rows][n_head*head_dim_v], 4 args. */
+typedef struct {
+    uint32_t n_head, n_kv_head, head_dim, head_dim_v;
+    uint32_t rows;  /* query vectors per workgroup */
+    uint32_t lanes; /* threads per query vector: a power of two <= the subgroup size that
+                       divides the words of a key and of a value row; 1: no subgroups */
+    uint32_t keys;  /* cache positions per staged tile */
+    int kv_f16;     /* cache of f16 pairs (else f32) */
+    float scale;
+} pl_attn_prefill_params;
+
+/* Bytes of workgroup memory the kernel stages (a tile of keys and one of values). */
+uint32_t pl_attn_prefill_wg_bytes(const pl_attn_prefill_params *p);
+/* Workgroups for n query rows. */
+uint32_t pl_attn_prefill_groups(const pl_attn_prefill_params *p, uint32_t n);
+
 /* Merge the splits of the rows of one attention dispatch: workgroup (row, head).
  * Bindings: 0 partials, 1 out, 2 args (the attention's). */
 typedef struct {
@@ -406,6 +429,7 @@ pl_status pl_wgsl_copy(const pl_copy_params *p, char **out);
 pl_status pl_wgsl_kv_q8(const pl_kv_q8_params *p, char **out);
 pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out);
 pl_status pl_wgsl_attn_combine(const pl_attn_combine_params *p, char **out);
+pl_status pl_wgsl_attn_prefill(const pl_attn_prefill_params *p, char **out);
 pl_status pl_wgsl_topk(const pl_topk_params *p, char **out);
 pl_status pl_wgsl_topk_rank(const pl_topk_params *p, char **out);
 pl_status pl_wgsl_embed(const pl_embed_params *p, char **out);

@@ -249,6 +249,36 @@ static void case_rope_attention(void) {
     }
 }
 
+/* Attention of more than 16 rows, which the GPU runs through its prefill kernel (opened
+ * with fa = 1: lavapipe too): head dims 64/128/256, GQA 1/4/8, f16 and f32 caches, a fresh
+ * prompt, one continuing a cache, one past 256 positions; the cache's rows past the last
+ * stay NaN. A software adapter takes one smaller random shape (lavapipe compiles one in
+ * 5-40 s). */
+static void case_attention_prefill(void) {
+    static const int hds[3] = {64, 128, 256}, gqs[3] = {1, 4, 8};
+    int sw = pl_gpu_backend_is_software(be2[1]);
+    for (int it = 0; it < (sw ? 1 : 6); it++) {
+        uint32_t kvt = rnd(0, 1) ? PL_TYPE_F16 : PL_TYPE_F32, at = rnd(0, 2);
+        int hd = sw ? 32 : hds[it % 3], gq = gqs[sw ? (int)rnd(0, 2) : (it + it / 3) % 3];
+        int nkv = (int)rnd(1, 2), nh = nkv * gq;
+        uint32_t n = rnd(17, 40), pos0 = at == 0 ? 0 : at == 1 ? rnd(1, 60) : rnd(250, 300);
+        uint32_t ctx = pos0 + n + rnd(0, 3), kd = (uint32_t)(nkv * hd);
+        float *qd = randv((size_t)n * nh * hd, -1, 1), *kd_ = randv((size_t)(pos0 + n) * kd, -2, 2);
+        float *vd = randv((size_t)(pos0 + n) * kd, -1, 1);
+        duo q = f32(nh * hd, n, qd), k = f32(kd, pos0 + n, kd_), v = f32(kd, pos0 + n, vd);
+        duo kc = act(kvt, kd, ctx, NULL), vc = act(kvt, kd, ctx, NULL);
+        duo o = f32(nh * hd, n + 1, NULL);
+        BOTH("kv_store", pl_be_kv_store(X(k), pos0 + n, 0, X(kc)));
+        BOTH("kv_store", pl_be_kv_store(X(v), pos0 + n, 0, X(vc)));
+        pl_attn_params ap = {nh, nkv, hd, hd, 1.0f / sqrtf((float)hd)};
+        BOTH("attention", pl_be_attention(X(q), X(kc), X(vc), n, pos0, &ap, X(o)));
+        /* the CPU rounds q and the value accumulator to f16 on an f16 cache (backend.h) */
+        compare("attention (prefill)", o, kvt == PL_TYPE_F16 ? 1e-5 : 1e-10);
+        dfree(q), dfree(k), dfree(v), dfree(kc), dfree(vc), dfree(o);
+        free(qd), free(kd_), free(vd);
+    }
+}
+
 /* The same bytes in d on both backends (a Q8_0 cache: quants and scales, and the poison
  * where nothing was stored). */
 static void compare_bytes(const char *what, duo d) {
@@ -622,7 +652,7 @@ static void check_coverage(void) {
 
 static pl_backend *open_gpu(void) {
     if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0); /* loader noise */
-    pl_gpu_backend_opts o = {.no_tune = 1, .no_selftest = 1};
+    pl_gpu_backend_opts o = {.no_tune = 1, .no_selftest = 1, .fa = 1};
     pl_backend *be = NULL;
     if (pl_gpu_backend_new(&o, &be) == PL_OK) return be;
     const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
@@ -647,10 +677,18 @@ static void run_tests(void) {
         return;
     }
     fprintf(stderr, "%s against %s\n", be2[1]->device, be2[0]->device);
-    static void (*const cases[])(void) = {
-        case_embed_matmul, case_norm_ew,     case_rope_attention, case_kv_q8,
-        case_select_copy,  case_moe,         case_deltanet,       case_fuse,
-        case_fuse_experts, case_fuse_router, case_fuse_norm_gate};
+    static void (*const cases[])(void) = {case_embed_matmul,
+                                          case_norm_ew,
+                                          case_rope_attention,
+                                          case_attention_prefill,
+                                          case_kv_q8,
+                                          case_select_copy,
+                                          case_moe,
+                                          case_deltanet,
+                                          case_fuse,
+                                          case_fuse_experts,
+                                          case_fuse_router,
+                                          case_fuse_norm_gate};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i]();
     check_coverage();
     pl_be_destroy(be2[1]);

@@ -69,6 +69,19 @@ for v in TOPK MOESH MOECOMB; do
         env POOLED_GPU_$v=2 "$POOLED" run -m "$QM" -p "Once" -n 2 --backend webgpu
     check "... naming POOLED_GPU_$v" grep -q "POOLED_GPU_$v" "$TMP/err"
 done
+# the prefill attention kernel (POOLED_GPU_FA; auto leaves lavapipe on the decode kernel,
+# 1 forces it): a prompt of more than 16 tokens gives the CPU's greedy ids; a bad value is
+# refused with one line
+P="Once upon a time there was a little girl named Lily. She loved to play outside in the park with her friends."
+base=$("$POOLED" run -m "$SHARED/models/stories260K.gguf" -p "$P" -n 16 --temp 0 --ids --kv f32 \
+    --backend cpu 2>/dev/null)
+got=$(POOLED_GPU_FA=1 "$POOLED" run -m "$SHARED/models/stories260K.gguf" -p "$P" -n 16 --temp 0 \
+    --ids --kv f32 --backend webgpu 2>"$TMP/err")
+check "POOLED_GPU_FA=1: stories260K ids as the CPU's ($base; $(head -c 200 "$TMP/err"))" \
+    [ -n "$base" -a "$got" = "$base" ]
+POOLED_GPU_FA=2 check_err "POOLED_GPU_FA=2: one line" \
+    "$POOLED" run -m "$SHARED/models/stories260K.gguf" -p "Once" -n 2 --backend webgpu
+check "... naming POOLED_GPU_FA" grep -q "POOLED_GPU_FA" "$TMP/err"
 # a 24-token prompt with quantised activations goes through the GEMM in bench
 out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q4_0.gguf" --backend webgpu -p 24 -n 2 -r 1 --json 2>&1)
 check "bench -p 24 on webgpu through the GEMM" sh -c "echo '$out' | tail -1 | jq -e '.prefill_tok_s > 0' >/dev/null"

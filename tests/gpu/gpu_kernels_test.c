@@ -2,7 +2,7 @@
  * (kernel_ref.h) on the machine's adapter, with fresh random inputs and outputs poisoned
  * with NaNs, across the template parameters: weight types, threads, rows per workgroup,
  * fusions (RMSNorm, bias, accumulate, gate/up), matrices split over several bindings,
- * subgroup reductions, RoPE modes, attention splits, top-k ties and NaNs. */
+ * subgroup reductions, RoPE modes, top-k ties and NaNs (attention: gpu_attn_test.c). */
 #include "test.h"
 
 #include "gpu/kernel_ref.h"
@@ -979,113 +979,6 @@ static void test_copy(pl_gpu *g) {
     copy_case(g, PL_GE_F16, PL_GE_F16, 1, 1, 151, 40);
 }
 
-/* ------------------------------------------------------------------ attention */
-
-static void attn_case(pl_gpu *g, pl_attn_params_gpu p, uint32_t ctx, uint32_t pos0,
-                      uint32_t nrows) {
-    uint32_t HD = p.head_dim, HDV = p.head_dim_v, nq = p.n_head * HD, no = p.n_head * HDV;
-    size_t es = p.kv_f16 ? 2 : 4, kn = (size_t)ctx * p.n_kv_head * HD,
-           vn = (size_t)ctx * p.n_kv_head * HDV;
-    size_t pn = (size_t)p.block_rows * p.n_head * p.max_splits * (HDV + 2);
-    float *q = malloc((size_t)nrows * nq * 4), *o = malloc((size_t)nrows * no * 4),
-          *ref = malloc((size_t)nrows * no * 4);
-    unsigned char *kc = malloc(kn * es), *vc = malloc(vn * es);
-    gt_fill(q, (size_t)nrows * nq, -1, 1);
-    for (size_t i = 0; i < kn; i++) {
-        if (p.kv_f16)
-            ((uint16_t *)kc)[i] = gt_f16(-2, 2);
-        else
-            ((float *)kc)[i] = gt_unif(-2, 2);
-    }
-    for (size_t i = 0; i < vn; i++) {
-        if (p.kv_f16)
-            ((uint16_t *)vc)[i] = gt_f16(-1, 1);
-        else
-            ((float *)vc)[i] = gt_unif(-1, 1);
-    }
-    pl_gpu_buf *bq = gt_buf(g, q, (size_t)nrows * nq * 4), *bk = gt_buf(g, kc, kn * es),
-               *bv = gt_buf(g, vc, vn * es);
-    pl_gpu_buf *bo = gt_buf(g, NULL, (size_t)nrows * no * 4), *bp = gt_buf(g, NULL, pn * 4);
-    char *src = NULL, label[112];
-    snprintf(label, sizeof label, "attn %u/%u hd%u/%u chunk%u T%u f16 %d pos0 %u rows %u", p.n_head,
-             p.n_kv_head, HD, HDV, p.chunk, p.threads, p.kv_f16, pos0, nrows);
-    pl_gpu_kernel *ka = gt_kernel(g, pl_wgsl_attn(&p, &src), &src, label);
-    pl_attn_combine_params cp = {p.n_head, HDV, p.max_splits, 64};
-    pl_gpu_kernel *kc2 = gt_kernel(g, pl_wgsl_attn_combine(&cp, &src), &src, "combine");
-    int ok = ka && kc2;
-    /* blocks of block_rows query rows, as the backend issues them */
-    for (uint32_t r0 = 0; ok && r0 < nrows; r0 += p.block_rows) {
-        uint32_t nr = nrows - r0 < p.block_rows ? nrows - r0 : p.block_rows;
-        uint32_t ns = (pos0 + r0 + nr + p.chunk - 1) / p.chunk;
-        pl_gpu_args a = {{pos0, r0, nr, ns}};
-        pl_gpu_buf *ba = gt_args(g, &a);
-        pl_gpu_ref ra[6] = {{bq, 0, 0}, {bk, 0, 0}, {bv, 0, 0}, {bo, 0, 0}, {bp, 0, 0}, {ba, 0, 0}};
-        pl_gpu_ref rc[3] = {{bp, 0, 0}, {bo, 0, 0}, {ba, 0, 0}};
-        pl_gpu_bind *b1 = NULL, *b2 = NULL;
-        ok = pl_gpu_bind_new(g, ka, ra, 6, &b1) == PL_OK &&
-             pl_gpu_bind_new(g, kc2, rc, 3, &b2) == PL_OK;
-        if (ok) {
-            pl_gpu_begin(g);
-            pl_gpu_dispatch(g, ka, b1, nr * p.n_head * ns);
-            if (ns > 1) pl_gpu_dispatch(g, kc2, b2, nr * p.n_head);
-            ok = pl_gpu_submit(g) == PL_OK;
-        }
-        CHECK(ok, "%s: %s", label, pl_last_error());
-        pl_gpu_bind_free(b1), pl_gpu_bind_free(b2), pl_gpu_buf_free(ba);
-    }
-    if (ok) {
-        gt_read(g, bo, o, (size_t)nrows * no * 4);
-        pl_gpu_ref_attn(&p, q, kc, vc, pos0, 0, nrows, ref);
-        int bad = 0;
-        for (size_t i = 0; i < (size_t)nrows * no; i++) bad += !(fabsf(o[i] - ref[i]) <= 2e-5f);
-        CHECK(bad == 0, "%s: %d wrong (o0 %g vs %g)", label, bad, o[0], ref[0]);
-    }
-    pl_gpu_kernel_free(ka), pl_gpu_kernel_free(kc2);
-    pl_gpu_buf_free(bq), pl_gpu_buf_free(bk), pl_gpu_buf_free(bv), pl_gpu_buf_free(bo),
-        pl_gpu_buf_free(bp);
-    free(q), free(o), free(ref), free(kc), free(vc);
-}
-
-/* Attention parameters by name: positional initialisers silently shifted when kv_q8 and ctx
- * were added before scale (scale became 0, sg never 1). */
-static pl_attn_params_gpu ap(uint32_t heads, uint32_t kv_heads, uint32_t hd, uint32_t hdv,
-                             uint32_t splits, uint32_t rows, uint32_t chunk, uint32_t threads,
-                             int f16, float scale, int sg) {
-    return (pl_attn_params_gpu){.n_head = heads,
-                                .n_kv_head = kv_heads,
-                                .head_dim = hd,
-                                .head_dim_v = hdv,
-                                .max_splits = splits,
-                                .block_rows = rows,
-                                .chunk = chunk,
-                                .threads = threads,
-                                .kv_f16 = f16,
-                                .scale = scale,
-                                .sg = sg};
-}
-
-static void test_attn(pl_gpu *g) {
-    /* (heads, kv heads, head dim, value head dim, max splits, block rows, chunk, threads, f16,
-     * scale) */
-    pl_attn_params_gpu a = ap(4, 2, 16, 16, 4, 4, 16, 32, 1, 0.25f, 0);
-    const uint32_t pos[5] = {0, 6, 15, 16, 49};
-    for (int i = 0; i < 5; i++) attn_case(g, a, 64, pos[i], 1);
-    attn_case(g, a, 64, 10, 7); /* prefill rows in two blocks, causal per row */
-    a.kv_f16 = 0;
-    attn_case(g, a, 64, 30, 3);
-    attn_case(g, ap(2, 1, 128, 128, 3, 1, 64, 128, 1, 0.0883883476f, 0), 160, 149, 1);
-    attn_case(g, ap(8, 4, 8, 8, 5, 2, 8, 64, 1, 0.35355339f, 0), 40, 32, 1);
-    attn_case(g, ap(4, 4, 32, 16, 2, 1, 256, 256, 0, 0.17677669f, 0), 300, 298, 1);
-    attn_case(g, ap(2, 2, 4, 4, 1, 8, 64, 16, 1, 0.5f, 0), 10, 0, 8);
-    /* softmax statistics through subgroups */
-    if (pl_gpu_get_info(g)->has_subgroups) {
-        attn_case(g, ap(4, 2, 16, 16, 4, 4, 16, 64, 1, 0.25f, 1), 64, 49, 1);
-        attn_case(g, ap(4, 2, 16, 16, 4, 4, 16, 32, 0, 0.25f, 1), 64, 10, 7);
-        attn_case(g, ap(8, 2, 128, 128, 2, 1, 256, 256, 1, 0.0883883476f, 1), 300, 80, 1);
-        attn_case(g, ap(2, 1, 8, 8, 1, 1, 64, 16, 1, 0.35f, 1), 64, 0, 1);
-    }
-}
-
 /* ------------------------------------------------------------------ top-k */
 
 /* direct: one workgroup per row writes the k best itself (no merge stage); softmax: the
@@ -1368,7 +1261,6 @@ static void run_tests(void) {
     test_rmsnorm_gate(g);
     test_rope(g);
     test_copy(g);
-    test_attn(g);
     test_topk(g);
     test_embed(g);
     test_ew(g);
