@@ -41,6 +41,14 @@ static const pl_gemm_params tile_gu_small = {
 /* the other kernel versions (wgsl_gen.h): the same bits as v4 */
 static const pl_gemm_params tile_v1 = {.tm = 32, .tn = 16, .rm = 4, .rn = 2, .bk = 4, .version = 1};
 static const pl_gemm_params tile_v2 = {.tm = 16, .tn = 32, .rm = 2, .rn = 4, .bk = 2, .version = 2};
+/* the double-buffered versions: v8 (Q4_0 unpacked when staged) with every thread holding
+ * whole shares, v9 (packed) with shares past the pieces' counts (guarded), and v9 with the
+ * GPU's 64 x 64 / 4 blocks (K's 5 blocks: a last step of 1; v8's 36 KB there is past
+ * lavapipe's 32 KB of workgroup memory) */
+static const pl_gemm_params tile_v8 = {.tm = 32, .tn = 16, .rm = 4, .rn = 2, .bk = 2, .version = 8};
+static const pl_gemm_params tile_v9 = {.tm = 16, .tn = 32, .rm = 2, .rn = 4, .bk = 2, .version = 9};
+static const pl_gemm_params tile_v9b = {
+    .tm = 64, .tn = 64, .rm = 4, .rn = 4, .bk = 4, .version = 9};
 /* versions 5-7 with the subgroup-matrix builtins emulated (.mock): 8 x 8 matrices (K 8, or
  * 16 bytes for v6), 8 subgroups of 32 with 2 tiles each */
 static const pl_gemm_params tile_m5 = {.tm = 32,
@@ -278,17 +286,21 @@ static void gemm_case(pl_gpu *g, const pl_gemm_params *tile, pl_gpu_wtype t, pl_
 }
 
 /* Every mode on Q4_0; on Q8_0 (only the weight staging differs) the plain and the gate/up
- * GEMM. */
+ * GEMM; the same for the double-buffered versions 8 and 9. */
 static void test_gemm(pl_gpu *g) {
     const uint32_t ns[3] = {17, 33, 100};
+    const pl_gemm_params *tiles[3] = {&tile_a, &tile_v8, &tile_v9};
     for (int ni = 0; ni < 3; ni++) {
-        gemm_case(g, &tile_a, PL_GW_Q4_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
-        gemm_case(g, &tile_a, PL_GW_Q4_0, PL_GEMV_ACCUM, 1, 0, 0, ns[ni]);
-        gemm_case(g, &tile_a, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
-        gemm_case(g, &tile_a, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 1, ns[ni]);
-        gemm_case(g, &tile_a, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 2, ns[ni]);
-        gemm_case(g, &tile_a, PL_GW_Q8_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
-        gemm_case(g, &tile_a, PL_GW_Q8_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+        for (int ti = 0; ti < 3; ti++) {
+            const pl_gemm_params *tl = tiles[ti];
+            gemm_case(g, tl, PL_GW_Q4_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
+            gemm_case(g, tl, PL_GW_Q4_0, PL_GEMV_ACCUM, 1, 0, 0, ns[ni]);
+            gemm_case(g, tl, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+            gemm_case(g, tl, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 1, ns[ni]);
+            gemm_case(g, tl, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 2, ns[ni]);
+            gemm_case(g, tl, PL_GW_Q8_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
+            gemm_case(g, tl, PL_GW_Q8_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+        }
         /* the small gate/up pairs' tile on real GPUs (pl_gpu_gemm_base: 32 x 64, v3) */
         gemm_case(g, &tile_gu_small, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
     }
@@ -304,10 +316,11 @@ static void test_fixed_order(pl_gpu *g) {
     const struct {
         uint32_t n, c0;
         const pl_gemm_params *tile;
-    } runs[7] = {{100, 0, &tile_a},  {33, 40, &tile_a},  {17, 50, &tile_b}, {40, 7, &tile_v1},
-                 {21, 60, &tile_v2}, {30, 10, &tile_m5}, {25, 70, &tile_m6}};
-    outs o[7];
-    for (int r = 0; r < 7; r++) {
+    } runs[10] = {{100, 0, &tile_a},  {33, 40, &tile_a},  {17, 50, &tile_b},  {40, 7, &tile_v1},
+                  {21, 60, &tile_v2}, {30, 10, &tile_m5}, {25, 70, &tile_m6}, {37, 20, &tile_v8},
+                  {50, 45, &tile_v9}, {66, 3, &tile_v9b}};
+    outs o[10];
+    for (int r = 0; r < 10; r++) {
         pl_gemm_params p = *runs[r].tile;
         p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
         pl_gpu_buf *xq, *xd, *xn = NULL;
@@ -315,11 +328,11 @@ static void test_fixed_order(pl_gpu *g) {
         o[r] = gemm_run(g, &p, xq, xd, &m, runs[r].n, NULL, NULL);
         pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
     }
-    for (int r = 1; r < 7; r++)
+    for (int r = 1; r < 10; r++)
         CHECK(!memcmp(o[r].y, o[0].y + (size_t)runs[r].c0 * ROWS, (size_t)runs[r].n * ROWS * 4),
               "columns %u.. of a batch of %u (tile %u, v%u) differ from the batch of 100",
               runs[r].c0, runs[r].n, runs[r].tile->tm, runs[r].tile->version);
-    for (int r = 0; r < 7; r++) free_outs(&o[r]);
+    for (int r = 0; r < 10; r++) free_outs(&o[r]);
     free_mat(&m);
     free(x);
 }
@@ -424,14 +437,30 @@ static void test_gemv_xpre(pl_gpu *g) {
     free(src);
 }
 
-/* Kernel versions 1-4 only; the expert GEMM (ids) neither accumulates nor splits. */
+/* Kernel versions 1-4, 8 and 9 only (5-7 need their matrix shape); v8/v9 hold at most
+ * PL_GEMM_DB_REGS elements of a staged piece a thread and twice v4/v3's workgroup memory;
+ * the expert GEMM (ids) neither accumulates nor splits. */
 static void test_params(void) {
     pl_gemm_params p = tile_b;
     p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
-    for (uint32_t v = 0; v <= 5; v++) {
+    for (uint32_t v = 0; v <= 10; v++) {
         p.version = v;
-        CHECK((pl_gemm_check_shape(&p) == PL_OK) == (v >= 1 && v <= 4), "version %u", v);
+        CHECK((pl_gemm_check_shape(&p) == PL_OK) == ((v >= 1 && v <= 4) || v == 8 || v == 9),
+              "version %u", v);
     }
+    /* 32 threads staging 128 rows x 8 blocks of two Q8_0 matrices: 128 vectors each */
+    pl_gemm_params w = {.type = PL_GW_Q8_0, .rows = ROWS, .cols = COLS, .mode = PL_GEMV_GATE_UP};
+    w.tm = 128, w.tn = 16, w.rm = 8, w.rn = 8, w.bk = 8, w.version = 4;
+    CHECK(pl_gemm_check_shape(&w) == PL_OK, "v4 wide tile: %s", pl_last_error());
+    uint32_t single = pl_gemm_wg_bytes(&w);
+    w.version = 8;
+    CHECK(pl_gemm_check_shape(&w) != PL_OK && strstr(pl_last_error(), "at most"),
+          "v8 tile of 128 staged vectors a thread taken");
+    w.bk = 1, w.mode = PL_GEMV_STORE;
+    CHECK(pl_gemm_check_shape(&w) == PL_OK, "v8 one block: %s", pl_last_error());
+    w.bk = 8, w.mode = PL_GEMV_GATE_UP, w.version = 8;
+    CHECK(pl_gemm_wg_bytes(&w) == 2 * single, "v8 stages %u bytes, v4 %u", pl_gemm_wg_bytes(&w),
+          single);
     p.version = 3, p.ids = 1;
     CHECK(pl_gemm_check_shape(&p) == PL_OK, "ids store: %s", pl_last_error());
     p.mode = PL_GEMV_ACCUM;
