@@ -32,12 +32,13 @@ static unsigned mats(const pl_gemm_params *p) {
 static unsigned wvecs(const pl_gemm_params *p) { /* vec4<u32> per weight block in memory */
     return p->type == PL_GW_Q4_0 ? 1 : 2;
 }
-/* vec4<u32> per weight block in workgroup memory: v2, v4 and v8 store Q4_0 unpacked to
- * bytes */
+/* vec4<u32> per weight block in workgroup memory: v2, v4, v8 and v10 store Q4_0 unpacked
+ * to bytes */
 static unsigned svecs(const pl_gemm_params *p) {
-    return p->version == 2 || p->version == 4 || p->version == 8 ? 2 : wvecs(p);
+    unsigned v = p->version;
+    return v == 2 || v == 4 || v == 8 || v == 10 ? 2 : wvecs(p);
 }
-/* v3, v4, v8 and v9 turn the integer sums into f32 without a conversion instruction */
+/* v3, v4 and v8-10 turn the integer sums into f32 without a conversion instruction */
 static int magic(const pl_gemm_params *p) {
     return p->version == 3 || p->version == 4 || p->version >= 8;
 }
@@ -45,8 +46,9 @@ static int magic(const pl_gemm_params *p) {
 static int smx(const pl_gemm_params *p) {
     return p->version >= 5 && p->version <= 7;
 }
-/* v8 (v4's staging) and v9 (v3's): two staging buffers, the next step's share of each
- * thread loaded into registers before the step's products and stored after them */
+/* v8 (v4's staging), v9 (v3's) and v10 (v8 with warps of 8 columns x 4 rows): two staging
+ * buffers, the next step's share of each thread loaded into registers before the step's
+ * products and stored after them */
 static int dbuf(const pl_gemm_params *p) {
     return p->version >= 8;
 }
@@ -105,7 +107,8 @@ static pl_status check(const pl_gemm_params *p) {
     if (p->type != PL_GW_Q4_0 && p->type != PL_GW_Q8_0)
         return pl_fail(PL_ERR_ARG, "GEMM: Q4_0 or Q8_0 weights only");
     if (!T || p->tm % p->rm || p->tn % p->rn || T < 16 || T > 1024 || p->rm > 8 || p->rn > 8 ||
-        !p->bk || p->bk > 8 || p->version < 1 || p->version > 9)
+        !p->bk || p->bk > 8 || p->version < 1 || p->version > 10 ||
+        (p->version == 10 && ((p->tn / p->rn) % 8 || (p->tm / p->rm) % 4)))
         return pl_fail(PL_ERR_ARG, "GEMM: bad tile %ux%u / %ux%u, %u blocks, v%u", p->tm, p->tn,
                        p->rm, p->rn, p->bk, p->version);
     for (int k = 0; dbuf(p) && k < PIECES; k++)
@@ -661,14 +664,20 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
                      p->tn);
     pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n", T);
     /* workgroup g: row tile g % RT, column tile g / RT (args.a0 = n columns) */
-    pl_wtext_add(&t, "  let n = args.a0;\n"
-                     "  let N = args.a1;\n"
-                     "  let NB = args.a2;\n"
-                     "  let RT = (N + TM - 1u) / TM;\n"
-                     "  let g = wid.x + wid.y * nwg.x;\n"
-                     "  let tx = lid %% TX;\n"
-                     "  let ty = lid / TX;\n"
-                     "  let row0 = (g %% RT) * TM;\n");
+    pl_wtext_add(&t,
+                 "  let n = args.a0;\n"
+                 "  let N = args.a1;\n"
+                 "  let NB = args.a2;\n"
+                 "  let RT = (N + TM - 1u) / TM;\n"
+                 "  let g = wid.x + wid.y * nwg.x;\n"
+                 "%s"
+                 "  let row0 = (g %% RT) * TM;\n",
+                 /* v10: each 32 invocations 8 neighbouring columns x 4 rows of the thread
+                  * grid, so a warp's activation loads touch 8 vectors, not 16 */
+                 p->version == 10 ? "  let tx = lid % 8u + 8u * ((lid / 32u) % (TX / 8u));\n"
+                                    "  let ty = (lid / 8u) % 4u + 4u * (lid / (32u * (TX / 8u)));\n"
+                                  : "  let tx = lid % TX;\n"
+                                    "  let ty = lid / TX;\n");
     if (p->ids) /* column tile g / RT of the grouping's list: expert te, pairs p0 .. pe - 1
                  * (their slots in cs); te = E: bad ids, zeros */
         pl_wtext_add(&t, "  let E = args.a3;\n"
