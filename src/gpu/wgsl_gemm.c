@@ -15,7 +15,9 @@
  *   0, 1, ..., NB - 1 in that order whatever the tile shape, the batch size or the column's
  *   place in it: a column's bits do not depend on the batch (the fixed-order property the
  *   tests check). It is not the GEMV's order (that one is per-thread slices and a tree), so
- *   prefill is within tolerance of decode, not bit-exact. */
+ *   prefill is within tolerance of decode, not bit-exact. Versions 8-10 stage the same
+ *   blocks through two buffers (the next step's loads in flight during the step's
+ *   products, emit_db_loop); 5-7 run the products on subgroup matrices. */
 #include <stdio.h>
 #include <string.h>
 
