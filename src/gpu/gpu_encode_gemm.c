@@ -38,7 +38,7 @@ void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm
 }
 
 void pl_gpu_gemm_smx_shape(const gpu_backend *gb, pl_gemm_params *p) {
-    if (p->version < 5 || gb->smx_cfg < 0) return;
+    if (p->version < 5 || p->version > 7 || gb->smx_cfg < 0) return;
     const pl_gpu_info *in = gb->info;
     p->sg = in->subgroup_max;
     if (p->version == 6) /* not in the pinned Dawn's list: NVIDIA's int8 shape (gpu-notes.md) */
@@ -173,7 +173,8 @@ static void id_params(const gpu_backend *gb, const op *o, pl_gemm_params *p) {
     const gbuf *w = o->a, *up = o->fgate.w_up;
     static const uint32_t hw[6] = {64, 32, 4, 2, 4, 3};
     pl_gpu_gemm_base(gb, w, up != NULL, p);
-    if ((!gb->gemm_fixed && !gb->info->software) || p->version >= 5) /* v5-7: no ids */
+    /* v5-7: no ids (v8/v9 stage the pairs' columns as v3/v4 do) */
+    if ((!gb->gemm_fixed && !gb->info->software) || (p->version >= 5 && p->version <= 7))
         p->tm = hw[0], p->tn = hw[1], p->rm = hw[2], p->rn = hw[3], p->bk = hw[4],
         p->version = hw[5];
     p->rows = (uint32_t)(w->h.ne1 / (o->k ? o->k : 1));

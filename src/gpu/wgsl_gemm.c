@@ -15,7 +15,9 @@
  *   0, 1, ..., NB - 1 in that order whatever the tile shape, the batch size or the column's
  *   place in it: a column's bits do not depend on the batch (the fixed-order property the
  *   tests check). It is not the GEMV's order (that one is per-thread slices and a tree), so
- *   prefill is within tolerance of decode, not bit-exact. */
+ *   prefill is within tolerance of decode, not bit-exact. Versions 8-10 stage the same
+ *   blocks through two buffers (the next step's loads in flight during the step's
+ *   products, emit_db_loop); 5-7 run the products on subgroup matrices. */
 #include <stdio.h>
 #include <string.h>
 
@@ -32,17 +34,38 @@ static unsigned mats(const pl_gemm_params *p) {
 static unsigned wvecs(const pl_gemm_params *p) { /* vec4<u32> per weight block in memory */
     return p->type == PL_GW_Q4_0 ? 1 : 2;
 }
-/* vec4<u32> per weight block in workgroup memory: v2 and v4 store Q4_0 unpacked to bytes */
+/* vec4<u32> per weight block in workgroup memory: v2, v4, v8 and v10 store Q4_0 unpacked
+ * to bytes */
 static unsigned svecs(const pl_gemm_params *p) {
-    return p->version == 2 || p->version == 4 ? 2 : wvecs(p);
+    unsigned v = p->version;
+    return v == 2 || v == 4 || v == 8 || v == 10 ? 2 : wvecs(p);
 }
-/* v3 and v4 turn the integer sums into f32 without a conversion instruction */
+/* v3, v4 and v8-10 turn the integer sums into f32 without a conversion instruction */
 static int magic(const pl_gemm_params *p) {
-    return p->version == 3 || p->version == 4;
+    return p->version == 3 || p->version == 4 || p->version >= 8;
 }
 /* v5-7: subgroup matrices; v6 with i8 operands; v7 with operands scaled in f16 */
 static int smx(const pl_gemm_params *p) {
-    return p->version >= 5;
+    return p->version >= 5 && p->version <= 7;
+}
+/* v8 (v4's staging), v9 (v3's) and v10 (v8 with warps of 8 columns x 4 rows): two staging
+ * buffers, the next step's share of each thread loaded into registers before the step's
+ * products and stored after them */
+static int dbuf(const pl_gemm_params *p) {
+    return p->version >= 8;
+}
+/* The four staged pieces of a step: weight vectors, weight scales, activation vectors
+ * (two a block), activation scales; elements per step and per thread (v8/v9's registers). */
+enum { PIECE_W, PIECE_S, PIECE_A, PIECE_D, PIECES };
+static unsigned piece_count(const pl_gemm_params *p, int k) {
+    return k == PIECE_W   ? mats(p) * p->tm * p->bk * wvecs(p)
+           : k == PIECE_S ? mats(p) * p->tm * p->bk
+           : k == PIECE_A ? p->tn * p->bk * 2
+                          : p->tn * p->bk;
+}
+static unsigned piece_regs(const pl_gemm_params *p, int k) {
+    unsigned T = pl_gemm_threads(p);
+    return T ? (piece_count(p, k) + T - 1) / T : 0;
 }
 /* bytes per staged operand element: i8 (v6), f16, or f32 (the emulation) */
 static unsigned smx_esize(const pl_gemm_params *p) {
@@ -58,7 +81,8 @@ uint32_t pl_gemm_wg_bytes(const pl_gemm_params *p) {
     if (smx(p)) /* operands, the products (tm x tn f32), the scales (not v7) */
         return (mats(p) * p->tm + p->tn) * p->bk * 32 * smx_esize(p) + p->tm * p->tn * 4 +
                (p->version == 7 ? 0 : (mats(p) * p->tm + p->tn) * p->bk * 4);
-    return (mats(p) * p->tm * p->bk * (svecs(p) * 16 + 4)) + p->tn * p->bk * (32 + 4);
+    return ((mats(p) * p->tm * p->bk * (svecs(p) * 16 + 4)) + p->tn * p->bk * (32 + 4)) *
+           (dbuf(p) ? 2 : 1);
 }
 
 uint32_t pl_gemm_groups(const pl_gemm_params *p, uint32_t n) {
@@ -85,9 +109,15 @@ static pl_status check(const pl_gemm_params *p) {
     if (p->type != PL_GW_Q4_0 && p->type != PL_GW_Q8_0)
         return pl_fail(PL_ERR_ARG, "GEMM: Q4_0 or Q8_0 weights only");
     if (!T || p->tm % p->rm || p->tn % p->rn || T < 16 || T > 1024 || p->rm > 8 || p->rn > 8 ||
-        !p->bk || p->bk > 8 || p->version < 1 || p->version > 7)
+        !p->bk || p->bk > 8 || p->version < 1 || p->version > 10 ||
+        (p->version == 10 && ((p->tn / p->rn) % 8 || (p->tm / p->rm) % 4)))
         return pl_fail(PL_ERR_ARG, "GEMM: bad tile %ux%u / %ux%u, %u blocks, v%u", p->tm, p->tn,
                        p->rm, p->rn, p->bk, p->version);
+    for (int k = 0; dbuf(p) && k < PIECES; k++)
+        if (piece_regs(p, k) > PL_GEMM_DB_REGS)
+            return pl_fail(
+                PL_ERR_ARG, "GEMM v%u: tile %ux%u/%ux%u stages %u elements a thread (at most %d)",
+                p->version, p->tm, p->tn, p->rm, p->rn, piece_regs(p, k), PL_GEMM_DB_REGS);
     if (smx(p)) { /* whole matrix tiles, shared evenly by the subgroups, one row each */
         unsigned nsg = p->sg ? T / p->sg : 0,
                  nt = p->sm && p->sn ? (p->tm / p->sm) * (p->tn / p->sn) : 0;
@@ -372,31 +402,35 @@ static void emit_mma_store(pl_wtext *t, const pl_gemm_params *p, unsigned m) {
                      k, m, k);
 }
 
-/* One block b of the step for the thread's tile: acc += f32(integer dot) * dw * dx. */
+/* One block b of the step for the thread's tile: acc += f32(integer dot) * dw * dx (v8/v9:
+ * in the step's buffer, at offsets ow, os, oa, od of the staging arrays). */
 static void emit_block(pl_wtext *t, const pl_gemm_params *p) {
     unsigned M = mats(p), RM = p->rm, RN = p->rn;
+    int d = dbuf(p);
+    const char *ow = d ? "ow + " : "", *os = d ? "os + " : "", *oa = d ? "oa + " : "",
+               *od = d ? "od + " : "";
     for (unsigned j = 0; j < RN; j++)
         pl_wtext_add(t,
-                     "      let xl%u = aq[(b * 2u) * TN + tx + %uu * TX];\n"
-                     "      let xh%u = aq[(b * 2u + 1u) * TN + tx + %uu * TX];\n"
-                     "      let dx%u = ad[b * TN + tx + %uu * TX];\n",
-                     j, j, j, j, j, j);
+                     "      let xl%u = aq[%s(b * 2u) * TN + tx + %uu * TX];\n"
+                     "      let xh%u = aq[%s(b * 2u + 1u) * TN + tx + %uu * TX];\n"
+                     "      let dx%u = ad[%sb * TN + tx + %uu * TX];\n",
+                     j, oa, j, j, oa, j, j, od, j);
     for (unsigned m = 0; m < M; m++) {
         for (unsigned i = 0; i < RM; i++) {
             pl_wtext_add(t, "      {\n        let r = ty + %uu * TY;\n", i);
             if (svecs(p) == 1) { /* v1 Q4_0: unpacked at each use */
-                pl_wtext_add(t,
-                             "        let w0 = wq[(%uu * BK + b) * TM + r];\n        let wl = ", m);
+                pl_wtext_add(
+                    t, "        let w0 = wq[%s(%uu * BK + b) * TM + r];\n        let wl = ", ow, m);
                 pl_wtext_add(t, unpack_lo, "w0");
                 pl_wtext_add(t, ";\n        let wh = ");
                 pl_wtext_add(t, unpack_hi, "w0");
                 pl_wtext_add(t, ";\n");
             } else
                 pl_wtext_add(t,
-                             "        let wl = wq[((%uu * BK + b) * 2u) * TM + r];\n"
-                             "        let wh = wq[((%uu * BK + b) * 2u + 1u) * TM + r];\n",
-                             m, m);
-            pl_wtext_add(t, "        let dw = ws[(%uu * BK + b) * TM + r];\n", m);
+                             "        let wl = wq[%s((%uu * BK + b) * 2u) * TM + r];\n"
+                             "        let wh = wq[%s((%uu * BK + b) * 2u + 1u) * TM + r];\n",
+                             ow, m, ow, m);
+            pl_wtext_add(t, "        let dw = ws[%s(%uu * BK + b) * TM + r];\n", os, m);
             /* v3/v4: f32(sum) without the int-to-float conversion (a quarter of the dp4a
              * rate on NVIDIA): |sum| <= 32 * 128 * 127 < 2^22, so the bits of
              * 0x4B400000 + sum are the f32 12582912 + sum, and subtracting 12582912 gives
@@ -413,6 +447,102 @@ static void emit_block(pl_wtext *t, const pl_gemm_params *p) {
             pl_wtext_add(t, "      }\n");
         }
     }
+}
+
+/* v8/v9: the element of piece k that thread share j holds, i = lid + j * T (skipped past
+ * the piece's count), loaded into its register (`load`: zeros past K, rows and columns
+ * clamped as emit_stage does) or stored from it into buffer `buf` of the staging arrays,
+ * at emit_stage's places. s0: the step's first block; ac: the x column of tile column c. */
+static void emit_piece(pl_wtext *t, const pl_gemm_params *p, int k, unsigned j, int load,
+                       const char *s0, const char *buf, const char *ac) {
+    static const char
+        *const reg = "wsad",
+               *const idx[PIECES] = {
+                   "let v = i %% WV; let b = (i / WV) %% BK; let r = (i / (WV * BK)) %% TM; "
+                   "let m = i / (WV * BK * TM);",
+                   "let b = i %% BK; let r = (i / BK) %% TM; let m = i / (BK * TM);",
+                   "let h = i %% 2u; let b = (i / 2u) %% BK; let c = i / (2u * BK);",
+                   "let b = i %% BK; let c = i / BK;"};
+    unsigned cnt = piece_count(p, k), M = mats(p);
+    pl_wtext_add(t, "    {\n      let i = lid + %uu * T;\n", j);
+    if (cnt % pl_gemm_threads(p)) pl_wtext_add(t, "      if (i < %uu) {\n", cnt);
+    pl_wtext_add(t, "      ");
+    pl_wtext_add(t, idx[k]);
+    pl_wtext_add(t, "\n");
+    if (load && k <= PIECE_S) {
+        pl_wtext_add(t,
+                     "      let gb = %s + b; let wr = EB + min(row0 + r, N - 1u);\n"
+                     "      if (gb < NB) {\n",
+                     s0);
+        for (unsigned m = 0; m < M; m++)
+            pl_wtext_add(t,
+                         k == PIECE_W ? "        %sif (m == %uu) { r%c%u = q%c[(wr * NB + gb) * WV "
+                                        "+ v]; }\n"
+                                      : "        %sif (m == %uu) { let wb = wr * NB + gb; r%c%u = "
+                                        "unpack2x16float(s%c[wb >> 1u])[wb & 1u]; }\n",
+                         m ? "else " : "", m, reg[k], j, 'A' + m);
+        pl_wtext_add(t, "      } else { r%c%u = %s; }\n", reg[k], j,
+                     k == PIECE_W ? "vec4<u32>(0u)" : "0.0");
+    } else if (load) {
+        pl_wtext_add(t, "      let gb = %s + b; let ac = %s;\n", s0, ac);
+        pl_wtext_add(t,
+                     k == PIECE_A
+                         ? "      r%c%u = select(vec4<u32>(0u), xq[(ac * NB + min(gb, NB - "
+                           "1u)) * 2u + h], gb < NB);\n"
+                         : "      r%c%u = select(0.0, xd[ac * NB + min(gb, NB - 1u)], "
+                           "gb < NB);\n",
+                     reg[k], j);
+    } else if (k == PIECE_W && svecs(p) != wvecs(p)) { /* v8 Q4_0: unpacked once here */
+        char w[16];
+        snprintf(w, sizeof w, "rw%u", j);
+        pl_wtext_add(t, "      wq[%s * WQS + ((m * BK + b) * 2u) * TM + r] = ", buf);
+        pl_wtext_add(t, unpack_lo, w);
+        pl_wtext_add(t, ";\n      wq[%s * WQS + ((m * BK + b) * 2u + 1u) * TM + r] = ", buf);
+        pl_wtext_add(t, unpack_hi, w);
+        pl_wtext_add(t, ";\n");
+    } else {
+        static const char *const dst[PIECES] = {"wq[%s * WQS + ((m * BK + b) * WV + v) * TM + r]",
+                                                "ws[%s * WSS + (m * BK + b) * TM + r]",
+                                                "aq[%s * AQS + (b * 2u + h) * TN + c]",
+                                                "ad[%s * ADS + b * TN + c]"};
+        pl_wtext_add(t, "      ");
+        pl_wtext_add(t, dst[k], buf);
+        pl_wtext_add(t, " = r%c%u;\n", reg[k], j);
+    }
+    if (cnt % pl_gemm_threads(p)) pl_wtext_add(t, "      }\n");
+    pl_wtext_add(t, "    }\n");
+}
+
+/* Every share of every piece (load or store, as emit_piece). */
+static void emit_pieces(pl_wtext *t, const pl_gemm_params *p, int load, const char *s0,
+                        const char *buf, const char *ac) {
+    for (int k = 0; k < PIECES; k++)
+        for (unsigned j = 0; j < piece_regs(p, k); j++) emit_piece(t, p, k, j, load, s0, buf, ac);
+}
+
+/* v8/v9's loop over K: step 0 staged in buffer 0 before it; each step loads the next
+ * step's share into registers, takes its blocks from buffer `cur` (emit_block), then
+ * stores the registers into the other buffer: one barrier a step, the next step's global
+ * loads in flight during the products. The same blocks in the same order as v3/v4. */
+static void emit_db_loop(pl_wtext *t, const pl_gemm_params *p) {
+    const char *ac = p->ids ? "cs[c] / XS" : "min(col0 + c, n - 1u)";
+    static const char *const ty[PIECES] = {"vec4<u32>(0u)", "0.0", "vec4<u32>(0u)", "0.0"};
+    for (int k = 0; k < PIECES; k++)
+        for (unsigned j = 0; j < piece_regs(p, k); j++)
+            pl_wtext_add(t, "  var r%c%u = %s;\n", "wsad"[k], j, ty[k]);
+    emit_pieces(t, p, 1, "0u", NULL, ac);
+    emit_pieces(t, p, 0, NULL, "0u", ac);
+    pl_wtext_add(t, "  workgroupBarrier();\n"
+                    "  var cur = 0u;\n"
+                    "  for (var b0 = 0u; b0 < NB; b0 += BK) {\n");
+    emit_pieces(t, p, 1, "(b0 + BK)", NULL, ac);
+    pl_wtext_add(t, "    let ow = cur * WQS; let os = cur * WSS; let oa = cur * AQS; "
+                    "let od = cur * ADS;\n"
+                    "    for (var b = 0u; b < BK; b++) {\n");
+    emit_block(t, p);
+    pl_wtext_add(t, "    }\n    cur = 1u - cur;\n");
+    emit_pieces(t, p, 0, NULL, "cur", ac);
+    pl_wtext_add(t, "    workgroupBarrier();\n  }\n");
 }
 
 /* v5-7's loop over K. Subgroup sgi (of T / SG) owns TPS matrix tiles of the TM x TN tile,
@@ -518,25 +648,38 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
             pl_wtext_add(&t,
                          "var<workgroup> ws: array<f32, %u>;\nvar<workgroup> ad: array<f32, %u>;\n",
                          M * p->tm * p->bk, p->tn * p->bk);
-    } else
+    } else {
+        unsigned nbuf = dbuf(p) ? 2 : 1, wqs = M * p->tm * p->bk * svecs(p);
+        if (dbuf(p)) /* one buffer's elements of each staging array */
+            pl_wtext_add(
+                &t, "const WQS = %uu;\nconst WSS = %uu;\nconst AQS = %uu;\nconst ADS = %uu;\n", wqs,
+                piece_count(p, PIECE_S), piece_count(p, PIECE_A), piece_count(p, PIECE_D));
         pl_wtext_add(
             &t,
             "var<workgroup> wq: array<vec4<u32>, %u>;\nvar<workgroup> ws: array<f32, %u>;\n"
             "var<workgroup> aq: array<vec4<u32>, %u>;\nvar<workgroup> ad: array<f32, %u>;\n",
-            M * p->tm * p->bk * svecs(p), M * p->tm * p->bk, p->tn * p->bk * 2, p->tn * p->bk);
+            nbuf * wqs, nbuf * piece_count(p, PIECE_S), nbuf * piece_count(p, PIECE_A),
+            nbuf * piece_count(p, PIECE_D));
+    }
     if (p->ids)
         pl_wtext_add(&t, "var<workgroup> tinfo: vec4<u32>;\nvar<workgroup> cs: array<u32, %u>;\n",
                      p->tn);
     pl_wtext_add(&t, "@compute @workgroup_size(%u)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n", T);
     /* workgroup g: row tile g % RT, column tile g / RT (args.a0 = n columns) */
-    pl_wtext_add(&t, "  let n = args.a0;\n"
-                     "  let N = args.a1;\n"
-                     "  let NB = args.a2;\n"
-                     "  let RT = (N + TM - 1u) / TM;\n"
-                     "  let g = wid.x + wid.y * nwg.x;\n"
-                     "  let tx = lid %% TX;\n"
-                     "  let ty = lid / TX;\n"
-                     "  let row0 = (g %% RT) * TM;\n");
+    pl_wtext_add(&t,
+                 "  let n = args.a0;\n"
+                 "  let N = args.a1;\n"
+                 "  let NB = args.a2;\n"
+                 "  let RT = (N + TM - 1u) / TM;\n"
+                 "  let g = wid.x + wid.y * nwg.x;\n"
+                 "%s"
+                 "  let row0 = (g %% RT) * TM;\n",
+                 /* v10: each 32 invocations 8 neighbouring columns x 4 rows of the thread
+                  * grid, so a warp's activation loads touch 8 vectors, not 16 */
+                 p->version == 10 ? "  let tx = lid % 8u + 8u * ((lid / 32u) % (TX / 8u));\n"
+                                    "  let ty = (lid / 8u) % 4u + 4u * (lid / (32u * (TX / 8u)));\n"
+                                  : "  let tx = lid % TX;\n"
+                                    "  let ty = lid / TX;\n");
     if (p->ids) /* column tile g / RT of the grouping's list: expert te, pairs p0 .. pe - 1
                  * (their slots in cs); te = E: bad ids, zeros */
         pl_wtext_add(&t, "  let E = args.a3;\n"
@@ -572,6 +715,8 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
                 pl_wtext_add(&t, "  var c%u_%u_%u = 0.0;\n", m, i, j);
     if (smx(p))
         emit_smx_loop(&t, p);
+    else if (dbuf(p))
+        emit_db_loop(&t, p);
     else {
         pl_wtext_add(&t, "  for (var b0 = 0u; b0 < NB; b0 += BK) {\n");
         emit_stage(&t, p);

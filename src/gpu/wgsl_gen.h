@@ -356,10 +356,15 @@ typedef struct {
     int bias, gate_out, up_out;
     uint32_t split[3];
     uint32_t tm, tn, rm, rn, bk;
-    /* kernel version (1-4; every one gives the same bits): 1 gemm2's (Q4_0 staged packed,
-     * unpacked at each use), 2 Q4_0 unpacked to signed bytes once when staged, 3 as 1 and
-     * 4 as 2 with the block sums turned into f32 by an exponent trick instead of an
-     * int-to-float conversion */
+    /* kernel version (1-4, 8-10; every one gives the same bits): 1 gemm2's (Q4_0 staged
+     * packed, unpacked at each use), 2 Q4_0 unpacked to signed bytes once when staged, 3 as
+     * 1 and 4 as 2 with the block sums turned into f32 by an exponent trick instead of an
+     * int-to-float conversion; 8 as 4 and 9 as 3 with two staging buffers (twice the
+     * workgroup memory): each thread loads its share of the next step into registers
+     * (at most PL_GEMM_DB_REGS elements of each staged piece) before the step's products
+     * and stores it after them, one barrier a step; 10 as 8 with each 32 invocations on
+     * 8 neighbouring columns x 4 rows of the thread grid (tn / rn a multiple of 8, tm / rm
+     * of 4) */
     uint32_t version;
     /* versions 5-7 run the block products on subgroup matrices (Dawn's
      * chromium-experimental-subgroup-matrix: Vulkan cooperative matrices, the tensor
@@ -383,6 +388,10 @@ typedef struct {
      * `grp` (the grouping) before args. */
     int ids;
 } pl_gemm_params;
+
+/* Versions 8 and 9: registers a thread holds per staged piece (weights, their scales,
+ * activations, their scales) at most; bigger tiles per thread are refused. */
+#define PL_GEMM_DB_REGS 8
 
 uint32_t pl_gemm_threads(const pl_gemm_params *p);
 uint32_t pl_gemm_groups(const pl_gemm_params *p, uint32_t n);

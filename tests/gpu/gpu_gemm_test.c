@@ -41,6 +41,14 @@ static const pl_gemm_params tile_gu_small = {
 /* the other kernel versions (wgsl_gen.h): the same bits as v4 */
 static const pl_gemm_params tile_v1 = {.tm = 32, .tn = 16, .rm = 4, .rn = 2, .bk = 4, .version = 1};
 static const pl_gemm_params tile_v2 = {.tm = 16, .tn = 32, .rm = 2, .rn = 4, .bk = 2, .version = 2};
+/* the double-buffered versions: v8 (Q4_0 unpacked when staged) with every thread holding
+ * whole shares, v9 (packed) with shares past the pieces' counts (guarded), v10 (v8 with
+ * each 32 invocations on 8 columns x 4 rows of the 8 x 8 thread grid); K's 5 blocks end
+ * in a half step */
+static const pl_gemm_params tile_v8 = {.tm = 32, .tn = 16, .rm = 4, .rn = 2, .bk = 2, .version = 8};
+static const pl_gemm_params tile_v9 = {.tm = 16, .tn = 32, .rm = 2, .rn = 4, .bk = 2, .version = 9};
+static const pl_gemm_params tile_v10 = {
+    .tm = 32, .tn = 16, .rm = 4, .rn = 2, .bk = 2, .version = 10};
 /* versions 5-7 with the subgroup-matrix builtins emulated (.mock): 8 x 8 matrices (K 8, or
  * 16 bytes for v6), 8 subgroups of 32 with 2 tiles each */
 static const pl_gemm_params tile_m5 = {.tm = 32,
@@ -278,7 +286,10 @@ static void gemm_case(pl_gpu *g, const pl_gemm_params *tile, pl_gpu_wtype t, pl_
 }
 
 /* Every mode on Q4_0; on Q8_0 (only the weight staging differs) the plain and the gate/up
- * GEMM. */
+ * GEMM. The double-buffered versions differ from v3/v4 only in the staging (v10 also in the
+ * threads' places; the stores are shared), and each kernel costs lavapipe seconds to
+ * compile: v8 plain (test_fixed_order's kernel) and gate/up on Q4_0, plain on Q8_0 (v9's
+ * Q8_0 text is v8's); v9 and v10 the gate/up on Q4_0 (and their plain GEMM there). */
 static void test_gemm(pl_gpu *g) {
     const uint32_t ns[3] = {17, 33, 100};
     for (int ni = 0; ni < 3; ni++) {
@@ -289,6 +300,11 @@ static void test_gemm(pl_gpu *g) {
         gemm_case(g, &tile_a, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 2, ns[ni]);
         gemm_case(g, &tile_a, PL_GW_Q8_0, PL_GEMV_STORE, 0, 1, 0, ns[ni]);
         gemm_case(g, &tile_a, PL_GW_Q8_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+        gemm_case(g, &tile_v8, PL_GW_Q4_0, PL_GEMV_STORE, 0, 0, 0, ns[ni]);
+        gemm_case(g, &tile_v8, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+        gemm_case(g, &tile_v8, PL_GW_Q8_0, PL_GEMV_STORE, 0, 0, 0, ns[ni]);
+        gemm_case(g, &tile_v9, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
+        gemm_case(g, &tile_v10, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
         /* the small gate/up pairs' tile on real GPUs (pl_gpu_gemm_base: 32 x 64, v3) */
         gemm_case(g, &tile_gu_small, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
     }
@@ -304,10 +320,11 @@ static void test_fixed_order(pl_gpu *g) {
     const struct {
         uint32_t n, c0;
         const pl_gemm_params *tile;
-    } runs[7] = {{100, 0, &tile_a},  {33, 40, &tile_a},  {17, 50, &tile_b}, {40, 7, &tile_v1},
-                 {21, 60, &tile_v2}, {30, 10, &tile_m5}, {25, 70, &tile_m6}};
-    outs o[7];
-    for (int r = 0; r < 7; r++) {
+    } runs[10] = {{100, 0, &tile_a},  {33, 40, &tile_a},  {17, 50, &tile_b},  {40, 7, &tile_v1},
+                  {21, 60, &tile_v2}, {30, 10, &tile_m5}, {25, 70, &tile_m6}, {37, 20, &tile_v8},
+                  {50, 45, &tile_v9}, {29, 71, &tile_v10}};
+    outs o[10];
+    for (int r = 0; r < 10; r++) {
         pl_gemm_params p = *runs[r].tile;
         p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
         pl_gpu_buf *xq, *xd, *xn = NULL;
@@ -315,17 +332,18 @@ static void test_fixed_order(pl_gpu *g) {
         o[r] = gemm_run(g, &p, xq, xd, &m, runs[r].n, NULL, NULL);
         pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
     }
-    for (int r = 1; r < 7; r++)
+    for (int r = 1; r < 10; r++)
         CHECK(!memcmp(o[r].y, o[0].y + (size_t)runs[r].c0 * ROWS, (size_t)runs[r].n * ROWS * 4),
               "columns %u.. of a batch of %u (tile %u, v%u) differ from the batch of 100",
               runs[r].c0, runs[r].n, runs[r].tile->tm, runs[r].tile->version);
-    for (int r = 0; r < 7; r++) free_outs(&o[r]);
+    for (int r = 0; r < 10; r++) free_outs(&o[r]);
     free_mat(&m);
     free(x);
 }
 
 /* The kernel cache keeps parameter structs of at most 128 bytes (pl_gemv_params had grown
- * to 100 bytes of a 96-byte key, written past it): a bigger one is refused, never copied. */
+ * to 100 bytes of a 96-byte key, written past it): a bigger one is refused, never copied.
+ */
 static pl_status tiny_kernel(const void *params, char **out) {
     (void)params;
     *out = strdup("@compute @workgroup_size(1)\nfn main() {}\n");
@@ -424,14 +442,37 @@ static void test_gemv_xpre(pl_gpu *g) {
     free(src);
 }
 
-/* Kernel versions 1-4 only; the expert GEMM (ids) neither accumulates nor splits. */
+/* Kernel versions 1-4, 8 and 9 only (5-7 need their matrix shape); v8/v9 hold at most
+ * PL_GEMM_DB_REGS elements of a staged piece a thread and twice v4/v3's workgroup memory;
+ * v10 needs whole warps of 8 x 4 threads; the expert GEMM (ids) neither accumulates nor
+ * splits. */
 static void test_params(void) {
     pl_gemm_params p = tile_b;
     p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
-    for (uint32_t v = 0; v <= 5; v++) {
+    for (uint32_t v = 0; v <= 11; v++) {
         p.version = v;
-        CHECK((pl_gemm_check_shape(&p) == PL_OK) == (v >= 1 && v <= 4), "version %u", v);
+        CHECK((pl_gemm_check_shape(&p) == PL_OK) == ((v >= 1 && v <= 4) || (v >= 8 && v <= 10)),
+              "version %u", v);
     }
+    /* v10's warps of 8 x 4 threads: 4 columns of threads do not make one */
+    pl_gemm_params q = tile_v10;
+    q.type = PL_GW_Q4_0, q.rows = ROWS, q.cols = COLS, q.mode = PL_GEMV_STORE, q.tn = 8;
+    CHECK(pl_gemm_check_shape(&q) != PL_OK, "v10 with 4 columns of threads taken");
+    q.version = 8;
+    CHECK(pl_gemm_check_shape(&q) == PL_OK, "v8 32x8: %s", pl_last_error());
+    /* 32 threads staging 128 rows x 8 blocks of two Q8_0 matrices: 128 vectors each */
+    pl_gemm_params w = {.type = PL_GW_Q8_0, .rows = ROWS, .cols = COLS, .mode = PL_GEMV_GATE_UP};
+    w.tm = 128, w.tn = 16, w.rm = 8, w.rn = 8, w.bk = 8, w.version = 4;
+    CHECK(pl_gemm_check_shape(&w) == PL_OK, "v4 wide tile: %s", pl_last_error());
+    uint32_t single = pl_gemm_wg_bytes(&w);
+    w.version = 8;
+    CHECK(pl_gemm_check_shape(&w) != PL_OK && strstr(pl_last_error(), "at most"),
+          "v8 tile of 128 staged vectors a thread taken");
+    w.bk = 1, w.mode = PL_GEMV_STORE;
+    CHECK(pl_gemm_check_shape(&w) == PL_OK, "v8 one block: %s", pl_last_error());
+    w.bk = 8, w.mode = PL_GEMV_GATE_UP, w.version = 8;
+    CHECK(pl_gemm_wg_bytes(&w) == 2 * single, "v8 stages %u bytes, v4 %u", pl_gemm_wg_bytes(&w),
+          single);
     p.version = 3, p.ids = 1;
     CHECK(pl_gemm_check_shape(&p) == PL_OK, "ids store: %s", pl_last_error());
     p.mode = PL_GEMV_ACCUM;
