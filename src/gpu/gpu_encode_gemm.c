@@ -9,8 +9,10 @@
 #include "gpu_internal.h"
 
 /* The tile of a matmul, pinned per shape from gemm_lab's tables on the H200 (gpu-notes.md,
- * gemm3): gate/up 128 x 64 outputs, 8 x 4 per thread, 2 blocks per step, Q4_0 unpacked
- * when staged (v4); the others 64 x 64, 4 x 4, 4 blocks, staged packed (v3). A software
+ * gemm3, eighth session): gate/up 128 x 64 outputs, 8 x 4 per thread, 2 blocks per step,
+ * Q4_0 unpacked when staged (v4); the others 64 x 64, 4 x 4, 2 blocks, unpacked and
+ * double-buffered with warps of 8 columns x 4 rows (v10: 12-18% faster than v3 on the 8B's
+ * and 27B's q/k/v, o and down at 512 columns; gemm_sweep.sh). A software
  * adapter: 16 x 16, 2 x 2, 2 blocks (lavapipe compiles it in half the time). opts.gemm:
  * its one tile. */
 void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p) {
@@ -20,7 +22,7 @@ void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm
      * 172 us, 64 x 64 90 us, 32 x 64 59.7 us; docs/gpu-notes.md, eighth session) */
     enum { SMALL_GU_ROWS = 1024 };
     static const uint32_t soft[6] = {16, 16, 2, 2, 2, 4}, gu[6] = {128, 64, 8, 4, 2, 4},
-                          small_gu[6] = {32, 64, 2, 4, 4, 3}, other[6] = {64, 64, 4, 4, 4, 3};
+                          small_gu[6] = {32, 64, 2, 4, 4, 3}, other[6] = {64, 64, 4, 4, 2, 10};
     const uint32_t smx[6] = {64, 64, 4, 4, 2, (uint32_t)gb->smx};
     const uint32_t *t = gb->gemm_fixed                         ? gb->gemm_tile
                         : gb->smx                              ? smx
