@@ -54,6 +54,10 @@ typedef struct {
     /* the MoE's weighted combine also adds the gated shared expert (moe.c asks,
      * PL_FUSE_COMBINE_SHARED; no sigmoid_mul dispatch): 0 auto (on), -1 never */
     int moe_comb;
+    /* the delta rule of more than 16 columns (prefill) in chunks of tokens staged in
+     * workgroup memory, their norms, gates and betas computed before the serial loop: 0
+     * auto (on), -1 never (token by token, as decode), 1 on */
+    int dr_chunk;
     const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;

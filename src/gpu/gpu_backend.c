@@ -545,6 +545,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     gb->topk_rank = gb->o.topk_rank >= 0;
     gb->moe_shgate = gb->o.moe_shgate >= 0 && gb->topk_rank;
     gb->moe_comb = gb->o.moe_comb >= 0;
+    gb->dr_chunk = gb->o.dr_chunk >= 0;
     /* the prefill GEMM's tiles are pinned per shape (pl_gpu_gemm_base); opts.gemm = "off"
      * or "tm,tn,rm,rn,bk[,version]" (version 4 if left out) sets one for every shape */
     const char *gm = gb->o.gemm;
@@ -571,6 +572,8 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     if (st == PL_OK && (gb->o.topk_rank < -1 || gb->o.topk_rank > 1 || gb->o.moe_shgate < -1 ||
                         gb->o.moe_shgate > 1 || gb->o.moe_comb < -1 || gb->o.moe_comb > 1))
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_TOPK, POOLED_GPU_MOESH, POOLED_GPU_MOECOMB: 0 or 1");
+    if (st == PL_OK && (gb->o.dr_chunk < -1 || gb->o.dr_chunk > 1))
+        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_DR: 0 or 1");
     /* opts.gemv = "threads,rows,subgroup-reduce,subgroup-rows,unroll" fixes the GEMV shape
      * of every weight type (experiments; no autotune then) */
     const char *fix = gb->o.gemv;
