@@ -412,16 +412,17 @@ static void case_moe(void) {
 
 /* ------------------------------------------------------------------ Gated DeltaNet ops */
 
-/* The delta rule from a random state: m columns (with snapshots if asked), then one
- * decode step from the state they left. */
-static void delta_rule_calls(int nk, int nv, int dk, int dv, uint32_t m0, int with_snaps) {
+/* The delta rule from a random state: m0 columns (with snapshots if asked), then (decode)
+ * one step from the state they left. */
+static void delta_rule_calls(int nk, int nv, int dk, int dv, uint32_t m0, int with_snaps,
+                             int decode) {
     pl_delta_params dp = {nk, nv, dk, dv, 1e-6f};
     int64_t row = 2 * nk * dk + nv * dv, hs = (int64_t)dk * dv;
     float *sad = malloc((size_t)nv * 4), *dtd = randv((size_t)nv, -1, 1);
     for (int h = 0; h < nv; h++) sad[h] = -expf(unif(-2, 1));
     float *s0 = randv((size_t)(nv * hs), -0.5f, 0.5f);
     duo sa = f32(nv, 1, sad), dt = f32(nv, 1, dtd), state = f32(hs, nv, s0);
-    for (uint32_t call = 0; call < 2; call++) {
+    for (uint32_t call = 0; call < 1u + (decode != 0); call++) {
         uint32_t m = call ? 1 : m0;
         int sn = with_snaps && !call;
         float *qd = randv((size_t)(m * row), -1, 1), *ad = randv((size_t)m * nv, -4, 4);
@@ -474,15 +475,16 @@ static void case_deltanet(void) {
         dfree(w), dfree(st);
         free(wd), free(sd);
     }
-    /* the delta rule: verify-sized batches (token by token on the GPU), prefill batches of
-     * 17 to 130 columns (staged chunks, their last one partial) on small heads and on the
-     * models' (d 128, 16 key heads, 16 or 32 value heads: qwen3.5-35b-a3b's), with and
-     * without snapshots */
+    /* the delta rule: a verify-sized batch (token by token on the GPU) then a decode step,
+     * prefill batches of 17 to 130 columns (staged chunks, their last one partial) on small
+     * heads and on the models' (d 128, 16 key heads, 16 or 32 value heads: qwen3.5-35b-a3b's)
+     * with and without snapshots, then a decode step from the state they left (each kernel
+     * costs lavapipe seconds to compile: no more of them than before the chunks) */
     int nk = (int)rnd(1, 2), k16 = (int)rnd(1, 2);
-    delta_rule_calls(nk, nk * (int)rnd(1, 3), (int)rnd(1, 40), (int)rnd(1, 40), rnd(1, 16), 1);
-    delta_rule_calls(nk, nk * (int)rnd(1, 3), (int)rnd(1, 40), (int)rnd(1, 40), rnd(17, 120), 1);
-    delta_rule_calls(2, 4, 128, 128, rnd(17, 40), 1);
-    delta_rule_calls(16, 16 * k16, 128, 128, rnd(17, 130), 0);
+    delta_rule_calls(nk, nk * (int)rnd(1, 3), (int)rnd(1, 40), (int)rnd(1, 40), rnd(1, 16), 1, 1);
+    delta_rule_calls(nk, nk * (int)rnd(1, 3), (int)rnd(1, 40), (int)rnd(1, 40), rnd(17, 120), 1, 0);
+    delta_rule_calls(2, 4, 128, 128, rnd(17, 40), 1, 0);
+    delta_rule_calls(16, 16 * k16, 128, 128, rnd(17, 130), 0, 1);
 }
 
 /* ------------------------------------------------------------------ fusion requests */
