@@ -180,10 +180,15 @@ static void dr_gate(pl_wtext *t, const char *ind, const char *tt) {
                  ind, tt, ind, ind, ind, tt);
 }
 
-/* After token t's update: its output (column j, by part 0: the expression y) and its
- * snapshot. */
-static void dr_emit(pl_wtext *t, const pl_delta_rule_params *p, const char *ind, const char *y) {
+/* Token t's update from tk = S'^T k and tq = S'^T q: delta = beta (v - tk rk), S += k rk
+ * delta (beta and v: WGSL expressions), then its output (column j, by part 0: the
+ * expression y) and its snapshot. */
+static void dr_update(pl_wtext *t, const pl_delta_rule_params *p, const char *ind, const char *beta,
+                      const char *v, const char *y) {
     unsigned M = pl_delta_rule_rows(p);
+    pl_wtext_add(t, "%slet delta = %s * (%s - tk * rk);\n%slet kd = rk * delta;\n", ind, beta, v,
+                 ind);
+    for (unsigned m = 0; m < M; m++) pl_wtext_add(t, "%ss%u += k%u * kd;\n", ind, m, m);
     pl_wtext_add(t,
                  "%sif (live && pp == 0u) {\n"
                  "%s  o[(t * NV + h) * DV + j] = %s;\n"
@@ -243,11 +248,8 @@ static void dr_tokens(pl_wtext *t, const pl_delta_rule_params *p) {
     pl_wtext_add(t, ");\n    let rq = qs / sqrt(tqq + ");
     dr_eps(t, p);
     pl_wtext_add(t, ");\n"
-                    "    let vj = qkv[t * QKV + 2u * NK * DK + h * DV + jc];\n"
-                    "    let delta = beta * (vj - tk * rk);\n"
-                    "    let kd = rk * delta;\n");
-    for (unsigned m = 0; m < M; m++) pl_wtext_add(t, "    s%u += k%u * kd;\n", m, m);
-    dr_emit(t, p, "    ", "tq * rq + delta * tkq * rk * rq");
+                    "    let vj = qkv[t * QKV + 2u * NK * DK + h * DV + jc];\n");
+    dr_update(t, p, "    ", "beta", "vj", "tq * rq + delta * tkq * rk * rq");
     pl_wtext_add(t, "  }\n");
 }
 
@@ -334,11 +336,8 @@ static void dr_chunks(pl_wtext *t, const pl_delta_rule_params *p) {
                     "      }\n"
                     "      let rk = sc[2u * C + c];\n"
                     "      let rq = sc[3u * C + c];\n"
-                    "      let kqn = sc[4u * C + c];\n"
-                    "      let delta = sc[C + c] * (vc[c * J + jj] - tk * rk);\n"
-                    "      let kd = rk * delta;\n");
-    for (unsigned m = 0; m < M; m++) pl_wtext_add(t, "      s%u += k%u * kd;\n", m, m);
-    dr_emit(t, p, "      ", "tq * rq + delta * kqn");
+                    "      let kqn = sc[4u * C + c];\n");
+    dr_update(t, p, "      ", "sc[C + c]", "vc[c * J + jj]", "tq * rq + delta * kqn");
     /* the next chunk overwrites what this one's last token reads after its barrier */
     pl_wtext_add(t, "    }\n    workgroupBarrier();\n  }\n");
 }
