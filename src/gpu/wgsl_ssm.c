@@ -112,8 +112,9 @@ static uint32_t dr_lanes(const pl_delta_rule_params *p) {
 }
 
 static uint32_t dr_red(const pl_delta_rule_params *p) {
-    uint32_t T = p->cols * p->parts, nr = 3 * p->chunk * dr_lanes(p);
-    if (!p->chunk) return 10 * T;
+    uint32_t T = p->cols * p->parts;
+    if (!p->chunk) return 10 * T; /* the token kernel: two copies of five sums */
+    uint32_t nr = 3 * p->chunk * dr_lanes(p);
     return 4 * T > nr ? 4 * T : nr;
 }
 
