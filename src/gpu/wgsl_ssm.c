@@ -1,6 +1,7 @@
 /* wgsl_ssm.c - WGSL templates of the Gated DeltaNet kernels: the sigmoid gate, the causal
  * depthwise conv1d (+ SiLU) of the linear-attention input, and the delta-rule recurrence
- * with its state held in registers across the tokens of a call. Bindings: see wgsl_gen.h. */
+ * with its state held in registers across the tokens of a call (token by token, or with
+ * prefill's tokens staged in chunks). Bindings: see wgsl_gen.h. */
 #include "wgsl_gen.h"
 #include "wgsl_text.h"
 
@@ -103,14 +104,14 @@ uint32_t pl_delta_rule_rows(const pl_delta_rule_params *p) {
     return (p->d_k + p->parts - 1) / p->parts;
 }
 
-/* The chunked kernel's reduction scratch: two copies (token parity) of S k and S q per
- * thread, reused for the chunk's norms: |k|^2, |q|^2 and k.q of lanes_per_token lanes per
- * token. */
+/* Threads that sum one token's |k|^2, |q|^2 and k.q when a chunk is staged. */
 static uint32_t dr_lanes(const pl_delta_rule_params *p) {
     uint32_t T = p->cols * p->parts;
     return T >= p->chunk ? T / p->chunk : 1;
 }
 
+/* Floats of the reduction scratch. The chunked kernel's: two copies (token parity) of S k
+ * and S q per thread, reused for the chunk's norms (three sums per lane). */
 static uint32_t dr_red(const pl_delta_rule_params *p) {
     uint32_t T = p->cols * p->parts;
     if (!p->chunk) return 10 * T; /* the token kernel: two copies of five sums */
@@ -142,6 +143,8 @@ static void dr_head(pl_wtext *t, const pl_delta_rule_params *p) {
         pl_wtext_add(t, "@group(0) @binding(7) var<storage, read_write> sn: array<f32>;\n");
     pl_wtext_args(t, p->snaps ? 8 : 7);
     pl_wtext_add(t, "var<workgroup> red: array<f32, %u>;\n", dr_red(p));
+    /* a chunk's raw k and q, this workgroup's columns of v, and per token (5 x C): the
+     * gate, beta, 1/|k|, 1/sqrt(d_k)/|q| and k.q/(|k||q|) */
     if (C)
         pl_wtext_add(t,
                      "const C = %uu;\nconst G = %uu;\n"
@@ -201,10 +204,6 @@ static void dr_update(pl_wtext *t, const pl_delta_rule_params *p, const char *in
         pl_wtext_add(t, "%sif (live && i%u < DK) { sn[nb + i%u * DV + j] = s%u; }\n", ind, m, m, m);
 }
 
-static void dr_eps(pl_wtext *t, const pl_delta_rule_params *p) {
-    pl_wtext_f32(t, p->eps);
-}
-
 /* Token by token (decode, verify): each token's k and q read from global memory, all five
  * dot products summed over the parts after the one barrier. */
 static void dr_tokens(pl_wtext *t, const pl_delta_rule_params *p) {
@@ -245,9 +244,9 @@ static void dr_tokens(pl_wtext *t, const pl_delta_rule_params *p) {
                      * delta = beta (v - S'^T k); S = S' + k delta^T;
                      * S^T q = S'^T q + delta (k . q) */
                     "    let rk = 1.0 / sqrt(tkk + ");
-    dr_eps(t, p);
+    pl_wtext_f32(t, p->eps);
     pl_wtext_add(t, ");\n    let rq = qs / sqrt(tqq + ");
-    dr_eps(t, p);
+    pl_wtext_f32(t, p->eps);
     pl_wtext_add(t, ");\n"
                     "    let vj = qkv[t * QKV + 2u * NK * DK + h * DV + jc];\n");
     dr_update(t, p, "    ", "beta", "vj", "tq * rq + delta * tkq * rk * rq");
@@ -304,9 +303,9 @@ static void dr_chunks(pl_wtext *t, const pl_delta_rule_params *p) {
                     "        kq += red[2u * C * G + e];\n"
                     "      }\n"
                     "      let rk = 1.0 / sqrt(kk + ");
-    dr_eps(t, p);
+    pl_wtext_f32(t, p->eps);
     pl_wtext_add(t, ");\n      let rq = qs / sqrt(qq + ");
-    dr_eps(t, p);
+    pl_wtext_f32(t, p->eps);
     pl_wtext_add(t, ");\n"
                     "      sc[2u * C + c] = rk;\n"
                     "      sc[3u * C + c] = rq;\n"
