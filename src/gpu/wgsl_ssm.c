@@ -204,6 +204,16 @@ static void dr_update(pl_wtext *t, const pl_delta_rule_params *p, const char *in
         pl_wtext_add(t, "%sif (live && i%u < DK) { sn[nb + i%u * DV + j] = s%u; }\n", ind, m, m, m);
 }
 
+/* rk = 1/|k| and rq = 1/sqrt(d_k)/|q| from the sums of squares kk and qq (WGSL names). */
+static void dr_norms(pl_wtext *t, const pl_delta_rule_params *p, const char *ind, const char *kk,
+                     const char *qq) {
+    pl_wtext_add(t, "%slet rk = 1.0 / sqrt(%s + ", ind, kk);
+    pl_wtext_f32(t, p->eps);
+    pl_wtext_add(t, ");\n%slet rq = qs / sqrt(%s + ", ind, qq);
+    pl_wtext_f32(t, p->eps);
+    pl_wtext_add(t, ");\n");
+}
+
 /* Token by token (decode, verify): each token's k and q read from global memory, all five
  * dot products summed over the parts after the one barrier. */
 static void dr_tokens(pl_wtext *t, const pl_delta_rule_params *p) {
@@ -239,16 +249,11 @@ static void dr_tokens(pl_wtext *t, const pl_delta_rule_params *p) {
                     "      tkk += red[e + 2u * T];\n"
                     "      tqq += red[e + 3u * T];\n"
                     "      tkq += red[e + 4u * T];\n"
-                    "    }\n"
-                    /* k and q l2-normalised (q also by 1/sqrt(d_k)); S' = g S.
-                     * delta = beta (v - S'^T k); S = S' + k delta^T;
-                     * S^T q = S'^T q + delta (k . q) */
-                    "    let rk = 1.0 / sqrt(tkk + ");
-    pl_wtext_f32(t, p->eps);
-    pl_wtext_add(t, ");\n    let rq = qs / sqrt(tqq + ");
-    pl_wtext_f32(t, p->eps);
-    pl_wtext_add(t, ");\n"
-                    "    let vj = qkv[t * QKV + 2u * NK * DK + h * DV + jc];\n");
+                    "    }\n");
+    /* k and q l2-normalised (q also by 1/sqrt(d_k)); S' = g S.
+     * delta = beta (v - S'^T k); S = S' + k delta^T; S^T q = S'^T q + delta (k . q) */
+    dr_norms(t, p, "    ", "tkk", "tqq");
+    pl_wtext_add(t, "    let vj = qkv[t * QKV + 2u * NK * DK + h * DV + jc];\n");
     dr_update(t, p, "    ", "beta", "vj", "tq * rq + delta * tkq * rk * rq");
     pl_wtext_add(t, "  }\n");
 }
@@ -301,13 +306,9 @@ static void dr_chunks(pl_wtext *t, const pl_delta_rule_params *p) {
                     "        kk += red[e];\n"
                     "        qq += red[C * G + e];\n"
                     "        kq += red[2u * C * G + e];\n"
-                    "      }\n"
-                    "      let rk = 1.0 / sqrt(kk + ");
-    pl_wtext_f32(t, p->eps);
-    pl_wtext_add(t, ");\n      let rq = qs / sqrt(qq + ");
-    pl_wtext_f32(t, p->eps);
-    pl_wtext_add(t, ");\n"
-                    "      sc[2u * C + c] = rk;\n"
+                    "      }\n");
+    dr_norms(t, p, "      ", "kk", "qq");
+    pl_wtext_add(t, "      sc[2u * C + c] = rk;\n"
                     "      sc[3u * C + c] = rq;\n"
                     "      sc[4u * C + c] = kq * rk * rq;\n"
                     "    }\n"
