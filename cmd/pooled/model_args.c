@@ -135,6 +135,10 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
             : !strcmp(v, "0")                     ? -1
             : !strcmp(v, "1")                     ? 1
                                                   : -2; /* refused at open */
+    o->dr_chunk = !(v = getenv("POOLED_GPU_DR")) || !*v ? 0
+                  : !strcmp(v, "0")                     ? -1
+                  : !strcmp(v, "1")                     ? 1
+                                                        : -2;
     o->profile_path = getenv("POOLED_GPU_PROFILE");
     o->profile_at = (v = getenv("POOLED_GPU_PROFILE_AT")) ? atoi(v) : 0;
 }

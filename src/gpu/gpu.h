@@ -59,6 +59,10 @@ typedef struct {
      * subgroups): 0 auto (on, except on a software adapter: lavapipe takes 5-40 s to
      * compile one), -1 never (the decode kernel per 8 rows), 1 on (also software) */
     int fa;
+    /* the delta rule of more than 16 columns (prefill) in chunks of tokens staged in
+     * workgroup memory, their norms, gates and betas computed before the serial loop: 0
+     * auto (on), -1 never (token by token, as decode), 1 on */
+    int dr_chunk;
     const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;

@@ -548,6 +548,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     /* prefill attention kernel: lavapipe compiles it in 5-40 s a shape (unrolled tiles), so
      * auto leaves software adapters on the decode kernel; 1 forces it there too (tests) */
     gb->fa = gb->o.fa > 0 || (gb->o.fa == 0 && !gb->info->software);
+    gb->dr_chunk = gb->o.dr_chunk >= 0;
     /* the prefill GEMM's tiles are pinned per shape (pl_gpu_gemm_base); opts.gemm = "off"
      * or "tm,tn,rm,rn,bk[,version]" (version 4 if left out) sets one for every shape */
     const char *gm = gb->o.gemm;
@@ -576,6 +577,8 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_TOPK, POOLED_GPU_MOESH, POOLED_GPU_MOECOMB: 0 or 1");
     if (st == PL_OK && (gb->o.fa < -1 || gb->o.fa > 1))
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_FA: 0 or 1");
+    if (st == PL_OK && (gb->o.dr_chunk < -1 || gb->o.dr_chunk > 1))
+        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_DR: 0 or 1");
     /* opts.gemv = "threads,rows,subgroup-reduce,subgroup-rows,unroll" fixes the GEMV shape
      * of every weight type (experiments; no autotune then) */
     const char *fix = gb->o.gemv;

@@ -1,6 +1,6 @@
 /* gpu_encode_ssm.c - records the Gated DeltaNet ops: the sigmoid gate, the conv1d of the
  * linear-attention input and the delta-rule recurrence (one dispatch for all the tokens of
- * a call, in order, its state in registers). */
+ * a call, in order, its state in registers; prefill's tokens staged in chunks). */
 #include <string.h>
 
 #include "gpu_internal.h"
@@ -68,6 +68,14 @@ static pl_status enc_delta_rule(gpu_backend *gb, const op *o) {
     p.parts = pl_gpu_threads_for((p.d_k + 15) / 16, 1, 64);
     p.cols = pl_gpu_threads_for(p.d_v, 1, 32);
     while (p.cols > 1 && p.cols * p.parts > 256) p.cols /= 2;
+    /* prefill: chunks staged in workgroup memory, as many tokens as fit (at most 32, at
+     * least 4). Only past PL_GPU_DR_MIN_COLS columns, where the GEMM already gives other
+     * bits than decode: a verify pass keeps decode's (speculation changes no output). */
+    if (gb->dr_chunk && o->n > PL_GPU_DR_MIN_COLS) {
+        for (p.chunk = 32; p.chunk >= 4; p.chunk /= 2)
+            if (pl_delta_rule_wg_bytes(&p) <= gb->info->max_wg_storage) break;
+        if (p.chunk < 4) p.chunk = 0;
+    }
     pl_gpu_kernel *k;
     if (pl_gpu_get_kernel(gb, F_DELTA_RULE, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_delta_rule,
                           "delta_rule", &k) != PL_OK)

@@ -173,6 +173,7 @@ typedef struct {
     int moe_shgate;  /* opts.moe_shgate: the shared expert's gate row in the top-k */
     int moe_comb;    /* opts.moe_comb: the gated shared expert added by the combine */
     int fa;          /* opts.fa: attention of many rows through the prefill kernel */
+    int dr_chunk;    /* opts.dr_chunk: prefill's delta rule in staged chunks (wgsl_ssm.c) */
     /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk, version of
      * pl_gemm_params; the built-in one, or opts.gemm "tm,tn,rm,rn,bk[,version]" for every
      * shape: gemm_fixed), gemm_off: never (opts.gemm "off"), and the scratch buffers of the
@@ -284,6 +285,9 @@ pl_status pl_gpu_scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const 
  * one-column-per-workgroup GEMV, bit-exact per column to decode (speculative verification
  * and the chain's frames rely on it). */
 #define PL_GPU_GEMM_MIN_COLS 16
+/* The delta rule of more columns than this runs in staged chunks (opts.dr_chunk): the
+ * GEMM's bound, so decode and verify passes keep the same bits. */
+#define PL_GPU_DR_MIN_COLS PL_GPU_GEMM_MIN_COLS
 /* Whether matmul o goes through the GEMM (its weights, its size, the scratch limits). */
 int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o);
 /* Record the pre-pass and the GEMM of matmul o. */

@@ -322,18 +322,25 @@ uint32_t pl_ssm_conv_groups(const pl_ssm_conv_params *p);
  * thread t holds column t % cols and the rows_per_thread key rows of part t / cols in
  * registers for every token, so the state is read and written once per call. Per token
  * the parts of a column add their partial dot products (S k, S q, |k|^2, |q|^2, k.q) in
- * workgroup memory: one barrier. Bindings: 0 qkv, 1 a, 2 b, 3 ssm_a, 4 dt_bias, 5 state,
- * 6 out, 7 snaps if `snaps`, then args. */
+ * workgroup memory: one barrier. With `chunk` C > 0 (prefill) the workgroup first stages C
+ * tokens at a time in workgroup memory - their k and q, its columns of v, the gate,
+ * beta, 1/|k|, 1/|q| and k.q, all computed in parallel before the serial loop - so the
+ * loop reads no global memory and adds only S k and S q over the parts (one barrier per
+ * token, three per chunk). Bindings: 0 qkv, 1 a, 2 b, 3 ssm_a, 4 dt_bias, 5 state, 6 out,
+ * 7 snaps if `snaps`, then args. */
 typedef struct {
     uint32_t n_k, n_v, d_k, d_v;
     uint32_t cols, parts; /* threads = cols * parts, a power of two each */
     float eps;
     int snaps;
+    uint32_t chunk; /* 0: token by token; else tokens staged at a time, a power of two */
 } pl_delta_rule_params;
 
 uint32_t pl_delta_rule_groups(const pl_delta_rule_params *p);
 /* Rows of key dimension each thread holds: d_k / parts, rounded up. */
 uint32_t pl_delta_rule_rows(const pl_delta_rule_params *p);
+/* Bytes of workgroup memory the kernel declares. */
+uint32_t pl_delta_rule_wg_bytes(const pl_delta_rule_params *p);
 
 /* Prefill's q8x GEMM (wgsl_gemm.c): y (+)= W x for n columns of x given as Q8_0 blocks
  * (the pre-pass below), Q4_0/Q8_0 weights of one part. A workgroup computes a tile of tm

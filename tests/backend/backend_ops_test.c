@@ -442,6 +442,39 @@ static void case_moe(void) {
 
 /* ------------------------------------------------------------------ Gated DeltaNet ops */
 
+/* The delta rule from a random state: m0 columns (with snapshots if asked), then (decode)
+ * one step from the state they left. */
+static void delta_rule_calls(int nk, int nv, int dk, int dv, uint32_t m0, int with_snaps,
+                             int decode) {
+    pl_delta_params dp = {nk, nv, dk, dv, 1e-6f};
+    int64_t row = 2 * nk * dk + nv * dv, hs = (int64_t)dk * dv;
+    float *sad = malloc((size_t)nv * 4), *dtd = randv((size_t)nv, -1, 1);
+    for (int h = 0; h < nv; h++) sad[h] = -expf(unif(-2, 1));
+    float *s0 = randv((size_t)(nv * hs), -0.5f, 0.5f);
+    duo sa = f32(nv, 1, sad), dt = f32(nv, 1, dtd), state = f32(hs, nv, s0);
+    for (uint32_t call = 0; call < 1u + (decode != 0); call++) {
+        uint32_t m = call ? 1 : m0;
+        int sn = with_snaps && !call;
+        float *qd = randv((size_t)(m * row), -1, 1), *ad = randv((size_t)m * nv, -4, 4);
+        float *bd = randv((size_t)m * nv, -4, 4);
+        duo qkv = f32(row, m, qd), a = f32(nv, m, ad), b = f32(nv, m, bd);
+        duo out = f32((int64_t)nv * dv, m + 1, NULL);
+        duo snaps = sn ? f32(hs, (int64_t)(m + 1) * nv, NULL) : (duo){{NULL, NULL}};
+        BOTH("delta_rule", pl_be_delta_rule(X(qkv), X(a), X(b), X(sa), X(dt), X(state), m, &dp,
+                                            sn ? X(snaps) : NULL, X(out)));
+        char what[112];
+        snprintf(what, sizeof what, "delta_rule %d/%d heads of %d/%d, %u tokens%s", nk, nv, dk, dv,
+                 m, sn ? ", snapshots" : "");
+        compare(what, out, 1e-9);
+        compare("delta_rule state", state, 1e-9);
+        if (sn) compare("delta_rule snapshots", snaps, 1e-9);
+        dfree(qkv), dfree(a), dfree(b), dfree(out), dfree(snaps);
+        free(qd), free(ad), free(bd);
+    }
+    dfree(sa), dfree(dt), dfree(state);
+    free(sad), free(dtd), free(s0);
+}
+
 static void case_deltanet(void) {
     for (int it = 0; it < 3; it++) {
         uint32_t rows = rnd(1, 5), cols = rnd(1, 200), gc = it % 2 ? 1 : cols;
@@ -472,38 +505,17 @@ static void case_deltanet(void) {
         }
         dfree(w), dfree(st);
         free(wd), free(sd);
-
-        /* the delta rule: prefill columns with snapshots, then one decode step */
-        int nk = (int)rnd(1, 2), nv = nk * (int)rnd(1, 3), dk = (int)rnd(1, 40),
-            dv = (int)rnd(1, 40);
-        if (it == 2) dk = dv = 128;
-        pl_delta_params dp = {nk, nv, dk, dv, 1e-6f};
-        int64_t row = 2 * nk * dk + nv * dv, hs = (int64_t)dk * dv;
-        float *sad = malloc((size_t)nv * 4), *dtd = randv((size_t)nv, -1, 1);
-        for (int h = 0; h < nv; h++) sad[h] = -expf(unif(-2, 1));
-        float *s0 = randv((size_t)(nv * hs), -0.5f, 0.5f);
-        duo sa = f32(nv, 1, sad), dt = f32(nv, 1, dtd), state = f32(hs, nv, s0);
-        for (uint32_t call = 0; call < 2; call++) {
-            uint32_t m = call ? 1 : rnd(1, 5);
-            float *qd = randv((size_t)(m * row), -1, 1), *ad = randv((size_t)m * nv, -4, 4);
-            float *bd = randv((size_t)m * nv, -4, 4);
-            duo qkv = f32(row, m, qd), a = f32(nv, m, ad), b = f32(nv, m, bd);
-            duo out = f32((int64_t)nv * dv, m + 1, NULL),
-                snaps = f32(hs, (int64_t)(m + 1) * nv, NULL);
-            BOTH("delta_rule", pl_be_delta_rule(X(qkv), X(a), X(b), X(sa), X(dt), X(state), m, &dp,
-                                                call ? NULL : X(snaps), X(out)));
-            char what[96];
-            snprintf(what, sizeof what, "delta_rule %d/%d heads of %d/%d, %u tokens", nk, nv, dk,
-                     dv, m);
-            compare(what, out, 1e-9);
-            compare("delta_rule state", state, 1e-9);
-            compare("delta_rule snapshots", snaps, 1e-9);
-            dfree(qkv), dfree(a), dfree(b), dfree(out), dfree(snaps);
-            free(qd), free(ad), free(bd);
-        }
-        dfree(sa), dfree(dt), dfree(state);
-        free(sad), free(dtd), free(s0);
     }
+    /* the delta rule: a verify-sized batch (token by token on the GPU) then a decode step,
+     * prefill batches of 17 to 130 columns (staged chunks, their last one partial) on small
+     * heads and on the models' (d 128, 16 key heads, 16 or 32 value heads: qwen3.5-35b-a3b's)
+     * with and without snapshots, then a decode step from the state they left (each kernel
+     * costs lavapipe seconds to compile: no more of them than before the chunks) */
+    int nk = (int)rnd(1, 2), k16 = (int)rnd(1, 2);
+    delta_rule_calls(nk, nk * (int)rnd(1, 3), (int)rnd(1, 40), (int)rnd(1, 40), rnd(1, 16), 1, 1);
+    delta_rule_calls(nk, nk * (int)rnd(1, 3), (int)rnd(1, 40), (int)rnd(1, 40), rnd(17, 120), 1, 0);
+    delta_rule_calls(2, 4, 128, 128, rnd(17, 40), 1, 0);
+    delta_rule_calls(16, 16 * k16, 128, 128, rnd(17, 130), 0, 1);
 }
 
 /* ------------------------------------------------------------------ fusion requests */

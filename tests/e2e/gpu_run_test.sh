@@ -82,6 +82,20 @@ check "POOLED_GPU_FA=1: stories260K ids as the CPU's ($base; $(head -c 200 "$TMP
 POOLED_GPU_FA=2 check_err "POOLED_GPU_FA=2: one line" \
     "$POOLED" run -m "$SHARED/models/stories260K.gguf" -p "Once" -n 2 --backend webgpu
 check "... naming POOLED_GPU_FA" grep -q "POOLED_GPU_FA" "$TMP/err"
+# the delta rule over a prompt of more than 16 tokens token by token (POOLED_GPU_DR=0; the
+# default, staged chunks, is gpu_model_test's): the qwen3.5 fixture's greedy ids are the
+# CPU's; a bad value is refused with one line
+P35="Once upon a time there was a little girl who lived in a small house near the big forest"
+base=$("$POOLED" run -m "$Q35" -p "$P35" -n 4 --temp 0 --ids --kv f32 --backend cpu 2>/dev/null)
+got=$(POOLED_GPU_DR=0 "$POOLED" run -m "$Q35" -p "$P35" -n 4 --temp 0 --ids --kv f32 \
+    --backend webgpu 2>"$TMP/err")
+check "POOLED_GPU_DR=0: qwen3_5 ids over a long prompt as the CPU's ($base)" \
+    [ -n "$base" -a "$got" = "$base" ]
+check "... a prompt of more than 16 tokens" \
+    awk '/^prompt [0-9]+ tokens/ { ok = $2 > 16 } END { exit !ok }' "$TMP/err"
+check_err "POOLED_GPU_DR=2: one line" \
+    env POOLED_GPU_DR=2 "$POOLED" run -m "$Q35" -p "Once" -n 2 --backend webgpu
+check "... naming POOLED_GPU_DR" grep -q "POOLED_GPU_DR" "$TMP/err"
 # a 24-token prompt with quantised activations goes through the GEMM in bench
 out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q4_0.gguf" --backend webgpu -p 24 -n 2 -r 1 --json 2>&1)
 check "bench -p 24 on webgpu through the GEMM" sh -c "echo '$out' | tail -1 | jq -e '.prefill_tok_s > 0' >/dev/null"

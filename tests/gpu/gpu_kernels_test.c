@@ -1230,6 +1230,132 @@ static void test_ew(pl_gpu *g) {
     }
 }
 
+/* ------------------------------------------------------------------ delta rule */
+
+/* One run of the delta-rule kernel p over n tokens from state st0: out (n + 1 rows, the last
+ * must stay poisoned), the final state, snapshots (n + 1 heads' rows, likewise). */
+typedef struct {
+    float *out, *st, *sn;
+} dr_run;
+
+static dr_run dr_kernel(pl_gpu *g, const pl_delta_rule_params *p, uint32_t n, const float *qkv,
+                        const float *a, const float *b, const float *sa, const float *dt,
+                        const float *st0) {
+    uint32_t row = 2 * p->n_k * p->d_k + p->n_v * p->d_v, nv = p->n_v;
+    size_t hs = (size_t)p->d_k * p->d_v, no = (size_t)(n + 1) * nv * p->d_v;
+    size_t nsn = (size_t)(n + 1) * nv * hs;
+    dr_run r = {malloc(no * 4), malloc(nv * hs * 4), p->snaps ? malloc(nsn * 4) : NULL};
+    const void *in[6] = {qkv, a, b, sa, dt, st0};
+    size_t bytes[8] = {(size_t)n * row * 4,
+                       (size_t)n * nv * 4,
+                       (size_t)n * nv * 4,
+                       nv * 4,
+                       nv * 4,
+                       nv * hs * 4,
+                       no * 4,
+                       nsn * 4};
+    pl_gpu_buf *bufs[9] = {0};
+    pl_gpu_ref refs[9];
+    int nb = 0;
+    for (; nb < 8; nb++) {
+        if (nb == 7 && !p->snaps) break;
+        bufs[nb] = gt_buf(g, nb < 6 ? in[nb] : NULL, bytes[nb]);
+        refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0};
+    }
+    pl_gpu_args args = {{n}};
+    bufs[nb] = gt_args(g, &args), refs[nb] = (pl_gpu_ref){bufs[nb], 0, 0}, nb++;
+    char label[96], *src = NULL;
+    snprintf(label, sizeof label, "delta_rule %u/%u heads of %u/%u, %ux%u threads, chunk %u",
+             p->n_k, nv, p->d_k, p->d_v, p->cols, p->parts, p->chunk);
+    pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_delta_rule(p, &src), &src, label);
+    if (k && gt_run(g, k, refs, nb, pl_delta_rule_groups(p))) {
+        gt_read(g, bufs[6], r.out, no * 4);
+        gt_read(g, bufs[5], r.st, nv * hs * 4);
+        if (p->snaps) gt_read(g, bufs[7], r.sn, nsn * 4);
+    } else {
+        memset(r.out, 0xff, no * 4), memset(r.st, 0xff, nv * hs * 4);
+        if (r.sn) memset(r.sn, 0xff, nsn * 4);
+    }
+    pl_gpu_kernel_free(k);
+    for (int i = 0; i < nb; i++) pl_gpu_buf_free(bufs[i]);
+    return r;
+}
+
+static double dr_max_abs, dr_max_rel;
+
+/* got[0..n) within 1e-4 relative + 1e-5 of want (the seam's tolerance against the double
+ * reference; tol_old: against the token kernel, noting the largest differences), and
+ * got[n..total) still NaN. */
+static void dr_compare(const char *what, const float *got, const float *want, size_t n,
+                       size_t total, int old) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= 1e-4 * fabs(want[i]) + 1e-5) && !bad++) first = i;
+        if (old && d > dr_max_abs) dr_max_abs = d;
+        if (old && fabs(want[i]) > 1e-3 && d / fabs(want[i]) > dr_max_rel)
+            dr_max_rel = d / fabs(want[i]);
+    }
+    for (size_t i = n; i < total; i++) bad += !isnan(got[i]);
+    CHECK(bad == 0, "%s: %zu values wrong (first %zu: %.9g, expected %.9g)", what, bad, first,
+          got[first], want[first]);
+}
+
+/* The chunked kernel (prefill) against the token kernel and the double reference. */
+static void delta_case(pl_gpu *g, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv, uint32_t n,
+                       uint32_t cols, uint32_t parts, uint32_t chunk, int snaps) {
+    pl_delta_rule_params p = {.n_k = nk, .n_v = nv, .d_k = dk, .d_v = dv, .eps = 1e-6f};
+    p.cols = cols, p.parts = parts, p.snaps = snaps;
+    uint32_t row = 2 * nk * dk + nv * dv;
+    size_t hs = (size_t)dk * dv, no = (size_t)n * nv * dv;
+    float *qkv = malloc((size_t)n * row * 4), *a = malloc((size_t)n * nv * 4);
+    float *b = malloc((size_t)n * nv * 4), *sa = malloc(nv * 4), *dt = malloc(nv * 4);
+    float *st = malloc(nv * hs * 4), *want = malloc(no * 4), *wsn = malloc(n * nv * hs * 4);
+    gt_fill(qkv, (size_t)n * row, -1, 1);
+    gt_fill(a, (size_t)n * nv, -4, 4);
+    gt_fill(b, (size_t)n * nv, -4, 4);
+    gt_fill(dt, nv, -1, 1);
+    gt_fill(st, nv * hs, -0.5f, 0.5f);
+    for (uint32_t h = 0; h < nv; h++) sa[h] = -expf(gt_unif(-2, 1));
+    if (n > 2) a[nv] = 30; /* softplus of a large value is the value */
+    dr_run old = dr_kernel(g, &p, n, qkv, a, b, sa, dt, st);
+    p.chunk = chunk;
+    dr_run got = dr_kernel(g, &p, n, qkv, a, b, sa, dt, st);
+    pl_gpu_ref_delta_rule(&p, qkv, a, b, sa, dt, st, n, snaps ? wsn : NULL, want);
+    char what[128];
+    snprintf(what, sizeof what, "delta_rule %u/%u heads of %u/%u, %u tokens, chunk %u%s", nk, nv,
+             dk, dv, n, chunk, snaps ? ", snapshots" : "");
+    dr_compare(what, got.out, old.out, no, no + (size_t)nv * dv, 1);
+    dr_compare(what, got.out, want, no, 0, 0);
+    dr_compare("delta_rule state against the token kernel", got.st, old.st, nv * hs, 0, 1);
+    dr_compare("delta_rule state", got.st, st, nv * hs, 0, 0);
+    if (snaps) {
+        dr_compare("delta_rule snapshots against the token kernel", got.sn, old.sn, n * nv * hs,
+                   (n + 1) * nv * hs, 1);
+        dr_compare("delta_rule snapshots", got.sn, wsn, n * nv * hs, 0, 0);
+        /* the last snapshot is the final state, bit for bit */
+        CHECK(!memcmp(got.sn + (size_t)(n - 1) * nv * hs, got.st, nv * hs * 4),
+              "%s: the last snapshot is not the final state", what);
+    }
+    free(qkv), free(a), free(b), free(sa), free(dt), free(st), free(want), free(wsn);
+    free(old.out), free(old.st), free(old.sn), free(got.out), free(got.st), free(got.sn);
+}
+
+static void test_delta_rule(pl_gpu *g) {
+    double t0 = pl_gpu_now();
+    /* (each kernel costs lavapipe seconds to compile: few cases, at most 10 rows a thread;
+     * the seam test runs the models' 128 x 128 heads through the encoder's choice)
+     * three chunks, the last partial, 4 column slices, snapshots */
+    delta_case(g, 2, 4, 32, 64, 37, 16, 4, 16, 1);
+    /* fewer tokens than a chunk, rows past d_k in the last part, columns past d_v */
+    delta_case(g, 2, 2, 30, 9, 3, 4, 4, 16, 0);
+    /* one thread for a chunk of 32 tokens */
+    delta_case(g, 1, 1, 4, 1, 70, 1, 1, 32, 1);
+    fprintf(stderr,
+            "delta rule, chunked against the token kernel: max abs %.3g, max rel %.3g (%.2fs)\n",
+            dr_max_abs, dr_max_rel, pl_gpu_now() - t0);
+}
+
 /* ------------------------------------------------------------------ Q8_0 requantiser */
 
 static void test_quantize_q8_0(void) {
@@ -1264,6 +1390,7 @@ static void run_tests(void) {
     test_topk(g);
     test_embed(g);
     test_ew(g);
+    test_delta_rule(g);
     fprintf(stderr, "all %.2fs\n", pl_gpu_now() - t0);
     pl_gpu_close(g);
 }
