@@ -458,17 +458,15 @@ static void emit_piece(pl_wtext *t, const pl_gemm_params *p, int k, unsigned j, 
     static const char
         *const reg = "wsad",
                *const idx[PIECES] = {
-                   "let v = i %% WV; let b = (i / WV) %% BK; let r = (i / (WV * BK)) %% TM; "
+                   "let v = i % WV; let b = (i / WV) % BK; let r = (i / (WV * BK)) % TM; "
                    "let m = i / (WV * BK * TM);",
-                   "let b = i %% BK; let r = (i / BK) %% TM; let m = i / (BK * TM);",
-                   "let h = i %% 2u; let b = (i / 2u) %% BK; let c = i / (2u * BK);",
-                   "let b = i %% BK; let c = i / BK;"};
+                   "let b = i % BK; let r = (i / BK) % TM; let m = i / (BK * TM);",
+                   "let h = i % 2u; let b = (i / 2u) % BK; let c = i / (2u * BK);",
+                   "let b = i % BK; let c = i / BK;"};
     unsigned cnt = piece_count(p, k), M = mats(p);
     pl_wtext_add(t, "    {\n      let i = lid + %uu * T;\n", j);
     if (cnt % pl_gemm_threads(p)) pl_wtext_add(t, "      if (i < %uu) {\n", cnt);
-    pl_wtext_add(t, "      ");
-    pl_wtext_add(t, idx[k]);
-    pl_wtext_add(t, "\n");
+    pl_wtext_add(t, "      %s\n", idx[k]);
     if (load && k <= PIECE_S) {
         pl_wtext_add(t,
                      "      let gb = %s + b; let wr = EB + min(row0 + r, N - 1u);\n"
