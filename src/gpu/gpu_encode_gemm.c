@@ -94,7 +94,9 @@ int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o) {
     pl_gemm_params p;
     pl_gpu_gemm_base(gb, w, up != NULL, &p);
     fit(gb, &p);
-    return pl_gemm_wg_bytes(&p) <= gb->info->max_wg_storage &&
+    /* a tile POOLED_GPU_GEMM fixed may not suit this weight type or mode (versions 8-10
+     * stage more per thread for Q8_0 and gate/up): the GEMV then, not an error */
+    return pl_gemm_check_shape(&p) == PL_OK && pl_gemm_wg_bytes(&p) <= gb->info->max_wg_storage &&
            xq_bytes(p.cols, (uint64_t)o->n) <= gb->info->max_binding &&
            (uint64_t)o->n * p.rows * 4 <= gb->info->max_binding &&
            pl_gemm_groups(&p, (uint32_t)o->n) <=
@@ -195,7 +197,7 @@ int pl_gpu_gemm_id_applies(const gpu_backend *gb, const op *o) {
     pl_gemm_params p;
     id_params(gb, o, &p);
     uint64_t slots = (uint64_t)o->n * o->count, nx = o->acc ? (uint64_t)o->n : slots;
-    return slots <= UINT32_MAX / 8 &&
+    return pl_gemm_check_shape(&p) == PL_OK && slots <= UINT32_MAX / 8 &&
            pl_gemm_wg_bytes(&p) + 4 * p.tn + 16 <= gb->info->max_wg_storage &&
            (o->k + 1) * 4 <= gb->info->max_wg_storage &&
            xq_bytes(p.cols, nx) <= gb->info->max_binding &&

@@ -23,10 +23,10 @@
  * Sizes (the encoder's choice, gpu_encode.c): BQ 32 on a hardware adapter (8B: 8 kv heads
  * x 2,048 vectors / 32 = 512 workgroups at 512 tokens, about 4 per SM of an H200), L 4 /
  * 8 / 16 for head dims up to 64 / 128 / 256 (16 registers each of q and output per thread),
- * BC 32 halved until the staged tiles fit maxComputeWorkgroupStorageSize (head dim 128:
- * 16 KB f32, 8 KB f16; 256: 32 / 16 KB). The workgroups take their tiles longest first (the
- * last rows see the most positions). Summation order differs from the decode kernel's, so
- * results agree within float rounding, not bit for bit. */
+ * BC 32 halved until the staged tiles fit maxComputeWorkgroupStorageSize (K + V at head
+ * dim 128: 32 KB f32, 16 KB f16; 256: f16 32 KB, f32 16 keys a tile). The workgroups take their
+ * tiles longest first (the last rows see the most positions). Summation order differs from the
+ * decode kernel's, so results agree within float rounding, not bit for bit. */
 #include "wgsl_gen.h"
 #include "wgsl_text.h"
 

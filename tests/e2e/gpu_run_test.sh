@@ -99,4 +99,10 @@ check "... naming POOLED_GPU_DR" grep -q "POOLED_GPU_DR" "$TMP/err"
 # a 24-token prompt with quantised activations goes through the GEMM in bench
 out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q4_0.gguf" --backend webgpu -p 24 -n 2 -r 1 --json 2>&1)
 check "bench -p 24 on webgpu through the GEMM" sh -c "echo '$out' | tail -1 | jq -e '.prefill_tok_s > 0' >/dev/null"
+# a fixed tile the open's check takes (Q4_0) but a Q8_0 gate/up cannot (version 8 stages 16
+# weight words a thread there, at most 8): that matmul takes the GEMV, the prompt runs
+out=$(POOLED_GPU_GEMM=16,16,4,4,4,8 "$POOLED" bench -m "$SHARED/models/stories260K-Q8_0.gguf" \
+    --backend webgpu -p 24 -n 2 -r 1 --json 2>&1)
+check "POOLED_GPU_GEMM=16,16,4,4,4,8 on a Q8_0 gate/up: the GEMV instead ($(echo "$out" | tail -1 | head -c 200))" \
+    sh -c "echo '$out' | tail -1 | jq -e '.prefill_tok_s > 0' >/dev/null"
 finish
