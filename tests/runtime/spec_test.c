@@ -109,14 +109,13 @@ static void check_cache(const pl_model *m, pl_session *a, pl_session *b, int32_t
 
 /* ---- column j of a verify pass == a one-column step, bit for bit ---- */
 
-static void check_columns(const pl_model *m, const char *what) {
-    enum { K = 8 };
+static void check_columns(const pl_model *m, const char *what, int K) {
     int V = pl_model_get_info(m)->n_vocab;
     pl_state_opts o = pl_state_opts_default(m);
     o.n_ctx = 64, o.n_batch = 16, o.n_logits = 16;
     pl_state *a = NULL, *b = NULL;
     int32_t prompt[6] = {1, 403, 407, 261, 378, 432},
-            cols[K] = {383, 286, 261, 5, 999 % V, 77, 286, 12};
+            cols[16] = {383, 286, 261, 5, 999 % V, 77, 286, 12, 41, 9, 300, 261, 7, 88, 150, 3};
     float *la = malloc(sizeof(float) * (size_t)V * K), *lb = malloc(sizeof(float) * (size_t)V);
     pl_status e = pl_state_new(m, &o, &a);
     if (!e) e = pl_state_new(m, &o, &b);
@@ -327,7 +326,7 @@ static void on_backend(pl_backend *be, const char *const *paths, int n_paths, in
         pl_model *m = load(&g, be, paths[i]);
         char what[160];
         snprintf(what, sizeof what, "%s on %s", strrchr(paths[i], '/') + 1, be->name);
-        if (m) check_columns(m, what);
+        if (m) check_columns(m, what, 8);
         if (m) check_model(m, what, n, oracle_too);
         pl_model_free(m);
         pl_gguf_free(g);
@@ -346,5 +345,19 @@ static void run_tests(void) {
     on_backend(gpu, cpu_models, 2, 16, false); /* stories260K and the llama fixture */
     mtp_models(gpu, 1, 16);                    /* the hybrid with its MTP block */
     CHECK(gpu->live_bufs == 0, "%lld buffers leaked", (long long)gpu->live_bufs);
+    pl_be_destroy(gpu);
+
+    /* the prefill attention kernel forced on (lavapipe leaves it off): a verify pass of the
+     * most columns (1 + 15 drafts) must still take decode's attention, bit for bit */
+    pl_gpu_backend_opts fo = {.fa = 1};
+    if (pl_gpu_backend_new(&fo, &gpu) != PL_OK) {
+        CHECK(0, "GPU backend with fa = 1: %s", pl_last_error());
+        return;
+    }
+    pl_gguf *g = NULL;
+    pl_model *m = load(&g, gpu, cpu_models[0]);
+    if (m) check_columns(m, "16 columns with the prefill attention kernel on", 16);
+    pl_model_free(m);
+    pl_gguf_free(g);
     pl_be_destroy(gpu);
 }
