@@ -90,6 +90,13 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
     return true;
 }
 
+/* A backend switch from the environment: unset or empty 0 (auto), "0" -1 (off), "1" 1 (on),
+ * anything else -2 (the backend refuses to open, naming the variable). */
+static int env_switch(const char *name) {
+    const char *v = getenv(name);
+    return !v || !*v ? 0 : !strcmp(v, "0") ? -1 : !strcmp(v, "1") ? 1 : -2;
+}
+
 void gpu_opts_from_env(pl_gpu_backend_opts *o) {
     /* static: the options borrow these strings for the backend's life (the process's) */
     static char cache[1024];
@@ -119,26 +126,11 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
              : !strcmp(v, "0")                      ? -1
              : v[0] >= '5' && v[0] <= '7' && !v[1]  ? v[0] - '0'
                                                     : -2; /* refused at open */
-    o->topk_rank = !(v = getenv("POOLED_GPU_TOPK")) || !*v ? 0
-                   : !strcmp(v, "0")                       ? -1
-                   : !strcmp(v, "1")                       ? 1
-                                                           : -2; /* refused at open */
-    o->moe_shgate = !(v = getenv("POOLED_GPU_MOESH")) || !*v ? 0
-                    : !strcmp(v, "0")                        ? -1
-                    : !strcmp(v, "1")                        ? 1
-                                                             : -2;
-    o->moe_comb = !(v = getenv("POOLED_GPU_MOECOMB")) || !*v ? 0
-                  : !strcmp(v, "0")                          ? -1
-                  : !strcmp(v, "1")                          ? 1
-                                                             : -2;
-    o->fa = !(v = getenv("POOLED_GPU_FA")) || !*v ? 0
-            : !strcmp(v, "0")                     ? -1
-            : !strcmp(v, "1")                     ? 1
-                                                  : -2; /* refused at open */
-    o->dr_chunk = !(v = getenv("POOLED_GPU_DR")) || !*v ? 0
-                  : !strcmp(v, "0")                     ? -1
-                  : !strcmp(v, "1")                     ? 1
-                                                        : -2;
+    o->topk_rank = env_switch("POOLED_GPU_TOPK");
+    o->moe_shgate = env_switch("POOLED_GPU_MOESH");
+    o->moe_comb = env_switch("POOLED_GPU_MOECOMB");
+    o->fa = env_switch("POOLED_GPU_FA");
+    o->dr_chunk = env_switch("POOLED_GPU_DR");
     o->profile_path = getenv("POOLED_GPU_PROFILE");
     o->profile_at = (v = getenv("POOLED_GPU_PROFILE_AT")) ? atoi(v) : 0;
 }

@@ -485,20 +485,17 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
      * experts' (ids): their columns read different experts' rows, and interleaving those
      * streams took the MoE's decode from 234 to 197 tok/s on the H200; there column
      * g / NGR, row group g % NGR. */
-    if (p->ids)
-        pl_wtext_add(&t,
-                     "  let g = wid.x + wid.y * nwg.x;\n"
-                     "  if (g >= %uu * args.a0) { return; }\n"
-                     "  let col = g / %uu;\n"
-                     "  let rg = g %% %uu;\n",
-                     pl_gemv_groups(p), pl_gemv_groups(p), pl_gemv_groups(p));
-    else
-        pl_wtext_add(&t,
-                     "  let g = wid.x + wid.y * nwg.x;\n"
-                     "  if (g >= %uu * args.a0) { return; }\n"
-                     "  let col = g %% args.a0;\n"
-                     "  let rg = g / args.a0;\n",
-                     pl_gemv_groups(p));
+    char col[24] = "g % args.a0", rg[24] = "g / args.a0";
+    if (p->ids) {
+        snprintf(col, sizeof col, "g / %uu", pl_gemv_groups(p));
+        snprintf(rg, sizeof rg, "g %% %uu", pl_gemv_groups(p));
+    }
+    pl_wtext_add(&t,
+                 "  let g = wid.x + wid.y * nwg.x;\n"
+                 "  if (g >= %uu * args.a0) { return; }\n"
+                 "  let col = %s;\n"
+                 "  let rg = %s;\n",
+                 pl_gemv_groups(p), col, rg);
     pl_wtext_add(&t,
                  "  let row0 = rg * RW%s;\n"
                  "  let xo = col%s * %uu;\n"
