@@ -107,6 +107,11 @@ static void attend_f16(const attn_job *j, const float *q, int64_t g, int64_t kvh
     }
 }
 
+/* The query rows of one AVX2 work item: ATTN_ROWS consecutive rows (their g heads each)
+ * visit the keys together, so each key and value row is converted once for all of them
+ * and the rows' key dots run side by side. */
+#define ATTN_ROWS 4
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 /* attend_f16 with AVX2 + F16C, for head sizes that are multiples of 8: the same operations
@@ -117,11 +122,6 @@ static void attend_f16(const attn_job *j, const float *q, int64_t g, int64_t kvh
 __attribute__((target("avx2,f16c"))) static inline __m256 round_half8(__m256 x) {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
-
-/* The query rows of one AVX2 work item: ATTN_ROWS consecutive rows (their g heads each)
- * visit the keys together, so each key and value row is converted once for all of them
- * and the rows' key dots run side by side. */
-#define ATTN_ROWS 4
 
 /* Row i's key dot for head h (pl_cpu_dot's eight partial sums, pairwise total), four heads
  * at a time where there are four. */

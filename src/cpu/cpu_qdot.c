@@ -294,6 +294,7 @@ void pl_cpu_gemm_unpack(int q4, int nr, const unsigned char *const w[], int64_t 
 
 void pl_cpu_gemm_tile(int q4, int ng, const unsigned char *wu, const float *wd, int64_t nb,
                       const int8_t *q, const float *d, const int32_t *s, float *out) {
+    (void)s; /* the x86 kernels' activation block sums; the portable tile does not need them */
 #ifdef PL_QDOT_X86
     if (pl_cpu_have_avx2()) {
         if (ng == 2)
@@ -455,6 +456,7 @@ int pl_cpu_have_avx2(void) {
 void pl_cpu_qdot_tile(int q4, int nr, int nc, const unsigned char *const w[],
                       const int8_t *const y[], const float *const yd[], const int32_t *const ys[],
                       int64_t nb, const unsigned char *pf, float *out) {
+    (void)pf; /* a prefetch hint only the x86 tiles take */
 #ifdef PL_QDOT_X86
     if (pl_cpu_have_avx2()) {
         /* the kernel's fixed shape, missing rows/columns standing in for the last ones */
