@@ -131,6 +131,7 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
     o->moe_comb = env_switch("POOLED_GPU_MOECOMB");
     o->fa = env_switch("POOLED_GPU_FA");
     o->dr_chunk = env_switch("POOLED_GPU_DR");
+    o->submit_every = !(v = getenv("POOLED_GPU_CHUNK")) || !*v ? 0 : atoi(v) > 0 ? atoi(v) : -1;
     o->profile_path = getenv("POOLED_GPU_PROFILE");
     o->profile_at = (v = getenv("POOLED_GPU_PROFILE_AT")) ? atoi(v) : 0;
 }

@@ -63,9 +63,16 @@ typedef struct {
      * workgroup memory, their norms, gates and betas computed before the serial loop: 0
      * auto (on), -1 never (token by token, as decode), 1 on */
     int dr_chunk;
+    /* a flush that a read then waits on is submitted in command buffers of this many
+     * dispatches, so the GPU starts on the first while the rest are recorded (a room's
+     * stage, which cannot record its step before the input comes): 0 auto
+     * (PL_GPU_SUBMIT_EVERY), -1 never (one command buffer a flush), N > 0 that many */
+    int submit_every;
     const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;
+
+#define PL_GPU_SUBMIT_EVERY 64
 
 /* Open the GPU and make a backend; o may be NULL. Fails (with the reason) without a usable
  * adapter or if the self-test fails. */

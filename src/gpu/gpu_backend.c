@@ -66,10 +66,28 @@ static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t 
     pl_gpu_fuse(gb);
     st = pl_gpu_tune_pending(gb); /* GEMV shapes seen for the first time */
     pl_gpu_begin(gb->g);
-    for (int i = 0; i < gb->n_ops && st == PL_OK; i++)
-        if (!gb->ops[i].dead) st = pl_gpu_encode_op(gb, &gb->ops[i]);
     /* the profiled flush: the profile_at-th that carries a real step's work */
     int profile = gb->profile_path && gb->n_ops >= 16 && ++gb->n_reads == gb->profile_at;
+    /* A flush the caller then waits on goes out in command buffers of submit_every
+     * dispatches: the GPU runs the first while the rest are recorded, instead of idling
+     * through the whole recording (a room's stage, which cannot record its step before its
+     * input arrives). The split changes no dispatch, so no result. */
+    const pl_gpu_stats *gs = pl_gpu_get_stats(gb->g);
+    uint64_t chunk = src && !profile && gb->submit_every > 0 ? (uint64_t)gb->submit_every : 0;
+    uint64_t sent = gs->dispatches;
+    for (int i = 0; i < gb->n_ops && st == PL_OK; i++) {
+        if (gb->ops[i].dead) continue;
+        st = pl_gpu_encode_op(gb, &gb->ops[i]);
+        if (st == PL_OK && chunk && gs->dispatches - sent >= chunk) {
+            st = pl_gpu_write(gb->g, gb->args, 0, gb->args_host,
+                              (size_t)gb->args_used * gb->args_stride);
+            pl_status s2 = pl_gpu_submit(gb->g);
+            if (st == PL_OK) st = s2;
+            gb->args_used = 0;
+            pl_gpu_begin(gb->g);
+            sent = gs->dispatches;
+        }
+    }
     gb->flush_no++;
     for (int i = 0; i < gb->n_ops && st == PL_OK; i++) {
         if (snap_worthy(gb->ops[i].out)) st = snapshot(gb, gb->ops[i].out);
@@ -549,6 +567,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
      * auto leaves software adapters on the decode kernel; 1 forces it there too (tests) */
     gb->fa = gb->o.fa > 0 || (gb->o.fa == 0 && !gb->info->software);
     gb->dr_chunk = gb->o.dr_chunk >= 0;
+    gb->submit_every = gb->o.submit_every ? gb->o.submit_every : PL_GPU_SUBMIT_EVERY;
     /* the prefill GEMM's tiles are pinned per shape (pl_gpu_gemm_base); opts.gemm = "off"
      * or "tm,tn,rm,rn,bk[,version]" (version 4 if left out) sets one for every shape */
     const char *gm = gb->o.gemm;

@@ -198,28 +198,11 @@ static pl_status pipeline(pl_chain *c, int64_t n, int64_t pos0, int k0) {
     return PL_OK;
 }
 
-pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t pos0,
-                           bool all_rows) {
-    const pl_model_info *in = pl_model_get_info(c->m);
-    int64_t d = in->n_embd;
-    if (n < 1 || n > pl_state_get_opts(c->s)->n_batch)
-        return pl_fail(PL_ERR_ARG, "%lld tokens in one call (the batch holds 1 to %d)",
-                       (long long)n, pl_state_get_opts(c->s)->n_batch);
-    for (int64_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= in->n_vocab)
-            return pl_fail(PL_ERR_ARG, "token id %d outside the vocabulary of %d", ids[i],
-                           in->n_vocab);
+/* The rest of a pass whose embedding is recorded in the state's hidden rows (and the host's
+ * own layers too when k0 is 1): the columns back to the host, through the stages, the head. */
+static pl_status finish(pl_chain *c, int64_t n, int64_t pos0, int k0, bool all_rows) {
+    int64_t d = pl_model_get_info(c->m)->n_embd;
     pl_buf *x = pl_state_hidden(c->s);
-    TRY(pl_be_write(pl_state_ids(c->s), 0, ids, n * (int64_t)sizeof *ids));
-    TRY(pl_model_embed(c->m, c->s, n));
-    /* The host's own layers first and the batch in one frame (decode): they run on the
-     * embedding where it lies, the state's hidden rows, as their stage would after copying
-     * it out and back in; on the GPU that is one wait for the device less a token. */
-    int k0 = 0;
-    if (c->own && c->hops[0] == c->own && n <= c->frame) {
-        TRY(pl_model_layers(c->m, c->s, n, pos0, c->own->first, c->own->last));
-        k0 = 1;
-    }
     TRY(pl_be_read(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
     /* the head for the last position only: the last stage's other columns are not used */
     bool every = all_rows || pl_state_get_opts(c->s)->draft;
@@ -237,6 +220,57 @@ pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t p
     /* the head for the last position only */
     TRY(pl_be_write(x, 0, c->hidden + (n - 1) * d, d * (int64_t)sizeof(float)));
     return pl_model_head(c->m, c->s, 1, false);
+}
+
+/* Whether the host runs its own layers first, on the embedding where it lies. */
+static bool own_first(const pl_chain *c) {
+    return c->own && c->hops[0] == c->own;
+}
+
+pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t pos0,
+                           bool all_rows) {
+    const pl_model_info *in = pl_model_get_info(c->m);
+    if (n < 1 || n > pl_state_get_opts(c->s)->n_batch)
+        return pl_fail(PL_ERR_ARG, "%lld tokens in one call (the batch holds 1 to %d)",
+                       (long long)n, pl_state_get_opts(c->s)->n_batch);
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= in->n_vocab)
+            return pl_fail(PL_ERR_ARG, "token id %d outside the vocabulary of %d", ids[i],
+                           in->n_vocab);
+    TRY(pl_be_write(pl_state_ids(c->s), 0, ids, n * (int64_t)sizeof *ids));
+    TRY(pl_model_embed(c->m, c->s, n));
+    /* The host's own layers first and the batch in one frame (decode): they run on the
+     * embedding where it lies, the state's hidden rows, as their stage would after copying
+     * it out and back in; on the GPU that is one wait for the device less a token. */
+    int k0 = 0;
+    if (own_first(c) && n <= c->frame) {
+        TRY(pl_model_layers(c->m, c->s, n, pos0, c->own->first, c->own->last));
+        k0 = 1;
+    }
+    return finish(c, n, pos0, k0, all_rows);
+}
+
+bool pl_chain_can_pick_ahead(const pl_chain *c, int64_t pos0) {
+    /* the host's own layers run ahead of the pick being kept: they must be able to go back
+     * one position for free, which a KV cache can and a recurrent state cannot */
+    return !own_first(c) || (pos0 >= 1 && pl_state_can_rewind(c->s, pos0 - 1));
+}
+
+pl_status pl_chain_pick_ahead(pl_chain *c, int64_t pos0, int32_t *id) {
+    if (!pl_chain_can_pick_ahead(c, pos0))
+        return pl_fail(PL_ERR_ARG, "the host's layers cannot run ahead of the pick");
+    TRY(pl_be_argmax(pl_state_logits(c->s), 1, pl_state_ids(c->s), 0));
+    TRY(pl_model_embed(c->m, c->s, 1));
+    if (own_first(c)) TRY(pl_model_layers(c->m, c->s, 1, pos0, c->own->first, c->own->last));
+    return pl_be_read(pl_state_ids(c->s), 0, id, (int64_t)sizeof *id);
+}
+
+pl_status pl_chain_forward_ahead(pl_chain *c, int64_t pos0) {
+    return finish(c, 1, pos0, own_first(c) ? 1 : 0, false);
+}
+
+pl_status pl_chain_drop_ahead(pl_chain *c, int64_t pos0) {
+    return own_first(c) ? pl_state_rewind(c->s, pos0) : PL_OK;
 }
 
 bool pl_chain_can_rewind(const pl_chain *c, int64_t n_past) {

@@ -55,6 +55,19 @@ void pl_chain_free(pl_chain *c);
  * (n <= the state's n_logits). 1 <= n <= the host state's n_batch. */
 pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t pos0, bool all_rows);
 
+/* Greedy decoding in fewer waits for the device: the pick of the last pass's logits (row
+ * 0) and the start of the pass that feeds it, in one submit. pl_chain_pick_ahead records
+ * the argmax into the host state's ids, embeds that id and runs the host's own layers on
+ * it at pos0, and returns the id (the one wait). Then either pl_chain_forward_ahead runs
+ * the rest of that pass (as pl_chain_forward(c, &id, 1, pos0, false) would: the same
+ * logits), or pl_chain_drop_ahead takes the host's layers back to pos0 (a caller that
+ * stops there). Only where pl_chain_can_pick_ahead says so: the host's own layers must be
+ * able to go back one position (attention only), else they run when the id is pushed. */
+bool pl_chain_can_pick_ahead(const pl_chain *c, int64_t pos0);
+pl_status pl_chain_pick_ahead(pl_chain *c, int64_t pos0, int32_t *id);
+pl_status pl_chain_forward_ahead(pl_chain *c, int64_t pos0);
+pl_status pl_chain_drop_ahead(pl_chain *c, int64_t pos0);
+
 /* Every stage can go back to n_past / make them all do it. A failed rewind sends every
  * stage back to 0 (a fresh start) and returns the failure. */
 bool pl_chain_can_rewind(const pl_chain *c, int64_t n_past);

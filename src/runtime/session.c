@@ -386,16 +386,41 @@ static pl_status record_step(pl_session *s, pl_buf *hist) {
     return e;
 }
 
-/* Greedy over a chain: pick and push, one id at a time. */
+/* Greedy over a chain: pick and push, one id at a time; where the host's layers allow
+ * (chain.h), each pick and the start of the step that feeds it share one wait. */
 static pl_status greedy_chain(pl_session *s, int64_t n, bool (*on_token)(void *ud, int32_t id),
                               void *ud, int64_t *n_gen) {
     pl_status e = PL_OK;
+    int64_t n_ctx = pl_session_n_ctx(s);
     for (int64_t t = 0; !e && t < n; t++) {
         int32_t id;
-        if ((e = device_argmax(s, &id))) break;
+        bool ahead = t + 1 < n && s->n_ids < n_ctx && s->n_state == s->n_ids &&
+                     pl_chain_can_pick_ahead(s->chain, s->n_ids);
+        e = ahead ? pl_chain_pick_ahead(s->chain, s->n_ids, &id) : device_argmax(s, &id);
+        if (!e && ahead) e = check_id(s, id);
+        if (e) {
+            if (ahead && pl_chain_drop_ahead(s->chain, s->n_ids)) s->n_state = -1;
+            break;
+        }
         (*n_gen)++;
-        if ((on_token && !on_token(ud, id)) || t + 1 == n) break;
-        e = pl_session_push(s, id);
+        bool more = !on_token || on_token(ud, id);
+        if (!more || t + 1 == n) {
+            if (ahead && pl_chain_drop_ahead(s->chain, s->n_ids)) s->n_state = -1;
+            break;
+        }
+        if (!ahead) {
+            e = pl_session_push(s, id);
+            continue;
+        }
+        s->have_logits = false;
+        if ((e = pl_chain_forward_ahead(s->chain, s->n_ids))) {
+            s->n_state = -1;
+            rewind_to(s, s->n_ids);
+            break;
+        }
+        s->ids[s->n_ids++] = id;
+        s->n_state = s->n_ids;
+        s->have_logits = true;
     }
     return e;
 }
