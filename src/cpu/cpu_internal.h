@@ -76,6 +76,11 @@ static inline float pl_cpu_dot(const float *a, const float *b, int64_t n) {
  * Never while pl_cpu_portable is set (tests set it to run the portable paths). */
 int pl_cpu_have_avx2(void);
 extern int pl_cpu_portable;
+/* Whether the AVX2 kernels may use AVX-VNNI (vpdpbusd) for their byte dots: the CPU has it
+ * (cpuid), pl_cpu_have_avx2() holds, and pl_cpu_no_vnni is not set (tests set it to run the
+ * plain AVX2 kernels on a VNNI CPU). The same bits either way. */
+int pl_cpu_have_vnni(void);
+extern int pl_cpu_no_vnni;
 
 /* One row of Q4_0 (q4) or Q8_0 blocks (GGUF layout) against nb blocks of activations
  * quantised by pl_quant_act_q8_0 (so in -127..127; weights may be any byte), with their

@@ -6,7 +6,8 @@
  * Each block's integer dot is exact whatever instructions compute it, and the float sum
  * over blocks always runs in block order, (float)sumi * d_w * d_x, so the AVX2 path and the
  * portable one give bit-identical results: the same tokens on every machine. The AVX2 path
- * is chosen at run time (x86 only; the library is still built for the baseline ISA). */
+ * is chosen at run time (x86 only; the library is still built for the baseline ISA), and on
+ * CPUs with AVX-VNNI its byte dots are one vpdpbusd instead of maddubs + madd. */
 #include <math.h>
 #include <string.h>
 
@@ -45,6 +46,16 @@ static float row_scalar(int q4, const unsigned char *w, const int8_t *y, const f
 }
 
 #ifdef PL_QDOT_X86
+/* acc + the sums of four u8 x s8 products per int32 lane: AVX-VNNI's vpdpbusd in its VEX
+ * form, written as one instruction of inline assembly so the kernels around it keep their
+ * AVX2 target and are compiled once for both paths; only called where pl_cpu_have_vnni().
+ * No saturation: the same integers maddubs (whose pairs here never saturate) + madd give. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i dpbusd(__m256i acc, __m256i u8,
+                                                                            __m256i s8) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u8), "x"(s8));
+    return acc;
+}
+
 /* The eight lanes' block sums: lane k is the sum of d[k]'s eight int32s (exact). */
 __attribute__((target("avx2"))) static inline __m256i reduce8(const __m256i d[8]) {
     __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
@@ -65,7 +76,7 @@ __attribute__((target("avx2"))) static inline __m256i reduce8(const __m256i d[8]
  * given w's sign (y, an activation, is never -128, so negating it cannot wrap); the pairs
  * fit int16 either way. */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void
-tile_avx2(const int q4, const int R, const int C, const unsigned char *const w[],
+tile_avx2(const int vnni, const int q4, const int R, const int C, const unsigned char *const w[],
           const int8_t *const y[], const float *const yd[], const int32_t *const ys[], int64_t nb,
           const unsigned char *pf, float out[8]) {
     const __m256i one = _mm256_set1_epi16(1);
@@ -97,7 +108,8 @@ tile_avx2(const int q4, const int R, const int C, const unsigned char *const w[]
 #pragma GCC unroll 4
             for (int c = 0; c < C; c++) {
                 __m256i a = q4 ? v[c] : _mm256_sign_epi8(v[c], sg[r]);
-                d[r * C + c] = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], a), one);
+                d[r * C + c] = vnni ? dpbusd(_mm256_setzero_si256(), wv[r], a)
+                                    : _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], a), one);
             }
         __m256i s = reduce8(d);
         __m256 dw, dx;
@@ -125,17 +137,28 @@ tile_avx2(const int q4, const int R, const int C, const unsigned char *const w[]
     _mm256_storeu_ps(out, acc);
 }
 
-/* The four instances: Q4_0 or Q8_0, 8 x 1 or 2 x 4. */
-#define PL_TILE(name, q4, R, C)                                                                    \
+/* The eight instances: AVX2 or AVX-VNNI, Q4_0 or Q8_0, 8 x 1 or 2 x 4. */
+typedef void tile_fn(const unsigned char *const w[], const int8_t *const y[],
+                     const float *const yd[], const int32_t *const ys[], int64_t nb,
+                     const unsigned char *pf, float out[8]);
+#define PL_TILE(name, vnni, q4, R, C)                                                              \
     __attribute__((target("avx2,f16c"))) static void name(                                         \
         const unsigned char *const w[], const int8_t *const y[], const float *const yd[],          \
         const int32_t *const ys[], int64_t nb, const unsigned char *pf, float out[8]) {            \
-        tile_avx2(q4, R, C, w, y, yd, ys, nb, pf, out);                                            \
+        tile_avx2(vnni, q4, R, C, w, y, yd, ys, nb, pf, out);                                      \
     }
-PL_TILE(tile_q4_8x1, 1, 8, 1)
-PL_TILE(tile_q4_2x4, 1, 2, 4)
-PL_TILE(tile_q8_8x1, 0, 8, 1)
-PL_TILE(tile_q8_2x4, 0, 2, 4)
+PL_TILE(tile_q4_8x1, 0, 1, 8, 1)
+PL_TILE(tile_q4_2x4, 0, 1, 2, 4)
+PL_TILE(tile_q8_8x1, 0, 0, 8, 1)
+PL_TILE(tile_q8_2x4, 0, 0, 2, 4)
+PL_TILE(tile_q4_8x1_vnni, 1, 1, 8, 1)
+PL_TILE(tile_q4_2x4_vnni, 1, 1, 2, 4)
+PL_TILE(tile_q8_8x1_vnni, 1, 0, 8, 1)
+PL_TILE(tile_q8_2x4_vnni, 1, 0, 2, 4)
+/* [vnni][q4][2 x 4] */
+static tile_fn *const tiles[2][2][2] = {
+    {{tile_q8_8x1, tile_q8_2x4}, {tile_q4_8x1, tile_q4_2x4}},
+    {{tile_q8_8x1_vnni, tile_q8_2x4_vnni}, {tile_q4_8x1_vnni, tile_q4_2x4_vnni}}};
 #endif
 
 /* The prefill GEMM (pl_cpu_gemm_*): an output lane per activation column, so no horizontal
@@ -159,8 +182,8 @@ __attribute__((target("avx2"))) static inline __m256i bcast4(const unsigned char
 /* NG (1 or 2) column groups, the second nb blocks after the first (the pack's layout):
  * each weight broadcast then serves NG products. */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void
-gemm_avx2(const int q4, const int NG, const unsigned char *wu, const float *wd, int64_t nb,
-          const int8_t *q, const float *d, const int32_t *s, float out[64]) {
+gemm_avx2(const int vnni, const int q4, const int NG, const unsigned char *wu, const float *wd,
+          int64_t nb, const int8_t *q, const float *d, const int32_t *s, float out[64]) {
     const __m256i one = _mm256_set1_epi16(1);
     const int wbs = q4 ? 32 : 64; /* unpacked bytes per row and block */
     const int8_t *qg[2] = {q, q + nb * 256};
@@ -187,7 +210,10 @@ gemm_avx2(const int q4, const int NG, const unsigned char *wu, const float *wd, 
                 if (!q4) aw = bcast4(wb + r * wbs + 32 + 4 * g);
 #pragma GCC unroll 2
                 for (int k = 0; k < NG; k++) {
-                    if (q4) {
+                    if (vnni) { /* int32 lanes: each column's block dot, whole */
+                        dot[k * 4 + r] =
+                            dpbusd(dot[k * 4 + r], aw, q4 ? y[k] : _mm256_sign_epi8(y[k], w));
+                    } else if (q4) {
                         dot[k * 4 + r] =
                             _mm256_add_epi16(dot[k * 4 + r], _mm256_maddubs_epi16(w, y[k]));
                     } else {
@@ -206,7 +232,7 @@ gemm_avx2(const int q4, const int NG, const unsigned char *wu, const float *wd, 
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
                 __m256i i = dot[k * 4 + r];
-                if (q4) i = _mm256_sub_epi32(_mm256_madd_epi16(i, one), sy);
+                if (q4) i = _mm256_sub_epi32(vnni ? i : _mm256_madd_epi16(i, one), sy);
                 __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_broadcast_ss(wd + r));
                 acc[k * 4 + r] = _mm256_add_ps(acc[k * 4 + r], _mm256_mul_ps(t, dx));
             }
@@ -216,17 +242,27 @@ gemm_avx2(const int q4, const int NG, const unsigned char *wu, const float *wd, 
     for (int i = 0; i < 4 * NG; i++) _mm256_storeu_ps(out + 8 * i, acc[i]);
 }
 
-/* The four instances: Q4_0 or Q8_0, one or two column groups. */
-#define PL_GEMM(name, q4, ng)                                                                      \
+/* The eight instances: AVX2 or AVX-VNNI, Q4_0 or Q8_0, one or two column groups. */
+typedef void gemm_fn(const unsigned char *wu, const float *wd, int64_t nb, const int8_t *q,
+                     const float *d, const int32_t *s, float out[64]);
+#define PL_GEMM(name, vnni, q4, ng)                                                                \
     __attribute__((target("avx2,f16c"))) static void name(                                         \
         const unsigned char *wu, const float *wd, int64_t nb, const int8_t *q, const float *d,     \
         const int32_t *s, float out[64]) {                                                         \
-        gemm_avx2(q4, ng, wu, wd, nb, q, d, s, out);                                               \
+        gemm_avx2(vnni, q4, ng, wu, wd, nb, q, d, s, out);                                         \
     }
-PL_GEMM(gemm_q4_1, 1, 1)
-PL_GEMM(gemm_q4_2, 1, 2)
-PL_GEMM(gemm_q8_1, 0, 1)
-PL_GEMM(gemm_q8_2, 0, 2)
+PL_GEMM(gemm_q4_1, 0, 1, 1)
+PL_GEMM(gemm_q4_2, 0, 1, 2)
+PL_GEMM(gemm_q8_1, 0, 0, 1)
+PL_GEMM(gemm_q8_2, 0, 0, 2)
+PL_GEMM(gemm_q4_1_vnni, 1, 1, 1)
+PL_GEMM(gemm_q4_2_vnni, 1, 1, 2)
+PL_GEMM(gemm_q8_1_vnni, 1, 0, 1)
+PL_GEMM(gemm_q8_2_vnni, 1, 0, 2)
+/* [vnni][q4][two groups] */
+static gemm_fn *const gemms[2][2][2] = {
+    {{gemm_q8_1, gemm_q8_2}, {gemm_q4_1, gemm_q4_2}},
+    {{gemm_q8_1_vnni, gemm_q8_2_vnni}, {gemm_q4_1_vnni, gemm_q4_2_vnni}}};
 #endif
 
 void pl_cpu_gemm_pack(const int8_t *const y[8], const float *const yd[8],
@@ -297,10 +333,7 @@ void pl_cpu_gemm_tile(int q4, int ng, const unsigned char *wu, const float *wd, 
     (void)s; /* the x86 kernels' activation block sums; the portable tile does not need them */
 #ifdef PL_QDOT_X86
     if (pl_cpu_have_avx2()) {
-        if (ng == 2)
-            (q4 ? gemm_q4_2 : gemm_q8_2)(wu, wd, nb, q, d, s, out);
-        else
-            (q4 ? gemm_q4_1 : gemm_q8_1)(wu, wd, nb, q, d, s, out);
+        gemms[pl_cpu_have_vnni()][q4 != 0][ng == 2](wu, wd, nb, q, d, s, out);
         return;
     }
 #endif
@@ -453,6 +486,21 @@ int pl_cpu_have_avx2(void) {
 #endif
 }
 
+int pl_cpu_no_vnni;
+
+int pl_cpu_have_vnni(void) {
+#ifdef PL_QDOT_X86
+    static int vnni = -1; /* benign race, as above */
+    if (vnni < 0) {       /* AVX-VNNI: cpuid leaf 7, sub-leaf 1, EAX bit 4 */
+        unsigned a = 0, b, c, d;
+        vnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) ? 1 : 0;
+    }
+    return vnni && !pl_cpu_no_vnni && pl_cpu_have_avx2();
+#else
+    return 0;
+#endif
+}
+
 void pl_cpu_qdot_tile(int q4, int nr, int nc, const unsigned char *const w[],
                       const int8_t *const y[], const float *const yd[], const int32_t *const ys[],
                       int64_t nb, const unsigned char *pf, float *out) {
@@ -471,10 +519,7 @@ void pl_cpu_qdot_tile(int q4, int nr, int nc, const unsigned char *const w[],
             yt[c] = y[cc], ydt[c] = yd[cc], yst[c] = ys[cc];
         }
         float o[8];
-        if (nc == 1)
-            (q4 ? tile_q4_8x1 : tile_q8_8x1)(wt, yt, ydt, yst, nb, pf, o);
-        else
-            (q4 ? tile_q4_2x4 : tile_q8_2x4)(wt, yt, ydt, yst, nb, pf, o);
+        tiles[pl_cpu_have_vnni()][q4 != 0][nc != 1](wt, yt, ydt, yst, nb, pf, o);
         for (int r = 0; r < nr; r++)
             for (int c = 0; c < nc; c++) out[r * nc + c] = o[r * C + c];
         return;

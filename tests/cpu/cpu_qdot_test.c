@@ -287,9 +287,18 @@ static void test_gemm_matmul(void) {
 }
 
 static void run_tests(void) {
-    test_tiles();
-    test_matmul();
-    test_gemm_tile();
+    /* the SIMD kernels twice on a CPU with AVX-VNNI: with vpdpbusd, then plain AVX2 */
+    pl_cpu_no_vnni = 0;
+    int vnni = pl_cpu_have_vnni();
+    fprintf(stderr, "AVX2: %s, AVX-VNNI: %s\n", pl_cpu_have_avx2() ? "yes" : "no",
+            vnni ? "yes (tested with and without)" : "no (not tested)");
+    for (int pass = vnni ? 0 : 1; pass < 2; pass++) {
+        pl_cpu_no_vnni = pass;
+        test_tiles();
+        test_matmul();
+        test_gemm_tile();
+        test_gemm_matmul();
+    }
+    pl_cpu_no_vnni = 0;
     test_quant_act();
-    test_gemm_matmul();
 }
