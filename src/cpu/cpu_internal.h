@@ -81,6 +81,11 @@ extern int pl_cpu_portable;
  * plain AVX2 kernels on a VNNI CPU). The same bits either way. */
 int pl_cpu_have_vnni(void);
 extern int pl_cpu_no_vnni;
+/* Whether the prefill GEMM may take its 16-column tiles on AVX-512 with VNNI (512-bit
+ * vpdpbusd): the CPU and the OS have AVX-512 F/BW/VL/VNNI, pl_cpu_have_avx2() holds, and
+ * pl_cpu_no_avx512 is not set (tests). The same bits. */
+int pl_cpu_have_avx512vnni(void);
+extern int pl_cpu_no_avx512;
 
 /* One row of Q4_0 (q4) or Q8_0 blocks (GGUF layout) against nb blocks of activations
  * quantised by pl_quant_act_q8_0 (so in -127..127; weights may be any byte), with their

@@ -265,6 +265,66 @@ static gemm_fn *const gemms[2][2][2] = {
     {{gemm_q8_1_vnni, gemm_q8_2_vnni}, {gemm_q4_1_vnni, gemm_q4_2_vnni}}};
 #endif
 
+#ifdef PL_QDOT_X86
+/* The two-group GEMM tile (4 rows x 16 columns) on AVX-512 with VNNI: both groups' 8
+ * columns side by side in one 512-bit register (lanes 0-7 the first group's, 8-15 the
+ * second's), so each weight broadcast meets 16 columns in one vpdpbusd. AVX-512 has no
+ * byte sign operation, so Q8_0 dots (w + 128) as unsigned bytes with y and takes 128 x the
+ * activation block's sum off (the pack's s is 8 x it): sum(w * y) exactly. The float steps
+ * are gemm_avx2's, lane for lane, so the same bits. */
+#define PL_AVX512 "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c"
+__attribute__((target(PL_AVX512))) static inline __m512i bcast4_512(const unsigned char *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+__attribute__((target(PL_AVX512))) static inline __m512i two(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+__attribute__((target(PL_AVX512))) static void gemm512(int q4, const unsigned char *wu,
+                                                       const float *wd, int64_t nb, const int8_t *q,
+                                                       const float *d, const int32_t *s,
+                                                       float out[64]) {
+    const int wbs = q4 ? 32 : 64;
+    const int8_t *q1 = q + nb * 256;
+    const float *d1 = d + nb * 8;
+    const int32_t *s1 = s + nb * 8;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[4];
+    for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, wd += 4) {
+        const unsigned char *wb = wu + b * 4 * wbs;
+        __m512i dot[4];
+        for (int r = 0; r < 4; r++) dot[r] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int g = 0; g < 8; g++) {
+            __m512i y = two(q + b * 256 + g * 32, q1 + b * 256 + g * 32);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                __m512i w = bcast4_512(wb + r * wbs + 4 * g);
+                if (!q4) w = _mm512_xor_si512(w, flip); /* the quant + 128, unsigned */
+                dot[r] = _mm512_dpbusd_epi32(dot[r], w, y);
+            }
+        }
+        __m512 dx = _mm512_castsi512_ps(two(d + b * 8, d1 + b * 8));
+        __m512i sy = two(s + b * 8, s1 + b * 8);
+        if (!q4) sy = _mm512_slli_epi32(sy, 4); /* 128 x the block sum */
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            __m512i i = _mm512_sub_epi32(dot[r], sy);
+            __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(i), _mm512_set1_ps(wd[r]));
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(t, dx));
+        }
+    }
+    for (int r = 0; r < 4; r++) {
+        _mm256_storeu_ps(out + r * 8, _mm512_castps512_ps256(acc[r]));
+        _mm256_storeu_ps(out + (4 + r) * 8,
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r]), 1)));
+    }
+}
+#endif
+
 void pl_cpu_gemm_pack(const int8_t *const y[8], const float *const yd[8],
                       const int32_t *const ys[8], int64_t nb, int8_t *q, float *d, int32_t *s) {
     for (int64_t b = 0; b < nb; b++)
@@ -332,6 +392,10 @@ void pl_cpu_gemm_tile(int q4, int ng, const unsigned char *wu, const float *wd, 
                       const int8_t *q, const float *d, const int32_t *s, float *out) {
     (void)s; /* the x86 kernels' activation block sums; the portable tile does not need them */
 #ifdef PL_QDOT_X86
+    if (ng == 2 && pl_cpu_have_avx512vnni()) {
+        gemm512(q4, wu, wd, nb, q, d, s, out);
+        return;
+    }
     if (pl_cpu_have_avx2()) {
         gemms[pl_cpu_have_vnni()][q4 != 0][ng == 2](wu, wd, nb, q, d, s, out);
         return;
@@ -486,7 +550,19 @@ int pl_cpu_have_avx2(void) {
 #endif
 }
 
-int pl_cpu_no_vnni;
+int pl_cpu_no_vnni, pl_cpu_no_avx512;
+
+int pl_cpu_have_avx512vnni(void) {
+#ifdef PL_QDOT_X86
+    static int v = -1; /* benign race, as above; the builtin also asks the OS (XCR0) */
+    if (v < 0)
+        v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    return v && !pl_cpu_no_avx512 && pl_cpu_have_avx2();
+#else
+    return 0;
+#endif
+}
 
 int pl_cpu_have_vnni(void) {
 #ifdef PL_QDOT_X86

@@ -287,18 +287,20 @@ static void test_gemm_matmul(void) {
 }
 
 static void run_tests(void) {
-    /* the SIMD kernels twice on a CPU with AVX-VNNI: with vpdpbusd, then plain AVX2 */
-    pl_cpu_no_vnni = 0;
-    int vnni = pl_cpu_have_vnni();
-    fprintf(stderr, "AVX2: %s, AVX-VNNI: %s\n", pl_cpu_have_avx2() ? "yes" : "no",
-            vnni ? "yes (tested with and without)" : "no (not tested)");
-    for (int pass = vnni ? 0 : 1; pass < 2; pass++) {
-        pl_cpu_no_vnni = pass;
+    /* the SIMD kernels once per level the CPU has: AVX-512 VNNI (the GEMM's 16-column
+     * tiles), AVX-VNNI (vpdpbusd on 256 bits), plain AVX2 */
+    pl_cpu_no_vnni = pl_cpu_no_avx512 = 0;
+    int vnni = pl_cpu_have_vnni(), v512 = pl_cpu_have_avx512vnni();
+    fprintf(stderr, "AVX2: %s, AVX-VNNI: %s, AVX-512 VNNI: %s\n", pl_cpu_have_avx2() ? "yes" : "no",
+            vnni ? "yes (tested)" : "no (not tested)", v512 ? "yes (tested)" : "no (not tested)");
+    for (int pass = v512 ? 0 : vnni ? 1 : 2; pass < 3; pass++) {
+        pl_cpu_no_avx512 = pass >= 1;
+        pl_cpu_no_vnni = pass >= 2;
         test_tiles();
         test_matmul();
         test_gemm_tile();
         test_gemm_matmul();
     }
-    pl_cpu_no_vnni = 0;
+    pl_cpu_no_vnni = pl_cpu_no_avx512 = 0;
     test_quant_act();
 }
