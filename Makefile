@@ -182,3 +182,43 @@ $(BUILD)/gemv_lab: tools/gemv_lab.c tools/lab_util.h $(BUILD)/libpooled.a
 	$(CC) $(CFLAGS) -Isrc -Itools -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)
 $(BUILD)/gemm_lab: tools/gemm_lab.c tools/lab_util.h $(BUILD)/libpooled.a
 	$(CC) $(CFLAGS) -Isrc -Itools -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)
+
+# ---- wasm32 (the browser build's library; issue 15): `make wasm-test` compiles the library
+# and the pure-CPU tests with clang for wasm32-wasi (Debian's wasi-libc; tools/setup.sh),
+# twice: build/wasm/ portable and build/wasm-simd/ with -msimd128 (the simd128 kernels, chosen
+# when compiling: wasm has no run-time CPU detection), and runs each test module under node's
+# WASI (tests/wasi_run.mjs). -Werror: the library must stay warning-free for wasm32 too.
+WASM_CC    ?= clang
+WASM_FLAGS := --target=wasm32-wasi -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -Iinclude
+# the tests need no file outside their temporary folder, and no process or thread of their own
+WASM_TESTS := cpu_qdot_test cpu_kdot_test cpu_attention_test cpu_moe_test cpu_ssm_test \
+    pool_test f16_test quant_roundtrip_test quant_finite_test json_test sha256_test status_test \
+    sampler_test file_map_test
+.PHONY: wasm wasm-test
+# wasm_variant DIR EXTRA_FLAGS: the objects, every library source linked into each test
+# (wasm-ld drops what a test does not reach), and the test modules of one build
+define wasm_variant
+$(1)/obj/%.o: %.c
+	@mkdir -p $$(dir $$@)
+	$$(WASM_CC) $$(WASM_FLAGS) $(2) -MMD -MP -c $$< -o $$@
+$(1)/tests/%.wasm: $$(LIB_SRC:%.c=$(1)/obj/%.o) tests/test.h
+	@mkdir -p $$(dir $$@)
+	$$(WASM_CC) $$(WASM_FLAGS) $(2) -I. -Itests -Wl,-z,stack-size=8388608 -o $$@ \
+	    $$(filter %/$$*.c,$$(TEST_SRC)) $$(LIB_SRC:%.c=$(1)/obj/%.o) -lm
+.SECONDARY: $$(LIB_SRC:%.c=$(1)/obj/%.o)
+-include $$(LIB_SRC:%.c=$(1)/obj/%.d)
+endef
+$(eval $(call wasm_variant,build/wasm,))
+$(eval $(call wasm_variant,build/wasm-simd,-msimd128))
+WASM_BIN := $(foreach d,build/wasm build/wasm-simd,$(WASM_TESTS:%=$(d)/tests/%.wasm))
+wasm: $(WASM_BIN)
+# each module run under node; the summary line counts the modules that passed
+wasm-test: wasm
+	@tmp=$$(mktemp -d /tmp/pooled-wasm.XXXXXX); pass=0; fail=0; \
+	for t in $(WASM_BIN); do \
+	    out=$$(POOLED_TEST_TMP=$$tmp node --no-warnings tests/wasi_run.mjs $$t 2>&1); rc=$$?; \
+	    res=$$(printf '%s\n' "$$out" | grep '^RESULT ' | tail -n 1); \
+	    if [ $$rc = 0 ] && [ -n "$$res" ] && [ "$${res##* }" = 0 ]; then pass=$$((pass + 1)); \
+	    else fail=$$((fail + 1)); printf '%s\n' "$$out" | tail -n 20; fi; \
+	    printf '%-40s %s (exit %d)\n' "$$t" "$${res:-no RESULT line}" $$rc; \
+	done; rm -rf "$$tmp"; echo "wasm: $$pass passed, $$fail failed"; [ $$fail = 0 ]
