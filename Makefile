@@ -9,6 +9,7 @@
 #   cmd/pooled/*.c       -> $(BUILD)/pooled
 #   tests/**/*_test.c    -> $(BUILD)/tests/<name>  (one program each, run by tests/run.sh)
 #   tests/fuzz/*_fuzz.c  -> $(BUILD)/fuzz/<name>   (clang libFuzzer, `make fuzz`)
+#   src/**/*.c + some tests -> build/wasm*/tests/<name>.wasm (clang wasm32-wasi, `make wasm-test`)
 # SAN=1 builds everything with ASan+UBSan (into build/san unless BUILD is given).
 
 SHELL   := /bin/bash
@@ -155,11 +156,13 @@ FUZZ_SECONDS ?= 60
 fuzz-run: fuzz
 	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-# What CI runs: all tests under ASan+UBSan, then the fuzzers.
+# What CI runs: all tests under ASan+UBSan, the wasm32 tests (wasm-test, below), then the
+# fuzzers.
 # The test summary is printed again last, so the final line is the test count.
 check:
 	@mkdir -p build
 	$(MAKE) SAN=1 test 2>&1 | tee build/check-tests.log; test $${PIPESTATUS[0]} -eq 0
+	$(MAKE) -j$$(nproc) wasm-test
 	$(MAKE) fuzz-run FUZZ_SECONDS=40
 	@grep -E "^[0-9]+ passed, [0-9]+ failed" build/check-tests.log | tail -n 1
 
@@ -184,32 +187,39 @@ $(BUILD)/gemm_lab: tools/gemm_lab.c tools/lab_util.h $(BUILD)/libpooled.a
 	$(CC) $(CFLAGS) -Isrc -Itools -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)
 
 # ---- wasm32 (the browser build's library; issue 15): `make wasm-test` compiles the library
-# and the pure-CPU tests with clang for wasm32-wasi (Debian's wasi-libc; tools/setup.sh),
-# twice: build/wasm/ portable and build/wasm-simd/ with -msimd128 (the simd128 kernels, chosen
-# when compiling: wasm has no run-time CPU detection), and runs each test module under node's
-# WASI (tests/wasi_run.mjs). -Werror: the library must stay warning-free for wasm32 too.
+# and the pure-CPU tests with clang for wasm32-wasi (Debian's wasi-libc; tools/setup.sh)
+# twice, and runs each test module under node's WASI (tests/wasi_run.mjs): build/wasm/ is
+# portable (all of src/, -Werror: the library stays warning-free for wasm32), build/wasm-simd/
+# has src/cpu/ and the tests compiled with -msimd128 (the simd128 kernels, chosen when
+# compiling: wasm has no run-time CPU detection) and shares the rest of the portable objects,
+# which holds CI's time down (a simd128 module may hold functions without simd).
 WASM_CC    ?= clang
 WASM_FLAGS := --target=wasm32-wasi -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -Iinclude
 # the tests need no file outside their temporary folder, and no process or thread of their own
 WASM_TESTS := cpu_qdot_test cpu_kdot_test cpu_attention_test cpu_moe_test cpu_ssm_test \
     pool_test f16_test quant_roundtrip_test quant_finite_test json_test sha256_test status_test \
-    sampler_test file_map_test
+    sampler_test file_map_test backend_opts_test
+WASM_OBJ := $(LIB_SRC:%.c=build/wasm/obj/%.o)
+WASM_SIMD_OBJ := $(patsubst build/wasm/obj/src/cpu/%,build/wasm-simd/obj/src/cpu/%,$(WASM_OBJ))
 .PHONY: wasm wasm-test
-# wasm_variant DIR EXTRA_FLAGS: the objects, every library source linked into each test
-# (wasm-ld drops what a test does not reach), and the test modules of one build
-define wasm_variant
-$(1)/obj/%.o: %.c
+build/wasm/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(WASM_CC) $(WASM_FLAGS) -MMD -MP -c $< -o $@
+build/wasm-simd/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(WASM_CC) $(WASM_FLAGS) -msimd128 -MMD -MP -c $< -o $@
+.SECONDARY: $(WASM_OBJ) $(WASM_SIMD_OBJ)
+# wasm_test DIR EXTRA_FLAGS OBJECTS NAME: one test module, the objects linked in (wasm-ld
+# drops what the test does not reach)
+define wasm_test
+$(1)/tests/$(4).wasm: $(filter %/$(4).c,$(TEST_SRC)) $(3)
 	@mkdir -p $$(dir $$@)
-	$$(WASM_CC) $$(WASM_FLAGS) $(2) -MMD -MP -c $$< -o $$@
-$(1)/tests/%.wasm: $$(LIB_SRC:%.c=$(1)/obj/%.o) tests/test.h
-	@mkdir -p $$(dir $$@)
-	$$(WASM_CC) $$(WASM_FLAGS) $(2) -I. -Itests -Wl,-z,stack-size=8388608 -o $$@ \
-	    $$(filter %/$$*.c,$$(TEST_SRC)) $$(LIB_SRC:%.c=$(1)/obj/%.o) -lm
-.SECONDARY: $$(LIB_SRC:%.c=$(1)/obj/%.o)
--include $$(LIB_SRC:%.c=$(1)/obj/%.d)
+	$$(WASM_CC) $$(WASM_FLAGS) $(2) -I. -Itests -MMD -MP -MF $(1)/tests/$(4).d \
+	    -Wl,-z,stack-size=8388608 -o $$@ $$< $(3) -lm
 endef
-$(eval $(call wasm_variant,build/wasm,))
-$(eval $(call wasm_variant,build/wasm-simd,-msimd128))
+$(foreach t,$(WASM_TESTS),$(eval $(call wasm_test,build/wasm,,$(WASM_OBJ),$(t))))
+$(foreach t,$(WASM_TESTS),$(eval $(call wasm_test,build/wasm-simd,-msimd128,$(WASM_SIMD_OBJ),$(t))))
+-include $(WASM_OBJ:.o=.d) $(WASM_SIMD_OBJ:.o=.d) $(foreach d,build/wasm build/wasm-simd,$(WASM_TESTS:%=$(d)/tests/%.d))
 WASM_BIN := $(foreach d,build/wasm build/wasm-simd,$(WASM_TESTS:%=$(d)/tests/%.wasm))
 wasm: $(WASM_BIN)
 # each module run under node; the summary line counts the modules that passed

@@ -68,20 +68,20 @@ tile(const int q4, const int R, const int C, const unsigned char *const w[],
     const int bs = q4 ? 18 : 34;
     v128_t acc[2] = {wasm_f32x4_splat(0), wasm_f32x4_splat(0)};
     for (int64_t b = 0; b < nb; b++) {
-        v128_t wv[8][4], yv[4][4], d[8];
+        v128_t yv[4][4], d[8];
         float dw[8], dx[8];
-        for (int r = 0; r < R; r++) {
-            weights16(q4, w[r] + b * bs, wv[r]);
-            dw[r] = half(w[r] + b * bs);
-        }
         for (int c = 0; c < C; c++) {
             v128_t a = wasm_v128_load(y[c] + b * 32), e = wasm_v128_load(y[c] + b * 32 + 16);
             yv[c][0] = wasm_i16x8_extend_low_i8x16(a), yv[c][1] = wasm_i16x8_extend_high_i8x16(a);
             yv[c][2] = wasm_i16x8_extend_low_i8x16(e), yv[c][3] = wasm_i16x8_extend_high_i8x16(e);
             dx[c] = yd[c][b];
         }
-        for (int r = 0; r < R; r++)
-            for (int c = 0; c < C; c++) d[r * C + c] = dot4(wv[r], yv[c]);
+        for (int r = 0; r < R; r++) { /* a row's widened block is dead after its C dots */
+            v128_t wv[4];
+            weights16(q4, w[r] + b * bs, wv);
+            dw[r] = half(w[r] + b * bs);
+            for (int c = 0; c < C; c++) d[r * C + c] = dot4(wv, yv[c]);
+        }
         for (int h = 0; h < 2; h++) { /* lanes 4h..4h+3 */
             v128_t s = hsum4(d[4 * h], d[4 * h + 1], d[4 * h + 2], d[4 * h + 3]);
             const int k = 4 * h;
