@@ -190,7 +190,7 @@ $(BUILD)/gemm_lab: tools/gemm_lab.c tools/lab_util.h $(BUILD)/libpooled.a
 # and the pure-CPU tests with clang for wasm32-wasi (Debian's wasi-libc; tools/setup.sh)
 # twice, and runs each test module under node's WASI (tests/wasi_run.mjs): build/wasm/ is
 # portable (all of src/, -Werror: the library stays warning-free for wasm32), build/wasm-simd/
-# has src/cpu/ and the tests compiled with -msimd128 (the simd128 kernels, chosen when
+# has src/cpu/ and its tests compiled with -msimd128 (the simd128 kernels, chosen when
 # compiling: wasm has no run-time CPU detection) and shares the rest of the portable objects,
 # which holds CI's time down (a simd128 module may hold functions without simd).
 WASM_CC    ?= clang
@@ -199,6 +199,8 @@ WASM_FLAGS := --target=wasm32-wasi -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOU
 WASM_TESTS := cpu_qdot_test cpu_kdot_test cpu_attention_test cpu_moe_test cpu_ssm_test \
     pool_test f16_test quant_roundtrip_test quant_finite_test json_test sha256_test status_test \
     sampler_test file_map_test backend_opts_test
+# the simd build runs the tests of src/cpu/, the only code compiled differently there
+WASM_SIMD_TESTS := $(filter cpu_% pool_test,$(WASM_TESTS))
 WASM_OBJ := $(LIB_SRC:%.c=build/wasm/obj/%.o)
 WASM_SIMD_OBJ := $(patsubst build/wasm/obj/src/cpu/%,build/wasm-simd/obj/src/cpu/%,$(WASM_OBJ))
 .PHONY: wasm wasm-test
@@ -218,9 +220,9 @@ $(1)/tests/$(4).wasm: $(filter %/$(4).c,$(TEST_SRC)) $(3)
 	    -Wl,-z,stack-size=8388608 -o $$@ $$< $(3) -lm
 endef
 $(foreach t,$(WASM_TESTS),$(eval $(call wasm_test,build/wasm,,$(WASM_OBJ),$(t))))
-$(foreach t,$(WASM_TESTS),$(eval $(call wasm_test,build/wasm-simd,-msimd128,$(WASM_SIMD_OBJ),$(t))))
--include $(WASM_OBJ:.o=.d) $(WASM_SIMD_OBJ:.o=.d) $(foreach d,build/wasm build/wasm-simd,$(WASM_TESTS:%=$(d)/tests/%.d))
-WASM_BIN := $(foreach d,build/wasm build/wasm-simd,$(WASM_TESTS:%=$(d)/tests/%.wasm))
+$(foreach t,$(WASM_SIMD_TESTS),$(eval $(call wasm_test,build/wasm-simd,-msimd128,$(WASM_SIMD_OBJ),$(t))))
+WASM_BIN := $(WASM_TESTS:%=build/wasm/tests/%.wasm) $(WASM_SIMD_TESTS:%=build/wasm-simd/tests/%.wasm)
+-include $(WASM_OBJ:.o=.d) $(WASM_SIMD_OBJ:.o=.d) $(WASM_BIN:.wasm=.d)
 wasm: $(WASM_BIN)
 # each module run under node; the summary line counts the modules that passed
 wasm-test: wasm
