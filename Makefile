@@ -9,6 +9,7 @@
 #   cmd/pooled/*.c       -> $(BUILD)/pooled
 #   tests/**/*_test.c    -> $(BUILD)/tests/<name>  (one program each, run by tests/run.sh)
 #   tests/fuzz/*_fuzz.c  -> $(BUILD)/fuzz/<name>   (clang libFuzzer, `make fuzz`)
+#   src/**/*.c + some tests -> build/wasm*/tests/<name>.wasm (clang wasm32-wasi, `make wasm-test`)
 # SAN=1 builds everything with ASan+UBSan (into build/san unless BUILD is given).
 
 SHELL   := /bin/bash
@@ -155,11 +156,13 @@ FUZZ_SECONDS ?= 60
 fuzz-run: fuzz
 	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-# What CI runs: all tests under ASan+UBSan, then the fuzzers.
+# What CI runs: all tests under ASan+UBSan, the wasm32 tests (wasm-test, below), then the
+# fuzzers.
 # The test summary is printed again last, so the final line is the test count.
 check:
 	@mkdir -p build
 	$(MAKE) SAN=1 test 2>&1 | tee build/check-tests.log; test $${PIPESTATUS[0]} -eq 0
+	$(MAKE) -j$$(nproc) wasm-test
 	$(MAKE) fuzz-run FUZZ_SECONDS=40
 	@grep -E "^[0-9]+ passed, [0-9]+ failed" build/check-tests.log | tail -n 1
 
@@ -182,3 +185,52 @@ $(BUILD)/gemv_lab: tools/gemv_lab.c tools/lab_util.h $(BUILD)/libpooled.a
 	$(CC) $(CFLAGS) -Isrc -Itools -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)
 $(BUILD)/gemm_lab: tools/gemm_lab.c tools/lab_util.h $(BUILD)/libpooled.a
 	$(CC) $(CFLAGS) -Isrc -Itools -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)
+
+# ---- wasm32 (the browser build's library; issue 15): `make wasm-test` compiles the library
+# and the pure-CPU tests with clang for wasm32-wasi (Debian's wasi-libc; tools/setup.sh)
+# twice, and runs each test module under node's WASI (tests/wasi_run.mjs): build/wasm/ is
+# portable (all of src/, -Werror: the library stays warning-free for wasm32), build/wasm-simd/
+# has src/cpu/ and its tests compiled with -msimd128 (the simd128 kernels, chosen when
+# compiling: wasm has no run-time CPU detection) and shares the rest of the portable objects,
+# which holds CI's time down (a simd128 module may hold functions without simd).
+WASM_CC    ?= clang
+WASM_FLAGS := --target=wasm32-wasi -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -Iinclude
+# the tests need no file outside their temporary folder, and no process or thread of their own
+WASM_TESTS := cpu_qdot_test cpu_kdot_test cpu_attention_test cpu_moe_test cpu_ssm_test \
+    pool_test f16_test quant_roundtrip_test quant_finite_test json_test sha256_test status_test \
+    sampler_test file_map_test backend_opts_test
+# the simd build runs the tests of src/cpu/, the only code compiled differently there
+WASM_SIMD_TESTS := $(filter cpu_% pool_test,$(WASM_TESTS))
+WASM_OBJ := $(LIB_SRC:%.c=build/wasm/obj/%.o)
+WASM_SIMD_OBJ := $(patsubst build/wasm/obj/src/cpu/%,build/wasm-simd/obj/src/cpu/%,$(WASM_OBJ))
+.PHONY: wasm wasm-test
+build/wasm/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(WASM_CC) $(WASM_FLAGS) -MMD -MP -c $< -o $@
+build/wasm-simd/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(WASM_CC) $(WASM_FLAGS) -msimd128 -MMD -MP -c $< -o $@
+.SECONDARY: $(WASM_OBJ) $(WASM_SIMD_OBJ)
+# wasm_test DIR EXTRA_FLAGS OBJECTS NAME: one test module, the objects linked in (wasm-ld
+# drops what the test does not reach)
+define wasm_test
+$(1)/tests/$(4).wasm: $(filter %/$(4).c,$(TEST_SRC)) $(3)
+	@mkdir -p $$(dir $$@)
+	$$(WASM_CC) $$(WASM_FLAGS) $(2) -I. -Itests -MMD -MP -MF $(1)/tests/$(4).d \
+	    -Wl,-z,stack-size=8388608 -o $$@ $$< $(3) -lm
+endef
+$(foreach t,$(WASM_TESTS),$(eval $(call wasm_test,build/wasm,,$(WASM_OBJ),$(t))))
+$(foreach t,$(WASM_SIMD_TESTS),$(eval $(call wasm_test,build/wasm-simd,-msimd128,$(WASM_SIMD_OBJ),$(t))))
+WASM_BIN := $(WASM_TESTS:%=build/wasm/tests/%.wasm) $(WASM_SIMD_TESTS:%=build/wasm-simd/tests/%.wasm)
+-include $(WASM_OBJ:.o=.d) $(WASM_SIMD_OBJ:.o=.d) $(WASM_BIN:.wasm=.d)
+wasm: $(WASM_BIN)
+# each module run under node; the summary line counts the modules that passed
+wasm-test: wasm
+	@tmp=$$(mktemp -d /tmp/pooled-wasm.XXXXXX); pass=0; fail=0; \
+	for t in $(WASM_BIN); do \
+	    out=$$(POOLED_TEST_TMP=$$tmp node --no-warnings tests/wasi_run.mjs $$t 2>&1); rc=$$?; \
+	    res=$$(printf '%s\n' "$$out" | grep '^RESULT ' | tail -n 1); \
+	    if [ $$rc = 0 ] && [ -n "$$res" ] && [ "$${res##* }" = 0 ]; then pass=$$((pass + 1)); \
+	    else fail=$$((fail + 1)); printf '%s\n' "$$out" | tail -n 20; fi; \
+	    printf '%-40s %s (exit %d)\n' "$$t" "$${res:-no RESULT line}" $$rc; \
+	done; rm -rf "$$tmp"; echo "wasm: $$pass passed, $$fail failed"; [ $$fail = 0 ]

@@ -80,6 +80,13 @@ cc "$scratch/mhd.c" -o "$scratch/mhd" -lmicrohttpd 2>/dev/null && "$scratch/mhd"
 # pkg-config: the install test builds examples/ against the installed pooled.pc.
 printf 'Name: t\nDescription: t\nVersion: 1\nCflags: -DT_OK\n' >"$scratch/t.pc"
 [ "$(PKG_CONFIG_PATH=$scratch pkg-config --cflags t 2>/dev/null)" = "-DT_OK" ] || need+=(pkg-config)
+# wasm32 (make wasm-test): clang's wasm32-wasi target needs Debian's wasi-libc, the compiler
+# builtins for wasm32 and wasm-ld (lld); node, which runs the modules, comes with npm below.
+printf '%s\n' '#include <stdio.h>' '#include <wasm_simd128.h>' \
+    'int main(void) { return wasm_i32x4_extract_lane(wasm_i32x4_splat(printf("ok")), 0) != 2; }' \
+    >"$scratch/w.c"
+clang --target=wasm32-wasi -msimd128 -O2 "$scratch/w.c" -o "$scratch/w.wasm" 2>/dev/null ||
+    need+=(wasi-libc libclang-rt-14-dev-wasm32 lld)
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 # A headless browser for the chat page's test: Debian's chromium, if it renders a page
 # (without the recommended extras: about 45 s to install).

@@ -3,11 +3,11 @@
  * callback, stop strings and a cancel flag. A thin layer: the work is done by the runtime
  * exactly as the pooled command does it (the same ids for the same options). */
 #include <pooled.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/thread.h"
 #include "../runtime/backend_open.h"
 #include "../runtime/chat_ids.h"
 #include "../runtime/generate.h"
@@ -22,7 +22,7 @@ struct pooled_model {
     pl_tokenizer *tok;
     pl_state_opts so;
     char *dawn_lib, *tune_cache, *profile; /* copies the GPU options borrow */
-    pthread_mutex_t run;                   /* one generation at a time on the backend */
+    pl_mutex run;                          /* one generation at a time on the backend */
 };
 
 struct pooled_session {
@@ -86,7 +86,7 @@ void pooled_model_close(pooled_model *m) {
     free(m->dawn_lib);
     free(m->tune_cache);
     free(m->profile);
-    pthread_mutex_destroy(&m->run);
+    pl_mutex_destroy(&m->run);
     free(m);
 }
 
@@ -105,7 +105,7 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
     if (pl_backend_check_name(o.backend ? o.backend : "auto")) return POOLED_ERR_ARG;
     pooled_model *m = calloc(1, sizeof *m);
     if (!m) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
-    pthread_mutex_init(&m->run, NULL);
+    pl_mutex_init(&m->run);
     int nomem = 0;
     m->dawn_lib = dup_or_null(o.dawn_lib, &nomem);
     m->tune_cache = dup_or_null(o.gpu_tune_cache, &nomem);
@@ -280,9 +280,9 @@ int pooled_session_new(pooled_model *m, pooled_session **out) {
     if (!s) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
     s->m = m;
     atomic_init(&s->cancel, 0);
-    pthread_mutex_lock(&m->run); /* the state's buffers come from the shared backend */
+    pl_mutex_lock(&m->run); /* the state's buffers come from the shared backend */
     pl_status st = pl_session_new(m->m, &m->so, &s->s);
-    pthread_mutex_unlock(&m->run);
+    pl_mutex_unlock(&m->run);
     if (st) {
         free(s);
         return (int)st;
@@ -293,17 +293,17 @@ int pooled_session_new(pooled_model *m, pooled_session **out) {
 
 void pooled_session_free(pooled_session *s) {
     if (!s) return;
-    pthread_mutex_lock(&s->m->run);
+    pl_mutex_lock(&s->m->run);
     pl_session_free(s->s);
-    pthread_mutex_unlock(&s->m->run);
+    pl_mutex_unlock(&s->m->run);
     free(s);
 }
 
 void pooled_session_reset(pooled_session *s) {
     if (!s) return;
-    pthread_mutex_lock(&s->m->run);
+    pl_mutex_lock(&s->m->run);
     pl_session_reset(s->s);
-    pthread_mutex_unlock(&s->m->run);
+    pl_mutex_unlock(&s->m->run);
 }
 
 void pooled_session_cancel(pooled_session *s) {
@@ -418,7 +418,7 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
     int64_t room = (int64_t)m->so.n_ctx - (int64_t)n_prompt + 1;
     int64_t n = o.max_tokens < 0 || o.max_tokens > room ? room : o.max_tokens;
     pl_gen_stats st = {0};
-    pthread_mutex_lock(&m->run);
+    pl_mutex_lock(&m->run);
     pl_status s = pl_sampler_new(&sp, pl_tok_n_vocab(m->tok), &smp);
     if (!s && o.spec != POOLED_SPEC_OFF)
         s = pl_drafter_lookup_new(PL_SPEC_MAX, o.spec == POOLED_SPEC_AUTO, &dr);
@@ -428,7 +428,7 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
         pl_gen_opts go = {.n_predict = n, .on_token = on_token, .ud = &c, .drafter = dr};
         s = pl_generate(ses->s, smp, prompt, (int64_t)n_prompt, &go, &st);
     }
-    pthread_mutex_unlock(&m->run);
+    pl_mutex_unlock(&m->run);
     if (!s && c.reason != POOLED_STOP_STRING && c.reason != POOLED_STOP_CALLBACK && !c.nomem) {
         /* the end: the text held back comes with id -1 (a stop string may still cut it) */
         int why = c.reason ? c.reason : POOLED_STOP_LENGTH;

@@ -1,4 +1,6 @@
-/* file_map.c - mmap a file read-only (POSIX), plus a bounded read-everything helper. */
+/* file_map.c - mmap a file read-only (POSIX), plus a bounded read-everything helper.
+ * Where mmap is missing (wasm32-wasi: PL_NO_MMAP) or fails on a file (a file system that
+ * cannot map), the file is read into memory instead: the same bytes, only copied. */
 #include "file_map.h"
 
 #include <errno.h>
@@ -7,9 +9,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* wasm32-wasi has no mmap and no dup (standard input cannot be read as a file there) */
+#ifdef __wasi__
+#define PL_NO_MMAP 1
+static int dup_stdin(void) {
+    errno = ENOTSUP;
+    return -1;
+}
+#else
+#include <sys/mman.h>
+static int dup_stdin(void) {
+    return dup(0);
+}
+#endif
 
 const char *pl_file_kind(mode_t m) {
     return S_ISDIR(m)    ? "a directory"
@@ -39,31 +54,59 @@ static pl_status open_regular(const char *path, int *fd_out, struct stat *st) {
     return PL_OK;
 }
 
+/* The file's size bytes read into a malloc'd copy (the mapping's stand-in). */
+static pl_status read_copy(pl_file_map *m, int fd, size_t size, const char *path) {
+    unsigned char *buf = malloc(size);
+    if (!buf) return pl_fail(PL_ERR_NOMEM, "%s: out of memory for a copy of the file", path);
+    size_t n = 0;
+    while (n < size) {
+        ssize_t r = pread(fd, buf + n, size - n, (off_t)n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : 0;
+            free(buf);
+            return e ? pl_fail(PL_ERR_IO, "%s: %s", path, strerror(e))
+                     : pl_fail(PL_ERR_IO, "%s: the file shrank while it was read", path);
+        }
+        n += (size_t)r;
+    }
+    m->data = buf;
+    m->size = size;
+    m->copied = true;
+    return PL_OK;
+}
+
 pl_status pl_file_map_open(pl_file_map *m, const char *path) {
-    m->data = NULL;
-    m->size = 0;
+    *m = (pl_file_map){0};
     int fd;
     struct stat st;
     pl_status s = open_regular(path, &fd, &st);
     if (s) return s;
     if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            int e = errno;
+        if ((uint64_t)st.st_size > SIZE_MAX) {
             close(fd);
-            return pl_fail(PL_ERR_IO, "%s: mmap: %s", path, strerror(e));
+            return pl_fail(PL_ERR_NOMEM, "%s: too large for this machine's address space", path);
         }
-        m->data = p;
-        m->size = (size_t)st.st_size;
+#ifndef PL_NO_MMAP
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p != MAP_FAILED) {
+            m->data = p;
+            m->size = (size_t)st.st_size;
+        }
+#endif
+        if (!m->data) s = read_copy(m, fd, (size_t)st.st_size, path);
     }
     close(fd); /* the mapping keeps the file alive */
-    return PL_OK;
+    return s;
 }
 
 void pl_file_map_close(pl_file_map *m) {
-    if (m->data) munmap((void *)m->data, m->size);
-    m->data = NULL;
-    m->size = 0;
+    if (m->copied) free((void *)m->data);
+#ifndef PL_NO_MMAP
+    else if (m->data)
+        munmap((void *)m->data, m->size);
+#endif
+    *m = (pl_file_map){0};
 }
 
 const char *pl_size_name(size_t n, char *buf, size_t cap) {
@@ -90,7 +133,7 @@ pl_status pl_file_read(const char *path, size_t limit, int flags, char **out, si
     struct stat st;
     if ((flags & PL_READ_STDIN) && !strcmp(path, "-")) {
         path = "standard input";
-        fd = dup(0);
+        fd = dup_stdin();
         if (fd < 0) return pl_fail(PL_ERR_IO, "standard input: %s", strerror(errno));
         memset(&st, 0, sizeof st);
     } else {

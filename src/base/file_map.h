@@ -1,11 +1,14 @@
 /* file_map.h - read-only memory mapping of a whole file, and bounded reads of small files.
  *
  * Model files are mapped, never copied: tensor data is used straight from the page cache.
+ * Only where mapping is impossible (wasm32, or mmap failing on the file) is the file read
+ * into memory instead (copied set), which pl_file_map_close frees.
  * Both refuse what is not a regular file (a FIFO, a device, a directory) before anything
  * could block on it: the file is opened with O_NONBLOCK and checked with fstat. */
 #ifndef PL_BASE_FILE_MAP_H
 #define PL_BASE_FILE_MAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -14,6 +17,7 @@
 typedef struct {
     const unsigned char *data; /* NULL for an empty file */
     size_t size;
+    bool copied; /* data is a malloc'd copy, not a mapping */
 } pl_file_map;
 
 pl_status pl_file_map_open(pl_file_map *m, const char *path);

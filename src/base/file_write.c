@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,10 +11,66 @@
 
 #include "file_map.h"
 
+/* The operating system's part, one block per platform. wasm32-wasi (the browser build) has
+ * no signals (no handler can interrupt a write there), no owners or permission bits, no
+ * absolute paths (realpath) and no mkstemp: its temporary name is made here, its target
+ * is the path as given (a symbolic link there is replaced, not followed). */
+#ifdef __wasi__
+#include <time.h>
+typedef int pl_sig_flag;
+
+static char *real_path(const char *path) {
+    return strdup(path);
+}
+
+/* mkstemp: the trailing XXXXXX replaced until an exclusive create succeeds */
+static int make_temp(char *tmpl) {
+    static unsigned long seq;
+    char *x = tmpl + strlen(tmpl) - 6;
+    for (int tries = 0; tries < 100; tries++) {
+        unsigned long v = (unsigned long)time(NULL) * 2654435761u + ++seq * 40503u;
+        for (int i = 0; i < 6; i++, v /= 36) x[i] = "0123456789abcdefghijklmnopqrstuvwxyz"[v % 36];
+        int fd = open(tmpl, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1;
+}
+
+static void copy_mode(int fd, bool exists, const struct stat *st) {
+    (void)fd, (void)exists, (void)st;
+}
+#else
+#include <signal.h>
+typedef sig_atomic_t pl_sig_flag;
+
+static char *real_path(const char *path) {
+    return realpath(path, NULL);
+}
+
+static int make_temp(char *tmpl) {
+    return mkstemp(tmpl);
+}
+
+/* mkstemp makes it 0600: give it the old file's mode, or what a new file would get */
+static void copy_mode(int fd, bool exists, const struct stat *st) {
+    mode_t mode;
+    if (exists) {
+        mode = st->st_mode & 07777;
+        /* best effort (only root may give a file away): the file keeps its owner */
+        if (fchown(fd, st->st_uid, st->st_gid) != 0) errno = 0;
+    } else {
+        mode_t mask = umask(0);
+        umask(mask);
+        mode = 0666 & ~mask;
+    }
+    fchmod(fd, mode);
+}
+#endif
+
 /* The temporary file being written, for pl_file_out_remove_pending (a signal handler may
  * read it at any time: the flag is cleared while the name changes). */
 static char pending[PATH_MAX + 32];
-static volatile sig_atomic_t have_pending;
+static volatile pl_sig_flag have_pending;
 
 static void set_pending(const char *tmp) {
     have_pending = 0;
@@ -64,7 +119,7 @@ static char *resolve_target(const char *path, bool *exists, struct stat *st) {
         return NULL;
     }
     *exists = true;
-    char *p = realpath(path, NULL);
+    char *p = real_path(path);
     if (!p) pl_fail(PL_ERR_IO, "%s: %s", path, strerror(errno));
     return p;
 }
@@ -87,7 +142,7 @@ pl_status pl_file_out_open(pl_file_out *o, const char *path) {
         return pl_fail(PL_ERR_NOMEM, "out of memory");
     }
     snprintf(tmp, n, "%.*s.%.200s.XXXXXX", dir_len, target, base);
-    int fd = mkstemp(tmp);
+    int fd = make_temp(tmp);
     if (fd < 0) {
         int e = errno;
         /* the folder as the user would name it: "." for none, "/" for the root */
@@ -97,18 +152,7 @@ pl_status pl_file_out_open(pl_file_out *o, const char *path) {
         free(target);
         return s;
     }
-    /* mkstemp makes it 0600: give it the old file's mode, or what a new file would get */
-    mode_t mode;
-    if (exists) {
-        mode = st.st_mode & 07777;
-        /* best effort (only root may give a file away): the file keeps its owner */
-        if (fchown(fd, st.st_uid, st.st_gid) != 0) errno = 0;
-    } else {
-        mode_t mask = umask(0);
-        umask(mask);
-        mode = 0666 & ~mask;
-    }
-    fchmod(fd, mode);
+    copy_mode(fd, exists, &st);
     o->f = fdopen(fd, "wb");
     if (!o->f) {
         int e = errno;

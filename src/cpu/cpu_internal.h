@@ -107,6 +107,18 @@ void pl_cpu_qdot_tile_portable(int q4, int nr, int nc, const unsigned char *cons
                                const int8_t *const y[], const float *const yd[],
                                const int32_t *const ys[], int64_t nb, float *out);
 
+/* wasm simd128 (cpu_qdot_wasm.c; compiled in with -msimd128, wasm having no run-time CPU
+ * detection): pl_cpu_qdot_tile's and pl_cpu_gemm_tile's contracts, bit-identical to the
+ * portable reference; they take over from the portable paths unless pl_cpu_portable is set. */
+#ifdef __wasm_simd128__
+#define PL_QDOT_WASM 1
+void pl_cpu_qdot_tile_wasm(int q4, int nr, int nc, const unsigned char *const w[],
+                           const int8_t *const y[], const float *const yd[], int64_t nb,
+                           float *out);
+void pl_cpu_gemm_tile_wasm(int q4, int ng, const unsigned char *wu, const float *wd, int64_t nb,
+                           const int8_t *q, const float *d, float *out);
+#endif
+
 /* One activation row of k values (a multiple of 32) quantised as pl_quant_act_q8_0 does
  * (the same bits; AVX2 where the CPU has it): quants q [k], each block's scale widened to
  * float d [k/32] and its sum of quants s [k/32]. */

@@ -401,6 +401,12 @@ void pl_cpu_gemm_tile(int q4, int ng, const unsigned char *wu, const float *wd, 
         return;
     }
 #endif
+#ifdef PL_QDOT_WASM
+    if (!pl_cpu_portable) {
+        pl_cpu_gemm_tile_wasm(q4, ng, wu, wd, nb, q, d, out);
+        return;
+    }
+#endif
     /* the portable reference on the same layouts: row_scalar's arithmetic */
     const int wbs = q4 ? 32 : 64;
     for (int k = 0; k < ng; k++)
@@ -598,6 +604,12 @@ void pl_cpu_qdot_tile(int q4, int nr, int nc, const unsigned char *const w[],
         tiles[pl_cpu_have_vnni()][q4 != 0][nc != 1](wt, yt, ydt, yst, nb, pf, o);
         for (int r = 0; r < nr; r++)
             for (int c = 0; c < nc; c++) out[r * nc + c] = o[r * C + c];
+        return;
+    }
+#endif
+#ifdef PL_QDOT_WASM
+    if (!pl_cpu_portable) {
+        pl_cpu_qdot_tile_wasm(q4, nr, nc, w, y, yd, nb, out);
         return;
     }
 #endif

@@ -16,12 +16,13 @@
  * lost. */
 #include "pool.h"
 
-#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "../base/thread.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -35,10 +36,10 @@
 
 struct pl_pool {
     int n_threads; /* including the caller */
-    pthread_t *threads;
-    pthread_mutex_t mu;
-    pthread_cond_t wake; /* a new job (or shutdown) */
-    pthread_cond_t done; /* the last worker finished the job */
+    pl_thread *threads;
+    pl_mutex mu;
+    pl_cond wake; /* a new job (or shutdown) */
+    pl_cond done; /* the last worker finished the job */
     /* the current job: written by the caller once per job, read by every worker */
     alignas(64) atomic_uint_fast64_t generation; /* bumped once per job, after the job is set */
     atomic_bool quit;
@@ -97,19 +98,19 @@ static void *worker(void *arg) {
     uint64_t seen = 0;
     for (;;) {
         if (!spin_until(p, new_job, seen)) {
-            pthread_mutex_lock(&p->mu);
+            pl_mutex_lock(&p->mu);
             atomic_fetch_add(&p->n_asleep, 1);
-            while (!new_job(p, seen)) pthread_cond_wait(&p->wake, &p->mu);
+            while (!new_job(p, seen)) pl_cond_wait(&p->wake, &p->mu);
             atomic_fetch_sub(&p->n_asleep, 1);
-            pthread_mutex_unlock(&p->mu);
+            pl_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->quit)) break;
         seen = atomic_load(&p->generation);
         drain(p);
         if (atomic_fetch_sub(&p->n_busy, 1) == 1 && atomic_load(&p->caller_asleep)) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->mu);
+            pl_mutex_lock(&p->mu);
+            pl_cond_signal(&p->done);
+            pl_mutex_unlock(&p->mu);
         }
     }
     return NULL;
@@ -121,9 +122,9 @@ pl_status pl_pool_new(int n_threads, pl_pool **out) {
     pl_pool *p = aligned_alloc(64, (sizeof *p + 63) / 64 * 64);
     if (!p) return pl_fail(PL_ERR_NOMEM, "out of memory for the thread pool");
     *p = (pl_pool){.n_threads = 1};
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->wake, NULL);
-    pthread_cond_init(&p->done, NULL);
+    pl_mutex_init(&p->mu);
+    pl_cond_init(&p->wake);
+    pl_cond_init(&p->done);
     atomic_init(&p->generation, 0);
     atomic_init(&p->n_busy, 0);
     atomic_init(&p->n_asleep, 0);
@@ -137,7 +138,7 @@ pl_status pl_pool_new(int n_threads, pl_pool **out) {
             return pl_fail(PL_ERR_NOMEM, "out of memory for the thread pool");
         }
         for (int i = 0; i < n_threads - 1; i++) {
-            if (pthread_create(&p->threads[i], NULL, worker, p) != 0) break;
+            if (pl_thread_start(&p->threads[i], worker, p) != 0) break;
             p->n_threads++;
         }
     }
@@ -148,13 +149,13 @@ pl_status pl_pool_new(int n_threads, pl_pool **out) {
 void pl_pool_free(pl_pool *p) {
     if (!p) return;
     atomic_store(&p->quit, true);
-    pthread_mutex_lock(&p->mu);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
-    for (int i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->wake);
-    pthread_cond_destroy(&p->done);
+    pl_mutex_lock(&p->mu);
+    pl_cond_broadcast(&p->wake);
+    pl_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_threads - 1; i++) pl_thread_join(p->threads[i]);
+    pl_mutex_destroy(&p->mu);
+    pl_cond_destroy(&p->wake);
+    pl_cond_destroy(&p->done);
     free(p->threads);
     free(p);
 }
@@ -177,16 +178,16 @@ void pl_pool_run(pl_pool *p, int64_t n_items, pl_pool_fn fn, void *ctx) {
     atomic_store(&p->n_busy, p->n_threads - 1);
     atomic_fetch_add(&p->generation, 1);
     if (atomic_load(&p->n_asleep)) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->wake);
-        pthread_mutex_unlock(&p->mu);
+        pl_mutex_lock(&p->mu);
+        pl_cond_broadcast(&p->wake);
+        pl_mutex_unlock(&p->mu);
     }
     drain(p);
     if (!spin_until(p, all_done, 0)) {
-        pthread_mutex_lock(&p->mu);
+        pl_mutex_lock(&p->mu);
         atomic_store(&p->caller_asleep, 1);
-        while (!all_done(p, 0)) pthread_cond_wait(&p->done, &p->mu);
+        while (!all_done(p, 0)) pl_cond_wait(&p->done, &p->mu);
         atomic_store(&p->caller_asleep, 0);
-        pthread_mutex_unlock(&p->mu);
+        pl_mutex_unlock(&p->mu);
     }
 }

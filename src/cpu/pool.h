@@ -13,7 +13,8 @@
 typedef struct pl_pool pl_pool;
 typedef void (*pl_pool_fn)(void *ctx, int64_t item);
 
-/* n_threads counts the caller: 1 starts no thread at all. */
+/* n_threads counts the caller: 1 starts no thread at all. Threads that cannot be started
+ * (none ever can on wasm32, base/thread.h) are left out: pl_pool_threads says how many run. */
 pl_status pl_pool_new(int n_threads, pl_pool **out);
 void pl_pool_free(pl_pool *p);
 int pl_pool_threads(const pl_pool *p);

@@ -6,7 +6,6 @@
 #include "quantize.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "../base/file_write.h"
+#include "../base/thread.h"
 #include "gguf.h"
 #include "quant.h"
 #include "quantize_mix.h"
@@ -183,7 +183,7 @@ static void *convert_share(void *arg) {
  * bytes do not depend on the split). */
 static pl_status convert_rows(share *tmpl, int64_t rows, int n_threads) {
     share sh[PL_QUANTIZE_MAX_THREADS];
-    pthread_t th[PL_QUANTIZE_MAX_THREADS];
+    pl_thread th[PL_QUANTIZE_MAX_THREADS];
     /* below ~64K values per thread, starting threads costs more than it saves */
     int64_t by_work = rows * tmpl->ne0 / 65536;
     int nt = n_threads < by_work ? n_threads : (int)(by_work > 1 ? by_work : 1);
@@ -193,14 +193,14 @@ static pl_status convert_rows(share *tmpl, int64_t rows, int n_threads) {
         sh[k] = *tmpl;
         sh[k].r0 = rows * k / nt;
         sh[k].r1 = rows * (k + 1) / nt;
-        if (k == nt - 1 || pthread_create(&th[k], NULL, convert_share, &sh[k]))
+        if (k == nt - 1 || pl_thread_start(&th[k], convert_share, &sh[k]))
             convert_share(&sh[k]); /* the last share, or no thread to be had: do it here */
         else
             started |= 1u << k;
     }
     pl_status st = PL_OK;
     for (int k = 0; k < nt; k++) {
-        if (started & 1u << k) pthread_join(th[k], NULL);
+        if (started & 1u << k) pl_thread_join(th[k]);
         if (sh[k].st && !st) st = pl_fail(sh[k].st, "%s", sh[k].err);
     }
     return st;

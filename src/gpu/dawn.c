@@ -9,7 +9,6 @@
  * - The uncaptured-error callback fires synchronously inside the offending call, so a flag
  *   set there is checked after creations and at submit; pipelines get real error scopes.
  * - Queue writes stay staged until a submit, so big uploads submit and wait every 8 MB. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,22 @@
 
 #include "device.h"
 #include "webgpu.h"
+
+/* The native loader: Dawn is dlopen'ed. wasm32-wasi has no dlopen, so there the loader is
+ * compiled out and opening fails with the library's usual "no Dawn" kind of error (the
+ * browser's own WebGPU, navigator.gpu, needs a JavaScript binding: later work). */
+#ifdef __wasi__
+#define PL_NO_DLOPEN 1
+static void *lib_sym(void *h, const char *name) {
+    (void)h, (void)name;
+    return NULL;
+}
+#else
+#include <dlfcn.h>
+static void *lib_sym(void *h, const char *name) {
+    return dlsym(h, name);
+}
+#endif
 
 /* Under LeakSanitizer, allocations made while the Vulkan loader probes drivers are not ours:
  * the loader loads every installed driver (intel, radeon, virtio, ...), some leak when they
@@ -207,6 +222,13 @@ static pl_status take_error(pl_gpu *g, const char *what) {
 /* ------------------------------------------------------------------ open / close */
 
 static void *open_lib(const char *lib, char *tried, size_t cap) {
+#ifdef PL_NO_DLOPEN
+    (void)lib;
+    snprintf(tried, cap,
+             "WebGPU is not available in the wasm32 build (no native Dawn loader; "
+             "the browser's WebGPU binding is not written yet)");
+    return NULL;
+#else
     const char *rel = "node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so";
     char cand[4][1100];
     int n = 0;
@@ -241,6 +263,7 @@ static void *open_lib(const char *lib, char *tried, size_t cap) {
     snprintf(tried, cap, "Dawn library not found (%.600s; run tools/setup.sh or set POOLED_DAWN)",
              cand[0]);
     return NULL;
+#endif
 }
 
 /* Dawn lists chromium-experimental-* features only with its allow_unsafe_apis toggle on the
@@ -437,7 +460,7 @@ pl_status pl_gpu_open_with(const pl_gpu_open_opts *o, pl_gpu **out) {
         return pl_fail(PL_ERR, "%s", why);
     }
 #define PL_LOAD_PROC(name, ret, args)                                                              \
-    *(void **)&g->p.name = dlsym(g->lib, #name);                                                   \
+    *(void **)&g->p.name = lib_sym(g->lib, #name);                                                 \
     if (!g->p.name) {                                                                              \
         free(g);                                                                                   \
         return pl_fail(PL_ERR, "Dawn library lacks %s (wrong version?)", #name);                   \

@@ -113,7 +113,7 @@ static int check_gemv(st_ctx *c, uint32_t type, int q8) {
     float x[256], nw[128], bias[64], y[128], xb[256], ry[128], rxb[256];
     double mag[128];
     fill(c, x, n * cols, -2, 2), fill(c, nw, cols, 0.5f, 1.5f), fill(c, bias, rows, -1, 1);
-    pl_gpu_wtype wt;
+    pl_gpu_wtype wt = PL_GW_F32; /* set by pl_gpu_repack_type; sizes stay sane when it fails */
     int ok = w && pl_gpu_repack_type(type, cols, &wt) == PL_OK;
     void *q = malloc(pl_gpu_quant_bytes(wt, cols, rows) + 16);
     uint16_t *s = malloc(pl_gpu_scale_bytes(wt, cols, rows) + 16);
@@ -164,7 +164,7 @@ static int check_gate_up(st_ctx *c, uint32_t type) {
     unsigned char *wg = ggml_rows(c, type, cols, rows), *wu = ggml_rows(c, type, cols, rows);
     float x[128], h[64], u[64], rh[64], ru[64];
     fill(c, x, cols, -1, 1);
-    pl_gpu_wtype wt;
+    pl_gpu_wtype wt = PL_GW_F32;
     pl_gpu_repack_type(type, cols, &wt);
     void *qg = malloc(pl_gpu_quant_bytes(wt, cols, rows)),
          *qu = malloc(pl_gpu_quant_bytes(wt, cols, rows));

@@ -289,6 +289,8 @@ typedef struct WGPUBindGroupDescriptor {
     const WGPUBindGroupEntry *entries;
 } WGPUBindGroupDescriptor;
 
+/* The layouts of the 64-bit Dawn build dawn.c loads; a 32-bit build (wasm32) loads none. */
+#if UINTPTR_MAX > 0xffffffffu
 _Static_assert(sizeof(WGPUStringView) == 16, "WGPUStringView layout");
 _Static_assert(sizeof(WGPUInstanceDescriptor) == 32, "WGPUInstanceDescriptor layout");
 _Static_assert(sizeof(WGPURequestAdapterOptions) == 32, "WGPURequestAdapterOptions layout");
@@ -303,6 +305,7 @@ _Static_assert(sizeof(WGPUBufferDescriptor) == 48, "WGPUBufferDescriptor layout"
 _Static_assert(sizeof(WGPUComputePipelineDescriptor) == 80, "pipeline descriptor layout");
 _Static_assert(sizeof(WGPUBindGroupEntry) == 56, "WGPUBindGroupEntry layout");
 _Static_assert(sizeof(WGPUFutureWaitInfo) == 16, "WGPUFutureWaitInfo layout");
+#endif
 
 /* The functions dawn.c resolves with dlsym: name, return type, arguments. One list keeps the
  * pointer declarations and the lookup loop from drifting apart. */

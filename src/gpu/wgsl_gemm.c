@@ -458,8 +458,8 @@ static void emit_piece(pl_wtext *t, const pl_gemm_params *p, int k, unsigned j, 
     static const char
         *const reg = "wsad",
                *const idx[PIECES] = {
-                   "let v = i % WV; let b = (i / WV) % BK; let r = (i / (WV * BK)) % TM; "
-                   "let m = i / (WV * BK * TM);",
+                   ("let v = i % WV; let b = (i / WV) % BK; let r = (i / (WV * BK)) % TM; "
+                    "let m = i / (WV * BK * TM);"),
                    "let b = i % BK; let r = (i / BK) % TM; let m = i / (BK * TM);",
                    "let h = i % 2u; let b = (i / 2u) % BK; let c = i / (2u * BK);",
                    "let b = i % BK; let c = i / BK;"};

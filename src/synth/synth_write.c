@@ -7,12 +7,12 @@
  * whatever the size of the model. A 3-D tensor (stacked experts) is rows too: row r of
  * expert e is row e * ne[1] + r. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../base/file_write.h"
+#include "../base/thread.h"
 #include "../format/quant.h"
 #include "synth.h"
 
@@ -135,7 +135,7 @@ static pl_status make_rows(const pl_gguf_tensor *t, const pl_synth_config *c, ui
                            int64_t row0, int64_t n, uint8_t *out, size_t row_bytes, float **tmp,
                            int n_threads) {
     job jobs[MAX_THREADS];
-    pthread_t th[MAX_THREADS];
+    pl_thread th[MAX_THREADS];
     bool started[MAX_THREADS] = {false};
     if (n_threads > n) n_threads = (int)n;
     int64_t per = (n + n_threads - 1) / n_threads;
@@ -146,13 +146,13 @@ static pl_status make_rows(const pl_gguf_tensor *t, const pl_synth_config *c, ui
                         h,         row0 + a, b - a,      out + (size_t)a * row_bytes,
                         row_bytes, tmp[i],   PL_OK};
         /* the calling thread takes the first share itself */
-        if (i > 0 && b > a) started[i] = pthread_create(&th[i], NULL, run_job, &jobs[i]) == 0;
+        if (i > 0 && b > a) started[i] = pl_thread_start(&th[i], run_job, &jobs[i]) == 0;
         if (i > 0 && b > a && !started[i]) run_job(&jobs[i]);
     }
     run_job(&jobs[0]);
     pl_status st = jobs[0].st;
     for (int i = 1; i < n_threads; i++) {
-        if (started[i]) pthread_join(th[i], NULL);
+        if (started[i]) pl_thread_join(th[i]);
         if (!st) st = jobs[i].st;
     }
     return st;

@@ -1,7 +1,8 @@
 /* pool_test.c - the thread pool (pool.c): every item of every job runs exactly once and the
  * job is over when pl_pool_run returns, for jobs back to back (workers still spinning),
  * after pauses longer than the spin (workers asleep), with more threads than items and
- * items of uneven cost; and a pool freed while its workers sleep or spin. */
+ * items of uneven cost; and a pool freed while its workers sleep or spin. On wasm32 (make
+ * wasm-test) every pool has the caller's thread alone, whatever was asked for. */
 #include <stdatomic.h>
 #include <time.h>
 
@@ -20,6 +21,7 @@ static void item(void *ctx, int64_t i) {
     if (i % 7 == 0) { /* uneven items */
         volatile int x = 0;
         for (int k = 0; k < 2000; k++) x += k;
+        (void)x;
     }
     atomic_fetch_add(&j->hits[i], 1);
     j->seen_job[i] = j->job;
@@ -35,7 +37,12 @@ static void run_tests(void) {
         pl_pool *p = NULL;
         CHECK(pl_pool_new(threads, &p) == PL_OK, "%s", pl_last_error());
         if (!p) return;
-        CHECK(pl_pool_threads(p) == threads, "%d threads, not %d", pl_pool_threads(p), threads);
+#ifdef __wasi__ /* no threads there (base/thread.h): the caller alone, and the pool says so */
+        const int want = 1;
+#else
+        const int want = threads;
+#endif
+        CHECK(pl_pool_threads(p) == want, "%d threads, not %d", pl_pool_threads(p), want);
         enum { MAXN = 97 };
         atomic_int hits[MAXN];
         int seen_job[MAXN];
