@@ -77,6 +77,18 @@ static inline float pl_cpu_dot(const float *a, const float *b, int64_t n) {
 int pl_cpu_have_avx2(void);
 extern int pl_cpu_portable;
 
+/* arm64's kernels (cpu_qdot_neon.c): 2 where the CPU has the ARMv8.2 dot product (SDOT,
+ * HWCAP_ASIMDDP, asked once), 1 for plain NEON (every arm64 CPU), 0 off arm64 or while
+ * pl_cpu_portable is set. pl_cpu_qdot_tile_neon and pl_cpu_gemm_tile_neon (arm64 only)
+ * are pl_cpu_qdot_tile's and pl_cpu_gemm_tile's NEON kernels, the same contracts and bits;
+ * their callers dispatch to them. */
+int pl_cpu_neon_level(void);
+void pl_cpu_qdot_tile_neon(int q4, int nr, int nc, const unsigned char *const w[],
+                           const int8_t *const y[], const float *const yd[], int64_t nb,
+                           float *out);
+void pl_cpu_gemm_tile_neon(int q4, int ng, const unsigned char *wu, const float *wd, int64_t nb,
+                           const int8_t *q, const float *d, const int32_t *s, float *out);
+
 /* One row of Q4_0 (q4) or Q8_0 blocks (GGUF layout) against nb blocks of activations
  * quantised by pl_quant_act_q8_0 (so in -127..127; weights may be any byte), with their
  * f16 block scales already widened to float in yd: sum over blocks of (float)integer_dot

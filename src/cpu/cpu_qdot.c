@@ -304,6 +304,12 @@ void pl_cpu_gemm_tile(int q4, int ng, const unsigned char *wu, const float *wd, 
         return;
     }
 #endif
+#ifdef __aarch64__
+    if (pl_cpu_neon_level()) {
+        pl_cpu_gemm_tile_neon(q4, ng, wu, wd, nb, q, d, s, out);
+        return;
+    }
+#endif
     /* the portable reference on the same layouts: row_scalar's arithmetic */
     const int wbs = q4 ? 32 : 64;
     for (int k = 0; k < ng; k++)
@@ -477,6 +483,12 @@ void pl_cpu_qdot_tile(int q4, int nr, int nc, const unsigned char *const w[],
             (q4 ? tile_q4_2x4 : tile_q8_2x4)(wt, yt, ydt, yst, nb, pf, o);
         for (int r = 0; r < nr; r++)
             for (int c = 0; c < nc; c++) out[r * nc + c] = o[r * C + c];
+        return;
+    }
+#endif
+#ifdef __aarch64__
+    if (pl_cpu_neon_level()) {
+        pl_cpu_qdot_tile_neon(q4, nr, nc, w, y, yd, nb, out);
         return;
     }
 #endif

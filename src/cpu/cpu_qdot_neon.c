@@ -1,0 +1,260 @@
+/* cpu_qdot_neon.c - the arm64 (NEON) kernels of the act_q8 matmul: Q4_0/Q8_0 weight rows
+ * against Q8_0 activation rows, the decode and batch tiles (8 x 1, 2 x 4) and the prefill
+ * GEMM tile (4 rows x 8 or 16 packed columns), the arm64 twins of cpu_qdot.c's AVX2 ones.
+ *
+ * Two instruction sets, chosen at run time (pl_cpu_neon_level): the ARMv8.2 dot product
+ * (SDOT, vdotq_s32) where the kernel reports it (HWCAP_ASIMDDP), compiled for that
+ * extension per function so the library stays baseline armv8-a; and plain NEON otherwise
+ * (widening multiplies vmull_s8, pairwise adds into int32 vpadalq_s16). Each block's
+ * integer dot is exact either way (int32 never overflows on 32 products of bytes), and
+ * the float work is row_scalar's, lane by lane: sum + ((float)dot * d_w) * d_x in block
+ * order, as separate multiplies and adds. That needs no contraction into FMLA: GCC does
+ * not contract in ISO C mode (-std=c11), the Makefile's cross build says
+ * -ffp-contract=off as well, and clang is told below. So the bits equal the portable
+ * path's and the AVX2 path's: the same tokens on an arm64 phone as on an x86 server. */
+#include "cpu_internal.h"
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#include <sys/auxv.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20) /* Linux's arm64 hwcap bit, for older headers */
+#endif
+
+int pl_cpu_neon_level(void) {
+    static int level = -1; /* benign race: every thread computes the same answer */
+    if (level < 0) level = getauxval(AT_HWCAP) & HWCAP_ASIMDDP ? 2 : 1;
+    return pl_cpu_portable ? 0 : level;
+}
+
+/* The dot product instructions, in functions compiled for ARMv8.2 + dotprod only; the
+ * kernels below are instanced twice, and only the dotprod instances call these. */
+#define PL_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+
+/* A block of 32: the weight's quants in a (elements 0..15) and b (16..31) with the
+ * activation's y0 and y1; four int32 partial sums whose total is the exact dot. */
+PL_DOTPROD static inline int32x4_t dot32_sdot(int8x16_t a, int8x16_t b, int8x16_t y0,
+                                              int8x16_t y1) {
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), a, y0), b, y1);
+}
+
+/* The same without SDOT: each product (at most 128 * 127 in size) fits int16, and each
+ * adjacent pair is widened into int32 at once, so nothing can overflow. */
+static inline int32x4_t dot32_mull(int8x16_t a, int8x16_t b, int8x16_t y0, int8x16_t y1) {
+    int32x4_t s = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(y0)));
+    s = vpadalq_s16(s, vmull_high_s8(a, y0));
+    s = vpadalq_s16(s, vmull_s8(vget_low_s8(b), vget_low_s8(y1)));
+    return vpadalq_s16(s, vmull_high_s8(b, y1));
+}
+
+/* A tile of R weight rows x C activation rows (R * C == 8, constants where it is inlined):
+ * lane k = r * C + c, as the AVX2 tile. Per block, each weight block is loaded (and, for
+ * Q4_0, its nibbles made signed: q - 8 in -8..7) once for its C activation rows, and each
+ * activation block once for its R weight rows; the eight integer dots are reduced to two
+ * int32x4 by pairwise adds (exact), converted, and every lane then does
+ * sum + ((float)dot * d_w) * d_x. */
+__attribute__((always_inline)) static inline void
+tile_neon(const int sdot, const int q4, const int R, const int C, const unsigned char *const w[],
+          const int8_t *const y[], const float *const yd[], int64_t nb, float out[8]) {
+    const int bs = q4 ? 18 : 34;
+    const uint8x16_t lo = vdupq_n_u8(15);
+    const int8x16_t eight = vdupq_n_s8(8);
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++) {
+        int8x16_t wa[8], wb[8], ya[4], yb[4];
+        int32x4_t d[8];
+        uint16_t hw[8] = {0};
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const unsigned char *p = w[r] + b * bs;
+            memcpy(&hw[r], p, 2);
+            if (q4) { /* elements 0..15 in the low nibbles, 16..31 in the high ones */
+                uint8x16_t q = vld1q_u8(p + 2);
+                wa[r] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, lo)), eight);
+                wb[r] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
+            } else {
+                wa[r] = vld1q_s8((const int8_t *)p + 2);
+                wb[r] = vld1q_s8((const int8_t *)p + 18);
+            }
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            ya[c] = vld1q_s8(y[c] + b * 32);
+            yb[c] = vld1q_s8(y[c] + b * 32 + 16);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++)
+                d[r * C + c] = sdot ? dot32_sdot(wa[r], wb[r], ya[c], yb[c])
+                                    : dot32_mull(wa[r], wb[r], ya[c], yb[c]);
+        int32x4_t s0 = vpaddq_s32(vpaddq_s32(d[0], d[1]), vpaddq_s32(d[2], d[3]));
+        int32x4_t s1 = vpaddq_s32(vpaddq_s32(d[4], d[5]), vpaddq_s32(d[6], d[7]));
+        float32x4_t dw0, dw1, dx0, dx1;
+        if (C == 1) {
+            dw0 = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(hw)));
+            dw1 = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(hw + 4)));
+            dx0 = dx1 = vdupq_n_f32(yd[0][b]);
+        } else {
+            float32x4_t h = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(hw)));
+            dw0 = vdupq_laneq_f32(h, 0), dw1 = vdupq_laneq_f32(h, 1);
+            const float x4[4] = {yd[0][b], yd[1][b], yd[2][b], yd[3][b]};
+            dx0 = dx1 = vld1q_f32(x4);
+        }
+        acc0 = vaddq_f32(acc0, vmulq_f32(vmulq_f32(vcvtq_f32_s32(s0), dw0), dx0));
+        acc1 = vaddq_f32(acc1, vmulq_f32(vmulq_f32(vcvtq_f32_s32(s1), dw1), dx1));
+    }
+    vst1q_f32(out, acc0);
+    vst1q_f32(out + 4, acc1);
+}
+
+/* The eight instances: SDOT or plain, Q4_0 or Q8_0, 8 x 1 or 2 x 4. */
+#define PL_TILE(name, attr, sdot, q4, R, C)                                                        \
+    attr static void name(const unsigned char *const w[], const int8_t *const y[],                 \
+                          const float *const yd[], int64_t nb, float out[8]) {                     \
+        tile_neon(sdot, q4, R, C, w, y, yd, nb, out);                                              \
+    }
+PL_TILE(tile_q4_8x1_dot, PL_DOTPROD, 1, 1, 8, 1)
+PL_TILE(tile_q4_2x4_dot, PL_DOTPROD, 1, 1, 2, 4)
+PL_TILE(tile_q8_8x1_dot, PL_DOTPROD, 1, 0, 8, 1)
+PL_TILE(tile_q8_2x4_dot, PL_DOTPROD, 1, 0, 2, 4)
+PL_TILE(tile_q4_8x1, , 0, 1, 8, 1)
+PL_TILE(tile_q4_2x4, , 0, 1, 2, 4)
+PL_TILE(tile_q8_8x1, , 0, 0, 8, 1)
+PL_TILE(tile_q8_2x4, , 0, 0, 2, 4)
+
+void pl_cpu_qdot_tile_neon(int q4, int nr, int nc, const unsigned char *const w[],
+                           const int8_t *const y[], const float *const yd[], int64_t nb,
+                           float *out) {
+    /* the kernel's fixed shape, missing rows/columns standing in for the last ones */
+    int R = nc == 1 ? 8 : 2, C = 8 / R, sdot = pl_cpu_neon_level() == 2;
+    const unsigned char *wt[8];
+    const int8_t *yt[8];
+    const float *ydt[8];
+    for (int r = 0; r < R; r++) wt[r] = w[r < nr ? r : nr - 1];
+    for (int c = 0; c < C; c++) {
+        int cc = c < nc ? c : nc - 1;
+        yt[c] = y[cc], ydt[c] = yd[cc];
+    }
+    float o[8];
+    if (nc == 1)
+        (sdot ? (q4 ? tile_q4_8x1_dot : tile_q8_8x1_dot)
+              : (q4 ? tile_q4_8x1 : tile_q8_8x1))(wt, yt, ydt, nb, o);
+    else
+        (sdot ? (q4 ? tile_q4_2x4_dot : tile_q8_2x4_dot)
+              : (q4 ? tile_q4_2x4 : tile_q8_2x4))(wt, yt, ydt, nb, o);
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) out[r * nc + c] = o[r * C + c];
+}
+
+/* The prefill GEMM tile on pl_cpu_gemm_pack's and pl_cpu_gemm_unpack's layouts (see
+ * cpu_internal.h): an output lane per activation column, so no horizontal sums. For a
+ * group g of four elements, the weight row's four bytes are broadcast to every 32-bit
+ * lane; the packed columns' bytes [g][c][4] then meet them column by column. SDOT gives
+ * columns 0..3 and 4..7 directly; without it, vmull_s8 + vpadalq_s16 leave each column's
+ * sum in two adjacent int32 lanes, added once per block by vpaddq_s32. The unpacked Q4_0
+ * weights are 0..15, so the dot is taken unsigned and 8 x the activation block's sum
+ * (the pack's s) taken off; Q8_0's unpacked quants are the signed ones. Exact in int32. */
+PL_DOTPROD static inline void gemm_block_sdot(const unsigned char *wr, const int8_t *y,
+                                              int32x4_t *lo, int32x4_t *hi) {
+    int32x4_t a = vdupq_n_s32(0), b = vdupq_n_s32(0);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        int32_t v;
+        memcpy(&v, wr + 4 * g, 4);
+        int8x16_t w = vreinterpretq_s8_s32(vdupq_n_s32(v));
+        a = vdotq_s32(a, vld1q_s8(y + 32 * g), w);
+        b = vdotq_s32(b, vld1q_s8(y + 32 * g + 16), w);
+    }
+    *lo = a, *hi = b;
+}
+
+static inline void gemm_block_mull(const unsigned char *wr, const int8_t *y, int32x4_t *lo,
+                                   int32x4_t *hi) {
+    int32x4_t a[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        int32_t v;
+        memcpy(&v, wr + 4 * g, 4);
+        int8x16_t w = vreinterpretq_s8_s32(vdupq_n_s32(v));
+        int8x16_t y0 = vld1q_s8(y + 32 * g), y1 = vld1q_s8(y + 32 * g + 16);
+        a[0] = vpadalq_s16(a[0], vmull_s8(vget_low_s8(y0), vget_low_s8(w))); /* columns 0, 1 */
+        a[1] = vpadalq_s16(a[1], vmull_high_s8(y0, w));                      /* 2, 3 */
+        a[2] = vpadalq_s16(a[2], vmull_s8(vget_low_s8(y1), vget_low_s8(w))); /* 4, 5 */
+        a[3] = vpadalq_s16(a[3], vmull_high_s8(y1, w));                      /* 6, 7 */
+    }
+    *lo = vpaddq_s32(a[0], a[1]), *hi = vpaddq_s32(a[2], a[3]);
+}
+
+/* NG (1 or 2) column groups, the second nb blocks after the first (the pack's layout);
+ * acc[(k * 4 + r) * 2 + h]: row r, columns 4h..4h+3 of group k. */
+__attribute__((always_inline)) static inline void
+gemm_neon(const int sdot, const int q4, const int NG, const unsigned char *wu, const float *wd,
+          int64_t nb, const int8_t *q, const float *d, const int32_t *s, float out[64]) {
+    const int wbs = q4 ? 32 : 64; /* unpacked bytes per row and block */
+    float32x4_t acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 8 * NG; i++) acc[i] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++) {
+#pragma GCC unroll 2
+        for (int k = 0; k < NG; k++) {
+            const int8_t *yb = q + (k * nb + b) * 256;
+            const float *dx = d + (k * nb + b) * 8;
+            const int32_t *sy = s + (k * nb + b) * 8;
+            float32x4_t dx0 = vld1q_f32(dx), dx1 = vld1q_f32(dx + 4);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                int32x4_t i0, i1;
+                if (sdot)
+                    gemm_block_sdot(wu + (b * 4 + r) * wbs, yb, &i0, &i1);
+                else
+                    gemm_block_mull(wu + (b * 4 + r) * wbs, yb, &i0, &i1);
+                if (q4) i0 = vsubq_s32(i0, vld1q_s32(sy)), i1 = vsubq_s32(i1, vld1q_s32(sy + 4));
+                float32x4_t dw = vdupq_n_f32(wd[b * 4 + r]);
+                float32x4_t *a = acc + (k * 4 + r) * 2;
+                a[0] = vaddq_f32(a[0], vmulq_f32(vmulq_f32(vcvtq_f32_s32(i0), dw), dx0));
+                a[1] = vaddq_f32(a[1], vmulq_f32(vmulq_f32(vcvtq_f32_s32(i1), dw), dx1));
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 8 * NG; i++) vst1q_f32(out + 4 * i, acc[i]);
+}
+
+/* The eight instances: SDOT or plain, Q4_0 or Q8_0, one or two column groups. */
+#define PL_GEMM(name, attr, sdot, q4, ng)                                                          \
+    attr static void name(const unsigned char *wu, const float *wd, int64_t nb, const int8_t *q,   \
+                          const float *d, const int32_t *s, float out[64]) {                       \
+        gemm_neon(sdot, q4, ng, wu, wd, nb, q, d, s, out);                                         \
+    }
+PL_GEMM(gemm_q4_1_dot, PL_DOTPROD, 1, 1, 1)
+PL_GEMM(gemm_q4_2_dot, PL_DOTPROD, 1, 1, 2)
+PL_GEMM(gemm_q8_1_dot, PL_DOTPROD, 1, 0, 1)
+PL_GEMM(gemm_q8_2_dot, PL_DOTPROD, 1, 0, 2)
+PL_GEMM(gemm_q4_1, , 0, 1, 1)
+PL_GEMM(gemm_q4_2, , 0, 1, 2)
+PL_GEMM(gemm_q8_1, , 0, 0, 1)
+PL_GEMM(gemm_q8_2, , 0, 0, 2)
+
+void pl_cpu_gemm_tile_neon(int q4, int ng, const unsigned char *wu, const float *wd, int64_t nb,
+                           const int8_t *q, const float *d, const int32_t *s, float *out) {
+    int sdot = pl_cpu_neon_level() == 2;
+    if (ng == 2)
+        (sdot ? (q4 ? gemm_q4_2_dot : gemm_q8_2_dot) : (q4 ? gemm_q4_2 : gemm_q8_2))(wu, wd, nb, q,
+                                                                                     d, s, out);
+    else
+        (sdot ? (q4 ? gemm_q4_1_dot : gemm_q8_1_dot) : (q4 ? gemm_q4_1 : gemm_q8_1))(wu, wd, nb, q,
+                                                                                     d, s, out);
+}
+
+#else
+
+int pl_cpu_neon_level(void) {
+    return 0;
+}
+
+#endif
