@@ -160,6 +160,7 @@ fuzz-run: fuzz
 check:
 	@mkdir -p build
 	$(MAKE) SAN=1 test 2>&1 | tee build/check-tests.log; test $${PIPESTATUS[0]} -eq 0
+	$(MAKE) cross-arm64
 	$(MAKE) fuzz-run FUZZ_SECONDS=40
 	@grep -E "^[0-9]+ passed, [0-9]+ failed" build/check-tests.log | tail -n 1
 

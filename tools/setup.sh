@@ -8,6 +8,7 @@
 #        (the room's link layer), libmicrohttpd (`pooled serve`'s HTTP), Mesa 25 lavapipe
 #        from bookworm-backports when the machine has no usable Vulkan driver
 #        chromium (the chat page's test in a headless browser)
+#        the arm64 cross compiler, its libc and qemu-user (`make cross-arm64`, in `make check`)
 #   npm: the pinned Dawn build (package.json / package-lock.json) for the WebGPU backend, and
 #        the OpenAI and Anthropic client libraries the serve tests drive the server with, and
 #        playwright-core (drives chromium; it downloads no browser of its own)
@@ -80,6 +81,11 @@ cc "$scratch/mhd.c" -o "$scratch/mhd" -lmicrohttpd 2>/dev/null && "$scratch/mhd"
 # pkg-config: the install test builds examples/ against the installed pooled.pc.
 printf 'Name: t\nDescription: t\nVersion: 1\nCflags: -DT_OK\n' >"$scratch/t.pc"
 [ "$(PKG_CONFIG_PATH=$scratch pkg-config --cflags t 2>/dev/null)" = "-DT_OK" ] || need+=(pkg-config)
+# The arm64 cross build (`make cross-arm64`): a program that cross-compiles and runs under
+# qemu-aarch64 with the arm64 glibc.
+{ aarch64-linux-gnu-gcc "$scratch/m.c" -o "$scratch/m64" 2>/dev/null &&
+    qemu-aarch64 -L /usr/aarch64-linux-gnu "$scratch/m64"; } ||
+    need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 # A headless browser for the chat page's test: Debian's chromium, if it renders a page
 # (without the recommended extras: about 45 s to install).
