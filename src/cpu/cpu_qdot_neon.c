@@ -8,19 +8,16 @@
  * (widening multiplies vmull_s8, pairwise adds into int32 vpadalq_s16). Each block's
  * integer dot is exact either way (int32 never overflows on 32 products of bytes), and
  * the float work is row_scalar's, lane by lane: sum + ((float)dot * d_w) * d_x in block
- * order, as separate multiplies and adds. That needs no contraction into FMLA: GCC does
- * not contract in ISO C mode (-std=c11), the Makefile's cross build says
- * -ffp-contract=off as well, and clang is told below. So the bits equal the portable
- * path's and the AVX2 path's: the same tokens on an arm64 phone as on an x86 server. */
+ * order, as separate multiplies and adds, never contracted into FMLA (cpu_neon.h). So the
+ * bits equal the portable path's and the AVX2 path's: the same tokens on an arm64 phone as
+ * on an x86 server. */
 #include "cpu_internal.h"
 
 #if defined(__aarch64__)
-#include <arm_neon.h>
 #include <sys/auxv.h>
 
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#endif
+#include "cpu_neon.h"
+
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20) /* Linux's arm64 hwcap bit, for older headers */
 #endif
@@ -29,26 +26,6 @@ int pl_cpu_neon_level(void) {
     static int level = -1; /* benign race: every thread computes the same answer */
     if (level < 0) level = getauxval(AT_HWCAP) & HWCAP_ASIMDDP ? 2 : 1;
     return pl_cpu_portable ? 0 : level;
-}
-
-/* The dot product instructions, in functions compiled for ARMv8.2 + dotprod only; the
- * kernels below are instanced twice, and only the dotprod instances call these. */
-#define PL_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
-
-/* A block of 32: the weight's quants in a (elements 0..15) and b (16..31) with the
- * activation's y0 and y1; four int32 partial sums whose total is the exact dot. */
-PL_DOTPROD static inline int32x4_t dot32_sdot(int8x16_t a, int8x16_t b, int8x16_t y0,
-                                              int8x16_t y1) {
-    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), a, y0), b, y1);
-}
-
-/* The same without SDOT: each product (at most 128 * 127 in size) fits int16, and each
- * adjacent pair is widened into int32 at once, so nothing can overflow. */
-static inline int32x4_t dot32_mull(int8x16_t a, int8x16_t b, int8x16_t y0, int8x16_t y1) {
-    int32x4_t s = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(y0)));
-    s = vpadalq_s16(s, vmull_high_s8(a, y0));
-    s = vpadalq_s16(s, vmull_s8(vget_low_s8(b), vget_low_s8(y1)));
-    return vpadalq_s16(s, vmull_high_s8(b, y1));
 }
 
 /* A tile of R weight rows x C activation rows (R * C == 8, constants where it is inlined):
@@ -90,8 +67,8 @@ tile_neon(const int sdot, const int q4, const int R, const int C, const unsigned
         for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
             for (int c = 0; c < C; c++)
-                d[r * C + c] = sdot ? dot32_sdot(wa[r], wb[r], ya[c], yb[c])
-                                    : dot32_mull(wa[r], wb[r], ya[c], yb[c]);
+                d[r * C + c] = sdot ? pl_dot32_sdot(wa[r], wb[r], ya[c], yb[c])
+                                    : pl_dot32_mull(wa[r], wb[r], ya[c], yb[c]);
         int32x4_t s0 = vpaddq_s32(vpaddq_s32(d[0], d[1]), vpaddq_s32(d[2], d[3]));
         int32x4_t s1 = vpaddq_s32(vpaddq_s32(d[4], d[5]), vpaddq_s32(d[6], d[7]));
         float32x4_t dw0, dw1, dx0, dx1;

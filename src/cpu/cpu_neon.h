@@ -1,0 +1,46 @@
+/* cpu_neon.h - what the arm64 kernels (cpu_qdot_neon.c, cpu_kdot_neon.c) share: the
+ * dot-product target attribute and the exact integer dots of int8 vectors, with SDOT
+ * (ARMv8.2 dotprod) or plain NEON. Include only inside `#if defined(__aarch64__)`.
+ *
+ * Each kernel is instanced twice: with PL_DOTPROD, calling the *_sdot helpers, and without
+ * it, calling the *_mull ones, so the library stays baseline armv8-a and SDOT runs only
+ * where pl_cpu_neon_level() found it. The float steps after the integer dots must not be
+ * contracted into FMLA (the bits would leave the portable path's): GCC does not contract
+ * in ISO C mode (-std=c11, and the Makefile's cross build says -ffp-contract=off too);
+ * clang is told here. */
+#ifndef PL_CPU_NEON_H
+#define PL_CPU_NEON_H
+
+#include <arm_neon.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define PL_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+
+/* A block of 32: the weight's quants in a (elements 0..15) and b (16..31) with the
+ * activation's y0 and y1; four int32 partial sums whose total is the exact dot. */
+PL_DOTPROD static inline int32x4_t pl_dot32_sdot(int8x16_t a, int8x16_t b, int8x16_t y0,
+                                                 int8x16_t y1) {
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), a, y0), b, y1);
+}
+
+/* The same without SDOT: each product (at most 128 * 127 in size) fits int16, and each
+ * adjacent pair is widened into int32 at once, so nothing can overflow. */
+static inline int32x4_t pl_dot32_mull(int8x16_t a, int8x16_t b, int8x16_t y0, int8x16_t y1) {
+    int32x4_t s = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(y0)));
+    s = vpadalq_s16(s, vmull_high_s8(a, y0));
+    s = vpadalq_s16(s, vmull_s8(vget_low_s8(b), vget_low_s8(y1)));
+    return vpadalq_s16(s, vmull_high_s8(b, y1));
+}
+
+/* A group of 16, both ways. */
+PL_DOTPROD static inline int32x4_t pl_dot16_sdot(int8x16_t a, int8x16_t y) {
+    return vdotq_s32(vdupq_n_s32(0), a, y);
+}
+static inline int32x4_t pl_dot16_mull(int8x16_t a, int8x16_t y) {
+    return vpadalq_s16(vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(y))), vmull_high_s8(a, y));
+}
+
+#endif
