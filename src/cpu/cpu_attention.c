@@ -234,25 +234,13 @@ static void dots_neon(const float *qh, const float *kr, int64_t h0, int64_t h1, 
 static const attn_ops ops_neon = {from_half_neon, round_neon, scale_neon, axpy_neon, dots_neon};
 #endif
 
-/* The vector operations for j, or NULL: the portable path (ATTN_ROWS query rows an item
- * with them, one without). */
-static const attn_ops *attn_vector(const attn_job *j) {
-    if (j->k->type != PL_TYPE_F16 || j->p->head_dim % 8 || j->p->head_dim_v % 8) return NULL;
-#ifdef PL_ATTN_X86
-    if (pl_cpu_have_avx2()) return &ops_avx2;
-#endif
-#if defined(__aarch64__)
-    if (pl_cpu_neon_level()) return &ops_neon;
-#endif
-    return NULL;
-}
-
 /* attend_f16 on vector operations for the nr <= ATTN_ROWS query rows q (row r:
  * n_keys0 + r keys, g heads of hd values, rows q_stride apart), head sizes multiples of 8:
  * per row and head the same operations in the same order as attend_f16. */
-static void attend_f16_rows(const attn_ops *ops, const attn_job *j, const float *q,
-                            int64_t q_stride, int64_t nr, int64_t g, int64_t kvh, int64_t n_keys0,
-                            float *o, int64_t o_stride, float *scratch) {
+__attribute__((always_inline)) static inline void
+attend_f16_rows(const attn_ops *ops, const attn_job *j, const float *q, int64_t q_stride,
+                int64_t nr, int64_t g, int64_t kvh, int64_t n_keys0, float *o, int64_t o_stride,
+                float *scratch) {
     const pl_attn_params *p = j->p;
     int64_t hd = p->head_dim, hdv = p->head_dim_v, nh = nr * g;
     float *qh = scratch, *kr = qh + nh * hd, *vr = kr + hd, *acc = vr + hdv;
@@ -287,6 +275,39 @@ static void attend_f16_rows(const attn_ops *ops, const attn_job *j, const float 
     }
 }
 
+/* The driver instanced per instruction set, with its operations known, so the compiler
+ * calls (and can inline) them directly. */
+typedef void attn_rows_fn(const attn_job *j, const float *q, int64_t q_stride, int64_t nr,
+                          int64_t g, int64_t kvh, int64_t n_keys0, float *o, int64_t o_stride,
+                          float *scratch);
+#ifdef PL_ATTN_X86
+__attribute__((target("avx2,f16c"))) static void rows_avx2(const attn_job *j, const float *q,
+                                                           int64_t q_stride, int64_t nr, int64_t g,
+                                                           int64_t kvh, int64_t n_keys0, float *o,
+                                                           int64_t o_stride, float *scratch) {
+    attend_f16_rows(&ops_avx2, j, q, q_stride, nr, g, kvh, n_keys0, o, o_stride, scratch);
+}
+#endif
+#if defined(__aarch64__)
+static void rows_neon(const attn_job *j, const float *q, int64_t q_stride, int64_t nr, int64_t g,
+                      int64_t kvh, int64_t n_keys0, float *o, int64_t o_stride, float *scratch) {
+    attend_f16_rows(&ops_neon, j, q, q_stride, nr, g, kvh, n_keys0, o, o_stride, scratch);
+}
+#endif
+
+/* The vector path for j, or NULL: the portable one (ATTN_ROWS query rows an item with it,
+ * one without). */
+static attn_rows_fn *attn_vector(const attn_job *j) {
+    if (j->k->type != PL_TYPE_F16 || j->p->head_dim % 8 || j->p->head_dim_v % 8) return NULL;
+#ifdef PL_ATTN_X86
+    if (pl_cpu_have_avx2()) return rows_avx2;
+#endif
+#if defined(__aarch64__)
+    if (pl_cpu_neon_level()) return rows_neon;
+#endif
+    return NULL;
+}
+
 /* One work item: the group of query heads of kv head kvh, for query row i (or ATTN_ROWS
  * rows from i on the vector path). */
 static void attn_item(void *ctx, int64_t item) {
@@ -314,9 +335,9 @@ static void attn_item(void *ctx, int64_t item) {
         for (int64_t h = 0; h < g; h++)
             attend_f32(j, q + h * hd, kvh, n_keys, o + h * hdv, scratch);
     } else {
-        const attn_ops *ops = attn_vector(j);
-        if (ops)
-            attend_f16_rows(ops, j, q, j->q->ne0, nr, g, kvh, n_keys, o, j->out->ne0, scratch);
+        attn_rows_fn *rows = attn_vector(j);
+        if (rows)
+            rows(j, q, j->q->ne0, nr, g, kvh, n_keys, o, j->out->ne0, scratch);
         else
             attend_f16(j, q, g, kvh, n_keys, o, scratch);
     }
