@@ -193,9 +193,6 @@ static const attn_ops ops_avx2 = {from_half_avx2, round_avx2, scale_avx2, axpy_a
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#endif
 /* Four lanes a vector; arm64's half conversions (FCVTN, FCVTL) are baseline armv8-a. */
 static inline float32x4_t round_half4(float32x4_t x) {
     return vcvt_f32_f16(vcvt_f16_f32(x));

@@ -7,6 +7,14 @@
 #include "cpu.h"
 #include "pool.h"
 
+/* The kernels' bits (every path the same, cpu_qdot.c) depend on a * b + c never being fused
+ * into one FMA, which arm64 always has: GCC does not fuse in ISO C mode (-std=c11; the
+ * Makefile also says -ffp-contract=off), clang does unless told, here, for every file of
+ * the backend from this point on. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 typedef struct {
     pl_buf h;   /* must be first: the seam sees only this */
     void *data; /* the values: malloc'd, or a view of the mapped file for weights */

@@ -5,29 +5,31 @@
  * Each kernel is instanced twice: with PL_DOTPROD, calling the *_sdot helpers, and without
  * it, calling the *_mull ones, so the library stays baseline armv8-a and SDOT runs only
  * where pl_cpu_neon_level() found it. The float steps after the integer dots must not be
- * contracted into FMLA (the bits would leave the portable path's): GCC does not contract
- * in ISO C mode (-std=c11, and the Makefile's cross build says -ffp-contract=off too);
- * clang is told here. */
+ * contracted into FMLA (the bits would leave the portable path's): see cpu_internal.h. */
 #ifndef PL_CPU_NEON_H
 #define PL_CPU_NEON_H
 
 #include <arm_neon.h>
 
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
+/* PL_SDOT: whether SDOT kernels are built. A build for a CPU with the dot product has it
+ * everywhere; GCC gives it per function; clang's arm_neon.h before version 16 offers
+ * vdotq_s32 only to whole builds for it, so a baseline clang build has plain NEON only
+ * (pl_cpu_neon_level() then never says 2, and the *_sdot helpers are the plain ones). */
+#if defined(__ARM_FEATURE_DOTPROD)
+#define PL_SDOT 1
+#define PL_DOTPROD
+#elif defined(__GNUC__) && !defined(__clang__)
+#define PL_SDOT    1
+#define PL_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#else
+#define PL_SDOT 0
+#define PL_DOTPROD
 #endif
 
-#define PL_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
-
-/* A block of 32: the weight's quants in a (elements 0..15) and b (16..31) with the
- * activation's y0 and y1; four int32 partial sums whose total is the exact dot. */
-PL_DOTPROD static inline int32x4_t pl_dot32_sdot(int8x16_t a, int8x16_t b, int8x16_t y0,
-                                                 int8x16_t y1) {
-    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), a, y0), b, y1);
-}
-
-/* The same without SDOT: each product (at most 128 * 127 in size) fits int16, and each
- * adjacent pair is widened into int32 at once, so nothing can overflow. */
+/* A block of 32 without SDOT: the weight's quants in a (elements 0..15) and b (16..31) with
+ * the activation's y0 and y1; four int32 partial sums whose total is the exact dot. Each
+ * product (at most 128 * 127 in size) fits int16, and each adjacent pair is widened into
+ * int32 at once, so nothing can overflow. */
 static inline int32x4_t pl_dot32_mull(int8x16_t a, int8x16_t b, int8x16_t y0, int8x16_t y1) {
     int32x4_t s = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(y0)));
     s = vpadalq_s16(s, vmull_high_s8(a, y0));
@@ -35,12 +37,36 @@ static inline int32x4_t pl_dot32_mull(int8x16_t a, int8x16_t b, int8x16_t y0, in
     return vpadalq_s16(s, vmull_high_s8(b, y1));
 }
 
-/* A group of 16, both ways. */
-PL_DOTPROD static inline int32x4_t pl_dot16_sdot(int8x16_t a, int8x16_t y) {
-    return vdotq_s32(vdupq_n_s32(0), a, y);
+/* The same with SDOT. */
+PL_DOTPROD static inline int32x4_t pl_dot32_sdot(int8x16_t a, int8x16_t b, int8x16_t y0,
+                                                 int8x16_t y1) {
+#if PL_SDOT
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), a, y0), b, y1);
+#else
+    return pl_dot32_mull(a, b, y0, y1);
+#endif
 }
+
+/* A group of 16, both ways. */
 static inline int32x4_t pl_dot16_mull(int8x16_t a, int8x16_t y) {
     return vpadalq_s16(vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(y))), vmull_high_s8(a, y));
+}
+PL_DOTPROD static inline int32x4_t pl_dot16_sdot(int8x16_t a, int8x16_t y) {
+#if PL_SDOT
+    return vdotq_s32(vdupq_n_s32(0), a, y);
+#else
+    return pl_dot16_mull(a, y);
+#endif
+}
+
+/* acc + SDOT of y's bytes with w's, four to an int32 lane (the GEMM's broadcast weight). */
+PL_DOTPROD static inline int32x4_t pl_sdot_acc(int32x4_t acc, int8x16_t y, int8x16_t w) {
+#if PL_SDOT
+    return vdotq_s32(acc, y, w);
+#else
+    (void)y, (void)w;
+    return acc; /* never runs: a build without SDOT never chooses its kernels */
+#endif
 }
 
 #endif

@@ -14,17 +14,26 @@
 #include "cpu_internal.h"
 
 #if defined(__aarch64__)
-#include <sys/auxv.h>
-
 #include "cpu_neon.h"
 
+#if defined(__linux__)
+#include <sys/auxv.h>
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20) /* Linux's arm64 hwcap bit, for older headers */
+#endif
 #endif
 
 int pl_cpu_neon_level(void) {
     static int level = -1; /* benign race: every thread computes the same answer */
-    if (level < 0) level = getauxval(AT_HWCAP) & HWCAP_ASIMDDP ? 2 : 1;
+    if (level < 0) {
+#if defined(__ARM_FEATURE_DOTPROD)
+        level = 2; /* built for CPUs that have it (Apple's, for one) */
+#elif defined(__linux__)
+        level = PL_SDOT && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? 2 : 1;
+#else
+        level = 1; /* no way to ask here: plain NEON is always there */
+#endif
+    }
     return pl_cpu_portable ? 0 : level;
 }
 
@@ -144,8 +153,8 @@ PL_DOTPROD static inline void gemm_block_sdot(const unsigned char *wr, const int
         int32_t v;
         memcpy(&v, wr + 4 * g, 4);
         int8x16_t w = vreinterpretq_s8_s32(vdupq_n_s32(v));
-        a = vdotq_s32(a, vld1q_s8(y + 32 * g), w);
-        b = vdotq_s32(b, vld1q_s8(y + 32 * g + 16), w);
+        a = pl_sdot_acc(a, vld1q_s8(y + 32 * g), w);
+        b = pl_sdot_acc(b, vld1q_s8(y + 32 * g + 16), w);
     }
     *lo = a, *hi = b;
 }
