@@ -105,6 +105,11 @@ void pl_cpu_gemm_tile_neon(int q4, int ng, const unsigned char *wu, const float 
 /* pl_cpu_kdot_neon: the kernel for type t and 1 (four == 0) or 4 activation rows, all given
  * (pl_cpu_kdot pads short batches), SDOT or plain as the CPU has it. */
 pl_cpu_kdot_fn *pl_cpu_kdot_neon(uint32_t t, int four);
+/* The activation quantisation's NEON helpers (pl_cpu_quant_act, _k): the largest |x| of n
+ * (a multiple of 4) values into *amax, or 0 if any is NaN or infinite; q[0..32) =
+ * roundf(x * is) as pl_quant_act_q8_0 rounds (finite x). */
+int pl_cpu_amax_neon(const float *x, int n, float *amax);
+void pl_cpu_round32_neon(const float *x, float is, int8_t *q);
 
 /* One row of Q4_0 (q4) or Q8_0 blocks (GGUF layout) against nb blocks of activations
  * quantised by pl_quant_act_q8_0 (so in -127..127; weights may be any byte), with their

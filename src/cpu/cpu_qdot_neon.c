@@ -11,6 +11,8 @@
  * order, as separate multiplies and adds, never contracted into FMLA (cpu_neon.h). So the
  * bits equal the portable path's and the AVX2 path's: the same tokens on an arm64 phone as
  * on an x86 server. */
+#include <math.h>
+
 #include "cpu_internal.h"
 
 #if defined(__aarch64__)
@@ -235,6 +237,41 @@ void pl_cpu_gemm_tile_neon(int q4, int ng, const unsigned char *wu, const float 
     else
         (sdot ? (q4 ? gemm_q4_1_dot : gemm_q8_1_dot) : (q4 ? gemm_q4_1 : gemm_q8_1))(wu, wd, nb, q,
                                                                                      d, s, out);
+}
+
+/* The activation quantisation's vector helpers (pl_cpu_quant_act, _k in cpu_qdot.c): the
+ * largest |x| of n finite values (0 if any is NaN or infinite: that block goes the scalar
+ * way), exact in any order; and roundf(x * is) for 32 values: FRINTA rounds half away from
+ * zero as roundf does, the product is the scalar code's, out-of-range values (only from a
+ * huge is) become 0 as there. */
+int pl_cpu_amax_neon(const float *x, int n, float *amax) {
+    const float32x4_t inf = vdupq_n_f32(INFINITY);
+    float32x4_t m = vdupq_n_f32(0);
+    uint32x4_t ok = vdupq_n_u32(~0u);
+    for (int i = 0; i < n; i += 4) {
+        float32x4_t a = vabsq_f32(vld1q_f32(x + i));
+        ok = vandq_u32(ok, vcltq_f32(a, inf)); /* false for NaN and infinity */
+        m = vmaxq_f32(m, a);
+    }
+    if (vminvq_u32(ok) == 0) return 0;
+    *amax = vmaxvq_f32(m);
+    return 1;
+}
+
+void pl_cpu_round32_neon(const float *x, float is, int8_t *q) {
+    const float32x4_t lo = vdupq_n_f32(-128.0f), hi = vdupq_n_f32(127.0f);
+    int16x8_t h[4];
+    for (int i = 0; i < 4; i++) {
+        int32x4_t n[2];
+        for (int k = 0; k < 2; k++) {
+            float32x4_t t = vrndaq_f32(vmulq_n_f32(vld1q_f32(x + 8 * i + 4 * k), is));
+            uint32x4_t in = vandq_u32(vcgeq_f32(t, lo), vcleq_f32(t, hi));
+            n[k] = vandq_s32(vcvtq_s32_f32(t), vreinterpretq_s32_u32(in));
+        }
+        h[i] = vcombine_s16(vmovn_s32(n[0]), vmovn_s32(n[1])); /* all in -128..127: exact */
+    }
+    vst1q_s8(q, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
+    vst1q_s8(q + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
 }
 
 #else
