@@ -105,6 +105,12 @@ void pl_cpu_gemm_tile_neon(int q4, int ng, const unsigned char *wu, const float 
 /* pl_cpu_kdot_neon: the kernel for type t and 1 (four == 0) or 4 activation rows, all given
  * (pl_cpu_kdot pads short batches), SDOT or plain as the CPU has it. */
 pl_cpu_kdot_fn *pl_cpu_kdot_neon(uint32_t t, int four);
+/* The K-quants' GEMM on NEON (cpu_kdot_neon.c): pl_cpu_kgemm_unpack's and _tile's work. */
+void pl_cpu_kgemm_unpack_neon(uint32_t t, int nr, const unsigned char *const w[], int64_t nsb,
+                              uint8_t *wq, int16_t *wsc, float *wd);
+void pl_cpu_kgemm_tile_neon(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc,
+                            const float *wd, int64_t nsb, const int8_t *q, const float *d,
+                            const int16_t *s, float *out);
 /* The activation quantisation's NEON helpers (pl_cpu_quant_act, _k): the largest |x| of n
  * (a multiple of 4) values into *amax, or 0 if any is NaN or infinite; q[0..32) =
  * roundf(x * is) as pl_quant_act_q8_0 rounds (finite x). */
@@ -175,8 +181,8 @@ static inline float pl_cpu_k_step(float sum, uint32_t t, float dw, float dm, int
     return sum + ((float)isum * (dw * dy) - (float)imin * (dm * dy));
 }
 
-/* The K-quants' prefill GEMM (cpu_kdot.c; AVX2 only: the unpack and the tile return 0, doing
- * nothing, without it): 4 weight rows x 8 or 16 columns, each value bit-identical to
+/* The K-quants' prefill GEMM (cpu_kdot.c; AVX2 or NEON: the unpack and the tile return 0,
+ * doing nothing, without them): 4 weight rows x 8 or 16 columns, each value bit-identical to
  * pl_cpu_kdot_row_portable. pl_cpu_kgemm_pack lays out 8 columns (as pl_cpu_kdot takes
  * them) of nsb super-blocks: q [nsb][8][256] (per 32 values, pl_cpu_gemm_pack's [g][c][4]),
  * d [nsb][8] the scales, s [nsb][8][8][2] the sums of 16 (j, column c: sums 2j and 2j+1);

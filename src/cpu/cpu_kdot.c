@@ -238,7 +238,7 @@ PL_KDOT(kdot_q5k_4, PL_TYPE_Q5_K, 4)
 PL_KDOT(kdot_q6k_1, PL_TYPE_Q6_K, 1)
 PL_KDOT(kdot_q6k_4, PL_TYPE_Q6_K, 4)
 
-/* ---- the prefill GEMM for K-quants (AVX2 only) ----
+/* ---- the prefill GEMM for K-quants (AVX2; NEON in cpu_kdot_neon.c) ----
  * As the Q4_0/Q8_0 GEMM (cpu_qdot.c): an output lane per activation column. The pack is
  * that GEMM's quant layout per 32 values ([g][c][4]), the 8 columns' float scales per
  * super-block, and their sums of 16 as int16 pairs (column c: sums 2j and 2j+1), so one
@@ -376,6 +376,12 @@ int pl_cpu_kgemm_unpack(uint32_t t, int nr, const unsigned char *const w[], int6
         return 1;
     }
 #endif
+#ifdef __aarch64__
+    if (pl_cpu_neon_level()) {
+        pl_cpu_kgemm_unpack_neon(t, nr, w, nsb, wq, wsc, wd);
+        return 1;
+    }
+#endif
     (void)t, (void)nr, (void)w, (void)nsb, (void)wq, (void)wsc, (void)wd;
     return 0;
 }
@@ -408,6 +414,12 @@ int pl_cpu_kgemm_tile(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc,
             (t == PL_TYPE_Q4_K   ? kgemm_q4k_1
              : t == PL_TYPE_Q5_K ? kgemm_q5k_1
                                  : kgemm_q6k_1)(wq, wsc, wd, nsb, q, d, s, out);
+        return 1;
+    }
+#endif
+#ifdef __aarch64__
+    if (pl_cpu_neon_level()) {
+        pl_cpu_kgemm_tile_neon(t, ng, wq, wsc, wd, nsb, q, d, s, out);
         return 1;
     }
 #endif

@@ -10,8 +10,7 @@
  * over the 16 groups of 16, less 32 * sum of scale_i * (sum of group i). Then each row
  * takes pl_cpu_k_step, the portable path's float step: the same bits.
  *
- * Not here (yet): the K-quants' prefill GEMM (pl_cpu_kgemm_*, AVX2 only), so arm64 batches
- * of K-quant weights take these row kernels, 4 activation rows at a time. */
+ * And the K-quants' prefill GEMM (4 weight rows x 8 or 16 columns), below. */
 #include "cpu_internal.h"
 #include "format/quant.h"
 #include "format/quant_blocks.h"
@@ -155,6 +154,131 @@ pl_cpu_kdot_fn *pl_cpu_kdot_neon(uint32_t t, int four) {
          {kdot_q6k_1_dot, kdot_q6k_4_dot}}};
     int ti = t == PL_TYPE_Q4_K ? 0 : t == PL_TYPE_Q5_K ? 1 : 2;
     return fns[pl_cpu_neon_level() == 2][ti][four != 0];
+}
+
+/* The K-quants' prefill GEMM (pl_cpu_kgemm_*, layouts in cpu_internal.h), as the AVX2 one:
+ * an output lane per activation column. Per super-block, row and 32 values, the dot of the
+ * unpacked unsigned quants with the 8 packed columns (pl_gemm_groups_*, 16 values a half
+ * for Q6_K's scale per 16) times the scale, in int32; the mins (Q4_K/Q5_K) or Q6_K's
+ * offset of 32 from the pack's int16 sums of 16; then pl_cpu_k_step's float operations on
+ * each lane, in its order. */
+void pl_cpu_kgemm_unpack_neon(uint32_t t, int nr, const unsigned char *const w[], int64_t nsb,
+                              uint8_t *wq, int16_t *wsc, float *wd) {
+    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
+    for (int64_t b = 0; b < nsb; b++)
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
+            int8x16_t q[16];
+            kq_neon(t, p, q, wsc + (b * 4 + r) * 16);
+            for (int i = 0; i < 16; i++) vst1q_s8((int8_t *)wq + (b * 4 + r) * 256 + 16 * i, q[i]);
+            uint16_t hd[2] = {0, 0};
+            memcpy(hd, t == PL_TYPE_Q6_K ? p + 208 : p, t == PL_TYPE_Q6_K ? 2 : 4);
+            wd[(b * 4 + r) * 2] = pl_f16_to_f32(hd[0]);
+            wd[(b * 4 + r) * 2 + 1] = t == PL_TYPE_Q6_K ? 0.0f : pl_f16_to_f32(hd[1]);
+        }
+}
+
+__attribute__((always_inline)) static inline void
+kgemm_neon(const int sdot, const uint32_t t, const int NG, const uint8_t *wq, const int16_t *wsc,
+           const float *wd, int64_t nsb, const int8_t *q, const float *d, const int16_t *s,
+           float out[64]) {
+    float32x4_t acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 8 * NG; i++) acc[i] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nsb; b++)
+#pragma GCC unroll 2
+        for (int k = 0; k < NG; k++) {
+            const int8_t *yk = q + (k * nsb + b) * 2048; /* values 32v.. at yk + 256 v */
+            const int16_t *sk = s + (k * nsb + b) * 128;
+            const float32x4_t dy0 = vld1q_f32(d + (k * nsb + b) * 8);
+            const float32x4_t dy1 = vld1q_f32(d + (k * nsb + b) * 8 + 4);
+            for (int r = 0; r < 4; r++) {
+                const uint8_t *wr = wq + (b * 4 + r) * 256;
+                const int16_t *sc = wsc + (b * 4 + r) * 16;
+                int32x4_t is0 = vdupq_n_s32(0), is1 = is0, mn0 = is0, mn1 = is0;
+#pragma GCC unroll 8
+                for (int v = 0; v < 8; v++)
+                    for (int h = 0; h < (t == PL_TYPE_Q6_K ? 2 : 1); h++) {
+                        /* Q4_K/Q5_K: the 32 values at sub-block v's scale; Q6_K: each 16 */
+                        int g0 = t == PL_TYPE_Q6_K ? 4 * h : 0, g1 = t == PL_TYPE_Q6_K ? g0 + 4 : 8;
+                        int16_t m = t == PL_TYPE_Q6_K ? sc[2 * v + h] : sc[v];
+                        int32x4_t l = vdupq_n_s32(0), u = vdupq_n_s32(0);
+                        if (sdot)
+                            pl_gemm_groups_sdot(wr + 32 * v, yk + 256 * v, g0, g1, &l, &u);
+                        else
+                            pl_gemm_groups_mull(wr + 32 * v, yk + 256 * v, g0, g1, &l, &u);
+                        is0 = vmlaq_n_s32(is0, l, m), is1 = vmlaq_n_s32(is1, u, m);
+                    }
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) { /* the sums 2j, 2j+1 of columns 0..3, 4..7 */
+                    int16x8_t s0 = vld1q_s16(sk + 16 * j), s1 = vld1q_s16(sk + 16 * j + 8);
+                    if (t != PL_TYPE_Q6_K) { /* min j times the sum of 32 */
+                        mn0 = vmlaq_n_s32(mn0, vpaddlq_s16(s0), sc[8 + j]);
+                        mn1 = vmlaq_n_s32(mn1, vpaddlq_s16(s1), sc[8 + j]);
+                    } else { /* scale 2j times sum 2j plus scale 2j+1 times sum 2j+1 */
+                        uint32_t pair =
+                            (uint32_t)(uint16_t)sc[2 * j + 1] << 16 | (uint16_t)sc[2 * j];
+                        int16x8_t m = vreinterpretq_s16_u32(vdupq_n_u32(pair));
+                        mn0 =
+                            vaddq_s32(mn0, vpaddq_s32(vmull_s16(vget_low_s16(s0), vget_low_s16(m)),
+                                                      vmull_high_s16(s0, m)));
+                        mn1 =
+                            vaddq_s32(mn1, vpaddq_s32(vmull_s16(vget_low_s16(s1), vget_low_s16(m)),
+                                                      vmull_high_s16(s1, m)));
+                    }
+                }
+                const float *dw = wd + (b * 4 + r) * 2;
+                float32x4_t a0 = vmulq_n_f32(dy0, dw[0]), a1 = vmulq_n_f32(dy1, dw[0]), x0, x1;
+                if (t == PL_TYPE_Q6_K) {
+                    x0 = vmulq_f32(vcvtq_f32_s32(vsubq_s32(is0, vshlq_n_s32(mn0, 5))), a0);
+                    x1 = vmulq_f32(vcvtq_f32_s32(vsubq_s32(is1, vshlq_n_s32(mn1, 5))), a1);
+                } else {
+                    float32x4_t m0 = vmulq_n_f32(dy0, dw[1]), m1 = vmulq_n_f32(dy1, dw[1]);
+                    x0 = vsubq_f32(vmulq_f32(vcvtq_f32_s32(is0), a0),
+                                   vmulq_f32(vcvtq_f32_s32(mn0), m0));
+                    x1 = vsubq_f32(vmulq_f32(vcvtq_f32_s32(is1), a1),
+                                   vmulq_f32(vcvtq_f32_s32(mn1), m1));
+                }
+                float32x4_t *o = acc + (k * 4 + r) * 2;
+                o[0] = vaddq_f32(o[0], x0), o[1] = vaddq_f32(o[1], x1);
+            }
+        }
+#pragma GCC unroll 16
+    for (int i = 0; i < 8 * NG; i++) vst1q_f32(out + 4 * i, acc[i]);
+}
+
+/* The instances: SDOT or plain, each type, one or two column groups. */
+#define PL_KGEMM(name, attr, sdot, t, ng)                                                          \
+    attr static void name(const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb,     \
+                          const int8_t *q, const float *d, const int16_t *s, float out[64]) {      \
+        kgemm_neon(sdot, t, ng, wq, wsc, wd, nsb, q, d, s, out);                                   \
+    }
+PL_KGEMM(kgemm_q4k_1_dot, PL_DOTPROD, 1, PL_TYPE_Q4_K, 1)
+PL_KGEMM(kgemm_q4k_2_dot, PL_DOTPROD, 1, PL_TYPE_Q4_K, 2)
+PL_KGEMM(kgemm_q5k_1_dot, PL_DOTPROD, 1, PL_TYPE_Q5_K, 1)
+PL_KGEMM(kgemm_q5k_2_dot, PL_DOTPROD, 1, PL_TYPE_Q5_K, 2)
+PL_KGEMM(kgemm_q6k_1_dot, PL_DOTPROD, 1, PL_TYPE_Q6_K, 1)
+PL_KGEMM(kgemm_q6k_2_dot, PL_DOTPROD, 1, PL_TYPE_Q6_K, 2)
+PL_KGEMM(kgemm_q4k_1, , 0, PL_TYPE_Q4_K, 1)
+PL_KGEMM(kgemm_q4k_2, , 0, PL_TYPE_Q4_K, 2)
+PL_KGEMM(kgemm_q5k_1, , 0, PL_TYPE_Q5_K, 1)
+PL_KGEMM(kgemm_q5k_2, , 0, PL_TYPE_Q5_K, 2)
+PL_KGEMM(kgemm_q6k_1, , 0, PL_TYPE_Q6_K, 1)
+PL_KGEMM(kgemm_q6k_2, , 0, PL_TYPE_Q6_K, 2)
+
+void pl_cpu_kgemm_tile_neon(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc,
+                            const float *wd, int64_t nsb, const int8_t *q, const float *d,
+                            const int16_t *s, float *out) {
+    typedef void fn(const uint8_t *, const int16_t *, const float *, int64_t, const int8_t *,
+                    const float *, const int16_t *, float *);
+    static fn *const fns[2][3][2] = {
+        /* [SDOT][Q4_K, Q5_K, Q6_K][one or two groups] */
+        {{kgemm_q4k_1, kgemm_q4k_2}, {kgemm_q5k_1, kgemm_q5k_2}, {kgemm_q6k_1, kgemm_q6k_2}},
+        {{kgemm_q4k_1_dot, kgemm_q4k_2_dot},
+         {kgemm_q5k_1_dot, kgemm_q5k_2_dot},
+         {kgemm_q6k_1_dot, kgemm_q6k_2_dot}}};
+    int ti = t == PL_TYPE_Q4_K ? 0 : t == PL_TYPE_Q5_K ? 1 : 2;
+    fns[pl_cpu_neon_level() == 2][ti][ng == 2](wq, wsc, wd, nsb, q, d, s, out);
 }
 
 #else

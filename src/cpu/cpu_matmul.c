@@ -21,7 +21,7 @@
  * With act_q8 and a Q4_K/Q5_K/Q6_K weight, the activation rows are quantised per 256 values
  * (pl_cpu_quant_act_k) and each super-block product is an integer dot (cpu_kdot.c): one
  * weight row x 1 or 4 activation rows (decode, short batches), or from GEMM_MIN_N rows with
- * AVX2 the K-quants' GEMM (4 weight rows x 16 columns) on the same 2-D split.
+ * AVX2 or NEON the K-quants' GEMM (4 weight rows x 16 columns) on the same 2-D split.
  *
  * matmul_id groups the (token, slot) pairs by expert and runs each used expert's rows as one
  * matmul over the rows of x routed to it (read and written through row maps), so an expert
@@ -394,9 +394,7 @@ static void pack_item(void *ctx, int64_t g) {
  * in cache while the range's weight rows pass) x row ranges of whole 4-row tiles, about 4 x
  * threads items in all. */
 static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
-    /* the K-quants' GEMM is AVX2 only; Q4_0/Q8_0's also has NEON kernels */
-    bool kernels = pl_cpu_have_avx2() || (!j->kq && pl_cpu_neon_level());
-    if (j->n < GEMM_MIN_N || !kernels) return false;
+    if (j->n < GEMM_MIN_N || !(pl_cpu_have_avx2() || pl_cpu_neon_level())) return false;
     int64_t nb = j->w->ne0 / 32, n_out = j->w->ne1;
     j->groups = (j->n + 7) / 8;
     /* per group and 32 values: 256 quant bytes; and scales and sums per block (Q4_0/Q8_0)

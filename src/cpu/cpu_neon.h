@@ -10,6 +10,7 @@
 #define PL_CPU_NEON_H
 
 #include <arm_neon.h>
+#include <string.h>
 
 /* PL_SDOT: whether SDOT kernels are built. A build for a CPU with the dot product has it
  * everywhere; GCC gives it per function; clang's arm_neon.h before version 16 offers
@@ -67,6 +68,44 @@ PL_DOTPROD static inline int32x4_t pl_sdot_acc(int32x4_t acc, int8x16_t y, int8x
     (void)y, (void)w;
     return acc; /* never runs: a build without SDOT never chooses its kernels */
 #endif
+}
+
+/* The prefill GEMMs' dot (cpu_qdot_neon.c, cpu_kdot_neon.c): groups g0..g1-1 of four
+ * elements of an unpacked weight row wr (bytes in element order) against 8 packed columns
+ * y (pl_cpu_gemm_pack's [g][c][4]: 32 bytes a group), added to *lo (columns 0..3) and *hi
+ * (4..7). Each group's four weight bytes are broadcast to every 32-bit lane; SDOT then
+ * gives a column a lane, while without it vmull_s8 + vpadalq_s16 leave each column's sum
+ * in two adjacent int32 lanes, added at the end by vpaddq_s32. */
+PL_DOTPROD static inline void pl_gemm_groups_sdot(const unsigned char *wr, const int8_t *y, int g0,
+                                                  int g1, int32x4_t *lo, int32x4_t *hi) {
+    int32x4_t a = *lo, b = *hi;
+#pragma GCC unroll 8
+    for (int g = g0; g < g1; g++) {
+        int32_t v;
+        memcpy(&v, wr + 4 * g, 4);
+        int8x16_t w = vreinterpretq_s8_s32(vdupq_n_s32(v));
+        a = pl_sdot_acc(a, vld1q_s8(y + 32 * g), w);
+        b = pl_sdot_acc(b, vld1q_s8(y + 32 * g + 16), w);
+    }
+    *lo = a, *hi = b;
+}
+
+static inline void pl_gemm_groups_mull(const unsigned char *wr, const int8_t *y, int g0, int g1,
+                                       int32x4_t *lo, int32x4_t *hi) {
+    int32x4_t a[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+#pragma GCC unroll 8
+    for (int g = g0; g < g1; g++) {
+        int32_t v;
+        memcpy(&v, wr + 4 * g, 4);
+        int8x16_t w = vreinterpretq_s8_s32(vdupq_n_s32(v));
+        int8x16_t y0 = vld1q_s8(y + 32 * g), y1 = vld1q_s8(y + 32 * g + 16);
+        a[0] = vpadalq_s16(a[0], vmull_s8(vget_low_s8(y0), vget_low_s8(w))); /* columns 0, 1 */
+        a[1] = vpadalq_s16(a[1], vmull_high_s8(y0, w));                      /* 2, 3 */
+        a[2] = vpadalq_s16(a[2], vmull_s8(vget_low_s8(y1), vget_low_s8(w))); /* 4, 5 */
+        a[3] = vpadalq_s16(a[3], vmull_high_s8(y1, w));                      /* 6, 7 */
+    }
+    *lo = vaddq_s32(*lo, vpaddq_s32(a[0], a[1]));
+    *hi = vaddq_s32(*hi, vpaddq_s32(a[2], a[3]));
 }
 
 #endif

@@ -140,46 +140,12 @@ void pl_cpu_qdot_tile_neon(int q4, int nr, int nc, const unsigned char *const w[
 }
 
 /* The prefill GEMM tile on pl_cpu_gemm_pack's and pl_cpu_gemm_unpack's layouts (see
- * cpu_internal.h): an output lane per activation column, so no horizontal sums. For a
- * group g of four elements, the weight row's four bytes are broadcast to every 32-bit
- * lane; the packed columns' bytes [g][c][4] then meet them column by column. SDOT gives
- * columns 0..3 and 4..7 directly; without it, vmull_s8 + vpadalq_s16 leave each column's
- * sum in two adjacent int32 lanes, added once per block by vpaddq_s32. The unpacked Q4_0
- * weights are 0..15, so the dot is taken unsigned and 8 x the activation block's sum
- * (the pack's s) taken off; Q8_0's unpacked quants are the signed ones. Exact in int32. */
-PL_DOTPROD static inline void gemm_block_sdot(const unsigned char *wr, const int8_t *y,
-                                              int32x4_t *lo, int32x4_t *hi) {
-    int32x4_t a = vdupq_n_s32(0), b = vdupq_n_s32(0);
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; g++) {
-        int32_t v;
-        memcpy(&v, wr + 4 * g, 4);
-        int8x16_t w = vreinterpretq_s8_s32(vdupq_n_s32(v));
-        a = pl_sdot_acc(a, vld1q_s8(y + 32 * g), w);
-        b = pl_sdot_acc(b, vld1q_s8(y + 32 * g + 16), w);
-    }
-    *lo = a, *hi = b;
-}
-
-static inline void gemm_block_mull(const unsigned char *wr, const int8_t *y, int32x4_t *lo,
-                                   int32x4_t *hi) {
-    int32x4_t a[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; g++) {
-        int32_t v;
-        memcpy(&v, wr + 4 * g, 4);
-        int8x16_t w = vreinterpretq_s8_s32(vdupq_n_s32(v));
-        int8x16_t y0 = vld1q_s8(y + 32 * g), y1 = vld1q_s8(y + 32 * g + 16);
-        a[0] = vpadalq_s16(a[0], vmull_s8(vget_low_s8(y0), vget_low_s8(w))); /* columns 0, 1 */
-        a[1] = vpadalq_s16(a[1], vmull_high_s8(y0, w));                      /* 2, 3 */
-        a[2] = vpadalq_s16(a[2], vmull_s8(vget_low_s8(y1), vget_low_s8(w))); /* 4, 5 */
-        a[3] = vpadalq_s16(a[3], vmull_high_s8(y1, w));                      /* 6, 7 */
-    }
-    *lo = vpaddq_s32(a[0], a[1]), *hi = vpaddq_s32(a[2], a[3]);
-}
-
-/* NG (1 or 2) column groups, the second nb blocks after the first (the pack's layout);
- * acc[(k * 4 + r) * 2 + h]: row r, columns 4h..4h+3 of group k. */
+ * cpu_internal.h): an output lane per activation column, so no horizontal sums; the block
+ * dots are cpu_neon.h's pl_gemm_groups_*. The unpacked Q4_0 weights are 0..15, so the dot
+ * is taken unsigned and 8 x the activation block's sum (the pack's s) taken off; Q8_0's
+ * unpacked quants are the signed ones. Exact in int32. NG (1 or 2) column groups, the
+ * second nb blocks after the first (the pack's layout); acc[(k * 4 + r) * 2 + h]: row r,
+ * columns 4h..4h+3 of group k. */
 __attribute__((always_inline)) static inline void
 gemm_neon(const int sdot, const int q4, const int NG, const unsigned char *wu, const float *wd,
           int64_t nb, const int8_t *q, const float *d, const int32_t *s, float out[64]) {
@@ -196,11 +162,11 @@ gemm_neon(const int sdot, const int q4, const int NG, const unsigned char *wu, c
             float32x4_t dx0 = vld1q_f32(dx), dx1 = vld1q_f32(dx + 4);
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
-                int32x4_t i0, i1;
+                int32x4_t i0 = vdupq_n_s32(0), i1 = vdupq_n_s32(0);
                 if (sdot)
-                    gemm_block_sdot(wu + (b * 4 + r) * wbs, yb, &i0, &i1);
+                    pl_gemm_groups_sdot(wu + (b * 4 + r) * wbs, yb, 0, 8, &i0, &i1);
                 else
-                    gemm_block_mull(wu + (b * 4 + r) * wbs, yb, &i0, &i1);
+                    pl_gemm_groups_mull(wu + (b * 4 + r) * wbs, yb, 0, 8, &i0, &i1);
                 if (q4) i0 = vsubq_s32(i0, vld1q_s32(sy)), i1 = vsubq_s32(i1, vld1q_s32(sy + 4));
                 float32x4_t dw = vdupq_n_f32(wd[b * 4 + r]);
                 float32x4_t *a = acc + (k * 4 + r) * 2;
