@@ -105,9 +105,9 @@ void pl_cpu_gemm_tile_neon(int q4, int ng, const unsigned char *wu, const float 
 /* pl_cpu_kdot_neon: the kernel for type t and 1 (four == 0) or 4 activation rows, all given
  * (pl_cpu_kdot pads short batches), SDOT or plain as the CPU has it. */
 pl_cpu_kdot_fn *pl_cpu_kdot_neon(uint32_t t, int four);
-/* The K-quants' GEMM on NEON (cpu_kdot_neon.c): pl_cpu_kgemm_unpack's and _tile's work. */
-void pl_cpu_kgemm_unpack_neon(uint32_t t, int nr, const unsigned char *const w[], int64_t nsb,
-                              uint8_t *wq, int16_t *wsc, float *wd);
+/* The K-quants' GEMM on NEON (cpu_kdot_neon.c): one super-block blk of type t unpacked as
+ * pl_cpu_kgemm_unpack lays out a row's (wq: 256 quants, sc: 16 scales), and the tile. */
+void pl_cpu_kq_row_neon(uint32_t t, const unsigned char *blk, uint8_t *wq, int16_t *sc);
 void pl_cpu_kgemm_tile_neon(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc,
                             const float *wd, int64_t nsb, const int8_t *q, const float *d,
                             const int16_t *s, float *out);

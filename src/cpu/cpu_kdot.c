@@ -349,41 +349,36 @@ PL_KGEMM(kgemm_q5k_2, PL_TYPE_Q5_K, 2)
 PL_KGEMM(kgemm_q6k_1, PL_TYPE_Q6_K, 1)
 PL_KGEMM(kgemm_q6k_2, PL_TYPE_Q6_K, 2)
 
-__attribute__((target("avx2,f16c"))) static void kunpack_avx2(uint32_t t, int nr,
-                                                              const unsigned char *const w[],
-                                                              int64_t nsb, uint8_t *wq,
-                                                              int16_t *wsc, float *wd) {
-    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
-    for (int64_t b = 0; b < nsb; b++)
-        for (int r = 0; r < 4; r++) {
-            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
-            __m256i q[8];
-            kq_avx2(t, p, q, wsc + (b * 4 + r) * 16);
-            for (int v = 0; v < 8; v++)
-                _mm256_storeu_si256((__m256i *)(wq + (b * 4 + r) * 256 + 32 * v), q[v]);
-            float *o = wd + (b * 4 + r) * 2;
-            o[0] = half_at(t == PL_TYPE_Q6_K ? p + 208 : p);
-            o[1] = t == PL_TYPE_Q6_K ? 0.0f : half_at(p + 2);
-        }
+/* kq_avx2 into pl_cpu_kgemm_unpack's layout: one row's super-block. */
+__attribute__((target("avx2,f16c"))) static void kq_row_avx2(uint32_t t, const unsigned char *blk,
+                                                             uint8_t *wq, int16_t *sc) {
+    __m256i q[8];
+    kq_avx2(t, blk, q, sc);
+    for (int v = 0; v < 8; v++) _mm256_storeu_si256((__m256i *)(wq + 32 * v), q[v]);
 }
 #endif
 
 int pl_cpu_kgemm_unpack(uint32_t t, int nr, const unsigned char *const w[], int64_t nsb,
                         uint8_t *wq, int16_t *wsc, float *wd) {
+    /* one super-block of one row into its 256 quants and 16 scales, per instruction set */
+    void (*row)(uint32_t t, const unsigned char *blk, uint8_t *wq, int16_t *sc) = NULL;
 #ifdef PL_KDOT_X86
-    if (pl_cpu_have_avx2()) {
-        kunpack_avx2(t, nr, w, nsb, wq, wsc, wd);
-        return 1;
-    }
+    if (pl_cpu_have_avx2()) row = kq_row_avx2;
 #endif
 #ifdef __aarch64__
-    if (pl_cpu_neon_level()) {
-        pl_cpu_kgemm_unpack_neon(t, nr, w, nsb, wq, wsc, wd);
-        return 1;
-    }
+    if (pl_cpu_neon_level()) row = pl_cpu_kq_row_neon;
 #endif
-    (void)t, (void)nr, (void)w, (void)nsb, (void)wq, (void)wsc, (void)wd;
-    return 0;
+    if (!row) return 0;
+    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
+    for (int64_t b = 0; b < nsb; b++)
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
+            row(t, p, wq + (b * 4 + r) * 256, wsc + (b * 4 + r) * 16);
+            float *o = wd + (b * 4 + r) * 2;
+            o[0] = half_at(t == PL_TYPE_Q6_K ? p + 208 : p);
+            o[1] = t == PL_TYPE_Q6_K ? 0.0f : half_at(p + 2);
+        }
+    return 1;
 }
 
 void pl_cpu_kgemm_pack(const int8_t *const y[8], const float *const yd[8],

@@ -125,35 +125,39 @@ kdot_neon(const int sdot, const uint32_t t, const int C, const unsigned char *w,
     for (int c = 0; c < C; c++) out[c] = sum[c];
 }
 
-/* The instances: SDOT or plain, each type, 1 or 4 activation rows. */
+/* The instances, per type and row count (n1, n2), with SDOT (suffix _dot) or without, and
+ * their tables [SDOT][Q4_K, Q5_K, Q6_K][n1 or n2]: for the row dots and the GEMM below. */
+#define PL_K_SET(M, base, n1, n2, sfx, attr, sdot)                                                 \
+    M(base##_q4k_##n1##sfx, attr, sdot, PL_TYPE_Q4_K, n1)                                          \
+    M(base##_q4k_##n2##sfx, attr, sdot, PL_TYPE_Q4_K, n2)                                          \
+    M(base##_q5k_##n1##sfx, attr, sdot, PL_TYPE_Q5_K, n1)                                          \
+    M(base##_q5k_##n2##sfx, attr, sdot, PL_TYPE_Q5_K, n2)                                          \
+    M(base##_q6k_##n1##sfx, attr, sdot, PL_TYPE_Q6_K, n1)                                          \
+    M(base##_q6k_##n2##sfx, attr, sdot, PL_TYPE_Q6_K, n2)
+#define PL_K_TABLE(base, n1, n2, sfx)                                                              \
+    {                                                                                              \
+        {base##_q4k_##n1##sfx, base##_q4k_##n2##sfx},                                              \
+            {base##_q5k_##n1##sfx, base##_q5k_##n2##sfx}, {                                        \
+            base##_q6k_##n1##sfx, base##_q6k_##n2##sfx                                             \
+        }                                                                                          \
+    }
+static int k_index(uint32_t t) {
+    return t == PL_TYPE_Q4_K ? 0 : t == PL_TYPE_Q5_K ? 1 : 2;
+}
+
 #define PL_KDOT(name, attr, sdot, t, C)                                                            \
     attr static void name(const unsigned char *w, const int8_t *const y[],                         \
                           const float *const yd[], const int16_t *const ys[], int64_t nsb,         \
                           float *out) {                                                            \
         kdot_neon(sdot, t, C, w, y, yd, ys, nsb, out);                                             \
     }
-PL_KDOT(kdot_q4k_1_dot, PL_DOTPROD, 1, PL_TYPE_Q4_K, 1)
-PL_KDOT(kdot_q4k_4_dot, PL_DOTPROD, 1, PL_TYPE_Q4_K, 4)
-PL_KDOT(kdot_q5k_1_dot, PL_DOTPROD, 1, PL_TYPE_Q5_K, 1)
-PL_KDOT(kdot_q5k_4_dot, PL_DOTPROD, 1, PL_TYPE_Q5_K, 4)
-PL_KDOT(kdot_q6k_1_dot, PL_DOTPROD, 1, PL_TYPE_Q6_K, 1)
-PL_KDOT(kdot_q6k_4_dot, PL_DOTPROD, 1, PL_TYPE_Q6_K, 4)
-PL_KDOT(kdot_q4k_1, , 0, PL_TYPE_Q4_K, 1)
-PL_KDOT(kdot_q4k_4, , 0, PL_TYPE_Q4_K, 4)
-PL_KDOT(kdot_q5k_1, , 0, PL_TYPE_Q5_K, 1)
-PL_KDOT(kdot_q5k_4, , 0, PL_TYPE_Q5_K, 4)
-PL_KDOT(kdot_q6k_1, , 0, PL_TYPE_Q6_K, 1)
-PL_KDOT(kdot_q6k_4, , 0, PL_TYPE_Q6_K, 4)
+PL_K_SET(PL_KDOT, kdot, 1, 4, _dot, PL_DOTPROD, 1)
+PL_K_SET(PL_KDOT, kdot, 1, 4, , , 0)
 
 pl_cpu_kdot_fn *pl_cpu_kdot_neon(uint32_t t, int four) {
-    static pl_cpu_kdot_fn *const fns[2][3][2] = {
-        /* [SDOT][Q4_K, Q5_K, Q6_K][1 or 4 rows] */
-        {{kdot_q4k_1, kdot_q4k_4}, {kdot_q5k_1, kdot_q5k_4}, {kdot_q6k_1, kdot_q6k_4}},
-        {{kdot_q4k_1_dot, kdot_q4k_4_dot},
-         {kdot_q5k_1_dot, kdot_q5k_4_dot},
-         {kdot_q6k_1_dot, kdot_q6k_4_dot}}};
-    int ti = t == PL_TYPE_Q4_K ? 0 : t == PL_TYPE_Q5_K ? 1 : 2;
-    return fns[pl_cpu_neon_level() == 2][ti][four != 0];
+    static pl_cpu_kdot_fn *const fns[2][3][2] = {PL_K_TABLE(kdot, 1, 4, ),
+                                                 PL_K_TABLE(kdot, 1, 4, _dot)};
+    return fns[pl_cpu_neon_level() == 2][k_index(t)][four != 0];
 }
 
 /* The K-quants' prefill GEMM (pl_cpu_kgemm_*, layouts in cpu_internal.h), as the AVX2 one:
@@ -162,20 +166,10 @@ pl_cpu_kdot_fn *pl_cpu_kdot_neon(uint32_t t, int four) {
  * for Q6_K's scale per 16) times the scale, in int32; the mins (Q4_K/Q5_K) or Q6_K's
  * offset of 32 from the pack's int16 sums of 16; then pl_cpu_k_step's float operations on
  * each lane, in its order. */
-void pl_cpu_kgemm_unpack_neon(uint32_t t, int nr, const unsigned char *const w[], int64_t nsb,
-                              uint8_t *wq, int16_t *wsc, float *wd) {
-    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
-    for (int64_t b = 0; b < nsb; b++)
-        for (int r = 0; r < 4; r++) {
-            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
-            int8x16_t q[16];
-            kq_neon(t, p, q, wsc + (b * 4 + r) * 16);
-            for (int i = 0; i < 16; i++) vst1q_s8((int8_t *)wq + (b * 4 + r) * 256 + 16 * i, q[i]);
-            uint16_t hd[2] = {0, 0};
-            memcpy(hd, t == PL_TYPE_Q6_K ? p + 208 : p, t == PL_TYPE_Q6_K ? 2 : 4);
-            wd[(b * 4 + r) * 2] = pl_f16_to_f32(hd[0]);
-            wd[(b * 4 + r) * 2 + 1] = t == PL_TYPE_Q6_K ? 0.0f : pl_f16_to_f32(hd[1]);
-        }
+void pl_cpu_kq_row_neon(uint32_t t, const unsigned char *blk, uint8_t *wq, int16_t *sc) {
+    int8x16_t q[16];
+    kq_neon(t, blk, q, sc);
+    for (int i = 0; i < 16; i++) vst1q_s8((int8_t *)wq + 16 * i, q[i]);
 }
 
 __attribute__((always_inline)) static inline void
@@ -247,38 +241,21 @@ kgemm_neon(const int sdot, const uint32_t t, const int NG, const uint8_t *wq, co
     for (int i = 0; i < 8 * NG; i++) vst1q_f32(out + 4 * i, acc[i]);
 }
 
-/* The instances: SDOT or plain, each type, one or two column groups. */
 #define PL_KGEMM(name, attr, sdot, t, ng)                                                          \
     attr static void name(const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb,     \
                           const int8_t *q, const float *d, const int16_t *s, float out[64]) {      \
         kgemm_neon(sdot, t, ng, wq, wsc, wd, nsb, q, d, s, out);                                   \
     }
-PL_KGEMM(kgemm_q4k_1_dot, PL_DOTPROD, 1, PL_TYPE_Q4_K, 1)
-PL_KGEMM(kgemm_q4k_2_dot, PL_DOTPROD, 1, PL_TYPE_Q4_K, 2)
-PL_KGEMM(kgemm_q5k_1_dot, PL_DOTPROD, 1, PL_TYPE_Q5_K, 1)
-PL_KGEMM(kgemm_q5k_2_dot, PL_DOTPROD, 1, PL_TYPE_Q5_K, 2)
-PL_KGEMM(kgemm_q6k_1_dot, PL_DOTPROD, 1, PL_TYPE_Q6_K, 1)
-PL_KGEMM(kgemm_q6k_2_dot, PL_DOTPROD, 1, PL_TYPE_Q6_K, 2)
-PL_KGEMM(kgemm_q4k_1, , 0, PL_TYPE_Q4_K, 1)
-PL_KGEMM(kgemm_q4k_2, , 0, PL_TYPE_Q4_K, 2)
-PL_KGEMM(kgemm_q5k_1, , 0, PL_TYPE_Q5_K, 1)
-PL_KGEMM(kgemm_q5k_2, , 0, PL_TYPE_Q5_K, 2)
-PL_KGEMM(kgemm_q6k_1, , 0, PL_TYPE_Q6_K, 1)
-PL_KGEMM(kgemm_q6k_2, , 0, PL_TYPE_Q6_K, 2)
+PL_K_SET(PL_KGEMM, kgemm, 1, 2, _dot, PL_DOTPROD, 1)
+PL_K_SET(PL_KGEMM, kgemm, 1, 2, , , 0)
 
 void pl_cpu_kgemm_tile_neon(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc,
                             const float *wd, int64_t nsb, const int8_t *q, const float *d,
                             const int16_t *s, float *out) {
     typedef void fn(const uint8_t *, const int16_t *, const float *, int64_t, const int8_t *,
                     const float *, const int16_t *, float *);
-    static fn *const fns[2][3][2] = {
-        /* [SDOT][Q4_K, Q5_K, Q6_K][one or two groups] */
-        {{kgemm_q4k_1, kgemm_q4k_2}, {kgemm_q5k_1, kgemm_q5k_2}, {kgemm_q6k_1, kgemm_q6k_2}},
-        {{kgemm_q4k_1_dot, kgemm_q4k_2_dot},
-         {kgemm_q5k_1_dot, kgemm_q5k_2_dot},
-         {kgemm_q6k_1_dot, kgemm_q6k_2_dot}}};
-    int ti = t == PL_TYPE_Q4_K ? 0 : t == PL_TYPE_Q5_K ? 1 : 2;
-    fns[pl_cpu_neon_level() == 2][ti][ng == 2](wq, wsc, wd, nsb, q, d, s, out);
+    static fn *const fns[2][3][2] = {PL_K_TABLE(kgemm, 1, 2, ), PL_K_TABLE(kgemm, 1, 2, _dot)};
+    fns[pl_cpu_neon_level() == 2][k_index(t)][ng == 2](wq, wsc, wd, nsb, q, d, s, out);
 }
 
 #else
