@@ -180,7 +180,6 @@ kgemm_neon(const int sdot, const uint32_t t, const int NG, const uint8_t *wq, co
 #pragma GCC unroll 16
     for (int i = 0; i < 8 * NG; i++) acc[i] = vdupq_n_f32(0);
     for (int64_t b = 0; b < nsb; b++)
-#pragma GCC unroll 2
         for (int k = 0; k < NG; k++) {
             const int8_t *yk = q + (k * nsb + b) * 2048; /* values 32v.. at yk + 256 v */
             const int16_t *sk = s + (k * nsb + b) * 128;
@@ -190,7 +189,6 @@ kgemm_neon(const int sdot, const uint32_t t, const int NG, const uint8_t *wq, co
                 const uint8_t *wr = wq + (b * 4 + r) * 256;
                 const int16_t *sc = wsc + (b * 4 + r) * 16;
                 int32x4_t is0 = vdupq_n_s32(0), is1 = is0, mn0 = is0, mn1 = is0;
-#pragma GCC unroll 8
                 for (int v = 0; v < 8; v++)
                     for (int h = 0; h < (t == PL_TYPE_Q6_K ? 2 : 1); h++) {
                         /* Q4_K/Q5_K: the 32 values at sub-block v's scale; Q6_K: each 16 */
