@@ -212,7 +212,14 @@ $(ARM64_BUILD)/libpooled.a: $(ARM64_OBJ)
 $(ARM64_BUILD)/tests/%: tests/cpu/%.c $(ARM64_BUILD)/libpooled.a tests/test.h
 	@mkdir -p $(dir $@)
 	$(ARM64_CC) $(ARM64_CFLAGS) -Isrc -Iinclude -I. -Itests -o $@ $< $(ARM64_BUILD)/libpooled.a -lm -ldl -pthread
+# POOLED_NO_CROSS=1 (tools/device_check.sh: the H200 machine reaches no registry and the
+# cross tools are too big to carry) says so and runs nothing; nothing is counted as passed.
 .PHONY: cross-arm64
+ifeq ($(POOLED_NO_CROSS),)
 cross-arm64: $(ARM64_BIN)
 	tests/qemu_run.sh "$(ARM64_QEMU)" $(ARM64_BUILD) max:2 cortex-a57:1
+else
+cross-arm64:
+	@echo "cross-arm64: NOT RUN (POOLED_NO_CROSS is set): the arm64 kernels are untested here"
+endif
 -include $(ARM64_OBJ:.o=.d)

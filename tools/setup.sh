@@ -82,9 +82,10 @@ cc "$scratch/mhd.c" -o "$scratch/mhd" -lmicrohttpd 2>/dev/null && "$scratch/mhd"
 printf 'Name: t\nDescription: t\nVersion: 1\nCflags: -DT_OK\n' >"$scratch/t.pc"
 [ "$(PKG_CONFIG_PATH=$scratch pkg-config --cflags t 2>/dev/null)" = "-DT_OK" ] || need+=(pkg-config)
 # The arm64 cross build (`make cross-arm64`): a program that cross-compiles and runs under
-# qemu-aarch64 with the arm64 glibc.
-{ aarch64-linux-gnu-gcc "$scratch/m.c" -o "$scratch/m64" 2>/dev/null &&
-    qemu-aarch64 -L /usr/aarch64-linux-gnu "$scratch/m64"; } ||
+# qemu-aarch64 with the arm64 glibc (not wanted where POOLED_NO_CROSS is set).
+[ -n "${POOLED_NO_CROSS:-}" ] ||
+    { aarch64-linux-gnu-gcc "$scratch/m.c" -o "$scratch/m64" 2>/dev/null &&
+        qemu-aarch64 -L /usr/aarch64-linux-gnu "$scratch/m64"; } ||
     need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 # A headless browser for the chat page's test: Debian's chromium, if it renders a page
