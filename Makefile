@@ -186,14 +186,14 @@ $(BUILD)/gemv_lab: tools/gemv_lab.c tools/lab_util.h $(BUILD)/libpooled.a
 $(BUILD)/gemm_lab: tools/gemm_lab.c tools/lab_util.h $(BUILD)/libpooled.a
 	$(CC) $(CFLAGS) -Isrc -Itools -o $@ $< $(BUILD)/libpooled.a $(LDLIBS)
 
-# --- arm64 (issue 15): `make cross-arm64` cross-builds the library and the pure-CPU kernel
-# tests with aarch64-linux-gnu-gcc into $(ARM64_BUILD) and runs them under qemu-aarch64
-# twice (tests/qemu_run.sh): -cpu max (the ARMv8.2 dot product: the SDOT kernels) and
-# -cpu cortex-a57 (ARMv8.0: the plain NEON ones). Only the sources those tests link are
+# --- arm64 (issue 15): `make cross-arm64` cross-builds the pure-CPU kernel tests with
+# aarch64-linux-gnu-gcc into $(ARM64_BUILD) and runs them under qemu-aarch64 twice
+# (tests/qemu_run.sh): -cpu max (the ARMv8.2 dot product: the SDOT kernels) and -cpu
+# cortex-a57 (ARMv8.0: the plain NEON ones). Only the library sources those tests link are
 # compiled (ARM64_LIB: the CPU backend, the seam, the quant formats, status), at -O2
 # without sanitizers, to keep CI's added time small; the programs link glibc dynamically
-# and qemu finds the arm64 one under /usr/aarch64-linux-gnu (-L). The cross build says
-# -ffp-contract=off outright: the kernels' bits depend on no FMA contraction.
+# and qemu finds the arm64 one under /usr/aarch64-linux-gnu (-L). The kernels' bits depend
+# on no FMA contraction: -ffp-contract=off, as in CFLAGS.
 ARM64_CC    ?= aarch64-linux-gnu-gcc
 ARM64_BUILD ?= build/arm64
 ARM64_QEMU  ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
