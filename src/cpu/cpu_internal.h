@@ -86,8 +86,8 @@ int pl_cpu_have_avx2(void);
 extern int pl_cpu_portable;
 
 /* arm64's kernels (cpu_qdot_neon.c): 2 where the CPU has the ARMv8.2 dot product (SDOT,
- * HWCAP_ASIMDDP, asked once), 1 for plain NEON (every arm64 CPU), 0 off arm64 or while
- * pl_cpu_portable is set. pl_cpu_qdot_tile_neon, pl_cpu_gemm_tile_neon and
+ * HWCAP_ASIMDDP, asked once) and the build has SDOT kernels (PL_SDOT, cpu_neon.h), 1 for
+ * plain NEON (every arm64 CPU), 0 off arm64 or while pl_cpu_portable is set. pl_cpu_qdot_tile_neon, pl_cpu_gemm_tile_neon and
  * pl_cpu_kdot_neon (arm64 only) give pl_cpu_qdot_tile's, pl_cpu_gemm_tile's and
  * pl_cpu_kdot's NEON kernels (cpu_qdot_neon.c, cpu_kdot_neon.c), the same contracts and
  * bits; their callers dispatch to them. */
