@@ -87,10 +87,10 @@ extern int pl_cpu_portable;
 
 /* arm64's kernels (cpu_qdot_neon.c): 2 where the CPU has the ARMv8.2 dot product (SDOT,
  * HWCAP_ASIMDDP, asked once) and the build has SDOT kernels (PL_SDOT, cpu_neon.h), 1 for
- * plain NEON (every arm64 CPU), 0 off arm64 or while pl_cpu_portable is set. pl_cpu_qdot_tile_neon, pl_cpu_gemm_tile_neon and
- * pl_cpu_kdot_neon (arm64 only) give pl_cpu_qdot_tile's, pl_cpu_gemm_tile's and
- * pl_cpu_kdot's NEON kernels (cpu_qdot_neon.c, cpu_kdot_neon.c), the same contracts and
- * bits; their callers dispatch to them. */
+ * plain NEON (every arm64 CPU), 0 off arm64 or while pl_cpu_portable is set.
+ * pl_cpu_qdot_tile_neon, pl_cpu_gemm_tile_neon and pl_cpu_kdot_neon (arm64 only) give
+ * pl_cpu_qdot_tile's, pl_cpu_gemm_tile's and pl_cpu_kdot's NEON kernels (cpu_qdot_neon.c,
+ * cpu_kdot_neon.c), the same contracts and bits; their callers dispatch to them. */
 int pl_cpu_neon_level(void);
 /* A K-quant dot kernel (cpu_kdot.c, cpu_kdot_neon.c): one weight row of nsb super-blocks
  * against 1 or 4 activation rows (as pl_cpu_kdot below), into out. */
