@@ -8,6 +8,7 @@
 #        (the room's link layer), libmicrohttpd (`pooled serve`'s HTTP), Mesa 25 lavapipe
 #        from bookworm-backports when the machine has no usable Vulkan driver
 #        chromium (the chat page's test in a headless browser)
+#        the arm64 cross compiler, its libc and qemu-user (`make cross-arm64`, in `make check`)
 #   npm: the pinned Dawn build (package.json / package-lock.json) for the WebGPU backend, and
 #        the OpenAI and Anthropic client libraries the serve tests drive the server with, and
 #        playwright-core (drives chromium; it downloads no browser of its own)
@@ -87,6 +88,12 @@ printf '%s\n' '#include <stdio.h>' '#include <wasm_simd128.h>' \
     >"$scratch/w.c"
 clang --target=wasm32-wasi -msimd128 -O2 "$scratch/w.c" -o "$scratch/w.wasm" 2>/dev/null ||
     need+=(wasi-libc libclang-rt-14-dev-wasm32 lld)
+# The arm64 cross build (`make cross-arm64`): a program that cross-compiles and runs under
+# qemu-aarch64 with the arm64 glibc (not wanted where POOLED_NO_CROSS is set).
+[ -n "${POOLED_NO_CROSS:-}" ] ||
+    { aarch64-linux-gnu-gcc "$scratch/m.c" -o "$scratch/m64" 2>/dev/null &&
+        qemu-aarch64 -L /usr/aarch64-linux-gnu "$scratch/m64"; } ||
+    need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 # A headless browser for the chat page's test: Debian's chromium, if it renders a page
 # (without the recommended extras: about 45 s to install).

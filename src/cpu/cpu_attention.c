@@ -15,8 +15,8 @@
    - Q8_0 cache: each key and value dequantised (int8 quant x its block's f16 scale, exact
  *     in float32), then the F32 cache's arithmetic.
  * Each output value is computed by one thread in one fixed order, so the thread count
- * never changes a result. On x86 with AVX2 + F16C (chosen at run time) the F16 path runs
- * eight lanes at a time with the same bits (attend_f16_avx2). */
+ * never changes a result. On x86 with AVX2 + F16C (chosen at run time) and on arm64 (NEON)
+ * the F16 path runs many lanes at a time with the same bits (attend_f16_rows). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -107,26 +107,61 @@ static void attend_f16(const attn_job *j, const float *q, int64_t g, int64_t kvh
     }
 }
 
-/* The query rows of one AVX2 work item: ATTN_ROWS consecutive rows (their g heads each)
+/* The query rows of one vector work item: ATTN_ROWS consecutive rows (their g heads each)
  * visit the keys together, so each key and value row is converted once for all of them
  * and the rows' key dots run side by side. */
 #define ATTN_ROWS 4
 
+/* attend_f16's row operations on many lanes at a time, for head sizes that are multiples
+ * of 8 (AVX2 + F16C on x86, NEON on arm64): the same operations in the same order, so the
+ * same bits. Half conversions in hardware are exact both ways and round to nearest even
+ * as pl_cpu_round_half does (a NaN may keep more of its payload); the key dot keeps
+ * pl_cpu_dot's eight partial sums and their pairwise total; multiplies and adds stay
+ * separate (no fused multiply-add). */
+typedef struct {
+    void (*from_half)(float *dst, const uint16_t *src, int64_t n); /* dst = src as floats */
+    void (*round)(float *dst, const float *src, int64_t n);        /* dst = half(src) */
+    void (*scale)(float *a, float r, int64_t n);                   /* a = half(a * r) */
+    void (*axpy)(float *a, const float *v, float w, int64_t n);    /* a = half(v * w + a) */
+    /* s[h] = (head h's query . kr) * scale for heads h0..h1-1 of qh (hd values apart) */
+    void (*dots)(const float *qh, const float *kr, int64_t h0, int64_t h1, int64_t hd, float scale,
+                 float *s);
+} attn_ops;
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-/* attend_f16 with AVX2 + F16C, for head sizes that are multiples of 8: the same operations
- * in the same order on eight lanes at a time, so the same bits. Half conversions through
- * F16C are exact both ways and round to nearest even as pl_cpu_round_half does (a NaN
- * may keep more of its payload); the key dot keeps pl_cpu_dot's eight partial sums and
- * their pairwise total; multiplies and adds stay separate (no fused multiply-add). */
+#define PL_ATTN_X86 1
 __attribute__((target("avx2,f16c"))) static inline __m256 round_half8(__m256 x) {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
+__attribute__((target("avx2,f16c"))) static void from_half_avx2(float *dst, const uint16_t *src,
+                                                                int64_t n) {
+    for (int64_t d = 0; d < n; d += 8)
+        _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + d))));
+}
+__attribute__((target("avx2,f16c"))) static void round_avx2(float *dst, const float *src,
+                                                            int64_t n) {
+    for (int64_t d = 0; d < n; d += 8)
+        _mm256_storeu_ps(dst + d, round_half8(_mm256_loadu_ps(src + d)));
+}
+__attribute__((target("avx2,f16c"))) static void scale_avx2(float *a, float r, int64_t n) {
+    __m256 r8 = _mm256_set1_ps(r);
+    for (int64_t d = 0; d < n; d += 8)
+        _mm256_storeu_ps(a + d, round_half8(_mm256_mul_ps(_mm256_loadu_ps(a + d), r8)));
+}
+__attribute__((target("avx2,f16c"))) static void axpy_avx2(float *a, const float *v, float w,
+                                                           int64_t n) {
+    __m256 w8 = _mm256_set1_ps(w);
+    for (int64_t d = 0; d < n; d += 8) {
+        __m256 x = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + d), w8), _mm256_loadu_ps(a + d));
+        _mm256_storeu_ps(a + d, round_half8(x));
+    }
+}
 
-/* Row i's key dot for head h (pl_cpu_dot's eight partial sums, pairwise total), four heads
- * at a time where there are four. */
-__attribute__((target("avx2,f16c"))) static void
-dots8(const float *qh, const float *kr, int64_t h0, int64_t h1, int64_t hd, float scale, float *s) {
+/* Four heads at a time where there are four. */
+__attribute__((target("avx2,f16c"))) static void dots_avx2(const float *qh, const float *kr,
+                                                           int64_t h0, int64_t h1, int64_t hd,
+                                                           float scale, float *s) {
     int64_t h = h0;
     for (; h + 4 <= h1; h += 4) {
         const float *q0 = qh + h * hd;
@@ -153,55 +188,80 @@ dots8(const float *qh, const float *kr, int64_t h0, int64_t h1, int64_t hd, floa
         s[h] = (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) * scale;
     }
 }
+static const attn_ops ops_avx2 = {from_half_avx2, round_avx2, scale_avx2, axpy_avx2, dots_avx2};
+#endif
 
-/* attend_f16 with AVX2 + F16C for the nr <= ATTN_ROWS query rows q (row r: n_keys0 + r
- * keys, g heads of hd values, rows q_stride apart), head sizes multiples of 8: per row and
- * head the same operations in the same order on eight lanes at a time, so the same bits.
- * Half conversions through F16C are exact both ways and round to nearest even as
- * pl_cpu_round_half does (a NaN may keep more of its payload); multiplies and adds stay
- * separate (no fused multiply-add). */
-__attribute__((target("avx2,f16c"))) static void
-attend_f16_avx2(const attn_job *j, const float *q, int64_t q_stride, int64_t nr, int64_t g,
-                int64_t kvh, int64_t n_keys0, float *o, int64_t o_stride, float *scratch) {
+#if defined(__aarch64__)
+#include <arm_neon.h>
+/* Four lanes a vector; arm64's half conversions (FCVTN, FCVTL) are baseline armv8-a. */
+static inline float32x4_t round_half4(float32x4_t x) {
+    return vcvt_f32_f16(vcvt_f16_f32(x));
+}
+static void from_half_neon(float *dst, const uint16_t *src, int64_t n) {
+    for (int64_t d = 0; d < n; d += 4)
+        vst1q_f32(dst + d, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(src + d))));
+}
+static void round_neon(float *dst, const float *src, int64_t n) {
+    for (int64_t d = 0; d < n; d += 4) vst1q_f32(dst + d, round_half4(vld1q_f32(src + d)));
+}
+static void scale_neon(float *a, float r, int64_t n) {
+    for (int64_t d = 0; d < n; d += 4)
+        vst1q_f32(a + d, round_half4(vmulq_n_f32(vld1q_f32(a + d), r)));
+}
+static void axpy_neon(float *a, const float *v, float w, int64_t n) {
+    for (int64_t d = 0; d < n; d += 4)
+        vst1q_f32(a + d,
+                  round_half4(vaddq_f32(vmulq_n_f32(vld1q_f32(v + d), w), vld1q_f32(a + d))));
+}
+/* pl_cpu_dot's partial sums 0..3 in lo, 4..7 in hi; two pairwise adds give its total. */
+static void dots_neon(const float *qh, const float *kr, int64_t h0, int64_t h1, int64_t hd,
+                      float scale, float *s) {
+    for (int64_t h = h0; h < h1; h++) {
+        const float *q = qh + h * hd;
+        float32x4_t lo = vdupq_n_f32(0), hi = vdupq_n_f32(0);
+        for (int64_t e = 0; e < hd; e += 8) {
+            lo = vaddq_f32(lo, vmulq_f32(vld1q_f32(q + e), vld1q_f32(kr + e)));
+            hi = vaddq_f32(hi, vmulq_f32(vld1q_f32(q + e + 4), vld1q_f32(kr + e + 4)));
+        }
+        float32x4_t t = vpaddq_f32(lo, hi); /* l0+l1, l2+l3, l4+l5, l6+l7 */
+        t = vpaddq_f32(t, t);
+        s[h] = (vgetq_lane_f32(t, 0) + vgetq_lane_f32(t, 1)) * scale;
+    }
+}
+static const attn_ops ops_neon = {from_half_neon, round_neon, scale_neon, axpy_neon, dots_neon};
+#endif
+
+/* attend_f16 on vector operations for the nr <= ATTN_ROWS query rows q (row r:
+ * n_keys0 + r keys, g heads of hd values, rows q_stride apart), head sizes multiples of 8:
+ * per row and head the same operations in the same order as attend_f16. */
+__attribute__((always_inline)) static inline void
+attend_f16_rows(const attn_ops *ops, const attn_job *j, const float *q, int64_t q_stride,
+                int64_t nr, int64_t g, int64_t kvh, int64_t n_keys0, float *o, int64_t o_stride,
+                float *scratch) {
     const pl_attn_params *p = j->p;
     int64_t hd = p->head_dim, hdv = p->head_dim_v, nh = nr * g;
     float *qh = scratch, *kr = qh + nh * hd, *vr = kr + hd, *acc = vr + hdv;
     float *mx = acc + nh * hdv, *sum = mx + nh, *sc = sum + nh;
-    for (int64_t r = 0; r < nr; r++)
-        for (int64_t d = 0; d < g * hd; d += 8)
-            _mm256_storeu_ps(qh + r * g * hd + d,
-                             round_half8(_mm256_loadu_ps(q + r * q_stride + d)));
+    for (int64_t r = 0; r < nr; r++) ops->round(qh + r * g * hd, q + r * q_stride, g * hd);
     for (int64_t d = 0; d < nh * hdv; d++) acc[d] = 0;
     for (int64_t h = 0; h < nh; h++) mx[h] = -INFINITY, sum[h] = 0;
     for (int64_t t = 0; t < n_keys0 + nr - 1; t++) {
         /* the rows that see key t: r >= t - n_keys0 + 1, heads h0.. */
         int64_t h0 = (t < n_keys0 ? 0 : t - n_keys0 + 1) * g;
-        const uint16_t *kh = (const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd;
-        const uint16_t *vh = (const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv;
-        for (int64_t d = 0; d < hd; d += 8)
-            _mm256_storeu_ps(kr + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kh + d))));
-        for (int64_t d = 0; d < hdv; d += 8)
-            _mm256_storeu_ps(vr + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vh + d))));
-        dots8(qh, kr, h0, nh, hd, p->scale, sc);
+        ops->from_half(kr, (const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd, hd);
+        ops->from_half(vr, (const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv, hdv);
+        ops->dots(qh, kr, h0, nh, hd, p->scale, sc);
         for (int64_t h = h0; h < nh; h++) {
             float s = sc[h], *ah = acc + h * hdv;
             float rescale = 1, w = 1;
             if (s > mx[h]) {
                 rescale = expf(mx[h] - s);
                 mx[h] = s;
-                __m256 r8 = _mm256_set1_ps(rescale);
-                for (int64_t d = 0; d < hdv; d += 8)
-                    _mm256_storeu_ps(ah + d,
-                                     round_half8(_mm256_mul_ps(_mm256_loadu_ps(ah + d), r8)));
+                ops->scale(ah, rescale, hdv);
             } else {
                 w = expf(s - mx[h]);
             }
-            __m256 w8 = _mm256_set1_ps(w);
-            for (int64_t d = 0; d < hdv; d += 8) {
-                __m256 x = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(vr + d), w8),
-                                         _mm256_loadu_ps(ah + d));
-                _mm256_storeu_ps(ah + d, round_half8(x));
-            }
+            ops->axpy(ah, vr, w, hdv);
             sum[h] = sum[h] * rescale + w;
         }
     }
@@ -211,22 +271,42 @@ attend_f16_avx2(const attn_job *j, const float *q, int64_t q_stride, int64_t nr,
         for (int64_t d = 0; d < hdv; d++) oh[d] = acc[h * hdv + d] * inv;
     }
 }
-#define PL_ATTN_X86 1
+
+/* The driver instanced per instruction set, with its operations known, so the compiler
+ * calls (and can inline) them directly. */
+typedef void attn_rows_fn(const attn_job *j, const float *q, int64_t q_stride, int64_t nr,
+                          int64_t g, int64_t kvh, int64_t n_keys0, float *o, int64_t o_stride,
+                          float *scratch);
+#ifdef PL_ATTN_X86
+__attribute__((target("avx2,f16c"))) static void rows_avx2(const attn_job *j, const float *q,
+                                                           int64_t q_stride, int64_t nr, int64_t g,
+                                                           int64_t kvh, int64_t n_keys0, float *o,
+                                                           int64_t o_stride, float *scratch) {
+    attend_f16_rows(&ops_avx2, j, q, q_stride, nr, g, kvh, n_keys0, o, o_stride, scratch);
+}
+#endif
+#if defined(__aarch64__)
+static void rows_neon(const attn_job *j, const float *q, int64_t q_stride, int64_t nr, int64_t g,
+                      int64_t kvh, int64_t n_keys0, float *o, int64_t o_stride, float *scratch) {
+    attend_f16_rows(&ops_neon, j, q, q_stride, nr, g, kvh, n_keys0, o, o_stride, scratch);
+}
 #endif
 
-/* Whether j takes the AVX2 path (ATTN_ROWS query rows an item). */
-static bool attn_vector(const attn_job *j) {
+/* The vector path for j, or NULL: the portable one (ATTN_ROWS query rows an item with it,
+ * one without). */
+static attn_rows_fn *attn_vector(const attn_job *j) {
+    if (j->k->type != PL_TYPE_F16 || j->p->head_dim % 8 || j->p->head_dim_v % 8) return NULL;
 #ifdef PL_ATTN_X86
-    return j->k->type == PL_TYPE_F16 && j->p->head_dim % 8 == 0 && j->p->head_dim_v % 8 == 0 &&
-           pl_cpu_have_avx2();
-#else
-    (void)j;
-    return false;
+    if (pl_cpu_have_avx2()) return rows_avx2;
 #endif
+#if defined(__aarch64__)
+    if (pl_cpu_neon_level()) return rows_neon;
+#endif
+    return NULL;
 }
 
 /* One work item: the group of query heads of kv head kvh, for query row i (or ATTN_ROWS
- * rows from i on the AVX2 path). */
+ * rows from i on the vector path). */
 static void attn_item(void *ctx, int64_t item) {
     attn_job *j = ctx;
     const pl_attn_params *p = j->p;
@@ -252,14 +332,11 @@ static void attn_item(void *ctx, int64_t item) {
         for (int64_t h = 0; h < g; h++)
             attend_f32(j, q + h * hd, kvh, n_keys, o + h * hdv, scratch);
     } else {
-#ifdef PL_ATTN_X86
-        if (attn_vector(j)) {
-            attend_f16_avx2(j, q, j->q->ne0, nr, g, kvh, n_keys, o, j->out->ne0, scratch);
-            free(scratch);
-            return;
-        }
-#endif
-        attend_f16(j, q, g, kvh, n_keys, o, scratch);
+        attn_rows_fn *rows = attn_vector(j);
+        if (rows)
+            rows(j, q, j->q->ne0, nr, g, kvh, n_keys, o, j->out->ne0, scratch);
+        else
+            attend_f16(j, q, g, kvh, n_keys, o, scratch);
     }
     free(scratch);
 }

@@ -7,6 +7,14 @@
 #include "cpu.h"
 #include "pool.h"
 
+/* The kernels' bits (every path the same, cpu_qdot.c) depend on a * b + c never being fused
+ * into one FMA, which arm64 always has: GCC does not fuse in ISO C mode (-std=c11; the
+ * Makefile also says -ffp-contract=off), clang does unless told, here, for every file of
+ * the backend from this point on. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 typedef struct {
     pl_buf h;   /* must be first: the seam sees only this */
     void *data; /* the values: malloc'd, or a view of the mapped file for weights */
@@ -87,6 +95,38 @@ extern int pl_cpu_no_vnni;
 int pl_cpu_have_avx512vnni(void);
 extern int pl_cpu_no_avx512;
 
+/* arm64's kernels (cpu_qdot_neon.c): 2 where the CPU has the ARMv8.2 dot product (SDOT,
+ * HWCAP_ASIMDDP, asked once) and the build has SDOT kernels (PL_SDOT, cpu_neon.h), 1 for
+ * plain NEON (every arm64 CPU), 0 off arm64 or while pl_cpu_portable is set.
+ * pl_cpu_qdot_tile_neon, pl_cpu_gemm_tile_neon and pl_cpu_kdot_neon (arm64 only) give
+ * pl_cpu_qdot_tile's, pl_cpu_gemm_tile's and pl_cpu_kdot's NEON kernels (cpu_qdot_neon.c,
+ * cpu_kdot_neon.c), the same contracts and bits; their callers dispatch to them. */
+int pl_cpu_neon_level(void);
+/* A K-quant dot kernel (cpu_kdot.c, cpu_kdot_neon.c): one weight row of nsb super-blocks
+ * against 1 or 4 activation rows (as pl_cpu_kdot below), into out. */
+typedef void pl_cpu_kdot_fn(const unsigned char *w, const int8_t *const y[],
+                            const float *const yd[], const int16_t *const ys[], int64_t nsb,
+                            float *out);
+void pl_cpu_qdot_tile_neon(int q4, int nr, int nc, const unsigned char *const w[],
+                           const int8_t *const y[], const float *const yd[], int64_t nb,
+                           float *out);
+void pl_cpu_gemm_tile_neon(int q4, int ng, const unsigned char *wu, const float *wd, int64_t nb,
+                           const int8_t *q, const float *d, const int32_t *s, float *out);
+/* pl_cpu_kdot_neon: the kernel for type t and 1 (four == 0) or 4 activation rows, all given
+ * (pl_cpu_kdot pads short batches), SDOT or plain as the CPU has it. */
+pl_cpu_kdot_fn *pl_cpu_kdot_neon(uint32_t t, int four);
+/* The K-quants' GEMM on NEON (cpu_kdot_neon.c): one super-block blk of type t unpacked as
+ * pl_cpu_kgemm_unpack lays out a row's (wq: 256 quants, sc: 16 scales), and the tile. */
+void pl_cpu_kq_row_neon(uint32_t t, const unsigned char *blk, uint8_t *wq, int16_t *sc);
+void pl_cpu_kgemm_tile_neon(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc,
+                            const float *wd, int64_t nsb, const int8_t *q, const float *d,
+                            const int16_t *s, float *out);
+/* The activation quantisation's NEON helpers (pl_cpu_quant_act, _k): the largest |x| of n
+ * (a multiple of 4) values into *amax, or 0 if any is NaN or infinite; q[0..32) =
+ * roundf(x * is) as pl_quant_act_q8_0 rounds (finite x). */
+int pl_cpu_amax_neon(const float *x, int n, float *amax);
+void pl_cpu_round32_neon(const float *x, float is, int8_t *q);
+
 /* One row of Q4_0 (q4) or Q8_0 blocks (GGUF layout) against nb blocks of activations
  * quantised by pl_quant_act_q8_0 (so in -127..127; weights may be any byte), with their
  * f16 block scales already widened to float in yd: sum over blocks of (float)integer_dot
@@ -143,9 +183,28 @@ void pl_cpu_kdot(uint32_t t, const unsigned char *w, int nc, const int8_t *const
                  const float *const yd[], const int16_t *const ys[], int64_t nsb, float *out);
 float pl_cpu_kdot_row_portable(uint32_t t, const unsigned char *w, const int8_t *y, const float *yd,
                                const int16_t *ys, int64_t nsb);
+/* A Q4_K/Q5_K super-block's 8 six-bit scales then its 8 mins, one byte each in o's 16
+ * bytes: pl_k4_scale_min for all 8 at once, four bytes a word (little-endian). */
+static inline void pl_cpu_k4_scales(const unsigned char *blk, uint32_t o[4]) {
+    uint32_t u[3];
+    memcpy(u, blk + 4, 12);
+    o[0] = u[0] & 0x3f3f3f3f;                                            /* scales 0-3 */
+    o[1] = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;        /* scales 4-7 */
+    o[2] = u[1] & 0x3f3f3f3f;                                            /* mins 0-3 */
+    o[3] = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4; /* mins 4-7 */
+}
 
-/* The K-quants' prefill GEMM (cpu_kdot.c; AVX2 only: the unpack and the tile return 0, doing
- * nothing, without it): 4 weight rows x 8 or 16 columns, each value bit-identical to
+/* The float step of one K-quant super-block (dw, dm: the block's d and dmin; isum, imin its
+ * integer sums), the same on every path (cpu_kdot.c, cpu_kdot_neon.c): sum + (float)isum *
+ * (dw * dy) - (float)imin * (dm * dy), never fused. */
+static inline float pl_cpu_k_step(float sum, uint32_t t, float dw, float dm, int32_t isum,
+                                  int32_t imin, float dy) {
+    if (t == PL_TYPE_Q6_K) return sum + (float)isum * (dw * dy);
+    return sum + ((float)isum * (dw * dy) - (float)imin * (dm * dy));
+}
+
+/* The K-quants' prefill GEMM (cpu_kdot.c; AVX2 or NEON: the unpack and the tile return 0,
+ * doing nothing, without them): 4 weight rows x 8 or 16 columns, each value bit-identical to
  * pl_cpu_kdot_row_portable. pl_cpu_kgemm_pack lays out 8 columns (as pl_cpu_kdot takes
  * them) of nsb super-blocks: q [nsb][8][256] (per 32 values, pl_cpu_gemm_pack's [g][c][4]),
  * d [nsb][8] the scales, s [nsb][8][8][2] the sums of 16 (j, column c: sums 2j and 2j+1);

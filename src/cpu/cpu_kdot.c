@@ -78,14 +78,6 @@ static inline float half_at(const unsigned char *p) {
     return pl_f16_to_f32(h);
 }
 
-/* The float step of one super-block (dw, dm: the block's d and dmin): the same on every
- * path. */
-static inline float k_step(float sum, uint32_t t, float dw, float dm, int32_t isum, int32_t imin,
-                           float dy) {
-    if (t == PL_TYPE_Q6_K) return sum + (float)isum * (dw * dy);
-    return sum + ((float)isum * (dw * dy) - (float)imin * (dm * dy));
-}
-
 float pl_cpu_kdot_row_portable(uint32_t t, const unsigned char *w, const int8_t *y, const float *yd,
                                const int16_t *ys, int64_t nsb) {
     const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
@@ -97,9 +89,9 @@ float pl_cpu_kdot_row_portable(uint32_t t, const unsigned char *w, const int8_t 
         else
             k45_sums(w, t == PL_TYPE_Q5_K, y, ys, &isum, &imin);
         if (t == PL_TYPE_Q6_K)
-            sum = k_step(sum, t, half_at(w + 208), 0, isum, 0, yd[b]);
+            sum = pl_cpu_k_step(sum, t, half_at(w + 208), 0, isum, 0, yd[b]);
         else
-            sum = k_step(sum, t, half_at(w), half_at(w + 2), isum, imin, yd[b]);
+            sum = pl_cpu_k_step(sum, t, half_at(w), half_at(w + 2), isum, imin, yd[b]);
     }
     return sum;
 }
@@ -123,13 +115,8 @@ kq_avx2(const uint32_t t, const unsigned char *w, __m256i q[8], int16_t sc[16]) 
     if (t != PL_TYPE_Q6_K) {
         const int q5 = t == PL_TYPE_Q5_K;
         const uint8_t *qs = w + (q5 ? 48 : 16);
-        /* pl_k4_scale_min for all 8 at once, four bytes a word (little-endian) */
-        uint32_t u[3], o[4];
-        memcpy(u, w + 4, 12);
-        o[0] = u[0] & 0x3f3f3f3f;                                            /* scales 0-3 */
-        o[1] = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;        /* scales 4-7 */
-        o[2] = u[1] & 0x3f3f3f3f;                                            /* mins 0-3 */
-        o[3] = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4; /* mins 4-7 */
+        uint32_t o[4];
+        pl_cpu_k4_scales(w, o);
         _mm256_storeu_si256((__m256i *)sc,
                             _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)o)));
         __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)(w + 16)) : _mm256_setzero_si256();
@@ -231,7 +218,7 @@ kdot_avx2(const uint32_t t, const int C, const unsigned char *w, const int8_t *c
                 x = _mm_hadd_epi32(x, x);
                 isum = _mm_cvtsi128_si32(x), imin = _mm_extract_epi32(x, 1);
             }
-            sum[c] = k_step(sum[c], t, dw, dm, isum, imin, yd[c][b]);
+            sum[c] = pl_cpu_k_step(sum[c], t, dw, dm, isum, imin, yd[c][b]);
         }
     }
     for (int c = 0; c < C; c++) out[c] = sum[c];
@@ -251,7 +238,7 @@ PL_KDOT(kdot_q5k_4, PL_TYPE_Q5_K, 4)
 PL_KDOT(kdot_q6k_1, PL_TYPE_Q6_K, 1)
 PL_KDOT(kdot_q6k_4, PL_TYPE_Q6_K, 4)
 
-/* ---- the prefill GEMM for K-quants (AVX2 only) ----
+/* ---- the prefill GEMM for K-quants (AVX2; NEON in cpu_kdot_neon.c) ----
  * As the Q4_0/Q8_0 GEMM (cpu_qdot.c): an output lane per activation column. The pack is
  * that GEMM's quant layout per 32 values ([g][c][4]), the 8 columns' float scales per
  * super-block, and their sums of 16 as int16 pairs (column c: sums 2j and 2j+1), so one
@@ -362,35 +349,36 @@ PL_KGEMM(kgemm_q5k_2, PL_TYPE_Q5_K, 2)
 PL_KGEMM(kgemm_q6k_1, PL_TYPE_Q6_K, 1)
 PL_KGEMM(kgemm_q6k_2, PL_TYPE_Q6_K, 2)
 
-__attribute__((target("avx2,f16c"))) static void kunpack_avx2(uint32_t t, int nr,
-                                                              const unsigned char *const w[],
-                                                              int64_t nsb, uint8_t *wq,
-                                                              int16_t *wsc, float *wd) {
-    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
-    for (int64_t b = 0; b < nsb; b++)
-        for (int r = 0; r < 4; r++) {
-            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
-            __m256i q[8];
-            kq_avx2(t, p, q, wsc + (b * 4 + r) * 16);
-            for (int v = 0; v < 8; v++)
-                _mm256_storeu_si256((__m256i *)(wq + (b * 4 + r) * 256 + 32 * v), q[v]);
-            float *o = wd + (b * 4 + r) * 2;
-            o[0] = half_at(t == PL_TYPE_Q6_K ? p + 208 : p);
-            o[1] = t == PL_TYPE_Q6_K ? 0.0f : half_at(p + 2);
-        }
+/* kq_avx2 into pl_cpu_kgemm_unpack's layout: one row's super-block. */
+__attribute__((target("avx2,f16c"))) static void kq_row_avx2(uint32_t t, const unsigned char *blk,
+                                                             uint8_t *wq, int16_t *sc) {
+    __m256i q[8];
+    kq_avx2(t, blk, q, sc);
+    for (int v = 0; v < 8; v++) _mm256_storeu_si256((__m256i *)(wq + 32 * v), q[v]);
 }
 #endif
 
 int pl_cpu_kgemm_unpack(uint32_t t, int nr, const unsigned char *const w[], int64_t nsb,
                         uint8_t *wq, int16_t *wsc, float *wd) {
+    /* one super-block of one row into its 256 quants and 16 scales, per instruction set */
+    void (*row)(uint32_t t, const unsigned char *blk, uint8_t *wq, int16_t *sc) = NULL;
 #ifdef PL_KDOT_X86
-    if (pl_cpu_have_avx2()) {
-        kunpack_avx2(t, nr, w, nsb, wq, wsc, wd);
-        return 1;
-    }
+    if (pl_cpu_have_avx2()) row = kq_row_avx2;
 #endif
-    (void)t, (void)nr, (void)w, (void)nsb, (void)wq, (void)wsc, (void)wd;
-    return 0;
+#ifdef __aarch64__
+    if (pl_cpu_neon_level()) row = pl_cpu_kq_row_neon;
+#endif
+    if (!row) return 0;
+    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
+    for (int64_t b = 0; b < nsb; b++)
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = w[r < nr ? r : nr - 1] + b * bs;
+            row(t, p, wq + (b * 4 + r) * 256, wsc + (b * 4 + r) * 16);
+            float *o = wd + (b * 4 + r) * 2;
+            o[0] = half_at(t == PL_TYPE_Q6_K ? p + 208 : p);
+            o[1] = t == PL_TYPE_Q6_K ? 0.0f : half_at(p + 2);
+        }
+    return 1;
 }
 
 void pl_cpu_kgemm_pack(const int8_t *const y[8], const float *const yd[8],
@@ -424,6 +412,12 @@ int pl_cpu_kgemm_tile(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc,
         return 1;
     }
 #endif
+#ifdef __aarch64__
+    if (pl_cpu_neon_level()) {
+        pl_cpu_kgemm_tile_neon(t, ng, wq, wsc, wd, nsb, q, d, s, out);
+        return 1;
+    }
+#endif
     (void)t, (void)ng, (void)wq, (void)wsc, (void)wd, (void)nsb, (void)q, (void)d, (void)s,
         (void)out;
     return 0;
@@ -431,29 +425,37 @@ int pl_cpu_kgemm_tile(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc,
 
 void pl_cpu_kdot(uint32_t t, const unsigned char *w, int nc, const int8_t *const y[],
                  const float *const yd[], const int16_t *const ys[], int64_t nsb, float *out) {
+    pl_cpu_kdot_fn *f = NULL; /* the kernel for 1 or 4 activation rows, if there is one */
 #ifdef PL_KDOT_X86
-    if (pl_cpu_have_avx2()) {
-        if (nc == 1) {
-            (t == PL_TYPE_Q4_K   ? kdot_q4k_1
-             : t == PL_TYPE_Q5_K ? kdot_q5k_1
-                                 : kdot_q6k_1)(w, y, yd, ys, nsb, out);
-            return;
-        }
-        /* columns short of 4 repeat the last one */
-        const int8_t *yt[4];
-        const float *ydt[4];
-        const int16_t *yst[4];
-        for (int c = 0; c < 4; c++) {
-            int cc = c < nc ? c : nc - 1;
-            yt[c] = y[cc], ydt[c] = yd[cc], yst[c] = ys[cc];
-        }
-        float o[4];
-        (t == PL_TYPE_Q4_K   ? kdot_q4k_4
-         : t == PL_TYPE_Q5_K ? kdot_q5k_4
-                             : kdot_q6k_4)(w, yt, ydt, yst, nsb, o);
-        for (int c = 0; c < nc; c++) out[c] = o[c];
+    if (pl_cpu_have_avx2())
+        f = nc == 1 ? (t == PL_TYPE_Q4_K   ? kdot_q4k_1
+                       : t == PL_TYPE_Q5_K ? kdot_q5k_1
+                                           : kdot_q6k_1)
+                    : (t == PL_TYPE_Q4_K   ? kdot_q4k_4
+                       : t == PL_TYPE_Q5_K ? kdot_q5k_4
+                                           : kdot_q6k_4);
+#endif
+#ifdef __aarch64__
+    if (pl_cpu_neon_level()) f = pl_cpu_kdot_neon(t, nc > 1);
+#endif
+    if (!f) {
+        for (int c = 0; c < nc; c++)
+            out[c] = pl_cpu_kdot_row_portable(t, w, y[c], yd[c], ys[c], nsb);
         return;
     }
-#endif
-    for (int c = 0; c < nc; c++) out[c] = pl_cpu_kdot_row_portable(t, w, y[c], yd[c], ys[c], nsb);
+    if (nc == 1) {
+        f(w, y, yd, ys, nsb, out);
+        return;
+    }
+    /* columns short of 4 repeat the last one */
+    const int8_t *yt[4];
+    const float *ydt[4];
+    const int16_t *yst[4];
+    for (int c = 0; c < 4; c++) {
+        int cc = c < nc ? c : nc - 1;
+        yt[c] = y[cc], ydt[c] = yd[cc], yst[c] = ys[cc];
+    }
+    float o[4];
+    f(w, yt, ydt, yst, nsb, o);
+    for (int c = 0; c < nc; c++) out[c] = o[c];
 }

@@ -13,15 +13,15 @@
  * next tile's rows prefetched), 2 x 4 for a batch, so each weight block is unpacked once
  * for 4 activation rows and each activation block loaded once for 2 weight rows;
  * bit-identical to the one-row dot whatever the tile. Batches of GEMM_MIN_N rows or more
- * (prefill) take the GEMM instead where AVX2 is present (mm_run_gemm): the quantised rows
- * are packed 8 columns to a group, each item's 4-row weight tiles unpacked once and run
- * past GEMM_GROUPS groups, the items split in row x column ranges; the same bits again.
- * The activation rows are quantised (and packed) by the pool's threads.
+ * (prefill) take the GEMM instead where AVX2 or NEON (arm64) is present (mm_run_gemm): the
+ * quantised rows are packed 8 columns to a group, each item's 4-row weight tiles unpacked
+ * once and run past GEMM_GROUPS groups, the items split in row x column ranges; the same
+ * bits again. The activation rows are quantised (and packed) by the pool's threads.
  *
  * With act_q8 and a Q4_K/Q5_K/Q6_K weight, the activation rows are quantised per 256 values
  * (pl_cpu_quant_act_k) and each super-block product is an integer dot (cpu_kdot.c): one
  * weight row x 1 or 4 activation rows (decode, short batches), or from GEMM_MIN_N rows with
- * AVX2 the K-quants' GEMM (4 weight rows x 16 columns) on the same 2-D split.
+ * AVX2 or NEON the K-quants' GEMM (4 weight rows x 16 columns) on the same 2-D split.
  *
  * matmul_id groups the (token, slot) pairs by expert and runs each used expert's rows as one
  * matmul over the rows of x routed to it (read and written through row maps), so an expert
@@ -388,13 +388,13 @@ static void pack_item(void *ctx, int64_t g) {
     pl_cpu_gemm_pack(y, yd, ys, nb, j->pq + g * nb * 256, j->pd + g * nb * 8, j->ps + g * nb * 8);
 }
 
-/* The GEMM for j if it pays (a batch of at least GEMM_MIN_N rows, AVX2) and its packed
- * activations fit in memory (else the tiles do the job); run, true, or false. The work is
- * split in 2-D: column ranges of GEMM_GROUPS groups (their packed activations stay in
- * cache while the range's weight rows pass) x row ranges of whole 4-row tiles, about
- * 4 x threads items in all. */
+/* The GEMM for j if it pays (a batch of at least GEMM_MIN_N rows, AVX2 or NEON) and its
+ * packed activations fit in memory (else the tiles do the job); run, true, or false. The
+ * work is split in 2-D: column ranges of GEMM_GROUPS groups (their packed activations stay
+ * in cache while the range's weight rows pass) x row ranges of whole 4-row tiles, about 4 x
+ * threads items in all. */
 static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
-    if (j->n < GEMM_MIN_N || !pl_cpu_have_avx2()) return false;
+    if (j->n < GEMM_MIN_N || !(pl_cpu_have_avx2() || pl_cpu_neon_level())) return false;
     int64_t nb = j->w->ne0 / 32, n_out = j->w->ne1;
     j->groups = (j->n + 7) / 8;
     /* per group and 32 values: 256 quant bytes; and scales and sums per block (Q4_0/Q8_0)

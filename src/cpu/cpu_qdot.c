@@ -407,6 +407,12 @@ void pl_cpu_gemm_tile(int q4, int ng, const unsigned char *wu, const float *wd, 
         return;
     }
 #endif
+#ifdef __aarch64__
+    if (pl_cpu_neon_level()) {
+        pl_cpu_gemm_tile_neon(q4, ng, wu, wd, nb, q, d, s, out);
+        return;
+    }
+#endif
     /* the portable reference on the same layouts: row_scalar's arithmetic */
     const int wbs = q4 ? 32 : 64;
     for (int k = 0; k < ng; k++)
@@ -426,9 +432,10 @@ void pl_cpu_gemm_tile(int q4, int ng, const unsigned char *wu, const float *wd, 
 }
 
 /* Activation quantisation (pl_cpu_quant_act): pl_quant_act_q8_0's bits, a block at a time.
- * The AVX2 path takes blocks of finite values (max|x| is then the same whatever the order)
- * and rounds half away from zero as roundf does: t = trunc(v), plus v's sign where
- * |v - t| >= 0.5 (v - t is exact); a block holding NaN or infinity goes the scalar way. */
+ * The vector paths take blocks of finite values (max|x| is then the same whatever the
+ * order) and round half away from zero as roundf does (AVX2: t = trunc(v), plus v's sign
+ * where |v - t| >= 0.5, v - t being exact; NEON: FRINTA); a block holding NaN or infinity
+ * goes the scalar way. */
 #ifdef PL_QDOT_X86
 /* Whether the n (a multiple of 32) values at x are all finite; their largest |x| in *amax. */
 __attribute__((target("avx2,f16c"))) static int amax_avx2(const float *x, int n, float *amax) {
@@ -468,24 +475,49 @@ __attribute__((target("avx2,f16c"))) static void round32_avx2(const float *x, fl
     _mm256_storeu_si256((__m256i *)q, w);
 }
 
-__attribute__((target("avx2,f16c"))) static int quant_block_avx2(const float *x, int8_t *q,
-                                                                 uint16_t *d) {
-    float amax;
-    if (!amax_avx2(x, 32, &amax)) return 0;
-    const float sc = amax / 127, is = sc != 0 ? 1.0f / sc : 0.0f;
-    *d = pl_f32_to_f16(sc);
-    round32_avx2(x, is, q);
-    return 1;
-}
 #endif
 
+/* The vector helpers of the activation quantisation where the CPU has them (AVX2 above,
+ * NEON in cpu_qdot_neon.c): amax (0 if the n values hold NaN or infinity, else their
+ * largest |x| in *amax) and round32 (q[0..32) = roundf(x * is), finite x); false: none. */
+typedef struct {
+    int (*amax)(const float *x, int n, float *amax);
+    void (*round32)(const float *x, float is, int8_t *q);
+} quant_vec;
+
+static bool quant_vec_get(quant_vec *v) {
+#ifdef PL_QDOT_X86
+    if (pl_cpu_have_avx2()) {
+        *v = (quant_vec){amax_avx2, round32_avx2};
+        return true;
+    }
+#endif
+#ifdef __aarch64__
+    if (pl_cpu_neon_level()) {
+        *v = (quant_vec){pl_cpu_amax_neon, pl_cpu_round32_neon};
+        return true;
+    }
+#endif
+    (void)v;
+    return false;
+}
+
+/* One block of 32 the vector way, or 0 (NaN or infinity in it: the scalar way). */
+static int quant_block_vec(const quant_vec *v, const float *x, int8_t *q, uint16_t *d) {
+    float amax;
+    if (!v->amax(x, 32, &amax)) return 0;
+    const float sc = amax / 127, is = sc != 0 ? 1.0f / sc : 0.0f;
+    *d = pl_f32_to_f16(sc);
+    v->round32(x, is, q);
+    return 1;
+}
+
 void pl_cpu_quant_act(const float *x, int64_t k, int8_t *q, float *d, int32_t *s) {
+    quant_vec v;
+    bool vec = quant_vec_get(&v);
     for (int64_t b = 0; b < k / 32; b++, x += 32, q += 32) {
         uint16_t h;
-#ifdef PL_QDOT_X86
-        if (!pl_cpu_have_avx2() || !quant_block_avx2(x, q, &h))
-#endif
-            pl_quant_act_q8_0(x, 32, q, &h);
+        if (!vec || !quant_block_vec(&v, x, q, &h)) pl_quant_act_q8_0(x, 32, q, &h);
         d[b] = pl_f16_to_f32(h);
         int32_t sum = 0;
         for (int t = 0; t < 32; t++) sum += q[t];
@@ -519,25 +551,24 @@ void pl_cpu_quant_act_k_portable(const float *x, int64_t k, int8_t *q, float *d,
 }
 
 void pl_cpu_quant_act_k(const float *x, int64_t k, int8_t *q, float *d, int16_t *s) {
-#ifdef PL_QDOT_X86
-    if (pl_cpu_have_avx2()) {
-        for (int64_t b = 0; b < k / 256; b++) {
-            const float *xb = x + b * 256;
-            int8_t *qb = q + b * 256;
-            float amax;
-            if (!amax_avx2(xb, 256, &amax)) {
-                pl_cpu_quant_act_k_portable(xb, 256, qb, d + b, s + b * 16);
-                continue;
-            }
-            const float sc = amax / 127, is = sc != 0 ? 1.0f / sc : 0.0f;
-            d[b] = sc;
-            for (int i = 0; i < 8; i++) round32_avx2(xb + 32 * i, is, qb + 32 * i);
-            sums16(qb, s + b * 16);
-        }
+    quant_vec v;
+    if (!quant_vec_get(&v)) {
+        pl_cpu_quant_act_k_portable(x, k, q, d, s);
         return;
     }
-#endif
-    pl_cpu_quant_act_k_portable(x, k, q, d, s);
+    for (int64_t b = 0; b < k / 256; b++) {
+        const float *xb = x + b * 256;
+        int8_t *qb = q + b * 256;
+        float amax;
+        if (!v.amax(xb, 256, &amax)) {
+            pl_cpu_quant_act_k_portable(xb, 256, qb, d + b, s + b * 16);
+            continue;
+        }
+        const float sc = amax / 127, is = sc != 0 ? 1.0f / sc : 0.0f;
+        d[b] = sc;
+        for (int i = 0; i < 8; i++) v.round32(xb + 32 * i, is, qb + 32 * i);
+        sums16(qb, s + b * 16);
+    }
 }
 
 int pl_cpu_portable;
@@ -610,6 +641,12 @@ void pl_cpu_qdot_tile(int q4, int nr, int nc, const unsigned char *const w[],
 #ifdef PL_QDOT_WASM
     if (!pl_cpu_portable) {
         pl_cpu_qdot_tile_wasm(q4, nr, nc, w, y, yd, nb, out);
+        return;
+    }
+#endif
+#ifdef __aarch64__
+    if (pl_cpu_neon_level()) {
+        pl_cpu_qdot_tile_neon(q4, nr, nc, w, y, yd, nb, out);
         return;
     }
 #endif

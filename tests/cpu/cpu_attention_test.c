@@ -1,9 +1,10 @@
-/* cpu_attention_test.c - the CPU attention's AVX2 + F16C path over F16 caches
- * (cpu_attention.c) gives the same bits as its portable path (pl_cpu_portable set), on
- * random shapes: grouped heads, head sizes that are multiples of 8 (the vector path) and
- * not (the portable path both times), prompt batches of 1..13 rows (the AVX2 path takes 4
- * query rows at a time: whole blocks and short ones) after a cached prefix, values large
- * enough that the half accumulator overflows; and the same bits from 1 and 3 threads.
+/* cpu_attention_test.c - the CPU attention's vector path over F16 caches (cpu_attention.c:
+ * AVX2 + F16C on x86, NEON on arm64) gives the same bits as its portable path
+ * (pl_cpu_portable set), on random shapes: grouped heads, head sizes that are multiples of
+ * 8 (the vector path) and not (the portable path both times), prompt batches of 1..13 rows
+ * (the vector path takes 4 query rows at a time: whole blocks and short ones) after a
+ * cached prefix, values large enough that the half accumulator overflows; and the same
+ * bits from 1 and 3 threads.
  * Q8_0 caches: kv_store writes pl_quant_act_q8_0's quants and scales (backend.h's layout:
  * quants, then scales), and attention over them gives the bits of the F32 path over an F32
  * cache holding the dequantised values (quant x scale), from 1 and 3 threads. */

@@ -1,9 +1,10 @@
 /* cpu_kdot_test.c - the K-quants' act_q8 path (cpu_kdot.c) and the matmul built on it.
  * - pl_cpu_quant_act_k (AVX2 where present) gives the portable rule's bits (quants, float
  *   scales, sums of 16) on random rows, zero rows, rows with NaN/infinity and huge values;
- * - pl_cpu_kdot, 1..4 activation rows, is bit-identical to pl_cpu_kdot_row_portable for
- *   Q4_K, Q5_K and Q6_K on fresh random super-blocks (any bytes: every nibble, high bit and
- *   6-bit scale/min occurs) and extreme activations (+-127);
+ * - pl_cpu_kdot (AVX2 or NEON where present), 1..4 activation rows, is bit-identical to
+ *   pl_cpu_kdot_row_portable for Q4_K, Q5_K and Q6_K on fresh random super-blocks (any
+ *   bytes: every nibble, high bit and 6-bit scale/min occurs) and extreme activations
+ *   (+-127);
  * - the portable dot equals, within float rounding, the double sum of ggml's dequantised
  *   weights (pl_dequant_row) times the dequantised activations: the integer formula reads
  *   the blocks as the format says;

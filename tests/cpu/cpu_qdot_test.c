@@ -1,13 +1,14 @@
-/* cpu_qdot_test.c - the act_q8 tiles (cpu_qdot.c) and the matmul built on them
- * (cpu_matmul.c). The dispatched tile (8 weight rows x 1 activation row, or 2 x 4: AVX2
- * where the CPU has it, wasm simd128 in a -msimd128 build, see make wasm-test) is
- * bit-identical to the portable row dot on fresh random rows of every allowed tile shape,
- * short tiles included, extreme values included (nibbles 0 and 15, quants -128 and 127,
- * activations +-127); the portable dot equals the sum written out directly: each block's
- * integer dot, then (float)dot * d_w * d_x added in block order. pl_be_matmul with act_q8
- * on Q4_0/Q8_0 weights, on shapes that are not multiples of the tiles (rows, columns), with
- * bias and accumulate, on a 1- and a 3-thread backend, gives exactly the portable dot of
- * each weight row with each quantised activation row. */
+/* cpu_qdot_test.c - the act_q8 tiles (cpu_qdot.c, cpu_qdot_neon.c, cpu_qdot_wasm.c) and the
+ * matmul built on them (cpu_matmul.c). The dispatched tile (8 weight rows x 1 activation
+ * row, or 2 x 4: AVX2 where the CPU has it, with AVX-VNNI or without; NEON on arm64 with or
+ * without SDOT; wasm simd128 in a -msimd128 build, see make wasm-test) is bit-identical to
+ * the portable row dot on fresh random rows of every allowed tile shape, short tiles
+ * included, extreme values included (nibbles 0 and 15, quants -128 and 127, activations
+ * +-127); the portable dot equals the sum written out directly: each block's integer dot,
+ * then (float)dot * d_w * d_x added in block order. pl_be_matmul with act_q8 on Q4_0/Q8_0
+ * weights, on shapes that are not multiples of the tiles (rows, columns), with bias and
+ * accumulate, on a 1- and a 3-thread backend, gives exactly the portable dot of each weight
+ * row with each quantised activation row. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,8 +184,9 @@ static void test_matmul(void) {
     pl_be_destroy(bes[0]), pl_be_destroy(bes[1]);
 }
 
-/* The GEMM tile (4 unpacked weight rows x 8 or 16 packed columns), AVX2 (or wasm simd128)
- * and portable, against the portable row dot: every row count 1..4 (missing rows repeat the
+/* The GEMM tile (4 unpacked weight rows x 8 or 16 packed columns), AVX2 (AVX-512 VNNI,
+ * AVX-VNNI), NEON or wasm simd128, and portable, against the portable row dot: every row
+ * count 1..4 (missing rows repeat the
  * last), 1..9 blocks, extreme values included. */
 static void test_gemm_tile(void) {
     int bad = 0, cases = 0;
@@ -287,9 +289,21 @@ static void test_gemm_matmul(void) {
     pl_be_destroy(bes[0]), pl_be_destroy(bes[1]);
 }
 
+/* Which kernels the dispatch takes here, checked against POOLED_EXPECT_NEON where the
+ * cross run (tests/qemu_run.sh) sets it: 2 under a CPU model with the dot product, 1
+ * without, so each arm64 run is known to test the kernels it means to. */
+static void test_neon_level(void) {
+    const char *want = getenv("POOLED_EXPECT_NEON");
+    printf("dispatch: avx2 %d, neon level %d\n", pl_cpu_have_avx2(), pl_cpu_neon_level());
+    if (want)
+        CHECK(pl_cpu_neon_level() == atoi(want), "NEON level %d, expected %s", pl_cpu_neon_level(),
+              want);
+}
+
 static void run_tests(void) {
+    test_neon_level();
     /* the SIMD kernels once per level the CPU has: AVX-512 VNNI (the GEMM's 16-column
-     * tiles), AVX-VNNI (vpdpbusd on 256 bits), plain AVX2 */
+     * tiles), AVX-VNNI (vpdpbusd on 256 bits), plain AVX2 (elsewhere: one pass) */
     pl_cpu_no_vnni = pl_cpu_no_avx512 = 0;
     int vnni = pl_cpu_have_vnni(), v512 = pl_cpu_have_avx512vnni();
     fprintf(stderr, "AVX2: %s, AVX-VNNI: %s, AVX-512 VNNI: %s\n", pl_cpu_have_avx2() ? "yes" : "no",
