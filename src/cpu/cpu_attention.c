@@ -231,6 +231,7 @@ static void dots_neon(const float *qh, const float *kr, int64_t h0, int64_t h1, 
 static const attn_ops ops_neon = {from_half_neon, round_neon, scale_neon, axpy_neon, dots_neon};
 #endif
 
+#if defined(PL_ATTN_X86) || defined(__aarch64__) /* the targets with vector operations */
 /* attend_f16 on vector operations for the nr <= ATTN_ROWS query rows q (row r:
  * n_keys0 + r keys, g heads of hd values, rows q_stride apart), head sizes multiples of 8:
  * per row and head the same operations in the same order as attend_f16. */
@@ -271,6 +272,7 @@ attend_f16_rows(const attn_ops *ops, const attn_job *j, const float *q, int64_t 
         for (int64_t d = 0; d < hdv; d++) oh[d] = acc[h * hdv + d] * inv;
     }
 }
+#endif
 
 /* The driver instanced per instruction set, with its operations known, so the compiler
  * calls (and can inline) them directly. */
