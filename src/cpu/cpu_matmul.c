@@ -83,6 +83,7 @@ static inline int64_t out_row(const mm_job *j, int64_t i) {
 typedef struct {
     int64_t k, n_out, nb, row_bytes;
     int q4;
+    uint32_t more; /* a type of pl_cpu_qdot_more_tile, or 0 (Q4_0/Q8_0: pl_cpu_qdot_tile) */
     const unsigned char *wdata;
     const float *bias;
     float *out;
@@ -95,6 +96,7 @@ static q8_view q8_view_of(const mm_job *j) {
                      .nb = k / 32,
                      .row_bytes = pl_row_size(j->w->type, k),
                      .q4 = j->w->type == PL_TYPE_Q4_0,
+                     .more = pl_cpu_qdot_more_type(j->w->type) ? j->w->type : 0,
                      .wdata = vptr(j->w),
                      .bias = j->bias ? fptr(j->bias) : NULL,
                      .out = fptr(j->out)};
@@ -132,7 +134,10 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
                 /* decode: the next tile's rows are prefetched (those of this item only) */
                 const unsigned char *pf =
                     j->n == 1 && r + 2 * R <= r1 ? w[0] + R * row_bytes : NULL;
-                pl_cpu_qdot_tile(q4, nr, nc, w, y, yd, ys, nb, pf, sums);
+                if (m.more)
+                    pl_cpu_qdot_more_tile(m.more, nr, nc, w, y, yd, ys, nb, sums);
+                else
+                    pl_cpu_qdot_tile(q4, nr, nc, w, y, yd, ys, nb, pf, sums);
                 for (int a = 0; a < nr; a++)
                     for (int t = 0; t < nc; t++) put_out(j, &m, i + t, r + a, sums[a * nc + t]);
             }
@@ -283,11 +288,13 @@ static void mm_item(void *ctx, int64_t item) {
     free(tmp);
 }
 
-/* act_q8 (backend.h): Q4_0/Q8_0 weights take Q8_0-quantised activations (1), Q4_K, Q5_K
+/* act_q8 (backend.h): Q4_0/Q8_0 weights and those of pl_cpu_qdot_more_type (Q4_1, Q5_0,
+ * Q5_1, IQ4_NL, IQ4_XS) take Q8_0-quantised activations (1), Q4_K, Q5_K
  * and Q6_K weights activations quantised per 256 values (2); others none (0). */
 static int wants_q8(const pl_backend *be, const pl_buf *w) {
     if (!be->act_q8) return 0;
-    if (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0) return 1;
+    if (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0 || pl_cpu_qdot_more_type(w->type))
+        return 1;
     return pl_cpu_kdot_type(w->type) ? 2 : 0;
 }
 
@@ -395,6 +402,7 @@ static void pack_item(void *ctx, int64_t g) {
  * threads items in all. */
 static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
     if (j->n < GEMM_MIN_N || !(pl_cpu_have_avx2() || pl_cpu_neon_level())) return false;
+    if (j->xq && pl_cpu_qdot_more_type(j->w->type)) return false; /* no GEMM for these: tiles */
     int64_t nb = j->w->ne0 / 32, n_out = j->w->ne1;
     j->groups = (j->n + 7) / 8;
     /* per group and 32 values: 256 quant bytes; and scales and sums per block (Q4_0/Q8_0)

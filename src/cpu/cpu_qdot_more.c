@@ -1,0 +1,270 @@
+/* cpu_qdot_more.c - the act_q8 tiles for the other formats of 32-value blocks: Q4_1, Q5_0,
+ * Q5_1, IQ4_NL, and IQ4_XS (super-blocks of 256 taken as 8 blocks of 32, each with its own
+ * 6-bit scale), against activation rows quantised to Q8_0 blocks (pl_cpu_quant_act, as
+ * for Q4_0/Q8_0 in cpu_qdot.c): 8 weight rows x 1 activation row (decode) or 2 x 4.
+ *
+ * The arithmetic, one formula per format, the same on every path. Per block of 32, dot is
+ * the exact integer sum over the block of q_w * y (q_w the weight's integer level: Q4_1
+ * 0..15, Q5_0 -16..15, Q5_1 0..31, IQ4_NL/IQ4_XS the table's -127..113); d_w, m_w the
+ * block's f16 scale and min widened (IQ4_XS: d_w = d * (float)(ls - 32), one float
+ * product, ls its sub-block's 6-bit scale); d_x the activation block's scale and ys the sum
+ * of its 32 quants. Then, in block order, no fused multiply-add:
+ *   Q5_0, IQ4_NL, IQ4_XS:  sum = sum + ((float)dot * d_w) * d_x
+ *   Q4_1, Q5_1:            sum = sum + (((float)dot * d_w) * d_x + (m_w * d_x) * (float)ys)
+ * (the _1 formats' value d_w * q + m_w dotted with d_x * y, the min's part through the
+ * activation block's sum, as llama.cpp's vec_dot_q4_1_q8_1 does). row_scalar below is the
+ * portable reference; the AVX2 tiles compute the same integers and do exactly these float
+ * operations in this order per lane, so their results are bit-identical. NEON and wasm
+ * builds run the portable reference for these formats (no vector kernels yet).
+ *
+ * AVX2: the nibbles are unpacked into element order as for Q4_0; Q5's fifth bits are
+ * spread from qh into bytes (bit j -> byte j, 0x10); the unsigned levels (Q4_1, Q5_1:
+ * 0..31) meet y in maddubs directly, Q5_0 dots 0..31 and takes 16 x ys off (exact); the
+ * IQ4 levels come from the 16-entry table through pshufb and are signed, so |w| (<= 127)
+ * meets y given w's sign, as Q8_0 does. Every int16 pair of maddubs is at most
+ * 2 * 127 * 127 in size: no saturation. */
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "format/quant.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "cpu_x86.h"
+#define PL_QMORE_X86 1
+#endif
+
+/* The formats, as the kernels index them. */
+enum { F_Q4_1, F_Q5_0, F_Q5_1, F_IQ4_NL, F_IQ4_XS, F_NONE };
+
+static int fmt_of(uint32_t t) {
+    switch (t) {
+    case PL_TYPE_Q4_1: return F_Q4_1;
+    case PL_TYPE_Q5_0: return F_Q5_0;
+    case PL_TYPE_Q5_1: return F_Q5_1;
+    case PL_TYPE_IQ4_NL: return F_IQ4_NL;
+    case PL_TYPE_IQ4_XS: return F_IQ4_XS;
+    default: return F_NONE;
+    }
+}
+
+int pl_cpu_qdot_more_type(uint32_t t) {
+    return fmt_of(t) != F_NONE;
+}
+
+/* ggml's kvalues_iq4nl (format/quant_iq.c's levels) */
+static const int8_t kvalues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                   1,    13,   25,  38,  53,  69,  89,  113};
+
+static inline float half(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return pl_f16_to_f32(h);
+}
+
+/* Where block b of a row starts (IQ4_XS: its super-block), and where its 16 bytes of
+ * nibbles are. */
+static inline const unsigned char *blk_of(int f, const unsigned char *w, int64_t b) {
+    static const int bs[] = {20, 22, 24, 18};
+    return f == F_IQ4_XS ? w + (b / 8) * 136 : w + b * bs[f];
+}
+static inline const unsigned char *nib_of(int f, const unsigned char *p, int64_t b) {
+    static const int at[] = {4, 6, 8, 2};
+    return f == F_IQ4_XS ? p + 8 + 16 * (b % 8) : p + at[f];
+}
+/* IQ4_XS: block b's 6-bit sub-block scale minus 32 */
+static inline int xs_scale(const unsigned char *p, int64_t b) {
+    int j = (int)(b % 8);
+    uint16_t sh;
+    memcpy(&sh, p + 2, 2);
+    return (((p[4 + j / 2] >> (4 * (j % 2))) & 15) | ((sh >> (2 * j)) & 3) << 4) - 32;
+}
+
+/* One weight block's integer level of element j. */
+static inline int level(int f, const unsigned char *p, int64_t b, int j) {
+    const unsigned char *qs = nib_of(f, p, b);
+    int n = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+    if (f == F_IQ4_NL || f == F_IQ4_XS) return kvalues[n];
+    if (f == F_Q5_0 || f == F_Q5_1) {
+        uint32_t qh;
+        memcpy(&qh, p + (f == F_Q5_0 ? 2 : 4), 4);
+        n |= (int)((qh >> j) & 1) << 4;
+    }
+    return f == F_Q5_0 ? n - 16 : n;
+}
+
+/* The block's d_w as the formula above says */
+static inline float scale_of(int f, const unsigned char *p, int64_t b) {
+    return f == F_IQ4_XS ? half(p) * (float)xs_scale(p, b) : half(p);
+}
+
+static float row_scalar(int f, const unsigned char *w, const int8_t *y, const float *yd,
+                        const int32_t *ys, int64_t nb) {
+    float sum = 0;
+    for (int64_t b = 0; b < nb; b++, y += 32) {
+        const unsigned char *p = blk_of(f, w, b);
+        int32_t dot = 0;
+        for (int j = 0; j < 32; j++) dot += level(f, p, b, j) * y[j];
+        const float dw = scale_of(f, p, b), dx = yd[b];
+        if (f == F_Q4_1 || f == F_Q5_1)
+            sum = sum + (((float)dot * dw) * dx + (half(p + 2) * dx) * (float)ys[b]);
+        else
+            sum = sum + ((float)dot * dw) * dx;
+    }
+    return sum;
+}
+
+float pl_cpu_qdot_more_row_portable(uint32_t t, const unsigned char *w, const int8_t *y,
+                                    const float *yd, const int32_t *ys, int64_t nb) {
+    return row_scalar(fmt_of(t), w, y, yd, ys, nb);
+}
+
+void pl_cpu_qdot_more_tile_portable(uint32_t t, int nr, int nc, const unsigned char *const w[],
+                                    const int8_t *const y[], const float *const yd[],
+                                    const int32_t *const ys[], int64_t nb, float *out) {
+    int f = fmt_of(t);
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) out[r * nc + c] = row_scalar(f, w[r], y[c], yd[c], ys[c], nb);
+}
+
+#ifdef PL_QMORE_X86
+/* (dpbusd and reduce8: cpu_x86.h) */
+
+/* Byte j = 0x10 where bit j of qh is set, else 0 (Q5's fifth bits in element order). */
+__attribute__((target("avx2"))) static inline __m256i fifth_bits(const unsigned char *qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i spread =
+        _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+    __m256i x = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), spread); /* byte j: qh byte j/8 */
+    x = _mm256_or_si256(x, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));     /* all but bit j % 8 */
+    x = _mm256_cmpeq_epi8(x, _mm256_set1_epi64x(-1));
+    return _mm256_and_si256(x, _mm256_set1_epi8(0x10));
+}
+
+/* Lanes k = r * C + c of a per-row value v[r] (C == 1: v[k]; C == 4: v[k / 4]). */
+__attribute__((target("avx2"))) static inline __m256 per_row(const int C, const float v[8]) {
+    if (C == 1) return _mm256_loadu_ps(v);
+    return _mm256_set_m128(_mm_set1_ps(v[1]), _mm_set1_ps(v[0]));
+}
+/* ... and of a per-column value v[c] */
+__attribute__((target("avx2"))) static inline __m256 per_col(const int C, const float v[4]) {
+    if (C == 1) return _mm256_set1_ps(v[0]);
+    __m128 x4 = _mm_loadu_ps(v);
+    return _mm256_set_m128(x4, x4);
+}
+
+/* The R x C tile (R * C == 8) for format f, lane k = r * C + c, as tile_avx2 in cpu_qdot.c. */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void
+tile_avx2(const int vnni, const int f, const int R, const int C, const unsigned char *const w[],
+          const int8_t *const y[], const float *const yd[], const int32_t *const ys[], int64_t nb,
+          float out[8]) {
+    const __m256i one = _mm256_set1_epi16(1);
+    const __m256i lo = _mm256_set1_epi8(15), nib_shift = _mm256_set_epi64x(4, 4, 0, 0);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues));
+    const int sgn = f == F_IQ4_NL || f == F_IQ4_XS, asym = f == F_Q4_1 || f == F_Q5_1;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i wv[8], sg[8], v[4], d[8];
+        float dw[8], mw[8], dx[4], sy[4];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const unsigned char *p = blk_of(f, w[r], b);
+            __m256i q =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)nib_of(f, p, b)));
+            q = _mm256_and_si256(_mm256_srlv_epi64(q, nib_shift), lo);
+            if (f == F_Q5_0 || f == F_Q5_1)
+                q = _mm256_or_si256(q, fifth_bits(p + (f == F_Q5_0 ? 2 : 4)));
+            if (sgn) {
+                sg[r] = _mm256_shuffle_epi8(table, q);
+                q = _mm256_sign_epi8(sg[r], sg[r]);
+            }
+            wv[r] = q;
+            dw[r] = scale_of(f, p, b);
+            if (asym) mw[r] = half(p + 2);
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            v[c] = _mm256_loadu_si256((const __m256i *)(y[c] + b * 32));
+            dx[c] = yd[c][b], sy[c] = (float)ys[c][b];
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                __m256i a = sgn ? _mm256_sign_epi8(v[c], sg[r]) : v[c];
+                d[r * C + c] = vnni ? dpbusd(_mm256_setzero_si256(), wv[r], a)
+                                    : _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], a), one);
+            }
+        __m256i s = reduce8(d);
+        if (f == F_Q5_0) { /* the levels are q - 16: 16 x the activation sum off, exactly */
+            int32_t si[4];
+            for (int c = 0; c < C; c++) si[c] = ys[c][b];
+            __m256i s4 = C == 1 ? _mm256_set1_epi32(si[0])
+                                : _mm256_set_m128i(_mm_loadu_si128((const __m128i *)si),
+                                                   _mm_loadu_si128((const __m128i *)si));
+            s = _mm256_sub_epi32(s, _mm256_slli_epi32(s4, 4));
+        }
+        __m256 vdx = per_col(C, dx);
+        __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), per_row(C, dw)), vdx);
+        if (asym)
+            t = _mm256_add_ps(t, _mm256_mul_ps(_mm256_mul_ps(per_row(C, mw), vdx), per_col(C, sy)));
+        acc = _mm256_add_ps(acc, t);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
+typedef void tile_fn(const unsigned char *const w[], const int8_t *const y[],
+                     const float *const yd[], const int32_t *const ys[], int64_t nb, float out[8]);
+#define PL_TILE(name, vnni, f, R, C)                                                               \
+    __attribute__((target("avx2,f16c"))) static void name(                                         \
+        const unsigned char *const w[], const int8_t *const y[], const float *const yd[],          \
+        const int32_t *const ys[], int64_t nb, float out[8]) {                                     \
+        tile_avx2(vnni, f, R, C, w, y, yd, ys, nb, out);                                           \
+    }
+#define PL_TILES(f)                                                                                \
+    PL_TILE(tile_##f##_8x1, 0, f, 8, 1)                                                            \
+    PL_TILE(tile_##f##_2x4, 0, f, 2, 4)                                                            \
+    PL_TILE(tile_##f##_8x1_vnni, 1, f, 8, 1)                                                       \
+    PL_TILE(tile_##f##_2x4_vnni, 1, f, 2, 4)
+PL_TILES(F_Q4_1)
+PL_TILES(F_Q5_0)
+PL_TILES(F_Q5_1)
+PL_TILES(F_IQ4_NL)
+PL_TILES(F_IQ4_XS)
+#define PL_ROW(f)                                                                                  \
+    {                                                                                              \
+        {tile_##f##_8x1, tile_##f##_2x4}, {                                                        \
+            tile_##f##_8x1_vnni, tile_##f##_2x4_vnni                                               \
+        }                                                                                          \
+    }
+/* [format][vnni][2 x 4] */
+static tile_fn *const tiles[5][2][2] = {PL_ROW(F_Q4_1), PL_ROW(F_Q5_0), PL_ROW(F_Q5_1),
+                                        PL_ROW(F_IQ4_NL), PL_ROW(F_IQ4_XS)};
+#endif
+
+void pl_cpu_qdot_more_tile(uint32_t t, int nr, int nc, const unsigned char *const w[],
+                           const int8_t *const y[], const float *const yd[],
+                           const int32_t *const ys[], int64_t nb, float *out) {
+#ifdef PL_QMORE_X86
+    if (pl_cpu_have_avx2()) {
+        int R = nc == 1 ? 8 : 2, C = 8 / R;
+        const unsigned char *wt[8];
+        const int8_t *yt[4];
+        const float *ydt[4];
+        const int32_t *yst[4];
+        for (int r = 0; r < R; r++) wt[r] = w[r < nr ? r : nr - 1];
+        for (int c = 0; c < C; c++) {
+            int cc = c < nc ? c : nc - 1;
+            yt[c] = y[cc], ydt[c] = yd[cc], yst[c] = ys[cc];
+        }
+        float o[8];
+        tiles[fmt_of(t)][pl_cpu_have_vnni()][nc != 1](wt, yt, ydt, yst, nb, o);
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++) out[r * nc + c] = o[r * C + c];
+        return;
+    }
+#endif
+    pl_cpu_qdot_more_tile_portable(t, nr, nc, w, y, yd, ys, nb, out);
+}
