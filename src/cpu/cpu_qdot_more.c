@@ -143,16 +143,36 @@ __attribute__((target("avx2"))) static inline __m256i fifth_bits(const unsigned 
     return _mm256_and_si256(x, _mm256_set1_epi8(0x10));
 }
 
-/* Lanes k = r * C + c of a per-row value v[r] (C == 1: v[k]; C == 4: v[k / 4]). */
-__attribute__((target("avx2"))) static inline __m256 per_row(const int C, const float v[8]) {
-    if (C == 1) return _mm256_loadu_ps(v);
-    return _mm256_set_m128(_mm_set1_ps(v[1]), _mm_set1_ps(v[0]));
+/* Lanes k = r * C + c of the per-row f16 values h[r] widened (F16C: exact, as
+ * pl_f16_to_f32), C == 1: h[k]; C == 4: h[k / 4]. Built from registers, not stored and
+ * reloaded (a wide load of narrow stores stalls). */
+__attribute__((target("avx2,f16c"))) static inline __m256 rows_f16(const int C,
+                                                                   const uint16_t h[8]) {
+    if (C == 1)
+        return _mm256_cvtph_ps(_mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4],
+                                             (short)h[3], (short)h[2], (short)h[1], (short)h[0]));
+    __m128 d2 = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, 0, 0, (short)h[1], (short)h[0]));
+    return _mm256_set_m128(_mm_permute_ps(d2, 0x55), _mm_permute_ps(d2, 0x00));
 }
-/* ... and of a per-column value v[c] */
-__attribute__((target("avx2"))) static inline __m256 per_col(const int C, const float v[4]) {
-    if (C == 1) return _mm256_set1_ps(v[0]);
-    __m128 x4 = _mm_loadu_ps(v);
+/* ... of per-row ints i[r], as floats (exact: IQ4_XS's sub-block scales) */
+__attribute__((target("avx2"))) static inline __m256 rows_int(const int C, const int i[8]) {
+    if (C == 1)
+        return _mm256_cvtepi32_ps(
+            _mm256_setr_epi32(i[0], i[1], i[2], i[3], i[4], i[5], i[6], i[7]));
+    return _mm256_set_m128(_mm_set1_ps((float)i[1]), _mm_set1_ps((float)i[0]));
+}
+/* ... of a per-column value: col[c] at lanes with that c */
+__attribute__((target("avx2"))) static inline __m256 cols_f(const int C, const float *const col[],
+                                                            int64_t b) {
+    if (C == 1) return _mm256_set1_ps(col[0][b]);
+    __m128 x4 = _mm_set_ps(col[3][b], col[2][b], col[1][b], col[0][b]);
     return _mm256_set_m128(x4, x4);
+}
+__attribute__((target("avx2"))) static inline __m256i
+cols_i(const int C, const int32_t *const col[], int64_t b) {
+    if (C == 1) return _mm256_set1_epi32(col[0][b]);
+    __m128i x4 = _mm_set_epi32(col[3][b], col[2][b], col[1][b], col[0][b]);
+    return _mm256_set_m128i(x4, x4);
 }
 
 /* The R x C tile (R * C == 8) for format f, lane k = r * C + c, as tile_avx2 in cpu_qdot.c. */
@@ -167,7 +187,8 @@ tile_avx2(const int vnni, const int f, const int R, const int C, const unsigned 
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i wv[8], sg[8], v[4], d[8];
-        float dw[8], mw[8], dx[4], sy[4];
+        uint16_t hw[8], hm[8];
+        int ls[8];
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const unsigned char *p = blk_of(f, w[r], b);
@@ -181,14 +202,12 @@ tile_avx2(const int vnni, const int f, const int R, const int C, const unsigned 
                 q = _mm256_sign_epi8(sg[r], sg[r]);
             }
             wv[r] = q;
-            dw[r] = scale_of(f, p, b);
-            if (asym) mw[r] = half(p + 2);
+            memcpy(&hw[r], p, 2);
+            if (asym) memcpy(&hm[r], p + 2, 2);
+            if (f == F_IQ4_XS) ls[r] = xs_scale(p, b);
         }
 #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) {
-            v[c] = _mm256_loadu_si256((const __m256i *)(y[c] + b * 32));
-            dx[c] = yd[c][b], sy[c] = (float)ys[c][b];
-        }
+        for (int c = 0; c < C; c++) v[c] = _mm256_loadu_si256((const __m256i *)(y[c] + b * 32));
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
@@ -198,18 +217,16 @@ tile_avx2(const int vnni, const int f, const int R, const int C, const unsigned 
                                     : _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], a), one);
             }
         __m256i s = reduce8(d);
-        if (f == F_Q5_0) { /* the levels are q - 16: 16 x the activation sum off, exactly */
-            int32_t si[4];
-            for (int c = 0; c < C; c++) si[c] = ys[c][b];
-            __m256i s4 = C == 1 ? _mm256_set1_epi32(si[0])
-                                : _mm256_set_m128i(_mm_loadu_si128((const __m128i *)si),
-                                                   _mm_loadu_si128((const __m128i *)si));
-            s = _mm256_sub_epi32(s, _mm256_slli_epi32(s4, 4));
-        }
-        __m256 vdx = per_col(C, dx);
-        __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), per_row(C, dw)), vdx);
-        if (asym)
-            t = _mm256_add_ps(t, _mm256_mul_ps(_mm256_mul_ps(per_row(C, mw), vdx), per_col(C, sy)));
+        if (f == F_Q5_0) /* the levels are q - 16: 16 x the activation sum off, exactly */
+            s = _mm256_sub_epi32(s, _mm256_slli_epi32(cols_i(C, ys, b), 4));
+        /* d_w: the f16 scale widened, IQ4_XS's times (float)(ls - 32), one rounding as in
+         * scale_of */
+        __m256 dw = rows_f16(C, hw), dx = cols_f(C, yd, b);
+        if (f == F_IQ4_XS) dw = _mm256_mul_ps(dw, rows_int(C, ls));
+        __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), dw), dx);
+        if (asym) /* + (m_w * d_x) * (float)ys */
+            t = _mm256_add_ps(t, _mm256_mul_ps(_mm256_mul_ps(rows_f16(C, hm), dx),
+                                               _mm256_cvtepi32_ps(cols_i(C, ys, b))));
         acc = _mm256_add_ps(acc, t);
     }
     _mm256_storeu_ps(out, acc);
