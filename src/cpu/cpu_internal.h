@@ -153,13 +153,15 @@ void pl_cpu_qdot_tile_portable(int q4, int nr, int nc, const unsigned char *cons
  * quants, the _1 formats' mins need them; nb blocks of 32, IQ4_XS: nb / 8 super-blocks);
  * and the tile, pl_cpu_qdot_tile's shapes (nc == 1 with nr <= 8, or nr <= 2 with nc <= 4),
  * each value bit-identical to the portable row dot (AVX2 + F16C, with AVX-VNNI where the
- * CPU has it, chosen at run time; elsewhere, NEON and wasm included, the portable one). */
+ * CPU has it, chosen at run time; elsewhere, NEON and wasm included, the portable one).
+ * pf (or NULL): where the next tile's weight rows start, as for pl_cpu_qdot_tile. */
 int pl_cpu_qdot_more_type(uint32_t t);
 float pl_cpu_qdot_more_row_portable(uint32_t t, const unsigned char *w, const int8_t *y,
                                     const float *yd, const int32_t *ys, int64_t nb);
 void pl_cpu_qdot_more_tile(uint32_t t, int nr, int nc, const unsigned char *const w[],
                            const int8_t *const y[], const float *const yd[],
-                           const int32_t *const ys[], int64_t nb, float *out);
+                           const int32_t *const ys[], int64_t nb, const unsigned char *pf,
+                           float *out);
 void pl_cpu_qdot_more_tile_portable(uint32_t t, int nr, int nc, const unsigned char *const w[],
                                     const int8_t *const y[], const float *const yd[],
                                     const int32_t *const ys[], int64_t nb, float *out);

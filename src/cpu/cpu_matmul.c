@@ -135,7 +135,7 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
                 const unsigned char *pf =
                     j->n == 1 && r + 2 * R <= r1 ? w[0] + R * row_bytes : NULL;
                 if (m.more)
-                    pl_cpu_qdot_more_tile(m.more, nr, nc, w, y, yd, ys, nb, sums);
+                    pl_cpu_qdot_more_tile(m.more, nr, nc, w, y, yd, ys, nb, pf, sums);
                 else
                     pl_cpu_qdot_tile(q4, nr, nc, w, y, yd, ys, nb, pf, sums);
                 for (int a = 0; a < nr; a++)

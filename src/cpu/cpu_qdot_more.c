@@ -179,13 +179,18 @@ cols_i(const int C, const int32_t *const col[], int64_t b) {
 __attribute__((target("avx2,f16c"), always_inline)) static inline void
 tile_avx2(const int vnni, const int f, const int R, const int C, const unsigned char *const w[],
           const int8_t *const y[], const float *const yd[], const int32_t *const ys[], int64_t nb,
-          float out[8]) {
+          const unsigned char *pf, float out[8]) {
+    static const int bpb[] = {20, 22, 24, 18, 17}; /* bytes per 32 values */
+    const int step = R * bpb[f];
     const __m256i one = _mm256_set1_epi16(1);
     const __m256i lo = _mm256_set1_epi8(15), nib_shift = _mm256_set_epi64x(4, 4, 0, 0);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues));
     const int sgn = f == F_IQ4_NL || f == F_IQ4_XS, asym = f == F_Q4_1 || f == F_Q5_1;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        if (pf) /* the next tile's R rows, contiguous, at the pace this one reads its own */
+            for (int o = 0; o < step; o += 64)
+                _mm_prefetch((const char *)pf + b * step + o, _MM_HINT_T0);
         __m256i wv[8], sg[8], v[4], d[8];
         uint16_t hw[8], hm[8];
         int ls[8];
@@ -233,12 +238,13 @@ tile_avx2(const int vnni, const int f, const int R, const int C, const unsigned 
 }
 
 typedef void tile_fn(const unsigned char *const w[], const int8_t *const y[],
-                     const float *const yd[], const int32_t *const ys[], int64_t nb, float out[8]);
+                     const float *const yd[], const int32_t *const ys[], int64_t nb,
+                     const unsigned char *pf, float out[8]);
 #define PL_TILE(name, vnni, f, R, C)                                                               \
     __attribute__((target("avx2,f16c"))) static void name(                                         \
         const unsigned char *const w[], const int8_t *const y[], const float *const yd[],          \
-        const int32_t *const ys[], int64_t nb, float out[8]) {                                     \
-        tile_avx2(vnni, f, R, C, w, y, yd, ys, nb, out);                                           \
+        const int32_t *const ys[], int64_t nb, const unsigned char *pf, float out[8]) {            \
+        tile_avx2(vnni, f, R, C, w, y, yd, ys, nb, pf, out);                                       \
     }
 #define PL_TILES(f)                                                                                \
     PL_TILE(tile_##f##_8x1, 0, f, 8, 1)                                                            \
@@ -263,7 +269,9 @@ static tile_fn *const tiles[5][2][2] = {PL_ROW(F_Q4_1), PL_ROW(F_Q5_0), PL_ROW(F
 
 void pl_cpu_qdot_more_tile(uint32_t t, int nr, int nc, const unsigned char *const w[],
                            const int8_t *const y[], const float *const yd[],
-                           const int32_t *const ys[], int64_t nb, float *out) {
+                           const int32_t *const ys[], int64_t nb, const unsigned char *pf,
+                           float *out) {
+    (void)pf; /* a prefetch hint only the x86 tiles take */
 #ifdef PL_QMORE_X86
     if (pl_cpu_have_avx2()) {
         int R = nc == 1 ? 8 : 2, C = 8 / R;
@@ -277,7 +285,7 @@ void pl_cpu_qdot_more_tile(uint32_t t, int nr, int nc, const unsigned char *cons
             yt[c] = y[cc], ydt[c] = yd[cc], yst[c] = ys[cc];
         }
         float o[8];
-        tiles[fmt_of(t)][pl_cpu_have_vnni()][nc != 1](wt, yt, ydt, yst, nb, o);
+        tiles[fmt_of(t)][pl_cpu_have_vnni()][nc != 1](wt, yt, ydt, yst, nb, pf, o);
         for (int r = 0; r < nr; r++)
             for (int c = 0; c < nc; c++) out[r * nc + c] = o[r * C + c];
         return;

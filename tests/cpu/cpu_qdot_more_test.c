@@ -150,21 +150,22 @@ static void test_tiles(void) {
             int nc = iter % 3 == 0 ? 1 : 1 + (int)(rnd() % 4);
             int nr = nc == 1 ? 1 + (int)(rnd() % 8) : 1 + (int)(rnd() % 2);
             int64_t rb = pl_row_size(t, nb * 32);
-            unsigned char *w = malloc((size_t)(8 * rb));
+            unsigned char *w = malloc((size_t)(16 * rb));
             int8_t *y = malloc((size_t)(4 * nb * 32));
             float *yd = malloc(sizeof(float) * 4 * (size_t)nb);
             int32_t *ys = malloc(sizeof(int32_t) * 4 * (size_t)nb);
-            fill_weights(t, w, 8 * (int64_t)nb, iter);
+            fill_weights(t, w, 16 * (int64_t)nb, iter);
             fill_acts(y, yd, ys, 4 * (int64_t)nb, iter);
-            const unsigned char *wr[8];
+            const unsigned char *wr[16]; /* the tile's rows, then the next tile's (prefetched) */
+            ;
             const int8_t *yr[4];
             const float *ydr[4];
             const int32_t *ysr[4];
-            for (int r = 0; r < 8; r++) wr[r] = w + r * rb;
+            for (int r = 0; r < 16; r++) wr[r] = w + r * rb;
             for (int c = 0; c < 4; c++)
                 yr[c] = y + c * nb * 32, ydr[c] = yd + c * nb, ysr[c] = ys + c * nb;
             float got[8], want[8];
-            pl_cpu_qdot_more_tile(t, nr, nc, wr, yr, ydr, ysr, nb, got);
+            pl_cpu_qdot_more_tile(t, nr, nc, wr, yr, ydr, ysr, nb, iter % 2 ? wr[nr] : NULL, got);
             pl_cpu_qdot_more_tile_portable(t, nr, nc, wr, yr, ydr, ysr, nb, want);
             for (int r = 0; r < nr; r++)
                 for (int c = 0; c < nc; c++) {
