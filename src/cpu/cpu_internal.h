@@ -162,6 +162,15 @@ void pl_cpu_qdot_more_tile(uint32_t t, int nr, int nc, const unsigned char *cons
                            const int8_t *const y[], const float *const yd[],
                            const int32_t *const ys[], int64_t nb, const unsigned char *pf,
                            float *out);
+/* The prefill GEMM for those of them whose block value is d_w x an int8 level (Q5_0,
+ * IQ4_NL, IQ4_XS: pl_cpu_qdot_more_gemm_type): pl_cpu_qdot_more_unpack lays nr <= 4 weight
+ * rows out as pl_cpu_gemm_unpack does Q8_0's (the levels, their absolute values, d_w), and
+ * pl_cpu_gemm_tile(q4 = 0, ...) then computes ((float)dot * d_w) * d_x per block in order:
+ * the formula of cpu_qdot_more.c, so the same bits as the tiles. Returns 0 (nothing done)
+ * for other types. The _1 formats' min term has no place in that GEMM: they take the tiles. */
+int pl_cpu_qdot_more_gemm_type(uint32_t t);
+int pl_cpu_qdot_more_unpack(uint32_t t, int nr, const unsigned char *const w[], int64_t nb,
+                            unsigned char *wu, float *wd);
 void pl_cpu_qdot_more_tile_portable(uint32_t t, int nr, int nc, const unsigned char *const w[],
                                     const int8_t *const y[], const float *const yd[],
                                     const int32_t *const ys[], int64_t nb, float *out);

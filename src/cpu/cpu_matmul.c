@@ -187,7 +187,8 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
         int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
         const unsigned char *w[4];
         for (int t = 0; t < nr; t++) w[t] = m.wdata + (r + t) * m.row_bytes;
-        pl_cpu_gemm_unpack(m.q4, nr, w, nb, wu, wd);
+        if (!m.more || !pl_cpu_qdot_more_unpack(m.more, nr, w, nb, wu, wd))
+            pl_cpu_gemm_unpack(m.q4, nr, w, nb, wu, wd);
         for (int64_t g = g0; g < g1; g += 2) {
             float sums[64];
             int ng = g + 1 < g1 ? 2 : 1;
@@ -402,7 +403,8 @@ static void pack_item(void *ctx, int64_t g) {
  * threads items in all. */
 static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
     if (j->n < GEMM_MIN_N || !(pl_cpu_have_avx2() || pl_cpu_neon_level())) return false;
-    if (j->xq && pl_cpu_qdot_more_type(j->w->type)) return false; /* no GEMM for these: tiles */
+    if (j->xq && pl_cpu_qdot_more_type(j->w->type) && !pl_cpu_qdot_more_gemm_type(j->w->type))
+        return false; /* Q4_1, Q5_1: the tiles */
     int64_t nb = j->w->ne0 / 32, n_out = j->w->ne1;
     j->groups = (j->n + 7) / 8;
     /* per group and 32 values: 256 quant bytes; and scales and sums per block (Q4_0/Q8_0)

@@ -175,6 +175,22 @@ cols_i(const int C, const int32_t *const col[], int64_t b) {
     return _mm256_set_m128i(x4, x4);
 }
 
+/* The 32 nibbles of the 16 bytes at qs in element order (low nibbles first), as bytes. */
+__attribute__((target("avx2"))) static inline __m256i nibbles(const unsigned char *qs) {
+    __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi64(q, _mm256_set_epi64x(4, 4, 0, 0)),
+                            _mm256_set1_epi8(15));
+}
+
+/* Block b of format f at p: its 32 quants in element order as bytes, before any table
+ * (Q4_1, IQ4: the nibbles; Q5: nibble | fifth bit << 4; all 0..31, unsigned). */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+raw_quants(const int f, const unsigned char *p, int64_t b) {
+    __m256i q = nibbles(nib_of(f, p, b));
+    if (f == F_Q5_0 || f == F_Q5_1) q = _mm256_or_si256(q, fifth_bits(p + (f == F_Q5_0 ? 2 : 4)));
+    return q;
+}
+
 /* The R x C tile (R * C == 8) for format f, lane k = r * C + c, as tile_avx2 in cpu_qdot.c. */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void
 tile_avx2(const int vnni, const int f, const int R, const int C, const unsigned char *const w[],
@@ -183,7 +199,6 @@ tile_avx2(const int vnni, const int f, const int R, const int C, const unsigned 
     static const int bpb[] = {20, 22, 24, 18, 17}; /* bytes per 32 values */
     const int step = R * bpb[f];
     const __m256i one = _mm256_set1_epi16(1);
-    const __m256i lo = _mm256_set1_epi8(15), nib_shift = _mm256_set_epi64x(4, 4, 0, 0);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues));
     const int sgn = f == F_IQ4_NL || f == F_IQ4_XS, asym = f == F_Q4_1 || f == F_Q5_1;
     __m256 acc = _mm256_setzero_ps();
@@ -197,11 +212,7 @@ tile_avx2(const int vnni, const int f, const int R, const int C, const unsigned 
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const unsigned char *p = blk_of(f, w[r], b);
-            __m256i q =
-                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)nib_of(f, p, b)));
-            q = _mm256_and_si256(_mm256_srlv_epi64(q, nib_shift), lo);
-            if (f == F_Q5_0 || f == F_Q5_1)
-                q = _mm256_or_si256(q, fifth_bits(p + (f == F_Q5_0 ? 2 : 4)));
+            __m256i q = raw_quants(f, p, b);
             if (sgn) {
                 sg[r] = _mm256_shuffle_epi8(table, q);
                 q = _mm256_sign_epi8(sg[r], sg[r]);
@@ -266,6 +277,54 @@ PL_TILES(F_IQ4_XS)
 static tile_fn *const tiles[5][2][2] = {PL_ROW(F_Q4_1), PL_ROW(F_Q5_0), PL_ROW(F_Q5_1),
                                         PL_ROW(F_IQ4_NL), PL_ROW(F_IQ4_XS)};
 #endif
+
+/* The GEMM's Q8_0 layout (pl_cpu_gemm_unpack) of the formats whose block value is
+ * d_w * level with a level in int8: the levels, then their absolute values; d_w as floats. */
+#ifdef PL_QMORE_X86
+__attribute__((target("avx2,f16c"))) static void unpack_avx2(int f, int nr,
+                                                             const unsigned char *const w[],
+                                                             int64_t nb, unsigned char *wu,
+                                                             float *wd) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues));
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = blk_of(f, w[r < nr ? r : nr - 1], b);
+            unsigned char *o = wu + (b * 4 + r) * 64;
+            __m256i q = f == F_Q5_0 ? _mm256_sub_epi8(raw_quants(f, p, b), _mm256_set1_epi8(16))
+                                    : _mm256_shuffle_epi8(table, nibbles(nib_of(f, p, b)));
+            _mm256_storeu_si256((__m256i *)o, q);
+            _mm256_storeu_si256((__m256i *)(o + 32), _mm256_abs_epi8(q));
+            wd[b * 4 + r] = scale_of(f, p, b);
+        }
+}
+#endif
+
+int pl_cpu_qdot_more_gemm_type(uint32_t t) {
+    return t == PL_TYPE_Q5_0 || t == PL_TYPE_IQ4_NL || t == PL_TYPE_IQ4_XS;
+}
+
+int pl_cpu_qdot_more_unpack(uint32_t t, int nr, const unsigned char *const w[], int64_t nb,
+                            unsigned char *wu, float *wd) {
+    int f = fmt_of(t);
+    if (!pl_cpu_qdot_more_gemm_type(t)) return 0;
+#ifdef PL_QMORE_X86
+    if (pl_cpu_have_avx2()) {
+        unpack_avx2(f, nr, w, nb, wu, wd);
+        return 1;
+    }
+#endif
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = blk_of(f, w[r < nr ? r : nr - 1], b);
+            unsigned char *o = wu + (b * 4 + r) * 64;
+            for (int j = 0; j < 32; j++) {
+                int v = level(f, p, b, j);
+                o[j] = (unsigned char)(int8_t)v, o[32 + j] = (unsigned char)(v < 0 ? -v : v);
+            }
+            wd[b * 4 + r] = scale_of(f, p, b);
+        }
+    return 1;
+}
 
 void pl_cpu_qdot_more_tile(uint32_t t, int nr, int nc, const unsigned char *const w[],
                            const int8_t *const y[], const float *const yd[],

@@ -11,10 +11,14 @@
  *   dot on fresh random rows of every allowed shape, short tiles included, extreme values
  *   included (nibbles all 0 or all 15, fifth bits all 0 or all 1, IQ4_XS sub-block scales
  *   0 and 63, activations +-127).
- * - matmul: pl_be_matmul with act_q8 on each format, batches 1..9 and 17 (8 x 1 tiles,
- *   2 x 4 tiles, no GEMM for these formats), rows not a multiple of the tiles, bias and
- *   accumulate, 1 and 3 threads, gives exactly the portable dot of each weight row with
- *   each quantised activation row; and it stays close to the float matmul (act f32). */
+ * - GEMM: Q5_0/IQ4_NL/IQ4_XS unpacked into Q8_0's GEMM layout, the GEMM tile (vector and
+ *   portable) bit-identical to the portable row dot.
+ * - matmul: pl_be_matmul with act_q8 on each format, batches 1..9, 17 and 35 (8 x 1 tiles,
+ *   2 x 4 tiles, and from 8 rows the prefill GEMM for Q5_0/IQ4_NL/IQ4_XS, with AVX-512
+ *   VNNI, AVX-VNNI, AVX2 and portable as the CPU has them), rows not a multiple of the
+ *   tiles, bias and accumulate, 1 and 3 threads, gives exactly the portable dot of each
+ *   weight row with each quantised activation row; and it stays close to the float matmul
+ *   (act f32). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +189,66 @@ static void test_tiles(void) {
     }
 }
 
+/* The prefill GEMM of Q5_0/IQ4_NL/IQ4_XS: pl_cpu_qdot_more_unpack into Q8_0's unpacked
+ * layout, then pl_cpu_gemm_tile (Q8_0's) on two packed groups of 8 columns, the vector and
+ * the portable paths (the portable unpack runs in the matmul only on arm64), against the
+ * portable row dot; Q4_1/Q5_1 must refuse. */
+static void test_gemm_tile(void) {
+    for (int ti = 0; ti < NT; ti++) {
+        uint32_t t = types[ti];
+        int bad = 0, cases = 0;
+        if (!pl_cpu_qdot_more_gemm_type(t)) {
+            const unsigned char *w0[1] = {NULL};
+            CHECK(pl_cpu_qdot_more_unpack(t, 1, w0, 0, NULL, NULL) == 0, "%s: unpacked", names[ti]);
+            continue;
+        }
+        for (int iter = 0; iter < 300; iter++) {
+            int nb = t == PL_TYPE_IQ4_XS ? 8 * (1 + iter % 2) : 1 + (int)(rnd() % 9);
+            int nr = 1 + iter % 4, ng = 1 + iter / 4 % 2;
+            int64_t rb = pl_row_size(t, nb * 32);
+            unsigned char *w = malloc((size_t)(4 * rb)), *wu = malloc((size_t)nb * 4 * 64);
+            int8_t *y = malloc((size_t)16 * nb * 32), *pq = malloc((size_t)nb * 512);
+            float *yd = malloc(sizeof(float) * 16 * (size_t)nb),
+                  *wd = malloc(sizeof(float) * 4 * (size_t)nb);
+            float *pd = malloc(sizeof(float) * 16 * (size_t)nb);
+            int32_t *ys = malloc(sizeof(int32_t) * 16 * (size_t)nb),
+                    *ps = malloc(sizeof(int32_t) * 16 * (size_t)nb);
+            fill_weights(t, w, 4 * (int64_t)nb, iter);
+            fill_acts(y, yd, ys, 16 * (int64_t)nb, iter);
+            const unsigned char *wr[4];
+            const int8_t *yr[16];
+            const float *ydr[16];
+            const int32_t *ysr[16];
+            for (int r = 0; r < 4; r++) wr[r] = w + r * rb;
+            for (int c = 0; c < 16; c++)
+                yr[c] = y + c * nb * 32, ydr[c] = yd + c * nb, ysr[c] = ys + c * nb;
+            for (int k = 0; k < 2; k++)
+                pl_cpu_gemm_pack(yr + 8 * k, ydr + 8 * k, ysr + 8 * k, nb, pq + k * nb * 256,
+                                 pd + k * nb * 8, ps + k * nb * 8);
+            for (int portable = 0; portable < 2; portable++) {
+                pl_cpu_portable = portable;
+                float got[64];
+                CHECK(pl_cpu_qdot_more_unpack(t, nr, wr, nb, wu, wd) == 1, "%s: not unpacked",
+                      names[ti]);
+                pl_cpu_gemm_tile(0, ng, wu, wd, nb, pq, pd, ps, got);
+                for (int k = 0; k < ng; k++)
+                    for (int r = 0; r < 4; r++)
+                        for (int c = 0; c < 8; c++) {
+                            int cc = 8 * k + c;
+                            float p = pl_cpu_qdot_more_row_portable(t, wr[r < nr ? r : nr - 1],
+                                                                    yr[cc], ydr[cc], ysr[cc], nb);
+                            bad += memcmp(&got[(k * 4 + r) * 8 + c], &p, 4) != 0;
+                            cases++;
+                        }
+            }
+            pl_cpu_portable = 0;
+            free(w), free(wu), free(y), free(pq), free(yd), free(wd), free(pd), free(ys), free(ps);
+        }
+        CHECK(bad == 0, "%s: GEMM tile vs portable row: %d of %d values differ", names[ti], bad,
+              cases);
+    }
+}
+
 /* One act_q8 pl_be_matmul per backend against the portable dots; *rel the largest error
  * relative to the row's scale (max |float result|) of the act_q8 result vs the float one. */
 static int matmul_case(pl_backend *bes[2], uint32_t t, int n_out, int k, int n, bool bias, bool acc,
@@ -247,7 +311,8 @@ static void test_matmul(void) {
             int n = ns[iter % 8], n_out = 8 * (1 + (int)(rnd() % 8)) + (int)(rnd() % 8);
             int k =
                 t == PL_TYPE_IQ4_XS ? 256 * (1 + (int)(rnd() % 2)) : 32 * (1 + (int)(rnd() % 12));
-            if (iter == 9) n_out = 101, k = t == PL_TYPE_IQ4_XS ? 512 : 32 * 13; /* threads */
+            if (iter == 9) /* split between threads; the GEMM's 2-D split */
+                n_out = 101, k = t == PL_TYPE_IQ4_XS ? 512 : 32 * 13, n = 35;
             bad += matmul_case(bes, t, n_out, k, n, iter % 3 != 0, iter % 4 == 1, iter, &rel);
         }
         CHECK(bad == 0, "%s: matmul act_q8: %d values differ from the portable dot (%d cases)",
@@ -261,16 +326,19 @@ static void test_matmul(void) {
 
 static void run_tests(void) {
     test_levels();
-    pl_cpu_no_vnni = 0;
-    int vnni = pl_cpu_have_vnni();
-    fprintf(stderr, "AVX2: %s, AVX-VNNI: %s\n", pl_cpu_have_avx2() ? "yes" : "no",
-            vnni ? "yes (tested)" : "no (not tested)");
-    /* the AVX2 tiles with AVX-VNNI (where the CPU has it) and without; then portable */
-    for (int pass = vnni ? 0 : 1; pass < 3; pass++) {
-        pl_cpu_no_vnni = pass >= 1;
-        pl_cpu_portable = pass == 2;
-        test_tiles();
+    pl_cpu_no_vnni = pl_cpu_no_avx512 = 0;
+    int vnni = pl_cpu_have_vnni(), v512 = pl_cpu_have_avx512vnni();
+    fprintf(stderr, "AVX2: %s, AVX-VNNI: %s, AVX-512 VNNI: %s\n", pl_cpu_have_avx2() ? "yes" : "no",
+            vnni ? "yes (tested)" : "no (not tested)", v512 ? "yes (tested)" : "no (not tested)");
+    /* each level the CPU has: AVX-512 VNNI (the GEMM's 16-column tile, for Q5_0/IQ4), AVX-VNNI,
+     * plain AVX2; then the portable paths */
+    for (int pass = v512 ? 0 : vnni ? 1 : 2; pass < 4; pass++) {
+        pl_cpu_no_avx512 = pass >= 1;
+        pl_cpu_no_vnni = pass >= 2;
+        pl_cpu_portable = pass == 3;
+        if (pass != 1) test_tiles();    /* (the tiles have no AVX-512 path) */
+        if (pass < 3) test_gemm_tile(); /* (which runs its portable half itself) */
         test_matmul();
     }
-    pl_cpu_no_vnni = 0, pl_cpu_portable = 0;
+    pl_cpu_no_vnni = pl_cpu_no_avx512 = pl_cpu_portable = 0;
 }
