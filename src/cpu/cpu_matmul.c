@@ -18,6 +18,11 @@
  * once and run past GEMM_GROUPS groups, the items split in row x column ranges; the same
  * bits again. The activation rows are quantised (and packed) by the pool's threads.
  *
+ * With act_q8 and a Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS weight, the same quantised rows meet the
+ * tiles of cpu_qdot_more.c (the same shapes); from GEMM_MIN_N rows Q5_0/IQ4_NL/IQ4_XS take
+ * the GEMM above, their int8 levels unpacked into Q8_0's layout, and Q4_1/Q5_1 (whose min
+ * term that GEMM lacks) stay on the 2 x 4 tiles.
+ *
  * With act_q8 and a Q4_K/Q5_K/Q6_K weight, the activation rows are quantised per 256 values
  * (pl_cpu_quant_act_k) and each super-block product is an integer dot (cpu_kdot.c): one
  * weight row x 1 or 4 activation rows (decode, short batches), or from GEMM_MIN_N rows with

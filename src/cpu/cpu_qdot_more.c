@@ -22,7 +22,12 @@
  * 0..31) meet y in maddubs directly, Q5_0 dots 0..31 and takes 16 x ys off (exact); the
  * IQ4 levels come from the 16-entry table through pshufb and are signed, so |w| (<= 127)
  * meets y given w's sign, as Q8_0 does. Every int16 pair of maddubs is at most
- * 2 * 127 * 127 in size: no saturation. */
+ * 2 * 127 * 127 in size: no saturation.
+ *
+ * The prefill GEMM (pl_cpu_qdot_more_unpack): Q5_0, IQ4_NL and IQ4_XS blocks are d_w times
+ * int8 levels, so their rows unpack into Q8_0's GEMM layout (cpu_qdot.c) and its tiles,
+ * which compute ((float)dot * d_w) * d_x per block in order, give the same bits as these
+ * tiles. Q4_1/Q5_1 would need the min term in the GEMM: they stay on the 2 x 4 tiles. */
 #include <string.h>
 
 #include "cpu_internal.h"
