@@ -12,7 +12,8 @@
  *   Q5_0, IQ4_NL, IQ4_XS:  sum = sum + ((float)dot * d_w) * d_x
  *   Q4_1, Q5_1:            sum = sum + (((float)dot * d_w) * d_x + (m_w * d_x) * (float)ys)
  * (the _1 formats' value d_w * q + m_w dotted with d_x * y, the min's part through the
- * activation block's sum, as llama.cpp's vec_dot_q4_1_q8_1 does). row_scalar below is the
+ * activation block's sum, split as llama.cpp's vec_dot_q4_1_q8_1 splits it, though it
+ * takes d_x * ys rounded to f16 from its Q8_1 blocks: not its bits). row_scalar below is the
  * portable reference; the AVX2 tiles compute the same integers and do exactly these float
  * operations in this order per lane, so their results are bit-identical. NEON and wasm
  * builds run the portable reference for these formats (no vector kernels yet).
