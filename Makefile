@@ -199,7 +199,7 @@ $(BUILD)/gemm_lab: tools/gemm_lab.c tools/lab_util.h $(BUILD)/libpooled.a
 WASM_CC    ?= clang
 WASM_FLAGS := --target=wasm32-wasi -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -Iinclude
 # the tests need no file outside their temporary folder, and no process or thread of their own
-WASM_TESTS := cpu_qdot_test cpu_kdot_test cpu_attention_test cpu_moe_test cpu_ssm_test \
+WASM_TESTS := cpu_qdot_test cpu_qdot_more_test cpu_kdot_test cpu_attention_test cpu_moe_test cpu_ssm_test \
     pool_test f16_test quant_roundtrip_test quant_finite_test json_test sha256_test status_test \
     sampler_test file_map_test backend_opts_test
 # the simd build runs the tests of src/cpu/, the only code compiled differently there
@@ -249,7 +249,7 @@ ARM64_CC    ?= aarch64-linux-gnu-gcc
 ARM64_BUILD ?= build/arm64
 ARM64_QEMU  ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 ARM64_CFLAGS := -O2 -std=c11 -Wall -Wextra -D_GNU_SOURCE -pthread -ffp-contract=off
-ARM64_TESTS := cpu_qdot_test cpu_kdot_test cpu_attention_test cpu_moe_test cpu_ssm_test pool_test
+ARM64_TESTS := cpu_qdot_test cpu_qdot_more_test cpu_kdot_test cpu_attention_test cpu_moe_test cpu_ssm_test pool_test
 ARM64_LIB   := $(wildcard src/cpu/*.c src/format/quant_*.c) src/format/f16.c \
                src/backend/backend.c src/base/status.c
 ARM64_OBJ   := $(ARM64_LIB:%.c=$(ARM64_BUILD)/obj/%.o)

@@ -86,8 +86,9 @@ typedef struct {
     int kv_type;                /* POOLED_KV_F16 (default), POOLED_KV_F32 or POOLED_KV_Q8 (int8,
                                    an f16 scale per 32 values) */
     int act_type;               /* POOLED_ACT_Q8 (default: Q4_0/Q8_0 matmuls quantise their
-                                   activations to Q8_0 blocks, and on the CPU Q4_K/Q5_K/Q6_K
-                                   ones per 256 values, as llama.cpp) or POOLED_ACT_F32
+                                   activations to Q8_0 blocks, and on the CPU Q4_1/Q5_0/Q5_1/
+                                   IQ4_NL/IQ4_XS ones too, Q4_K/Q5_K/Q6_K ones per 256
+                                   values, as llama.cpp) or POOLED_ACT_F32
                                    (exact) */
     const char *dawn_lib;       /* the WebGPU library (libwebgpu_wrapper.so); NULL: looked for in
                                    node_modules/ of the current folder or next to the program */

@@ -137,7 +137,8 @@ typedef struct pl_backend_methods {
      * add fused). out must not be x. With the backend's act_q8 set and W in Q4_0 or Q8_0,
      * each row of x is first quantised to Q8_0 blocks (pl_quant_act_q8_0) and every block
      * product is an integer dot scaled by the two block scales, as llama.cpp does (the CPU
-     * also quantises per 256 values for Q4_K/Q5_K/Q6_K weights: docs/backend.md). */
+     * also quantises per 256 values for Q4_K/Q5_K/Q6_K weights, and to Q8_0 blocks for
+     * Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS weights: docs/backend.md, src/cpu/cpu_qdot_more.c). */
     pl_status (*matmul)(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out);
     /* out[i] = a[i] + b[i] for the first count values. out may be a or b. */

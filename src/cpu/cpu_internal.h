@@ -147,6 +147,34 @@ void pl_cpu_qdot_tile_portable(int q4, int nr, int nc, const unsigned char *cons
                                const int8_t *const y[], const float *const yd[],
                                const int32_t *const ys[], int64_t nb, float *out);
 
+/* The act_q8 tiles for Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS weights (cpu_qdot_more.c, which
+ * gives the one float formula per format) against the same Q8_0 activation rows: whether
+ * type t takes them; the portable reference row dot (ys: the activation blocks' sums of
+ * quants, the _1 formats' mins need them; nb blocks of 32, IQ4_XS: nb / 8 super-blocks);
+ * and the tile, pl_cpu_qdot_tile's shapes (nc == 1 with nr <= 8, or nr <= 2 with nc <= 4),
+ * each value bit-identical to the portable row dot (AVX2 + F16C, with AVX-VNNI where the
+ * CPU has it, chosen at run time; elsewhere, NEON and wasm included, the portable one).
+ * pf (or NULL): where the next tile's weight rows start, as for pl_cpu_qdot_tile. */
+int pl_cpu_qdot_more_type(uint32_t t);
+float pl_cpu_qdot_more_row_portable(uint32_t t, const unsigned char *w, const int8_t *y,
+                                    const float *yd, const int32_t *ys, int64_t nb);
+void pl_cpu_qdot_more_tile(uint32_t t, int nr, int nc, const unsigned char *const w[],
+                           const int8_t *const y[], const float *const yd[],
+                           const int32_t *const ys[], int64_t nb, const unsigned char *pf,
+                           float *out);
+/* The prefill GEMM for those of them whose block value is d_w x an int8 level (Q5_0,
+ * IQ4_NL, IQ4_XS: pl_cpu_qdot_more_gemm_type): pl_cpu_qdot_more_unpack lays nr <= 4 weight
+ * rows out as pl_cpu_gemm_unpack does Q8_0's (the levels, their absolute values, d_w), and
+ * pl_cpu_gemm_tile(q4 = 0, ...) then computes ((float)dot * d_w) * d_x per block in order:
+ * the formula of cpu_qdot_more.c, so the same bits as the tiles. Returns 0 (nothing done)
+ * for other types. The _1 formats' min term has no place in that GEMM: they take the tiles. */
+int pl_cpu_qdot_more_gemm_type(uint32_t t);
+int pl_cpu_qdot_more_unpack(uint32_t t, int nr, const unsigned char *const w[], int64_t nb,
+                            unsigned char *wu, float *wd);
+void pl_cpu_qdot_more_tile_portable(uint32_t t, int nr, int nc, const unsigned char *const w[],
+                                    const int8_t *const y[], const float *const yd[],
+                                    const int32_t *const ys[], int64_t nb, float *out);
+
 /* wasm simd128 (cpu_qdot_wasm.c; compiled in with -msimd128, wasm having no run-time CPU
  * detection): pl_cpu_qdot_tile's and pl_cpu_gemm_tile's contracts, bit-identical to the
  * portable reference; they take over from the portable paths unless pl_cpu_portable is set. */

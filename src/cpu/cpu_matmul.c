@@ -18,6 +18,11 @@
  * once and run past GEMM_GROUPS groups, the items split in row x column ranges; the same
  * bits again. The activation rows are quantised (and packed) by the pool's threads.
  *
+ * With act_q8 and a Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS weight, the same quantised rows meet the
+ * tiles of cpu_qdot_more.c (the same shapes); from GEMM_MIN_N rows Q5_0/IQ4_NL/IQ4_XS take
+ * the GEMM above, their int8 levels unpacked into Q8_0's layout, and Q4_1/Q5_1 (whose min
+ * term that GEMM lacks) stay on the 2 x 4 tiles.
+ *
  * With act_q8 and a Q4_K/Q5_K/Q6_K weight, the activation rows are quantised per 256 values
  * (pl_cpu_quant_act_k) and each super-block product is an integer dot (cpu_kdot.c): one
  * weight row x 1 or 4 activation rows (decode, short batches), or from GEMM_MIN_N rows with
@@ -83,6 +88,7 @@ static inline int64_t out_row(const mm_job *j, int64_t i) {
 typedef struct {
     int64_t k, n_out, nb, row_bytes;
     int q4;
+    uint32_t more; /* a type of pl_cpu_qdot_more_tile, or 0 (Q4_0/Q8_0: pl_cpu_qdot_tile) */
     const unsigned char *wdata;
     const float *bias;
     float *out;
@@ -95,6 +101,7 @@ static q8_view q8_view_of(const mm_job *j) {
                      .nb = k / 32,
                      .row_bytes = pl_row_size(j->w->type, k),
                      .q4 = j->w->type == PL_TYPE_Q4_0,
+                     .more = pl_cpu_qdot_more_type(j->w->type) ? j->w->type : 0,
                      .wdata = vptr(j->w),
                      .bias = j->bias ? fptr(j->bias) : NULL,
                      .out = fptr(j->out)};
@@ -132,7 +139,10 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
                 /* decode: the next tile's rows are prefetched (those of this item only) */
                 const unsigned char *pf =
                     j->n == 1 && r + 2 * R <= r1 ? w[0] + R * row_bytes : NULL;
-                pl_cpu_qdot_tile(q4, nr, nc, w, y, yd, ys, nb, pf, sums);
+                if (m.more)
+                    pl_cpu_qdot_more_tile(m.more, nr, nc, w, y, yd, ys, nb, pf, sums);
+                else
+                    pl_cpu_qdot_tile(q4, nr, nc, w, y, yd, ys, nb, pf, sums);
                 for (int a = 0; a < nr; a++)
                     for (int t = 0; t < nc; t++) put_out(j, &m, i + t, r + a, sums[a * nc + t]);
             }
@@ -182,7 +192,8 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
         int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
         const unsigned char *w[4];
         for (int t = 0; t < nr; t++) w[t] = m.wdata + (r + t) * m.row_bytes;
-        pl_cpu_gemm_unpack(m.q4, nr, w, nb, wu, wd);
+        if (!m.more || !pl_cpu_qdot_more_unpack(m.more, nr, w, nb, wu, wd))
+            pl_cpu_gemm_unpack(m.q4, nr, w, nb, wu, wd);
         for (int64_t g = g0; g < g1; g += 2) {
             float sums[64];
             int ng = g + 1 < g1 ? 2 : 1;
@@ -283,11 +294,13 @@ static void mm_item(void *ctx, int64_t item) {
     free(tmp);
 }
 
-/* act_q8 (backend.h): Q4_0/Q8_0 weights take Q8_0-quantised activations (1), Q4_K, Q5_K
+/* act_q8 (backend.h): Q4_0/Q8_0 weights and those of pl_cpu_qdot_more_type (Q4_1, Q5_0,
+ * Q5_1, IQ4_NL, IQ4_XS) take Q8_0-quantised activations (1), Q4_K, Q5_K
  * and Q6_K weights activations quantised per 256 values (2); others none (0). */
 static int wants_q8(const pl_backend *be, const pl_buf *w) {
     if (!be->act_q8) return 0;
-    if (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0) return 1;
+    if (w->type == PL_TYPE_Q4_0 || w->type == PL_TYPE_Q8_0 || pl_cpu_qdot_more_type(w->type))
+        return 1;
     return pl_cpu_kdot_type(w->type) ? 2 : 0;
 }
 
@@ -395,6 +408,8 @@ static void pack_item(void *ctx, int64_t g) {
  * threads items in all. */
 static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
     if (j->n < GEMM_MIN_N || !(pl_cpu_have_avx2() || pl_cpu_neon_level())) return false;
+    if (j->xq && pl_cpu_qdot_more_type(j->w->type) && !pl_cpu_qdot_more_gemm_type(j->w->type))
+        return false; /* Q4_1, Q5_1: the tiles */
     int64_t nb = j->w->ne0 / 32, n_out = j->w->ne1;
     j->groups = (j->n + 7) / 8;
     /* per group and 32 values: 256 quant bytes; and scales and sums per block (Q4_0/Q8_0)

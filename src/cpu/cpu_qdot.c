@@ -17,6 +17,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
+
+#include "cpu_x86.h"
 #define PL_QDOT_X86 1
 #endif
 
@@ -46,23 +48,7 @@ static float row_scalar(int q4, const unsigned char *w, const int8_t *y, const f
 }
 
 #ifdef PL_QDOT_X86
-/* acc + the sums of four u8 x s8 products per int32 lane: AVX-VNNI's vpdpbusd in its VEX
- * form, written as one instruction of inline assembly so the kernels around it keep their
- * AVX2 target and are compiled once for both paths; only called where pl_cpu_have_vnni().
- * No saturation: the same integers maddubs (whose pairs here never saturate) + madd give. */
-__attribute__((target("avx2"), always_inline)) static inline __m256i dpbusd(__m256i acc, __m256i u8,
-                                                                            __m256i s8) {
-    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u8), "x"(s8));
-    return acc;
-}
-
-/* The eight lanes' block sums: lane k is the sum of d[k]'s eight int32s (exact). */
-__attribute__((target("avx2"))) static inline __m256i reduce8(const __m256i d[8]) {
-    __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
-    __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(d[4], d[5]), _mm256_hadd_epi32(d[6], d[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-                            _mm256_permute2x128_si256(a, b, 0x31));
-}
+/* (dpbusd and reduce8: cpu_x86.h) */
 
 /* A tile of R weight rows x C activation rows (R * C == 8, compile-time constants where it
  * is inlined): lane k = r * C + c. Per block, each weight block is unpacked once for its C

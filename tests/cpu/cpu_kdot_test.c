@@ -175,10 +175,8 @@ static int matmul_case(pl_backend *bes[2], uint32_t t, int n_out, int64_t nsb, i
 }
 
 static void test_matmul(void) {
-    pl_backend *bes[2] = {NULL, NULL};
-    CHECK(pl_cpu_new(1, &bes[0]) == PL_OK && pl_cpu_new(3, &bes[1]) == PL_OK, "%s",
-          pl_last_error());
-    if (!bes[0] || !bes[1]) return;
+    pl_backend *bes[2];
+    if (!act_q8_backends(bes)) return;
     /* one row, short batches (pl_cpu_kdot), the GEMM from 8 rows: an odd last group, two
      * groups, past one item's 64 columns */
     static const int ns[] = {1, 2, 5, 8, 17, 70};

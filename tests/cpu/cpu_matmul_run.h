@@ -3,6 +3,7 @@
 #ifndef PL_TEST_CPU_MATMUL_RUN_H
 #define PL_TEST_CPU_MATMUL_RUN_H
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "test.h"
@@ -44,6 +45,28 @@ static inline int act_q8_mismatches(int n, int n_out, const float *dot, const fl
         bad += memcmp(&want, &got[i], sizeof want) != 0;
     }
     return bad;
+}
+
+/* The inputs of a matmul test case from rnd: x [n, k] in +-2, bias [n_out] in +-0.5 and the
+ * accumulator's start o0 [n, n_out] in 0..10, each malloc'd (the caller frees them). */
+static inline void act_q8_inputs(uint32_t (*rnd)(void), int n, int k, int n_out, float **x,
+                                 float **bv, float **o0) {
+    *x = malloc(sizeof(float) * (size_t)n * k), *bv = malloc(sizeof(float) * (size_t)n_out);
+    *o0 = malloc(sizeof(float) * (size_t)n * n_out);
+    for (int i = 0; i < n * k; i++) (*x)[i] = (float)(rnd() % 20001) / 5000.0f - 2.0f;
+    for (int i = 0; i < n_out; i++) (*bv)[i] = (float)(rnd() % 1001) / 1000.0f - 0.5f;
+    for (int i = 0; i < n * n_out; i++) (*o0)[i] = (float)(rnd() % 1001) / 100.0f;
+}
+
+/* The two CPU backends the matmul tests compare, 1 and 3 threads; false (checked) if not. */
+static inline bool act_q8_backends(pl_backend *bes[2]) {
+    bes[0] = bes[1] = NULL;
+    CHECK(pl_cpu_new(1, &bes[0]) == PL_OK && pl_cpu_new(3, &bes[1]) == PL_OK, "%s",
+          pl_last_error());
+    if (bes[0] && bes[1]) return true;
+    if (bes[0]) pl_be_destroy(bes[0]);
+    if (bes[1]) pl_be_destroy(bes[1]);
+    return false;
 }
 
 #endif

@@ -135,12 +135,8 @@ static int matmul_case(pl_backend *bes[2], uint32_t type, int n_out, int k, int 
     int64_t row_bytes = pl_row_size(type, k);
     unsigned char *w = malloc((size_t)(row_bytes * n_out));
     fill_weights(q4, w, n_out * nb, iter);
-    float *x = malloc(sizeof(float) * (size_t)n * k), *bv = malloc(sizeof(float) * (size_t)n_out);
-    float *o0 = malloc(sizeof(float) * (size_t)n * n_out),
-          *got = malloc(sizeof *got * (size_t)n * n_out);
-    for (int i = 0; i < n * k; i++) x[i] = (float)(rnd() % 20001) / 5000.0f - 2.0f;
-    for (int i = 0; i < n_out; i++) bv[i] = (float)(rnd() % 1001) / 1000.0f - 0.5f;
-    for (int i = 0; i < n * n_out; i++) o0[i] = (float)(rnd() % 1001) / 100.0f;
+    float *x, *bv, *o0, *got = malloc(sizeof(float) * (size_t)n * n_out);
+    act_q8_inputs(rnd, n, k, n_out, &x, &bv, &o0);
     /* the reference: the activation rows quantised as the matmul does, the portable dot */
     int8_t *xq = malloc((size_t)n * k);
     uint16_t *xh = malloc(sizeof *xh * (size_t)n * nb);
@@ -164,10 +160,8 @@ static int matmul_case(pl_backend *bes[2], uint32_t type, int n_out, int k, int 
 }
 
 static void test_matmul(void) {
-    pl_backend *bes[2] = {NULL, NULL};
-    CHECK(pl_cpu_new(1, &bes[0]) == PL_OK && pl_cpu_new(3, &bes[1]) == PL_OK, "%s",
-          pl_last_error());
-    if (!bes[0] || !bes[1]) return;
+    pl_backend *bes[2];
+    if (!act_q8_backends(bes)) return;
     /* n: one row (the 8 x 1 tile), short and odd batches, past one 16-column chunk; rows
      * not a multiple of 8 or 2; large enough to be split between threads */
     static const int ns[] = {1, 2, 3, 5, 17, 35};
@@ -271,10 +265,8 @@ static void test_quant_act(void) {
  * with a padded last group), and batches past one item's column range (GEMM_GROUPS x 8
  * columns) split in 2-D between 3 threads. */
 static void test_gemm_matmul(void) {
-    pl_backend *bes[2] = {NULL, NULL};
-    CHECK(pl_cpu_new(1, &bes[0]) == PL_OK && pl_cpu_new(3, &bes[1]) == PL_OK, "%s",
-          pl_last_error());
-    if (!bes[0] || !bes[1]) return;
+    pl_backend *bes[2];
+    if (!act_q8_backends(bes)) return;
     int bad = 0, cases = 0;
     for (int n = 1; n <= 33; n++, cases++) {
         uint32_t type = n & 1 ? PL_TYPE_Q4_0 : PL_TYPE_Q8_0;
