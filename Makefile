@@ -165,8 +165,8 @@ check:
 	@mkdir -p build
 	$(MAKE) SAN=1 test 2>&1 | tee build/check-tests.log; test $${PIPESTATUS[0]} -eq 0
 	$(MAKE) -j$$(nproc) wasm-test
-	$(MAKE) cross-arm64
-	$(MAKE) fuzz-run FUZZ_SECONDS=40
+	$(MAKE) -j$$(nproc) cross-arm64
+	$(MAKE) fuzz-run FUZZ_SECONDS=30
 	@grep -E "^[0-9]+ passed, [0-9]+ failed" build/check-tests.log | tail -n 1
 
 # The generated Unicode tables (tools/gen_unicode.py) keep the generator's layout.
