@@ -124,9 +124,6 @@ tile_avx2(const int vnni, const int q4, const int R, const int C, const unsigned
 }
 
 /* The eight instances: AVX2 or AVX-VNNI, Q4_0 or Q8_0, 8 x 1 or 2 x 4. */
-typedef void tile_fn(const unsigned char *const w[], const int8_t *const y[],
-                     const float *const yd[], const int32_t *const ys[], int64_t nb,
-                     const unsigned char *pf, float out[8]);
 #define PL_TILE(name, vnni, q4, R, C)                                                              \
     __attribute__((target("avx2,f16c"))) static void name(                                         \
         const unsigned char *const w[], const int8_t *const y[], const float *const yd[],          \
@@ -606,21 +603,7 @@ void pl_cpu_qdot_tile(int q4, int nr, int nc, const unsigned char *const w[],
     (void)pf; /* a prefetch hint only the x86 tiles take */
 #ifdef PL_QDOT_X86
     if (pl_cpu_have_avx2()) {
-        /* the kernel's fixed shape, missing rows/columns standing in for the last ones */
-        int R = nc == 1 ? 8 : 2, C = 8 / R;
-        const unsigned char *wt[8];
-        const int8_t *yt[8];
-        const float *ydt[8];
-        const int32_t *yst[8];
-        for (int r = 0; r < R; r++) wt[r] = w[r < nr ? r : nr - 1];
-        for (int c = 0; c < C; c++) {
-            int cc = c < nc ? c : nc - 1;
-            yt[c] = y[cc], ydt[c] = yd[cc], yst[c] = ys[cc];
-        }
-        float o[8];
-        tiles[pl_cpu_have_vnni()][q4 != 0][nc != 1](wt, yt, ydt, yst, nb, pf, o);
-        for (int r = 0; r < nr; r++)
-            for (int c = 0; c < nc; c++) out[r * nc + c] = o[r * C + c];
+        run_tile(tiles[pl_cpu_have_vnni()][q4 != 0][nc != 1], nr, nc, w, y, yd, ys, nb, pf, out);
         return;
     }
 #endif

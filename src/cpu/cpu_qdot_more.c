@@ -254,9 +254,6 @@ tile_avx2(const int vnni, const int f, const int R, const int C, const unsigned 
     _mm256_storeu_ps(out, acc);
 }
 
-typedef void tile_fn(const unsigned char *const w[], const int8_t *const y[],
-                     const float *const yd[], const int32_t *const ys[], int64_t nb,
-                     const unsigned char *pf, float out[8]);
 #define PL_TILE(name, vnni, f, R, C)                                                               \
     __attribute__((target("avx2,f16c"))) static void name(                                         \
         const unsigned char *const w[], const int8_t *const y[], const float *const yd[],          \
@@ -339,20 +336,7 @@ void pl_cpu_qdot_more_tile(uint32_t t, int nr, int nc, const unsigned char *cons
     (void)pf; /* a prefetch hint only the x86 tiles take */
 #ifdef PL_QMORE_X86
     if (pl_cpu_have_avx2()) {
-        int R = nc == 1 ? 8 : 2, C = 8 / R;
-        const unsigned char *wt[8];
-        const int8_t *yt[4];
-        const float *ydt[4];
-        const int32_t *yst[4];
-        for (int r = 0; r < R; r++) wt[r] = w[r < nr ? r : nr - 1];
-        for (int c = 0; c < C; c++) {
-            int cc = c < nc ? c : nc - 1;
-            yt[c] = y[cc], ydt[c] = yd[cc], yst[c] = ys[cc];
-        }
-        float o[8];
-        tiles[fmt_of(t)][pl_cpu_have_vnni()][nc != 1](wt, yt, ydt, yst, nb, pf, o);
-        for (int r = 0; r < nr; r++)
-            for (int c = 0; c < nc; c++) out[r * nc + c] = o[r * C + c];
+        run_tile(tiles[fmt_of(t)][pl_cpu_have_vnni()][nc != 1], nr, nc, w, y, yd, ys, nb, pf, out);
         return;
     }
 #endif
