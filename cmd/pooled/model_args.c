@@ -133,6 +133,13 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
     o->fa = env_switch("POOLED_GPU_FA");
     o->dr_chunk = env_switch("POOLED_GPU_DR");
     o->submit_every = !(v = getenv("POOLED_GPU_CHUNK")) || !*v ? 0 : atoi(v) > 0 ? atoi(v) : -1;
+    if ((v = getenv("POOLED_GPU_MC")) && *v) { /* columns a q8x GEMV workgroup[,accumulators] */
+        char *end;
+        long c = strtol(v, &end, 10), acc = 0;
+        if (*end == ',') acc = strtol(end + 1, &end, 10);
+        o->gemv_cols = *end || c < 0 || c == 1 || c > 64 ? 99 : c == 0 ? -1 : (int)c;
+        o->gemv_cols_acc = acc < 0 || acc > 1000 ? 999 : (int)acc; /* out of range: refused */
+    }
     o->profile_path = getenv("POOLED_GPU_PROFILE");
     o->profile_at = (v = getenv("POOLED_GPU_PROFILE_AT")) ? atoi(v) : 0;
 }

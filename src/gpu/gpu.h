@@ -68,11 +68,22 @@ typedef struct {
      * stage, which cannot record its step before the input comes): 0 auto
      * (PL_GPU_SUBMIT_EVERY), -1 never (one command buffer a flush), N > 0 that many */
     int submit_every;
+    /* q8x GEMVs of 2-16 columns (a verify pass, a batch of decode steps): columns a
+     * workgroup, each weight block read once for all of them (wgsl_gemv.c, ncols; the
+     * same bits per column as one column a workgroup): 0 auto (PL_GPU_GEMV_COLS; one on a
+     * software adapter), -1 one column a workgroup, 2..8 at most that many */
+    int gemv_cols;
+    /* with several columns a workgroup, the rows a workgroup are halved until rows x
+     * matrices x columns (the accumulators of a thread) is at most this: 0 auto
+     * (PL_GPU_GEMV_COLS_ACC) */
+    int gemv_cols_acc;
     const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;
 
-#define PL_GPU_SUBMIT_EVERY 64
+#define PL_GPU_SUBMIT_EVERY  64
+#define PL_GPU_GEMV_COLS     8
+#define PL_GPU_GEMV_COLS_ACC 32
 
 /* Open the GPU and make a backend; o may be NULL. Fails (with the reason) without a usable
  * adapter or if the self-test fails. */

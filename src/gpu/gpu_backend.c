@@ -568,6 +568,10 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     gb->fa = gb->o.fa > 0 || (gb->o.fa == 0 && !gb->info->software);
     gb->dr_chunk = gb->o.dr_chunk >= 0;
     gb->submit_every = gb->o.submit_every ? gb->o.submit_every : PL_GPU_SUBMIT_EVERY;
+    /* auto leaves a software adapter at one column a workgroup: lavapipe's LLVM takes
+     * long over the unrolled columns, and its prefill of short prompts gains nothing */
+    gb->gemv_cols = gb->o.gemv_cols ? gb->o.gemv_cols : gb->info->software ? -1 : PL_GPU_GEMV_COLS;
+    gb->gemv_cols_acc = gb->o.gemv_cols_acc > 0 ? gb->o.gemv_cols_acc : PL_GPU_GEMV_COLS_ACC;
     /* the prefill GEMM's tiles are pinned per shape (pl_gpu_gemm_base); opts.gemm = "off"
      * or "tm,tn,rm,rn,bk[,version]" (version 4 if left out) sets one for every shape */
     const char *gm = gb->o.gemm;
@@ -594,6 +598,13 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     if (st == PL_OK && (gb->o.topk_rank < -1 || gb->o.topk_rank > 1 || gb->o.moe_shgate < -1 ||
                         gb->o.moe_shgate > 1 || gb->o.moe_comb < -1 || gb->o.moe_comb > 1))
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_TOPK, POOLED_GPU_MOESH, POOLED_GPU_MOECOMB: 0 or 1");
+    if (st == PL_OK &&
+        (gb->o.gemv_cols < -1 || gb->o.gemv_cols == 1 || gb->o.gemv_cols > PL_GEMV_MAX_COLS ||
+         gb->o.gemv_cols_acc < 0 || gb->o.gemv_cols_acc > 256))
+        st = pl_fail(PL_ERR_ARG,
+                     "POOLED_GPU_MC: 0 (one column a workgroup) or 2..%d columns, "
+                     "then optionally ,accumulators (1..256)",
+                     PL_GEMV_MAX_COLS);
     if (st == PL_OK && (gb->o.fa < -1 || gb->o.fa > 1))
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_FA: 0 or 1");
     if (st == PL_OK && (gb->o.dr_chunk < -1 || gb->o.dr_chunk > 1))

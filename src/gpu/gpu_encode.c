@@ -200,6 +200,30 @@ void pl_gpu_matmul_side_refs(const op *o, pl_gpu_ref *refs, int *n) {
     }
 }
 
+/* n columns (2..16) of a q8x GEMV: how many a workgroup takes (0: one), so that each
+ * weight block is read once for all of them (a verify pass, a batch of decode steps), as
+ * evenly as the most a workgroup (gb->gemv_cols) allows: 9 columns go 5 + 4, not 8 + 1.
+ * Not with subgroup rows (their reduction is another). */
+static uint32_t gemv_cols_for(const gpu_backend *gb, const pl_gemv_params *p, uint32_t n) {
+    uint32_t most = gb->gemv_cols > 1 ? (uint32_t)gb->gemv_cols : 1;
+    if (n < 2 || most < 2 || !p->q8x || p->sg_rows || p->ids) return 0;
+    uint32_t groups = (n + most - 1) / most;
+    return (n + groups - 1) / groups;
+}
+
+/* nc columns a workgroup for p (x pre-quantised by then): the same bits per column
+ * (wgsl_gemv.c); only the rows a workgroup shrink, to keep each thread's accumulators (rows
+ * x matrices x columns) within gb->gemv_cols_acc and every column's partial sums within
+ * workgroup memory, and the sweep takes one block a turn (each column's order unchanged). */
+static void gemv_cols(const gpu_backend *gb, pl_gemv_params *p, uint32_t nc) {
+    uint32_t m = p->mode == PL_GEMV_GATE_UP ? 2 : 1;
+    p->ncols = nc, p->unroll = 1;
+    while (p->rows_per_wg % 2 == 0 && (p->rows_per_wg * m * nc > (uint32_t)gb->gemv_cols_acc ||
+                                       pl_gemv_wg_bytes(p) > gb->info->max_wg_storage))
+        p->rows_per_wg /= 2;
+    if (pl_gemv_wg_bytes(p) > gb->info->max_wg_storage) p->ncols = 0;
+}
+
 static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     if (pl_gpu_gemm_applies(gb, o)) return pl_gpu_encode_gemm(gb, o);
     const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
@@ -229,9 +253,10 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     }
     p.preload = p.q8x && gb->q8_preload && p.unroll <= 1;
     /* x quantised once by a pre-pass (with the norm and its side output) for every
-     * workgroup, where asked (opts.gemv_xpre) */
+     * workgroup, where asked (opts.gemv_xpre) and for several columns a workgroup */
     const gbuf *xsrc = p.norm ? o->fnorm.x : o->b;
-    if (p.q8x && pl_gpu_xpre_applies(gb->gemv_xpre, p.norm, p.cols)) {
+    uint32_t nc = gemv_cols_for(gb, &p, (uint32_t)o->n);
+    if (p.q8x && (nc || pl_gpu_xpre_applies(gb->gemv_xpre, p.norm, p.cols))) {
         if (pl_gpu_encode_q8pre(gb, xsrc, p.cols, (uint32_t)o->n, p.norm ? o->fnorm.w : NULL, p.eps,
                                 p.norm_out ? o->fnorm.out : NULL) != PL_OK)
             return PL_ERR;
@@ -239,6 +264,7 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     }
     /* fewer rows per workgroup where the partial sums would not fit workgroup memory */
     while (p.rows_per_wg > 1 && pl_gemv_wg_bytes(&p) > gb->info->max_wg_storage) p.rows_per_wg /= 2;
+    if (nc) gemv_cols(gb, &p, nc);
     pl_gpu_kernel *k;
     if (pl_gpu_get_kernel(gb, F_GEMV, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_gemv, "gemv", &k) !=
         PL_OK)
@@ -255,7 +281,7 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     if (p.norm_out) refs[n++] = pl_gpu_whole(o->fnorm.out->buf);
     pl_gpu_matmul_side_refs(o, refs, &n);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
-    return pl_gpu_run(gb, k, refs, n, pl_gemv_groups(&p) * (uint32_t)o->n);
+    return pl_gpu_run(gb, k, refs, n, pl_gemv_dispatch(&p, (uint32_t)o->n));
 }
 
 static pl_status enc_norm(gpu_backend *gb, const op *o) {

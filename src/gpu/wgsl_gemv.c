@@ -51,10 +51,18 @@ uint32_t pl_gemv_groups(const pl_gemv_params *p) {
     return (p->rows + rw - 1) / rw;
 }
 
+static unsigned n_cols(const pl_gemv_params *p) {
+    return p->ncols > 1 ? p->ncols : 1;
+}
+
+uint32_t pl_gemv_dispatch(const pl_gemv_params *p, uint32_t n) {
+    return pl_gemv_groups(p) * ((n + n_cols(p) - 1) / n_cols(p));
+}
+
 uint32_t pl_gemv_wg_bytes(const pl_gemv_params *p) {
     uint32_t ev = p->ids ? 4 : 0; /* the slot's expert id */
     if (p->sg_rows) return ev;
-    return (n_mats(p) * p->rows_per_wg + (p->norm && !p->q8x)) * p->threads * 4 + ev;
+    return (n_mats(p) * p->rows_per_wg * n_cols(p) + (p->norm && !p->q8x)) * p->threads * 4 + ev;
 }
 
 int pl_gemv_bindings(const pl_gemv_params *p) {
@@ -101,6 +109,12 @@ static pl_status check(const pl_gemv_params *p) {
         return pl_fail(PL_ERR_ARG, "GEMV: output split without its first range");
     if (p->xpre && (!p->q8x || p->norm || p->ids))
         return pl_fail(PL_ERR_ARG, "GEMV: pre-quantised x needs q8x, no norm, no experts");
+    if (p->ncols > PL_GEMV_MAX_COLS ||
+        (p->ncols > 1 && (!p->xpre || p->ids || p->sg_rows || p->unroll > 1)))
+        return pl_fail(PL_ERR_ARG,
+                       "GEMV: %u columns a workgroup (pre-quantised x, no experts, no subgroup "
+                       "rows, unroll 1; at most %d)",
+                       p->ncols, PL_GEMV_MAX_COLS);
     return PL_OK;
 }
 
@@ -328,7 +342,7 @@ static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned par
         }
         /* preload: every row's weight block and scale is loaded before the x block is
          * read and quantised, so they are all in flight at once */
-        int pre = p->q8x && p->preload && U == 1;
+        int pre = p->q8x && (p->preload || n_cols(p) > 1) && U == 1;
         for (unsigned m = 0; pre && m < n_mats(p); m++) {
             for (unsigned r = 0; r < R; r++) {
                 char idx[64];
@@ -344,51 +358,63 @@ static void part_loop(pl_wtext *t, const pl_gemv_params *p, wfmt f, unsigned par
             }
         }
         unsigned nx = p->xpre ? 0 : f.xv ? f.xv : 1;
-        if (p->xpre) /* the pre-pass's quants and scale of this block (block_dot's p0..p7, dx) */
-            pl_wtext_add(t,
-                         "      let xb = xo + b;\n"
-                         "      let qa = xq[2u * xb]; let qb = xq[2u * xb + 1u];\n"
-                         "      let p0 = qa.x; let p1 = qa.y; let p2 = qa.z; let p3 = qa.w;\n"
-                         "      let p4 = qb.x; let p5 = qb.y; let p6 = qb.z; let p7 = qb.w;\n"
-                         "      let dx = xd[xb];\n%s",
-                         p->type == PL_GW_Q4_0 ? "      let ps = dot4I8Packed(p0, 0x01010101u) + "
-                                                 "dot4I8Packed(p1, 0x01010101u) + dot4I8Packed(p2, "
-                                                 "0x01010101u) + dot4I8Packed(p3, 0x01010101u)\n"
-                                                 "        + dot4I8Packed(p4, 0x01010101u) + "
-                                                 "dot4I8Packed(p5, 0x01010101u) + dot4I8Packed(p6, "
-                                                 "0x01010101u) + dot4I8Packed(p7, 0x01010101u);\n"
-                                               : "");
-        for (unsigned j = 0; j < nx; j++) {
-            char at[64], wat[48]; /* x index (vector xo), norm weight index */
-            if (f.xv)
-                snprintf(wat, sizeof wat, "b * %uu + %uu", f.xv, j);
-            else
-                snprintf(wat, sizeof wat, "b");
-            snprintf(at, sizeof at, "xo + %s", wat);
-            /* fused RMSNorm: the dot uses x * w, its square sum comes from the same loads
-             * and the 1/rms factor multiplies the finished dot (no pass over x before) */
-            if (p->norm && p->q8x) /* the normalised x, as the CPU's rms_norm makes it */
-                pl_wtext_add(t, "      let x%u = (x[%s] * inv) * nw[%s];\n", j, at, wat);
-            else if (p->norm)
+        /* several columns: the weights above, then each column's x block and dots in a
+         * scope of its own, its x offset (and 1/rms) under the one-column kernel's names */
+        for (unsigned c = 0; c < n_cols(p); c++) {
+            if (n_cols(p) > 1) pl_wtext_add(t, "      {\n      let xo = xo_%u;\n", c);
+            if (p->xpre) /* the pre-pass's quants and scale of this block (block_dot's p0..p7, dx)
+                          */
                 pl_wtext_add(t,
-                             "      let u%u = x[%s];\n      ss += %s%s(u%u, u%u);\n      let x%u = "
-                             "u%u * nw[%s];\n",
-                             j, at, U > 1 ? "live * " : "", f.xv ? "dot" : "sq", j, j, j, j, wat);
-            else
-                pl_wtext_add(t, "      let x%u = x[%s];\n", j, at);
-        }
-        if (p->q8x && !p->xpre) pl_wgsl_quantize_block(t, p->type == PL_GW_Q4_0);
-        for (unsigned m = 0; m < n_mats(p); m++) {
-            for (unsigned r = 0; r < R; r++) {
-                char idx[64], acc[32];
-                snprintf(idx, sizeof idx, "(r%u * %s + b)", r, nb);
-                snprintf(acc, sizeof acc, U > 1 ? "c%u_%u" : "a%u", m * R + r, u);
-                if (U > 1) pl_wtext_add(t, "      var %s = 0.0;\n", acc);
-                char pn[24]; /* two 10-digit unsigned values and the separator */
-                snprintf(pn, sizeof pn, "%u_%u", m, r);
-                block_dot(t, p, f, (char)('A' + m), part, idx, acc, pre ? pn : NULL);
-                if (U > 1) pl_wtext_add(t, "      a%u += live * %s;\n", m * R + r, acc);
+                             "      let xb = xo + b;\n"
+                             "      let qa = xq[2u * xb]; let qb = xq[2u * xb + 1u];\n"
+                             "      let p0 = qa.x; let p1 = qa.y; let p2 = qa.z; let p3 = qa.w;\n"
+                             "      let p4 = qb.x; let p5 = qb.y; let p6 = qb.z; let p7 = qb.w;\n"
+                             "      let dx = xd[xb];\n%s",
+                             p->type == PL_GW_Q4_0
+                                 ? "      let ps = dot4I8Packed(p0, 0x01010101u) + "
+                                   "dot4I8Packed(p1, 0x01010101u) + dot4I8Packed(p2, "
+                                   "0x01010101u) + dot4I8Packed(p3, 0x01010101u)\n"
+                                   "        + dot4I8Packed(p4, 0x01010101u) + "
+                                   "dot4I8Packed(p5, 0x01010101u) + dot4I8Packed(p6, "
+                                   "0x01010101u) + dot4I8Packed(p7, 0x01010101u);\n"
+                                 : "");
+            for (unsigned j = 0; j < nx; j++) {
+                char at[64], wat[48]; /* x index (vector xo), norm weight index */
+                if (f.xv)
+                    snprintf(wat, sizeof wat, "b * %uu + %uu", f.xv, j);
+                else
+                    snprintf(wat, sizeof wat, "b");
+                snprintf(at, sizeof at, "xo + %s", wat);
+                /* fused RMSNorm: the dot uses x * w, its square sum comes from the same loads
+                 * and the 1/rms factor multiplies the finished dot (no pass over x before) */
+                if (p->norm && p->q8x) /* the normalised x, as the CPU's rms_norm makes it */
+                    pl_wtext_add(t, "      let x%u = (x[%s] * inv) * nw[%s];\n", j, at, wat);
+                else if (p->norm)
+                    pl_wtext_add(
+                        t,
+                        "      let u%u = x[%s];\n      ss += %s%s(u%u, u%u);\n      let x%u = "
+                        "u%u * nw[%s];\n",
+                        j, at, U > 1 ? "live * " : "", f.xv ? "dot" : "sq", j, j, j, j, wat);
+                else
+                    pl_wtext_add(t, "      let x%u = x[%s];\n", j, at);
             }
+            if (p->q8x && !p->xpre) pl_wgsl_quantize_block(t, p->type == PL_GW_Q4_0);
+            for (unsigned m = 0; m < n_mats(p); m++) {
+                for (unsigned r = 0; r < R; r++) {
+                    char idx[64], acc[32];
+                    snprintf(idx, sizeof idx, "(r%u * %s + b)", r, nb);
+                    if (n_cols(p) > 1)
+                        snprintf(acc, sizeof acc, "a%u_%u", m * R + r, c);
+                    else
+                        snprintf(acc, sizeof acc, U > 1 ? "c%u_%u" : "a%u", m * R + r, u);
+                    if (U > 1) pl_wtext_add(t, "      var %s = 0.0;\n", acc);
+                    char pn[24]; /* two 10-digit unsigned values and the separator */
+                    snprintf(pn, sizeof pn, "%u_%u", m, r);
+                    block_dot(t, p, f, (char)('A' + m), part, idx, acc, pre ? pn : NULL);
+                    if (U > 1) pl_wtext_add(t, "      a%u += live * %s;\n", m * R + r, acc);
+                }
+            }
+            if (n_cols(p) > 1) pl_wtext_add(t, "      }\n");
         }
         pl_wtext_add(t, "      }\n");
     }
@@ -404,13 +430,81 @@ static void emit_inv(pl_wtext *t, const pl_gemv_params *p, const char *sum) {
 
 /* The first row group of each vector also stores the normalised x (norm_out), its threads
  * (or one subgroup's lanes) walking x from `start` by `step`. */
-static void emit_norm_out(pl_wtext *t, const char *start, const char *step, unsigned xn_len) {
+static void emit_norm_out(pl_wtext *t, const char *start, const char *step, unsigned xn_len,
+                          const char *live) {
     pl_wtext_add(
         t,
-        "  if (row0 == 0u) {\n"
+        "  if (row0 == 0u%s) {\n"
         "    for (var j = %s; j < %uu; j += %s) { xn[xo + j] = (x[xo + j] * inv) * nw[j]; }\n"
         "  }\n",
-        start, xn_len, step);
+        live ? live : "", start, xn_len, step);
+}
+
+/* The reduction of the accumulators over the workgroup (not subgroup rows) and the stores
+ * of its rows. One column: a0, a1, ... Several (NC > 1): a0_0, a1_0, ... of column 0, then
+ * column 1's, all reduced at once (copy c * nacc + a of the workgroup memory: nothing
+ * lives across a barrier but the sums, which lavapipe's LLVM would otherwise spill around
+ * every barrier of a column-by-column reduction), then each column's stores in a scope of
+ * their own, under the one-column kernel's names and guarded by the column's existence. */
+static void emit_tail(pl_wtext *t, const pl_gemv_params *p, unsigned xn_len) {
+    unsigned T = p->threads, R = p->rows_per_wg, M = n_mats(p), nacc = M * R, NC = n_cols(p);
+    int post = p->norm && !p->q8x;
+    char acc[24];
+#define ACC(a, c)                                                                                  \
+    (NC > 1 ? snprintf(acc, sizeof acc, "a%u_%u", a, c) : snprintf(acc, sizeof acc, "a%u", a), acc)
+    /* the square sum of x rides along as one more accumulator (copy nacc; one column) */
+    unsigned ncopy = nacc * NC + (post ? 1 : 0);
+    if (p->subgroups) {
+        for (unsigned c = 0; c < NC; c++)
+            for (unsigned a = 0; a < nacc; a++)
+                pl_wtext_add(t, "  let s%u = subgroupAdd(%s);\n", c * nacc + a, ACC(a, c));
+        if (post) pl_wtext_add(t, "  let s%u = subgroupAdd(ss);\n", nacc);
+        pl_wtext_add(t, "  let nsg = (T + ssz - 1u) / ssz;\n  if (sid == 0u) {\n");
+        for (unsigned a = 0; a < ncopy; a++)
+            pl_wtext_add(t, "    red[%uu + lid / ssz] = s%u;\n", a * T, a);
+        pl_wtext_add(t, "  }\n  workgroupBarrier();\n");
+        if (post)
+            pl_wtext_add(t,
+                         "  var sst = 0.0;\n"
+                         "  for (var i = 0u; i < nsg; i++) { sst += red[%uu + i]; }\n",
+                         nacc * T);
+        /* every thread sums for row min(lid, R-1); threads lid < R store */
+        pl_wtext_add(t, "  let lr = min(lid, R - 1u);\n");
+    } else {
+        for (unsigned c = 0; c < NC; c++)
+            for (unsigned a = 0; a < nacc; a++)
+                pl_wtext_add(t, "  red[%uu + lid] = %s;\n", (c * nacc + a) * T, ACC(a, c));
+        if (post) pl_wtext_add(t, "  red[%uu + lid] = ss;\n", nacc * T);
+        pl_wtext_reduce(t, T, ncopy, 0);
+        if (post) pl_wtext_add(t, "  let sst = red[%uu];\n", nacc * T);
+    }
+#undef ACC
+    for (unsigned c = 0; c < NC; c++) {
+        char live[48] = "";
+        if (NC > 1) {
+            pl_wtext_add(t, "  {\n  let col = col_%u; let yo = yo_%u; let xo = xo_%u;\n", c, c, c);
+            snprintf(live, sizeof live, " && cg * NC + %uu < args.a0", c);
+        }
+        if (p->subgroups)
+            for (unsigned m = 0; m < M; m++)
+                pl_wtext_add(
+                    t,
+                    "  var tt%u = 0.0;\n"
+                    "  for (var i = 0u; i < nsg; i++) { tt%u += red[(%uu + lr) * T + i]; }\n",
+                    m, m, c * nacc + m * R);
+        if (post) emit_inv(t, p, "sst"); /* one column */
+        if (p->norm_out) emit_norm_out(t, "lid", "T", xn_len, NC > 1 ? live : NULL);
+        pl_wtext_add(t, "  if (lid < R%s) {\n", live);
+        if (!p->subgroups)
+            for (unsigned m = 0; m < M; m++)
+                pl_wtext_add(t, "    let t%u = red[(%uu + lid) * T];\n", m, c * nacc + m * R);
+        else
+            for (unsigned m = 0; m < M; m++) pl_wtext_add(t, "    let t%u = tt%u;\n", m, m);
+        pl_wtext_add(t, "    let row = row0 + lid;\n    if (row < N) {\n");
+        pl_wgsl_gemv_store(t, p, post ? "(inv * t0)" : "t0", post ? "(inv * t1)" : "t1");
+        pl_wtext_add(t, "    }\n  }\n");
+        if (NC > 1) pl_wtext_add(t, "  }\n");
+    }
 }
 
 pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
@@ -469,7 +563,7 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
                      binding++);
     pl_wtext_args(&t, binding++);
     if (!sg) {
-        unsigned copies = nacc + (post ? 1 : 0);
+        unsigned copies = nacc * n_cols(p) + (post ? 1 : 0);
         pl_wtext_add(&t, "var<workgroup> red: array<f32, %u>;\n", copies * T);
         pl_wtext_reduce_decl(&t, T, copies);
     }
@@ -490,34 +584,54 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         snprintf(col, sizeof col, "g / %uu", pl_gemv_groups(p));
         snprintf(rg, sizeof rg, "g %% %uu", pl_gemv_groups(p));
     }
-    pl_wtext_add(&t,
-                 "  let g = wid.x + wid.y * nwg.x;\n"
-                 "  if (g >= %uu * args.a0) { return; }\n"
-                 "  let col = %s;\n"
-                 "  let rg = %s;\n",
-                 pl_gemv_groups(p), col, rg);
-    pl_wtext_add(&t,
-                 "  let row0 = rg * RW%s;\n"
-                 "  let xo = col%s * %uu;\n"
-                 "  let yo = col * N;\n",
-                 sg ? " + (lid / SG) * R" : "", p->ids && p->x_shared ? " / NU" : "",
-                 p->xpre ? p->cols / 32 : xn_len); /* xpre: x's offset in blocks */
-    if (p->ids) /* the slot's expert, uniform over the workgroup; a bad id: a zero row */
+    unsigned NC = n_cols(p), xstride = p->xpre ? p->cols / 32 : xn_len; /* xpre: in blocks */
+    if (NC > 1) { /* column group cg: columns cg * NC .. (the last clamped), the column
+                   * groups of one row group neighbours as the columns are above */
         pl_wtext_add(&t,
-                     "  if (lid == 0u) { ev = eids[col]; }\n"
-                     "  let e = workgroupUniformLoad(&ev);\n"
-                     "  if (e < 0 || e >= %di) {\n"
-                     "    let gr0 = rg * RW;\n"
-                     "    for (var r = lid; r < RW; r += T) {\n"
-                     "      if (gr0 + r < N) { y[yo + gr0 + r] = 0.0;%s%s }\n"
-                     "    }\n"
-                     "    return;\n"
-                     "  }\n"
-                     "  let erow = u32(e) * N;\n",
-                     (int)p->n_exp, p->gate_out ? " go[yo + gr0 + r] = 0.0;" : "",
-                     p->up_out ? " uo[yo + gr0 + r] = 0.0;" : "");
-    if (post) pl_wtext_add(&t, "  var ss = 0.0;\n");
-    for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  var a%u = 0.0;\n", a);
+                     "  const NC = %uu;\n"
+                     "  let g = wid.x + wid.y * nwg.x;\n"
+                     "  let ncg = (args.a0 + NC - 1u) / NC;\n"
+                     "  if (g >= %uu * ncg) { return; }\n"
+                     "  let cg = g %% ncg;\n"
+                     "  let rg = g / ncg;\n"
+                     "  let row0 = rg * RW;\n",
+                     NC, pl_gemv_groups(p));
+        for (unsigned c = 0; c < NC; c++)
+            pl_wtext_add(&t,
+                         "  let col_%u = min(cg * NC + %uu, args.a0 - 1u);\n"
+                         "  let xo_%u = col_%u * %uu;\n  let yo_%u = col_%u * N;\n",
+                         c, c, c, c, xstride, c, c);
+        for (unsigned a = 0; a < nacc; a++)
+            for (unsigned c = 0; c < NC; c++) pl_wtext_add(&t, "  var a%u_%u = 0.0;\n", a, c);
+    } else {
+        pl_wtext_add(&t,
+                     "  let g = wid.x + wid.y * nwg.x;\n"
+                     "  if (g >= %uu * args.a0) { return; }\n"
+                     "  let col = %s;\n"
+                     "  let rg = %s;\n",
+                     pl_gemv_groups(p), col, rg);
+        pl_wtext_add(&t,
+                     "  let row0 = rg * RW%s;\n"
+                     "  let xo = col%s * %uu;\n"
+                     "  let yo = col * N;\n",
+                     sg ? " + (lid / SG) * R" : "", p->ids && p->x_shared ? " / NU" : "", xstride);
+        if (p->ids) /* the slot's expert, uniform over the workgroup; a bad id: a zero row */
+            pl_wtext_add(&t,
+                         "  if (lid == 0u) { ev = eids[col]; }\n"
+                         "  let e = workgroupUniformLoad(&ev);\n"
+                         "  if (e < 0 || e >= %di) {\n"
+                         "    let gr0 = rg * RW;\n"
+                         "    for (var r = lid; r < RW; r += T) {\n"
+                         "      if (gr0 + r < N) { y[yo + gr0 + r] = 0.0;%s%s }\n"
+                         "    }\n"
+                         "    return;\n"
+                         "  }\n"
+                         "  let erow = u32(e) * N;\n",
+                         (int)p->n_exp, p->gate_out ? " go[yo + gr0 + r] = 0.0;" : "",
+                         p->up_out ? " uo[yo + gr0 + r] = 0.0;" : "");
+        if (post) pl_wtext_add(&t, "  var ss = 0.0;\n");
+        for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  var a%u = 0.0;\n", a);
+    }
     /* q8x with the norm: quantising must see the normalised x (the f16 rounding of a block
      * scale does not commute with 1/rms), so 1/rms comes first, from a pass over x (in
      * L2: every workgroup reads the same vector) */
@@ -557,7 +671,7 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         for (unsigned a = 0; a < nacc; a++)
             pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
         if (post) emit_inv(&t, p, "subgroupAdd(ss)");
-        if (p->norm_out) emit_norm_out(&t, "sid", "SG", xn_len);
+        if (p->norm_out) emit_norm_out(&t, "sid", "SG", xn_len, NULL);
         pl_wtext_add(&t, "  if (sid == 0u) {\n");
         for (unsigned r = 0; r < R; r++) {
             char t0[24], t1[24];
@@ -570,44 +684,7 @@ pl_status pl_wgsl_gemv(const pl_gemv_params *p, char **out) {
         pl_wtext_add(&t, "  }\n}\n");
         return pl_wtext_finish(&t, out);
     }
-    /* the square sum of x rides along as one more accumulator (copy nacc) */
-    unsigned ncopy = nacc + (post ? 1 : 0);
-    if (p->subgroups) {
-        for (unsigned a = 0; a < nacc; a++)
-            pl_wtext_add(&t, "  let s%u = subgroupAdd(a%u);\n", a, a);
-        if (post) pl_wtext_add(&t, "  let s%u = subgroupAdd(ss);\n", nacc);
-        pl_wtext_add(&t, "  let nsg = (T + ssz - 1u) / ssz;\n  if (sid == 0u) {\n");
-        for (unsigned a = 0; a < ncopy; a++)
-            pl_wtext_add(&t, "    red[%uu + lid / ssz] = s%u;\n", a * T, a);
-        pl_wtext_add(&t, "  }\n  workgroupBarrier();\n");
-        if (post)
-            pl_wtext_add(&t,
-                         "  var sst = 0.0;\n"
-                         "  for (var i = 0u; i < nsg; i++) { sst += red[%uu + i]; }\n",
-                         nacc * T);
-        /* every thread sums for row min(lid, R-1); threads lid < R store */
-        pl_wtext_add(&t, "  let lr = min(lid, R - 1u);\n");
-        for (unsigned m = 0; m < M; m++)
-            pl_wtext_add(&t,
-                         "  var tt%u = 0.0;\n"
-                         "  for (var i = 0u; i < nsg; i++) { tt%u += red[(%uu + lr) * T + i]; }\n",
-                         m, m, m * R);
-    } else {
-        for (unsigned a = 0; a < nacc; a++) pl_wtext_add(&t, "  red[%uu + lid] = a%u;\n", a * T, a);
-        if (post) pl_wtext_add(&t, "  red[%uu + lid] = ss;\n", nacc * T);
-        pl_wtext_reduce(&t, T, ncopy, 0);
-        if (post) pl_wtext_add(&t, "  let sst = red[%uu];\n", nacc * T);
-    }
-    if (post) emit_inv(&t, p, "sst");
-    if (p->norm_out) emit_norm_out(&t, "lid", "T", xn_len);
-    pl_wtext_add(&t, "  if (lid < R) {\n");
-    if (!p->subgroups)
-        for (unsigned m = 0; m < M; m++)
-            pl_wtext_add(&t, "    let t%u = red[(%uu + lid) * T];\n", m, m * R);
-    else
-        for (unsigned m = 0; m < M; m++) pl_wtext_add(&t, "    let t%u = tt%u;\n", m, m);
-    pl_wtext_add(&t, "    let row = row0 + lid;\n    if (row < N) {\n");
-    pl_wgsl_gemv_store(&t, p, post ? "(inv * t0)" : "t0", post ? "(inv * t1)" : "t1");
-    pl_wtext_add(&t, "    }\n  }\n}\n");
+    emit_tail(&t, p, xn_len);
+    pl_wtext_add(&t, "}\n");
     return pl_wtext_finish(&t, out);
 }

@@ -108,11 +108,24 @@ typedef struct pl_gemv_params_s {
      * the same x: the workgroups skip the prologue (the norm's pass over x and every
      * block's quantisation), which on a decode step costs as much as a wave of loads. */
     int xpre;
+    /* Columns per workgroup (xpre, not gathered, no subgroup rows, unroll 1; 0 or 1: one):
+     * each workgroup loads a weight block once and meets it with the x of up to `ncols`
+     * columns (a verify pass, a batch of decode steps), so the matrix is read once for all
+     * of them, not once per column. x comes pre-quantised (xpre: the same quants as the
+     * kernel's own, made once per column instead of once per column and workgroup). Each column's partial sums, their order and the
+     * workgroup's reduction are those of the one-column kernel with the same threads: the
+     * same bits per column, whatever the rows per workgroup. Columns past args.a0 in the
+     * last workgroup repeat the last column and are not written. */
+    uint32_t ncols;
 } pl_gemv_params;
+
+#define PL_GEMV_MAX_COLS 8
 
 /* Rows one workgroup covers, and workgroups per vector of x. */
 uint32_t pl_gemv_rows_per_group(const pl_gemv_params *p);
 uint32_t pl_gemv_groups(const pl_gemv_params *p);
+/* Workgroups of a dispatch over n vectors (the column groups times pl_gemv_groups). */
+uint32_t pl_gemv_dispatch(const pl_gemv_params *p, uint32_t n);
 /* Bytes of workgroup memory the generated GEMV declares. */
 uint32_t pl_gemv_wg_bytes(const pl_gemv_params *p);
 /* Number of bindings the generated GEMV declares (args included). */

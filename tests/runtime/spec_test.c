@@ -360,4 +360,23 @@ static void run_tests(void) {
     pl_model_free(m);
     pl_gguf_free(g);
     pl_be_destroy(gpu);
+
+    /* several columns a GEMV workgroup (lavapipe leaves it at one): the verify columns
+     * (16: two workgroups of 8; 11: 6 + 5) and the 6-column prompt still give one-column
+     * steps' bits, on Q8_0 and Q4_0 weights */
+    pl_gpu_backend_opts co = {.gemv_cols = 8};
+    if (pl_gpu_backend_new(&co, &gpu) != PL_OK) {
+        CHECK(0, "GPU backend with gemv_cols = 8: %s", pl_last_error());
+        return;
+    }
+    static const char *const qmodels[2] = {"fixtures/hf/llama/llama-q8_0.gguf",
+                                           "models/stories260K-Q4_0.gguf"};
+    for (int i = 0; i < 2; i++) {
+        m = load(&g, gpu, qmodels[i]);
+        if (m) check_columns(m, "16 columns, 8 a GEMV workgroup", 16);
+        if (m) check_columns(m, "11 columns, 6 a GEMV workgroup", 11);
+        pl_model_free(m);
+        pl_gguf_free(g);
+    }
+    pl_be_destroy(gpu);
 }
