@@ -350,16 +350,29 @@ pl_status pl_session_spec_step(pl_session *s, pl_sampler *smp, int32_t last, con
     }
     memcpy(s->ids + n0, batch, sizeof *batch * (size_t)n);
     s->n_ids = s->n_state = n0 + n;
-    if ((st = pl_be_read(pl_state_logits(s->st), 0, s->logits,
-                         n * s->n_vocab * (int64_t)sizeof *s->logits)))
-        return st;
-    /* column j's logits choose the id at position n0 + 1 + j, with the ids before it (the
-     * accepted drafts included) as the penalty context, exactly as a plain step would */
     int j = 0;
-    for (;; j++) {
-        if ((st = pick_row(s, smp, s->logits + (int64_t)j * s->n_vocab, n0 + 1 + j, &out[j])))
-            break;
-        if (j == k || out[j] != drafts[j]) break;
+    if (pl_sampler_is_argmax(smp)) {
+        /* greedy: every column's argmax on the device, as a plain step takes it (the same
+         * ties), and only the n ids come back, not n rows of logits */
+        int32_t got[PL_SPEC_MAX + 1];
+        if ((st = pl_be_argmax(pl_state_logits(s->st), n, pl_state_ids(s->st), 0)) ||
+            (st = pl_be_read(pl_state_ids(s->st), 0, got, n * (int64_t)sizeof *got)))
+            return st;
+        for (;; j++) {
+            out[j] = got[j];
+            if ((st = check_id(s, out[j])) || j == k || out[j] != drafts[j]) break;
+        }
+    } else {
+        if ((st = pl_be_read(pl_state_logits(s->st), 0, s->logits,
+                             n * s->n_vocab * (int64_t)sizeof *s->logits)))
+            return st;
+        /* column j's logits choose the id at position n0 + 1 + j, with the ids before it
+         * (the accepted drafts included) as the penalty context, exactly as a plain step */
+        for (;; j++) {
+            if ((st = pick_row(s, smp, s->logits + (int64_t)j * s->n_vocab, n0 + 1 + j, &out[j])))
+                break;
+            if (j == k || out[j] != drafts[j]) break;
+        }
     }
     if (!st) *n_out = j + 1;
     /* keep last and the accepted drafts; the rejected columns' cache rows go */
