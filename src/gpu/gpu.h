@@ -83,7 +83,7 @@ typedef struct {
 
 #define PL_GPU_SUBMIT_EVERY  64
 #define PL_GPU_GEMV_COLS     8
-#define PL_GPU_GEMV_COLS_ACC 32
+#define PL_GPU_GEMV_COLS_ACC 16
 
 /* Open the GPU and make a backend; o may be NULL. Fails (with the reason) without a usable
  * adapter or if the self-test fails. */
