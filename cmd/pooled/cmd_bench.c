@@ -7,7 +7,7 @@
  *
  * --verify-cost K,...: what a speculative verify pass costs. At the depth of the -p prompt,
  * one plain decode step (push + device argmax) and one verify pass of 1 + K columns
- * (pl_session_spec_step: the batch, every column's logits to the host, the choices) are
+ * (pl_session_spec_step: the batch, every column's argmax on the device, the choices) are
  * timed, median of R; the drafts are the ids plain greedy steps make there, so every draft
  * is accepted and the pass does all its work. After each the cache goes back to the
  * prompt (a recurrent state that cannot runs the prompt again, untimed).
