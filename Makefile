@@ -160,13 +160,16 @@ fuzz-run: fuzz
 
 # What CI runs: all tests under ASan+UBSan, the wasm32 tests (wasm-test, below), then the
 # fuzzers.
+# CI calls a plain `make check`, so each step builds on every core itself (-j$(nproc)): the
+# SAN build takes half the time on CI's 2 cores, and so does the fuzzers' (their runs and
+# the tests already go as many at once as there are cores).
 # The test summary is printed again last, so the final line is the test count.
 check:
 	@mkdir -p build
-	$(MAKE) SAN=1 test 2>&1 | tee build/check-tests.log; test $${PIPESTATUS[0]} -eq 0
+	$(MAKE) -j$$(nproc) SAN=1 test 2>&1 | tee build/check-tests.log; test $${PIPESTATUS[0]} -eq 0
 	$(MAKE) -j$$(nproc) wasm-test
 	$(MAKE) -j$$(nproc) cross-arm64
-	$(MAKE) fuzz-run FUZZ_SECONDS=30
+	$(MAKE) -j$$(nproc) fuzz-run FUZZ_SECONDS=30
 	@grep -E "^[0-9]+ passed, [0-9]+ failed" build/check-tests.log | tail -n 1
 
 # The generated Unicode tables (tools/gen_unicode.py) keep the generator's layout.
