@@ -262,13 +262,16 @@ static pl_status pick_row(pl_session *s, pl_sampler *smp, float *row, int64_t po
     return st ? st : check_id(s, *out);
 }
 
-/* The largest logit's id, found on the device: only 4 bytes come back. */
+/* The largest logit's id of each of the first `rows` rows, found on the device: only the
+ * ids come back. Not checked (check_id): a caller checks those it uses. */
+static pl_status device_argmax_rows(pl_session *s, int64_t rows, int32_t *out) {
+    pl_status st = pl_be_argmax(pl_state_logits(s->st), rows, pl_state_ids(s->st), 0);
+    return st ? st : pl_be_read(pl_state_ids(s->st), 0, out, rows * (int64_t)sizeof *out);
+}
+
 static pl_status device_argmax(pl_session *s, int32_t *out) {
-    pl_status st;
-    if ((st = pl_be_argmax(pl_state_logits(s->st), 1, pl_state_ids(s->st), 0)) ||
-        (st = pl_be_read(pl_state_ids(s->st), 0, out, (int64_t)sizeof *out)))
-        return st;
-    return check_id(s, *out);
+    pl_status st = device_argmax_rows(s, 1, out);
+    return st ? st : check_id(s, *out);
 }
 
 pl_status pl_session_pick(pl_session *s, pl_sampler *smp, int32_t *out) {
@@ -355,9 +358,7 @@ pl_status pl_session_spec_step(pl_session *s, pl_sampler *smp, int32_t last, con
         /* greedy: every column's argmax on the device, as a plain step takes it (the same
          * ties), and only the n ids come back, not n rows of logits */
         int32_t got[PL_SPEC_MAX + 1];
-        if ((st = pl_be_argmax(pl_state_logits(s->st), n, pl_state_ids(s->st), 0)) ||
-            (st = pl_be_read(pl_state_ids(s->st), 0, got, n * (int64_t)sizeof *got)))
-            return st;
+        if ((st = device_argmax_rows(s, n, got))) return st;
         for (;; j++) {
             out[j] = got[j];
             if ((st = check_id(s, out[j])) || j == k || out[j] != drafts[j]) break;
