@@ -104,6 +104,23 @@ pl_status pl_be_buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t n
     return PL_OK;
 }
 
+pl_status pl_be_buf_view(pl_buf *parent, int64_t row0, int64_t rows, pl_buf **out) {
+    *out = NULL;
+    CHECK(parent, "view: missing buffer");
+    CHECK(!parent->weight && !parent->view &&
+              (parent->type == PL_TYPE_F32 || parent->type == PL_TYPE_F16),
+          "view: only rows of an f32 or f16 buffer of its own (this one: %s%s)",
+          tname(parent->type), parent->view ? ", a view" : "");
+    CHECK(row0 >= 0 && rows > 0 && row0 + rows <= parent->ne1,
+          "view: rows [%lld, %lld) outside a buffer of %lld", (long long)row0,
+          (long long)(row0 + rows), (long long)parent->ne1);
+    pl_backend *be = parent->be;
+    TRY(be->m->buf_view(be, parent, row0, rows, out));
+    (*out)->view = true;
+    be->live_bufs++;
+    return PL_OK;
+}
+
 void pl_be_buf_free(pl_buf *b) {
     if (!b) return;
     pl_backend *be = b->be;

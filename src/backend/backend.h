@@ -39,6 +39,7 @@ typedef struct pl_buf {
     int64_t ne0; /* values per row */
     int64_t ne1; /* rows */
     bool weight; /* made by buf_weight: read-only, never an op's destination */
+    bool view;   /* made by buf_view: rows of another buffer */
 } pl_buf;
 
 /* RoPE pair layout. NORMAL rotates adjacent pairs (x[2i], x[2i+1]) - llama GGUFs, whose q/k
@@ -116,6 +117,13 @@ typedef struct pl_backend_methods {
     pl_status (*buf_weight)(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1,
                             const void *data, pl_buf **out);
     void (*buf_free)(pl_backend *be, pl_buf *b);
+    /* A buffer that is rows [row0, row0 + rows) of parent (F32 or F16, made by buf_new, not
+     * itself a view): ops and reads through it see and change the parent's values. Freed
+     * with buf_free, before the parent. It lets a batched pass hand one column's rows to an
+     * op without copying them out and back (llama.c's batched decode step). A backend may
+     * refuse a placement it cannot bind (WebGPU: the byte offset must be a multiple of the
+     * adapter's storage alignment) with a failure; callers then copy. */
+    pl_status (*buf_view)(pl_backend *be, pl_buf *parent, int64_t row0, int64_t rows, pl_buf **out);
     /* Host -> buffer, bytes [offset, offset+nbytes); in call order with the ops. */
     pl_status (*write)(pl_backend *be, pl_buf *dst, int64_t offset, const void *src,
                        int64_t nbytes);
@@ -258,12 +266,14 @@ typedef struct pl_backend_methods {
     X(buf_new)                                                                                     \
     X(buf_weight)                                                                                  \
     X(buf_free)                                                                                    \
+    X(buf_view)                                                                                    \
     X(write)                                                                                       \
     X(read)                                                                                        \
     X(embed)                                                                                       \
     X(rms_norm)                                                                                    \
     X(matmul)                                                                                      \
-    X(add) X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk) X(copy) X(softmax_rows)    \
+    X(add)                                                                                         \
+    X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk) X(copy) X(softmax_rows)           \
         X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv) X(delta_rule) X(fuse)  \
             X(destroy)
 
@@ -296,6 +306,8 @@ pl_status pl_be_buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t n
                            const void *data, pl_buf **out);
 /* NULL is fine. */
 void pl_be_buf_free(pl_buf *b);
+/* Rows [row0, row0 + rows) of parent as a buffer of their own (buf_view above). */
+pl_status pl_be_buf_view(pl_buf *parent, int64_t row0, int64_t rows, pl_buf **out);
 pl_status pl_be_write(pl_buf *dst, int64_t offset, const void *src, int64_t nbytes);
 pl_status pl_be_read(const pl_buf *src, int64_t offset, void *dst, int64_t nbytes);
 

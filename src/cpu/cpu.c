@@ -37,6 +37,17 @@ static pl_status buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t 
     return PL_OK;
 }
 
+/* A view: the parent's bytes from row0 on, not owned. */
+static pl_status buf_view(pl_backend *be, pl_buf *parent, int64_t row0, int64_t rows,
+                          pl_buf **out) {
+    cpu_buf *b = calloc(1, sizeof *b);
+    if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    b->h = (pl_buf){.be = be, .type = parent->type, .ne0 = parent->ne0, .ne1 = rows};
+    b->data = (char *)vptr(parent) + row0 * pl_row_size(parent->type, parent->ne0);
+    *out = &b->h;
+    return PL_OK;
+}
+
 static void buf_free(pl_backend *be, pl_buf *h) {
     (void)be;
     cpu_buf *b = (cpu_buf *)h;
@@ -224,6 +235,7 @@ static const pl_backend_methods cpu_methods = {
     .buf_new = buf_new,
     .buf_weight = buf_weight,
     .buf_free = buf_free,
+    .buf_view = buf_view,
     .write = buf_write,
     .read = buf_read,
     .embed = op_embed,

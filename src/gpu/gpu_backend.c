@@ -100,7 +100,7 @@ static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t 
             st = pl_gpu_buf_new(gb->g, n < 4096 ? 4096 : n, PL_GPU_READBACK, "read back",
                                 &gb->readback);
         }
-        if (st == PL_OK) pl_gpu_copy(gb->g, src->buf, off, gb->readback, 0, n);
+        if (st == PL_OK) pl_gpu_copy(gb->g, src->buf, src->off + off, gb->readback, 0, n);
     }
     if (st == PL_OK && gb->args_used)
         st = pl_gpu_write(gb->g, gb->args, 0, gb->args_host,
@@ -228,12 +228,37 @@ static pl_status buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t 
     return PL_OK;
 }
 
+/* A view: the parent's storage from the row's byte on, bound at that offset (so it must be
+ * a multiple of the adapter's storage alignment). */
+static pl_status buf_view(pl_backend *be, pl_buf *parent, int64_t row0, int64_t rows,
+                          pl_buf **out) {
+    gpu_backend *gb = gbe(be);
+    const gbuf *p = (const gbuf *)parent;
+    uint64_t row = (uint64_t)parent->ne0 * esize(parent->type), off = (uint64_t)row0 * row;
+    uint64_t align = gb->info->storage_align ? gb->info->storage_align : 256;
+    if (off % align)
+        return pl_fail(PL_ERR,
+                       "view: row %lld starts at byte %llu, not on the GPU's %llu-byte "
+                       "binding alignment",
+                       (long long)row0, (unsigned long long)off, (unsigned long long)align);
+    gbuf *b = calloc(1, sizeof *b);
+    if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    b->h = (pl_buf){.be = be, .type = parent->type, .ne0 = parent->ne0, .ne1 = rows};
+    b->buf = p->buf;
+    b->off = p->off + off;
+    b->bytes = ((uint64_t)rows * row + 3) & ~(uint64_t)3; /* bindings are whole words */
+    *out = &b->h;
+    return PL_OK;
+}
+
 static void buf_free(pl_backend *be, pl_buf *h) {
     gpu_backend *gb = gbe(be);
     gbuf *b = (gbuf *)h;
     /* recorded ops may still use it: run them first */
     if (gb->n_ops) flush(gb, NULL, 0, 0);
-    if (h->weight) {
+    if (h->view) {
+        /* the parent owns the storage; bindings of the view go when the parent's do */
+    } else if (h->weight) {
         pl_gpu_drop_merged(gb, b);
         for (int p = 0; p < PL_GEMV_MAX_PARTS; p++) {
             if (b->q[p]) pl_gpu_forget_buf(gb, b->q[p]), pl_gpu_buf_free(b->q[p]);
@@ -254,6 +279,7 @@ static pl_status buf_write(pl_backend *be, pl_buf *dst, int64_t off, const void 
     if (n <= 0) return PL_OK;
     if (flush(gb, NULL, 0, 0) != PL_OK) return PL_ERR; /* in call order with the ops */
     b->wflush = -1;                                    /* its snapshots are stale now */
+    off += (int64_t)b->off;                            /* a view's rows start there */
     if (!((off | n) & 3)) return pl_gpu_write(gb->g, b->buf, (uint64_t)off, src, (size_t)n);
     /* not whole words (F16 data): merge with the words' current bytes */
     uint64_t lo = (uint64_t)off & ~3ull, hi = ((uint64_t)(off + n) + 3) & ~3ull;
@@ -477,6 +503,7 @@ static const pl_backend_methods gpu_methods = {
     .buf_new = buf_new,
     .buf_weight = buf_weight,
     .buf_free = buf_free,
+    .buf_view = buf_view,
     .write = buf_write,
     .read = buf_read,
     .embed = op_embed,

@@ -190,13 +190,13 @@ void pl_gpu_weight_refs(const gbuf *w, pl_gpu_ref *refs, int *n) {
 }
 
 void pl_gpu_matmul_side_refs(const op *o, pl_gpu_ref *refs, int *n) {
-    if (o->c) refs[(*n)++] = pl_gpu_whole(o->c->buf);
-    if (o->fgate.gate_out) refs[(*n)++] = pl_gpu_whole(o->fgate.gate_out->buf);
-    if (o->fgate.up_out) refs[(*n)++] = pl_gpu_whole(o->fgate.up_out->buf);
+    if (o->c) refs[(*n)++] = pl_gpu_at(o->c);
+    if (o->fgate.gate_out) refs[(*n)++] = pl_gpu_at(o->fgate.gate_out);
+    if (o->fgate.up_out) refs[(*n)++] = pl_gpu_at(o->fgate.up_out);
     if (o->fqkv.split[0]) {
-        refs[(*n)++] = pl_gpu_whole(o->fqkv.y1->buf);
-        refs[(*n)++] = pl_gpu_whole(o->fqkv.y2->buf);
-        if (o->fqkv.split[2]) refs[(*n)++] = pl_gpu_whole(o->fqkv.y3->buf);
+        refs[(*n)++] = pl_gpu_at(o->fqkv.y1);
+        refs[(*n)++] = pl_gpu_at(o->fqkv.y2);
+        if (o->fqkv.split[2]) refs[(*n)++] = pl_gpu_at(o->fqkv.y3);
     }
 }
 
@@ -272,13 +272,13 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
     pl_gpu_ref refs[BIND_MAX];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = pl_gpu_whole(p.xpre ? gb->gemm_xq : xsrc->buf);
-    refs[n++] = pl_gpu_whole(o->out->buf);
+    refs[n++] = p.xpre ? pl_gpu_whole(gb->gemm_xq) : pl_gpu_at(xsrc);
+    refs[n++] = pl_gpu_at(o->out);
     pl_gpu_weight_refs(w, refs, &n);
     if (up) pl_gpu_weight_refs(up, refs, &n);
     if (p.xpre) refs[n++] = pl_gpu_whole(gb->gemm_xd);
-    if (p.norm) refs[n++] = pl_gpu_whole(o->fnorm.w->buf);
-    if (p.norm_out) refs[n++] = pl_gpu_whole(o->fnorm.out->buf);
+    if (p.norm) refs[n++] = pl_gpu_at(o->fnorm.w);
+    if (p.norm_out) refs[n++] = pl_gpu_at(o->fnorm.out);
     pl_gpu_matmul_side_refs(o, refs, &n);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, pl_gemv_dispatch(&p, (uint32_t)o->n));
@@ -299,11 +299,11 @@ static pl_status enc_norm(gpu_backend *gb, const op *o) {
     pl_gpu_ref refs[5];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = pl_gpu_whole(o->a->buf);
-    if (!p.inplace) refs[n++] = pl_gpu_whole(o->out->buf);
-    refs[n++] = pl_gpu_whole(o->b->buf);
-    if (p.gate) refs[n++] = pl_gpu_whole(o->c->buf);
-    if (p.gate == 2) refs[n++] = pl_gpu_whole(o->out2->buf);
+    refs[n++] = pl_gpu_at(o->a);
+    if (!p.inplace) refs[n++] = pl_gpu_at(o->out);
+    refs[n++] = pl_gpu_at(o->b);
+    if (p.gate) refs[n++] = pl_gpu_at(o->c);
+    if (p.gate == 2) refs[n++] = pl_gpu_at(o->out2);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->rows}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, (uint32_t)o->rows);
 }
@@ -359,17 +359,17 @@ static pl_status enc_rope(gpu_backend *gb, const op *o) {
     pl_gpu_ref refs[10];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = pl_gpu_whole(o->out->buf);
+    refs[n++] = pl_gpu_at(o->out);
     refs[n++] = pl_gpu_whole(gb->rope_tab);
-    if (p.norm) refs[n++] = pl_gpu_whole(o->frope.nw->buf);
+    if (p.norm) refs[n++] = pl_gpu_at(o->frope.nw);
     if (o->pair) {
-        refs[n++] = pl_gpu_whole(o->pair->out->buf);
-        if (p.pair_norm) refs[n++] = pl_gpu_whole(o->pair->frope.nw->buf);
+        refs[n++] = pl_gpu_at(o->pair->out);
+        if (p.pair_norm) refs[n++] = pl_gpu_at(o->pair->frope.nw);
     }
-    if (p.store) refs[n++] = pl_gpu_whole(k->frope.kc->buf);
+    if (p.store) refs[n++] = pl_gpu_at(k->frope.kc);
     if (p.store_v) {
-        refs[n++] = pl_gpu_whole(k->frope.v->buf);
-        refs[n++] = pl_gpu_whole(k->frope.vc->buf);
+        refs[n++] = pl_gpu_at(k->frope.v);
+        refs[n++] = pl_gpu_at(k->frope.vc);
     }
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->pos0, (uint32_t)o->n}}, &refs[n++]) !=
         PL_OK)
@@ -394,8 +394,8 @@ static pl_status enc_copy(gpu_backend *gb, const gbuf *src, uint64_t src0, gbuf 
     pl_gpu_ref refs[3];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = pl_gpu_whole(src->buf);
-    if (!p.inplace) refs[n++] = pl_gpu_whole(dst->buf);
+    refs[n++] = pl_gpu_at(src);
+    if (!p.inplace) refs[n++] = pl_gpu_at(dst);
     pl_gpu_args a = {{(uint32_t)src0, (uint32_t)dst0, (uint32_t)count}};
     if (pl_gpu_args_ref(gb, a, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, pl_copy_groups(&p, (uint32_t)dst0, (uint32_t)count));
@@ -413,7 +413,7 @@ static pl_status enc_store_q8(gpu_backend *gb, const op *o) {
     uint64_t nb = (uint64_t)o->out->h.ne0 / 32; /* blocks per row */
     uint32_t blk0 = (uint32_t)((uint64_t)o->pos0 * nb), count = (uint32_t)((uint64_t)o->n * nb);
     uint32_t scales = (uint32_t)((uint64_t)o->out->h.ne1 * (uint64_t)o->out->h.ne0 / 4);
-    pl_gpu_ref refs[3] = {pl_gpu_whole(o->a->buf), pl_gpu_whole(o->out->buf), {0}};
+    pl_gpu_ref refs[3] = {pl_gpu_at(o->a), pl_gpu_at(o->out), {0}};
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{blk0, count, scales}}, &refs[2]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, 3, pl_kv_q8_groups(&p, blk0, count));
 }
@@ -455,11 +455,8 @@ static pl_status enc_attn_prefill(gpu_backend *gb, const op *o, const pl_attn_pr
                           "prefill attention", &k) != PL_OK)
         return PL_ERR;
     pl_gpu_args args = {{(uint32_t)o->pos0, (uint32_t)o->n}};
-    pl_gpu_ref refs[5] = {pl_gpu_whole(o->a->buf),
-                          pl_gpu_whole(o->b->buf),
-                          pl_gpu_whole(o->c->buf),
-                          pl_gpu_whole(o->out->buf),
-                          {0}};
+    pl_gpu_ref refs[5] = {
+        pl_gpu_at(o->a), pl_gpu_at(o->b), pl_gpu_at(o->c), pl_gpu_at(o->out), {0}};
     if (pl_gpu_args_ref(gb, args, &refs[4]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, 5, pl_attn_prefill_groups(p, (uint32_t)o->n));
 }
@@ -499,13 +496,16 @@ static pl_status enc_attn(gpu_backend *gb, const op *o) {
         uint32_t nr = (uint32_t)(o->n - r0 < ATTN_BLOCK ? o->n - r0 : ATTN_BLOCK);
         uint32_t ns = (uint32_t)((o->pos0 + r0 + nr + ATTN_CHUNK - 1) / ATTN_CHUNK);
         pl_gpu_args args = {{(uint32_t)o->pos0, (uint32_t)r0, nr, ns}};
-        pl_gpu_ref refs[6] = {pl_gpu_whole(o->a->buf),    pl_gpu_whole(o->b->buf),
-                              pl_gpu_whole(o->c->buf),    pl_gpu_whole(o->out->buf),
-                              pl_gpu_whole(gb->partials), {0}};
+        pl_gpu_ref refs[6] = {pl_gpu_at(o->a),
+                              pl_gpu_at(o->b),
+                              pl_gpu_at(o->c),
+                              pl_gpu_at(o->out),
+                              pl_gpu_whole(gb->partials),
+                              {0}};
         if (pl_gpu_args_ref(gb, args, &refs[5]) != PL_OK) return PL_ERR;
         if (pl_gpu_run(gb, ka, refs, 6, nr * p.n_head * ns) != PL_OK) return PL_ERR;
         if (ns > 1) {
-            pl_gpu_ref cr[3] = {pl_gpu_whole(gb->partials), pl_gpu_whole(o->out->buf), refs[5]};
+            pl_gpu_ref cr[3] = {pl_gpu_whole(gb->partials), pl_gpu_at(o->out), refs[5]};
             if (pl_gpu_run(gb, kc, cr, 3, nr * p.n_head) != PL_OK) return PL_ERR;
         }
     }
@@ -537,9 +537,9 @@ pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_
             return PL_ERR;
         pl_gpu_ref r[4];
         int n = 0;
-        r[n++] = pl_gpu_whole(x->buf);
-        r[n++] = pl_gpu_whole(ids->buf);
-        if (vals) r[n++] = pl_gpu_whole(vals->buf);
+        r[n++] = pl_gpu_at(x);
+        r[n++] = pl_gpu_at(ids);
+        if (vals) r[n++] = pl_gpu_at(vals);
         if (pl_gpu_args_ref(gb, (pl_gpu_args){{row0, rows, dst0}}, &r[n++]) != PL_OK) return PL_ERR;
         return pl_gpu_run(gb, k1, r, n, rows);
     }
@@ -550,15 +550,15 @@ pl_status pl_gpu_enc_topk(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_
         return PL_ERR;
     if (pl_gpu_scratch(gb, &gb->pairs, (uint64_t)rows * nc * k * 8, "top-k pairs") != PL_OK)
         return PL_ERR;
-    pl_gpu_ref r1[3] = {pl_gpu_whole(x->buf), pl_gpu_whole(gb->pairs), {0}};
+    pl_gpu_ref r1[3] = {pl_gpu_at(x), pl_gpu_whole(gb->pairs), {0}};
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{row0, rows}}, &r1[2]) != PL_OK) return PL_ERR;
     if (pl_gpu_run(gb, k1, r1, 3, rows * nc) != PL_OK) return PL_ERR;
     pl_gpu_ref r2[4];
     memset(r2, 0, sizeof r2);
     int n = 0;
     r2[n++] = pl_gpu_whole(gb->pairs);
-    r2[n++] = pl_gpu_whole(ids->buf);
-    if (vals) r2[n++] = pl_gpu_whole(vals->buf);
+    r2[n++] = pl_gpu_at(ids);
+    if (vals) r2[n++] = pl_gpu_at(vals);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{dst0, rows}}, &r2[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k2, r2, n, rows);
 }
@@ -580,8 +580,8 @@ static pl_status enc_embed(gpu_backend *gb, const op *o) {
     pl_gpu_ref refs[BIND_MAX];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = pl_gpu_whole(o->b->buf);
-    refs[n++] = pl_gpu_whole(o->out->buf);
+    refs[n++] = pl_gpu_at(o->b);
+    refs[n++] = pl_gpu_at(o->out);
     for (uint32_t q = 0; q < t->parts; q++) {
         refs[n++] = pl_gpu_whole(t->q[q]);
         if (t->s[q]) refs[n++] = pl_gpu_whole(t->s[q]);
@@ -609,9 +609,9 @@ static pl_status enc_ew(gpu_backend *gb, const op *o) {
     pl_gpu_ref refs[4];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = pl_gpu_whole(o->a->buf);
-    if (p.alias != 3) refs[n++] = pl_gpu_whole(o->b->buf);
-    if (p.alias == 0) refs[n++] = pl_gpu_whole(o->out->buf);
+    refs[n++] = pl_gpu_at(o->a);
+    if (p.alias != 3) refs[n++] = pl_gpu_at(o->b);
+    if (p.alias == 0) refs[n++] = pl_gpu_at(o->out);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->count}}, &refs[n++]) != PL_OK)
         return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, (uint32_t)((o->count + p.threads - 1) / p.threads));

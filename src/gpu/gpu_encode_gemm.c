@@ -118,11 +118,11 @@ pl_status pl_gpu_encode_q8pre(gpu_backend *gb, const gbuf *x, uint32_t cols, uin
     pl_gpu_ref refs[6];
     memset(refs, 0, sizeof refs);
     int nr = 0;
-    refs[nr++] = pl_gpu_whole(x->buf);
+    refs[nr++] = pl_gpu_at(x);
     refs[nr++] = pl_gpu_whole(gb->gemm_xq);
     refs[nr++] = pl_gpu_whole(gb->gemm_xd);
-    if (nw) refs[nr++] = pl_gpu_whole(nw->buf);
-    if (xn) refs[nr++] = pl_gpu_whole(xn->buf);
+    if (nw) refs[nr++] = pl_gpu_at(nw);
+    if (xn) refs[nr++] = pl_gpu_at(xn);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{n, cols}}, &refs[nr++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, nr, n);
 }
@@ -135,7 +135,7 @@ static int gemm_refs(const gpu_backend *gb, const op *o, pl_gpu_ref *refs) {
     memset(refs, 0, BIND_MAX * sizeof *refs);
     refs[nr++] = pl_gpu_whole(gb->gemm_xq);
     refs[nr++] = pl_gpu_whole(gb->gemm_xd);
-    refs[nr++] = pl_gpu_whole(o->out->buf);
+    refs[nr++] = pl_gpu_at(o->out);
     pl_gpu_weight_refs(w, refs, &nr);
     if (up) pl_gpu_weight_refs(up, refs, &nr);
     return nr;
@@ -225,7 +225,7 @@ pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o) {
         pl_gpu_get_kernel(gb, F_MOE_GROUP, &gp, sizeof gp, (pl_gpu_gen_fn)pl_wgsl_moe_group,
                           "moe grouping", &k) != PL_OK)
         return PL_ERR;
-    refs[0] = pl_gpu_whole(o->c->buf);
+    refs[0] = pl_gpu_at(o->c);
     refs[1] = pl_gpu_whole(gb->gemm_grp);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{slots}}, &refs[2]) != PL_OK ||
         pl_gpu_run(gb, k, refs, 3, 1) != PL_OK)
@@ -236,8 +236,8 @@ pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o) {
                           &k) != PL_OK)
         return PL_ERR;
     int nr = gemm_refs(gb, o, refs);
-    if (p.gate_out) refs[nr++] = pl_gpu_whole(o->fgate.gate_out->buf);
-    if (p.up_out) refs[nr++] = pl_gpu_whole(o->fgate.up_out->buf);
+    if (p.gate_out) refs[nr++] = pl_gpu_at(o->fgate.gate_out);
+    if (p.up_out) refs[nr++] = pl_gpu_at(o->fgate.up_out);
     refs[nr++] = pl_gpu_whole(gb->gemm_grp);
     pl_gpu_args a = {{slots, p.rows, p.cols / 32, E, o->acc ? (uint32_t)o->count : 1}};
     if (pl_gpu_args_ref(gb, a, &refs[nr++]) != PL_OK) return PL_ERR;

@@ -19,8 +19,8 @@ static pl_status enc_softmax(gpu_backend *gb, const op *o) {
         return PL_ERR;
     pl_gpu_ref refs[3];
     int n = 0;
-    refs[n++] = pl_gpu_whole(o->a->buf);
-    if (!p.inplace) refs[n++] = pl_gpu_whole(o->out->buf);
+    refs[n++] = pl_gpu_at(o->a);
+    if (!p.inplace) refs[n++] = pl_gpu_at(o->out);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->rows}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, (uint32_t)o->rows);
 }
@@ -68,13 +68,13 @@ static pl_status enc_matmul_id(gpu_backend *gb, const op *o) {
     pl_gpu_ref refs[BIND_MAX];
     memset(refs, 0, sizeof refs);
     int n = 0;
-    refs[n++] = pl_gpu_whole(o->b->buf);
-    refs[n++] = pl_gpu_whole(o->out->buf);
+    refs[n++] = pl_gpu_at(o->b);
+    refs[n++] = pl_gpu_at(o->out);
     pl_gpu_weight_refs(w, refs, &n);
     if (up) pl_gpu_weight_refs(up, refs, &n);
-    if (p.gate_out) refs[n++] = pl_gpu_whole(o->fgate.gate_out->buf);
-    if (p.up_out) refs[n++] = pl_gpu_whole(o->fgate.up_out->buf);
-    refs[n++] = pl_gpu_whole(o->c->buf);
+    if (p.gate_out) refs[n++] = pl_gpu_at(o->fgate.gate_out);
+    if (p.up_out) refs[n++] = pl_gpu_at(o->fgate.up_out);
+    refs[n++] = pl_gpu_at(o->c);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{slots}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, pl_gemv_groups(&p) * slots);
 }
@@ -91,11 +91,9 @@ static pl_status enc_moe_combine(gpu_backend *gb, const op *o) {
     if (pl_gpu_get_kernel(gb, F_MOE_COMBINE, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_moe_combine,
                           "moe combine", &k) != PL_OK)
         return PL_ERR;
-    pl_gpu_ref refs[6] = {
-        pl_gpu_whole(o->a->buf), pl_gpu_whole(o->b->buf), pl_gpu_whole(o->out->buf), {0}};
+    pl_gpu_ref refs[6] = {pl_gpu_at(o->a), pl_gpu_at(o->b), pl_gpu_at(o->out), {0}};
     int n = 3;
-    if (p.shared)
-        refs[n++] = pl_gpu_whole(o->fcomb.y->buf), refs[n++] = pl_gpu_whole(o->fcomb.g->buf);
+    if (p.shared) refs[n++] = pl_gpu_at(o->fcomb.y), refs[n++] = pl_gpu_at(o->fcomb.g);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
     uint64_t count = (uint64_t)o->n * p.cols;
     return pl_gpu_run(gb, k, refs, n, (uint32_t)((count + p.threads - 1) / p.threads));
@@ -125,13 +123,13 @@ static pl_status enc_topk_rank(gpu_backend *gb, const op *o) {
         return PL_ERR;
     pl_gpu_ref r[7];
     int n = 0;
-    r[n++] = pl_gpu_whole(o->a->buf);
-    r[n++] = pl_gpu_whole(o->out->buf);
-    if (o->vals) r[n++] = pl_gpu_whole(o->vals->buf);
+    r[n++] = pl_gpu_at(o->a);
+    r[n++] = pl_gpu_at(o->out);
+    if (o->vals) r[n++] = pl_gpu_at(o->vals);
     if (p.gate_cols) {
-        r[n++] = pl_gpu_whole(o->fshgate.x->buf);
+        r[n++] = pl_gpu_at(o->fshgate.x);
         r[n++] = pl_gpu_whole(o->fshgate.w->q[0]);
-        r[n++] = pl_gpu_whole(o->fshgate.out->buf);
+        r[n++] = pl_gpu_at(o->fshgate.out);
     }
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{0, (uint32_t)o->rows, 0}}, &r[n++]) != PL_OK)
         return PL_ERR;

@@ -20,9 +20,9 @@ static pl_status enc_sigmoid_mul(gpu_backend *gb, const op *o) {
     uint64_t count = (uint64_t)o->rows * p.cols;
     pl_gpu_ref refs[4];
     int n = 0;
-    refs[n++] = pl_gpu_whole(o->a->buf);
-    refs[n++] = pl_gpu_whole(o->b->buf);
-    if (!p.inplace) refs[n++] = pl_gpu_whole(o->out->buf);
+    refs[n++] = pl_gpu_at(o->a);
+    refs[n++] = pl_gpu_at(o->b);
+    if (!p.inplace) refs[n++] = pl_gpu_at(o->out);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)count}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, (uint32_t)((count + p.threads - 1) / p.threads));
 }
@@ -44,11 +44,11 @@ static pl_status enc_ssm_conv(gpu_backend *gb, const op *o) {
         return PL_ERR;
     pl_gpu_ref refs[6];
     int n = 0;
-    refs[n++] = pl_gpu_whole(o->a->buf);
-    refs[n++] = pl_gpu_whole(o->b->buf);
-    refs[n++] = pl_gpu_whole(o->out2->buf);
-    refs[n++] = pl_gpu_whole(o->out->buf);
-    if (p.snaps) refs[n++] = pl_gpu_whole(o->out3->buf);
+    refs[n++] = pl_gpu_at(o->a);
+    refs[n++] = pl_gpu_at(o->b);
+    refs[n++] = pl_gpu_at(o->out2);
+    refs[n++] = pl_gpu_at(o->out);
+    if (p.snaps) refs[n++] = pl_gpu_at(o->out3);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, pl_ssm_conv_groups(&p));
 }
@@ -83,10 +83,10 @@ static pl_status enc_delta_rule(gpu_backend *gb, const op *o) {
     const gbuf *in[5] = {o->a, o->b, o->c, o->d, o->e};
     pl_gpu_ref refs[9];
     int n = 0;
-    for (int i = 0; i < 5; i++) refs[n++] = pl_gpu_whole(in[i]->buf);
-    refs[n++] = pl_gpu_whole(o->out2->buf);
-    refs[n++] = pl_gpu_whole(o->out->buf);
-    if (p.snaps) refs[n++] = pl_gpu_whole(o->out3->buf);
+    for (int i = 0; i < 5; i++) refs[n++] = pl_gpu_at(in[i]);
+    refs[n++] = pl_gpu_at(o->out2);
+    refs[n++] = pl_gpu_at(o->out);
+    if (p.snaps) refs[n++] = pl_gpu_at(o->out3);
     if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->n}}, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, pl_delta_rule_groups(&p));
 }

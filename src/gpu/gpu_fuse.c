@@ -53,9 +53,18 @@ static op *next_live(gpu_backend *gb, int i) {
 }
 
 /* Does op o read or write buffer b? */
+/* x and b are one buffer, or share bytes (views: rows of one parent). */
+static bool same(const gbuf *x, const gbuf *b) {
+    if (x == b) return true;
+    if (!x || !b || !x->buf || x->buf != b->buf) return false;
+    uint64_t xe = x->h.view ? x->off + x->bytes : UINT64_MAX;
+    uint64_t be = b->h.view ? b->off + b->bytes : UINT64_MAX;
+    return x->off < be && b->off < xe;
+}
+
 static bool touches(const op *o, const gbuf *b) {
-    return o->a == b || o->b == b || o->c == b || o->d == b || o->e == b || o->out == b ||
-           o->vals == b || o->out2 == b || o->out3 == b ||
+    return same(o->a, b) || same(o->b, b) || same(o->c, b) || same(o->d, b) || same(o->e, b) ||
+           same(o->out, b) || same(o->vals, b) || same(o->out2, b) || same(o->out3, b) ||
            (o->kind == OP_ROPE && (const gbuf *)o->rope.factors == b);
 }
 

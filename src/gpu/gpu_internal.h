@@ -24,6 +24,7 @@ typedef struct gbuf_s {
     pl_buf h;
     pl_gpu_buf *buf; /* activations, and F32/F16 weights of one part */
     uint64_t bytes;
+    uint64_t off; /* a view (h.view): where its rows start in the parent's buf (not owned) */
     /* weights */
     pl_gpu_wtype wt;
     uint32_t parts, rows_per_part;
@@ -266,6 +267,10 @@ pl_status pl_gpu_run(gpu_backend *gb, const pl_gpu_kernel *k, pl_gpu_ref *refs, 
                      uint32_t groups);
 static inline pl_gpu_ref pl_gpu_whole(const pl_gpu_buf *b) {
     return (pl_gpu_ref){(pl_gpu_buf *)b, 0, 0};
+}
+/* The binding of a backend buffer: all of it, or a view's rows. */
+static inline pl_gpu_ref pl_gpu_at(const gbuf *b) {
+    return (pl_gpu_ref){b->buf, b->off, b->h.view ? b->bytes : 0};
 }
 /* A power of two from lo up to hi, the first >= n. */
 uint32_t pl_gpu_threads_for(uint64_t n, uint32_t lo, uint32_t hi);

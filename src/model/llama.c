@@ -196,6 +196,8 @@ static void llama_state_free(pl_state *s) {
     if (!ls) return;
     pl_buf *b[LLAMA_N_SCRATCH];
     scratch_bufs(ls, b);
+    for (int i = 0; ls->cols && i < 4 * s->o.n_batch; i++) pl_be_buf_free(ls->cols[i]);
+    free(ls->cols); /* (views: before their parents) */
     for (int i = 0; i < LLAMA_N_SCRATCH; i++) pl_be_buf_free(b[i]);
     pl_moe_state_free(&ls->moe);
     for (int l = 0; ls->kc && l < s->m->info.n_layer; l++) pl_be_buf_free(ls->kc[l]);
@@ -238,10 +240,11 @@ static pl_status qkv_block(const pl_model *m, pl_state *s, int l, int64_t n) {
     return PL_OK;
 }
 
-/* RoPE, the layer's caches and the attention of the state's q, k, v rows 0..n-1 at pos0.. */
-static pl_status attend(const pl_model *m, pl_state *s, int l, int64_t n, int64_t pos0) {
+/* RoPE of q and k rows 0..n-1 at pos0.., their store into the caches of layer l of
+ * state ls, and the attention of q over them into att. */
+static pl_status rope_attend(const pl_model *m, const llama_state *ls, int l, pl_buf *q, pl_buf *k,
+                             pl_buf *v, pl_buf *att, int64_t n, int64_t pos0) {
     const llama_config *c = &LM(m)->cfg;
-    llama_state *ls = LS(s);
     pl_rope_params rp = {.mode = c->rope_mode,
                          .head_dim = c->head_dim,
                          .rope_dim = c->rope_dim,
@@ -253,7 +256,32 @@ static pl_status attend(const pl_model *m, pl_state *s, int l, int64_t n, int64_
                          .head_dim = c->head_dim,
                          .head_dim_v = c->head_dim_v,
                          .scale = (float)(1.0 / sqrt((double)c->head_dim))};
-    return pl_rope_attend(ls->q, ls->k, ls->v, ls->kc[l], ls->vc[l], n, pos0, &rp, &ap, ls->att);
+    return pl_rope_attend(q, k, v, ls->kc[l], ls->vc[l], n, pos0, &rp, &ap, att);
+}
+
+/* RoPE, the layer's caches and the attention of the state's q, k, v rows 0..n-1 at pos0.. */
+static pl_status attend(const pl_model *m, pl_state *s, int l, int64_t n, int64_t pos0) {
+    llama_state *ls = LS(s);
+    return rope_attend(m, ls, l, ls->q, ls->k, ls->v, ls->att, n, pos0);
+}
+
+/* Batch state b's columns as views (llama_state.cols), or NULL where the backend cannot
+ * place them (then the rows are copied to each sequence's own buffers and back). */
+static pl_buf *const *col_views(pl_state *b) {
+    llama_state *lb = LS(b);
+    if (lb->cols || lb->cols_tried) return lb->cols;
+    lb->cols_tried = true;
+    int nb = b->o.n_batch;
+    pl_buf **v = calloc(4 * (size_t)nb, sizeof *v), *par[4] = {lb->q, lb->k, lb->v, lb->att};
+    pl_status st = v ? PL_OK : PL_ERR_NOMEM;
+    for (int i = 0; i < 4 * nb && !st; i++) st = pl_be_buf_view(par[i % 4], i / 4, 1, &v[i]);
+    if (st) { /* e.g. rows off the GPU's binding alignment */
+        for (int i = 0; v && i < 4 * nb; i++) pl_be_buf_free(v[i]);
+        free(v);
+        pl_clear_error();
+        return NULL;
+    }
+    return lb->cols = v;
 }
 
 static pl_status attention_block(const pl_model *m, pl_state *s, int l, int64_t n, int64_t pos0) {
@@ -282,8 +310,15 @@ static pl_status attention_block_batch(const pl_model *m, pl_state *b, pl_state 
     TRY(pl_be_fuse(m->be, PL_FUSE_NORM_MATMUL | PL_FUSE_QKV));
     TRY(qkv_block(m, b, l, n));
     TRY(pl_be_fuse(m->be, 0));
+    pl_buf *const *cv = col_views(b);
     for (int i = 0; i < n; i++) {
         llama_state *li = LS(seqs[i]);
+        if (cv) { /* the batch's rows in place: no copies */
+            TRY(pl_be_fuse(m->be, PL_FUSE_ROPE_STORE | PL_FUSE_ROPE_PAIR));
+            TRY(rope_attend(m, li, l, cv[4 * i], cv[4 * i + 1], cv[4 * i + 2], cv[4 * i + 3], 1,
+                            pos[i]));
+            continue;
+        }
         TRY(pl_be_copy(lb->q, i * nq, nq, li->q, 0));
         TRY(pl_be_copy(lb->k, i * nk, nk, li->k, 0));
         TRY(pl_be_copy(lb->v, i * nv, nv, li->v, 0));

@@ -70,6 +70,11 @@ typedef struct {
     pl_moe_state moe; /* (MoE FFN) */
     pl_buf **kc;      /* [n_layer] each [n_ctx, n_head_kv*head_dim] (loaded layers only) */
     pl_buf **vc;      /* [n_layer] each [n_ctx, n_head_kv*head_dim_v] */
+    /* A batch state's columns (llama.c, col_views): row i of q, k, v and att as views at
+     * cols[4 * i ..], made at the first batched step; cols_tried: do not try again (a
+     * backend that cannot place them: the rows are copied instead) */
+    pl_buf **cols;
+    bool cols_tried;
 } llama_state;
 
 /* ---- model families ---- */

@@ -249,6 +249,91 @@ static void case_rope_attention(void) {
     }
 }
 
+/* Views (buf_view): each row of a batch's q, k, v and output taken as a buffer of its own
+ * and run through RoPE, the stores into that row's own caches and attention at its own
+ * position (llama.c's batched decode step), a write and a read through a view, and an
+ * element-wise op in place on one; every parent compared whole, so a view at the wrong
+ * offset, or one that spills into the next row, shows. Rows are multiples of 256 bytes,
+ * which every WebGPU adapter can bind at their offsets. A view of a view, and rows
+ * outside the parent, are refused. */
+static void case_views(void) {
+    for (int it = 0; it < 2; it++) {
+        uint32_t kvt = it ? PL_TYPE_F16 : PL_TYPE_F32;
+        int nkv = 2, nh = 4, hd = 32, n = (int)rnd(2, 4), ctx = 24;
+        pl_rope_params rp = {PL_ROPE_NEOX, nh, hd, hd, 10000, 1, NULL};
+        pl_rope_params rk = {PL_ROPE_NEOX, nkv, hd, hd, 10000, 1, NULL};
+        pl_attn_params ap = {nh, nkv, hd, hd, 1.0f / sqrtf((float)hd)};
+        float *qd = randv((size_t)n * nh * hd, -1, 1), *kd = randv((size_t)n * nkv * hd, -1, 1);
+        float *vd = randv((size_t)n * nkv * hd, -1, 1),
+              *hist = randv((size_t)ctx * nkv * hd, -1, 1);
+        duo q = f32(nh * hd, n, qd), k = f32(nkv * hd, n, kd), v = f32(nkv * hd, n, vd);
+        duo o = f32(nh * hd, n, NULL), kc[4], vc[4], hk = f32(nkv * hd, ctx, hist);
+        int pos[4];
+        for (int i = 0; i < n; i++) { /* row i's own caches, holding pos[i] earlier rows */
+            pos[i] = (int)rnd(0, ctx - 1);
+            kc[i] = act(kvt, nkv * hd, ctx, NULL), vc[i] = act(kvt, nkv * hd, ctx, NULL);
+            if (pos[i]) BOTH("kv_store", pl_be_kv_store(X(hk), pos[i], 0, X(kc[i])));
+            if (pos[i]) BOTH("kv_store", pl_be_kv_store(X(hk), pos[i], 0, X(vc[i])));
+        }
+        for (int i = 0; i < n; i++) {
+            pl_buf *vw[2][4] = {{NULL}};
+            duo par[4] = {q, k, v, o};
+            for (int b = 0; b < 2; b++)
+                for (int j = 0; j < 4; j++)
+                    CHECK(pl_be_buf_view(par[j].b[b], i, 1, &vw[b][j]) == PL_OK, "view: %s",
+                          pl_last_error());
+            if (vw[0][3] && vw[1][3]) {
+                cover("buf_view");
+                for (int b = 0; b < 2; b++) {
+                    pl_buf **w = vw[b];
+                    const pl_buf *kcb = kc[i].b[b], *vcb = vc[i].b[b];
+                    CHECK(pl_be_rope(w[0], 1, pos[i], &rp) == PL_OK, "%s", pl_last_error());
+                    CHECK(pl_be_rope(w[1], 1, pos[i], &rk) == PL_OK, "%s", pl_last_error());
+                    CHECK(pl_be_kv_store(w[1], 1, pos[i], (pl_buf *)kcb) == PL_OK, "%s",
+                          pl_last_error());
+                    CHECK(pl_be_kv_store(w[2], 1, pos[i], (pl_buf *)vcb) == PL_OK, "%s",
+                          pl_last_error());
+                    CHECK(pl_be_attention(w[0], kcb, vcb, 1, pos[i], &ap, w[3]) == PL_OK, "%s",
+                          pl_last_error());
+                }
+            }
+            for (int b = 0; b < 2; b++)
+                for (int j = 0; j < 4; j++) pl_be_buf_free(vw[b][j]);
+        }
+        /* a write and a read through a view of the last row of k, an add in place on it */
+        float row[64], back[64];
+        for (int j = 0; j < nkv * hd; j++) row[j] = (float)j - 7.5f;
+        for (int b = 0; b < 2; b++) {
+            pl_buf *w = NULL, *ww = NULL;
+            CHECK(pl_be_buf_view(k.b[b], n - 1, 1, &w) == PL_OK, "%s", pl_last_error());
+            if (!w) continue;
+            CHECK(pl_be_write(w, 0, row, (int64_t)sizeof row) == PL_OK, "%s", pl_last_error());
+            CHECK(pl_be_add(w, w, nkv * hd, w) == PL_OK, "%s", pl_last_error());
+            CHECK(pl_be_read(w, 0, back, (int64_t)sizeof back) == PL_OK, "%s", pl_last_error());
+            CHECK(back[0] == -15.0f && back[63] == 111.0f, "%s: a view read %g, %g", be2[b]->name,
+                  back[0], back[63]);
+            CHECK(pl_be_buf_view(w, 0, 1, &ww) != PL_OK, "%s: a view of a view", be2[b]->name);
+            pl_be_buf_free(ww);
+            pl_be_buf_free(w);
+            CHECK(pl_be_buf_view(k.b[b], n - 1, 2, &w) != PL_OK, "%s: rows past the parent",
+                  be2[b]->name);
+            pl_be_buf_free(w);
+        }
+        pl_clear_error();
+        compare("views: q", q, 1e-11);
+        compare("views: k", k, 1e-11);
+        compare("views: v", v, 0);
+        compare("views: attention", o, kvt == PL_TYPE_F16 ? 1e-5 : 1e-10);
+        for (int i = 0; i < n; i++) {
+            compare("views: k cache", kc[i], kvt == PL_TYPE_F16 ? 1e-6 : 1e-11); /* roped */
+            compare("views: v cache", vc[i], kvt == PL_TYPE_F16 ? 1e-6 : 0);
+            dfree(kc[i]), dfree(vc[i]);
+        }
+        dfree(q), dfree(k), dfree(v), dfree(o), dfree(hk);
+        free(qd), free(kd), free(vd), free(hist);
+    }
+}
+
 /* Attention of more than 16 rows, which the GPU runs through its prefill kernel (opened
  * with fa = 1: lavapipe too): head dims 64/128/256, GQA 1/4/8, f16 and f32 caches, a fresh
  * prompt, one continuing a cache, one past 256 positions; the cache's rows past the last
@@ -689,18 +774,11 @@ static void run_tests(void) {
         return;
     }
     fprintf(stderr, "%s against %s\n", be2[1]->device, be2[0]->device);
-    static void (*const cases[])(void) = {case_embed_matmul,
-                                          case_norm_ew,
-                                          case_rope_attention,
-                                          case_attention_prefill,
-                                          case_kv_q8,
-                                          case_select_copy,
-                                          case_moe,
-                                          case_deltanet,
-                                          case_fuse,
-                                          case_fuse_experts,
-                                          case_fuse_router,
-                                          case_fuse_norm_gate};
+    static void (*const cases[])(void) = {
+        case_embed_matmul,      case_norm_ew, case_rope_attention, case_views,
+        case_attention_prefill, case_kv_q8,   case_select_copy,    case_moe,
+        case_deltanet,          case_fuse,    case_fuse_experts,   case_fuse_router,
+        case_fuse_norm_gate};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i]();
     check_coverage();
     pl_be_destroy(be2[1]);
