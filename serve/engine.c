@@ -52,6 +52,7 @@ struct srv_engine {
     int n_pend, n_decoding;
     bool stepping;
     uint64_t n_steps, n_columns; /* batched steps run, and the ids they appended */
+    bool own_batch;              /* made it (else the caller's) */
     pl_session **step_ses;       /* [n_slots]: the stepper's arguments */
     int32_t *step_ids;
     int n_slots;
@@ -59,7 +60,7 @@ struct srv_engine {
 };
 
 srv_engine *srv_engine_new(const pl_model *m, const pl_tokenizer *tok, pl_session *const *ses,
-                           int n_slots) {
+                           int n_slots, pl_batch *batch) {
     if (n_slots < 1) return NULL;
     srv_engine *e = calloc(1, sizeof *e + sizeof(slot) * (size_t)n_slots);
     if (!e) return NULL;
@@ -73,7 +74,8 @@ srv_engine *srv_engine_new(const pl_model *m, const pl_tokenizer *tok, pl_sessio
     if (n_slots > 1 && pl_model_can_batch(m)) {
         e->step_ses = malloc(sizeof *e->step_ses * (size_t)n_slots);
         e->step_ids = malloc(sizeof *e->step_ids * (size_t)n_slots);
-        if (!e->step_ses || !e->step_ids || pl_batch_new(m, n_slots, &e->batch)) {
+        e->batch = batch, e->own_batch = !batch;
+        if (!e->step_ses || !e->step_ids || (!batch && pl_batch_new(m, n_slots, &e->batch))) {
             srv_engine_free(e);
             return NULL;
         }
@@ -97,7 +99,7 @@ void srv_engine_batch_stats(srv_engine *e, uint64_t *steps, uint64_t *columns) {
 
 void srv_engine_free(srv_engine *e) {
     if (!e) return;
-    pl_batch_free(e->batch);
+    if (e->own_batch) pl_batch_free(e->batch);
     free(e->step_ses);
     free(e->step_ids);
     pthread_mutex_destroy(&e->bmu);

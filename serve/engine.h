@@ -28,10 +28,13 @@ struct pl_model;
 struct pl_tokenizer;
 struct pl_session;
 
+struct pl_batch;
 /* Over a loaded model, its tokenizer and n_slots sessions of it, all with the same context
- * (borrowed: they outlive the engine). NULL when out of memory or n_slots < 1. */
+ * (borrowed: they outlive the engine), and the batch that steps them together (borrowed;
+ * NULL: the engine makes its own where the model can batch, or steps them one by one).
+ * NULL when out of memory or n_slots < 1. */
 srv_engine *srv_engine_new(const struct pl_model *m, const struct pl_tokenizer *tok,
-                           struct pl_session *const *ses, int n_slots);
+                           struct pl_session *const *ses, int n_slots, struct pl_batch *batch);
 void srv_engine_free(srv_engine *e);
 /* on: an end-of-generation id does not end a generation (`pooled serve --ignore-eos`, as
  * `pooled run --ignore-eos`): only max_tokens, the context, a stop string or a cancel do.

@@ -99,9 +99,17 @@ pl_status bench_streams_new(const loaded_model *lm, const bench_opts *bo, int64_
     if (!st) st = pl_session_new(lm->m, &so, &b->ss[0]);
     if (!st) b->state_bytes = pl_state_bytes(pl_session_state(b->ss[0]));
     if (!st) st = check_memory(b, other_bytes);
-    for (int j = 1; !st && j < b->n_max; j++) st = pl_session_new(lm->m, &so, &b->ss[j]);
+    /* batched: the streams' caches are slots of the batch's (one attention for all) */
     b->batched = pl_model_can_batch(lm->m);
-    if (!st && b->batched && b->n_max > 1) st = pl_batch_new(lm->m, b->n_max, &b->batch);
+    if (!st && b->batched && b->n_max > 1) {
+        pl_session_free(b->ss[0]);
+        b->ss[0] = NULL;
+        st = pl_batch_new_slots(lm->m, b->n_max, &so, &b->batch);
+    }
+    for (int j = 0; !st && j < b->n_max; j++)
+        if (!b->ss[j])
+            st = b->batch ? pl_batch_session_new(b->batch, j, &so, &b->ss[j])
+                          : pl_session_new(lm->m, &so, &b->ss[j]);
     pl_sampler_params gp = pl_sampler_defaults();
     gp.temp = 0;
     if (!st) st = pl_sampler_new(&gp, info->n_vocab, &b->greedy);

@@ -71,10 +71,17 @@ int cmd_serve(int argc, char **argv) {
     int rc = 1;
     pl_session *ses[SRV_MAX_PARALLEL] = {0};
     srv_engine *e = NULL;
+    pl_batch *batch = NULL;
     pl_status s = PL_OK;
     int made = 0;
-    while (made < parallel && !(s = model_session(&lm, &ses[made]))) made++;
-    if (!s && !(e = srv_engine_new(lm.m, lm.tok, ses, (int)parallel)))
+    /* the slots' caches in one batch, stepped together (each slot's cache a part of it) */
+    if (parallel > 1 && !lm.n_stages && pl_model_can_batch(lm.m))
+        s = pl_batch_new_slots(lm.m, (int)parallel, &lm.so, &batch);
+    while (!s && made < parallel &&
+           !(s = batch ? pl_batch_session_new(batch, made, &lm.so, &ses[made])
+                       : model_session(&lm, &ses[made])))
+        made++;
+    if (!s && !(e = srv_engine_new(lm.m, lm.tok, ses, (int)parallel, batch)))
         s = pl_fail(PL_ERR_NOMEM, "out of memory");
     if (s && made && made < parallel) {
         die("--parallel %lld: slot %d of %lld: %s", (long long)parallel, made + 1,
@@ -94,6 +101,7 @@ int cmd_serve(int argc, char **argv) {
     }
     srv_engine_free(e);
     for (int i = 0; i < parallel; i++) pl_session_free(ses[i]);
+    pl_batch_free(batch); /* after its slots' sessions */
     model_unload(&lm);
     return rc;
 }

@@ -204,7 +204,7 @@ pl_status pl_be_add(const pl_buf *a, const pl_buf *b, int64_t count, pl_buf *out
     return a->be->m->add(a->be, a, b, count, out);
 }
 
-pl_status pl_be_rope(pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p) {
+static pl_status rope_check(pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p) {
     CHECK(x && p, "rope: missing argument");
     CHECK(p->mode == PL_ROPE_NORMAL || p->mode == PL_ROPE_NEOX, "rope: unknown mode %d", p->mode);
     CHECK(p->n_heads > 0 && p->head_dim > 0 && p->rope_dim > 0 && p->rope_dim % 2 == 0 &&
@@ -221,6 +221,11 @@ pl_status pl_be_rope(pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p
               "rope: frequency factors must be f32 [%d]", p->rope_dim / 2);
         TRY(same_be("rope", x, p->factors));
     }
+    return PL_OK;
+}
+
+pl_status pl_be_rope(pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p) {
+    TRY(rope_check(x, n, pos0, p));
     return x->be->m->rope(x->be, x, n, pos0, p);
 }
 
@@ -237,8 +242,9 @@ pl_status pl_be_kv_store(const pl_buf *src, int64_t n, int64_t pos0, pl_buf *cac
     return src->be->m->kv_store(src->be, src, n, pos0, cache);
 }
 
-pl_status pl_be_attention(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache, int64_t n,
-                          int64_t pos0, const pl_attn_params *p, pl_buf *out) {
+static pl_status attention_check(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache,
+                                 int64_t n, int64_t pos0, const pl_attn_params *p,
+                                 const pl_buf *out) {
     CHECK(q && k_cache && v_cache && out && p, "attention: missing argument");
     CHECK(p->n_head > 0 && p->n_head_kv > 0 && p->n_head % p->n_head_kv == 0 && p->head_dim > 0 &&
               p->head_dim_v > 0,
@@ -261,7 +267,67 @@ pl_status pl_be_attention(const pl_buf *q, const pl_buf *k_cache, const pl_buf *
     TRY(same_be("attention", q, k_cache));
     TRY(same_be("attention", q, v_cache));
     TRY(same_be("attention", q, out));
+    return PL_OK;
+}
+
+pl_status pl_be_attention(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache, int64_t n,
+                          int64_t pos0, const pl_attn_params *p, pl_buf *out) {
+    TRY(attention_check(q, k_cache, v_cache, n, pos0, p, out));
     return q->be->m->attention(q->be, q, k_cache, v_cache, n, pos0, p, out);
+}
+
+/* The checks every *_cols op shares: cols I32 of 2n values on x's backend. */
+static pl_status cols_ok(const char *op, const pl_buf *x, int64_t n, const pl_buf *cols) {
+    CHECK(cols, "%s: missing columns", op);
+    CHECK(cols->type == PL_TYPE_I32 && cols->ne0 * cols->ne1 >= 2 * n,
+          "%s: columns must be i32 [>= 2 x %lld]", op, (long long)n);
+    return same_be(op, x, cols);
+}
+
+/* A cache of slots: f32 or f16, whole slots of n_ctx rows. */
+static pl_status slots_ok(const char *op, const pl_buf *cache, int64_t n_ctx) {
+    CHECK(cache->type == PL_TYPE_F32 || cache->type == PL_TYPE_F16,
+          "%s: a cache of slots must be f32 or f16", op);
+    CHECK(n_ctx > 0 && cache->ne1 % n_ctx == 0, "%s: %lld cache rows are not slots of %lld", op,
+          (long long)cache->ne1, (long long)n_ctx);
+    return PL_OK;
+}
+
+pl_status pl_be_rope_cols(pl_buf *x, int64_t n, const pl_buf *cols, int64_t n_pos,
+                          const pl_rope_params *p) {
+    CHECK(x && p, "rope: missing argument");
+    TRY(cols_ok("rope", x, n, cols));
+    CHECK(n_pos > 0 && n_pos <= (INT64_C(1) << 30), "rope: %lld positions", (long long)n_pos);
+    TRY(rope_check(x, n, 0, p)); /* the plain op's checks, at position 0 */
+    return n ? x->be->m->rope_cols(x->be, x, n, cols, n_pos, p) : PL_OK;
+}
+
+pl_status pl_be_kv_store_cols(const pl_buf *src, int64_t n, const pl_buf *cols, int64_t n_ctx,
+                              pl_buf *cache) {
+    CHECK(src && cache, "kv_store: missing buffer");
+    CHECK(n >= 0, "kv_store: negative rows");
+    TRY(cols_ok("kv_store", src, n, cols));
+    TRY(slots_ok("kv_store", cache, n_ctx));
+    TRY(want("kv_store", "src", src, PL_TYPE_F32, cache->ne0, n));
+    TRY(writable("kv_store", cache));
+    TRY(same_be("kv_store", src, cache));
+    return n ? src->be->m->kv_store_cols(src->be, src, n, cols, n_ctx, cache) : PL_OK;
+}
+
+pl_status pl_be_attention_cols(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache,
+                               int64_t n, const pl_buf *cols, int64_t n_ctx, int64_t max_keys,
+                               const pl_attn_params *p, pl_buf *out) {
+    CHECK(q && k_cache && v_cache && out && p, "attention: missing argument");
+    CHECK(n >= 0, "attention: negative rows");
+    TRY(cols_ok("attention", q, n, cols));
+    TRY(slots_ok("attention", k_cache, n_ctx));
+    CHECK(v_cache->ne1 == k_cache->ne1, "attention: the caches hold different slots");
+    CHECK(max_keys > 0 && max_keys <= n_ctx, "attention: %lld keys for slots of %lld",
+          (long long)max_keys, (long long)n_ctx);
+    TRY(attention_check(q, k_cache, v_cache, n, 0, p, out)); /* the plain op's, at 0 */
+    return n ? q->be->m->attention_cols(q->be, q, k_cache, v_cache, n, cols, n_ctx, max_keys, p,
+                                        out)
+             : PL_OK;
 }
 
 pl_status pl_be_swiglu(const pl_buf *gate, const pl_buf *up, int64_t count, pl_buf *out) {

@@ -172,6 +172,24 @@ typedef struct pl_backend_methods {
     pl_status (*attention)(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
                            const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
                            pl_buf *out);
+    /* ---- columns of separate sequences (a batched decode step, llama.c) ----
+     * Row i of a batch belongs to its own sequence: cols I32 [>= 2n] holds its slot
+     * cols[2i] and its position cols[2i+1]. A cache of slots keeps n_ctx rows for each:
+     * slot s's position p is row s * n_ctx + p (F32 or F16 only). Each column gets exactly
+     * what the single-sequence op gives a row of its own at its position over its slot's
+     * rows (a view of them), so a batched step matches each sequence's own. Positions are
+     * below max_keys <= n_ctx, slots below cache rows / n_ctx: the CPU refuses others; a
+     * GPU cannot read the ids before it runs, so the callers keep to this. */
+    /* rope: row i at position cols[2i+1] (below n_pos). */
+    pl_status (*rope_cols)(pl_backend *be, pl_buf *x, int64_t n, const pl_buf *cols, int64_t n_pos,
+                           const pl_rope_params *p);
+    /* kv_store: src row i into its slot's row of its position. */
+    pl_status (*kv_store_cols)(pl_backend *be, const pl_buf *src, int64_t n, const pl_buf *cols,
+                               int64_t n_ctx, pl_buf *cache);
+    /* attention: query row i over rows 0..cols[2i+1] of its slot. */
+    pl_status (*attention_cols)(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
+                                const pl_buf *v_cache, int64_t n, const pl_buf *cols, int64_t n_ctx,
+                                int64_t max_keys, const pl_attn_params *p, pl_buf *out);
     /* out[i] = silu(gate[i]) * up[i] for the first count values; silu(x) = x / (1 + e^-x). */
     pl_status (*swiglu)(pl_backend *be, const pl_buf *gate, const pl_buf *up, int64_t count,
                         pl_buf *out);
@@ -273,9 +291,11 @@ typedef struct pl_backend_methods {
     X(rms_norm)                                                                                    \
     X(matmul)                                                                                      \
     X(add)                                                                                         \
-    X(rope) X(kv_store) X(attention) X(swiglu) X(argmax) X(topk) X(copy) X(softmax_rows)           \
-        X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv) X(delta_rule) X(fuse)  \
-            X(destroy)
+    X(rope)                                                                                        \
+    X(kv_store)                                                                                    \
+    X(attention) X(rope_cols) X(kv_store_cols) X(attention_cols) X(swiglu) X(argmax) X(topk)       \
+        X(copy) X(softmax_rows) X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul)            \
+            X(ssm_conv) X(delta_rule) X(fuse) X(destroy)
 
 /* A backend instance; the implementation embeds it as its first member. */
 struct pl_backend {
@@ -319,6 +339,13 @@ pl_status pl_be_matmul(const pl_buf *w, const pl_buf *x, const pl_buf *bias, int
 pl_status pl_be_add(const pl_buf *a, const pl_buf *b, int64_t count, pl_buf *out);
 pl_status pl_be_rope(pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p);
 pl_status pl_be_kv_store(const pl_buf *src, int64_t n, int64_t pos0, pl_buf *cache);
+pl_status pl_be_rope_cols(pl_buf *x, int64_t n, const pl_buf *cols, int64_t n_pos,
+                          const pl_rope_params *p);
+pl_status pl_be_kv_store_cols(const pl_buf *src, int64_t n, const pl_buf *cols, int64_t n_ctx,
+                              pl_buf *cache);
+pl_status pl_be_attention_cols(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache,
+                               int64_t n, const pl_buf *cols, int64_t n_ctx, int64_t max_keys,
+                               const pl_attn_params *p, pl_buf *out);
 pl_status pl_be_attention(const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache, int64_t n,
                           int64_t pos0, const pl_attn_params *p, pl_buf *out);
 pl_status pl_be_swiglu(const pl_buf *gate, const pl_buf *up, int64_t count, pl_buf *out);

@@ -160,6 +160,44 @@ static pl_status op_kv_store(pl_backend *be, const pl_buf *src, int64_t n, int64
     return PL_OK;
 }
 
+bool pl_cpu_col(const pl_buf *cols, int64_t i, const pl_buf *cache, int64_t n_ctx, int64_t max_keys,
+                int64_t *slot, int64_t *pos) {
+    const int32_t *c = vptr(cols);
+    *slot = c[2 * i], *pos = c[2 * i + 1];
+    if (*slot >= 0 && *slot < cache->ne1 / n_ctx && *pos >= 0 && *pos < max_keys) return true;
+    pl_fail(PL_ERR_ARG, "column %lld: slot %lld, position %lld outside %lld slots of %lld",
+            (long long)i, (long long)*slot, (long long)*pos, (long long)(cache->ne1 / n_ctx),
+            (long long)max_keys);
+    return false;
+}
+
+/* Each column: the single-sequence op on its row at its position (so the same bits). */
+static pl_status op_rope_cols(pl_backend *be, pl_buf *x, int64_t n, const pl_buf *cols,
+                              int64_t n_pos, const pl_rope_params *p) {
+    for (int64_t i = 0; i < n; i++) {
+        int32_t pos = ((const int32_t *)vptr(cols))[2 * i + 1];
+        if (pos < 0 || pos >= n_pos)
+            return pl_fail(PL_ERR_ARG, "column %lld: position %d of %lld", (long long)i, pos,
+                           (long long)n_pos);
+        cpu_buf r = pl_cpu_rows(x, i, 1);
+        pl_status st = op_rope(be, &r.h, 1, pos, p);
+        if (st) return st;
+    }
+    return PL_OK;
+}
+
+static pl_status op_kv_store_cols(pl_backend *be, const pl_buf *src, int64_t n, const pl_buf *cols,
+                                  int64_t n_ctx, pl_buf *cache) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t slot, pos;
+        if (!pl_cpu_col(cols, i, cache, n_ctx, n_ctx, &slot, &pos)) return PL_ERR_ARG;
+        cpu_buf r = pl_cpu_rows(src, i, 1);
+        pl_status st = op_kv_store(be, &r.h, 1, slot * n_ctx + pos, cache);
+        if (st) return st;
+    }
+    return PL_OK;
+}
+
 static pl_status op_swiglu(pl_backend *be, const pl_buf *gate, const pl_buf *up, int64_t count,
                            pl_buf *out) {
     (void)be;
@@ -245,6 +283,9 @@ static const pl_backend_methods cpu_methods = {
     .rope = op_rope,
     .kv_store = op_kv_store,
     .attention = pl_cpu_attention,
+    .rope_cols = op_rope_cols,
+    .kv_store_cols = op_kv_store_cols,
+    .attention_cols = pl_cpu_attention_cols,
     .swiglu = op_swiglu,
     .argmax = op_argmax,
     .topk = op_topk,

@@ -360,3 +360,18 @@ pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cach
     if (atomic_load(&j.failed)) return pl_fail(PL_ERR_NOMEM, "attention: out of memory");
     return PL_OK;
 }
+
+pl_status pl_cpu_attention_cols(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
+                                const pl_buf *v_cache, int64_t n, const pl_buf *cols, int64_t n_ctx,
+                                int64_t max_keys, const pl_attn_params *p, pl_buf *out) {
+    for (int64_t i = 0; i < n; i++) { /* column i: its row over its slot's rows */
+        int64_t slot, pos;
+        if (!pl_cpu_col(cols, i, k_cache, n_ctx, max_keys, &slot, &pos)) return PL_ERR_ARG;
+        cpu_buf qi = pl_cpu_rows(q, i, 1), oi = pl_cpu_rows(out, i, 1);
+        cpu_buf kc = pl_cpu_rows(k_cache, slot * n_ctx, n_ctx);
+        cpu_buf vc = pl_cpu_rows(v_cache, slot * n_ctx, n_ctx);
+        pl_status st = pl_cpu_attention(be, &qi.h, &kc.h, &vc.h, 1, pos, p, &oi.h);
+        if (st) return st;
+    }
+    return PL_OK;
+}

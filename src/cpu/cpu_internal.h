@@ -272,6 +272,21 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
 pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const pl_buf *x,
                            const pl_buf *ids, int64_t n, int64_t n_used, bool x_shared,
                            pl_buf *out);
+/* A buffer on the stack that is rows [row0, row0 + rows) of b (the *_cols ops run each
+ * column as the single-sequence op on such rows). */
+static inline cpu_buf pl_cpu_rows(const pl_buf *b, int64_t row0, int64_t rows) {
+    cpu_buf v = {.h = *b,
+                 .data = (char *)((const cpu_buf *)b)->data + row0 * pl_row_size(b->type, b->ne0)};
+    v.h.ne1 = rows;
+    return v;
+}
+/* Column i's slot and position from cols (backend.h), checked against the slots of cache
+ * (n_ctx rows each) and max_keys: false with the error recorded. */
+bool pl_cpu_col(const pl_buf *cols, int64_t i, const pl_buf *cache, int64_t n_ctx, int64_t max_keys,
+                int64_t *slot, int64_t *pos);
+pl_status pl_cpu_attention_cols(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
+                                const pl_buf *v_cache, int64_t n, const pl_buf *cols, int64_t n_ctx,
+                                int64_t max_keys, const pl_attn_params *p, pl_buf *out);
 pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
                            const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
                            pl_buf *out);

@@ -392,6 +392,32 @@ static pl_status op_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_c
     return PL_OK;
 }
 
+static pl_status op_rope_cols(pl_backend *be, pl_buf *x, int64_t n, const pl_buf *cols,
+                              int64_t n_pos, const pl_rope_params *p) {
+    PUSH(OP_ROPE);
+    o->out = (gbuf *)x, o->n = n, o->seq = (const gbuf *)cols, o->k = n_pos, o->rope = *p;
+    return PL_OK;
+}
+
+static pl_status op_kv_store_cols(pl_backend *be, const pl_buf *src, int64_t n, const pl_buf *cols,
+                                  int64_t n_ctx, pl_buf *cache) {
+    PUSH(OP_STORE);
+    o->a = (const gbuf *)src, o->out = (gbuf *)cache, o->n = n, o->seq = (const gbuf *)cols;
+    o->ctx = n_ctx;
+    return PL_OK;
+}
+
+static pl_status op_attention_cols(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
+                                   const pl_buf *v_cache, int64_t n, const pl_buf *cols,
+                                   int64_t n_ctx, int64_t max_keys, const pl_attn_params *p,
+                                   pl_buf *out) {
+    PUSH(OP_ATTN);
+    o->a = (const gbuf *)q, o->b = (const gbuf *)k_cache, o->c = (const gbuf *)v_cache;
+    o->out = (gbuf *)out, o->n = n, o->seq = (const gbuf *)cols, o->ctx = n_ctx;
+    o->k = max_keys, o->attn = *p;
+    return PL_OK;
+}
+
 static pl_status op_argmax(pl_backend *be, const pl_buf *x, int64_t rows, pl_buf *ids,
                            int64_t dst0) {
     PUSH(OP_ARGMAX);
@@ -513,6 +539,9 @@ static const pl_backend_methods gpu_methods = {
     .rope = op_rope,
     .kv_store = op_kv_store,
     .attention = op_attention,
+    .rope_cols = op_rope_cols,
+    .kv_store_cols = op_kv_store_cols,
+    .attention_cols = op_attention_cols,
     .swiglu = op_swiglu,
     .argmax = op_argmax,
     .topk = op_topk,

@@ -335,7 +335,8 @@ static pl_status rope_table(gpu_backend *gb, const pl_rope_params *r, uint32_t n
 static pl_status enc_rope(gpu_backend *gb, const op *o) {
     const pl_rope_params *r = &o->rope;
     const op *k = o->pair ? o->pair : o; /* the op whose stores and v the kernel does */
-    if (rope_table(gb, r, (uint32_t)(o->pos0 + o->n)) != PL_OK) return PL_ERR;
+    /* positions up to pos0 + n, or (columns) below k */
+    if (rope_table(gb, r, (uint32_t)(o->seq ? o->k : o->pos0 + o->n)) != PL_OK) return PL_ERR;
     pl_rope_params_gpu p;
     memset(&p, 0, sizeof p);
     p.n_heads = (uint32_t)r->n_heads;
@@ -352,6 +353,7 @@ static pl_status enc_rope(gpu_backend *gb, const op *o) {
     p.pair_heads = o->pair ? (uint32_t)o->pair->rope.n_heads : 0;
     p.pair_norm = o->pair && o->pair->frope.nw;
     p.sg = (p.norm || p.pair_norm) && gb->info->has_subgroups;
+    p.cols = o->seq != NULL;
     pl_gpu_kernel *kk;
     if (pl_gpu_get_kernel(gb, F_ROPE, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_rope, "rope", &kk) !=
         PL_OK)
@@ -371,9 +373,9 @@ static pl_status enc_rope(gpu_backend *gb, const op *o) {
         refs[n++] = pl_gpu_at(k->frope.v);
         refs[n++] = pl_gpu_at(k->frope.vc);
     }
-    if (pl_gpu_args_ref(gb, (pl_gpu_args){{(uint32_t)o->pos0, (uint32_t)o->n}}, &refs[n++]) !=
-        PL_OK)
-        return PL_ERR;
+    if (p.cols) refs[n++] = pl_gpu_at(o->seq);
+    pl_gpu_args a = {{(uint32_t)o->pos0, (uint32_t)o->n, (uint32_t)k->ctx}};
+    if (pl_gpu_args_ref(gb, a, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, kk, refs, n, (uint32_t)o->n * (p.n_heads + p.pair_heads));
 }
 
@@ -399,6 +401,23 @@ static pl_status enc_copy(gpu_backend *gb, const gbuf *src, uint64_t src0, gbuf 
     pl_gpu_args a = {{(uint32_t)src0, (uint32_t)dst0, (uint32_t)count}};
     if (pl_gpu_args_ref(gb, a, &refs[n++]) != PL_OK) return PL_ERR;
     return pl_gpu_run(gb, k, refs, n, pl_copy_groups(&p, (uint32_t)dst0, (uint32_t)count));
+}
+
+/* A KV store of columns into their slots (pl_wgsl_store_cols). */
+static pl_status enc_store_cols(gpu_backend *gb, const op *o) {
+    pl_store_cols_params p;
+    memset(&p, 0, sizeof p);
+    p.d = (uint32_t)o->out->h.ne0;
+    p.f16 = o->out->h.type == PL_TYPE_F16;
+    p.threads = pl_gpu_threads_for(p.f16 ? p.d / 2 : p.d, 32, 128);
+    pl_gpu_kernel *k;
+    if (pl_gpu_get_kernel(gb, F_STORE_COLS, &p, sizeof p, (pl_gpu_gen_fn)pl_wgsl_store_cols,
+                          "column store", &k) != PL_OK)
+        return PL_ERR;
+    pl_gpu_ref refs[4] = {pl_gpu_at(o->a), pl_gpu_at(o->out), pl_gpu_at(o->seq), {0}};
+    pl_gpu_args a = {{(uint32_t)o->ctx, (uint32_t)o->n}};
+    if (pl_gpu_args_ref(gb, a, &refs[3]) != PL_OK) return PL_ERR;
+    return pl_gpu_run(gb, k, refs, 4, (uint32_t)o->n);
 }
 
 /* A KV store of n rows at pos0 into a Q8_0 cache: blocks of 32 quantised on the device
@@ -464,7 +483,7 @@ static pl_status enc_attn_prefill(gpu_backend *gb, const op *o, const pl_attn_pr
 static pl_status enc_attn(gpu_backend *gb, const op *o) {
     const pl_attn_params *a = &o->attn;
     pl_attn_prefill_params fp;
-    if (attn_prefill_params(gb, o, &fp)) return enc_attn_prefill(gb, o, &fp);
+    if (!o->seq && attn_prefill_params(gb, o, &fp)) return enc_attn_prefill(gb, o, &fp);
     pl_attn_params_gpu p;
     memset(&p, 0, sizeof p);
     p.n_head = (uint32_t)a->n_head;
@@ -472,7 +491,10 @@ static pl_status enc_attn(gpu_backend *gb, const op *o) {
     p.head_dim = (uint32_t)a->head_dim;
     p.head_dim_v = (uint32_t)a->head_dim_v;
     p.chunk = ATTN_CHUNK;
-    p.max_splits = (uint32_t)((o->b->h.ne1 + ATTN_CHUNK - 1) / ATTN_CHUNK);
+    /* splits of a cache, or of one slot (columns: o->ctx rows each) */
+    int64_t rows = o->seq ? o->ctx : o->b->h.ne1;
+    p.max_splits = (uint32_t)((rows + ATTN_CHUNK - 1) / ATTN_CHUNK);
+    p.cols = o->seq != NULL;
     p.block_rows = ATTN_BLOCK;
     p.threads = gb->info->software ? 32 : 256;
     p.kv_f16 = o->b->h.type == PL_TYPE_F16;
@@ -494,18 +516,23 @@ static pl_status enc_attn(gpu_backend *gb, const op *o) {
     if (pl_gpu_scratch(gb, &gb->partials, pbytes, "attention partials") != PL_OK) return PL_ERR;
     for (int64_t r0 = 0; r0 < o->n; r0 += ATTN_BLOCK) {
         uint32_t nr = (uint32_t)(o->n - r0 < ATTN_BLOCK ? o->n - r0 : ATTN_BLOCK);
-        uint32_t ns = (uint32_t)((o->pos0 + r0 + nr + ATTN_CHUNK - 1) / ATTN_CHUNK);
-        pl_gpu_args args = {{(uint32_t)o->pos0, (uint32_t)r0, nr, ns}};
-        pl_gpu_ref refs[6] = {pl_gpu_at(o->a),
+        /* keys of the block's last row, or (columns) below o->k */
+        int64_t keys = o->seq ? o->k : o->pos0 + r0 + nr;
+        uint32_t ns = (uint32_t)((keys + ATTN_CHUNK - 1) / ATTN_CHUNK);
+        pl_gpu_args args = {{(uint32_t)o->pos0, (uint32_t)r0, nr, ns, (uint32_t)o->ctx}};
+        pl_gpu_ref refs[7] = {pl_gpu_at(o->a),
                               pl_gpu_at(o->b),
                               pl_gpu_at(o->c),
                               pl_gpu_at(o->out),
                               pl_gpu_whole(gb->partials),
+                              {0},
                               {0}};
-        if (pl_gpu_args_ref(gb, args, &refs[5]) != PL_OK) return PL_ERR;
-        if (pl_gpu_run(gb, ka, refs, 6, nr * p.n_head * ns) != PL_OK) return PL_ERR;
+        int nb = 5;
+        if (o->seq) refs[nb++] = pl_gpu_at(o->seq);
+        if (pl_gpu_args_ref(gb, args, &refs[nb]) != PL_OK) return PL_ERR;
+        if (pl_gpu_run(gb, ka, refs, nb + 1, nr * p.n_head * ns) != PL_OK) return PL_ERR;
         if (ns > 1) {
-            pl_gpu_ref cr[3] = {pl_gpu_whole(gb->partials), pl_gpu_at(o->out), refs[5]};
+            pl_gpu_ref cr[3] = {pl_gpu_whole(gb->partials), pl_gpu_at(o->out), refs[nb]};
             if (pl_gpu_run(gb, kc, cr, 3, nr * p.n_head) != PL_OK) return PL_ERR;
         }
     }
@@ -626,6 +653,7 @@ pl_status pl_gpu_encode_op(gpu_backend *gb, op *o) {
     case OP_SWIGLU: return o->count ? enc_ew(gb, o) : PL_OK;
     case OP_ROPE: return o->n ? enc_rope(gb, o) : PL_OK;
     case OP_STORE:
+        if (o->seq) return o->n ? enc_store_cols(gb, o) : PL_OK;
         if (o->out->h.type == PL_TYPE_Q8_0) return enc_store_q8(gb, o);
         return enc_copy(gb, o->a, 0, o->out, (uint64_t)o->pos0 * (uint64_t)o->out->h.ne0,
                         (uint64_t)o->n * (uint64_t)o->out->h.ne0);

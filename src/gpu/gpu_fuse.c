@@ -65,7 +65,7 @@ static bool same(const gbuf *x, const gbuf *b) {
 static bool touches(const op *o, const gbuf *b) {
     return same(o->a, b) || same(o->b, b) || same(o->c, b) || same(o->d, b) || same(o->e, b) ||
            same(o->out, b) || same(o->vals, b) || same(o->out2, b) || same(o->out3, b) ||
-           (o->kind == OP_ROPE && (const gbuf *)o->rope.factors == b);
+           same(o->seq, b) || (o->kind == OP_ROPE && (const gbuf *)o->rope.factors == b);
 }
 
 /* Storage bindings of a GEMV with these weights and fusions (args excluded). */
@@ -190,19 +190,20 @@ static fuse_result fuse_rope_store(gpu_backend *gb, int i) {
     op *sk = &gb->ops[j];
     int64_t row = (int64_t)r->rope.n_heads * r->rope.head_dim;
     if (sk->kind != OP_STORE || !asked(r, sk, PL_FUSE_ROPE_STORE) || sk->a != r->out ||
-        sk->n != r->n || sk->pos0 != r->pos0 || sk->out->h.ne0 != row)
+        sk->n != r->n || sk->pos0 != r->pos0 || sk->seq != r->seq || sk->out->h.ne0 != row)
         return NONE;
     if (sk->out->h.type == PL_TYPE_F16 && r->rope.head_dim % 2) return BLOCKED;
     if (sk->out->h.type == PL_TYPE_Q8_0) return BLOCKED; /* quantised by its own kernel */
     r->frope.kc = sk->out;
+    r->ctx = sk->ctx; /* (columns: the cache's slot rows) */
     sk->dead = true;
     k = j + 1;
     while (k < gb->n_ops && gb->ops[k].dead) k++;
     if (k >= gb->n_ops) return FUSED;
     op *sv = &gb->ops[k];
     if (sv->kind != OP_STORE || !asked(r, sv, PL_FUSE_ROPE_STORE) || sv->n != r->n ||
-        sv->pos0 != r->pos0 || sv->out == sk->out || sv->a == r->out ||
-        sv->out->h.type != sk->out->h.type || sv->out->h.ne0 % r->rope.n_heads ||
+        sv->pos0 != r->pos0 || sv->seq != r->seq || sv->ctx != sk->ctx || sv->out == sk->out ||
+        sv->a == r->out || sv->out->h.type != sk->out->h.type || sv->out->h.ne0 % r->rope.n_heads ||
         sv->a->h.ne0 != sv->out->h.ne0 ||
         (sv->out->h.type == PL_TYPE_F16 && (sv->out->h.ne0 / r->rope.n_heads) % 2))
         return FUSED;
@@ -218,7 +219,7 @@ static fuse_result fuse_rope_pair(gpu_backend *gb, int i) {
     if (!k || q->frope.kc || q->pair) return NONE;
     const pl_rope_params *a = &q->rope, *b = &k->rope;
     if (k->kind != OP_ROPE || !asked(q, k, PL_FUSE_ROPE_PAIR) || k->pair || k->out == q->out ||
-        k->n != q->n || k->pos0 != q->pos0)
+        k->n != q->n || k->pos0 != q->pos0 || k->seq != q->seq || k->k != q->k)
         return NONE;
     if (a->mode != b->mode || a->head_dim != b->head_dim || a->rope_dim != b->rope_dim ||
         a->theta_base != b->theta_base || a->freq_scale != b->freq_scale ||

@@ -69,6 +69,8 @@ typedef enum {
  * MATMUL a w, b x, c bias, out, n, acc     ADD/SWIGLU a, b, out, count
  * ROPE   out x, n, pos0, rope              STORE  a src, out cache, n, pos0
  * ATTN   a q, b k cache, c v cache, out, n, pos0, attn
+ *        (the *_cols ops: seq the columns' slots and positions, ctx the slot rows, k the
+ *        positions below which they are: backend.h)
  * ARGMAX a x, out ids, rows, dst0          TOPK   a x, out ids, vals, row (rows), k
  * COPY   a src, src0, count, out, dst0
  * SOFTMAX a x, out, rows, cols             TOPK_ROWS a x, out ids, vals, rows, cols, k
@@ -84,7 +86,8 @@ typedef struct op_s {
     uint32_t group; /* the fusion group it was issued in */
     const gbuf *a, *b, *c, *d, *e;
     gbuf *out, *vals, *out2, *out3;
-    int64_t n, pos0, rows, cols, count, k, src0, dst0;
+    const gbuf *seq; /* ROPE/STORE/ATTN of columns of separate sequences (backend.h *_cols) */
+    int64_t n, pos0, rows, cols, count, k, src0, dst0, ctx;
     float eps;
     bool acc;
     pl_rope_params rope;
@@ -253,6 +256,7 @@ enum {
     F_MOE_GROUP,
     F_KV_Q8,
     F_ATTN_PREFILL,
+    F_STORE_COLS,
 };
 
 /* gpu_encode.c: what the encoders share. A generator writes WGSL from its parameters. */

@@ -112,10 +112,10 @@ typedef struct pl_gemv_params_s {
      * each workgroup loads a weight block once and meets it with the x of up to `ncols`
      * columns (a verify pass, a batch of decode steps), so the matrix is read once for all
      * of them, not once per column. x comes pre-quantised (xpre: the same quants as the
-     * kernel's own, made once per column instead of once per column and workgroup). Each column's partial sums, their order and the
-     * workgroup's reduction are those of the one-column kernel with the same threads: the
-     * same bits per column, whatever the rows per workgroup. Columns past args.a0 in the
-     * last workgroup repeat the last column and are not written. */
+     * kernel's own, made once per column instead of once per column and workgroup). Each column's
+     * partial sums, their order and the workgroup's reduction are those of the one-column kernel
+     * with the same threads: the same bits per column, whatever the rows per workgroup. Columns
+     * past args.a0 in the last workgroup repeat the last column and are not written. */
     uint32_t ncols;
 } pl_gemv_params;
 
@@ -153,7 +153,9 @@ typedef struct {
  * Bindings: 0 x f32[n][n_heads * head_dim], 1 table f32[positions][rot_dim/2][2] (cos, sin,
  * pl_gpu_rope_table), then the norm weight f32[head_dim] if norm; if pair: k, then k's norm
  * weight if pair_norm; then the K cache if store, v f32[n][heads * head_dim_v] and the V
- * cache if store_v, then args. */
+ * cache if store_v, then (cols) the columns i32[n][2], then args. cols: row r is at
+ * position cols[2r + 1] and stores into cache row cols[2r] * args.a2 + that position (the
+ * *_cols ops of backend.h). */
 typedef struct {
     uint32_t n_heads, head_dim, rot_dim;
     int neox; /* rotate pairs (i, i + rot_dim/2); else adjacent pairs (2i, 2i+1) */
@@ -165,6 +167,7 @@ typedef struct {
     uint32_t pair_heads;
     int pair_norm;
     int sg; /* the norm's sum of squares through subgroupAdd (one barrier) */
+    int cols;
 } pl_rope_params_gpu;
 
 /* Element types a copy reads and writes. */
@@ -201,7 +204,10 @@ uint32_t pl_kv_q8_groups(const pl_kv_q8_params *p, uint32_t blk0, uint32_t count
  * output, else (acc[head_dim_v], max, sum) for pl_wgsl_attn_combine.
  * Bindings: 0 q f32[rows][n_head*head_dim], 1 k cache, 2 v cache, 3 out
  * f32[rows][n_head*head_dim_v], 4 partials f32[block_rows][n_head][max_splits][hdv + 2],
- * 5 args. */
+ * 5 args. cols (F16/F32 caches): query row r is a column of its own sequence (backend.h
+ * attention_cols): position cols[2r + 1] over cache rows from cols[2r] * args.a4 on; binding
+ * 5 the columns i32[rows][2], 6 args. A column whose position needs fewer splits than the
+ * dispatch's gets empty ones, as a row of a block does. */
 typedef struct {
     uint32_t n_head, n_kv_head, head_dim, head_dim_v;
     uint32_t max_splits; /* partials kept per (row, head) */
@@ -216,6 +222,7 @@ typedef struct {
     /* softmax statistics through subgroups: each thread's (max, sum) pair is merged by
      * subgroupMax / subgroupAdd and one barrier, instead of two workgroup reductions */
     int sg;
+    int cols;
 } pl_attn_params_gpu;
 
 /* Prefill attention (wgsl_attn_prefill.c): n query rows at positions args.a0 ..
@@ -455,6 +462,16 @@ pl_status pl_wgsl_q8pre(const pl_q8pre_params *p, char **out);
 pl_status pl_wgsl_rmsnorm(const pl_rmsnorm_params *p, char **out);
 pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out);
 pl_status pl_wgsl_copy(const pl_copy_params *p, char **out);
+
+/* The KV store of columns (backend.h kv_store_cols): workgroup r copies src row r (d
+ * values) into cache row cols[2r] * args.a0 + cols[2r + 1], converted as the copy kernel
+ * converts (f16: pack2x16float of each pair; d even). Rows r < args.a1. Bindings: 0 src,
+ * 1 cache, 2 cols i32[n][2], 3 args. */
+typedef struct {
+    uint32_t d, threads;
+    int f16;
+} pl_store_cols_params;
+pl_status pl_wgsl_store_cols(const pl_store_cols_params *p, char **out);
 pl_status pl_wgsl_kv_q8(const pl_kv_q8_params *p, char **out);
 pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out);
 pl_status pl_wgsl_attn_combine(const pl_attn_combine_params *p, char **out);

@@ -72,12 +72,20 @@ static void rope_head(pl_wtext *t, const pl_rope_params_gpu *p, const char *x, c
                       const char *nw, int store, int store_v) {
     pl_wtext_add(t,
                  "    let row = gg / %s;\n"
-                 "    let hh = gg %% %s;\n"
-                 "    let pos = args.a0 + row;\n"
+                 "    let hh = gg %% %s;\n",
+                 nh, nh);
+    /* the cache row of the position: the position itself, or (cols) in the column's slot */
+    const char *crow = p->cols ? "crow" : "pos";
+    if (p->cols)
+        pl_wtext_add(t, "    let pos = u32(sq[2u * row + 1u]);\n"
+                        "    let crow = u32(sq[2u * row]) * args.a2 + pos;\n");
+    else
+        pl_wtext_add(t, "    let pos = args.a0 + row;\n");
+    pl_wtext_add(t,
                  "    let base = gg * HD;\n"
                  "    for (var d = lid; d < HD; d += T) { hv[d] = %s[base + d]; }\n"
                  "    workgroupBarrier();\n",
-                 nh, nh, x);
+                 x);
     if (nw) {
         pl_wtext_add(t, "    var ss = 0.0;\n"
                         "    for (var d = lid; d < HD; d += T) { ss += hv[d] * hv[d]; }\n");
@@ -114,29 +122,29 @@ static void rope_head(pl_wtext *t, const pl_rope_params_gpu *p, const char *x, c
                  p->neox ? "i" : "2u * i", p->neox ? "i + HALF" : "2u * i + 1u", x);
     if (store && p->cache_f16)
         pl_wtext_add(t,
-                     "    let kb = (pos * %s + hh) * (HD / 2u);\n"
+                     "    let kb = (%s * %s + hh) * (HD / 2u);\n"
                      "    for (var j = lid; j < HD / 2u; j += T) {\n"
                      "      kc[kb + j] = pack2x16float(vec2<f32>(hv[2u * j], hv[2u * j + 1u]));\n"
                      "    }\n",
-                     nh);
+                     crow, nh);
     else if (store)
         pl_wtext_add(
-            t, "    for (var d = lid; d < HD; d += T) { kc[(pos * %s + hh) * HD + d] = hv[d]; }\n",
-            nh);
+            t, "    for (var d = lid; d < HD; d += T) { kc[(%s * %s + hh) * HD + d] = hv[d]; }\n",
+            crow, nh);
     if (store_v && p->cache_f16)
         pl_wtext_add(
             t,
-            "    let vb = (pos * %s + hh) * (HDV / 2u);\n"
+            "    let vb = (%s * %s + hh) * (HDV / 2u);\n"
             "    let vs = gg * HDV;\n"
             "    for (var j = lid; j < HDV / 2u; j += T) {\n"
             "      vc[vb + j] = pack2x16float(vec2<f32>(v[vs + 2u * j], v[vs + 2u * j + 1u]));\n"
             "    }\n",
-            nh);
+            crow, nh);
     else if (store_v)
         pl_wtext_add(t,
-                     "    for (var d = lid; d < HDV; d += T) { vc[(pos * %s + hh) * HDV + d] = "
+                     "    for (var d = lid; d < HDV; d += T) { vc[(%s * %s + hh) * HDV + d] = "
                      "v[gg * HDV + d]; }\n",
-                     nh);
+                     crow, nh);
 }
 
 pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
@@ -174,6 +182,8 @@ pl_status pl_wgsl_rope(const pl_rope_params_gpu *p, char **out) {
         pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read_write> vc: array<%s>;\n", b++,
                      ct);
     }
+    if (p->cols)
+        pl_wtext_add(&t, "@group(0) @binding(%d) var<storage, read> sq: array<i32>;\n", b++);
     pl_wtext_args(&t, b);
     pl_wtext_add(&t, "var<workgroup> hv: array<f32, HD>;\n");
     if (p->norm || p->pair_norm) {
@@ -265,6 +275,32 @@ pl_status pl_wgsl_copy(const pl_copy_params *p, char **out) {
     return pl_wtext_finish(&t, out);
 }
 
+pl_status pl_wgsl_store_cols(const pl_store_cols_params *p, char **out) {
+    *out = NULL;
+    if (!p->d || (p->f16 && p->d % 2) || !pow2(p->threads) || p->threads > 1024)
+        return pl_fail(PL_ERR_ARG, "column store: bad shape (%u values)", p->d);
+    pl_wtext t = {0};
+    pl_wtext_add(&t,
+                 "const D = %uu;\nconst T = %uu;\n"
+                 "@group(0) @binding(0) var<storage, read> src: array<f32>;\n"
+                 "@group(0) @binding(1) var<storage, read_write> kc: array<%s>;\n"
+                 "@group(0) @binding(2) var<storage, read> sq: array<i32>;\n",
+                 p->d, p->threads, p->f16 ? "u32" : "f32");
+    pl_wtext_args(&t, 3);
+    pl_wtext_add(&t, "@compute @workgroup_size(T)\nfn main(" PL_WGSL_MAIN_ARGS ") {\n");
+    pl_wtext_group_guard(&t, "args.a1");
+    pl_wtext_add(&t, "  let crow = u32(sq[2u * g]) * args.a0 + u32(sq[2u * g + 1u]);\n");
+    if (p->f16)
+        pl_wtext_add(&t, "  for (var j = lid; j < D / 2u; j += T) {\n"
+                         "    kc[crow * (D / 2u) + j] = pack2x16float(vec2<f32>(src[g * D + 2u * "
+                         "j], src[g * D + 2u * j + 1u]));\n"
+                         "  }\n}\n");
+    else
+        pl_wtext_add(&t, "  for (var d = lid; d < D; d += T) { kc[crow * D + d] = src[g * D + d]; "
+                         "}\n}\n");
+    return pl_wtext_finish(&t, out);
+}
+
 /* ------------------------------------------------------------------ Q8_0 KV cache */
 
 /* WGSL: h16 - an f16 value held in an f32 (f16r's result, >= 0) to its 16 bits; hf - the
@@ -337,7 +373,7 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
     if (!p->n_head || !p->n_kv_head || p->n_head % p->n_kv_head || !HD || !HDV || HD > 1024 ||
         (p->kv_f16 && (HD % 2 || HDV % 2)) || (p->kv_q8 && (HD % 4 || HDV % 4 || !p->ctx)) ||
         (p->kv_q8 && p->kv_f16) || !p->chunk || p->chunk > 4096 || !pow2(T) || T > 1024 ||
-        !p->max_splits || !p->block_rows)
+        !p->max_splits || !p->block_rows || (p->cols && p->kv_q8))
         return pl_fail(PL_ERR_ARG, "attention: bad shape (heads %u/%u, head_dim %u/%u, chunk %u)",
                        p->n_head, p->n_kv_head, HD, HDV, p->chunk);
     unsigned kvd = p->n_kv_head * HD, vd = p->n_kv_head * HDV;
@@ -366,7 +402,8 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                  "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n"
                  "@group(0) @binding(4) var<storage, read_write> part: array<f32>;\n",
                  kt, p->kv_f16 || p->kv_q8 ? "u32" : "f32");
-    pl_wtext_args(&t, 5);
+    if (p->cols) pl_wtext_add(&t, "@group(0) @binding(5) var<storage, read> sq: array<i32>;\n");
+    pl_wtext_args(&t, p->cols ? 6 : 5);
     if (p->kv_q8) /* the words where the caches' f16 scales start */
         pl_wtext_add(&t,
                      "const SK = %uu;\nconst SV = %uu;\n%s"
@@ -393,7 +430,13 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                        : "");
     pl_wtext_group_guard(&t, "args.a2 * NH * ns");
     pl_wtext_add(&t, "  let r = g / (NH * ns);\n  let h = (g / ns) %% NH;\n  let sp = g %% ns;\n"
-                     "  let qr = args.a1 + r;\n  let nk = args.a0 + qr + 1u;\n  let kvh = h / GQ;\n"
+                     "  let qr = args.a1 + r;\n");
+    if (p->cols) /* the column's position, and where its slot's rows start */
+        pl_wtext_add(&t, "  let nk = u32(sq[2u * qr + 1u]) + 1u;\n"
+                         "  let kb0 = u32(sq[2u * qr]) * args.a4;\n");
+    else
+        pl_wtext_add(&t, "  let nk = args.a0 + qr + 1u;\n");
+    pl_wtext_add(&t, "  let kvh = h / GQ;\n"
                      "  let p0 = sp * CH;\n  let p1 = min(nk, p0 + CH);\n"
                      "  let np = select(0u, p1 - p0, p1 > p0);\n"
                      "  for (var d = lid; d < HD; d += T) { qs[d] = q[(qr * NH + h) * HD + d]; }\n"
@@ -543,6 +586,18 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                      "      part[pb + HDV] = mx;\n      part[pb + HDV + 1u] = sum;\n"
                      "    }\n"
                      "  }\n}\n");
+    if (p->cols && !t.oom && t.s) { /* cache positions counted from the slot's first row */
+        pl_wtext c = {0};
+        for (const char *s = t.s, *f; *s; s = f + 6) {
+            if (!(f = strstr(s, "(p0 + "))) {
+                pl_wtext_add(&c, "%s", s);
+                break;
+            }
+            pl_wtext_add(&c, "%.*s(kb0 + p0 + ", (int)(f - s), s);
+        }
+        pl_wtext_drop(&t);
+        t = c;
+    }
     return pl_wtext_finish(&t, out);
 }
 

@@ -136,10 +136,13 @@ static pl_status check_state_size(const pl_state *s) {
     double widest = moe ? pl_moe_largest_per_token(&c->moe, c->n_embd) : c->n_ff;
     if (c->n_embd > widest) widest = c->n_embd;
     if ((double)c->n_head * c->head_dim > widest) widest = (double)c->n_head * c->head_dim;
+    /* caches of n_slots sequences, or none (a slot of another state's) */
+    double slots = s->o.slot_of ? 0 : s->o.n_slots > 0 ? s->o.n_slots : 1;
     pl_state_size z = {
-        .ctx_row = c->n_head_kv *
+        .ctx_row = slots * c->n_head_kv *
                    (double)(c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v) * elem,
-        .ctx_tok = c->n_head_kv * (double)(c->head_dim + c->head_dim_v) * elem * layers, /* k + v */
+        .ctx_tok = slots * c->n_head_kv * (double)(c->head_dim + c->head_dim_v) * elem *
+                   layers, /* k + v */
         .act_tok = 4.0 * (2.0 * c->n_embd + (double)c->n_head * (c->head_dim + c->head_dim_v) +
                           (double)c->n_head_kv * (c->head_dim + c->head_dim_v) + ffn),
         .act_row = widest * 4};
@@ -174,12 +177,19 @@ static pl_status llama_state_new(pl_state *s) {
     ls->kc = calloc((size_t)c->n_layer, sizeof *ls->kc);
     ls->vc = calloc((size_t)c->n_layer, sizeof *ls->vc);
     if (!ls->kc || !ls->vc) return pl_fail(PL_ERR_NOMEM, "out of memory for the KV cache");
+    int64_t ctx = s->o.n_ctx, rows = ctx * (s->o.n_slots > 0 ? s->o.n_slots : 1);
     for (int l = s->m->info.layer_first; l < s->m->info.layer_last; l++) {
-        TRY(pl_be_buf_new(be, s->o.kv_type, (int64_t)c->n_head_kv * c->head_dim, s->o.n_ctx,
-                          &ls->kc[l]));
-        TRY(pl_be_buf_new(be, s->o.kv_type, (int64_t)c->n_head_kv * c->head_dim_v, s->o.n_ctx,
+        if (s->o.slot_of) { /* views of the slot's rows */
+            const llama_state *of = s->o.slot_of->fam;
+            TRY(pl_be_buf_view(of->kc[l], s->o.slot * ctx, ctx, &ls->kc[l]));
+            TRY(pl_be_buf_view(of->vc[l], s->o.slot * ctx, ctx, &ls->vc[l]));
+            continue;
+        }
+        TRY(pl_be_buf_new(be, s->o.kv_type, (int64_t)c->n_head_kv * c->head_dim, rows, &ls->kc[l]));
+        TRY(pl_be_buf_new(be, s->o.kv_type, (int64_t)c->n_head_kv * c->head_dim_v, rows,
                           &ls->vc[l]));
     }
+    if (s->o.n_slots > 0) TRY(pl_be_buf_new(be, PL_TYPE_I32, 2, B, &ls->slot_pos));
     return PL_OK;
 }
 
@@ -198,6 +208,7 @@ static void llama_state_free(pl_state *s) {
     scratch_bufs(ls, b);
     for (int i = 0; ls->cols && i < 4 * s->o.n_batch; i++) pl_be_buf_free(ls->cols[i]);
     free(ls->cols); /* (views: before their parents) */
+    pl_be_buf_free(ls->slot_pos);
     for (int i = 0; i < LLAMA_N_SCRATCH; i++) pl_be_buf_free(b[i]);
     pl_moe_state_free(&ls->moe);
     for (int l = 0; ls->kc && l < s->m->info.n_layer; l++) pl_be_buf_free(ls->kc[l]);
@@ -242,20 +253,27 @@ static pl_status qkv_block(const pl_model *m, pl_state *s, int l, int64_t n) {
 
 /* RoPE of q and k rows 0..n-1 at pos0.., their store into the caches of layer l of
  * state ls, and the attention of q over them into att. */
+static void attn_params(const pl_model *m, pl_rope_params *rp, pl_attn_params *ap) {
+    const llama_config *c = &LM(m)->cfg;
+    *rp = (pl_rope_params){.mode = c->rope_mode,
+                           .n_heads = c->n_head,
+                           .head_dim = c->head_dim,
+                           .rope_dim = c->rope_dim,
+                           .theta_base = c->rope_base,
+                           .freq_scale = c->rope_freq_scale,
+                           .factors = LM(m)->w.rope_freqs};
+    *ap = (pl_attn_params){.n_head = c->n_head,
+                           .n_head_kv = c->n_head_kv,
+                           .head_dim = c->head_dim,
+                           .head_dim_v = c->head_dim_v,
+                           .scale = (float)(1.0 / sqrt((double)c->head_dim))};
+}
+
 static pl_status rope_attend(const pl_model *m, const llama_state *ls, int l, pl_buf *q, pl_buf *k,
                              pl_buf *v, pl_buf *att, int64_t n, int64_t pos0) {
-    const llama_config *c = &LM(m)->cfg;
-    pl_rope_params rp = {.mode = c->rope_mode,
-                         .head_dim = c->head_dim,
-                         .rope_dim = c->rope_dim,
-                         .theta_base = c->rope_base,
-                         .freq_scale = c->rope_freq_scale,
-                         .factors = LM(m)->w.rope_freqs};
-    pl_attn_params ap = {.n_head = c->n_head,
-                         .n_head_kv = c->n_head_kv,
-                         .head_dim = c->head_dim,
-                         .head_dim_v = c->head_dim_v,
-                         .scale = (float)(1.0 / sqrt((double)c->head_dim))};
+    pl_rope_params rp;
+    pl_attn_params ap;
+    attn_params(m, &rp, &ap);
     return pl_rope_attend(q, k, v, ls->kc[l], ls->vc[l], n, pos0, &rp, &ap, att);
 }
 
@@ -329,6 +347,51 @@ static pl_status attention_block_batch(const pl_model *m, pl_state *b, pl_state 
     return pl_be_matmul(LM(m)->w.layers[l].wo, lb->att, NULL, n, true, b->x);
 }
 
+/* The batched step over cache slots (every sequence a slot of b's caches, b->fam's
+ * slot_pos holding each column's slot and position): RoPE, the cache stores and attention
+ * of all columns in one op each, with the single step's fusions. */
+static pl_status attention_block_slots(const pl_model *m, pl_state *b, int n, int64_t max_keys,
+                                       int l) {
+    const llama_config *c = &LM(m)->cfg;
+    llama_state *lb = LS(b);
+    unsigned fuse = PL_FUSE_NORM_MATMUL | PL_FUSE_QKV | PL_FUSE_ROPE_STORE | PL_FUSE_ROPE_PAIR;
+    TRY(pl_be_fuse(m->be, fuse | (c->qk_norm ? PL_FUSE_NORM_ROPE : 0)));
+    TRY(qkv_block(m, b, l, n));
+    pl_rope_params rq, rk;
+    pl_attn_params ap;
+    attn_params(m, &rq, &ap);
+    rk = rq;
+    rk.n_heads = c->n_head_kv;
+    int64_t ctx = b->o.n_ctx;
+    TRY(pl_be_rope_cols(lb->q, n, lb->slot_pos, max_keys, &rq));
+    TRY(pl_be_rope_cols(lb->k, n, lb->slot_pos, max_keys, &rk));
+    TRY(pl_be_kv_store_cols(lb->k, n, lb->slot_pos, ctx, lb->kc[l]));
+    TRY(pl_be_kv_store_cols(lb->v, n, lb->slot_pos, ctx, lb->vc[l]));
+    TRY(pl_be_fuse(m->be, 0)); /* the fusion group ends with the stores */
+    TRY(pl_be_attention_cols(lb->q, lb->kc[l], lb->vc[l], n, lb->slot_pos, ctx, max_keys, &ap,
+                             lb->att));
+    return pl_be_matmul(LM(m)->w.layers[l].wo, lb->att, NULL, n, true, b->x);
+}
+
+/* Whether every sequence is a slot of b's caches; then each column's slot and position are
+ * written to b's slot_pos and *max_keys is the most keys a column attends. */
+static bool slotted(pl_state *b, pl_state *const *seqs, int n, const int64_t *pos,
+                    int64_t *max_keys) {
+    llama_state *lb = LS(b);
+    if (!lb->slot_pos || n > b->o.n_batch) return false;
+    int32_t *sp = malloc(2 * (size_t)n * sizeof *sp);
+    bool all = sp != NULL;
+    *max_keys = 0;
+    for (int i = 0; i < n && all; i++) {
+        all = seqs[i]->o.slot_of == b;
+        sp[2 * i] = seqs[i]->o.slot, sp[2 * i + 1] = (int32_t)pos[i];
+        if (pos[i] + 1 > *max_keys) *max_keys = pos[i] + 1;
+    }
+    all = all && pl_be_write(lb->slot_pos, 0, sp, 2 * n * (int64_t)sizeof *sp) == PL_OK;
+    free(sp);
+    return all;
+}
+
 static pl_status ffn_block(const pl_model *m, pl_state *s, int l, int64_t n) {
     const llama_config *c = &LM(m)->cfg;
     const llama_layer *L = &LM(m)->w.layers[l];
@@ -351,8 +414,13 @@ static pl_status llama_layers(const pl_model *m, pl_state *s, int64_t n, int64_t
 
 static pl_status llama_layers_batch(const pl_model *m, pl_state *b, pl_state *const *seqs, int n,
                                     const int64_t *pos) {
+    int64_t max_keys = 1;
+    bool slots = slotted(b, seqs, n, pos, &max_keys);
     for (int l = 0; l < m->info.n_layer; l++) {
-        TRY(attention_block_batch(m, b, seqs, n, pos, l));
+        if (slots)
+            TRY(attention_block_slots(m, b, n, max_keys, l));
+        else
+            TRY(attention_block_batch(m, b, seqs, n, pos, l));
         TRY(ffn_block(m, b, l, n));
     }
     return PL_OK;
@@ -376,4 +444,5 @@ const pl_family pl_family_llama = {
     .layers = llama_layers,
     .layers_batch = llama_layers_batch,
     .head = llama_head,
+    .slots = true,
 };

@@ -469,6 +469,19 @@ pl_status pl_state_new(const pl_model *m, const pl_state_opts *o, pl_state **out
                        o->n_batch);
     if (o->draft && !m->info.has_draft)
         return pl_fail(PL_ERR_ARG, "this model (%s) has no draft (MTP) block", m->info.arch);
+    if ((o->n_slots || o->slot_of) && !m->family->slots)
+        return pl_fail(PL_ERR_ARG, "this model (%s) keeps no cache slots", m->info.arch);
+    if ((o->n_slots || o->slot_of) && o->kv_type == PL_TYPE_Q8_0)
+        return pl_fail(PL_ERR_ARG, "cache slots are f16 or f32, not q8_0");
+    if (o->n_slots < 0 || (o->n_slots && o->slot_of))
+        return pl_fail(PL_ERR_ARG, "a state either keeps slots or takes one");
+    const pl_state *so = o->slot_of;
+    if (so && (so->m != m || so->o.n_slots < 1 || o->slot < 0 || o->slot >= so->o.n_slots ||
+               so->o.n_ctx != o->n_ctx || so->o.kv_type != o->kv_type))
+        return pl_fail(PL_ERR_ARG,
+                       "slot %d: not a slot of a state of this model with the same context "
+                       "and cache type",
+                       o->slot);
     pl_state *s = calloc(1, sizeof *s);
     if (!s) return pl_fail(PL_ERR_NOMEM, "out of memory for the state");
     s->m = m;
@@ -671,6 +684,10 @@ pl_status pl_model_forward(const pl_model *m, pl_state *s, const int32_t *ids, i
 bool pl_model_can_batch(const pl_model *m) {
     return m->family->layers_batch && m->info.has_embed && m->info.has_head &&
            m->info.layer_first == 0 && m->info.layer_last == m->info.n_layer;
+}
+
+bool pl_model_keeps_slots(const pl_model *m) {
+    return m->family->slots && pl_model_can_batch(m);
 }
 
 pl_status pl_model_forward_batch(const pl_model *m, pl_state *b, pl_state *const *seqs,

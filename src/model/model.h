@@ -97,6 +97,15 @@ typedef struct {
      * pl_model_draft can draft from the positions run: its own KV cache (n_ctx rows) and
      * the last pass's hidden rows. Refused for a model without the block. */
     bool draft;
+    /* Cache slots (llama-family models, f16 or f32 caches): n_slots > 0 makes every layer's
+     * caches hold n_slots sequences of n_ctx positions (slot s's position p at row
+     * s * n_ctx + p), for a batch state that steps them together (pl_model_forward_batch:
+     * one RoPE, cache store and attention for all columns). slot_of (such a state, of the
+     * same model, n_ctx and kv_type) gives this state slot `slot` of its caches instead of
+     * caches of its own; it must outlive this state. */
+    int n_slots;
+    const pl_state *slot_of;
+    int slot;
 } pl_state_opts;
 
 /* n_ctx 4096 capped at the training context, f16 cache, batch 512 (capped at n_ctx), 1 logit
@@ -161,6 +170,8 @@ pl_status pl_model_forward_batch(const pl_model *m, pl_state *b, pl_state *const
 /* Whether pl_model_forward_batch can run on m (its family has a batched step, and m is
  * whole). */
 bool pl_model_can_batch(const pl_model *m);
+/* Whether the model's states can keep cache slots (pl_state_opts.n_slots, slot_of). */
+bool pl_model_keeps_slots(const pl_model *m);
 
 /* ---- the model's own draft block (multi-token prediction, qwen35's nextn) ----
  *

@@ -75,6 +75,9 @@ typedef struct {
      * backend that cannot place them: the rows are copied instead) */
     pl_buf **cols;
     bool cols_tried;
+    /* A state with cache slots (opts.n_slots): each column's slot and position, I32
+     * [n_batch, 2] (the *_cols ops of backend.h) */
+    pl_buf *slot_pos;
 } llama_state;
 
 /* ---- model families ---- */
@@ -128,6 +131,8 @@ typedef struct pl_family {
     pl_status (*draft)(const pl_model *m, pl_state *s, int64_t pos, int32_t next, int k,
                        int32_t *out, int *n_out);
     pl_buf *(*draft_logits)(pl_state *s);
+    /* Whether state_new keeps cache slots (pl_state_opts.n_slots, slot_of). */
+    bool slots;
 } pl_family;
 
 /* The slots every family must fill (all but can_rewind, rewind and the draft ones), as an X-macro.

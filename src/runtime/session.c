@@ -171,13 +171,16 @@ struct pl_batch {
     int n_max;
 };
 
-pl_status pl_batch_new(const pl_model *m, int n_max, pl_batch **out) {
+/* A batch of n_max sessions; slots: o's caches for each of them in the batch's state. */
+static pl_status batch_new(const pl_model *m, int n_max, const pl_state_opts *slots,
+                           pl_batch **out) {
     *out = NULL;
     if (n_max < 1) return pl_fail(PL_ERR_ARG, "a batch of %d sessions", n_max);
     pl_batch *b = calloc(1, sizeof *b);
     if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory for the batch");
     pl_state_opts o = pl_state_opts_default(m);
     o.n_ctx = 1, o.n_batch = n_max, o.n_logits = n_max;
+    if (slots) o.n_ctx = slots->n_ctx, o.kv_type = slots->kv_type, o.n_slots = n_max;
     pl_status st = pl_state_new(m, &o, &b->st);
     if (st) {
         free(b);
@@ -186,6 +189,25 @@ pl_status pl_batch_new(const pl_model *m, int n_max, pl_batch **out) {
     b->m = m, b->n_max = n_max;
     *out = b;
     return PL_OK;
+}
+
+pl_status pl_batch_new(const pl_model *m, int n_max, pl_batch **out) {
+    return batch_new(m, n_max, NULL, out);
+}
+
+pl_status pl_batch_new_slots(const pl_model *m, int n_max, const pl_state_opts *o, pl_batch **out) {
+    if (!pl_model_keeps_slots(m) || o->kv_type == PL_TYPE_Q8_0)
+        return batch_new(m, n_max, NULL, out);
+    return batch_new(m, n_max, o, out);
+}
+
+pl_status pl_batch_session_new(pl_batch *b, int slot, const pl_state_opts *o, pl_session **out) {
+    if (!pl_state_get_opts(b->st)->n_slots) return pl_session_new(b->m, o, out);
+    if (slot < 0 || slot >= b->n_max)
+        return pl_fail(PL_ERR_ARG, "slot %d of a batch of %d", slot, b->n_max);
+    pl_state_opts so = *o;
+    so.slot_of = b->st, so.slot = slot;
+    return pl_session_new(b->m, &so, out);
 }
 
 void pl_batch_free(pl_batch *b) {

@@ -53,6 +53,15 @@ pl_status pl_session_push(pl_session *s, int32_t id);
  * model without a cache), for up to n_max sessions. */
 typedef struct pl_batch pl_batch;
 pl_status pl_batch_new(const pl_model *m, int n_max, pl_batch **out);
+/* A batch that also holds the caches of its sessions (n_max slots of o's n_ctx and
+ * kv_type: pl_state_opts.n_slots), where the model's family keeps slots and the cache is
+ * f16 or f32; else as pl_batch_new. Sessions made by pl_batch_session_new then take one
+ * RoPE, cache store and attention for all of them per layer (instead of one per session). */
+pl_status pl_batch_new_slots(const pl_model *m, int n_max, const pl_state_opts *o, pl_batch **out);
+/* A session of slot `slot` (0 .. n_max - 1, each for one session at a time) of a batch
+ * made by pl_batch_new_slots, with opts o (the batch's n_ctx and kv_type): its cache lives
+ * in the batch, which must outlive it. A batch without slots gives a session of its own. */
+pl_status pl_batch_session_new(pl_batch *b, int slot, const pl_state_opts *o, pl_session **out);
 void pl_batch_free(pl_batch *b);
 /* pl_session_push(ss[i], ids[i]) for i in [0, n), in one pass: the same ids in the caches
  * and the logits ready, as after n pushes. Each session must be whole (no chain) and of the

@@ -334,6 +334,108 @@ static void case_views(void) {
     }
 }
 
+/* The *_cols ops (columns of separate sequences in cache slots): random slots (two columns
+ * may share one, at different positions) and positions, f32 and f16 caches, on both
+ * backends; and on the CPU against the single-sequence ops on each column's own rows, bit
+ * for bit (its definition). Slot rows outside the columns' stay NaN. */
+static void case_cols(void) {
+    for (int it = 0; it < 4; it++) {
+        uint32_t kvt = it % 2 ? PL_TYPE_F16 : PL_TYPE_F32;
+        int nkv = (int)rnd(1, 2), nh = nkv * (int)rnd(1, 3), hd = 2 * (int)rnd(2, 16);
+        int n = (int)rnd(1, 6), slots = (int)rnd(1, 4), ctx = (int)rnd(8, 40);
+        int32_t cd[12];
+        int max_keys = 1;
+        for (int i = 0; i < n; i++) {
+            cd[2 * i] = (int32_t)rnd(0, slots - 1), cd[2 * i + 1] = (int32_t)rnd(0, ctx - 1);
+            for (int j = 0; j < i; j++) /* a slot's position once per call */
+                if (cd[2 * j] == cd[2 * i] && cd[2 * j + 1] == cd[2 * i + 1])
+                    cd[2 * i + 1] = (cd[2 * i + 1] + 1 + i) % ctx, j = -1;
+            if (cd[2 * i + 1] + 1 > max_keys) max_keys = cd[2 * i + 1] + 1;
+        }
+        pl_rope_params rp = {
+            it < 2 ? PL_ROPE_NEOX : PL_ROPE_NORMAL, nh, hd, hd - 2 * (it == 3), 10000, 1, NULL};
+        pl_rope_params rk = rp;
+        rk.n_heads = nkv;
+        float *qd = randv((size_t)n * nh * hd, -1, 1), *kd = randv((size_t)n * nkv * hd, -1, 1);
+        float *vd = randv((size_t)n * nkv * hd, -1, 1);
+        float *hist = randv((size_t)slots * ctx * nkv * hd, -1, 1);
+        duo q = f32(nh * hd, n, qd), k = f32(nkv * hd, n, kd), v = f32(nkv * hd, n, vd);
+        duo h = f32(nkv * hd, slots * ctx, hist), cols = act(PL_TYPE_I32, 2, n, cd);
+        duo kc = act(kvt, nkv * hd, slots * ctx, NULL), vc = act(kvt, nkv * hd, slots * ctx, NULL);
+        duo o = f32(nh * hd, n + 1, NULL);
+        /* every slot's rows below each column's position hold earlier keys and values */
+        BOTH("kv_store", pl_be_kv_store(X(h), slots * ctx, 0, X(kc)));
+        BOTH("kv_store", pl_be_kv_store(X(h), slots * ctx, 0, X(vc)));
+        BOTH("rope_cols", pl_be_rope_cols(X(q), n, X(cols), max_keys, &rp));
+        BOTH("rope_cols", pl_be_rope_cols(X(k), n, X(cols), max_keys, &rk));
+        BOTH("kv_store_cols", pl_be_kv_store_cols(X(k), n, X(cols), ctx, X(kc)));
+        BOTH("kv_store_cols", pl_be_kv_store_cols(X(v), n, X(cols), ctx, X(vc)));
+        pl_attn_params ap = {nh, nkv, hd, hd, 1.0f / sqrtf((float)hd)};
+        BOTH("attention_cols",
+             pl_be_attention_cols(X(q), X(kc), X(vc), n, X(cols), ctx, max_keys, &ap, X(o)));
+        compare("rope_cols", q, 1e-11);
+        compare("kv_store_cols", kc, kvt == PL_TYPE_F16 ? 1e-6 : 1e-11);
+        compare("kv_store_cols", vc, kvt == PL_TYPE_F16 ? 1e-6 : 0);
+        compare("attention_cols", o, kvt == PL_TYPE_F16 ? 1e-5 : 1e-10);
+        /* the CPU's columns are its single-sequence ops on each column's own rows */
+        pl_backend *c = be2[0];
+        pl_buf *q1 = NULL, *k1 = NULL, *v1 = NULL, *kc1 = NULL, *vc1 = NULL, *o1 = NULL;
+        int row = nh * hd, kr = nkv * hd;
+        CHECK(pl_be_buf_new(c, PL_TYPE_F32, row, n, &q1) == PL_OK &&
+                  pl_be_buf_new(c, PL_TYPE_F32, kr, n, &k1) == PL_OK &&
+                  pl_be_buf_new(c, PL_TYPE_F32, kr, n, &v1) == PL_OK &&
+                  pl_be_buf_new(c, kvt, kr, slots * ctx, &kc1) == PL_OK &&
+                  pl_be_buf_new(c, kvt, kr, slots * ctx, &vc1) == PL_OK &&
+                  pl_be_buf_new(c, PL_TYPE_F32, row, n, &o1) == PL_OK,
+              "%s", pl_last_error());
+        if (o1) {
+            pl_be_write(q1, 0, qd, (int64_t)n * row * 4),
+                pl_be_write(k1, 0, kd, (int64_t)n * kr * 4);
+            pl_be_write(v1, 0, vd, (int64_t)n * kr * 4);
+            pl_be_kv_store(h.b[0], slots * ctx, 0, kc1),
+                pl_be_kv_store(h.b[0], slots * ctx, 0, vc1);
+            /* all columns' stores, then all attentions (as the ops run them) */
+            for (int pass = 0; pass < 2; pass++)
+                for (int i = 0; i < n; i++) {
+                    pl_buf *w[4] = {NULL}, *ks = NULL, *vs = NULL, *par[4] = {q1, k1, v1, o1};
+                    for (int j = 0; j < 4; j++) pl_be_buf_view(par[j], i, 1, &w[j]);
+                    int sl = cd[2 * i], ps = cd[2 * i + 1];
+                    pl_be_buf_view(kc1, (int64_t)sl * ctx, ctx, &ks);
+                    pl_be_buf_view(vc1, (int64_t)sl * ctx, ctx, &vs);
+                    CHECK(w[3] && ks && vs &&
+                              (pass ? !pl_be_attention(w[0], ks, vs, 1, ps, &ap, w[3])
+                                    : !pl_be_rope(w[0], 1, ps, &rp) &&
+                                          !pl_be_rope(w[1], 1, ps, &rk) &&
+                                          !pl_be_kv_store(w[1], 1, ps, ks) &&
+                                          !pl_be_kv_store(w[2], 1, ps, vs)),
+                          "cpu, column %d by the single ops: %s", i, pl_last_error());
+                    for (int j = 0; j < 4; j++) pl_be_buf_free(w[j]);
+                    pl_be_buf_free(ks), pl_be_buf_free(vs);
+                }
+            size_t ob = (size_t)n * row * 4;
+            float *ra = malloc(ob), *rb = malloc(ob);
+            pl_be_read(o.b[0], 0, ra, (int64_t)ob), pl_be_read(o1, 0, rb, (int64_t)ob);
+            CHECK(!memcmp(ra, rb, ob), "cpu attention_cols: not the single ops' bits");
+            free(ra), free(rb);
+        }
+        pl_be_buf_free(q1), pl_be_buf_free(k1), pl_be_buf_free(v1);
+        pl_be_buf_free(kc1), pl_be_buf_free(vc1), pl_be_buf_free(o1);
+        /* a position at max_keys, a slot past the cache: refused on the CPU */
+        int32_t bad[2] = {0, (int32_t)max_keys};
+        pl_be_write(cols.b[0], 0, bad, sizeof bad);
+        CHECK(pl_be_attention_cols(q.b[0], kc.b[0], vc.b[0], 1, cols.b[0], ctx, max_keys, &ap,
+                                   o.b[0]) != PL_OK,
+              "cpu attention_cols took a position past max_keys");
+        bad[0] = slots, bad[1] = 0;
+        pl_be_write(cols.b[0], 0, bad, sizeof bad);
+        CHECK(pl_be_kv_store_cols(k.b[0], 1, cols.b[0], ctx, kc.b[0]) != PL_OK,
+              "cpu kv_store_cols took a slot past the cache");
+        pl_clear_error();
+        dfree(q), dfree(k), dfree(v), dfree(h), dfree(cols), dfree(kc), dfree(vc), dfree(o);
+        free(qd), free(kd), free(vd), free(hist);
+    }
+}
+
 /* Attention of more than 16 rows, which the GPU runs through its prefill kernel (opened
  * with fa = 1: lavapipe too): head dims 64/128/256, GQA 1/4/8, f16 and f32 caches, a fresh
  * prompt, one continuing a cache, one past 256 positions; the cache's rows past the last
@@ -775,10 +877,10 @@ static void run_tests(void) {
     }
     fprintf(stderr, "%s against %s\n", be2[1]->device, be2[0]->device);
     static void (*const cases[])(void) = {
-        case_embed_matmul,      case_norm_ew, case_rope_attention, case_views,
-        case_attention_prefill, case_kv_q8,   case_select_copy,    case_moe,
-        case_deltanet,          case_fuse,    case_fuse_experts,   case_fuse_router,
-        case_fuse_norm_gate};
+        case_embed_matmul, case_norm_ew,           case_rope_attention, case_views,
+        case_cols,         case_attention_prefill, case_kv_q8,          case_select_copy,
+        case_moe,          case_deltanet,          case_fuse,           case_fuse_experts,
+        case_fuse_router,  case_fuse_norm_gate};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i]();
     check_coverage();
     pl_be_destroy(be2[1]);

@@ -226,7 +226,7 @@ static void xpre_rule_test(void) {
  * and its output copied back (C = 6); the head over all rows: the norm and the output GEMV
  * (2); each row's logits copied to its sequence (N). The fusions asked must all find
  * their ops. */
-static void batch_step_check(pl_backend *be, const char *file, int want) {
+static void batch_step_check(pl_backend *be, const char *file, int want, bool slots) {
     enum { N = 3 };
     pl_gguf *g = NULL;
     pl_model *m = NULL;
@@ -236,8 +236,12 @@ static void batch_step_check(pl_backend *be, const char *file, int want) {
     pl_state_opts o = m ? pl_state_opts_default(m) : (pl_state_opts){0}, ob = o;
     o.n_ctx = 64, o.n_batch = 8;
     ob.n_ctx = 1, ob.n_batch = ob.n_logits = N;
-    for (int i = 0; !s && i < N; i++) s = pl_state_new(m, &o, &st[i]);
+    if (slots) ob.n_ctx = o.n_ctx, ob.n_slots = N; /* the sequences are slots of b's caches */
     if (!s) s = pl_state_new(m, &ob, &b);
+    for (int i = 0; !s && i < N; i++) {
+        o.slot_of = slots ? b : NULL, o.slot = i;
+        s = pl_state_new(m, &o, &st[i]);
+    }
     int32_t p[4] = {1, 40, 90, 7}, ids[N] = {11, 22, 33};
     int64_t pos[N];
     for (int i = 0; !s && i < N; i++)
@@ -262,7 +266,7 @@ static void batch_step_check(pl_backend *be, const char *file, int want) {
     CHECK(missed == 0, "%s, a batched step: %llu requested fusions missed, the last: %s", file,
           (unsigned long long)missed, last);
     for (int i = 0; i < N; i++) pl_state_free(st[i]);
-    pl_state_free(b);
+    pl_state_free(b); /* (after its slots) */
     pl_model_free(m);
     pl_gguf_free(g);
 }
@@ -313,8 +317,12 @@ static void run_tests(void) {
     pl_be_buf_free(kv);
     pl_be_buf_free(kb);
     fprintf(stderr, "batched step: %d dispatches per column and layer\n", per_col);
-    batch_step_check(fused, "models/stories260K.gguf", EMBED + 5 * (4 + per_col * 3) + 2 + 3);
-    batch_step_check(fused, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 0); /* the hybrid's */
+    batch_step_check(fused, "models/stories260K.gguf", EMBED + 5 * (4 + per_col * 3) + 2 + 3,
+                     false);
+    /* cache slots: per layer the q/k/v GEMV, one RoPE with both stores for all columns, one
+     * attention (one split: no combine), the output projection and the FFN (2) */
+    batch_step_check(fused, "models/stories260K.gguf", EMBED + 5 * 6 + 2 + 3, true);
+    batch_step_check(fused, "fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf", 0, false); /* the hybrid's */
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         const pinned *p = &models[i];
         for (int q8 = 0; q8 < 2; q8++) { /* quantised activations add no dispatch */

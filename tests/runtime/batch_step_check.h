@@ -18,15 +18,23 @@
  * batched steps goes on to). BS_CTX positions. */
 enum { BS_NS = 3, BS_MAX = 9, BS_STEPS = 12, BS_ALONE = 3, BS_CTX = 64 };
 static int bs_ns = BS_NS, bs_steps = BS_STEPS;
+/* The batched sessions are slots of the batch's caches (pl_batch_new_slots: one RoPE,
+ * store and attention for all columns), the sessions stepping alone their own. */
+static bool bs_slots;
 static const int bs_plen[BS_MAX] = {5, 9, 14, 3, 7, 11, 2, 13, 6};
 
 /* A session of BS_CTX positions; recurrent states keep snapshots (n_snap), so the batched
  * step has to keep them as a push does. */
-static pl_session *bs_session(const pl_model *m) {
+static pl_state_opts bs_opts(const pl_model *m) {
     pl_state_opts o = pl_state_opts_default(m);
     o.n_ctx = BS_CTX;
     o.n_batch = 16;
     o.n_snap = 4;
+    return o;
+}
+
+static pl_session *bs_session(const pl_model *m) {
+    pl_state_opts o = bs_opts(m);
     pl_session *s = NULL;
     CHECK(pl_session_new(m, &o, &s) == PL_OK, "%s", pl_last_error());
     return s;
@@ -63,11 +71,20 @@ static void bs_run(const pl_model *m, bool batched, int32_t ids[BS_MAX][BS_STEPS
     const int V = pl_model_get_info(m)->n_vocab;
     pl_session *ss[BS_MAX];
     pl_batch *b = NULL;
-    CHECK(pl_batch_new(m, bs_ns, &b) == PL_OK, "%s", pl_last_error());
+    pl_state_opts o = bs_opts(m);
+    bool slots = bs_slots && batched;
+    if (slots)
+        CHECK(pl_batch_new_slots(m, bs_ns, &o, &b) == PL_OK, "%s", pl_last_error());
+    else
+        CHECK(pl_batch_new(m, bs_ns, &b) == PL_OK, "%s", pl_last_error());
     for (int k = 0; k < bs_ns; k++) {
         int32_t p[16];
         bs_prompt(k, V, p);
-        ss[k] = bs_session(m);
+        ss[k] = NULL;
+        if (slots)
+            CHECK(b && pl_batch_session_new(b, k, &o, &ss[k]) == PL_OK, "%s", pl_last_error());
+        else
+            ss[k] = bs_session(m);
         CHECK(pl_session_set(ss[k], p, bs_plen[k], NULL) == PL_OK, "%s", pl_last_error());
     }
     for (int t = 0; t < bs_steps; t++) {
@@ -209,7 +226,15 @@ static void bs_model(pl_backend *be, const char *rel, const char *name, bool exa
             if (exact) be->act_q8 = q8;
             snprintf(nm, sizeof nm, "%s on %s%s", name, be->name,
                      be->act_q8 ? " (q8 activations)" : "");
+            bs_slots = false;
             bs_same_as_alone(m, nm, exact);
+            if (pl_model_keeps_slots(m)) { /* and as slots of the batch's caches */
+                char ns[128];
+                snprintf(ns, sizeof ns, "%s, cache slots", nm);
+                bs_slots = true;
+                bs_same_as_alone(m, ns, exact);
+                bs_slots = false;
+            }
             if (bs_ns == BS_NS) bs_batch_of_one(m, nm, exact); /* (no bs_ns in these two) */
         }
         be->act_q8 = act;
