@@ -140,6 +140,11 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
         o->gemv_cols = *end || c < 0 || c == 1 || c > 64 ? 99 : c == 0 ? -1 : (int)c;
         o->gemv_cols_acc = acc < 0 || acc > 1000 ? 999 : (int)acc; /* out of range: refused */
     }
+    if ((v = getenv("POOLED_GPU_GEMM_MIN")) && *v) { /* the GEMM above N columns */
+        char *end;
+        long c = strtol(v, &end, 10);
+        o->gemm_min_cols = *end || c < 1 || c > 65536 ? -1 : (int)c; /* -1: refused at open */
+    }
     o->profile_path = getenv("POOLED_GPU_PROFILE");
     o->profile_at = (v = getenv("POOLED_GPU_PROFILE_AT")) ? atoi(v) : 0;
 }

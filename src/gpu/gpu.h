@@ -77,6 +77,10 @@ typedef struct {
      * matrices x columns (the accumulators of a thread) is at most this: 0 auto
      * (PL_GPU_GEMV_COLS_ACC) */
     int gemv_cols_acc;
+    /* q8x matmuls of more than this many columns go through the prefill GEMM (fewer through
+     * the GEMV, each column with decode's bits): 0 auto (PL_GPU_GEMM_MIN_COLS, 16: a verify
+     * pass of 1 + 15 drafts keeps decode's bits), N >= 1 that many */
+    int gemm_min_cols;
     const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;

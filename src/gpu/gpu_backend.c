@@ -628,6 +628,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
      * long over the unrolled columns, and its prefill of short prompts gains nothing */
     gb->gemv_cols = gb->o.gemv_cols ? gb->o.gemv_cols : gb->info->software ? -1 : PL_GPU_GEMV_COLS;
     gb->gemv_cols_acc = gb->o.gemv_cols_acc > 0 ? gb->o.gemv_cols_acc : PL_GPU_GEMV_COLS_ACC;
+    gb->gemm_min = gb->o.gemm_min_cols > 0 ? gb->o.gemm_min_cols : PL_GPU_GEMM_MIN_COLS;
     /* the prefill GEMM's tiles are pinned per shape (pl_gpu_gemm_base); opts.gemm = "off"
      * or "tm,tn,rm,rn,bk[,version]" (version 4 if left out) sets one for every shape */
     const char *gm = gb->o.gemm;
@@ -663,6 +664,8 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
                      PL_GEMV_MAX_COLS);
     if (st == PL_OK && (gb->o.fa < -1 || gb->o.fa > 1))
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_FA: 0 or 1");
+    if (st == PL_OK && (gb->o.gemm_min_cols < 0 || gb->o.gemm_min_cols > 65536))
+        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM_MIN: 1 to 65536 columns");
     if (st == PL_OK && (gb->o.dr_chunk < -1 || gb->o.dr_chunk > 1))
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_DR: 0 or 1");
     /* opts.gemv = "threads,rows,subgroup-reduce,subgroup-rows,unroll" fixes the GEMV shape

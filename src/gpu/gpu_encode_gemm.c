@@ -88,7 +88,7 @@ static uint64_t xd_bytes(uint32_t cols, uint64_t n) {
 
 int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o) {
     const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
-    if (gb->gemm_off || o->n <= PL_GPU_GEMM_MIN_COLS || !pl_gpu_q8x(gb, w) || w->parts != 1 ||
+    if (gb->gemm_off || o->n <= gb->gemm_min || !pl_gpu_q8x(gb, w) || w->parts != 1 ||
         (up && (up->parts != 1 || up->wt != w->wt)))
         return 0;
     pl_gemm_params p;
@@ -190,8 +190,8 @@ static void id_params(const gpu_backend *gb, const op *o, pl_gemm_params *p) {
 
 int pl_gpu_gemm_id_applies(const gpu_backend *gb, const op *o) {
     const gbuf *w = o->a, *up = o->fgate.w_up;
-    if (gb->gemm_off || o->n <= PL_GPU_GEMM_MIN_COLS || !pl_gpu_q8x(gb, w) || w->parts != 1 ||
-        o->k < 1 || o->k > 4096 || o->count < 1 || w->h.ne1 % o->k ||
+    if (gb->gemm_off || o->n <= gb->gemm_min || !pl_gpu_q8x(gb, w) || w->parts != 1 || o->k < 1 ||
+        o->k > 4096 || o->count < 1 || w->h.ne1 % o->k ||
         (up && (up->parts != 1 || up->wt != w->wt)))
         return 0;
     pl_gemm_params p;

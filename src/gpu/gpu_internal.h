@@ -180,6 +180,7 @@ typedef struct {
     int dr_chunk;      /* opts.dr_chunk: prefill's delta rule in staged chunks (wgsl_ssm.c) */
     int gemv_cols;     /* opts.gemv_cols resolved: most columns a q8x GEMV workgroup (<= 1: one) */
     int gemv_cols_acc; /* opts.gemv_cols_acc resolved */
+    int gemm_min;      /* opts.gemm_min_cols resolved: the GEMM above this many columns */
     int submit_every;  /* opts.submit_every resolved: dispatches a command buffer of a flush
                           that a read waits on (<= 0: one command buffer) */
     /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk, version of
