@@ -168,6 +168,7 @@ typedef struct step_entry {
     int32_t id, picked;
     bool done;
     pl_status st;
+    bool have; /* picked by the step's argmax of all columns */
     char err[256];
     struct step_entry *next;
 } step_entry;
@@ -183,8 +184,18 @@ static void run_step(srv_engine *e) {
     pthread_mutex_unlock(&e->bmu);
     turn_take(e);
     pl_status st = pl_session_push_batch(e->batch, e->step_ses, e->step_ids, n);
+    /* the columns' greedy ids in one read, for the slots whose sampler is a plain argmax
+     * (pl_session_pick would find the same, one read each) */
+    bool greedy = false;
+    for (step_entry *p = list; p && !greedy; p = p->next) greedy = pl_sampler_is_argmax(p->smp);
+    if (!st && n > 1 && greedy && !pl_batch_argmax(e->batch, n, e->step_ids)) {
+        int i = 0;
+        for (step_entry *p = list; p; p = p->next, i++)
+            if (pl_sampler_is_argmax(p->smp) && e->step_ids[i] >= 0)
+                p->picked = e->step_ids[i], p->have = true;
+    }
     for (step_entry *p = list; p; p = p->next) { /* (each owner waits for its done) */
-        p->st = st ? st : pl_session_pick(p->ses, p->smp, &p->picked);
+        p->st = st ? st : p->have ? PL_OK : pl_session_pick(p->ses, p->smp, &p->picked);
         if (p->st) snprintf(p->err, sizeof p->err, "%s", pl_last_error());
     }
     turn_give(e);

@@ -140,11 +140,16 @@ void bench_streams_free(bench_streams *b) {
  * then every stream's next id picked. */
 static pl_status step(bench_streams *b, int n) {
     pl_status st = PL_OK;
-    if (b->batch && n > 1)
+    bool picked = false;
+    if (b->batch && n > 1) { /* every stream's greedy id in one read */
         st = pl_session_push_batch(b->batch, b->ss, b->next, n);
-    else
+        picked = !st && !pl_batch_argmax(b->batch, n, b->next);
+        for (int j = 0; picked && j < n; j++) picked = b->next[j] >= 0;
+    } else {
         for (int j = 0; j < n && !st; j++) st = pl_session_push(b->ss[j], b->next[j]);
-    for (int j = 0; j < n && !st; j++) st = pl_session_pick(b->ss[j], b->greedy, &b->next[j]);
+    }
+    for (int j = 0; j < n && !st && !picked; j++)
+        st = pl_session_pick(b->ss[j], b->greedy, &b->next[j]);
     return st;
 }
 

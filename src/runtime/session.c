@@ -167,8 +167,9 @@ pl_status pl_session_push(pl_session *s, int32_t id) {
 
 struct pl_batch {
     const pl_model *m;
-    pl_state *st; /* scratch of n_max columns; a one-position cache, never used */
+    pl_state *st; /* scratch of n_max columns; its caches: none, or the sessions' slots */
     int n_max;
+    int last_n; /* columns of the last batched pass whose logits st holds (0: none) */
 };
 
 /* A batch of n_max sessions; slots: o's caches for each of them in the batch's state. */
@@ -234,15 +235,18 @@ pl_status pl_session_push_batch(pl_batch *b, pl_session *const *ss, const int32_
     }
     /* one session: a push (the plain pass, with the fused kernels a batched pass does not ask
      * for on the GPU), so a lone request gives exactly what pooled run gives */
+    b->last_n = 0;
     if (n == 1) return run(ss[0], ids, 1);
     pl_state *st_[CHUNK];
     int64_t pos[CHUNK];
     pl_status st = PL_OK;
+    b->last_n = n <= CHUNK ? n : 0; /* (a longer one leaves only its last chunk's logits) */
     for (int i0 = 0; i0 < n && !st; i0 += CHUNK) {
         int k = n - i0 < CHUNK ? n - i0 : CHUNK;
         for (int i = 0; i < k; i++) st_[i] = ss[i0 + i]->st, pos[i] = ss[i0 + i]->n_ids;
         st = pl_model_forward_batch(b->m, b->st, st_, ids + i0, pos, k);
     }
+    if (st) b->last_n = 0;
     for (int i = 0; i < n; i++) {
         pl_session *s = ss[i];
         if (st) { /* the caches past n_ids may be written: a KV cache just ignores them */
@@ -256,6 +260,14 @@ pl_status pl_session_push_batch(pl_batch *b, pl_session *const *ss, const int32_
         s->have_logits = true;
     }
     return st;
+}
+
+pl_status pl_batch_argmax(pl_batch *b, int n, int32_t *ids) {
+    if (n < 1 || n != b->last_n)
+        return pl_fail(PL_ERR_ARG, "argmax of %d columns: the last batched pass had %d", n,
+                       b->last_n);
+    pl_status st = pl_be_argmax(pl_state_logits(b->st), n, pl_state_ids(b->st), 0);
+    return st ? st : pl_be_read(pl_state_ids(b->st), 0, ids, n * (int64_t)sizeof *ids);
 }
 
 pl_status pl_session_logits(pl_session *s, float *out) {

@@ -68,6 +68,12 @@ void pl_batch_free(pl_batch *b);
  * batch's model, none twice; a batch of one is exactly pl_session_push. On failure every
  * session's cache is cut back to the ids it held before. */
 pl_status pl_session_push_batch(pl_batch *b, pl_session *const *ss, const int32_t *ids, int n);
+/* After a pl_session_push_batch of n > 1 sessions (and before the next): the largest
+ * logit's id of each of its n columns, in its order, found on the device and read back at
+ * once - what pl_session_pick gives each session with a plain argmax sampler, in one read
+ * instead of n. An id outside the vocabulary (-1) marks a column without a finite logit:
+ * pl_session_pick then gives its error. Fails after any other call. */
+pl_status pl_batch_argmax(pl_batch *b, int n, int32_t *ids);
 
 /* Choose the next id from the current logits: on the device when the sampler is a plain
  * argmax, else on the host with the cached ids as the penalty context. */
