@@ -46,6 +46,14 @@ check "each of 3 batched streams generates pooled run's 7 ids" same_as_run "$S" 
 check "the table names the counts" [ "$(grep -Ec '^streams +(1|3) +[0-9.]+ ' "$TMP/err")" -eq 2 ]
 check "... and says the step is batched" grep -q "^streams .*; batched step" "$TMP/err"
 
+# --- on the GPU (lavapipe in CI): 3 streams in cache slots of the batch, their greedy ids
+# picked by one argmax of all columns: each stream's ids are pooled run's there
+"$POOLED" bench -m "$S" --backend webgpu -p 12 -n 6 -r 1 --streams 3 --ids --json >/dev/null \
+    2>"$TMP/err"
+rc=$?
+check "webgpu: --streams 3 exits 0 ($(head -c 300 "$TMP/err"))" [ $rc -eq 0 ]
+check "webgpu: each of 3 batched streams generates pooled run's 7 ids" same_as_run "$S" webgpu 3
+
 # --- 9 streams of the qwen3 fixture: the CPU's GEMM path of the batched step
 Q3=$SHARED/fixtures/hf/qwen3/qwen3-q8_0.gguf
 "$POOLED" bench -m "$Q3" --backend cpu -p 5 -n 3 -r 1 --streams 9 --ids --json >/dev/null 2>"$TMP/err"
