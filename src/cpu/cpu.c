@@ -179,7 +179,7 @@ static pl_status op_rope_cols(pl_backend *be, pl_buf *x, int64_t n, const pl_buf
         if (pos < 0 || pos >= n_pos)
             return pl_fail(PL_ERR_ARG, "column %lld: position %d of %lld", (long long)i, pos,
                            (long long)n_pos);
-        cpu_buf r = pl_cpu_rows(x, i, 1);
+        cpu_buf r = pl_cpu_row_view(x, i, 1);
         pl_status st = op_rope(be, &r.h, 1, pos, p);
         if (st) return st;
     }
@@ -191,7 +191,7 @@ static pl_status op_kv_store_cols(pl_backend *be, const pl_buf *src, int64_t n, 
     for (int64_t i = 0; i < n; i++) {
         int64_t slot, pos;
         if (!pl_cpu_col(cols, i, cache, n_ctx, n_ctx, &slot, &pos)) return PL_ERR_ARG;
-        cpu_buf r = pl_cpu_rows(src, i, 1);
+        cpu_buf r = pl_cpu_row_view(src, i, 1);
         pl_status st = op_kv_store(be, &r.h, 1, slot * n_ctx + pos, cache);
         if (st) return st;
     }

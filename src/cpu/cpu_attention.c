@@ -367,9 +367,9 @@ pl_status pl_cpu_attention_cols(pl_backend *be, const pl_buf *q, const pl_buf *k
     for (int64_t i = 0; i < n; i++) { /* column i: its row over its slot's rows */
         int64_t slot, pos;
         if (!pl_cpu_col(cols, i, k_cache, n_ctx, max_keys, &slot, &pos)) return PL_ERR_ARG;
-        cpu_buf qi = pl_cpu_rows(q, i, 1), oi = pl_cpu_rows(out, i, 1);
-        cpu_buf kc = pl_cpu_rows(k_cache, slot * n_ctx, n_ctx);
-        cpu_buf vc = pl_cpu_rows(v_cache, slot * n_ctx, n_ctx);
+        cpu_buf qi = pl_cpu_row_view(q, i, 1), oi = pl_cpu_row_view(out, i, 1);
+        cpu_buf kc = pl_cpu_row_view(k_cache, slot * n_ctx, n_ctx);
+        cpu_buf vc = pl_cpu_row_view(v_cache, slot * n_ctx, n_ctx);
         pl_status st = pl_cpu_attention(be, &qi.h, &kc.h, &vc.h, 1, pos, p, &oi.h);
         if (st) return st;
     }

@@ -274,7 +274,7 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
                            pl_buf *out);
 /* A buffer on the stack that is rows [row0, row0 + rows) of b (the *_cols ops run each
  * column as the single-sequence op on such rows). */
-static inline cpu_buf pl_cpu_rows(const pl_buf *b, int64_t row0, int64_t rows) {
+static inline cpu_buf pl_cpu_row_view(const pl_buf *b, int64_t row0, int64_t rows) {
     cpu_buf v = {.h = *b,
                  .data = (char *)((const cpu_buf *)b)->data + row0 * pl_row_size(b->type, b->ne0)};
     v.h.ne1 = rows;
