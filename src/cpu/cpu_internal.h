@@ -50,6 +50,15 @@ static inline uint16_t *q8_scales(const pl_buf *b) {
  * waking the pool costs more than it saves. */
 #define CPU_PAR_MIN_WORK 32768
 
+/* A row-wise op's rows [r0, r1) (ctx: the op's arguments). */
+typedef void pl_cpu_rows_fn(void *ctx, int64_t r0, int64_t r1);
+/* fn over rows [0, rows): on the caller's thread in one call when rows * row_work (the
+ * values one row touches) is below CPU_PAR_MIN_WORK (decode's small ops: waking the pool
+ * costs more), else split in contiguous ranges between the pool's threads. Every row is
+ * computed by exactly one call, the same way whatever the range it falls in, so the results
+ * do not depend on the thread count (backend_ops_test checks 1 against 4 threads). */
+void pl_cpu_rows(cpu_backend *c, int64_t rows, int64_t row_work, pl_cpu_rows_fn *fn, void *ctx);
+
 /* x rounded to the nearest half-precision value (ties to even), kept as a float: equal to
  * pl_f16_to_f32(pl_f32_to_f16(x)). Values in the normal half range take a bit trick (drop
  * 13 mantissa bits with rounding); the rest go through the exact conversion. */

@@ -2,7 +2,8 @@
  * depthwise convolution (ssm_conv) and the gated delta rule (delta_rule), as backend.h
  * defines them. The recurrence runs token by token in float32 state with double
  * accumulators for its dot products (the float64 reference is what the tests compare
- * with); value heads are independent and split across the pool's threads. */
+ * with); value heads are independent and split across the pool's threads, and so are
+ * sigmoid_mul's rows (pl_cpu_rows). */
 #include "cpu_internal.h"
 
 #include <math.h>
@@ -11,19 +12,30 @@ static float sigmoidf(float x) {
     return 1.0f / (1.0f + expf(-x));
 }
 
-pl_status pl_cpu_sigmoid_mul(pl_backend *be, const pl_buf *x, const pl_buf *g, int64_t rows,
-                             int64_t cols, int64_t g_cols, bool accumulate, pl_buf *out) {
-    (void)be;
-    const float *xv = fptr(x), *gv = fptr(g);
-    float *o = fptr(out);
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = xv + r * cols, *gr = gv + r * g_cols;
-        float *orow = o + r * cols;
+typedef struct {
+    const float *x, *g;
+    float *out;
+    int64_t cols, g_cols;
+    bool accumulate;
+} gate_job;
+
+static void sigmoid_mul_rows(void *ctx, int64_t r0, int64_t r1) {
+    const gate_job *j = ctx;
+    int64_t cols = j->cols, g_cols = j->g_cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = j->x + r * cols, *gr = j->g + r * g_cols;
+        float *orow = j->out + r * cols;
         for (int64_t c = 0; c < cols; c++) {
             float v = xr[c] * sigmoidf(gr[g_cols == 1 ? 0 : c]);
-            orow[c] = accumulate ? orow[c] + v : v;
+            orow[c] = j->accumulate ? orow[c] + v : v;
         }
     }
+}
+
+pl_status pl_cpu_sigmoid_mul(pl_backend *be, const pl_buf *x, const pl_buf *g, int64_t rows,
+                             int64_t cols, int64_t g_cols, bool accumulate, pl_buf *out) {
+    gate_job j = {fptr(x), fptr(g), fptr(out), cols, g_cols, accumulate};
+    pl_cpu_rows(cpu_of(be), rows, cols, sigmoid_mul_rows, &j);
     return PL_OK;
 }
 
