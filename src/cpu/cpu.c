@@ -67,7 +67,17 @@ typedef struct {
     int64_t rows, per_item;
 } rows_job;
 
-static void rows_item(void *ctx, int64_t item) {
+void *pl_cpu_scratch(cpu_scratch *s, size_t bytes) {
+    if (bytes <= s->cap) return s->p;
+    free(s->p);
+    size_t cap = bytes + bytes / 4; /* room for the next op a little larger */
+    s->p = malloc(cap);
+    s->cap = s->p ? cap : 0;
+    return s->p;
+}
+
+static void rows_item(void *ctx, int64_t item, int thread) {
+    (void)thread;
     const rows_job *j = ctx;
     int64_t r0 = item * j->per_item, r1 = r0 + j->per_item;
     j->fn(j->ctx, r0, r1 < j->rows ? r1 : j->rows);
@@ -301,6 +311,11 @@ static pl_status op_fuse(pl_backend *be, unsigned kinds) {
 
 static void destroy(pl_backend *be) {
     cpu_backend *c = cpu_of(be);
+    if (c->per_thread)
+        for (int i = 0; i < pl_pool_threads(c->pool); i++) free(c->per_thread[i].p);
+    free(c->per_thread);
+    free(c->act.p);
+    free(c->pack.p);
     pl_pool_free(c->pool);
     free(c);
 }
@@ -346,12 +361,16 @@ pl_status pl_cpu_new(int n_threads, pl_backend **out) {
         free(c);
         return s;
     }
+    c->per_thread = calloc((size_t)pl_pool_threads(c->pool), sizeof *c->per_thread);
+    if (!c->per_thread) {
+        destroy(&c->base);
+        return pl_fail(PL_ERR_NOMEM, "out of memory for the CPU backend");
+    }
     for (uint32_t i = 0; i < 65536; i++) c->f16[i] = pl_f16_to_f32((uint16_t)i);
     c->base.m = &cpu_methods;
     c->base.name = "cpu";
     if ((s = pl_be_check_methods(&c->base))) {
-        pl_pool_free(c->pool);
-        free(c);
+        destroy(&c->base);
         return s;
     }
     int nt = pl_pool_threads(c->pool);

@@ -24,7 +24,7 @@
 #include "cpu_internal.h"
 
 typedef struct {
-    const cpu_backend *c;
+    cpu_backend *c;
     const pl_buf *q, *k, *v;
     pl_buf *out;
     int64_t n, pos0;
@@ -309,7 +309,7 @@ static attn_rows_fn *attn_vector(const attn_job *j) {
 
 /* One work item: the group of query heads of kv head kvh, for query row i (or ATTN_ROWS
  * rows from i on the vector path). */
-static void attn_item(void *ctx, int64_t item) {
+static void attn_item(void *ctx, int64_t item, int thread) {
     attn_job *j = ctx;
     const pl_attn_params *p = j->p;
     int64_t g = p->n_head / p->n_head_kv, nr = attn_vector(j) ? ATTN_ROWS : 1;
@@ -323,7 +323,7 @@ static void attn_item(void *ctx, int64_t item) {
     bool f16 = j->k->type == PL_TYPE_F16;
     size_t need = !f16 ? (size_t)(n_keys + hdv + (hd > hdv ? hd : hdv))
                        : (size_t)(nr * g * hd + hd + hdv + nr * g * hdv + 3 * nr * g);
-    float *scratch = malloc(sizeof(float) * need);
+    float *scratch = pl_cpu_scratch(&j->c->per_thread[thread], sizeof(float) * need);
     if (!scratch) {
         atomic_store(&j->failed, 1);
         return;
@@ -340,7 +340,6 @@ static void attn_item(void *ctx, int64_t item) {
         else
             attend_f16(j, q, g, kvh, n_keys, o, scratch);
     }
-    free(scratch);
 }
 
 pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
@@ -353,7 +352,7 @@ pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cach
     int64_t rows = attn_vector(&j) ? ATTN_ROWS : 1, items = (n + rows - 1) / rows * p->n_head_kv;
     int64_t work = n * p->n_head * (pos0 + n) * (p->head_dim + p->head_dim_v);
     if (work < CPU_PAR_MIN_WORK) {
-        for (int64_t it = 0; it < items; it++) attn_item(&j, it);
+        for (int64_t it = 0; it < items; it++) attn_item(&j, it, 0);
     } else {
         pl_pool_run(c->pool, items, attn_item, &j);
     }

@@ -21,9 +21,25 @@ typedef struct {
     bool owned;
 } cpu_buf;
 
+/* Memory kept between ops and grown when an op needs more: a fresh malloc per op (often
+ * mmap'd afresh, past glibc's threshold) paid its page faults again every time, about 4% of
+ * a prompt's time. */
+typedef struct {
+    void *p;
+    size_t cap;
+} cpu_scratch;
+
+/* s's memory, at least bytes of it (contents not kept when it grows), or NULL (no memory). */
+void *pl_cpu_scratch(cpu_scratch *s, size_t bytes);
+
 typedef struct {
     pl_backend base; /* must be first */
     pl_pool *pool;
+    /* The matmuls' quantised activations and the GEMM's packed ones (used by the calling
+     * thread between pool jobs: the backend serves one thread at a time, pooled.h), and
+     * each pool thread's own (per_thread[thread], pl_pool_fn's thread) for its work items:
+     * unpacked weight rows, dequantised rows, attention's rows. */
+    cpu_scratch act, pack, *per_thread;
     float f16[65536]; /* every half value as float: the KV cache is read through it */
 } cpu_backend;
 

@@ -37,6 +37,7 @@
 #include "cpu_internal.h"
 
 typedef struct {
+    cpu_backend *c; /* (its per-thread scratch) */
     const pl_buf *w, *x, *bias;
     const int8_t *xq;  /* act_q8: the quantised activation rows, and their block scales */
     const float *xd;   /* (the f16 scales widened once, not once per weight row) */
@@ -179,10 +180,11 @@ static void mm_item_k(const mm_job *j, int64_t r0, int64_t r1) {
 
 /* The GEMM: rows r0..r1 against column groups g0..g1, 4 weight rows (unpacked once) x 8
  * columns a tile. */
-static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1) {
+static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1,
+                         cpu_scratch *scratch) {
     q8_view m = q8_view_of(j);
     int64_t nb = m.nb;
-    unsigned char *wu = malloc((size_t)nb * 4 * (64 + sizeof(float)));
+    unsigned char *wu = pl_cpu_scratch(scratch, (size_t)nb * 4 * (64 + sizeof(float)));
     if (!wu) {
         atomic_store(&j->failed, 1);
         return;
@@ -206,15 +208,16 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
                     put_out(j, &m, g * 8 + t, r + a, sums[(t / 8) * 32 + a * 8 + t % 8]);
         }
     }
-    free(wu);
 }
 
 /* The K-quants' GEMM: as mm_item_gemm, on pl_cpu_kgemm_*'s layouts. */
-static void mm_item_kgemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1) {
+static void mm_item_kgemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1,
+                          cpu_scratch *scratch) {
     q8_view m = q8_view_of(j);
     int64_t nsb = m.k / 256;
     uint32_t t = j->w->type;
-    uint8_t *wq = malloc((size_t)nsb * 4 * (256 + 16 * sizeof(int16_t) + 2 * sizeof(float)));
+    uint8_t *wq =
+        pl_cpu_scratch(scratch, (size_t)nsb * 4 * (256 + 16 * sizeof(int16_t) + 2 * sizeof(float)));
     if (!wq) {
         atomic_store(&j->failed, 1);
         return;
@@ -237,17 +240,17 @@ static void mm_item_kgemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t
                     put_out(j, &m, g * 8 + c, r + a, sums[(c / 8) * 32 + a * 8 + c % 8]);
         }
     }
-    free(wq);
 }
 
-static void mm_item(void *ctx, int64_t item) {
+static void mm_item(void *ctx, int64_t item, int thread) {
     mm_job *j = ctx;
+    cpu_scratch *scratch = &j->c->per_thread[thread];
     if (j->pq) {
         int64_t rc = item / j->col_items, cc = item % j->col_items;
         int64_t r0 = rc * j->rows_per_item, r1 = r0 + j->rows_per_item;
         int64_t g0 = cc * GEMM_GROUPS, g1 = g0 + GEMM_GROUPS;
         (j->kq ? mm_item_kgemm : mm_item_gemm)(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1, g0,
-                                               g1 < j->groups ? g1 : j->groups);
+                                               g1 < j->groups ? g1 : j->groups, scratch);
         return;
     }
     if (j->xq || j->kq) {
@@ -263,7 +266,8 @@ static void mm_item(void *ctx, int64_t item) {
     const float *x = fptr(j->x), *bias = j->bias ? fptr(j->bias) : NULL;
     float *out = fptr(j->out);
     float *tmp = NULL;
-    if (j->w->type != PL_TYPE_F32 && !(tmp = malloc((size_t)(k * MM_BLOCK) * sizeof *tmp))) {
+    if (j->w->type != PL_TYPE_F32 &&
+        !(tmp = pl_cpu_scratch(scratch, (size_t)(k * MM_BLOCK) * sizeof *tmp))) {
         atomic_store(&j->failed, 1);
         return;
     }
@@ -276,7 +280,6 @@ static void mm_item(void *ctx, int64_t item) {
             if (tmp) {
                 if (pl_dequant_row(j->w->type, src, tmp + b * k, k)) {
                     atomic_store(&j->failed, 1);
-                    free(tmp);
                     return;
                 }
                 rows[b] = tmp + b * k;
@@ -291,7 +294,6 @@ static void mm_item(void *ctx, int64_t item) {
             }
         }
     }
-    free(tmp);
 }
 
 /* act_q8 (backend.h): Q4_0/Q8_0 weights and those of pl_cpu_qdot_more_type (Q4_1, Q5_0,
@@ -307,7 +309,7 @@ static int wants_q8(const pl_backend *be, const pl_buf *w) {
 /* The act_q8 activations: the first n rows of x (k values each) quantised to Q8_0 blocks,
  * q [n*k], the block scales widened to float, d [n*k/32], and each block's sum of its
  * quants, s [n*k/32]; or (kind 2) per 256 values, d [n*k/256] and the sums of 16, s16
- * [n*k/16]; one allocation (q8act_free). */
+ * [n*k/16]; in the backend's act scratch. */
 typedef struct {
     int8_t *q;
     float *d;
@@ -323,11 +325,6 @@ static void q8act_use(mm_job *j, const q8act *a) {
         j->xq = a->q, j->xd = a->d, j->xs = a->s;
 }
 
-static void q8act_free(q8act *a) {
-    free(a->d);
-    *a = (q8act){0};
-}
-
 /* Rows of quantise_rows' job, a pool item each. */
 typedef struct {
     const float *x;
@@ -335,7 +332,8 @@ typedef struct {
     q8act *a;
 } quant_job;
 
-static void quant_item(void *ctx, int64_t i) {
+static void quant_item(void *ctx, int64_t i, int thread) {
+    (void)thread;
     const quant_job *j = ctx;
     const q8act *a = j->a;
     const float *x = j->x + i * j->k;
@@ -355,7 +353,7 @@ static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64
     /* floats and sums first (aligned), then the quants */
     size_t head = kind == 2 ? (size_t)nst * (sizeof(float) + 16 * sizeof(int16_t))
                             : (size_t)nbt * (sizeof(float) + sizeof(int32_t));
-    char *mem = malloc(head + (size_t)(n * k) + 1);
+    char *mem = pl_cpu_scratch(&c->act, head + (size_t)(n * k) + 1);
     *a = (q8act){0};
     if (!mem) return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
     a->d = (float *)mem;
@@ -368,14 +366,15 @@ static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64
     }
     quant_job j = {fptr(x), k, a};
     if (n * k < CPU_PAR_MIN_WORK) /* decode: not worth waking the pool */
-        for (int64_t i = 0; i < n; i++) quant_item(&j, i);
+        for (int64_t i = 0; i < n; i++) quant_item(&j, i, 0);
     else
         pl_pool_run(c->pool, n, quant_item, &j);
     return PL_OK;
 }
 
 /* One group of 8 columns of j's quantised rows into the GEMM's layout. */
-static void pack_item(void *ctx, int64_t g) {
+static void pack_item(void *ctx, int64_t g, int thread) {
+    (void)thread;
     mm_job *j = ctx;
     int64_t k = j->w->ne0, nb = k / 32;
     if (j->kq) {
@@ -416,7 +415,7 @@ static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
      * or per 256 values (K-quants: a float and 128 int16) */
     size_t per = j->kq ? 256 + (8 * sizeof(float) + 128 * sizeof(int16_t)) / 8
                        : 256 + 8 * sizeof(float) + 8 * sizeof(int32_t);
-    char *mem = malloc((size_t)(j->groups * nb) * per);
+    char *mem = pl_cpu_scratch(&c->pack, (size_t)(j->groups * nb) * per);
     if (!mem) return false;
     j->pd = (float *)mem;
     if (j->kq) {
@@ -434,7 +433,6 @@ static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
     j->rows_per_item = ((n_out + row_items - 1) / row_items + 3) / 4 * 4;
     row_items = (n_out + j->rows_per_item - 1) / j->rows_per_item;
     pl_pool_run(c->pool, row_items * j->col_items, mm_item, j);
-    free(mem);
     return true;
 }
 
@@ -454,7 +452,13 @@ static void mm_run(cpu_backend *c, mm_job *j) {
 
 pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out) {
-    mm_job j = {.w = w, .x = x, .bias = bias, .out = out, .n = n, .accumulate = accumulate};
+    mm_job j = {.c = cpu_of(be),
+                .w = w,
+                .x = x,
+                .bias = bias,
+                .out = out,
+                .n = n,
+                .accumulate = accumulate};
     atomic_init(&j.failed, 0);
     q8act a = {0};
     int kind = wants_q8(be, w);
@@ -464,7 +468,6 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
         q8act_use(&j, &a);
     }
     mm_run(cpu_of(be), &j);
-    q8act_free(&a);
     if (atomic_load(&j.failed))
         return pl_fail(PL_ERR_NOMEM, "matmul: out of memory or unreadable weights");
     return PL_OK;
@@ -509,14 +512,13 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
         if (m == 0) continue;
         cpu_buf view = {.h = *w, .data = (char *)vptr(w) + e * n_out * row_bytes};
         view.h.ne1 = n_out;
-        mm_job j = {.w = &view.h, .x = x, .out = out, .n = m};
+        mm_job j = {.c = cpu_of(be), .w = &view.h, .x = x, .out = out, .n = m};
         if (kind) q8act_use(&j, &a);
         j.xrow = xrow + start[e], j.orow = order + start[e];
         atomic_init(&j.failed, 0);
         mm_run(cpu_of(be), &j);
         failed = atomic_load(&j.failed);
     }
-    q8act_free(&a);
     free(start), free(order);
     if (st) return st;
     if (failed) return pl_fail(PL_ERR_NOMEM, "matmul_id: out of memory or unreadable weights");

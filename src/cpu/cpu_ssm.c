@@ -102,7 +102,8 @@ static void l2norm(const float *x, int d, float eps, double scale, double *y) {
 }
 
 /* Value head h over all n tokens: its state rows are independent of every other head's. */
-static void delta_head(void *ctx, int64_t h) {
+static void delta_head(void *ctx, int64_t h, int thread) {
+    (void)thread;
     const delta_job *J = ctx;
     const pl_delta_params *p = J->p;
     int nk = p->n_k_heads, nv = p->n_v_heads, dk = p->d_k, dv = p->d_v;
@@ -159,7 +160,7 @@ pl_status pl_cpu_delta_rule(pl_backend *be, const pl_buf *qkv, const pl_buf *a, 
                    .p = p};
     double work = (double)n * p->n_v_heads * p->d_k * p->d_v * 4;
     if (work < CPU_PAR_MIN_WORK) {
-        for (int64_t h = 0; h < p->n_v_heads; h++) delta_head(&J, h);
+        for (int64_t h = 0; h < p->n_v_heads; h++) delta_head(&J, h, 0);
     } else {
         pl_pool_run(cpu_of(be)->pool, p->n_v_heads, delta_head, &J);
     }
