@@ -115,6 +115,32 @@ static inline void put_out(const mm_job *j, const q8_view *m, int64_t i, int64_t
     *o = j->accumulate ? *o + v : v;
 }
 
+/* A GEMM tile's outputs (pl_cpu_gemm_tile's layout: sums[(t / 8) * 32 + a * 8 + t % 8] for
+ * column t of nc and weight row a of nr) for batch rows i0.. and weight rows r..: each
+ * value as put_out makes it. Without a row map, a column's 4 outputs are contiguous and
+ * written together, the bias and accumulate choices made once a tile rather than per
+ * value (the bias, or 0: v + 0.0f as put_out, which makes -0 +0). */
+static inline void put_tile(const mm_job *j, const q8_view *m, int64_t i0, int nc, int64_t r,
+                            int nr, const float *sums) {
+    if (j->orow || nr < 4) {
+        for (int t = 0; t < nc; t++)
+            for (int a = 0; a < nr; a++)
+                put_out(j, m, i0 + t, r + a, sums[(t / 8) * 32 + a * 8 + t % 8]);
+        return;
+    }
+    float b[4] = {0, 0, 0, 0};
+    if (m->bias) memcpy(b, m->bias + r, sizeof b);
+    float *o = m->out + i0 * m->n_out + r;
+    for (int t = 0; t < nc; t++, o += m->n_out) {
+        const float *s = sums + (t / 8) * 32 + t % 8;
+        float v[4] = {s[0] + b[0], s[8] + b[1], s[16] + b[2], s[24] + b[3]};
+        if (j->accumulate)
+            for (int a = 0; a < 4; a++) o[a] = o[a] + v[a];
+        else
+            memcpy(o, v, sizeof v);
+    }
+}
+
 static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
     q8_view m = q8_view_of(j);
     int64_t k = m.k, nb = m.nb, row_bytes = m.row_bytes;
@@ -203,9 +229,7 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
                              j->ps + g * nb * 8, sums);
             /* column g * 8 + t: its nr outputs are contiguous */
             int nc = j->n - g * 8 < 8 * ng ? (int)(j->n - g * 8) : 8 * ng;
-            for (int t = 0; t < nc; t++)
-                for (int a = 0; a < nr; a++)
-                    put_out(j, &m, g * 8 + t, r + a, sums[(t / 8) * 32 + a * 8 + t % 8]);
+            put_tile(j, &m, g * 8, nc, r, nr, sums);
         }
     }
 }
@@ -235,9 +259,7 @@ static void mm_item_kgemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t
             pl_cpu_kgemm_tile(t, ng, wq, wsc, wd, nsb, j->pq + g * nsb * 2048, j->pd + g * nsb * 8,
                               j->kps + g * nsb * 128, sums);
             int nc = j->n - g * 8 < 8 * ng ? (int)(j->n - g * 8) : 8 * ng;
-            for (int c = 0; c < nc; c++)
-                for (int a = 0; a < nr; a++)
-                    put_out(j, &m, g * 8 + c, r + a, sums[(c / 8) * 32 + a * 8 + c % 8]);
+            put_tile(j, &m, g * 8, nc, r, nr, sums);
         }
     }
 }
