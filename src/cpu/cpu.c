@@ -366,6 +366,11 @@ pl_status pl_cpu_new(int n_threads, pl_backend **out) {
         destroy(&c->base);
         return pl_fail(PL_ERR_NOMEM, "out of memory for the CPU backend");
     }
+    c->l2_bytes = 1 << 20;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 >= 65536 && l2 <= (64l << 20)) c->l2_bytes = l2;
+#endif
     for (uint32_t i = 0; i < 65536; i++) c->f16[i] = pl_f16_to_f32((uint16_t)i);
     c->base.m = &cpu_methods;
     c->base.name = "cpu";

@@ -40,6 +40,7 @@ typedef struct {
      * each pool thread's own (per_thread[thread], pl_pool_fn's thread) for its work items:
      * unpacked weight rows, dequantised rows, attention's rows. */
     cpu_scratch act, pack, *per_thread;
+    int64_t l2_bytes; /* the L2 cache's size (1 MiB where the system does not say) */
     float f16[65536]; /* every half value as float: the KV cache is read through it */
 } cpu_backend;
 

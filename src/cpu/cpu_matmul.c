@@ -15,7 +15,8 @@
  * bit-identical to the one-row dot whatever the tile. Batches of GEMM_MIN_N rows or more
  * (prefill) take the GEMM instead where AVX2 or NEON (arm64) is present (mm_run_gemm): the
  * quantised rows are packed 8 columns to a group, each item's 4-row weight tiles unpacked
- * once and run past GEMM_GROUPS groups, the items split in row x column ranges; the same
+ * once and run past a column range of groups (at least GEMM_GROUPS, as many as half the L2
+ * holds), the items split in row x column ranges; the same
  * bits again. The activation rows are quantised (and packed) by the pool's threads.
  *
  * With act_q8 and a Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS weight, the same quantised rows meet the
@@ -52,12 +53,12 @@ typedef struct {
     const int64_t *xrow, *orow;
     /* The prefill GEMM's packed activations (pl_cpu_gemm_pack; NULL: the tiles above), in
      * groups of 8 columns, the last one padded with its last column; items are (row range,
-     * column range): cols_items column ranges of GEMM_GROUPS groups for each row range. */
+     * column range): col_items column ranges of col_groups groups for each row range. */
     int8_t *pq;
     float *pd;
     int32_t *ps;
     int16_t *kps; /* (the K-quants' GEMM: pl_cpu_kgemm_pack's sums; pq and pd as above) */
-    int64_t groups, col_items;
+    int64_t groups, col_items, col_groups; /* col_groups: groups a column range */
     pl_buf *out;
     int64_t n, rows_per_item;
     bool accumulate;
@@ -81,8 +82,8 @@ static inline int64_t out_row(const mm_job *j, int64_t i) {
  * while the item's weight rows pass over them. */
 #define MM_COLS 16
 
-/* The GEMM (mm_run_gemm) takes batches of at least GEMM_MIN_N rows, GEMM_GROUPS groups of
- * 8 columns an item. */
+/* The GEMM (mm_run_gemm) takes batches of at least GEMM_MIN_N rows, at least GEMM_GROUPS
+ * groups of 8 columns an item. */
 #define GEMM_MIN_N  8
 #define GEMM_GROUPS 16 /* 8 before the AVX-512 tiles: fewer unpacks of each weight tile */
 /* What the act_q8 items read of their job. */
@@ -270,7 +271,7 @@ static void mm_item(void *ctx, int64_t item, int thread) {
     if (j->pq) {
         int64_t rc = item / j->col_items, cc = item % j->col_items;
         int64_t r0 = rc * j->rows_per_item, r1 = r0 + j->rows_per_item;
-        int64_t g0 = cc * GEMM_GROUPS, g1 = g0 + GEMM_GROUPS;
+        int64_t g0 = cc * j->col_groups, g1 = g0 + j->col_groups;
         (j->kq ? mm_item_kgemm : mm_item_gemm)(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1, g0,
                                                g1 < j->groups ? g1 : j->groups, scratch);
         return;
@@ -424,7 +425,7 @@ static void pack_item(void *ctx, int64_t g, int thread) {
 
 /* The GEMM for j if it pays (a batch of at least GEMM_MIN_N rows, AVX2 or NEON) and its
  * packed activations fit in memory (else the tiles do the job); run, true, or false. The
- * work is split in 2-D: column ranges of GEMM_GROUPS groups (their packed activations stay
+ * work is split in 2-D: column ranges of col_groups groups (their packed activations stay
  * in cache while the range's weight rows pass) x row ranges of whole 4-row tiles, about 4 x
  * threads items in all. */
 static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
@@ -449,7 +450,11 @@ static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
     }
     int threads = pl_pool_threads(c->pool);
     pl_pool_run(c->pool, j->groups, pack_item, j);
-    j->col_items = (j->groups + GEMM_GROUPS - 1) / GEMM_GROUPS;
+    /* Each column range unpacks every weight tile again: ranges as wide as half the L2
+     * holds of packed activations, at least GEMM_GROUPS groups, whole pairs of groups. */
+    int64_t fit = c->l2_bytes / 2 / ((int64_t)per * nb) / 2 * 2;
+    j->col_groups = fit > GEMM_GROUPS ? fit : GEMM_GROUPS;
+    j->col_items = (j->groups + j->col_groups - 1) / j->col_groups;
     int64_t row_items = (4 * threads + j->col_items - 1) / j->col_items;
     if (row_items > (n_out + 3) / 4) row_items = (n_out + 3) / 4;
     j->rows_per_item = ((n_out + row_items - 1) / row_items + 3) / 4 * 4;
