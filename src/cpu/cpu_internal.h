@@ -120,6 +120,9 @@ extern int pl_cpu_no_vnni;
  * pl_cpu_no_avx512 is not set (tests). The same bits. */
 int pl_cpu_have_avx512vnni(void);
 extern int pl_cpu_no_avx512;
+/* Whether the f16 attention may take 16 lanes at a time (cpu_attention.c): the CPU and the
+ * OS have AVX-512 F, pl_cpu_have_avx2() holds, and pl_cpu_no_avx512 is not set. */
+int pl_cpu_have_avx512f(void);
 
 /* arm64's kernels (cpu_qdot_neon.c): 2 where the CPU has the ARMv8.2 dot product (SDOT,
  * HWCAP_ASIMDDP, asked once) and the build has SDOT kernels (PL_SDOT, cpu_neon.h), 1 for
