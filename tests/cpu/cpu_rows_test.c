@@ -193,6 +193,45 @@ static void check_ops(void) {
     dfree(x), dfree(y), dfree(w), dfree(o);
 }
 
+/* kv_store into an F16 cache (F16C's conversion where the CPU has it, and the portable one)
+ * gives pl_f32_to_f16's bits for every value: NaNs with payloads among finite values, the
+ * infinities, values at and past the overflow to infinity, subnormal halves and ties. */
+static void check_kv_f16(void) {
+    enum { COLS = 64, ROWS = 40 };
+    static const uint32_t special[] = {
+        0x7fc00000, 0xffc00001, 0x7f800001, 0x7fbfffff, /* NaNs */
+        0x7f800000, 0xff800000, 0x477fefff, 0x477ff000, /* inf; 65519.99..., 65520 */
+        0x49742400, 0x33800000, 0x33000000, 0x33000001, /* 1e6; 2^-24; half of it, just over */
+        0x387fe000, 0x387ff000, 0x38800000, 0x80000000, /* subnormal top, a tie, 2^-14, -0 */
+        0x00000001, 0x3f801000, 0x3f803000, 0xc7000000, /* float subnormal; ties; -32768 */
+    };
+    uint32_t *bits = malloc(sizeof *bits * COLS * ROWS);
+    for (int i = 0; i < COLS * ROWS; i++) {
+        float f = unif(-70000, 70000) * (i % 3 ? 1.0f : 1e-6f);
+        memcpy(&bits[i], &f, 4);
+        if (i % 5 == 0) bits[i] = special[(i / 5) % (sizeof special / sizeof special[0])];
+    }
+    for (int portable = 0; portable < 2; portable++) {
+        duo x = make(PL_TYPE_F32, COLS, ROWS, bits), c = make(PL_TYPE_F16, COLS, ROWS, NULL);
+        pl_cpu_portable = portable;
+        BOTH(pl_be_kv_store(x.b[i], ROWS, 0, c.b[i]));
+        pl_cpu_portable = 0;
+        int bad = 0;
+        for (int i = 0; i < 2; i++) {
+            uint16_t got[COLS * ROWS];
+            pl_be_read(c.b[i], 0, got, sizeof got);
+            for (int e = 0; e < COLS * ROWS; e++) {
+                float f;
+                memcpy(&f, &bits[e], 4);
+                bad += got[e] != pl_f32_to_f16(f);
+            }
+        }
+        CHECK(bad == 0, "kv_store f16 (portable %d): %d values not pl_f32_to_f16's", portable, bad);
+        dfree(x), dfree(c);
+    }
+    free(bits);
+}
+
 static void run_tests(void) {
     CHECK(pl_cpu_new(1, &be[0]) == PL_OK, "%s", pl_last_error());
     CHECK(pl_cpu_new(4, &be[1]) == PL_OK, "%s", pl_last_error());
@@ -202,6 +241,7 @@ static void run_tests(void) {
 #endif
     check_split();
     check_ops();
+    check_kv_f16();
     pl_be_destroy(be[0]);
     pl_be_destroy(be[1]);
 }
