@@ -59,13 +59,7 @@ static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *
     return PL_OK;
 }
 
-/* ---- row splitting ---- */
-
-typedef struct {
-    pl_cpu_rows_fn *fn;
-    void *ctx;
-    int64_t rows, per_item;
-} rows_job;
+/* ---- scratch kept between ops ---- */
 
 void *pl_cpu_scratch(cpu_scratch *s, size_t bytes) {
     if (bytes <= s->cap) return s->p;
@@ -75,6 +69,14 @@ void *pl_cpu_scratch(cpu_scratch *s, size_t bytes) {
     s->cap = s->p ? cap : 0;
     return s->p;
 }
+
+/* ---- row splitting ---- */
+
+typedef struct {
+    pl_cpu_rows_fn *fn;
+    void *ctx;
+    int64_t rows, per_item;
+} rows_job;
 
 static void rows_item(void *ctx, int64_t item, int thread) {
     (void)thread;
@@ -100,7 +102,7 @@ void pl_cpu_rows(cpu_backend *c, int64_t rows, int64_t row_work, pl_cpu_rows_fn 
 
 /* The arguments of the element-wise ops below, each its rows (or values) r0..r1. */
 typedef struct {
-    const pl_buf *a, *b, *c;
+    const pl_buf *a, *b;
     pl_buf *out;
     int64_t cols, pos0;
     float eps;
