@@ -1,9 +1,12 @@
-/* cpu.c - the CPU backend's buffers, its methods table and the element-wise ops.
+/* cpu.c - the CPU backend's buffers, its methods table and the element-wise ops, whose
+ * rows pl_cpu_rows splits between the pool's threads (prefill's rows: on one thread these
+ * ops were most of a prompt's time at 16 threads), each row computed as on one thread.
  * The matrix products live in cpu_matmul.c, attention in cpu_attention.c, the
  * mixture-of-experts ops in cpu_moe.c, the Gated DeltaNet ops in cpu_ssm.c. */
 #include "cpu_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,96 +70,215 @@ static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *
     return PL_OK;
 }
 
+/* ---- scratch kept between ops ---- */
+
+void *pl_cpu_scratch(cpu_scratch *s, size_t bytes) {
+    if (bytes <= s->cap) return s->p;
+    free(s->p);
+    size_t cap = bytes + bytes / 4; /* room for the next op a little larger */
+    s->p = malloc(cap);
+    s->cap = s->p ? cap : 0;
+    return s->p;
+}
+
+/* ---- row splitting ---- */
+
+typedef struct {
+    pl_cpu_rows_fn *fn;
+    void *ctx;
+    int64_t rows, per_item;
+} rows_job;
+
+static void rows_item(void *ctx, int64_t item, int thread) {
+    (void)thread;
+    const rows_job *j = ctx;
+    int64_t r0 = item * j->per_item, r1 = r0 + j->per_item;
+    j->fn(j->ctx, r0, r1 < j->rows ? r1 : j->rows);
+}
+
+void pl_cpu_rows(cpu_backend *c, int64_t rows, int64_t row_work, pl_cpu_rows_fn *fn, void *ctx) {
+    int threads = pl_pool_threads(c->pool);
+    if (rows <= 0) return;
+    if (threads == 1 || rows == 1 || rows * row_work < CPU_PAR_MIN_WORK) {
+        fn(ctx, 0, rows);
+        return;
+    }
+    /* 4 ranges a thread: a thread the machine delays leaves its share to the others */
+    int64_t items = 4 * (int64_t)threads < rows ? 4 * (int64_t)threads : rows;
+    rows_job j = {fn, ctx, rows, (rows + items - 1) / items};
+    pl_pool_run(c->pool, (rows + j.per_item - 1) / j.per_item, rows_item, &j);
+}
+
 /* ---- small ops ---- */
+
+/* The arguments of the element-wise ops below, each its rows (or values) r0..r1. */
+typedef struct {
+    const pl_buf *a, *b;
+    pl_buf *out;
+    int64_t cols, pos0;
+    float eps;
+    const pl_rope_params *rope;
+    const double *freq;
+    atomic_int failed;
+} ew_job;
+
+static void embed_rows(void *ctx, int64_t r0, int64_t r1) {
+    ew_job *j = ctx;
+    const pl_buf *table = j->a;
+    const int32_t *id = vptr(j->b);
+    int64_t d = table->ne0, row = pl_row_size(table->type, d);
+    for (int64_t i = r0; i < r1; i++) {
+        float *o = fptr(j->out) + i * d;
+        if (id[i] < 0 || id[i] >= table->ne1)
+            memset(o, 0, (size_t)d * sizeof *o);
+        else if (pl_dequant_row(table->type, (const char *)vptr(table) + id[i] * row, o, d))
+            atomic_store(&j->failed, 1);
+    }
+}
 
 static pl_status op_embed(pl_backend *be, const pl_buf *table, const pl_buf *ids, int64_t n,
                           pl_buf *out) {
-    (void)be;
+    ew_job j = {.a = table, .b = ids, .out = out};
+    atomic_init(&j.failed, 0);
+    pl_cpu_rows(cpu_of(be), n, table->ne0, embed_rows, &j);
+    if (!atomic_load(&j.failed)) return PL_OK;
+    /* again on this thread, for the error (a worker's is lost with its thread) */
     const int32_t *id = vptr(ids);
     int64_t d = table->ne0, row = pl_row_size(table->type, d);
     for (int64_t i = 0; i < n; i++) {
-        float *o = fptr(out) + i * d;
-        if (id[i] < 0 || id[i] >= table->ne1) {
-            memset(o, 0, (size_t)d * sizeof *o);
-            continue;
-        }
-        pl_status s = pl_dequant_row(table->type, (const char *)vptr(table) + id[i] * row, o, d);
+        if (id[i] < 0 || id[i] >= table->ne1) continue;
+        pl_status s = pl_dequant_row(table->type, (const char *)vptr(table) + id[i] * row,
+                                     fptr(out) + i * d, d);
         if (s) return s;
     }
-    return PL_OK;
+    return pl_fail(PL_ERR_FORMAT, "embed: a row could not be read");
+}
+
+static void rms_norm_rows(void *ctx, int64_t r0, int64_t r1) {
+    const ew_job *j = ctx;
+    const float *wv = fptr(j->b);
+    int64_t cols = j->cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = fptr(j->a) + r * cols;
+        float *o = fptr(j->out) + r * cols;
+        double ss = 0; /* in double: rows can be thousands wide */
+        for (int64_t i = 0; i < cols; i++) ss += (double)xr[i] * xr[i];
+        float scale = (float)(1.0 / sqrt(ss / (double)cols + j->eps));
+        for (int64_t i = 0; i < cols; i++) o[i] = (xr[i] * scale) * wv[i];
+    }
 }
 
 static pl_status op_rms_norm(pl_backend *be, const pl_buf *x, const pl_buf *w, int64_t rows,
                              int64_t cols, float eps, pl_buf *out) {
-    (void)be;
-    const float *wv = fptr(w);
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = fptr(x) + r * cols;
-        float *o = fptr(out) + r * cols;
-        double ss = 0; /* in double: rows can be thousands wide */
-        for (int64_t i = 0; i < cols; i++) ss += (double)xr[i] * xr[i];
-        float scale = (float)(1.0 / sqrt(ss / (double)cols + eps));
-        for (int64_t i = 0; i < cols; i++) o[i] = (xr[i] * scale) * wv[i];
-    }
+    ew_job j = {.a = x, .b = w, .out = out, .cols = cols, .eps = eps};
+    pl_cpu_rows(cpu_of(be), rows, cols, rms_norm_rows, &j);
     return PL_OK;
+}
+
+static void add_values(void *ctx, int64_t i0, int64_t i1) {
+    const ew_job *j = ctx;
+    const float *av = fptr(j->a), *bv = fptr(j->b);
+    float *o = fptr(j->out);
+    for (int64_t i = i0; i < i1; i++) o[i] = av[i] + bv[i];
 }
 
 static pl_status op_add(pl_backend *be, const pl_buf *a, const pl_buf *b, int64_t count,
                         pl_buf *out) {
-    (void)be;
-    const float *av = fptr(a), *bv = fptr(b);
-    float *o = fptr(out);
-    for (int64_t i = 0; i < count; i++) o[i] = av[i] + bv[i];
+    ew_job j = {.a = a, .b = b, .out = out};
+    pl_cpu_rows(cpu_of(be), count, 1, add_values, &j);
     return PL_OK;
 }
 
-static pl_status op_rope(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0,
-                         const pl_rope_params *p) {
-    (void)be;
+static void rope_rows(void *ctx, int64_t r0, int64_t r1) {
+    const ew_job *j = ctx;
+    const pl_rope_params *p = j->rope;
     int half = p->rope_dim / 2;
     const float *factors = p->factors ? fptr(p->factors) : NULL;
-    double *cs = malloc(sizeof(double) * 2 * (size_t)half);
-    if (!cs) return pl_fail(PL_ERR_NOMEM, "out of memory in rope");
     int64_t row = (int64_t)p->n_heads * p->head_dim;
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = r0; i < r1; i++) {
         /* theta_j = pos * scale * base^(-2j/rope_dim) / factor_j, in double: the float64
          * reference computes it so, and float rounding at large positions is visible. */
-        double pos = (double)(pos0 + i) * p->freq_scale;
-        for (int j = 0; j < half; j++) {
-            double th = pos * pow(p->theta_base, -2.0 * j / p->rope_dim);
-            if (factors) th /= factors[j];
-            cs[2 * j] = cos(th);
-            cs[2 * j + 1] = sin(th);
-        }
-        for (int h = 0; h < p->n_heads; h++) {
-            float *v = fptr(x) + i * row + (int64_t)h * p->head_dim;
-            for (int j = 0; j < half; j++) {
-                int a = p->mode == PL_ROPE_NEOX ? j : 2 * j;
-                int b = p->mode == PL_ROPE_NEOX ? j + half : 2 * j + 1;
-                double c = cs[2 * j], s = cs[2 * j + 1];
+        double pos = (double)(j->pos0 + i) * p->freq_scale;
+        float *v0 = fptr(j->out) + i * row;
+        for (int k = 0; k < half; k++) {
+            double th = pos * j->freq[k];
+            if (factors) th /= factors[k];
+            double c = cos(th), s = sin(th);
+            int a = p->mode == PL_ROPE_NEOX ? k : 2 * k;
+            int b = p->mode == PL_ROPE_NEOX ? k + half : 2 * k + 1;
+            for (int h = 0; h < p->n_heads; h++) {
+                float *v = v0 + (int64_t)h * p->head_dim;
                 float x0 = v[a], x1 = v[b];
                 v[a] = (float)(x0 * c - x1 * s);
                 v[b] = (float)(x0 * s + x1 * c);
             }
         }
     }
-    free(cs);
+}
+
+static pl_status op_rope(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0,
+                         const pl_rope_params *p) {
+    int half = p->rope_dim / 2;
+    /* base^(-2j/rope_dim), once a call: the same for every position */
+    double *freq = malloc(sizeof(double) * (size_t)(half ? half : 1));
+    if (!freq) return pl_fail(PL_ERR_NOMEM, "out of memory in rope");
+    for (int k = 0; k < half; k++) freq[k] = pow(p->theta_base, -2.0 * k / p->rope_dim);
+    ew_job j = {.out = x, .pos0 = pos0, .rope = p, .freq = freq};
+    /* a row: a sine and cosine per pair, and the pairs' rotations */
+    pl_cpu_rows(cpu_of(be), n, (int64_t)p->n_heads * p->head_dim + 8 * half, rope_rows, &j);
+    free(freq);
     return PL_OK;
+}
+
+/* n values to half precision as pl_f32_to_f16 makes them: with F16C, 8 at a time where none
+ * of the 8 is NaN (the hardware rounds to nearest even as it does, overflow and subnormals
+ * included, but keeps a NaN's payload where it makes 0x7e00). */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+__attribute__((target("avx2,f16c"))) static void to_half_avx2(const float *s, uint16_t *c,
+                                                              int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(s + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))) {
+            for (int k = 0; k < 8; k++) c[i + k] = pl_f32_to_f16(s[i + k]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(c + i),
+                         _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; i < n; i++) c[i] = pl_f32_to_f16(s[i]);
+}
+#endif
+
+static void to_half(const float *s, uint16_t *c, int64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (pl_cpu_have_avx2()) {
+        to_half_avx2(s, c, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) c[i] = pl_f32_to_f16(s[i]);
+}
+
+static void kv_store_rows(void *ctx, int64_t r0, int64_t r1) {
+    const ew_job *j = ctx;
+    const pl_buf *cache = j->out;
+    int64_t d = cache->ne0, e0 = (j->pos0 + r0) * d, count = (r1 - r0) * d;
+    const float *s = fptr(j->a) + r0 * d;
+    if (cache->type == PL_TYPE_F32) {
+        memcpy(fptr(cache) + e0, s, (size_t)count * sizeof(float));
+    } else if (cache->type == PL_TYPE_Q8_0) { /* rows are whole blocks: one run of them */
+        pl_quant_act_q8_0(s, count, q8_quants(cache) + e0, q8_scales(cache) + e0 / 32);
+    } else {
+        to_half(s, (uint16_t *)vptr(cache) + e0, count);
+    }
 }
 
 static pl_status op_kv_store(pl_backend *be, const pl_buf *src, int64_t n, int64_t pos0,
                              pl_buf *cache) {
-    (void)be;
-    int64_t d = cache->ne0;
-    const float *s = fptr(src);
-    if (cache->type == PL_TYPE_F32) {
-        memcpy(fptr(cache) + pos0 * d, s, (size_t)(n * d) * sizeof(float));
-    } else if (cache->type == PL_TYPE_Q8_0) { /* rows are whole blocks: one run of them */
-        pl_quant_act_q8_0(s, n * d, q8_quants(cache) + pos0 * d, q8_scales(cache) + pos0 * d / 32);
-    } else {
-        uint16_t *c = (uint16_t *)vptr(cache) + pos0 * d;
-        for (int64_t i = 0; i < n * d; i++) c[i] = pl_f32_to_f16(s[i]);
-    }
+    ew_job j = {.a = src, .out = cache, .pos0 = pos0};
+    pl_cpu_rows(cpu_of(be), n, cache->ne0, kv_store_rows, &j);
     return PL_OK;
 }
 
@@ -198,12 +320,17 @@ static pl_status op_kv_store_cols(pl_backend *be, const pl_buf *src, int64_t n, 
     return PL_OK;
 }
 
+static void swiglu_values(void *ctx, int64_t i0, int64_t i1) {
+    const ew_job *j = ctx;
+    const float *g = fptr(j->a), *u = fptr(j->b);
+    float *o = fptr(j->out);
+    for (int64_t i = i0; i < i1; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 static pl_status op_swiglu(pl_backend *be, const pl_buf *gate, const pl_buf *up, int64_t count,
                            pl_buf *out) {
-    (void)be;
-    const float *g = fptr(gate), *u = fptr(up);
-    float *o = fptr(out);
-    for (int64_t i = 0; i < count; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    ew_job j = {.a = gate, .b = up, .out = out};
+    pl_cpu_rows(cpu_of(be), count, 1, swiglu_values, &j);
     return PL_OK;
 }
 
@@ -265,6 +392,11 @@ static pl_status op_fuse(pl_backend *be, unsigned kinds) {
 
 static void destroy(pl_backend *be) {
     cpu_backend *c = cpu_of(be);
+    if (c->per_thread)
+        for (int i = 0; i < pl_pool_threads(c->pool); i++) free(c->per_thread[i].p);
+    free(c->per_thread);
+    free(c->act.p);
+    free(c->pack.p);
     pl_pool_free(c->pool);
     free(c);
 }
@@ -314,12 +446,21 @@ pl_status pl_cpu_new(int n_threads, pl_backend **out) {
         free(c);
         return s;
     }
+    c->per_thread = calloc((size_t)pl_pool_threads(c->pool), sizeof *c->per_thread);
+    if (!c->per_thread) {
+        destroy(&c->base);
+        return pl_fail(PL_ERR_NOMEM, "out of memory for the CPU backend");
+    }
+    c->l2_bytes = 1 << 20;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 >= 65536 && l2 <= (64l << 20)) c->l2_bytes = l2;
+#endif
     for (uint32_t i = 0; i < 65536; i++) c->f16[i] = pl_f16_to_f32((uint16_t)i);
     c->base.m = &cpu_methods;
     c->base.name = "cpu";
     if ((s = pl_be_check_methods(&c->base))) {
-        pl_pool_free(c->pool);
-        free(c);
+        destroy(&c->base);
         return s;
     }
     int nt = pl_pool_threads(c->pool);

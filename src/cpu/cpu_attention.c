@@ -15,8 +15,9 @@
    - Q8_0 cache: each key and value dequantised (int8 quant x its block's f16 scale, exact
  *     in float32), then the F32 cache's arithmetic.
  * Each output value is computed by one thread in one fixed order, so the thread count
- * never changes a result. On x86 with AVX2 + F16C (chosen at run time) and on arm64 (NEON)
- * the F16 path runs many lanes at a time with the same bits (attend_f16_rows). */
+ * never changes a result. On x86 with AVX2 + F16C (16 lanes for the lane-wise operations
+ * with AVX-512 F; chosen at run time) and on arm64 (NEON) the F16 path runs many lanes at a
+ * time with the same bits (attend_f16_rows). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@
 #include "cpu_internal.h"
 
 typedef struct {
-    const cpu_backend *c;
+    cpu_backend *c;
     const pl_buf *q, *k, *v;
     pl_buf *out;
     int64_t n, pos0;
@@ -189,6 +190,44 @@ __attribute__((target("avx2,f16c"))) static void dots_avx2(const float *qh, cons
     }
 }
 static const attn_ops ops_avx2 = {from_half_avx2, round_avx2, scale_avx2, axpy_avx2, dots_avx2};
+
+/* The lane-wise operations on AVX-512 F: 16 lanes, then 8 (head sizes 8 past a multiple of
+ * 16) as above; each lane the same operations, so the same bits. The key dots stay
+ * dots_avx2's (their eight partial sums a head are pl_cpu_dot's). */
+#define AVX512_TARGET __attribute__((target("avx512f,avx2,f16c")))
+AVX512_TARGET static inline __m512 round_half16(__m512 x) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+AVX512_TARGET static void from_half_avx512(float *dst, const uint16_t *src, int64_t n) {
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16)
+        _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + d))));
+    if (d < n) from_half_avx2(dst + d, src + d, n - d);
+}
+AVX512_TARGET static void round_avx512(float *dst, const float *src, int64_t n) {
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16) _mm512_storeu_ps(dst + d, round_half16(_mm512_loadu_ps(src + d)));
+    if (d < n) round_avx2(dst + d, src + d, n - d);
+}
+AVX512_TARGET static void scale_avx512(float *a, float r, int64_t n) {
+    __m512 r16 = _mm512_set1_ps(r);
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16)
+        _mm512_storeu_ps(a + d, round_half16(_mm512_mul_ps(_mm512_loadu_ps(a + d), r16)));
+    if (d < n) scale_avx2(a + d, r, n - d);
+}
+AVX512_TARGET static void axpy_avx512(float *a, const float *v, float w, int64_t n) {
+    __m512 w16 = _mm512_set1_ps(w);
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16) {
+        __m512 x =
+            _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + d), w16), _mm512_loadu_ps(a + d));
+        _mm512_storeu_ps(a + d, round_half16(x));
+    }
+    if (d < n) axpy_avx2(a + d, v + d, w, n - d);
+}
+static const attn_ops ops_avx512 = {from_half_avx512, round_avx512, scale_avx512, axpy_avx512,
+                                    dots_avx2};
 #endif
 
 #if defined(__aarch64__)
@@ -286,6 +325,11 @@ __attribute__((target("avx2,f16c"))) static void rows_avx2(const attn_job *j, co
                                                            int64_t o_stride, float *scratch) {
     attend_f16_rows(&ops_avx2, j, q, q_stride, nr, g, kvh, n_keys0, o, o_stride, scratch);
 }
+AVX512_TARGET static void rows_avx512(const attn_job *j, const float *q, int64_t q_stride,
+                                      int64_t nr, int64_t g, int64_t kvh, int64_t n_keys0, float *o,
+                                      int64_t o_stride, float *scratch) {
+    attend_f16_rows(&ops_avx512, j, q, q_stride, nr, g, kvh, n_keys0, o, o_stride, scratch);
+}
 #endif
 #if defined(__aarch64__)
 static void rows_neon(const attn_job *j, const float *q, int64_t q_stride, int64_t nr, int64_t g,
@@ -299,6 +343,7 @@ static void rows_neon(const attn_job *j, const float *q, int64_t q_stride, int64
 static attn_rows_fn *attn_vector(const attn_job *j) {
     if (j->k->type != PL_TYPE_F16 || j->p->head_dim % 8 || j->p->head_dim_v % 8) return NULL;
 #ifdef PL_ATTN_X86
+    if (pl_cpu_have_avx512f()) return rows_avx512;
     if (pl_cpu_have_avx2()) return rows_avx2;
 #endif
 #if defined(__aarch64__)
@@ -309,7 +354,7 @@ static attn_rows_fn *attn_vector(const attn_job *j) {
 
 /* One work item: the group of query heads of kv head kvh, for query row i (or ATTN_ROWS
  * rows from i on the vector path). */
-static void attn_item(void *ctx, int64_t item) {
+static void attn_item(void *ctx, int64_t item, int thread) {
     attn_job *j = ctx;
     const pl_attn_params *p = j->p;
     int64_t g = p->n_head / p->n_head_kv, nr = attn_vector(j) ? ATTN_ROWS : 1;
@@ -323,7 +368,7 @@ static void attn_item(void *ctx, int64_t item) {
     bool f16 = j->k->type == PL_TYPE_F16;
     size_t need = !f16 ? (size_t)(n_keys + hdv + (hd > hdv ? hd : hdv))
                        : (size_t)(nr * g * hd + hd + hdv + nr * g * hdv + 3 * nr * g);
-    float *scratch = malloc(sizeof(float) * need);
+    float *scratch = pl_cpu_scratch(&j->c->per_thread[thread], sizeof(float) * need);
     if (!scratch) {
         atomic_store(&j->failed, 1);
         return;
@@ -340,7 +385,6 @@ static void attn_item(void *ctx, int64_t item) {
         else
             attend_f16(j, q, g, kvh, n_keys, o, scratch);
     }
-    free(scratch);
 }
 
 pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
@@ -353,7 +397,7 @@ pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cach
     int64_t rows = attn_vector(&j) ? ATTN_ROWS : 1, items = (n + rows - 1) / rows * p->n_head_kv;
     int64_t work = n * p->n_head * (pos0 + n) * (p->head_dim + p->head_dim_v);
     if (work < CPU_PAR_MIN_WORK) {
-        for (int64_t it = 0; it < items; it++) attn_item(&j, it);
+        for (int64_t it = 0; it < items; it++) attn_item(&j, it, 0);
     } else {
         pl_pool_run(c->pool, items, attn_item, &j);
     }

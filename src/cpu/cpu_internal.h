@@ -21,9 +21,26 @@ typedef struct {
     bool owned;
 } cpu_buf;
 
+/* Memory kept between ops and grown when an op needs more: a fresh malloc per op (often
+ * mmap'd afresh, past glibc's threshold) paid its page faults again every time, about 4% of
+ * a prompt's time. */
+typedef struct {
+    void *p;
+    size_t cap;
+} cpu_scratch;
+
+/* s's memory, at least bytes of it (contents not kept when it grows), or NULL (no memory). */
+void *pl_cpu_scratch(cpu_scratch *s, size_t bytes);
+
 typedef struct {
     pl_backend base; /* must be first */
     pl_pool *pool;
+    /* The matmuls' quantised activations and the GEMM's packed ones (used by the calling
+     * thread between pool jobs: the backend serves one thread at a time, pooled.h), and
+     * each pool thread's own (per_thread[thread], pl_pool_fn's thread) for its work items:
+     * unpacked weight rows, dequantised rows, attention's rows. */
+    cpu_scratch act, pack, *per_thread;
+    int64_t l2_bytes; /* the L2 cache's size (1 MiB where the system does not say) */
     float f16[65536]; /* every half value as float: the KV cache is read through it */
 } cpu_backend;
 
@@ -49,6 +66,15 @@ static inline uint16_t *q8_scales(const pl_buf *b) {
 /* The work of a job below this many multiply-adds runs on the caller's thread alone:
  * waking the pool costs more than it saves. */
 #define CPU_PAR_MIN_WORK 32768
+
+/* A row-wise op's rows [r0, r1) (ctx: the op's arguments). */
+typedef void pl_cpu_rows_fn(void *ctx, int64_t r0, int64_t r1);
+/* fn over rows [0, rows): on the caller's thread in one call when rows * row_work (the
+ * values one row touches) is below CPU_PAR_MIN_WORK (decode's small ops: waking the pool
+ * costs more), else split in contiguous ranges between the pool's threads. Every row is
+ * computed by exactly one call, the same way whatever the range it falls in, so the results
+ * do not depend on the thread count (backend_ops_test checks 1 against 4 threads). */
+void pl_cpu_rows(cpu_backend *c, int64_t rows, int64_t row_work, pl_cpu_rows_fn *fn, void *ctx);
 
 /* x rounded to the nearest half-precision value (ties to even), kept as a float: equal to
  * pl_f16_to_f32(pl_f32_to_f16(x)). Values in the normal half range take a bit trick (drop
@@ -94,6 +120,9 @@ extern int pl_cpu_no_vnni;
  * pl_cpu_no_avx512 is not set (tests). The same bits. */
 int pl_cpu_have_avx512vnni(void);
 extern int pl_cpu_no_avx512;
+/* Whether the f16 attention may take 16 lanes at a time (cpu_attention.c): the CPU and the
+ * OS have AVX-512 F, pl_cpu_have_avx2() holds, and pl_cpu_no_avx512 is not set. */
+int pl_cpu_have_avx512f(void);
 
 /* arm64's kernels (cpu_qdot_neon.c): 2 where the CPU has the ARMv8.2 dot product (SDOT,
  * HWCAP_ASIMDDP, asked once) and the build has SDOT kernels (PL_SDOT, cpu_neon.h), 1 for

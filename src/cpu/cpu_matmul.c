@@ -15,7 +15,8 @@
  * bit-identical to the one-row dot whatever the tile. Batches of GEMM_MIN_N rows or more
  * (prefill) take the GEMM instead where AVX2 or NEON (arm64) is present (mm_run_gemm): the
  * quantised rows are packed 8 columns to a group, each item's 4-row weight tiles unpacked
- * once and run past GEMM_GROUPS groups, the items split in row x column ranges; the same
+ * once and run past a column range of groups (at least GEMM_GROUPS, as many as half the L2
+ * holds), the items split in row x column ranges; the same
  * bits again. The activation rows are quantised (and packed) by the pool's threads.
  *
  * With act_q8 and a Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS weight, the same quantised rows meet the
@@ -37,6 +38,7 @@
 #include "cpu_internal.h"
 
 typedef struct {
+    cpu_backend *c; /* (its per-thread scratch) */
     const pl_buf *w, *x, *bias;
     const int8_t *xq;  /* act_q8: the quantised activation rows, and their block scales */
     const float *xd;   /* (the f16 scales widened once, not once per weight row) */
@@ -51,12 +53,12 @@ typedef struct {
     const int64_t *xrow, *orow;
     /* The prefill GEMM's packed activations (pl_cpu_gemm_pack; NULL: the tiles above), in
      * groups of 8 columns, the last one padded with its last column; items are (row range,
-     * column range): cols_items column ranges of GEMM_GROUPS groups for each row range. */
+     * column range): col_items column ranges of col_groups groups for each row range. */
     int8_t *pq;
     float *pd;
     int32_t *ps;
     int16_t *kps; /* (the K-quants' GEMM: pl_cpu_kgemm_pack's sums; pq and pd as above) */
-    int64_t groups, col_items;
+    int64_t groups, col_items, col_groups; /* col_groups: groups a column range */
     pl_buf *out;
     int64_t n, rows_per_item;
     bool accumulate;
@@ -80,8 +82,8 @@ static inline int64_t out_row(const mm_job *j, int64_t i) {
  * while the item's weight rows pass over them. */
 #define MM_COLS 16
 
-/* The GEMM (mm_run_gemm) takes batches of at least GEMM_MIN_N rows, GEMM_GROUPS groups of
- * 8 columns an item. */
+/* The GEMM (mm_run_gemm) takes batches of at least GEMM_MIN_N rows, at least GEMM_GROUPS
+ * groups of 8 columns an item. */
 #define GEMM_MIN_N  8
 #define GEMM_GROUPS 16 /* 8 before the AVX-512 tiles: fewer unpacks of each weight tile */
 /* What the act_q8 items read of their job. */
@@ -112,6 +114,32 @@ static inline void put_out(const mm_job *j, const q8_view *m, int64_t i, int64_t
     float *o = m->out + out_row(j, i) * m->n_out + r;
     v += m->bias ? m->bias[r] : 0.0f;
     *o = j->accumulate ? *o + v : v;
+}
+
+/* A GEMM tile's outputs (pl_cpu_gemm_tile's layout: sums[(t / 8) * 32 + a * 8 + t % 8] for
+ * column t of nc and weight row a of nr) for batch rows i0.. and weight rows r..: each
+ * value as put_out makes it. Without a row map, a column's 4 outputs are contiguous and
+ * written together, the bias and accumulate choices made once a tile rather than per
+ * value (the bias, or 0: v + 0.0f as put_out, which makes -0 +0). */
+static inline void put_tile(const mm_job *j, const q8_view *m, int64_t i0, int nc, int64_t r,
+                            int nr, const float *sums) {
+    if (j->orow || nr < 4) {
+        for (int t = 0; t < nc; t++)
+            for (int a = 0; a < nr; a++)
+                put_out(j, m, i0 + t, r + a, sums[(t / 8) * 32 + a * 8 + t % 8]);
+        return;
+    }
+    float b[4] = {0, 0, 0, 0};
+    if (m->bias) memcpy(b, m->bias + r, sizeof b);
+    float *o = m->out + i0 * m->n_out + r;
+    for (int t = 0; t < nc; t++, o += m->n_out) {
+        const float *s = sums + (t / 8) * 32 + t % 8;
+        float v[4] = {s[0] + b[0], s[8] + b[1], s[16] + b[2], s[24] + b[3]};
+        if (j->accumulate)
+            for (int a = 0; a < 4; a++) o[a] = o[a] + v[a];
+        else
+            memcpy(o, v, sizeof v);
+    }
 }
 
 static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
@@ -179,10 +207,11 @@ static void mm_item_k(const mm_job *j, int64_t r0, int64_t r1) {
 
 /* The GEMM: rows r0..r1 against column groups g0..g1, 4 weight rows (unpacked once) x 8
  * columns a tile. */
-static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1) {
+static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1,
+                         cpu_scratch *scratch) {
     q8_view m = q8_view_of(j);
     int64_t nb = m.nb;
-    unsigned char *wu = malloc((size_t)nb * 4 * (64 + sizeof(float)));
+    unsigned char *wu = pl_cpu_scratch(scratch, (size_t)nb * 4 * (64 + sizeof(float)));
     if (!wu) {
         atomic_store(&j->failed, 1);
         return;
@@ -201,20 +230,19 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
                              j->ps + g * nb * 8, sums);
             /* column g * 8 + t: its nr outputs are contiguous */
             int nc = j->n - g * 8 < 8 * ng ? (int)(j->n - g * 8) : 8 * ng;
-            for (int t = 0; t < nc; t++)
-                for (int a = 0; a < nr; a++)
-                    put_out(j, &m, g * 8 + t, r + a, sums[(t / 8) * 32 + a * 8 + t % 8]);
+            put_tile(j, &m, g * 8, nc, r, nr, sums);
         }
     }
-    free(wu);
 }
 
 /* The K-quants' GEMM: as mm_item_gemm, on pl_cpu_kgemm_*'s layouts. */
-static void mm_item_kgemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1) {
+static void mm_item_kgemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t g1,
+                          cpu_scratch *scratch) {
     q8_view m = q8_view_of(j);
     int64_t nsb = m.k / 256;
     uint32_t t = j->w->type;
-    uint8_t *wq = malloc((size_t)nsb * 4 * (256 + 16 * sizeof(int16_t) + 2 * sizeof(float)));
+    uint8_t *wq =
+        pl_cpu_scratch(scratch, (size_t)nsb * 4 * (256 + 16 * sizeof(int16_t) + 2 * sizeof(float)));
     if (!wq) {
         atomic_store(&j->failed, 1);
         return;
@@ -232,22 +260,20 @@ static void mm_item_kgemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t
             pl_cpu_kgemm_tile(t, ng, wq, wsc, wd, nsb, j->pq + g * nsb * 2048, j->pd + g * nsb * 8,
                               j->kps + g * nsb * 128, sums);
             int nc = j->n - g * 8 < 8 * ng ? (int)(j->n - g * 8) : 8 * ng;
-            for (int c = 0; c < nc; c++)
-                for (int a = 0; a < nr; a++)
-                    put_out(j, &m, g * 8 + c, r + a, sums[(c / 8) * 32 + a * 8 + c % 8]);
+            put_tile(j, &m, g * 8, nc, r, nr, sums);
         }
     }
-    free(wq);
 }
 
-static void mm_item(void *ctx, int64_t item) {
+static void mm_item(void *ctx, int64_t item, int thread) {
     mm_job *j = ctx;
+    cpu_scratch *scratch = &j->c->per_thread[thread];
     if (j->pq) {
         int64_t rc = item / j->col_items, cc = item % j->col_items;
         int64_t r0 = rc * j->rows_per_item, r1 = r0 + j->rows_per_item;
-        int64_t g0 = cc * GEMM_GROUPS, g1 = g0 + GEMM_GROUPS;
+        int64_t g0 = cc * j->col_groups, g1 = g0 + j->col_groups;
         (j->kq ? mm_item_kgemm : mm_item_gemm)(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1, g0,
-                                               g1 < j->groups ? g1 : j->groups);
+                                               g1 < j->groups ? g1 : j->groups, scratch);
         return;
     }
     if (j->xq || j->kq) {
@@ -263,7 +289,8 @@ static void mm_item(void *ctx, int64_t item) {
     const float *x = fptr(j->x), *bias = j->bias ? fptr(j->bias) : NULL;
     float *out = fptr(j->out);
     float *tmp = NULL;
-    if (j->w->type != PL_TYPE_F32 && !(tmp = malloc((size_t)(k * MM_BLOCK) * sizeof *tmp))) {
+    if (j->w->type != PL_TYPE_F32 &&
+        !(tmp = pl_cpu_scratch(scratch, (size_t)(k * MM_BLOCK) * sizeof *tmp))) {
         atomic_store(&j->failed, 1);
         return;
     }
@@ -276,7 +303,6 @@ static void mm_item(void *ctx, int64_t item) {
             if (tmp) {
                 if (pl_dequant_row(j->w->type, src, tmp + b * k, k)) {
                     atomic_store(&j->failed, 1);
-                    free(tmp);
                     return;
                 }
                 rows[b] = tmp + b * k;
@@ -291,7 +317,6 @@ static void mm_item(void *ctx, int64_t item) {
             }
         }
     }
-    free(tmp);
 }
 
 /* act_q8 (backend.h): Q4_0/Q8_0 weights and those of pl_cpu_qdot_more_type (Q4_1, Q5_0,
@@ -307,7 +332,7 @@ static int wants_q8(const pl_backend *be, const pl_buf *w) {
 /* The act_q8 activations: the first n rows of x (k values each) quantised to Q8_0 blocks,
  * q [n*k], the block scales widened to float, d [n*k/32], and each block's sum of its
  * quants, s [n*k/32]; or (kind 2) per 256 values, d [n*k/256] and the sums of 16, s16
- * [n*k/16]; one allocation (q8act_free). */
+ * [n*k/16]; in the backend's act scratch. */
 typedef struct {
     int8_t *q;
     float *d;
@@ -323,11 +348,6 @@ static void q8act_use(mm_job *j, const q8act *a) {
         j->xq = a->q, j->xd = a->d, j->xs = a->s;
 }
 
-static void q8act_free(q8act *a) {
-    free(a->d);
-    *a = (q8act){0};
-}
-
 /* Rows of quantise_rows' job, a pool item each. */
 typedef struct {
     const float *x;
@@ -335,7 +355,8 @@ typedef struct {
     q8act *a;
 } quant_job;
 
-static void quant_item(void *ctx, int64_t i) {
+static void quant_item(void *ctx, int64_t i, int thread) {
+    (void)thread;
     const quant_job *j = ctx;
     const q8act *a = j->a;
     const float *x = j->x + i * j->k;
@@ -355,7 +376,7 @@ static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64
     /* floats and sums first (aligned), then the quants */
     size_t head = kind == 2 ? (size_t)nst * (sizeof(float) + 16 * sizeof(int16_t))
                             : (size_t)nbt * (sizeof(float) + sizeof(int32_t));
-    char *mem = malloc(head + (size_t)(n * k) + 1);
+    char *mem = pl_cpu_scratch(&c->act, head + (size_t)(n * k) + 1);
     *a = (q8act){0};
     if (!mem) return pl_fail(PL_ERR_NOMEM, "matmul: out of memory");
     a->d = (float *)mem;
@@ -368,14 +389,15 @@ static pl_status quantise_rows(cpu_backend *c, const pl_buf *x, int64_t n, int64
     }
     quant_job j = {fptr(x), k, a};
     if (n * k < CPU_PAR_MIN_WORK) /* decode: not worth waking the pool */
-        for (int64_t i = 0; i < n; i++) quant_item(&j, i);
+        for (int64_t i = 0; i < n; i++) quant_item(&j, i, 0);
     else
         pl_pool_run(c->pool, n, quant_item, &j);
     return PL_OK;
 }
 
 /* One group of 8 columns of j's quantised rows into the GEMM's layout. */
-static void pack_item(void *ctx, int64_t g) {
+static void pack_item(void *ctx, int64_t g, int thread) {
+    (void)thread;
     mm_job *j = ctx;
     int64_t k = j->w->ne0, nb = k / 32;
     if (j->kq) {
@@ -403,7 +425,7 @@ static void pack_item(void *ctx, int64_t g) {
 
 /* The GEMM for j if it pays (a batch of at least GEMM_MIN_N rows, AVX2 or NEON) and its
  * packed activations fit in memory (else the tiles do the job); run, true, or false. The
- * work is split in 2-D: column ranges of GEMM_GROUPS groups (their packed activations stay
+ * work is split in 2-D: column ranges of col_groups groups (their packed activations stay
  * in cache while the range's weight rows pass) x row ranges of whole 4-row tiles, about 4 x
  * threads items in all. */
 static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
@@ -416,7 +438,7 @@ static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
      * or per 256 values (K-quants: a float and 128 int16) */
     size_t per = j->kq ? 256 + (8 * sizeof(float) + 128 * sizeof(int16_t)) / 8
                        : 256 + 8 * sizeof(float) + 8 * sizeof(int32_t);
-    char *mem = malloc((size_t)(j->groups * nb) * per);
+    char *mem = pl_cpu_scratch(&c->pack, (size_t)(j->groups * nb) * per);
     if (!mem) return false;
     j->pd = (float *)mem;
     if (j->kq) {
@@ -428,13 +450,16 @@ static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
     }
     int threads = pl_pool_threads(c->pool);
     pl_pool_run(c->pool, j->groups, pack_item, j);
-    j->col_items = (j->groups + GEMM_GROUPS - 1) / GEMM_GROUPS;
+    /* Each column range unpacks every weight tile again: ranges as wide as half the L2
+     * holds of packed activations, at least GEMM_GROUPS groups, whole pairs of groups. */
+    int64_t fit = c->l2_bytes / 2 / ((int64_t)per * nb) / 2 * 2;
+    j->col_groups = fit > GEMM_GROUPS ? fit : GEMM_GROUPS;
+    j->col_items = (j->groups + j->col_groups - 1) / j->col_groups;
     int64_t row_items = (4 * threads + j->col_items - 1) / j->col_items;
     if (row_items > (n_out + 3) / 4) row_items = (n_out + 3) / 4;
     j->rows_per_item = ((n_out + row_items - 1) / row_items + 3) / 4 * 4;
     row_items = (n_out + j->rows_per_item - 1) / j->rows_per_item;
     pl_pool_run(c->pool, row_items * j->col_items, mm_item, j);
-    free(mem);
     return true;
 }
 
@@ -454,7 +479,13 @@ static void mm_run(cpu_backend *c, mm_job *j) {
 
 pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
                         int64_t n, bool accumulate, pl_buf *out) {
-    mm_job j = {.w = w, .x = x, .bias = bias, .out = out, .n = n, .accumulate = accumulate};
+    mm_job j = {.c = cpu_of(be),
+                .w = w,
+                .x = x,
+                .bias = bias,
+                .out = out,
+                .n = n,
+                .accumulate = accumulate};
     atomic_init(&j.failed, 0);
     q8act a = {0};
     int kind = wants_q8(be, w);
@@ -464,7 +495,6 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
         q8act_use(&j, &a);
     }
     mm_run(cpu_of(be), &j);
-    q8act_free(&a);
     if (atomic_load(&j.failed))
         return pl_fail(PL_ERR_NOMEM, "matmul: out of memory or unreadable weights");
     return PL_OK;
@@ -509,14 +539,13 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
         if (m == 0) continue;
         cpu_buf view = {.h = *w, .data = (char *)vptr(w) + e * n_out * row_bytes};
         view.h.ne1 = n_out;
-        mm_job j = {.w = &view.h, .x = x, .out = out, .n = m};
+        mm_job j = {.c = cpu_of(be), .w = &view.h, .x = x, .out = out, .n = m};
         if (kind) q8act_use(&j, &a);
         j.xrow = xrow + start[e], j.orow = order + start[e];
         atomic_init(&j.failed, 0);
         mm_run(cpu_of(be), &j);
         failed = atomic_load(&j.failed);
     }
-    q8act_free(&a);
     free(start), free(order);
     if (st) return st;
     if (failed) return pl_fail(PL_ERR_NOMEM, "matmul_id: out of memory or unreadable weights");

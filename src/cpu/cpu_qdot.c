@@ -584,6 +584,16 @@ int pl_cpu_have_avx512vnni(void) {
 #endif
 }
 
+int pl_cpu_have_avx512f(void) {
+#ifdef PL_QDOT_X86
+    static int v = -1; /* benign race, as above */
+    if (v < 0) v = __builtin_cpu_supports("avx512f");
+    return v && !pl_cpu_no_avx512 && pl_cpu_have_avx2();
+#else
+    return 0;
+#endif
+}
+
 int pl_cpu_have_vnni(void) {
 #ifdef PL_QDOT_X86
     static int vnni = -1; /* benign race, as above */

@@ -2,7 +2,8 @@
  * depthwise convolution (ssm_conv) and the gated delta rule (delta_rule), as backend.h
  * defines them. The recurrence runs token by token in float32 state with double
  * accumulators for its dot products (the float64 reference is what the tests compare
- * with); value heads are independent and split across the pool's threads. */
+ * with); value heads are independent and split across the pool's threads, and so are
+ * sigmoid_mul's rows (pl_cpu_rows). */
 #include "cpu_internal.h"
 
 #include <math.h>
@@ -11,19 +12,30 @@ static float sigmoidf(float x) {
     return 1.0f / (1.0f + expf(-x));
 }
 
-pl_status pl_cpu_sigmoid_mul(pl_backend *be, const pl_buf *x, const pl_buf *g, int64_t rows,
-                             int64_t cols, int64_t g_cols, bool accumulate, pl_buf *out) {
-    (void)be;
-    const float *xv = fptr(x), *gv = fptr(g);
-    float *o = fptr(out);
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = xv + r * cols, *gr = gv + r * g_cols;
-        float *orow = o + r * cols;
+typedef struct {
+    const float *x, *g;
+    float *out;
+    int64_t cols, g_cols;
+    bool accumulate;
+} gate_job;
+
+static void sigmoid_mul_rows(void *ctx, int64_t r0, int64_t r1) {
+    const gate_job *j = ctx;
+    int64_t cols = j->cols, g_cols = j->g_cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = j->x + r * cols, *gr = j->g + r * g_cols;
+        float *orow = j->out + r * cols;
         for (int64_t c = 0; c < cols; c++) {
             float v = xr[c] * sigmoidf(gr[g_cols == 1 ? 0 : c]);
-            orow[c] = accumulate ? orow[c] + v : v;
+            orow[c] = j->accumulate ? orow[c] + v : v;
         }
     }
+}
+
+pl_status pl_cpu_sigmoid_mul(pl_backend *be, const pl_buf *x, const pl_buf *g, int64_t rows,
+                             int64_t cols, int64_t g_cols, bool accumulate, pl_buf *out) {
+    gate_job j = {fptr(x), fptr(g), fptr(out), cols, g_cols, accumulate};
+    pl_cpu_rows(cpu_of(be), rows, cols, sigmoid_mul_rows, &j);
     return PL_OK;
 }
 
@@ -90,7 +102,8 @@ static void l2norm(const float *x, int d, float eps, double scale, double *y) {
 }
 
 /* Value head h over all n tokens: its state rows are independent of every other head's. */
-static void delta_head(void *ctx, int64_t h) {
+static void delta_head(void *ctx, int64_t h, int thread) {
+    (void)thread;
     const delta_job *J = ctx;
     const pl_delta_params *p = J->p;
     int nk = p->n_k_heads, nv = p->n_v_heads, dk = p->d_k, dv = p->d_v;
@@ -147,7 +160,7 @@ pl_status pl_cpu_delta_rule(pl_backend *be, const pl_buf *qkv, const pl_buf *a, 
                    .p = p};
     double work = (double)n * p->n_v_heads * p->d_k * p->d_v * 4;
     if (work < CPU_PAR_MIN_WORK) {
-        for (int64_t h = 0; h < p->n_v_heads; h++) delta_head(&J, h);
+        for (int64_t h = 0; h < p->n_v_heads; h++) delta_head(&J, h, 0);
     } else {
         pl_pool_run(cpu_of(be)->pool, p->n_v_heads, delta_head, &J);
     }

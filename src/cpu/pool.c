@@ -34,9 +34,15 @@
 /* How long a waiting thread spins before it sleeps. */
 #define POOL_SPIN_NS 100000
 
+typedef struct {
+    pl_pool *p;
+    int index; /* the thread argument of its calls */
+} pool_worker;
+
 struct pl_pool {
     int n_threads; /* including the caller */
     pl_thread *threads;
+    pool_worker *workers; /* [n_threads - 1], each worker's argument */
     pl_mutex mu;
     pl_cond wake; /* a new job (or shutdown) */
     pl_cond done; /* the last worker finished the job */
@@ -85,16 +91,17 @@ static bool all_done(pl_pool *p, uint64_t unused) {
     return atomic_load(&p->n_busy) == 0;
 }
 
-static void drain(pl_pool *p) {
+static void drain(pl_pool *p, int thread) {
     for (;;) {
         int64_t i = atomic_fetch_add(&p->next, 1);
         if (i >= p->n_items) return;
-        p->fn(p->ctx, i);
+        p->fn(p->ctx, i, thread);
     }
 }
 
 static void *worker(void *arg) {
-    pl_pool *p = arg;
+    const pool_worker *me = arg;
+    pl_pool *p = me->p;
     uint64_t seen = 0;
     for (;;) {
         if (!spin_until(p, new_job, seen)) {
@@ -106,7 +113,7 @@ static void *worker(void *arg) {
         }
         if (atomic_load(&p->quit)) break;
         seen = atomic_load(&p->generation);
-        drain(p);
+        drain(p, me->index);
         if (atomic_fetch_sub(&p->n_busy, 1) == 1 && atomic_load(&p->caller_asleep)) {
             pl_mutex_lock(&p->mu);
             pl_cond_signal(&p->done);
@@ -133,12 +140,14 @@ pl_status pl_pool_new(int n_threads, pl_pool **out) {
     atomic_init(&p->next, 0);
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
-        if (!p->threads) {
+        p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
+        if (!p->threads || !p->workers) {
             pl_pool_free(p);
             return pl_fail(PL_ERR_NOMEM, "out of memory for the thread pool");
         }
         for (int i = 0; i < n_threads - 1; i++) {
-            if (pl_thread_start(&p->threads[i], worker, p) != 0) break;
+            p->workers[i] = (pool_worker){p, i + 1};
+            if (pl_thread_start(&p->threads[i], worker, &p->workers[i]) != 0) break;
             p->n_threads++;
         }
     }
@@ -157,6 +166,7 @@ void pl_pool_free(pl_pool *p) {
     pl_cond_destroy(&p->wake);
     pl_cond_destroy(&p->done);
     free(p->threads);
+    free(p->workers);
     free(p);
 }
 
@@ -167,7 +177,7 @@ int pl_pool_threads(const pl_pool *p) {
 void pl_pool_run(pl_pool *p, int64_t n_items, pl_pool_fn fn, void *ctx) {
     if (n_items <= 0) return;
     if (p->n_threads == 1 || n_items == 1) {
-        for (int64_t i = 0; i < n_items; i++) fn(ctx, i);
+        for (int64_t i = 0; i < n_items; i++) fn(ctx, i, 0);
         return;
     }
     /* every worker left the previous job (n_busy was 0), so the job can be rewritten */
@@ -182,7 +192,7 @@ void pl_pool_run(pl_pool *p, int64_t n_items, pl_pool_fn fn, void *ctx) {
         pl_cond_broadcast(&p->wake);
         pl_mutex_unlock(&p->mu);
     }
-    drain(p);
+    drain(p, 0);
     if (!spin_until(p, all_done, 0)) {
         pl_mutex_lock(&p->mu);
         atomic_store(&p->caller_asleep, 1);

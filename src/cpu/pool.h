@@ -1,8 +1,11 @@
 /* pool.h - a small fixed pool of worker threads that split one loop between them.
  *
- * pl_pool_run(p, n, fn, ctx) calls fn(ctx, i) for every i in [0, n) across the pool's
- * threads (the caller's thread included) and returns when all calls are done. Work items
- * are taken in order from a shared counter, so uneven items balance themselves. */
+ * pl_pool_run(p, n, fn, ctx) calls fn(ctx, i, thread) for every i in [0, n) across the
+ * pool's threads (the caller's thread included) and returns when all calls are done. Work
+ * items are taken in order from a shared counter, so uneven items balance themselves.
+ * thread (0 for the caller, 1 .. pl_pool_threads - 1 for the workers) says which thread runs
+ * the call: no two calls running at once have the same one, so it can pick per-thread
+ * scratch memory. */
 #ifndef PL_CPU_POOL_H
 #define PL_CPU_POOL_H
 
@@ -11,7 +14,7 @@
 #include "../base/status.h"
 
 typedef struct pl_pool pl_pool;
-typedef void (*pl_pool_fn)(void *ctx, int64_t item);
+typedef void (*pl_pool_fn)(void *ctx, int64_t item, int thread);
 
 /* n_threads counts the caller: 1 starts no thread at all. Threads that cannot be started
  * (none ever can on wasm32, base/thread.h) are left out: pl_pool_threads says how many run. */

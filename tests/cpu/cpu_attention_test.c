@@ -1,5 +1,5 @@
 /* cpu_attention_test.c - the CPU attention's vector path over F16 caches (cpu_attention.c:
- * AVX2 + F16C on x86, NEON on arm64) gives the same bits as its portable path
+ * AVX-512 F, AVX2 + F16C on x86, NEON on arm64) gives the same bits as its portable path
  * (pl_cpu_portable set), on random shapes: grouped heads, head sizes that are multiples of
  * 8 (the vector path) and not (the portable path both times), prompt batches of 1..13 rows
  * (the vector path takes 4 query rows at a time: whole blocks and short ones) after a
@@ -22,7 +22,8 @@ static float frand(float lo, float hi) {
     return lo + (hi - lo) * (float)(rnd() % 1000000) / 1000000.0f;
 }
 
-/* The attention of one random case on be, portable or not; malloc'd output. */
+/* The attention of one random case on be, on the portable path (portable 1), the best vector
+ * one (0), or the best short of AVX-512 (2: AVX2 on x86); malloc'd output. */
 static float *attend(pl_backend *be, int portable, const pl_attn_params *p, int n, int pos0,
                      const float *q, const uint16_t *k, const uint16_t *v) {
     int n_ctx = pos0 + n, kd = p->n_head_kv * p->head_dim, vd = p->n_head_kv * p->head_dim_v;
@@ -38,9 +39,9 @@ static float *attend(pl_backend *be, int portable, const pl_attn_params *p, int 
         pl_be_write(bq, 0, q, (int64_t)n * p->n_head * p->head_dim * 4);
         pl_be_write(bk, 0, k, (int64_t)n_ctx * kd * 2);
         pl_be_write(bv, 0, v, (int64_t)n_ctx * vd * 2);
-        pl_cpu_portable = portable;
+        pl_cpu_portable = portable == 1, pl_cpu_no_avx512 = portable == 2;
         CHECK(pl_be_attention(bq, bk, bv, n, pos0, p, bo) == PL_OK, "%s", pl_last_error());
-        pl_cpu_portable = 0;
+        pl_cpu_portable = pl_cpu_no_avx512 = 0;
         CHECK(pl_be_read(bo, 0, out, (int64_t)n * od * 4) == PL_OK, "%s", pl_last_error());
     }
     pl_be_buf_free(bq), pl_be_buf_free(bk), pl_be_buf_free(bv), pl_be_buf_free(bo);
@@ -159,7 +160,9 @@ static void run_tests(void) {
     CHECK(pl_cpu_new(1, &be1) == PL_OK && pl_cpu_new(3, &be3) == PL_OK, "%s", pl_last_error());
     if (!be1 || !be3) return;
     static const int dims[] = {8, 16, 64, 128, 12, 40};
-    int bad_simd = 0, bad_threads = 0, cases = 0, vector_cases = 0;
+    int bad_simd = 0, bad_avx2 = 0, bad_threads = 0, cases = 0, vector_cases = 0;
+    printf("dispatch: avx2 %d, avx512f %d, neon level %d\n", pl_cpu_have_avx2(),
+           pl_cpu_have_avx512f(), pl_cpu_neon_level());
     for (int iter = 0; iter < 60; iter++) {
         pl_attn_params p = {.n_head_kv = 1 + (int)(rnd() % 4)};
         p.n_head = p.n_head_kv * (1 + (int)(rnd() % 3));
@@ -178,14 +181,19 @@ static void run_tests(void) {
         float *port = attend(be1, 1, &p, n, pos0, q, k, v);
         float *simd = attend(be1, 0, &p, n, pos0, q, k, v);
         float *simd3 = attend(be3, 0, &p, n, pos0, q, k, v);
+        float *avx2 = attend(be1, 2, &p, n, pos0, q, k, v);
         size_t bytes = sizeof(float) * (size_t)n * p.n_head * p.head_dim_v;
         bad_simd += memcmp(port, simd, bytes) != 0;
+        bad_avx2 += memcmp(port, avx2, bytes) != 0;
         bad_threads += memcmp(simd, simd3, bytes) != 0;
         vector_cases += p.head_dim % 8 == 0 && p.head_dim_v % 8 == 0;
         cases++;
-        free(q), free(k), free(v), free(port), free(simd), free(simd3);
+        free(q), free(k), free(v), free(port), free(simd), free(simd3), free(avx2);
     }
     CHECK(bad_simd == 0, "attention f16: %d of %d cases differ from the portable path", bad_simd,
+          cases);
+    CHECK(bad_avx2 == 0,
+          "attention f16 short of AVX-512: %d of %d cases differ from the portable path", bad_avx2,
           cases);
     CHECK(bad_threads == 0, "attention f16: %d of %d cases differ between 1 and 3 threads",
           bad_threads, cases);

@@ -263,7 +263,7 @@ static void test_quant_act(void) {
 
 /* The GEMM through pl_be_matmul: every batch size 1..33 (the tiles below 8, the GEMM from 8
  * with a padded last group), and batches past one item's column range (GEMM_GROUPS x 8
- * columns) split in 2-D between 3 threads. */
+ * columns on the 3-thread backend, act_q8_backends) split in 2-D between 3 threads. */
 static void test_gemm_matmul(void) {
     pl_backend *bes[2];
     if (!act_q8_backends(bes)) return;

@@ -1,7 +1,8 @@
 /* pool_test.c - the thread pool (pool.c): every item of every job runs exactly once and the
  * job is over when pl_pool_run returns, for jobs back to back (workers still spinning),
  * after pauses longer than the spin (workers asleep), with more threads than items and
- * items of uneven cost; and a pool freed while its workers sleep or spin. On wasm32 (make
+ * items of uneven cost, each call's thread index in range and held by no other call running
+ * at once; and a pool freed while its workers sleep or spin. On wasm32 (make
  * wasm-test) every pool has the caller's thread alone, whatever was asked for. */
 #include <stdatomic.h>
 #include <time.h>
@@ -14,10 +15,16 @@ typedef struct {
     int job;
     atomic_int late; /* an item that saw another job's number */
     int *seen_job;   /* written by each item: must be this job when pl_pool_run returns */
+    int n_threads;
+    atomic_int *busy;      /* per thread index: a call holding it runs */
+    atomic_int bad_thread; /* calls whose index was out of range or held by another call */
 } job_ctx;
 
-static void item(void *ctx, int64_t i) {
+static void item(void *ctx, int64_t i, int thread) {
     job_ctx *j = ctx;
+    /* the thread index: in range, and no other call running at once holds it */
+    if (thread < 0 || thread >= j->n_threads || atomic_exchange(&j->busy[thread], 1))
+        atomic_fetch_add(&j->bad_thread, 1);
     if (i % 7 == 0) { /* uneven items */
         volatile int x = 0;
         for (int k = 0; k < 2000; k++) x += k;
@@ -25,6 +32,7 @@ static void item(void *ctx, int64_t i) {
     }
     atomic_fetch_add(&j->hits[i], 1);
     j->seen_job[i] = j->job;
+    if (thread >= 0 && thread < j->n_threads) atomic_store(&j->busy[thread], 0);
 }
 
 static void sleep_us(long us) {
@@ -46,12 +54,20 @@ static void run_tests(void) {
         enum { MAXN = 97 };
         atomic_int hits[MAXN];
         int seen_job[MAXN];
-        int bad_count = 0, bad_job = 0;
+        int bad_count = 0, bad_job = 0, bad_thread = 0;
+        atomic_int busy[4];
+        for (int t = 0; t < 4; t++) atomic_init(&busy[t], 0);
         for (int job = 0; job < 400; job++) {
             int n = 1 + job % MAXN;
             for (int i = 0; i < n; i++) atomic_init(&hits[i], 0), seen_job[i] = -1;
-            job_ctx j = {.hits = hits, .job = job, .seen_job = seen_job};
+            job_ctx j = {.hits = hits,
+                         .job = job,
+                         .seen_job = seen_job,
+                         .n_threads = pl_pool_threads(p),
+                         .busy = busy};
+            atomic_init(&j.bad_thread, 0);
             pl_pool_run(p, n, item, &j);
+            bad_thread += atomic_load(&j.bad_thread);
             for (int i = 0; i < n; i++) {
                 bad_count += atomic_load(&hits[i]) != 1;
                 bad_job += seen_job[i] != job;
@@ -60,6 +76,8 @@ static void run_tests(void) {
         }
         CHECK(bad_count == 0, "%d threads: %d items ran other than once", threads, bad_count);
         CHECK(bad_job == 0, "%d threads: %d items unfinished at return", threads, bad_job);
+        CHECK(bad_thread == 0, "%d threads: %d items with a thread index out of range or in use",
+              threads, bad_thread);
         if (threads & 1) sleep_us(2000); /* free a sleeping pool, or a spinning one */
         pl_pool_free(p);
     }

@@ -1,0 +1,247 @@
+/* cpu_rows_test.c - the CPU backend's row-wise ops split between the pool's threads
+ * (pl_cpu_rows): every row of a split is computed exactly once, and each op run by a
+ * 4-thread backend gives the bits of the same op run by a 1-thread one (which never splits),
+ * on random inputs of enough rows to be split. Outputs start as NaNs on both, so a row the
+ * split skips stays NaN; the in-place ops (rms_norm on its input, rope) and the accumulating
+ * ones (sigmoid_mul, moe_combine) change again if a row is computed twice. */
+#include <stdatomic.h>
+
+#include "cpu/cpu_internal.h"
+#include "format/quant.h"
+#include "test.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float unif(float lo, float hi) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return lo + (hi - lo) * ((uint32_t)(rng >> 16) / 4294967296.0f);
+}
+
+static pl_backend *be[2]; /* 1 thread, 4 threads */
+
+/* ---- pl_cpu_rows itself: every row once ---- */
+
+static void count_rows(void *ctx, int64_t r0, int64_t r1) {
+    atomic_int *hits = ctx;
+    for (int64_t r = r0; r < r1; r++) atomic_fetch_add(&hits[r], 1);
+}
+
+static void check_split(void) {
+    static const int64_t sizes[] = {1, 2, 5, 16, 17, 63, 1000, 4097};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int64_t rows = sizes[s];
+        atomic_int *hits = malloc(sizeof *hits * (size_t)rows);
+        for (int64_t r = 0; r < rows; r++) atomic_init(&hits[r], 0);
+        /* work enough per row to be split */
+        pl_cpu_rows(cpu_of(be[1]), rows, CPU_PAR_MIN_WORK, count_rows, hits);
+        int64_t bad = 0;
+        for (int64_t r = 0; r < rows; r++) bad += atomic_load(&hits[r]) != 1;
+        CHECK(bad == 0, "%lld rows: %lld computed other than once", (long long)rows,
+              (long long)bad);
+        free(hits);
+    }
+}
+
+/* ---- the ops, 1 thread against 4 ---- */
+
+typedef struct {
+    pl_buf *b[2];
+    size_t bytes;
+} duo;
+
+/* A buffer on both backends holding data (NULL: all-ones bytes, NaN as f32 and f16). */
+static duo make(uint32_t type, int64_t ne0, int64_t ne1, const void *data) {
+    duo d = {{NULL, NULL}, 0};
+    d.bytes = type == PL_TYPE_Q8_0  ? (size_t)(pl_row_size(type, ne0) * ne1)
+              : type == PL_TYPE_F16 ? (size_t)(ne0 * ne1) * 2
+                                    : (size_t)(ne0 * ne1) * 4;
+    unsigned char *tmp = malloc(d.bytes);
+    if (data)
+        memcpy(tmp, data, d.bytes);
+    else
+        memset(tmp, 0xff, d.bytes);
+    for (int i = 0; i < 2; i++) {
+        CHECK(pl_be_buf_new(be[i], type, ne0, ne1, &d.b[i]) == PL_OK, "%s", pl_last_error());
+        pl_be_write(d.b[i], 0, tmp, (int64_t)d.bytes);
+    }
+    free(tmp);
+    return d;
+}
+
+static duo rand_f32(int64_t ne0, int64_t ne1, float lo, float hi) {
+    float *v = malloc(sizeof *v * (size_t)(ne0 * ne1));
+    for (int64_t i = 0; i < ne0 * ne1; i++) v[i] = unif(lo, hi);
+    duo d = make(PL_TYPE_F32, ne0, ne1, v);
+    free(v);
+    return d;
+}
+
+/* The two backends' bytes of d are equal, and the 1-thread one's hold no NaN fill (f32). */
+static void same(const char *what, duo d, int f32) {
+    unsigned char *a = malloc(d.bytes), *b = malloc(d.bytes);
+    pl_be_read(d.b[0], 0, a, (int64_t)d.bytes);
+    pl_be_read(d.b[1], 0, b, (int64_t)d.bytes);
+    size_t diff = 0, nan = 0;
+    for (size_t i = 0; i < d.bytes; i++) diff += a[i] != b[i];
+    if (f32)
+        for (size_t i = 0; i + 4 <= d.bytes; i += 4) {
+            float v;
+            memcpy(&v, a + i, 4);
+            nan += v != v;
+        }
+    CHECK(diff == 0, "%s: %zu bytes differ between 1 and 4 threads", what, diff);
+    CHECK(nan == 0, "%s: %zu values not written", what, nan);
+    free(a), free(b);
+}
+
+static void dfree(duo d) {
+    pl_be_buf_free(d.b[0]);
+    pl_be_buf_free(d.b[1]);
+}
+
+#define BOTH(call)                                                                                 \
+    for (int i = 0; i < 2; i++) CHECK((call) == PL_OK, "%s: %s", #call, pl_last_error())
+
+static void check_ops(void) {
+    const int64_t rows = 301, cols = 256; /* 77k values: split */
+    duo x = rand_f32(cols, rows, -2, 2), y = rand_f32(cols, rows, -2, 2);
+    duo w = rand_f32(cols, 1, 0.5f, 1.5f), o = make(PL_TYPE_F32, cols, rows, NULL);
+
+    BOTH(pl_be_rms_norm(x.b[i], w.b[i], rows, cols, 1e-6f, o.b[i]));
+    same("rms_norm", o, 1);
+    duo xi = rand_f32(cols, rows, -2, 2); /* in place: a row done twice is normed twice */
+    BOTH(pl_be_rms_norm(xi.b[i], w.b[i], rows, cols, 1e-6f, xi.b[i]));
+    same("rms_norm in place", xi, 1);
+    dfree(xi);
+
+    dfree(o), o = make(PL_TYPE_F32, cols, rows, NULL);
+    BOTH(pl_be_add(x.b[i], y.b[i], rows * cols, o.b[i]));
+    same("add", o, 1);
+    dfree(o), o = make(PL_TYPE_F32, cols, rows, NULL);
+    BOTH(pl_be_swiglu(x.b[i], y.b[i], rows * cols, o.b[i]));
+    same("swiglu", o, 1);
+
+    /* rope, in place, both layouts, with and without frequency factors */
+    duo fac = rand_f32(16, 1, 1, 4);
+    for (int mode = 0; mode < 2; mode++)
+        for (int f = 0; f < 2; f++) {
+            duo r = rand_f32(cols, rows, -2, 2);
+            pl_rope_params rp = {.mode = mode ? PL_ROPE_NEOX : PL_ROPE_NORMAL,
+                                 .n_heads = 4,
+                                 .head_dim = 64,
+                                 .rope_dim = 32,
+                                 .theta_base = 10000,
+                                 .freq_scale = 0.5f};
+            for (int i = 0; i < 2; i++) {
+                rp.factors = f ? fac.b[i] : NULL;
+                CHECK(pl_be_rope(r.b[i], rows, 7, &rp) == PL_OK, "rope: %s", pl_last_error());
+            }
+            same(mode ? "rope neox" : "rope normal", r, 1);
+            dfree(r);
+        }
+    dfree(fac);
+
+    /* kv_store into each cache type, at an offset */
+    static const uint32_t kv_types[] = {PL_TYPE_F32, PL_TYPE_F16, PL_TYPE_Q8_0};
+    for (int t = 0; t < 3; t++) {
+        duo c = make(kv_types[t], cols, rows + 5, NULL);
+        BOTH(pl_be_kv_store(x.b[i], rows, 5, c.b[i]));
+        same("kv_store", c, 0);
+        dfree(c);
+    }
+
+    /* embed from a Q8_0 table, ids in and out of range */
+    int64_t n_vocab = 50;
+    float *tv = malloc(sizeof *tv * (size_t)(n_vocab * cols));
+    for (int64_t i = 0; i < n_vocab * cols; i++) tv[i] = unif(-1, 1);
+    char *tq = malloc((size_t)(pl_row_size(PL_TYPE_Q8_0, cols) * n_vocab));
+    for (int64_t r = 0; r < n_vocab; r++)
+        pl_quant_row(PL_TYPE_Q8_0, tv + r * cols, tq + r * pl_row_size(PL_TYPE_Q8_0, cols), cols);
+    int32_t *idv = malloc(sizeof *idv * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++) idv[r] = r % 17 == 3 ? -1 : (int32_t)(r * 7 % n_vocab);
+    duo ids = make(PL_TYPE_I32, rows, 1, idv), e = make(PL_TYPE_F32, cols, rows, NULL);
+    pl_buf *table[2];
+    for (int i = 0; i < 2; i++)
+        CHECK(pl_be_buf_weight(be[i], PL_TYPE_Q8_0, cols, n_vocab, tq, &table[i]) == PL_OK, "%s",
+              pl_last_error());
+    BOTH(pl_be_embed(table[i], ids.b[i], rows, e.b[i]));
+    same("embed", e, 1);
+    for (int i = 0; i < 2; i++) pl_be_buf_free(table[i]);
+    dfree(ids), dfree(e), free(idv), free(tq), free(tv);
+
+    /* sigmoid_mul, accumulating: a row done twice adds twice; per value and per row gates */
+    for (int gc = 0; gc < 2; gc++) {
+        duo acc = rand_f32(cols, rows, -1, 1), g = rand_f32(gc ? 1 : cols, rows, -3, 3);
+        BOTH(pl_be_sigmoid_mul(x.b[i], g.b[i], rows, cols, gc ? 1 : cols, true, acc.b[i]));
+        same("sigmoid_mul", acc, 1);
+        dfree(acc), dfree(g);
+    }
+
+    /* the router: softmax and top-k of rows of 64 experts, then the weighted combine */
+    const int64_t n_exp = 64, k = 4, tok = 1200;
+    duo lg = rand_f32(n_exp, tok, -4, 4), sm = make(PL_TYPE_F32, n_exp, tok, NULL);
+    BOTH(pl_be_softmax_rows(lg.b[i], tok, n_exp, sm.b[i]));
+    same("softmax_rows", sm, 1);
+    duo ti = make(PL_TYPE_I32, k, tok, NULL), tvv = make(PL_TYPE_F32, k, tok, NULL);
+    BOTH(pl_be_topk_rows(sm.b[i], tok, n_exp, k, ti.b[i], tvv.b[i]));
+    same("topk_rows ids", ti, 0);
+    same("topk_rows values", tvv, 1);
+    duo ye = rand_f32(cols, rows * k, -1, 1), acc = rand_f32(cols, rows, -1, 1);
+    BOTH(pl_be_moe_combine(ye.b[i], tvv.b[i], rows, k, true, acc.b[i]));
+    same("moe_combine", acc, 1);
+    dfree(lg), dfree(sm), dfree(ti), dfree(tvv), dfree(ye), dfree(acc);
+
+    dfree(x), dfree(y), dfree(w), dfree(o);
+}
+
+/* kv_store into an F16 cache (F16C's conversion where the CPU has it, and the portable one)
+ * gives pl_f32_to_f16's bits for every value: NaNs with payloads among finite values, the
+ * infinities, values at and past the overflow to infinity, subnormal halves and ties. */
+static void check_kv_f16(void) {
+    enum { COLS = 64, ROWS = 40 };
+    static const uint32_t special[] = {
+        0x7fc00000, 0xffc00001, 0x7f800001, 0x7fbfffff, /* NaNs */
+        0x7f800000, 0xff800000, 0x477fefff, 0x477ff000, /* inf; 65519.99..., 65520 */
+        0x49742400, 0x33800000, 0x33000000, 0x33000001, /* 1e6; 2^-24; half of it, just over */
+        0x387fe000, 0x387ff000, 0x38800000, 0x80000000, /* subnormal top, a tie, 2^-14, -0 */
+        0x00000001, 0x3f801000, 0x3f803000, 0xc7000000, /* float subnormal; ties; -32768 */
+    };
+    uint32_t *bits = malloc(sizeof *bits * COLS * ROWS);
+    for (int i = 0; i < COLS * ROWS; i++) {
+        float f = unif(-70000, 70000) * (i % 3 ? 1.0f : 1e-6f);
+        memcpy(&bits[i], &f, 4);
+        if (i % 5 == 0) bits[i] = special[(i / 5) % (sizeof special / sizeof special[0])];
+    }
+    for (int portable = 0; portable < 2; portable++) {
+        duo x = make(PL_TYPE_F32, COLS, ROWS, bits), c = make(PL_TYPE_F16, COLS, ROWS, NULL);
+        pl_cpu_portable = portable;
+        BOTH(pl_be_kv_store(x.b[i], ROWS, 0, c.b[i]));
+        pl_cpu_portable = 0;
+        int bad = 0;
+        for (int i = 0; i < 2; i++) {
+            uint16_t got[COLS * ROWS];
+            pl_be_read(c.b[i], 0, got, sizeof got);
+            for (int e = 0; e < COLS * ROWS; e++) {
+                float f;
+                memcpy(&f, &bits[e], 4);
+                bad += got[e] != pl_f32_to_f16(f);
+            }
+        }
+        CHECK(bad == 0, "kv_store f16 (portable %d): %d values not pl_f32_to_f16's", portable, bad);
+        dfree(x), dfree(c);
+    }
+    free(bits);
+}
+
+static void run_tests(void) {
+    CHECK(pl_cpu_new(1, &be[0]) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_cpu_new(4, &be[1]) == PL_OK, "%s", pl_last_error());
+    if (!be[0] || !be[1]) return;
+#ifndef __wasi__ /* (no threads there: both backends run on the caller's) */
+    CHECK(strstr(be[1]->device, "4 threads") != NULL, "%s", be[1]->device);
+#endif
+    check_split();
+    check_ops();
+    check_kv_f16();
+    pl_be_destroy(be[0]);
+    pl_be_destroy(be[1]);
+}
