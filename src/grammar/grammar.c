@@ -294,7 +294,9 @@ static pl_status object_node(pl_grammar *g, const pl_json *s, int depth, int *ou
     if (!st && !grow((void **)&g->props, &g->cap_props, g->n_props + (uint32_t)n, sizeof *g->props))
         st = pl_fail(PL_ERR_NOMEM, "out of memory for the schema");
     if (!st) {
-        uint32_t cap = g->cap_props;
+        /* never realloc to 0 bytes: glibc frees the block and returns NULL, which would
+         * leave korder dangling (a schema of objects without properties) */
+        uint32_t cap = g->cap_props ? g->cap_props : 1;
         void *k = realloc(g->korder, (size_t)cap * sizeof *g->korder);
         if (!k)
             st = pl_fail(PL_ERR_NOMEM, "out of memory for the schema");

@@ -142,6 +142,14 @@ static void test_object(void) {
     OK(g, "{\"a\":1,\"b\":-2}");
     NO(g, "{\"a\":\"x\"}");
     pl_grammar_free(g);
+
+    /* objects of objects, none with properties (the fuzzer's double free: a 0-byte realloc
+     * of the key order freed it and left it dangling) */
+    g = compile("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"object\"}}");
+    if (!g) return;
+    OK(g, "{\"a\":{},\"b\":{\"c\":1}}");
+    NO(g, "{\"a\":1}");
+    pl_grammar_free(g);
 }
 
 static void test_enum_anyof(void) {
