@@ -436,9 +436,13 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                          "  let kb0 = u32(sq[2u * qr]) * args.a4;\n");
     else
         pl_wtext_add(&t, "  let nk = args.a0 + qr + 1u;\n");
-    pl_wtext_add(&t, "  let kvh = h / GQ;\n"
-                     "  let p0 = sp * CH;\n  let p1 = min(nk, p0 + CH);\n"
-                     "  let np = select(0u, p1 - p0, p1 > p0);\n"
+    /* the split's positions p0 .. p1 - 1, held in cache rows r0 .. (a slot's, with cols) */
+    pl_wtext_add(&t,
+                 "  let kvh = h / GQ;\n"
+                 "  let p0 = sp * CH;\n  let p1 = min(nk, p0 + CH);\n"
+                 "  let r0 = %sp0;\n",
+                 p->cols ? "kb0 + " : "");
+    pl_wtext_add(&t, "  let np = select(0u, p1 - p0, p1 > p0);\n"
                      "  for (var d = lid; d < HD; d += T) { qs[d] = q[(qr * NH + h) * HD + d]; }\n"
                      "  workgroupBarrier();\n"
                      "  var m = bitcast<f32>(0xff7fffffu);\n"
@@ -446,7 +450,7 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                      "    var acc = 0.0;\n");
     if (kvec && p->kv_q8) /* 16 quants a load (half a block: SK is a multiple of 4 words) */
         pl_wtext_add(&t,
-                     "    let kb = ((p0 + i) * KVD + kvh * HD) / 16u;\n"
+                     "    let kb = ((r0 + i) * KVD + kvh * HD) / 16u;\n"
                      "    for (var j = 0u; j < HD / 16u; j++) {\n"
                      "      let b = (kb + j) >> 1u;\n"
                      "      let ks = hf(kc[SK / 4u + (b >> 3u)][(b >> 1u) & 3u], b & 1u);\n"
@@ -463,7 +467,7 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                      "    }\n");
     else if (p->kv_q8) /* dequantised (quant x scale: exact), the block's scale read once */
         pl_wtext_add(&t,
-                     "    let kb = (p0 + i) * KVD + kvh * HD;\n"
+                     "    let kb = (r0 + i) * KVD + kvh * HD;\n"
                      "    var ks = 0.0;\n"
                      "    for (var j = 0u; j < HD / 4u; j++) {\n"
                      "      let e = kb + 4u * j;\n"
@@ -475,7 +479,7 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                      "    }\n");
     else if (kvec && p->kv_f16)
         pl_wtext_add(
-            &t, "    let kb = ((p0 + i) * KVD + kvh * HD) / 8u;\n"
+            &t, "    let kb = ((r0 + i) * KVD + kvh * HD) / 8u;\n"
                 "    for (var j = 0u; j < HD / 8u; j++) {\n"
                 "      let w = kc[kb + j];\n"
                 "      let qa = vec4<f32>(qs[8u * j], qs[8u * j + 1u], qs[8u * j + 2u], qs[8u * j "
@@ -486,19 +490,19 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                 "           + dot(vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)), qb);\n"
                 "    }\n");
     else if (kvec)
-        pl_wtext_add(&t, "    let kb = ((p0 + i) * KVD + kvh * HD) / 4u;\n"
+        pl_wtext_add(&t, "    let kb = ((r0 + i) * KVD + kvh * HD) / 4u;\n"
                          "    for (var j = 0u; j < HD / 4u; j++) {\n"
                          "      acc += dot(kc[kb + j], vec4<f32>(qs[4u * j], qs[4u * j + 1u], "
                          "qs[4u * j + 2u], qs[4u * j + 3u]));\n"
                          "    }\n");
     else if (p->kv_f16)
-        pl_wtext_add(&t, "    let kb = ((p0 + i) * KVD + kvh * HD) / 2u;\n"
+        pl_wtext_add(&t, "    let kb = ((r0 + i) * KVD + kvh * HD) / 2u;\n"
                          "    for (var j = 0u; j < HD / 2u; j++) {\n"
                          "      let k2 = unpack2x16float(kc[kb + j]);\n"
                          "      acc += qs[2u * j] * k2.x + qs[2u * j + 1u] * k2.y;\n"
                          "    }\n");
     else
-        pl_wtext_add(&t, "    let kb = (p0 + i) * KVD + kvh * HD;\n"
+        pl_wtext_add(&t, "    let kb = (r0 + i) * KVD + kvh * HD;\n"
                          "    for (var d = 0u; d < HD; d++) { acc += qs[d] * kc[kb + d]; }\n");
     pl_wtext_add(&t, "    let s = acc * ");
     pl_wtext_f32(&t, p->scale);
@@ -543,9 +547,9 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                  : p->kv_f16 ? "vec2<f32>(0.0)"
                              : "0.0");
     /* four positions per turn, their loads issued before any is used; then the rest */
-    const char *vload = p->kv_q8    ? "vq((p0 + %s) * VD + kvh * HDV + 4u * w)"
-                        : p->kv_f16 ? "unpack2x16float(vc[((p0 + %s) * VD + kvh * HDV) / 2u + w])"
-                                    : "vc[(p0 + %s) * VD + kvh * HDV + w]";
+    const char *vload = p->kv_q8    ? "vq((r0 + %s) * VD + kvh * HDV + 4u * w)"
+                        : p->kv_f16 ? "unpack2x16float(vc[((r0 + %s) * VD + kvh * HDV) / 2u + w])"
+                                    : "vc[(r0 + %s) * VD + kvh * HDV + w]";
     pl_wtext_add(&t, "    for (; i + 3u * NG < np; i += 4u * NG) {\n");
     const char *pos[4] = {"i", "i + NG", "i + 2u * NG", "i + 3u * NG"};
     for (int u = 0; u < 4; u++) {
@@ -586,18 +590,6 @@ pl_status pl_wgsl_attn(const pl_attn_params_gpu *p, char **out) {
                      "      part[pb + HDV] = mx;\n      part[pb + HDV + 1u] = sum;\n"
                      "    }\n"
                      "  }\n}\n");
-    if (p->cols && !t.oom && t.s) { /* cache positions counted from the slot's first row */
-        pl_wtext c = {0};
-        for (const char *s = t.s, *f; *s; s = f + 6) {
-            if (!(f = strstr(s, "(p0 + "))) {
-                pl_wtext_add(&c, "%s", s);
-                break;
-            }
-            pl_wtext_add(&c, "%.*s(kb0 + p0 + ", (int)(f - s), s);
-        }
-        pl_wtext_drop(&t);
-        t = c;
-    }
     return pl_wtext_finish(&t, out);
 }
 
