@@ -251,12 +251,10 @@ static pl_status qkv_block(const pl_model *m, pl_state *s, int l, int64_t n) {
     return PL_OK;
 }
 
-/* RoPE of q and k rows 0..n-1 at pos0.., their store into the caches of layer l of
- * state ls, and the attention of q over them into att. */
+/* The model's RoPE and attention parameters (pl_rope_attend sets the RoPE's heads). */
 static void attn_params(const pl_model *m, pl_rope_params *rp, pl_attn_params *ap) {
     const llama_config *c = &LM(m)->cfg;
     *rp = (pl_rope_params){.mode = c->rope_mode,
-                           .n_heads = c->n_head,
                            .head_dim = c->head_dim,
                            .rope_dim = c->rope_dim,
                            .theta_base = c->rope_base,
@@ -269,6 +267,8 @@ static void attn_params(const pl_model *m, pl_rope_params *rp, pl_attn_params *a
                            .scale = (float)(1.0 / sqrt((double)c->head_dim))};
 }
 
+/* RoPE of q and k rows 0..n-1 at pos0.., their store into the caches of layer l of
+ * state ls, and the attention of q over them into att. */
 static pl_status rope_attend(const pl_model *m, const llama_state *ls, int l, pl_buf *q, pl_buf *k,
                              pl_buf *v, pl_buf *att, int64_t n, int64_t pos0) {
     pl_rope_params rp;
@@ -357,19 +357,11 @@ static pl_status attention_block_slots(const pl_model *m, pl_state *b, int n, in
     unsigned fuse = PL_FUSE_NORM_MATMUL | PL_FUSE_QKV | PL_FUSE_ROPE_STORE | PL_FUSE_ROPE_PAIR;
     TRY(pl_be_fuse(m->be, fuse | (c->qk_norm ? PL_FUSE_NORM_ROPE : 0)));
     TRY(qkv_block(m, b, l, n));
-    pl_rope_params rq, rk;
+    pl_rope_params rp;
     pl_attn_params ap;
-    attn_params(m, &rq, &ap);
-    rk = rq;
-    rk.n_heads = c->n_head_kv;
-    int64_t ctx = b->o.n_ctx;
-    TRY(pl_be_rope_cols(lb->q, n, lb->slot_pos, max_keys, &rq));
-    TRY(pl_be_rope_cols(lb->k, n, lb->slot_pos, max_keys, &rk));
-    TRY(pl_be_kv_store_cols(lb->k, n, lb->slot_pos, ctx, lb->kc[l]));
-    TRY(pl_be_kv_store_cols(lb->v, n, lb->slot_pos, ctx, lb->vc[l]));
-    TRY(pl_be_fuse(m->be, 0)); /* the fusion group ends with the stores */
-    TRY(pl_be_attention_cols(lb->q, lb->kc[l], lb->vc[l], n, lb->slot_pos, ctx, max_keys, &ap,
-                             lb->att));
+    attn_params(m, &rp, &ap);
+    TRY(pl_rope_attend_cols(lb->q, lb->k, lb->v, lb->kc[l], lb->vc[l], n, lb->slot_pos, b->o.n_ctx,
+                            max_keys, &rp, &ap, lb->att));
     return pl_be_matmul(LM(m)->w.layers[l].wo, lb->att, NULL, n, true, b->x);
 }
 

@@ -586,6 +586,20 @@ pl_status pl_rope_attend(pl_buf *q, pl_buf *k, const pl_buf *v, pl_buf *kc, pl_b
     return pl_be_attention(q, kc, vc, n, pos0, ap, att);
 }
 
+pl_status pl_rope_attend_cols(pl_buf *q, pl_buf *k, const pl_buf *v, pl_buf *kc, pl_buf *vc,
+                              int64_t n, const pl_buf *cols, int64_t n_ctx, int64_t max_keys,
+                              const pl_rope_params *rp, const pl_attn_params *ap, pl_buf *att) {
+    pl_rope_params r = *rp;
+    r.n_heads = ap->n_head;
+    TRY(pl_be_rope_cols(q, n, cols, max_keys, &r));
+    r.n_heads = ap->n_head_kv;
+    TRY(pl_be_rope_cols(k, n, cols, max_keys, &r));
+    TRY(pl_be_kv_store_cols(k, n, cols, n_ctx, kc));
+    TRY(pl_be_kv_store_cols(v, n, cols, n_ctx, vc));
+    TRY(pl_be_fuse(q->be, 0)); /* the caller's fusion group ends with the stores */
+    return pl_be_attention_cols(q, kc, vc, n, cols, n_ctx, max_keys, ap, att);
+}
+
 pl_status pl_swiglu_ffn(const pl_buf *w_gate, const pl_buf *w_up, const pl_buf *w_down,
                         const pl_buf *xn, int64_t n, int64_t n_ff, pl_buf *gate, pl_buf *up,
                         pl_buf *x) {

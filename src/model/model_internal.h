@@ -260,6 +260,11 @@ pl_status pl_check_state_size(const pl_state *s, const pl_state_size *z);
 pl_status pl_rope_attend(pl_buf *q, pl_buf *k, const pl_buf *v, pl_buf *kc, pl_buf *vc, int64_t n,
                          int64_t pos0, const pl_rope_params *rp, const pl_attn_params *ap,
                          pl_buf *att);
+/* pl_rope_attend over columns of separate sequences in cache slots (backend.h *_cols):
+ * row i at its slot and position from cols, n_ctx rows a slot, positions below max_keys. */
+pl_status pl_rope_attend_cols(pl_buf *q, pl_buf *k, const pl_buf *v, pl_buf *kc, pl_buf *vc,
+                              int64_t n, const pl_buf *cols, int64_t n_ctx, int64_t max_keys,
+                              const pl_rope_params *rp, const pl_attn_params *ap, pl_buf *att);
 
 /* The dense SwiGLU feed-forward of the normed rows xn[0..n): x += down(silu(gate xn) *
  * (up xn)), the residual add fused; gate and up are scratch of n rows of n_ff. Ends the
