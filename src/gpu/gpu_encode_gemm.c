@@ -15,19 +15,34 @@
  * and 27B's q/k/v, o and down at 512 columns; gemm_sweep.sh). A software
  * adapter: 16 x 16, 2 x 2, 2 blocks (lavapipe compiles it in half the time). opts.gemm:
  * its one tile. */
-void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p) {
+void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, uint32_t n,
+                      pl_gemm_params *p) {
     /* small_gu: a gate/up pair of at most SMALL_GU_ROWS rows (the MoE's shared expert, 512)
      * gets tiles of 32 x 64 instead of 128 x 64 (128 workgroups instead of 32 at 512 columns):
      * the big tile leaves most of the H200's 132 SMs idle (gemm_lab --model 35b, 512 x 2048:
-     * 172 us, 64 x 64 90 us, 32 x 64 59.7 us; docs/gpu-notes.md, eighth session) */
-    enum { SMALL_GU_ROWS = 1024 };
+     * 172 us, 64 x 64 90 us, 32 x 64 59.7 us; docs/gpu-notes.md, eighth session).
+     * Few columns (a batch of 17-192 decode steps, a short prompt) the same way: 64-row
+     * tiles give a column tile as few workgroups as the matrix has 64-row blocks (the 8B's
+     * o and down: 64), so the tiles shrink with n (gemm_lab --model 8b --n 16..256 on the
+     * H200, twelfth session: the 8B's four matmuls a layer 759 -> 302 us at 32 columns,
+     * 783 -> 497 us at 64, 1,034 -> 850 us at 128). Past 192 columns the 27B's gate/up
+     * (17,408 rows) too: 32 x 64 v10 2,675 us against 128 x 64 v4's 2,901 at 512 (pp512
+     * 1,178 -> 1,225 tok/s), where the 8B's (12,288 rows) lost 0.7% of its pp512.
+     * A tile never changes a column's bits (wgsl_gen.h), so choosing by n is free. */
+    enum { SMALL_GU_ROWS = 1024, BIG_GU_ROWS = 16384 };
     static const uint32_t soft[6] = {16, 16, 2, 2, 2, 4}, gu[6] = {128, 64, 8, 4, 2, 4},
-                          small_gu[6] = {32, 64, 2, 4, 4, 3}, other[6] = {64, 64, 4, 4, 2, 10};
+                          small_gu[6] = {32, 64, 2, 4, 4, 3}, other[6] = {64, 64, 4, 4, 2, 10},
+                          mid[6] = {32, 64, 2, 4, 2, 10}, few[6] = {32, 16, 2, 2, 4, 10},
+                          few_gu16[6] = {32, 16, 2, 2, 2, 10}, few_gu32[6] = {32, 32, 2, 2, 2, 10};
     const uint32_t smx[6] = {64, 64, 4, 4, 2, (uint32_t)gb->smx};
     const uint32_t *t = gb->gemm_fixed                         ? gb->gemm_tile
                         : gb->smx                              ? smx
                         : gb->info->software                   ? soft
                         : gate_up && w->h.ne1 <= SMALL_GU_ROWS ? small_gu
+                        : n <= 16                              ? (gate_up ? few_gu16 : few)
+                        : n <= 32                              ? (gate_up ? few_gu32 : few)
+                        : n <= 192                             ? mid
+                        : gate_up && w->h.ne1 > BIG_GU_ROWS    ? mid
                         : gate_up                              ? gu
                                                                : other;
     memset(p, 0, sizeof *p);
@@ -92,7 +107,7 @@ int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o) {
         (up && (up->parts != 1 || up->wt != w->wt)))
         return 0;
     pl_gemm_params p;
-    pl_gpu_gemm_base(gb, w, up != NULL, &p);
+    pl_gpu_gemm_base(gb, w, up != NULL, (uint32_t)o->n, &p);
     fit(gb, &p);
     /* a tile POOLED_GPU_GEMM fixed may not suit this weight type or mode (versions 8-10
      * stage more per thread for Q8_0 and gate/up): the GEMV then, not an error */
@@ -145,7 +160,7 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
     const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
     uint32_t n = (uint32_t)o->n;
     pl_gemm_params p;
-    pl_gpu_gemm_base(gb, w, up != NULL, &p);
+    pl_gpu_gemm_base(gb, w, up != NULL, n, &p);
     if (o->acc && !up) p.mode = PL_GEMV_ACCUM;
     p.bias = o->c != NULL;
     p.gate_out = o->fgate.gate_out != NULL;
@@ -176,7 +191,7 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
 static void id_params(const gpu_backend *gb, const op *o, pl_gemm_params *p) {
     const gbuf *w = o->a, *up = o->fgate.w_up;
     static const uint32_t hw[6] = {64, 32, 4, 2, 4, 3};
-    pl_gpu_gemm_base(gb, w, up != NULL, p);
+    pl_gpu_gemm_base(gb, w, up != NULL, (uint32_t)o->n, p);
     /* v5-7: no ids (v8/v9 stage the pairs' columns as v3/v4 do) */
     if ((!gb->gemm_fixed && !gb->info->software) || (p->version >= 5 && p->version <= 7))
         p->tm = hw[0], p->tn = hw[1], p->rm = hw[2], p->rn = hw[3], p->bk = hw[4],

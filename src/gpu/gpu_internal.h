@@ -315,9 +315,10 @@ pl_status pl_gpu_encode_q8pre(gpu_backend *gb, const gbuf *x, uint32_t cols, uin
  * (pl_wgsl_moe_group) and one GEMM over every expert's pairs. */
 int pl_gpu_gemm_id_applies(const gpu_backend *gb, const op *o);
 pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o);
-/* The GEMM's parameters for weight w (rows, cols, type, the tile pinned for its shape) in
- * STORE mode, or GATE_UP if gate_up. */
-void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, pl_gemm_params *p);
+/* The GEMM's parameters for weight w over n columns (rows, cols, type, the tile pinned for
+ * its shape and n) in STORE mode, or GATE_UP if gate_up. */
+void pl_gpu_gemm_base(const gpu_backend *gb, const gbuf *w, int gate_up, uint32_t n,
+                      pl_gemm_params *p);
 /* v5-7 (subgroup matrices): fill p's matrix shape and subgroup size from the adapter. */
 void pl_gpu_gemm_smx_shape(const gpu_backend *gb, pl_gemm_params *p);
 /* pl_gpu_open_opts.smx for opts.smx: take the feature only where a version may run. */

@@ -49,6 +49,14 @@ static const pl_gemm_params tile_v8 = {.tm = 32, .tn = 16, .rm = 4, .rn = 2, .bk
 static const pl_gemm_params tile_v9 = {.tm = 16, .tn = 32, .rm = 2, .rn = 4, .bk = 2, .version = 9};
 static const pl_gemm_params tile_v10 = {
     .tm = 32, .tn = 16, .rm = 4, .rn = 2, .bk = 2, .version = 10};
+/* the tiles real GPUs take for few columns (pl_gpu_gemm_base: 17-32 and 33-192 columns, and
+ * gate/up past that) */
+static const pl_gemm_params tile_few = {
+    .tm = 32, .tn = 16, .rm = 2, .rn = 2, .bk = 4, .version = 10};
+static const pl_gemm_params tile_few_gu = {
+    .tm = 32, .tn = 32, .rm = 2, .rn = 2, .bk = 2, .version = 10};
+static const pl_gemm_params tile_mid = {
+    .tm = 32, .tn = 64, .rm = 2, .rn = 4, .bk = 2, .version = 10};
 /* versions 5-7 with the subgroup-matrix builtins emulated (.mock): 8 x 8 matrices (K 8, or
  * 16 bytes for v6), 8 subgroups of 32 with 2 tiles each */
 static const pl_gemm_params tile_m5 = {.tm = 32,
@@ -308,10 +316,16 @@ static void test_gemm(pl_gpu *g) {
         /* the small gate/up pairs' tile on real GPUs (pl_gpu_gemm_base: 32 x 64, v3) */
         gemm_case(g, &tile_gu_small, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, ns[ni]);
     }
+    /* the few-column tiles at batch sizes they are taken for (a q/k/v split, gate/up; the
+     * stores of the other modes are every tile's) */
+    gemm_case(g, &tile_few, PL_GW_Q4_0, PL_GEMV_STORE, 1, 0, 1, 29);
+    gemm_case(g, &tile_few_gu, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, 31);
+    gemm_case(g, &tile_mid, PL_GW_Q4_0, PL_GEMV_GATE_UP, 1, 0, 0, 100);
 }
 
 /* Column j's bits do not depend on the batch size, its place, the tile shape or the kernel
- * version, versions 5 and 6 (emulated subgroup matrices) included (Q4_0). */
+ * version, versions 5 and 6 (emulated subgroup matrices) included (Q4_0): what lets real
+ * GPUs choose the tile by the number of columns (pl_gpu_gemm_base). */
 static void test_fixed_order(pl_gpu *g) {
     mat m = make_mat(PL_GW_Q4_0, ROWS, COLS);
     float *x = malloc((size_t)100 * COLS * 4);
@@ -320,11 +334,11 @@ static void test_fixed_order(pl_gpu *g) {
     const struct {
         uint32_t n, c0;
         const pl_gemm_params *tile;
-    } runs[10] = {{100, 0, &tile_a},  {33, 40, &tile_a},  {17, 50, &tile_b},  {40, 7, &tile_v1},
-                  {21, 60, &tile_v2}, {30, 10, &tile_m5}, {25, 70, &tile_m6}, {37, 20, &tile_v8},
-                  {50, 45, &tile_v9}, {29, 71, &tile_v10}};
-    outs o[10];
-    for (int r = 0; r < 10; r++) {
+    } runs[12] = {{100, 0, &tile_a},  {33, 40, &tile_a},   {17, 50, &tile_b},  {40, 7, &tile_v1},
+                  {21, 60, &tile_v2}, {30, 10, &tile_m5},  {25, 70, &tile_m6}, {37, 20, &tile_v8},
+                  {50, 45, &tile_v9}, {29, 71, &tile_v10}, {23, 5, &tile_few}, {60, 30, &tile_mid}};
+    outs o[12];
+    for (int r = 0; r < 12; r++) {
         pl_gemm_params p = *runs[r].tile;
         p.type = PL_GW_Q4_0, p.rows = ROWS, p.cols = COLS, p.mode = PL_GEMV_STORE;
         pl_gpu_buf *xq, *xd, *xn = NULL;
@@ -332,11 +346,11 @@ static void test_fixed_order(pl_gpu *g) {
         o[r] = gemm_run(g, &p, xq, xd, &m, runs[r].n, NULL, NULL);
         pl_gpu_buf_free(xq), pl_gpu_buf_free(xd);
     }
-    for (int r = 1; r < 10; r++)
+    for (int r = 1; r < 12; r++)
         CHECK(!memcmp(o[r].y, o[0].y + (size_t)runs[r].c0 * ROWS, (size_t)runs[r].n * ROWS * 4),
               "columns %u.. of a batch of %u (tile %u, v%u) differ from the batch of 100",
               runs[r].c0, runs[r].n, runs[r].tile->tm, runs[r].tile->version);
-    for (int r = 0; r < 10; r++) free_outs(&o[r]);
+    for (int r = 0; r < 12; r++) free_outs(&o[r]);
     free_mat(&m);
     free(x);
 }
