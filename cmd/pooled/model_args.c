@@ -140,6 +140,13 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
         o->gemv_cols = *end || c < 0 || c == 1 || c > 64 ? 99 : c == 0 ? -1 : (int)c;
         o->gemv_cols_acc = acc < 0 || acc > 1000 ? 999 : (int)acc; /* out of range: refused */
     }
+    if ((v = getenv("POOLED_GPU_EXACT")) && *v) { /* the GEMV-order GEMM: min[,max] columns */
+        char *end;
+        long lo = strtol(v, &end, 10), hi = 0;
+        if (*end == ',') hi = strtol(end + 1, &end, 10);
+        o->gemm_exact_min = *end || lo < 0 || lo == 1 || lo > 65536 ? -2 : lo == 0 ? -1 : (int)lo;
+        o->gemm_exact_max = hi < 0 || hi > 65536 ? -1 : (int)hi; /* out of range: refused */
+    }
     if ((v = getenv("POOLED_GPU_GEMM_MIN")) && *v) { /* the GEMM above N columns */
         char *end;
         long c = strtol(v, &end, 10);

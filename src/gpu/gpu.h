@@ -81,13 +81,21 @@ typedef struct {
      * the GEMV, each column with decode's bits): 0 auto (PL_GPU_GEMM_MIN_COLS, 16: a verify
      * pass of 1 + 15 drafts keeps decode's bits), N >= 1 that many */
     int gemm_min_cols;
+    /* q8x matmuls of gemm_exact_min..gemm_exact_max columns (a batch of decode steps, a
+     * verify pass, a short prompt) go through the GEMM in the one-column GEMV's order
+     * (pl_gemm_params.gt): decode's bits per column, instead of the GEMV of several columns
+     * a workgroup (up to gemm_min_cols) or the in-order GEMM. Off by default: slower than
+     * both on the H200 so far (docs/gpu-notes.md, twelfth session). min: 0 or -1 never,
+     * N >= 2 from N; max: 0 auto (PL_GPU_GEMM_EXACT_MAX) */
+    int gemm_exact_min, gemm_exact_max;
     const char *profile_path; /* per-op profile of one decode step appended here (NULL: off) */
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;
 
-#define PL_GPU_SUBMIT_EVERY  64
-#define PL_GPU_GEMV_COLS     8
-#define PL_GPU_GEMV_COLS_ACC 16
+#define PL_GPU_SUBMIT_EVERY   64
+#define PL_GPU_GEMV_COLS      8
+#define PL_GPU_GEMV_COLS_ACC  16
+#define PL_GPU_GEMM_EXACT_MAX 64
 
 /* Open the GPU and make a backend; o may be NULL. Fails (with the reason) without a usable
  * adapter or if the self-test fails. */

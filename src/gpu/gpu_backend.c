@@ -629,6 +629,9 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     gb->gemv_cols = gb->o.gemv_cols ? gb->o.gemv_cols : gb->info->software ? -1 : PL_GPU_GEMV_COLS;
     gb->gemv_cols_acc = gb->o.gemv_cols_acc > 0 ? gb->o.gemv_cols_acc : PL_GPU_GEMV_COLS_ACC;
     gb->gemm_min = gb->o.gemm_min_cols > 0 ? gb->o.gemm_min_cols : PL_GPU_GEMM_MIN_COLS;
+    gb->exact_min = gb->o.gemm_exact_min > 0 ? (uint32_t)gb->o.gemm_exact_min : UINT32_MAX;
+    gb->exact_max =
+        gb->o.gemm_exact_max > 0 ? (uint32_t)gb->o.gemm_exact_max : PL_GPU_GEMM_EXACT_MAX;
     /* the prefill GEMM's tiles are pinned per shape (pl_gpu_gemm_base); opts.gemm = "off"
      * or "tm,tn,rm,rn,bk[,version]" (version 4 if left out) sets one for every shape */
     const char *gm = gb->o.gemm;
@@ -666,6 +669,10 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_FA: 0 or 1");
     if (st == PL_OK && (gb->o.gemm_min_cols < 0 || gb->o.gemm_min_cols > 65536))
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_GEMM_MIN: 1 to 65536 columns");
+    if (st == PL_OK &&
+        (gb->o.gemm_exact_min < -1 || gb->o.gemm_exact_min == 1 || gb->o.gemm_exact_min > 65536 ||
+         gb->o.gemm_exact_max < 0 || gb->o.gemm_exact_max > 65536))
+        st = pl_fail(PL_ERR_ARG, "POOLED_GPU_EXACT: 0 (never) or min[,max] columns, 2 to 65536");
     if (st == PL_OK && (gb->o.dr_chunk < -1 || gb->o.dr_chunk > 1))
         st = pl_fail(PL_ERR_ARG, "POOLED_GPU_DR: 0 or 1");
     /* opts.gemv = "threads,rows,subgroup-reduce,subgroup-rows,unroll" fixes the GEMV shape

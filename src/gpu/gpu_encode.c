@@ -224,8 +224,9 @@ static void gemv_cols(const gpu_backend *gb, pl_gemv_params *p, uint32_t nc) {
     if (pl_gemv_wg_bytes(p) > gb->info->max_wg_storage) p->ncols = 0;
 }
 
-static pl_status enc_matmul(gpu_backend *gb, const op *o) {
-    if (pl_gpu_gemm_applies(gb, o)) return pl_gpu_encode_gemm(gb, o);
+/* The one-column GEMV of matmul o (its shape, fusions and modes; x not yet pre-quantised):
+ * what a decode step runs, whose threads and reduction set every column's bits. */
+static void gemv_shape(const gpu_backend *gb, const op *o, pl_gemv_params *pp) {
     const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
     pl_gemv_params p;
     pl_gpu_gemv_base(gb, w, pl_gpu_tune_for(gb, w), &p);
@@ -252,13 +253,36 @@ static pl_status enc_matmul(gpu_backend *gb, const op *o) {
         p.sg_rows = d->sg_rows, p.unroll = d->unroll;
     }
     p.preload = p.q8x && gb->q8_preload && p.unroll <= 1;
+    *pp = p;
+}
+
+/* Threads of the Q8_0 pre-pass that stands in for the quantisation inside the one-column
+ * GEMV p (0: the pre-pass's own): where a decode step's GEMV normalises x itself, the
+ * pre-pass takes its threads, so that 1/rms comes from the same sums in the same order. */
+static uint32_t q8pre_threads(const gpu_backend *gb, const pl_gemv_params *p) {
+    return p->norm && !pl_gpu_xpre_applies(gb->gemv_xpre, p->norm, p->cols) && !p->subgroups &&
+                   !p->sg_rows
+               ? p->threads
+               : 0;
+}
+
+static pl_status enc_matmul(gpu_backend *gb, const op *o) {
+    const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
+    pl_gemv_params p;
+    gemv_shape(gb, o, &p);
+    /* a batch of decode steps or a verify pass: the GEMM in the GEMV's order (decode's
+     * bits), where it replaces the GEMV or the in-order GEMM (opts.gemm_exact) */
+    if (o->n >= (int64_t)gb->exact_min && o->n <= (int64_t)gb->exact_max && p.q8x && !p.subgroups &&
+        !p.sg_rows && pl_gpu_gemm_fits(gb, o, p.threads))
+        return pl_gpu_encode_gemm(gb, o, p.threads, q8pre_threads(gb, &p));
+    if (pl_gpu_gemm_applies(gb, o)) return pl_gpu_encode_gemm(gb, o, 0, 0);
     /* x quantised once by a pre-pass (with the norm and its side output) for every
      * workgroup, where asked (opts.gemv_xpre) and for several columns a workgroup */
     const gbuf *xsrc = p.norm ? o->fnorm.x : o->b;
     uint32_t nc = gemv_cols_for(gb, &p, (uint32_t)o->n);
     if (p.q8x && (nc || pl_gpu_xpre_applies(gb->gemv_xpre, p.norm, p.cols))) {
         if (pl_gpu_encode_q8pre(gb, xsrc, p.cols, (uint32_t)o->n, p.norm ? o->fnorm.w : NULL, p.eps,
-                                p.norm_out ? o->fnorm.out : NULL) != PL_OK)
+                                p.norm_out ? o->fnorm.out : NULL, q8pre_threads(gb, &p)) != PL_OK)
             return PL_ERR;
         p.xpre = 1, p.norm = 0, p.eps = 0, p.norm_out = 0;
     }

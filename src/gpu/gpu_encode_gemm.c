@@ -101,14 +101,23 @@ static uint64_t xd_bytes(uint32_t cols, uint64_t n) {
     return n * (cols / 32) * 4;
 }
 
-int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o) {
+/* The tile for matmul o in the GEMV's order of gt threads (0: in order): double-buffered
+ * (the order's K loop is written for versions 8-10: v4's tiles take v8, its staging). */
+static void tile_for(const gpu_backend *gb, const op *o, uint32_t gt, pl_gemm_params *p) {
+    const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a;
+    pl_gpu_gemm_base(gb, w, o->fgate.w_up != NULL, (uint32_t)o->n, p);
+    if (gt && (p->version < 8 || p->version > 10)) p->version = 8;
+    p->gt = gt;
+    fit(gb, p);
+}
+
+int pl_gpu_gemm_fits(const gpu_backend *gb, const op *o, uint32_t gt) {
     const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
-    if (gb->gemm_off || o->n <= gb->gemm_min || !pl_gpu_q8x(gb, w) || w->parts != 1 ||
+    if (gb->gemm_off || !pl_gpu_q8x(gb, w) || w->parts != 1 ||
         (up && (up->parts != 1 || up->wt != w->wt)))
         return 0;
     pl_gemm_params p;
-    pl_gpu_gemm_base(gb, w, up != NULL, (uint32_t)o->n, &p);
-    fit(gb, &p);
+    tile_for(gb, o, gt, &p);
     /* a tile POOLED_GPU_GEMM fixed may not suit this weight type or mode (versions 8-10
      * stage more per thread for Q8_0 and gate/up): the GEMV then, not an error */
     return pl_gemm_check_shape(&p) == PL_OK && pl_gemm_wg_bytes(&p) <= gb->info->max_wg_storage &&
@@ -118,11 +127,15 @@ int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o) {
                (uint64_t)gb->info->max_groups_per_dim * gb->info->max_groups_per_dim;
 }
 
+int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o) {
+    return o->n > gb->gemm_min && pl_gpu_gemm_fits(gb, o, 0);
+}
+
 pl_status pl_gpu_encode_q8pre(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t n,
-                              const gbuf *nw, float eps, const gbuf *xn) {
+                              const gbuf *nw, float eps, const gbuf *xn, uint32_t threads) {
     pl_q8pre_params p;
     memset(&p, 0, sizeof p);
-    p.threads = pl_gpu_threads_for(cols / 32, 32, 256);
+    p.threads = threads ? threads : pl_gpu_threads_for(cols / 32, 32, 256);
     p.norm = nw != NULL, p.eps = nw ? eps : 0, p.norm_out = xn != NULL;
     pl_gpu_kernel *k;
     if (pl_gpu_scratch(gb, &gb->gemm_xq, xq_bytes(cols, n), "gemm x quants") != PL_OK ||
@@ -156,11 +169,11 @@ static int gemm_refs(const gpu_backend *gb, const op *o, pl_gpu_ref *refs) {
     return nr;
 }
 
-pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
-    const gbuf *w = o->fqkv.w ? o->fqkv.w : o->a, *up = o->fgate.w_up;
+pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o, uint32_t gt, uint32_t pre_threads) {
+    const gbuf *up = o->fgate.w_up;
     uint32_t n = (uint32_t)o->n;
     pl_gemm_params p;
-    pl_gpu_gemm_base(gb, w, up != NULL, n, &p);
+    tile_for(gb, o, gt, &p);
     if (o->acc && !up) p.mode = PL_GEMV_ACCUM;
     p.bias = o->c != NULL;
     p.gate_out = o->fgate.gate_out != NULL;
@@ -168,11 +181,10 @@ pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o) {
     p.split[0] = o->fqkv.split[0];
     p.split[1] = o->fqkv.split[1];
     p.split[2] = o->fqkv.split[2];
-    fit(gb, &p);
     if (pl_gemm_check_shape(&p) != PL_OK) return PL_ERR;
     const gbuf *x = o->fnorm.x ? o->fnorm.x : o->b;
     if (pl_gpu_encode_q8pre(gb, x, p.cols, n, o->fnorm.x ? o->fnorm.w : NULL, o->fnorm.eps,
-                            o->fnorm.out) != PL_OK)
+                            o->fnorm.out, pre_threads) != PL_OK)
         return PL_ERR;
     pl_gpu_kernel *k;
     pl_gemm_params key = pl_gemm_kernel_key(&p);
@@ -229,7 +241,7 @@ pl_status pl_gpu_encode_gemm_id(gpu_backend *gb, const op *o) {
     pl_gemm_params p;
     id_params(gb, o, &p);
     if (pl_gemm_check_shape(&p) != PL_OK) return PL_ERR;
-    if (pl_gpu_encode_q8pre(gb, o->b, p.cols, nx, NULL, 0, NULL) != PL_OK) return PL_ERR;
+    if (pl_gpu_encode_q8pre(gb, o->b, p.cols, nx, NULL, 0, NULL, 0) != PL_OK) return PL_ERR;
     /* the grouping */
     pl_moe_group_params gp = {E, p.tn};
     pl_gpu_kernel *k;

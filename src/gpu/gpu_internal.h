@@ -181,8 +181,9 @@ typedef struct {
     int gemv_cols;     /* opts.gemv_cols resolved: most columns a q8x GEMV workgroup (<= 1: one) */
     int gemv_cols_acc; /* opts.gemv_cols_acc resolved */
     int gemm_min;      /* opts.gemm_min_cols resolved: the GEMM above this many columns */
-    int submit_every;  /* opts.submit_every resolved: dispatches a command buffer of a flush
-                          that a read waits on (<= 0: one command buffer) */
+    uint32_t exact_min, exact_max; /* opts.gemm_exact resolved (min > max: never) */
+    int submit_every; /* opts.submit_every resolved: dispatches a command buffer of a flush
+                         that a read waits on (<= 0: one command buffer) */
     /* prefill GEMM (gpu_encode_gemm.c): its tile (tm, tn, rm, rn, bk, version of
      * pl_gemm_params; the built-in one, or opts.gemm "tm,tn,rm,rn,bk[,version]" for every
      * shape: gemm_fixed), gemm_off: never (opts.gemm "off"), and the scratch buffers of the
@@ -302,14 +303,19 @@ pl_status pl_gpu_scratch(gpu_backend *gb, pl_gpu_buf **b, uint64_t bytes, const 
 /* The delta rule of more columns than this runs in staged chunks (opts.dr_chunk): the
  * GEMM's bound, so decode and verify passes keep the same bits. */
 #define PL_GPU_DR_MIN_COLS PL_GPU_GEMM_MIN_COLS
-/* Whether matmul o goes through the GEMM (its weights, its size, the scratch limits). */
+/* Whether matmul o can go through the GEMM (its weights, the scratch limits), in the
+ * order of the one-column GEMV of gt threads (0: in order, pl_gemm_params.gt). */
+int pl_gpu_gemm_fits(const gpu_backend *gb, const op *o, uint32_t gt);
+/* Whether matmul o goes through the in-order GEMM (more than gemm_min columns, fits). */
 int pl_gpu_gemm_applies(const gpu_backend *gb, const op *o);
-/* Record the pre-pass and the GEMM of matmul o. */
-pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o);
+/* Record the pre-pass (of pre_threads threads; 0: its own count) and the GEMM of matmul o
+ * (gt: as pl_gpu_gemm_fits). */
+pl_status pl_gpu_encode_gemm(gpu_backend *gb, const op *o, uint32_t gt, uint32_t pre_threads);
 /* Record the Q8_0 pre-pass of n columns of x (cols values each; normalised with the norm
- * weight nw and eps if nw, the normalised x stored to xn if xn) into gb->gemm_xq/xd. */
+ * weight nw and eps if nw, the normalised x stored to xn if xn) into gb->gemm_xq/xd, in
+ * workgroups of `threads` (0: by cols; the sum of squares' order follows them). */
 pl_status pl_gpu_encode_q8pre(gpu_backend *gb, const gbuf *x, uint32_t cols, uint32_t n,
-                              const gbuf *nw, float eps, const gbuf *xn);
+                              const gbuf *nw, float eps, const gbuf *xn, uint32_t threads);
 /* The MoE's gathered expert matmul o (OP_MATMUL_ID) of more than PL_GPU_GEMM_MIN_COLS
  * tokens through q8x weights: the pre-pass of x, the grouping of the slots by expert
  * (pl_wgsl_moe_group) and one GEMM over every expert's pairs. */

@@ -137,6 +137,11 @@ static pl_status check(const pl_gemm_params *p) {
         return pl_fail(PL_ERR_ARG, "GEMM: a split output is a plain store");
     if (p->ids && (p->mode == PL_GEMV_ACCUM || p->bias || p->split[0]))
         return pl_fail(PL_ERR_ARG, "GEMM: the expert matmul stores or takes gate/up");
+    if (p->gt && (p->gt < 8 || p->gt > 1024 || (p->gt & (p->gt - 1)) || !dbuf(p) || p->ids))
+        return pl_fail(PL_ERR_ARG,
+                       "GEMM: the GEMV's order of %u threads (8..1024, a power of "
+                       "two; versions 8-10, no experts)",
+                       p->gt);
     return PL_OK;
 }
 
@@ -467,11 +472,14 @@ static void emit_piece(pl_wtext *t, const pl_gemm_params *p, int k, unsigned j, 
     pl_wtext_add(t, "    {\n      let i = lid + %uu * T;\n", j);
     if (cnt % pl_gemm_threads(p)) pl_wtext_add(t, "      if (i < %uu) {\n", cnt);
     pl_wtext_add(t, "      %s\n", idx[k]);
+    const char *gb = p->gt ? "blk(%s + b, NB)" : "%s + b";
+    char gbs[64];
+    snprintf(gbs, sizeof gbs, gb, s0 ? s0 : "");
     if (load && k <= PIECE_S) {
         pl_wtext_add(t,
-                     "      let gb = %s + b; let wr = EB + min(row0 + r, N - 1u);\n"
+                     "      let gb = %s; let wr = EB + min(row0 + r, N - 1u);\n"
                      "      if (gb < NB) {\n",
-                     s0);
+                     gbs);
         for (unsigned m = 0; m < M; m++)
             pl_wtext_add(t,
                          k == PIECE_W ? "        %sif (m == %uu) { r%c%u = q%c[(wr * NB + gb) * WV "
@@ -482,7 +490,7 @@ static void emit_piece(pl_wtext *t, const pl_gemm_params *p, int k, unsigned j, 
         pl_wtext_add(t, "      } else { r%c%u = %s; }\n", reg[k], j,
                      k == PIECE_W ? "vec4<u32>(0u)" : "0.0");
     } else if (load) {
-        pl_wtext_add(t, "      let gb = %s + b; let ac = %s;\n", s0, ac);
+        pl_wtext_add(t, "      let gb = %s; let ac = %s;\n", gbs, ac);
         pl_wtext_add(t,
                      k == PIECE_A
                          ? "      r%c%u = select(vec4<u32>(0u), xq[(ac * NB + min(gb, NB - "
@@ -518,6 +526,35 @@ static void emit_pieces(pl_wtext *t, const pl_gemm_params *p, int load, const ch
         for (unsigned j = 0; j < piece_regs(p, k); j++) emit_piece(t, p, k, j, load, s0, buf, ac);
 }
 
+/* The GEMV's order (p->gt): after K-loop position i = b0 + b (a block of thread slice
+ * th = i / J), the slice's last block folds the slice (c) into its run's sum (gp), and a
+ * run's last slice folds the run into the total (gs), as pl_wtext_reduce adds them: the
+ * first of each from itself, the others in turn. Positions past K's blocks add nothing
+ * (their slices' sums are +0.0, which leaves any sum that is not -0.0 as it is, and these
+ * never are: each starts from 0.0 + a term), so with one block a slice the loop stops at
+ * K's last block and folds the unfinished run there. */
+static void emit_folds(pl_wtext *t, const pl_gemm_params *p) {
+    unsigned M = mats(p);
+    pl_wtext_add(t, "      }\n"
+                    "      let si = b0 + b;\n"
+                    "      if (si < SEQ && si %% J == J - 1u) {\n"
+                    "        let th = si / J;\n"
+                    "        let first = th %% RUN == 0u;\n"
+                    "        let last = th %% RUN == RUN - 1u || si == SEQ - 1u;\n");
+    for (unsigned m = 0; m < M; m++)
+        for (unsigned i = 0; i < p->rm; i++)
+            for (unsigned j = 0; j < p->rn; j++)
+                pl_wtext_add(
+                    t,
+                    "        gp%u_%u_%u = select(gp%u_%u_%u + c%u_%u_%u, c%u_%u_%u, first); "
+                    "c%u_%u_%u = 0.0;\n"
+                    "        if (last) { gs%u_%u_%u = select(gs%u_%u_%u + gp%u_%u_%u, "
+                    "gp%u_%u_%u, th < RUN); }\n",
+                    m, i, j, m, i, j, m, i, j, m, i, j, m, i, j, m, i, j, m, i, j, m, i, j, m, i,
+                    j);
+    pl_wtext_add(t, "      }\n");
+}
+
 /* v8/v9's loop over K: step 0 staged in buffer 0 before it; each step loads the next
  * step's share into registers, takes its blocks from buffer `cur` (emit_block), then
  * stores the registers into the other buffer: one barrier a step, the next step's global
@@ -530,14 +567,18 @@ static void emit_db_loop(pl_wtext *t, const pl_gemm_params *p) {
             pl_wtext_add(t, "  var r%c%u = %s;\n", "wsad"[k], j, ty[k]);
     emit_pieces(t, p, 1, "0u", NULL, ac);
     emit_pieces(t, p, 0, NULL, "0u", ac);
-    pl_wtext_add(t, "  workgroupBarrier();\n"
-                    "  var cur = 0u;\n"
-                    "  for (var b0 = 0u; b0 < NB; b0 += BK) {\n");
+    pl_wtext_add(t,
+                 "  workgroupBarrier();\n"
+                 "  var cur = 0u;\n"
+                 "  for (var b0 = 0u; b0 < %s; b0 += BK) {\n",
+                 p->gt ? "SEQ" : "NB");
     emit_pieces(t, p, 1, "(b0 + BK)", NULL, ac);
     pl_wtext_add(t, "    let ow = cur * WQS; let os = cur * WSS; let oa = cur * AQS; "
                     "let od = cur * ADS;\n"
                     "    for (var b = 0u; b < BK; b++) {\n");
+    if (p->gt) pl_wtext_add(t, "      if (blk(b0 + b, NB) < NB) {\n");
     emit_block(t, p);
+    if (p->gt) emit_folds(t, p);
     pl_wtext_add(t, "    }\n    cur = 1u - cur;\n");
     emit_pieces(t, p, 0, NULL, "cur", ac);
     pl_wtext_add(t, "    workgroupBarrier();\n  }\n");
@@ -611,6 +652,14 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
                  "const T = %uu;\nconst TM = %uu;\nconst TN = %uu;\nconst TX = %uu;\n"
                  "const TY = %uu;\nconst BK = %uu;\nconst WV = %uu;\n",
                  T, p->tm, p->tn, p->tn / p->rn, p->tm / p->rm, p->bk, WV);
+    if (p->gt) /* K-loop position i -> block: thread slice i / J, its (i % J)-th block */
+        pl_wtext_add(&t,
+                     "const GT = %uu;\nconst RUN = %uu;\n"
+                     "fn blk(i: u32, nb: u32) -> u32 {\n"
+                     "  let j = (nb + GT - 1u) / GT;\n"
+                     "  return select(nb, i / j + (i %% j) * GT, i < GT * j);\n"
+                     "}\n",
+                     p->gt, p->gt / (p->gt < 8 ? p->gt : 8));
     pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;\n"
                      "@group(0) @binding(1) var<storage, read> xd: array<f32>;\n"
                      "@group(0) @binding(2) var<storage, read_write> y: array<f32>;\n");
@@ -711,6 +760,16 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
         for (unsigned i = 0; i < p->rm; i++)
             for (unsigned j = 0; j < p->rn; j++)
                 pl_wtext_add(&t, "  var c%u_%u_%u = 0.0;\n", m, i, j);
+    if (p->gt) { /* the run and total sums; one slice only when K has a block for each
+                  * thread at most (past that, the slices without blocks add nothing) */
+        pl_wtext_add(&t, "  let J = (NB + GT - 1u) / GT;\n"
+                         "  let SEQ = select(GT * J, NB, J == 1u);\n");
+        for (unsigned m = 0; m < M; m++)
+            for (unsigned i = 0; i < p->rm; i++)
+                for (unsigned j = 0; j < p->rn; j++)
+                    pl_wtext_add(&t, "  var gp%u_%u_%u = 0.0;\n  var gs%u_%u_%u = 0.0;\n", m, i, j,
+                                 m, i, j);
+    }
     if (smx(p))
         emit_smx_loop(&t, p);
     else if (dbuf(p))
@@ -727,7 +786,9 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
         for (unsigned j = 0; j < p->rn; j++) {
             char v0[64], v1[64];
             /* ids: the pair's slot; a bad id stores zeros */
-            const char *vf = p->ids ? "select(c%u_%u_%u, 0.0, bad)" : "c%u_%u_%u";
+            const char *vf = p->ids  ? "select(c%u_%u_%u, 0.0, bad)"
+                             : p->gt ? "gs%u_%u_%u"
+                                     : "c%u_%u_%u";
             snprintf(v0, sizeof v0, vf, 0, i, j);
             snprintf(v1, sizeof v1, vf, 1, i, j);
             pl_wtext_add(&t, "  {\n    let row = row0 + ty + %uu * TY;\n", i);

@@ -414,6 +414,13 @@ typedef struct {
      * cols / 32, a3 n_exp, a4 slots per x column (n_used if x is shared, else 1); binding
      * `grp` (the grouping) before args. */
     int ids;
+    /* 0: each output sums its blocks in order. gt > 0 (versions 8-10, not ids): in the
+     * order of the one-column q8x GEMV with gt threads and the workgroup reduction
+     * (wgsl_gemv.c, pl_wtext_reduce): thread t's slice t, t + gt, ... from 0.0, then the
+     * slices of each of min(gt, 8) runs in turn, then the runs: every column's outputs
+     * bit for bit those of a decode step (a verify pass, a batch of decode steps) at GEMM
+     * speed. The K loop walks the blocks in that order (thread-major). */
+    uint32_t gt;
 } pl_gemm_params;
 
 /* Versions 8 and 9: registers a thread holds per staged piece (weights, their scales,

@@ -102,6 +102,12 @@ for bad in 0 x 8x -3; do
         -p "Once" -n 2 --backend webgpu
     check "... naming POOLED_GPU_GEMM_MIN" grep -q "POOLED_GPU_GEMM_MIN" "$TMP/err"
 done
+for bad in 1 x 8x -3 4,-1; do
+    check_err "POOLED_GPU_EXACT=$bad: one line" \
+        env POOLED_GPU_EXACT=$bad "$POOLED" run -m "$SHARED/models/stories260K.gguf" \
+        -p "Once" -n 2 --backend webgpu
+    check "... naming POOLED_GPU_EXACT" grep -q "POOLED_GPU_EXACT" "$TMP/err"
+done
 # a 24-token prompt with quantised activations goes through the GEMM in bench
 out=$("$POOLED" bench -m "$SHARED/models/stories260K-Q4_0.gguf" --backend webgpu -p 24 -n 2 -r 1 --json 2>&1)
 check "bench -p 24 on webgpu through the GEMM" sh -c "echo '$out' | tail -1 | jq -e '.prefill_tok_s > 0' >/dev/null"

@@ -19,8 +19,10 @@ typedef struct {
 } inputs;
 
 /* Every output of one dispatch of p over in->nv vectors, concatenated (y and its split
- * ranges, the normalised x, gate, up), in *out (malloc'd, *len floats). 0 on failure. */
-static int run(pl_gpu *g, const pl_gemv_params *p, const inputs *in, float **out, size_t *len) {
+ * ranges, the normalised x, gate, up), in *out (malloc'd, *len floats). 0 on failure.
+ * With gm, the GEMM gm (the same matmul, p's outputs) instead of the GEMV. */
+static int run(pl_gpu *g, const pl_gemv_params *p, const pl_gemm_params *gm, const inputs *in,
+               float **out, size_t *len) {
     uint32_t nv = in->nv, parts = p->parts ? p->parts : 1;
     int nm = p->mode == PL_GEMV_GATE_UP ? 2 : 1;
     pl_gpu_ref refs[20];
@@ -36,6 +38,7 @@ static int run(pl_gpu *g, const pl_gemv_params *p, const inputs *in, float **out
         no++;                                                                                      \
     } while (0)
     BIND(p->xpre ? in->xq : in->x);
+    if (gm) BIND(in->xd);
     /* y: ACCUM adds to y0 (a fresh copy each run) */
     osz[no] = (size_t)nv * p->rows * 4;
     if (p->mode == PL_GEMV_ACCUM) {
@@ -58,7 +61,7 @@ static int run(pl_gpu *g, const pl_gemv_params *p, const inputs *in, float **out
             own[nown++] = qb, BIND(qb);
             if (sb) own[nown++] = sb, BIND(sb);
         }
-    if (p->xpre) BIND(in->xd);
+    if (p->xpre && !gm) BIND(in->xd);
     if (p->norm) BIND(in->nw);
     if (p->norm_out) OUT((size_t)nv * p->cols * 4);
     if (p->bias) BIND(in->bias);
@@ -70,14 +73,17 @@ static int run(pl_gpu *g, const pl_gemv_params *p, const inputs *in, float **out
         osz[0] = (size_t)nv * p->split[0] * 4;
         for (int r = 0; r < (p->split[2] ? 3 : 2); r++) OUT((size_t)nv * (e[r] - s[r]) * 4);
     }
-    pl_gpu_args a = {{nv}};
+    pl_gpu_args a = gm ? pl_gemm_args(gm, nv) : (pl_gpu_args){{nv}};
     own[nown] = gt_args(g, &a), BIND(own[nown]), nown++;
 #undef OUT
 #undef BIND
-    CHECK(nb == pl_gemv_bindings(p), "binding count %d != %d", nb, pl_gemv_bindings(p));
+    int want_nb = gm ? pl_gemm_bindings(gm) : pl_gemv_bindings(p);
+    CHECK(nb == want_nb, "binding count %d != %d", nb, want_nb);
     char *src = NULL;
-    pl_gpu_kernel *k = gt_kernel(g, pl_wgsl_gemv(p, &src), &src, "gemv");
-    int ok = k && gt_run(g, k, refs, nb, pl_gemv_dispatch(p, nv));
+    pl_gemm_params key = gm ? pl_gemm_kernel_key(gm) : (pl_gemm_params){0};
+    pl_gpu_kernel *k = gt_kernel(g, gm ? pl_wgsl_gemm(&key, &src) : pl_wgsl_gemv(p, &src), &src,
+                                 gm ? "gemm" : "gemv");
+    int ok = k && gt_run(g, k, refs, nb, gm ? pl_gemm_groups(gm, nv) : pl_gemv_dispatch(p, nv));
     *len = 0;
     for (int i = 0; i < no; i++) *len += osz[i] / 4;
     *out = malloc(*len * 4);
@@ -86,6 +92,16 @@ static int run(pl_gpu *g, const pl_gemv_params *p, const inputs *in, float **out
     pl_gpu_kernel_free(k);
     for (int i = 0; i < nown; i++) pl_gpu_buf_free(own[i]);
     return ok;
+}
+
+/* Outputs of got (gl floats) whose bits differ from want's (wl), the first at *first; all
+ * of them when the lengths differ. */
+static size_t differ(const float *got, size_t gl, const float *want, size_t wl, size_t *first) {
+    if (gl != wl) return wl ? wl : 1;
+    size_t bad = 0;
+    for (size_t i = 0; i < gl; i++)
+        if (memcmp(&got[i], &want[i], 4) && !bad++) *first = i;
+    return bad;
 }
 
 /* p over nv vectors: the one-column kernel, then each count of columns a workgroup in
@@ -112,7 +128,7 @@ static void cols_case(pl_gpu *g, pl_gemv_params p, uint32_t nv, const uint32_t *
     one.ncols = 0, one.unroll = base_unroll;
     float *want = NULL, *got = NULL;
     size_t wl = 0, gl = 0;
-    int ok = run(g, &one, &in, &want, &wl);
+    int ok = run(g, &one, NULL, &in, &want, &wl);
     for (size_t i = 0; ok && i < wl; i++) ok = want[i] == want[i]; /* every output written */
     CHECK(ok, "one-column GEMV %ux%u mode %d: not run or an output unwritten", p.rows, p.cols,
           p.mode);
@@ -122,14 +138,12 @@ static void cols_case(pl_gpu *g, pl_gemv_params p, uint32_t nv, const uint32_t *
             q.ncols = *nc, q.unroll = 1;
             if (half && q.rows_per_wg > 1) q.rows_per_wg /= 2;
             if (half && q.rows_per_wg == p.rows_per_wg) continue;
-            if (!run(g, &q, &in, &got, &gl)) {
+            if (!run(g, &q, NULL, &in, &got, &gl)) {
                 free(got);
                 continue;
             }
-            size_t bad = 0, first = 0;
-            for (size_t i = 0; i < gl && gl == wl; i++)
-                if (memcmp(&got[i], &want[i], 4) && !bad++) first = i;
-            CHECK(gl == wl && bad == 0,
+            size_t first = 0, bad = differ(got, gl, want, wl, &first);
+            CHECK(bad == 0,
                   "%ux%u type %d mode %d norm %d xpre %d split %u parts %u sg %d, %u vectors, %u "
                   "columns a workgroup, %u rows: %zu of %zu outputs differ (first %zu: %.9g vs "
                   "%.9g)",
@@ -138,6 +152,34 @@ static void cols_case(pl_gpu *g, pl_gemv_params p, uint32_t nv, const uint32_t *
                   bad ? want[first] : 0.0);
             free(got), got = NULL;
         }
+    }
+    /* the GEMM in the GEMV's order (pl_gemm_params.gt): the same bits as the one-column
+     * kernel, as many columns as it likes (one matrix part, the workgroup reduction) */
+    if (ok && p.parts <= 1 && !p.subgroups && p.xpre) {
+        pl_gemm_params gm = {.type = p.type,
+                             .rows = p.rows,
+                             .cols = p.cols,
+                             .mode = p.mode,
+                             .bias = p.bias,
+                             .gate_out = p.gate_out,
+                             .up_out = p.up_out,
+                             .split = {p.split[0], p.split[1], p.split[2]},
+                             .tm = 16,
+                             .tn = 16,
+                             .rm = 2,
+                             .rn = 2,
+                             .bk = 2,
+                             .version = 10,
+                             .gt = p.threads};
+        if (run(g, &p, &gm, &in, &got, &gl)) {
+            size_t first = 0, bad = differ(got, gl, want, wl, &first);
+            CHECK(bad == 0,
+                  "GEMM in the GEMV's order, %ux%u type %d mode %d split %u, %u threads, %u "
+                  "vectors: %zu of %zu outputs differ (first %zu: %.9g vs %.9g)",
+                  p.rows, p.cols, p.type, p.mode, p.split[0], p.threads, nv, bad, wl, first,
+                  bad ? got[first] : 0.0, bad ? want[first] : 0.0);
+        }
+        free(got), got = NULL;
     }
     free(want);
     pl_gpu_buf_free(in.x), pl_gpu_buf_free(in.nw), pl_gpu_buf_free(in.bias);
@@ -255,6 +297,29 @@ static void run_tests(void) {
                                .xpre = 1,
                                .q8x = 1},
               3, n3, 2);
+    /* 25 blocks a row for 16 threads: two blocks a thread for the first 9, the GEMM's K
+     * loop with empty places (and 8 threads: every thread one run) */
+    cols_case(g,
+              (pl_gemv_params){.type = PL_GW_Q4_0,
+                               .rows = 19,
+                               .cols = 800,
+                               .threads = 16,
+                               .rows_per_wg = 4,
+                               .mode = PL_GEMV_ACCUM,
+                               .xpre = 1,
+                               .q8x = 1},
+              3, n3, 1);
+    cols_case(g,
+              (pl_gemv_params){.type = PL_GW_Q8_0,
+                               .rows = 23,
+                               .cols = 288,
+                               .threads = 8,
+                               .rows_per_wg = 2,
+                               .mode = PL_GEMV_STORE,
+                               .bias = 1,
+                               .xpre = 1,
+                               .q8x = 1},
+              2, n2, 1);
     if (pl_gpu_get_info(g)->has_subgroups) /* the subgroup reduction */
         cols_case(g,
                   (pl_gemv_params){.type = PL_GW_Q4_0,

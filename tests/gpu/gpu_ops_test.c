@@ -347,6 +347,49 @@ static void test_delta_rule(pl_backend *be) {
     }
 }
 
+/* The GEMM in the GEMV's order (opts.gemm_exact_min; a software adapter never takes it
+ * itself): every column of a q8x matmul over n columns, accumulating or not, bit for bit
+ * that column's own one-column GEMV (decode's), on K of fewer blocks than the GEMV's
+ * threads and of more (two a thread for some). */
+static void exact_case(pl_backend *be, pl_gpu_wtype t, uint32_t rows, uint32_t cols, uint32_t n,
+                       bool acc) {
+    unsigned char *w = ggml_rows(t, rows, cols);
+    float *x = randv((size_t)n * cols, -1, 1), *y0 = randv((size_t)n * rows, -1, 1);
+    pl_buf *bw = NULL, *bx = mkf(be, cols, n, x), *bo = mkf(be, rows, n, y0);
+    CHECK(pl_be_buf_weight(be, ggml_of(t), cols, rows, w, &bw) == PL_OK, "%s", pl_last_error());
+    CHECK(pl_be_matmul(bw, bx, NULL, n, acc, bo) == PL_OK, "%s", pl_last_error());
+    float *got = rd(bo);
+    size_t bad = 0;
+    for (uint32_t c = 0; c < n; c++) {
+        pl_buf *x1 = mkf(be, cols, 1, x + (size_t)c * cols),
+               *o1 = mkf(be, rows, 1, y0 + (size_t)c * rows);
+        CHECK(pl_be_matmul(bw, x1, NULL, 1, acc, o1) == PL_OK, "%s", pl_last_error());
+        float *one = rd(o1);
+        bad += memcmp(one, got + (size_t)c * rows, rows * 4) != 0;
+        free(one);
+        pl_be_buf_free(x1), pl_be_buf_free(o1);
+    }
+    CHECK(bad == 0,
+          "GEMV-order GEMM type %d %ux%u, %u columns%s: %zu columns differ from "
+          "their one-column GEMV",
+          t, rows, cols, n, acc ? ", accumulating" : "", bad);
+    free(w), free(x), free(y0), free(got);
+    pl_be_buf_free(bw), pl_be_buf_free(bx), pl_be_buf_free(bo);
+}
+
+static void test_exact_matmul(void) {
+    pl_gpu_backend_opts o = {.no_tune = 1, .no_selftest = 1, .gemm_exact_min = 2};
+    pl_backend *be = NULL;
+    if (pl_gpu_backend_new(&o, &be) != PL_OK) {
+        CHECK(0, "GPU backend with gemm_exact_min = 2: %s", pl_last_error());
+        return;
+    }
+    be->act_q8 = 1;
+    exact_case(be, PL_GW_Q4_0, 37, 32 * 45, 11, false); /* 45 blocks: two a thread for some */
+    exact_case(be, PL_GW_Q8_0, 21, 32 * 25, 5, true);   /* 25 blocks: one a thread at most */
+    pl_be_destroy(be);
+}
+
 static void run_tests(void) {
     gt_seed();
     pl_backend *be = open_gpu();
@@ -362,4 +405,5 @@ static void run_tests(void) {
         fprintf(stderr, "%s %.2fs\n", names[i], pl_gpu_now() - t0);
     }
     pl_be_destroy(be);
+    test_exact_matmul();
 }
