@@ -23,6 +23,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "cpu_x86.h"
 #define PL_KDOT_X86 1
 #endif
 
@@ -254,11 +256,34 @@ __attribute__((target("avx2"))) static inline __m256i bcast4(const unsigned char
     return _mm256_set1_epi32(v);
 }
 
+/* The imin (Q6_K: the offset's sum of scale x ys) of 4 unpacked rows' super-block b
+ * against 8 packed columns' sums sk, one int32 lane a column: 8 madds a row. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+kmin_avx2(const uint32_t t, const int16_t *sc, const __m256i sv[8]) {
+    __m256i imin = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) { /* sums 2j, 2j+1 of the 8 columns */
+        uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
+        uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
+        __m256i m = _mm256_set1_epi32((int32_t)((uint32_t)hi << 16 | lo));
+        imin = _mm256_add_epi32(imin, _mm256_madd_epi16(sv[j], m));
+    }
+    return imin;
+}
+
+/* vnni: the byte dots by AVX-VNNI's vpdpbusd into int32 (four products a lane, exact), then
+ * each (sub-)block's int32 dots times its scale (mullo: Q4_K/Q5_K every 8 steps of 4 values,
+ * Q6_K every 4): the same integers as maddubs/madd, in fewer instructions. */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void
-kgemm_avx2(const uint32_t t, const int NG, const uint8_t *wq, const int16_t *wsc, const float *wd,
-           int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float out[64]) {
+kgemm_avx2(const int vnni, const uint32_t t, const int NG, const uint8_t *wq, const int16_t *wsc,
+           const float *wd, int64_t nsb, const int8_t *q, const float *d, const int16_t *s,
+           float out[64]) {
     /* steps of 4 values between two widenings, and widenings per 32 values */
-    const int S = t == PL_TYPE_Q4_K ? 8 : t == PL_TYPE_Q5_K ? 4 : 2, F = 8 / S;
+    const int S = vnni ? (t == PL_TYPE_Q6_K ? 4 : 8)
+                       : (t == PL_TYPE_Q4_K   ? 8
+                          : t == PL_TYPE_Q5_K ? 4
+                                              : 2),
+              F = 8 / S;
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 4 * NG; i++) acc[i] = _mm256_setzero_ps();
@@ -287,36 +312,34 @@ kgemm_avx2(const uint32_t t, const int NG, const uint8_t *wq, const int16_t *wsc
                         __m256i w = bcast4(wb + r * 256 + 32 * v + 4 * g);
 #pragma GCC unroll 2
                         for (int k = 0; k < NG; k++)
-                            d16[k * 4 + r] =
-                                _mm256_add_epi16(d16[k * 4 + r], _mm256_maddubs_epi16(w, y[k]));
+                            d16[k * 4 + r] = vnni ? dpbusd(d16[k * 4 + r], w, y[k])
+                                                  : _mm256_add_epi16(d16[k * 4 + r],
+                                                                     _mm256_maddubs_epi16(w, y[k]));
                     }
                 }
                 /* the scale of these S steps: the sub-block's, or Q6_K's per 16 */
 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++) {
                     const int16_t *sc = sb + r * 16;
-                    __m256i m = _mm256_set1_epi16(t == PL_TYPE_Q6_K ? sc[2 * v + f / 2] : sc[v]);
+                    const int16_t m1 = t == PL_TYPE_Q6_K ? sc[2 * v + (f * S) / 4] : sc[v];
+                    __m256i m = vnni ? _mm256_set1_epi32(m1) : _mm256_set1_epi16(m1);
 #pragma GCC unroll 2
                     for (int k = 0; k < NG; k++)
-                        isum[k * 4 + r] =
-                            _mm256_add_epi32(isum[k * 4 + r], _mm256_madd_epi16(d16[k * 4 + r], m));
+                        isum[k * 4 + r] = _mm256_add_epi32(
+                            isum[k * 4 + r], vnni ? _mm256_mullo_epi32(d16[k * 4 + r], m)
+                                                  : _mm256_madd_epi16(d16[k * 4 + r], m));
                 }
             }
 #pragma GCC unroll 2
         for (int k = 0; k < NG; k++) {
             const __m256 dy = _mm256_loadu_ps(d + (k * nsb + b) * 8);
             const int16_t *sk = s + (k * nsb + b) * 128;
+            __m256i sv[8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) sv[j] = _mm256_loadu_si256((const __m256i *)(sk + 16 * j));
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
-                const int16_t *sc = sb + r * 16;
-                __m256i imin = _mm256_setzero_si256();
-                for (int j = 0; j < 8; j++) { /* sums 2j, 2j+1 of the 8 columns */
-                    uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
-                    uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
-                    __m256i m = _mm256_set1_epi32((int32_t)((uint32_t)hi << 16 | lo));
-                    __m256i sv = _mm256_loadu_si256((const __m256i *)(sk + 16 * j));
-                    imin = _mm256_add_epi32(imin, _mm256_madd_epi16(sv, m));
-                }
+                __m256i imin = kmin_avx2(t, sb + r * 16, sv);
                 __m256i is = isum[k * 4 + r];
                 const float *dw = wd + (b * 4 + r) * 2;
                 __m256 a = _mm256_mul_ps(_mm256_set1_ps(dw[0]), dy), x;
@@ -336,18 +359,129 @@ kgemm_avx2(const uint32_t t, const int NG, const uint8_t *wq, const int16_t *wsc
     for (int i = 0; i < 4 * NG; i++) _mm256_storeu_ps(out + 8 * i, acc[i]);
 }
 
-#define PL_KGEMM(name, t, ng)                                                                      \
+#define PL_KGEMM(name, vnni, t, ng)                                                                \
     __attribute__((target("avx2,f16c"))) static void name(                                         \
         const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb, const int8_t *q,      \
         const float *d, const int16_t *s, float out[64]) {                                         \
-        kgemm_avx2(t, ng, wq, wsc, wd, nsb, q, d, s, out);                                         \
+        kgemm_avx2(vnni, t, ng, wq, wsc, wd, nsb, q, d, s, out);                                   \
     }
-PL_KGEMM(kgemm_q4k_1, PL_TYPE_Q4_K, 1)
-PL_KGEMM(kgemm_q4k_2, PL_TYPE_Q4_K, 2)
-PL_KGEMM(kgemm_q5k_1, PL_TYPE_Q5_K, 1)
-PL_KGEMM(kgemm_q5k_2, PL_TYPE_Q5_K, 2)
-PL_KGEMM(kgemm_q6k_1, PL_TYPE_Q6_K, 1)
-PL_KGEMM(kgemm_q6k_2, PL_TYPE_Q6_K, 2)
+PL_KGEMM(kgemm_q4k_1, 0, PL_TYPE_Q4_K, 1)
+PL_KGEMM(kgemm_q4k_2, 0, PL_TYPE_Q4_K, 2)
+PL_KGEMM(kgemm_q5k_1, 0, PL_TYPE_Q5_K, 1)
+PL_KGEMM(kgemm_q5k_2, 0, PL_TYPE_Q5_K, 2)
+PL_KGEMM(kgemm_q6k_1, 0, PL_TYPE_Q6_K, 1)
+PL_KGEMM(kgemm_q6k_2, 0, PL_TYPE_Q6_K, 2)
+PL_KGEMM(kgemm_q4k_1_vnni, 1, PL_TYPE_Q4_K, 1)
+PL_KGEMM(kgemm_q4k_2_vnni, 1, PL_TYPE_Q4_K, 2)
+PL_KGEMM(kgemm_q5k_1_vnni, 1, PL_TYPE_Q5_K, 1)
+PL_KGEMM(kgemm_q5k_2_vnni, 1, PL_TYPE_Q5_K, 2)
+PL_KGEMM(kgemm_q6k_1_vnni, 1, PL_TYPE_Q6_K, 1)
+PL_KGEMM(kgemm_q6k_2_vnni, 1, PL_TYPE_Q6_K, 2)
+typedef void kgemm_fn(const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb,
+                      const int8_t *q, const float *d, const int16_t *s, float out[64]);
+/* [vnni][Q4_K, Q5_K, Q6_K][two groups] */
+static kgemm_fn *const kgemms[2][3][2] = {
+    {{kgemm_q4k_1, kgemm_q4k_2}, {kgemm_q5k_1, kgemm_q5k_2}, {kgemm_q6k_1, kgemm_q6k_2}},
+    {{kgemm_q4k_1_vnni, kgemm_q4k_2_vnni},
+     {kgemm_q5k_1_vnni, kgemm_q5k_2_vnni},
+     {kgemm_q6k_1_vnni, kgemm_q6k_2_vnni}}};
+
+/* The two-group tile (4 rows x 16 columns) on AVX-512 with VNNI, as gemm512 in cpu_qdot.c:
+ * both groups' 8 columns side by side in one 512-bit register (lanes 0-7 the first
+ * group's), each weight broadcast meeting 16 columns in one vpdpbusd (u8 quants x s8
+ * activations, four products a lane), each (sub-)block's int32 dots times its scale by one
+ * mullo; the mins (Q6_K: the offset) by madd of the pack's sums of 16 with the scales. The
+ * float steps are kgemm_avx2's, lane for lane: the same bits. */
+#define PL_AVX512 "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c"
+__attribute__((target(PL_AVX512))) static inline __m512i ktwo(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+__attribute__((target(PL_AVX512), always_inline)) static inline void
+kgemm512(const uint32_t t, const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb,
+         const int8_t *q, const float *d, const int16_t *s, float out[64]) {
+    const int S = t == PL_TYPE_Q6_K ? 4 : 8; /* steps of 4 values a scale */
+    const int8_t *q1 = q + nsb * 2048;
+    const float *d1 = d + nsb * 8;
+    const int16_t *s1 = s + nsb * 128;
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        const uint8_t *wb = wq + b * 4 * 256;
+        const int16_t *sb = wsc + b * 4 * 16;
+        __m512i isum[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) isum[r] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int u = 0; u < 64 / S; u++) { /* (sub-)block u: values 4 S u .. */
+            __m512i dot[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) dot[r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int e = 0; e < S; e++) {
+                const int v = u * S / 8, g = u * S % 8 + e;
+                __m512i y = ktwo(q + (b * 8 + v) * 256 + g * 32, q1 + (b * 8 + v) * 256 + g * 32);
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    int32_t w4;
+                    memcpy(&w4, wb + r * 256 + 4 * (u * S + e), 4);
+                    dot[r] = _mm512_dpbusd_epi32(dot[r], _mm512_set1_epi32(w4), y);
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                isum[r] = _mm512_add_epi32(
+                    isum[r], _mm512_mullo_epi32(dot[r], _mm512_set1_epi32(sb[r * 16 + u])));
+        }
+        const __m512 dy = _mm512_castsi512_ps(ktwo(d + b * 8, d1 + b * 8));
+        __m512i sv[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) sv[j] = ktwo(s + b * 128 + 16 * j, s1 + b * 128 + 16 * j);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const int16_t *sc = sb + r * 16;
+            __m512i imin = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
+                uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
+                __m512i m = _mm512_set1_epi32((int32_t)((uint32_t)hi << 16 | lo));
+                imin = _mm512_dpwssd_epi32(imin, sv[j], m);
+            }
+            __m512i is = isum[r];
+            const float *dw = wd + (b * 4 + r) * 2;
+            __m512 a = _mm512_mul_ps(_mm512_set1_ps(dw[0]), dy), x;
+            if (t == PL_TYPE_Q6_K) {
+                is = _mm512_sub_epi32(is, _mm512_slli_epi32(imin, 5));
+                x = _mm512_mul_ps(_mm512_cvtepi32_ps(is), a);
+            } else {
+                __m512 mm = _mm512_mul_ps(_mm512_set1_ps(dw[1]), dy);
+                x = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(is), a),
+                                  _mm512_mul_ps(_mm512_cvtepi32_ps(imin), mm));
+            }
+            acc[r] = _mm512_add_ps(acc[r], x);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        _mm256_storeu_ps(out + r * 8, _mm512_castps512_ps256(acc[r]));
+        _mm256_storeu_ps(out + (4 + r) * 8,
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r]), 1)));
+    }
+}
+
+#define PL_KGEMM512(name, t)                                                                       \
+    __attribute__((target(PL_AVX512))) static void name(                                           \
+        const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb, const int8_t *q,      \
+        const float *d, const int16_t *s, float out[64]) {                                         \
+        kgemm512(t, wq, wsc, wd, nsb, q, d, s, out);                                               \
+    }
+PL_KGEMM512(kgemm512_q4k, PL_TYPE_Q4_K)
+PL_KGEMM512(kgemm512_q5k, PL_TYPE_Q5_K)
+PL_KGEMM512(kgemm512_q6k, PL_TYPE_Q6_K)
+static kgemm_fn *const kgemms512[3] = {kgemm512_q4k, kgemm512_q5k, kgemm512_q6k};
 
 /* kq_avx2 into pl_cpu_kgemm_unpack's layout: one row's super-block. */
 __attribute__((target("avx2,f16c"))) static void kq_row_avx2(uint32_t t, const unsigned char *blk,
@@ -400,15 +534,13 @@ void pl_cpu_kgemm_pack(const int8_t *const y[8], const float *const yd[8],
 int pl_cpu_kgemm_tile(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc, const float *wd,
                       int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float *out) {
 #ifdef PL_KDOT_X86
+    const int ti = t == PL_TYPE_Q4_K ? 0 : t == PL_TYPE_Q5_K ? 1 : 2;
+    if (ng == 2 && pl_cpu_have_avx512vnni()) {
+        kgemms512[ti](wq, wsc, wd, nsb, q, d, s, out);
+        return 1;
+    }
     if (pl_cpu_have_avx2()) {
-        if (ng == 2)
-            (t == PL_TYPE_Q4_K   ? kgemm_q4k_2
-             : t == PL_TYPE_Q5_K ? kgemm_q5k_2
-                                 : kgemm_q6k_2)(wq, wsc, wd, nsb, q, d, s, out);
-        else
-            (t == PL_TYPE_Q4_K   ? kgemm_q4k_1
-             : t == PL_TYPE_Q5_K ? kgemm_q5k_1
-                                 : kgemm_q6k_1)(wq, wsc, wd, nsb, q, d, s, out);
+        kgemms[pl_cpu_have_vnni()][ti][ng == 2](wq, wsc, wd, nsb, q, d, s, out);
         return 1;
     }
 #endif

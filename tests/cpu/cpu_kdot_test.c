@@ -197,8 +197,13 @@ static void test_matmul(void) {
 
 static void run_tests(void) {
     test_quant();
-    test_dots();
-    test_matmul();
+    /* the SIMD kernels once per level the CPU has (simd_first_pass) */
+    for (int pass = simd_first_pass(); pass < 3; pass++) {
+        simd_pass(pass);
+        test_dots();
+        test_matmul();
+    }
+    pl_cpu_no_vnni = pl_cpu_no_avx512 = 0;
     pl_cpu_portable = 1; /* the portable paths through the same checks */
     test_quant();
     test_matmul();
