@@ -240,6 +240,14 @@ void pl_cpu_kdot(uint32_t t, const unsigned char *w, int nc, const int8_t *const
                  const float *const yd[], const int16_t *const ys[], int64_t nsb, float *out);
 float pl_cpu_kdot_row_portable(uint32_t t, const unsigned char *w, const int8_t *y, const float *yd,
                                const int16_t *ys, int64_t nsb);
+/* Decode's tile: nr <= 4 weight rows w[r] (nsb super-blocks of type t each) against the one
+ * activation row y (yd, ys as above) into out[r], each value bit-identical to
+ * pl_cpu_kdot_row_portable (AVX2 + F16C, AVX-VNNI where the CPU has it, chosen at run time:
+ * a 4-row kernel, so fewer rows cost as much; elsewhere pl_cpu_kdot row by row). pf (or
+ * NULL): where the next tile's 4 rows start, contiguous, prefetched while this one runs. */
+void pl_cpu_kdot_rows(uint32_t t, int nr, const unsigned char *const w[], const int8_t *y,
+                      const float *yd, const int16_t *ys, int64_t nsb, const unsigned char *pf,
+                      float *out);
 /* A Q4_K/Q5_K super-block's 8 six-bit scales then its 8 mins, one byte each in o's 16
  * bytes: pl_k4_scale_min for all 8 at once, four bytes a word (little-endian). */
 static inline void pl_cpu_k4_scales(const unsigned char *blk, uint32_t o[4]) {

@@ -240,6 +240,80 @@ PL_KDOT(kdot_q5k_4, PL_TYPE_Q5_K, 4)
 PL_KDOT(kdot_q6k_1, PL_TYPE_Q6_K, 1)
 PL_KDOT(kdot_q6k_4, PL_TYPE_Q6_K, 4)
 
+/* Decode's tile: 4 weight rows x the one activation row. Each row's super-block is unpacked
+ * and dotted as in kdot_avx2 (vnni: AVX-VNNI's vpdpwssd does the scale's madd and the add in
+ * one instruction), but the 4 rows' sums and mins come out of one reduction (reduce8: lanes
+ * 0-3 the rows' isum parts, 4-7 their imin or Q6_K offset parts, each lane's integer exact),
+ * and the float step runs on 4 lanes at once, k_step's operations lane for lane: the same
+ * bits as the one-row kernel. pf (or NULL): the next tile's 4 rows, contiguous, prefetched
+ * a super-block's worth of each while this one computes (as the Q4_0 decode tile does). */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void
+krows_avx2(const int vnni, const uint32_t t, const unsigned char *const w[4], const int8_t *y,
+           const float *yd, const int16_t *ys, int64_t nsb, const unsigned char *pf, float out[4]) {
+    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
+    __m128 sum = _mm_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        if (pf)
+            for (int o = 0; o < 4 * bs; o += 64)
+                _mm_prefetch((const char *)pf + b * 4 * bs + o, _MM_HINT_T0);
+        const __m256i ysv = _mm256_loadu_si256((const __m256i *)(ys + b * 16));
+        __m256i d[8];
+        uint16_t hd[4], hm[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = w[r] + b * bs;
+            __m256i q[8];
+            int16_t sc[16];
+            kq_avx2(t, p, q, sc);
+            memcpy(&hd[r], t == PL_TYPE_Q6_K ? p + 208 : p, 2);
+            memcpy(&hm[r], t == PL_TYPE_Q6_K ? p + 208 : p + 2, 2);
+            __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int v = 0; v < 8; v++) {
+                __m256i pr = _mm256_maddubs_epi16(
+                    q[v], _mm256_loadu_si256((const __m256i *)(y + b * 256 + 32 * v)));
+                const __m256i s = kscale_avx2(t, sc, v);
+                acc = vnni ? dpwssd(acc, pr, s) : _mm256_add_epi32(acc, _mm256_madd_epi16(pr, s));
+            }
+            d[r] = acc;
+            d[4 + r] = _mm256_madd_epi16(ysv, kminmul_avx2(t, sc));
+        }
+        const __m256i s = reduce8(d);
+        __m128i is = _mm256_castsi256_si128(s), im = _mm256_extracti128_si256(s, 1);
+        const __m128 dy = _mm_set1_ps(yd[b]);
+        const __m128 dw = _mm_cvtph_ps(
+            _mm_set_epi16(0, 0, 0, 0, (short)hd[3], (short)hd[2], (short)hd[1], (short)hd[0]));
+        if (t == PL_TYPE_Q6_K) {
+            is = _mm_sub_epi32(is, _mm_slli_epi32(im, 5));
+            sum = _mm_add_ps(sum, _mm_mul_ps(_mm_cvtepi32_ps(is), _mm_mul_ps(dw, dy)));
+        } else {
+            const __m128 dm = _mm_cvtph_ps(
+                _mm_set_epi16(0, 0, 0, 0, (short)hm[3], (short)hm[2], (short)hm[1], (short)hm[0]));
+            sum = _mm_add_ps(sum, _mm_sub_ps(_mm_mul_ps(_mm_cvtepi32_ps(is), _mm_mul_ps(dw, dy)),
+                                             _mm_mul_ps(_mm_cvtepi32_ps(im), _mm_mul_ps(dm, dy))));
+        }
+    }
+    _mm_storeu_ps(out, sum);
+}
+
+typedef void krows_fn(const unsigned char *const w[4], const int8_t *y, const float *yd,
+                      const int16_t *ys, int64_t nsb, const unsigned char *pf, float out[4]);
+#define PL_KROWS(name, vnni, t)                                                                    \
+    __attribute__((target("avx2,f16c"))) static void name(                                         \
+        const unsigned char *const w[4], const int8_t *y, const float *yd, const int16_t *ys,      \
+        int64_t nsb, const unsigned char *pf, float out[4]) {                                      \
+        krows_avx2(vnni, t, w, y, yd, ys, nsb, pf, out);                                           \
+    }
+PL_KROWS(krows_q4k, 0, PL_TYPE_Q4_K)
+PL_KROWS(krows_q5k, 0, PL_TYPE_Q5_K)
+PL_KROWS(krows_q6k, 0, PL_TYPE_Q6_K)
+PL_KROWS(krows_q4k_vnni, 1, PL_TYPE_Q4_K)
+PL_KROWS(krows_q5k_vnni, 1, PL_TYPE_Q5_K)
+PL_KROWS(krows_q6k_vnni, 1, PL_TYPE_Q6_K)
+/* [vnni][Q4_K, Q5_K, Q6_K] */
+static krows_fn *const krows[2][3] = {{krows_q4k, krows_q5k, krows_q6k},
+                                      {krows_q4k_vnni, krows_q5k_vnni, krows_q6k_vnni}};
+
 /* ---- the prefill GEMM for K-quants (AVX2; NEON in cpu_kdot_neon.c) ----
  * As the Q4_0/Q8_0 GEMM (cpu_qdot.c): an output lane per activation column. The pack is
  * that GEMM's quant layout per 32 values ([g][c][4]), the 8 columns' float scales per
@@ -590,4 +664,23 @@ void pl_cpu_kdot(uint32_t t, const unsigned char *w, int nc, const int8_t *const
     float o[4];
     f(w, yt, ydt, yst, nsb, o);
     for (int c = 0; c < nc; c++) out[c] = o[c];
+}
+
+void pl_cpu_kdot_rows(uint32_t t, int nr, const unsigned char *const w[], const int8_t *y,
+                      const float *yd, const int16_t *ys, int64_t nsb, const unsigned char *pf,
+                      float *out) {
+#ifdef PL_KDOT_X86
+    if (pl_cpu_have_avx2()) {
+        const unsigned char *wt[4];
+        for (int r = 0; r < 4; r++) wt[r] = w[r < nr ? r : nr - 1]; /* short: the last again */
+        float o[4];
+        krows[pl_cpu_have_vnni()][t == PL_TYPE_Q4_K   ? 0
+                                  : t == PL_TYPE_Q5_K ? 1
+                                                      : 2](wt, y, yd, ys, nsb, pf, o);
+        for (int r = 0; r < nr; r++) out[r] = o[r];
+        return;
+    }
+#endif
+    (void)pf;
+    for (int r = 0; r < nr; r++) pl_cpu_kdot(t, w[r], 1, &y, &yd, &ys, nsb, out + r);
 }

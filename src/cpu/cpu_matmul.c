@@ -184,6 +184,22 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
 static void mm_item_k(const mm_job *j, int64_t r0, int64_t r1) {
     int64_t k = j->w->ne0, nsb = k / 256, row_bytes = pl_row_size(j->w->type, k);
     q8_view m = q8_view_of(j);
+    if (j->n == 1) { /* decode: tiles of 4 weight rows, the next tile's rows prefetched */
+        int64_t xi = x_row(j, 0);
+        const int8_t *y = j->kq + xi * k;
+        const float *yd = j->kd + xi * nsb;
+        const int16_t *ys = j->ks + xi * nsb * 16;
+        for (int64_t r = r0; r < r1; r += 4) {
+            int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+            const unsigned char *w[4];
+            for (int a = 0; a < nr; a++) w[a] = m.wdata + (r + a) * row_bytes;
+            const unsigned char *pf = r + 8 <= r1 ? w[0] + 4 * row_bytes : NULL;
+            float sums[4];
+            pl_cpu_kdot_rows(j->w->type, nr, w, y, yd, ys, nsb, pf, sums);
+            for (int a = 0; a < nr; a++) put_out(j, &m, 0, r + a, sums[a]);
+        }
+        return;
+    }
     for (int64_t c0 = 0; c0 < j->n; c0 += MM_COLS) {
         int64_t c1 = c0 + MM_COLS < j->n ? c0 + MM_COLS : j->n;
         for (int64_t r = r0; r < r1; r++) {
@@ -473,6 +489,7 @@ static void mm_run(cpu_backend *c, mm_job *j) {
     if (items > n_out) items = n_out;
     j->rows_per_item = (n_out + items - 1) / items;
     if (j->xq) j->rows_per_item = (j->rows_per_item + 7) / 8 * 8; /* whole 8-row tiles */
+    if (j->kq && j->n == 1) j->rows_per_item = (j->rows_per_item + 3) / 4 * 4; /* 4-row tiles */
     items = (n_out + j->rows_per_item - 1) / j->rows_per_item;
     pl_pool_run(c->pool, items, mm_item, j);
 }
