@@ -1,7 +1,8 @@
 /* cpu_kdot.c - rows of Q4_K, Q5_K or Q6_K weights against activation rows quantised per
  * 256-value super-block (the act_q8 matmul for K-quants, cpu_matmul.c): a weight row x 1
- * activation row (decode) or x 4 (a batch), each weight super-block unpacked once for all
- * its activation rows.
+ * or 4 activation rows (a short batch), 4 weight rows x 1 activation row (decode), and the
+ * prefill GEMM (4 weight rows x 8 or 16 packed columns), each weight super-block unpacked
+ * once for all its activation rows.
  *
  * The activations (pl_cpu_quant_act_k): per super-block of 256 values, one float scale
  * d = max|x| / 127, quants q = roundf(x / d) in -127..127, and each 16 quants' sum (the
@@ -12,7 +13,13 @@
  * 16 groups of scale_i * (dot(q_i, y_i) - 32 * sum of y_i). Then, in super-block order,
  * sum += (float)isum * (d_w * d_x) - (float)imin * (dmin_w * d_x) (Q6_K: no second term),
  * the same float operations on every path (no fused multiply-add), so the AVX2 path and the
- * portable one give bit-identical results. */
+ * portable one give bit-identical results.
+ *
+ * Decode (one activation row) goes 4 weight rows a tile (pl_cpu_kdot_rows), prefill from 8
+ * rows through the GEMM (pl_cpu_kgemm_*). Where the CPU has them, chosen at run time as in
+ * cpu_qdot.c: AVX-512 VNNI (the decode tile 64 values a register, the GEMM's two-group tile
+ * 16 columns a register with vpdpbusd), else AVX-VNNI (vpdpwssd for the scales' madd + add,
+ * vpdpbusd + mullo in the GEMM), else plain AVX2; every one computes the same integers. */
 #include <math.h>
 #include <string.h>
 
@@ -240,6 +247,35 @@ PL_KDOT(kdot_q5k_4, PL_TYPE_Q5_K, 4)
 PL_KDOT(kdot_q6k_1, PL_TYPE_Q6_K, 1)
 PL_KDOT(kdot_q6k_4, PL_TYPE_Q6_K, 4)
 
+/* A decode tile's prefetch for super-block b: that block's share of the next tile's 4 rows
+ * (pf, contiguous: 4 blocks of bs bytes a super-block), a line at a time; none if NULL. */
+static inline void kprefetch(const unsigned char *pf, int64_t b, int bs) {
+    if (pf)
+        for (int o = 0; o < 4 * bs; o += 64)
+            _mm_prefetch((const char *)pf + b * 4 * bs + o, _MM_HINT_T0);
+}
+
+/* The end of a decode tile's super-block: the 4 rows' integer parts d[0..3] and their imin
+ * (Q6_K: offset) parts d[4..7] reduced in one reduce8 (each lane's integer exact), then
+ * k_step's float operations on 4 lanes, lane for lane (hd, hm: the rows' f16 d and dmin). */
+__attribute__((target("avx2,f16c"), always_inline)) static inline __m128
+krows_step(const uint32_t t, __m128 sum, const __m256i d[8], const uint16_t hd[4],
+           const uint16_t hm[4], float y_d) {
+    const __m256i s = reduce8(d);
+    __m128i is = _mm256_castsi256_si128(s), im = _mm256_extracti128_si256(s, 1);
+    const __m128 dy = _mm_set1_ps(y_d);
+    const __m128 dw = _mm_cvtph_ps(
+        _mm_set_epi16(0, 0, 0, 0, (short)hd[3], (short)hd[2], (short)hd[1], (short)hd[0]));
+    if (t == PL_TYPE_Q6_K) {
+        is = _mm_sub_epi32(is, _mm_slli_epi32(im, 5));
+        return _mm_add_ps(sum, _mm_mul_ps(_mm_cvtepi32_ps(is), _mm_mul_ps(dw, dy)));
+    }
+    const __m128 dm = _mm_cvtph_ps(
+        _mm_set_epi16(0, 0, 0, 0, (short)hm[3], (short)hm[2], (short)hm[1], (short)hm[0]));
+    return _mm_add_ps(sum, _mm_sub_ps(_mm_mul_ps(_mm_cvtepi32_ps(is), _mm_mul_ps(dw, dy)),
+                                      _mm_mul_ps(_mm_cvtepi32_ps(im), _mm_mul_ps(dm, dy))));
+}
+
 /* Decode's tile: 4 weight rows x the one activation row. Each row's super-block is unpacked
  * and dotted as in kdot_avx2 (vnni: AVX-VNNI's vpdpwssd does the scale's madd and the add in
  * one instruction), but the 4 rows' sums and mins come out of one reduction (reduce8: lanes
@@ -253,9 +289,7 @@ krows_avx2(const int vnni, const uint32_t t, const unsigned char *const w[4], co
     const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
     __m128 sum = _mm_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
-        if (pf)
-            for (int o = 0; o < 4 * bs; o += 64)
-                _mm_prefetch((const char *)pf + b * 4 * bs + o, _MM_HINT_T0);
+        kprefetch(pf, b, bs);
         const __m256i ysv = _mm256_loadu_si256((const __m256i *)(ys + b * 16));
         __m256i d[8];
         uint16_t hd[4], hm[4];
@@ -278,20 +312,7 @@ krows_avx2(const int vnni, const uint32_t t, const unsigned char *const w[4], co
             d[r] = acc;
             d[4 + r] = _mm256_madd_epi16(ysv, kminmul_avx2(t, sc));
         }
-        const __m256i s = reduce8(d);
-        __m128i is = _mm256_castsi256_si128(s), im = _mm256_extracti128_si256(s, 1);
-        const __m128 dy = _mm_set1_ps(yd[b]);
-        const __m128 dw = _mm_cvtph_ps(
-            _mm_set_epi16(0, 0, 0, 0, (short)hd[3], (short)hd[2], (short)hd[1], (short)hd[0]));
-        if (t == PL_TYPE_Q6_K) {
-            is = _mm_sub_epi32(is, _mm_slli_epi32(im, 5));
-            sum = _mm_add_ps(sum, _mm_mul_ps(_mm_cvtepi32_ps(is), _mm_mul_ps(dw, dy)));
-        } else {
-            const __m128 dm = _mm_cvtph_ps(
-                _mm_set_epi16(0, 0, 0, 0, (short)hm[3], (short)hm[2], (short)hm[1], (short)hm[0]));
-            sum = _mm_add_ps(sum, _mm_sub_ps(_mm_mul_ps(_mm_cvtepi32_ps(is), _mm_mul_ps(dw, dy)),
-                                             _mm_mul_ps(_mm_cvtepi32_ps(im), _mm_mul_ps(dm, dy))));
-        }
+        sum = krows_step(t, sum, d, hd, hm, yd[b]);
     }
     _mm_storeu_ps(out, sum);
 }
@@ -557,6 +578,103 @@ PL_KGEMM512(kgemm512_q5k, PL_TYPE_Q5_K)
 PL_KGEMM512(kgemm512_q6k, PL_TYPE_Q6_K)
 static kgemm_fn *const kgemms512[3] = {kgemm512_q4k, kgemm512_q5k, kgemm512_q6k};
 
+/* Decode's tile on AVX-512 (krows_avx2's contract and reductions): each row's 64 values
+ * 64m..64m+63 in one 512-bit register - Q4_K/Q5_K the 32 quant bytes of sub-blocks 2m and
+ * 2m+1 in both halves, the high half shifted down a nibble (and Q5_K's fifth bits 2m, 2m+1),
+ * Q6_K 64 low-bit bytes whose nibble (part m % 2) and two high bits give values 128h + 64p ..
+ * in order - so one maddubs meets 64 activations, and one vpdpwssd multiplies its pairs by
+ * the scales (vpermw puts each sub-block's or 16-group's scale on its lanes) and adds them:
+ * the same integers, then the same reduction and float step, so the same bits. */
+__attribute__((target(PL_AVX512), always_inline)) static inline void
+krows512(const uint32_t t, const unsigned char *const w[4], const int8_t *y, const float *yd,
+         const int16_t *ys, int64_t nsb, const unsigned char *pf, float out[4]) {
+    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
+    const __m512i lo4 = _mm512_set1_epi8(15), b1 = _mm512_set1_epi8(1), b3 = _mm512_set1_epi8(3);
+    /* per 64 values m: the scale index of each int16 lane (values 64m + 2i, 64m + 2i + 1),
+     * and the shift counts of the two 256-bit halves (Q5_K fifth bit: 2m, 2m + 1; Q6_K high
+     * bits: 0, 2 or 4, 6) */
+    int16_t ix[4][32], hs[4][32];
+    for (int m = 0; m < 4; m++)
+        for (int i = 0; i < 32; i++) {
+            ix[m][i] = (int16_t)(t == PL_TYPE_Q6_K ? 4 * m + i / 8 : 2 * m + i / 16);
+            hs[m][i] = (int16_t)(t == PL_TYPE_Q6_K ? 4 * (m % 2) + 2 * (i / 16) : 2 * m + i / 16);
+        }
+    __m512i idx[4], hsh[4];
+    for (int m = 0; m < 4; m++)
+        idx[m] = _mm512_loadu_si512(ix[m]), hsh[m] = _mm512_loadu_si512(hs[m]);
+    /* the nibble shift: 0 in the low half, 4 in the high half */
+    const __m512i nib = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    __m128 sum = _mm_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        kprefetch(pf, b, bs);
+        const __m256i ysv = _mm256_loadu_si256((const __m256i *)(ys + b * 16));
+        __m256i d[8];
+        uint16_t hd[4], hm[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *p = w[r] + b * bs;
+            __m256i sc; /* the 16 scales (Q4_K/Q5_K: 8 scales, 8 mins) as int16 */
+            if (t == PL_TYPE_Q6_K) {
+                sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
+                memcpy(&hd[r], p + 208, 2);
+            } else {
+                uint32_t o[4];
+                pl_cpu_k4_scales(p, o);
+                sc = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)o));
+                memcpy(&hd[r], p, 2), memcpy(&hm[r], p + 2, 2);
+            }
+            const __m512i scv = _mm512_castsi256_si512(sc);
+            __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int m = 0; m < 4; m++) {
+                __m512i qv;
+                if (t == PL_TYPE_Q6_K) {
+                    const int h = m / 2;
+                    __m512i l = _mm512_loadu_si512(p + 64 * h);
+                    qv = _mm512_and_si512(m % 2 ? _mm512_srli_epi16(l, 4) : l, lo4);
+                    __m512i hh = _mm512_broadcast_i64x4(
+                        _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h)));
+                    __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(hh, hsh[m]), b3);
+                    qv = _mm512_or_si512(qv, _mm512_slli_epi16(hi, 4));
+                } else {
+                    const unsigned char *qs = p + (t == PL_TYPE_Q5_K ? 48 : 16);
+                    __m512i x =
+                        _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * m)));
+                    qv = _mm512_and_si512(_mm512_srlv_epi16(x, nib), lo4);
+                    if (t == PL_TYPE_Q5_K) {
+                        __m512i hb =
+                            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)));
+                        __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(hb, hsh[m]), b1);
+                        qv = _mm512_or_si512(qv, _mm512_slli_epi16(hi, 4));
+                    }
+                }
+                __m512i pr = _mm512_maddubs_epi16(qv, _mm512_loadu_si512(y + b * 256 + 64 * m));
+                acc = _mm512_dpwssd_epi32(acc, pr, _mm512_permutexvar_epi16(idx[m], scv));
+            }
+            d[r] = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+            __m256i mm = sc; /* kminmul_avx2's multipliers */
+            if (t != PL_TYPE_Q6_K) {
+                __m128i mn = _mm256_extracti128_si256(sc, 1);
+                mm = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
+            }
+            d[4 + r] = _mm256_madd_epi16(ysv, mm);
+        }
+        sum = krows_step(t, sum, d, hd, hm, yd[b]);
+    }
+    _mm_storeu_ps(out, sum);
+}
+
+#define PL_KROWS512(name, t)                                                                       \
+    __attribute__((target(PL_AVX512))) static void name(                                           \
+        const unsigned char *const w[4], const int8_t *y, const float *yd, const int16_t *ys,      \
+        int64_t nsb, const unsigned char *pf, float out[4]) {                                      \
+        krows512(t, w, y, yd, ys, nsb, pf, out);                                                   \
+    }
+PL_KROWS512(krows512_q4k, PL_TYPE_Q4_K)
+PL_KROWS512(krows512_q5k, PL_TYPE_Q5_K)
+PL_KROWS512(krows512_q6k, PL_TYPE_Q6_K)
+static krows_fn *const krows512s[3] = {krows512_q4k, krows512_q5k, krows512_q6k};
+
 /* kq_avx2 into pl_cpu_kgemm_unpack's layout: one row's super-block. */
 __attribute__((target("avx2,f16c"))) static void kq_row_avx2(uint32_t t, const unsigned char *blk,
                                                              uint8_t *wq, int16_t *sc) {
@@ -674,9 +792,9 @@ void pl_cpu_kdot_rows(uint32_t t, int nr, const unsigned char *const w[], const 
         const unsigned char *wt[4];
         for (int r = 0; r < 4; r++) wt[r] = w[r < nr ? r : nr - 1]; /* short: the last again */
         float o[4];
-        krows[pl_cpu_have_vnni()][t == PL_TYPE_Q4_K   ? 0
-                                  : t == PL_TYPE_Q5_K ? 1
-                                                      : 2](wt, y, yd, ys, nsb, pf, o);
+        const int ti = t == PL_TYPE_Q4_K ? 0 : t == PL_TYPE_Q5_K ? 1 : 2;
+        (pl_cpu_have_avx512vnni() ? krows512s[ti] : krows[pl_cpu_have_vnni()][ti])(wt, y, yd, ys,
+                                                                                   nsb, pf, o);
         for (int r = 0; r < nr; r++) out[r] = o[r];
         return;
     }

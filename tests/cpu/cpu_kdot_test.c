@@ -2,7 +2,7 @@
  * - pl_cpu_quant_act_k (AVX2 where present) gives the portable rule's bits (quants, float
  *   scales, sums of 16) on random rows, zero rows, rows with NaN/infinity and huge values;
  * - pl_cpu_kdot (AVX2 or NEON where present), 1..4 activation rows, and decode's tile
- *   pl_cpu_kdot_rows (1..4 weight rows x 1 activation row; AVX2, AVX-VNNI), are bit-identical to
+ *   pl_cpu_kdot_rows (1..4 weight rows x 1 activation row), are bit-identical to
  *   pl_cpu_kdot_row_portable for Q4_K, Q5_K and Q6_K on fresh random super-blocks (any
  *   bytes: every nibble, high bit and 6-bit scale/min occurs) and extreme activations
  *   (+-127), at every x86 level the CPU has (AVX-512 VNNI, AVX-VNNI, AVX2);
