@@ -457,7 +457,7 @@ kgemm_avx2(const int vnni, const uint32_t t, const int NG, const uint8_t *wq, co
 #define PL_KGEMM(name, vnni, t, ng)                                                                \
     __attribute__((target("avx2,f16c"))) static void name(                                         \
         const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb, const int8_t *q,      \
-        const float *d, const int16_t *s, float out[64]) {                                         \
+        const float *d, const int16_t *s, float *out) {                                            \
         kgemm_avx2(vnni, t, ng, wq, wsc, wd, nsb, q, d, s, out);                                   \
     }
 PL_KGEMM(kgemm_q4k_1, 0, PL_TYPE_Q4_K, 1)
@@ -473,7 +473,7 @@ PL_KGEMM(kgemm_q5k_2_vnni, 1, PL_TYPE_Q5_K, 2)
 PL_KGEMM(kgemm_q6k_1_vnni, 1, PL_TYPE_Q6_K, 1)
 PL_KGEMM(kgemm_q6k_2_vnni, 1, PL_TYPE_Q6_K, 2)
 typedef void kgemm_fn(const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb,
-                      const int8_t *q, const float *d, const int16_t *s, float out[64]);
+                      const int8_t *q, const float *d, const int16_t *s, float *out);
 /* [vnni][Q4_K, Q5_K, Q6_K][two groups] */
 static kgemm_fn *const kgemms[2][3][2] = {
     {{kgemm_q4k_1, kgemm_q4k_2}, {kgemm_q5k_1, kgemm_q5k_2}, {kgemm_q6k_1, kgemm_q6k_2}},
@@ -494,89 +494,110 @@ __attribute__((target(PL_AVX512))) static inline __m512i ktwo(const void *a, con
 }
 
 __attribute__((target(PL_AVX512), always_inline)) static inline void
-kgemm512(const uint32_t t, const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb,
-         const int8_t *q, const float *d, const int16_t *s, float out[64]) {
-    const int S = t == PL_TYPE_Q6_K ? 4 : 8; /* steps of 4 values a scale */
-    const int8_t *q1 = q + nsb * 2048;
-    const float *d1 = d + nsb * 8;
-    const int16_t *s1 = s + nsb * 128;
-    __m512 acc[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps();
+kgemm512(const uint32_t t, const int NZ, const uint8_t *wq, const int16_t *wsc, const float *wd,
+         int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float *out) {
+    const int S = t == PL_TYPE_Q6_K ? 4 : 8;                     /* steps of 4 values a scale */
+    const int64_t gq = nsb * 2048, gd = nsb * 8, gs = nsb * 128; /* one group's strides */
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 4 * NZ; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
         const uint8_t *wb = wq + b * 4 * 256;
         const int16_t *sb = wsc + b * 4 * 16;
-        __m512i isum[4];
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) isum[r] = _mm512_setzero_si512();
+        __m512i isum[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 4 * NZ; i++) isum[i] = _mm512_setzero_si512();
 #pragma GCC unroll 1
         for (int u = 0; u < 64 / S; u++) { /* (sub-)block u: values 4 S u .. */
-            __m512i dot[4];
-#pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) dot[r] = _mm512_setzero_si512();
+            __m512i dot[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 4 * NZ; i++) dot[i] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int e = 0; e < S; e++) {
-                const int v = u * S / 8, g = u * S % 8 + e;
-                __m512i y = ktwo(q + (b * 8 + v) * 256 + g * 32, q1 + (b * 8 + v) * 256 + g * 32);
+                const int64_t o = (b * 8 + u * S / 8) * 256 + (u * S % 8 + e) * 32;
+                __m512i y[2];
+#pragma GCC unroll 2
+                for (int z = 0; z < NZ; z++)
+                    y[z] = ktwo(q + 2 * z * gq + o, q + (2 * z + 1) * gq + o);
 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++) {
                     int32_t w4;
                     memcpy(&w4, wb + r * 256 + 4 * (u * S + e), 4);
-                    dot[r] = _mm512_dpbusd_epi32(dot[r], _mm512_set1_epi32(w4), y);
+                    const __m512i w = _mm512_set1_epi32(w4);
+#pragma GCC unroll 2
+                    for (int z = 0; z < NZ; z++)
+                        dot[z * 4 + r] = _mm512_dpbusd_epi32(dot[z * 4 + r], w, y[z]);
                 }
             }
 #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++)
-                isum[r] = _mm512_add_epi32(
-                    isum[r], _mm512_mullo_epi32(dot[r], _mm512_set1_epi32(sb[r * 16 + u])));
+            for (int r = 0; r < 4; r++) {
+                const __m512i m = _mm512_set1_epi32(sb[r * 16 + u]);
+#pragma GCC unroll 2
+                for (int z = 0; z < NZ; z++)
+                    isum[z * 4 + r] =
+                        _mm512_add_epi32(isum[z * 4 + r], _mm512_mullo_epi32(dot[z * 4 + r], m));
+            }
         }
-        const __m512 dy = _mm512_castsi512_ps(ktwo(d + b * 8, d1 + b * 8));
-        __m512i sv[8];
+#pragma GCC unroll 2
+        for (int z = 0; z < NZ; z++) {
+            const float *d0 = d + 2 * z * gd + b * 8;
+            const int16_t *s0 = s + 2 * z * gs + b * 128;
+            const __m512 dy = _mm512_castsi512_ps(ktwo(d0, d0 + gd));
+            __m512i sv[8];
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) sv[j] = ktwo(s + b * 128 + 16 * j, s1 + b * 128 + 16 * j);
+            for (int j = 0; j < 8; j++) sv[j] = ktwo(s0 + 16 * j, s0 + gs + 16 * j);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const int16_t *sc = sb + r * 16;
-            __m512i imin = _mm512_setzero_si512();
+            for (int r = 0; r < 4; r++) {
+                const int16_t *sc = sb + r * 16;
+                __m512i imin = _mm512_setzero_si512();
 #pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) {
-                uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
-                uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
-                __m512i m = _mm512_set1_epi32((int32_t)((uint32_t)hi << 16 | lo));
-                imin = _mm512_dpwssd_epi32(imin, sv[j], m);
+                for (int j = 0; j < 8; j++) {
+                    uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
+                    uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
+                    __m512i m = _mm512_set1_epi32((int32_t)((uint32_t)hi << 16 | lo));
+                    imin = _mm512_dpwssd_epi32(imin, sv[j], m);
+                }
+                __m512i is = isum[z * 4 + r];
+                const float *dw = wd + (b * 4 + r) * 2;
+                __m512 a = _mm512_mul_ps(_mm512_set1_ps(dw[0]), dy), x;
+                if (t == PL_TYPE_Q6_K) {
+                    is = _mm512_sub_epi32(is, _mm512_slli_epi32(imin, 5));
+                    x = _mm512_mul_ps(_mm512_cvtepi32_ps(is), a);
+                } else {
+                    __m512 mm = _mm512_mul_ps(_mm512_set1_ps(dw[1]), dy);
+                    x = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(is), a),
+                                      _mm512_mul_ps(_mm512_cvtepi32_ps(imin), mm));
+                }
+                acc[z * 4 + r] = _mm512_add_ps(acc[z * 4 + r], x);
             }
-            __m512i is = isum[r];
-            const float *dw = wd + (b * 4 + r) * 2;
-            __m512 a = _mm512_mul_ps(_mm512_set1_ps(dw[0]), dy), x;
-            if (t == PL_TYPE_Q6_K) {
-                is = _mm512_sub_epi32(is, _mm512_slli_epi32(imin, 5));
-                x = _mm512_mul_ps(_mm512_cvtepi32_ps(is), a);
-            } else {
-                __m512 mm = _mm512_mul_ps(_mm512_set1_ps(dw[1]), dy);
-                x = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(is), a),
-                                  _mm512_mul_ps(_mm512_cvtepi32_ps(imin), mm));
-            }
-            acc[r] = _mm512_add_ps(acc[r], x);
         }
     }
+#pragma GCC unroll 2
+    for (int z = 0; z < NZ; z++)
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; r++) {
-        _mm256_storeu_ps(out + r * 8, _mm512_castps512_ps256(acc[r]));
-        _mm256_storeu_ps(out + (4 + r) * 8,
-                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r]), 1)));
-    }
+        for (int r = 0; r < 4; r++) { /* groups 2z (lanes 0-7) and 2z + 1 (lanes 8-15) */
+            const __m512 v = acc[z * 4 + r];
+            _mm256_storeu_ps(out + (8 * z + r) * 8, _mm512_castps512_ps256(v));
+            _mm256_storeu_ps(out + (8 * z + 4 + r) * 8,
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+        }
 }
 
-#define PL_KGEMM512(name, t)                                                                       \
+#define PL_KGEMM512(name, t, nz)                                                                   \
     __attribute__((target(PL_AVX512))) static void name(                                           \
         const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb, const int8_t *q,      \
-        const float *d, const int16_t *s, float out[64]) {                                         \
-        kgemm512(t, wq, wsc, wd, nsb, q, d, s, out);                                               \
+        const float *d, const int16_t *s, float *out) {                                            \
+        kgemm512(t, nz, wq, wsc, wd, nsb, q, d, s, out);                                           \
     }
-PL_KGEMM512(kgemm512_q4k, PL_TYPE_Q4_K)
-PL_KGEMM512(kgemm512_q5k, PL_TYPE_Q5_K)
-PL_KGEMM512(kgemm512_q6k, PL_TYPE_Q6_K)
-static kgemm_fn *const kgemms512[3] = {kgemm512_q4k, kgemm512_q5k, kgemm512_q6k};
+PL_KGEMM512(kgemm512_q4k, PL_TYPE_Q4_K, 1)
+PL_KGEMM512(kgemm512_q5k, PL_TYPE_Q5_K, 1)
+PL_KGEMM512(kgemm512_q6k, PL_TYPE_Q6_K, 1)
+PL_KGEMM512(kgemm512_q4k_4, PL_TYPE_Q4_K, 2)
+PL_KGEMM512(kgemm512_q5k_4, PL_TYPE_Q5_K, 2)
+PL_KGEMM512(kgemm512_q6k_4, PL_TYPE_Q6_K, 2)
+/* [Q4_K, Q5_K, Q6_K][four groups] */
+static kgemm_fn *const kgemms512[3][2] = {
+    {kgemm512_q4k, kgemm512_q4k_4}, {kgemm512_q5k, kgemm512_q5k_4}, {kgemm512_q6k, kgemm512_q6k_4}};
 
 /* Decode's tile on AVX-512 (krows_avx2's contract and reductions): each row's 64 values
  * 64m..64m+63 in one 512-bit register - Q4_K/Q5_K the 32 quant bytes of sub-blocks 2m and
@@ -727,10 +748,16 @@ int pl_cpu_kgemm_tile(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc,
                       int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float *out) {
 #ifdef PL_KDOT_X86
     const int ti = t == PL_TYPE_Q4_K ? 0 : t == PL_TYPE_Q5_K ? 1 : 2;
-    if (ng == 2 && pl_cpu_have_avx512vnni()) {
-        kgemms512[ti](wq, wsc, wd, nsb, q, d, s, out);
+    if (ng >= 2 && pl_cpu_have_avx512vnni()) {
+        kgemms512[ti][ng == 4](wq, wsc, wd, nsb, q, d, s, out);
         return 1;
     }
+#endif
+    if (ng == 4) /* two tiles of two groups */
+        return pl_cpu_kgemm_tile(t, 2, wq, wsc, wd, nsb, q, d, s, out) &&
+               pl_cpu_kgemm_tile(t, 2, wq, wsc, wd, nsb, q + 2 * nsb * 2048, d + 2 * nsb * 8,
+                                 s + 2 * nsb * 128, out + 64);
+#ifdef PL_KDOT_X86
     if (pl_cpu_have_avx2()) {
         kgemms[pl_cpu_have_vnni()][ti][ng == 2](wq, wsc, wd, nsb, q, d, s, out);
         return 1;

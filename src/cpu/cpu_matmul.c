@@ -270,11 +270,11 @@ static void mm_item_kgemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t
         const unsigned char *w[4];
         for (int a = 0; a < nr; a++) w[a] = m.wdata + (r + a) * m.row_bytes;
         pl_cpu_kgemm_unpack(t, nr, w, nsb, wq, wsc, wd);
-        for (int64_t g = g0; g < g1; g += 2) {
-            float sums[64];
-            int ng = g + 1 < g1 ? 2 : 1;
-            pl_cpu_kgemm_tile(t, ng, wq, wsc, wd, nsb, j->pq + g * nsb * 2048, j->pd + g * nsb * 8,
-                              j->kps + g * nsb * 128, sums);
+        for (int64_t g = g0, ng; g < g1; g += ng) {
+            float sums[128];
+            ng = g1 - g >= 4 ? 4 : g1 - g >= 2 ? 2 : 1;
+            pl_cpu_kgemm_tile(t, (int)ng, wq, wsc, wd, nsb, j->pq + g * nsb * 2048,
+                              j->pd + g * nsb * 8, j->kps + g * nsb * 128, sums);
             int nc = j->n - g * 8 < 8 * ng ? (int)(j->n - g * 8) : 8 * ng;
             put_tile(j, &m, g * 8, nc, r, nr, sums);
         }
