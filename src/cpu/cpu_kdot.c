@@ -351,6 +351,14 @@ __attribute__((target("avx2"))) static inline __m256i bcast4(const unsigned char
     return _mm256_set1_epi32(v);
 }
 
+/* The int16 pair that multiplies a column's sums of 16 number 2j and 2j + 1 (one madd
+ * lane): Q4_K/Q5_K min j for both, Q6_K scales 2j and 2j + 1; sc: a row's 16 unpacked. */
+static inline int32_t kmin_pair(uint32_t t, const int16_t *sc, int j) {
+    uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
+    uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
+    return (int32_t)((uint32_t)hi << 16 | lo);
+}
+
 /* The imin (Q6_K: the offset's sum of scale x ys) of 4 unpacked rows' super-block b
  * against 8 packed columns' sums sk, one int32 lane a column: 8 madds a row. */
 __attribute__((target("avx2"), always_inline)) static inline __m256i
@@ -358,10 +366,8 @@ kmin_avx2(const uint32_t t, const int16_t *sc, const __m256i sv[8]) {
     __m256i imin = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) { /* sums 2j, 2j+1 of the 8 columns */
-        uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
-        uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
-        __m256i m = _mm256_set1_epi32((int32_t)((uint32_t)hi << 16 | lo));
-        imin = _mm256_add_epi32(imin, _mm256_madd_epi16(sv[j], m));
+        imin = _mm256_add_epi32(imin,
+                                _mm256_madd_epi16(sv[j], _mm256_set1_epi32(kmin_pair(t, sc, j))));
     }
     return imin;
 }
@@ -552,10 +558,7 @@ kgemm512(const uint32_t t, const int NZ, const uint8_t *wq, const int16_t *wsc, 
                 __m512i imin = _mm512_setzero_si512();
 #pragma GCC unroll 8
                 for (int j = 0; j < 8; j++) {
-                    uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
-                    uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
-                    __m512i m = _mm512_set1_epi32((int32_t)((uint32_t)hi << 16 | lo));
-                    imin = _mm512_dpwssd_epi32(imin, sv[j], m);
+                    imin = _mm512_dpwssd_epi32(imin, sv[j], _mm512_set1_epi32(kmin_pair(t, sc, j)));
                 }
                 __m512i is = isum[z * 4 + r];
                 const float *dw = wd + (b * 4 + r) * 2;
