@@ -244,11 +244,9 @@ float pl_cpu_kdot_row_portable(uint32_t t, const unsigned char *w, const int8_t 
  * activation row y (yd, ys as above) into out[r], each value bit-identical to
  * pl_cpu_kdot_row_portable (AVX2 + F16C, with AVX-VNNI or AVX-512 VNNI where the CPU has
  * them, chosen at run time: a 4-row kernel, so fewer rows cost as much; elsewhere
- * pl_cpu_kdot row by row). pf (or NULL): where the next tile's 4 rows start, contiguous,
- * prefetched while this one runs. */
+ * pl_cpu_kdot row by row). */
 void pl_cpu_kdot_rows(uint32_t t, int nr, const unsigned char *const w[], const int8_t *y,
-                      const float *yd, const int16_t *ys, int64_t nsb, const unsigned char *pf,
-                      float *out);
+                      const float *yd, const int16_t *ys, int64_t nsb, float *out);
 /* A Q4_K/Q5_K super-block's 8 six-bit scales then its 8 mins, one byte each in o's 16
  * bytes: pl_k4_scale_min for all 8 at once, four bytes a word (little-endian). */
 static inline void pl_cpu_k4_scales(const unsigned char *blk, uint32_t o[4]) {

@@ -184,7 +184,7 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
 static void mm_item_k(const mm_job *j, int64_t r0, int64_t r1) {
     int64_t k = j->w->ne0, nsb = k / 256, row_bytes = pl_row_size(j->w->type, k);
     q8_view m = q8_view_of(j);
-    if (j->n == 1) { /* decode: tiles of 4 weight rows, the next tile's rows prefetched */
+    if (j->n == 1) { /* decode: tiles of 4 weight rows */
         int64_t xi = x_row(j, 0);
         const int8_t *y = j->kq + xi * k;
         const float *yd = j->kd + xi * nsb;
@@ -193,9 +193,8 @@ static void mm_item_k(const mm_job *j, int64_t r0, int64_t r1) {
             int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
             const unsigned char *w[4];
             for (int a = 0; a < nr; a++) w[a] = m.wdata + (r + a) * row_bytes;
-            const unsigned char *pf = r + 8 <= r1 ? w[0] + 4 * row_bytes : NULL;
             float sums[4];
-            pl_cpu_kdot_rows(j->w->type, nr, w, y, yd, ys, nsb, pf, sums);
+            pl_cpu_kdot_rows(j->w->type, nr, w, y, yd, ys, nsb, sums);
             for (int a = 0; a < nr; a++) put_out(j, &m, 0, r + a, sums[a]);
         }
         return;

@@ -109,26 +109,27 @@ static double dot_double(uint32_t t, const unsigned char *w, const int8_t *q, co
     return s;
 }
 
-/* Decode's tile pl_cpu_kdot_rows: 1..4 weight rows (a row block each time fresh) against
- * one activation row, each value the portable dot's bits; the prefetch pointer given or not
- * (it must change nothing). */
+/* Decode's tile pl_cpu_kdot_rows: 1..4 weight rows (fresh random blocks each time) against
+ * one activation row, each value the portable dot's bits; rows of up to 40 super-blocks, so
+ * past the tile's chunk of 16 (KROWS_CHUNK). */
 static void test_rows(void) {
     int bad = 0, cases = 0;
     for (int iter = 0; iter < 600; iter++) {
         uint32_t t = ktypes[iter % 3];
-        int64_t nsb = 1 + rnd() % 5, k = nsb * 256, rb = pl_row_size(t, k);
+        int64_t nsb = iter % 4 ? 1 + rnd() % 5 : 1 + rnd() % 40, k = nsb * 256;
+        int64_t rb = pl_row_size(t, k);
         int nr = 1 + (int)(rnd() % 4);
-        unsigned char *w = malloc((size_t)(rb * 8)); /* nr rows, then the next tile's 4 */
-        fill_k(t, w, nsb * 8, iter);
-        float x[5 * 256], d[5];
-        int8_t q[5 * 256];
-        int16_t s[5 * 16];
+        unsigned char *w = malloc((size_t)(rb * nr));
+        fill_k(t, w, nsb * nr, iter);
+        float x[40 * 256], d[40];
+        int8_t q[40 * 256];
+        int16_t s[40 * 16];
         fill_x(x, k, iter);
         pl_cpu_quant_act_k(x, k, q, d, s);
         const unsigned char *wr[4];
         for (int r = 0; r < nr; r++) wr[r] = w + r * rb;
         float got[4];
-        pl_cpu_kdot_rows(t, nr, wr, q, d, s, nsb, iter % 2 ? w + 4 * rb : NULL, got);
+        pl_cpu_kdot_rows(t, nr, wr, q, d, s, nsb, got);
         for (int r = 0; r < nr; r++) {
             float p = pl_cpu_kdot_row_portable(t, wr[r], q, d, s, nsb);
             bad += memcmp(&p, &got[r], sizeof p) != 0;
