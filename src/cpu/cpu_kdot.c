@@ -513,7 +513,6 @@ kgemm512(const uint32_t t, const int NZ, const uint8_t *wq, const int16_t *wsc, 
         __m512i isum[8];
 #pragma GCC unroll 8
         for (int i = 0; i < 4 * NZ; i++) isum[i] = _mm512_setzero_si512();
-#pragma GCC unroll 1
         for (int u = 0; u < 64 / S; u++) { /* (sub-)block u: values 4 S u .. */
             __m512i dot[8];
 #pragma GCC unroll 8
