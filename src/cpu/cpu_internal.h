@@ -240,6 +240,13 @@ void pl_cpu_kdot(uint32_t t, const unsigned char *w, int nc, const int8_t *const
                  const float *const yd[], const int16_t *const ys[], int64_t nsb, float *out);
 float pl_cpu_kdot_row_portable(uint32_t t, const unsigned char *w, const int8_t *y, const float *yd,
                                const int16_t *ys, int64_t nsb);
+/* Decode's tile: nr <= 4 weight rows w[r] (nsb super-blocks of type t each) against the one
+ * activation row y (yd, ys as above) into out[r], each value bit-identical to
+ * pl_cpu_kdot_row_portable (AVX2 + F16C, with AVX-VNNI or AVX-512 VNNI where the CPU has
+ * them, chosen at run time: a 4-row kernel, so fewer rows cost as much; elsewhere
+ * pl_cpu_kdot row by row). */
+void pl_cpu_kdot_rows(uint32_t t, int nr, const unsigned char *const w[], const int8_t *y,
+                      const float *yd, const int16_t *ys, int64_t nsb, float *out);
 /* A Q4_K/Q5_K super-block's 8 six-bit scales then its 8 mins, one byte each in o's 16
  * bytes: pl_k4_scale_min for all 8 at once, four bytes a word (little-endian). */
 static inline void pl_cpu_k4_scales(const unsigned char *blk, uint32_t o[4]) {
@@ -260,16 +267,18 @@ static inline float pl_cpu_k_step(float sum, uint32_t t, float dw, float dm, int
     return sum + ((float)isum * (dw * dy) - (float)imin * (dm * dy));
 }
 
-/* The K-quants' prefill GEMM (cpu_kdot.c; AVX2 or NEON: the unpack and the tile return 0,
- * doing nothing, without them): 4 weight rows x 8 or 16 columns, each value bit-identical to
- * pl_cpu_kdot_row_portable. pl_cpu_kgemm_pack lays out 8 columns (as pl_cpu_kdot takes
- * them) of nsb super-blocks: q [nsb][8][256] (per 32 values, pl_cpu_gemm_pack's [g][c][4]),
- * d [nsb][8] the scales, s [nsb][8][8][2] the sums of 16 (j, column c: sums 2j and 2j+1);
- * a pack's groups lie one after the other (q nsb * 2048 bytes apart, d nsb * 8 and s
- * nsb * 128 values). pl_cpu_kgemm_unpack: nr <= 4 weight rows (missing ones repeat the
- * last) into wq [nsb][4][256] unsigned quants in element order, wsc [nsb][4][16] int16
- * scales (Q4_K/Q5_K: 8 scales, 8 mins; Q6_K: 16 scales), wd [nsb][4][2] d and dmin.
- * pl_cpu_kgemm_tile: out[(k * 4 + r) * 8 + c] for the ng groups from q/d/s on. */
+/* The K-quants' prefill GEMM (cpu_kdot.c; AVX2 - with AVX-VNNI or AVX-512 VNNI where the CPU
+ * has them - or NEON: the unpack and the tile return 0, doing nothing, without them): 4
+ * weight rows x 8, 16 or 32 columns, each value bit-identical to pl_cpu_kdot_row_portable.
+ * pl_cpu_kgemm_pack lays out 8 columns (as pl_cpu_kdot takes them) of nsb super-blocks: q
+ * [nsb][8][256] (per 32 values, pl_cpu_gemm_pack's [g][c][4]), d [nsb][8] the scales, s
+ * [nsb][8][8][2] the sums of 16 (j, column c: sums 2j and 2j+1); a pack's groups lie one after the
+ * other (q nsb * 2048 bytes apart, d nsb * 8 and s nsb * 128 values). pl_cpu_kgemm_unpack: nr <= 4
+ * weight rows (missing ones repeat the last) into wq [nsb][4][256] unsigned quants in element
+ * order, wsc [nsb][4][16] int16 scales (Q4_K/Q5_K: 8 scales, 8 mins; Q6_K: 16 scales), wd
+ * [nsb][4][2] d and dmin. pl_cpu_kgemm_tile: out[(k * 4 + r) * 8 + c] for the ng (1, 2 or
+ * 4) groups from q/d/s on (4: one 4 x 32 tile on AVX-512 VNNI, each weight broadcast meeting
+ * 32 columns; else two of 2). */
 void pl_cpu_kgemm_pack(const int8_t *const y[8], const float *const yd[8],
                        const int16_t *const ys[8], int64_t nsb, int8_t *q, float *d, int16_t *s);
 int pl_cpu_kgemm_unpack(uint32_t t, int nr, const unsigned char *const w[], int64_t nsb,

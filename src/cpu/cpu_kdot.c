@@ -1,7 +1,8 @@
 /* cpu_kdot.c - rows of Q4_K, Q5_K or Q6_K weights against activation rows quantised per
  * 256-value super-block (the act_q8 matmul for K-quants, cpu_matmul.c): a weight row x 1
- * activation row (decode) or x 4 (a batch), each weight super-block unpacked once for all
- * its activation rows.
+ * or 4 activation rows (a short batch), 4 weight rows x 1 activation row (decode), and the
+ * prefill GEMM (4 weight rows x 8 or 16 packed columns), each weight super-block unpacked
+ * once for all its activation rows.
  *
  * The activations (pl_cpu_quant_act_k): per super-block of 256 values, one float scale
  * d = max|x| / 127, quants q = roundf(x / d) in -127..127, and each 16 quants' sum (the
@@ -12,7 +13,13 @@
  * 16 groups of scale_i * (dot(q_i, y_i) - 32 * sum of y_i). Then, in super-block order,
  * sum += (float)isum * (d_w * d_x) - (float)imin * (dmin_w * d_x) (Q6_K: no second term),
  * the same float operations on every path (no fused multiply-add), so the AVX2 path and the
- * portable one give bit-identical results. */
+ * portable one give bit-identical results.
+ *
+ * Decode (one activation row) goes 4 weight rows a tile (pl_cpu_kdot_rows), prefill from 8
+ * rows through the GEMM (pl_cpu_kgemm_*). Where the CPU has them, chosen at run time as in
+ * cpu_qdot.c: AVX-512 VNNI (the decode tile 64 values a register, the GEMM's two-group tile
+ * 16 columns a register with vpdpbusd), else AVX-VNNI (vpdpwssd for the scales' madd + add,
+ * vpdpbusd + mullo in the GEMM), else plain AVX2; every one computes the same integers. */
 #include <math.h>
 #include <string.h>
 
@@ -23,6 +30,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "cpu_x86.h"
 #define PL_KDOT_X86 1
 #endif
 
@@ -238,6 +247,94 @@ PL_KDOT(kdot_q5k_4, PL_TYPE_Q5_K, 4)
 PL_KDOT(kdot_q6k_1, PL_TYPE_Q6_K, 1)
 PL_KDOT(kdot_q6k_4, PL_TYPE_Q6_K, 4)
 
+/* The end of a decode tile's super-block: the 4 rows' integer parts d[0..3] and their imin
+ * (Q6_K: offset) parts d[4..7] reduced in one reduce8 (each lane's integer exact), then
+ * k_step's float operations on 4 lanes, lane for lane (hd, hm: the rows' f16 d and dmin). */
+__attribute__((target("avx2,f16c"), always_inline)) static inline __m128
+krows_step(const uint32_t t, __m128 sum, const __m256i d[8], const uint16_t hd[4],
+           const uint16_t hm[4], float y_d) {
+    const __m256i s = reduce8(d);
+    __m128i is = _mm256_castsi256_si128(s), im = _mm256_extracti128_si256(s, 1);
+    const __m128 dy = _mm_set1_ps(y_d);
+    const __m128 dw = _mm_cvtph_ps(
+        _mm_set_epi16(0, 0, 0, 0, (short)hd[3], (short)hd[2], (short)hd[1], (short)hd[0]));
+    if (t == PL_TYPE_Q6_K) {
+        is = _mm_sub_epi32(is, _mm_slli_epi32(im, 5));
+        return _mm_add_ps(sum, _mm_mul_ps(_mm_cvtepi32_ps(is), _mm_mul_ps(dw, dy)));
+    }
+    const __m128 dm = _mm_cvtph_ps(
+        _mm_set_epi16(0, 0, 0, 0, (short)hm[3], (short)hm[2], (short)hm[1], (short)hm[0]));
+    return _mm_add_ps(sum, _mm_sub_ps(_mm_mul_ps(_mm_cvtepi32_ps(is), _mm_mul_ps(dw, dy)),
+                                      _mm_mul_ps(_mm_cvtepi32_ps(im), _mm_mul_ps(dm, dy))));
+}
+
+/* Decode's tile: 4 weight rows x the one activation row. Each row's super-block is unpacked
+ * and dotted as in kdot_avx2 (vnni: AVX-VNNI's vpdpwssd does the scale's madd and the add in
+ * one instruction), but the 4 rows' sums and mins come out of one reduction (reduce8: lanes
+ * 0-3 the rows' isum parts, 4-7 their imin or Q6_K offset parts, each lane's integer exact),
+ * and the float step runs on 4 lanes at once, k_step's operations lane for lane: the same
+ * bits as the one-row kernel. The weights are read row after row, KROWS_CHUNK super-blocks
+ * of a row at a time (the whole row up to k = 4096), the rows' integer parts kept for the
+ * float steps that follow in super-block order: the 4 rows are then one sequential stream,
+ * which the hardware prefetcher follows. Read super-block by super-block across the 4 rows
+ * (4 short streams, even with the next tile prefetched in software) decode was 20-35%
+ * slower than the one-row kernel's at 1 thread on this machine, for all the fewer
+ * instructions. */
+#define KROWS_CHUNK 16
+__attribute__((target("avx2,f16c"), always_inline)) static inline void
+krows_avx2(const int vnni, const uint32_t t, const unsigned char *const w[4], const int8_t *y,
+           const float *yd, const int16_t *ys, int64_t nsb, float out[4]) {
+    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
+    __m128 sum = _mm_setzero_ps();
+    for (int64_t b0 = 0; b0 < nsb; b0 += KROWS_CHUNK) {
+        const int nb = nsb - b0 < KROWS_CHUNK ? (int)(nsb - b0) : KROWS_CHUNK;
+        __m256i d[KROWS_CHUNK][8];
+        uint16_t hd[KROWS_CHUNK][4], hm[KROWS_CHUNK][4];
+        for (int r = 0; r < 4; r++)
+            for (int i = 0; i < nb; i++) {
+                const int64_t b = b0 + i;
+                const unsigned char *p = w[r] + b * bs;
+                __m256i q[8];
+                int16_t sc[16];
+                kq_avx2(t, p, q, sc);
+                memcpy(&hd[i][r], t == PL_TYPE_Q6_K ? p + 208 : p, 2);
+                memcpy(&hm[i][r], t == PL_TYPE_Q6_K ? p + 208 : p + 2, 2);
+                __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int v = 0; v < 8; v++) {
+                    __m256i pr = _mm256_maddubs_epi16(
+                        q[v], _mm256_loadu_si256((const __m256i *)(y + b * 256 + 32 * v)));
+                    const __m256i s = kscale_avx2(t, sc, v);
+                    acc =
+                        vnni ? dpwssd(acc, pr, s) : _mm256_add_epi32(acc, _mm256_madd_epi16(pr, s));
+                }
+                d[i][r] = acc;
+                d[i][4 + r] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(ys + b * 16)),
+                                                kminmul_avx2(t, sc));
+            }
+        for (int i = 0; i < nb; i++) sum = krows_step(t, sum, d[i], hd[i], hm[i], yd[b0 + i]);
+    }
+    _mm_storeu_ps(out, sum);
+}
+
+typedef void krows_fn(const unsigned char *const w[4], const int8_t *y, const float *yd,
+                      const int16_t *ys, int64_t nsb, float out[4]);
+#define PL_KROWS(name, vnni, t)                                                                    \
+    __attribute__((target("avx2,f16c"))) static void name(                                         \
+        const unsigned char *const w[4], const int8_t *y, const float *yd, const int16_t *ys,      \
+        int64_t nsb, float out[4]) {                                                               \
+        krows_avx2(vnni, t, w, y, yd, ys, nsb, out);                                               \
+    }
+PL_KROWS(krows_q4k, 0, PL_TYPE_Q4_K)
+PL_KROWS(krows_q5k, 0, PL_TYPE_Q5_K)
+PL_KROWS(krows_q6k, 0, PL_TYPE_Q6_K)
+PL_KROWS(krows_q4k_vnni, 1, PL_TYPE_Q4_K)
+PL_KROWS(krows_q5k_vnni, 1, PL_TYPE_Q5_K)
+PL_KROWS(krows_q6k_vnni, 1, PL_TYPE_Q6_K)
+/* [vnni][Q4_K, Q5_K, Q6_K] */
+static krows_fn *const krows[2][3] = {{krows_q4k, krows_q5k, krows_q6k},
+                                      {krows_q4k_vnni, krows_q5k_vnni, krows_q6k_vnni}};
+
 /* ---- the prefill GEMM for K-quants (AVX2; NEON in cpu_kdot_neon.c) ----
  * As the Q4_0/Q8_0 GEMM (cpu_qdot.c): an output lane per activation column. The pack is
  * that GEMM's quant layout per 32 values ([g][c][4]), the 8 columns' float scales per
@@ -254,11 +351,40 @@ __attribute__((target("avx2"))) static inline __m256i bcast4(const unsigned char
     return _mm256_set1_epi32(v);
 }
 
+/* The int16 pair that multiplies a column's sums of 16 number 2j and 2j + 1 (one madd
+ * lane): Q4_K/Q5_K min j for both, Q6_K scales 2j and 2j + 1; sc: a row's 16 unpacked. */
+static inline int32_t kmin_pair(uint32_t t, const int16_t *sc, int j) {
+    uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
+    uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
+    return (int32_t)((uint32_t)hi << 16 | lo);
+}
+
+/* The imin (Q6_K: the offset's sum of scale x ys) of 4 unpacked rows' super-block b
+ * against 8 packed columns' sums sk, one int32 lane a column: 8 madds a row. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+kmin_avx2(const uint32_t t, const int16_t *sc, const __m256i sv[8]) {
+    __m256i imin = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) { /* sums 2j, 2j+1 of the 8 columns */
+        imin = _mm256_add_epi32(imin,
+                                _mm256_madd_epi16(sv[j], _mm256_set1_epi32(kmin_pair(t, sc, j))));
+    }
+    return imin;
+}
+
+/* vnni: the byte dots by AVX-VNNI's vpdpbusd into int32 (four products a lane, exact), then
+ * each (sub-)block's int32 dots times its scale (mullo: Q4_K/Q5_K every 8 steps of 4 values,
+ * Q6_K every 4): the same integers as maddubs/madd, in fewer instructions. */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void
-kgemm_avx2(const uint32_t t, const int NG, const uint8_t *wq, const int16_t *wsc, const float *wd,
-           int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float out[64]) {
+kgemm_avx2(const int vnni, const uint32_t t, const int NG, const uint8_t *wq, const int16_t *wsc,
+           const float *wd, int64_t nsb, const int8_t *q, const float *d, const int16_t *s,
+           float out[64]) {
     /* steps of 4 values between two widenings, and widenings per 32 values */
-    const int S = t == PL_TYPE_Q4_K ? 8 : t == PL_TYPE_Q5_K ? 4 : 2, F = 8 / S;
+    const int S = vnni ? (t == PL_TYPE_Q6_K ? 4 : 8)
+                       : (t == PL_TYPE_Q4_K   ? 8
+                          : t == PL_TYPE_Q5_K ? 4
+                                              : 2),
+              F = 8 / S;
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 4 * NG; i++) acc[i] = _mm256_setzero_ps();
@@ -287,36 +413,34 @@ kgemm_avx2(const uint32_t t, const int NG, const uint8_t *wq, const int16_t *wsc
                         __m256i w = bcast4(wb + r * 256 + 32 * v + 4 * g);
 #pragma GCC unroll 2
                         for (int k = 0; k < NG; k++)
-                            d16[k * 4 + r] =
-                                _mm256_add_epi16(d16[k * 4 + r], _mm256_maddubs_epi16(w, y[k]));
+                            d16[k * 4 + r] = vnni ? dpbusd(d16[k * 4 + r], w, y[k])
+                                                  : _mm256_add_epi16(d16[k * 4 + r],
+                                                                     _mm256_maddubs_epi16(w, y[k]));
                     }
                 }
                 /* the scale of these S steps: the sub-block's, or Q6_K's per 16 */
 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++) {
                     const int16_t *sc = sb + r * 16;
-                    __m256i m = _mm256_set1_epi16(t == PL_TYPE_Q6_K ? sc[2 * v + f / 2] : sc[v]);
+                    const int16_t m1 = t == PL_TYPE_Q6_K ? sc[2 * v + (f * S) / 4] : sc[v];
+                    __m256i m = vnni ? _mm256_set1_epi32(m1) : _mm256_set1_epi16(m1);
 #pragma GCC unroll 2
                     for (int k = 0; k < NG; k++)
-                        isum[k * 4 + r] =
-                            _mm256_add_epi32(isum[k * 4 + r], _mm256_madd_epi16(d16[k * 4 + r], m));
+                        isum[k * 4 + r] = _mm256_add_epi32(
+                            isum[k * 4 + r], vnni ? _mm256_mullo_epi32(d16[k * 4 + r], m)
+                                                  : _mm256_madd_epi16(d16[k * 4 + r], m));
                 }
             }
 #pragma GCC unroll 2
         for (int k = 0; k < NG; k++) {
             const __m256 dy = _mm256_loadu_ps(d + (k * nsb + b) * 8);
             const int16_t *sk = s + (k * nsb + b) * 128;
+            __m256i sv[8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) sv[j] = _mm256_loadu_si256((const __m256i *)(sk + 16 * j));
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
-                const int16_t *sc = sb + r * 16;
-                __m256i imin = _mm256_setzero_si256();
-                for (int j = 0; j < 8; j++) { /* sums 2j, 2j+1 of the 8 columns */
-                    uint16_t lo = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j] : sc[8 + j]);
-                    uint16_t hi = (uint16_t)(t == PL_TYPE_Q6_K ? sc[2 * j + 1] : sc[8 + j]);
-                    __m256i m = _mm256_set1_epi32((int32_t)((uint32_t)hi << 16 | lo));
-                    __m256i sv = _mm256_loadu_si256((const __m256i *)(sk + 16 * j));
-                    imin = _mm256_add_epi32(imin, _mm256_madd_epi16(sv, m));
-                }
+                __m256i imin = kmin_avx2(t, sb + r * 16, sv);
                 __m256i is = isum[k * 4 + r];
                 const float *dw = wd + (b * 4 + r) * 2;
                 __m256 a = _mm256_mul_ps(_mm256_set1_ps(dw[0]), dy), x;
@@ -336,18 +460,245 @@ kgemm_avx2(const uint32_t t, const int NG, const uint8_t *wq, const int16_t *wsc
     for (int i = 0; i < 4 * NG; i++) _mm256_storeu_ps(out + 8 * i, acc[i]);
 }
 
-#define PL_KGEMM(name, t, ng)                                                                      \
+#define PL_KGEMM(name, vnni, t, ng)                                                                \
     __attribute__((target("avx2,f16c"))) static void name(                                         \
         const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb, const int8_t *q,      \
-        const float *d, const int16_t *s, float out[64]) {                                         \
-        kgemm_avx2(t, ng, wq, wsc, wd, nsb, q, d, s, out);                                         \
+        const float *d, const int16_t *s, float *out) {                                            \
+        kgemm_avx2(vnni, t, ng, wq, wsc, wd, nsb, q, d, s, out);                                   \
     }
-PL_KGEMM(kgemm_q4k_1, PL_TYPE_Q4_K, 1)
-PL_KGEMM(kgemm_q4k_2, PL_TYPE_Q4_K, 2)
-PL_KGEMM(kgemm_q5k_1, PL_TYPE_Q5_K, 1)
-PL_KGEMM(kgemm_q5k_2, PL_TYPE_Q5_K, 2)
-PL_KGEMM(kgemm_q6k_1, PL_TYPE_Q6_K, 1)
-PL_KGEMM(kgemm_q6k_2, PL_TYPE_Q6_K, 2)
+PL_KGEMM(kgemm_q4k_1, 0, PL_TYPE_Q4_K, 1)
+PL_KGEMM(kgemm_q4k_2, 0, PL_TYPE_Q4_K, 2)
+PL_KGEMM(kgemm_q5k_1, 0, PL_TYPE_Q5_K, 1)
+PL_KGEMM(kgemm_q5k_2, 0, PL_TYPE_Q5_K, 2)
+PL_KGEMM(kgemm_q6k_1, 0, PL_TYPE_Q6_K, 1)
+PL_KGEMM(kgemm_q6k_2, 0, PL_TYPE_Q6_K, 2)
+PL_KGEMM(kgemm_q4k_1_vnni, 1, PL_TYPE_Q4_K, 1)
+PL_KGEMM(kgemm_q4k_2_vnni, 1, PL_TYPE_Q4_K, 2)
+PL_KGEMM(kgemm_q5k_1_vnni, 1, PL_TYPE_Q5_K, 1)
+PL_KGEMM(kgemm_q5k_2_vnni, 1, PL_TYPE_Q5_K, 2)
+PL_KGEMM(kgemm_q6k_1_vnni, 1, PL_TYPE_Q6_K, 1)
+PL_KGEMM(kgemm_q6k_2_vnni, 1, PL_TYPE_Q6_K, 2)
+typedef void kgemm_fn(const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb,
+                      const int8_t *q, const float *d, const int16_t *s, float *out);
+/* [vnni][Q4_K, Q5_K, Q6_K][two groups] */
+static kgemm_fn *const kgemms[2][3][2] = {
+    {{kgemm_q4k_1, kgemm_q4k_2}, {kgemm_q5k_1, kgemm_q5k_2}, {kgemm_q6k_1, kgemm_q6k_2}},
+    {{kgemm_q4k_1_vnni, kgemm_q4k_2_vnni},
+     {kgemm_q5k_1_vnni, kgemm_q5k_2_vnni},
+     {kgemm_q6k_1_vnni, kgemm_q6k_2_vnni}}};
+
+/* The two-group tile (4 rows x 16 columns) on AVX-512 with VNNI, as gemm512 in cpu_qdot.c:
+ * both groups' 8 columns side by side in one 512-bit register (lanes 0-7 the first
+ * group's), each weight broadcast meeting 16 columns in one vpdpbusd (u8 quants x s8
+ * activations, four products a lane), each (sub-)block's int32 dots times its scale by one
+ * mullo; the mins (Q6_K: the offset) by madd of the pack's sums of 16 with the scales. The
+ * float steps are kgemm_avx2's, lane for lane: the same bits. */
+#define PL_AVX512 "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c"
+__attribute__((target(PL_AVX512))) static inline __m512i ktwo(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+__attribute__((target(PL_AVX512), always_inline)) static inline void
+kgemm512(const uint32_t t, const int NZ, const uint8_t *wq, const int16_t *wsc, const float *wd,
+         int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float *out) {
+    const int S = t == PL_TYPE_Q6_K ? 4 : 8;                     /* steps of 4 values a scale */
+    const int64_t gq = nsb * 2048, gd = nsb * 8, gs = nsb * 128; /* one group's strides */
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 4 * NZ; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        const uint8_t *wb = wq + b * 4 * 256;
+        const int16_t *sb = wsc + b * 4 * 16;
+        __m512i isum[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 4 * NZ; i++) isum[i] = _mm512_setzero_si512();
+        for (int u = 0; u < 64 / S; u++) { /* (sub-)block u: values 4 S u .. */
+            __m512i dot[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 4 * NZ; i++) dot[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int e = 0; e < S; e++) {
+                const int64_t o = (b * 8 + u * S / 8) * 256 + (u * S % 8 + e) * 32;
+                __m512i y[2];
+#pragma GCC unroll 2
+                for (int z = 0; z < NZ; z++)
+                    y[z] = ktwo(q + 2 * z * gq + o, q + (2 * z + 1) * gq + o);
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    int32_t w4;
+                    memcpy(&w4, wb + r * 256 + 4 * (u * S + e), 4);
+                    const __m512i w = _mm512_set1_epi32(w4);
+#pragma GCC unroll 2
+                    for (int z = 0; z < NZ; z++)
+                        dot[z * 4 + r] = _mm512_dpbusd_epi32(dot[z * 4 + r], w, y[z]);
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const __m512i m = _mm512_set1_epi32(sb[r * 16 + u]);
+#pragma GCC unroll 2
+                for (int z = 0; z < NZ; z++)
+                    isum[z * 4 + r] =
+                        _mm512_add_epi32(isum[z * 4 + r], _mm512_mullo_epi32(dot[z * 4 + r], m));
+            }
+        }
+#pragma GCC unroll 2
+        for (int z = 0; z < NZ; z++) {
+            const float *d0 = d + 2 * z * gd + b * 8;
+            const int16_t *s0 = s + 2 * z * gs + b * 128;
+            const __m512 dy = _mm512_castsi512_ps(ktwo(d0, d0 + gd));
+            __m512i sv[8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) sv[j] = ktwo(s0 + 16 * j, s0 + gs + 16 * j);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const int16_t *sc = sb + r * 16;
+                __m512i imin = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) {
+                    imin = _mm512_dpwssd_epi32(imin, sv[j], _mm512_set1_epi32(kmin_pair(t, sc, j)));
+                }
+                __m512i is = isum[z * 4 + r];
+                const float *dw = wd + (b * 4 + r) * 2;
+                __m512 a = _mm512_mul_ps(_mm512_set1_ps(dw[0]), dy), x;
+                if (t == PL_TYPE_Q6_K) {
+                    is = _mm512_sub_epi32(is, _mm512_slli_epi32(imin, 5));
+                    x = _mm512_mul_ps(_mm512_cvtepi32_ps(is), a);
+                } else {
+                    __m512 mm = _mm512_mul_ps(_mm512_set1_ps(dw[1]), dy);
+                    x = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(is), a),
+                                      _mm512_mul_ps(_mm512_cvtepi32_ps(imin), mm));
+                }
+                acc[z * 4 + r] = _mm512_add_ps(acc[z * 4 + r], x);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int z = 0; z < NZ; z++)
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) { /* groups 2z (lanes 0-7) and 2z + 1 (lanes 8-15) */
+            const __m512 v = acc[z * 4 + r];
+            _mm256_storeu_ps(out + (8 * z + r) * 8, _mm512_castps512_ps256(v));
+            _mm256_storeu_ps(out + (8 * z + 4 + r) * 8,
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+        }
+}
+
+#define PL_KGEMM512(name, t, nz)                                                                   \
+    __attribute__((target(PL_AVX512))) static void name(                                           \
+        const uint8_t *wq, const int16_t *wsc, const float *wd, int64_t nsb, const int8_t *q,      \
+        const float *d, const int16_t *s, float *out) {                                            \
+        kgemm512(t, nz, wq, wsc, wd, nsb, q, d, s, out);                                           \
+    }
+PL_KGEMM512(kgemm512_q4k, PL_TYPE_Q4_K, 1)
+PL_KGEMM512(kgemm512_q5k, PL_TYPE_Q5_K, 1)
+PL_KGEMM512(kgemm512_q6k, PL_TYPE_Q6_K, 1)
+PL_KGEMM512(kgemm512_q4k_4, PL_TYPE_Q4_K, 2)
+PL_KGEMM512(kgemm512_q5k_4, PL_TYPE_Q5_K, 2)
+PL_KGEMM512(kgemm512_q6k_4, PL_TYPE_Q6_K, 2)
+/* [Q4_K, Q5_K, Q6_K][four groups] */
+static kgemm_fn *const kgemms512[3][2] = {
+    {kgemm512_q4k, kgemm512_q4k_4}, {kgemm512_q5k, kgemm512_q5k_4}, {kgemm512_q6k, kgemm512_q6k_4}};
+
+/* Decode's tile on AVX-512 (krows_avx2's contract and reductions): each row's 64 values
+ * 64m..64m+63 in one 512-bit register - Q4_K/Q5_K the 32 quant bytes of sub-blocks 2m and
+ * 2m+1 in both halves, the high half shifted down a nibble (and Q5_K's fifth bits 2m, 2m+1),
+ * Q6_K 64 low-bit bytes whose nibble (part m % 2) and two high bits give values 128h + 64p ..
+ * in order - so one maddubs meets 64 activations, and one vpdpwssd multiplies its pairs by
+ * the scales (vpermw puts each sub-block's or 16-group's scale on its lanes) and adds them:
+ * the same integers, then the same reduction and float step, so the same bits. */
+__attribute__((target(PL_AVX512), always_inline)) static inline void
+krows512(const uint32_t t, const unsigned char *const w[4], const int8_t *y, const float *yd,
+         const int16_t *ys, int64_t nsb, float out[4]) {
+    const int bs = t == PL_TYPE_Q4_K ? 144 : t == PL_TYPE_Q5_K ? 176 : 210;
+    const __m512i lo4 = _mm512_set1_epi8(15), b1 = _mm512_set1_epi8(1), b3 = _mm512_set1_epi8(3);
+    /* per 64 values m: the scale index of each int16 lane (values 64m + 2i, 64m + 2i + 1),
+     * and the shift counts of the two 256-bit halves (Q5_K fifth bit: 2m, 2m + 1; Q6_K high
+     * bits: 0, 2 or 4, 6) */
+    int16_t ix[4][32], hs[4][32];
+    for (int m = 0; m < 4; m++)
+        for (int i = 0; i < 32; i++) {
+            ix[m][i] = (int16_t)(t == PL_TYPE_Q6_K ? 4 * m + i / 8 : 2 * m + i / 16);
+            hs[m][i] = (int16_t)(t == PL_TYPE_Q6_K ? 4 * (m % 2) + 2 * (i / 16) : 2 * m + i / 16);
+        }
+    __m512i idx[4], hsh[4];
+    for (int m = 0; m < 4; m++)
+        idx[m] = _mm512_loadu_si512(ix[m]), hsh[m] = _mm512_loadu_si512(hs[m]);
+    /* the nibble shift: 0 in the low half, 4 in the high half */
+    const __m512i nib = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    __m128 sum = _mm_setzero_ps();
+    for (int64_t b0 = 0; b0 < nsb; b0 += KROWS_CHUNK) {
+        const int nb = nsb - b0 < KROWS_CHUNK ? (int)(nsb - b0) : KROWS_CHUNK;
+        __m256i d[KROWS_CHUNK][8];
+        uint16_t hd[KROWS_CHUNK][4], hm[KROWS_CHUNK][4] = {{0}};
+        for (int r = 0; r < 4; r++)
+            for (int i = 0; i < nb; i++) {
+                const int64_t b = b0 + i;
+                const unsigned char *p = w[r] + b * bs;
+                __m256i sc; /* the 16 scales (Q4_K/Q5_K: 8 scales, 8 mins) as int16 */
+                if (t == PL_TYPE_Q6_K) {
+                    sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
+                    memcpy(&hd[i][r], p + 208, 2);
+                } else {
+                    uint32_t o[4];
+                    pl_cpu_k4_scales(p, o);
+                    sc = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)o));
+                    memcpy(&hd[i][r], p, 2), memcpy(&hm[i][r], p + 2, 2);
+                }
+                const __m512i scv = _mm512_castsi256_si512(sc);
+                __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int m = 0; m < 4; m++) {
+                    __m512i qv;
+                    if (t == PL_TYPE_Q6_K) {
+                        const int h = m / 2;
+                        __m512i l = _mm512_loadu_si512(p + 64 * h);
+                        qv = _mm512_and_si512(m % 2 ? _mm512_srli_epi16(l, 4) : l, lo4);
+                        __m512i hh = _mm512_broadcast_i64x4(
+                            _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h)));
+                        __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(hh, hsh[m]), b3);
+                        qv = _mm512_or_si512(qv, _mm512_slli_epi16(hi, 4));
+                    } else {
+                        const unsigned char *qs = p + (t == PL_TYPE_Q5_K ? 48 : 16);
+                        __m512i x = _mm512_broadcast_i64x4(
+                            _mm256_loadu_si256((const __m256i *)(qs + 32 * m)));
+                        qv = _mm512_and_si512(_mm512_srlv_epi16(x, nib), lo4);
+                        if (t == PL_TYPE_Q5_K) {
+                            __m512i hb = _mm512_broadcast_i64x4(
+                                _mm256_loadu_si256((const __m256i *)(p + 16)));
+                            __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(hb, hsh[m]), b1);
+                            qv = _mm512_or_si512(qv, _mm512_slli_epi16(hi, 4));
+                        }
+                    }
+                    __m512i pr = _mm512_maddubs_epi16(qv, _mm512_loadu_si512(y + b * 256 + 64 * m));
+                    acc = _mm512_dpwssd_epi32(acc, pr, _mm512_permutexvar_epi16(idx[m], scv));
+                }
+                d[i][r] = _mm256_add_epi32(_mm512_castsi512_si256(acc),
+                                           _mm512_extracti64x4_epi64(acc, 1));
+                __m256i mm = sc; /* kminmul_avx2's multipliers */
+                if (t != PL_TYPE_Q6_K) {
+                    __m128i mn = _mm256_extracti128_si256(sc, 1);
+                    mm = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
+                }
+                d[i][4 + r] =
+                    _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(ys + b * 16)), mm);
+            }
+        for (int i = 0; i < nb; i++) sum = krows_step(t, sum, d[i], hd[i], hm[i], yd[b0 + i]);
+    }
+    _mm_storeu_ps(out, sum);
+}
+
+#define PL_KROWS512(name, t)                                                                       \
+    __attribute__((target(PL_AVX512))) static void name(                                           \
+        const unsigned char *const w[4], const int8_t *y, const float *yd, const int16_t *ys,      \
+        int64_t nsb, float out[4]) {                                                               \
+        krows512(t, w, y, yd, ys, nsb, out);                                                       \
+    }
+PL_KROWS512(krows512_q4k, PL_TYPE_Q4_K)
+PL_KROWS512(krows512_q5k, PL_TYPE_Q5_K)
+PL_KROWS512(krows512_q6k, PL_TYPE_Q6_K)
+static krows_fn *const krows512s[3] = {krows512_q4k, krows512_q5k, krows512_q6k};
 
 /* kq_avx2 into pl_cpu_kgemm_unpack's layout: one row's super-block. */
 __attribute__((target("avx2,f16c"))) static void kq_row_avx2(uint32_t t, const unsigned char *blk,
@@ -400,15 +751,19 @@ void pl_cpu_kgemm_pack(const int8_t *const y[8], const float *const yd[8],
 int pl_cpu_kgemm_tile(uint32_t t, int ng, const uint8_t *wq, const int16_t *wsc, const float *wd,
                       int64_t nsb, const int8_t *q, const float *d, const int16_t *s, float *out) {
 #ifdef PL_KDOT_X86
+    const int ti = t == PL_TYPE_Q4_K ? 0 : t == PL_TYPE_Q5_K ? 1 : 2;
+    if (ng >= 2 && pl_cpu_have_avx512vnni()) {
+        kgemms512[ti][ng == 4](wq, wsc, wd, nsb, q, d, s, out);
+        return 1;
+    }
+#endif
+    if (ng == 4) /* two tiles of two groups */
+        return pl_cpu_kgemm_tile(t, 2, wq, wsc, wd, nsb, q, d, s, out) &&
+               pl_cpu_kgemm_tile(t, 2, wq, wsc, wd, nsb, q + 2 * nsb * 2048, d + 2 * nsb * 8,
+                                 s + 2 * nsb * 128, out + 64);
+#ifdef PL_KDOT_X86
     if (pl_cpu_have_avx2()) {
-        if (ng == 2)
-            (t == PL_TYPE_Q4_K   ? kgemm_q4k_2
-             : t == PL_TYPE_Q5_K ? kgemm_q5k_2
-                                 : kgemm_q6k_2)(wq, wsc, wd, nsb, q, d, s, out);
-        else
-            (t == PL_TYPE_Q4_K   ? kgemm_q4k_1
-             : t == PL_TYPE_Q5_K ? kgemm_q5k_1
-                                 : kgemm_q6k_1)(wq, wsc, wd, nsb, q, d, s, out);
+        kgemms[pl_cpu_have_vnni()][ti][ng == 2](wq, wsc, wd, nsb, q, d, s, out);
         return 1;
     }
 #endif
@@ -458,4 +813,21 @@ void pl_cpu_kdot(uint32_t t, const unsigned char *w, int nc, const int8_t *const
     float o[4];
     f(w, yt, ydt, yst, nsb, o);
     for (int c = 0; c < nc; c++) out[c] = o[c];
+}
+
+void pl_cpu_kdot_rows(uint32_t t, int nr, const unsigned char *const w[], const int8_t *y,
+                      const float *yd, const int16_t *ys, int64_t nsb, float *out) {
+#ifdef PL_KDOT_X86
+    if (pl_cpu_have_avx2()) {
+        const unsigned char *wt[4];
+        for (int r = 0; r < 4; r++) wt[r] = w[r < nr ? r : nr - 1]; /* short: the last again */
+        float o[4];
+        const int ti = t == PL_TYPE_Q4_K ? 0 : t == PL_TYPE_Q5_K ? 1 : 2;
+        (pl_cpu_have_avx512vnni() ? krows512s[ti] : krows[pl_cpu_have_vnni()][ti])(wt, y, yd, ys,
+                                                                                   nsb, o);
+        for (int r = 0; r < nr; r++) out[r] = o[r];
+        return;
+    }
+#endif
+    for (int r = 0; r < nr; r++) pl_cpu_kdot(t, w[r], 1, &y, &yd, &ys, nsb, out + r);
 }

@@ -184,6 +184,21 @@ static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
 static void mm_item_k(const mm_job *j, int64_t r0, int64_t r1) {
     int64_t k = j->w->ne0, nsb = k / 256, row_bytes = pl_row_size(j->w->type, k);
     q8_view m = q8_view_of(j);
+    if (j->n == 1) { /* decode: tiles of 4 weight rows */
+        int64_t xi = x_row(j, 0);
+        const int8_t *y = j->kq + xi * k;
+        const float *yd = j->kd + xi * nsb;
+        const int16_t *ys = j->ks + xi * nsb * 16;
+        for (int64_t r = r0; r < r1; r += 4) {
+            int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+            const unsigned char *w[4];
+            for (int a = 0; a < nr; a++) w[a] = m.wdata + (r + a) * row_bytes;
+            float sums[4];
+            pl_cpu_kdot_rows(j->w->type, nr, w, y, yd, ys, nsb, sums);
+            for (int a = 0; a < nr; a++) put_out(j, &m, 0, r + a, sums[a]);
+        }
+        return;
+    }
     for (int64_t c0 = 0; c0 < j->n; c0 += MM_COLS) {
         int64_t c1 = c0 + MM_COLS < j->n ? c0 + MM_COLS : j->n;
         for (int64_t r = r0; r < r1; r++) {
@@ -254,11 +269,11 @@ static void mm_item_kgemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t
         const unsigned char *w[4];
         for (int a = 0; a < nr; a++) w[a] = m.wdata + (r + a) * m.row_bytes;
         pl_cpu_kgemm_unpack(t, nr, w, nsb, wq, wsc, wd);
-        for (int64_t g = g0; g < g1; g += 2) {
-            float sums[64];
-            int ng = g + 1 < g1 ? 2 : 1;
-            pl_cpu_kgemm_tile(t, ng, wq, wsc, wd, nsb, j->pq + g * nsb * 2048, j->pd + g * nsb * 8,
-                              j->kps + g * nsb * 128, sums);
+        for (int64_t g = g0, ng; g < g1; g += ng) {
+            float sums[128];
+            ng = g1 - g >= 4 ? 4 : g1 - g >= 2 ? 2 : 1;
+            pl_cpu_kgemm_tile(t, (int)ng, wq, wsc, wd, nsb, j->pq + g * nsb * 2048,
+                              j->pd + g * nsb * 8, j->kps + g * nsb * 128, sums);
             int nc = j->n - g * 8 < 8 * ng ? (int)(j->n - g * 8) : 8 * ng;
             put_tile(j, &m, g * 8, nc, r, nr, sums);
         }
@@ -473,6 +488,7 @@ static void mm_run(cpu_backend *c, mm_job *j) {
     if (items > n_out) items = n_out;
     j->rows_per_item = (n_out + items - 1) / items;
     if (j->xq) j->rows_per_item = (j->rows_per_item + 7) / 8 * 8; /* whole 8-row tiles */
+    if (j->kq && j->n == 1) j->rows_per_item = (j->rows_per_item + 3) / 4 * 4; /* 4-row tiles */
     items = (n_out + j->rows_per_item - 1) / j->rows_per_item;
     pl_pool_run(c->pool, items, mm_item, j);
 }

@@ -1,5 +1,5 @@
-/* cpu_x86.h - the AVX2 helpers the act_q8 tiles share (cpu_qdot.c, cpu_qdot_more.c); x86
- * only, included where PL_QDOT_X86-style guards hold. */
+/* cpu_x86.h - the AVX2 helpers the act_q8 tiles share (cpu_qdot.c, cpu_qdot_more.c, cpu_kdot.c);
+ * x86 only, included where PL_QDOT_X86-style guards hold. */
 #ifndef PL_CPU_X86_H
 #define PL_CPU_X86_H
 
@@ -13,6 +13,15 @@
 __attribute__((target("avx2"), always_inline)) static inline __m256i dpbusd(__m256i acc, __m256i u8,
                                                                             __m256i s8) {
     __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u8), "x"(s8));
+    return acc;
+}
+
+/* acc + madd(a, b) (int16 pairs multiplied and summed into int32 lanes): AVX-VNNI's
+ * vpdpwssd in its VEX form, as dpbusd above; only called where pl_cpu_have_vnni(). Exact
+ * (the non-saturating form, as madd + add). */
+__attribute__((target("avx2"), always_inline)) static inline __m256i dpwssd(__m256i acc, __m256i a,
+                                                                            __m256i b) {
+    __asm__("%{vex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
     return acc;
 }
 

@@ -1,10 +1,11 @@
 /* cpu_kdot_test.c - the K-quants' act_q8 path (cpu_kdot.c) and the matmul built on it.
  * - pl_cpu_quant_act_k (AVX2 where present) gives the portable rule's bits (quants, float
  *   scales, sums of 16) on random rows, zero rows, rows with NaN/infinity and huge values;
- * - pl_cpu_kdot (AVX2 or NEON where present), 1..4 activation rows, is bit-identical to
+ * - pl_cpu_kdot (AVX2 or NEON where present), 1..4 activation rows, and decode's tile
+ *   pl_cpu_kdot_rows (1..4 weight rows x 1 activation row), are bit-identical to
  *   pl_cpu_kdot_row_portable for Q4_K, Q5_K and Q6_K on fresh random super-blocks (any
  *   bytes: every nibble, high bit and 6-bit scale/min occurs) and extreme activations
- *   (+-127);
+ *   (+-127), at every x86 level the CPU has (AVX-512 VNNI, AVX-VNNI, AVX2);
  * - the portable dot equals, within float rounding, the double sum of ggml's dequantised
  *   weights (pl_dequant_row) times the dequantised activations: the integer formula reads
  *   the blocks as the format says;
@@ -108,9 +109,40 @@ static double dot_double(uint32_t t, const unsigned char *w, const int8_t *q, co
     return s;
 }
 
+/* Decode's tile pl_cpu_kdot_rows: 1..4 weight rows (fresh random blocks each time) against
+ * one activation row, each value the portable dot's bits; rows of up to 40 super-blocks, so
+ * past the tile's chunk of 16 (KROWS_CHUNK). */
+static void test_rows(void) {
+    int bad = 0, cases = 0;
+    for (int iter = 0; iter < 300; iter++) {
+        uint32_t t = ktypes[iter % 3];
+        int64_t nsb = iter % 4 ? 1 + rnd() % 5 : 1 + rnd() % 40, k = nsb * 256;
+        int64_t rb = pl_row_size(t, k);
+        int nr = 1 + (int)(rnd() % 4);
+        unsigned char *w = malloc((size_t)(rb * nr));
+        fill_k(t, w, nsb * nr, iter);
+        float x[40 * 256], d[40];
+        int8_t q[40 * 256];
+        int16_t s[40 * 16];
+        fill_x(x, k, iter);
+        pl_cpu_quant_act_k(x, k, q, d, s);
+        const unsigned char *wr[4];
+        for (int r = 0; r < nr; r++) wr[r] = w + r * rb;
+        float got[4];
+        pl_cpu_kdot_rows(t, nr, wr, q, d, s, nsb, got);
+        for (int r = 0; r < nr; r++) {
+            float p = pl_cpu_kdot_row_portable(t, wr[r], q, d, s, nsb);
+            bad += memcmp(&p, &got[r], sizeof p) != 0;
+            cases++;
+        }
+        free(w);
+    }
+    CHECK(bad == 0, "kdot_rows vs portable: %d of %d values differ", bad, cases);
+}
+
 static void test_dots(void) {
     int bad = 0, bad_ref = 0, cases = 0;
-    for (int iter = 0; iter < 1200; iter++) {
+    for (int iter = 0; iter < 500; iter++) { /* per level: 1500 in all on AVX-512 */
         uint32_t t = ktypes[iter % 3];
         int64_t nsb = 1 + rnd() % 6, k = nsb * 256;
         int nc = 1 + (int)(rnd() % 4);
@@ -139,6 +171,7 @@ static void test_dots(void) {
         free(w), free(x), free(q);
     }
     CHECK(bad == 0, "kdot vs portable: %d of %d values differ", bad, cases);
+    test_rows();
     CHECK(bad_ref == 0, "portable kdot vs dequantised double dot: %d of %d values off", bad_ref,
           cases);
 }
@@ -197,8 +230,13 @@ static void test_matmul(void) {
 
 static void run_tests(void) {
     test_quant();
-    test_dots();
-    test_matmul();
+    /* the SIMD kernels once per level the CPU has (simd_first_pass) */
+    for (int pass = simd_first_pass(); pass < 3; pass++) {
+        simd_pass(pass);
+        test_dots();
+        test_matmul();
+    }
+    pl_cpu_no_vnni = pl_cpu_no_avx512 = 0;
     pl_cpu_portable = 1; /* the portable paths through the same checks */
     test_quant();
     test_matmul();

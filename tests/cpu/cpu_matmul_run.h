@@ -74,4 +74,20 @@ static inline bool act_q8_backends(pl_backend *bes[2]) {
     return false;
 }
 
+/* The x86 SIMD levels the kernel tests run their checks at: 0 AVX-512 VNNI, 1 AVX-VNNI
+ * (vpdpbusd on 256 bits), 2 plain AVX2 (elsewhere: pass 2 only, the one dispatch there is).
+ * simd_first_pass says on stderr which the CPU has (what goes untested) and returns the
+ * first one to run; simd_pass switches the kernels to pass p's level. */
+static inline int simd_first_pass(void) {
+    pl_cpu_no_vnni = pl_cpu_no_avx512 = 0;
+    int vnni = pl_cpu_have_vnni(), v512 = pl_cpu_have_avx512vnni();
+    fprintf(stderr, "AVX2: %s, AVX-VNNI: %s, AVX-512 VNNI: %s\n", pl_cpu_have_avx2() ? "yes" : "no",
+            vnni ? "yes (tested)" : "no (not tested)", v512 ? "yes (tested)" : "no (not tested)");
+    return v512 ? 0 : vnni ? 1 : 2;
+}
+static inline void simd_pass(int p) {
+    pl_cpu_no_avx512 = p >= 1;
+    pl_cpu_no_vnni = p >= 2;
+}
+
 #endif

@@ -326,15 +326,10 @@ static void test_matmul(void) {
 
 static void run_tests(void) {
     test_levels();
-    pl_cpu_no_vnni = pl_cpu_no_avx512 = 0;
-    int vnni = pl_cpu_have_vnni(), v512 = pl_cpu_have_avx512vnni();
-    fprintf(stderr, "AVX2: %s, AVX-VNNI: %s, AVX-512 VNNI: %s\n", pl_cpu_have_avx2() ? "yes" : "no",
-            vnni ? "yes (tested)" : "no (not tested)", v512 ? "yes (tested)" : "no (not tested)");
-    /* each level the CPU has: AVX-512 VNNI (the GEMM's 16-column tile, for Q5_0/IQ4), AVX-VNNI,
-     * plain AVX2; then the portable paths */
-    for (int pass = v512 ? 0 : vnni ? 1 : 2; pass < 4; pass++) {
-        pl_cpu_no_avx512 = pass >= 1;
-        pl_cpu_no_vnni = pass >= 2;
+    /* each level the CPU has (simd_first_pass): AVX-512 VNNI (the GEMM's 16-column tile, for
+     * Q5_0/IQ4), AVX-VNNI, plain AVX2; then the portable paths */
+    for (int pass = simd_first_pass(); pass < 4; pass++) {
+        simd_pass(pass);
         pl_cpu_portable = pass == 3;
         if (pass != 1) test_tiles();    /* (the tiles have no AVX-512 path) */
         if (pass < 3) test_gemm_tile(); /* (which runs its portable half itself) */

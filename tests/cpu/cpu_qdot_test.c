@@ -296,13 +296,8 @@ static void run_tests(void) {
     test_neon_level();
     /* the SIMD kernels once per level the CPU has: AVX-512 VNNI (the GEMM's 16-column
      * tiles), AVX-VNNI (vpdpbusd on 256 bits), plain AVX2 (elsewhere: one pass) */
-    pl_cpu_no_vnni = pl_cpu_no_avx512 = 0;
-    int vnni = pl_cpu_have_vnni(), v512 = pl_cpu_have_avx512vnni();
-    fprintf(stderr, "AVX2: %s, AVX-VNNI: %s, AVX-512 VNNI: %s\n", pl_cpu_have_avx2() ? "yes" : "no",
-            vnni ? "yes (tested)" : "no (not tested)", v512 ? "yes (tested)" : "no (not tested)");
-    for (int pass = v512 ? 0 : vnni ? 1 : 2; pass < 3; pass++) {
-        pl_cpu_no_avx512 = pass >= 1;
-        pl_cpu_no_vnni = pass >= 2;
+    for (int pass = simd_first_pass(); pass < 3; pass++) {
+        simd_pass(pass);
         test_tiles();
         test_matmul();
         test_gemm_tile();
