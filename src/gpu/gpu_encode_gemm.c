@@ -108,6 +108,7 @@ static void tile_for(const gpu_backend *gb, const op *o, uint32_t gt, pl_gemm_pa
     pl_gpu_gemm_base(gb, w, o->fgate.w_up != NULL, (uint32_t)o->n, p);
     if (gt && (p->version < 8 || p->version > 10)) p->version = 8;
     p->gt = gt;
+    p->gj = gt ? (p->cols / 32 + gt - 1) / gt : 0;
     fit(gb, p);
 }
 

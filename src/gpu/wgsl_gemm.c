@@ -137,11 +137,13 @@ static pl_status check(const pl_gemm_params *p) {
         return pl_fail(PL_ERR_ARG, "GEMM: a split output is a plain store");
     if (p->ids && (p->mode == PL_GEMV_ACCUM || p->bias || p->split[0]))
         return pl_fail(PL_ERR_ARG, "GEMM: the expert matmul stores or takes gate/up");
-    if (p->gt && (p->gt < 8 || p->gt > 1024 || (p->gt & (p->gt - 1)) || !dbuf(p) || p->ids))
+    if (p->gt &&
+        (p->gt < 8 || p->gt > 1024 || (p->gt & (p->gt - 1)) || !dbuf(p) || p->ids || p->gj < 1 ||
+         p->gj > 4096 || (p->cols && (p->cols / 32 + p->gt - 1) / p->gt != p->gj)))
         return pl_fail(PL_ERR_ARG,
-                       "GEMM: the GEMV's order of %u threads (8..1024, a power of "
-                       "two; versions 8-10, no experts)",
-                       p->gt);
+                       "GEMM: the GEMV's order of %u threads, %u blocks a slice (8..1024 threads, "
+                       "a power of two; the slices K's; versions 8-10, no experts)",
+                       p->gt, p->gj);
     return PL_OK;
 }
 
@@ -654,12 +656,11 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
                  T, p->tm, p->tn, p->tn / p->rn, p->tm / p->rm, p->bk, WV);
     if (p->gt) /* K-loop position i -> block: thread slice i / J, its (i % J)-th block */
         pl_wtext_add(&t,
-                     "const GT = %uu;\nconst RUN = %uu;\n"
+                     "const GT = %uu;\nconst RUN = %uu;\nconst J = %uu;\n"
                      "fn blk(i: u32, nb: u32) -> u32 {\n"
-                     "  let j = (nb + GT - 1u) / GT;\n"
-                     "  return select(nb, i / j + (i %% j) * GT, i < GT * j);\n"
+                     "  return select(nb, i / J + (i %% J) * GT, i < GT * J);\n"
                      "}\n",
-                     p->gt, p->gt / (p->gt < 8 ? p->gt : 8));
+                     p->gt, p->gt / (p->gt < 8 ? p->gt : 8), p->gj);
     pl_wtext_add(&t, "@group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;\n"
                      "@group(0) @binding(1) var<storage, read> xd: array<f32>;\n"
                      "@group(0) @binding(2) var<storage, read_write> y: array<f32>;\n");
@@ -762,8 +763,7 @@ pl_status pl_wgsl_gemm(const pl_gemm_params *p, char **out) {
                 pl_wtext_add(&t, "  var c%u_%u_%u = 0.0;\n", m, i, j);
     if (p->gt) { /* the run and total sums; one slice only when K has a block for each
                   * thread at most (past that, the slices without blocks add nothing) */
-        pl_wtext_add(&t, "  let J = (NB + GT - 1u) / GT;\n"
-                         "  let SEQ = select(GT * J, NB, J == 1u);\n");
+        pl_wtext_add(&t, "  let SEQ = select(GT * J, NB, J == 1u);\n");
         for (unsigned m = 0; m < M; m++)
             for (unsigned i = 0; i < p->rm; i++)
                 for (unsigned j = 0; j < p->rn; j++)

@@ -419,8 +419,10 @@ typedef struct {
      * (wgsl_gemv.c, pl_wtext_reduce): thread t's slice t, t + gt, ... from 0.0, then the
      * slices of each of min(gt, 8) runs in turn, then the runs: every column's outputs
      * bit for bit those of a decode step (a verify pass, a batch of decode steps) at GEMM
-     * speed. The K loop walks the blocks in that order (thread-major). */
-    uint32_t gt;
+     * speed. The K loop walks the blocks in that order (thread-major). gj: the blocks of
+     * the longest slice, ceil(cols / 32 / gt), baked into the kernel (so its K loop's
+     * divisions are by constants): the kernel serves matrices of that many only. */
+    uint32_t gt, gj;
 } pl_gemm_params;
 
 /* Versions 8 and 9: registers a thread holds per staged piece (weights, their scales,

@@ -170,7 +170,8 @@ static void cols_case(pl_gpu *g, pl_gemv_params p, uint32_t nv, const uint32_t *
                              .rn = 2,
                              .bk = 2,
                              .version = 10,
-                             .gt = p.threads};
+                             .gt = p.threads,
+                             .gj = (p.cols / 32 + p.threads - 1) / p.threads};
         if (run(g, &p, &gm, &in, &got, &gl)) {
             size_t first = 0, bad = differ(got, gl, want, wl, &first);
             CHECK(bad == 0,
