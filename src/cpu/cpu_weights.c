@@ -67,9 +67,9 @@ pl_status pl_cpu_weights_expect(pl_backend *be, uint64_t bytes) {
 /* A new piece of at least `need` bytes (the rest of the announced weights, if more), its
  * start on a 2 MiB boundary: mmap 2 MiB more and unmap what lies outside. */
 static cpu_piece *piece_new(cpu_backend *c, size_t need) {
-    size_t want = need > c->expect_left ? need : (size_t)c->expect_left;
-    if (want > SIZE_MAX - 2 * PIECE_ALIGN) return NULL;
-    size_t size = (want + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
+    uint64_t want = need > c->expect_left ? need : c->expect_left;
+    if (want > SIZE_MAX - 2 * PIECE_ALIGN) return NULL; /* (a 32-bit address space) */
+    size_t size = ((size_t)want + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
     cpu_piece *p = calloc(1, sizeof *p);
     unsigned char *raw = p ? mmap(NULL, size + PIECE_ALIGN, PROT_READ | PROT_WRITE,
                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
