@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "base/file_map.h"
 #include "cmd_opts.h"
 #include "commands.h"
 #include "model_args.h"
@@ -99,13 +100,7 @@ typedef struct {
  * available now (MemAvailable in /proc/meminfo: free memory plus what the page cache can
  * give back), the rest left to the system. 0 where it cannot be read. */
 static uint64_t spare_memory(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    if (f) fclose(f);
-    return kb * 1024 / 10 * 9;
+    return pl_mem_available() / 10 * 9;
 }
 
 /* The host's own share of the plan (no --host-layers): a local stage over its own partial

@@ -240,6 +240,14 @@ bool model_load(const model_args *a, bool want_tok, loaded_model *l) {
     pl_status s = pl_gguf_open(a->path, &l->g);
     pl_backend_open_opts bo = {.name = a->backend, .n_threads = (int)a->threads};
     gpu_opts_from_env(&bo.gpu);
+    /* POOLED_CPU_COPY=0|1: the CPU backend's weights read from the file mapping, or copied
+     * into anonymous memory (pl_cpu_opts.anon_weights; unset: auto) */
+    bo.cpu.anon_weights = env_switch("POOLED_CPU_COPY");
+    if (!s && bo.cpu.anon_weights == -2) {
+        die("POOLED_CPU_COPY=%.32s: expected 0 or 1", getenv("POOLED_CPU_COPY"));
+        model_unload(l);
+        return false;
+    }
     if (!s && (s = pl_backend_open_with(&bo, &l->be, &l->note))) {
         die("--backend %s: %s", a->backend, pl_last_error()); /* not the file's fault */
         model_unload(l);

@@ -104,6 +104,10 @@ pl_status pl_be_buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t n
     return PL_OK;
 }
 
+pl_status pl_be_weights_expect(pl_backend *be, uint64_t bytes) {
+    return be->m->weights_expect(be, bytes);
+}
+
 pl_status pl_be_buf_view(pl_buf *parent, int64_t row0, int64_t rows, pl_buf **out) {
     *out = NULL;
     CHECK(parent, "view: missing buffer");

@@ -116,6 +116,11 @@ typedef struct pl_backend_methods {
      * ne1 of them) stay valid and unchanged until the buffer is freed (the mapped file). */
     pl_status (*buf_weight)(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1,
                             const void *data, pl_buf **out);
+    /* The weight buffers made from now until the next call are about `bytes` in all (one
+     * model, or a part of one, as its loader announces them): a backend that keeps weights
+     * in memory of its own may decide here whether they fit, and size that memory (the CPU
+     * backend's pl_cpu_opts.anon_weights). A hint: more or fewer may come. */
+    pl_status (*weights_expect)(pl_backend *be, uint64_t bytes);
     void (*buf_free)(pl_backend *be, pl_buf *b);
     /* A buffer that is rows [row0, row0 + rows) of parent (F32 or F16, made by buf_new, not
      * itself a view): ops and reads through it see and change the parent's values. Freed
@@ -283,6 +288,7 @@ typedef struct pl_backend_methods {
 #define PL_BACKEND_SLOTS(X)                                                                        \
     X(buf_new)                                                                                     \
     X(buf_weight)                                                                                  \
+    X(weights_expect)                                                                              \
     X(buf_free)                                                                                    \
     X(buf_view)                                                                                    \
     X(write)                                                                                       \
@@ -293,9 +299,10 @@ typedef struct pl_backend_methods {
     X(add)                                                                                         \
     X(rope)                                                                                        \
     X(kv_store)                                                                                    \
-    X(attention) X(rope_cols) X(kv_store_cols) X(attention_cols) X(swiglu) X(argmax) X(topk)       \
-        X(copy) X(softmax_rows) X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul)            \
-            X(ssm_conv) X(delta_rule) X(fuse) X(destroy)
+    X(attention)                                                                                   \
+    X(rope_cols) X(kv_store_cols) X(attention_cols) X(swiglu) X(argmax) X(topk) X(copy)            \
+        X(softmax_rows) X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv)        \
+            X(delta_rule) X(fuse) X(destroy)
 
 /* A backend instance; the implementation embeds it as its first member. */
 struct pl_backend {
@@ -324,6 +331,7 @@ pl_status pl_be_check_methods(const pl_backend *be);
 pl_status pl_be_buf_new(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1, pl_buf **out);
 pl_status pl_be_buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1,
                            const void *data, pl_buf **out);
+pl_status pl_be_weights_expect(pl_backend *be, uint64_t bytes);
 /* NULL is fine. */
 void pl_be_buf_free(pl_buf *b);
 /* Rows [row0, row0 + rows) of parent as a buffer of their own (buf_view above). */

@@ -109,6 +109,16 @@ void pl_file_map_close(pl_file_map *m) {
     *m = (pl_file_map){0};
 }
 
+uint64_t pl_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
 const char *pl_size_name(size_t n, char *buf, size_t cap) {
     if (n >= (1u << 20) && n % (1u << 20) == 0)
         snprintf(buf, cap, "%zu MiB", n >> 20);

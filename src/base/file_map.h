@@ -1,6 +1,7 @@
 /* file_map.h - read-only memory mapping of a whole file, and bounded reads of small files.
  *
- * Model files are mapped, never copied: tensor data is used straight from the page cache.
+ * Model files are mapped, not copied here: tensor data is used straight from the page cache
+ * (the CPU backend may copy weights into memory of its own: pl_cpu_opts.anon_weights).
  * Only where mapping is impossible (wasm32, or mmap failing on the file) is the file read
  * into memory instead (copied set), which pl_file_map_close frees.
  * Both refuse what is not a regular file (a FIFO, a device, a directory) before anything
@@ -10,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "status.h"
@@ -33,6 +35,10 @@ pl_status pl_file_read(const char *path, size_t limit, int flags, char **out, si
 
 /* pl_file_read with no size limit and no text check (tests, trusted fixtures). */
 pl_status pl_file_read_all(const char *path, char **out, size_t *len);
+
+/* MemAvailable of /proc/meminfo in bytes (free memory plus the page cache the kernel can
+ * give back), 0 where it cannot be read (not Linux, wasm32). */
+uint64_t pl_mem_available(void);
 
 /* "a directory", "a FIFO", ...: what a file that is not regular is, for error lines. */
 const char *pl_file_kind(mode_t mode);

@@ -35,7 +35,12 @@ static pl_status buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t 
     cpu_buf *b = calloc(1, sizeof *b);
     if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory");
     b->h = (pl_buf){.be = be, .type = type, .ne0 = ne0, .ne1 = ne1, .weight = true};
-    b->data = (void *)data; /* zero-copy: the mapped file outlives the buffer */
+    pl_status s = pl_cpu_weight_place(cpu_of(be), data, (size_t)(pl_row_size(type, ne0) * ne1),
+                                      &b->data, &b->piece);
+    if (s) {
+        free(b);
+        return s;
+    }
     *out = &b->h;
     return PL_OK;
 }
@@ -52,9 +57,9 @@ static pl_status buf_view(pl_backend *be, pl_buf *parent, int64_t row0, int64_t 
 }
 
 static void buf_free(pl_backend *be, pl_buf *h) {
-    (void)be;
     cpu_buf *b = (cpu_buf *)h;
     if (b->owned) free(b->data);
+    pl_cpu_weight_release(cpu_of(be), b->piece);
     free(b);
 }
 
@@ -404,6 +409,7 @@ static void destroy(pl_backend *be) {
 static const pl_backend_methods cpu_methods = {
     .buf_new = buf_new,
     .buf_weight = buf_weight,
+    .weights_expect = pl_cpu_weights_expect,
     .buf_free = buf_free,
     .buf_view = buf_view,
     .write = buf_write,
@@ -434,7 +440,18 @@ static const pl_backend_methods cpu_methods = {
 };
 
 pl_status pl_cpu_new(int n_threads, pl_backend **out) {
+    pl_cpu_opts o = {.n_threads = n_threads};
+    return pl_cpu_new_with(&o, out);
+}
+
+pl_status pl_cpu_new_with(const pl_cpu_opts *o, pl_backend **out) {
     *out = NULL;
+    pl_cpu_opts d = {0};
+    if (!o) o = &d;
+    if (o->anon_weights < -1 || o->anon_weights > 1)
+        return pl_fail(PL_ERR_ARG, "CPU backend: anon_weights %d (expected -1 off, 0 auto, 1 on)",
+                       o->anon_weights);
+    int n_threads = o->n_threads;
     if (n_threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = n > 0 ? (int)(n < 64 ? n : 64) : 1;
@@ -463,8 +480,7 @@ pl_status pl_cpu_new(int n_threads, pl_backend **out) {
         destroy(&c->base);
         return s;
     }
-    int nt = pl_pool_threads(c->pool);
-    snprintf(c->base.device, sizeof c->base.device, "cpu, %d thread%s", nt, nt == 1 ? "" : "s");
+    pl_cpu_weights_init(c, o->anon_weights); /* and the device line */
     *out = &c->base;
     return PL_OK;
 }

@@ -15,10 +15,14 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
+/* A piece of anonymous memory holding copies of weights (cpu_weights.c). */
+typedef struct cpu_piece cpu_piece;
+
 typedef struct {
     pl_buf h;   /* must be first: the seam sees only this */
-    void *data; /* the values: malloc'd, or a view of the mapped file for weights */
+    void *data; /* the values: malloc'd, or for weights the mapped file or a piece's copy */
     bool owned;
+    cpu_piece *piece; /* a weight copied into this piece, or NULL */
 } cpu_buf;
 
 /* Memory kept between ops and grown when an op needs more: a fresh malloc per op (often
@@ -41,6 +45,14 @@ typedef struct {
      * unpacked weight rows, dequantised rows, attention's rows. */
     cpu_scratch act, pack, *per_thread;
     int64_t l2_bytes; /* the L2 cache's size (1 MiB where the system does not say) */
+    /* weights (cpu_weights.c): pl_cpu_opts.anon_weights; whether buf_weight copies now;
+     * the piece being filled; bytes the loader announced and not yet placed; what the
+     * device line says (0 nothing yet, 1 copied, -1 mapped) */
+    int anon_mode;
+    bool copying;
+    cpu_piece *cur;
+    uint64_t expect_left;
+    int weights_said;
     float f16[65536]; /* every half value as float: the KV cache is read through it */
 } cpu_backend;
 
@@ -62,6 +74,15 @@ static inline int8_t *q8_quants(const pl_buf *b) {
 static inline uint16_t *q8_scales(const pl_buf *b) {
     return (uint16_t *)((char *)vptr(b) + b->ne0 * b->ne1);
 }
+
+/* Weights (cpu_weights.c). init: the mode and the device line. expect: the weights_expect
+ * slot. place: the bytes a weight buffer reads (*out: data itself, or its copy in *piece).
+ * release: a buffer of that piece is freed (NULL is fine). */
+void pl_cpu_weights_init(cpu_backend *c, int mode);
+pl_status pl_cpu_weights_expect(pl_backend *be, uint64_t bytes);
+pl_status pl_cpu_weight_place(cpu_backend *c, const void *data, size_t bytes, void **out,
+                              cpu_piece **piece);
+void pl_cpu_weight_release(cpu_backend *c, cpu_piece *piece);
 
 /* The work of a job below this many multiply-adds runs on the caller's thread alone:
  * waking the pool costs more than it saves. */

@@ -162,6 +162,12 @@ static pl_status upload_rows(gpu_backend *gb, gbuf *b, const unsigned char *src,
     return PL_OK;
 }
 
+/* Weights are copied to the GPU's memory per buffer: nothing to decide up front. */
+static pl_status weights_expect(pl_backend *be, uint64_t bytes) {
+    (void)be, (void)bytes;
+    return PL_OK;
+}
+
 static pl_status buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1,
                             const void *data, pl_buf **out) {
     gpu_backend *gb = gbe(be);
@@ -528,6 +534,7 @@ static pl_status op_fuse(pl_backend *be, unsigned kinds) {
 static const pl_backend_methods gpu_methods = {
     .buf_new = buf_new,
     .buf_weight = buf_weight,
+    .weights_expect = weights_expect,
     .buf_free = buf_free,
     .buf_view = buf_view,
     .write = buf_write,

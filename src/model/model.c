@@ -183,6 +183,16 @@ pl_status pl_load_tensor3(pl_loader *ld, const char *name, int64_t ne0, int64_t 
     return PL_OK;
 }
 
+/* The bytes of the tensors a load of info's range takes (what the backend is told to
+ * expect), by pl_gguf_selected's rule (the one this loader follows). */
+static uint64_t range_bytes(const pl_gguf *g, const pl_model_info *in, int n_layer) {
+    pl_gguf_sel sel = {in->layer_first, in->layer_last, in->has_embed, in->has_head, n_layer};
+    uint64_t bytes = 0;
+    for (int64_t i = 0; i < pl_gguf_tensor_count(g); i++)
+        if (pl_gguf_selected(g, &sel, i)) bytes += pl_gguf_tensor_at(g, i)->nbytes;
+    return bytes;
+}
+
 pl_status pl_load_layer_range(pl_loader *ld, int n_layer) {
     int ends = ld->opts ? ld->opts->ends : PL_ENDS_AUTO;
     int first = ld->opts ? ld->opts->layer_first : 0;
@@ -204,7 +214,7 @@ pl_status pl_load_layer_range(pl_loader *ld, int n_layer) {
     info->layer_last = last;
     info->has_embed = ends ? (ends & PL_ENDS_EMBED) != 0 : first == 0;
     info->has_head = ends ? (ends & PL_ENDS_HEAD) != 0 : last == n_layer;
-    return PL_OK;
+    return pl_be_weights_expect(ld->m->be, range_bytes(ld->g, info, n_layer));
 }
 
 pl_status pl_load_tensor_split(pl_loader *ld, const char *name, int64_t ne0, int64_t ne1,

@@ -6,8 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../cpu/cpu.h"
-
 pl_status pl_backend_open(const char *name, int n_threads, pl_backend **out, const char **note) {
     pl_backend_open_opts o = {.name = name, .n_threads = n_threads};
     return pl_backend_open_with(&o, out, note);
@@ -15,9 +13,11 @@ pl_status pl_backend_open(const char *name, int n_threads, pl_backend **out, con
 
 pl_status pl_backend_open_with(const pl_backend_open_opts *o, pl_backend **out, const char **note) {
     const char *name = o->name;
+    pl_cpu_opts co = o->cpu;
+    co.n_threads = o->n_threads;
     *out = NULL;
     *note = NULL;
-    if (!name || !strcmp(name, "cpu")) return pl_cpu_new(o->n_threads, out);
+    if (!name || !strcmp(name, "cpu")) return pl_cpu_new_with(&co, out);
     if (!strcmp(name, "auto")) {
         /* the note outlives this call like pl_last_error's message: per thread */
         static _Thread_local char why[320];
@@ -26,7 +26,7 @@ pl_status pl_backend_open_with(const pl_backend_open_opts *o, pl_backend **out, 
         if (pl_gpu_backend_new(&go, out) == PL_OK) return PL_OK;
         snprintf(why, sizeof why, "backend auto: %.260s; using cpu", pl_last_error());
         *note = why;
-        return pl_cpu_new(o->n_threads, out);
+        return pl_cpu_new_with(&co, out);
     }
     if (!strcmp(name, "webgpu")) return pl_gpu_backend_new(&o->gpu, out);
     return pl_backend_check_name(name);

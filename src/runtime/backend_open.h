@@ -3,13 +3,15 @@
 #define PL_RUNTIME_BACKEND_OPEN_H
 
 #include "../backend/backend.h"
+#include "../cpu/cpu.h"
 #include "../gpu/gpu.h"
 
 /* Everything a backend is made from; no environment variable is read (a program passes
- * its own settings in gpu). */
+ * its own settings in cpu and gpu). */
 typedef struct {
     const char *name;        /* "auto", "cpu" or "webgpu"; NULL: cpu */
     int n_threads;           /* CPU threads (0: one per core) */
+    pl_cpu_opts cpu;         /* the CPU's settings (its n_threads: the one above) */
     pl_gpu_backend_opts gpu; /* the GPU's settings (auto adds hardware_only) */
 } pl_backend_open_opts;
 

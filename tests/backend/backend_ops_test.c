@@ -838,7 +838,7 @@ static void check_coverage(void) {
 #undef SLOT_NAME
     };
     /* the buffer and lifetime slots are what every case uses */
-    static const char *const infra[] = {"buf_new", "buf_weight", "buf_free",
+    static const char *const infra[] = {"buf_new", "buf_weight", "weights_expect", "buf_free",
                                         "write",   "read",       "destroy"};
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
         int found = 0;

@@ -1,0 +1,156 @@
+/* cpu_weights.c - where the CPU backend's weight buffers keep their bytes: the mapped file
+ * as it is (zero-copy), or a copy in anonymous memory (pl_cpu_opts.anon_weights).
+ *
+ * Why copy: on the test machine (a VM) the kernels' first reads of file-backed pages cost
+ * far more than those of anonymous ones (a 1-thread Q4_K_M decode 25 -> 43 tok/s with the
+ * weights copied; docs/cpu-notes.md). The copy goes into pieces mmap'd anonymous, aligned
+ * to 2 MiB and marked MADV_HUGEPAGE, so the kernel can back them with huge pages (fewer TLB
+ * misses than the file's 4 KiB pages); a model's buffers are laid one after another in one
+ * piece sized by the loader's announcement (pl_be_weights_expect), a piece is unmapped when
+ * its last buffer is freed. The bytes are the same either way, so are the results. */
+#include "cpu_internal.h"
+
+#include "../base/file_map.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifndef __wasi__
+#include <sys/mman.h>
+#define CPU_ANON 1 /* wasm32-wasi has no mmap: its model file is already read into memory */
+#endif
+
+struct cpu_piece {
+    unsigned char *base;
+    size_t size, used;
+    int64_t live; /* buffers in it; unmapped at 0 */
+};
+
+#define PIECE_ALIGN ((size_t)2 << 20) /* a huge page */
+#define BUF_ALIGN   ((size_t)64)      /* each buffer's start: a cache line */
+#define COPY_ITEM   ((size_t)4 << 20) /* the threads copy this much at a time */
+
+static void set_device(cpu_backend *c) {
+    int nt = pl_pool_threads(c->pool);
+    snprintf(c->base.device, sizeof c->base.device, "cpu, %d thread%s%s", nt, nt == 1 ? "" : "s",
+             c->weights_said == 0  ? ""
+             : c->weights_said > 0 ? ", weights copied"
+                                   : ", weights mapped");
+}
+
+void pl_cpu_weights_init(cpu_backend *c, int mode) {
+    c->anon_mode = mode;
+#ifdef CPU_ANON
+    c->copying = mode > 0; /* auto waits for a model's announcement */
+#endif
+    set_device(c);
+}
+
+pl_status pl_cpu_weights_expect(pl_backend *be, uint64_t bytes) {
+    cpu_backend *c = cpu_of(be);
+#ifdef CPU_ANON
+    uint64_t avail = c->anon_mode ? 0 : pl_mem_available();
+    c->copying = c->anon_mode > 0 || (c->anon_mode == 0 && avail && bytes < avail / 2);
+    /* room for what the loader adds (norms of f16 or quantised values it turns to f32) and
+     * the buffers' alignment: only address space until touched */
+    c->expect_left = bytes + bytes / 64 + ((uint64_t)1 << 20);
+    c->cur = NULL; /* the next model's buffers start a piece of their own, sized for them */
+    c->weights_said = c->copying ? 1 : -1;
+    set_device(c);
+#else
+    (void)c, (void)bytes;
+#endif
+    return PL_OK;
+}
+
+#ifdef CPU_ANON
+/* A new piece of at least `need` bytes (the rest of the announced weights, if more), its
+ * start on a 2 MiB boundary: mmap 2 MiB more and unmap what lies outside. */
+static cpu_piece *piece_new(cpu_backend *c, size_t need) {
+    uint64_t want = need > c->expect_left ? need : c->expect_left;
+    if (want > SIZE_MAX - 2 * PIECE_ALIGN) return NULL; /* (a 32-bit address space) */
+    size_t size = ((size_t)want + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
+    cpu_piece *p = calloc(1, sizeof *p);
+    unsigned char *raw = p ? mmap(NULL, size + PIECE_ALIGN, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                           : MAP_FAILED;
+    if (raw == MAP_FAILED) {
+        free(p);
+        return NULL;
+    }
+    size_t head = (PIECE_ALIGN - (uintptr_t)raw % PIECE_ALIGN) % PIECE_ALIGN;
+    if (head) munmap(raw, head);
+    if (PIECE_ALIGN - head) munmap(raw + head + size, PIECE_ALIGN - head);
+    p->base = raw + head;
+    p->size = size;
+#ifdef MADV_HUGEPAGE
+    madvise(p->base, size, MADV_HUGEPAGE); /* a hint: without it, 4 KiB pages */
+#endif
+    return p;
+}
+
+typedef struct {
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t n;
+} copy_job;
+
+static void copy_item(void *ctx, int64_t item, int thread) {
+    (void)thread;
+    const copy_job *j = ctx;
+    size_t off = (size_t)item * COPY_ITEM, n = j->n - off < COPY_ITEM ? j->n - off : COPY_ITEM;
+    memcpy(j->dst + off, j->src + off, n);
+}
+#endif
+
+pl_status pl_cpu_weight_place(cpu_backend *c, const void *data, size_t bytes, void **out,
+                              cpu_piece **piece) {
+    *out = (void *)data; /* where it lies: the mapped file outlives the buffer */
+    *piece = NULL;
+#ifdef CPU_ANON
+    if (!c->copying) return PL_OK;
+    size_t need = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
+    if (!c->cur || c->cur->size - c->cur->used < need) {
+        cpu_piece *p = piece_new(c, need);
+        if (!p && c->anon_mode == 0) { /* auto: the rest where it lies */
+            c->copying = false;
+            c->weights_said = -1;
+            set_device(c);
+            return PL_OK;
+        }
+        if (!p)
+            return pl_fail(PL_ERR_NOMEM,
+                           "out of memory for a copy of the weights (%.1f MiB): read them from "
+                           "the file instead (anon_weights -1; pooled: POOLED_CPU_COPY=0)",
+                           (double)(need > c->expect_left ? need : c->expect_left) / (1 << 20));
+        c->cur = p;
+    }
+    cpu_piece *p = c->cur;
+    unsigned char *dst = p->base + p->used;
+    p->used += need;
+    p->live++;
+    c->expect_left = c->expect_left > need ? c->expect_left - need : 0;
+    copy_job j = {dst, data, bytes};
+    int64_t items = (int64_t)((bytes + COPY_ITEM - 1) / COPY_ITEM);
+    if (items > 1 && pl_pool_threads(c->pool) > 1)
+        pl_pool_run(c->pool, items, copy_item, &j);
+    else
+        memcpy(dst, data, bytes);
+    *out = dst;
+    *piece = p;
+#else
+    (void)c, (void)bytes;
+#endif
+    return PL_OK;
+}
+
+void pl_cpu_weight_release(cpu_backend *c, cpu_piece *p) {
+#ifdef CPU_ANON
+    if (!p || --p->live > 0) return;
+    if (c->cur == p) c->cur = NULL;
+    munmap(p->base, p->size);
+    free(p);
+#else
+    (void)c, (void)p;
+#endif
+}
