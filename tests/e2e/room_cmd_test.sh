@@ -309,16 +309,18 @@ check_err "bad --emulate-latency-ms" "$POOLED" room join 127.0.0.1:1 --key $K -m
 
 # a guest (room chat) of a host that serves (--serve) with 1 worker: its one-shot answer is
 # pooled run's text; a guest with a wrong key is refused with one line; SIGTERM ends the
-# host, and the worker hears bye
+# host, and the worker hears bye. The host and worker's timeouts only stop a hang: they
+# outlive every step below (three guests of up to 30 s each and the wait for the worker), so
+# a slow machine cannot kill them before the SIGTERM (a CI run under load once did at 60 s)
 want8=$(run -m "$S" -p "$p" -n 8 --temp 0)
-timeout 60 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K \
+timeout 150 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K \
     --workers 1 --wait 30000 --serve </dev/null >/dev/null 2>"$TMP/host.err" &
 host=$!
 addr=$(host_addr)
 check_err "a guest while the room still gathers its workers" timeout 30 "$POOLED" room chat \
     "$addr" --key $K -p "$p"
 grep -q "gathers" "$TMP/err" || fail "the early guest's line says why: $(cat "$TMP/err")"
-timeout 60 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>"$TMP/w1.err" &
+timeout 150 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>"$TMP/w1.err" &
 worker=$!
 for i in $(seq 100); do grep -q "serving guests" "$TMP/host.err" && break; sleep 0.1; done
 timeout 30 "$POOLED" room chat "$addr" --key $K -p "$p" -n 8 --temp 0 --raw >"$TMP/guest.out" \
