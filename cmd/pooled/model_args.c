@@ -93,6 +93,14 @@ bool model_args_take(int argc, char **argv, int *i, model_args *a, bool *err) {
 
 /* A backend switch from the environment: unset or empty 0 (auto), "0" -1 (off), "1" 1 (on),
  * anything else -2 (the backend refuses to open, naming the variable). */
+/* "A" or "A,B" as numbers (B 0 when left out); false when anything else follows. */
+static bool num_pair(const char *v, long *a, long *b) {
+    char *end;
+    *a = strtol(v, &end, 10), *b = 0;
+    if (*end == ',') *b = strtol(end + 1, &end, 10);
+    return !*end;
+}
+
 static int env_switch(const char *name) {
     const char *v = getenv(name);
     return !v || !*v ? 0 : !strcmp(v, "0") ? -1 : !strcmp(v, "1") ? 1 : -2;
@@ -133,19 +141,16 @@ void gpu_opts_from_env(pl_gpu_backend_opts *o) {
     o->fa = env_switch("POOLED_GPU_FA");
     o->dr_chunk = env_switch("POOLED_GPU_DR");
     o->submit_every = !(v = getenv("POOLED_GPU_CHUNK")) || !*v ? 0 : atoi(v) > 0 ? atoi(v) : -1;
+    long a, b;
     if ((v = getenv("POOLED_GPU_MC")) && *v) { /* columns a q8x GEMV workgroup[,accumulators] */
-        char *end;
-        long c = strtol(v, &end, 10), acc = 0;
-        if (*end == ',') acc = strtol(end + 1, &end, 10);
-        o->gemv_cols = *end || c < 0 || c == 1 || c > 64 ? 99 : c == 0 ? -1 : (int)c;
-        o->gemv_cols_acc = acc < 0 || acc > 1000 ? 999 : (int)acc; /* out of range: refused */
+        bool whole = num_pair(v, &a, &b);
+        o->gemv_cols = !whole || a < 0 || a == 1 || a > 64 ? 99 : a == 0 ? -1 : (int)a;
+        o->gemv_cols_acc = b < 0 || b > 1000 ? 999 : (int)b; /* out of range: refused */
     }
     if ((v = getenv("POOLED_GPU_EXACT")) && *v) { /* the GEMV-order GEMM: min[,max] columns */
-        char *end;
-        long lo = strtol(v, &end, 10), hi = 0;
-        if (*end == ',') hi = strtol(end + 1, &end, 10);
-        o->gemm_exact_min = *end || lo < 0 || lo == 1 || lo > 65536 ? -2 : lo == 0 ? -1 : (int)lo;
-        o->gemm_exact_max = hi < 0 || hi > 65536 ? -1 : (int)hi; /* out of range: refused */
+        bool whole = num_pair(v, &a, &b);
+        o->gemm_exact_min = !whole || a < 0 || a == 1 || a > 65536 ? -2 : a == 0 ? -1 : (int)a;
+        o->gemm_exact_max = b < 0 || b > 65536 ? -1 : (int)b; /* out of range: refused */
     }
     if ((v = getenv("POOLED_GPU_GEMM_MIN")) && *v) { /* the GEMM above N columns */
         char *end;

@@ -537,8 +537,7 @@ static void emit_pieces(pl_wtext *t, const pl_gemm_params *p, int load, const ch
  * K's last block and folds the unfinished run there. */
 static void emit_folds(pl_wtext *t, const pl_gemm_params *p) {
     unsigned M = mats(p);
-    pl_wtext_add(t, "      }\n"
-                    "      let si = b0 + b;\n"
+    pl_wtext_add(t, "      let si = b0 + b;\n"
                     "      if (si < SEQ && si %% J == J - 1u) {\n"
                     "        let th = si / J;\n"
                     "        let first = th %% RUN == 0u;\n"
@@ -580,6 +579,7 @@ static void emit_db_loop(pl_wtext *t, const pl_gemm_params *p) {
                     "    for (var b = 0u; b < BK; b++) {\n");
     if (p->gt) pl_wtext_add(t, "      if (blk(b0 + b, NB) < NB) {\n");
     emit_block(t, p);
+    if (p->gt) pl_wtext_add(t, "      }\n"); /* the products of a block past K skipped */
     if (p->gt) emit_folds(t, p);
     pl_wtext_add(t, "    }\n    cur = 1u - cur;\n");
     emit_pieces(t, p, 0, NULL, "cur", ac);
