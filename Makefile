@@ -244,7 +244,8 @@ wasm-test: wasm
 # aarch64-linux-gnu-gcc into $(ARM64_BUILD) and runs them under qemu-aarch64 twice
 # (tests/qemu_run.sh): -cpu max (the ARMv8.2 dot product: the SDOT kernels) and -cpu
 # cortex-a57 (ARMv8.0: the plain NEON ones). Only the library sources those tests link are
-# compiled (ARM64_LIB: the CPU backend, the seam, the quant formats, status), at -O2
+# compiled (ARM64_LIB: the CPU backend, the seam, the quant formats, status, and file_map
+# for the memory probe the CPU backend's weight copy asks), at -O2
 # without sanitizers, to keep CI's added time small; the programs link glibc dynamically
 # and qemu finds the arm64 one under /usr/aarch64-linux-gnu (-L). The kernels' bits depend
 # on no FMA contraction: -ffp-contract=off, as in CFLAGS.
@@ -254,7 +255,7 @@ ARM64_QEMU  ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 ARM64_CFLAGS := -O2 -std=c11 -Wall -Wextra -D_GNU_SOURCE -pthread -ffp-contract=off
 ARM64_TESTS := cpu_qdot_test cpu_qdot_more_test cpu_kdot_test cpu_attention_test cpu_moe_test cpu_ssm_test pool_test
 ARM64_LIB   := $(wildcard src/cpu/*.c src/format/quant_*.c) src/format/f16.c \
-               src/backend/backend.c src/base/status.c
+               src/backend/backend.c src/base/status.c src/base/file_map.c
 ARM64_OBJ   := $(ARM64_LIB:%.c=$(ARM64_BUILD)/obj/%.o)
 ARM64_BIN   := $(ARM64_TESTS:%=$(ARM64_BUILD)/tests/%)
 $(ARM64_BUILD)/obj/%.o: %.c
