@@ -47,7 +47,7 @@ CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(foreach t,$(TEST_SRC),$(BUILD)/tests/$(basename $(notdir $(t))))
 FUZZ_BIN := $(foreach t,$(FUZZ_SRC),$(BUILD)/fuzz/$(basename $(notdir $(t))))
 
-.PHONY: all test check fuzz fuzz-run clean format install
+.PHONY: all test gpu-test check fuzz fuzz-run clean format install
 all: $(BUILD)/pooled $(BUILD)/libpooled.so
 
 # The library's objects serve the static and the shared library: position independent,
@@ -121,6 +121,24 @@ $(foreach t,$(TEST_SRC),$(eval $(call test_rule,$(t))))
 test: $(BUILD)/pooled $(BUILD)/libpooled.so $(TEST_BIN)
 	POOLED_BUILD=$(BUILD) tests/run.sh
 
+# The tests that compile GPU kernels (programs, then tests/e2e scripts): `make gpu-test` runs
+# only them. On lavapipe each kernel is compiled by LLVM inside the test's own process, and
+# under ASan, whose allocator then serves LLVM's, that takes about five times as long
+# (gpu_gemm_test with an empty shader cache on 2 cores: 6 min 15 s under SAN=1, 73 s
+# plain). `make check` therefore runs these plainly first: a real run, counted, that must
+# pass, and that leaves every kernel in Mesa's shader cache (~/.cache/mesa_shader_cache_db),
+# so the sanitizer run of every test afterwards finds them compiled.
+GPU_TESTS := gpu_model_test gpu_kernels_test backend_ops_test gpu_gemm_test gpu_gemv_cols_test \
+             gpu_ops_test gpu_dispatch_test gpu_attn_test spec_test gpu_chain_test gpu_device_test \
+             gpu_submit_test backend_opts_test backend_slots_test bad_model_test mtp_test \
+             rewind_test wire_test
+GPU_E2E   := gpu_run_test option_errors_test nonfinite_test bench_streams_test bench_test \
+             gpu_probe_leak_test run_test
+empty :=
+space := $(empty) $(empty)
+gpu-test: $(BUILD)/pooled $(BUILD)/libpooled.so $(GPU_TESTS:%=$(BUILD)/tests/%)
+	POOLED_BUILD=$(BUILD) tests/run.sh '^($(subst $(space),|,$(strip $(GPU_TESTS) $(GPU_E2E))))$$'
+
 # libFuzzer targets: always clang, always with ASan+UBSan, separate from the main build.
 # The library is compiled once with fuzzer instrumentation (-fsanitize=fuzzer-no-link)
 # and each target links against it.
@@ -158,14 +176,16 @@ FUZZ_SECONDS ?= 60
 fuzz-run: fuzz
 	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-# What CI runs: all tests under ASan+UBSan, the wasm32 tests (wasm-test, below), then the
-# fuzzers.
+# What CI runs: the GPU tests in the plain build (gpu-test, above: it fills the shader cache),
+# all tests under ASan+UBSan, the wasm32 tests (wasm-test, below), the arm64 kernel tests,
+# then the fuzzers.
 # CI calls a plain `make check`, so each step builds on every core itself (-j$(nproc)): the
 # SAN build takes half the time on CI's 2 cores, and so does the fuzzers' (their runs and
 # the tests already go as many at once as there are cores).
 # The test summary is printed again last, so the final line is the test count.
 check:
 	@mkdir -p build
+	$(MAKE) -j$$(nproc) gpu-test 2>&1 | tee build/check-gpu.log; test $${PIPESTATUS[0]} -eq 0
 	$(MAKE) -j$$(nproc) SAN=1 test 2>&1 | tee build/check-tests.log; test $${PIPESTATUS[0]} -eq 0
 	$(MAKE) -j$$(nproc) wasm-test
 	$(MAKE) -j$$(nproc) cross-arm64

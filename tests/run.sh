@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# run.sh [FILTER] - run every test program (and tests/e2e/*.sh script), add up their RESULT
+# run.sh [FILTER] - run every test program (and tests/e2e/*.sh script) whose name FILTER (an
+# extended regular expression: a plain name matches the names that contain it, and
+# "gpu_|spec_test" either) matches, add up their RESULT
 # lines, and end with "N passed, N failed". Exit status is non-zero if anything failed or
 # crashed. Tests run POOLED_TEST_JOBS at a time (default: the number of cores), the slowest
 # first so that CI's two cores finish together; each test's report is printed whole, in the
@@ -23,10 +25,11 @@ jobs=${POOLED_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
 reports=$POOLED_TEST_TMP/.reports
 mkdir -p "$reports"
 
-# The tests that take longest under the sanitizers on lavapipe (CI's timings), started first.
-slow="gpu_model_test backend_ops_test option_errors_test gpu_ops_test room_cmd_test spec_test
-room_test nonfinite_test jinja_hostile_test gpu_kernels_test io_test cli_test gpu_run_test
-serve_load_test"
+# The tests that take longest (CI's timings: under the sanitizers after `make gpu-test` has
+# filled the shader cache, and in that plain run of the GPU tests), started first.
+slow="gpu_model_test backend_ops_test gpu_kernels_test gpu_run_test gpu_gemm_test room_cmd_test
+nonfinite_test option_errors_test gpu_gemv_cols_test io_test gpu_dispatch_test spec_test
+room_test bench_streams_test gpu_ops_test jinja_hostile_test cli_test serve_load_test"
 
 # run_one NAME CMD...: runs the test, writes "passed failed" to $reports/NAME.count and its
 # printable report to $reports/NAME.out
@@ -71,7 +74,7 @@ done
 names=()
 for e in "${ordered[@]}"; do
     name=${e%%$'\t'*}; kind=${e##*$'\t'}
-    [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+    [ -n "$filter" ] && ! [[ "$name" =~ $filter ]] && continue
     names+=("$name")
     while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
     if [ "$kind" = bin ]; then
