@@ -102,6 +102,8 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
         return fail_arg("kv_type: expected POOLED_KV_F16, POOLED_KV_F32 or POOLED_KV_Q8");
     if (o.act_type != POOLED_ACT_Q8 && o.act_type != POOLED_ACT_F32)
         return fail_arg("act_type: expected POOLED_ACT_Q8 or POOLED_ACT_F32");
+    if (o.cpu_weights < -1 || o.cpu_weights > 1)
+        return fail_arg("cpu_weights: expected -1 (the mapped file), 0 (auto) or 1 (a copy)");
     if (pl_backend_check_name(o.backend ? o.backend : "auto")) return POOLED_ERR_ARG;
     pooled_model *m = calloc(1, sizeof *m);
     if (!m) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
@@ -117,6 +119,7 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
         bo.gpu.dawn_lib = m->dawn_lib;
         bo.gpu.tune_cache = m->tune_cache;
         bo.gpu.profile_path = m->profile;
+        bo.cpu.anon_weights = o.cpu_weights;
         const char *note;
         s = pl_backend_open_with(&bo, &m->be, &note);
     }

@@ -234,6 +234,40 @@ static void run_tests(void) {
         m = NULL;
     }
     mo.kv_type = POOLED_KV_F16;
+    /* cpu_weights: the CPU backend's copy or the mapped file, said in the backend line,
+     * the same text either way; out of range refused */
+    mo.cpu_weights = 2;
+    CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_ERR_ARG &&
+              strstr(pooled_last_error(), "cpu_weights"),
+          "cpu_weights 2: %s", pooled_last_error());
+    char texts[2][8192];
+    for (int k = 0; k < 2; k++) {
+        mo.cpu_weights = k ? 1 : -1;
+        texts[k][0] = 0;
+        CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_OK,
+              "cpu_weights %d: %s", mo.cpu_weights, pooled_last_error());
+        if (!m) continue;
+        pooled_model_info wi = {.size = sizeof wi};
+        CHECK(pooled_model_get_info(m, &wi) == POOLED_OK &&
+                  strstr(wi.backend, k ? "weights copied" : "weights mapped"),
+              "cpu_weights %d: '%s'", mo.cpu_weights, wi.backend);
+        pooled_session *s = NULL;
+        pooled_sample_opts so = pooled_sample_opts_default();
+        so.temperature = 0, so.max_tokens = 12, so.ignore_eos = 1;
+        pooled_result r = {.size = sizeof r};
+        int32_t bos = 1;
+        sink out = {0};
+        CHECK(pooled_session_new(m, &s) == POOLED_OK &&
+                  pooled_generate(s, &bos, 1, &so, collect, &out, &r) == POOLED_OK && r.n_gen == 12,
+              "cpu_weights %d: %s", mo.cpu_weights, pooled_last_error());
+        snprintf(texts[k], sizeof texts[k], "%s", out.text);
+        pooled_session_free(s);
+        pooled_model_close(m);
+        m = NULL;
+    }
+    CHECK(texts[0][0] && !strcmp(texts[0], texts[1]), "copied '%s' mapped '%s'", texts[1],
+          texts[0]);
+    mo.cpu_weights = 0;
     CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_OK, "%s",
           pooled_last_error());
     if (!m) return;
