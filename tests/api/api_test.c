@@ -40,6 +40,20 @@ static void *canceller(void *arg) {
     return NULL;
 }
 
+/* n greedy tokens after BOS (id 1) on a new session of m, their text into out: 1 if all
+ * of it worked. */
+static int greedy_after_bos(pooled_model *m, int n, sink *out) {
+    pooled_session *s = NULL;
+    pooled_sample_opts so = pooled_sample_opts_default();
+    so.temperature = 0, so.max_tokens = n, so.ignore_eos = 1;
+    pooled_result r = {.size = sizeof r};
+    int32_t bos = 1;
+    int ok = pooled_session_new(m, &s) == POOLED_OK &&
+             pooled_generate(s, &bos, 1, &so, collect, out, &r) == POOLED_OK && r.n_gen == n;
+    pooled_session_free(s);
+    return ok;
+}
+
 static void check_generation(pooled_model *m) {
     pooled_session *s = NULL;
     CHECK(pooled_session_new(m, &s) == POOLED_OK, "%s", pooled_last_error());
@@ -220,16 +234,8 @@ static void run_tests(void) {
     CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_OK, "%s",
           pooled_last_error());
     if (m) {
-        pooled_session *s = NULL;
-        pooled_sample_opts so = pooled_sample_opts_default();
-        so.temperature = 0, so.max_tokens = 8, so.ignore_eos = 1;
-        pooled_result r = {.size = sizeof r};
-        int32_t bos = 1;
         sink out = {0};
-        CHECK(pooled_session_new(m, &s) == POOLED_OK &&
-                  pooled_generate(s, &bos, 1, &so, collect, &out, &r) == POOLED_OK && r.n_gen == 8,
-              "kv q8: %s", pooled_last_error());
-        pooled_session_free(s);
+        CHECK(greedy_after_bos(m, 8, &out), "kv q8: %s", pooled_last_error());
         pooled_model_close(m);
         m = NULL;
     }
@@ -251,17 +257,10 @@ static void run_tests(void) {
         CHECK(pooled_model_get_info(m, &wi) == POOLED_OK &&
                   strstr(wi.backend, k ? "weights copied" : "weights mapped"),
               "cpu_weights %d: '%s'", mo.cpu_weights, wi.backend);
-        pooled_session *s = NULL;
-        pooled_sample_opts so = pooled_sample_opts_default();
-        so.temperature = 0, so.max_tokens = 12, so.ignore_eos = 1;
-        pooled_result r = {.size = sizeof r};
-        int32_t bos = 1;
         sink out = {0};
-        CHECK(pooled_session_new(m, &s) == POOLED_OK &&
-                  pooled_generate(s, &bos, 1, &so, collect, &out, &r) == POOLED_OK && r.n_gen == 12,
-              "cpu_weights %d: %s", mo.cpu_weights, pooled_last_error());
+        CHECK(greedy_after_bos(m, 12, &out), "cpu_weights %d: %s", mo.cpu_weights,
+              pooled_last_error());
         snprintf(texts[k], sizeof texts[k], "%s", out.text);
-        pooled_session_free(s);
         pooled_model_close(m);
         m = NULL;
     }
