@@ -35,8 +35,7 @@ static pl_status buf_weight(pl_backend *be, uint32_t type, int64_t ne0, int64_t 
     cpu_buf *b = calloc(1, sizeof *b);
     if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory");
     b->h = (pl_buf){.be = be, .type = type, .ne0 = ne0, .ne1 = ne1, .weight = true};
-    pl_status s = pl_cpu_weight_place(cpu_of(be), data, (size_t)(pl_row_size(type, ne0) * ne1),
-                                      &b->data, &b->piece);
+    pl_status s = pl_cpu_weight_place(cpu_of(be), b, data);
     if (s) {
         free(b);
         return s;
@@ -50,8 +49,8 @@ static pl_status buf_view(pl_backend *be, pl_buf *parent, int64_t row0, int64_t 
                           pl_buf **out) {
     cpu_buf *b = calloc(1, sizeof *b);
     if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory");
-    b->h = (pl_buf){.be = be, .type = parent->type, .ne0 = parent->ne0, .ne1 = rows};
-    b->data = (char *)vptr(parent) + row0 * pl_row_size(parent->type, parent->ne0);
+    (void)be;
+    pl_cpu_view_of((const cpu_buf *)parent, row0, rows, b);
     *out = &b->h;
     return PL_OK;
 }
@@ -71,8 +70,66 @@ static pl_status buf_write(pl_backend *be, pl_buf *dst, int64_t off, const void 
 
 static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *dst, int64_t n) {
     (void)be;
-    memcpy(dst, (const char *)vptr(src) + off, (size_t)n);
+    const cpu_buf *b = (const cpu_buf *)src;
+    if (!b->q4x8_rows) {
+        memcpy(dst, (const char *)vptr(src) + off, (size_t)n);
+        return PL_OK;
+    }
+    /* interleaved rows: the GGUF layout the caller wrote, rebuilt a block at a time */
+    int64_t row = pl_row_size(src->type, src->ne0);
+    for (int64_t at = off; at < off + n;) {
+        int64_t r = at / row, in = at % row;
+        const unsigned char *g = NULL;
+        int lane = 0;
+        const unsigned char *p = pl_cpu_wrow_at(src, r, &g, &lane);
+        unsigned char blk[18];
+        int64_t len = row - in;
+        if (p) {
+            p += in;
+        } else { /* the block holding byte `in` */
+            pl_q4x8_block(g, lane, in / 18, blk);
+            p = blk + in % 18;
+            len = 18 - in % 18;
+        }
+        if (len > off + n - at) len = off + n - at;
+        memcpy((char *)dst + (at - off), p, (size_t)len);
+        at += len;
+    }
     return PL_OK;
+}
+
+/* ---- weight rows in the GGUF layout (pl_cpu_wrow*, cpu_internal.h) ---- */
+
+const unsigned char *pl_cpu_wrow(const pl_buf *w, int64_t r, unsigned char *tmp) {
+    const unsigned char *g = NULL;
+    int lane = 0;
+    const unsigned char *p = pl_cpu_wrow_at(w, r, &g, &lane);
+    if (p) return p;
+    for (int64_t b = 0; b < w->ne0 / 32; b++) pl_q4x8_block(g, lane, b, tmp + b * 18);
+    return tmp;
+}
+
+pl_status pl_cpu_dequant_wrow(const pl_buf *w, int64_t r, float *out) {
+    const unsigned char *g = NULL;
+    int lane = 0;
+    const unsigned char *p = pl_cpu_wrow_at(w, r, &g, &lane);
+    if (p) return pl_dequant_row(w->type, p, out, w->ne0);
+    for (int64_t b = 0; b < w->ne0 / 32; b++) {
+        unsigned char blk[18];
+        pl_q4x8_block(g, lane, b, blk);
+        pl_status s = pl_dequant_row(w->type, blk, out + b * 32, 32);
+        if (s) return s;
+    }
+    return PL_OK;
+}
+
+void pl_cpu_view_of(const cpu_buf *parent, int64_t row0, int64_t rows, cpu_buf *out) {
+    const pl_buf *p = &parent->h;
+    out->h = (pl_buf){.be = p->be, .type = p->type, .ne0 = p->ne0, .ne1 = rows};
+    out->data = (char *)parent->data + row0 * pl_row_size(p->type, p->ne0);
+    int64_t in = parent->q4x8_rows - row0; /* of the parent's interleaved rows, those past row0 */
+    out->q4x8_rows = in <= 0 ? 0 : in < rows ? in : rows;
+    out->q4x8_off = out->q4x8_rows ? (int)((row0 + parent->q4x8_off) % 8) : 0;
 }
 
 /* ---- scratch kept between ops ---- */
@@ -131,12 +188,12 @@ static void embed_rows(void *ctx, int64_t r0, int64_t r1) {
     ew_job *j = ctx;
     const pl_buf *table = j->a;
     const int32_t *id = vptr(j->b);
-    int64_t d = table->ne0, row = pl_row_size(table->type, d);
+    int64_t d = table->ne0;
     for (int64_t i = r0; i < r1; i++) {
         float *o = fptr(j->out) + i * d;
         if (id[i] < 0 || id[i] >= table->ne1)
             memset(o, 0, (size_t)d * sizeof *o);
-        else if (pl_dequant_row(table->type, (const char *)vptr(table) + id[i] * row, o, d))
+        else if (pl_cpu_dequant_wrow(table, id[i], o))
             atomic_store(&j->failed, 1);
     }
 }
@@ -149,11 +206,10 @@ static pl_status op_embed(pl_backend *be, const pl_buf *table, const pl_buf *ids
     if (!atomic_load(&j.failed)) return PL_OK;
     /* again on this thread, for the error (a worker's is lost with its thread) */
     const int32_t *id = vptr(ids);
-    int64_t d = table->ne0, row = pl_row_size(table->type, d);
+    int64_t d = table->ne0;
     for (int64_t i = 0; i < n; i++) {
         if (id[i] < 0 || id[i] >= table->ne1) continue;
-        pl_status s = pl_dequant_row(table->type, (const char *)vptr(table) + id[i] * row,
-                                     fptr(out) + i * d, d);
+        pl_status s = pl_cpu_dequant_wrow(table, id[i], fptr(out) + i * d);
         if (s) return s;
     }
     return pl_fail(PL_ERR_FORMAT, "embed: a row could not be read");
@@ -451,6 +507,9 @@ pl_status pl_cpu_new_with(const pl_cpu_opts *o, pl_backend **out) {
     if (o->anon_weights < -1 || o->anon_weights > 1)
         return pl_fail(PL_ERR_ARG, "CPU backend: anon_weights %d (expected -1 off, 0 auto, 1 on)",
                        o->anon_weights);
+    if (o->q4_interleave < -1 || o->q4_interleave > 0)
+        return pl_fail(PL_ERR_ARG, "CPU backend: q4_interleave %d (expected -1 never, 0 auto)",
+                       o->q4_interleave);
     int n_threads = o->n_threads;
     if (n_threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -480,6 +539,7 @@ pl_status pl_cpu_new_with(const pl_cpu_opts *o, pl_backend **out) {
         destroy(&c->base);
         return s;
     }
+    c->q4x8_mode = o->q4_interleave;
     pl_cpu_weights_init(c, o->anon_weights); /* and the device line */
     *out = &c->base;
     return PL_OK;

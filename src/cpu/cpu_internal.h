@@ -23,6 +23,11 @@ typedef struct {
     void *data; /* the values: malloc'd, or for weights the mapped file or a piece's copy */
     bool owned;
     cpu_piece *piece; /* a weight copied into this piece, or NULL */
+    /* A Q4_0 weight whose rows lie 8 to a group, interleaved (cpu_q4x8.c): rows [0,
+     * q4x8_rows) of this buffer are in groups, the buffer's row 0 being row q4x8_off (0..7)
+     * of its group (a view may start inside one); 0 rows: the GGUF layout throughout. */
+    int64_t q4x8_rows;
+    int q4x8_off;
 } cpu_buf;
 
 /* Memory kept between ops and grown when an op needs more: a fresh malloc per op (often
@@ -49,6 +54,7 @@ typedef struct {
      * the piece being filled; bytes the loader announced and not yet placed; what the
      * device line says (0 nothing yet, 1 copied, -1 mapped) */
     int anon_mode;
+    int q4x8_mode; /* pl_cpu_opts.q4_interleave */
     bool copying;
     cpu_piece *cur;
     uint64_t expect_left;
@@ -75,13 +81,52 @@ static inline uint16_t *q8_scales(const pl_buf *b) {
     return (uint16_t *)((char *)vptr(b) + b->ne0 * b->ne1);
 }
 
+/* Q4_0 weights 8 rows interleaved (cpu_q4x8.c; made by pl_cpu_weight_place where
+ * pl_q4x8_available()): whether the kernels for them run here (AVX2); one group of 8 GGUF
+ * rows (src, nb blocks each) into the interleaved layout at dst (the same 8 * 18 * nb bytes)
+ * and back; block b of the group's row `lane` in the GGUF layout (18 bytes).
+ * pl_q4x8_tile: the group g against nc (1..4) activation rows as pl_cpu_qdot_tile takes
+ * them, out[r * nc + c], each value bit-identical to pl_cpu_qdot_row_portable on the row
+ * (AVX2 + F16C, AVX-VNNI where present; else the portable reference, pl_q4x8_tile_portable).
+ * pl_q4x8_gemm_unpack: the group's rows 4h..4h+3 as pl_cpu_gemm_unpack lays out 4 rows. */
+int pl_q4x8_available(void);
+void pl_q4x8_pack_group(const unsigned char *src, int64_t nb, unsigned char *dst);
+void pl_q4x8_unpack_group(const unsigned char *group, int64_t nb, unsigned char *dst);
+void pl_q4x8_block(const unsigned char *group, int lane, int64_t b, unsigned char out[18]);
+void pl_q4x8_tile(const unsigned char *g, int nc, const int8_t *const y[], const float *const yd[],
+                  const int32_t *const ys[], int64_t nb, float *out);
+void pl_q4x8_tile_portable(const unsigned char *g, int nc, const int8_t *const y[],
+                           const float *const yd[], int64_t nb, float *out);
+void pl_q4x8_gemm_unpack(const unsigned char *g, int h, int64_t nb, unsigned char *wu, float *wd);
+
+/* Where row r of weight b lies, for the readers that need the GGUF layout: its bytes, or
+ * (a row inside an interleaved group) NULL, with *group and *lane set. */
+static inline const unsigned char *pl_cpu_wrow_at(const pl_buf *w, int64_t r,
+                                                  const unsigned char **group, int *lane) {
+    const cpu_buf *b = (const cpu_buf *)w;
+    int64_t row = pl_row_size(w->type, w->ne0);
+    const unsigned char *base = b->data;
+    if (r >= b->q4x8_rows) return base + r * row;
+    int64_t a = r + b->q4x8_off; /* rows from the first group's start */
+    *group = base + (a / 8 * 8 - b->q4x8_off) * row;
+    *lane = (int)(a % 8);
+    return NULL;
+}
+/* Row r of weight w in the GGUF layout: its bytes where they lie, or rebuilt into tmp
+ * (pl_row_size bytes). */
+const unsigned char *pl_cpu_wrow(const pl_buf *w, int64_t r, unsigned char *tmp);
+/* Row r of weight w dequantised into out (pl_dequant_row's status). */
+pl_status pl_cpu_dequant_wrow(const pl_buf *w, int64_t r, float *out);
+/* out: a view of rows [row0, row0 + rows) of weight (or view) parent, its interleaving
+ * carried over (the rest of *out as calloc leaves it). */
+void pl_cpu_view_of(const cpu_buf *parent, int64_t row0, int64_t rows, cpu_buf *out);
+
 /* Weights (cpu_weights.c). init: the mode and the device line. expect: the weights_expect
  * slot. place: the bytes a weight buffer reads (*out: data itself, or its copy in *piece).
  * release: a buffer of that piece is freed (NULL is fine). */
 void pl_cpu_weights_init(cpu_backend *c, int mode);
 pl_status pl_cpu_weights_expect(pl_backend *be, uint64_t bytes);
-pl_status pl_cpu_weight_place(cpu_backend *c, const void *data, size_t bytes, void **out,
-                              cpu_piece **piece);
+pl_status pl_cpu_weight_place(cpu_backend *c, cpu_buf *b, const void *data);
 void pl_cpu_weight_release(cpu_backend *c, cpu_piece *piece);
 
 /* The work of a job below this many multiply-adds runs on the caller's thread alone:

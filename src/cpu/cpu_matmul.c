@@ -12,7 +12,10 @@
  * goes in tiles (cpu_qdot.c): 8 weight rows x 1 activation row for one row (decode, the
  * next tile's rows prefetched), 2 x 4 for a batch, so each weight block is unpacked once
  * for 4 activation rows and each activation block loaded once for 2 weight rows;
- * bit-identical to the one-row dot whatever the tile. Batches of GEMM_MIN_N rows or more
+ * bit-identical to the one-row dot whatever the tile. A Q4_0 weight laid out 8 rows
+ * interleaved (cpu_q4x8.c: copied weights on AVX2) takes that layout's tile instead, 8 rows
+ * x 1-4 activation rows, for each whole group of 8 (other rows are rebuilt in the GGUF
+ * layout a tile at a time). Batches of GEMM_MIN_N rows or more
  * (prefill) take the GEMM instead where AVX2 or NEON (arm64) is present (mm_run_gemm): the
  * quantised rows are packed 8 columns to a group, each item's 4-row weight tiles unpacked
  * once and run past a column range of groups (at least GEMM_GROUPS, as many as half the L2
@@ -142,37 +145,76 @@ static inline void put_tile(const mm_job *j, const q8_view *m, int64_t i0, int n
     }
 }
 
-static void mm_item_q8(const mm_job *j, int64_t r0, int64_t r1) {
+/* The quantised activation rows i..i+nc-1 (nc <= 4) as the tiles take them. */
+typedef struct {
+    int nc;
+    const int8_t *y[4];
+    const float *yd[4];
+    const int32_t *ys[4];
+} q8_cols;
+
+static q8_cols q8_cols_of(const mm_job *j, int64_t i, int nc) {
+    int64_t k = j->w->ne0, nb = k / 32;
+    q8_cols c = {.nc = nc};
+    for (int t = 0; t < nc; t++) {
+        int64_t xi = x_row(j, i + t);
+        c.y[t] = j->xq + xi * k, c.yd[t] = j->xd + xi * nb, c.ys[t] = j->xs + xi * nb;
+    }
+    return c;
+}
+
+/* A tile's sums[a * nc + t] (weight row r + a, batch row i + t) out. */
+static void put_rows(const mm_job *j, const q8_view *m, int64_t i, int nc, int64_t r, int nr,
+                     const float *sums) {
+    for (int a = 0; a < nr; a++)
+        for (int t = 0; t < nc; t++) put_out(j, m, i + t, r + a, sums[a * nc + t]);
+}
+
+static void mm_item_q8(mm_job *j, int64_t r0, int64_t r1, cpu_scratch *scratch) {
     q8_view m = q8_view_of(j);
-    int64_t k = m.k, nb = m.nb, row_bytes = m.row_bytes;
+    int64_t nb = m.nb, row_bytes = m.row_bytes;
     const unsigned char *wdata = m.wdata;
     int q4 = m.q4;
     int R = j->n == 1 ? 8 : 2, C = j->n == 1 ? 1 : 4;
+    /* interleaved Q4_0 (cpu_q4x8.c): whole groups take its 8-row tile, any other rows are
+     * rebuilt in the GGUF layout for the tiles below */
+    const cpu_buf *wb = (const cpu_buf *)j->w;
+    unsigned char *tmp = NULL;
+    if (wb->q4x8_rows && !(tmp = pl_cpu_scratch(scratch, (size_t)(8 * row_bytes)))) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
     for (int64_t c0 = 0; c0 < j->n; c0 += MM_COLS) {
         int64_t c1 = c0 + MM_COLS < j->n ? c0 + MM_COLS : j->n;
-        for (int64_t r = r0; r < r1; r += R) {
+        for (int64_t r = r0, step; r < r1; r += step) {
+            if (wb->q4x8_rows && (r + wb->q4x8_off) % 8 == 0 && r + 8 <= wb->q4x8_rows &&
+                r + 8 <= r1) {
+                step = 8;
+                for (int64_t i = c0; i < c1; i += 4) {
+                    q8_cols cl = q8_cols_of(j, i, c1 - i < 4 ? (int)(c1 - i) : 4);
+                    float sums[32];
+                    pl_q4x8_tile(wdata + r * row_bytes, cl.nc, cl.y, cl.yd, cl.ys, nb, sums);
+                    put_rows(j, &m, i, cl.nc, r, 8, sums);
+                }
+                continue;
+            }
+            step = R;
             int nr = r1 - r < R ? (int)(r1 - r) : R;
             const unsigned char *w[8];
-            for (int t = 0; t < nr; t++) w[t] = wdata + (r + t) * row_bytes;
+            for (int t = 0; t < nr; t++)
+                w[t] = tmp ? pl_cpu_wrow(j->w, r + t, tmp + t * row_bytes)
+                           : wdata + (r + t) * row_bytes;
             for (int64_t i = c0; i < c1; i += C) {
-                int nc = c1 - i < C ? (int)(c1 - i) : C;
-                const int8_t *y[4];
-                const float *yd[4];
-                const int32_t *ys[4];
-                for (int t = 0; t < nc; t++) {
-                    int64_t xi = x_row(j, i + t);
-                    y[t] = j->xq + xi * k, yd[t] = j->xd + xi * nb, ys[t] = j->xs + xi * nb;
-                }
+                q8_cols cl = q8_cols_of(j, i, c1 - i < C ? (int)(c1 - i) : C);
                 float sums[8];
                 /* decode: the next tile's rows are prefetched (those of this item only) */
                 const unsigned char *pf =
-                    j->n == 1 && r + 2 * R <= r1 ? w[0] + R * row_bytes : NULL;
+                    j->n == 1 && !tmp && r + 2 * R <= r1 ? w[0] + R * row_bytes : NULL;
                 if (m.more)
-                    pl_cpu_qdot_more_tile(m.more, nr, nc, w, y, yd, ys, nb, pf, sums);
+                    pl_cpu_qdot_more_tile(m.more, nr, cl.nc, w, cl.y, cl.yd, cl.ys, nb, pf, sums);
                 else
-                    pl_cpu_qdot_tile(q4, nr, nc, w, y, yd, ys, nb, pf, sums);
-                for (int a = 0; a < nr; a++)
-                    for (int t = 0; t < nc; t++) put_out(j, &m, i + t, r + a, sums[a * nc + t]);
+                    pl_cpu_qdot_tile(q4, nr, cl.nc, w, cl.y, cl.yd, cl.ys, nb, pf, sums);
+                put_rows(j, &m, i, cl.nc, r, nr, sums);
             }
         }
     }
@@ -226,7 +268,12 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
                          cpu_scratch *scratch) {
     q8_view m = q8_view_of(j);
     int64_t nb = m.nb;
-    unsigned char *wu = pl_cpu_scratch(scratch, (size_t)nb * 4 * (64 + sizeof(float)));
+    const cpu_buf *wb = (const cpu_buf *)j->w;
+    /* the unpacked tile, then (interleaved Q4_0 rows outside whole half-groups) 4 rows
+     * rebuilt in the GGUF layout */
+    size_t head = (size_t)nb * 4 * (64 + sizeof(float));
+    unsigned char *wu =
+        pl_cpu_scratch(scratch, head + (wb->q4x8_rows ? 4 * (size_t)m.row_bytes : 0));
     if (!wu) {
         atomic_store(&j->failed, 1);
         return;
@@ -234,10 +281,18 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
     float *wd = (float *)(wu + nb * 4 * 64);
     for (int64_t r = r0; r < r1; r += 4) {
         int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
-        const unsigned char *w[4];
-        for (int t = 0; t < nr; t++) w[t] = m.wdata + (r + t) * m.row_bytes;
-        if (!m.more || !pl_cpu_qdot_more_unpack(m.more, nr, w, nb, wu, wd))
-            pl_cpu_gemm_unpack(m.q4, nr, w, nb, wu, wd);
+        const unsigned char *w[4], *g = NULL;
+        int lane = 0;
+        if (wb->q4x8_rows && nr == 4 && r + 4 <= wb->q4x8_rows &&
+            !pl_cpu_wrow_at(j->w, r, &g, &lane) && lane % 4 == 0) {
+            pl_q4x8_gemm_unpack(g, lane / 4, nb, wu, wd);
+        } else {
+            for (int t = 0; t < nr; t++)
+                w[t] = wb->q4x8_rows ? pl_cpu_wrow(j->w, r + t, wu + head + t * m.row_bytes)
+                                     : m.wdata + (r + t) * m.row_bytes;
+            if (!m.more || !pl_cpu_qdot_more_unpack(m.more, nr, w, nb, wu, wd))
+                pl_cpu_gemm_unpack(m.q4, nr, w, nb, wu, wd);
+        }
         for (int64_t g = g0; g < g1; g += 2) {
             float sums[64];
             int ng = g + 1 < g1 ? 2 : 1;
@@ -293,14 +348,15 @@ static void mm_item(void *ctx, int64_t item, int thread) {
     }
     if (j->xq || j->kq) {
         int64_t r0 = item * j->rows_per_item, r1 = r0 + j->rows_per_item;
-        (j->xq ? mm_item_q8 : mm_item_k)(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1);
+        if (j->xq)
+            mm_item_q8(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1, scratch);
+        else
+            mm_item_k(j, r0, r1 < j->w->ne1 ? r1 : j->w->ne1);
         return;
     }
     int64_t k = j->w->ne0, n_out = j->w->ne1;
     int64_t r0 = item * j->rows_per_item, r1 = r0 + j->rows_per_item;
     if (r1 > n_out) r1 = n_out;
-    int64_t row_bytes = pl_row_size(j->w->type, k);
-    const char *wdata = vptr(j->w);
     const float *x = fptr(j->x), *bias = j->bias ? fptr(j->bias) : NULL;
     float *out = fptr(j->out);
     float *tmp = NULL;
@@ -313,15 +369,15 @@ static void mm_item(void *ctx, int64_t item, int thread) {
     for (int64_t rb = r0; rb < r1; rb += MM_BLOCK) {
         int nb = r1 - rb < MM_BLOCK ? (int)(r1 - rb) : MM_BLOCK;
         for (int b = 0; b < nb; b++) {
-            const char *src = wdata + (rb + b) * row_bytes;
-            rows[b] = (const float *)src;
-            if (tmp) {
-                if (pl_dequant_row(j->w->type, src, tmp + b * k, k)) {
-                    atomic_store(&j->failed, 1);
-                    return;
-                }
-                rows[b] = tmp + b * k;
+            if (!tmp) { /* F32: the rows as they lie */
+                rows[b] = fptr(j->w) + (rb + b) * k;
+                continue;
             }
+            if (pl_cpu_dequant_wrow(j->w, rb + b, tmp + b * k)) {
+                atomic_store(&j->failed, 1);
+                return;
+            }
+            rows[b] = tmp + b * k;
         }
         for (int64_t i = 0; i < j->n; i++) {
             const float *xi = x + x_row(j, i) * k;
@@ -548,13 +604,12 @@ pl_status pl_cpu_matmul_id(pl_backend *be, const pl_buf *w, int64_t n_exp, const
     int kind = wants_q8(be, w);
     if (kind) st = quantise_rows(cpu_of(be), x, x_shared ? n : slots, w->ne0, kind, &a);
     /* each used expert: its n_out rows of w as a view, over the rows routed to it */
-    int64_t row_bytes = pl_row_size(w->type, w->ne0);
     bool failed = false;
     for (int64_t e = 0; e < n_exp && !st && !failed; e++) {
         int64_t m = start[e + 1] - start[e];
         if (m == 0) continue;
-        cpu_buf view = {.h = *w, .data = (char *)vptr(w) + e * n_out * row_bytes};
-        view.h.ne1 = n_out;
+        cpu_buf view = {0};
+        pl_cpu_view_of((const cpu_buf *)w, e * n_out, n_out, &view);
         mm_job j = {.c = cpu_of(be), .w = &view.h, .x = x, .out = out, .n = m};
         if (kind) q8act_use(&j, &a);
         j.xrow = xrow + start[e], j.orow = order + start[e];

@@ -89,24 +89,41 @@ static cpu_piece *piece_new(cpu_backend *c, size_t need) {
     return p;
 }
 
+/* The copy, `item` bytes at a time; or (groups > 0) the first `groups` groups of 8 Q4_0
+ * rows interleaved (nb blocks a row), `item` groups at a time. */
 typedef struct {
     unsigned char *dst;
     const unsigned char *src;
-    size_t n;
+    size_t n, item;
+    int64_t groups, nb;
 } copy_job;
 
 static void copy_item(void *ctx, int64_t item, int thread) {
     (void)thread;
     const copy_job *j = ctx;
-    size_t off = (size_t)item * COPY_ITEM, n = j->n - off < COPY_ITEM ? j->n - off : COPY_ITEM;
+    if (j->groups) {
+        size_t gbytes = (size_t)j->nb * 8 * 18;
+        for (int64_t g = item * (int64_t)j->item;
+             g < (item + 1) * (int64_t)j->item && g < j->groups; g++)
+            pl_q4x8_pack_group(j->src + g * gbytes, j->nb, j->dst + g * gbytes);
+        return;
+    }
+    size_t off = (size_t)item * j->item, n = j->n - off < j->item ? j->n - off : j->item;
     memcpy(j->dst + off, j->src + off, n);
+}
+
+static void copy_run(cpu_backend *c, copy_job *j, size_t items) {
+    if (items > 1 && pl_pool_threads(c->pool) > 1)
+        pl_pool_run(c->pool, (int64_t)items, copy_item, j);
+    else
+        for (size_t i = 0; i < items; i++) copy_item(j, (int64_t)i, 0);
 }
 #endif
 
-pl_status pl_cpu_weight_place(cpu_backend *c, const void *data, size_t bytes, void **out,
-                              cpu_piece **piece) {
-    *out = (void *)data; /* where it lies: the mapped file outlives the buffer */
-    *piece = NULL;
+pl_status pl_cpu_weight_place(cpu_backend *c, cpu_buf *b, const void *data) {
+    b->data = (void *)data; /* where it lies: the mapped file outlives the buffer */
+    b->piece = NULL;
+    size_t bytes = (size_t)(pl_row_size(b->h.type, b->h.ne0) * b->h.ne1);
 #ifdef CPU_ANON
     if (!c->copying) return PL_OK;
     size_t need = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
@@ -130,14 +147,21 @@ pl_status pl_cpu_weight_place(cpu_backend *c, const void *data, size_t bytes, vo
     p->used += need;
     p->live++;
     c->expect_left = c->expect_left > need ? c->expect_left - need : 0;
-    copy_job j = {dst, data, bytes};
-    int64_t items = (int64_t)((bytes + COPY_ITEM - 1) / COPY_ITEM);
-    if (items > 1 && pl_pool_threads(c->pool) > 1)
-        pl_pool_run(c->pool, items, copy_item, &j);
-    else
-        memcpy(dst, data, bytes);
-    *out = dst;
-    *piece = p;
+    copy_job j = {.dst = dst, .src = data, .n = bytes, .item = COPY_ITEM};
+    /* Q4_0 interleaved 8 rows to a group (cpu_q4x8.c) where its kernels run */
+    if (b->h.type == PL_TYPE_Q4_0 && b->h.ne1 >= 8 && c->q4x8_mode == 0 && pl_q4x8_available()) {
+        size_t gbytes = (size_t)pl_row_size(b->h.type, b->h.ne0) * 8;
+        j.groups = b->h.ne1 / 8, j.nb = b->h.ne0 / 32;
+        j.item = COPY_ITEM / gbytes ? COPY_ITEM / gbytes : 1;
+        copy_run(c, &j, ((size_t)j.groups + j.item - 1) / j.item);
+        size_t done = (size_t)j.groups * gbytes; /* the rows past the last group as they are */
+        memcpy(dst + done, (const unsigned char *)data + done, bytes - done);
+        b->q4x8_rows = j.groups * 8;
+    } else {
+        copy_run(c, &j, (bytes + COPY_ITEM - 1) / COPY_ITEM);
+    }
+    b->data = dst;
+    b->piece = p;
 #else
     (void)c, (void)bytes;
 #endif
