@@ -112,6 +112,8 @@ static void attend_f16(const attn_job *j, const float *q, int64_t g, int64_t kvh
  * visit the keys together, so each key and value row is converted once for all of them
  * and the rows' key dots run side by side. */
 #define ATTN_ROWS 4
+/* and the keys they visit a tile at a time (attend_f16_rows) */
+#define ATTN_KEYS 32
 
 /* attend_f16's row operations on many lanes at a time, for head sizes that are multiples
  * of 8 (AVX2 + F16C on x86, NEON on arm64): the same operations in the same order, so the
@@ -119,6 +121,14 @@ static void attend_f16(const attn_job *j, const float *q, int64_t g, int64_t kvh
  * as pl_cpu_round_half does (a NaN may keep more of its payload); the key dot keeps
  * pl_cpu_dot's eight partial sums and their pairwise total; multiplies and adds stay
  * separate (no fused multiply-add). */
+/* One key's step of a head's online softmax, worked out before the accumulator is touched
+ * (the running maximum depends on the scores alone): rescale the accumulator first (when
+ * the key's score is a new maximum: a = half(a * rescale)), then a = half(v * w + a). */
+struct key_step {
+    int scale; /* the score was a new maximum */
+    float rescale, w;
+};
+
 typedef struct {
     void (*from_half)(float *dst, const uint16_t *src, int64_t n); /* dst = src as floats */
     void (*round)(float *dst, const float *src, int64_t n);        /* dst = half(src) */
@@ -127,6 +137,9 @@ typedef struct {
     /* s[h] = (head h's query . kr) * scale for heads h0..h1-1 of qh (hd values apart) */
     void (*dots)(const float *qh, const float *kr, int64_t h0, int64_t h1, int64_t hd, float scale,
                  float *s);
+    /* One head's accumulator a (n values) over ns keys (key_steps): or NULL, then scale and
+     * axpy key by key. */
+    void (*update)(float *a, const float *vt, int64_t n, const struct key_step *st, int64_t ns);
 } attn_ops;
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -189,7 +202,8 @@ __attribute__((target("avx2,f16c"))) static void dots_avx2(const float *qh, cons
         s[h] = (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) * scale;
     }
 }
-static const attn_ops ops_avx2 = {from_half_avx2, round_avx2, scale_avx2, axpy_avx2, dots_avx2};
+static const attn_ops ops_avx2 = {from_half_avx2, round_avx2, scale_avx2,
+                                  axpy_avx2,      dots_avx2,  NULL};
 
 /* The lane-wise operations on AVX-512 F: 16 lanes, then 8 (head sizes 8 past a multiple of
  * 16) as above; each lane the same operations, so the same bits. The key dots stay
@@ -226,8 +240,45 @@ AVX512_TARGET static void axpy_avx512(float *a, const float *v, float w, int64_t
     }
     if (d < n) axpy_avx2(a + d, v + d, w, n - d);
 }
-static const attn_ops ops_avx512 = {from_half_avx512, round_avx512, scale_avx512, axpy_avx512,
-                                    dots_avx2};
+/* The head's accumulator held in N registers of 16 lanes over all its keys (head sizes 64,
+ * 128, 256): each key's scale and axpy as scale_avx512 and axpy_avx512 do them. */
+AVX512_TARGET __attribute__((always_inline)) static inline void
+update_regs(const int N, float *a, const float *vt, const struct key_step *st, int64_t ns) {
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int u = 0; u < N; u++) acc[u] = _mm512_loadu_ps(a + 16 * u);
+    for (int64_t i = 0; i < ns; i++) {
+        if (st[i].scale) {
+            __m512 r16 = _mm512_set1_ps(st[i].rescale);
+#pragma GCC unroll 16
+            for (int u = 0; u < N; u++) acc[u] = round_half16(_mm512_mul_ps(acc[u], r16));
+        }
+        __m512 w16 = _mm512_set1_ps(st[i].w);
+        const float *v = vt + i * 16 * N;
+#pragma GCC unroll 16
+        for (int u = 0; u < N; u++)
+            acc[u] = round_half16(
+                _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + 16 * u), w16), acc[u]));
+    }
+#pragma GCC unroll 16
+    for (int u = 0; u < N; u++) _mm512_storeu_ps(a + 16 * u, acc[u]);
+}
+AVX512_TARGET static void update_avx512(float *a, const float *vt, int64_t n,
+                                        const struct key_step *st, int64_t ns) {
+    if (n == 64)
+        update_regs(4, a, vt, st, ns);
+    else if (n == 128)
+        update_regs(8, a, vt, st, ns);
+    else if (n == 256)
+        update_regs(16, a, vt, st, ns);
+    else
+        for (int64_t i = 0; i < ns; i++) {
+            if (st[i].scale) scale_avx512(a, st[i].rescale, n);
+            axpy_avx512(a, vt + i * n, st[i].w, n);
+        }
+}
+static const attn_ops ops_avx512 = {from_half_avx512, round_avx512, scale_avx512,
+                                    axpy_avx512,      dots_avx2,    update_avx512};
 #endif
 
 #if defined(__aarch64__)
@@ -267,42 +318,65 @@ static void dots_neon(const float *qh, const float *kr, int64_t h0, int64_t h1, 
         s[h] = (vgetq_lane_f32(t, 0) + vgetq_lane_f32(t, 1)) * scale;
     }
 }
-static const attn_ops ops_neon = {from_half_neon, round_neon, scale_neon, axpy_neon, dots_neon};
+static const attn_ops ops_neon = {from_half_neon, round_neon, scale_neon,
+                                  axpy_neon,      dots_neon,  NULL};
 #endif
 
 #if defined(PL_ATTN_X86) || defined(__aarch64__) /* the targets with vector operations */
 /* attend_f16 on vector operations for the nr <= ATTN_ROWS query rows q (row r:
  * n_keys0 + r keys, g heads of hd values, rows q_stride apart), head sizes multiples of 8:
- * per row and head the same operations in the same order as attend_f16. */
+ * per row and head the same operations in the same order as attend_f16. The keys go
+ * ATTN_KEYS at a time: their rows converted once, every head's scores for them, then each
+ * head's steps over them (ops->update: its accumulator in registers where it can be), so
+ * each head meets its keys in order as attend_f16 does. */
 __attribute__((always_inline)) static inline void
 attend_f16_rows(const attn_ops *ops, const attn_job *j, const float *q, int64_t q_stride,
                 int64_t nr, int64_t g, int64_t kvh, int64_t n_keys0, float *o, int64_t o_stride,
                 float *scratch) {
     const pl_attn_params *p = j->p;
     int64_t hd = p->head_dim, hdv = p->head_dim_v, nh = nr * g;
-    float *qh = scratch, *kr = qh + nh * hd, *vr = kr + hd, *acc = vr + hdv;
+    float *qh = scratch, *kt = qh + nh * hd, *vt = kt + ATTN_KEYS * hd, *acc = vt + ATTN_KEYS * hdv;
     float *mx = acc + nh * hdv, *sum = mx + nh, *sc = sum + nh;
+    struct key_step *st = (struct key_step *)(sc + ATTN_KEYS * nh);
     for (int64_t r = 0; r < nr; r++) ops->round(qh + r * g * hd, q + r * q_stride, g * hd);
     for (int64_t d = 0; d < nh * hdv; d++) acc[d] = 0;
     for (int64_t h = 0; h < nh; h++) mx[h] = -INFINITY, sum[h] = 0;
-    for (int64_t t = 0; t < n_keys0 + nr - 1; t++) {
-        /* the rows that see key t: r >= t - n_keys0 + 1, heads h0.. */
-        int64_t h0 = (t < n_keys0 ? 0 : t - n_keys0 + 1) * g;
-        ops->from_half(kr, (const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd, hd);
-        ops->from_half(vr, (const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv, hdv);
-        ops->dots(qh, kr, h0, nh, hd, p->scale, sc);
-        for (int64_t h = h0; h < nh; h++) {
-            float s = sc[h], *ah = acc + h * hdv;
-            float rescale = 1, w = 1;
-            if (s > mx[h]) {
-                rescale = expf(mx[h] - s);
-                mx[h] = s;
-                ops->scale(ah, rescale, hdv);
-            } else {
-                w = expf(s - mx[h]);
+    int64_t n_keys = n_keys0 + nr - 1; /* the last row's */
+    for (int64_t t0 = 0; t0 < n_keys; t0 += ATTN_KEYS) {
+        int64_t nt = n_keys - t0 < ATTN_KEYS ? n_keys - t0 : ATTN_KEYS;
+        for (int64_t i = 0; i < nt; i++) {
+            int64_t t = t0 + i;
+            /* the rows that see key t: r >= t - n_keys0 + 1, heads h0.. */
+            int64_t h0 = (t < n_keys0 ? 0 : t - n_keys0 + 1) * g;
+            ops->from_half(kt + i * hd, (const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd,
+                           hd);
+            ops->from_half(vt + i * hdv, (const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv,
+                           hdv);
+            ops->dots(qh, kt + i * hd, h0, nh, hd, p->scale, sc + i * nh);
+        }
+        for (int64_t h = 0; h < nh; h++) {
+            /* head h (row h / g) sees keys up to n_keys0 + h / g - 1 */
+            int64_t ns = n_keys0 + h / g - t0;
+            if (ns > nt) ns = nt;
+            for (int64_t i = 0; i < ns; i++) { /* its steps: the scores alone decide them */
+                float s = sc[i * nh + h];
+                st[i] = (struct key_step){0, 1, 1};
+                if (s > mx[h]) {
+                    st[i].scale = 1, st[i].rescale = expf(mx[h] - s);
+                    mx[h] = s;
+                } else {
+                    st[i].w = expf(s - mx[h]);
+                }
+                sum[h] = sum[h] * st[i].rescale + st[i].w;
             }
-            ops->axpy(ah, vr, w, hdv);
-            sum[h] = sum[h] * rescale + w;
+            float *ah = acc + h * hdv;
+            if (ns > 0 && ops->update)
+                ops->update(ah, vt, hdv, st, ns);
+            else
+                for (int64_t i = 0; i < ns; i++) {
+                    if (st[i].scale) ops->scale(ah, st[i].rescale, hdv);
+                    ops->axpy(ah, vt + i * hdv, st[i].w, hdv);
+                }
         }
     }
     for (int64_t h = 0; h < nh; h++) {
@@ -368,6 +442,9 @@ static void attn_item(void *ctx, int64_t item, int thread) {
     bool f16 = j->k->type == PL_TYPE_F16;
     size_t need = !f16 ? (size_t)(n_keys + hdv + (hd > hdv ? hd : hdv))
                        : (size_t)(nr * g * hd + hd + hdv + nr * g * hdv + 3 * nr * g);
+    if (attn_vector(j)) /* attend_f16_rows: key tiles, scores, steps */
+        need = (size_t)(nr * g * hd + ATTN_KEYS * (hd + hdv) + nr * g * hdv + 2 * nr * g +
+                        ATTN_KEYS * nr * g + 3 * ATTN_KEYS);
     float *scratch = pl_cpu_scratch(&j->c->per_thread[thread], sizeof(float) * need);
     if (!scratch) {
         atomic_store(&j->failed, 1);

@@ -3,7 +3,8 @@
  * (pl_cpu_portable set), on random shapes: grouped heads, head sizes that are multiples of
  * 8 (the vector path) and not (the portable path both times), prompt batches of 1..13 rows
  * (the vector path takes 4 query rows at a time: whole blocks and short ones) after a
- * cached prefix, values large enough that the half accumulator overflows; and the same
+ * cached prefix of up to 149 rows (its keys go 32 at a time: several tiles, the last one
+ * short), values large enough that the half accumulator overflows; and the same
  * bits from 1 and 3 threads.
  * Q8_0 caches: kv_store writes pl_quant_act_q8_0's quants and scales (backend.h's layout:
  * quants, then scales), and attention over them gives the bits of the F32 path over an F32
@@ -159,16 +160,18 @@ static void run_tests(void) {
     pl_backend *be1 = NULL, *be3 = NULL;
     CHECK(pl_cpu_new(1, &be1) == PL_OK && pl_cpu_new(3, &be3) == PL_OK, "%s", pl_last_error());
     if (!be1 || !be3) return;
-    static const int dims[] = {8, 16, 64, 128, 12, 40};
+    /* 64, 128, 256: AVX-512's accumulators held in registers; 8, 16, 40 its others */
+    static const int dims[] = {8, 16, 64, 128, 12, 40, 256};
     int bad_simd = 0, bad_avx2 = 0, bad_threads = 0, cases = 0, vector_cases = 0;
     printf("dispatch: avx2 %d, avx512f %d, neon level %d\n", pl_cpu_have_avx2(),
            pl_cpu_have_avx512f(), pl_cpu_neon_level());
-    for (int iter = 0; iter < 60; iter++) {
+    for (int iter = 0; iter < 90; iter++) {
         pl_attn_params p = {.n_head_kv = 1 + (int)(rnd() % 4)};
         p.n_head = p.n_head_kv * (1 + (int)(rnd() % 3));
-        p.head_dim = dims[rnd() % 6], p.head_dim_v = iter % 4 ? p.head_dim : dims[rnd() % 6];
+        p.head_dim = dims[rnd() % 7], p.head_dim_v = iter % 4 ? p.head_dim : dims[rnd() % 7];
         p.scale = 1.0f / sqrtf((float)p.head_dim);
-        int n = 1 + (int)(rnd() % 13), pos0 = (int)(rnd() % 40), n_ctx = pos0 + n;
+        int n = 1 + (int)(rnd() % 13), pos0 = (int)(rnd() % (iter % 6 == 5 ? 150 : 40));
+        int n_ctx = pos0 + n;
         /* big: scores far apart (the running maximum moves) and values near half's top */
         float qr = iter % 5 == 0 ? 30.0f : 2.0f, vr = iter % 7 == 0 ? 30000.0f : 3.0f;
         int nq = n * p.n_head * p.head_dim, nk = n_ctx * p.n_head_kv * p.head_dim;
