@@ -71,25 +71,26 @@ static pl_status buf_write(pl_backend *be, pl_buf *dst, int64_t off, const void 
 static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *dst, int64_t n) {
     (void)be;
     const cpu_buf *b = (const cpu_buf *)src;
-    if (!b->q4x8_rows) {
+    if (!b->x8_rows) {
         memcpy(dst, (const char *)vptr(src) + off, (size_t)n);
         return PL_OK;
     }
     /* interleaved rows: the GGUF layout the caller wrote, rebuilt a block at a time */
     int64_t row = pl_row_size(src->type, src->ne0);
+    int q4 = src->type == PL_TYPE_Q4_0, bs = q4 ? 18 : 34;
     for (int64_t at = off; at < off + n;) {
         int64_t r = at / row, in = at % row;
         const unsigned char *g = NULL;
         int lane = 0;
         const unsigned char *p = pl_cpu_wrow_at(src, r, &g, &lane);
-        unsigned char blk[18];
+        unsigned char blk[34];
         int64_t len = row - in;
         if (p) {
             p += in;
         } else { /* the block holding byte `in` */
-            pl_q4x8_block(g, lane, in / 18, blk);
-            p = blk + in % 18;
-            len = 18 - in % 18;
+            pl_x8_block(q4, g, lane, in / bs, blk);
+            p = blk + in % bs;
+            len = bs - in % bs;
         }
         if (len > off + n - at) len = off + n - at;
         memcpy((char *)dst + (at - off), p, (size_t)len);
@@ -105,7 +106,8 @@ const unsigned char *pl_cpu_wrow(const pl_buf *w, int64_t r, unsigned char *tmp)
     int lane = 0;
     const unsigned char *p = pl_cpu_wrow_at(w, r, &g, &lane);
     if (p) return p;
-    for (int64_t b = 0; b < w->ne0 / 32; b++) pl_q4x8_block(g, lane, b, tmp + b * 18);
+    int q4 = w->type == PL_TYPE_Q4_0, bs = q4 ? 18 : 34;
+    for (int64_t b = 0; b < w->ne0 / 32; b++) pl_x8_block(q4, g, lane, b, tmp + b * bs);
     return tmp;
 }
 
@@ -115,8 +117,8 @@ pl_status pl_cpu_dequant_wrow(const pl_buf *w, int64_t r, float *out) {
     const unsigned char *p = pl_cpu_wrow_at(w, r, &g, &lane);
     if (p) return pl_dequant_row(w->type, p, out, w->ne0);
     for (int64_t b = 0; b < w->ne0 / 32; b++) {
-        unsigned char blk[18];
-        pl_q4x8_block(g, lane, b, blk);
+        unsigned char blk[34];
+        pl_x8_block(w->type == PL_TYPE_Q4_0, g, lane, b, blk);
         pl_status s = pl_dequant_row(w->type, blk, out + b * 32, 32);
         if (s) return s;
     }
@@ -127,9 +129,9 @@ void pl_cpu_view_of(const cpu_buf *parent, int64_t row0, int64_t rows, cpu_buf *
     const pl_buf *p = &parent->h;
     out->h = (pl_buf){.be = p->be, .type = p->type, .ne0 = p->ne0, .ne1 = rows};
     out->data = (char *)parent->data + row0 * pl_row_size(p->type, p->ne0);
-    int64_t in = parent->q4x8_rows - row0; /* of the parent's interleaved rows, those past row0 */
-    out->q4x8_rows = in <= 0 ? 0 : in < rows ? in : rows;
-    out->q4x8_off = out->q4x8_rows ? (int)((row0 + parent->q4x8_off) % 8) : 0;
+    int64_t in = parent->x8_rows - row0; /* of the parent's interleaved rows, those past row0 */
+    out->x8_rows = in <= 0 ? 0 : in < rows ? in : rows;
+    out->x8_off = out->x8_rows ? (int)((row0 + parent->x8_off) % 8) : 0;
 }
 
 /* ---- scratch kept between ops ---- */
@@ -507,9 +509,9 @@ pl_status pl_cpu_new_with(const pl_cpu_opts *o, pl_backend **out) {
     if (o->anon_weights < -1 || o->anon_weights > 1)
         return pl_fail(PL_ERR_ARG, "CPU backend: anon_weights %d (expected -1 off, 0 auto, 1 on)",
                        o->anon_weights);
-    if (o->q4_interleave < -1 || o->q4_interleave > 0)
-        return pl_fail(PL_ERR_ARG, "CPU backend: q4_interleave %d (expected -1 never, 0 auto)",
-                       o->q4_interleave);
+    if (o->interleave < -1 || o->interleave > 0)
+        return pl_fail(PL_ERR_ARG, "CPU backend: interleave %d (expected -1 never, 0 auto)",
+                       o->interleave);
     int n_threads = o->n_threads;
     if (n_threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -539,7 +541,7 @@ pl_status pl_cpu_new_with(const pl_cpu_opts *o, pl_backend **out) {
         destroy(&c->base);
         return s;
     }
-    c->q4x8_mode = o->q4_interleave;
+    c->x8_mode = o->interleave;
     pl_cpu_weights_init(c, o->anon_weights); /* and the device line */
     *out = &c->base;
     return PL_OK;

@@ -23,11 +23,11 @@ typedef struct {
     void *data; /* the values: malloc'd, or for weights the mapped file or a piece's copy */
     bool owned;
     cpu_piece *piece; /* a weight copied into this piece, or NULL */
-    /* A Q4_0 weight whose rows lie 8 to a group, interleaved (cpu_q4x8.c): rows [0,
-     * q4x8_rows) of this buffer are in groups, the buffer's row 0 being row q4x8_off (0..7)
+    /* A Q4_0 or Q8_0 weight whose rows lie 8 to a group, interleaved (cpu_x8.c): rows [0,
+     * x8_rows) of this buffer are in groups, the buffer's row 0 being row x8_off (0..7)
      * of its group (a view may start inside one); 0 rows: the GGUF layout throughout. */
-    int64_t q4x8_rows;
-    int q4x8_off;
+    int64_t x8_rows;
+    int x8_off;
 } cpu_buf;
 
 /* Memory kept between ops and grown when an op needs more: a fresh malloc per op (often
@@ -54,7 +54,7 @@ typedef struct {
      * the piece being filled; bytes the loader announced and not yet placed; what the
      * device line says (0 nothing yet, 1 copied, -1 mapped) */
     int anon_mode;
-    int q4x8_mode; /* pl_cpu_opts.q4_interleave */
+    int x8_mode; /* pl_cpu_opts.interleave */
     bool copying;
     cpu_piece *cur;
     uint64_t expect_left;
@@ -81,23 +81,25 @@ static inline uint16_t *q8_scales(const pl_buf *b) {
     return (uint16_t *)((char *)vptr(b) + b->ne0 * b->ne1);
 }
 
-/* Q4_0 weights 8 rows interleaved (cpu_q4x8.c; made by pl_cpu_weight_place where
- * pl_q4x8_available()): whether the kernels for them run here (AVX2); one group of 8 GGUF
- * rows (src, nb blocks each) into the interleaved layout at dst (the same 8 * 18 * nb bytes)
- * and back; block b of the group's row `lane` in the GGUF layout (18 bytes).
- * pl_q4x8_tile: the group g against nc (1..4) activation rows as pl_cpu_qdot_tile takes
- * them, out[r * nc + c], each value bit-identical to pl_cpu_qdot_row_portable on the row
- * (AVX2 + F16C, AVX-VNNI where present; else the portable reference, pl_q4x8_tile_portable).
- * pl_q4x8_gemm_unpack: the group's rows 4h..4h+3 as pl_cpu_gemm_unpack lays out 4 rows. */
-int pl_q4x8_available(void);
-void pl_q4x8_pack_group(const unsigned char *src, int64_t nb, unsigned char *dst);
-void pl_q4x8_unpack_group(const unsigned char *group, int64_t nb, unsigned char *dst);
-void pl_q4x8_block(const unsigned char *group, int lane, int64_t b, unsigned char out[18]);
-void pl_q4x8_tile(const unsigned char *g, int nc, const int8_t *const y[], const float *const yd[],
-                  const int32_t *const ys[], int64_t nb, float *out);
-void pl_q4x8_tile_portable(const unsigned char *g, int nc, const int8_t *const y[],
-                           const float *const yd[], int64_t nb, float *out);
-void pl_q4x8_gemm_unpack(const unsigned char *g, int h, int64_t nb, unsigned char *wu, float *wd);
+/* Q4_0 and Q8_0 weights 8 rows interleaved (cpu_x8.c; made by pl_cpu_weight_place where
+ * pl_x8_available()), q4 choosing Q4_0 (else Q8_0): whether the kernels for them run here
+ * (AVX2); one group of 8 GGUF rows (src, nb blocks each) into the interleaved layout at dst
+ * (the same 8 blocks' bytes a block) and back; block b of the group's row `lane` in the GGUF
+ * layout (18 or 34 bytes). pl_x8_tile: the group g against nc (1..4) activation rows as
+ * pl_cpu_qdot_tile takes them, out[r * nc + c], each value bit-identical to
+ * pl_cpu_qdot_row_portable on the row (AVX2 + F16C, AVX-VNNI where present; else the
+ * portable reference, pl_x8_tile_portable). pl_x8_gemm_unpack: the group's rows 4h..4h+3
+ * as pl_cpu_gemm_unpack lays out 4 rows. */
+int pl_x8_available(void);
+void pl_x8_pack_group(int q4, const unsigned char *src, int64_t nb, unsigned char *dst);
+void pl_x8_unpack_group(int q4, const unsigned char *group, int64_t nb, unsigned char *dst);
+void pl_x8_block(int q4, const unsigned char *group, int lane, int64_t b, unsigned char *out);
+void pl_x8_tile(int q4, const unsigned char *g, int nc, const int8_t *const y[],
+                const float *const yd[], const int32_t *const ys[], int64_t nb, float *out);
+void pl_x8_tile_portable(int q4, const unsigned char *g, int nc, const int8_t *const y[],
+                         const float *const yd[], int64_t nb, float *out);
+void pl_x8_gemm_unpack(int q4, const unsigned char *g, int h, int64_t nb, unsigned char *wu,
+                       float *wd);
 
 /* Where row r of weight b lies, for the readers that need the GGUF layout: its bytes, or
  * (a row inside an interleaved group) NULL, with *group and *lane set. */
@@ -106,9 +108,9 @@ static inline const unsigned char *pl_cpu_wrow_at(const pl_buf *w, int64_t r,
     const cpu_buf *b = (const cpu_buf *)w;
     int64_t row = pl_row_size(w->type, w->ne0);
     const unsigned char *base = b->data;
-    if (r >= b->q4x8_rows) return base + r * row;
-    int64_t a = r + b->q4x8_off; /* rows from the first group's start */
-    *group = base + (a / 8 * 8 - b->q4x8_off) * row;
+    if (r >= b->x8_rows) return base + r * row;
+    int64_t a = r + b->x8_off; /* rows from the first group's start */
+    *group = base + (a / 8 * 8 - b->x8_off) * row;
     *lane = (int)(a % 8);
     return NULL;
 }

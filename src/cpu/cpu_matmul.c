@@ -12,8 +12,8 @@
  * goes in tiles (cpu_qdot.c): 8 weight rows x 1 activation row for one row (decode, the
  * next tile's rows prefetched), 2 x 4 for a batch, so each weight block is unpacked once
  * for 4 activation rows and each activation block loaded once for 2 weight rows;
- * bit-identical to the one-row dot whatever the tile. A Q4_0 weight laid out 8 rows
- * interleaved (cpu_q4x8.c: copied weights on AVX2) takes that layout's tile instead, 8 rows
+ * bit-identical to the one-row dot whatever the tile. A Q4_0 or Q8_0 weight laid out 8 rows
+ * interleaved (cpu_x8.c: copied weights on AVX2) takes that layout's tile instead, 8 rows
  * x 1-4 activation rows, for each whole group of 8 (other rows are rebuilt in the GGUF
  * layout a tile at a time). Batches of GEMM_MIN_N rows or more
  * (prefill) take the GEMM instead where AVX2 or NEON (arm64) is present (mm_run_gemm): the
@@ -176,24 +176,23 @@ static void mm_item_q8(mm_job *j, int64_t r0, int64_t r1, cpu_scratch *scratch) 
     const unsigned char *wdata = m.wdata;
     int q4 = m.q4;
     int R = j->n == 1 ? 8 : 2, C = j->n == 1 ? 1 : 4;
-    /* interleaved Q4_0 (cpu_q4x8.c): whole groups take its 8-row tile, any other rows are
+    /* interleaved Q4_0/Q8_0 (cpu_x8.c): whole groups take its 8-row tile, any other rows are
      * rebuilt in the GGUF layout for the tiles below */
     const cpu_buf *wb = (const cpu_buf *)j->w;
     unsigned char *tmp = NULL;
-    if (wb->q4x8_rows && !(tmp = pl_cpu_scratch(scratch, (size_t)(8 * row_bytes)))) {
+    if (wb->x8_rows && !(tmp = pl_cpu_scratch(scratch, (size_t)(8 * row_bytes)))) {
         atomic_store(&j->failed, 1);
         return;
     }
     for (int64_t c0 = 0; c0 < j->n; c0 += MM_COLS) {
         int64_t c1 = c0 + MM_COLS < j->n ? c0 + MM_COLS : j->n;
         for (int64_t r = r0, step; r < r1; r += step) {
-            if (wb->q4x8_rows && (r + wb->q4x8_off) % 8 == 0 && r + 8 <= wb->q4x8_rows &&
-                r + 8 <= r1) {
+            if (wb->x8_rows && (r + wb->x8_off) % 8 == 0 && r + 8 <= wb->x8_rows && r + 8 <= r1) {
                 step = 8;
                 for (int64_t i = c0; i < c1; i += 4) {
                     q8_cols cl = q8_cols_of(j, i, c1 - i < 4 ? (int)(c1 - i) : 4);
                     float sums[32];
-                    pl_q4x8_tile(wdata + r * row_bytes, cl.nc, cl.y, cl.yd, cl.ys, nb, sums);
+                    pl_x8_tile(q4, wdata + r * row_bytes, cl.nc, cl.y, cl.yd, cl.ys, nb, sums);
                     put_rows(j, &m, i, cl.nc, r, 8, sums);
                 }
                 continue;
@@ -272,8 +271,7 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
     /* the unpacked tile, then (interleaved Q4_0 rows outside whole half-groups) 4 rows
      * rebuilt in the GGUF layout */
     size_t head = (size_t)nb * 4 * (64 + sizeof(float));
-    unsigned char *wu =
-        pl_cpu_scratch(scratch, head + (wb->q4x8_rows ? 4 * (size_t)m.row_bytes : 0));
+    unsigned char *wu = pl_cpu_scratch(scratch, head + (wb->x8_rows ? 4 * (size_t)m.row_bytes : 0));
     if (!wu) {
         atomic_store(&j->failed, 1);
         return;
@@ -283,13 +281,13 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
         int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
         const unsigned char *w[4], *g = NULL;
         int lane = 0;
-        if (wb->q4x8_rows && nr == 4 && r + 4 <= wb->q4x8_rows &&
-            !pl_cpu_wrow_at(j->w, r, &g, &lane) && lane % 4 == 0) {
-            pl_q4x8_gemm_unpack(g, lane / 4, nb, wu, wd);
+        if (wb->x8_rows && nr == 4 && r + 4 <= wb->x8_rows && !pl_cpu_wrow_at(j->w, r, &g, &lane) &&
+            lane % 4 == 0) {
+            pl_x8_gemm_unpack(m.q4, g, lane / 4, nb, wu, wd);
         } else {
             for (int t = 0; t < nr; t++)
-                w[t] = wb->q4x8_rows ? pl_cpu_wrow(j->w, r + t, wu + head + t * m.row_bytes)
-                                     : m.wdata + (r + t) * m.row_bytes;
+                w[t] = wb->x8_rows ? pl_cpu_wrow(j->w, r + t, wu + head + t * m.row_bytes)
+                                   : m.wdata + (r + t) * m.row_bytes;
             if (!m.more || !pl_cpu_qdot_more_unpack(m.more, nr, w, nb, wu, wd))
                 pl_cpu_gemm_unpack(m.q4, nr, w, nb, wu, wd);
         }

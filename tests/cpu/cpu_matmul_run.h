@@ -64,7 +64,7 @@ static inline void act_q8_inputs(uint32_t (*rnd)(void), int n, int k, int n_out,
 static inline bool act_q8_backends(pl_backend *bes[2]) {
     bes[0] = bes[1] = NULL;
     /* the 3-thread one copies its weights (so Q4_0 lies interleaved where the CPU has AVX2,
-     * cpu_q4x8.c); the other reads them where they lie, in the GGUF layout */
+     * cpu_x8.c); the other reads them where they lie, in the GGUF layout */
     pl_cpu_opts copied = {.n_threads = 3, .anon_weights = 1};
     CHECK(pl_cpu_new(1, &bes[0]) == PL_OK && pl_cpu_new_with(&copied, &bes[1]) == PL_OK, "%s",
           pl_last_error());

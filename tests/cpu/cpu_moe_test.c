@@ -335,7 +335,7 @@ static void test_moe_combine(pl_backend *be) {
 
 static void run_tests(void) {
     pl_backend *be1 = NULL, *be3 = NULL;
-    /* be3 copies its weights: Q4_0 experts then lie interleaved (cpu_q4x8.c) where the CPU
+    /* be3 copies its weights: Q4_0 experts then lie interleaved (cpu_x8.c) where the CPU
      * has AVX2, and each expert's rows are a view that may start inside a group of 8 */
     pl_cpu_opts copied = {.n_threads = 3, .anon_weights = 1};
     CHECK(pl_cpu_new(1, &be1) == PL_OK && pl_cpu_new_with(&copied, &be3) == PL_OK, "%s",

@@ -281,84 +281,91 @@ static void test_gemm_matmul(void) {
     pl_be_destroy(bes[0]), pl_be_destroy(bes[1]);
 }
 
-/* Q4_0 interleaved 8 rows to a group (cpu_q4x8.c): packing and unpacking give the rows
- * back byte for byte (the whole group, and block by block); the group's tile (dispatched:
- * AVX2 with or without AVX-VNNI, else portable) and its portable reference against the
- * portable row dot of each GGUF row, nc 1..4, bit for bit, extreme values included; the
- * GEMM's unpack of each half-group equals pl_cpu_gemm_unpack's of its 4 GGUF rows. */
-static void test_q4x8_kernels(void) {
+/* Q4_0 and Q8_0 interleaved 8 rows to a group (cpu_x8.c): packing and unpacking give the
+ * rows back byte for byte (the whole group, and block by block); the group's tile
+ * (dispatched: AVX2 with or without AVX-VNNI, else portable) and its portable reference
+ * against the portable row dot of each GGUF row, nc 1..4, bit for bit, extreme values
+ * included (nibbles 0 and 15, quants -128 and 127); the GEMM's unpack of each half-group
+ * (AVX2, and portable) equals pl_cpu_gemm_unpack's of its 4 GGUF rows. */
+static void test_x8_kernels(void) {
     int bad_pack = 0, bad_tile = 0, bad_unpack = 0, cases = 0;
-    for (int iter = 0; iter < 1200; iter++) {
-        int nb = 1 + (int)(rnd() % 40), nc = 1 + iter % 4;
-        rows t = rows_new(1, nb, 8, 4, iter);
-        size_t bytes = (size_t)nb * 18 * 8;
+    for (int iter = 0; iter < 2400; iter++) {
+        int q4 = iter & 1, bs = q4 ? 18 : 34, wbs = q4 ? 32 : 64;
+        int nb = 1 + (int)(rnd() % 40), nc = 1 + iter / 2 % 4;
+        rows t = rows_new(q4, nb, 8, 4, iter);
+        size_t bytes = (size_t)nb * bs * 8;
         unsigned char *g = malloc(bytes), *back = malloc(bytes);
-        pl_q4x8_pack_group(t.w, nb, g);
-        pl_q4x8_unpack_group(g, nb, back);
+        pl_x8_pack_group(q4, t.w, nb, g);
+        pl_x8_unpack_group(q4, g, nb, back);
         bad_pack += memcmp(back, t.w, bytes) != 0;
         for (int k = 0; k < 4; k++) {
             int lane = (int)(rnd() % 8), b = (int)(rnd() % (unsigned)nb);
-            unsigned char blk[18];
-            pl_q4x8_block(g, lane, b, blk);
-            bad_pack += memcmp(blk, t.wr[lane] + b * 18, 18) != 0;
+            unsigned char blk[34];
+            pl_x8_block(q4, g, lane, b, blk);
+            bad_pack += memcmp(blk, t.wr[lane] + b * bs, (size_t)bs) != 0;
         }
         float got[32], ref[32];
-        pl_q4x8_tile(g, nc, t.yr, t.ydr, t.ysr, nb, got);
-        pl_q4x8_tile_portable(g, nc, t.yr, t.ydr, nb, ref);
+        pl_x8_tile(q4, g, nc, t.yr, t.ydr, t.ysr, nb, got);
+        pl_x8_tile_portable(q4, g, nc, t.yr, t.ydr, nb, ref);
         for (int r = 0; r < 8; r++)
             for (int c = 0; c < nc; c++, cases++) {
-                float p = pl_cpu_qdot_row_portable(1, t.wr[r], t.yr[c], t.ydr[c], nb);
+                float p = pl_cpu_qdot_row_portable(q4, t.wr[r], t.yr[c], t.ydr[c], nb);
                 bad_tile += memcmp(&got[r * nc + c], &p, 4) != 0;
                 bad_tile += memcmp(&ref[r * nc + c], &p, 4) != 0;
             }
-        unsigned char *wu0 = malloc((size_t)nb * 128), *wu1 = malloc((size_t)nb * 128);
+        size_t ub = (size_t)nb * 4 * wbs;
+        unsigned char *wu0 = malloc(ub), *wu1 = malloc(ub);
         float *wd0 = malloc(sizeof(float) * (size_t)nb * 4),
               *wd1 = malloc(sizeof(float) * (size_t)nb * 4);
-        for (int h = 0; h < 2; h++) {
-            pl_cpu_gemm_unpack(1, 4, t.wr + 4 * h, nb, wu0, wd0);
-            pl_q4x8_gemm_unpack(g, h, nb, wu1, wd1);
-            bad_unpack += memcmp(wu0, wu1, (size_t)nb * 128) != 0 ||
-                          memcmp(wd0, wd1, sizeof(float) * (size_t)nb * 4) != 0;
+        for (int h = 0; h < 4; h++) { /* halves 0, 1, then again on the portable paths */
+            pl_cpu_portable = h >= 2;
+            pl_cpu_gemm_unpack(q4, 4, t.wr + 4 * (h % 2), nb, wu0, wd0);
+            pl_x8_gemm_unpack(q4, g, h % 2, nb, wu1, wd1);
+            bad_unpack +=
+                memcmp(wu0, wu1, ub) != 0 || memcmp(wd0, wd1, sizeof(float) * (size_t)nb * 4) != 0;
         }
+        pl_cpu_portable = 0;
         free(wu0), free(wu1), free(wd0), free(wd1), free(g), free(back);
         rows_free(&t);
     }
-    CHECK(bad_pack == 0, "q4x8 pack/unpack: %d mismatches", bad_pack);
-    CHECK(bad_tile == 0, "q4x8 tile vs portable row: %d of %d values differ", bad_tile, cases);
-    CHECK(bad_unpack == 0, "q4x8 GEMM unpack vs GGUF rows: %d mismatches", bad_unpack);
+    CHECK(bad_pack == 0, "x8 pack/unpack: %d mismatches", bad_pack);
+    CHECK(bad_tile == 0, "x8 tile vs portable row: %d of %d values differ", bad_tile, cases);
+    CHECK(bad_unpack == 0, "x8 GEMM unpack vs GGUF rows: %d mismatches", bad_unpack);
 }
 
-/* A Q4_0 weight copied into the backend's memory lies interleaved where the CPU has AVX2
- * (q4_interleave 0) and never with q4_interleave -1: its whole groups (not the tail rows
+/* A Q4_0 or Q8_0 weight copied into the backend's memory lies interleaved where the CPU has AVX2
+ * (interleave 0) and never with interleave -1: its whole groups (not the tail rows
  * past them) are, it reads back as the file's bytes (whole, and an odd piece), and matmuls
  * over it and matmul_id over experts whose rows start inside a group (the rows outside
  * whole groups rebuilt) give the portable dot of each row, for decode, a short batch and
  * the GEMM. */
-static void test_q4x8_weights(void) {
-    for (int mode = 0; mode >= -1; mode--) {
+static void test_x8_weights(void) {
+    for (int it = 0; it < 4; it++) { /* interleave 0, then -1; Q4_0, then Q8_0 */
+        int mode = it < 2 ? 0 : -1, q4 = !(it & 1);
+        uint32_t type = q4 ? PL_TYPE_Q4_0 : PL_TYPE_Q8_0;
         pl_backend *be = NULL;
-        pl_cpu_opts o = {.n_threads = 2, .anon_weights = 1, .q4_interleave = mode};
+        pl_cpu_opts o = {.n_threads = 2, .anon_weights = 1, .interleave = mode};
         CHECK(pl_cpu_new_with(&o, &be) == PL_OK, "%s", pl_last_error());
         if (!be) return;
         int n_out = 75, k = 32 * 7 /* 9 groups and 3 rows; 3 experts of 25 rows */, nb = k / 32;
-        int64_t row_bytes = pl_row_size(PL_TYPE_Q4_0, k);
+        int64_t row_bytes = pl_row_size(type, k);
         unsigned char *w = malloc((size_t)(row_bytes * n_out)),
                       *back = malloc((size_t)(row_bytes * n_out));
-        fill_weights(1, w, n_out * nb, 3);
+        fill_weights(q4, w, n_out * nb, 3);
         pl_buf *bw = NULL;
-        CHECK(pl_be_buf_weight(be, PL_TYPE_Q4_0, k, n_out, w, &bw) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_be_buf_weight(be, type, k, n_out, w, &bw) == PL_OK, "%s", pl_last_error());
         if (!bw) break;
-        int64_t want = mode == 0 && pl_q4x8_available() ? n_out / 8 * 8 : 0;
-        CHECK(((cpu_buf *)bw)->q4x8_rows == want,
-              "q4_interleave %d: %lld rows interleaved, want %lld", mode,
-              (long long)((cpu_buf *)bw)->q4x8_rows, (long long)want);
+        int64_t want = mode == 0 && pl_x8_available() ? n_out / 8 * 8 : 0;
+        CHECK(((cpu_buf *)bw)->x8_rows == want,
+              "interleave %d, q4 %d: %lld rows interleaved, want %lld", mode, q4,
+              (long long)((cpu_buf *)bw)->x8_rows, (long long)want);
         CHECK(pl_be_read(bw, 0, back, row_bytes * n_out) == PL_OK &&
                   !memcmp(back, w, (size_t)(row_bytes * n_out)),
-              "q4_interleave %d: the weight does not read back as written", mode);
+              "interleave %d: the weight does not read back as written", mode);
         /* an odd piece read back: from inside row 9's third block to inside row 12 */
-        int64_t off = 9 * row_bytes + 2 * 18 + 5, len = 3 * row_bytes + 7;
+        int64_t off = 9 * row_bytes + 2 * (q4 ? 18 : 34) + 5, len = 3 * row_bytes + 7;
         CHECK(pl_be_read(bw, off, back, len) == PL_OK && !memcmp(back, w + off, (size_t)len),
-              "q4_interleave %d: a piece of the weight does not read back", mode);
+              "interleave %d: a piece of the weight does not read back", mode);
         /* the whole weight, then three experts of 25 rows (matmul_id's views start at rows
          * 0, 25, 50: inside groups, ending inside others), every token routed to one */
         static const int ns[] = {1, 5, 17};
@@ -391,24 +398,23 @@ static void test_q4x8_weights(void) {
                     for (int b = 0; b < nb; b++) xd[b] = pl_f16_to_f32(xh[b]);
                     for (int r = 0; r < rows; r++) {
                         const unsigned char *wr = w + (int64_t)(e * 25 + r) * row_bytes;
-                        float p = pl_cpu_qdot_row_portable(1, wr, xq, xd, nb);
+                        float p = pl_cpu_qdot_row_portable(q4, wr, xq, xd, nb);
                         bad += memcmp(&p, &got[i * rows + r], 4) != 0;
                     }
                 }
                 free(xq), free(x), free(bv), free(o0), free(got);
                 pl_be_buf_free(bi), pl_be_buf_free(bx), pl_be_buf_free(bo);
             }
-        CHECK(bad == 0,
-              "q4_interleave %d: %d matmul values over views differ from the portable dot", mode,
-              bad);
+        CHECK(bad == 0, "interleave %d: %d matmul values over views differ from the portable dot",
+              mode, bad);
         pl_be_buf_free(bw);
         free(w), free(back);
         pl_be_destroy(be);
     }
     pl_backend *be = NULL;
-    pl_cpu_opts bad_opt = {.q4_interleave = 1};
-    CHECK(pl_cpu_new_with(&bad_opt, &be) != PL_OK && strstr(pl_last_error(), "q4_interleave"),
-          "q4_interleave 1 accepted");
+    pl_cpu_opts bad_opt = {.interleave = 1};
+    CHECK(pl_cpu_new_with(&bad_opt, &be) != PL_OK && strstr(pl_last_error(), "interleave"),
+          "interleave 1 accepted");
 }
 
 /* Which kernels the dispatch takes here, checked against POOLED_EXPECT_NEON where the
@@ -432,8 +438,8 @@ static void run_tests(void) {
         test_matmul();
         test_gemm_tile();
         test_gemm_matmul();
-        test_q4x8_kernels();
-        test_q4x8_weights();
+        test_x8_kernels();
+        test_x8_weights();
     }
     pl_cpu_no_vnni = pl_cpu_no_avx512 = 0;
     test_quant_act();
