@@ -268,8 +268,8 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
     q8_view m = q8_view_of(j);
     int64_t nb = m.nb;
     const cpu_buf *wb = (const cpu_buf *)j->w;
-    /* the unpacked tile, then (interleaved Q4_0 rows outside whole half-groups) 4 rows
-     * rebuilt in the GGUF layout */
+    /* the unpacked tile, then (interleaved rows outside whole half-groups) 4 rows rebuilt in
+     * the GGUF layout */
     size_t head = (size_t)nb * 4 * (64 + sizeof(float));
     unsigned char *wu = pl_cpu_scratch(scratch, head + (wb->x8_rows ? 4 * (size_t)m.row_bytes : 0));
     if (!wu) {
@@ -279,11 +279,11 @@ static void mm_item_gemm(mm_job *j, int64_t r0, int64_t r1, int64_t g0, int64_t 
     float *wd = (float *)(wu + nb * 4 * 64);
     for (int64_t r = r0; r < r1; r += 4) {
         int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
-        const unsigned char *w[4], *g = NULL;
+        const unsigned char *w[4], *grp = NULL;
         int lane = 0;
-        if (wb->x8_rows && nr == 4 && r + 4 <= wb->x8_rows && !pl_cpu_wrow_at(j->w, r, &g, &lane) &&
-            lane % 4 == 0) {
-            pl_x8_gemm_unpack(m.q4, g, lane / 4, nb, wu, wd);
+        if (wb->x8_rows && nr == 4 && r + 4 <= wb->x8_rows &&
+            !pl_cpu_wrow_at(j->w, r, &grp, &lane) && lane % 4 == 0) {
+            pl_x8_gemm_unpack(m.q4, grp, lane / 4, nb, wu, wd); /* a half-group */
         } else {
             for (int t = 0; t < nr; t++)
                 w[t] = wb->x8_rows ? pl_cpu_wrow(j->w, r + t, wu + head + t * m.row_bytes)
