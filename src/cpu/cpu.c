@@ -77,7 +77,7 @@ static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *
     }
     /* interleaved rows: the GGUF layout the caller wrote, rebuilt a block at a time */
     int64_t row = pl_row_size(src->type, src->ne0);
-    int q4 = src->type == PL_TYPE_Q4_0, bs = q4 ? 18 : 34;
+    int q4 = src->type == PL_TYPE_Q4_0, bs = (int)pl_row_size(src->type, 32); /* a block */
     for (int64_t at = off; at < off + n;) {
         int64_t r = at / row, in = at % row;
         const unsigned char *g = NULL;
@@ -106,7 +106,8 @@ const unsigned char *pl_cpu_wrow(const pl_buf *w, int64_t r, unsigned char *tmp)
     int lane = 0;
     const unsigned char *p = pl_cpu_wrow_at(w, r, &g, &lane);
     if (p) return p;
-    int q4 = w->type == PL_TYPE_Q4_0, bs = q4 ? 18 : 34;
+    int64_t bs = pl_row_size(w->type, 32); /* a block */
+    int q4 = w->type == PL_TYPE_Q4_0;
     for (int64_t b = 0; b < w->ne0 / 32; b++) pl_x8_block(q4, g, lane, b, tmp + b * bs);
     return tmp;
 }

@@ -137,9 +137,9 @@ typedef struct {
     /* s[h] = (head h's query . kr) * scale for heads h0..h1-1 of qh (hd values apart) */
     void (*dots)(const float *qh, const float *kr, int64_t h0, int64_t h1, int64_t hd, float scale,
                  float *s);
-    /* One head's accumulator a (n values) over ns keys (key_steps): or NULL, then scale and
-     * axpy key by key. */
-    void (*update)(float *a, const float *vt, int64_t n, const struct key_step *st, int64_t ns);
+    /* One head's accumulator a (n values) over ns keys (key_steps), 1; or 0 (nothing done,
+     * or NULL): the caller takes scale and axpy key by key. */
+    int (*update)(float *a, const float *vt, int64_t n, const struct key_step *st, int64_t ns);
 } attn_ops;
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -263,8 +263,8 @@ update_regs(const int N, float *a, const float *vt, const struct key_step *st, i
 #pragma GCC unroll 16
     for (int u = 0; u < N; u++) _mm512_storeu_ps(a + 16 * u, acc[u]);
 }
-AVX512_TARGET static void update_avx512(float *a, const float *vt, int64_t n,
-                                        const struct key_step *st, int64_t ns) {
+AVX512_TARGET static int update_avx512(float *a, const float *vt, int64_t n,
+                                       const struct key_step *st, int64_t ns) {
     if (n == 64)
         update_regs(4, a, vt, st, ns);
     else if (n == 128)
@@ -272,10 +272,8 @@ AVX512_TARGET static void update_avx512(float *a, const float *vt, int64_t n,
     else if (n == 256)
         update_regs(16, a, vt, st, ns);
     else
-        for (int64_t i = 0; i < ns; i++) {
-            if (st[i].scale) scale_avx512(a, st[i].rescale, n);
-            axpy_avx512(a, vt + i * n, st[i].w, n);
-        }
+        return 0;
+    return 1;
 }
 static const attn_ops ops_avx512 = {from_half_avx512, round_avx512, scale_avx512,
                                     axpy_avx512,      dots_avx2,    update_avx512};
@@ -370,9 +368,7 @@ attend_f16_rows(const attn_ops *ops, const attn_job *j, const float *q, int64_t 
                 sum[h] = sum[h] * st[i].rescale + st[i].w;
             }
             float *ah = acc + h * hdv;
-            if (ns > 0 && ops->update)
-                ops->update(ah, vt, hdv, st, ns);
-            else
+            if (ns <= 0 || !ops->update || !ops->update(ah, vt, hdv, st, ns))
                 for (int64_t i = 0; i < ns; i++) {
                     if (st[i].scale) ops->scale(ah, st[i].rescale, hdv);
                     ops->axpy(ah, vt + i * hdv, st[i].w, hdv);
@@ -437,14 +433,14 @@ static void attn_item(void *ctx, int64_t item, int thread) {
     int64_t i = (blocks - 1 - item / p->n_head_kv) * nr, kvh = item % p->n_head_kv;
     if (nr > j->n - i) nr = j->n - i;
     int64_t n_keys = j->pos0 + i + 1, hd = p->head_dim, hdv = p->head_dim_v;
-    /* f32 and q8_0: scores, accumulator, a dequantised row; f16: queries, key and value
-     * rows, accumulators, max, sum, scores */
     bool f16 = j->k->type == PL_TYPE_F16;
-    size_t need = !f16 ? (size_t)(n_keys + hdv + (hd > hdv ? hd : hdv))
-                       : (size_t)(nr * g * hd + hd + hdv + nr * g * hdv + 3 * nr * g);
-    if (attn_vector(j)) /* attend_f16_rows: key tiles, scores, steps */
-        need = (size_t)(nr * g * hd + ATTN_KEYS * (hd + hdv) + nr * g * hdv + 2 * nr * g +
-                        ATTN_KEYS * nr * g + 3 * ATTN_KEYS);
+    /* f32 and q8_0: scores, accumulator, a dequantised row; f16 portable: queries, key and
+     * value rows, accumulators, max, sum, scores; f16 vector (attend_f16_rows): queries, key
+     * and value tiles, accumulators, max, sum, the tile's scores, its steps */
+    size_t need = !f16              ? (size_t)(n_keys + hdv + (hd > hdv ? hd : hdv))
+                  : !attn_vector(j) ? (size_t)(nr * g * hd + hd + hdv + nr * g * hdv + 3 * nr * g)
+                                    : (size_t)(nr * g * hd + ATTN_KEYS * (hd + hdv) + nr * g * hdv +
+                                               2 * nr * g + ATTN_KEYS * nr * g + 3 * ATTN_KEYS);
     float *scratch = pl_cpu_scratch(&j->c->per_thread[thread], sizeof(float) * need);
     if (!scratch) {
         atomic_store(&j->failed, 1);

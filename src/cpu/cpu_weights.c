@@ -94,7 +94,7 @@ static cpu_piece *piece_new(cpu_backend *c, size_t need) {
 typedef struct {
     unsigned char *dst;
     const unsigned char *src;
-    size_t n, item;
+    size_t n, item, gbytes; /* gbytes: a group's */
     int64_t groups, nb;
     int q4;
 } copy_job;
@@ -103,10 +103,9 @@ static void copy_item(void *ctx, int64_t item, int thread) {
     (void)thread;
     const copy_job *j = ctx;
     if (j->groups) {
-        size_t gbytes = (size_t)j->nb * 8 * (j->q4 ? 18 : 34);
         for (int64_t g = item * (int64_t)j->item;
              g < (item + 1) * (int64_t)j->item && g < j->groups; g++)
-            pl_x8_pack_group(j->q4, j->src + g * gbytes, j->nb, j->dst + g * gbytes);
+            pl_x8_pack_group(j->q4, j->src + g * j->gbytes, j->nb, j->dst + g * j->gbytes);
         return;
     }
     size_t off = (size_t)item * j->item, n = j->n - off < j->item ? j->n - off : j->item;
@@ -153,11 +152,11 @@ pl_status pl_cpu_weight_place(cpu_backend *c, cpu_buf *b, const void *data) {
     uint32_t t = b->h.type;
     if ((t == PL_TYPE_Q4_0 || t == PL_TYPE_Q8_0) && b->h.ne1 >= 8 && c->x8_mode == 0 &&
         pl_x8_available()) {
-        size_t gbytes = (size_t)pl_row_size(t, b->h.ne0) * 8;
+        j.gbytes = (size_t)pl_row_size(t, b->h.ne0) * 8;
         j.groups = b->h.ne1 / 8, j.nb = b->h.ne0 / 32, j.q4 = t == PL_TYPE_Q4_0;
-        j.item = COPY_ITEM / gbytes ? COPY_ITEM / gbytes : 1;
+        j.item = COPY_ITEM / j.gbytes ? COPY_ITEM / j.gbytes : 1;
         copy_run(c, &j, ((size_t)j.groups + j.item - 1) / j.item);
-        size_t done = (size_t)j.groups * gbytes; /* the rows past the last group as they are */
+        size_t done = (size_t)j.groups * j.gbytes; /* the rows past the last group as they are */
         memcpy(dst + done, (const unsigned char *)data + done, bytes - done);
         b->x8_rows = j.groups * 8;
     } else {
