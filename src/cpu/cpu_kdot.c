@@ -282,11 +282,11 @@ krows_step(const uint32_t t, __m128 sum, const __m256i d[8], const uint16_t hd[4
  * instructions. */
 #define KROWS_CHUNK 16
 /* ... and each super-block's bytes KROWS_AHEAD bytes on are prefetched as it is read: the
- * hardware prefetcher alone kept a 1-thread decode of qwen3-1.7b Q4_K_M at ~15.6 GB/s of
- * weights on the test machine (Zen 4, AVX-512 tile); 4, 6, 8 and 12 KiB ahead gave ~19.5,
- * ~21.3, ~20 and ~19 (single runs on a noisy VM; docs/cpu-notes.md). A prefetch never
- * faults, past the weights' end included. (__builtin_prefetch: _mm_prefetch in this
- * untargeted helper compiled to nothing here.) */
+ * hardware prefetcher alone kept a 1-thread decode of qwen3-1.7b Q4_K_M at ~15 GB/s of
+ * weights on the test machine (Zen 4, AVX-512 tile), ~19 with this (alternating runs on a
+ * noisy VM; the distance was picked from a sweep of builds that lacked the Makefile's
+ * flags: docs/cpu-notes.md). A prefetch never faults, past the weights' end included.
+ * (__builtin_prefetch: _mm_prefetch in this untargeted helper compiled to nothing here.) */
 #define KROWS_AHEAD 6144
 static inline void krows_prefetch(const unsigned char *p, int bs) {
     for (int o = 0; o < bs; o += 64) __builtin_prefetch(p + KROWS_AHEAD + o, 0, 3);
