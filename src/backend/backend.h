@@ -171,9 +171,10 @@ typedef struct pl_backend_methods {
      * out [>=n, n_head*head_dim_v]. Query head h uses kv head h / (n_head / n_head_kv).
      * F32 caches: float32 arithmetic. Q8_0 caches: each value dequantised (quant x scale,
      * exact in float32), then the F32 arithmetic. F16 caches: a backend may compute at half
-     * precision (the CPU backend rounds q and the value accumulator to f16 as llama.cpp
-     * does, see cpu_attention.c); compare backends on F16 caches with an f16-sized
-     * tolerance. */
+     * precision (the CPU backend rounds q and the value accumulator to f16 as llama.cpp's
+     * one-token path does, see cpu_attention.c, and like llama.cpp takes calls of 64 rows
+     * or more in float32 tiles, cpu_attention_tiled.c: there a row's result depends on the
+     * call's size); compare backends on F16 caches with an f16-sized tolerance. */
     pl_status (*attention)(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
                            const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
                            pl_buf *out);

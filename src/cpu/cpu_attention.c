@@ -4,8 +4,11 @@
  * arithmetics, picked by the cache type:
  *   - F32 cache: exact float32 - scores against every key up to the row's own position,
  *     a max-subtracted softmax, the weighted sum of the values, divided by the total.
- *   - F16 cache: half-precision attention as llama.cpp's CPU flash attention computes it
- *     (llama.cpp's default, so its reference outputs carry this rounding): the query is
+ *   - F16 cache, calls of 64 query rows or more: float32 tiles (cpu_attention_tiled.c), as
+ *     llama.cpp takes its prompt batches of 64 or more.
+ *   - F16 cache, shorter calls: half-precision attention as llama.cpp's CPU flash attention
+ *     computes it for them (llama.cpp's default, so its reference outputs carry this
+ *     rounding): the query is
  *     rounded to f16, keys are visited once with a running maximum (online softmax), and
  *     the value accumulator is held in f16, rounded after every update (multiply, then
  *     add: the same stories260K results as a fused multiply-add, and fmaf is a library
@@ -24,14 +27,7 @@
 
 #include "cpu_internal.h"
 
-typedef struct {
-    cpu_backend *c;
-    const pl_buf *q, *k, *v;
-    pl_buf *out;
-    int64_t n, pos0;
-    const pl_attn_params *p;
-    atomic_int failed;
-} attn_job;
+typedef pl_cpu_attn_job attn_job;
 
 /* Values [off, off + len) of cache row t as floats: the F32 cache's own, or a Q8_0 cache's
  * dequantised into tmp (quant x its block's f16 scale: exact in float32). */
@@ -467,6 +463,8 @@ pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cach
     attn_job j = {
         .c = c, .q = q, .k = k_cache, .v = v_cache, .out = out, .n = n, .pos0 = pos0, .p = p};
     atomic_init(&j.failed, 0);
+    if (k_cache->type == PL_TYPE_F16 && n >= PL_CPU_ATTN_TILED_ROWS)
+        return pl_cpu_attention_tiled(&j);
     int64_t rows = attn_vector(&j) ? ATTN_ROWS : 1, items = (n + rows - 1) / rows * p->n_head_kv;
     int64_t work = n * p->n_head * (pos0 + n) * (p->head_dim + p->head_dim_v);
     if (work < CPU_PAR_MIN_WORK) {

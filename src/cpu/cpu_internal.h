@@ -2,6 +2,7 @@
 #ifndef PL_CPU_INTERNAL_H
 #define PL_CPU_INTERNAL_H
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu.h"
@@ -396,6 +397,21 @@ pl_status pl_cpu_attention_cols(pl_backend *be, const pl_buf *q, const pl_buf *k
 pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
                            const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
                            pl_buf *out);
+/* d[0..n) = the halves s[0..n) as floats (exact): F16C or NEON where there. */
+void pl_cpu_from_half(float *d, const uint16_t *s, int64_t n);
+/* One attention call's arguments, shared by its work items (failed: one ran out of memory). */
+typedef struct {
+    cpu_backend *c;
+    const pl_buf *q, *k, *v;
+    pl_buf *out;
+    int64_t n, pos0;
+    const pl_attn_params *p;
+    atomic_int failed;
+} pl_cpu_attn_job;
+/* cpu_attention_tiled.c: pl_cpu_attention's calls of PL_CPU_ATTN_TILED_ROWS query rows or
+ * more over an F16 cache, in float32 tiles (llama.cpp's choice for its prompt batches). */
+#define PL_CPU_ATTN_TILED_ROWS 64
+pl_status pl_cpu_attention_tiled(pl_cpu_attn_job *j);
 /* cpu_ssm.c: the gates and the Gated DeltaNet ops (contracts in backend.h). */
 pl_status pl_cpu_sigmoid_mul(pl_backend *be, const pl_buf *x, const pl_buf *g, int64_t rows,
                              int64_t cols, int64_t g_cols, bool accumulate, pl_buf *out);

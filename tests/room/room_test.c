@@ -251,9 +251,13 @@ static bool wide_open(wide_room *x, pl_backend *be, const char *url, int n, int 
         !room_open(&x->r, url, rel, n, in->n_layer, in->n_embd, PL_WIRE_F32, 0, slow_ms, false))
         return false;
     x->V = in->n_vocab;
-    pl_state_opts o = cc_opts(x->w);
+    pl_state_opts o = cc_opts(x->w), ow = o;
     o.n_batch = 64;
-    CHECK(pl_session_new(x->w, &o, &x->ws) == PL_OK, "%s", pl_last_error());
+    /* the whole model runs a prompt in calls as wide as the room's frames: the CPU's
+     * attention over an F16 cache takes calls of 64 rows or more in float32 tiles
+     * (cpu_attention_tiled.c), shorter ones as llama.cpp's one-token path does */
+    ow.n_batch = narrow ? PL_WIRE_NARROW_COLS : 64;
+    CHECK(pl_session_new(x->w, &ow, &x->ws) == PL_OK, "%s", pl_last_error());
     CHECK(pl_session_new_chain(x->host, &o, x->r.st, x->r.n_st, NULL, &x->cs) == PL_OK, "%s: %s",
           url, pl_last_error());
     return x->ws && x->cs;
