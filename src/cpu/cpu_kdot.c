@@ -115,6 +115,28 @@ __attribute__((target("avx2"))) static inline int32_t hsum8(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
+/* pl_cpu_k4_scales in one SSE register: the bytes [scales 0-7, mins 0-7] of the Q4_K/Q5_K
+ * super-block at blk (its 12 packed bytes at blk + 4), by two shuffles and masks where the
+ * scalar unpack took ~25 instructions of the AVX-512 decode tile's ~75 a row and super-block. */
+__attribute__((target("avx2"), always_inline)) static inline __m128i
+k4_scales_sse(const unsigned char *blk) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)blk); /* packed byte j at 4 + j */
+    /* bytes 0-3: scales 0-3 (6 bits); 4-7: scales 4-7's low nibbles (bytes 8-11); 8-11: mins
+     * 0-3; 12-15: mins 4-7's (the high nibbles of bytes 8-11) */
+    const __m128i a = _mm_shuffle_epi8(
+        x, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15));
+    /* the top two bits of bytes 0-3 (scales 4-7) and 4-7 (mins 4-7), at 4-7 and 12-15 */
+    const __m128i b = _mm_shuffle_epi8(
+        x, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11));
+    const __m128i lo =
+        _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
+    const __m128i nib =
+        _mm_and_si128(_mm_srli_epi16(a, 4), /* 16-bit shift: masked per byte */
+                      _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30));
+    return _mm_or_si128(_mm_or_si128(lo, nib), hi);
+}
+
 /* A super-block's 256 quants, unsigned (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63), in element
  * order: q[v] holds values 32v..32v+31. sc gets the scales as int16: Q4_K/Q5_K sc[0..7]
  * the sub-block scales and sc[8..15] the mins; Q6_K the 16 scales. */
@@ -124,10 +146,7 @@ kq_avx2(const uint32_t t, const unsigned char *w, __m256i q[8], int16_t sc[16]) 
     if (t != PL_TYPE_Q6_K) {
         const int q5 = t == PL_TYPE_Q5_K;
         const uint8_t *qs = w + (q5 ? 48 : 16);
-        uint32_t o[4];
-        pl_cpu_k4_scales(w, o);
-        _mm256_storeu_si256((__m256i *)sc,
-                            _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)o)));
+        _mm256_storeu_si256((__m256i *)sc, _mm256_cvtepu8_epi16(k4_scales_sse(w)));
         __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)(w + 16)) : _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) { /* values 64j..64j+63: sub-blocks 2j and 2j+1 */
@@ -649,13 +668,13 @@ krows512(const uint32_t t, const unsigned char *const w[4], const int8_t *y, con
                 const unsigned char *p = w[r] + b * bs;
                 krows_prefetch(p, bs);
                 __m256i sc; /* the 16 scales (Q4_K/Q5_K: 8 scales, 8 mins) as int16 */
+                __m128i sc8 = _mm_setzero_si128(); /* Q4_K/Q5_K: the same as bytes */
                 if (t == PL_TYPE_Q6_K) {
                     sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
                     memcpy(&hd[i][r], p + 208, 2);
                 } else {
-                    uint32_t o[4];
-                    pl_cpu_k4_scales(p, o);
-                    sc = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)o));
+                    sc8 = k4_scales_sse(p);
+                    sc = _mm256_cvtepu8_epi16(sc8);
                     memcpy(&hd[i][r], p, 2), memcpy(&hm[i][r], p + 2, 2);
                 }
                 const __m512i scv = _mm512_castsi256_si512(sc);
@@ -688,11 +707,11 @@ krows512(const uint32_t t, const unsigned char *const w[4], const int8_t *y, con
                 }
                 d[i][r] = _mm256_add_epi32(_mm512_castsi512_si256(acc),
                                            _mm512_extracti64x4_epi64(acc, 1));
-                __m256i mm = sc; /* kminmul_avx2's multipliers */
-                if (t != PL_TYPE_Q6_K) {
-                    __m128i mn = _mm256_extracti128_si256(sc, 1);
-                    mm = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
-                }
+                __m256i mm = sc; /* kminmul_avx2's multipliers: each min twice */
+                if (t != PL_TYPE_Q6_K)
+                    mm = _mm256_cvtepu8_epi16(
+                        _mm_shuffle_epi8(sc8, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13,
+                                                            13, 14, 14, 15, 15)));
                 d[i][4 + r] =
                     _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(ys + b * 16)), mm);
             }
