@@ -9,9 +9,10 @@
  * of 64 or more, as llama.cpp's do.
  *
  * Why: the half accumulator is rounded after every key, one key after another; here a
- * tile of keys is scored for 16 query vectors at a time (one per vector lane, the queries
+ * tile of keys is scored for a vector of query vectors at a time (one per lane, the queries
  * transposed once per work item) and the accumulator stays float32: several times less
- * work a key.
+ * work a key (one layer of qwen3-0.6b over a 512-token prompt, 1 thread: 38-48 ms in calls
+ * of 63 rows, 14-19 ms in one call on AVX-512; 50-64 against 38 on AVX2; docs/cpu-notes.md).
  *
  * The arithmetic, for one query vector q (float32, as it comes) that sees keys 0..L, the
  * keys visited TILE_KEYS (32) at a time (tile_ref spells it out):
@@ -22,9 +23,10 @@
  *   out[d] = a[d] (1 / l)
  * with every product rounded before its sum (no fused multiply-add: -ffp-contract=off) and
  * exp our own (attn_exp: the same operations everywhere, where libm's expf differs between
- * C libraries). So the portable loops and the 16-lane vector code (GCC vector extensions,
- * compiled for AVX-512, AVX2, NEON and wasm simd128) give the same bits, and so does every thread
- * count (each query vector is one thread's, in one order). */
+ * C libraries). So the portable loops and the vector code (GCC vector extensions,
+ * cpu_attention_tiled_vec.h: 16 lanes on AVX-512, 8 on AVX2, 4 on NEON and wasm simd128)
+ * give the same bits, and so does every thread count (each query vector is one thread's,
+ * in one order). */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -113,185 +115,54 @@ static void tile_ref(const tiled_item *it, int64_t u, int64_t t0, int64_t nt) {
             acc[d] = acc[d] + it->pt[t * nqp + u] * it->vr[t * hdv + d];
 }
 
-/* ---- the same on 16 lanes (GCC vector extensions), where the target has vector registers ---- */
+/* ---- the same on vectors (cpu_attention_tiled_vec.h), where the target has them ---- */
 #if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__wasm_simd128__)
-#define PL_TILED_VEC 1
 /* The vector helpers are always inlined into the per-instruction-set passes; GCC warns (at
  * the end of the file) that a 64-byte vector argument would change the ABI without
  * AVX-512, which no call does. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
-typedef float v16f __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
-#define V16(x) ((v16f){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x})
 #define ALWAYS __attribute__((always_inline)) static inline
-
-ALWAYS v16f vload(const float *p) {
-    v16f x;
-    memcpy(&x, p, sizeof x);
-    return x;
-}
-#define vstore(p, x) memcpy((p), (const v16f[1]){x}, sizeof(v16f))
-/* keep ? a : b, lane by lane (keep all ones or zero) */
-#define vselect(keep, a, b) ((v16f)(((v16i)(a) & (keep)) | ((v16i)(b) & ~(keep))))
-/* attn_exp on 16 lanes (*xp: vector arguments by value draw GCC's ABI notes) */
-ALWAYS v16f vexp(const v16f *xp) {
-    v16f x = *xp;
-    v16i keep = x >= V16(EXP_MIN), nan = x != x;
-    v16f xc = vselect(keep, x, V16(EXP_MIN));
-    v16f n = (xc * V16(LOG2E) + V16(EXP_MAGIC)) - V16(EXP_MAGIC);
-    v16f r = xc - n * V16(LN2_HI);
-    r = r - n * V16(LN2_LO);
-    v16f p = V16(EXP_P0);
-    p = p * r + V16(EXP_P1);
-    p = p * r + V16(EXP_P2);
-    p = p * r + V16(EXP_P3);
-    p = p * r + V16(EXP_P4);
-    p = p * r + V16(EXP_P5);
-    v16f y = (p * r) * r + r + V16(1.0f);
-    v16i e = (__builtin_convertvector(n, v16i) + 127) * (1 << 23);
-    y = (v16f)((v16i)(y * (v16f)e) & keep);
-    return vselect(nan, x, y);
-}
-
-/* Scores of lane groups u0 and u1 (16 query vectors each; u1 may be u0) for keys t..t+3
- * (repeating key nt - 1 past the tile), into sc[0] and sc[1]. */
-ALWAYS void scores4(const tiled_item *it, int64_t u0, int64_t u1, int64_t t, int64_t nt) {
-    int64_t hd = it->hd, nqp = it->nqp, tk[4];
-    for (int i = 0; i < 4; i++) tk[i] = t + i < nt ? t + i : nt - 1;
-    const float *k0 = it->kr + tk[0] * hd, *k1 = it->kr + tk[1] * hd, *k2 = it->kr + tk[2] * hd,
-                *k3 = it->kr + tk[3] * hd, *q = it->qt;
-    v16f a0 = V16(0.0f), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    for (int64_t d = 0; d < hd; d++, q += nqp) {
-        v16f x = vload(q + u0), y = vload(q + u1);
-        a0 = a0 + x * V16(k0[d]), b0 = b0 + y * V16(k0[d]);
-        a1 = a1 + x * V16(k1[d]), b1 = b1 + y * V16(k1[d]);
-        a2 = a2 + x * V16(k2[d]), b2 = b2 + y * V16(k2[d]);
-        a3 = a3 + x * V16(k3[d]), b3 = b3 + y * V16(k3[d]);
-    }
-    float *s0 = it->sc + t * 16, *s1 = it->sc + (TILE_KEYS + t) * 16;
-    vstore(s0, a0), vstore(s0 + 16, a1), vstore(s0 + 32, a2), vstore(s0 + 48, a3);
-    vstore(s1, b0), vstore(s1 + 16, b1), vstore(s1 + 32, b2), vstore(s1 + 48, b3);
-}
-
-/* The softmax step of lane group u0 over its scores s (nt keys): scale and mask them, the
- * running maximum, the weights into pt, the rescales into rs, the running sums. */
-ALWAYS void softmax16(const tiled_item *it, int64_t u0, const float *s, int64_t t0, int64_t nt) {
-    int64_t nqp = it->nqp;
-    v16i lim;
-    for (int i = 0; i < 16; i++) lim[i] = (int32_t)lim_of(it, u0 + i);
-    v16f sv[TILE_KEYS], mt = V16(-INFINITY);
-    for (int64_t t = 0; t < nt; t++) {
-        v16i key = {0};
-        key = key + (int32_t)(t0 + t);
-        sv[t] = vselect(key <= lim, vload(s + t * 16) * V16(it->scale), V16(-INFINITY));
-        mt = vselect(sv[t] > mt, sv[t], mt);
-    }
-    v16f mx = vload(it->mx + u0), mn = vselect(mt > mx, mt, mx), dm = mx - mn, r = vexp(&dm);
-    v16f l = vload(it->lsum + u0) * r;
-    for (int64_t t = 0; t < nt; t++) {
-        v16f x = sv[t] - mn, p = vexp(&x);
-        l = l + p;
-        vstore(it->pt + t * nqp + u0, p);
-    }
-    vstore(it->mx + u0, mn), vstore(it->lsum + u0, l), vstore(it->rs + u0, r);
-}
-
-/* Accumulators of query vectors u and w (w may be u) over the tile: rescaled, then their
- * weighted values key by key, CH vectors (16 CH values) of each at a time, the values
- * loaded once for both. */
-ALWAYS void pv_pair(const tiled_item *it, const int CH, int64_t u, int64_t w, int64_t t0,
-                    int64_t nt) {
-    int64_t hdv = it->hdv, nqp = it->nqp;
-    int64_t nu = lim_of(it, u) - t0 + 1, nw = lim_of(it, w) - t0 + 1;
-    nu = nu < nt ? nu : nt, nw = w == u ? 0 : nw < nt ? nw : nt;
-    int64_t both = nu < nw ? nu : nw;
-    float ru = it->rs[u], rw = it->rs[w], *au = it->acc + u * hdv, *aw = it->acc + w * hdv;
-    for (int64_t d = 0; d + 16 * CH <= hdv; d += 16 * CH) {
-        v16f a[4], b[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < CH; c++) {
-            a[c] = vload(au + d + 16 * c), b[c] = vload(aw + d + 16 * c);
-            if (ru != 1.0f) a[c] = a[c] * V16(ru);
-            if (rw != 1.0f) b[c] = b[c] * V16(rw);
-        }
-        int64_t t = 0;
-        for (; t < both; t++) {
-            const float *v = it->vr + t * hdv + d;
-            v16f pu = V16(it->pt[t * nqp + u]), pw = V16(it->pt[t * nqp + w]);
-#pragma GCC unroll 4
-            for (int c = 0; c < CH; c++) {
-                v16f x = vload(v + 16 * c);
-                a[c] = a[c] + pu * x, b[c] = b[c] + pw * x;
-            }
-        }
-        for (int64_t t1 = t; t1 < nu; t1++) {
-            v16f pu = V16(it->pt[t1 * nqp + u]);
-#pragma GCC unroll 4
-            for (int c = 0; c < CH; c++) a[c] = a[c] + pu * vload(it->vr + t1 * hdv + d + 16 * c);
-        }
-        for (int64_t t1 = t; t1 < nw; t1++) {
-            v16f pw = V16(it->pt[t1 * nqp + w]);
-#pragma GCC unroll 4
-            for (int c = 0; c < CH; c++) b[c] = b[c] + pw * vload(it->vr + t1 * hdv + d + 16 * c);
-        }
-#pragma GCC unroll 4
-        for (int c = 0; c < CH; c++) {
-            vstore(au + d + 16 * c, a[c]);
-            if (w != u) vstore(aw + d + 16 * c, b[c]);
-        }
-    }
-}
-
-/* Every query vector of the item over the tile t0.. (nt keys): scores two lane groups at a
- * time, their softmax steps, then the accumulators two at a time (CH vectors of values at
- * a time, fewer for instruction sets with fewer registers). */
-ALWAYS void tile_vec(const tiled_item *it, const int CH, int64_t t0, int64_t nt) {
-    for (int64_t u0 = 0; u0 < it->nqp; u0 += 32) {
-        int64_t u1 = u0 + 16 < it->nqp ? u0 + 16 : u0;
-        for (int64_t t = 0; t < nt; t += 4) scores4(it, u0, u1, t, nt);
-        softmax16(it, u0, it->sc, t0, nt);
-        if (u1 != u0) softmax16(it, u1, it->sc + TILE_KEYS * 16, t0, nt);
-    }
-    for (int64_t u = 0; u < it->nq; u += 2) pv_pair(it, CH, u, u + 1 < it->nq ? u + 1 : u, t0, nt);
-}
-
 #if defined(__x86_64__) || defined(__i386__)
-__attribute__((target("avx512f,avx2"))) static void tile_avx512(const tiled_item *it, int64_t t0,
-                                                                int64_t nt) {
-    tile_vec(it, 4, t0, nt);
-}
-__attribute__((target("avx2"))) static void tile_avx2(const tiled_item *it, int64_t t0,
-                                                      int64_t nt) {
-    tile_vec(it, 2, t0, nt);
-}
+#define TV_W      16
+#define TV_CH     4
+#define TV_NAME   tile_avx512
+#define TV_TARGET __attribute__((target("avx512f,avx2")))
+#include "cpu_attention_tiled_vec.h"
+#define TV_W      8
+#define TV_CH     4
+#define TV_NAME   tile_avx2
+#define TV_TARGET __attribute__((target("avx2")))
+#include "cpu_attention_tiled_vec.h"
+#else /* NEON, wasm simd128: 4 lanes */
+#define TV_W    4
+#define TV_CH   4
+#define TV_NAME tile_neon
+#define TV_TARGET
+#include "cpu_attention_tiled_vec.h"
 #endif
-#if defined(__aarch64__) || defined(__wasm_simd128__)
-static void tile_neon(const tiled_item *it, int64_t t0, int64_t nt) { /* or wasm simd128 */
-    tile_vec(it, 2, t0, nt);
-}
 #endif
-#endif /* PL_TILED_VEC */
 
 static void tile_portable(const tiled_item *it, int64_t t0, int64_t nt) {
     for (int64_t u = 0; u < it->nq; u++) tile_ref(it, u, t0, nt);
 }
 
 /* The tile pass for p: the vector code where the instruction set and the value head size
- * (pv_pair's 2 or 4 vectors at a time) allow, else the portable loops. */
+ * (whole chunks of TV_W x TV_CH values: 64, 32, 16) allow, else the portable loops. */
 static void (*tile_pass(const pl_attn_params *p))(const tiled_item *, int64_t, int64_t) {
-    if (p->head_dim_v % 32) return tile_portable;
+    int64_t hdv = p->head_dim_v;
 #if defined(__x86_64__) || defined(__i386__)
-    if (pl_cpu_have_avx512f() && p->head_dim_v % 64 == 0) return tile_avx512;
-    if (pl_cpu_have_avx2()) return tile_avx2;
+    if (pl_cpu_have_avx512f() && hdv % 64 == 0) return tile_avx512;
+    if (pl_cpu_have_avx2() && hdv % 32 == 0) return tile_avx2;
 #endif
 #if defined(__aarch64__)
-    if (pl_cpu_neon_level()) return tile_neon;
+    if (pl_cpu_neon_level() && hdv % 16 == 0) return tile_neon;
 #endif
 #if defined(__wasm_simd128__)
-    if (!pl_cpu_portable) return tile_neon;
+    if (!pl_cpu_portable && hdv % 16 == 0) return tile_neon;
 #endif
+    (void)hdv;
     return tile_portable;
 }
 
