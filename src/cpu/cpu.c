@@ -315,34 +315,6 @@ __attribute__((target("avx2,f16c"))) static void to_half_avx2(const float *s, ui
 }
 #endif
 
-#if defined(__x86_64__) || defined(__i386__)
-__attribute__((target("avx2,f16c"))) static void from_half_f16c(float *d, const uint16_t *s,
-                                                                int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
-    for (; i < n; i++) d[i] = pl_f16_to_f32(s[i]);
-}
-#endif
-#if defined(__aarch64__)
-#include <arm_neon.h>
-#endif
-
-void pl_cpu_from_half(float *d, const uint16_t *s, int64_t n) {
-#if defined(__x86_64__) || defined(__i386__)
-    if (pl_cpu_have_avx2()) {
-        from_half_f16c(d, s, n);
-        return;
-    }
-#endif
-    int64_t i = 0;
-#if defined(__aarch64__) /* FCVTL is baseline armv8-a */
-    for (; i + 4 <= n; i += 4)
-        vst1q_f32(d + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(s + i))));
-#endif
-    for (; i < n; i++) d[i] = pl_f16_to_f32(s[i]);
-}
-
 static void to_half(const float *s, uint16_t *c, int64_t n) {
 #if defined(__x86_64__) || defined(__i386__)
     if (pl_cpu_have_avx2()) {

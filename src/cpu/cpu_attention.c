@@ -316,6 +316,23 @@ static const attn_ops ops_neon = {from_half_neon, round_neon, scale_neon,
                                   axpy_neon,      dots_neon,  NULL};
 #endif
 
+/* The conversions above on whole groups of 8 (4 on arm64), the rest one by one
+ * (cpu_internal.h; the tiled attention's key and value tiles). */
+void pl_cpu_from_half(float *d, const uint16_t *s, int64_t n) {
+    int64_t i = 0;
+#ifdef PL_ATTN_X86
+    if (pl_cpu_have_avx2()) {
+        i = n / 8 * 8;
+        (pl_cpu_have_avx512f() ? from_half_avx512 : from_half_avx2)(d, s, i);
+    }
+#endif
+#if defined(__aarch64__)
+    i = n / 4 * 4;
+    from_half_neon(d, s, i);
+#endif
+    for (; i < n; i++) d[i] = pl_f16_to_f32(s[i]);
+}
+
 #if defined(PL_ATTN_X86) || defined(__aarch64__) /* the targets with vector operations */
 /* attend_f16 on vector operations for the nr <= ATTN_ROWS query rows q (row r:
  * n_keys0 + r keys, g heads of hd values, rows q_stride apart), head sizes multiples of 8:

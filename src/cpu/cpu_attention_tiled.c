@@ -38,8 +38,8 @@
 
 /* exp(x) for the softmax (x <= 0 there; NaN stays NaN, below -87 gives 0): n = x log2(e)
  * rounded to nearest, x - n ln2 in two steps (Cody and Waite), a degree-5 polynomial for
- * exp of the rest, times 2^n. About 1 ulp. Written once for a scalar and once for 16 lanes,
- * operation for operation. */
+ * exp of the rest, times 2^n. About 1 ulp. Written once for a scalar and once for vectors
+ * (cpu_attention_tiled_vec.h), operation for operation. */
 #define EXP_MIN   -87.0f
 #define EXP_MAGIC 12582912.0f /* 1.5 * 2^23: adding and subtracting it rounds to an integer */
 #define LOG2E     1.44269504088896341f
@@ -82,7 +82,7 @@ typedef struct {
     float *pt, *rs;   /* [TILE_KEYS][nqp] the tile's weights p, [nqp] its rescales r */
     float *acc;       /* [nqp][hdv] */
     float *lsum, *mx; /* [nqp] each */
-    float *sc;        /* [2][TILE_KEYS][16] scores of two lane groups (the vector code) */
+    float *sc;        /* [2][TILE_KEYS][TV_W <= 16] two lane groups' scores (vector code) */
 } tiled_item;
 
 static int64_t lim_of(const tiled_item *it, int64_t u) {

@@ -397,7 +397,8 @@ pl_status pl_cpu_attention_cols(pl_backend *be, const pl_buf *q, const pl_buf *k
 pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cache,
                            const pl_buf *v_cache, int64_t n, int64_t pos0, const pl_attn_params *p,
                            pl_buf *out);
-/* d[0..n) = the halves s[0..n) as floats (exact): F16C or NEON where there. */
+/* d[0..n) = the halves s[0..n) as floats (exact): cpu_attention.c's F16C / AVX-512 / NEON
+ * conversions where there. */
 void pl_cpu_from_half(float *d, const uint16_t *s, int64_t n);
 /* One attention call's arguments, shared by its work items (failed: one ran out of memory). */
 typedef struct {
