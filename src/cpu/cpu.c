@@ -18,14 +18,13 @@ static pl_status buf_new(pl_backend *be, uint32_t type, int64_t ne0, int64_t ne1
     cpu_buf *b = calloc(1, sizeof *b);
     size_t bytes = (size_t)pl_row_size(type, ne0) * (size_t)ne1;
     if (type == PL_TYPE_I32) bytes = (size_t)ne0 * (size_t)ne1 * 4;
-    void *data = b ? calloc(1, bytes ? bytes : 1) : NULL;
-    if (!data) {
+    if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory");
+    pl_status s = pl_cpu_buf_alloc(cpu_of(be), bytes, b);
+    if (s) {
         free(b);
-        return pl_fail(PL_ERR_NOMEM, "out of memory for a %zu-byte buffer", bytes);
+        return s;
     }
     b->h = (pl_buf){.be = be, .type = type, .ne0 = ne0, .ne1 = ne1};
-    b->data = data;
-    b->owned = true;
     *out = &b->h;
     return PL_OK;
 }
@@ -58,7 +57,7 @@ static pl_status buf_view(pl_backend *be, pl_buf *parent, int64_t row0, int64_t 
 static void buf_free(pl_backend *be, pl_buf *h) {
     cpu_buf *b = (cpu_buf *)h;
     if (b->owned) free(b->data);
-    pl_cpu_weight_release(cpu_of(be), b->piece);
+    pl_cpu_piece_release(cpu_of(be), b->piece);
     free(b);
 }
 

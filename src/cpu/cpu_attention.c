@@ -334,6 +334,19 @@ void pl_cpu_from_half(float *d, const uint16_t *s, int64_t n) {
 }
 
 #if defined(PL_ATTN_X86) || defined(__aarch64__) /* the targets with vector operations */
+/* Key rows this far ahead of the one being read are asked for (the hardware prefetchers
+ * do not follow rows a few hundred bytes long 2 KiB or more apart): with the KV cache on
+ * huge pages (cpu_weights.c) the 0.6b's 1-thread tg512 went 44-47 -> 53-60 tok/s; on 4 KiB
+ * pages, or 4 to 32 keys ahead, less (docs/cpu-notes.md). */
+#define ATTN_PREFETCH 8
+static inline void prefetch_rows(const attn_job *j, int64_t t, int64_t kvh) {
+    int64_t hd = j->p->head_dim, hdv = j->p->head_dim_v;
+    const char *k = (const char *)((const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd);
+    const char *v = (const char *)((const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv);
+    for (int64_t b = 0; b < 2 * hd; b += 64) __builtin_prefetch(k + b);
+    for (int64_t b = 0; b < 2 * hdv; b += 64) __builtin_prefetch(v + b);
+}
+
 /* attend_f16 on vector operations for the nr <= ATTN_ROWS query rows q (row r:
  * n_keys0 + r keys, g heads of hd values, rows q_stride apart), head sizes multiples of 8:
  * per row and head the same operations in the same order as attend_f16. The keys go
@@ -359,6 +372,7 @@ attend_f16_rows(const attn_ops *ops, const attn_job *j, const float *q, int64_t 
             int64_t t = t0 + i;
             /* the rows that see key t: r >= t - n_keys0 + 1, heads h0.. */
             int64_t h0 = (t < n_keys0 ? 0 : t - n_keys0 + 1) * g;
+            if (t + ATTN_PREFETCH < n_keys) prefetch_rows(j, t + ATTN_PREFETCH, kvh);
             ops->from_half(kt + i * hd, (const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd,
                            hd);
             ops->from_half(vt + i * hdv, (const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv,
@@ -435,12 +449,14 @@ static attn_rows_fn *attn_vector(const attn_job *j) {
     return NULL;
 }
 
-/* One work item: the group of query heads of kv head kvh, for query row i (or ATTN_ROWS
- * rows from i on the vector path). */
+/* One work item: the group of query heads of kv head kvh (or its part-th of j->parts
+ * parts), for query row i (or ATTN_ROWS rows from i on the vector path). */
 static void attn_item(void *ctx, int64_t item, int thread) {
     attn_job *j = ctx;
     const pl_attn_params *p = j->p;
-    int64_t g = p->n_head / p->n_head_kv, nr = attn_vector(j) ? ATTN_ROWS : 1;
+    int64_t g = p->n_head / p->n_head_kv / j->parts, nr = attn_vector(j) ? ATTN_ROWS : 1;
+    int64_t part = item % j->parts;
+    item /= j->parts;
     /* the last rows (the most keys) first, so the threads' shares even out at the end */
     int64_t blocks = (j->n + nr - 1) / nr;
     int64_t i = (blocks - 1 - item / p->n_head_kv) * nr, kvh = item % p->n_head_kv;
@@ -459,8 +475,9 @@ static void attn_item(void *ctx, int64_t item, int thread) {
         atomic_store(&j->failed, 1);
         return;
     }
-    const float *q = fptr(j->q) + i * j->q->ne0 + kvh * g * hd;
-    float *o = fptr(j->out) + i * j->out->ne0 + kvh * g * hdv;
+    int64_t h0 = kvh * g * j->parts + part * g; /* the item's first query head */
+    const float *q = fptr(j->q) + i * j->q->ne0 + h0 * hd;
+    float *o = fptr(j->out) + i * j->out->ne0 + h0 * hdv;
     if (!f16) {
         for (int64_t h = 0; h < g; h++)
             attend_f32(j, q + h * hd, kvh, n_keys, o + h * hdv, scratch);
@@ -483,6 +500,17 @@ pl_status pl_cpu_attention(pl_backend *be, const pl_buf *q, const pl_buf *k_cach
     if (k_cache->type == PL_TYPE_F16 && n >= PL_CPU_ATTN_TILED_ROWS)
         return pl_cpu_attention_tiled(&j);
     int64_t rows = attn_vector(&j) ? ATTN_ROWS : 1, items = (n + rows - 1) / rows * p->n_head_kv;
+    /* Fewer items than threads (a decode step: one a kv head): each kv head's query heads
+     * split into parts (a divisor of their count) until every thread has one; the parts
+     * read the same key and value rows, each head's arithmetic is unchanged. */
+    int64_t g = p->n_head / p->n_head_kv, threads = pl_pool_threads(c->pool);
+    j.parts = 1;
+    while (items * j.parts < threads && j.parts < g) {
+        int64_t d = j.parts + 1;
+        while (g % d) d++;
+        j.parts = d;
+    }
+    items *= j.parts;
     int64_t work = n * p->n_head * (pos0 + n) * (p->head_dim + p->head_dim_v);
     if (work < CPU_PAR_MIN_WORK) {
         for (int64_t it = 0; it < items; it++) attn_item(&j, it, 0);

@@ -16,14 +16,14 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-/* A piece of anonymous memory holding copies of weights (cpu_weights.c). */
+/* A piece of anonymous memory holding copies of weights, or big buffers (cpu_weights.c). */
 typedef struct cpu_piece cpu_piece;
 
 typedef struct {
     pl_buf h;   /* must be first: the seam sees only this */
-    void *data; /* the values: malloc'd, or for weights the mapped file or a piece's copy */
+    void *data; /* the values: malloc'd (owned), in a piece, or a weight's mapped file */
     bool owned;
-    cpu_piece *piece; /* a weight copied into this piece, or NULL */
+    cpu_piece *piece; /* the piece data lies in (a copied weight, a big buffer), or NULL */
     /* A Q4_0 or Q8_0 weight whose rows lie 8 to a group, interleaved (cpu_x8.c): rows [0,
      * x8_rows) of this buffer are in groups, the buffer's row 0 being row x8_off (0..7)
      * of its group (a view may start inside one); 0 rows: the GGUF layout throughout. */
@@ -58,6 +58,7 @@ typedef struct {
     int x8_mode; /* pl_cpu_opts.interleave */
     bool copying;
     cpu_piece *cur;
+    cpu_piece *buf_cur; /* the piece buf_new's big buffers are being laid in */
     uint64_t expect_left;
     int weights_said;
     float f16[65536]; /* every half value as float: the KV cache is read through it */
@@ -124,13 +125,17 @@ pl_status pl_cpu_dequant_wrow(const pl_buf *w, int64_t r, float *out);
  * carried over (the rest of *out as calloc leaves it). */
 void pl_cpu_view_of(const cpu_buf *parent, int64_t row0, int64_t rows, cpu_buf *out);
 
-/* Weights (cpu_weights.c). init: the mode and the device line. expect: the weights_expect
- * slot. place: the bytes a weight buffer reads (*out: data itself, or its copy in *piece).
- * release: a buffer of that piece is freed (NULL is fine). */
+/* Weights and big buffers (cpu_weights.c). init: the mode and the device line. expect: the
+ * weights_expect slot. place: the bytes a weight buffer reads (b->data: data itself, or its
+ * copy in b->piece). buf_alloc: bytes zeroed for buf_new's b (b->data; in b->piece from
+ * CPU_BIG_BUF bytes on where there is mmap, else calloc'd and b->owned). release: a buffer
+ * of that piece is freed (NULL is fine). */
+#define CPU_BIG_BUF ((size_t)256 << 10)
 void pl_cpu_weights_init(cpu_backend *c, int mode);
 pl_status pl_cpu_weights_expect(pl_backend *be, uint64_t bytes);
 pl_status pl_cpu_weight_place(cpu_backend *c, cpu_buf *b, const void *data);
-void pl_cpu_weight_release(cpu_backend *c, cpu_piece *piece);
+pl_status pl_cpu_buf_alloc(cpu_backend *c, size_t bytes, cpu_buf *b);
+void pl_cpu_piece_release(cpu_backend *c, cpu_piece *piece);
 
 /* The work of a job below this many multiply-adds runs on the caller's thread alone:
  * waking the pool costs more than it saves. */
@@ -407,6 +412,7 @@ typedef struct {
     pl_buf *out;
     int64_t n, pos0;
     const pl_attn_params *p;
+    int64_t parts; /* a kv head's query heads are split into this many work items */
     atomic_int failed;
 } pl_cpu_attn_job;
 /* cpu_attention_tiled.c: pl_cpu_attention's calls of PL_CPU_ATTN_TILED_ROWS query rows or

@@ -1,5 +1,6 @@
 /* cpu_weights.c - where the CPU backend's weight buffers keep their bytes: the mapped file
- * as it is (zero-copy), or a copy in anonymous memory (pl_cpu_opts.anon_weights).
+ * as it is (zero-copy), or a copy in anonymous memory (pl_cpu_opts.anon_weights); and where
+ * its large buffers of its own (a layer's KV cache, a prompt's activations) keep theirs.
  *
  * Why copy: on the test machine (a VM) the kernels' first reads of file-backed pages cost
  * far more than those of anonymous ones (a 1-thread Q4_K_M decode 25 -> 43 tok/s with the
@@ -7,7 +8,14 @@
  * to 2 MiB and marked MADV_HUGEPAGE, so the kernel can back them with huge pages (fewer TLB
  * misses than the file's 4 KiB pages); a model's buffers are laid one after another in one
  * piece sized by the loader's announcement (pl_be_weights_expect), a piece is unmapped when
- * its last buffer is freed. The bytes are the same either way, so are the results. */
+ * its last buffer is freed. The bytes are the same either way, so are the results.
+ *
+ * Buffers of CPU_BIG_BUF bytes or more that buf_new makes go into pieces too (their own
+ * chain, at least BUF_PIECE bytes a piece): a decode step's attention reads a few hundred
+ * bytes of every cached position of a kv head, 2 KiB or more apart, so on 4 KiB pages
+ * nearly every key row is a TLB miss; on huge pages, with the attention's prefetches, the
+ * 0.6b's 1-thread tg512 went 44-47 -> 53-60 tok/s (docs/cpu-notes.md). A fresh piece is
+ * zero, and its bytes are never handed out twice, so the buffers start zeroed as calloc's. */
 #include "cpu_internal.h"
 
 #include "../base/file_map.h"
@@ -26,9 +34,10 @@ struct cpu_piece {
     int64_t live; /* buffers in it; unmapped at 0 */
 };
 
-#define PIECE_ALIGN ((size_t)2 << 20) /* a huge page */
-#define BUF_ALIGN   ((size_t)64)      /* each buffer's start: a cache line */
-#define COPY_ITEM   ((size_t)4 << 20) /* the threads copy this much at a time */
+#define PIECE_ALIGN ((size_t)2 << 20)  /* a huge page */
+#define BUF_ALIGN   ((size_t)64)       /* each buffer's start: a cache line */
+#define COPY_ITEM   ((size_t)4 << 20)  /* the threads copy this much at a time */
+#define BUF_PIECE   ((size_t)16 << 20) /* the least a piece of big buffers holds */
 
 static void set_device(cpu_backend *c) {
     int nt = pl_pool_threads(c->pool);
@@ -64,10 +73,9 @@ pl_status pl_cpu_weights_expect(pl_backend *be, uint64_t bytes) {
 }
 
 #ifdef CPU_ANON
-/* A new piece of at least `need` bytes (the rest of the announced weights, if more), its
- * start on a 2 MiB boundary: mmap 2 MiB more and unmap what lies outside. */
-static cpu_piece *piece_new(cpu_backend *c, size_t need) {
-    uint64_t want = need > c->expect_left ? need : c->expect_left;
+/* A new piece of at least `want` bytes, its start on a 2 MiB boundary: mmap 2 MiB more and
+ * unmap what lies outside. */
+static cpu_piece *piece_new(uint64_t want) {
     if (want > SIZE_MAX - 2 * PIECE_ALIGN) return NULL; /* (a 32-bit address space) */
     size_t size = ((size_t)want + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
     cpu_piece *p = calloc(1, sizeof *p);
@@ -128,7 +136,7 @@ pl_status pl_cpu_weight_place(cpu_backend *c, cpu_buf *b, const void *data) {
     if (!c->copying) return PL_OK;
     size_t need = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
     if (!c->cur || c->cur->size - c->cur->used < need) {
-        cpu_piece *p = piece_new(c, need);
+        cpu_piece *p = piece_new(need > c->expect_left ? need : c->expect_left);
         if (!p && c->anon_mode == 0) { /* auto: the rest where it lies */
             c->copying = false;
             c->weights_said = -1;
@@ -170,10 +178,37 @@ pl_status pl_cpu_weight_place(cpu_backend *c, cpu_buf *b, const void *data) {
     return PL_OK;
 }
 
-void pl_cpu_weight_release(cpu_backend *c, cpu_piece *p) {
+pl_status pl_cpu_buf_alloc(cpu_backend *c, size_t bytes, cpu_buf *b) {
+    b->piece = NULL;
+#ifdef CPU_ANON
+    if (bytes >= CPU_BIG_BUF) {
+        size_t need = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
+        if (!c->buf_cur || c->buf_cur->size - c->buf_cur->used < need) {
+            cpu_piece *p = piece_new(need > BUF_PIECE ? need : BUF_PIECE);
+            if (!p) return pl_fail(PL_ERR_NOMEM, "out of memory for a %zu-byte buffer", bytes);
+            c->buf_cur = p;
+        }
+        cpu_piece *p = c->buf_cur;
+        b->data = p->base + p->used;
+        b->piece = p;
+        p->used += need;
+        p->live++;
+        return PL_OK;
+    }
+#else
+    (void)c;
+#endif
+    b->data = calloc(1, bytes ? bytes : 1);
+    b->owned = true;
+    if (!b->data) return pl_fail(PL_ERR_NOMEM, "out of memory for a %zu-byte buffer", bytes);
+    return PL_OK;
+}
+
+void pl_cpu_piece_release(cpu_backend *c, cpu_piece *p) {
 #ifdef CPU_ANON
     if (!p || --p->live > 0) return;
     if (c->cur == p) c->cur = NULL;
+    if (c->buf_cur == p) c->buf_cur = NULL;
     munmap(p->base, p->size);
     free(p);
 #else

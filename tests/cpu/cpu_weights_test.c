@@ -8,7 +8,10 @@
  *     the logits of a prompt and of two decode steps are equal bit for bit (auto: qwen3);
  *   - auto copies a model this small where /proc/meminfo is readable (CI: Linux);
  *   - a weight made without the loader's announcement is copied when on, its own piece;
- *   - an anon_weights outside -1..1 is refused. */
+ *   - an anon_weights outside -1..1 is refused;
+ *   - buffers of CPU_BIG_BUF bytes or more (the KV cache) lie in pieces on huge-page
+ *     boundaries, one after another, zeroed, and a piece goes when its last buffer does;
+ *     smaller ones are calloc'd. */
 #include "cpu/cpu_internal.h"
 #include "format/gguf_internal.h"
 #include "model/model_internal.h"
@@ -159,8 +162,61 @@ static void unannounced(void) {
           "anon_weights 2 accepted");
 }
 
+/* buf_new's big buffers: in pieces (where there is mmap), zeroed, each its own bytes. */
+static void big_buffers(void) {
+    pl_backend *be = NULL;
+    CHECK(pl_cpu_new(1, &be) == PL_OK, "%s", pl_last_error());
+    if (!be) return;
+    cpu_backend *c = cpu_of(be);
+    /* three of 320 KiB (one piece), one of 20 MiB (a piece of its own), one of 1 KiB */
+    static const int64_t rows[] = {80, 80, 80, 5120, 1};
+    pl_buf *b[5] = {NULL};
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 5; i++) {
+            CHECK(pl_be_buf_new(be, PL_TYPE_F32, 1024, rows[i], &b[i]) == PL_OK, "%s",
+                  pl_last_error());
+            if (!b[i]) return;
+        }
+        for (int i = 0; i < 5; i++) {
+            const cpu_buf *cb = (const cpu_buf *)b[i];
+            size_t n = (size_t)rows[i] * 1024;
+            const float *d = cb->data;
+            size_t nonzero = 0;
+            for (size_t e = 0; e < n; e++) nonzero += d[e] != 0;
+            CHECK(nonzero == 0, "round %d: buffer %d has %zu nonzero values", round, i, nonzero);
+            CHECK((uintptr_t)d % 64 == 0, "round %d: buffer %d at %p", round, i, (void *)d);
+#ifndef __wasi__
+            CHECK((cb->piece != NULL) == (i < 4) && cb->owned == (i == 4),
+                  "round %d: buffer %d piece %p owned %d", round, i, (void *)cb->piece, cb->owned);
+#endif
+        }
+#ifndef __wasi__
+        const cpu_buf *b0 = (const cpu_buf *)b[0], *b1 = (const cpu_buf *)b[1];
+        CHECK((uintptr_t)b0->data % (2u << 20) == 0 && b1->piece == b0->piece &&
+                  (char *)b1->data == (char *)b0->data + 80 * 1024 * 4 &&
+                  ((const cpu_buf *)b[3])->piece != b0->piece,
+              "round %d: big buffers not laid one after another in pieces", round);
+#endif
+        /* each its own bytes: fill them all, then read each back */
+        for (int i = 0; i < 5; i++) {
+            float *d = ((cpu_buf *)b[i])->data;
+            for (int64_t e = 0; e < rows[i] * 1024; e++) d[e] = (float)(i + 1);
+        }
+        int wrong = 0;
+        for (int i = 0; i < 5; i++) {
+            const float *d = ((cpu_buf *)b[i])->data;
+            for (int64_t e = 0; e < rows[i] * 1024; e++) wrong += d[e] != (float)(i + 1);
+        }
+        CHECK(wrong == 0, "round %d: %d values overwritten by another buffer", round, wrong);
+        for (int i = 0; i < 5; i++) pl_be_buf_free(b[i]);
+        CHECK(c->buf_cur == NULL, "round %d: a piece outlived its buffers", round);
+    }
+    pl_be_destroy(be);
+}
+
 static void run_tests(void) {
     same_bits("fixtures/hf/qwen3/qwen3-q4_0.gguf", true);
     same_bits("fixtures/hf/qwen3_5_moe/qwen3_5_moe-mtp-q8_0.gguf", false);
     unannounced();
+    big_buffers();
 }
