@@ -182,7 +182,7 @@ typedef struct {
     int64_t cols, pos0;
     float eps;
     const pl_rope_params *rope;
-    const double *freq;
+    const double *angles; /* rope_angles' */
     atomic_int failed;
 } ew_job;
 
@@ -256,17 +256,12 @@ static void rope_rows(void *ctx, int64_t r0, int64_t r1) {
     const ew_job *j = ctx;
     const pl_rope_params *p = j->rope;
     int half = p->rope_dim / 2;
-    const float *factors = p->factors ? fptr(p->factors) : NULL;
     int64_t row = (int64_t)p->n_heads * p->head_dim;
     for (int64_t i = r0; i < r1; i++) {
-        /* theta_j = pos * scale * base^(-2j/rope_dim) / factor_j, in double: the float64
-         * reference computes it so, and float rounding at large positions is visible. */
-        double pos = (double)(j->pos0 + i) * p->freq_scale;
+        const double *cs = j->angles + i * 2 * half;
         float *v0 = fptr(j->out) + i * row;
         for (int k = 0; k < half; k++) {
-            double th = pos * j->freq[k];
-            if (factors) th /= factors[k];
-            double c = cos(th), s = sin(th);
+            double c = cs[2 * k], s = cs[2 * k + 1];
             int a = p->mode == PL_ROPE_NEOX ? k : 2 * k;
             int b = p->mode == PL_ROPE_NEOX ? k + half : 2 * k + 1;
             for (int h = 0; h < p->n_heads; h++) {
@@ -279,17 +274,51 @@ static void rope_rows(void *ctx, int64_t r0, int64_t r1) {
     }
 }
 
+/* The cosines and sines of positions pos0 .. pos0 + n - 1 under p, [n][rope_dim / 2] pairs:
+ * c->rope's when they are the last ones made (every layer of a step asks for the same), else
+ * made there; NULL: out of memory. */
+static const double *rope_angles(cpu_backend *c, int64_t n, int64_t pos0, const pl_rope_params *p) {
+    int half = p->rope_dim / 2;
+    const float *factors = p->factors ? fptr(p->factors) : NULL;
+    if (c->rope.n == n && c->rope.pos0 == pos0 && c->rope.dim == p->rope_dim &&
+        c->rope.base == p->theta_base && c->rope.scale == p->freq_scale &&
+        !factors == !c->rope.factors &&
+        (!factors || !memcmp(factors, c->rope.factors, sizeof(float) * (size_t)half)))
+        return c->rope.cs;
+    c->rope.n = 0;
+    size_t need = (size_t)n * 2 * (size_t)half + 1;
+    if (need > c->rope.cap) {
+        free(c->rope.cs);
+        c->rope.cs = malloc(sizeof(double) * need);
+        c->rope.cap = c->rope.cs ? need : 0;
+    }
+    free(c->rope.factors);
+    c->rope.factors = factors ? malloc(sizeof(float) * (size_t)half) : NULL;
+    if (!c->rope.cs || (factors && !c->rope.factors)) return NULL;
+    if (factors) memcpy(c->rope.factors, factors, sizeof(float) * (size_t)half);
+    for (int k = 0; k < half; k++) {
+        /* theta = pos * scale * base^(-2k/rope_dim) / factor_k, in double: the float64
+         * reference computes it so, and float rounding at large positions is visible */
+        double freq = pow(p->theta_base, -2.0 * k / p->rope_dim);
+        for (int64_t i = 0; i < n; i++) {
+            double th = (double)(pos0 + i) * p->freq_scale * freq;
+            if (factors) th /= factors[k];
+            c->rope.cs[(i * half + k) * 2] = cos(th);
+            c->rope.cs[(i * half + k) * 2 + 1] = sin(th);
+        }
+    }
+    c->rope.n = n, c->rope.pos0 = pos0, c->rope.dim = p->rope_dim;
+    c->rope.base = p->theta_base, c->rope.scale = p->freq_scale;
+    return c->rope.cs;
+}
+
 static pl_status op_rope(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0,
                          const pl_rope_params *p) {
-    int half = p->rope_dim / 2;
-    /* base^(-2j/rope_dim), once a call: the same for every position */
-    double *freq = malloc(sizeof(double) * (size_t)(half ? half : 1));
-    if (!freq) return pl_fail(PL_ERR_NOMEM, "out of memory in rope");
-    for (int k = 0; k < half; k++) freq[k] = pow(p->theta_base, -2.0 * k / p->rope_dim);
-    ew_job j = {.out = x, .pos0 = pos0, .rope = p, .freq = freq};
-    /* a row: a sine and cosine per pair, and the pairs' rotations */
-    pl_cpu_rows(cpu_of(be), n, (int64_t)p->n_heads * p->head_dim + 8 * half, rope_rows, &j);
-    free(freq);
+    const double *angles = rope_angles(cpu_of(be), n, pos0, p);
+    if (!angles) return pl_fail(PL_ERR_NOMEM, "out of memory in rope");
+    ew_job j = {.out = x, .pos0 = pos0, .rope = p, .angles = angles};
+    /* a row: the pairs' rotations */
+    pl_cpu_rows(cpu_of(be), n, (int64_t)p->n_heads * p->head_dim, rope_rows, &j);
     return PL_OK;
 }
 
@@ -393,19 +422,51 @@ static void swiglu_values(void *ctx, int64_t i0, int64_t i1) {
 static pl_status op_swiglu(pl_backend *be, const pl_buf *gate, const pl_buf *up, int64_t count,
                            pl_buf *out) {
     ew_job j = {.a = gate, .b = up, .out = out};
-    pl_cpu_rows(cpu_of(be), count, 1, swiglu_values, &j);
+    /* a value's expf weighs about 16 multiply-adds: a decode step's few thousand values
+     * are shared out (on one thread they took ~1% of a 1-thread 0.6b decode) */
+    pl_cpu_rows(cpu_of(be), count, 16, swiglu_values, &j);
     return PL_OK;
+}
+
+/* The first largest non-NaN value of v[i0, i1): its index, or -1 (all NaN). */
+static int64_t argmax_range(const float *v, int64_t i0, int64_t i1) {
+    int64_t best = -1;
+    for (int64_t i = i0; i < i1; i++)
+        if (!isnan(v[i]) && (best < 0 || v[i] > v[best])) best = i;
+    return best;
+}
+
+/* Rows this wide or wider (a vocabulary's logits) are searched in 64 chunks by the threads. */
+#define ARGMAX_SPLIT 65536
+typedef struct {
+    const float *v;
+    int64_t n;
+    int64_t best[64]; /* each chunk's */
+} argmax_job;
+
+static void argmax_chunks(void *ctx, int64_t c0, int64_t c1) {
+    argmax_job *j = ctx;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t i0 = c * j->n / 64, i1 = (c + 1) * j->n / 64;
+        j->best[c] = argmax_range(j->v, i0, i1);
+    }
 }
 
 static pl_status op_argmax(pl_backend *be, const pl_buf *x, int64_t rows, pl_buf *ids,
                            int64_t dst0) {
-    (void)be;
     int32_t *o = (int32_t *)vptr(ids) + dst0;
     for (int64_t r = 0; r < rows; r++) {
-        const float *v = fptr(x) + r * x->ne0;
-        int64_t best = -1; /* NaN is skipped, as the GPU does; all NaN gives -1 */
-        for (int64_t i = 0; i < x->ne0; i++)
-            if (!isnan(v[i]) && (best < 0 || v[i] > v[best])) best = i;
+        argmax_job j = {.v = fptr(x) + r * x->ne0, .n = x->ne0};
+        if (j.n < ARGMAX_SPLIT) { /* NaN is skipped, as the GPU does */
+            o[r] = (int32_t)argmax_range(j.v, 0, j.n);
+            continue;
+        }
+        /* the chunks' winners taken in order, a later one only when strictly larger: the
+         * first largest, as one pass finds it */
+        pl_cpu_rows(cpu_of(be), 64, j.n / 64, argmax_chunks, &j);
+        int64_t best = -1;
+        for (int c = 0; c < 64; c++)
+            if (j.best[c] >= 0 && (best < 0 || j.v[j.best[c]] > j.v[best])) best = j.best[c];
         o[r] = (int32_t)best;
     }
     return PL_OK;
@@ -460,6 +521,8 @@ static void destroy(pl_backend *be) {
     free(c->per_thread);
     free(c->act.p);
     free(c->pack.p);
+    free(c->rope.cs);
+    free(c->rope.factors);
     pl_pool_free(c->pool);
     free(c);
 }

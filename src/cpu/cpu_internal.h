@@ -61,6 +61,16 @@ typedef struct {
     cpu_piece *buf_cur; /* the piece buf_new's big buffers are being laid in */
     uint64_t expect_left;
     int weights_said;
+    /* op_rope's angles for the last positions and parameters asked (cpu.c): a decode step's
+     * layers all rotate at one position, so its cosines and sines are worked out once */
+    struct {
+        double *cs;      /* [n][rope_dim / 2] pairs (cos, sin) */
+        float *factors;  /* the rope factors they were made with, [rope_dim / 2], or NULL */
+        int64_t pos0, n; /* positions pos0 .. pos0 + n - 1; n 0: none */
+        float base, scale;
+        int dim;
+        size_t cap; /* doubles cs has room for */
+    } rope;
     float f16[65536]; /* every half value as float: the KV cache is read through it */
 } cpu_backend;
 

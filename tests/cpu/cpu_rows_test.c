@@ -3,7 +3,10 @@
  * 4-thread backend gives the bits of the same op run by a 1-thread one (which never splits),
  * on random inputs of enough rows to be split. Outputs start as NaNs on both, so a row the
  * split skips stays NaN; the in-place ops (rms_norm on its input, rope) and the accumulating
- * ones (sigmoid_mul, moe_combine) change again if a row is computed twice. */
+ * ones (sigmoid_mul, moe_combine) change again if a row is computed twice. Two ops also
+ * against the test's own arithmetic: argmax over rows wide enough to be searched in chunks
+ * (ties, NaNs), and rope, whose angles the backend keeps from call to call (new positions,
+ * parameters and factor values must not find the old ones). */
 #include <stdatomic.h>
 
 #include "cpu/cpu_internal.h"
@@ -232,6 +235,88 @@ static void check_kv_f16(void) {
     free(bits);
 }
 
+/* argmax of vocabulary-wide rows: the first largest non-NaN value, as one pass finds it;
+ * values from a few levels (ties across chunks), NaNs, one row of NaNs alone (-1). */
+static void check_argmax(void) {
+    const int64_t cols = 151936, rows = 4;
+    float *v = malloc(sizeof *v * (size_t)(cols * rows));
+    for (int64_t i = 0; i < cols * rows; i++) {
+        float u = unif(0, 1);
+        v[i] = u < 0.05f ? NAN : (float)(int)(unif(0, 1) * 6) - 2;
+    }
+    v[5] = 100, v[cols - 3] = 100; /* row 0: the first of two, chunks apart */
+    v[cols + 70000] = -0.0f;       /* row 1: a tie of -0 and 0 below the top */
+    v[2 * cols + cols - 1] = 7;    /* row 2: the top in the last value */
+    for (int64_t i = 0; i < cols; i++) v[3 * cols + i] = NAN; /* row 3: none */
+    int32_t want[4];
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t best = -1;
+        for (int64_t i = 0; i < cols; i++) {
+            float x = v[r * cols + i];
+            if (x == x && (best < 0 || x > v[r * cols + best])) best = i;
+        }
+        want[r] = (int32_t)best;
+    }
+    duo x = make(PL_TYPE_F32, cols, rows, v), ids = make(PL_TYPE_I32, rows, 1, NULL);
+    BOTH(pl_be_argmax(x.b[i], rows, ids.b[i], 0));
+    for (int i = 0; i < 2; i++) {
+        int32_t got[4];
+        pl_be_read(ids.b[i], 0, got, sizeof got);
+        CHECK(!memcmp(got, want, sizeof got), "argmax (%d threads): %d %d %d %d, want %d %d %d %d",
+              i ? 4 : 1, got[0], got[1], got[2], got[3], want[0], want[1], want[2], want[3]);
+    }
+    dfree(x), dfree(ids), free(v);
+}
+
+/* rope against its formula, call after call on one backend: positions, bases and factor
+ * values change between calls. */
+static void check_rope(void) {
+    enum { HEADS = 3, HD = 16, ROWS = 5, HALF = HD / 2 };
+    float fv[HALF], xv[ROWS * HEADS * HD];
+    duo fac = rand_f32(HALF, 1, 1, 4);
+    struct {
+        int64_t pos0;
+        float base;
+        int with_factors, new_factors;
+    } calls[] = {{7, 10000, 1, 0},  {7, 10000, 1, 1},  {8, 10000, 1, 0},
+                 {8, 500000, 1, 0}, {8, 500000, 0, 0}, {7, 10000, 1, 0}};
+    for (size_t c = 0; c < sizeof calls / sizeof calls[0]; c++) {
+        if (calls[c].new_factors) {
+            for (int k = 0; k < HALF; k++) fv[k] = unif(1, 4);
+            for (int i = 0; i < 2; i++) pl_be_write(fac.b[i], 0, fv, sizeof fv);
+        }
+        pl_be_read(fac.b[0], 0, fv, sizeof fv);
+        duo r = rand_f32(HEADS * HD, ROWS, -2, 2);
+        pl_be_read(r.b[0], 0, xv, sizeof xv);
+        pl_rope_params rp = {PL_ROPE_NEOX, HEADS, HD, HD, calls[c].base, 0.5f, NULL};
+        for (int i = 0; i < 2; i++) {
+            rp.factors = calls[c].with_factors ? fac.b[i] : NULL;
+            CHECK(pl_be_rope(r.b[i], ROWS, calls[c].pos0, &rp) == PL_OK, "%s", pl_last_error());
+        }
+        int wrong = 0;
+        for (int i = 0; i < 2; i++) {
+            float got[ROWS * HEADS * HD];
+            pl_be_read(r.b[i], 0, got, sizeof got);
+            for (int row = 0; row < ROWS; row++)
+                for (int k = 0; k < HALF; k++) {
+                    double th =
+                        (double)(calls[c].pos0 + row) * 0.5f * pow(calls[c].base, -2.0 * k / HD);
+                    if (calls[c].with_factors) th /= fv[k];
+                    for (int h = 0; h < HEADS; h++) {
+                        const float *x0 = xv + (row * HEADS + h) * HD;
+                        const float *g = got + (row * HEADS + h) * HD;
+                        float a = (float)(x0[k] * cos(th) - x0[k + HALF] * sin(th));
+                        float b = (float)(x0[k] * sin(th) + x0[k + HALF] * cos(th));
+                        wrong += memcmp(&a, g + k, 4) != 0 || memcmp(&b, g + k + HALF, 4) != 0;
+                    }
+                }
+        }
+        CHECK(wrong == 0, "rope call %zu: %d pairs differ from the formula", c, wrong);
+        dfree(r);
+    }
+    dfree(fac);
+}
+
 static void run_tests(void) {
     CHECK(pl_cpu_new(1, &be[0]) == PL_OK, "%s", pl_last_error());
     CHECK(pl_cpu_new(4, &be[1]) == PL_OK, "%s", pl_last_error());
@@ -242,6 +327,8 @@ static void run_tests(void) {
     check_split();
     check_ops();
     check_kv_f16();
+    check_argmax();
+    check_rope();
     pl_be_destroy(be[0]);
     pl_be_destroy(be[1]);
 }
