@@ -508,14 +508,16 @@ static pl_status op_copy(pl_backend *be, const pl_buf *src, int64_t src0, int64_
     return PL_OK;
 }
 
-/* The CPU has no fused kernels: each op already runs in one pass over its rows. */
+/* The fusions asked for: QKV and GATE_UP hold matmuls back to run them as one pool job
+ * (cpu_matmul.c); the others name ops that already run in one pass over their rows. */
 static pl_status op_fuse(pl_backend *be, unsigned kinds) {
-    (void)be, (void)kinds;
+    cpu_of(be)->fuse = kinds;
     return PL_OK;
 }
 
 static void destroy(pl_backend *be) {
     cpu_backend *c = cpu_of(be);
+    pl_cpu_fused_free(c); /* (matmuls still held: nobody can read their outputs now) */
     if (c->per_thread)
         for (int i = 0; i < pl_pool_threads(c->pool); i++) free(c->per_thread[i].p);
     free(c->per_thread);
@@ -527,36 +529,121 @@ static void destroy(pl_backend *be) {
     free(c);
 }
 
+/* ---- the methods: each op first runs the matmuls a fusion holds back (pl_cpu_flush) ---- */
+
+#define FLUSHED(op, params, args)                                                                  \
+    static pl_status op##_f params {                                                               \
+        pl_status s = pl_cpu_flush(cpu_of(be));                                                    \
+        return s ? s : op args;                                                                    \
+    }
+static void buf_free_f(pl_backend *be, pl_buf *b) {
+    pl_cpu_flush(cpu_of(be)); /* (a held matmul may write b; its failure has no one to tell) */
+    buf_free(be, b);
+}
+FLUSHED(buf_write, (pl_backend * be, pl_buf *dst, int64_t offset, const void *src, int64_t nbytes),
+        (be, dst, offset, src, nbytes))
+FLUSHED(buf_read, (pl_backend * be, const pl_buf *src, int64_t offset, void *dst, int64_t nbytes),
+        (be, src, offset, dst, nbytes))
+FLUSHED(op_embed, (pl_backend * be, const pl_buf *table, const pl_buf *ids, int64_t n, pl_buf *out),
+        (be, table, ids, n, out))
+FLUSHED(op_rms_norm,
+        (pl_backend * be, const pl_buf *x, const pl_buf *w, int64_t rows, int64_t cols, float eps,
+         pl_buf *out),
+        (be, x, w, rows, cols, eps, out))
+FLUSHED(op_add, (pl_backend * be, const pl_buf *a, const pl_buf *b, int64_t count, pl_buf *out),
+        (be, a, b, count, out))
+FLUSHED(op_rope, (pl_backend * be, pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p),
+        (be, x, n, pos0, p))
+FLUSHED(op_kv_store, (pl_backend * be, const pl_buf *src, int64_t n, int64_t pos0, pl_buf *cache),
+        (be, src, n, pos0, cache))
+FLUSHED(pl_cpu_attention,
+        (pl_backend * be, const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache, int64_t n,
+         int64_t pos0, const pl_attn_params *p, pl_buf *out),
+        (be, q, k_cache, v_cache, n, pos0, p, out))
+FLUSHED(op_rope_cols,
+        (pl_backend * be, pl_buf *x, int64_t n, const pl_buf *cols, int64_t n_pos,
+         const pl_rope_params *p),
+        (be, x, n, cols, n_pos, p))
+FLUSHED(op_kv_store_cols,
+        (pl_backend * be, const pl_buf *src, int64_t n, const pl_buf *cols, int64_t n_ctx,
+         pl_buf *cache),
+        (be, src, n, cols, n_ctx, cache))
+FLUSHED(pl_cpu_attention_cols,
+        (pl_backend * be, const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache, int64_t n,
+         const pl_buf *cols, int64_t n_ctx, int64_t max_keys, const pl_attn_params *p, pl_buf *out),
+        (be, q, k_cache, v_cache, n, cols, n_ctx, max_keys, p, out))
+FLUSHED(op_swiglu,
+        (pl_backend * be, const pl_buf *gate, const pl_buf *up, int64_t count, pl_buf *out),
+        (be, gate, up, count, out))
+FLUSHED(op_argmax, (pl_backend * be, const pl_buf *x, int64_t rows, pl_buf *ids, int64_t dst0),
+        (be, x, rows, ids, dst0))
+FLUSHED(op_topk,
+        (pl_backend * be, const pl_buf *x, int64_t row, int64_t k, pl_buf *ids, pl_buf *vals),
+        (be, x, row, k, ids, vals))
+FLUSHED(op_copy,
+        (pl_backend * be, const pl_buf *src, int64_t src0, int64_t count, pl_buf *dst,
+         int64_t dst0),
+        (be, src, src0, count, dst, dst0))
+FLUSHED(pl_cpu_softmax_rows,
+        (pl_backend * be, const pl_buf *x, int64_t rows, int64_t cols, pl_buf *out),
+        (be, x, rows, cols, out))
+FLUSHED(pl_cpu_topk_rows,
+        (pl_backend * be, const pl_buf *x, int64_t rows, int64_t cols, int64_t k, pl_buf *ids,
+         pl_buf *vals),
+        (be, x, rows, cols, k, ids, vals))
+FLUSHED(pl_cpu_matmul_id,
+        (pl_backend * be, const pl_buf *w, int64_t n_exp, const pl_buf *x, const pl_buf *ids,
+         int64_t n, int64_t n_used, bool x_shared, pl_buf *out),
+        (be, w, n_exp, x, ids, n, n_used, x_shared, out))
+FLUSHED(pl_cpu_moe_combine,
+        (pl_backend * be, const pl_buf *y, const pl_buf *wts, int64_t n, int64_t n_used,
+         bool accumulate, pl_buf *out),
+        (be, y, wts, n, n_used, accumulate, out))
+FLUSHED(pl_cpu_sigmoid_mul,
+        (pl_backend * be, const pl_buf *x, const pl_buf *g, int64_t rows, int64_t cols,
+         int64_t g_cols, bool accumulate, pl_buf *out),
+        (be, x, g, rows, cols, g_cols, accumulate, out))
+FLUSHED(pl_cpu_ssm_conv,
+        (pl_backend * be, const pl_buf *x, const pl_buf *w, pl_buf *state, int64_t n, pl_buf *snaps,
+         pl_buf *out),
+        (be, x, w, state, n, snaps, out))
+FLUSHED(pl_cpu_delta_rule,
+        (pl_backend * be, const pl_buf *qkv, const pl_buf *a, const pl_buf *b, const pl_buf *ssm_a,
+         const pl_buf *dt_bias, pl_buf *state, int64_t n, const pl_delta_params *p, pl_buf *snaps,
+         pl_buf *out),
+        (be, qkv, a, b, ssm_a, dt_bias, state, n, p, snaps, out))
+FLUSHED(op_fuse, (pl_backend * be, unsigned kinds), (be, kinds))
+
 static const pl_backend_methods cpu_methods = {
     .buf_new = buf_new,
     .buf_weight = buf_weight,
     .weights_expect = pl_cpu_weights_expect,
-    .buf_free = buf_free,
+    .buf_free = buf_free_f,
     .buf_view = buf_view,
-    .write = buf_write,
-    .read = buf_read,
-    .embed = op_embed,
-    .rms_norm = op_rms_norm,
+    .write = buf_write_f,
+    .read = buf_read_f,
+    .embed = op_embed_f,
+    .rms_norm = op_rms_norm_f,
     .matmul = pl_cpu_matmul,
-    .add = op_add,
-    .rope = op_rope,
-    .kv_store = op_kv_store,
-    .attention = pl_cpu_attention,
-    .rope_cols = op_rope_cols,
-    .kv_store_cols = op_kv_store_cols,
-    .attention_cols = pl_cpu_attention_cols,
-    .swiglu = op_swiglu,
-    .argmax = op_argmax,
-    .topk = op_topk,
-    .copy = op_copy,
-    .softmax_rows = pl_cpu_softmax_rows,
-    .topk_rows = pl_cpu_topk_rows,
-    .matmul_id = pl_cpu_matmul_id,
-    .moe_combine = pl_cpu_moe_combine,
-    .sigmoid_mul = pl_cpu_sigmoid_mul,
-    .ssm_conv = pl_cpu_ssm_conv,
-    .delta_rule = pl_cpu_delta_rule,
-    .fuse = op_fuse,
+    .add = op_add_f,
+    .rope = op_rope_f,
+    .kv_store = op_kv_store_f,
+    .attention = pl_cpu_attention_f,
+    .rope_cols = op_rope_cols_f,
+    .kv_store_cols = op_kv_store_cols_f,
+    .attention_cols = pl_cpu_attention_cols_f,
+    .swiglu = op_swiglu_f,
+    .argmax = op_argmax_f,
+    .topk = op_topk_f,
+    .copy = op_copy_f,
+    .softmax_rows = pl_cpu_softmax_rows_f,
+    .topk_rows = pl_cpu_topk_rows_f,
+    .matmul_id = pl_cpu_matmul_id_f,
+    .moe_combine = pl_cpu_moe_combine_f,
+    .sigmoid_mul = pl_cpu_sigmoid_mul_f,
+    .ssm_conv = pl_cpu_ssm_conv_f,
+    .delta_rule = pl_cpu_delta_rule_f,
+    .fuse = op_fuse_f,
     .destroy = destroy,
 };
 

@@ -31,6 +31,9 @@ typedef struct {
     int x8_off;
 } cpu_buf;
 
+/* Matmuls held back to run as one pool job (cpu_matmul.c, PL_FUSE_QKV / PL_FUSE_GATE_UP). */
+typedef struct cpu_fused cpu_fused;
+
 /* Memory kept between ops and grown when an op needs more: a fresh malloc per op (often
  * mmap'd afresh, past glibc's threshold) paid its page faults again every time, about 4% of
  * a prompt's time. */
@@ -61,6 +64,8 @@ typedef struct {
     cpu_piece *buf_cur; /* the piece buf_new's big buffers are being laid in */
     uint64_t expect_left;
     int weights_said;
+    unsigned fuse;    /* the fusions the model asks for now (pl_be_fuse) */
+    cpu_fused *fused; /* matmuls held back under them, or NULL (cpu_matmul.c) */
     /* op_rope's angles for the last positions and parameters asked (cpu.c): a decode step's
      * layers all rotate at one position, so its cosines and sines are worked out once */
     struct {
@@ -146,6 +151,12 @@ pl_status pl_cpu_weights_expect(pl_backend *be, uint64_t bytes);
 pl_status pl_cpu_weight_place(cpu_backend *c, cpu_buf *b, const void *data);
 pl_status pl_cpu_buf_alloc(cpu_backend *c, size_t bytes, cpu_buf *b);
 void pl_cpu_piece_release(cpu_backend *c, cpu_piece *piece);
+
+/* Runs the matmuls held back under a fusion (cpu_matmul.c): every method but matmul and
+ * those that make buffers calls it first (cpu.c), so no op or read sees their outputs
+ * unwritten. A failure of theirs is reported here. fused_free: at the backend's end. */
+pl_status pl_cpu_flush(cpu_backend *c);
+void pl_cpu_fused_free(cpu_backend *c);
 
 /* The work of a job below this many multiply-adds runs on the caller's thread alone:
  * waking the pool costs more than it saves. */

@@ -34,7 +34,14 @@
  *
  * matmul_id groups the (token, slot) pairs by expert and runs each used expert's rows as one
  * matmul over the rows of x routed to it (read and written through row maps), so an expert
- * chosen by several tokens is dequantised once and an expert chosen by none is never read. */
+ * chosen by several tokens is dequantised once and an expert chosen by none is never read.
+ *
+ * Fused (pl_be_fuse's QKV and GATE_UP: the model says the next matmuls read one x): such
+ * matmuls of a few rows (no GEMM) are held back (cpu_fused) and run as one pool job when a
+ * matmul of another x, another op or a read comes (pl_cpu_flush, which every other method
+ * calls first, cpu.c), x quantised once for all of them. At 16 threads a decode step's
+ * hand-overs and the caller's work between them were a third of its time. Each output row
+ * is computed as it would be alone, so the same bits. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -532,19 +539,79 @@ static bool mm_run_gemm(cpu_backend *c, mm_job *j) {
     return true;
 }
 
-/* Split j's weight rows between the pool's threads and run them. */
-static void mm_run(cpu_backend *c, mm_job *j) {
+/* j's weight rows in items for the pool's threads (the tiles' path): j->rows_per_item set,
+ * the number of items returned. */
+static int64_t mm_plan(cpu_backend *c, mm_job *j) {
     int64_t n_out = j->w->ne1;
     int threads = pl_pool_threads(c->pool);
-    if ((j->xq || j->kq) && mm_run_gemm(c, j)) return;
     int64_t work = j->n * n_out * j->w->ne0;
     int64_t items = work < CPU_PAR_MIN_WORK ? 1 : (int64_t)threads * 4;
     if (items > n_out) items = n_out;
     j->rows_per_item = (n_out + items - 1) / items;
     if (j->xq) j->rows_per_item = (j->rows_per_item + 7) / 8 * 8; /* whole 8-row tiles */
     if (j->kq && j->n == 1) j->rows_per_item = (j->rows_per_item + 3) / 4 * 4; /* 4-row tiles */
-    items = (n_out + j->rows_per_item - 1) / j->rows_per_item;
-    pl_pool_run(c->pool, items, mm_item, j);
+    return (n_out + j->rows_per_item - 1) / j->rows_per_item;
+}
+
+/* Split j's weight rows between the pool's threads and run them. */
+static void mm_run(cpu_backend *c, mm_job *j) {
+    if ((j->xq || j->kq) && mm_run_gemm(c, j)) return;
+    pl_pool_run(c->pool, mm_plan(c, j), mm_item, j);
+}
+
+/* ---- fused matmuls (PL_FUSE_QKV, PL_FUSE_GATE_UP) ---- */
+
+#define FUSED_MAX 4 /* QKV's three and a fourth of the same x (backend.h) */
+struct cpu_fused {
+    mm_job jobs[FUSED_MAX];
+    int64_t first[FUSED_MAX + 1]; /* job k's items are first[k] .. first[k + 1] - 1 */
+    int n;
+    int kind; /* wants_q8's, of every job held */
+};
+
+static void fused_item(void *ctx, int64_t item, int thread) {
+    cpu_fused *f = ctx;
+    int k = 0;
+    while (item >= f->first[k + 1]) k++;
+    mm_item(&f->jobs[k], item - f->first[k], thread);
+}
+
+pl_status pl_cpu_flush(cpu_backend *c) {
+    cpu_fused *f = c->fused;
+    if (!f || !f->n) return PL_OK;
+    f->first[0] = 0;
+    for (int k = 0; k < f->n; k++) f->first[k + 1] = f->first[k] + mm_plan(c, &f->jobs[k]);
+    int n = f->n;
+    f->n = 0; /* (whatever happens next, these are done) */
+    pl_pool_run(c->pool, f->first[n], fused_item, f);
+    for (int k = 0; k < n; k++)
+        if (atomic_load(&f->jobs[k].failed))
+            return pl_fail(PL_ERR_NOMEM, "matmul: out of memory or unreadable weights");
+    return PL_OK;
+}
+
+void pl_cpu_fused_free(cpu_backend *c) {
+    free(c->fused);
+    c->fused = NULL;
+}
+
+/* Whether a matmul over n rows of x waits for the others of its fused group (the
+ * group asked for, tiles not the GEMM, and x the group's); flushes what it cannot join. */
+static pl_status fused_join(cpu_backend *c, const pl_buf *x, int64_t n, int kind, bool *join) {
+    *join = false;
+    cpu_fused *f = c->fused;
+    bool fusable = (c->fuse & (PL_FUSE_QKV | PL_FUSE_GATE_UP)) && pl_pool_threads(c->pool) > 1 &&
+                   (n < GEMM_MIN_N || !kind);
+    if (f && f->n &&
+        (!fusable || f->jobs[0].x != x || f->jobs[0].n != n || f->kind != kind ||
+         f->n == FUSED_MAX)) {
+        pl_status s = pl_cpu_flush(c);
+        if (s) return s;
+    }
+    if (!fusable) return PL_OK;
+    if (!c->fused && !(c->fused = calloc(1, sizeof *c->fused))) return PL_OK; /* (then unfused) */
+    *join = true;
+    return PL_OK;
 }
 
 pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const pl_buf *bias,
@@ -558,13 +625,28 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
                 .accumulate = accumulate};
     atomic_init(&j.failed, 0);
     q8act a = {0};
+    cpu_backend *c = cpu_of(be);
     int kind = wants_q8(be, w);
-    if (kind) {
-        pl_status s = quantise_rows(cpu_of(be), x, n, w->ne0, kind, &a);
+    bool join;
+    pl_status s = fused_join(c, x, n, kind, &join);
+    if (s) return s;
+    cpu_fused *f = c->fused;
+    if (join && f->n) { /* x already quantised for the group's first */
+        mm_job *j0 = &f->jobs[0];
+        j.xq = j0->xq, j.xd = j0->xd, j.xs = j0->xs, j.kq = j0->kq, j.kd = j0->kd, j.ks = j0->ks;
+    } else if (kind) {
+        s = quantise_rows(c, x, n, w->ne0, kind, &a);
         if (s) return s;
         q8act_use(&j, &a);
     }
-    mm_run(cpu_of(be), &j);
+    if (join) {
+        f->kind = kind;
+        f->jobs[f->n] = j; /* (its failed flag is still clear) */
+        atomic_init(&f->jobs[f->n].failed, 0);
+        f->n++;
+        return PL_OK;
+    }
+    mm_run(c, &j);
     if (atomic_load(&j.failed))
         return pl_fail(PL_ERR_NOMEM, "matmul: out of memory or unreadable weights");
     return PL_OK;

@@ -6,7 +6,9 @@
  * ones (sigmoid_mul, moe_combine) change again if a row is computed twice. Two ops also
  * against the test's own arithmetic: argmax over rows wide enough to be searched in chunks
  * (ties, NaNs), and rope, whose angles the backend keeps from call to call (new positions,
- * parameters and factor values must not find the old ones). */
+ * parameters and factor values must not find the old ones). And the matmuls a fusion holds
+ * back (PL_FUSE_QKV / GATE_UP on the 4-thread backend): held (their outputs unwritten until
+ * a read or another op), then the 1-thread backend's bits. */
 #include <stdatomic.h>
 
 #include "cpu/cpu_internal.h"
@@ -317,6 +319,100 @@ static void check_rope(void) {
     dfree(fac);
 }
 
+/* A weight of type t on both backends: rows x k random values quantised; its bytes
+ * (returned) must outlive the buffers. */
+static void *weight(uint32_t t, int64_t k, int64_t rows, pl_buf *w[2]) {
+    float *v = malloc(sizeof *v * (size_t)(k * rows));
+    for (int64_t i = 0; i < k * rows; i++) v[i] = unif(-1, 1);
+    size_t rb = (size_t)pl_row_size(t, k);
+    unsigned char *q = malloc(rb * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++) pl_quant_row(t, v + r * k, q + rb * (size_t)r, k);
+    for (int i = 0; i < 2; i++)
+        CHECK(pl_be_buf_weight(be[i], t, k, rows, q, &w[i]) == PL_OK, "%s", pl_last_error());
+    free(v);
+    return q;
+}
+
+/* Whether out's values on the 4-thread backend are still the NaN fill (a held matmul's). */
+static bool unwritten(duo out) {
+    const float *d = ((const cpu_buf *)out.b[1])->data;
+    return d[0] != d[0];
+}
+
+static void check_fused(void) {
+    enum { K = 512, N = 2 };
+    /* weights of one x: Q4_0 and Q8_0 (Q8_0 activations), Q4_K and Q6_K (per 256), F16 */
+    static const uint32_t types[] = {PL_TYPE_Q4_0, PL_TYPE_Q8_0, PL_TYPE_Q4_0, PL_TYPE_Q8_0,
+                                     PL_TYPE_Q4_0, PL_TYPE_Q4_K, PL_TYPE_Q6_K, PL_TYPE_F16};
+    enum { NW = sizeof types / sizeof types[0] };
+    static const int64_t rows[NW] = {64, 40, 24, 64, 16, 32, 48, 24};
+    for (int act = 0; act < 2; act++) {
+        be[0]->act_q8 = be[1]->act_q8 = act;
+        pl_buf *w[NW][2];
+        void *wb[NW];
+        duo out[NW];
+        for (int i = 0; i < NW; i++) {
+            wb[i] = weight(types[i], K, rows[i], w[i]);
+            out[i] = i == 4 ? rand_f32(rows[i], N, -1, 1) : make(PL_TYPE_F32, rows[i], N, NULL);
+        }
+        duo x = rand_f32(K, N, -2, 2), x2 = rand_f32(K, N, -2, 2);
+        for (int b = 0; b < 2; b++) {
+            CHECK(pl_be_fuse(be[b], PL_FUSE_QKV | PL_FUSE_GATE_UP) == PL_OK, "%s", pl_last_error());
+            /* 0-3: one group of x (Q8_0 activations: held together when act is on) */
+            for (int i = 0; i < 4; i++)
+                CHECK(pl_be_matmul(w[i][b], x.b[b], NULL, N, false, out[i].b[b]) == PL_OK, "%s",
+                      pl_last_error());
+            if (b == 1)
+                CHECK(unwritten(out[0]) && unwritten(out[3]),
+                      "act %d: the group's matmuls were not held", act);
+            /* 4: a fifth of the same x, accumulating (the group is full: the four run
+             * first, the fifth is held) */
+            const float *o4 = ((const cpu_buf *)out[4].b[b])->data;
+            float before = o4[0];
+            CHECK(pl_be_matmul(w[4][b], x.b[b], NULL, N, true, out[4].b[b]) == PL_OK, "%s",
+                  pl_last_error());
+            if (b == 1)
+                CHECK(!unwritten(out[0]) && o4[0] == before,
+                      "act %d: a full group did not run before its fifth", act);
+            /* 5-6: K-quants of x2 (another x: 4 runs first), then F16 of x2 (with act on,
+             * another kind of activations: 5 and 6 run first) */
+            for (int i = 5; i < 8; i++)
+                CHECK(pl_be_matmul(w[i][b], x2.b[b], NULL, N, false, out[i].b[b]) == PL_OK, "%s",
+                      pl_last_error());
+            if (b == 1)
+                CHECK(o4[0] != before && unwritten(out[7]),
+                      "act %d: another x did not run the held matmuls first", act);
+            if (b == 1 && act)
+                CHECK(!unwritten(out[5]) && !unwritten(out[6]),
+                      "act %d: another kind of activations did not run the held ones", act);
+            /* an op: runs what is held, then reads its outputs */
+            CHECK(pl_be_add(out[7].b[b], out[7].b[b], rows[7] * N, out[7].b[b]) == PL_OK, "%s",
+                  pl_last_error());
+            CHECK(pl_be_fuse(be[b], 0) == PL_OK, "%s", pl_last_error());
+        }
+        for (int i = 0; i < NW; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "fused matmul %d (act %d)", i, act);
+            same(what, out[i], 1);
+            dfree(out[i]);
+            for (int b = 0; b < 2; b++) pl_be_buf_free(w[i][b]);
+            free(wb[i]);
+        }
+        /* held, then the output freed: the free runs it first (ASan: no write after it) */
+        pl_buf *wq[2], *o = NULL;
+        void *wqb = weight(PL_TYPE_Q4_0, K, 32, wq);
+        CHECK(pl_be_buf_new(be[1], PL_TYPE_F32, 32, N, &o) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_be_fuse(be[1], PL_FUSE_GATE_UP) == PL_OK, "%s", pl_last_error());
+        CHECK(pl_be_matmul(wq[1], x.b[1], NULL, N, false, o) == PL_OK, "%s", pl_last_error());
+        pl_be_buf_free(o);
+        CHECK(pl_be_fuse(be[1], 0) == PL_OK, "%s", pl_last_error());
+        for (int b = 0; b < 2; b++) pl_be_buf_free(wq[b]);
+        free(wqb);
+        dfree(x), dfree(x2);
+    }
+    be[0]->act_q8 = be[1]->act_q8 = 0;
+}
+
 static void run_tests(void) {
     CHECK(pl_cpu_new(1, &be[0]) == PL_OK, "%s", pl_last_error());
     CHECK(pl_cpu_new(4, &be[1]) == PL_OK, "%s", pl_last_error());
@@ -329,6 +425,7 @@ static void run_tests(void) {
     check_kv_f16();
     check_argmax();
     check_rope();
+    check_fused();
     pl_be_destroy(be[0]);
     pl_be_destroy(be[1]);
 }
