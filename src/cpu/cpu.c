@@ -436,18 +436,20 @@ static int64_t argmax_range(const float *v, int64_t i0, int64_t i1) {
     return best;
 }
 
-/* Rows this wide or wider (a vocabulary's logits) are searched in 64 chunks by the threads. */
-#define ARGMAX_SPLIT 65536
+/* Rows this wide or wider (a vocabulary's logits) are searched in ARGMAX_CHUNKS chunks by
+ * the threads. */
+#define ARGMAX_SPLIT  65536
+#define ARGMAX_CHUNKS 64
 typedef struct {
     const float *v;
     int64_t n;
-    int64_t best[64]; /* each chunk's */
+    int64_t best[ARGMAX_CHUNKS]; /* each chunk's */
 } argmax_job;
 
 static void argmax_chunks(void *ctx, int64_t c0, int64_t c1) {
     argmax_job *j = ctx;
     for (int64_t c = c0; c < c1; c++) {
-        int64_t i0 = c * j->n / 64, i1 = (c + 1) * j->n / 64;
+        int64_t i0 = c * j->n / ARGMAX_CHUNKS, i1 = (c + 1) * j->n / ARGMAX_CHUNKS;
         j->best[c] = argmax_range(j->v, i0, i1);
     }
 }
@@ -463,9 +465,9 @@ static pl_status op_argmax(pl_backend *be, const pl_buf *x, int64_t rows, pl_buf
         }
         /* the chunks' winners taken in order, a later one only when strictly larger: the
          * first largest, as one pass finds it */
-        pl_cpu_rows(cpu_of(be), 64, j.n / 64, argmax_chunks, &j);
+        pl_cpu_rows(cpu_of(be), ARGMAX_CHUNKS, j.n / ARGMAX_CHUNKS, argmax_chunks, &j);
         int64_t best = -1;
-        for (int c = 0; c < 64; c++)
+        for (int c = 0; c < ARGMAX_CHUNKS; c++)
             if (j.best[c] >= 0 && (best < 0 || j.v[j.best[c]] > j.v[best])) best = j.best[c];
         o[r] = (int32_t)best;
     }

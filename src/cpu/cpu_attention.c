@@ -66,6 +66,14 @@ static void attend_f32(const attn_job *j, const float *q, int64_t kvh, int64_t n
     for (int64_t d = 0; d < hdv; d++) o[d] = acc[d] / sum;
 }
 
+/* Kv head kvh's key and value rows for position t in an F16 cache. */
+static inline const uint16_t *key_half(const attn_job *j, int64_t t, int64_t kvh) {
+    return (const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * j->p->head_dim;
+}
+static inline const uint16_t *value_half(const attn_job *j, int64_t t, int64_t kvh) {
+    return (const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * j->p->head_dim_v;
+}
+
 /* Half-precision attention (see the file comment) over an F16 cache for the g query heads
  * q[0..g) that share kv head kvh, writing o[0..g). Each key and value row is converted once
  * for the whole group. The accumulators hold half values, stored as floats. */
@@ -80,8 +88,7 @@ static void attend_f16(const attn_job *j, const float *q, int64_t g, int64_t kvh
     for (int64_t d = 0; d < g * hdv; d++) acc[d] = 0;
     for (int64_t h = 0; h < g; h++) mx[h] = -INFINITY, sum[h] = 0;
     for (int64_t t = 0; t < n_keys; t++) {
-        const uint16_t *kh = (const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd;
-        const uint16_t *vh = (const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv;
+        const uint16_t *kh = key_half(j, t, kvh), *vh = value_half(j, t, kvh);
         for (int64_t d = 0; d < hd; d++) kr[d] = h2f[kh[d]];
         for (int64_t d = 0; d < hdv; d++) vr[d] = h2f[vh[d]];
         for (int64_t h = 0; h < g; h++) {
@@ -341,8 +348,7 @@ void pl_cpu_from_half(float *d, const uint16_t *s, int64_t n) {
 #define ATTN_PREFETCH 8
 static inline void prefetch_rows(const attn_job *j, int64_t t, int64_t kvh) {
     int64_t hd = j->p->head_dim, hdv = j->p->head_dim_v;
-    const char *k = (const char *)((const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd);
-    const char *v = (const char *)((const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv);
+    const char *k = (const char *)key_half(j, t, kvh), *v = (const char *)value_half(j, t, kvh);
     for (int64_t b = 0; b < 2 * hd; b += 64) __builtin_prefetch(k + b);
     for (int64_t b = 0; b < 2 * hdv; b += 64) __builtin_prefetch(v + b);
 }
@@ -373,10 +379,8 @@ attend_f16_rows(const attn_ops *ops, const attn_job *j, const float *q, int64_t 
             /* the rows that see key t: r >= t - n_keys0 + 1, heads h0.. */
             int64_t h0 = (t < n_keys0 ? 0 : t - n_keys0 + 1) * g;
             if (t + ATTN_PREFETCH < n_keys) prefetch_rows(j, t + ATTN_PREFETCH, kvh);
-            ops->from_half(kt + i * hd, (const uint16_t *)vptr(j->k) + t * j->k->ne0 + kvh * hd,
-                           hd);
-            ops->from_half(vt + i * hdv, (const uint16_t *)vptr(j->v) + t * j->v->ne0 + kvh * hdv,
-                           hdv);
+            ops->from_half(kt + i * hd, key_half(j, t, kvh), hd);
+            ops->from_half(vt + i * hdv, value_half(j, t, kvh), hdv);
             ops->dots(qh, kt + i * hd, h0, nh, hd, p->scale, sc + i * nh);
         }
         for (int64_t h = 0; h < nh; h++) {

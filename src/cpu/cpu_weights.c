@@ -97,6 +97,24 @@ static cpu_piece *piece_new(uint64_t want) {
     return p;
 }
 
+/* `bytes` (rounded up to BUF_ALIGN) from the piece *cur, or from a new one of at least
+ * `want` bytes made *cur when *cur lacks room; the bytes' piece in *piece. NULL: no memory
+ * for a new piece (*cur unchanged). */
+static unsigned char *piece_take(cpu_piece **cur, size_t bytes, uint64_t want, cpu_piece **piece) {
+    size_t need = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
+    if (!*cur || (*cur)->size - (*cur)->used < need) {
+        cpu_piece *p = piece_new(need > want ? need : want);
+        if (!p) return NULL;
+        *cur = p;
+    }
+    cpu_piece *p = *cur;
+    unsigned char *at = p->base + p->used;
+    p->used += need;
+    p->live++;
+    *piece = p;
+    return at;
+}
+
 /* The copy, `item` bytes at a time; or (groups > 0) the first `groups` groups of 8 Q4_0
  * (q4) or Q8_0 rows interleaved (nb blocks a row), `item` groups at a time. */
 typedef struct {
@@ -134,26 +152,20 @@ pl_status pl_cpu_weight_place(cpu_backend *c, cpu_buf *b, const void *data) {
     size_t bytes = (size_t)(pl_row_size(b->h.type, b->h.ne0) * b->h.ne1);
 #ifdef CPU_ANON
     if (!c->copying) return PL_OK;
-    size_t need = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
-    if (!c->cur || c->cur->size - c->cur->used < need) {
-        cpu_piece *p = piece_new(need > c->expect_left ? need : c->expect_left);
-        if (!p && c->anon_mode == 0) { /* auto: the rest where it lies */
-            c->copying = false;
-            c->weights_said = -1;
-            set_device(c);
-            return PL_OK;
-        }
-        if (!p)
-            return pl_fail(PL_ERR_NOMEM,
-                           "out of memory for a copy of the weights (%.1f MiB): read them from "
-                           "the file instead (anon_weights -1; pooled: POOLED_CPU_COPY=0)",
-                           (double)(need > c->expect_left ? need : c->expect_left) / (1 << 20));
-        c->cur = p;
+    size_t need = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN; /* what piece_take takes */
+    cpu_piece *p;
+    unsigned char *dst = piece_take(&c->cur, bytes, c->expect_left, &p);
+    if (!dst && c->anon_mode == 0) { /* auto: the rest where it lies */
+        c->copying = false;
+        c->weights_said = -1;
+        set_device(c);
+        return PL_OK;
     }
-    cpu_piece *p = c->cur;
-    unsigned char *dst = p->base + p->used;
-    p->used += need;
-    p->live++;
+    if (!dst)
+        return pl_fail(PL_ERR_NOMEM,
+                       "out of memory for a copy of the weights (%.1f MiB): read them from "
+                       "the file instead (anon_weights -1; pooled: POOLED_CPU_COPY=0)",
+                       (double)(need > c->expect_left ? need : c->expect_left) / (1 << 20));
     c->expect_left = c->expect_left > need ? c->expect_left - need : 0;
     copy_job j = {.dst = dst, .src = data, .n = bytes, .item = COPY_ITEM};
     /* Q4_0 and Q8_0 interleaved 8 rows to a group (cpu_x8.c) where its kernels run */
@@ -182,17 +194,8 @@ pl_status pl_cpu_buf_alloc(cpu_backend *c, size_t bytes, cpu_buf *b) {
     b->piece = NULL;
 #ifdef CPU_ANON
     if (bytes >= CPU_BIG_BUF) {
-        size_t need = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
-        if (!c->buf_cur || c->buf_cur->size - c->buf_cur->used < need) {
-            cpu_piece *p = piece_new(need > BUF_PIECE ? need : BUF_PIECE);
-            if (!p) return pl_fail(PL_ERR_NOMEM, "out of memory for a %zu-byte buffer", bytes);
-            c->buf_cur = p;
-        }
-        cpu_piece *p = c->buf_cur;
-        b->data = p->base + p->used;
-        b->piece = p;
-        p->used += need;
-        p->live++;
+        b->data = piece_take(&c->buf_cur, bytes, BUF_PIECE, &b->piece);
+        if (!b->data) return pl_fail(PL_ERR_NOMEM, "out of memory for a %zu-byte buffer", bytes);
         return PL_OK;
     }
 #else
