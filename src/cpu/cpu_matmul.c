@@ -595,16 +595,20 @@ void pl_cpu_fused_free(cpu_backend *c) {
     c->fused = NULL;
 }
 
-/* Whether a matmul over n rows of x waits for the others of its fused group (the
- * group asked for, tiles not the GEMM, and x the group's); flushes what it cannot join. */
-static pl_status fused_join(cpu_backend *c, const pl_buf *x, int64_t n, int kind, bool *join) {
+/* Whether a matmul over n rows of x into out waits for the others of its fused group (the
+ * group asked for, tiles not the GEMM, x the group's, out none of theirs: the group's jobs
+ * run at once, so two writing one output would race); flushes what it cannot join. */
+static pl_status fused_join(cpu_backend *c, const pl_buf *x, const pl_buf *out, int64_t n, int kind,
+                            bool *join) {
     *join = false;
     cpu_fused *f = c->fused;
     bool fusable = (c->fuse & (PL_FUSE_QKV | PL_FUSE_GATE_UP)) && pl_pool_threads(c->pool) > 1 &&
                    (n < GEMM_MIN_N || !kind);
+    bool same_out = false;
+    for (int k = 0; f && k < f->n; k++) same_out |= f->jobs[k].out == out;
     if (f && f->n &&
         (!fusable || f->jobs[0].x != x || f->jobs[0].n != n || f->kind != kind ||
-         f->n == FUSED_MAX)) {
+         f->n == FUSED_MAX || same_out)) {
         pl_status s = pl_cpu_flush(c);
         if (s) return s;
     }
@@ -628,7 +632,7 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
     cpu_backend *c = cpu_of(be);
     int kind = wants_q8(be, w);
     bool join;
-    pl_status s = fused_join(c, x, n, kind, &join);
+    pl_status s = fused_join(c, x, out, n, kind, &join);
     if (s) return s;
     cpu_fused *f = c->fused;
     if (join && f->n) { /* x already quantised for the group's first */

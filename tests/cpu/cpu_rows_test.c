@@ -8,7 +8,8 @@
  * (ties, NaNs), and rope, whose angles the backend keeps from call to call (new positions,
  * parameters and factor values must not find the old ones). And the matmuls a fusion holds
  * back (PL_FUSE_QKV / GATE_UP on the 4-thread backend): held (their outputs unwritten until
- * a read or another op), then the 1-thread backend's bits. */
+ * a read or another op), then the 1-thread backend's bits; two into one output never at
+ * once. */
 #include <stdatomic.h>
 
 #include "cpu/cpu_internal.h"
@@ -397,6 +398,29 @@ static void check_fused(void) {
             dfree(out[i]);
             for (int b = 0; b < 2; b++) pl_be_buf_free(w[i][b]);
             free(wb[i]);
+        }
+        /* two of one x accumulating into one output: the second waits for the first (one
+         * pool job would run them at once), the 1-thread bits after many rounds */
+        {
+            pl_buf *wa[2], *wb2[2];
+            void *qa = weight(PL_TYPE_Q4_0, K, 256, wa), *qb = weight(PL_TYPE_Q8_0, K, 256, wb2);
+            duo acc = rand_f32(256, N, -1, 1);
+            for (int b = 0; b < 2; b++) {
+                CHECK(pl_be_fuse(be[b], PL_FUSE_QKV) == PL_OK, "%s", pl_last_error());
+                for (int round = 0; round < 20; round++) {
+                    CHECK(pl_be_matmul(wa[b], x.b[b], NULL, N, true, acc.b[b]) == PL_OK, "%s",
+                          pl_last_error());
+                    CHECK(pl_be_matmul(wb2[b], x.b[b], NULL, N, true, acc.b[b]) == PL_OK, "%s",
+                          pl_last_error());
+                }
+                CHECK(pl_be_fuse(be[b], 0) == PL_OK, "%s", pl_last_error());
+            }
+            char what[64];
+            snprintf(what, sizeof what, "fused matmuls into one output (act %d)", act);
+            same(what, acc, 1);
+            dfree(acc);
+            for (int b = 0; b < 2; b++) pl_be_buf_free(wa[b]), pl_be_buf_free(wb2[b]);
+            free(qa), free(qb);
         }
         /* held, then the output freed: the free runs it first (ASan: no write after it) */
         pl_buf *wq[2], *o = NULL;
