@@ -343,7 +343,7 @@ void pl_cpu_from_half(float *d, const uint16_t *s, int64_t n) {
 #if defined(PL_ATTN_X86) || defined(__aarch64__) /* the targets with vector operations */
 /* Key rows this far ahead of the one being read are asked for (the hardware prefetchers
  * do not follow rows a few hundred bytes long 2 KiB or more apart): with the KV cache on
- * huge pages (cpu_weights.c) the 0.6b's 1-thread tg512 went 44-47 -> 53-60 tok/s; on 4 KiB
+ * huge pages (cpu_weights.c) the 0.6b's 1-thread tg512 went 40-47 -> 53-63 tok/s; on 4 KiB
  * pages, or 4 to 32 keys ahead, less (docs/cpu-notes.md). */
 #define ATTN_PREFETCH 8
 static inline void prefetch_rows(const attn_job *j, int64_t t, int64_t kvh) {

@@ -14,7 +14,7 @@
  * chain, at least BUF_PIECE bytes a piece): a decode step's attention reads a few hundred
  * bytes of every cached position of a kv head, 2 KiB or more apart, so on 4 KiB pages
  * nearly every key row is a TLB miss; on huge pages, with the attention's prefetches, the
- * 0.6b's 1-thread tg512 went 44-47 -> 53-60 tok/s (docs/cpu-notes.md). A fresh piece is
+ * 0.6b's 1-thread tg512 went 40-47 -> 53-63 tok/s (docs/cpu-notes.md). A fresh piece is
  * zero, and its bytes are never handed out twice, so the buffers start zeroed as calloc's. */
 #include "cpu_internal.h"
 
