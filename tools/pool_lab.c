@@ -20,11 +20,13 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static void empty_item(void *ctx, int64_t i) {
+static void empty_item(void *ctx, int64_t i, int thread) {
+    (void)thread;
     (void)ctx, (void)i;
 }
 
-static void work_item(void *ctx, int64_t i) {
+static void work_item(void *ctx, int64_t i, int thread) {
+    (void)thread;
     volatile double *sink = ctx, x = (double)i;
     for (int k = 0; k < 200; k++) x = x * 0.999 + 1.0; /* a few us */
     *sink += x;
@@ -36,7 +38,8 @@ typedef struct {
     uint64_t sums[1024];
 } bw_job;
 
-static void bw_item(void *ctx, int64_t i) {
+static void bw_item(void *ctx, int64_t i, int thread) {
+    (void)thread;
     bw_job *j = ctx;
     int64_t per = j->words / j->chunks, a = i * per, b = i + 1 == j->chunks ? j->words : a + per;
     uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;

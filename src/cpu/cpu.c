@@ -217,6 +217,20 @@ static pl_status op_embed(pl_backend *be, const pl_buf *table, const pl_buf *ids
     return pl_fail(PL_ERR_FORMAT, "embed: a row could not be read");
 }
 
+/* The sum of the squares of x[0..n), in double (rows can be thousands wide), in 8 partial
+ * sums (value i into sum i % 8, then paired up in a fixed order): the same value on every
+ * machine and thread count, and 8 independent additions in flight instead of one chain (a
+ * decode step's norms - 4 a layer, the q/k norms' rows only 128 wide - ran on the caller
+ * alone between the pool's jobs). Each square of a float is exact in double. */
+static double sum_squares(const float *x, int64_t n) {
+    double p[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int t = 0; t < 8; t++) p[t] += (double)x[i + t] * x[i + t];
+    for (int t = 0; i < n; i++, t++) p[t] += (double)x[i] * x[i];
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
 static void rms_norm_rows(void *ctx, int64_t r0, int64_t r1) {
     const ew_job *j = ctx;
     const float *wv = fptr(j->b);
@@ -224,9 +238,7 @@ static void rms_norm_rows(void *ctx, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = fptr(j->a) + r * cols;
         float *o = fptr(j->out) + r * cols;
-        double ss = 0; /* in double: rows can be thousands wide */
-        for (int64_t i = 0; i < cols; i++) ss += (double)xr[i] * xr[i];
-        float scale = (float)(1.0 / sqrt(ss / (double)cols + j->eps));
+        float scale = (float)(1.0 / sqrt(sum_squares(xr, cols) / (double)cols + j->eps));
         for (int64_t i = 0; i < cols; i++) o[i] = (xr[i] * scale) * wv[i];
     }
 }
@@ -252,29 +264,38 @@ static pl_status op_add(pl_backend *be, const pl_buf *a, const pl_buf *b, int64_
     return PL_OK;
 }
 
+/* Each head's pairs in turn, the cosines and sines as separate runs so the NEOX layout's
+ * loop (pairs k and k + half: both contiguous) vectorises; each value rotated in double as
+ * before, so the same bits. */
 static void rope_rows(void *ctx, int64_t r0, int64_t r1) {
     const ew_job *j = ctx;
     const pl_rope_params *p = j->rope;
     int half = p->rope_dim / 2;
     int64_t row = (int64_t)p->n_heads * p->head_dim;
     for (int64_t i = r0; i < r1; i++) {
-        const double *cs = j->angles + i * 2 * half;
-        float *v0 = fptr(j->out) + i * row;
-        for (int k = 0; k < half; k++) {
-            double c = cs[2 * k], s = cs[2 * k + 1];
-            int a = p->mode == PL_ROPE_NEOX ? k : 2 * k;
-            int b = p->mode == PL_ROPE_NEOX ? k + half : 2 * k + 1;
-            for (int h = 0; h < p->n_heads; h++) {
-                float *v = v0 + (int64_t)h * p->head_dim;
-                float x0 = v[a], x1 = v[b];
-                v[a] = (float)(x0 * c - x1 * s);
-                v[b] = (float)(x0 * s + x1 * c);
+        const double *cs = j->angles + i * 2 * half, *sn = cs + half;
+        for (int h = 0; h < p->n_heads; h++) {
+            float *v = fptr(j->out) + i * row + (int64_t)h * p->head_dim;
+            if (p->mode == PL_ROPE_NEOX) {
+                float *w = v + half;
+                for (int k = 0; k < half; k++) {
+                    float x0 = v[k], x1 = w[k];
+                    v[k] = (float)(x0 * cs[k] - x1 * sn[k]);
+                    w[k] = (float)(x0 * sn[k] + x1 * cs[k]);
+                }
+            } else {
+                for (int k = 0; k < half; k++) {
+                    float x0 = v[2 * k], x1 = v[2 * k + 1];
+                    v[2 * k] = (float)(x0 * cs[k] - x1 * sn[k]);
+                    v[2 * k + 1] = (float)(x0 * sn[k] + x1 * cs[k]);
+                }
             }
         }
     }
 }
 
-/* The cosines and sines of positions pos0 .. pos0 + n - 1 under p, [n][rope_dim / 2] pairs:
+/* The cosines and sines of positions pos0 .. pos0 + n - 1 under p, per position rope_dim / 2
+ * cosines then as many sines:
  * c->rope's when they are the last ones made (every layer of a step asks for the same), else
  * made there; NULL: out of memory. */
 static const double *rope_angles(cpu_backend *c, int64_t n, int64_t pos0, const pl_rope_params *p) {
@@ -303,8 +324,8 @@ static const double *rope_angles(cpu_backend *c, int64_t n, int64_t pos0, const 
         for (int64_t i = 0; i < n; i++) {
             double th = (double)(pos0 + i) * p->freq_scale * freq;
             if (factors) th /= factors[k];
-            c->rope.cs[(i * half + k) * 2] = cos(th);
-            c->rope.cs[(i * half + k) * 2 + 1] = sin(th);
+            c->rope.cs[i * 2 * half + k] = cos(th);
+            c->rope.cs[i * 2 * half + half + k] = sin(th);
         }
     }
     c->rope.n = n, c->rope.pos0 = pos0, c->rope.dim = p->rope_dim;
@@ -412,11 +433,13 @@ static pl_status op_kv_store_cols(pl_backend *be, const pl_buf *src, int64_t n, 
     return PL_OK;
 }
 
+void pl_cpu_swiglu_range(const float *g, const float *u, float *o, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 static void swiglu_values(void *ctx, int64_t i0, int64_t i1) {
     const ew_job *j = ctx;
-    const float *g = fptr(j->a), *u = fptr(j->b);
-    float *o = fptr(j->out);
-    for (int64_t i = i0; i < i1; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    pl_cpu_swiglu_range(fptr(j->a), fptr(j->b), fptr(j->out), i0, i1);
 }
 
 static pl_status op_swiglu(pl_backend *be, const pl_buf *gate, const pl_buf *up, int64_t count,
@@ -574,9 +597,15 @@ FLUSHED(pl_cpu_attention_cols,
         (pl_backend * be, const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache, int64_t n,
          const pl_buf *cols, int64_t n_ctx, int64_t max_keys, const pl_attn_params *p, pl_buf *out),
         (be, q, k_cache, v_cache, n, cols, n_ctx, max_keys, p, out))
-FLUSHED(op_swiglu,
-        (pl_backend * be, const pl_buf *gate, const pl_buf *up, int64_t count, pl_buf *out),
-        (be, gate, up, count, out))
+/* (PL_FUSE_GATE_UP: the gate and up matmuls held for it run with it, cpu_matmul.c) */
+static pl_status op_swiglu_f(pl_backend *be, const pl_buf *gate, const pl_buf *up, int64_t count,
+                             pl_buf *out) {
+    bool done;
+    pl_status s = pl_cpu_swiglu_held(cpu_of(be), gate, up, count, out, &done);
+    if (s || done) return s;
+    s = pl_cpu_flush(cpu_of(be));
+    return s ? s : op_swiglu(be, gate, up, count, out);
+}
 FLUSHED(op_argmax, (pl_backend * be, const pl_buf *x, int64_t rows, pl_buf *ids, int64_t dst0),
         (be, x, rows, ids, dst0))
 FLUSHED(op_topk,

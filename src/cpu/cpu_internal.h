@@ -64,12 +64,13 @@ typedef struct {
     cpu_piece *buf_cur; /* the piece buf_new's big buffers are being laid in */
     uint64_t expect_left;
     int weights_said;
-    unsigned fuse;    /* the fusions the model asks for now (pl_be_fuse) */
-    cpu_fused *fused; /* matmuls held back under them, or NULL (cpu_matmul.c) */
+    unsigned fuse;        /* the fusions the model asks for now (pl_be_fuse) */
+    int64_t swiglu_fused; /* swiglus run with their gate/up matmuls (a count, for tests) */
+    cpu_fused *fused;     /* matmuls held back under them, or NULL (cpu_matmul.c) */
     /* op_rope's angles for the last positions and parameters asked (cpu.c): a decode step's
      * layers all rotate at one position, so its cosines and sines are worked out once */
     struct {
-        double *cs;      /* [n][rope_dim / 2] pairs (cos, sin) */
+        double *cs;      /* [n][2][rope_dim / 2]: cosines, then sines */
         float *factors;  /* the rope factors they were made with, [rope_dim / 2], or NULL */
         int64_t pos0, n; /* positions pos0 .. pos0 + n - 1; n 0: none */
         float base, scale;
@@ -157,6 +158,14 @@ void pl_cpu_piece_release(cpu_backend *c, cpu_piece *piece);
  * unwritten. A failure of theirs is reported here. fused_free: at the backend's end. */
 pl_status pl_cpu_flush(cpu_backend *c);
 void pl_cpu_fused_free(cpu_backend *c);
+/* PL_FUSE_GATE_UP's swiglu(gate, up -> out) where the gate and up matmuls are the ones held
+ * (out one of them): each item of one pool job computes a range of both matmuls' rows and
+ * then their swiglu, while the rows are in its cache (a decode step's hand-over fewer a
+ * layer); *done then, else nothing is run. pl_cpu_swiglu_range: the swiglu of values
+ * i0..i1 - 1, the one formula of both ways (cpu.c). */
+pl_status pl_cpu_swiglu_held(cpu_backend *c, const pl_buf *gate, const pl_buf *up, int64_t count,
+                             pl_buf *out, bool *done);
+void pl_cpu_swiglu_range(const float *g, const float *u, float *o, int64_t i0, int64_t i1);
 
 /* The work of a job below this many multiply-adds runs on the caller's thread alone:
  * waking the pool costs more than it saves. */

@@ -590,6 +590,49 @@ pl_status pl_cpu_flush(cpu_backend *c) {
     return PL_OK;
 }
 
+/* The held gate (jobs[0]) and up (jobs[1]) matmuls, item by item, each item's rows then
+ * through the swiglu (pl_cpu_swiglu_held). */
+typedef struct {
+    cpu_fused *f;
+    float *out;
+} swiglu_pair;
+
+static void swiglu_pair_item(void *ctx, int64_t item, int thread) {
+    const swiglu_pair *p = ctx;
+    mm_job *g = &p->f->jobs[0], *u = &p->f->jobs[1];
+    mm_item(g, item, thread);
+    mm_item(u, item, thread);
+    int64_t n_out = g->w->ne1, r0 = item * g->rows_per_item, r1 = r0 + g->rows_per_item;
+    if (r1 > n_out) r1 = n_out;
+    for (int64_t i = 0; i < g->n; i++)
+        pl_cpu_swiglu_range(fptr(g->out) + i * n_out, fptr(u->out) + i * n_out, p->out + i * n_out,
+                            r0, r1);
+}
+
+pl_status pl_cpu_swiglu_held(cpu_backend *c, const pl_buf *gate, const pl_buf *up, int64_t count,
+                             pl_buf *out, bool *done) {
+    *done = false;
+    cpu_fused *f = c->fused;
+    if (!(c->fuse & PL_FUSE_GATE_UP) || !f || f->n != 2) return PL_OK;
+    mm_job *g = &f->jobs[0], *u = &f->jobs[1];
+    /* the pair the model issued: gate then up, each writing its own rows (no bias, no
+     * accumulation, no row maps), both of one shape and cut into the same items */
+    if (g->out != gate || u->out != up || (out != gate && out != up) || g->accumulate ||
+        u->accumulate || g->bias || u->bias || g->w->ne1 != u->w->ne1 ||
+        count != g->n * g->w->ne1 || gate->ne0 != g->w->ne1 || up->ne0 != g->w->ne1)
+        return PL_OK;
+    int64_t items = mm_plan(c, g);
+    if (mm_plan(c, u) != items || u->rows_per_item != g->rows_per_item) return PL_OK;
+    f->n = 0; /* (whatever happens next, these are done) */
+    swiglu_pair p = {f, fptr(out)};
+    pl_pool_run(c->pool, items, swiglu_pair_item, &p);
+    *done = true;
+    c->swiglu_fused++;
+    if (atomic_load(&g->failed) || atomic_load(&u->failed))
+        return pl_fail(PL_ERR_NOMEM, "matmul: out of memory or unreadable weights");
+    return PL_OK;
+}
+
 void pl_cpu_fused_free(cpu_backend *c) {
     free(c->fused);
     c->fused = NULL;

@@ -1,8 +1,10 @@
 /* pool.h - a small fixed pool of worker threads that split one loop between them.
  *
  * pl_pool_run(p, n, fn, ctx) calls fn(ctx, i, thread) for every i in [0, n) across the
- * pool's threads (the caller's thread included) and returns when all calls are done. Work
- * items are taken in order from a shared counter, so uneven items balance themselves.
+ * pool's threads (the caller's thread included) and returns when all calls are done. Each
+ * thread starts on a contiguous range of the items, its own, and then takes what is left
+ * of the others' ranges, so uneven items (or a thread the machine delays) balance out; the
+ * order in which items run is not fixed.
  * thread (0 for the caller, 1 .. pl_pool_threads - 1 for the workers) says which thread runs
  * the call: no two calls running at once have the same one, so it can pick per-thread
  * scratch memory. */

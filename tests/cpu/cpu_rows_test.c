@@ -422,6 +422,44 @@ static void check_fused(void) {
             for (int b = 0; b < 2; b++) pl_be_buf_free(wa[b]), pl_be_buf_free(wb2[b]);
             free(qa), free(qb);
         }
+        /* GATE_UP: gate and up held, then their swiglu runs with them in one job (in
+         * place into the gate or the up rows, 1 and 2 rows of x, rows not a whole number
+         * of items); a swiglu into a third buffer runs them first, then alone */
+        static const uint32_t gu_types[] = {PL_TYPE_Q4_0, PL_TYPE_Q8_0, PL_TYPE_Q4_K, PL_TYPE_F16};
+        for (int t = 0; t < 4; t++)
+            for (int into = 0; into < 3; into++) {
+                int64_t ff = 72 + 8 * t, nx = 1 + (into & 1);
+                pl_buf *wg[2], *wu[2];
+                void *qg = weight(gu_types[t], K, ff, wg), *qu = weight(gu_types[t], K, ff, wu);
+                duo g = make(PL_TYPE_F32, ff, nx, NULL), u = make(PL_TYPE_F32, ff, nx, NULL);
+                duo third = make(PL_TYPE_F32, ff, nx, NULL);
+                int64_t fused0 = cpu_of(be[1])->swiglu_fused;
+                for (int b = 0; b < 2; b++) {
+                    pl_buf *o = into == 0 ? g.b[b] : into == 1 ? u.b[b] : third.b[b];
+                    CHECK(pl_be_fuse(be[b], PL_FUSE_GATE_UP) == PL_OK, "%s", pl_last_error());
+                    CHECK(pl_be_matmul(wg[b], x.b[b], NULL, nx, false, g.b[b]) == PL_OK, "%s",
+                          pl_last_error());
+                    CHECK(pl_be_matmul(wu[b], x.b[b], NULL, nx, false, u.b[b]) == PL_OK, "%s",
+                          pl_last_error());
+                    if (b == 1)
+                        CHECK(unwritten(g) && unwritten(u), "type %u: gate/up not held",
+                              gu_types[t]);
+                    CHECK(pl_be_swiglu(g.b[b], u.b[b], nx * ff, o) == PL_OK, "%s", pl_last_error());
+                    CHECK(pl_be_fuse(be[b], 0) == PL_OK, "%s", pl_last_error());
+                }
+                CHECK(cpu_of(be[1])->swiglu_fused - fused0 == (into < 2),
+                      "type %u, into %d: the swiglu ran %s its matmuls", gu_types[t], into,
+                      into < 2 ? "apart from" : "with");
+                char what[80];
+                snprintf(what, sizeof what, "gate/up + swiglu, type %u, into %d (act %d)",
+                         gu_types[t], into, act);
+                same(what, g, 1);
+                same(what, u, 1);
+                if (into == 2) same(what, third, 1);
+                dfree(g), dfree(u), dfree(third);
+                for (int b = 0; b < 2; b++) pl_be_buf_free(wg[b]), pl_be_buf_free(wu[b]);
+                free(qg), free(qu);
+            }
         /* held, then the output freed: the free runs it first (ASan: no write after it) */
         pl_buf *wq[2], *o = NULL;
         void *wqb = weight(PL_TYPE_Q4_0, K, 32, wq);

@@ -2,8 +2,10 @@
  * job is over when pl_pool_run returns, for jobs back to back (workers still spinning),
  * after pauses longer than the spin (workers asleep), with more threads than items and
  * items of uneven cost, each call's thread index in range and held by no other call running
- * at once; and a pool freed while its workers sleep or spin. On wasm32 (make
- * wasm-test) every pool has the caller's thread alone, whatever was asked for. */
+ * at once; and a pool freed while its workers sleep or spin. A thread's range of items that
+ * it cannot get to (its first item waits for all the others) is taken over by the rest.
+ * On wasm32 (make wasm-test) every pool has the caller's thread alone, whatever was asked
+ * for. */
 #include <stdatomic.h>
 #include <time.h>
 
@@ -40,7 +42,49 @@ static void sleep_us(long us) {
     nanosleep(&t, NULL);
 }
 
+/* Item 0 (the caller's first: the caller's range starts the job) waits, up to 5 s, until
+ * every other item has run: only threads that take over the rest of the caller's range
+ * let it finish early. */
+typedef struct {
+    int64_t n;
+    atomic_int ran;
+    atomic_int timed_out;
+} wait_ctx;
+
+static void waiting_item(void *ctx, int64_t i, int thread) {
+    (void)thread;
+    wait_ctx *w = ctx;
+    if (i == 0) {
+        for (int k = 0; k < 50000 && atomic_load(&w->ran) < w->n - 1; k++) sleep_us(100);
+        if (atomic_load(&w->ran) < w->n - 1) atomic_store(&w->timed_out, 1);
+        return;
+    }
+    atomic_fetch_add(&w->ran, 1);
+}
+
+static void check_taken_over(void) {
+    for (int threads = 2; threads <= 4; threads++) {
+        pl_pool *p = NULL;
+        CHECK(pl_pool_new(threads, &p) == PL_OK, "%s", pl_last_error());
+        if (!p || pl_pool_threads(p) < 2) { /* wasm32: no workers to take anything over */
+            pl_pool_free(p);
+            return;
+        }
+        for (int job = 0; job < 3; job++) {
+            wait_ctx w = {.n = 4 * threads + job};
+            atomic_init(&w.ran, 0);
+            atomic_init(&w.timed_out, 0);
+            pl_pool_run(p, w.n, waiting_item, &w);
+            CHECK(!atomic_load(&w.timed_out) && atomic_load(&w.ran) == w.n - 1,
+                  "%d threads, %lld items: %d of the others ran while item 0 waited", threads,
+                  (long long)w.n, atomic_load(&w.ran));
+        }
+        pl_pool_free(p);
+    }
+}
+
 static void run_tests(void) {
+    check_taken_over();
     for (int threads = 1; threads <= 4; threads++) {
         pl_pool *p = NULL;
         CHECK(pl_pool_new(threads, &p) == PL_OK, "%s", pl_last_error());
