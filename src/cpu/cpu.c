@@ -182,7 +182,7 @@ typedef struct {
     int64_t cols, pos0;
     float eps;
     const pl_rope_params *rope;
-    const double *angles; /* rope_angles' */
+    const double *angles; /* pl_cpu_rope_angles' */
     atomic_int failed;
 } ew_job;
 
@@ -231,16 +231,16 @@ static double sum_squares(const float *x, int64_t n) {
     return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
 }
 
+void pl_cpu_rms_row(const float *x, const float *w, int64_t cols, float eps, float *o) {
+    float scale = (float)(1.0 / sqrt(sum_squares(x, cols) / (double)cols + eps));
+    for (int64_t i = 0; i < cols; i++) o[i] = (x[i] * scale) * w[i];
+}
+
 static void rms_norm_rows(void *ctx, int64_t r0, int64_t r1) {
     const ew_job *j = ctx;
-    const float *wv = fptr(j->b);
     int64_t cols = j->cols;
-    for (int64_t r = r0; r < r1; r++) {
-        const float *xr = fptr(j->a) + r * cols;
-        float *o = fptr(j->out) + r * cols;
-        float scale = (float)(1.0 / sqrt(sum_squares(xr, cols) / (double)cols + j->eps));
-        for (int64_t i = 0; i < cols; i++) o[i] = (xr[i] * scale) * wv[i];
-    }
+    for (int64_t r = r0; r < r1; r++)
+        pl_cpu_rms_row(fptr(j->a) + r * cols, fptr(j->b), cols, j->eps, fptr(j->out) + r * cols);
 }
 
 static pl_status op_rms_norm(pl_backend *be, const pl_buf *x, const pl_buf *w, int64_t rows,
@@ -264,41 +264,42 @@ static pl_status op_add(pl_backend *be, const pl_buf *a, const pl_buf *b, int64_
     return PL_OK;
 }
 
-/* Each head's pairs in turn, the cosines and sines as separate runs so the NEOX layout's
- * loop (pairs k and k + half: both contiguous) vectorises; each value rotated in double as
- * before, so the same bits. */
+/* One head's pairs, the cosines and sines as separate runs so the NEOX layout's loop (pairs
+ * k and k + half: both contiguous) vectorises; each value rotated in double, as before. */
+void pl_cpu_rope_head(float *v, const double *cs, int half, int mode) {
+    const double *sn = cs + half;
+    if (mode == PL_ROPE_NEOX) {
+        float *w = v + half;
+        for (int k = 0; k < half; k++) {
+            float x0 = v[k], x1 = w[k];
+            v[k] = (float)(x0 * cs[k] - x1 * sn[k]);
+            w[k] = (float)(x0 * sn[k] + x1 * cs[k]);
+        }
+    } else {
+        for (int k = 0; k < half; k++) {
+            float x0 = v[2 * k], x1 = v[2 * k + 1];
+            v[2 * k] = (float)(x0 * cs[k] - x1 * sn[k]);
+            v[2 * k + 1] = (float)(x0 * sn[k] + x1 * cs[k]);
+        }
+    }
+}
+
 static void rope_rows(void *ctx, int64_t r0, int64_t r1) {
     const ew_job *j = ctx;
     const pl_rope_params *p = j->rope;
     int half = p->rope_dim / 2;
     int64_t row = (int64_t)p->n_heads * p->head_dim;
-    for (int64_t i = r0; i < r1; i++) {
-        const double *cs = j->angles + i * 2 * half, *sn = cs + half;
-        for (int h = 0; h < p->n_heads; h++) {
-            float *v = fptr(j->out) + i * row + (int64_t)h * p->head_dim;
-            if (p->mode == PL_ROPE_NEOX) {
-                float *w = v + half;
-                for (int k = 0; k < half; k++) {
-                    float x0 = v[k], x1 = w[k];
-                    v[k] = (float)(x0 * cs[k] - x1 * sn[k]);
-                    w[k] = (float)(x0 * sn[k] + x1 * cs[k]);
-                }
-            } else {
-                for (int k = 0; k < half; k++) {
-                    float x0 = v[2 * k], x1 = v[2 * k + 1];
-                    v[2 * k] = (float)(x0 * cs[k] - x1 * sn[k]);
-                    v[2 * k + 1] = (float)(x0 * sn[k] + x1 * cs[k]);
-                }
-            }
-        }
-    }
+    for (int64_t i = r0; i < r1; i++)
+        for (int h = 0; h < p->n_heads; h++)
+            pl_cpu_rope_head(fptr(j->out) + i * row + (int64_t)h * p->head_dim,
+                             j->angles + i * 2 * half, half, p->mode);
 }
 
 /* The cosines and sines of positions pos0 .. pos0 + n - 1 under p, per position rope_dim / 2
  * cosines then as many sines:
  * c->rope's when they are the last ones made (every layer of a step asks for the same), else
  * made there; NULL: out of memory. */
-static const double *rope_angles(cpu_backend *c, int64_t n, int64_t pos0, const pl_rope_params *p) {
+const double *pl_cpu_rope_angles(cpu_backend *c, int64_t n, int64_t pos0, const pl_rope_params *p) {
     int half = p->rope_dim / 2;
     const float *factors = p->factors ? fptr(p->factors) : NULL;
     if (c->rope.n == n && c->rope.pos0 == pos0 && c->rope.dim == p->rope_dim &&
@@ -335,7 +336,7 @@ static const double *rope_angles(cpu_backend *c, int64_t n, int64_t pos0, const 
 
 static pl_status op_rope(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0,
                          const pl_rope_params *p) {
-    const double *angles = rope_angles(cpu_of(be), n, pos0, p);
+    const double *angles = pl_cpu_rope_angles(cpu_of(be), n, pos0, p);
     if (!angles) return pl_fail(PL_ERR_NOMEM, "out of memory in rope");
     ew_job j = {.out = x, .pos0 = pos0, .rope = p, .angles = angles};
     /* a row: the pairs' rotations */
@@ -374,18 +375,20 @@ static void to_half(const float *s, uint16_t *c, int64_t n) {
     for (int64_t i = 0; i < n; i++) c[i] = pl_f32_to_f16(s[i]);
 }
 
-static void kv_store_rows(void *ctx, int64_t r0, int64_t r1) {
-    const ew_job *j = ctx;
-    const pl_buf *cache = j->out;
-    int64_t d = cache->ne0, e0 = (j->pos0 + r0) * d, count = (r1 - r0) * d;
-    const float *s = fptr(j->a) + r0 * d;
+void pl_cpu_kv_span(const float *s, pl_buf *cache, int64_t e0, int64_t count) {
     if (cache->type == PL_TYPE_F32) {
         memcpy(fptr(cache) + e0, s, (size_t)count * sizeof(float));
-    } else if (cache->type == PL_TYPE_Q8_0) { /* rows are whole blocks: one run of them */
+    } else if (cache->type == PL_TYPE_Q8_0) { /* whole blocks: one run of them */
         pl_quant_act_q8_0(s, count, q8_quants(cache) + e0, q8_scales(cache) + e0 / 32);
     } else {
         to_half(s, (uint16_t *)vptr(cache) + e0, count);
     }
+}
+
+static void kv_store_rows(void *ctx, int64_t r0, int64_t r1) {
+    const ew_job *j = ctx;
+    int64_t d = j->out->ne0;
+    pl_cpu_kv_span(fptr(j->a) + r0 * d, j->out, (j->pos0 + r0) * d, (r1 - r0) * d);
 }
 
 static pl_status op_kv_store(pl_backend *be, const pl_buf *src, int64_t n, int64_t pos0,
@@ -535,6 +538,11 @@ static pl_status op_copy(pl_backend *be, const pl_buf *src, int64_t src0, int64_
 
 /* The fusions asked for: QKV and GATE_UP hold matmuls back to run them as one pool job
  * (cpu_matmul.c); the others name ops that already run in one pass over their rows. */
+pl_status pl_cpu_flush(cpu_backend *c) {
+    pl_status s = pl_cpu_flush_matmuls(c);
+    return s ? s : pl_cpu_head_flush(c);
+}
+
 static pl_status op_fuse(pl_backend *be, unsigned kinds) {
     cpu_of(be)->fuse = kinds;
     return PL_OK;
@@ -543,6 +551,7 @@ static pl_status op_fuse(pl_backend *be, unsigned kinds) {
 static void destroy(pl_backend *be) {
     cpu_backend *c = cpu_of(be);
     pl_cpu_fused_free(c); /* (matmuls still held: nobody can read their outputs now) */
+    c->heads.n = 0;       /* (and per-head ops) */
     if (c->per_thread)
         for (int i = 0; i < pl_pool_threads(c->pool); i++) free(c->per_thread[i].p);
     free(c->per_thread);
@@ -571,16 +580,38 @@ FLUSHED(buf_read, (pl_backend * be, const pl_buf *src, int64_t offset, void *dst
         (be, src, offset, dst, nbytes))
 FLUSHED(op_embed, (pl_backend * be, const pl_buf *table, const pl_buf *ids, int64_t n, pl_buf *out),
         (be, table, ids, n, out))
-FLUSHED(op_rms_norm,
-        (pl_backend * be, const pl_buf *x, const pl_buf *w, int64_t rows, int64_t cols, float eps,
-         pl_buf *out),
-        (be, x, w, rows, cols, eps, out))
 FLUSHED(op_add, (pl_backend * be, const pl_buf *a, const pl_buf *b, int64_t count, pl_buf *out),
         (be, a, b, count, out))
-FLUSHED(op_rope, (pl_backend * be, pl_buf *x, int64_t n, int64_t pos0, const pl_rope_params *p),
-        (be, x, n, pos0, p))
-FLUSHED(op_kv_store, (pl_backend * be, const pl_buf *src, int64_t n, int64_t pos0, pl_buf *cache),
-        (be, src, n, pos0, cache))
+/* The per-head ops: held where the fusion group asks (cpu_heads.c), after the matmuls. */
+static pl_status head_op(cpu_backend *c, const cpu_head_op *op, bool *held) {
+    pl_status s = pl_cpu_flush_matmuls(c);
+    *held = !s && pl_cpu_head_hold(c, op);
+    return s ? s : *held ? PL_OK : pl_cpu_head_flush(c);
+}
+static pl_status op_rms_norm_f(pl_backend *be, const pl_buf *x, const pl_buf *w, int64_t rows,
+                               int64_t cols, float eps, pl_buf *out) {
+    cpu_head_op op = {.kind = HEAD_NORM, .x = out, .w = w, .rows = rows, .cols = cols, .eps = eps};
+    bool held = false;
+    pl_status s = x == out && x->type == PL_TYPE_F32 ? head_op(cpu_of(be), &op, &held)
+                                                     : pl_cpu_flush(cpu_of(be));
+    return s || held ? s : op_rms_norm(be, x, w, rows, cols, eps, out);
+}
+static pl_status op_rope_f(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0,
+                           const pl_rope_params *p) {
+    cpu_head_op op = {.kind = HEAD_ROPE, .x = x, .n = n, .pos0 = pos0, .rp = *p};
+    bool held;
+    pl_status s = head_op(cpu_of(be), &op, &held);
+    return s || held ? s : op_rope(be, x, n, pos0, p);
+}
+static pl_status op_kv_store_f(pl_backend *be, const pl_buf *src, int64_t n, int64_t pos0,
+                               pl_buf *cache) {
+    /* (held, src is read later: it is written by nothing before - every op flushes first) */
+    cpu_head_op op = {.kind = HEAD_STORE, .x = (pl_buf *)src, .n = n, .pos0 = pos0, .cache = cache};
+    bool held = false;
+    pl_status s =
+        src->type == PL_TYPE_F32 ? head_op(cpu_of(be), &op, &held) : pl_cpu_flush(cpu_of(be));
+    return s || held ? s : op_kv_store(be, src, n, pos0, cache);
+}
 FLUSHED(pl_cpu_attention,
         (pl_backend * be, const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache, int64_t n,
          int64_t pos0, const pl_attn_params *p, pl_buf *out),

@@ -34,6 +34,20 @@ typedef struct {
 /* Matmuls held back to run as one pool job (cpu_matmul.c, PL_FUSE_QKV / PL_FUSE_GATE_UP). */
 typedef struct cpu_fused cpu_fused;
 
+/* A per-head op held under PL_FUSE_NORM_ROPE / ROPE_PAIR / ROPE_STORE (cpu_heads.c): an
+ * in-place rms_norm of x's rows, a rope of x, or a kv_store of x into cache. */
+enum { HEAD_NORM, HEAD_ROPE, HEAD_STORE };
+#define CPU_HEAD_OPS 8
+typedef struct {
+    int kind;
+    pl_buf *x;
+    const pl_buf *w;             /* HEAD_NORM's weights */
+    pl_buf *cache;               /* HEAD_STORE's */
+    int64_t n, pos0, rows, cols; /* ROPE/STORE: n rows at pos0; NORM: rows x cols */
+    float eps;
+    pl_rope_params rp;
+} cpu_head_op;
+
 /* Memory kept between ops and grown when an op needs more: a fresh malloc per op (often
  * mmap'd afresh, past glibc's threshold) paid its page faults again every time, about 4% of
  * a prompt's time. */
@@ -66,7 +80,12 @@ typedef struct {
     int weights_said;
     unsigned fuse;        /* the fusions the model asks for now (pl_be_fuse) */
     int64_t swiglu_fused; /* swiglus run with their gate/up matmuls (a count, for tests) */
-    cpu_fused *fused;     /* matmuls held back under them, or NULL (cpu_matmul.c) */
+    struct {
+        cpu_head_op op[CPU_HEAD_OPS];
+        int n;
+        int64_t fused; /* times they ran as one job (a count, for tests) */
+    } heads;           /* per-head ops held (cpu_heads.c) */
+    cpu_fused *fused;  /* matmuls held back under them, or NULL (cpu_matmul.c) */
     /* op_rope's angles for the last positions and parameters asked (cpu.c): a decode step's
      * layers all rotate at one position, so its cosines and sines are worked out once */
     struct {
@@ -158,6 +177,8 @@ void pl_cpu_piece_release(cpu_backend *c, cpu_piece *piece);
  * unwritten. A failure of theirs is reported here. fused_free: at the backend's end. */
 pl_status pl_cpu_flush(cpu_backend *c);
 void pl_cpu_fused_free(cpu_backend *c);
+/* (the matmuls alone: the per-head ops below hold on after them) */
+pl_status pl_cpu_flush_matmuls(cpu_backend *c);
 /* PL_FUSE_GATE_UP's swiglu(gate, up -> out) where the gate and up matmuls are the ones held
  * (out one of them): each item of one pool job computes a range of both matmuls' rows and
  * then their swiglu, while the rows are in its cache (a decode step's hand-over fewer a
@@ -166,6 +187,18 @@ void pl_cpu_fused_free(cpu_backend *c);
 pl_status pl_cpu_swiglu_held(cpu_backend *c, const pl_buf *gate, const pl_buf *up, int64_t count,
                              pl_buf *out, bool *done);
 void pl_cpu_swiglu_range(const float *g, const float *u, float *o, int64_t i0, int64_t i1);
+
+/* The per-head ops (cpu_heads.c): hold one if the fusion group asks for its kind (true),
+ * and run those held as one pool job (pl_cpu_flush does). The row functions they share
+ * with the plain ops (cpu.c): an rms_norm row, one head's RoPE by a position's angles
+ * (pl_cpu_rope_angles: rope_dim / 2 cosines then as many sines a position, in c->rope),
+ * count values into a cache from value e0 on. */
+bool pl_cpu_head_hold(cpu_backend *c, const cpu_head_op *op);
+pl_status pl_cpu_head_flush(cpu_backend *c);
+void pl_cpu_rms_row(const float *x, const float *w, int64_t cols, float eps, float *o);
+void pl_cpu_rope_head(float *v, const double *cs, int half, int mode);
+const double *pl_cpu_rope_angles(cpu_backend *c, int64_t n, int64_t pos0, const pl_rope_params *p);
+void pl_cpu_kv_span(const float *s, pl_buf *cache, int64_t e0, int64_t count);
 
 /* The work of a job below this many multiply-adds runs on the caller's thread alone:
  * waking the pool costs more than it saves. */

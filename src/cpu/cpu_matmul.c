@@ -576,7 +576,7 @@ static void fused_item(void *ctx, int64_t item, int thread) {
     mm_item(&f->jobs[k], item - f->first[k], thread);
 }
 
-pl_status pl_cpu_flush(cpu_backend *c) {
+pl_status pl_cpu_flush_matmuls(cpu_backend *c) {
     cpu_fused *f = c->fused;
     if (!f || !f->n) return PL_OK;
     f->first[0] = 0;
@@ -652,7 +652,7 @@ static pl_status fused_join(cpu_backend *c, const pl_buf *x, const pl_buf *out, 
     if (f && f->n &&
         (!fusable || f->jobs[0].x != x || f->jobs[0].n != n || f->kind != kind ||
          f->n == FUSED_MAX || same_out)) {
-        pl_status s = pl_cpu_flush(c);
+        pl_status s = pl_cpu_flush_matmuls(c);
         if (s) return s;
     }
     if (!fusable) return PL_OK;
@@ -675,7 +675,9 @@ pl_status pl_cpu_matmul(pl_backend *be, const pl_buf *w, const pl_buf *x, const 
     cpu_backend *c = cpu_of(be);
     int kind = wants_q8(be, w);
     bool join;
-    pl_status s = fused_join(c, x, out, n, kind, &join);
+    pl_status s = pl_cpu_head_flush(c); /* (x may be a held head op's) */
+    if (s) return s;
+    s = fused_join(c, x, out, n, kind, &join);
     if (s) return s;
     cpu_fused *f = c->fused;
     if (join && f->n) { /* x already quantised for the group's first */

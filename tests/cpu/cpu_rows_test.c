@@ -340,6 +340,76 @@ static bool unwritten(duo out) {
     return d[0] != d[0];
 }
 
+/* qwen3's per-head ops between the projections and attention (the q/k norms in place, the
+ * RoPE of q and k, the stores of k and v), asked to fuse: held on the 4-thread backend and
+ * run as one job (the count says so) with the 1-thread bits, on F32, F16 and Q8_0 caches,
+ * 1 and 3 rows, both RoPE layouts; and where the plan does not hold (a rope of k at other
+ * positions, a norm with nothing after it), one by one with the same bits. */
+static void check_heads(void) {
+    enum { NH = 4, NKV = 2, HD = 64 };
+    static const uint32_t caches[] = {PL_TYPE_F32, PL_TYPE_F16, PL_TYPE_Q8_0};
+    for (int ct = 0; ct < 3; ct++)
+        for (int variant = 0; variant < 4; variant++) {
+            int64_t n = variant & 1 ? 3 : 1, pos0 = 5;
+            duo q = rand_f32(NH * HD, n, -2, 2), k = rand_f32(NKV * HD, n, -2, 2);
+            duo v = rand_f32(NKV * HD, n, -2, 2), qw = rand_f32(HD, 1, 0.5f, 1.5f);
+            duo kw = rand_f32(HD, 1, 0.5f, 1.5f);
+            duo kc = make(caches[ct], NKV * HD, 16, NULL),
+                vc = make(caches[ct], NKV * HD, 16, NULL);
+            pl_rope_params rp = {.mode = variant & 2 ? PL_ROPE_NORMAL : PL_ROPE_NEOX,
+                                 .head_dim = HD,
+                                 .rope_dim = variant & 2 ? 32 : HD,
+                                 .theta_base = 10000,
+                                 .freq_scale = 1};
+            int64_t fused0 = cpu_of(be[1])->heads.fused;
+            for (int b = 0; b < 2; b++) {
+                pl_backend *e = be[b];
+                CHECK(pl_be_fuse(e, PL_FUSE_NORM_ROPE | PL_FUSE_ROPE_PAIR | PL_FUSE_ROPE_STORE) ==
+                          PL_OK,
+                      "%s", pl_last_error());
+                CHECK(pl_be_rms_norm(q.b[b], qw.b[b], n * NH, HD, 1e-6f, q.b[b]) == PL_OK, "%s",
+                      pl_last_error());
+                CHECK(pl_be_rms_norm(k.b[b], kw.b[b], n * NKV, HD, 1e-6f, k.b[b]) == PL_OK, "%s",
+                      pl_last_error());
+                if (b == 1)
+                    CHECK(cpu_of(e)->heads.n == 2, "cache %u: the norms were not held", caches[ct]);
+                rp.n_heads = NH;
+                CHECK(pl_be_rope(q.b[b], n, pos0, &rp) == PL_OK, "%s", pl_last_error());
+                rp.n_heads = NKV;
+                CHECK(pl_be_rope(k.b[b], n, pos0, &rp) == PL_OK, "%s", pl_last_error());
+                CHECK(pl_be_kv_store(k.b[b], n, pos0, kc.b[b]) == PL_OK, "%s", pl_last_error());
+                CHECK(pl_be_kv_store(v.b[b], n, pos0, vc.b[b]) == PL_OK, "%s", pl_last_error());
+                CHECK(pl_be_fuse(e, 0) == PL_OK, "%s", pl_last_error());
+            }
+            CHECK(cpu_of(be[1])->heads.fused - fused0 == 1, "cache %u, variant %d: not one job",
+                  caches[ct], variant);
+            char what[80];
+            snprintf(what, sizeof what, "per-head ops, cache %u, variant %d", caches[ct], variant);
+            same(what, q, 1), same(what, k, 1), same(what, kc, 0), same(what, vc, 0);
+            /* not the plan: k rotated at other positions; a norm of v alone at the end */
+            fused0 = cpu_of(be[1])->heads.fused;
+            for (int b = 0; b < 2; b++) {
+                CHECK(pl_be_fuse(be[b], PL_FUSE_NORM_ROPE | PL_FUSE_ROPE_PAIR |
+                                            PL_FUSE_ROPE_STORE) == PL_OK,
+                      "%s", pl_last_error());
+                rp.n_heads = NH;
+                CHECK(pl_be_rope(q.b[b], n, pos0 + 4, &rp) == PL_OK, "%s", pl_last_error());
+                rp.n_heads = NKV;
+                CHECK(pl_be_rope(k.b[b], n, pos0 + 1, &rp) == PL_OK, "%s", pl_last_error());
+                CHECK(pl_be_kv_store(k.b[b], n, pos0 + 4, kc.b[b]) == PL_OK, "%s", pl_last_error());
+                CHECK(pl_be_rms_norm(v.b[b], kw.b[b], n * NKV, HD, 1e-6f, v.b[b]) == PL_OK, "%s",
+                      pl_last_error());
+                CHECK(pl_be_fuse(be[b], 0) == PL_OK, "%s", pl_last_error());
+            }
+            CHECK(cpu_of(be[1])->heads.fused == fused0, "variant %d: an unplanned group fused",
+                  variant);
+            snprintf(what, sizeof what, "per-head ops one by one, cache %u, variant %d", caches[ct],
+                     variant);
+            same(what, q, 1), same(what, k, 1), same(what, v, 1), same(what, kc, 0);
+            dfree(q), dfree(k), dfree(v), dfree(qw), dfree(kw), dfree(kc), dfree(vc);
+        }
+}
+
 static void check_fused(void) {
     enum { K = 512, N = 2 };
     /* weights of one x: Q4_0 and Q8_0 (Q8_0 activations), Q4_K and Q6_K (per 256), F16 */
@@ -487,6 +557,7 @@ static void run_tests(void) {
     check_kv_f16();
     check_argmax();
     check_rope();
+    check_heads();
     check_fused();
     pl_be_destroy(be[0]);
     pl_be_destroy(be[1]);
