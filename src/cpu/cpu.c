@@ -537,7 +537,8 @@ static pl_status op_copy(pl_backend *be, const pl_buf *src, int64_t src0, int64_
 }
 
 /* The fusions asked for: QKV and GATE_UP hold matmuls back to run them as one pool job
- * (cpu_matmul.c); the others name ops that already run in one pass over their rows. */
+ * (cpu_matmul.c), NORM_ROPE / ROPE_PAIR / ROPE_STORE the per-head ops (cpu_heads.c); the
+ * others name ops that already run in one pass over their rows. */
 pl_status pl_cpu_flush(cpu_backend *c) {
     pl_status s = pl_cpu_flush_matmuls(c);
     return s ? s : pl_cpu_head_flush(c);
@@ -563,7 +564,7 @@ static void destroy(pl_backend *be) {
     free(c);
 }
 
-/* ---- the methods: each op first runs the matmuls a fusion holds back (pl_cpu_flush) ---- */
+/* ---- the methods: each op first runs what a fusion holds back (pl_cpu_flush) ---- */
 
 #define FLUSHED(op, params, args)                                                                  \
     static pl_status op##_f params {                                                               \
@@ -582,35 +583,39 @@ FLUSHED(op_embed, (pl_backend * be, const pl_buf *table, const pl_buf *ids, int6
         (be, table, ids, n, out))
 FLUSHED(op_add, (pl_backend * be, const pl_buf *a, const pl_buf *b, int64_t count, pl_buf *out),
         (be, a, b, count, out))
-/* The per-head ops: held where the fusion group asks (cpu_heads.c), after the matmuls. */
-static pl_status head_op(cpu_backend *c, const cpu_head_op *op, bool *held) {
-    pl_status s = pl_cpu_flush_matmuls(c);
-    *held = !s && pl_cpu_head_hold(c, op);
-    return s ? s : *held ? PL_OK : pl_cpu_head_flush(c);
+/* The per-head ops: held where the fusion group asks (cpu_heads.c), after the matmuls; else
+ * what is held runs, then the op as the plain one. */
+pl_status pl_cpu_head_run(cpu_backend *c, const cpu_head_op *o) {
+    pl_backend *be = &c->base;
+    if (o->kind == HEAD_NORM) return op_rms_norm(be, o->x, o->w, o->rows, o->cols, o->eps, o->x);
+    if (o->kind == HEAD_ROPE) return op_rope(be, o->x, o->n, o->pos0, &o->rp);
+    return op_kv_store(be, o->x, o->n, o->pos0, o->cache);
+}
+static pl_status head_op(cpu_backend *c, const cpu_head_op *op, bool holdable) {
+    pl_status s = holdable ? pl_cpu_flush_matmuls(c) : pl_cpu_flush(c);
+    if (s || (holdable && pl_cpu_head_hold(c, op))) return s;
+    s = pl_cpu_head_flush(c);
+    return s ? s : pl_cpu_head_run(c, op);
 }
 static pl_status op_rms_norm_f(pl_backend *be, const pl_buf *x, const pl_buf *w, int64_t rows,
                                int64_t cols, float eps, pl_buf *out) {
+    if (x != out) { /* (not a per-head norm) */
+        pl_status s = pl_cpu_flush(cpu_of(be));
+        return s ? s : op_rms_norm(be, x, w, rows, cols, eps, out);
+    }
     cpu_head_op op = {.kind = HEAD_NORM, .x = out, .w = w, .rows = rows, .cols = cols, .eps = eps};
-    bool held = false;
-    pl_status s = x == out && x->type == PL_TYPE_F32 ? head_op(cpu_of(be), &op, &held)
-                                                     : pl_cpu_flush(cpu_of(be));
-    return s || held ? s : op_rms_norm(be, x, w, rows, cols, eps, out);
+    return head_op(cpu_of(be), &op, x->type == PL_TYPE_F32);
 }
 static pl_status op_rope_f(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0,
                            const pl_rope_params *p) {
     cpu_head_op op = {.kind = HEAD_ROPE, .x = x, .n = n, .pos0 = pos0, .rp = *p};
-    bool held;
-    pl_status s = head_op(cpu_of(be), &op, &held);
-    return s || held ? s : op_rope(be, x, n, pos0, p);
+    return head_op(cpu_of(be), &op, true);
 }
 static pl_status op_kv_store_f(pl_backend *be, const pl_buf *src, int64_t n, int64_t pos0,
                                pl_buf *cache) {
     /* (held, src is read later: it is written by nothing before - every op flushes first) */
     cpu_head_op op = {.kind = HEAD_STORE, .x = (pl_buf *)src, .n = n, .pos0 = pos0, .cache = cache};
-    bool held = false;
-    pl_status s =
-        src->type == PL_TYPE_F32 ? head_op(cpu_of(be), &op, &held) : pl_cpu_flush(cpu_of(be));
-    return s || held ? s : op_kv_store(be, src, n, pos0, cache);
+    return head_op(cpu_of(be), &op, src->type == PL_TYPE_F32);
 }
 FLUSHED(pl_cpu_attention,
         (pl_backend * be, const pl_buf *q, const pl_buf *k_cache, const pl_buf *v_cache, int64_t n,

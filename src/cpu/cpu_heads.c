@@ -40,27 +40,11 @@ bool pl_cpu_head_hold(cpu_backend *c, const cpu_head_op *op) {
     return true;
 }
 
-/* The held ops one by one (the plain ops' row functions on one thread: the same bits). */
+/* The held ops one by one, as the plain ops. */
 static pl_status run_in_order(cpu_backend *c) {
     for (int i = 0; i < c->heads.n; i++) {
-        const cpu_head_op *o = &c->heads.op[i];
-        if (o->kind == HEAD_NORM) {
-            for (int64_t r = 0; r < o->rows; r++)
-                pl_cpu_rms_row(fptr(o->x) + r * o->cols, fptr(o->w), o->cols, o->eps,
-                               fptr(o->x) + r * o->cols);
-        } else if (o->kind == HEAD_ROPE) {
-            const double *angles = pl_cpu_rope_angles(c, o->n, o->pos0, &o->rp);
-            if (!angles) return pl_fail(PL_ERR_NOMEM, "out of memory in rope");
-            int half = o->rp.rope_dim / 2;
-            int64_t row = (int64_t)o->rp.n_heads * o->rp.head_dim;
-            for (int64_t r = 0; r < o->n; r++)
-                for (int h = 0; h < o->rp.n_heads; h++)
-                    pl_cpu_rope_head(fptr(o->x) + r * row + (int64_t)h * o->rp.head_dim,
-                                     angles + r * 2 * half, half, o->rp.mode);
-        } else {
-            int64_t d = o->cache->ne0;
-            pl_cpu_kv_span(fptr(o->x), o->cache, o->pos0 * d, o->n * d);
-        }
+        pl_status s = pl_cpu_head_run(c, &c->heads.op[i]);
+        if (s) return s;
     }
     return PL_OK;
 }

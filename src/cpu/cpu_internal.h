@@ -172,9 +172,10 @@ pl_status pl_cpu_weight_place(cpu_backend *c, cpu_buf *b, const void *data);
 pl_status pl_cpu_buf_alloc(cpu_backend *c, size_t bytes, cpu_buf *b);
 void pl_cpu_piece_release(cpu_backend *c, cpu_piece *piece);
 
-/* Runs the matmuls held back under a fusion (cpu_matmul.c): every method but matmul and
- * those that make buffers calls it first (cpu.c), so no op or read sees their outputs
- * unwritten. A failure of theirs is reported here. fused_free: at the backend's end. */
+/* Runs what is held back under a fusion - the matmuls (cpu_matmul.c), then the per-head ops
+ * (cpu_heads.c): every method but matmul and those that make buffers calls it first
+ * (cpu.c; matmul runs the per-head ops), so no op or read sees their outputs unwritten. A
+ * failure of theirs is reported here. fused_free: at the backend's end. */
 pl_status pl_cpu_flush(cpu_backend *c);
 void pl_cpu_fused_free(cpu_backend *c);
 /* (the matmuls alone: the per-head ops below hold on after them) */
@@ -195,6 +196,8 @@ void pl_cpu_swiglu_range(const float *g, const float *u, float *o, int64_t i0, i
  * count values into a cache from value e0 on. */
 bool pl_cpu_head_hold(cpu_backend *c, const cpu_head_op *op);
 pl_status pl_cpu_head_flush(cpu_backend *c);
+/* one such op as the plain op runs it (cpu.c) */
+pl_status pl_cpu_head_run(cpu_backend *c, const cpu_head_op *op);
 void pl_cpu_rms_row(const float *x, const float *w, int64_t cols, float eps, float *o);
 void pl_cpu_rope_head(float *v, const double *cs, int half, int mode);
 const double *pl_cpu_rope_angles(cpu_backend *c, int64_t n, int64_t pos0, const pl_rope_params *p);
