@@ -110,20 +110,24 @@ static double dot_double(uint32_t t, const unsigned char *w, const int8_t *q, co
 }
 
 /* Decode's tile pl_cpu_kdot_rows: 1..4 weight rows (fresh random blocks each time) against
- * one activation row, each value the portable dot's bits; rows of up to 40 super-blocks, so
- * past the tile's chunk of 16 (KROWS_CHUNK). */
+ * one activation row, each value the portable dot's bits; rows of 1-5 super-blocks, up to 40
+ * and now and then 120-140 (past the tile's chunk of 128, KROWS_CHUNK). */
 static void test_rows(void) {
     int bad = 0, cases = 0;
+    enum { MAX_SB = 140 };
+    float *x = malloc(sizeof(float) * MAX_SB * 256), d[MAX_SB];
+    int8_t *q = malloc(MAX_SB * 256);
+    int16_t s[MAX_SB * 16];
     for (int iter = 0; iter < 300; iter++) {
         uint32_t t = ktypes[iter % 3];
-        int64_t nsb = iter % 4 ? 1 + rnd() % 5 : 1 + rnd() % 40, k = nsb * 256;
+        int64_t nsb = iter % 4   ? 1 + rnd() % 5
+                      : iter % 3 ? 1 + rnd() % 40
+                                 : 120 + rnd() % (MAX_SB - 119),
+                k = nsb * 256;
         int64_t rb = pl_row_size(t, k);
         int nr = 1 + (int)(rnd() % 4);
         unsigned char *w = malloc((size_t)(rb * nr));
         fill_k(t, w, nsb * nr, iter);
-        float x[40 * 256], d[40];
-        int8_t q[40 * 256];
-        int16_t s[40 * 16];
         fill_x(x, k, iter);
         pl_cpu_quant_act_k(x, k, q, d, s);
         const unsigned char *wr[4];
@@ -137,6 +141,7 @@ static void test_rows(void) {
         }
         free(w);
     }
+    free(x), free(q);
     CHECK(bad == 0, "kdot_rows vs portable: %d of %d values differ", bad, cases);
 }
 
