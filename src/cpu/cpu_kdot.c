@@ -266,26 +266,14 @@ PL_KDOT(kdot_q5k_4, PL_TYPE_Q5_K, 4)
 PL_KDOT(kdot_q6k_1, PL_TYPE_Q6_K, 1)
 PL_KDOT(kdot_q6k_4, PL_TYPE_Q6_K, 4)
 
-/* A decode tile row's super-block in one SSE register: its integer parts acc (8 lanes) and
- * its imin (Q6_K: offset) parts mv, paired and folded to [i, i', m, m'] with i + i' the isum
- * and m + m' the imin (each lane's integer exact): a quarter of the two vectors' bytes, so
- * a chunk of the whole row fits where the tile keeps them. */
-__attribute__((target("avx2"), always_inline)) static inline __m128i krows_fold(__m256i acc,
-                                                                                __m256i mv) {
-    const __m256i h = _mm256_hadd_epi32(acc, mv);
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
-
-/* The end of a decode tile's super-block: the 4 rows' folded parts d[0..3] (krows_fold)
- * reduced to their isum and imin (Q6_K: offset) on 4 lanes (each lane's integer exact), then
+/* The end of a decode tile's super-block: the 4 rows' integer parts d[0..3] and their imin
+ * (Q6_K: offset) parts d[4..7] reduced in one reduce8 (each lane's integer exact), then
  * k_step's float operations on 4 lanes, lane for lane (hd, hm: the rows' f16 d and dmin). */
 __attribute__((target("avx2,f16c"), always_inline)) static inline __m128
-krows_step(const uint32_t t, __m128 sum, const __m128i d[4], const uint16_t hd[4],
+krows_step(const uint32_t t, __m128 sum, const __m256i d[8], const uint16_t hd[4],
            const uint16_t hm[4], float y_d) {
-    const __m128 h01 = _mm_castsi128_ps(_mm_hadd_epi32(d[0], d[1])); /* i0 m0 i1 m1 */
-    const __m128 h23 = _mm_castsi128_ps(_mm_hadd_epi32(d[2], d[3])); /* i2 m2 i3 m3 */
-    __m128i is = _mm_castps_si128(_mm_shuffle_ps(h01, h23, _MM_SHUFFLE(2, 0, 2, 0)));
-    const __m128i im = _mm_castps_si128(_mm_shuffle_ps(h01, h23, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m256i s = reduce8(d);
+    __m128i is = _mm256_castsi256_si128(s), im = _mm256_extracti128_si256(s, 1);
     const __m128 dy = _mm_set1_ps(y_d);
     const __m128 dw = _mm_cvtph_ps(
         _mm_set_epi16(0, 0, 0, 0, (short)hd[3], (short)hd[2], (short)hd[1], (short)hd[0]));
@@ -305,15 +293,15 @@ krows_step(const uint32_t t, __m128 sum, const __m128i d[4], const uint16_t hd[4
  * 0-3 the rows' isum parts, 4-7 their imin or Q6_K offset parts, each lane's integer exact),
  * and the float step runs on 4 lanes at once, k_step's operations lane for lane: the same
  * bits as the one-row kernel. The weights are read row after row, KROWS_CHUNK super-blocks
- * of a row at a time (the whole row up to k = 32768), the rows' integer parts kept (folded,
- * krows_fold) for the float steps that follow in super-block order: the 4 rows are then one
- * sequential stream, which the hardware prefetcher follows. Read super-block by super-block
- * across the 4 rows (4 short streams, even with the next tile prefetched in software) decode
- * was 20-35% slower than the one-row kernel's at 1 thread on this machine, for all the fewer
- * instructions; in chunks of 16 super-blocks (the parts unfolded), a longer row (ffn_down:
- * k = 6144, 14336) went back and forth between the 4 rows' chunks and streamed at about
- * half speed (docs/cpu-notes.md, eighteenth session). */
-#define KROWS_CHUNK 128
+ * of a row at a time (the whole row up to k = 16384), the rows' integer parts kept for the
+ * float steps that follow in super-block order: the 4 rows are then one sequential stream,
+ * which the hardware prefetcher follows. Read super-block by super-block across the 4 rows
+ * (4 short streams, even with the next tile prefetched in software) decode was 20-35%
+ * slower than the one-row kernel's at 1 thread on this machine, for all the fewer
+ * instructions; in chunks of 16 super-blocks, a longer row (ffn_down: k = 6144, 14336) went
+ * back and forth between the 4 rows' chunks and streamed at about half speed (16 KiB of
+ * parts on the stack for 64; docs/cpu-notes.md, eighteenth session). */
+#define KROWS_CHUNK 64
 /* ... and each super-block's bytes KROWS_AHEAD bytes on are prefetched as it is read: the
  * hardware prefetcher alone kept a 1-thread decode of qwen3-1.7b Q4_K_M at ~15 GB/s of
  * weights on the test machine (Zen 4, AVX-512 tile), ~19 with this (alternating runs on a
@@ -331,7 +319,7 @@ krows_avx2(const int vnni, const uint32_t t, const unsigned char *const w[4], co
     __m128 sum = _mm_setzero_ps();
     for (int64_t b0 = 0; b0 < nsb; b0 += KROWS_CHUNK) {
         const int nb = nsb - b0 < KROWS_CHUNK ? (int)(nsb - b0) : KROWS_CHUNK;
-        __m128i d[KROWS_CHUNK][4];
+        __m256i d[KROWS_CHUNK][8];
         uint16_t hd[KROWS_CHUNK][4], hm[KROWS_CHUNK][4];
         for (int r = 0; r < 4; r++)
             for (int i = 0; i < nb; i++) {
@@ -352,9 +340,9 @@ krows_avx2(const int vnni, const uint32_t t, const unsigned char *const w[4], co
                     acc =
                         vnni ? dpwssd(acc, pr, s) : _mm256_add_epi32(acc, _mm256_madd_epi16(pr, s));
                 }
-                d[i][r] = krows_fold(
-                    acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(ys + b * 16)),
-                                           kminmul_avx2(t, sc)));
+                d[i][r] = acc;
+                d[i][4 + r] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(ys + b * 16)),
+                                                kminmul_avx2(t, sc));
             }
         for (int i = 0; i < nb; i++) sum = krows_step(t, sum, d[i], hd[i], hm[i], yd[b0 + i]);
     }
@@ -674,7 +662,7 @@ krows512(const uint32_t t, const unsigned char *const w[4], const int8_t *y, con
     __m128 sum = _mm_setzero_ps();
     for (int64_t b0 = 0; b0 < nsb; b0 += KROWS_CHUNK) {
         const int nb = nsb - b0 < KROWS_CHUNK ? (int)(nsb - b0) : KROWS_CHUNK;
-        __m128i d[KROWS_CHUNK][4];
+        __m256i d[KROWS_CHUNK][8];
         uint16_t hd[KROWS_CHUNK][4], hm[KROWS_CHUNK][4] = {{0}};
         for (int r = 0; r < 4; r++)
             for (int i = 0; i < nb; i++) {
@@ -719,16 +707,15 @@ krows512(const uint32_t t, const unsigned char *const w[4], const int8_t *y, con
                     __m512i pr = _mm512_maddubs_epi16(qv, _mm512_loadu_si512(y + b * 256 + 64 * m));
                     acc = _mm512_dpwssd_epi32(acc, pr, _mm512_permutexvar_epi16(idx[m], scv));
                 }
-                const __m256i acc8 = _mm256_add_epi32(_mm512_castsi512_si256(acc),
-                                                      _mm512_extracti64x4_epi64(acc, 1));
+                d[i][r] = _mm256_add_epi32(_mm512_castsi512_si256(acc),
+                                           _mm512_extracti64x4_epi64(acc, 1));
                 __m256i mm = sc; /* kminmul_avx2's multipliers: each min twice */
                 if (t != PL_TYPE_Q6_K)
                     mm = _mm256_cvtepu8_epi16(
                         _mm_shuffle_epi8(sc8, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13,
                                                             13, 14, 14, 15, 15)));
-                d[i][r] = krows_fold(
-                    acc8,
-                    _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(ys + b * 16)), mm));
+                d[i][4 + r] =
+                    _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(ys + b * 16)), mm);
             }
         for (int i = 0; i < nb; i++) sum = krows_step(t, sum, d[i], hd[i], hm[i], yd[b0 + i]);
     }

@@ -111,7 +111,7 @@ static double dot_double(uint32_t t, const unsigned char *w, const int8_t *q, co
 
 /* Decode's tile pl_cpu_kdot_rows: 1..4 weight rows (fresh random blocks each time) against
  * one activation row, each value the portable dot's bits; rows of 1-5 super-blocks, up to 40
- * and now and then 120-140 (past the tile's chunk of 128, KROWS_CHUNK). */
+ * and now and then 120-140 (past the tile's chunk of 64, KROWS_CHUNK). */
 static void test_rows(void) {
     int bad = 0, cases = 0;
     enum { MAX_SB = 140 };
