@@ -108,13 +108,6 @@ float pl_cpu_kdot_row_portable(uint32_t t, const unsigned char *w, const int8_t 
 /* ---- AVX2 ---- */
 
 #ifdef PL_KDOT_X86
-__attribute__((target("avx2"))) static inline int32_t hsum8(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
-
 /* pl_cpu_k4_scales in one SSE register: the bytes [scales 0-7, mins 0-7] of the Q4_K/Q5_K
  * super-block at blk (its 12 packed bytes at blk + 4), by two shuffles and masks where the
  * scalar unpack took ~25 instructions of the AVX-512 decode tile's ~75 a row and super-block. */

@@ -25,6 +25,14 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i dpwssd(__m2
     return acc;
 }
 
+/* The sum of v's eight int32s (exact where it fits). */
+__attribute__((target("avx2"))) static inline int32_t hsum8(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
 /* The eight lanes' block sums: lane k is the sum of d[k]'s eight int32s (exact). */
 __attribute__((target("avx2"))) static inline __m256i reduce8(const __m256i d[8]) {
     __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
