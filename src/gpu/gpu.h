@@ -92,8 +92,10 @@ typedef struct {
     int profile_at;           /* the read (flush) that is profiled; <= 0: 40 */
 } pl_gpu_backend_opts;
 
+/* GEMV columns: 4 (and so 4 rows, 2 for gate/up) a workgroup; on an H100 8 columns over 2
+ * rows re-read too much x per weight block (docs/gpu-notes.md, nineteenth session) */
 #define PL_GPU_SUBMIT_EVERY   64
-#define PL_GPU_GEMV_COLS      8
+#define PL_GPU_GEMV_COLS      4
 #define PL_GPU_GEMV_COLS_ACC  16
 #define PL_GPU_GEMM_EXACT_MAX 64
 
