@@ -260,6 +260,7 @@ static bool on_call(void *ud, const char *name, const char *args, size_t n) {
     bool an = j->r->kind == SRV_MESSAGES;
     char id[64];
     snprintf(id, sizeof id, "%s%s%02x", an ? "toolu_" : "call_", j->call_sfx, j->n_calls);
+    if (j->r->kind == SRV_RESPONSES) return srv_responses_call(j, id, name, args, n);
     pl_strbuf b = {0};
     if (!j->r->stream) {
         if (j->calls.len) pl_sb_putc(&j->calls, ',');
@@ -497,11 +498,13 @@ static bool job_begin(srv_gen_ctx *j, srv_engine *e, const srv_request *r, const
              : r->kind == SRV_RESPONSES ? "resp_"
                                         : "cmpl-",
              j->call_sfx);
-    tp_opts none = {0};
+    tp_opts none = {0}, calls_only = {.calls = fmt ? fmt->calls : TP_CALLS_NONE};
     tp_sink sink = {on_text, on_reasoning, on_call, j};
-    /* completions and responses (text only for now) take the text as it comes */
-    bool raw = r->kind == SRV_COMPLETION || r->kind == SRV_RESPONSES || !fmt;
-    if (!(j->tp = tp_new(raw ? &none : fmt, &sink))) {
+    /* completions take the text as it comes; responses only split off the tool calls
+     * (reasoning stays in the text) */
+    bool raw = r->kind == SRV_COMPLETION || !fmt;
+    const tp_opts *use = raw ? &none : r->kind == SRV_RESPONSES ? &calls_only : fmt;
+    if (!(j->tp = tp_new(use, &sink))) {
         answer_error(o, r, 500, "out of memory");
         return false;
     }

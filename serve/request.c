@@ -188,6 +188,46 @@ static bool take_messages(ectx *e, const pl_json *root, srv_request *r, bool ant
 /* Responses: 'instructions' (the system message) and 'input', a string (one user message)
  * or a list of messages ({"role", "content"}, with or without "type": "message"); content a
  * string or input_text / output_text parts. */
+static bool add_call(ectx *e, pl_strbuf *b, const char *where, const pl_json *id,
+                     const pl_json *name, const pl_json *args);
+
+/* A Responses input item: a function_call (the model's earlier call, {"call_id", "name",
+ * "arguments": a JSON string}) joins the assistant message just before it (or starts one),
+ * as chat's tool_calls; a function_call_output ({"call_id", "output"}) is a tool message. */
+static bool take_fn_item(ectx *e, srv_request *r, const pl_json *m, size_t i, bool call, int *run) {
+    char where[64];
+    snprintf(where, sizeof where, "input[%zu]", i);
+    const pl_json *id = pl_json_get(m, "call_id");
+    if (!id || id->type != PL_JSON_STRING) return fail(e, "%s.call_id must be a string", where);
+    if (!call) {
+        srv_msg *t = new_msg(e, r, "tool");
+        snprintf(where, sizeof where, "input[%zu].output", i);
+        return t && take_text(e, id, "call_id", &t->tool_call_id) &&
+               take_content(e, pl_json_get(m, "output"), where, false, &t->content);
+    }
+    srv_msg *a = r->n_msgs ? &r->msgs[r->n_msgs - 1] : NULL;
+    if (!a || strcmp(a->role, "assistant")) {
+        if (!(a = new_msg(e, r, "assistant"))) return false;
+        if (!(a->content = dup_n("", 0))) return fail(e, "out of memory");
+    }
+    if (++*run > SRV_MAX_CALLS_IN)
+        return fail(e, "%s: more than %d function calls in a row", where, SRV_MAX_CALLS_IN);
+    pl_strbuf b = {0};
+    if (a->tool_calls) { /* "[...]" so far: reopen it */
+        size_t len = strlen(a->tool_calls);
+        pl_sb_append(&b, a->tool_calls, len - 1);
+        pl_sb_putc(&b, ',');
+    } else {
+        pl_sb_putc(&b, '[');
+    }
+    if (!add_call(e, &b, where, id, pl_json_get(m, "name"), pl_json_get(m, "arguments")))
+        return pl_sb_free(&b), false;
+    pl_sb_putc(&b, ']');
+    free(a->tool_calls);
+    if (!(a->tool_calls = pl_sb_take(&b, NULL))) return fail(e, "out of memory");
+    return true;
+}
+
 static bool take_input(ectx *e, const pl_json *root, srv_request *r) {
     const pl_json *in = pl_json_get(root, "input"), *ins = pl_json_get(root, "instructions");
     if (ins && ins->type == PL_JSON_NULL) ins = NULL;
@@ -199,15 +239,24 @@ static bool take_input(ectx *e, const pl_json *root, srv_request *r) {
     if (!(r->msgs = calloc(n + 1, sizeof *r->msgs))) return fail(e, "out of memory");
     if (ins && !add_msg(e, r, "system", ins, "'instructions'", false)) return false;
     if (!list) return add_msg(e, r, "user", in, "'input'", false);
+    int run = 0;
     for (size_t i = 0; i < n; i++) {
         const pl_json *m = pl_json_at(in, i);
         const char *type = pl_json_string(pl_json_get(m, "type"));
         const char *role = pl_json_string(pl_json_get(m, "role"));
         char where[64];
         snprintf(where, sizeof where, "input[%zu].content", i);
+        bool fc = type && !strcmp(type, "function_call");
+        run = fc ? run : 0; /* calls merged into one assistant message in a row */
+        if (fc || (type && !strcmp(type, "function_call_output"))) {
+            if (!take_fn_item(e, r, m, i, fc, &run)) return false;
+            continue;
+        }
         if (type && strcmp(type, "message"))
-            return fail(e, "input[%zu]: items of type '%.40s' are not supported (messages only)", i,
-                        type);
+            return fail(e,
+                        "input[%zu]: items of type '%.40s' are not supported (messages, "
+                        "function_call, function_call_output)",
+                        i, type);
         if (!role) return fail(e, "input[%zu] must be a message with a string 'role'", i);
         if (!strcmp(role, "developer")) role = "system";
         if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))
@@ -259,9 +308,10 @@ static bool take_name(ectx *e, const pl_json *v, const char *where, pl_strbuf *b
 }
 
 /* One tool, appended to b as {"type": "function", "function": {"name", "description",
- * "parameters"}}: OpenAI's {"type": "function", "function": {...}}, Anthropic's {"name",
- * "description", "input_schema"}. */
-static bool add_tool(ectx *e, const pl_json *t, size_t i, bool anthropic, pl_strbuf *b) {
+ * "parameters"}}: OpenAI's {"type": "function", "function": {...}} (the Responses API's
+ * flat: {"type": "function", "name", ...}), Anthropic's {"name", "description",
+ * "input_schema"}. */
+static bool add_tool(ectx *e, const pl_json *t, size_t i, bool anthropic, bool flat, pl_strbuf *b) {
     char where[64];
     const pl_json *f = t;
     if (!t || t->type != PL_JSON_OBJECT) return fail(e, "tools[%zu] must be an object", i);
@@ -269,7 +319,7 @@ static bool add_tool(ectx *e, const pl_json *t, size_t i, bool anthropic, pl_str
     if (anthropic ? type && strcmp(type, "custom") : !type || strcmp(type, "function"))
         return fail(e, "tools[%zu]: tools of type '%.40s' are not supported (%s only)", i,
                     type ? type : "(none)", anthropic ? "custom" : "function");
-    if (!anthropic) {
+    if (!anthropic && !flat) {
         f = pl_json_get(t, "function");
         if (!f || f->type != PL_JSON_OBJECT)
             return fail(e, "tools[%zu].function must be an object", i);
@@ -307,8 +357,9 @@ static bool has_tool(const srv_request *r, const char *name) {
     return found;
 }
 
-/* OpenAI: "none" | "auto" | "required" | {"type": "function", "function": {"name"}};
- * Anthropic: {"type": "auto" | "any" | "none" | "tool", "name"}. */
+/* OpenAI: "none" | "auto" | "required" | {"type": "function", "function": {"name"}} (the
+ * Responses API: {"type": "function", "name"}); Anthropic: {"type": "auto" | "any" | "none"
+ * | "tool", "name"}. */
 static bool take_tool_choice(ectx *e, const pl_json *root, srv_request *r, bool anthropic) {
     const pl_json *c = pl_json_get(root, "tool_choice");
     if (!c || c->type == PL_JSON_NULL) return true;
@@ -319,7 +370,8 @@ static bool take_tool_choice(ectx *e, const pl_json *root, srv_request *r, bool 
         if (!type || strcmp(type, "function"))
             return fail(e, "'tool_choice' objects must be of type 'function'");
         mode = "tool";
-        name = pl_json_get(pl_json_get(c, "function"), "name");
+        name = r->kind == SRV_RESPONSES ? pl_json_get(c, "name")
+                                        : pl_json_get(pl_json_get(c, "function"), "name");
     } else if (anthropic && mode && !strcmp(mode, "tool")) {
         name = pl_json_get(c, "name");
     }
@@ -355,7 +407,8 @@ static bool take_tools(ectx *e, const pl_json *root, srv_request *r, bool anthro
         pl_sb_putc(&b, '[');
         for (size_t i = 0; i < n; i++) {
             if (i) pl_sb_putc(&b, ',');
-            if (!add_tool(e, pl_json_at(t, i), i, anthropic, &b)) return pl_sb_free(&b), false;
+            if (!add_tool(e, pl_json_at(t, i), i, anthropic, r->kind == SRV_RESPONSES, &b))
+                return pl_sb_free(&b), false;
         }
         pl_sb_putc(&b, ']');
         if (n && !(r->tools = pl_sb_take(&b, NULL))) return fail(e, "out of memory");
@@ -541,7 +594,7 @@ static bool parse_root(ectx *e, const pl_json *root, srv_request *r) {
             return false;
         break;
     case SRV_RESPONSES:
-        if (!take_input(e, root, r)) return false;
+        if (!take_input(e, root, r) || !take_tools(e, root, r, false)) return false;
         break;
     case SRV_COMPLETION: {
         const pl_json *p = pl_json_get(root, "prompt");

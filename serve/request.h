@@ -26,7 +26,7 @@ typedef enum {
     SRV_COUNT_TOKENS, /* POST /v1/messages/count_tokens */
     SRV_TOKENIZE,     /* POST /tokenize */
     SRV_DETOKENIZE,   /* POST /detokenize */
-    SRV_RESPONSES,    /* POST /v1/responses (OpenAI's Responses API, text only) */
+    SRV_RESPONSES,    /* POST /v1/responses (OpenAI's Responses API: text, function calls) */
 } srv_kind;
 
 typedef struct {
@@ -63,8 +63,9 @@ typedef struct {
     int logprobs; /* -1: none; else the alternatives per id (top_logprobs, 0 to 20) */
     /* chat's response_format json_object / json_schema compiled (src/grammar); NULL: text */
     struct pl_grammar *grammar;
-    /* chat, messages, count_tokens: a JSON array of {"type": "function", "function": {"name",
-     * "description", "parameters"}} (Anthropic's input_schema as parameters), NULL: none */
+    /* chat, messages, count_tokens, responses: a JSON array of {"type": "function",
+     * "function": {"name", "description", "parameters"}} (Anthropic's input_schema as
+     * parameters, the Responses API's flat tools moved under "function"), NULL: none */
     char *tools;
     int n_tools;
     srv_tool_choice tool_choice;

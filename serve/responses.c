@@ -1,6 +1,6 @@
-/* responses.c - OpenAI's Responses API, text only: one assistant message with one
- * output_text part, whole or as the API's event stream (each event with its type and
- * sequence_number, in the API's order). */
+/* responses.c - OpenAI's Responses API: one assistant message with one output_text part,
+ * then a function_call item per tool call (output_index 1, 2, ...), whole or as the API's
+ * event stream (each event with its type and sequence_number, in the API's order). */
 #include "responses.h"
 
 #include <string.h>
@@ -68,6 +68,8 @@ static void response(pl_strbuf *b, const srv_gen_ctx *j, const srv_gen_result *g
     pl_json_quote(b, j->model_id, strlen(j->model_id), false);
     pl_sb_puts(b, ",\"output\":[");
     if (g && !failure) item(b, j, g);
+    if (g && !failure && j->calls.len)
+        pl_sb_putc(b, ','), pl_sb_append(b, j->calls.s, j->calls.len);
     pl_sb_printf(b,
                  "],\"parallel_tool_calls\":false,\"temperature\":%.17g,\"text\":{\"format\":"
                  "{\"type\":\"text\"}},\"tool_choice\":\"auto\",\"tools\":[],\"top_p\":%.17g,"
@@ -161,6 +163,54 @@ void srv_responses_end(srv_gen_ctx *j, const srv_gen_result *g, const char *fail
     pl_sb_puts(&b, "}\n\n");
     srv_send_event(j, &b);
     pl_sb_free(&b);
+}
+
+/* A function_call item: in progress with no arguments yet, or completed. */
+static void call_item(pl_strbuf *b, const srv_gen_ctx *j, const char *call_id, const char *name,
+                      const char *args, size_t n, bool done) {
+    pl_sb_printf(b, "{\"id\":\"fc_%s%02x\",\"type\":\"function_call\",\"status\":\"%s\",",
+                 j->id + 5, j->n_calls, done ? "completed" : "in_progress");
+    pl_sb_puts(b, "\"arguments\":");
+    pl_json_quote(b, done ? args : "", done ? n : 0, false);
+    pl_sb_printf(b, ",\"call_id\":\"%s\",\"name\":", call_id);
+    pl_json_quote(b, name, strlen(name), false);
+    pl_sb_putc(b, '}');
+}
+
+bool srv_responses_call(srv_gen_ctx *j, const char *call_id, const char *name, const char *args,
+                        size_t n) {
+    /* the completed item, kept for the response object (whole, or the stream's last event) */
+    if (j->calls.len) pl_sb_putc(&j->calls, ',');
+    call_item(&j->calls, j, call_id, name, args, n, true);
+    bool ok = !j->calls.failed;
+    if (j->r->stream && ok) {
+        pl_strbuf b = {0};
+        int at = 1 + j->n_calls; /* after the message item */
+        event(&b, j, "response.output_item.added");
+        pl_sb_printf(&b, "\"output_index\":%d,\"item\":", at);
+        call_item(&b, j, call_id, name, args, n, false);
+        pl_sb_puts(&b, "}\n\n");
+        event(&b, j, "response.function_call_arguments.delta");
+        pl_sb_printf(&b, "\"item_id\":\"fc_%s%02x\",\"output_index\":%d,\"delta\":", j->id + 5,
+                     j->n_calls, at);
+        pl_json_quote(&b, args, n, false);
+        pl_sb_puts(&b, "}\n\n");
+        event(&b, j, "response.function_call_arguments.done");
+        pl_sb_printf(&b, "\"item_id\":\"fc_%s%02x\",\"output_index\":%d,\"name\":", j->id + 5,
+                     j->n_calls, at);
+        pl_json_quote(&b, name, strlen(name), false);
+        pl_sb_puts(&b, ",\"arguments\":");
+        pl_json_quote(&b, args, n, false);
+        pl_sb_puts(&b, "}\n\n");
+        event(&b, j, "response.output_item.done");
+        pl_sb_printf(&b, "\"output_index\":%d,\"item\":", at);
+        call_item(&b, j, call_id, name, args, n, true);
+        pl_sb_puts(&b, "}\n\n");
+        ok = srv_send_event(j, &b);
+        pl_sb_free(&b);
+    }
+    j->n_calls++;
+    return ok;
 }
 
 void srv_responses_object(srv_gen_ctx *j, pl_strbuf *b, const srv_gen_result *g) {

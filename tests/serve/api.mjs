@@ -131,8 +131,8 @@ check('responses stream: sequence numbers 0, 1, 2, ...', revs.every((e, i) => e.
 check('responses stream: greedy text equals chat.completions', rtext === expect && rdone === expect, [rtext, rdone, expect]);
 check('responses stream: the last event has the response and usage', rlast?.response?.usage?.output_tokens === nGen &&
       rlast.response.output[0]?.content[0]?.text === expect, rlast);
-await expectError('responses: a tool item', OpenAI.BadRequestError, 400,
-                  () => oa.responses.create({ model, input: [{ type: 'function_call_output', call_id: 'x', output: '1' }] }));
+await expectError('responses: an item of another type', OpenAI.BadRequestError, 400,
+                  () => oa.responses.create({ model, input: [{ type: 'reasoning', id: 'x', summary: [] }] }));
 
 // Anthropic, whole and streamed
 const m1 = await an.messages.create({ model, system, messages: rest, max_tokens: maxTokens, temperature: 0 });
@@ -355,6 +355,31 @@ if (env.TOOLS_URL) {
             { role: 'assistant', content: [u1] }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: u1.id, content: '18 C' }] }] });
         check(`${what}: the result answered`, m3.role === 'assistant' && ['end_turn', 'max_tokens', 'tool_use'].includes(m3.stop_reason) &&
               m3.usage.input_tokens > m1.usage.input_tokens, m3);
+    }
+    // the Responses API: flat tools, tool_choice required / {type: function, name}; the call
+    // comes as a function_call item (whole and streamed: its arguments' delta events), and
+    // the item with its function_call_output sent back as input gets an answer
+    const rTools = fTools.map((t) => ({ type: 'function', name: t.function.name, parameters: t.function.parameters }));
+    for (const [choice, want] of [['required', null], [{ type: 'function', name: 'now' }, 'now']]) {
+        const what = `responses forced ${want ?? 'required'}`;
+        const r1 = await to.responses.create({ model, input: ask, tools: rTools, tool_choice: choice, temperature: 0, max_output_tokens: 64 });
+        const c1 = r1.output.find((o) => o.type === 'function_call');
+        check(`${what}: a function_call item`, r1.status === 'completed' && c1 && (!want || c1.name === want) &&
+              fits(c1.name, fArgs(c1.arguments)) && typeof c1.call_id === 'string', r1.output);
+        let sargs = '', sdone = null, slast = null;
+        for await (const e of await to.responses.create({ model, input: ask, tools: rTools, tool_choice: choice, temperature: 0,
+                                                          max_output_tokens: 64, stream: true })) {
+            if (e.type === 'response.function_call_arguments.delta') sargs += e.delta;
+            if (e.type === 'response.output_item.done' && e.item.type === 'function_call') sdone = e.item;
+            slast = e;
+        }
+        check(`${what}, streamed: the call's events`, sdone && (!want || sdone.name === want) && fits(sdone.name, fArgs(sargs)) &&
+              sargs === sdone.arguments && slast?.type === 'response.completed' &&
+              slast.response.output.some((o) => o.type === 'function_call' && o.call_id === sdone.call_id), [sargs, sdone, slast]);
+        if (!c1) continue;
+        const r2 = await to.responses.create({ model, temperature: 0, max_output_tokens: 4, tools: rTools,
+            input: [...ask, c1, { type: 'function_call_output', call_id: c1.call_id, output: '18 C' }] });
+        check(`${what}: the output answered`, r2.output[0]?.type === 'message' && r2.usage.input_tokens > r1.usage.input_tokens, r2);
     }
     await expectError('openai forced call, a schema outside the subset', OpenAI.BadRequestError, 400,
                       () => to.chat.completions.create({ model, messages: ask, max_tokens: 2, tool_choice: 'required',

@@ -69,6 +69,10 @@ static void data_lines_parse(const char *s) {
     "{\"max_tokens\":50,\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],"              \
     "\"tools\":[{\"name\":\"get_weather\",\"input_schema\":{}}]"
 
+#define RESP                                                                                       \
+    "{\"input\":\"Weather?\",\"tools\":[{\"type\":\"function\",\"name\":\"get_weather\","          \
+    "\"parameters\":{}}]"
+
 static void run_tests(void) {
     const char *whole[] = {REPLY};
     bool sse;
@@ -176,6 +180,74 @@ static void run_tests(void) {
               strstr(got, "\"finish_reason\":\"stop\"") && !strstr(got, "tool_calls"),
           "%s", got);
     free(got);
+    /* responses: the message item (its text as the model wrote it, reasoning included),
+     * then one function_call item; streamed, the call's four events at output_index 1 and
+     * the same items in the last event's response */
+    for (int st = 0; st < 2; st++) {
+        got = reply(SRV_RESPONSES, st ? RESP ",\"stream\":true}" : RESP "}", cut, 6, &sse);
+        const char *obj = got;
+        if (st) { /* the response.completed event's response */
+            const char *last = got ? strstr(got, "event: response.completed\ndata: ") : NULL;
+            CHECK(last != NULL, "no response.completed: %s", got);
+            obj = last ? strchr(last, '{') : NULL;
+            const char *want[] = {"response.created",
+                                  "response.in_progress",
+                                  "response.output_item.added",
+                                  "response.content_part.added",
+                                  "response.output_text.delta",
+                                  "response.output_item.added",
+                                  "response.function_call_arguments.delta",
+                                  "response.function_call_arguments.done",
+                                  "response.output_item.done",
+                                  "response.output_text.done",
+                                  "response.content_part.done",
+                                  "response.output_item.done",
+                                  "response.completed"};
+            const char *p = got;
+            for (size_t i = 0; p && i < sizeof want / sizeof *want; i++) {
+                char ev[80];
+                snprintf(ev, sizeof ev, "event: %s\n", want[i]);
+                p = strstr(p, ev);
+                CHECK(p != NULL, "responses stream: no %s in order", want[i]);
+                if (p) p += strlen(ev);
+            }
+            CHECK(got &&
+                      strstr(got, "\"type\":\"response.function_call_arguments.done\","
+                                  "\"sequence_number\":") &&
+                      strstr(got, "\"output_index\":1,\"name\":\"get_weather\","
+                                  "\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}"),
+                  "responses stream: the call's arguments event: %s", got);
+            data_lines_parse(got);
+        }
+        pl_json_doc *d = NULL;
+        const char *end = obj ? strstr(obj, "}\n\n") : NULL;
+        size_t len = obj ? (st && end ? (size_t)(end - obj) + 1 : strlen(obj)) : 0;
+        CHECK(obj && !pl_json_parse(obj, len, &d), "responses (stream %d): not JSON", st);
+        const pl_json *root = d ? pl_json_root(d) : NULL;
+        if (st) root = pl_json_get(root, "response");
+        const pl_json *out = pl_json_get(root, "output"), *m = pl_json_at(out, 0),
+                      *c = pl_json_at(out, 1);
+        const char *text =
+            pl_json_string(pl_json_get(pl_json_at(pl_json_get(m, "content"), 0), "text"));
+        CHECK(pl_json_count(out) == 2, "responses (stream %d): %zu output items", st,
+              pl_json_count(out));
+        CHECK(text && strstr(text, "The user wants weather.") && strstr(text, "Let me check.") &&
+                  !strstr(text, "tool_call"),
+              "responses (stream %d): message text '%s'", st, text ? text : "(none)");
+        const char *ty = pl_json_string(pl_json_get(c, "type")),
+                   *nm = pl_json_string(pl_json_get(c, "name")),
+                   *ar = pl_json_string(pl_json_get(c, "arguments")),
+                   *ci = pl_json_string(pl_json_get(c, "call_id")),
+                   *id = pl_json_string(pl_json_get(c, "id")),
+                   *su = pl_json_string(pl_json_get(c, "status"));
+        CHECK(ty && !strcmp(ty, "function_call") && nm && !strcmp(nm, "get_weather") && ar &&
+                  !strcmp(ar, "{\"city\":\"Paris\"}") && ci &&
+                  !strcmp(ci, "call_6553f10000000100") && id &&
+                  !strcmp(id, "fc_6553f10000000100") && su && !strcmp(su, "completed"),
+              "responses (stream %d): the function_call item", st);
+        pl_json_doc_free(d);
+        free(got);
+    }
     /* an empty reply: Anthropic still gets one (empty) text block */
     got = reply(SRV_MESSAGES, AN_MSG ",\"stream\":true}", NULL, 0, &sse);
     CHECK(got && strstr(got, "\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}") &&

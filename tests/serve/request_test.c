@@ -191,7 +191,51 @@ static void run_tests(void) {
     srv_request_free(&r);
     refused(SRV_RESPONSES, "{}", "'input'");
     refused(SRV_RESPONSES, "{\"input\":[]}", "empty");
-    refused(SRV_RESPONSES, "{\"input\":[{\"type\":\"function_call\"}]}", "function_call");
+    refused(SRV_RESPONSES, "{\"input\":[{\"type\":\"function_call\"}]}", "call_id");
+    refused(SRV_RESPONSES, "{\"input\":[{\"type\":\"image\"}]}", "function_call_output");
+    refused(SRV_RESPONSES,
+            "{\"input\":[{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"f\","
+            "\"arguments\":\"[1]\"}]}",
+            "arguments");
+    refused(SRV_RESPONSES, "{\"input\":[{\"type\":\"function_call_output\",\"call_id\":\"c\"}]}",
+            "output");
+    /* responses: function calls and their outputs in the input, as chat's tool_calls (two in
+     * a row: one assistant message) and tool messages */
+    CHECK(parse(SRV_RESPONSES,
+                "{\"input\":[{\"role\":\"user\",\"content\":\"q\"},{\"type\":\"function_call\","
+                "\"call_id\":\"c1\",\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"},{\"type\":"
+                "\"function_call\",\"call_id\":\"c2\",\"name\":\"g\",\"arguments\":\"{}\"},"
+                "{\"type\":\"function_call_output\",\"call_id\":\"c1\",\"output\":\"r1\"}]}",
+                &r, err),
+          "%s", err);
+    CHECK(r.n_msgs == 3 && !strcmp(r.msgs[1].role, "assistant") && !strcmp(r.msgs[1].content, "") &&
+              r.msgs[1].tool_calls &&
+              !strcmp(r.msgs[1].tool_calls,
+                      "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+                      "\"arguments\":{\"a\":1}}},{\"id\":\"c2\",\"type\":\"function\",\"function\":"
+                      "{\"name\":\"g\",\"arguments\":{}}}]") &&
+              !strcmp(r.msgs[2].role, "tool") && !strcmp(r.msgs[2].tool_call_id, "c1") &&
+              !strcmp(r.msgs[2].content, "r1"),
+          "responses: function_call items (%d messages, calls %s)", r.n_msgs,
+          r.n_msgs > 1 && r.msgs[1].tool_calls ? r.msgs[1].tool_calls : "none");
+    srv_request_free(&r);
+    /* responses: tools in the API's flat shape, tool_choice {"type": "function", "name"} */
+    CHECK(parse(SRV_RESPONSES,
+                "{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\","
+                "\"description\":\"d\",\"parameters\":{\"type\":\"object\"}}],\"tool_choice\":"
+                "{\"type\":\"function\",\"name\":\"f\"}}",
+                &r, err),
+          "%s", err);
+    CHECK(r.n_tools == 1 && r.tools &&
+              !strcmp(r.tools, "[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                               "\"description\":\"d\",\"parameters\":{\"type\":\"object\"}}}]") &&
+              r.tool_choice == SRV_TOOLS_NAMED && !strcmp(r.tool_name, "f"),
+          "responses: flat tools (%s)", r.tools ? r.tools : "none");
+    srv_request_free(&r);
+    refused(SRV_RESPONSES,
+            "{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+            "\"f\"}}]}",
+            "'name'");
     refused(SRV_RESPONSES, "{\"input\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "role");
     refused(SRV_RESPONSES, "{\"input\":\"x\",\"max_output_tokens\":0}", "'max_output_tokens'");
 
