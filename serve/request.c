@@ -185,9 +185,6 @@ static bool take_messages(ectx *e, const pl_json *root, srv_request *r, bool ant
     return true;
 }
 
-/* Responses: 'instructions' (the system message) and 'input', a string (one user message)
- * or a list of messages ({"role", "content"}, with or without "type": "message"); content a
- * string or input_text / output_text parts. */
 static bool add_call(ectx *e, pl_strbuf *b, const char *where, const pl_json *id,
                      const pl_json *name, const pl_json *args);
 
@@ -228,6 +225,9 @@ static bool take_fn_item(ectx *e, srv_request *r, const pl_json *m, size_t i, bo
     return true;
 }
 
+/* Responses: 'instructions' (the system message) and 'input', a string (one user message)
+ * or a list of messages ({"role", "content"}, with or without "type": "message"; content a
+ * string or input_text / output_text parts) and function call items (take_fn_item). */
 static bool take_input(ectx *e, const pl_json *root, srv_request *r) {
     const pl_json *in = pl_json_get(root, "input"), *ins = pl_json_get(root, "instructions");
     if (ins && ins->type == PL_JSON_NULL) ins = NULL;

@@ -165,11 +165,18 @@ void srv_responses_end(srv_gen_ctx *j, const srv_gen_result *g, const char *fail
     pl_sb_free(&b);
 }
 
+/* The current call's item id: the response's number with fc_ in front, then the call's. */
+static void call_id_of(pl_strbuf *b, const srv_gen_ctx *j) {
+    pl_sb_printf(b, "\"fc_%s%02x\"", j->id + 5 /* after "resp_" */, j->n_calls);
+}
+
 /* A function_call item: in progress with no arguments yet, or completed. */
 static void call_item(pl_strbuf *b, const srv_gen_ctx *j, const char *call_id, const char *name,
                       const char *args, size_t n, bool done) {
-    pl_sb_printf(b, "{\"id\":\"fc_%s%02x\",\"type\":\"function_call\",\"status\":\"%s\",",
-                 j->id + 5, j->n_calls, done ? "completed" : "in_progress");
+    pl_sb_puts(b, "{\"id\":");
+    call_id_of(b, j);
+    pl_sb_printf(b, ",\"type\":\"function_call\",\"status\":\"%s\",",
+                 done ? "completed" : "in_progress");
     pl_sb_puts(b, "\"arguments\":");
     pl_json_quote(b, done ? args : "", done ? n : 0, false);
     pl_sb_printf(b, ",\"call_id\":\"%s\",\"name\":", call_id);
@@ -191,13 +198,15 @@ bool srv_responses_call(srv_gen_ctx *j, const char *call_id, const char *name, c
         call_item(&b, j, call_id, name, args, n, false);
         pl_sb_puts(&b, "}\n\n");
         event(&b, j, "response.function_call_arguments.delta");
-        pl_sb_printf(&b, "\"item_id\":\"fc_%s%02x\",\"output_index\":%d,\"delta\":", j->id + 5,
-                     j->n_calls, at);
+        pl_sb_puts(&b, "\"item_id\":");
+        call_id_of(&b, j);
+        pl_sb_printf(&b, ",\"output_index\":%d,\"delta\":", at);
         pl_json_quote(&b, args, n, false);
         pl_sb_puts(&b, "}\n\n");
         event(&b, j, "response.function_call_arguments.done");
-        pl_sb_printf(&b, "\"item_id\":\"fc_%s%02x\",\"output_index\":%d,\"name\":", j->id + 5,
-                     j->n_calls, at);
+        pl_sb_puts(&b, "\"item_id\":");
+        call_id_of(&b, j);
+        pl_sb_printf(&b, ",\"output_index\":%d,\"name\":", at);
         pl_json_quote(&b, name, strlen(name), false);
         pl_sb_puts(&b, ",\"arguments\":");
         pl_json_quote(&b, args, n, false);
