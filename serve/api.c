@@ -107,7 +107,7 @@ static void lp_chat_one(srv_gen_ctx *j, pl_strbuf *b, int32_t id, float logprob)
 /* One generated id's logprobs, kept until the next chunk (or the whole answer). */
 static void on_logprob(void *ud, const srv_logprob *lp) {
     srv_gen_ctx *j = ud;
-    if (j->r->kind == SRV_CHAT) {
+    if (j->r->kind == SRV_CHAT || j->r->kind == SRV_RESPONSES) { /* the same entries */
         pl_strbuf *b = &j->lp[0];
         pl_sb_puts(b, b->len ? ",{" : "{");
         lp_chat_one(j, b, lp->id, lp->logprob);
@@ -219,12 +219,12 @@ static void an_delta(srv_gen_ctx *j, pl_strbuf *b, char kind, const char *s, siz
 
 /* Text (kind 't') or reasoning ('r') of the reply: kept, or sent as one delta. */
 static bool on_piece(srv_gen_ctx *j, char kind, const char *s, size_t n) {
+    if (j->r->kind == SRV_RESPONSES) return srv_responses_piece(j, kind, s, n);
     if (!j->r->stream) {
         pl_strbuf *to = kind == 't' ? &j->text : &j->reasoning;
         pl_sb_append(to, s, n);
         return !to->failed;
     }
-    if (j->r->kind == SRV_RESPONSES) return srv_responses_delta(j, s, n);
     pl_strbuf b = {0};
     if (j->r->kind == SRV_MESSAGES) {
         an_delta(j, &b, kind, s, n);
@@ -337,9 +337,11 @@ static const char *an_finish(const srv_gen_ctx *j, srv_finish f) {
 static void oa_usage(pl_strbuf *b, const srv_gen_result *g) {
     pl_sb_printf(b,
                  "{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,\"total_tokens\":%lld,"
-                 "\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
+                 "\"prompt_tokens_details\":{\"cached_tokens\":%lld},"
+                 "\"completion_tokens_details\":{\"reasoning_tokens\":%lld}}",
                  (long long)g->n_prompt, (long long)g->n_completion,
-                 (long long)(g->n_prompt + g->n_completion), (long long)g->n_cached);
+                 (long long)(g->n_prompt + g->n_completion), (long long)g->n_cached,
+                 (long long)g->n_reasoning);
 }
 
 static void an_stop_sequence(pl_strbuf *b, const srv_gen_ctx *j, const srv_gen_result *g) {
@@ -498,13 +500,11 @@ static bool job_begin(srv_gen_ctx *j, srv_engine *e, const srv_request *r, const
              : r->kind == SRV_RESPONSES ? "resp_"
                                         : "cmpl-",
              j->call_sfx);
-    tp_opts none = {0}, calls_only = {.calls = fmt ? fmt->calls : TP_CALLS_NONE};
+    tp_opts none = {0};
     tp_sink sink = {on_text, on_reasoning, on_call, j};
-    /* completions take the text as it comes; responses only split off the tool calls
-     * (reasoning stays in the text) */
+    /* completions take the text as it comes */
     bool raw = r->kind == SRV_COMPLETION || !fmt;
-    const tp_opts *use = raw ? &none : r->kind == SRV_RESPONSES ? &calls_only : fmt;
-    if (!(j->tp = tp_new(use, &sink))) {
+    if (!(j->tp = tp_new(raw ? &none : fmt, &sink))) {
         answer_error(o, r, 500, "out of memory");
         return false;
     }
@@ -582,6 +582,7 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
         return;
     }
     srv_gen_io io = {.logprob = on_logprob, .emit = on_model_text, .ud = &j, .cancel = o->cancel};
+    if (fmt.think && r->kind != SRV_COMPLETION) io.think = fmt.in_think ? 2 : 1;
     bool ok = !j.out_failed && srv_engine_generate(e, r, forced ? forced : r->grammar, ids, n, &io,
                                                    &g, err, sizeof err);
     free(ids);

@@ -36,9 +36,10 @@ typedef struct {
     /* The model's text goes through the reply parser (tool_parse.c) into text, reasoning
      * and tool calls, each sent in its API's shape. */
     tp_parser *tp;
-    pl_strbuf text;      /* the reply so far (whole answers, and responses' streams) */
-    pl_strbuf reasoning; /* whole answers: the reasoning */
-    pl_strbuf calls;     /* whole answers: the calls' JSON objects, comma-separated */
+    pl_strbuf text;      /* the reply so far (whole answers; responses: the open message's) */
+    pl_strbuf reasoning; /* whole answers: the reasoning (responses: the open item's) */
+    pl_strbuf calls;     /* whole answers: the calls' JSON objects, comma-separated
+                          * (responses: every closed output item, streamed or not) */
     int n_calls;
     char block;      /* Anthropic stream: the open content block, 't'ext, 'r'easoning, 0 none */
     int n_blocks;    /* Anthropic stream: content blocks started */
@@ -47,6 +48,8 @@ typedef struct {
                       * tops, offsets) */
     size_t text_off; /* completions: the text offset of the next id */
     int64_t seq;     /* responses: the next event's sequence_number */
+    char item;       /* responses: the open output item, 't' message, 'r' reasoning, 0 none */
+    int n_items;     /* responses: output items opened (the next one's output_index) */
 } srv_gen_ctx;
 
 /* Send b (one or more events) and empty it; false once the client is gone. */

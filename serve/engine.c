@@ -429,6 +429,7 @@ typedef struct {
     srv_logprob lp; /* the last pick's, from the sampler's watcher */
     double t0, t_last;
     pl_json_constraint *con; /* response_format */
+    tp_think think;          /* io->think: counting the reasoning ids */
 } gen_state;
 
 /* The sampler's watcher: the log-softmax of the logits it chose from, for the id and the
@@ -519,7 +520,9 @@ static bool on_token_turned(gen_state *g, int32_t id) {
     }
     g->res->n_completion++;
     if (g->r->logprobs >= 0 && g->io->logprob) g->io->logprob(g->io->ud, &g->lp);
-    if (!settle(g, pl_tok_stream_push(g->stream, id), false)) return false;
+    const char *text = pl_tok_stream_push(g->stream, id);
+    if (g->io->think && tp_think_id(&g->think, text)) g->res->n_reasoning++;
+    if (!settle(g, text, false)) return false;
     if (g->con && pl_gstate_done(pl_json_constraint_state(g->con))) {
         g->res->finish = SRV_FINISH_EOG; /* the JSON value is closed: nothing may follow */
         return false;
@@ -595,6 +598,7 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const pl_grammar *
     sp.seed = r->has_seed ? r->seed : clock_seed();
     pl_sampler *smp = NULL;
     gen_state g = {.e = e, .r = r, .io = io, .res = res, .t0 = pl_now()};
+    g.think.in = io->think == 2;
     if (pl_sampler_new(&sp, e->n_vocab, &smp)) return lib_fail(err, cap);
     if (r->logprobs >= 0) pl_sampler_set_watch(smp, watch_logits, &g);
     bool con_ok = true;

@@ -101,6 +101,9 @@ typedef struct {
     bool (*emit)(void *ud, const char *text, size_t n);
     void *ud;
     atomic_bool *cancel; /* checked before each id */
+    /* reasoning ids counted (res->n_reasoning): 0 no (the template has no <think>), 1 from
+     * a <think> the reply opens, 2 from the start (the prompt ended inside <think>) */
+    int think;
 } srv_gen_io;
 
 typedef struct {
@@ -109,6 +112,7 @@ typedef struct {
     int64_t n_prompt;     /* ids of the prompt */
     int64_t n_cached;     /* of them, found in the slot's cache (not run again) */
     int64_t n_completion; /* ids generated, the end-of-turn id not counted */
+    int64_t n_reasoning;  /* of them, ids of <think>...</think> (tags included; io->think) */
     double t_first;       /* seconds from the start to the first id (-1: none) */
     double t_decode;      /* seconds from the first id to the last */
 } srv_gen_result;

@@ -225,9 +225,50 @@ static bool take_fn_item(ectx *e, srv_request *r, const pl_json *m, size_t i, bo
     return true;
 }
 
+/* One Responses input message (role system / developer / user / assistant). */
+static bool take_input_message(ectx *e, srv_request *r, const pl_json *m, size_t i,
+                               const char *role, const char *where) {
+    if (!role) return fail(e, "input[%zu] must be a message with a string 'role'", i);
+    if (!strcmp(role, "developer")) role = "system";
+    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))
+        return fail(e, "input[%zu].role '%.40s' is not one of system, developer, user, assistant",
+                    i, role);
+    return add_msg(e, r, role, pl_json_get(m, "content"), where, false);
+}
+
+/* A Responses reasoning item (the model's earlier <think> block, as this server answers
+ * it: {"type": "reasoning", "content": [{"type": "reasoning_text", "text"}], "summary":
+ * [...]}): its text, NULL when it has none (OpenAI's own items carry only a summary or
+ * encrypted_content, which are not the model's words). */
+static bool take_reasoning_item(ectx *e, const pl_json *m, size_t i, char **out) {
+    const pl_json *c = pl_json_get(m, "content");
+    pl_strbuf b = {0};
+    if (c && c->type != PL_JSON_NULL && c->type != PL_JSON_ARRAY)
+        return fail(e, "input[%zu].content must be an array of reasoning_text parts", i);
+    for (size_t k = 0; c && k < pl_json_count(c); k++) {
+        const pl_json *p = pl_json_at(c, k), *t = pl_json_get(p, "text");
+        const char *type = pl_json_string(pl_json_get(p, "type"));
+        if (!type || strcmp(type, "reasoning_text") || !t || t->type != PL_JSON_STRING ||
+            memchr(t->str.s, 0, t->str.len)) {
+            pl_sb_free(&b);
+            return fail(e,
+                        "input[%zu].content[%zu] must be {\"type\": \"reasoning_text\", "
+                        "\"text\": a string without NUL characters}",
+                        i, k);
+        }
+        pl_sb_append(&b, t->str.s, t->str.len);
+    }
+    *out = NULL; /* none: nothing for the template to show */
+    if (b.len && !(*out = pl_sb_take(&b, NULL))) return fail(e, "out of memory");
+    pl_sb_free(&b);
+    return true;
+}
+
 /* Responses: 'instructions' (the system message) and 'input', a string (one user message)
  * or a list of messages ({"role", "content"}, with or without "type": "message"; content a
- * string or input_text / output_text parts) and function call items (take_fn_item). */
+ * string or input_text / output_text parts), function call items (take_fn_item) and
+ * reasoning items: a reasoning item's text becomes the reasoning_content of the assistant
+ * message that follows it (its message or its first call), as chat's. */
 static bool take_input(ectx *e, const pl_json *root, srv_request *r) {
     const pl_json *in = pl_json_get(root, "input"), *ins = pl_json_get(root, "instructions");
     if (ins && ins->type == PL_JSON_NULL) ins = NULL;
@@ -240,33 +281,45 @@ static bool take_input(ectx *e, const pl_json *root, srv_request *r) {
     if (ins && !add_msg(e, r, "system", ins, "'instructions'", false)) return false;
     if (!list) return add_msg(e, r, "user", in, "'input'", false);
     int run = 0;
-    for (size_t i = 0; i < n; i++) {
+    char *thought = NULL; /* a reasoning item's text, for the next assistant message */
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
         const pl_json *m = pl_json_at(in, i);
         const char *type = pl_json_string(pl_json_get(m, "type"));
         const char *role = pl_json_string(pl_json_get(m, "role"));
         char where[64];
         snprintf(where, sizeof where, "input[%zu].content", i);
         bool fc = type && !strcmp(type, "function_call");
-        run = fc ? run : 0; /* calls merged into one assistant message in a row */
-        if (fc || (type && !strcmp(type, "function_call_output"))) {
-            if (!take_fn_item(e, r, m, i, fc, &run)) return false;
+        if (type && !strcmp(type, "reasoning")) {
+            free(thought);
+            thought = NULL;
+            ok = take_reasoning_item(e, m, i, &thought);
             continue;
         }
-        if (type && strcmp(type, "message"))
-            return fail(e,
-                        "input[%zu]: items of type '%.40s' are not supported (messages, "
-                        "function_call, function_call_output)",
-                        i, type);
-        if (!role) return fail(e, "input[%zu] must be a message with a string 'role'", i);
-        if (!strcmp(role, "developer")) role = "system";
-        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))
-            return fail(e,
-                        "input[%zu].role '%.40s' is not one of system, developer, user, "
-                        "assistant",
-                        i, role);
-        if (!add_msg(e, r, role, pl_json_get(m, "content"), where, false)) return false;
+        int had = r->n_msgs;
+        run = fc ? run : 0; /* calls merged into one assistant message in a row */
+        if (fc || (type && !strcmp(type, "function_call_output"))) {
+            ok = take_fn_item(e, r, m, i, fc, &run);
+        } else if (type && strcmp(type, "message")) {
+            ok = fail(e,
+                      "input[%zu]: items of type '%.40s' are not supported (messages, "
+                      "function_call, function_call_output, reasoning)",
+                      i, type);
+        } else {
+            ok = take_input_message(e, r, m, i, role, where);
+        }
+        /* the assistant message this item made (or joined) takes the reasoning before it */
+        srv_msg *a = r->n_msgs ? &r->msgs[r->n_msgs - 1] : NULL;
+        if (ok && thought && a && (r->n_msgs > had || fc) && !strcmp(a->role, "assistant")) {
+            if (!a->reasoning) a->reasoning = thought, thought = NULL;
+        } else if (ok && r->n_msgs > had) { /* another role came between: the reasoning is not
+                                               this turn's */
+            free(thought);
+            thought = NULL;
+        }
     }
-    return true;
+    free(thought);
+    return ok;
 }
 
 /* Chat: 'logprobs' (a boolean) and 'top_logprobs' (0 to 20); completions: 'logprobs' as the
@@ -284,6 +337,25 @@ static bool take_logprobs(ectx *e, const pl_json *root, srv_request *r) {
         return false;
     if (n >= 0 && !on) return fail(e, "'top_logprobs' needs 'logprobs': true");
     r->logprobs = on ? (n < 0 ? 0 : (int)n) : -1;
+    return true;
+}
+
+/* Responses: 'include' (a list of names; "message.output_text.logprobs" asks for the
+ * message's logprobs, the others name what this server does not have and are ignored) and
+ * 'top_logprobs' (0 to 20, which also asks for them). */
+static bool take_include(ectx *e, const pl_json *root, srv_request *r) {
+    const pl_json *inc = pl_json_get(root, "include");
+    bool on = false;
+    if (inc && inc->type != PL_JSON_NULL && inc->type != PL_JSON_ARRAY)
+        return fail(e, "'include' must be an array of strings");
+    for (size_t i = 0; inc && i < pl_json_count(inc); i++) {
+        const char *what = pl_json_string(pl_json_at(inc, i));
+        if (!what) return fail(e, "include[%zu] must be a string", i);
+        on = on || !strcmp(what, "message.output_text.logprobs");
+    }
+    int64_t n = -1;
+    if (!opt_int(e, root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &n)) return false;
+    r->logprobs = on || n >= 0 ? (n < 0 ? 0 : (int)n) : -1;
     return true;
 }
 
@@ -648,7 +720,8 @@ static bool parse_root(ectx *e, const pl_json *root, srv_request *r) {
         return take_stops(e, root, "stop_sequences", false, r);
     }
     if (r->kind == SRV_RESPONSES)
-        return opt_int(e, root, "max_output_tokens", 1, INT32_MAX, &r->max_tokens);
+        return opt_int(e, root, "max_output_tokens", 1, INT32_MAX, &r->max_tokens) &&
+               take_include(e, root, r);
     if (!take_logprobs(e, root, r)) return false;
     if (!opt_int(e, root, "max_tokens", 1, INT32_MAX, &r->max_tokens) ||
         !opt_int(e, root, "max_completion_tokens", 1, INT32_MAX, &r->max_tokens))
@@ -659,38 +732,57 @@ static bool parse_root(ectx *e, const pl_json *root, srv_request *r) {
     return take_stops(e, root, "stop", true, r);
 }
 
-/* Chat's response_format: {"type": "text" | "json_object" | "json_schema", "json_schema":
- * {"name", "schema", "strict", "description"}} compiled into r->grammar. */
-static bool take_response_format(ectx *e, const pl_json *root, srv_request *r) {
-    const pl_json *rf = pl_json_get(root, "response_format");
-    if (!rf || rf->type == PL_JSON_NULL) return true;
-    if (rf->type != PL_JSON_OBJECT) return fail(e, "'response_format' must be an object");
-    const char *type = pl_json_string(pl_json_get(rf, "type"));
-    if (!type) return fail(e, "'response_format.type' must be a string");
+/* A structured-output format object: {"type": "text" | "json_object" | "json_schema"}, the
+ * schema's name, schema and strict in js (chat: response_format.json_schema; responses: the
+ * format object itself), compiled into r->grammar. at: the object's path, for errors. */
+static bool take_format(ectx *e, const pl_json *f, bool nested, const char *at, srv_request *r) {
+    if (!f || f->type == PL_JSON_NULL) return true;
+    if (f->type != PL_JSON_OBJECT) return fail(e, "'%s' must be an object", at);
+    const char *type = pl_json_string(pl_json_get(f, "type"));
+    if (!type) return fail(e, "'%s.type' must be a string", at);
     if (!strcmp(type, "text")) return true;
     if (!strcmp(type, "json_object")) {
         if (pl_grammar_any_object(&r->grammar)) return fail(e, "%s", pl_last_error());
         return true;
     }
     if (strcmp(type, "json_schema"))
-        return fail(e, "'response_format.type' must be text, json_object or json_schema");
-    const pl_json *js = pl_json_get(rf, "json_schema");
-    if (!js || js->type != PL_JSON_OBJECT)
-        return fail(e, "'response_format.json_schema' must be an object");
+        return fail(e, "'%s.type' must be text, json_object or json_schema", at);
+    char js_at[64];
+    snprintf(js_at, sizeof js_at, nested ? "%s.json_schema" : "%s", at);
+    const pl_json *js = nested ? pl_json_get(f, "json_schema") : f;
+    if (!js || js->type != PL_JSON_OBJECT) return fail(e, "'%s' must be an object", js_at);
     const pl_json *name = pl_json_get(js, "name"), *strict = pl_json_get(js, "strict");
     if (name && (name->type != PL_JSON_STRING || name->str.len == 0 || name->str.len > 64))
-        return fail(e, "'response_format.json_schema.name' must be a string of 1 to 64 bytes");
+        return fail(e, "'%s.name' must be a string of 1 to 64 bytes", js_at);
     if (strict && strict->type != PL_JSON_TRUE && strict->type != PL_JSON_FALSE &&
         strict->type != PL_JSON_NULL)
-        return fail(e, "'response_format.json_schema.strict' must be a boolean");
+        return fail(e, "'%s.strict' must be a boolean", js_at);
     const pl_json *schema = pl_json_get(js, "schema");
     static const pl_json any = {.type = PL_JSON_TRUE};
     if (!schema || schema->type == PL_JSON_NULL) schema = &any; /* any JSON value */
     if (pl_grammar_compile_json(schema, &r->grammar)) {
         const char *why = pl_last_error();
         if (!strncmp(why, "schema: ", 8)) why += 8;
-        return fail(e, "'response_format.json_schema.schema': %s", why);
+        return fail(e, "'%s.schema': %s", js_at, why);
     }
+    return true;
+}
+
+/* Chat's response_format ({"type", "json_schema": {"name", "schema", "strict",
+ * "description"}}) and the Responses API's text.format ({"type", "name", "schema",
+ * "strict", "description"}). */
+static bool take_response_format(ectx *e, const pl_json *root, srv_request *r) {
+    if (r->kind == SRV_CHAT)
+        return take_format(e, pl_json_get(root, "response_format"), true, "response_format", r);
+    const pl_json *t = pl_json_get(root, "text");
+    if (!t || t->type == PL_JSON_NULL) return true;
+    if (t->type != PL_JSON_OBJECT) return fail(e, "'text' must be an object");
+    const pl_json *f = pl_json_get(t, "format");
+    if (!take_format(e, f, false, "text.format", r)) return false;
+    if (!f || f->type == PL_JSON_NULL) return true;
+    pl_strbuf b = {0}; /* echoed in the response object */
+    pl_json_write(&b, f);
+    if (!(r->text_format = pl_sb_take(&b, NULL))) return fail(e, "out of memory");
     return true;
 }
 
@@ -708,8 +800,9 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
         snprintf(err, cap, "the request body is not valid JSON: %s", pl_last_error());
         return false;
     }
-    bool ok = parse_root(&e, pl_json_root(doc), r) &&
-              (kind != SRV_CHAT || take_response_format(&e, pl_json_root(doc), r));
+    bool ok =
+        parse_root(&e, pl_json_root(doc), r) && ((kind != SRV_CHAT && kind != SRV_RESPONSES) ||
+                                                 take_response_format(&e, pl_json_root(doc), r));
     pl_json_doc_free(doc);
     return ok;
 }
@@ -721,6 +814,7 @@ void srv_request_free(srv_request *r) {
         free(m->tool_call_id);
     }
     free(r->tools);
+    free(r->text_format);
     free(r->msgs);
     free(r->prompt);
     free(r->tokens);

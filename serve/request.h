@@ -61,8 +61,10 @@ typedef struct {
     int n_stop;
     bool add_special, parse_special, with_pieces; /* tokenize */
     int logprobs; /* -1: none; else the alternatives per id (top_logprobs, 0 to 20) */
-    /* chat's response_format json_object / json_schema compiled (src/grammar); NULL: text */
+    /* chat's response_format / responses' text.format json_object / json_schema compiled
+     * (src/grammar); NULL: text */
     struct pl_grammar *grammar;
+    char *text_format; /* responses: text.format as sent (compact JSON), NULL: none */
     /* chat, messages, count_tokens, responses: a JSON array of {"type": "function",
      * "function": {"name", "description", "parameters"}} (Anthropic's input_schema as
      * parameters, the Responses API's flat tools moved under "function"), NULL: none */

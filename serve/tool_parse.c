@@ -246,6 +246,20 @@ bool tp_finish(tp_parser *p) {
     return !p->failed;
 }
 
+bool tp_think_id(tp_think *t, const char *s) {
+    bool counted = t->in;
+    for (; *s; s++) {
+        const char *tag = t->in ? TAG_THINK_END : TAG_THINK;
+        if (*s == tag[t->at]) {
+            if (tag[++t->at]) continue;
+            t->in = !t->in, t->at = 0, counted = true;
+        } else {
+            t->at = *s == '<'; /* neither tag has another '<' to restart from */
+        }
+    }
+    return counted;
+}
+
 /* ---- one call's text ---- */
 
 static bool name_ok(const char *s, size_t n) {

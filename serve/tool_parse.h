@@ -49,6 +49,17 @@ bool tp_finish(tp_parser *p);
 int tp_n_calls(const tp_parser *p);
 void tp_free(tp_parser *p);
 
+/* Which generated ids are reasoning (usage's reasoning_tokens): those that start inside
+ * <think>...</think> or write one of the tags (a tag split over several ids counts from the
+ * id that ends it). On the text, not on tag ids, so every vocabulary counts alike. in: set
+ * when the prompt ended inside <think>. */
+typedef struct {
+    bool in; /* inside <think>...</think> */
+    int at;  /* bytes of the next tag matched so far */
+} tp_think;
+/* Feed one id's text (NUL-terminated); true when the id is reasoning. */
+bool tp_think_id(tp_think *t, const char *text);
+
 /* A call's text (what is between <tool_call> and </tool_call>, or Llama 3's whole reply)
  * as its name and compact JSON arguments (malloc'd). False when it is not a well-formed
  * call. */

@@ -59,6 +59,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 json_free();
             }
         }
+        for (int i = 0; i < r.n_msgs; i++) /* reasoning only where the template reads it */
+            REQUIRE(!r.msgs[i].reasoning || !strcmp(r.msgs[i].role, "assistant"));
+        if (r.text_format) { /* responses' text.format, echoed: a JSON object */
+            REQUIRE(kind == SRV_RESPONSES && json_root(r.text_format)->type == PL_JSON_OBJECT);
+            json_free();
+        }
         REQUIRE(r.n_tools >= 0 && r.n_tools <= SRV_MAX_TOOLS && !r.tools == !r.n_tools);
         if (r.tools) {
             REQUIRE(pl_json_count(json_root(r.tools)) == (size_t)r.n_tools);

@@ -78,5 +78,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         REQUIRE(whole.text.len == n && (!n || !memcmp(whole.text.s, s, n)));
     pl_sb_free(&whole.log), pl_sb_free(&whole.text);
     pl_sb_free(&cut.log), pl_sb_free(&cut.text);
+    /* the reasoning-id count's state after the text (up to a NUL) does not depend on how it
+     * was split into ids */
+    size_t z = strnlen(s, n);
+    char piece[17];
+    tp_think one = {.in = o.in_think}, many = {.in = o.in_think};
+    char *all = malloc(z + 1);
+    REQUIRE(all);
+    memcpy(all, s, z), all[z] = 0;
+    tp_think_id(&one, all);
+    free(all);
+    for (size_t i = 0; i < z; i += step) {
+        size_t k = z - i < step ? z - i : step;
+        memcpy(piece, s + i, k), piece[k] = 0;
+        tp_think_id(&many, piece);
+    }
+    REQUIRE(one.in == many.in && one.at == many.at);
     return 0;
 }

@@ -132,7 +132,29 @@ check('responses stream: greedy text equals chat.completions', rtext === expect 
 check('responses stream: the last event has the response and usage', rlast?.response?.usage?.output_tokens === nGen &&
       rlast.response.output[0]?.content[0]?.text === expect, rlast);
 await expectError('responses: an item of another type', OpenAI.BadRequestError, 400,
-                  () => oa.responses.create({ model, input: [{ type: 'reasoning', id: 'x', summary: [] }] }));
+                  () => oa.responses.create({ model, input: [{ type: 'image_generation_call', id: 'x' }] }));
+// responses' logprobs (include message.output_text.logprobs, top_logprobs): chat's entries
+const rlp = await oa.responses.create({ model, instructions: system, input: rest, temperature: 0, max_output_tokens: nLp,
+                                        include: ['message.output_text.logprobs'], top_logprobs: 5 });
+const rlpc = rlp.output[0]?.content?.[0]?.logprobs ?? [];
+check("responses logprobs: chat's entries", rlpc.length === lpc.length && JSON.stringify(rlpc) === JSON.stringify(lpc),
+      [rlpc.length, lpc.length, rlpc[0]]);
+const rlps = [];
+let rlpdone = null;
+for await (const e of await oa.responses.create({ model, instructions: system, input: rest, temperature: 0, max_output_tokens: nLp,
+                                                  include: ['message.output_text.logprobs'], top_logprobs: 5, stream: true })) {
+    if (e.type === 'response.output_text.delta') rlps.push(...(e.logprobs ?? []));
+    if (e.type === 'response.output_text.done') rlpdone = e.logprobs;
+}
+check('responses logprobs, streamed: the same entries in the deltas and the done event',
+      JSON.stringify(rlps) === JSON.stringify(lpc) && JSON.stringify(rlpdone) === JSON.stringify(lpc), [rlps.length, lpc.length]);
+check('responses, no logprobs asked: empty', rr.output[0].content[0].logprobs.length === 0, rr.output[0].content[0].logprobs);
+// the output items sent back as input (reasoning items included) continue the conversation
+const rback = await oa.responses.create({ model, temperature: 0, max_output_tokens: 4, input: [...rest,
+    { type: 'reasoning', id: 'rs_x', summary: [], content: [{ type: 'reasoning_text', text: 'Think.' }] }, ...rr.output,
+    { role: 'user', content: 'And then?' }] });
+check('responses: output items (and a reasoning item) sent back', rback.status !== 'failed' && rback.output.length >= 1 &&
+      rback.usage.input_tokens > nPrompt + nGen, rback.usage);
 
 // Anthropic, whole and streamed
 const m1 = await an.messages.create({ model, system, messages: rest, max_tokens: maxTokens, temperature: 0 });

@@ -32,12 +32,16 @@ static const char *REPLY = "<think>\nThe user wants weather.\n</think>\n\nLet me
 
 /* The body srv_api_reply gives for body (a request of kind k) and the model's text in
  * pieces. Malloc'd. */
-static char *reply(srv_kind k, const char *body, const char *const *pieces, int n, bool *sse) {
+static char *reply_as(srv_kind k, const char *body, const char *const *pieces, int n, bool *sse,
+                      bool cut) {
     srv_request r;
     char err[256];
     CHECK(srv_request_parse(k, body, strlen(body), &r, err, sizeof err), "%s", err);
     tp_opts fmt = {.calls = TP_CALLS_QWEN, .think = true};
-    srv_gen_result g = {.finish = SRV_FINISH_EOG, .n_prompt = 10, .n_completion = 20};
+    srv_gen_result g = {.finish = cut ? SRV_FINISH_LENGTH : SRV_FINISH_EOG,
+                        .n_prompt = 10,
+                        .n_completion = 20,
+                        .n_reasoning = 7};
     capture c = {0};
     srv_out o = {.head = cap_head, .write = cap_write, .ud = &c};
     srv_api_reply(&r, &fmt, "m", 1, 1700000000, pieces, n, &g, &o);
@@ -45,6 +49,16 @@ static char *reply(srv_kind k, const char *body, const char *const *pieces, int 
     CHECK(c.status == 200, "status %d", c.status);
     *sse = c.sse;
     return pl_sb_take(&c.body, NULL);
+}
+
+static char *reply(srv_kind k, const char *body, const char *const *pieces, int n, bool *sse) {
+    return reply_as(k, body, pieces, n, sse, false);
+}
+
+/* The same reply cut at the length limit, whole. */
+static char *reply_cut(srv_kind k, const char *body, const char *const *pieces, int n) {
+    bool sse;
+    return reply_as(k, body, pieces, n, &sse, true);
 }
 
 static void same(const char *what, const char *got, const char *want) {
@@ -85,7 +99,7 @@ static void run_tests(void) {
          "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}"
          "]},\"logprobs\":null,\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":"
          "10,\"completion_tokens\":20,\"total_tokens\":30,\"prompt_tokens_details\":{\"cached_"
-         "tokens\":0}}}");
+         "tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":7}}}");
     CHECK(!sse, "whole: not a stream");
     free(got);
 
@@ -180,9 +194,9 @@ static void run_tests(void) {
               strstr(got, "\"finish_reason\":\"stop\"") && !strstr(got, "tool_calls"),
           "%s", got);
     free(got);
-    /* responses: the message item (its text as the model wrote it, reasoning included),
-     * then one function_call item; streamed, the call's four events at output_index 1 and
-     * the same items in the last event's response */
+    /* responses: the items in the order the model wrote them - a reasoning item (its
+     * reasoning_text part), the message item, one function_call item; streamed, each item's
+     * events at its output_index and the same items in the last event's response */
     for (int st = 0; st < 2; st++) {
         got = reply(SRV_RESPONSES, st ? RESP ",\"stream\":true}" : RESP "}", cut, 6, &sse);
         const char *obj = got;
@@ -194,13 +208,19 @@ static void run_tests(void) {
                                   "response.in_progress",
                                   "response.output_item.added",
                                   "response.content_part.added",
+                                  "response.reasoning_text.delta",
+                                  "response.reasoning_text.done",
+                                  "response.content_part.done",
+                                  "response.output_item.done",
+                                  "response.output_item.added",
+                                  "response.content_part.added",
                                   "response.output_text.delta",
+                                  "response.output_text.done",
+                                  "response.content_part.done",
+                                  "response.output_item.done",
                                   "response.output_item.added",
                                   "response.function_call_arguments.delta",
                                   "response.function_call_arguments.done",
-                                  "response.output_item.done",
-                                  "response.output_text.done",
-                                  "response.content_part.done",
                                   "response.output_item.done",
                                   "response.completed"};
             const char *p = got;
@@ -212,11 +232,16 @@ static void run_tests(void) {
                 if (p) p += strlen(ev);
             }
             CHECK(got &&
+                      strstr(got, "\"type\":\"response.reasoning_text.done\",\"sequence_number\":"
+                                  "5,\"item_id\":\"rs_6553f10000000100\",\"output_index\":0,"
+                                  "\"content_index\":0,\"text\":\"The user wants weather.\"}") &&
+                      strstr(got, "\"type\":\"response.output_text.delta\",\"sequence_number\":"
+                                  "10,\"item_id\":\"msg_6553f10000000101\",\"output_index\":1,") &&
                       strstr(got, "\"type\":\"response.function_call_arguments.done\","
                                   "\"sequence_number\":") &&
-                      strstr(got, "\"output_index\":1,\"name\":\"get_weather\","
+                      strstr(got, "\"output_index\":2,\"name\":\"get_weather\","
                                   "\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}"),
-                  "responses stream: the call's arguments event: %s", got);
+                  "responses stream: the items' events: %s", got);
             data_lines_parse(got);
         }
         pl_json_doc *d = NULL;
@@ -225,15 +250,25 @@ static void run_tests(void) {
         CHECK(obj && !pl_json_parse(obj, len, &d), "responses (stream %d): not JSON", st);
         const pl_json *root = d ? pl_json_root(d) : NULL;
         if (st) root = pl_json_get(root, "response");
-        const pl_json *out = pl_json_get(root, "output"), *m = pl_json_at(out, 0),
-                      *c = pl_json_at(out, 1);
+        const pl_json *out = pl_json_get(root, "output"), *rs = pl_json_at(out, 0),
+                      *m = pl_json_at(out, 1), *c = pl_json_at(out, 2);
         const char *text =
             pl_json_string(pl_json_get(pl_json_at(pl_json_get(m, "content"), 0), "text"));
-        CHECK(pl_json_count(out) == 2, "responses (stream %d): %zu output items", st,
+        const pl_json *rc = pl_json_at(pl_json_get(rs, "content"), 0);
+        const char *rtext = pl_json_string(pl_json_get(rc, "text"));
+        CHECK(pl_json_count(out) == 3, "responses (stream %d): %zu output items", st,
               pl_json_count(out));
-        CHECK(text && strstr(text, "The user wants weather.") && strstr(text, "Let me check.") &&
-                  !strstr(text, "tool_call"),
-              "responses (stream %d): message text '%s'", st, text ? text : "(none)");
+        CHECK(text && !strcmp(text, "Let me check."), "responses (stream %d): message text '%s'",
+              st, text ? text : "(none)");
+        same("responses: the reasoning item's type", pl_json_string(pl_json_get(rs, "type")),
+             "reasoning");
+        same("responses: the reasoning item's id", pl_json_string(pl_json_get(rs, "id")),
+             "rs_6553f10000000100");
+        same("responses: the reasoning part", pl_json_string(pl_json_get(rc, "type")),
+             "reasoning_text");
+        same("responses: the reasoning", rtext, "The user wants weather.");
+        same("responses: the message id", pl_json_string(pl_json_get(m, "id")),
+             "msg_6553f10000000101");
         const char *ty = pl_json_string(pl_json_get(c, "type")),
                    *nm = pl_json_string(pl_json_get(c, "name")),
                    *ar = pl_json_string(pl_json_get(c, "arguments")),
@@ -245,9 +280,48 @@ static void run_tests(void) {
                   !strcmp(ci, "call_6553f10000000100") && id &&
                   !strcmp(id, "fc_6553f10000000100") && su && !strcmp(su, "completed"),
               "responses (stream %d): the function_call item", st);
+        int64_t rt = -1;
+        pl_json_int(pl_json_get(pl_json_get(pl_json_get(root, "usage"), "output_tokens_details"),
+                                "reasoning_tokens"),
+                    &rt);
+        CHECK(rt == 7, "responses (stream %d): reasoning_tokens %lld", st, (long long)rt);
         pl_json_doc_free(d);
         free(got);
     }
+    /* responses: a call alone is the only item; an empty reply one empty message; text
+     * after a call a second message item after it; cut at the limit, the open item is
+     * incomplete */
+    const char *call_only[] = {"<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"};
+    got = reply(SRV_RESPONSES, RESP "}", call_only, 1, &sse);
+    CHECK(got &&
+              strstr(got, "\"output\":[{\"id\":\"fc_6553f10000000100\",\"type\":"
+                          "\"function_call\"") &&
+              !strstr(got, "\"type\":\"message\""),
+          "responses: a call alone: %s", got);
+    free(got);
+    got = reply(SRV_RESPONSES, RESP ",\"stream\":true}", NULL, 0, &sse);
+    CHECK(got &&
+              strstr(got, "\"output\":[{\"id\":\"msg_6553f10000000100\",\"type\":\"message\","
+                          "\"status\":\"completed\",\"role\":\"assistant\",\"content\":[{\"type\":"
+                          "\"output_text\",\"text\":\"\""),
+          "responses: an empty reply: %s", got);
+    free(got);
+    const char *after[] = {"A.<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>B."};
+    got = reply(SRV_RESPONSES, RESP "}", after, 1, &sse);
+    CHECK(got && strstr(got, "\"output\":[{\"id\":\"msg_6553f10000000100\"") &&
+              strstr(got, "\"text\":\"A.\"") && strstr(got, "\"fc_6553f10000000100\"") &&
+              strstr(got, "{\"id\":\"msg_6553f10000000102\",\"type\":\"message\",\"status\":"
+                          "\"completed\",\"role\":\"assistant\",\"content\":[{\"type\":"
+                          "\"output_text\",\"text\":\"B.\""),
+          "responses: text after a call: %s", got);
+    free(got);
+    const char *cut_text[] = {"<think>x</think>Some te"};
+    got = reply_cut(SRV_RESPONSES, RESP "}", cut_text, 1);
+    CHECK(got && strstr(got, "\"status\":\"incomplete\"") &&
+              strstr(got, "\"type\":\"reasoning\",\"status\":\"completed\"") &&
+              strstr(got, "\"type\":\"message\",\"status\":\"incomplete\""),
+          "responses: cut at the limit: %s", got);
+    free(got);
     /* an empty reply: Anthropic still gets one (empty) text block */
     got = reply(SRV_MESSAGES, AN_MSG ",\"stream\":true}", NULL, 0, &sse);
     CHECK(got && strstr(got, "\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}") &&

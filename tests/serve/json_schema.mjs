@@ -1,6 +1,7 @@
-// json_schema.mjs - `pooled serve`'s response_format through the OpenAI client library:
-// json_schema answers (random weights, several seeds, whole and streamed) parse with
-// JSON.parse and hold the schema's fields and types; json_object cut by max_tokens says
+// json_schema.mjs - `pooled serve`'s response_format (and the Responses API's text.format)
+// through the OpenAI client library: json_schema answers (random weights, several seeds,
+// whole and streamed) parse with JSON.parse and hold the schema's fields and types;
+// json_object cut by max_tokens says
 // "length"; a schema the server refuses is the SDK's BadRequestError. Run by
 // tests/e2e/serve_json_test.sh; prints FAIL lines and ends with "RESULT passed failed".
 import OpenAI from 'openai';
@@ -61,6 +62,32 @@ for (const seed of [1, 2, 3]) {
                                                              response_format, stream: true }))
         for (const ch of c.choices) streamed += ch.delta?.content ?? '';
     check(`seed ${seed}: streamed, the same JSON`, streamed === text, [streamed, text]);
+}
+
+// the Responses API's text.format: the same answer as chat's for the same seed (one
+// grammar, one sampler), whole and streamed; echoed in the response; the SDK's
+// output_parsed gives the parsed object
+const format = { type: 'json_schema', name: 'thing', strict: true, schema };
+for (const seed of [1, 2]) {
+    const c = await oa.chat.completions.create({ model, messages, seed, temperature: 1, max_tokens: 200, response_format });
+    const r = await oa.responses.parse({ model, input: messages, seed, temperature: 1, max_output_tokens: 200, text: { format } });
+    check(`responses seed ${seed}: chat's JSON`, r.output_text === c.choices[0].message.content, [r.output_text, c.choices[0].message.content]);
+    check(`responses seed ${seed}: output_parsed holds the schema`, valid(r.output_parsed), r.output_parsed);
+    check(`responses seed ${seed}: the format echoed`, r.text?.format?.type === 'json_schema' && r.text.format.name === 'thing' &&
+          r.text.format.schema?.required?.length === schema.required.length, r.text);
+    let streamed = '';
+    for await (const e of await oa.responses.create({ model, input: messages, seed, temperature: 1, max_output_tokens: 200,
+                                                      text: { format }, stream: true }))
+        if (e.type === 'response.output_text.delta') streamed += e.delta;
+    check(`responses seed ${seed}: streamed, the same JSON`, streamed === r.output_text, [streamed, r.output_text]);
+}
+try {
+    await oa.responses.create({ model, input: messages, max_output_tokens: 5,
+                                text: { format: { type: 'json_schema', name: 'bad', schema: { type: 'string', pattern: 'a+' } } } });
+    check('responses, an unsupported schema: refused', false);
+} catch (e) {
+    check('responses, an unsupported schema: BadRequestError', e instanceof OpenAI.BadRequestError && /pattern/.test(e.message),
+          `${e.constructor.name} ${e.message}`);
 }
 
 const cut = await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: 6,

@@ -236,6 +236,65 @@ static void run_tests(void) {
             "{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
             "\"f\"}}]}",
             "'name'");
+    /* responses: a reasoning item (as this server answers it) goes with the assistant
+     * message after it - a message or a call; one with no text (OpenAI's summaries) and one
+     * before another role are dropped */
+    CHECK(parse(SRV_RESPONSES,
+                "{\"input\":[{\"role\":\"user\",\"content\":\"q\"},{\"type\":\"reasoning\","
+                "\"id\":\"rs_1\",\"summary\":[],\"content\":[{\"type\":\"reasoning_text\","
+                "\"text\":\"hm\"}]},{\"type\":\"message\",\"role\":\"assistant\",\"content\":"
+                "[{\"type\":\"output_text\",\"text\":\"a\"}]},{\"type\":\"reasoning\",\"id\":"
+                "\"rs_2\",\"summary\":[{\"type\":\"summary_text\",\"text\":\"s\"}]},{\"type\":"
+                "\"function_call\",\"call_id\":\"c\",\"name\":\"f\",\"arguments\":\"{}\"},"
+                "{\"role\":\"user\",\"content\":\"q2\"},{\"type\":\"reasoning\",\"content\":"
+                "[{\"type\":\"reasoning_text\",\"text\":\"x\"}]},{\"role\":\"user\","
+                "\"content\":\"q3\"},{\"type\":\"reasoning\",\"content\":[{\"type\":"
+                "\"reasoning_text\",\"text\":\"t1\"},{\"type\":\"reasoning_text\",\"text\":"
+                "\"t2\"}]},{\"type\":\"function_call\",\"call_id\":\"d\",\"name\":\"g\","
+                "\"arguments\":\"{}\"}]}",
+                &r, err),
+          "%s", err);
+    CHECK(r.n_msgs == 5 && !strcmp(r.msgs[1].role, "assistant") && r.msgs[1].reasoning &&
+              !strcmp(r.msgs[1].reasoning, "hm") && !strcmp(r.msgs[1].content, "a") &&
+              r.msgs[1].tool_calls && !r.msgs[2].reasoning && !r.msgs[3].reasoning &&
+              !strcmp(r.msgs[4].role, "assistant") && r.msgs[4].reasoning &&
+              !strcmp(r.msgs[4].reasoning, "t1t2") && r.msgs[4].tool_calls,
+          "responses: reasoning items (%d messages)", r.n_msgs);
+    srv_request_free(&r);
+    refused(SRV_RESPONSES, "{\"input\":[{\"type\":\"reasoning\",\"content\":\"x\"}]}",
+            "reasoning_text");
+    refused(SRV_RESPONSES,
+            "{\"input\":[{\"type\":\"reasoning\",\"content\":[{\"type\":\"text\","
+            "\"text\":\"x\"}]}]}",
+            "reasoning_text");
+    /* responses: text.format, compiled as chat's response_format and echoed */
+    CHECK(parse(SRV_RESPONSES,
+                "{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":"
+                "\"n\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":"
+                "{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}}",
+                &r, err),
+          "%s", err);
+    CHECK(r.grammar && r.text_format && strstr(r.text_format, "\"name\":\"n\"") &&
+              strstr(r.text_format, "\"required\":[\"a\"]"),
+          "responses: text.format json_schema (%s)", r.text_format ? r.text_format : "none");
+    srv_request_free(&r);
+    CHECK(parse(SRV_RESPONSES, "{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"text\"}}}", &r,
+                err) &&
+              !r.grammar,
+          "responses: text.format text");
+    srv_request_free(&r);
+    CHECK(parse(SRV_RESPONSES, "{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_object\"}}}",
+                &r, err) &&
+              r.grammar,
+          "responses: text.format json_object");
+    srv_request_free(&r);
+    refused(SRV_RESPONSES, "{\"input\":\"x\",\"text\":5}", "'text' must be an object");
+    refused(SRV_RESPONSES, "{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"xml\"}}}",
+            "'text.format.type'");
+    refused(SRV_RESPONSES,
+            "{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"schema\":"
+            "{\"type\":\"string\",\"pattern\":\"a\"}}}}",
+            "'text.format.schema': 'pattern' is not supported");
     refused(SRV_RESPONSES, "{\"input\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "role");
     refused(SRV_RESPONSES, "{\"input\":\"x\",\"max_output_tokens\":0}", "'max_output_tokens'");
 

@@ -145,4 +145,25 @@ static void run_tests(void) {
           "call %d is text", TP_MAX_CALLS + 1);
     free(got);
     pl_sb_free(&many);
+
+    /* reasoning ids: the tags' ids and those between them; a tag over several ids counts
+     * from the id that ends it; a prompt that ended inside <think> counts from the first */
+    struct {
+        bool in;
+        const char *ids[8];
+        const char *want; /* per id: r reasoning, . not */
+    } th[] = {
+        {false, {"<think>", "\nplan", " more", "</think>", "\n\nHi", "<think>"}, "rrrr.r"},
+        {false, {"Hi <", "th", "ink>x", "</", "think", ">", " y"}, "..rrrr."},
+        {false, {"a <b> </think>", "<thin", "g> <think", ">"}, "...r"},
+        {true, {"still", "</think>", "done"}, "rr."},
+        {false, {"<<think>>", "x</think></think>"}, "rr"},
+    };
+    for (size_t c = 0; c < sizeof th / sizeof *th; c++) {
+        tp_think t = {.in = th[c].in};
+        for (size_t i = 0; th[c].ids[i]; i++)
+            CHECK(tp_think_id(&t, th[c].ids[i]) == (th[c].want[i] == 'r'),
+                  "think case %zu: id %zu '%s' should%s be reasoning", c, i, th[c].ids[i],
+                  th[c].want[i] == 'r' ? "" : " not");
+    }
 }
