@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define POOLED_VERSION_MAJOR 0
-#define POOLED_VERSION_MINOR 1
+#define POOLED_VERSION_MINOR 2
 #define POOLED_VERSION_PATCH 0
 
 #if defined(_WIN32)
@@ -104,6 +104,11 @@ typedef struct {
                                    than memory pages in and out). The copy decodes up to
                                    ~1.4x faster on one thread and costs the load time of
                                    copying. Other backends ignore it. */
+    /* since 0.2 */
+    int vocab_only; /* 1: load only the vocabulary and the chat template (no
+                       weights, no backend; backend and the other options are
+                       ignored): tokens, chat rendering and info work at once on
+                       any file size; pooled_session_new fails */
 } pooled_model_opts;
 
 /* The defaults, size set. */
@@ -171,6 +176,10 @@ typedef struct {
     size_t size;               /* sizeof(pooled_chat_opts) */
     int add_generation_prompt; /* end with the assistant's turn opening (default 1) */
     int no_think;              /* Qwen3's enable_thinking=False (default 0) */
+    /* since 0.2 */
+    const char *template_source; /* a Jinja chat template used instead of the model's (its
+                                    bos_token / eos_token are the model's); NULL: the
+                                    model's */
 } pooled_chat_opts;
 
 POOLED_API pooled_chat_opts pooled_chat_opts_default(void);
@@ -186,6 +195,22 @@ POOLED_API int pooled_chat_render(const pooled_model *m, const pooled_message *m
 POOLED_API int pooled_chat_tokenize(const pooled_model *m, const pooled_message *msgs, size_t n,
                                     const pooled_chat_opts *o, int32_t **ids, size_t *n_ids);
 
+/* The same for a conversation given as JSON text, in Hugging Face's shapes, for what
+ * pooled_message cannot say: messages_json is an array of {"role", "content"} objects (or
+ * an object {"messages": [...], "tools": [...]}, its tools used when tools_json is NULL)
+ * (content a string, null, or a list of {"type": "text", "text"} parts) with any other
+ * fields the template reads: an assistant's "tool_calls" ([{"id", "type": "function",
+ * "function": {"name", "arguments": {...}}}]) and "reasoning_content", a tool message's
+ * "tool_call_id". tools_json (NULL: none) is an array of tool schemas ({"type":
+ * "function", "function": {"name", "description", "parameters"}}), shown by templates that
+ * take tools. Fails for JSON that does not parse or has another shape. */
+POOLED_API int pooled_chat_render_json(const pooled_model *m, const char *messages_json,
+                                       const char *tools_json, const pooled_chat_opts *o,
+                                       char **text);
+POOLED_API int pooled_chat_tokenize_json(const pooled_model *m, const char *messages_json,
+                                         const char *tools_json, const pooled_chat_opts *o,
+                                         int32_t **ids, size_t *n_ids);
+
 /* ------------------------------------------------------------------ sessions, generation */
 
 typedef struct pooled_session pooled_session;
@@ -197,6 +222,10 @@ POOLED_API int pooled_session_new(pooled_model *m, pooled_session **out);
 POOLED_API void pooled_session_free(pooled_session *s); /* NULL is fine */
 /* Forget the cache (the next call runs its whole prompt). */
 POOLED_API void pooled_session_reset(pooled_session *s);
+/* The ids the session's cache holds (the last conversation, as far as it was run): *ids
+ * (pooled_free; NULL when empty) and *n_ids. A caller with several sessions gives a new
+ * conversation to the one sharing the longest prefix. Since 0.2. */
+POOLED_API int pooled_session_ids(const pooled_session *s, int32_t **ids, size_t *n_ids);
 
 /* Ask the generation running in s (or, if none runs, the next one) to stop after its
  * current token: pooled_generate then returns 0 with stop reason POOLED_STOP_CANCELLED.
@@ -206,6 +235,27 @@ POOLED_API void pooled_session_reset(pooled_session *s);
 POOLED_API void pooled_session_cancel(pooled_session *s);
 
 enum { POOLED_SPEC_OFF = 0, POOLED_SPEC_LOOKUP = 1, POOLED_SPEC_AUTO = 2 };
+
+#define POOLED_MAX_TOP_LOGPROBS 20
+
+/* A generated id's log-probability: the log-softmax of the logits the sampler chose from
+ * (after the penalties, before the temperature: at temperature 0 the chosen id's is the
+ * largest), and the top_logprobs most likely ids' (most likely first, ties lower id
+ * first). Since 0.2. */
+typedef struct {
+    int32_t id;
+    float logprob;
+    int n_top;
+    struct {
+        int32_t id;
+        float logprob;
+    } top[POOLED_MAX_TOP_LOGPROBS];
+} pooled_logprob;
+
+/* Called once per generated id, before its pooled_token_fn call (an end-of-generation id
+ * included, which the token callback does not see). Under the model's generation lock, as
+ * pooled_token_fn. */
+typedef void (*pooled_logprob_fn)(void *user, const pooled_logprob *lp);
 
 typedef struct {
     size_t size;             /* sizeof(pooled_sample_opts) */
@@ -225,6 +275,20 @@ typedef struct {
     int spec;                /* POOLED_SPEC_OFF (default), _LOOKUP or _AUTO: speculative decoding,
                                 the very same ids in fewer passes */
     int ignore_eos;          /* 1: keep going past an end-of-generation id */
+    /* since 0.2 */
+    const char *json_schema;      /* the output is one JSON value valid under this JSON Schema
+                                     (its common subset: type object / array / string / number /
+                                     integer / boolean / null, enum, const, required,
+                                     properties, additionalProperties false, items, anyOf,
+                                     minItems / maxItems); "{}": any JSON value,
+                                     {"type": "object"}: any object. Each pick is masked to the
+                                     ids that keep the text a prefix of such a value, and the
+                                     generation ends (POOLED_STOP_EOG) when it is complete. A
+                                     schema outside the subset fails the call. Turns spec off.
+                                     NULL: free text */
+    int top_logprobs;             /* 0 to 20: the alternatives on_logprob gets (default 0) */
+    pooled_logprob_fn on_logprob; /* NULL: none. Turns spec off */
+    void *logprob_user;           /* on_logprob's first argument */
 } pooled_sample_opts;
 
 POOLED_API pooled_sample_opts pooled_sample_opts_default(void);

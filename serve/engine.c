@@ -2,7 +2,6 @@
  * one generation with stop strings held back until they can no longer match. */
 #include "engine.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,28 +431,12 @@ typedef struct {
     tp_think think;          /* io->think: counting the reasoning ids */
 } gen_state;
 
-/* The sampler's watcher: the log-softmax of the logits it chose from, for the id and the
- * r->logprobs most likely ids. */
+_Static_assert(SRV_MAX_TOP_LOGPROBS <= PL_MAX_TOP_LOGPROBS, "top_logprobs past pl_logprobs");
+
+/* The sampler's watcher: the pick's logprobs and the r->logprobs most likely ids'. */
 static void watch_logits(void *ud, const float *l, int n_vocab, int32_t id) {
     gen_state *g = ud;
-    float mx = -INFINITY;
-    for (int i = 0; i < n_vocab; i++)
-        if (l[i] > mx) mx = l[i];
-    double sum = 0;
-    for (int i = 0; i < n_vocab; i++) sum += exp((double)l[i] - mx);
-    float lse = mx + (float)log(sum);
-    srv_logprob *lp = &g->lp;
-    lp->id = id;
-    lp->logprob = l[id] - lse;
-    int k = g->r->logprobs < n_vocab ? g->r->logprobs : n_vocab;
-    lp->n_top = 0;
-    for (int i = 0; i < n_vocab && k > 0;
-         i++) { /* insertion into the k largest, ties lower id first */
-        if (lp->n_top == k && !(l[i] - lse > lp->top[k - 1].logprob)) continue;
-        int j = lp->n_top < k ? lp->n_top++ : k - 1;
-        for (; j > 0 && lp->top[j - 1].logprob < l[i] - lse; j--) lp->top[j] = lp->top[j - 1];
-        lp->top[j].id = i, lp->top[j].logprob = l[i] - lse;
-    }
+    pl_logprobs_of(l, n_vocab, id, g->r->logprobs, &g->lp);
 }
 
 static bool emit(gen_state *g, size_t n) {

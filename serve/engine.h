@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "request.h"
+#include "runtime/logprobs.h"
 #include "tool_parse.h"
 
 typedef struct srv_engine srv_engine;
@@ -83,15 +84,7 @@ typedef enum {
 
 /* One generated id's log-probability (the log-softmax of the logits the sampler chose
  * from: after the penalties, before the temperature) and the most likely ids'. */
-typedef struct {
-    int32_t id;
-    float logprob;
-    int n_top; /* r->logprobs of them, most likely first */
-    struct {
-        int32_t id;
-        float logprob;
-    } top[SRV_MAX_TOP_LOGPROBS];
-} srv_logprob;
+typedef pl_logprobs srv_logprob;
 
 typedef struct {
     /* with r->logprobs >= 0: each generated id (the end-of-turn id not included), before

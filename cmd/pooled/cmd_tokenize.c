@@ -9,6 +9,7 @@
  * prints one token per line instead: the id and its text as a JSON string. --bench
  * tokenizes a large input (generated, MB megabytes, default 16; or the --file) and prints
  * the speed. */
+#include <pooled.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,6 @@
 #include "base/json.h"
 #include "base/limits.h"
 #include "commands.h"
-#include "tokenizer/tokenizer.h"
 
 static int usage(void) {
     printf("usage: pooled tokenize -m FILE [--no-bos] [--no-special] [--pieces] [--file PATH | "
@@ -112,7 +112,7 @@ static char *bench_text(size_t mb, size_t *len) {
     return s;
 }
 
-static int bench(const pl_tokenizer *t, const char *file, int64_t mb) {
+static int bench(const pooled_model *m, const char *file, int64_t mb) {
     char *text = NULL;
     size_t len = 0;
     if (file) {
@@ -123,17 +123,17 @@ static int bench(const pl_tokenizer *t, const char *file, int64_t mb) {
         return die("out of memory");
     }
     int32_t *ids = NULL;
-    int64_t n = 0;
+    size_t n = 0;
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
         double t0 = now_s();
-        if (pl_tok_encode(t, text, len, false, true, &ids, &n) != PL_OK) {
+        if (pooled_tokenize(m, text, len, 0, 1, &ids, &n)) {
             free(text);
-            return die("%s", pl_last_error());
+            return die("%s", pooled_last_error());
         }
         double dt = now_s() - t0;
         if (dt < best) best = dt;
-        free(ids);
+        pooled_free(ids);
     }
     printf("tokenized %.1f MB into %lld tokens: best of 3 %.3f s, %.1f MB/s, %.2f M tokens/s\n",
            len / 1048576.0, (long long)n, best, len / 1048576.0 / best, n / 1e6 / best);
@@ -190,17 +190,17 @@ int cmd_tokenize(int argc, char **argv) {
         pl_sb_free(&text);
         return die("tokenize: give either --file or TEXT, not both");
     }
-    pl_gguf *g = NULL;
-    pl_tokenizer *t = NULL;
-    if (pl_gguf_open(model, &g) != PL_OK || pl_tok_load(g, &t) != PL_OK) {
-        pl_gguf_free(g);
+    /* the library through its public API only (include/pooled.h): the vocabulary alone */
+    pooled_model *m = NULL;
+    pooled_model_opts mo = pooled_model_opts_default();
+    mo.vocab_only = 1;
+    if (pooled_model_open(model, &mo, &m)) {
         pl_sb_free(&text);
-        return die("%s", pl_last_error());
+        return die("%s", pooled_last_error());
     }
-    pl_gguf_free(g);
     int rc = 0;
     if (do_bench) {
-        rc = bench(t, file, mb);
+        rc = bench(m, file, mb);
         goto out;
     }
     char *input = NULL;
@@ -219,29 +219,29 @@ int cmd_tokenize(int argc, char **argv) {
         }
     }
     int32_t *ids = NULL;
-    int64_t n = 0;
-    if (pl_tok_encode(t, input, len, !no_bos, !no_special, &ids, &n) != PL_OK) {
+    size_t n = 0;
+    if (pooled_tokenize(m, input, len, !no_bos, !no_special, &ids, &n)) {
         free(input);
-        rc = die("%s", pl_last_error());
+        rc = die("%s", pooled_last_error());
         goto out;
     }
     free(input);
     pl_strbuf o = {0};
-    for (int64_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (!pieces) {
             pl_sb_printf(&o, i ? " %d" : "%d", ids[i]);
             continue;
         }
         char *piece;
         size_t k;
-        if (pl_tok_piece_str(t, ids[i], true, &piece, &k) != PL_OK) {
-            rc = die("tokenize: %s", pl_last_error());
+        if (pooled_token_piece(m, ids[i], 1, &piece, &k)) {
+            rc = die("tokenize: %s", pooled_last_error());
             break;
         }
         pl_sb_printf(&o, "%d\t", ids[i]);
         pl_json_quote(&o, piece, k, false);
         pl_sb_putc(&o, '\n');
-        free(piece);
+        pooled_free(piece);
     }
     if (!pieces) pl_sb_putc(&o, '\n');
     if (!rc && o.failed)
@@ -249,9 +249,9 @@ int cmd_tokenize(int argc, char **argv) {
     else if (!rc)
         fwrite(o.s, 1, o.len, stdout);
     pl_sb_free(&o);
-    free(ids);
+    pooled_free(ids);
 out:
     pl_sb_free(&text);
-    pl_tok_free(t);
+    pooled_model_close(m);
     return rc;
 }

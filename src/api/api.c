@@ -7,10 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/json.h"
 #include "../base/thread.h"
+#include "../grammar/token_mask.h"
 #include "../runtime/backend_open.h"
 #include "../runtime/chat_ids.h"
 #include "../runtime/generate.h"
+#include "../runtime/logprobs.h"
 #include "../runtime/stop.h"
 
 /* only the pooled_* functions leave the shared library (Makefile: -fvisibility=hidden) */
@@ -23,6 +26,7 @@ struct pooled_model {
     pl_state_opts so;
     char *dawn_lib, *tune_cache, *profile; /* copies the GPU options borrow */
     pl_mutex run;                          /* one generation at a time on the backend */
+    pl_vocab_trie *trie; /* json_schema's, built by the first generation that has one */
 };
 
 struct pooled_session {
@@ -80,6 +84,7 @@ pooled_model_opts pooled_model_opts_default(void) {
 void pooled_model_close(pooled_model *m) {
     if (!m) return;
     if (m->tok) pl_tok_free(m->tok);
+    pl_vocab_trie_free(m->trie);
     pl_model_free(m->m);
     pl_be_destroy(m->be);
     pl_gguf_free(m->g);
@@ -104,7 +109,8 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
         return fail_arg("act_type: expected POOLED_ACT_Q8 or POOLED_ACT_F32");
     if (o.cpu_weights < -1 || o.cpu_weights > 1)
         return fail_arg("cpu_weights: expected -1 (the mapped file), 0 (auto) or 1 (a copy)");
-    if (pl_backend_check_name(o.backend ? o.backend : "auto")) return POOLED_ERR_ARG;
+    if (!o.vocab_only && pl_backend_check_name(o.backend ? o.backend : "auto"))
+        return POOLED_ERR_ARG;
     pooled_model *m = calloc(1, sizeof *m);
     if (!m) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
     pl_mutex_init(&m->run);
@@ -113,7 +119,8 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
     m->tune_cache = dup_or_null(o.gpu_tune_cache, &nomem);
     m->profile = dup_or_null(o.gpu_profile, &nomem);
     pl_status s = nomem ? pl_fail(PL_ERR_NOMEM, "out of memory") : pl_gguf_open(path, &m->g);
-    if (!s) {
+    if (!s && o.vocab_only) s = pl_tok_load(m->g, &m->tok);
+    if (!s && !o.vocab_only) {
         pl_backend_open_opts bo = {.name = o.backend ? o.backend : "auto",
                                    .n_threads = o.n_threads};
         bo.gpu.dawn_lib = m->dawn_lib;
@@ -123,13 +130,13 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
         const char *note;
         s = pl_backend_open_with(&bo, &m->be, &note);
     }
-    if (!s) {
+    if (!s && !o.vocab_only) {
         m->be->act_q8 = o.act_type == POOLED_ACT_Q8;
         pl_model_opts mo = {.prefault = true};
         s = pl_model_load(m->g, m->be, &mo, &m->m);
     }
-    if (!s) s = pl_tok_load(m->g, &m->tok);
-    if (!s) {
+    if (!s && !o.vocab_only) s = pl_tok_load(m->g, &m->tok);
+    if (!s && !o.vocab_only) {
         m->so = pl_state_opts_default(m->m);
         if (o.n_ctx) m->so.n_ctx = o.n_ctx;
         if (m->so.n_batch > m->so.n_ctx) m->so.n_batch = m->so.n_ctx;
@@ -151,10 +158,33 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
     return POOLED_OK;
 }
 
+/* *info with the size the caller set: what was written goes back in size. */
+static int put_info(const pooled_model_info *r, pooled_model_info *info) {
+    size_t cap = info->size;
+    memcpy(info, r, cap < sizeof *r ? cap : sizeof *r);
+    info->size = cap < sizeof *r ? cap : sizeof *r; /* what was written */
+    return POOLED_OK;
+}
+
+/* A vocab_only model's info: what the file says and the vocabulary; no backend. */
+static int vocab_info(const pooled_model *m, pooled_model_info *info) {
+    pooled_model_info r = {.size = sizeof r,
+                           .n_vocab = pl_tok_n_vocab(m->tok),
+                           .bos = pl_tok_bos(m->tok),
+                           .eos = pl_tok_eos(m->tok)};
+    char *arch = pl_gguf_get_string(m->g, "general.architecture");
+    char *name = pl_gguf_get_string(m->g, "general.name");
+    snprintf(r.arch, sizeof r.arch, "%s", arch ? arch : "");
+    snprintf(r.name, sizeof r.name, "%s", name ? name : "");
+    snprintf(r.backend, sizeof r.backend, "none (vocab_only)");
+    free(arch), free(name);
+    return put_info(&r, info);
+}
+
 int pooled_model_get_info(const pooled_model *m, pooled_model_info *info) {
     if (!m || !info) return fail_arg("pooled_model_get_info: NULL argument");
-    size_t cap = info->size;
-    if (cap < sizeof(size_t)) return fail_arg("pooled_model_info: size is not set");
+    if (info->size < sizeof(size_t)) return fail_arg("pooled_model_info: size is not set");
+    if (!m->m) return vocab_info(m, info);
     const pl_model_info *in = pl_model_get_info(m->m);
     pooled_model_info r = {.size = sizeof r,
                            .n_ctx_train = in->n_ctx_train,
@@ -168,9 +198,7 @@ int pooled_model_get_info(const pooled_model *m, pooled_model_info *info) {
     snprintf(r.arch, sizeof r.arch, "%s", in->arch);
     snprintf(r.name, sizeof r.name, "%s", in->name);
     snprintf(r.backend, sizeof r.backend, "%s", m->be->device);
-    memcpy(info, &r, cap < sizeof r ? cap : sizeof r);
-    info->size = cap < sizeof r ? cap : sizeof r; /* what was written */
-    return POOLED_OK;
+    return put_info(&r, info);
 }
 
 int pooled_token_is_eog(const pooled_model *m, int32_t id) {
@@ -224,39 +252,86 @@ pooled_chat_opts pooled_chat_opts_default(void) {
     return (pooled_chat_opts){.size = sizeof(pooled_chat_opts), .add_generation_prompt = 1};
 }
 
-/* The messages and options as the tokenizer takes them; *pm is malloc'd. */
-static int chat_args(const pooled_model *m, const pooled_message *msgs, size_t n,
-                     const pooled_chat_opts *opts, pl_chat_msg **pm, pl_chat_opts *co) {
-    *pm = NULL;
+static int chat_opts(const pooled_chat_opts *opts, pooled_chat_opts *o, pl_chat_opts *co) {
+    *o = pooled_chat_opts_default();
+    if (take_opts(o, sizeof *o, opts, "pooled_chat_opts")) return POOLED_ERR_ARG;
+    *co = (pl_chat_opts){.add_generation_prompt = o->add_generation_prompt != 0,
+                         .enable_thinking = !o->no_think};
+    return POOLED_OK;
+}
+
+/* messages (and tools, may be NULL) rendered with the model's template or o's own. */
+static int render_json(const pooled_model *m, const pl_json *msgs, const pl_json *tools,
+                       const pooled_chat_opts *o, const pl_chat_opts *co, char **text) {
+    if (!o->template_source) return (int)pl_chat_render_json(m->tok, msgs, tools, co, text);
+    char *bos = NULL, *eos = NULL; /* the texts the template sees as bos_token, eos_token */
+    pl_status s = PL_OK;
+    if (pl_tok_bos(m->tok) >= 0) s = pl_tok_piece_str(m->tok, pl_tok_bos(m->tok), true, &bos, NULL);
+    if (!s && pl_tok_eos(m->tok) >= 0)
+        s = pl_tok_piece_str(m->tok, pl_tok_eos(m->tok), true, &eos, NULL);
+    if (!s) s = pl_chat_render_template(o->template_source, bos, eos, msgs, tools, co, text);
+    free(bos), free(eos);
+    return (int)s;
+}
+
+/* msgs[0..n) as a JSON array of {role, content}, for a template of the caller's. */
+static int messages_doc(const pooled_message *msgs, size_t n, pl_json_doc **doc) {
+    pl_strbuf b = {0};
+    pl_sb_putc(&b, '[');
+    for (size_t i = 0; i < n; i++) {
+        pl_sb_puts(&b, i ? ",{\"role\":" : "{\"role\":");
+        pl_json_quote(&b, msgs[i].role, strlen(msgs[i].role), false);
+        pl_sb_puts(&b, ",\"content\":");
+        pl_json_quote(&b, msgs[i].content, strlen(msgs[i].content), false);
+        pl_sb_putc(&b, '}');
+    }
+    pl_sb_putc(&b, ']');
+    pl_status s =
+        b.failed ? pl_fail(PL_ERR_NOMEM, "out of memory") : pl_json_parse(b.s, b.len, doc);
+    pl_sb_free(&b);
+    return (int)s;
+}
+
+/* The conversation rendered: msgs[0..n) through the model's template, or as JSON through
+ * the caller's. */
+static int chat_text(const pooled_model *m, const pooled_message *msgs, size_t n,
+                     const pooled_chat_opts *opts, char **text) {
+    *text = NULL;
     if (!m || (!msgs && n)) return fail_arg("chat: NULL argument");
     if (n > (1u << 20)) return fail_arg("chat: more than 1048576 messages");
-    pooled_chat_opts o = pooled_chat_opts_default();
-    if (take_opts(&o, sizeof o, opts, "pooled_chat_opts")) return POOLED_ERR_ARG;
-    *co = (pl_chat_opts){.add_generation_prompt = o.add_generation_prompt != 0,
-                         .enable_thinking = !o.no_think};
-    *pm = malloc(sizeof **pm * (n ? n : 1));
-    if (!*pm) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        if (!msgs[i].role || !msgs[i].content) {
-            free(*pm);
-            *pm = NULL;
+    pooled_chat_opts o;
+    pl_chat_opts co;
+    if (chat_opts(opts, &o, &co)) return POOLED_ERR_ARG;
+    for (size_t i = 0; i < n; i++)
+        if (!msgs[i].role || !msgs[i].content)
             return (int)pl_fail(PL_ERR_ARG, "chat: message %zu has no role or content", i);
-        }
-        (*pm)[i] = (pl_chat_msg){msgs[i].role, msgs[i].content};
+    if (o.template_source) {
+        pl_json_doc *d = NULL;
+        int rc = messages_doc(msgs, n, &d);
+        if (!rc) rc = render_json(m, pl_json_root(d), NULL, &o, &co, text);
+        pl_json_doc_free(d);
+        return rc;
     }
-    return POOLED_OK;
+    pl_chat_msg *pm = malloc(sizeof *pm * (n ? n : 1));
+    if (!pm) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) pm[i] = (pl_chat_msg){msgs[i].role, msgs[i].content};
+    int rc = (int)pl_chat_render(m->tok, pm, (int)n, &co, text);
+    free(pm);
+    return rc;
+}
+
+/* Text ids as a conversation's: special tokens parsed, BOS settled (chat_ids.h). */
+static int text_ids(const pooled_model *m, const char *text, int32_t **ids, size_t *n_ids) {
+    int64_t nn = 0;
+    int rc = (int)pl_chat_text_ids(m->tok, text, ids, &nn);
+    if (!rc) *n_ids = (size_t)nn;
+    return rc;
 }
 
 int pooled_chat_render(const pooled_model *m, const pooled_message *msgs, size_t n,
                        const pooled_chat_opts *o, char **text) {
     if (!text) return fail_arg("pooled_chat_render: text is NULL");
-    *text = NULL;
-    pl_chat_msg *pm;
-    pl_chat_opts co;
-    int rc = chat_args(m, msgs, n, o, &pm, &co);
-    if (!rc) rc = (int)pl_chat_render(m->tok, pm, (int)n, &co, text);
-    free(pm);
-    return rc;
+    return chat_text(m, msgs, n, o, text);
 }
 
 int pooled_chat_tokenize(const pooled_model *m, const pooled_message *msgs, size_t n,
@@ -264,13 +339,70 @@ int pooled_chat_tokenize(const pooled_model *m, const pooled_message *msgs, size
     if (!ids || !n_ids) return fail_arg("pooled_chat_tokenize: NULL argument");
     *ids = NULL;
     *n_ids = 0;
-    pl_chat_msg *pm;
+    char *text = NULL;
+    int rc = chat_text(m, msgs, n, o, &text);
+    if (!rc) rc = text_ids(m, text, ids, n_ids);
+    free(text);
+    return rc;
+}
+
+/* JSON text parsed for the renderer: an array, or an object (messages) / null (tools). */
+static int parse_conv(const char *what, const char *json, bool tools, pl_json_doc **doc) {
+    *doc = NULL;
+    if (!json) return POOLED_OK;
+    if (pl_json_parse(json, strlen(json), doc)) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "%s", pl_last_error());
+        return (int)pl_fail(PL_ERR_ARG, "%s: not JSON: %s", what,
+                            strncmp(msg, "json: ", 6) ? msg : msg + 6);
+    }
+    int t = pl_json_root(*doc)->type;
+    if (t == PL_JSON_ARRAY || t == (tools ? PL_JSON_NULL : PL_JSON_OBJECT)) return POOLED_OK;
+    pl_json_doc_free(*doc);
+    *doc = NULL;
+    return (int)pl_fail(PL_ERR_ARG, "%s: expected a JSON array%s", what,
+                        tools ? " or null" : " of messages or {\"messages\": [...]}");
+}
+
+int pooled_chat_render_json(const pooled_model *m, const char *messages_json,
+                            const char *tools_json, const pooled_chat_opts *opts, char **text) {
+    if (!text) return fail_arg("pooled_chat_render_json: text is NULL");
+    *text = NULL;
+    if (!m || !messages_json) return fail_arg("pooled_chat_render_json: NULL argument");
+    pooled_chat_opts o;
     pl_chat_opts co;
-    int64_t nn = 0;
-    int rc = chat_args(m, msgs, n, o, &pm, &co);
-    if (!rc) rc = (int)pl_chat_ids(m->tok, pm, (int)n, &co, ids, &nn);
-    if (!rc) *n_ids = (size_t)nn;
-    free(pm);
+    pl_json_doc *md = NULL, *td = NULL;
+    int rc = chat_opts(opts, &o, &co);
+    if (!rc) rc = parse_conv("messages", messages_json, false, &md);
+    if (!rc) rc = parse_conv("tools", tools_json, true, &td);
+    const pl_json *msgs = md ? pl_json_root(md) : NULL;
+    const pl_json *tools = td ? pl_json_root(td) : NULL;
+    if (!rc && msgs->type == PL_JSON_OBJECT) { /* {"messages": [...], "tools": [...]} */
+        if (!tools) tools = pl_json_get(msgs, "tools");
+        msgs = pl_json_get(msgs, "messages");
+        if (!msgs || msgs->type != PL_JSON_ARRAY)
+            rc = (int)pl_fail(PL_ERR_ARG, "messages: expected an array of messages or "
+                                          "{\"messages\": [...]}");
+    }
+    if (!rc && tools && tools->type != PL_JSON_ARRAY && tools->type != PL_JSON_NULL)
+        rc = (int)pl_fail(PL_ERR_ARG, "tools: expected a JSON array");
+    if (tools && tools->type == PL_JSON_NULL) tools = NULL;
+    if (!rc) rc = render_json(m, msgs, tools, &o, &co, text);
+    pl_json_doc_free(md);
+    pl_json_doc_free(td);
+    return rc;
+}
+
+int pooled_chat_tokenize_json(const pooled_model *m, const char *messages_json,
+                              const char *tools_json, const pooled_chat_opts *o, int32_t **ids,
+                              size_t *n_ids) {
+    if (!ids || !n_ids) return fail_arg("pooled_chat_tokenize_json: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    char *text = NULL;
+    int rc = pooled_chat_render_json(m, messages_json, tools_json, o, &text);
+    if (!rc) rc = text_ids(m, text, ids, n_ids);
+    free(text);
     return rc;
 }
 
@@ -279,6 +411,7 @@ int pooled_chat_tokenize(const pooled_model *m, const pooled_message *msgs, size
 int pooled_session_new(pooled_model *m, pooled_session **out) {
     if (!m || !out) return fail_arg("pooled_session_new: NULL argument");
     *out = NULL;
+    if (!m->m) return fail_arg("pooled_session_new: the model was opened vocab_only");
     pooled_session *s = calloc(1, sizeof *s);
     if (!s) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
     s->m = m;
@@ -307,6 +440,20 @@ void pooled_session_reset(pooled_session *s) {
     pl_mutex_lock(&s->m->run);
     pl_session_reset(s->s);
     pl_mutex_unlock(&s->m->run);
+}
+
+int pooled_session_ids(const pooled_session *s, int32_t **ids, size_t *n_ids) {
+    if (!s || !ids || !n_ids) return fail_arg("pooled_session_ids: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    int64_t n = 0;
+    const int32_t *have = pl_session_ids(s->s, &n);
+    if (n <= 0) return POOLED_OK;
+    if (!(*ids = malloc(sizeof **ids * (size_t)n)))
+        return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
+    memcpy(*ids, have, sizeof **ids * (size_t)n);
+    *n_ids = (size_t)n;
+    return POOLED_OK;
 }
 
 void pooled_session_cancel(pooled_session *s) {
@@ -341,7 +488,22 @@ typedef struct {
     void *user;
     int reason;
     bool nomem;
+    pl_json_constraint *con; /* json_schema */
+    pooled_logprob lp;       /* the last pick's, from the sampler's watcher (on_logprob) */
 } gen_ctx;
+
+_Static_assert(sizeof(pooled_logprob) == sizeof(pl_logprobs) &&
+                   POOLED_MAX_TOP_LOGPROBS == PL_MAX_TOP_LOGPROBS,
+               "pooled_logprob is pl_logprobs");
+
+/* The sampler's watcher: the pick's logprobs, handed on before its token callback. */
+static void watch_logits(void *ud, const float *l, int n_vocab, int32_t id) {
+    gen_ctx *c = ud;
+    pl_logprobs lp;
+    pl_logprobs_of(l, n_vocab, id, c->o->top_logprobs, &lp);
+    memcpy(&c->lp, &lp, sizeof lp);
+    c->o->on_logprob(c->o->logprob_user, &c->lp);
+}
 
 /* Pass piece on as far as it is final. Returns false to stop (c->reason or c->nomem set). */
 static bool text_step(gen_ctx *c, int32_t id, const char *piece, bool last) {
@@ -368,6 +530,10 @@ static bool on_token(void *ud, int32_t id) {
         return false;
     }
     if (!text_step(c, id, pl_tok_stream_push(c->stream, id), false)) return false;
+    if (c->con && pl_gstate_done(pl_json_constraint_state(c->con))) {
+        c->reason = POOLED_STOP_EOG; /* the JSON value is complete: nothing may follow */
+        return false;
+    }
     if (atomic_load(&c->ses->cancel)) {
         c->reason = POOLED_STOP_CANCELLED;
         return false;
@@ -376,6 +542,8 @@ static bool on_token(void *ud, int32_t id) {
 }
 
 static int check_sample_opts(const pooled_sample_opts *o) {
+    if (o->top_logprobs < 0 || o->top_logprobs > POOLED_MAX_TOP_LOGPROBS)
+        return fail_arg("top_logprobs: expected 0 to 20");
     if (o->spec < POOLED_SPEC_OFF || o->spec > POOLED_SPEC_AUTO)
         return fail_arg("spec: expected POOLED_SPEC_OFF, _LOOKUP or _AUTO");
     if (!(o->top_p > 0) || o->top_p > 1 || !(o->min_p >= 0) || o->min_p > 1 ||
@@ -417,12 +585,26 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
                             .seed = o.seed};
     pl_sampler *smp = NULL;
     pl_drafter *dr = NULL;
+    pl_grammar *gr = NULL;
+    if (o.json_schema && pl_grammar_compile(o.json_schema, strlen(o.json_schema), &gr)) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s", pl_last_error());
+        pl_stop_free(&c.stop);
+        atomic_store(&ses->cancel, 0);
+        return (int)pl_fail(PL_ERR_ARG, "json_schema: %s", msg);
+    }
+    /* one pick per emitted id, masked and watched in order: no drafts */
+    if (gr || o.on_logprob) o.spec = POOLED_SPEC_OFF;
     /* up to the end of the context: n ids leave n - 1 of them in the cache */
     int64_t room = (int64_t)m->so.n_ctx - (int64_t)n_prompt + 1;
     int64_t n = o.max_tokens < 0 || o.max_tokens > room ? room : o.max_tokens;
     pl_gen_stats st = {0};
     pl_mutex_lock(&m->run);
     pl_status s = pl_sampler_new(&sp, pl_tok_n_vocab(m->tok), &smp);
+    if (!s && o.on_logprob) pl_sampler_set_watch(smp, watch_logits, &c);
+    if (!s && gr && !m->trie) s = pl_vocab_trie_from_tok(m->tok, &m->trie);
+    if (!s && gr) s = pl_json_constraint_new(gr, m->trie, &c.con);
+    if (!s && gr) s = pl_json_constraint_attach(c.con, smp);
     if (!s && o.spec != POOLED_SPEC_OFF)
         s = pl_drafter_lookup_new(PL_SPEC_MAX, o.spec == POOLED_SPEC_AUTO, &dr);
     if (!s && !(c.stream = pl_tok_stream_new(m->tok, false)))
@@ -455,6 +637,8 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
     pl_stop_free(&c.stop);
     pl_drafter_free(dr);
     pl_sampler_free(smp);
+    pl_json_constraint_free(c.con);
+    pl_grammar_free(gr);
     atomic_store(&ses->cancel, 0);
     return (int)s;
 }

@@ -10,9 +10,15 @@ pl_status pl_chat_ids(const pl_tokenizer *tok, const pl_chat_msg *msgs, int n_ms
     *n_ids = 0;
     char *text = NULL;
     pl_status s = pl_chat_render(tok, msgs, n_msgs, opts, &text);
-    /* the template writes the special tokens as text: they must become their ids */
-    if (!s) s = pl_tok_encode(tok, text, strlen(text), false, true, ids, n_ids);
+    if (!s) s = pl_chat_text_ids(tok, text, ids, n_ids);
     free(text);
+    return s;
+}
+
+pl_status pl_chat_text_ids(const pl_tokenizer *tok, const char *text, int32_t **ids,
+                           int64_t *n_ids) {
+    /* the template writes the special tokens as text: they must become their ids */
+    pl_status s = pl_tok_encode(tok, text, strlen(text), false, true, ids, n_ids);
     int32_t bos = pl_tok_bos(tok);
     if (!s && pl_tok_adds_bos(tok) && bos >= 0 && (*n_ids == 0 || (*ids)[0] != bos)) {
         int32_t *w = realloc(*ids, sizeof *w * (size_t)(*n_ids + 1));

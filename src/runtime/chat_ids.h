@@ -9,5 +9,8 @@
 /* *ids is malloc'd (caller frees). */
 pl_status pl_chat_ids(const pl_tokenizer *tok, const pl_chat_msg *msgs, int n_msgs,
                       const pl_chat_opts *opts, int32_t **ids, int64_t *n_ids);
+/* The same for a conversation already rendered as text. */
+pl_status pl_chat_text_ids(const pl_tokenizer *tok, const char *text, int32_t **ids,
+                           int64_t *n_ids);
 
 #endif
