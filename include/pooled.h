@@ -17,12 +17,15 @@
  *   one major version. A NULL options pointer means the defaults.
  * - Threads: the library reads no environment variable and has no global state besides
  *   the per-thread error. A model may be shared by several threads: tokenizing, rendering
- *   and info are safe at any time; generation in different sessions of one model is
- *   serialised by a lock in the model (one runs at a time). What the sessions share is the
- *   model's weights (read-only after loading) and its backend (the CPU's thread pool or
- *   the GPU's queue, which is not thread-safe: every pass and buffer call on it must come
- *   from one thread at a time); each session owns its KV cache. A session is used by one
- *   thread at a time, except pooled_session_cancel, callable from any thread.
+ *   and info are safe at any time; generations in different sessions of one model run at
+ *   once from their own threads, the model's passes one at a time in turns (the model's
+ *   turn goes to the next generation in line after every id, so they advance id by id),
+ *   and with n_parallel > 1 the decode steps of the generations that are decoding run as
+ *   one batched pass. What the sessions share is the model's weights (read-only after
+ *   loading) and its backend (the CPU's thread pool or the GPU's queue, which is not
+ *   thread-safe: the turn keeps every pass and buffer call on it to one thread at a time);
+ *   each session owns its KV cache. A session is used by one thread at a time, except
+ *   pooled_session_cancel, callable from any thread.
  *
  * Versions: POOLED_VERSION_* are those of this header, pooled_version() that of the library
  * linked at run time. Within one major version the ABI only grows. */
@@ -74,6 +77,8 @@ POOLED_API void pooled_free(void *p);
 typedef struct pooled_model pooled_model;
 
 enum { POOLED_KV_F16 = 0, POOLED_KV_F32 = 1, POOLED_KV_Q8 = 2 };
+
+#define POOLED_MAX_PARALLEL 64
 enum { POOLED_ACT_Q8 = 0, POOLED_ACT_F32 = 1 };
 
 typedef struct {
@@ -105,10 +110,16 @@ typedef struct {
                                    ~1.4x faster on one thread and costs the load time of
                                    copying. Other backends ignore it. */
     /* since 0.2 */
-    int vocab_only; /* 1: load only the vocabulary and the chat template (no
-                       weights, no backend; backend and the other options are
-                       ignored): tokens, chat rendering and info work at once on
-                       any file size; pooled_session_new fails */
+    /* 1: load only the vocabulary and the chat template (no weights, no backend; backend and
+     * the other options are ignored): tokens, chat rendering and info work at once on any
+     * file size; pooled_session_new fails */
+    int vocab_only;
+    /* sessions whose generations, running at once from their own threads, share each decode
+     * step in one batched pass (continuous batching: the weights read once for all of them,
+     * each session's ids those it gets alone); at most this many sessions exist at a time
+     * (pooled_session_new fails past it), each cache a slot of one batch. 0 or 1: sessions
+     * without a limit, each generation's steps its own. At most POOLED_MAX_PARALLEL. */
+    int n_parallel;
 } pooled_model_opts;
 
 /* The defaults, size set. */
@@ -253,8 +264,8 @@ typedef struct {
 } pooled_logprob;
 
 /* Called once per generated id, before its pooled_token_fn call (an end-of-generation id
- * included, which the token callback does not see). Under the model's generation lock, as
- * pooled_token_fn. */
+ * included, which the token callback does not see). It must not call into the same model
+ * (it may run while the model's turn is held). */
 typedef void (*pooled_logprob_fn)(void *user, const pooled_logprob *lp);
 
 typedef struct {
@@ -299,8 +310,9 @@ POOLED_API pooled_sample_opts pooled_sample_opts_default(void);
  * after this id (stop reason POOLED_STOP_CALLBACK). An end-of-generation id is not passed
  * (unless ignore_eos). When generation ends for any other reason than a stop string or
  * the callback, text still held back comes in one last call with id -1 (its return value
- * is ignored). The callback runs under the model's generation lock: it must not call
- * pooled_generate or the session functions of the same model. */
+ * is ignored). The callback runs between the model's passes (other sessions' passes may run
+ * meanwhile); it must not call pooled_generate or the session functions of the same
+ * model. */
 typedef int (*pooled_token_fn)(void *user, int32_t id, const char *text, size_t len);
 
 enum {
@@ -319,6 +331,8 @@ typedef struct {
     int stop_reason;      /* POOLED_STOP_* */
     double t_prompt;      /* seconds running the prompt */
     double t_gen;         /* seconds generating */
+    /* since 0.2 */
+    int64_t n_shared; /* decode steps that ran in one pass with other sessions' (n_parallel) */
 } pooled_result;
 
 /* Continue the session with prompt[0..n_prompt) - normally the conversation so far,

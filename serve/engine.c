@@ -12,6 +12,7 @@
 #include "base/strbuf.h"
 #include "grammar/grammar.h"
 #include "grammar/token_mask.h"
+#include "runtime/batcher.h"
 #include "runtime/chat_ids.h"
 #include "base/json.h"
 #include "runtime/generate.h"
@@ -36,24 +37,11 @@ struct srv_engine {
     pthread_mutex_t mu;  /* the slots' table */
     pthread_cond_t freed;
     uint64_t n_taken;
-    /* the turn: one model pass at a time on the shared backend, handed straight to the
-     * first in line (each waits on its own condition: no herd wakes), so the slots'
-     * generations advance id by id */
-    pthread_mutex_t turn_mu;
-    bool turn_held;
-    struct turn_waiter *line, *line_tail;
-    /* continuous batching (NULL batch: one slot, or a model without a batched step): the
-     * slots that decode put their next id in pend, and one of them runs the step for all */
-    pl_batch *batch;
-    pthread_mutex_t bmu;
-    pthread_cond_t bcv;
-    struct step_entry *pend;
-    int n_pend, n_decoding;
-    bool stepping;
-    uint64_t n_steps, n_columns; /* batched steps run, and the ids they appended */
-    bool own_batch;              /* made it (else the caller's) */
-    pl_session **step_ses;       /* [n_slots]: the stepper's arguments */
-    int32_t *step_ids;
+    /* the turn (one model pass at a time on the shared backend) and continuous batching
+     * (the decode steps of all decoding slots in one pass; runtime/batcher.h) */
+    pl_batcher *bt;
+    pl_batch *batch; /* NULL: one slot, or a model without a batched step */
+    bool own_batch;  /* made it (else the caller's) */
     int n_slots;
     slot slots[];
 };
@@ -67,17 +55,16 @@ srv_engine *srv_engine_new(const pl_model *m, const pl_tokenizer *tok, pl_sessio
     for (int i = 0; i < n_slots; i++) e->slots[i].ses = ses[i];
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->freed, NULL);
-    pthread_mutex_init(&e->turn_mu, NULL);
-    pthread_mutex_init(&e->bmu, NULL);
-    pthread_cond_init(&e->bcv, NULL);
     if (n_slots > 1 && pl_model_can_batch(m)) {
-        e->step_ses = malloc(sizeof *e->step_ses * (size_t)n_slots);
-        e->step_ids = malloc(sizeof *e->step_ids * (size_t)n_slots);
         e->batch = batch, e->own_batch = !batch;
-        if (!e->step_ses || !e->step_ids || (!batch && pl_batch_new(m, n_slots, &e->batch))) {
+        if (!batch && pl_batch_new(m, n_slots, &e->batch)) {
             srv_engine_free(e);
             return NULL;
         }
+    }
+    if (pl_batcher_new(e->batch, n_slots, &e->bt)) {
+        srv_engine_free(e);
+        return NULL;
     }
     return e;
 }
@@ -91,22 +78,16 @@ bool srv_engine_batched(const srv_engine *e) {
 }
 
 void srv_engine_batch_stats(srv_engine *e, uint64_t *steps, uint64_t *columns) {
-    pthread_mutex_lock(&e->bmu);
-    *steps = e->n_steps, *columns = e->n_columns;
-    pthread_mutex_unlock(&e->bmu);
+    pl_batcher_stats(e->bt, steps, columns);
 }
 
 void srv_engine_free(srv_engine *e) {
     if (!e) return;
+    pl_batcher_free(e->bt);
     if (e->own_batch) pl_batch_free(e->batch);
-    free(e->step_ses);
-    free(e->step_ids);
-    pthread_mutex_destroy(&e->bmu);
-    pthread_cond_destroy(&e->bcv);
     pl_vocab_trie_free(e->trie);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->freed);
-    pthread_mutex_destroy(&e->turn_mu);
     free(e);
 }
 
@@ -116,129 +97,6 @@ int64_t srv_engine_n_ctx(const srv_engine *e) {
 
 int srv_engine_n_slots(const srv_engine *e) {
     return e->n_slots;
-}
-
-typedef struct turn_waiter {
-    pthread_cond_t cv;
-    bool go;
-    struct turn_waiter *next;
-} turn_waiter;
-
-static void turn_take(srv_engine *e) {
-    pthread_mutex_lock(&e->turn_mu);
-    if (!e->turn_held) {
-        e->turn_held = true;
-    } else {
-        turn_waiter w = {.go = false};
-        pthread_cond_init(&w.cv, NULL);
-        if (e->line_tail)
-            e->line_tail->next = &w;
-        else
-            e->line = &w;
-        e->line_tail = &w;
-        while (!w.go) pthread_cond_wait(&w.cv, &e->turn_mu);
-        pthread_cond_destroy(&w.cv);
-    }
-    pthread_mutex_unlock(&e->turn_mu);
-}
-
-/* To the first in line (which holds it from then on), or free. */
-static void turn_give(srv_engine *e) {
-    pthread_mutex_lock(&e->turn_mu);
-    turn_waiter *w = e->line;
-    if (w) {
-        e->line = w->next;
-        if (!e->line) e->line_tail = NULL;
-        w->go = true;
-        pthread_cond_signal(&w->cv);
-    } else {
-        e->turn_held = false;
-    }
-    pthread_mutex_unlock(&e->turn_mu);
-}
-
-/* ---- continuous batching: one pass appends the next id of every decoding slot ---- */
-
-#define STEP_WAIT_NS 10000000L /* a step waits at most 10 ms for decoding slots still choosing */
-
-typedef struct step_entry {
-    pl_session *ses;
-    pl_sampler *smp; /* picks the id after id, in the same turn */
-    int32_t id, picked;
-    bool done;
-    pl_status st;
-    bool have; /* picked by the step's argmax of all columns */
-    char err[256];
-    struct step_entry *next;
-} step_entry;
-
-/* With bmu held: take every waiting entry, run their step and then each one's pick
- * (without bmu, holding the turn), hand each its result. The picks run here, for the
- * slots, so that a step costs one turn and not one per slot. */
-static void run_step(srv_engine *e) {
-    step_entry *list = e->pend;
-    int n = 0;
-    for (step_entry *p = list; p; p = p->next) e->step_ses[n] = p->ses, e->step_ids[n++] = p->id;
-    e->pend = NULL, e->n_pend = 0, e->stepping = true;
-    pthread_mutex_unlock(&e->bmu);
-    turn_take(e);
-    pl_status st = pl_session_push_batch(e->batch, e->step_ses, e->step_ids, n);
-    /* the columns' greedy ids in one read, for the slots whose sampler is a plain argmax
-     * (pl_session_pick would find the same, one read each) */
-    bool greedy = false;
-    for (step_entry *p = list; p && !greedy; p = p->next) greedy = pl_sampler_is_argmax(p->smp);
-    if (!st && n > 1 && greedy && !pl_batch_argmax(e->batch, n, e->step_ids)) {
-        int i = 0;
-        for (step_entry *p = list; p; p = p->next, i++)
-            if (pl_sampler_is_argmax(p->smp) && e->step_ids[i] >= 0)
-                p->picked = e->step_ids[i], p->have = true;
-    }
-    for (step_entry *p = list; p; p = p->next) { /* (each owner waits for its done) */
-        p->st = st ? st : p->have ? PL_OK : pl_session_pick(p->ses, p->smp, &p->picked);
-        if (p->st) snprintf(p->err, sizeof p->err, "%s", pl_last_error());
-    }
-    turn_give(e);
-    pthread_mutex_lock(&e->bmu);
-    e->n_steps++, e->n_columns += (uint64_t)n;
-    for (step_entry *p = list; p; p = p->next) p->done = true;
-    e->stepping = false;
-    pthread_cond_broadcast(&e->bcv);
-}
-
-/* Append id to ses in the next batched step and pick the id after it with smp (*next):
- * the step runs once every decoding slot has its id in, or STEP_WAIT_NS after this one
- * came, whichever is first; whoever finds it due runs it. */
-static pl_status step_push(srv_engine *e, pl_session *ses, pl_sampler *smp, int32_t id,
-                           int32_t *next, char *err, size_t cap) {
-    step_entry me = {.ses = ses, .smp = smp, .id = id};
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += STEP_WAIT_NS;
-    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
-    pthread_mutex_lock(&e->bmu);
-    me.next = e->pend, e->pend = &me, e->n_pend++;
-    pthread_cond_broadcast(&e->bcv);
-    bool late = false;
-    while (!me.done) {
-        if (!e->stepping && e->n_pend && (e->n_pend >= e->n_decoding || late)) {
-            run_step(e);
-        } else if (e->stepping || e->n_pend >= e->n_decoding) {
-            pthread_cond_wait(&e->bcv, &e->bmu);
-        } else {
-            late = pthread_cond_timedwait(&e->bcv, &e->bmu, &until) != 0;
-        }
-    }
-    pthread_mutex_unlock(&e->bmu);
-    if (me.st) snprintf(err, cap, "%s", me.err);
-    *next = me.picked;
-    return me.st;
-}
-
-static void decoding(srv_engine *e, int d) {
-    pthread_mutex_lock(&e->bmu);
-    e->n_decoding += d;
-    pthread_cond_broadcast(&e->bcv);
-    pthread_mutex_unlock(&e->bmu);
 }
 
 static int64_t common_prefix(const int32_t *a, int64_t na, const int32_t *b, int64_t nb) {
@@ -478,19 +336,10 @@ static bool settle(gen_state *g, const char *text, bool final) {
     return emit(g, g->held.len - keep);
 }
 
-static bool on_token_turned(gen_state *g, int32_t id);
-
-/* Between two passes the turn goes to the other slots: the text and the client's stream
- * are handled while they run. */
+/* Each id, without the turn: the text and the client's stream are handled while the
+ * other slots' passes run. */
 static bool on_token(void *ud, int32_t id) {
     gen_state *g = ud;
-    turn_give(g->e);
-    bool more = on_token_turned(g, id);
-    turn_take(g->e);
-    return more;
-}
-
-static bool on_token_turned(gen_state *g, int32_t id) {
     g->t_last = pl_now();
     if (g->res->t_first < 0) g->res->t_first = g->t_last - g->t0;
     if (atomic_load(g->io->cancel)) {
@@ -515,27 +364,6 @@ static bool on_token_turned(gen_state *g, int32_t id) {
         return false;
     }
     return true;
-}
-
-/* pl_generate's loop (pick, hand over, append) with each append and the next pick in a
- * batched step. Called and returns holding the turn; gives it up from the first pick on. */
-static bool generate_batched(gen_state *g, pl_session *ses, pl_sampler *smp, const int32_t *ids,
-                             int64_t n, int64_t want, int64_t *n_run, char *err, size_t cap) {
-    srv_engine *e = g->e;
-    int32_t id;
-    if (pl_session_set(ses, ids, n, n_run) || (want > 0 && pl_session_pick(ses, smp, &id)))
-        return lib_fail(err, cap);
-    if (want <= 0) return true;
-    decoding(e, 1);
-    turn_give(e);
-    bool ok = true;
-    for (int64_t t = 0; ok; t++) {
-        if (!on_token_turned(g, id) || t + 1 == want) break;
-        ok = !step_push(e, ses, smp, id, &id, err, cap);
-    }
-    decoding(e, -1); /* done: the steps need not wait for it */
-    turn_take(e);
-    return ok;
 }
 
 static uint64_t clock_seed(void) {
@@ -586,9 +414,9 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const pl_grammar *
     if (r->logprobs >= 0) pl_sampler_set_watch(smp, watch_logits, &g);
     bool con_ok = true;
     if (gr) { /* (the vocabulary trie is built once, by whoever needs it first) */
-        turn_take(e);
+        pl_batcher_take(e->bt);
         con_ok = constrain(e, gr, smp, &g.con);
-        turn_give(e);
+        pl_batcher_give(e->bt);
     }
     if (!con_ok) {
         pl_sampler_free(smp);
@@ -604,19 +432,12 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const pl_grammar *
     pl_gen_opts go = {.n_predict = want, .on_token = on_token, .ud = &g};
     pl_gen_stats st;
     slot *sl = slot_take(e, ids, n);
-    turn_take(e);
-    bool ok;
-    int64_t n_run = n;
-    if (e->batch) {
-        ok = generate_batched(&g, sl->ses, smp, ids, n, want, &n_run, err, cap);
-    } else {
-        ok = !pl_generate(sl->ses, smp, ids, n, &go, &st) || lib_fail(err, cap);
-        n_run = st.n_prompt_run;
-    }
+    pl_batcher_take(e->bt);
+    bool ok = !pl_batcher_generate(e->bt, sl->ses, smp, ids, n, &go, &st) || lib_fail(err, cap);
     if (!ok) pl_session_reset(sl->ses); /* a failed pass may leave the cache half-written */
-    turn_give(e);
+    pl_batcher_give(e->bt);
     slot_give(e, sl);
-    res->n_cached = n - n_run;
+    res->n_cached = n - st.n_prompt_run;
     pl_status s = ok ? PL_OK : PL_ERR;
     if (res->t_first >= 0) res->t_decode = g.t_last - g.t0 - res->t_first;
     if (!s && res->finish != SRV_FINISH_STOP && res->finish != SRV_FINISH_CANCEL && !g.emit_failed)

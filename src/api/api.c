@@ -11,6 +11,7 @@
 #include "../base/thread.h"
 #include "../grammar/token_mask.h"
 #include "../runtime/backend_open.h"
+#include "../runtime/batcher.h"
 #include "../runtime/chat_ids.h"
 #include "../runtime/generate.h"
 #include "../runtime/logprobs.h"
@@ -25,13 +26,20 @@ struct pooled_model {
     pl_tokenizer *tok;
     pl_state_opts so;
     char *dawn_lib, *tune_cache, *profile; /* copies the GPU options borrow */
-    pl_mutex run;                          /* one generation at a time on the backend */
+    /* the turn (one pass at a time on the backend) and, with n_parallel > 1, the batched
+     * decode steps of the sessions generating at once (runtime/batcher.h) */
+    pl_batcher *bt;
+    pl_batch *batch; /* NULL: none (n_parallel 1, or a model without batched steps) */
+    pl_mutex slots;  /* slot_used */
+    bool *slot_used; /* [n_parallel]: the batch's cache slots held by sessions */
+    int n_parallel;
     pl_vocab_trie *trie; /* json_schema's, built by the first generation that has one */
 };
 
 struct pooled_session {
     pooled_model *m;
     pl_session *s;
+    int slot; /* the batch's cache slot it holds, -1: none */
     atomic_int cancel;
 };
 
@@ -85,13 +93,16 @@ void pooled_model_close(pooled_model *m) {
     if (!m) return;
     if (m->tok) pl_tok_free(m->tok);
     pl_vocab_trie_free(m->trie);
+    pl_batcher_free(m->bt);
+    pl_batch_free(m->batch); /* (after its slots' sessions, which the caller freed) */
     pl_model_free(m->m);
     pl_be_destroy(m->be);
     pl_gguf_free(m->g);
     free(m->dawn_lib);
     free(m->tune_cache);
     free(m->profile);
-    pl_mutex_destroy(&m->run);
+    pl_mutex_destroy(&m->slots);
+    free(m->slot_used);
     free(m);
 }
 
@@ -107,13 +118,15 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
         return fail_arg("kv_type: expected POOLED_KV_F16, POOLED_KV_F32 or POOLED_KV_Q8");
     if (o.act_type != POOLED_ACT_Q8 && o.act_type != POOLED_ACT_F32)
         return fail_arg("act_type: expected POOLED_ACT_Q8 or POOLED_ACT_F32");
+    if (o.n_parallel < 0 || o.n_parallel > POOLED_MAX_PARALLEL)
+        return fail_arg("n_parallel: expected 0 to 64");
     if (o.cpu_weights < -1 || o.cpu_weights > 1)
         return fail_arg("cpu_weights: expected -1 (the mapped file), 0 (auto) or 1 (a copy)");
     if (!o.vocab_only && pl_backend_check_name(o.backend ? o.backend : "auto"))
         return POOLED_ERR_ARG;
     pooled_model *m = calloc(1, sizeof *m);
     if (!m) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
-    pl_mutex_init(&m->run);
+    pl_mutex_init(&m->slots);
     int nomem = 0;
     m->dawn_lib = dup_or_null(o.dawn_lib, &nomem);
     m->tune_cache = dup_or_null(o.gpu_tune_cache, &nomem);
@@ -146,7 +159,15 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
         /* sized for a verify pass (1 + PL_SPEC_MAX columns), as the command's --spec */
         int cols = PL_SPEC_MAX + 1 < m->so.n_batch ? PL_SPEC_MAX + 1 : m->so.n_batch;
         m->so.n_logits = m->so.n_snap = cols;
+        /* n_parallel sessions' caches as slots of one batch, their steps in one pass */
+        m->n_parallel = o.n_parallel > 1 ? o.n_parallel : 1;
+        if (m->n_parallel > 1 && pl_model_can_batch(m->m)) {
+            s = pl_batch_new_slots(m->m, m->n_parallel, &m->so, &m->batch);
+            if (!s && !(m->slot_used = calloc((size_t)m->n_parallel, sizeof *m->slot_used)))
+                s = pl_fail(PL_ERR_NOMEM, "out of memory");
+        }
     }
+    if (!s && !o.vocab_only) s = pl_batcher_new(m->batch, m->n_parallel, &m->bt);
     if (s) {
         /* the file's name leads the reason, as the command says it */
         char msg[600];
@@ -408,6 +429,15 @@ int pooled_chat_tokenize_json(const pooled_model *m, const char *messages_json,
 
 /* ------------------------------------------------------------------ sessions */
 
+/* The batch slot s held, free again. */
+static void slot_free(pooled_session *s) {
+    if (s->slot < 0) return;
+    pl_mutex_lock(&s->m->slots);
+    s->m->slot_used[s->slot] = false;
+    pl_mutex_unlock(&s->m->slots);
+    s->slot = -1;
+}
+
 int pooled_session_new(pooled_model *m, pooled_session **out) {
     if (!m || !out) return fail_arg("pooled_session_new: NULL argument");
     *out = NULL;
@@ -415,11 +445,27 @@ int pooled_session_new(pooled_model *m, pooled_session **out) {
     pooled_session *s = calloc(1, sizeof *s);
     if (!s) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
     s->m = m;
+    s->slot = -1;
     atomic_init(&s->cancel, 0);
-    pl_mutex_lock(&m->run); /* the state's buffers come from the shared backend */
-    pl_status st = pl_session_new(m->m, &m->so, &s->s);
-    pl_mutex_unlock(&m->run);
+    if (m->batch) { /* a free slot of the batch */
+        pl_mutex_lock(&m->slots);
+        for (int i = 0; i < m->n_parallel && s->slot < 0; i++)
+            if (!m->slot_used[i]) s->slot = i, m->slot_used[i] = true;
+        pl_mutex_unlock(&m->slots);
+        if (s->slot < 0) {
+            free(s);
+            return (int)pl_fail(PL_ERR_ARG,
+                                "pooled_session_new: all %d sessions of n_parallel "
+                                "are in use",
+                                m->n_parallel);
+        }
+    }
+    pl_batcher_take(m->bt); /* the state's buffers come from the shared backend */
+    pl_status st = m->batch ? pl_batch_session_new(m->batch, s->slot, &m->so, &s->s)
+                            : pl_session_new(m->m, &m->so, &s->s);
+    pl_batcher_give(m->bt);
     if (st) {
+        slot_free(s);
         free(s);
         return (int)st;
     }
@@ -429,17 +475,18 @@ int pooled_session_new(pooled_model *m, pooled_session **out) {
 
 void pooled_session_free(pooled_session *s) {
     if (!s) return;
-    pl_mutex_lock(&s->m->run);
+    pl_batcher_take(s->m->bt);
     pl_session_free(s->s);
-    pl_mutex_unlock(&s->m->run);
+    pl_batcher_give(s->m->bt);
+    slot_free(s);
     free(s);
 }
 
 void pooled_session_reset(pooled_session *s) {
     if (!s) return;
-    pl_mutex_lock(&s->m->run);
+    pl_batcher_take(s->m->bt);
     pl_session_reset(s->s);
-    pl_mutex_unlock(&s->m->run);
+    pl_batcher_give(s->m->bt);
 }
 
 int pooled_session_ids(const pooled_session *s, int32_t **ids, size_t *n_ids) {
@@ -599,7 +646,7 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
     int64_t room = (int64_t)m->so.n_ctx - (int64_t)n_prompt + 1;
     int64_t n = o.max_tokens < 0 || o.max_tokens > room ? room : o.max_tokens;
     pl_gen_stats st = {0};
-    pl_mutex_lock(&m->run);
+    pl_batcher_take(m->bt);
     pl_status s = pl_sampler_new(&sp, pl_tok_n_vocab(m->tok), &smp);
     if (!s && o.on_logprob) pl_sampler_set_watch(smp, watch_logits, &c);
     if (!s && gr && !m->trie) s = pl_vocab_trie_from_tok(m->tok, &m->trie);
@@ -611,9 +658,9 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
         s = pl_fail(PL_ERR_NOMEM, "out of memory");
     if (!s) {
         pl_gen_opts go = {.n_predict = n, .on_token = on_token, .ud = &c, .drafter = dr};
-        s = pl_generate(ses->s, smp, prompt, (int64_t)n_prompt, &go, &st);
+        s = pl_batcher_generate(m->bt, ses->s, smp, prompt, (int64_t)n_prompt, &go, &st);
     }
-    pl_mutex_unlock(&m->run);
+    pl_batcher_give(m->bt);
     if (!s && c.reason != POOLED_STOP_STRING && c.reason != POOLED_STOP_CALLBACK && !c.nomem) {
         /* the end: the text held back comes with id -1 (a stop string may still cut it) */
         int why = c.reason ? c.reason : POOLED_STOP_LENGTH;
@@ -628,7 +675,8 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
                            .n_gen = st.n_generated,
                            .stop_reason = c.reason,
                            .t_prompt = st.t_prompt,
-                           .t_gen = st.t_decode};
+                           .t_gen = st.t_decode,
+                           .n_shared = st.n_shared};
         size_t cap = res->size;
         memcpy(res, &r, cap < sizeof r ? cap : sizeof r);
         res->size = cap < sizeof r ? cap : sizeof r; /* what was written */

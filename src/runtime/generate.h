@@ -30,6 +30,7 @@ typedef struct {
     int64_t n_steps;      /* decode passes of the model (verify passes with a drafter) */
     int64_t n_drafted;    /* drafts verified */
     int64_t n_accepted;   /* drafts accepted */
+    int64_t n_shared;     /* decode passes shared with other sessions' (batcher.h) */
 } pl_gen_stats;
 
 /* Continue the session with prompt[0..n_prompt) (which normally repeats the session's
