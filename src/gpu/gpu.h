@@ -70,12 +70,13 @@ typedef struct {
     int submit_every;
     /* q8x GEMVs of 2-16 columns (a verify pass, a batch of decode steps): columns a
      * workgroup, each weight block read once for all of them (wgsl_gemv.c, ncols; the
-     * same bits per column as one column a workgroup): 0 auto (PL_GPU_GEMV_COLS; one on a
-     * software adapter), -1 one column a workgroup, 2..8 at most that many */
+     * same bits per column as one column a workgroup): 0 auto (per weight type,
+     * PL_GPU_GEMV_COLS / _Q4_0; one on a software adapter), -1 one column a workgroup, 2..8 at
+     * most that many */
     int gemv_cols;
     /* with several columns a workgroup, the rows a workgroup are halved until rows x
-     * matrices x columns (the accumulators of a thread) is at most this: 0 auto
-     * (PL_GPU_GEMV_COLS_ACC) */
+     * matrices x columns (the accumulators of a thread) is at most this: 0 auto (per weight
+     * type, PL_GPU_GEMV_COLS_ACC / _Q4_0) */
     int gemv_cols_acc;
     /* q8x matmuls of more than this many columns go through the prefill GEMM (fewer through
      * the GEMV, each column with decode's bits): 0 auto (PL_GPU_GEMM_MIN_COLS, 16: a verify
@@ -93,11 +94,14 @@ typedef struct {
 } pl_gpu_backend_opts;
 
 /* GEMV columns: 4 (and so 4 rows, 2 for gate/up) a workgroup; on an H100 8 columns over 2
- * rows re-read too much x per weight block (docs/gpu-notes.md, nineteenth session) */
-#define PL_GPU_SUBMIT_EVERY   64
-#define PL_GPU_GEMV_COLS      4
-#define PL_GPU_GEMV_COLS_ACC  16
-#define PL_GPU_GEMM_EXACT_MAX 64
+ * rows re-read too much x per weight block (docs/gpu-notes.md, nineteenth session). Q4_0: 2
+ * columns over 4 rows (2 for gate/up), 8 accumulators (twentieth session) */
+#define PL_GPU_SUBMIT_EVERY       64
+#define PL_GPU_GEMV_COLS          4
+#define PL_GPU_GEMV_COLS_ACC      16
+#define PL_GPU_GEMV_COLS_Q4_0     2
+#define PL_GPU_GEMV_COLS_ACC_Q4_0 8
+#define PL_GPU_GEMM_EXACT_MAX     64
 
 /* Open the GPU and make a backend; o may be NULL. Fails (with the reason) without a usable
  * adapter or if the self-test fails. */

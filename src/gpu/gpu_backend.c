@@ -633,8 +633,9 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
     gb->submit_every = gb->o.submit_every ? gb->o.submit_every : PL_GPU_SUBMIT_EVERY;
     /* auto leaves a software adapter at one column a workgroup: lavapipe's LLVM takes
      * long over the unrolled columns, and its prefill of short prompts gains nothing */
-    gb->gemv_cols = gb->o.gemv_cols ? gb->o.gemv_cols : gb->info->software ? -1 : PL_GPU_GEMV_COLS;
-    gb->gemv_cols_acc = gb->o.gemv_cols_acc > 0 ? gb->o.gemv_cols_acc : PL_GPU_GEMV_COLS_ACC;
+    /* 0: the weights' type's default (gpu_encode.c, cols_most / cols_acc) */
+    gb->gemv_cols = gb->o.gemv_cols ? gb->o.gemv_cols : gb->info->software ? -1 : 0;
+    gb->gemv_cols_acc = gb->o.gemv_cols_acc > 0 ? gb->o.gemv_cols_acc : 0;
     gb->gemm_min = gb->o.gemm_min_cols > 0 ? gb->o.gemm_min_cols : PL_GPU_GEMM_MIN_COLS;
     gb->exact_min = gb->o.gemm_exact_min > 0 ? (uint32_t)gb->o.gemm_exact_min : UINT32_MAX;
     gb->exact_max =

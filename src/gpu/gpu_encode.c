@@ -204,8 +204,21 @@ void pl_gpu_matmul_side_refs(const op *o, pl_gpu_ref *refs, int *n) {
  * weight block is read once for all of them (a verify pass, a batch of decode steps), as
  * evenly as the most a workgroup (gb->gemv_cols) allows: 9 columns go 5 + 4, not 8 + 1.
  * Not with subgroup rows (their reduction is another). */
+/* The most columns a workgroup and the accumulators a thread for p's weights: the
+ * options' where they were given, else the type's default (PL_GPU_GEMV_COLS*: Q4_0 gives
+ * fewer columns more rows, its nibbles' unpacking shared by the rows). */
+static uint32_t cols_most(const gpu_backend *gb, const pl_gemv_params *p) {
+    if (gb->gemv_cols) return gb->gemv_cols > 1 ? (uint32_t)gb->gemv_cols : 1;
+    return p->type == PL_GW_Q4_0 ? PL_GPU_GEMV_COLS_Q4_0 : PL_GPU_GEMV_COLS;
+}
+static uint32_t cols_acc(const gpu_backend *gb, const pl_gemv_params *p) {
+    if (gb->gemv_cols_acc) return (uint32_t)gb->gemv_cols_acc;
+    if (gb->gemv_cols) return PL_GPU_GEMV_COLS_ACC; /* columns given, accumulators not */
+    return p->type == PL_GW_Q4_0 ? PL_GPU_GEMV_COLS_ACC_Q4_0 : PL_GPU_GEMV_COLS_ACC;
+}
+
 static uint32_t gemv_cols_for(const gpu_backend *gb, const pl_gemv_params *p, uint32_t n) {
-    uint32_t most = gb->gemv_cols > 1 ? (uint32_t)gb->gemv_cols : 1;
+    uint32_t most = cols_most(gb, p);
     if (n < 2 || most < 2 || !p->q8x || p->sg_rows || p->ids) return 0;
     uint32_t groups = (n + most - 1) / most;
     return (n + groups - 1) / groups;
@@ -218,7 +231,7 @@ static uint32_t gemv_cols_for(const gpu_backend *gb, const pl_gemv_params *p, ui
 static void gemv_cols(const gpu_backend *gb, pl_gemv_params *p, uint32_t nc) {
     uint32_t m = p->mode == PL_GEMV_GATE_UP ? 2 : 1;
     p->ncols = nc, p->unroll = 1;
-    while (p->rows_per_wg % 2 == 0 && (p->rows_per_wg * m * nc > (uint32_t)gb->gemv_cols_acc ||
+    while (p->rows_per_wg % 2 == 0 && (p->rows_per_wg * m * nc > cols_acc(gb, p) ||
                                        pl_gemv_wg_bytes(p) > gb->info->max_wg_storage))
         p->rows_per_wg /= 2;
     if (pl_gemv_wg_bytes(p) > gb->info->max_wg_storage) p->ncols = 0;

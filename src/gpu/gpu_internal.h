@@ -169,17 +169,18 @@ typedef struct {
     gemv_tune tune[PL_GPU_TUNE_CLASSES]; /* built-in GEMV shape by tune class */
     shape_tune *shapes;                  /* tuned per weight shape at its first use (selftest.c) */
     int n_shapes, cap_shapes;
-    int tune_fixed;    /* opts.gemv gave the shape: no tuning */
-    int in_selftest;   /* the self-test's small weights are not worth tuning */
-    int q8_preload;    /* q8x GEMVs load every row's block first (opts.q8_preload) */
-    int gemv_xpre;     /* which q8x GEMVs read a pre-quantised x: PL_GPU_XPRE_* */
-    int topk_rank;     /* opts.topk_rank: the router's top-k by rank (wgsl_moe.c) */
-    int moe_shgate;    /* opts.moe_shgate: the shared expert's gate row in the top-k */
-    int moe_comb;      /* opts.moe_comb: the gated shared expert added by the combine */
-    int fa;            /* opts.fa: attention of many rows through the prefill kernel */
-    int dr_chunk;      /* opts.dr_chunk: prefill's delta rule in staged chunks (wgsl_ssm.c) */
-    int gemv_cols;     /* opts.gemv_cols resolved: most columns a q8x GEMV workgroup (<= 1: one) */
-    int gemv_cols_acc; /* opts.gemv_cols_acc resolved */
+    int tune_fixed;  /* opts.gemv gave the shape: no tuning */
+    int in_selftest; /* the self-test's small weights are not worth tuning */
+    int q8_preload;  /* q8x GEMVs load every row's block first (opts.q8_preload) */
+    int gemv_xpre;   /* which q8x GEMVs read a pre-quantised x: PL_GPU_XPRE_* */
+    int topk_rank;   /* opts.topk_rank: the router's top-k by rank (wgsl_moe.c) */
+    int moe_shgate;  /* opts.moe_shgate: the shared expert's gate row in the top-k */
+    int moe_comb;    /* opts.moe_comb: the gated shared expert added by the combine */
+    int fa;          /* opts.fa: attention of many rows through the prefill kernel */
+    int dr_chunk;    /* opts.dr_chunk: prefill's delta rule in staged chunks (wgsl_ssm.c) */
+    int gemv_cols;   /* opts.gemv_cols resolved: most columns a q8x GEMV workgroup (-1: one; 0: per
+                        type) */
+    int gemv_cols_acc; /* opts.gemv_cols_acc resolved (0: per type) */
     int gemm_min;      /* opts.gemm_min_cols resolved: the GEMM above this many columns */
     uint32_t exact_min, exact_max; /* opts.gemm_exact resolved (min > max: never) */
     int submit_every; /* opts.submit_every resolved: dispatches a command buffer of a flush
