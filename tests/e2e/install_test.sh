@@ -2,7 +2,8 @@
 # install_test.sh - `make install` into a temporary DESTDIR: the static and shared
 # libraries (soname links), include/pooled.h and pooled.pc; the shared library exports only
 # pooled_* symbols; examples/simple_generate.c, built against the installed tree through
-# pkg-config, prints exactly what `pooled run --temp 0` prints for the same prompt.
+# pkg-config, prints exactly what `pooled run --temp 0` prints for the same prompt;
+# examples/parallel_json.c answers several questions at once, each as schema-valid JSON.
 . "$(dirname "$0")/lib.sh"
 B=$(dirname "$POOLED")
 M=$SHARED/models/stories260K.gguf
@@ -31,4 +32,16 @@ check "example runs" test $? -eq 0
 "$POOLED" run -m "$M" -p "$P" -n 40 --temp 0 --backend cpu >"$TMP/cli.txt" 2>/dev/null
 check "the API's text is pooled run's" cmp "$TMP/api.txt" "$TMP/cli.txt"
 check "some text came" test -s "$TMP/api.txt"
+# examples/parallel_json.c: three questions at once (n_parallel 3, one thread each), every
+# whole answer a JSON object of the schema's fields and types (random weights: any values)
+check "parallel_json builds against the installed tree" \
+    cc -std=c11 -Wall -Wextra -Werror $san examples/parallel_json.c $flags -pthread -o "$TMP/pj"
+Q=$SHARED/fixtures/hf/qwen3/qwen3-q8_0.gguf
+LD_LIBRARY_PATH=$R/usr/lib "$TMP/pj" "$Q" "Describe a cat." "Describe a dog." "Describe a bird." \
+    >"$TMP/pj.json" 2>"$TMP/pj.err"
+check "parallel_json runs" test $? -eq 0
+check "parallel_json: each whole answer holds the schema" jq -e -s >/dev/null \
+    'length >= 1 and all(.[]; (keys == ["legs", "name", "pet"]) and (.name | type) == "string"
+     and (.legs | type) == "number" and (.legs | floor) == .legs and (.pet | type) == "boolean")' \
+    "$TMP/pj.json"
 finish
