@@ -16,6 +16,7 @@
 
 #ifndef PL_NO_THREADS
 #include <pthread.h>
+#include <time.h>
 
 typedef pthread_mutex_t pl_mutex;
 typedef pthread_cond_t pl_cond;
@@ -48,6 +49,10 @@ static inline void pl_cond_signal(pl_cond *c) {
 static inline void pl_cond_broadcast(pl_cond *c) {
     pthread_cond_broadcast(c);
 }
+/* Wait at most until `until` (CLOCK_REALTIME): non-zero when the time came first. */
+static inline int pl_cond_timedwait(pl_cond *c, pl_mutex *m, const struct timespec *until) {
+    return pthread_cond_timedwait(c, m, until);
+}
 /* 0 when fn(arg) runs on a new thread, non-zero when no thread could be started. */
 static inline int pl_thread_start(pl_thread *t, void *(*fn)(void *), void *arg) {
     return pthread_create(t, NULL, fn, arg);
@@ -58,6 +63,7 @@ static inline void pl_thread_join(pl_thread t) {
 
 #else /* one thread: nothing to lock, nothing to start */
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct {
     char unused;
@@ -91,6 +97,10 @@ static inline void pl_cond_signal(pl_cond *c) {
 }
 static inline void pl_cond_broadcast(pl_cond *c) {
     (void)c;
+}
+static inline int pl_cond_timedwait(pl_cond *c, pl_mutex *m, const struct timespec *until) {
+    (void)c, (void)m, (void)until;
+    return 1; /* no other thread to signal it: the time has come */
 }
 static inline int pl_thread_start(pl_thread *t, void *(*fn)(void *), void *arg) {
     (void)t, (void)fn, (void)arg;

@@ -4,16 +4,18 @@
  * one's next id in the same turn, and hands the results back. */
 #include "batcher.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-#define STEP_WAIT_NS 10000000L /* a step waits at most 10 ms for decoding sessions still choosing  \
-                                */
+#include "../base/thread.h"
+
+#define STEP_WAIT_NS                                                                               \
+    10000000L /* a step waits at most 10 ms for decoding sessions still choosing                   \
+               */
 
 typedef struct turn_waiter {
-    pthread_cond_t cv;
+    pl_cond cv;
     bool go;
     struct turn_waiter *next;
 } turn_waiter;
@@ -31,12 +33,12 @@ typedef struct step_entry {
 } step_entry;
 
 struct pl_batcher {
-    pthread_mutex_t turn_mu;
+    pl_mutex turn_mu;
     bool turn_held;
     turn_waiter *line, *line_tail;
     pl_batch *batch; /* NULL: no batched steps */
-    pthread_mutex_t bmu;
-    pthread_cond_t bcv;
+    pl_mutex bmu;
+    pl_cond bcv;
     step_entry *pend;
     int n_pend, n_decoding;
     bool stepping;
@@ -58,18 +60,18 @@ pl_status pl_batcher_new(pl_batch *batch, int n_max, pl_batcher **out) {
         free(b->step_ses), free(b->step_ids), free(b);
         return pl_fail(PL_ERR_NOMEM, "out of memory");
     }
-    pthread_mutex_init(&b->turn_mu, NULL);
-    pthread_mutex_init(&b->bmu, NULL);
-    pthread_cond_init(&b->bcv, NULL);
+    pl_mutex_init(&b->turn_mu);
+    pl_mutex_init(&b->bmu);
+    pl_cond_init(&b->bcv);
     *out = b;
     return PL_OK;
 }
 
 void pl_batcher_free(pl_batcher *b) {
     if (!b) return;
-    pthread_mutex_destroy(&b->turn_mu);
-    pthread_mutex_destroy(&b->bmu);
-    pthread_cond_destroy(&b->bcv);
+    pl_mutex_destroy(&b->turn_mu);
+    pl_mutex_destroy(&b->bmu);
+    pl_cond_destroy(&b->bcv);
     free(b->step_ses), free(b->step_ids);
     free(b);
 }
@@ -79,42 +81,42 @@ bool pl_batcher_batched(const pl_batcher *b) {
 }
 
 void pl_batcher_stats(pl_batcher *b, uint64_t *steps, uint64_t *columns) {
-    pthread_mutex_lock(&b->bmu);
+    pl_mutex_lock(&b->bmu);
     *steps = b->n_steps, *columns = b->n_columns;
-    pthread_mutex_unlock(&b->bmu);
+    pl_mutex_unlock(&b->bmu);
 }
 
 void pl_batcher_take(pl_batcher *b) {
-    pthread_mutex_lock(&b->turn_mu);
+    pl_mutex_lock(&b->turn_mu);
     if (!b->turn_held) {
         b->turn_held = true;
     } else {
         turn_waiter w = {.go = false};
-        pthread_cond_init(&w.cv, NULL);
+        pl_cond_init(&w.cv);
         if (b->line_tail)
             b->line_tail->next = &w;
         else
             b->line = &w;
         b->line_tail = &w;
-        while (!w.go) pthread_cond_wait(&w.cv, &b->turn_mu);
-        pthread_cond_destroy(&w.cv);
+        while (!w.go) pl_cond_wait(&w.cv, &b->turn_mu);
+        pl_cond_destroy(&w.cv);
     }
-    pthread_mutex_unlock(&b->turn_mu);
+    pl_mutex_unlock(&b->turn_mu);
 }
 
 /* To the first in line (which holds it from then on), or free. */
 void pl_batcher_give(pl_batcher *b) {
-    pthread_mutex_lock(&b->turn_mu);
+    pl_mutex_lock(&b->turn_mu);
     turn_waiter *w = b->line;
     if (w) {
         b->line = w->next;
         if (!b->line) b->line_tail = NULL;
         w->go = true;
-        pthread_cond_signal(&w->cv);
+        pl_cond_signal(&w->cv);
     } else {
         b->turn_held = false;
     }
-    pthread_mutex_unlock(&b->turn_mu);
+    pl_mutex_unlock(&b->turn_mu);
 }
 
 /* With bmu held: take every waiting entry, run their step and then each one's pick
@@ -125,7 +127,7 @@ static void run_step(pl_batcher *b) {
     int n = 0;
     for (step_entry *p = list; p; p = p->next) b->step_ses[n] = p->ses, b->step_ids[n++] = p->id;
     b->pend = NULL, b->n_pend = 0, b->stepping = true;
-    pthread_mutex_unlock(&b->bmu);
+    pl_mutex_unlock(&b->bmu);
     pl_batcher_take(b);
     pl_status st = pl_session_push_batch(b->batch, b->step_ses, b->step_ids, n);
     char step_err[256] = "";
@@ -145,11 +147,11 @@ static void run_step(pl_batcher *b) {
         if (p->st) snprintf(p->err, sizeof p->err, "%s", st ? step_err : pl_last_error());
     }
     pl_batcher_give(b);
-    pthread_mutex_lock(&b->bmu);
+    pl_mutex_lock(&b->bmu);
     b->n_steps++, b->n_columns += (uint64_t)n;
     for (step_entry *p = list; p; p = p->next) p->done = true, p->cols = n;
     b->stepping = false;
-    pthread_cond_broadcast(&b->bcv);
+    pl_cond_broadcast(&b->bcv);
 }
 
 /* Append id to ses in the next batched step and pick the id after it with smp (*next):
@@ -162,20 +164,20 @@ static pl_status step_push(pl_batcher *b, pl_session *ses, pl_sampler *smp, int3
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_nsec += STEP_WAIT_NS;
     if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
-    pthread_mutex_lock(&b->bmu);
+    pl_mutex_lock(&b->bmu);
     me.next = b->pend, b->pend = &me, b->n_pend++;
-    pthread_cond_broadcast(&b->bcv);
+    pl_cond_broadcast(&b->bcv);
     bool late = false;
     while (!me.done) {
         if (!b->stepping && b->n_pend && (b->n_pend >= b->n_decoding || late)) {
             run_step(b);
         } else if (b->stepping || b->n_pend >= b->n_decoding) {
-            pthread_cond_wait(&b->bcv, &b->bmu);
+            pl_cond_wait(&b->bcv, &b->bmu);
         } else {
-            late = pthread_cond_timedwait(&b->bcv, &b->bmu, &until) != 0;
+            late = pl_cond_timedwait(&b->bcv, &b->bmu, &until) != 0;
         }
     }
-    pthread_mutex_unlock(&b->bmu);
+    pl_mutex_unlock(&b->bmu);
     *next = me.picked;
     *cols = me.cols;
     /* (the step ran on another thread: its error is said again on this one) */
@@ -183,10 +185,10 @@ static pl_status step_push(pl_batcher *b, pl_session *ses, pl_sampler *smp, int3
 }
 
 static void decoding(pl_batcher *b, int d) {
-    pthread_mutex_lock(&b->bmu);
+    pl_mutex_lock(&b->bmu);
     b->n_decoding += d;
-    pthread_cond_broadcast(&b->bcv);
-    pthread_mutex_unlock(&b->bmu);
+    pl_cond_broadcast(&b->bcv);
+    pl_mutex_unlock(&b->bmu);
 }
 
 /* pl_generate's callback wrapped: the turn given up while the caller's runs. */
