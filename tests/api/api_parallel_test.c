@@ -3,7 +3,8 @@
  * (pooled_result.n_shared), and every session's ids - greedy and seeded sampling, with and
  * without speculative lookup - are those it gets alone on a model without batching; past
  * n_parallel sessions pooled_session_new refuses; with n_parallel 1 generations from
- * several threads interleave and still give their own ids. Only pooled.h is used. */
+ * several threads interleave and still give their own ids; greedy on the GPU too. Only
+ * pooled.h is used. */
 #include <pooled.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -50,9 +51,11 @@ static void *run_job(void *arg) {
     return NULL;
 }
 
+static const char *backend = "cpu";
+
 static pooled_model *open_model(int n_parallel) {
     pooled_model_opts mo = pooled_model_opts_default();
-    mo.backend = "cpu", mo.n_threads = 1, mo.n_ctx = 128, mo.n_parallel = n_parallel;
+    mo.backend = backend, mo.n_threads = 1, mo.n_ctx = 128, mo.n_parallel = n_parallel;
     pooled_model *m = NULL;
     CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_OK,
           "n_parallel %d: %s", n_parallel, pooled_last_error());
@@ -93,7 +96,23 @@ static int64_t at_once(pooled_model *m, float temp, int spec, const job *ref, co
     return shared;
 }
 
+/* The same on the GPU (lavapipe in CI): its batched steps, greedy, against its own lone
+ * generations. */
+static void check_gpu(void) {
+    backend = "webgpu";
+    pooled_model *one = open_model(1), *par = open_model(N_THREADS);
+    if (one && par) {
+        job ref[N_THREADS];
+        alone(one, 0, POOLED_SPEC_OFF, ref);
+        CHECK(at_once(par, 0, POOLED_SPEC_OFF, ref, "webgpu") > 0, "webgpu: no shared step");
+    }
+    pooled_model_close(one);
+    pooled_model_close(par);
+    backend = "cpu";
+}
+
 static void run_tests(void) {
+    check_gpu();
     pooled_model *one = open_model(1), *par = open_model(N_THREADS);
     if (!one || !par) return;
     for (int t = 0; t < 2; t++) {
