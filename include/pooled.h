@@ -120,6 +120,10 @@ typedef struct {
      * (pooled_session_new fails past it), each cache a slot of one batch. 0 or 1: sessions
      * without a limit, each generation's steps its own. At most POOLED_MAX_PARALLEL. */
     int n_parallel;
+    /* called while the weights load, with the bytes prepared so far and in all (NULL: none);
+     * from the opening thread, before pooled_model_open returns */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
 } pooled_model_opts;
 
 /* The defaults, size set. */
@@ -206,6 +210,10 @@ POOLED_API int pooled_chat_render(const pooled_model *m, const pooled_message *m
 POOLED_API int pooled_chat_tokenize(const pooled_model *m, const pooled_message *msgs, size_t n,
                                     const pooled_chat_opts *o, int32_t **ids, size_t *n_ids);
 
+/* The model's chat template (tokenizer.chat_template, Jinja source), or NULL when the file
+ * has none. Valid while the model is open. Since 0.2. */
+POOLED_API const char *pooled_chat_template(const pooled_model *m);
+
 /* The same for a conversation given as JSON text, in Hugging Face's shapes, for what
  * pooled_message cannot say: messages_json is an array of {"role", "content"} objects (or
  * an object {"messages": [...], "tools": [...]}, its tools used when tools_json is NULL)
@@ -287,22 +295,30 @@ typedef struct {
                                 the very same ids in fewer passes */
     int ignore_eos;          /* 1: keep going past an end-of-generation id */
     /* since 0.2 */
-    const char *json_schema;      /* the output is one JSON value valid under this JSON Schema
-                                     (its common subset: type object / array / string / number /
-                                     integer / boolean / null, enum, const, required,
-                                     properties, additionalProperties false, items, anyOf,
-                                     minItems / maxItems); "{}": any JSON value,
-                                     {"type": "object"}: any object. Each pick is masked to the
-                                     ids that keep the text a prefix of such a value, and the
-                                     generation ends (POOLED_STOP_EOG) when it is complete. A
-                                     schema outside the subset fails the call. Turns spec off.
-                                     NULL: free text */
+    const char *json_schema; /* the output is one JSON value valid under this JSON Schema
+                                (its common subset: type object / array / string / number /
+                                integer / boolean / null, enum, const, required,
+                                properties, additionalProperties false, items, anyOf,
+                                minItems / maxItems); "{}": any JSON value,
+                                {"type": "object"}: any object. Each pick is masked to the
+                                ids that keep the text a prefix of such a value, and the
+                                generation ends (POOLED_STOP_EOG) when it is complete. A
+                                schema outside the subset fails the call. Turns spec off.
+                                NULL: free text */
+    /* with json_schema: literal text around the value (each NULL or at most 4096 bytes
+     * together), e.g. a tool call's "<tool_call>\n" and "\n</tool_call>": the output is
+     * prefix, the value, suffix, and ends there */
+    const char *json_prefix, *json_suffix;
     int top_logprobs;             /* 0 to 20: the alternatives on_logprob gets (default 0) */
     pooled_logprob_fn on_logprob; /* NULL: none. Turns spec off */
     void *logprob_user;           /* on_logprob's first argument */
 } pooled_sample_opts;
 
 POOLED_API pooled_sample_opts pooled_sample_opts_default(void);
+
+/* 0 when schema (JSON Schema text) is one json_schema takes, else POOLED_ERR_ARG with the
+ * reason (the keyword it does not support, the JSON error). Since 0.2. */
+POOLED_API int pooled_json_schema_check(const char *schema);
 
 /* Called once per generated id with the text that became final with it (text[0..len),
  * NUL-terminated; possibly empty: an incomplete UTF-8 sequence, or text held back because

@@ -145,7 +145,8 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
     }
     if (!s && !o.vocab_only) {
         m->be->act_q8 = o.act_type == POOLED_ACT_Q8;
-        pl_model_opts mo = {.prefault = true};
+        pl_model_opts mo = {
+            .prefault = true, .progress = o.progress, .progress_ud = o.progress_user};
         s = pl_model_load(m->g, m->be, &mo, &m->m);
     }
     if (!s && !o.vocab_only) s = pl_tok_load(m->g, &m->tok);
@@ -271,6 +272,10 @@ int pooled_token_piece(const pooled_model *m, int32_t id, int show_special, char
 
 pooled_chat_opts pooled_chat_opts_default(void) {
     return (pooled_chat_opts){.size = sizeof(pooled_chat_opts), .add_generation_prompt = 1};
+}
+
+const char *pooled_chat_template(const pooled_model *m) {
+    return m ? pl_tok_chat_template(m->tok) : NULL;
 }
 
 static int chat_opts(const pooled_chat_opts *opts, pooled_chat_opts *o, pl_chat_opts *co) {
@@ -588,6 +593,35 @@ static bool on_token(void *ud, int32_t id) {
     return true;
 }
 
+/* json_schema compiled, or its reason as "json_schema: ...". */
+static int compile_schema(const char *schema, pl_grammar **g) {
+    *g = NULL;
+    if (!pl_grammar_compile(schema, strlen(schema), g)) return POOLED_OK;
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    return (int)pl_fail(PL_ERR_ARG, "json_schema: %s", msg);
+}
+
+/* json_prefix / json_suffix around the grammar's value. */
+static int wrap_schema(pl_grammar *g, const char *prefix, const char *suffix) {
+    if (!prefix && !suffix) return POOLED_OK;
+    const char *p = prefix ? prefix : "", *q = suffix ? suffix : "";
+    if (pl_grammar_wrap(g, p, strlen(p), q, strlen(q))) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s", pl_last_error());
+        return (int)pl_fail(PL_ERR_ARG, "json_prefix / json_suffix: %s", msg);
+    }
+    return POOLED_OK;
+}
+
+int pooled_json_schema_check(const char *schema) {
+    if (!schema) return fail_arg("pooled_json_schema_check: schema is NULL");
+    pl_grammar *g = NULL;
+    int rc = compile_schema(schema, &g);
+    pl_grammar_free(g);
+    return rc;
+}
+
 static int check_sample_opts(const pooled_sample_opts *o) {
     if (o->top_logprobs < 0 || o->top_logprobs > POOLED_MAX_TOP_LOGPROBS)
         return fail_arg("top_logprobs: expected 0 to 20");
@@ -633,12 +667,12 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
     pl_sampler *smp = NULL;
     pl_drafter *dr = NULL;
     pl_grammar *gr = NULL;
-    if (o.json_schema && pl_grammar_compile(o.json_schema, strlen(o.json_schema), &gr)) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "%s", pl_last_error());
+    if (o.json_schema &&
+        (compile_schema(o.json_schema, &gr) || wrap_schema(gr, o.json_prefix, o.json_suffix))) {
+        pl_grammar_free(gr);
         pl_stop_free(&c.stop);
         atomic_store(&ses->cancel, 0);
-        return (int)pl_fail(PL_ERR_ARG, "json_schema: %s", msg);
+        return POOLED_ERR_ARG;
     }
     /* one pick per emitted id, masked and watched in order: no drafts */
     if (gr || o.on_logprob) o.spec = POOLED_SPEC_OFF;

@@ -107,6 +107,9 @@ static void run_tests(void) {
     CHECK(pooled_model_open(test_shared(REALTOK), &mo, &voc) == POOLED_OK, "%s",
           pooled_last_error());
     if (full) check_model(full, "full");
+    const char *tmpl = full ? pooled_chat_template(full) : NULL;
+    CHECK(tmpl && strstr(tmpl, "<|im_start|>") && strstr(tmpl, "tool_call"), "the template: %.80s",
+          tmpl ? tmpl : "(none)");
     if (voc) check_model(voc, "vocab_only");
     if (full && voc) {
         pooled_model_info a = {.size = sizeof a}, b = {.size = sizeof b};
@@ -129,6 +132,7 @@ static void run_tests(void) {
     CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &voc) == POOLED_OK, "%s",
           pooled_last_error());
     if (voc) {
+        CHECK(pooled_chat_template(voc) == NULL, "stories260K has a template?");
         pooled_chat_opts co = pooled_chat_opts_default();
         co.template_source = "{{ bos_token }}{{ messages[0].content }}";
         char *t = NULL;

@@ -137,6 +137,35 @@ static void run_tests(void) {
     CHECK(pooled_generate(s, prompt, np, &so, on_tok, &free_text, NULL) == POOLED_ERR_ARG,
           "a schema that is not JSON");
     so.json_schema = NULL;
+    /* the schema checked alone */
+    CHECK(pooled_json_schema_check("{\"type\": \"object\"}") == POOLED_OK, "%s",
+          pooled_last_error());
+    CHECK(pooled_json_schema_check("{\"type\": \"string\", \"pattern\": \"a\"}") ==
+                  POOLED_ERR_ARG &&
+              strstr(pooled_last_error(), "pattern") && !strchr(pooled_last_error(), '\n'),
+          "%s", pooled_last_error());
+    CHECK(pooled_json_schema_check("{oops") == POOLED_ERR_ARG, "not JSON");
+    CHECK(pooled_json_schema_check(NULL) == POOLED_ERR_ARG, "NULL");
+    /* literal text around the value: a tool call's tags */
+    so.json_schema = "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\"}}, "
+                     "\"required\": [\"n\"], \"additionalProperties\": false}";
+    so.json_prefix = "<tool_call>\n", so.json_suffix = "\n</tool_call>";
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        so.seed = seed;
+        sink out = {0};
+        pooled_result r = {.size = sizeof r};
+        CHECK(pooled_generate(s, prompt, np, &so, on_tok, &out, &r) == POOLED_OK, "%s",
+              pooled_last_error());
+        size_t n = strlen(out.text), pl = strlen(so.json_prefix), sl = strlen(so.json_suffix);
+        char mid[8192] = "";
+        if (n >= pl + sl) memcpy(mid, out.text + pl, n - pl - sl), mid[n - pl - sl] = 0;
+        CHECK(r.stop_reason == POOLED_STOP_EOG && n >= pl + sl &&
+                  !strncmp(out.text, so.json_prefix, pl) &&
+                  !strcmp(out.text + n - sl, so.json_suffix) && valid(mid),
+              "wrapped, seed %llu: reason %d '%s'", (unsigned long long)seed, r.stop_reason,
+              out.text);
+    }
+    so.json_schema = NULL, so.json_prefix = so.json_suffix = NULL;
 
     /* logprobs: one per id, before the id's token callback; greedy's pick is the most
      * likely; the alternatives sorted, at most all of the probability */

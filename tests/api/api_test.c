@@ -31,6 +31,17 @@ static int collect(void *user, int32_t id, const char *text, size_t len) {
     return k->stop_at && k->calls >= k->stop_at;
 }
 
+typedef struct {
+    int calls, backwards;
+    uint64_t done, total;
+} progress_seen;
+
+static void on_progress(void *user, uint64_t done, uint64_t total) {
+    progress_seen *p = user;
+    if (p->calls++ && (done < p->done || total != p->total)) p->backwards++;
+    p->done = done, p->total = total;
+}
+
 static void *canceller(void *arg) {
     void **a = arg;
     atomic_int *started = a[1], *cancelled = a[2];
@@ -267,9 +278,16 @@ static void run_tests(void) {
     CHECK(texts[0][0] && !strcmp(texts[0], texts[1]), "copied '%s' mapped '%s'", texts[1],
           texts[0]);
     mo.cpu_weights = 0;
+    /* the load's progress: called, never backwards, ending at its total */
+    progress_seen ps = {0};
+    mo.progress = on_progress, mo.progress_user = &ps;
     CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_OK, "%s",
           pooled_last_error());
     if (!m) return;
+    CHECK(ps.calls > 0 && !ps.backwards && ps.total > 0 && ps.done == ps.total,
+          "progress: %d calls, %llu of %llu, backwards %d", ps.calls, (unsigned long long)ps.done,
+          (unsigned long long)ps.total, ps.backwards);
+    mo.progress = NULL;
     pooled_model_info in = {.size = sizeof in};
     CHECK(pooled_model_get_info(m, &in) == POOLED_OK, "%s", pooled_last_error());
     CHECK(!strcmp(in.arch, "llama") && in.n_ctx == 64 && in.n_vocab == 512 && in.bos == 1 &&
