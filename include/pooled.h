@@ -273,7 +273,9 @@ typedef struct {
 
 /* Called once per generated id, before its pooled_token_fn call (an end-of-generation id
  * included, which the token callback does not see). It must not call into the same model
- * (it may run while the model's turn is held). */
+ * (it runs while the model's turn is held). With n_parallel it may run on another
+ * session's generating thread (the one that ran the batched step), while this generation's
+ * own thread waits for it: touch only what belongs to this generation. */
 typedef void (*pooled_logprob_fn)(void *user, const pooled_logprob *lp);
 
 typedef struct {
