@@ -183,9 +183,10 @@ bool srv_chat_context(const srv_request *r, pl_json_doc **msgs, pl_json_doc **to
 static bool render_chat(srv_engine *e, const srv_request *r, char **text, char *err, size_t cap) {
     pl_json_doc *msgs, *tools;
     if (!srv_chat_context(r, &msgs, &tools, err, cap)) return false;
-    /* a response_format or a forced call leaves no room for thinking: it is the whole answer */
+    /* a response_format or a forced call leaves no room for thinking: it is the whole
+     * answer; the client may turn it off too (srv_request.no_think) */
     pl_chat_opts co = {.add_generation_prompt = true,
-                       .enable_thinking = !r->grammar && !tf_forced(r)};
+                       .enable_thinking = !r->grammar && !tf_forced(r) && !r->no_think};
     pl_status s = pl_chat_render_json(e->tok, pl_json_root(msgs),
                                       tools ? pl_json_root(tools) : NULL, &co, text);
     pl_json_doc_free(msgs), pl_json_doc_free(tools);

@@ -340,6 +340,53 @@ static bool take_logprobs(ectx *e, const pl_json *root, srv_request *r) {
     return true;
 }
 
+/* An effort name ("none" ... "high"); *off when it asks for no thinking. */
+static bool take_effort(ectx *e, const pl_json *v, const char *at, bool *off) {
+    if (!v || v->type == PL_JSON_NULL) return true;
+    const char *eff = pl_json_string(v);
+    static const char *const known[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+    for (size_t i = 0; eff && i < sizeof known / sizeof *known; i++)
+        if (!strcmp(eff, known[i])) {
+            *off = *off || i < 2;
+            return true;
+        }
+    return fail(e, "'%s' must be one of none, minimal, low, medium, high, xhigh", at);
+}
+
+/* The client's switches of the model's thinking (see srv_request.no_think). */
+static bool take_thinking(ectx *e, const pl_json *root, srv_request *r) {
+    if (r->kind == SRV_CHAT) {
+        const pl_json *kw = pl_json_get(root, "chat_template_kwargs");
+        if (kw && kw->type != PL_JSON_NULL && kw->type != PL_JSON_OBJECT)
+            return fail(e, "'chat_template_kwargs' must be an object");
+        const pl_json *et = kw ? pl_json_get(kw, "enable_thinking") : NULL;
+        if (et && et->type != PL_JSON_TRUE && et->type != PL_JSON_FALSE && et->type != PL_JSON_NULL)
+            return fail(e, "'chat_template_kwargs.enable_thinking' must be a boolean");
+        r->no_think = et && et->type == PL_JSON_FALSE;
+        return take_effort(e, pl_json_get(root, "reasoning_effort"), "reasoning_effort",
+                           &r->no_think);
+    }
+    if (r->kind == SRV_RESPONSES) {
+        const pl_json *rs = pl_json_get(root, "reasoning");
+        if (rs && rs->type != PL_JSON_NULL && rs->type != PL_JSON_OBJECT)
+            return fail(e, "'reasoning' must be an object");
+        return take_effort(e, rs ? pl_json_get(rs, "effort") : NULL, "reasoning.effort",
+                           &r->no_think);
+    }
+    if (r->kind == SRV_MESSAGES || r->kind == SRV_COUNT_TOKENS) {
+        const pl_json *th = pl_json_get(root, "thinking");
+        if (!th || th->type == PL_JSON_NULL) return true;
+        const char *type =
+            th->type == PL_JSON_OBJECT ? pl_json_string(pl_json_get(th, "type")) : NULL;
+        if (!type ||
+            (strcmp(type, "enabled") && strcmp(type, "disabled") && strcmp(type, "adaptive")))
+            return fail(e,
+                        "'thinking' must be {\"type\": \"enabled\" | \"disabled\" | \"adaptive\"}");
+        r->no_think = !strcmp(type, "disabled");
+    }
+    return true;
+}
+
 /* Responses: 'include' (a list of names; "message.output_text.logprobs" asks for the
  * message's logprobs, the others name what this server does not have and are ignored) and
  * 'top_logprobs' (0 to 20, which also asks for them). */
@@ -800,9 +847,9 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
         snprintf(err, cap, "the request body is not valid JSON: %s", pl_last_error());
         return false;
     }
-    bool ok =
-        parse_root(&e, pl_json_root(doc), r) && ((kind != SRV_CHAT && kind != SRV_RESPONSES) ||
-                                                 take_response_format(&e, pl_json_root(doc), r));
+    bool ok = parse_root(&e, pl_json_root(doc), r) && take_thinking(&e, pl_json_root(doc), r) &&
+              ((kind != SRV_CHAT && kind != SRV_RESPONSES) ||
+               take_response_format(&e, pl_json_root(doc), r));
     pl_json_doc_free(doc);
     return ok;
 }

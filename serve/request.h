@@ -65,6 +65,10 @@ typedef struct {
      * (src/grammar); NULL: text */
     struct pl_grammar *grammar;
     char *text_format; /* responses: text.format as sent (compact JSON), NULL: none */
+    /* the client turned the model's thinking off (the template's enable_thinking false):
+     * chat's chat_template_kwargs.enable_thinking false or reasoning_effort none / minimal,
+     * responses' reasoning.effort none / minimal, Anthropic's thinking {type: disabled} */
+    bool no_think;
     /* chat, messages, count_tokens, responses: a JSON array of {"type": "function",
      * "function": {"name", "description", "parameters"}} (Anthropic's input_schema as
      * parameters, the Responses API's flat tools moved under "function"), NULL: none */

@@ -41,7 +41,27 @@ if start chat -m "$M" --api-key "$KEY" --queue 0; then
             N_PROMPT="$(wc -w <<<"$ids")" N_GEN="$(wc -w <<<"$gen")" MAX_TOKENS=$MAX \
             TOOLS_URL="${TOOLS_URL:-}" TOOLS="$TMP/tools.json" TOOL_N_PROMPT="$(wc -w <<<"$tool_ids")"
         check "the aborted stream was cancelled" grep -q "cancelled" "$TMP/chat.err"
-        [ -n "${TOOLS_PID:-}" ] && kill -TERM $TOOLS_PID && wait $TOOLS_PID
+        if [ -n "${TOOLS_PID:-}" ]; then
+            # the client turns thinking off: the prompt is the template's with
+            # enable_thinking false (`pooled template --no-think`), in each API's words
+            printf '%s' '[{"role": "user", "content": "Weather in Paris?"}]' >"$TMP/think.json"
+            on=$("$POOLED" template -m "$R" --messages "$TMP/think.json" --ids | wc -w)
+            off=$("$POOLED" template -m "$R" --messages "$TMP/think.json" --no-think --ids | wc -w)
+            check "--no-think renders more ids ($on, $off)" [ "$off" -gt "$on" ]
+            ask() { curl -s "$TOOLS_URL$1" -H 'Content-Type: application/json' -d "$2"; }
+            M1='"messages": [{"role": "user", "content": "Weather in Paris?"}]'
+            n=$(ask /v1/chat/completions "{$M1, \"max_tokens\": 1}" | jq .usage.prompt_tokens)
+            check "chat, thinking left on: $n ids" [ "$n" = "$on" ]
+            n=$(ask /v1/chat/completions "{$M1, \"max_tokens\": 1, \"chat_template_kwargs\": {\"enable_thinking\": false}}" | jq .usage.prompt_tokens)
+            check "chat, chat_template_kwargs.enable_thinking false: $n ids" [ "$n" = "$off" ]
+            n=$(ask /v1/chat/completions "{$M1, \"max_tokens\": 1, \"reasoning_effort\": \"none\"}" | jq .usage.prompt_tokens)
+            check "chat, reasoning_effort none: $n ids" [ "$n" = "$off" ]
+            n=$(ask /v1/messages/count_tokens "{$M1, \"thinking\": {\"type\": \"disabled\"}}" | jq .input_tokens)
+            check "count_tokens, thinking disabled: $n ids" [ "$n" = "$off" ]
+            n=$(ask /v1/responses "{\"input\": \"Weather in Paris?\", \"max_output_tokens\": 1, \"reasoning\": {\"effort\": \"minimal\"}}" | jq .usage.input_tokens)
+            check "responses, reasoning.effort minimal: $n ids" [ "$n" = "$off" ]
+            kill -TERM $TOOLS_PID && wait $TOOLS_PID
+        fi
         # the chat page on a server whose replies cannot end before the page's stop: this tiny
         # random model samples its end-of-turn id at any time (1 reply in 5 ended within 300
         # ids), and a reply filling 2048 ids of context ends in seconds

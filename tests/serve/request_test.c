@@ -298,6 +298,52 @@ static void run_tests(void) {
     refused(SRV_RESPONSES, "{\"input\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "role");
     refused(SRV_RESPONSES, "{\"input\":\"x\",\"max_output_tokens\":0}", "'max_output_tokens'");
 
+    /* the model's thinking turned off by the client, in each API's words */
+    struct {
+        srv_kind k;
+        const char *extra;
+        bool off;
+    } th[] = {
+        {SRV_CHAT, ",\"chat_template_kwargs\":{\"enable_thinking\":false}", true},
+        {SRV_CHAT, ",\"chat_template_kwargs\":{\"enable_thinking\":true}", false},
+        {SRV_CHAT, ",\"reasoning_effort\":\"minimal\"", true},
+        {SRV_CHAT, ",\"reasoning_effort\":\"none\"", true},
+        {SRV_CHAT, ",\"reasoning_effort\":\"high\"", false},
+        {SRV_CHAT, "", false},
+        {SRV_MESSAGES, ",\"thinking\":{\"type\":\"disabled\"}", true},
+        {SRV_MESSAGES, ",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024}", false},
+        {SRV_COUNT_TOKENS, ",\"thinking\":{\"type\":\"disabled\"}", true},
+        {SRV_RESPONSES, ",\"reasoning\":{\"effort\":\"none\"}", true},
+        {SRV_RESPONSES, ",\"reasoning\":{\"effort\":\"medium\",\"summary\":\"auto\"}", false},
+    };
+    for (size_t i = 0; i < sizeof th / sizeof *th; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "%s%s}",
+                 th[i].k == SRV_RESPONSES ? "{\"input\":\"x\""
+                 : th[i].k == SRV_CHAT    ? "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]"
+                                          : "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\","
+                                            "\"content\":\"x\"}]",
+                 th[i].extra);
+        CHECK(parse(th[i].k, body, &r, err) && r.no_think == th[i].off, "thinking %zu: %s (%s)", i,
+              body, err);
+        srv_request_free(&r);
+    }
+    refused(SRV_CHAT,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":\"max\"}",
+            "'reasoning_effort'");
+    refused(SRV_CHAT,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":1}",
+            "'chat_template_kwargs'");
+    refused(SRV_CHAT,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":{"
+            "\"enable_thinking\":\"no\"}}",
+            "enable_thinking");
+    refused(SRV_RESPONSES, "{\"input\":\"x\",\"reasoning\":5}", "'reasoning'");
+    refused(SRV_MESSAGES,
+            "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"thinking\":"
+            "\"on\"}",
+            "'thinking'");
+
     /* logprobs: chat's boolean and top_logprobs (0 to 20), completions' number */
     CHECK(parse(SRV_CHAT,
                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
