@@ -712,9 +712,15 @@ static bool parse_root(ectx *e, const pl_json *root, srv_request *r) {
             !take_tools(e, root, r, r->kind != SRV_CHAT))
             return false;
         break;
-    case SRV_RESPONSES:
+    case SRV_RESPONSES: {
+        /* no responses are kept: a continuation by id would silently lose its context */
+        const pl_json *prev = pl_json_get(root, "previous_response_id");
+        if (prev && prev->type != PL_JSON_NULL)
+            return fail(e, "'previous_response_id' is not supported: this server keeps no "
+                           "responses (send the conversation so far as 'input')");
         if (!take_input(e, root, r) || !take_tools(e, root, r, false)) return false;
         break;
+    }
     case SRV_COMPLETION: {
         const pl_json *p = pl_json_get(root, "prompt");
         if (p && p->type == PL_JSON_ARRAY)

@@ -339,6 +339,8 @@ static void run_tests(void) {
             "\"enable_thinking\":\"no\"}}",
             "enable_thinking");
     refused(SRV_RESPONSES, "{\"input\":\"x\",\"reasoning\":5}", "'reasoning'");
+    refused(SRV_RESPONSES, "{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}",
+            "'previous_response_id' is not supported");
     refused(SRV_MESSAGES,
             "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"thinking\":"
             "\"on\"}",
