@@ -106,6 +106,39 @@ void pooled_model_close(pooled_model *m) {
     free(m);
 }
 
+/* The backend, the weights, the sessions' state options and, with n_parallel, the batch
+ * whose slots the sessions' caches are; the turn. */
+static pl_status load_weights(pooled_model *m, const pooled_model_opts *o) {
+    pl_backend_open_opts bo = {.name = o->backend ? o->backend : "auto", .n_threads = o->n_threads};
+    bo.gpu.dawn_lib = m->dawn_lib;
+    bo.gpu.tune_cache = m->tune_cache;
+    bo.gpu.profile_path = m->profile;
+    bo.cpu.anon_weights = o->cpu_weights;
+    const char *note;
+    pl_status s = pl_backend_open_with(&bo, &m->be, &note);
+    if (s) return s;
+    m->be->act_q8 = o->act_type == POOLED_ACT_Q8;
+    pl_model_opts mo = {.prefault = true, .progress = o->progress, .progress_ud = o->progress_user};
+    if ((s = pl_model_load(m->g, m->be, &mo, &m->m))) return s;
+    m->so = pl_state_opts_default(m->m);
+    if (o->n_ctx) m->so.n_ctx = o->n_ctx;
+    if (m->so.n_batch > m->so.n_ctx) m->so.n_batch = m->so.n_ctx;
+    m->so.kv_type = o->kv_type == POOLED_KV_F32  ? PL_TYPE_F32
+                    : o->kv_type == POOLED_KV_Q8 ? PL_TYPE_Q8_0
+                                                 : PL_TYPE_F16;
+    /* sized for a verify pass (1 + PL_SPEC_MAX columns), as the command's --spec */
+    int cols = PL_SPEC_MAX + 1 < m->so.n_batch ? PL_SPEC_MAX + 1 : m->so.n_batch;
+    m->so.n_logits = m->so.n_snap = cols;
+    /* n_parallel sessions' caches as slots of one batch, their steps in one pass */
+    m->n_parallel = o->n_parallel > 1 ? o->n_parallel : 1;
+    if (m->n_parallel > 1 && pl_model_can_batch(m->m)) {
+        if ((s = pl_batch_new_slots(m->m, m->n_parallel, &m->so, &m->batch))) return s;
+        if (!(m->slot_used = calloc((size_t)m->n_parallel, sizeof *m->slot_used)))
+            return pl_fail(PL_ERR_NOMEM, "out of memory");
+    }
+    return pl_batcher_new(m->batch, m->n_parallel, &m->bt);
+}
+
 int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_model **out) {
     if (!out) return fail_arg("pooled_model_open: out is NULL");
     *out = NULL;
@@ -132,43 +165,8 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
     m->tune_cache = dup_or_null(o.gpu_tune_cache, &nomem);
     m->profile = dup_or_null(o.gpu_profile, &nomem);
     pl_status s = nomem ? pl_fail(PL_ERR_NOMEM, "out of memory") : pl_gguf_open(path, &m->g);
-    if (!s && o.vocab_only) s = pl_tok_load(m->g, &m->tok);
-    if (!s && !o.vocab_only) {
-        pl_backend_open_opts bo = {.name = o.backend ? o.backend : "auto",
-                                   .n_threads = o.n_threads};
-        bo.gpu.dawn_lib = m->dawn_lib;
-        bo.gpu.tune_cache = m->tune_cache;
-        bo.gpu.profile_path = m->profile;
-        bo.cpu.anon_weights = o.cpu_weights;
-        const char *note;
-        s = pl_backend_open_with(&bo, &m->be, &note);
-    }
-    if (!s && !o.vocab_only) {
-        m->be->act_q8 = o.act_type == POOLED_ACT_Q8;
-        pl_model_opts mo = {
-            .prefault = true, .progress = o.progress, .progress_ud = o.progress_user};
-        s = pl_model_load(m->g, m->be, &mo, &m->m);
-    }
-    if (!s && !o.vocab_only) s = pl_tok_load(m->g, &m->tok);
-    if (!s && !o.vocab_only) {
-        m->so = pl_state_opts_default(m->m);
-        if (o.n_ctx) m->so.n_ctx = o.n_ctx;
-        if (m->so.n_batch > m->so.n_ctx) m->so.n_batch = m->so.n_ctx;
-        m->so.kv_type = o.kv_type == POOLED_KV_F32  ? PL_TYPE_F32
-                        : o.kv_type == POOLED_KV_Q8 ? PL_TYPE_Q8_0
-                                                    : PL_TYPE_F16;
-        /* sized for a verify pass (1 + PL_SPEC_MAX columns), as the command's --spec */
-        int cols = PL_SPEC_MAX + 1 < m->so.n_batch ? PL_SPEC_MAX + 1 : m->so.n_batch;
-        m->so.n_logits = m->so.n_snap = cols;
-        /* n_parallel sessions' caches as slots of one batch, their steps in one pass */
-        m->n_parallel = o.n_parallel > 1 ? o.n_parallel : 1;
-        if (m->n_parallel > 1 && pl_model_can_batch(m->m)) {
-            s = pl_batch_new_slots(m->m, m->n_parallel, &m->so, &m->batch);
-            if (!s && !(m->slot_used = calloc((size_t)m->n_parallel, sizeof *m->slot_used)))
-                s = pl_fail(PL_ERR_NOMEM, "out of memory");
-        }
-    }
-    if (!s && !o.vocab_only) s = pl_batcher_new(m->batch, m->n_parallel, &m->bt);
+    if (!s && !o.vocab_only) s = load_weights(m, &o);
+    if (!s) s = pl_tok_load(m->g, &m->tok);
     if (s) {
         /* the file's name leads the reason, as the command says it */
         char msg[600];
@@ -180,11 +178,12 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
     return POOLED_OK;
 }
 
-/* *info with the size the caller set: what was written goes back in size. */
-static int put_info(const pooled_model_info *r, pooled_model_info *info) {
-    size_t cap = info->size;
-    memcpy(info, r, cap < sizeof *r ? cap : sizeof *r);
-    info->size = cap < sizeof *r ? cap : sizeof *r; /* what was written */
+/* A result struct of ours (n bytes, its size first) into the caller's, which may be older
+ * and smaller: as many bytes as the caller's size says, and that count back in its size. */
+static int put_sized(void *dst, const void *src, size_t n) {
+    size_t cap = *(size_t *)dst, w = cap < n ? cap : n;
+    memcpy(dst, src, w);
+    *(size_t *)dst = w; /* what was written */
     return POOLED_OK;
 }
 
@@ -200,7 +199,7 @@ static int vocab_info(const pooled_model *m, pooled_model_info *info) {
     snprintf(r.name, sizeof r.name, "%s", name ? name : "");
     snprintf(r.backend, sizeof r.backend, "none (vocab_only)");
     free(arch), free(name);
-    return put_info(&r, info);
+    return put_sized(info, &r, sizeof r);
 }
 
 int pooled_model_get_info(const pooled_model *m, pooled_model_info *info) {
@@ -220,7 +219,7 @@ int pooled_model_get_info(const pooled_model *m, pooled_model_info *info) {
     snprintf(r.arch, sizeof r.arch, "%s", in->arch);
     snprintf(r.name, sizeof r.name, "%s", in->name);
     snprintf(r.backend, sizeof r.backend, "%s", m->be->device);
-    return put_info(&r, info);
+    return put_sized(info, &r, sizeof r);
 }
 
 int pooled_token_is_eog(const pooled_model *m, int32_t id) {
@@ -278,66 +277,27 @@ const char *pooled_chat_template(const pooled_model *m) {
     return m ? pl_tok_chat_template(m->tok) : NULL;
 }
 
-static int chat_opts(const pooled_chat_opts *opts, pooled_chat_opts *o, pl_chat_opts *co) {
-    *o = pooled_chat_opts_default();
-    if (take_opts(o, sizeof *o, opts, "pooled_chat_opts")) return POOLED_ERR_ARG;
-    *co = (pl_chat_opts){.add_generation_prompt = o->add_generation_prompt != 0,
-                         .enable_thinking = !o->no_think};
+/* The caller's options (of any size) as the renderer takes them. */
+static int chat_opts(const pooled_chat_opts *opts, pl_chat_opts *co) {
+    pooled_chat_opts o = pooled_chat_opts_default();
+    if (take_opts(&o, sizeof o, opts, "pooled_chat_opts")) return POOLED_ERR_ARG;
+    *co = (pl_chat_opts){.add_generation_prompt = o.add_generation_prompt != 0,
+                         .enable_thinking = !o.no_think,
+                         .tmpl = o.template_source};
     return POOLED_OK;
 }
 
-/* messages (and tools, may be NULL) rendered with the model's template or o's own. */
-static int render_json(const pooled_model *m, const pl_json *msgs, const pl_json *tools,
-                       const pooled_chat_opts *o, const pl_chat_opts *co, char **text) {
-    if (!o->template_source) return (int)pl_chat_render_json(m->tok, msgs, tools, co, text);
-    char *bos = NULL, *eos = NULL; /* the texts the template sees as bos_token, eos_token */
-    pl_status s = PL_OK;
-    if (pl_tok_bos(m->tok) >= 0) s = pl_tok_piece_str(m->tok, pl_tok_bos(m->tok), true, &bos, NULL);
-    if (!s && pl_tok_eos(m->tok) >= 0)
-        s = pl_tok_piece_str(m->tok, pl_tok_eos(m->tok), true, &eos, NULL);
-    if (!s) s = pl_chat_render_template(o->template_source, bos, eos, msgs, tools, co, text);
-    free(bos), free(eos);
-    return (int)s;
-}
-
-/* msgs[0..n) as a JSON array of {role, content}, for a template of the caller's. */
-static int messages_doc(const pooled_message *msgs, size_t n, pl_json_doc **doc) {
-    pl_strbuf b = {0};
-    pl_sb_putc(&b, '[');
-    for (size_t i = 0; i < n; i++) {
-        pl_sb_puts(&b, i ? ",{\"role\":" : "{\"role\":");
-        pl_json_quote(&b, msgs[i].role, strlen(msgs[i].role), false);
-        pl_sb_puts(&b, ",\"content\":");
-        pl_json_quote(&b, msgs[i].content, strlen(msgs[i].content), false);
-        pl_sb_putc(&b, '}');
-    }
-    pl_sb_putc(&b, ']');
-    pl_status s =
-        b.failed ? pl_fail(PL_ERR_NOMEM, "out of memory") : pl_json_parse(b.s, b.len, doc);
-    pl_sb_free(&b);
-    return (int)s;
-}
-
-/* The conversation rendered: msgs[0..n) through the model's template, or as JSON through
- * the caller's. */
+/* The conversation msgs[0..n) rendered (the model's template or opts' own). */
 static int chat_text(const pooled_model *m, const pooled_message *msgs, size_t n,
                      const pooled_chat_opts *opts, char **text) {
     *text = NULL;
     if (!m || (!msgs && n)) return fail_arg("chat: NULL argument");
     if (n > (1u << 20)) return fail_arg("chat: more than 1048576 messages");
-    pooled_chat_opts o;
     pl_chat_opts co;
-    if (chat_opts(opts, &o, &co)) return POOLED_ERR_ARG;
+    if (chat_opts(opts, &co)) return POOLED_ERR_ARG;
     for (size_t i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content)
             return (int)pl_fail(PL_ERR_ARG, "chat: message %zu has no role or content", i);
-    if (o.template_source) {
-        pl_json_doc *d = NULL;
-        int rc = messages_doc(msgs, n, &d);
-        if (!rc) rc = render_json(m, pl_json_root(d), NULL, &o, &co, text);
-        pl_json_doc_free(d);
-        return rc;
-    }
     pl_chat_msg *pm = malloc(sizeof *pm * (n ? n : 1));
     if (!pm) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) pm[i] = (pl_chat_msg){msgs[i].role, msgs[i].content};
@@ -395,10 +355,9 @@ int pooled_chat_render_json(const pooled_model *m, const char *messages_json,
     if (!text) return fail_arg("pooled_chat_render_json: text is NULL");
     *text = NULL;
     if (!m || !messages_json) return fail_arg("pooled_chat_render_json: NULL argument");
-    pooled_chat_opts o;
     pl_chat_opts co;
     pl_json_doc *md = NULL, *td = NULL;
-    int rc = chat_opts(opts, &o, &co);
+    int rc = chat_opts(opts, &co);
     if (!rc) rc = parse_conv("messages", messages_json, false, &md);
     if (!rc) rc = parse_conv("tools", tools_json, true, &td);
     const pl_json *msgs = md ? pl_json_root(md) : NULL;
@@ -413,7 +372,7 @@ int pooled_chat_render_json(const pooled_model *m, const char *messages_json,
     if (!rc && tools && tools->type != PL_JSON_ARRAY && tools->type != PL_JSON_NULL)
         rc = (int)pl_fail(PL_ERR_ARG, "tools: expected a JSON array");
     if (tools && tools->type == PL_JSON_NULL) tools = NULL;
-    if (!rc) rc = render_json(m, msgs, tools, &o, &co, text);
+    if (!rc) rc = (int)pl_chat_render_json(m->tok, msgs, tools, &co, text);
     pl_json_doc_free(md);
     pl_json_doc_free(td);
     return rc;
@@ -541,7 +500,6 @@ typedef struct {
     int reason;
     bool nomem;
     pl_json_constraint *con; /* json_schema */
-    pooled_logprob lp;       /* the last pick's, from the sampler's watcher (on_logprob) */
 } gen_ctx;
 
 _Static_assert(sizeof(pooled_logprob) == sizeof(pl_logprobs) &&
@@ -552,9 +510,10 @@ _Static_assert(sizeof(pooled_logprob) == sizeof(pl_logprobs) &&
 static void watch_logits(void *ud, const float *l, int n_vocab, int32_t id) {
     gen_ctx *c = ud;
     pl_logprobs lp;
+    pooled_logprob out; /* the same layout (asserted above) */
     pl_logprobs_of(l, n_vocab, id, c->o->top_logprobs, &lp);
-    memcpy(&c->lp, &lp, sizeof lp);
-    c->o->on_logprob(c->o->logprob_user, &c->lp);
+    memcpy(&out, &lp, sizeof out);
+    c->o->on_logprob(c->o->logprob_user, &out);
 }
 
 /* Pass piece on as far as it is final. Returns false to stop (c->reason or c->nomem set). */
@@ -711,9 +670,7 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
                            .t_prompt = st.t_prompt,
                            .t_gen = st.t_decode,
                            .n_shared = st.n_shared};
-        size_t cap = res->size;
-        memcpy(res, &r, cap < sizeof r ? cap : sizeof r);
-        res->size = cap < sizeof r ? cap : sizeof r; /* what was written */
+        put_sized(res, &r, sizeof r);
     }
     if (c.stream) pl_tok_stream_free(c.stream);
     pl_stop_free(&c.stop);

@@ -43,8 +43,7 @@ struct pl_batcher {
     int n_pend, n_decoding;
     bool stepping;
     uint64_t n_steps, n_columns;
-    int n_max;
-    pl_session **step_ses; /* [n_max]: the stepper's arguments */
+    pl_session **step_ses; /* [n_max of pl_batcher_new]: the stepper's arguments */
     int32_t *step_ids;
 };
 
@@ -53,7 +52,7 @@ pl_status pl_batcher_new(pl_batch *batch, int n_max, pl_batcher **out) {
     if (n_max < 1) return pl_fail(PL_ERR_ARG, "batcher: n_max %d", n_max);
     pl_batcher *b = calloc(1, sizeof *b);
     if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory");
-    b->batch = batch, b->n_max = n_max;
+    b->batch = batch;
     b->step_ses = malloc(sizeof *b->step_ses * (size_t)n_max);
     b->step_ids = malloc(sizeof *b->step_ids * (size_t)n_max);
     if (!b->step_ses || !b->step_ids) {
@@ -74,10 +73,6 @@ void pl_batcher_free(pl_batcher *b) {
     pl_cond_destroy(&b->bcv);
     free(b->step_ses), free(b->step_ids);
     free(b);
-}
-
-bool pl_batcher_batched(const pl_batcher *b) {
-    return b->batch != NULL;
 }
 
 void pl_batcher_stats(pl_batcher *b, uint64_t *steps, uint64_t *columns) {

@@ -20,7 +20,6 @@ typedef struct pl_batcher pl_batcher;
  * cache slots - of steps of up to n_max sessions (pl_batch_new / pl_batch_new_slots). */
 pl_status pl_batcher_new(pl_batch *batch, int n_max, pl_batcher **out);
 void pl_batcher_free(pl_batcher *b);
-bool pl_batcher_batched(const pl_batcher *b);
 /* Batched steps run so far, and the ids they appended. */
 void pl_batcher_stats(pl_batcher *b, uint64_t *steps, uint64_t *columns);
 

@@ -133,19 +133,19 @@ pl_status pl_chat_render_json(const pl_tokenizer *t, const pl_json *messages, co
     if (!opts) opts = &dflt;
     pl_status st = check_input_nul(messages, tools);
     if (st != PL_OK) return st;
-    if (t->chat_template_nul)
+    if (t->chat_template_nul && !opts->tmpl)
         return pl_fail(PL_ERR_FORMAT, "the model's chat template contains a NUL character");
     char *bos = NULL, *eos = NULL;
     pl_jinja *parsed = NULL;
-    const char *tmpl = NULL;
+    const char *tmpl = opts->tmpl; /* the caller's, else the model's (parsed) or a fallback */
     st = token_text(t, t->sp.bos, &bos);
     if (st == PL_OK) st = token_text(t, t->sp.eos, &eos);
     if (st != PL_OK) goto done;
-    if (t->chat_template) {
+    if (!tmpl && t->chat_template) {
         st = pl_jinja_parse(t->chat_template, strlen(t->chat_template), &parsed);
         if (st != PL_OK) pl_clear_error();
     }
-    if (!parsed) { /* no template, or one we cannot read: a known format by its markers */
+    if (!parsed && !opts->tmpl) { /* no template, or one we cannot read: by its markers */
         for (size_t i = 0; i < sizeof k_fallbacks / sizeof k_fallbacks[0] && !tmpl; i++) {
             const char *m = k_fallbacks[i].marker;
             if ((t->chat_template && strstr(t->chat_template, m)) ||

@@ -72,6 +72,9 @@ typedef struct {
 typedef struct {
     bool add_generation_prompt;
     bool enable_thinking; /* Qwen3's switch; default true */
+    /* a Jinja template used instead of the model's (its bos_token / eos_token still the
+     * model's; no fallback when it does not parse); NULL: the model's */
+    const char *tmpl;
 } pl_chat_opts;
 
 /* Render messages with the model's template (tokenizer.chat_template interpreted as Jinja;
