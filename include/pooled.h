@@ -36,7 +36,7 @@
 #include <stdint.h>
 
 #define POOLED_VERSION_MAJOR 0
-#define POOLED_VERSION_MINOR 2
+#define POOLED_VERSION_MINOR 3
 #define POOLED_VERSION_PATCH 0
 
 #if defined(_WIN32)
@@ -124,6 +124,12 @@ typedef struct {
      * from the opening thread, before pooled_model_open returns */
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
+    /* since 0.3 */
+    /* the GPU backend's tuning switches, for experiments: "NAME=VALUE" items separated by
+     * ';' (NULL or "": the tuned defaults), the names and values of the pooled command's
+     * POOLED_GPU_* variables (README) in lower case without the prefix, e.g.
+     * "fuse=0;mc=4,16". An unknown name fails the open, a bad value the GPU backend's. */
+    const char *gpu_options;
 } pooled_model_opts;
 
 /* The defaults, size set. */
@@ -151,12 +157,34 @@ typedef struct {
     int64_t n_params;
     int32_t bos; /* -1: none */
     int32_t eos; /* -1: none */
+    /* since 0.3 */
+    uint64_t weight_bytes; /* bytes of all weight tensors in the file */
+    char weight_type[16];  /* the format holding most weight values ("q4_0", "f16") */
+    int n_expert;          /* experts of a mixture-of-experts layer (0: dense) */
+    int n_expert_used;     /* of them, active per token */
+    int kv_type;           /* the sessions' cache: POOLED_KV_* */
+    char note[192];        /* the backend's remark on how it was chosen ("auto: no usable
+                              GPU (...), using the CPU"), or "" */
+    char nonfinite[64];    /* the first weight tensor holding NaN or Inf values, or "": the
+                              output of a model with one is meaningless */
 } pooled_model_info;
 
 /* Fill *info: its size field, set by the caller, says how many bytes may be written; on
  * return it says how many were (less when the library is older than the caller's header:
  * the rest is left as it was). pooled_result works the same way. */
 POOLED_API int pooled_model_get_info(const pooled_model *m, pooled_model_info *info);
+
+/* The model's counters so far (pooled_model_info's size rule). Since 0.3. */
+typedef struct {
+    size_t size;                /* sizeof(pooled_model_stats), set by the caller */
+    int batched;                /* 1: the decode steps of sessions generating at once run
+                                   as batched passes (n_parallel > 1, a model whose family
+                                   batches: the llama family), else 0 */
+    uint64_t n_batched_steps;   /* batched passes run */
+    uint64_t n_batched_columns; /* the ids they produced, one a session and pass */
+} pooled_model_stats;
+
+POOLED_API int pooled_model_get_stats(const pooled_model *m, pooled_model_stats *stats);
 
 /* 1 when id ends a generation (EOS, <|im_end|>, <|eot_id|>, ...), else 0. */
 POOLED_API int pooled_token_is_eog(const pooled_model *m, int32_t id);

@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "base/json.h"
-#include "grammar/grammar.h"
 #include "responses.h"
 
 static void quote(pl_strbuf *b, const char *s, size_t n) {
@@ -558,10 +557,10 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
     int32_t *ids = NULL;
     int64_t n = 0;
     tp_opts fmt;
-    pl_grammar *forced = NULL;
+    tf_call forced;
     if (!srv_engine_forced_call(e, r, &forced, err, sizeof err) ||
         !srv_engine_prompt(e, r, &ids, &n, &fmt, err, sizeof err)) {
-        pl_grammar_free(forced);
+        tf_call_free(&forced);
         answer_error(o, r, 400, err);
         return;
     }
@@ -570,7 +569,7 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
                  "the prompt is %lld tokens, the context holds %lld (the server's --ctx)",
                  (long long)n, (long long)srv_engine_n_ctx(e));
         free(ids);
-        pl_grammar_free(forced);
+        tf_call_free(&forced);
         answer_error(o, r, 400, err);
         return;
     }
@@ -578,15 +577,15 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
     srv_gen_ctx j;
     if (!job_begin(&j, e, r, &fmt, model_id, id_no, (long long)time(NULL), o, &g)) {
         free(ids);
-        pl_grammar_free(forced);
+        tf_call_free(&forced);
         return;
     }
     srv_gen_io io = {.logprob = on_logprob, .emit = on_model_text, .ud = &j, .cancel = o->cancel};
     if (fmt.think && r->kind != SRV_COMPLETION) io.think = fmt.in_think ? 2 : 1;
-    bool ok = !j.out_failed && srv_engine_generate(e, r, forced ? forced : r->grammar, ids, n, &io,
-                                                   &g, err, sizeof err);
+    tf_call con = forced.schema ? forced : (tf_call){.schema = r->schema};
+    bool ok = !j.out_failed && srv_engine_generate(e, r, &con, ids, n, &io, &g, err, sizeof err);
     free(ids);
-    pl_grammar_free(forced);
+    tf_call_free(&forced);
     static const char *const finish[] = {"end of turn", "length", "stop string", "cancelled"};
     static const char *const kind[] = {"chat", "completion", "messages", "", "", "", "responses"};
     if (ok) srv_metrics_generation(o->metrics, &g);

@@ -1,5 +1,6 @@
-/* engine.c - the server's calls into libpooled: prompts as ids, tokenize / detokenize, and
- * one generation with stop strings held back until they can no longer match. */
+/* engine.c - the server's calls into libpooled, through its public API only (pooled.h):
+ * prompts as ids, tokenize / detokenize, and one generation on a slot's session with stop
+ * strings held back until they can no longer match. */
 #include "engine.h"
 
 #include <pthread.h>
@@ -9,63 +10,57 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/strbuf.h"
-#include "grammar/grammar.h"
-#include "grammar/token_mask.h"
-#include "runtime/batcher.h"
-#include "runtime/chat_ids.h"
 #include "base/json.h"
-#include "runtime/generate.h"
-#include "runtime/sampler.h"
-#include "runtime/session.h"
-#include "tokenizer/tokenizer.h"
-#include "tool_force.h"
+#include "base/strbuf.h"
 
 /* A slot: one session (its own KV cache) and whether a generation holds it. */
 typedef struct {
-    pl_session *ses;
+    pooled_session *ses;
     bool busy;
     uint64_t used; /* when it was last taken (for the least recently used among equals) */
 } slot;
 
 struct srv_engine {
-    const pl_model *m;
-    const pl_tokenizer *tok;
+    pooled_model *m;
     int n_vocab;
-    bool ignore_eos;     /* an end-of-generation id is text like any other */
-    pl_vocab_trie *trie; /* for response_format, built at the first request that has one */
-    pthread_mutex_t mu;  /* the slots' table */
+    int64_t n_ctx;
+    int32_t bos;        /* -1: none */
+    bool adds_bos;      /* the vocabulary starts a text with BOS */
+    bool ignore_eos;    /* an end-of-generation id is text like any other */
+    pthread_mutex_t mu; /* the slots' table */
     pthread_cond_t freed;
     uint64_t n_taken;
-    /* the turn (one model pass at a time on the shared backend) and continuous batching
-     * (the decode steps of all decoding slots in one pass; runtime/batcher.h) */
-    pl_batcher *bt;
-    pl_batch *batch; /* NULL: one slot, or a model without a batched step */
-    bool own_batch;  /* made it (else the caller's) */
     int n_slots;
     slot slots[];
 };
 
-srv_engine *srv_engine_new(const pl_model *m, const pl_tokenizer *tok, pl_session *const *ses,
-                           int n_slots, pl_batch *batch) {
-    if (n_slots < 1) return NULL;
+static bool lib_fail(char *err, size_t cap) {
+    snprintf(err, cap, "%s", pooled_last_error());
+    return false;
+}
+
+srv_engine *srv_engine_new(pooled_model *m, int n_slots, char *err, size_t cap) {
+    if (n_slots < 1) return snprintf(err, cap, "no slots"), NULL;
     srv_engine *e = calloc(1, sizeof *e + sizeof(slot) * (size_t)n_slots);
-    if (!e) return NULL;
-    e->m = m, e->tok = tok, e->n_vocab = pl_model_get_info(m)->n_vocab, e->n_slots = n_slots;
-    for (int i = 0; i < n_slots; i++) e->slots[i].ses = ses[i];
+    if (!e) return snprintf(err, cap, "out of memory"), NULL;
+    pooled_model_info in = {.size = sizeof in};
+    pooled_model_get_info(m, &in);
+    e->m = m, e->n_vocab = in.n_vocab, e->n_ctx = in.n_ctx, e->bos = in.bos;
+    e->n_slots = n_slots;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->freed, NULL);
-    if (n_slots > 1 && pl_model_can_batch(m)) {
-        e->batch = batch, e->own_batch = !batch;
-        if (!batch && pl_batch_new(m, n_slots, &e->batch)) {
+    /* whether a text starts with BOS: what tokenizing nothing with the specials gives */
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!pooled_tokenize(m, "", 0, 1, 0, &ids, &n))
+        e->adds_bos = e->bos >= 0 && n >= 1 && ids[0] == e->bos;
+    pooled_free(ids);
+    for (int i = 0; i < n_slots; i++)
+        if (pooled_session_new(m, &e->slots[i].ses)) {
+            snprintf(err, cap, "slot %d of %d: %s", i + 1, n_slots, pooled_last_error());
             srv_engine_free(e);
             return NULL;
         }
-    }
-    if (pl_batcher_new(e->batch, n_slots, &e->bt)) {
-        srv_engine_free(e);
-        return NULL;
-    }
     return e;
 }
 
@@ -74,25 +69,26 @@ void srv_engine_set_ignore_eos(srv_engine *e, bool on) {
 }
 
 bool srv_engine_batched(const srv_engine *e) {
-    return e->batch != NULL;
+    pooled_model_stats st = {.size = sizeof st};
+    return !pooled_model_get_stats(e->m, &st) && st.batched;
 }
 
 void srv_engine_batch_stats(srv_engine *e, uint64_t *steps, uint64_t *columns) {
-    pl_batcher_stats(e->bt, steps, columns);
+    pooled_model_stats st = {.size = sizeof st};
+    pooled_model_get_stats(e->m, &st);
+    *steps = st.n_batched_steps, *columns = st.n_batched_columns;
 }
 
 void srv_engine_free(srv_engine *e) {
     if (!e) return;
-    pl_batcher_free(e->bt);
-    if (e->own_batch) pl_batch_free(e->batch);
-    pl_vocab_trie_free(e->trie);
+    for (int i = 0; i < e->n_slots; i++) pooled_session_free(e->slots[i].ses);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->freed);
     free(e);
 }
 
 int64_t srv_engine_n_ctx(const srv_engine *e) {
-    return pl_session_n_ctx(e->slots[0].ses);
+    return e->n_ctx;
 }
 
 int srv_engine_n_slots(const srv_engine *e) {
@@ -118,9 +114,11 @@ static slot *slot_take(srv_engine *e, const int32_t *ids, int64_t n) {
         for (int i = 0; i < e->n_slots; i++) {
             slot *s = &e->slots[i];
             if (s->busy) continue;
-            int64_t nc;
-            const int32_t *c = pl_session_ids(s->ses, &nc);
-            int64_t len = common_prefix(c, nc, ids, n);
+            int32_t *c = NULL;
+            size_t nc = 0; /* (a free slot's session: no generation changes it meanwhile) */
+            if (pooled_session_ids(s->ses, &c, &nc)) nc = 0;
+            int64_t len = common_prefix(c, (int64_t)nc, ids, n);
+            pooled_free(c);
             if (len > best_len) best = s, best_len = len;
             if (!lru || s->used < lru->used) lru = s;
         }
@@ -141,14 +139,10 @@ static void slot_give(srv_engine *e, slot *s) {
     pthread_mutex_unlock(&e->mu);
 }
 
-static bool lib_fail(char *err, size_t cap) {
-    snprintf(err, cap, "%s", pl_last_error());
-    return false;
-}
-
-bool srv_chat_context(const srv_request *r, pl_json_doc **msgs, pl_json_doc **tools, char *err,
+bool srv_chat_context(const srv_request *r, char **msgs, const char **tools, char *err,
                       size_t cap) {
-    *msgs = *tools = NULL;
+    *msgs = NULL;
+    *tools = r->tools && r->tool_choice != SRV_TOOLS_NONE ? r->tools : NULL;
     pl_strbuf b = {0};
     pl_sb_putc(&b, '[');
     for (int i = 0; i < r->n_msgs; i++) {
@@ -170,33 +164,27 @@ bool srv_chat_context(const srv_request *r, pl_json_doc **msgs, pl_json_doc **to
     }
     pl_sb_putc(&b, ']');
     if (b.failed) return pl_sb_free(&b), snprintf(err, cap, "out of memory"), false;
-    pl_status s = pl_json_parse(b.s, b.len, msgs);
-    pl_sb_free(&b);
-    if (!s && r->tools && r->tool_choice != SRV_TOOLS_NONE)
-        s = pl_json_parse(r->tools, strlen(r->tools), tools);
-    if (!s) return true;
-    pl_json_doc_free(*msgs), pl_json_doc_free(*tools);
-    *msgs = *tools = NULL;
-    return lib_fail(err, cap);
+    *msgs = b.s;
+    return true;
 }
 
 static bool render_chat(srv_engine *e, const srv_request *r, char **text, char *err, size_t cap) {
-    pl_json_doc *msgs, *tools;
+    char *msgs;
+    const char *tools;
     if (!srv_chat_context(r, &msgs, &tools, err, cap)) return false;
     /* a response_format or a forced call leaves no room for thinking: it is the whole
      * answer; the client may turn it off too (srv_request.no_think) */
-    pl_chat_opts co = {.add_generation_prompt = true,
-                       .enable_thinking = !r->grammar && !tf_forced(r) && !r->no_think};
-    pl_status s = pl_chat_render_json(e->tok, pl_json_root(msgs),
-                                      tools ? pl_json_root(tools) : NULL, &co, text);
-    pl_json_doc_free(msgs), pl_json_doc_free(tools);
-    return s ? lib_fail(err, cap) : true;
+    pooled_chat_opts co = pooled_chat_opts_default();
+    co.no_think = r->schema || tf_forced(r) || r->no_think;
+    int rc = pooled_chat_render_json(e->m, msgs, tools, &co, text);
+    free(msgs);
+    return rc ? lib_fail(err, cap) : true;
 }
 
 /* How the reply is split: <think> where the template knows it (and whether the prompt
  * opened it), tool calls in the template's format when the request offers tools. */
 static tp_opts reply_format(const srv_engine *e, const srv_request *r, const char *prompt) {
-    const char *t = pl_tok_chat_template(e->tok);
+    const char *t = pooled_chat_template(e->m);
     tp_opts o = {.think = t && strstr(t, "<think>")};
     const char *open = NULL;
     for (const char *p = prompt; (p = strstr(p, "<think>")); p++) open = p;
@@ -206,72 +194,97 @@ static tp_opts reply_format(const srv_engine *e, const srv_request *r, const cha
     return o;
 }
 
+/* The library's ids (pooled_free) as the server's (free). */
+static bool own_ids(int32_t *lib, size_t n, int32_t **ids, int64_t *n_ids, size_t extra, char *err,
+                    size_t cap) {
+    *ids = malloc(sizeof **ids * (n + extra + 1));
+    if (!*ids) return pooled_free(lib), snprintf(err, cap, "out of memory"), false;
+    if (n) memcpy(*ids + extra, lib, sizeof *lib * n);
+    pooled_free(lib);
+    *n_ids = (int64_t)(n + extra);
+    return true;
+}
+
 bool srv_engine_prompt(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
                        tp_opts *fmt, char *err, size_t cap) {
     *ids = NULL;
     *n_ids = 0;
     if (fmt) *fmt = (tp_opts){0};
+    int32_t *lib = NULL;
+    size_t n = 0;
     if (r->kind == SRV_COMPLETION) {
-        if (pl_tok_encode(e->tok, r->prompt, strlen(r->prompt), true, false, ids, n_ids))
+        if (pooled_tokenize(e->m, r->prompt, strlen(r->prompt), 1, 0, &lib, &n))
             return lib_fail(err, cap);
-        if (*n_ids == 0) {
+        if (n == 0) {
+            pooled_free(lib);
             snprintf(err, cap, "the prompt is empty (and the model has no BOS)");
             return false;
         }
-        return true;
+        return own_ids(lib, n, ids, n_ids, 0, err, cap);
     }
     char *text = NULL;
     if (!render_chat(e, r, &text, err, cap)) return false;
     if (fmt) *fmt = reply_format(e, r, text);
-    pl_status s = pl_tok_encode(e->tok, text, strlen(text), false, true, ids, n_ids);
-    free(text);
-    if (s) return lib_fail(err, cap);
-    int32_t bos = pl_tok_bos(e->tok);
-    if (pl_tok_adds_bos(e->tok) && bos >= 0 && (*n_ids == 0 || (*ids)[0] != bos)) {
-        int32_t *w = realloc(*ids, sizeof *w * (size_t)(*n_ids + 1));
-        if (!w) {
-            free(*ids), *ids = NULL, *n_ids = 0;
-            return snprintf(err, cap, "out of memory"), false;
-        }
-        memmove(w + 1, w, sizeof *w * (size_t)*n_ids);
-        w[0] = bos;
-        *ids = w;
-        (*n_ids)++;
-    }
+    int rc = pooled_tokenize(e->m, text, strlen(text), 0, 1, &lib, &n);
+    pooled_free(text);
+    if (rc) return lib_fail(err, cap);
+    /* the template may have written BOS itself; else it comes first as in any text */
+    bool bos = e->adds_bos && (n == 0 || lib[0] != e->bos);
+    if (!own_ids(lib, n, ids, n_ids, bos, err, cap)) return false;
+    if (bos) (*ids)[0] = e->bos;
     return true;
 }
 
 bool srv_engine_tokenize(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
                          char ***pieces, char *err, size_t cap) {
     *pieces = NULL;
-    if (pl_tok_encode(e->tok, r->prompt, strlen(r->prompt), r->add_special, r->parse_special, ids,
-                      n_ids))
+    *ids = NULL;
+    int32_t *lib = NULL;
+    size_t n = 0;
+    if (pooled_tokenize(e->m, r->prompt, strlen(r->prompt), r->add_special, r->parse_special, &lib,
+                        &n))
         return lib_fail(err, cap);
+    if (!own_ids(lib, n, ids, n_ids, 0, err, cap)) return false;
     if (!r->with_pieces) return true;
     if (!(*pieces = calloc((size_t)*n_ids + 1, sizeof **pieces)))
         return snprintf(err, cap, "out of memory"), false;
     for (int64_t i = 0; i < *n_ids; i++) {
+        char *t = NULL;
         size_t len;
-        if (pl_tok_piece_str(e->tok, (*ids)[i], true, &(*pieces)[i], &len))
-            return lib_fail(err, cap);
+        if (pooled_token_piece(e->m, (*ids)[i], 1, &t, &len)) return lib_fail(err, cap);
+        (*pieces)[i] = strdup(t); /* (the caller frees with free) */
+        pooled_free(t);
+        if (!(*pieces)[i]) return snprintf(err, cap, "out of memory"), false;
     }
     return true;
 }
 
 bool srv_engine_piece(srv_engine *e, int32_t id, char **text, size_t *n) {
     *text = NULL;
-    return !pl_tok_piece_str(e->tok, id, true, text, n);
+    char *t = NULL;
+    if (pooled_token_piece(e->m, id, 1, &t, n)) return false;
+    *text = malloc(*n + 1);
+    if (*text) memcpy(*text, t, *n + 1);
+    pooled_free(t);
+    return *text != NULL;
 }
 
 bool srv_engine_detokenize(srv_engine *e, const int32_t *ids, int64_t n, char **text, char *err,
                            size_t cap) {
     for (int64_t i = 0; i < n; i++)
-        if (ids[i] >= e->n_vocab) {
+        if (ids[i] < 0 || ids[i] >= e->n_vocab) {
             snprintf(err, cap, "tokens[%lld]: id %d is outside the vocabulary (0 to %d)",
                      (long long)i, ids[i], e->n_vocab - 1);
             return false;
         }
-    return pl_tok_decode(e->tok, ids, n, false, text, NULL) ? lib_fail(err, cap) : true;
+    char *t = NULL;
+    size_t len = 0;
+    if (pooled_detokenize(e->m, ids, (size_t)n, 0, &t, &len)) return lib_fail(err, cap);
+    *text = malloc(len + 1);
+    if (*text) memcpy(*text, t, len + 1);
+    pooled_free(t);
+    if (!*text) return snprintf(err, cap, "out of memory"), false;
+    return true;
 }
 
 /* The generation in progress: text not yet emitted waits in held while it could still be
@@ -280,24 +293,19 @@ typedef struct {
     srv_engine *e;
     const srv_request *r;
     const srv_gen_io *io;
-    pl_tok_stream *stream;
     pl_strbuf held;
     srv_gen_result *res;
     bool emit_failed;
-    srv_logprob lp; /* the last pick's, from the sampler's watcher */
+    srv_logprob lp; /* the last pick's (pooled_sample_opts.on_logprob) */
     double t0, t_last;
-    pl_json_constraint *con; /* response_format */
-    tp_think think;          /* io->think: counting the reasoning ids */
+    tp_think think; /* io->think: counting the reasoning ids */
 } gen_state;
 
-_Static_assert(SRV_MAX_TOP_LOGPROBS <= PL_MAX_TOP_LOGPROBS, "top_logprobs past pl_logprobs");
-
-/* The sampler's watcher: the pick's logprobs and the r->logprobs most likely ids'. */
-static void watch_logits(void *ud, const float *l, int n_vocab, int32_t id) {
-    gen_state *g = ud;
-    pl_logprobs_of(l, n_vocab, id, g->r->logprobs, &g->lp);
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
-
 static bool emit(gen_state *g, size_t n) {
     if (n && !g->io->emit(g->io->ud, g->held.s, n)) g->emit_failed = true;
     memmove(g->held.s, g->held.s + n, g->held.len - n + 1);
@@ -337,34 +345,39 @@ static bool settle(gen_state *g, const char *text, bool final) {
     return emit(g, g->held.len - keep);
 }
 
-/* Each id, without the turn: the text and the client's stream are handled while the
- * other slots' passes run. */
-static bool on_token(void *ud, int32_t id) {
+/* Each id with its text, while other slots' passes run (pooled.h: the callback runs
+ * between the model's passes); id -1: the text held back at the end. Non-zero stops. */
+static int on_token(void *ud, int32_t id, const char *text, size_t len) {
     gen_state *g = ud;
-    g->t_last = pl_now();
+    (void)len;
+    if (id < 0) { /* the end (the model's turn, the length): everything left goes */
+        if (!g->emit_failed) settle(g, text, true);
+        return 0;
+    }
+    g->t_last = now();
     if (g->res->t_first < 0) g->res->t_first = g->t_last - g->t0;
     if (atomic_load(g->io->cancel)) {
         g->res->finish = SRV_FINISH_CANCEL;
-        return false;
-    }
-    if (!g->e->ignore_eos && pl_tok_is_eog(g->e->tok, id)) {
-        g->res->finish = SRV_FINISH_EOG;
-        return false;
+        return 1;
     }
     g->res->n_completion++;
     if (g->r->logprobs >= 0 && g->io->logprob) g->io->logprob(g->io->ud, &g->lp);
-    const char *text = pl_tok_stream_push(g->stream, id);
     if (g->io->think && tp_think_id(&g->think, text)) g->res->n_reasoning++;
-    if (!settle(g, text, false)) return false;
-    if (g->con && pl_gstate_done(pl_json_constraint_state(g->con))) {
-        g->res->finish = SRV_FINISH_EOG; /* the JSON value is closed: nothing may follow */
-        return false;
+    if (!settle(g, text, false)) {
+        if (g->res->finish != SRV_FINISH_STOP) g->res->finish = SRV_FINISH_CANCEL;
+        return 1;
     }
     if (atomic_load(g->io->cancel)) {
         g->res->finish = SRV_FINISH_CANCEL;
-        return false;
+        return 1;
     }
-    return true;
+    return 0;
+}
+
+/* The pick's log-probabilities, kept for its token callback (which an end-of-turn id does
+ * not get: its entry is dropped, as the API's shapes want). */
+static void on_logprob(void *ud, const pooled_logprob *lp) {
+    ((gen_state *)ud)->lp = *lp;
 }
 
 static uint64_t clock_seed(void) {
@@ -373,80 +386,57 @@ static uint64_t clock_seed(void) {
     return ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
 }
 
-bool srv_engine_forced_call(srv_engine *e, const srv_request *r, pl_grammar **g, char *err,
+bool srv_engine_forced_call(srv_engine *e, const srv_request *r, tf_call *call, char *err,
                             size_t cap) {
-    return tf_grammar(r, pl_tok_chat_template(e->tok), g, err, cap);
+    return tf_schema(r, pooled_chat_template(e->m), call, err, cap);
 }
 
-/* response_format or a forced call: every pick of smp keeps the text a prefix of a value
- * gr allows. */
-static bool constrain(srv_engine *e, const pl_grammar *gr, pl_sampler *smp,
-                      pl_json_constraint **con) {
-    if (!e->trie && pl_vocab_trie_from_tok(e->tok, &e->trie)) return false;
-    if (pl_json_constraint_new(gr, e->trie, con)) return false;
-    if (!pl_json_constraint_attach(*con, smp)) return true;
-    pl_json_constraint_free(*con);
-    *con = NULL;
-    return false;
-}
-
-bool srv_engine_generate(srv_engine *e, const srv_request *r, const pl_grammar *gr,
+bool srv_engine_generate(srv_engine *e, const srv_request *r, const tf_call *con,
                          const int32_t *ids, int64_t n, const srv_gen_io *io, srv_gen_result *res,
                          char *err, size_t cap) {
     *res = (srv_gen_result){.finish = SRV_FINISH_LENGTH, .n_prompt = n, .t_first = -1};
-    int64_t n_ctx = srv_engine_n_ctx(e);
-    if (n >= n_ctx) {
+    if (n >= e->n_ctx) {
         snprintf(err, cap, "the prompt is %lld tokens, the context holds %lld (the server's --ctx)",
-                 (long long)n, (long long)n_ctx);
+                 (long long)n, (long long)e->n_ctx);
         return false;
     }
-    pl_sampler_params sp = pl_sampler_defaults();
-    sp.temp = (float)r->temperature;
-    sp.top_k = 0;
-    sp.min_p = 0;
-    sp.top_p = (float)r->top_p;
-    sp.presence_penalty = (float)r->presence_penalty;
-    sp.frequency_penalty = (float)r->frequency_penalty;
-    sp.seed = r->has_seed ? r->seed : clock_seed();
-    pl_sampler *smp = NULL;
-    gen_state g = {.e = e, .r = r, .io = io, .res = res, .t0 = pl_now()};
+    gen_state g = {.e = e, .r = r, .io = io, .res = res, .t0 = now()};
     g.think.in = io->think == 2;
-    if (pl_sampler_new(&sp, e->n_vocab, &smp)) return lib_fail(err, cap);
-    if (r->logprobs >= 0) pl_sampler_set_watch(smp, watch_logits, &g);
-    bool con_ok = true;
-    if (gr) { /* (the vocabulary trie is built once, by whoever needs it first) */
-        pl_batcher_take(e->bt);
-        con_ok = constrain(e, gr, smp, &g.con);
-        pl_batcher_give(e->bt);
+    pooled_sample_opts so = pooled_sample_opts_default();
+    so.temperature = (float)r->temperature;
+    so.top_k = 0;
+    so.min_p = 0;
+    so.top_p = (float)r->top_p;
+    so.presence_penalty = (float)r->presence_penalty;
+    so.frequency_penalty = (float)r->frequency_penalty;
+    so.seed = r->has_seed ? r->seed : clock_seed();
+    so.max_tokens = r->max_tokens; /* (-1: up to the end of the context) */
+    so.ignore_eos = e->ignore_eos;
+    if (con && con->schema) {
+        so.json_schema = con->schema;
+        so.json_prefix = con->prefix, so.json_suffix = con->suffix;
     }
-    if (!con_ok) {
-        pl_sampler_free(smp);
-        return lib_fail(err, cap);
+    if (r->logprobs >= 0) {
+        so.on_logprob = on_logprob, so.logprob_user = &g;
+        so.top_logprobs = r->logprobs;
     }
-    if (!(g.stream = pl_tok_stream_new(e->tok, false))) {
-        pl_json_constraint_free(g.con);
-        pl_sampler_free(smp);
-        return snprintf(err, cap, "out of memory"), false;
-    }
-    int64_t room = n_ctx - n + 1;
-    int64_t want = r->max_tokens >= 0 && r->max_tokens < room ? r->max_tokens : room;
-    pl_gen_opts go = {.n_predict = want, .on_token = on_token, .ud = &g};
-    pl_gen_stats st;
+    pooled_result pr = {.size = sizeof pr};
     slot *sl = slot_take(e, ids, n);
-    pl_batcher_take(e->bt);
-    bool ok = !pl_batcher_generate(e->bt, sl->ses, smp, ids, n, &go, &st) || lib_fail(err, cap);
-    if (!ok) pl_session_reset(sl->ses); /* a failed pass may leave the cache half-written */
-    pl_batcher_give(e->bt);
+    bool ok =
+        !pooled_generate(sl->ses, ids, (size_t)n, &so, on_token, &g, &pr) || lib_fail(err, cap);
+    if (!ok) pooled_session_reset(sl->ses); /* a failed pass may leave the cache half-written */
     slot_give(e, sl);
-    res->n_cached = n - st.n_prompt_run;
-    pl_status s = ok ? PL_OK : PL_ERR;
-    if (res->t_first >= 0) res->t_decode = g.t_last - g.t0 - res->t_first;
-    if (!s && res->finish != SRV_FINISH_STOP && res->finish != SRV_FINISH_CANCEL && !g.emit_failed)
-        settle(&g, pl_tok_stream_flush(g.stream), true);
+    if (ok && pr.stop_reason == POOLED_STOP_EOG) res->finish = SRV_FINISH_EOG;
+    if (ok && pr.stop_reason == POOLED_STOP_CANCELLED) res->finish = SRV_FINISH_CANCEL;
+    res->n_cached = n - pr.n_prompt_run;
+    double t_end = now();
+    if (res->t_first < 0 && pr.n_gen > 0) res->t_first = t_end - g.t0; /* only an end id */
+    if (res->t_first >= 0) res->t_decode = (g.t_last > 0 ? g.t_last : t_end) - g.t0 - res->t_first;
+    /* text still held for a stop string that never came (the library's own last call,
+     * id -1, comes only when it held some itself) */
+    if (ok && res->finish != SRV_FINISH_STOP && res->finish != SRV_FINISH_CANCEL && !g.emit_failed)
+        settle(&g, "", true);
     if (g.emit_failed && res->finish != SRV_FINISH_STOP) res->finish = SRV_FINISH_CANCEL;
     pl_sb_free(&g.held);
-    pl_tok_stream_free(g.stream);
-    pl_sampler_free(smp);
-    pl_json_constraint_free(g.con);
-    return !s;
+    return ok;
 }

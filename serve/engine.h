@@ -1,17 +1,15 @@
 /* engine.h - what the server asks of the model, in one place: the prompt of a request as
  * ids (chat template or plain text), tokenize / detokenize, and one generation with
  * sampling, stop strings, a length limit and a cancel flag. engine.c is the only file of
- * serve/ that calls into libpooled (the loading is cmd/pooled/cmd_serve.c's), so moving to
- * the public API (include/pooled.h) later changes these two files only.
+ * serve/ that calls into the model, and it does so through the public API (include/
+ * pooled.h) only, as any program embedding libpooled would.
  *
- * Slots: the engine holds N sessions (each its own KV cache). Every call may come from any
- * thread; up to N generations run at once, each on the free slot whose cache shares the
- * longest prefix with its prompt if that prefix is at least half the prompt, else on the
- * least recently used free slot (the server runs no more than N). The model's weights
- * and the tokenizer are read-only and shared; the backend is not thread-safe, so the
- * model passes take turns: a generation holds the turn for its prompt and for each decode
- * pass, and gives it to the next in line (first asked, first served) while its id is
- * turned into text and sent. */
+ * Slots: the engine holds N sessions (each its own KV cache) of a model opened with
+ * n_parallel N, so that generating sessions share each decode step in one batched pass
+ * (continuous batching, pooled.h). Every call may come from any thread; up to N
+ * generations run at once, each on the free slot whose cache shares the longest prefix
+ * with its prompt if that prefix is at least half the prompt, else on the least recently
+ * used free slot (the server runs no more than N). */
 #ifndef PL_SERVE_ENGINE_H
 #define PL_SERVE_ENGINE_H
 
@@ -20,22 +18,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <pooled.h>
+
 #include "request.h"
-#include "runtime/logprobs.h"
+#include "tool_force.h"
 #include "tool_parse.h"
 
 typedef struct srv_engine srv_engine;
-struct pl_model;
-struct pl_tokenizer;
-struct pl_session;
+struct pooled_model;
 
-struct pl_batch;
-/* Over a loaded model, its tokenizer and n_slots sessions of it, all with the same context
- * (borrowed: they outlive the engine), and the batch that steps them together (borrowed;
- * NULL: the engine makes its own where the model can batch, or steps them one by one).
- * NULL when out of memory or n_slots < 1. */
-srv_engine *srv_engine_new(const struct pl_model *m, const struct pl_tokenizer *tok,
-                           struct pl_session *const *ses, int n_slots, struct pl_batch *batch);
+/* Over an open model (borrowed: it outlives the engine), n_slots sessions of it. NULL with
+ * the reason in err when a session cannot be made or out of memory. */
+srv_engine *srv_engine_new(struct pooled_model *m, int n_slots, char *err, size_t cap);
 void srv_engine_free(srv_engine *e);
 /* on: an end-of-generation id does not end a generation (`pooled serve --ignore-eos`, as
  * `pooled run --ignore-eos`): only max_tokens, the context, a stop string or a cancel do.
@@ -56,13 +50,11 @@ void srv_engine_batch_stats(srv_engine *e, uint64_t *steps, uint64_t *columns);
 bool srv_engine_prompt(srv_engine *e, const srv_request *r, int32_t **ids, int64_t *n_ids,
                        tp_opts *fmt, char *err, size_t cap);
 /* The conversation of a chat / messages request as the chat template reads it (Hugging
- * Face's apply_chat_template shapes): messages with role and content, an assistant's
- * tool_calls (arguments as objects) and reasoning_content, a tool message's tool_call_id;
- * *tools the tool list (NULL without tools or with tool_choice none). Both freed with
- * pl_json_doc_free. */
-struct pl_json_doc;
-bool srv_chat_context(const srv_request *r, struct pl_json_doc **msgs, struct pl_json_doc **tools,
-                      char *err, size_t cap);
+ * Face's apply_chat_template shapes, pooled_chat_render_json's): *msgs a JSON array of
+ * messages with role and content, an assistant's tool_calls (arguments as objects) and
+ * reasoning_content, a tool message's tool_call_id (malloc'd); *tools the tool list (r's
+ * own text, NULL without tools or with tool_choice none). */
+bool srv_chat_context(const srv_request *r, char **msgs, const char **tools, char *err, size_t cap);
 
 /* /tokenize: ids of r->prompt (add_special, parse_special); with_pieces also each id's
  * text (*pieces: n malloc'd strings, freed by the caller). */
@@ -84,7 +76,7 @@ typedef enum {
 
 /* One generated id's log-probability (the log-softmax of the logits the sampler chose
  * from: after the penalties, before the temperature) and the most likely ids'. */
-typedef pl_logprobs srv_logprob;
+typedef pooled_logprob srv_logprob;
 
 typedef struct {
     /* with r->logprobs >= 0: each generated id (the end-of-turn id not included), before
@@ -110,17 +102,17 @@ typedef struct {
     double t_decode;      /* seconds from the first id to the last */
 } srv_gen_result;
 
-/* tool_choice required / named: *g the grammar of one call in the model's format (NULL when
- * r forces none; freed with pl_grammar_free). False (err, for a 400) when it cannot be
- * forced (serve/tool_force.h). */
-bool srv_engine_forced_call(srv_engine *e, const srv_request *r, struct pl_grammar **g, char *err,
+/* tool_choice required / named: *call the schema of one call in the model's format and the
+ * text around it (call->schema NULL when r forces none; tf_call_free). False (err, for a
+ * 400) when it cannot be forced (serve/tool_force.h). */
+bool srv_engine_forced_call(srv_engine *e, const srv_request *r, tf_call *call, char *err,
                             size_t cap);
-/* Generate after ids[0..n) with r's sampling, max_tokens and stop strings; gr (may be NULL):
- * the grammar every pick keeps to (r->grammar or a forced call's). On a free slot (waits
- * for one while all are busy); the slot keeps what its cache holds, so a conversation's
- * next turn reuses the shared prefix.
+/* Generate after ids[0..n) with r's sampling, max_tokens and stop strings; con (may be NULL
+ * or have no schema): the JSON the output keeps to (r->schema, or a forced call's). On a
+ * free slot (waits for one while all are busy); the slot keeps what its cache holds, so a
+ * conversation's next turn reuses the shared prefix.
  * False (err) when the model fails or the prompt does not fit the context. */
-bool srv_engine_generate(srv_engine *e, const srv_request *r, const struct pl_grammar *gr,
+bool srv_engine_generate(srv_engine *e, const srv_request *r, const tf_call *con,
                          const int32_t *ids, int64_t n, const srv_gen_io *io, srv_gen_result *res,
                          char *err, size_t cap);
 

@@ -3,13 +3,13 @@
 #include "request.h"
 
 #include <math.h>
+#include <pooled.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/json.h"
-#include "grammar/grammar.h"
 
 typedef struct {
     char *err;
@@ -787,7 +787,8 @@ static bool parse_root(ectx *e, const pl_json *root, srv_request *r) {
 
 /* A structured-output format object: {"type": "text" | "json_object" | "json_schema"}, the
  * schema's name, schema and strict in js (chat: response_format.json_schema; responses: the
- * format object itself), compiled into r->grammar. at: the object's path, for errors. */
+ * format object itself), its schema as text in r->schema (checked now: a schema the
+ * library cannot follow is a 400). at: the object's path, for errors. */
 static bool take_format(ectx *e, const pl_json *f, bool nested, const char *at, srv_request *r) {
     if (!f || f->type == PL_JSON_NULL) return true;
     if (f->type != PL_JSON_OBJECT) return fail(e, "'%s' must be an object", at);
@@ -795,7 +796,7 @@ static bool take_format(ectx *e, const pl_json *f, bool nested, const char *at, 
     if (!type) return fail(e, "'%s.type' must be a string", at);
     if (!strcmp(type, "text")) return true;
     if (!strcmp(type, "json_object")) {
-        if (pl_grammar_any_object(&r->grammar)) return fail(e, "%s", pl_last_error());
+        if (!(r->schema = strdup("{\"type\":\"object\"}"))) return fail(e, "out of memory");
         return true;
     }
     if (strcmp(type, "json_schema"))
@@ -811,13 +812,20 @@ static bool take_format(ectx *e, const pl_json *f, bool nested, const char *at, 
         strict->type != PL_JSON_NULL)
         return fail(e, "'%s.strict' must be a boolean", js_at);
     const pl_json *schema = pl_json_get(js, "schema");
-    static const pl_json any = {.type = PL_JSON_TRUE};
-    if (!schema || schema->type == PL_JSON_NULL) schema = &any; /* any JSON value */
-    if (pl_grammar_compile_json(schema, &r->grammar)) {
-        const char *why = pl_last_error();
+    pl_strbuf b = {0};
+    if (!schema || schema->type == PL_JSON_NULL)
+        pl_sb_puts(&b, "{}"); /* any JSON value */
+    else
+        pl_json_write(&b, schema);
+    if (b.failed) return pl_sb_free(&b), fail(e, "out of memory");
+    if (pooled_json_schema_check(b.s)) {
+        const char *why = pooled_last_error();
+        if (!strncmp(why, "json_schema: ", 13)) why += 13;
         if (!strncmp(why, "schema: ", 8)) why += 8;
+        pl_sb_free(&b);
         return fail(e, "'%s.schema': %s", js_at, why);
     }
+    r->schema = b.s;
     return true;
 }
 
@@ -872,6 +880,6 @@ void srv_request_free(srv_request *r) {
     free(r->prompt);
     free(r->tokens);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
-    pl_grammar_free(r->grammar);
+    free(r->schema);
     memset(r, 0, sizeof *r);
 }

@@ -61,9 +61,10 @@ typedef struct {
     int n_stop;
     bool add_special, parse_special, with_pieces; /* tokenize */
     int logprobs; /* -1: none; else the alternatives per id (top_logprobs, 0 to 20) */
-    /* chat's response_format / responses' text.format json_object / json_schema compiled
-     * (src/grammar); NULL: text */
-    struct pl_grammar *grammar;
+    /* chat's response_format / responses' text.format json_object / json_schema: the JSON
+     * Schema text (pooled_sample_opts.json_schema; json_object's {"type":"object"}),
+     * malloc'd; NULL: text */
+    char *schema;
     char *text_format; /* responses: text.format as sent (compact JSON), NULL: none */
     /* the client turned the model's thinking off (the template's enable_thinking false):
      * chat's chat_template_kwargs.enable_thinking false or reasoning_effort none / minimal,

@@ -1,14 +1,15 @@
-/* tool_force.c - the grammar of one forced tool call: an anyOf over the offered tools (or the
- * named one) of {"name": const, "arguments": that tool's parameters schema}, wrapped in the
+/* tool_force.c - the schema of one forced tool call: an anyOf over the offered tools (or the
+ * named one) of {"name": const, "arguments": that tool's parameters schema}, between the
  * template's call tags. */
 #include "tool_force.h"
 
+#include <pooled.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/json.h"
 #include "base/strbuf.h"
-#include "grammar/grammar.h"
 
 tp_calls tf_calls_format(const char *t, bool *xml) {
     *xml = t && strstr(t, "<function=");
@@ -67,11 +68,11 @@ static bool schema_text(const srv_request *r, const char *key, pl_strbuf *b, cha
     return true;
 }
 
-bool tf_grammar(const srv_request *r, const char *chat_template, pl_grammar **g, char *err,
-                size_t cap) {
-    *g = NULL;
+bool tf_schema(const srv_request *r, const char *chat_template, tf_call *call, char *err,
+               size_t cap) {
+    *call = (tf_call){0};
     if (!tf_forced(r)) return true;
-    if (r->grammar) {
+    if (r->schema) {
         snprintf(err, cap, "'response_format' and a forced 'tool_choice' cannot be combined");
         return false;
     }
@@ -84,18 +85,24 @@ bool tf_grammar(const srv_request *r, const char *chat_template, pl_grammar **g,
         return false;
     }
     pl_strbuf b = {0};
-    bool ok = schema_text(r, f == TP_CALLS_QWEN ? "arguments" : "parameters", &b, err, cap);
-    if (ok && pl_grammar_compile(b.s, b.len, g)) {
-        snprintf(err, cap, "'tools': a parameters schema: %s", pl_last_error());
-        ok = false;
+    if (!schema_text(r, f == TP_CALLS_QWEN ? "arguments" : "parameters", &b, err, cap)) {
+        pl_sb_free(&b);
+        return false;
     }
-    pl_sb_free(&b);
-    static const char pre[] = "<tool_call>\n", post[] = "\n</tool_call>";
-    if (ok && f == TP_CALLS_QWEN &&
-        pl_grammar_wrap(*g, pre, sizeof pre - 1, post, sizeof post - 1)) {
-        snprintf(err, cap, "%s", pl_last_error());
-        ok = false;
+    if (pooled_json_schema_check(b.s)) { /* refused now, as a 400, not at generation */
+        const char *why = pooled_last_error();
+        if (!strncmp(why, "json_schema: ", 13)) why += 13;
+        if (!strncmp(why, "schema: ", 8)) why += 8;
+        snprintf(err, cap, "'tools': a parameters schema: %s", why);
+        pl_sb_free(&b);
+        return false;
     }
-    if (!ok) pl_grammar_free(*g), *g = NULL;
-    return ok;
+    call->schema = b.s; /* (the buffer's, now the call's) */
+    if (f == TP_CALLS_QWEN) call->prefix = "<tool_call>\n", call->suffix = "\n</tool_call>";
+    return true;
+}
+
+void tf_call_free(tf_call *call) {
+    free(call->schema);
+    *call = (tf_call){0};
 }

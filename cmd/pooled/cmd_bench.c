@@ -23,7 +23,7 @@
 #include "bench_streams.h"
 #include "cmd_opts.h"
 #include "commands.h"
-#include "model_args.h"
+#include "model_load.h"
 #include "model/model.h"
 #include "runtime/generate.h"
 
@@ -375,7 +375,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     getrusage(RUSAGE_SELF, &ru);
     double peak_mib = (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
     fprintf(tab, "model      %s (%s, %s)\n", ma.path, info->arch, info->weight_type);
-    fprintf(tab, "backend    %s | kv %s\n", lm.be->device, model_kv_name(lm.so.kv_type));
+    fprintf(tab, "backend    %s | kv %s\n", lm.be->device, model_kv_name(ma.kv));
     if (n_prompt) fprintf(tab, "prefill    pp%-6lld %10.1f tok/s\n", (long long)n_prompt, pp);
     if (n_prompt) fprintf(tab, "first id   pp%-6lld %10.1f ms\n", (long long)n_prompt, ttft_ms);
     if (n_gen) fprintf(tab, "decode     tg%-6lld %10.1f tok/s\n", (long long)n_gen, tg);
@@ -394,7 +394,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     bool mib = state_bytes >= 1024 * 1024;
     fprintf(tab, "state      %.1f %s   (KV cache %s of %d positions, activations)\n",
             (double)state_bytes / (mib ? 1024.0 * 1024.0 : 1024.0), mib ? "MiB" : "KiB",
-            model_kv_name(lm.so.kv_type), lm.so.n_ctx);
+            model_kv_name(ma.kv), lm.so.n_ctx);
     if (bo->n_verify) verify_print(tab, bo, &vc);
     if (bs) bench_streams_print(bs, tab);
     fprintf(tab, "peak rss   %.1f MiB   (median of %lld repetitions)\n", peak_mib, (long long)reps);
@@ -408,8 +408,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
         pl_json_str(stdout, lm.be->device, strlen(lm.be->device));
         printf(",\"kv\":\"%s\",\"n_prompt\":%lld,\"n_gen\":%lld,\"repetitions\":%lld,"
                "\"prefill_tok_s\":",
-               model_kv_name(lm.so.kv_type), (long long)n_prompt, (long long)n_gen,
-               (long long)reps);
+               model_kv_name(ma.kv), (long long)n_prompt, (long long)n_gen, (long long)reps);
         pl_json_num(stdout, pp, 0);
         printf(",\"ttft_ms\":");
         pl_json_num(stdout, ttft_ms, 0);

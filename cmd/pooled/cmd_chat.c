@@ -16,7 +16,7 @@
 #include "base/limits.h"
 #include "cmd_opts.h"
 #include "commands.h"
-#include "model_args.h"
+#include "model_load.h"
 #include "runtime/chat_ids.h"
 #include "runtime/generate.h"
 

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model_args.h"
+#include "model_load.h"
 
 typedef struct {
     model_args ma;

@@ -19,7 +19,7 @@
 #include "base/file_map.h"
 #include "cmd_opts.h"
 #include "commands.h"
-#include "model_args.h"
+#include "model_load.h"
 #include "../../room/guest.h"
 #include "../../room/room.h"
 #include "../../room/room_io.h"
@@ -415,7 +415,7 @@ static int room_join(int argc, char **argv) {
         .model = ma.path,
         .backend = ma.backend,
         .threads = (int)ma.threads,
-        .kv_type = ma.kv,
+        .kv_type = model_kv_type(ma.kv),
         .act_q8 = ma.act_q8,
         .lend = lend ? lend : spare_memory(),
         .stop = &stop_flag,

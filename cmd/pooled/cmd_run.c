@@ -13,7 +13,7 @@
 #include "base/limits.h"
 #include "cmd_opts.h"
 #include "commands.h"
-#include "model_args.h"
+#include "model_load.h"
 #include "runtime/generate.h"
 #include "runtime/prompt_ids.h"
 

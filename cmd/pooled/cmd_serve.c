@@ -1,6 +1,8 @@
 /* cmd_serve.c - `pooled serve`: the model behind an OpenAI- and Anthropic-compatible HTTP
- * API (serve/, docs/serve.md). This file parses the options and loads the model; the
- * server and the engine it drives live in serve/. */
+ * API (serve/, docs/serve.md). This file parses the options and opens the model; the
+ * server and the engine it drives live in serve/. Like the server, it reaches the library
+ * through pooled.h only. */
+#include <pooled.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,30 +68,15 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    loaded_model lm;
-    if (!model_load(&ma, true, &lm)) return 1;
+    pooled_model *m = model_open(&ma, (int)parallel);
+    if (!m) return 1;
     int rc = 1;
-    pl_session *ses[SRV_MAX_PARALLEL] = {0};
-    srv_engine *e = NULL;
-    pl_batch *batch = NULL;
-    pl_status s = PL_OK;
-    int made = 0;
-    /* the slots' caches in one batch, stepped together (each slot's cache a part of it) */
-    if (parallel > 1 && !lm.n_stages && pl_model_can_batch(lm.m))
-        s = pl_batch_new_slots(lm.m, (int)parallel, &lm.so, &batch);
-    while (!s && made < parallel &&
-           !(s = batch ? pl_batch_session_new(batch, made, &lm.so, &ses[made])
-                       : model_session(&lm, &ses[made])))
-        made++;
-    if (!s && !(e = srv_engine_new(lm.m, lm.tok, ses, (int)parallel, batch)))
-        s = pl_fail(PL_ERR_NOMEM, "out of memory");
-    if (s && made && made < parallel) {
-        die("--parallel %lld: slot %d of %lld: %s", (long long)parallel, made + 1,
-            (long long)parallel, pl_last_error());
-    } else if (s) {
-        die("%s", pl_last_error());
+    char why[512];
+    srv_engine *e = srv_engine_new(m, (int)parallel, why, sizeof why);
+    if (!e) {
+        die("--parallel %lld: %s", (long long)parallel, why);
     } else {
-        model_report(&lm);
+        model_open_report(m);
         srv_engine_set_ignore_eos(e, ignore_eos);
         const char *id = strrchr(ma.path, '/');
         srv_config c = {.host = host,
@@ -99,9 +86,7 @@ int cmd_serve(int argc, char **argv) {
                         .model_id = id ? id + 1 : ma.path};
         rc = srv_serve(e, &c);
     }
-    srv_engine_free(e);
-    for (int i = 0; i < parallel; i++) pl_session_free(ses[i]);
-    pl_batch_free(batch); /* after its slots' sessions */
-    model_unload(&lm);
+    srv_engine_free(e); /* (its sessions, before the model) */
+    pooled_model_close(m);
     return rc;
 }

@@ -26,6 +26,8 @@ struct pooled_model {
     pl_tokenizer *tok;
     pl_state_opts so;
     char *dawn_lib, *tune_cache, *profile; /* copies the GPU options borrow */
+    char *gpu_options;                     /* a copy, cut into the settings they borrow */
+    char note[192];                        /* the backend's remark at opening, or "" */
     /* the turn (one pass at a time on the backend) and, with n_parallel > 1, the batched
      * decode steps of the sessions generating at once (runtime/batcher.h) */
     pl_batcher *bt;
@@ -101,6 +103,7 @@ void pooled_model_close(pooled_model *m) {
     free(m->dawn_lib);
     free(m->tune_cache);
     free(m->profile);
+    free(m->gpu_options);
     pl_mutex_destroy(&m->slots);
     free(m->slot_used);
     free(m);
@@ -114,9 +117,14 @@ static pl_status load_weights(pooled_model *m, const pooled_model_opts *o) {
     bo.gpu.tune_cache = m->tune_cache;
     bo.gpu.profile_path = m->profile;
     bo.cpu.anon_weights = o->cpu_weights;
+    if (m->gpu_options) {
+        pl_status s = pl_gpu_opts_parse(m->gpu_options, &bo.gpu);
+        if (s) return s;
+    }
     const char *note;
     pl_status s = pl_backend_open_with(&bo, &m->be, &note);
     if (s) return s;
+    snprintf(m->note, sizeof m->note, "%s", note ? note : "");
     m->be->act_q8 = o->act_type == POOLED_ACT_Q8;
     pl_model_opts mo = {.prefault = true, .progress = o->progress, .progress_ud = o->progress_user};
     if ((s = pl_model_load(m->g, m->be, &mo, &m->m))) return s;
@@ -164,6 +172,7 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
     m->dawn_lib = dup_or_null(o.dawn_lib, &nomem);
     m->tune_cache = dup_or_null(o.gpu_tune_cache, &nomem);
     m->profile = dup_or_null(o.gpu_profile, &nomem);
+    m->gpu_options = dup_or_null(o.gpu_options, &nomem);
     pl_status s = nomem ? pl_fail(PL_ERR_NOMEM, "out of memory") : pl_gguf_open(path, &m->g);
     if (!s && !o.vocab_only) s = load_weights(m, &o);
     if (!s) s = pl_tok_load(m->g, &m->tok);
@@ -219,7 +228,24 @@ int pooled_model_get_info(const pooled_model *m, pooled_model_info *info) {
     snprintf(r.arch, sizeof r.arch, "%s", in->arch);
     snprintf(r.name, sizeof r.name, "%s", in->name);
     snprintf(r.backend, sizeof r.backend, "%s", m->be->device);
+    r.weight_bytes = in->weight_bytes;
+    snprintf(r.weight_type, sizeof r.weight_type, "%s", in->weight_type);
+    r.n_expert = in->n_expert;
+    r.n_expert_used = in->n_expert_used;
+    r.kv_type = m->so.kv_type == PL_TYPE_F32    ? POOLED_KV_F32
+                : m->so.kv_type == PL_TYPE_Q8_0 ? POOLED_KV_Q8
+                                                : POOLED_KV_F16;
+    snprintf(r.note, sizeof r.note, "%s", m->note);
+    snprintf(r.nonfinite, sizeof r.nonfinite, "%s", in->nonfinite);
     return put_sized(info, &r, sizeof r);
+}
+
+int pooled_model_get_stats(const pooled_model *m, pooled_model_stats *stats) {
+    if (!m || !stats) return fail_arg("pooled_model_get_stats: NULL argument");
+    if (stats->size < sizeof(size_t)) return fail_arg("pooled_model_stats: size is not set");
+    pooled_model_stats r = {.size = sizeof r, .batched = m->batch != NULL};
+    if (m->bt) pl_batcher_stats(m->bt, &r.n_batched_steps, &r.n_batched_columns);
+    return put_sized(stats, &r, sizeof r);
 }
 
 int pooled_token_is_eog(const pooled_model *m, int32_t id) {

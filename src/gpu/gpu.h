@@ -103,6 +103,14 @@ typedef struct {
 #define PL_GPU_GEMV_COLS_ACC_Q4_0 8
 #define PL_GPU_GEMM_EXACT_MAX     64
 
+/* The tuning settings of o (all but dawn_lib, tune_cache and profile_path) from text:
+ * NAME=VALUE items separated by ';' or newlines, NAME one of fuse, tune, gemv, gemm, robust,
+ * toggles, preload, xpre, smx, topk, moesh, moecomb, fa, dr, chunk, mc, exact, gemm_min,
+ * profile_at, VALUE as the pooled command's POOLED_GPU_<NAME> variable takes it
+ * (README). text is modified (cut into its items) and o borrows its strings. Fails for an
+ * unknown name or an item without '='; a bad value is refused when the backend opens. */
+pl_status pl_gpu_opts_parse(char *text, pl_gpu_backend_opts *o);
+
 /* Open the GPU and make a backend; o may be NULL. Fails (with the reason) without a usable
  * adapter or if the self-test fails. */
 pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out);

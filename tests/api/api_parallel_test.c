@@ -119,8 +119,20 @@ static void run_tests(void) {
         float temp = t ? 0.8f : 0;
         job ref[N_THREADS];
         alone(one, temp, POOLED_SPEC_OFF, ref);
+        pooled_model_stats s0 = {.size = sizeof s0}, s1 = {.size = sizeof s1};
+        pooled_model_get_stats(par, &s0);
         int64_t shared = at_once(par, temp, POOLED_SPEC_OFF, ref, t ? "sampled" : "greedy");
         CHECK(shared > 0, "temp %.1f: no decode step was shared", (double)temp);
+        /* the model's counters: every shared step of a session is a column of a batched
+         * step (which may also have run a lone column), some of them more than one */
+        CHECK(pooled_model_get_stats(par, &s1) == POOLED_OK && s1.batched &&
+                  s1.n_batched_steps > s0.n_batched_steps &&
+                  s1.n_batched_columns - s0.n_batched_columns >= (uint64_t)shared &&
+                  s1.n_batched_columns - s0.n_batched_columns >
+                      s1.n_batched_steps - s0.n_batched_steps,
+              "stats: %llu steps, %llu columns, %lld shared",
+              (unsigned long long)(s1.n_batched_steps - s0.n_batched_steps),
+              (unsigned long long)(s1.n_batched_columns - s0.n_batched_columns), (long long)shared);
         /* n_parallel 1: no shared steps, the same ids */
         CHECK(at_once(one, temp, POOLED_SPEC_OFF, ref, "n_parallel 1") == 0, "shared on one");
         /* speculative lookup on the batch's sessions: its own passes, the same ids */

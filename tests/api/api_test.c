@@ -251,6 +251,21 @@ static void run_tests(void) {
         m = NULL;
     }
     mo.kv_type = POOLED_KV_F16;
+    /* gpu_options: an unknown setting or a malformed item fails the open, on any backend */
+    mo.gpu_options = "fuse=0;bogus=1";
+    CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_ERR_ARG &&
+              !m && strstr(pooled_last_error(), "unknown setting 'bogus'"),
+          "gpu_options bogus: %s", pooled_last_error());
+    mo.gpu_options = "fuse";
+    CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_ERR_ARG &&
+              !m && strstr(pooled_last_error(), "NAME=VALUE"),
+          "gpu_options fuse: %s", pooled_last_error());
+    mo.gpu_options = " fuse=0 ; mc=4,16 ;";
+    CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_OK, "%s",
+          pooled_last_error());
+    pooled_model_close(m);
+    m = NULL;
+    mo.gpu_options = NULL;
     /* cpu_weights: the CPU backend's copy or the mapped file, said in the backend line,
      * the same text either way; out of range refused */
     mo.cpu_weights = 2;
@@ -294,6 +309,17 @@ static void run_tests(void) {
               in.eos == 2 && in.n_ctx_train > 0 && !strncmp(in.backend, "cpu", 3),
           "%s ctx %d vocab %d bos %d eos %d '%s'", in.arch, in.n_ctx, in.n_vocab, in.bos, in.eos,
           in.backend);
+    /* since 0.3: what the load report says */
+    CHECK(in.weight_bytes > 0 && !strcmp(in.weight_type, "f32") && in.n_expert == 0 &&
+              in.kv_type == POOLED_KV_F16 && !in.nonfinite[0] && !in.note[0],
+          "%llu bytes '%s', %d experts, kv %d, nonfinite '%s', note '%s'",
+          (unsigned long long)in.weight_bytes, in.weight_type, in.n_expert, in.kv_type,
+          in.nonfinite, in.note);
+    pooled_model_stats mst = {.size = sizeof mst};
+    CHECK(pooled_model_get_stats(m, &mst) == POOLED_OK && !mst.batched && !mst.n_batched_steps,
+          "stats of n_parallel 0: batched %d, %llu steps", mst.batched,
+          (unsigned long long)mst.n_batched_steps);
+    CHECK(pooled_model_get_stats(m, NULL) == POOLED_ERR_ARG, "stats NULL");
     CHECK(pooled_token_is_eog(m, in.eos) && !pooled_token_is_eog(m, 100) &&
               !pooled_token_is_eog(m, -5),
           "eog");

@@ -36,8 +36,8 @@ static void check_model_args(const model_args *a) {
             !strcmp(a->backend, "webgpu"));
     REQUIRE(a->threads >= 0 && a->threads <= 256);
     REQUIRE(a->ctx >= 0 && a->ctx <= (1 << 24));
-    REQUIRE(a->kv == PL_TYPE_F16 || a->kv == PL_TYPE_F32 ||
-            a->kv == PL_TYPE_Q8_0); /* --kv q8 too */
+    REQUIRE(a->kv == POOLED_KV_F16 || a->kv == POOLED_KV_F32 ||
+            a->kv == POOLED_KV_Q8); /* --kv q8 too */
     REQUIRE(a->act_q8 == 0 || a->act_q8 == 1);
 }
 

@@ -76,6 +76,16 @@ text = '';
 for await (const c of await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: maxTokens, stop, stream: true }))
     for (const ch of c.choices) text += ch.delta?.content ?? '';
 check('openai stop, streamed: text before the stop string', text === want, [text, want]);
+// a stop string that the text's end only begins: held back while it might come, then
+// given whole when the generation ends (streamed too)
+const tailStop = expect.slice(-3) + '\u0001';
+const r2b = await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: maxTokens, stop: [tailStop] });
+check('openai stop begun at the end: the whole text', r2b.choices[0].message.content === expect,
+      [r2b.choices[0].message.content, expect]);
+text = '';
+for await (const c of await oa.chat.completions.create({ model, messages, temperature: 0, max_tokens: maxTokens, stop: [tailStop], stream: true }))
+    for (const ch of c.choices) text += ch.delta?.content ?? '';
+check('openai stop begun at the end, streamed: the whole text', text === expect, [text, expect]);
 
 // logprobs: at temperature 0 the chosen id is the most likely one; values are <= 0; the
 // tokens' bytes make up the text; the stream carries the same ones

@@ -28,8 +28,13 @@ static char *render(srv_kind k, const char *body, const pl_tokenizer *tok, const
     char err[256];
     char *out = NULL;
     pl_json_doc *msgs = NULL, *tools = NULL;
+    char *mt = NULL;
+    const char *tt = NULL;
     CHECK(srv_request_parse(k, body, strlen(body), &r, err, sizeof err), "%s", err);
-    CHECK(srv_chat_context(&r, &msgs, &tools, err, sizeof err), "%s", err);
+    CHECK(srv_chat_context(&r, &mt, &tt, err, sizeof err), "%s", err);
+    CHECK(mt && pl_json_parse(mt, strlen(mt), &msgs) == PL_OK, "messages: %s", mt ? mt : "none");
+    CHECK(!tt || pl_json_parse(tt, strlen(tt), &tools) == PL_OK, "tools: %s", tt);
+    free(mt);
     pl_chat_opts o = {.add_generation_prompt = true, .enable_thinking = true};
     if (msgs) {
         const pl_json *t = tools ? pl_json_root(tools) : NULL;

@@ -274,18 +274,18 @@ static void run_tests(void) {
                 "{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}}",
                 &r, err),
           "%s", err);
-    CHECK(r.grammar && r.text_format && strstr(r.text_format, "\"name\":\"n\"") &&
+    CHECK(r.schema && r.text_format && strstr(r.text_format, "\"name\":\"n\"") &&
               strstr(r.text_format, "\"required\":[\"a\"]"),
           "responses: text.format json_schema (%s)", r.text_format ? r.text_format : "none");
     srv_request_free(&r);
     CHECK(parse(SRV_RESPONSES, "{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"text\"}}}", &r,
                 err) &&
-              !r.grammar,
+              !r.schema,
           "responses: text.format text");
     srv_request_free(&r);
     CHECK(parse(SRV_RESPONSES, "{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_object\"}}}",
                 &r, err) &&
-              r.grammar,
+              r.schema,
           "responses: text.format json_object");
     srv_request_free(&r);
     refused(SRV_RESPONSES, "{\"input\":\"x\",\"text\":5}", "'text' must be an object");

@@ -1,5 +1,6 @@
 /* response_format_test.c - chat's response_format in serve/request.c: text, json_object and
- * json_schema into a compiled grammar; the refusals, one line naming the field. */
+ * json_schema into the schema text the library takes (checked here by compiling it as
+ * pooled_generate does); the refusals, one line naming the field. */
 #include "test.h"
 
 #include "grammar/grammar.h"
@@ -11,16 +12,21 @@ static bool parse(srv_kind k, const char *body, srv_request *r, char *err) {
     return srv_request_parse(k, body, strlen(body), r, err, 256);
 }
 
-/* body is taken; its grammar (if any) takes text as a whole value (NULL: no grammar) */
+/* body is taken; its schema (if any) takes text as a whole value (NULL: no schema) */
 static void taken(const char *body, const char *text) {
     srv_request r;
     char err[256] = "";
     CHECK(parse(SRV_CHAT, body, &r, err), "%s: %s", body, err);
-    CHECK(!text == !r.grammar, "%s: grammar %p", body, (void *)r.grammar);
+    CHECK(!text == !r.schema, "%s: schema %s", body, r.schema ? r.schema : "(none)");
+    pl_grammar *g = NULL;
     pl_gstate *s = NULL;
-    if (text && r.grammar && pl_gstate_new(r.grammar, &s) == PL_OK)
+    if (text && r.schema)
+        CHECK(pl_grammar_compile(r.schema, strlen(r.schema), &g) == PL_OK, "%s: %s", r.schema,
+              pl_last_error());
+    if (g && pl_gstate_new(g, &s) == PL_OK)
         CHECK(pl_gstate_feed(s, text, strlen(text)) && pl_gstate_complete(s), "%s: %s", body, text);
     pl_gstate_free(s);
+    pl_grammar_free(g);
     srv_request_free(&r);
 }
 
@@ -63,7 +69,7 @@ static void run_tests(void) {
         "\"p\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\\nb\":{}},\"required\":[\"x\"]"
         "}}}}",
         "'response_format.json_schema.schema': required names a property");
-    /* another field refused: no grammar is compiled, nothing leaks (ASan) */
+    /* another field refused: no schema is kept, nothing leaks (ASan) */
     refused("{" MSGS ",\"response_format\":{\"type\":\"json_object\"},\"temperature\":9}",
             "'temperature'");
 }

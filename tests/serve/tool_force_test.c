@@ -1,4 +1,4 @@
-/* tool_force_test.c - serve/tool_force.c: the grammar of a forced tool call (tool_choice
+/* tool_force_test.c - serve/tool_force.c: the schema of a forced tool call (tool_choice
  * required / named) takes a well-formed call of each offered tool in the template's format,
  * which the reply parser reads back as that call, and refuses anything else; the refusals
  * (XML calls, no call format, too many tools, a schema outside the subset). */
@@ -23,6 +23,24 @@
 static void req(const char *body, srv_request *r) {
     char err[256] = "";
     CHECK(srv_request_parse(SRV_CHAT, body, strlen(body), r, err, sizeof err), "%s: %s", body, err);
+}
+
+/* tf_schema's call compiled as pooled_generate compiles json_schema, json_prefix and
+ * json_suffix: *g NULL when r forces none. */
+static bool tf_grammar(const srv_request *r, const char *tmpl, pl_grammar **g, char *err,
+                       size_t cap) {
+    tf_call c;
+    *g = NULL;
+    if (!tf_schema(r, tmpl, &c, err, cap)) {
+        CHECK(!c.schema, "%s", "a refused call left a schema");
+        return false;
+    }
+    bool ok = !c.schema || pl_grammar_compile(c.schema, strlen(c.schema), g) == PL_OK;
+    const char *p = c.prefix ? c.prefix : "", *q = c.suffix ? c.suffix : "";
+    if (ok && *g && (c.prefix || c.suffix)) ok = !pl_grammar_wrap(*g, p, strlen(p), q, strlen(q));
+    CHECK(ok, "%s: %s", c.schema, pl_last_error());
+    tf_call_free(&c);
+    return ok;
 }
 
 static pl_grammar *forced(const char *body, const char *tmpl) {
