@@ -130,6 +130,20 @@ typedef struct {
      * POOLED_GPU_* variables (README) in lower case without the prefix, e.g.
      * "fuse=0;mc=4,16". An unknown name fails the open, a bad value the GPU backend's. */
     const char *gpu_options;
+    /* the speculative decoding the sessions are sized for (pooled_sample_opts.spec):
+     * POOLED_SPEC_LOOKUP (default: a verify pass of up to 16 columns kept), POOLED_SPEC_OFF
+     * (none: the least memory, every generation decodes plainly), POOLED_SPEC_MTP (also the
+     * state of the model's own draft layer, its MTP block; fails for a model without one)
+     * or POOLED_SPEC_AUTO (MTP's where the model has the block, else lookup's) */
+    int spec;
+    /* >= 1: the layers run as a chain of this many stages, each over its own part of the
+     * model (an equal share of the layers), the hidden state handed from one to the next
+     * as a room hands it between machines: the same ids as one stage (for tests of the
+     * chain). 0: one. n_parallel then gives no batched steps. At most 63. */
+    int n_stages;
+    int chain_frame; /* with stages: most columns of a prompt's frame, 1 to 4096 (0: 512) */
+    int n_batch;     /* most prompt ids one pass of the model runs (a longer prompt goes in
+                        several); 0: the model's default (512), at most n_ctx */
 } pooled_model_opts;
 
 /* The defaults, size set. */
@@ -137,8 +151,9 @@ POOLED_API pooled_model_opts pooled_model_opts_default(void);
 
 /* Open the GGUF at path and load it (weights mapped, the tokenizer built, the backend
  * chosen). The strings in o are copied. *out gets the model (NULL on failure); release it
- * with pooled_model_close. Fails for a missing, damaged or unsupported file, a bad option,
- * a backend that cannot open. */
+ * with pooled_model_close. Fails for a missing, damaged or unsupported file (the reason
+ * names the path), a bad option, a backend that cannot open (the reason starts "backend
+ * NAME: ", the file is not named). */
 POOLED_API int pooled_model_open(const char *path, const pooled_model_opts *o, pooled_model **out);
 
 /* Release the model. Its sessions must be freed first. NULL is fine. */
@@ -281,7 +296,12 @@ POOLED_API int pooled_session_ids(const pooled_session *s, int32_t **ids, size_t
  * interrupted. */
 POOLED_API void pooled_session_cancel(pooled_session *s);
 
-enum { POOLED_SPEC_OFF = 0, POOLED_SPEC_LOOKUP = 1, POOLED_SPEC_AUTO = 2 };
+/* speculative decoding: drafts checked by one pass of the model, the very same ids in fewer
+ * passes. LOOKUP: drafts from earlier text (the tokens that followed the last few where
+ * they occurred before); MTP (since 0.3): the model's own MTP block, chained; AUTO: MTP
+ * where the model was opened with its state, else lookup that pauses while drafts are
+ * rarely accepted. */
+enum { POOLED_SPEC_OFF = 0, POOLED_SPEC_LOOKUP = 1, POOLED_SPEC_AUTO = 2, POOLED_SPEC_MTP = 3 };
 
 #define POOLED_MAX_TOP_LOGPROBS 20
 
@@ -321,8 +341,9 @@ typedef struct {
     const char *const *stop; /* n_stop strings: generation stops where the text contains one;
                                 the text is delivered up to (not including) it */
     size_t n_stop;           /* at most 16, each 1 to 256 bytes */
-    int spec;                /* POOLED_SPEC_OFF (default), _LOOKUP or _AUTO: speculative decoding,
-                                the very same ids in fewer passes */
+    int spec;                /* POOLED_SPEC_OFF (default), _LOOKUP, _AUTO or _MTP: speculative
+                                decoding, the very same ids in fewer passes (as far as the
+                                model was opened for it: pooled_model_opts.spec) */
     int ignore_eos;          /* 1: keep going past an end-of-generation id */
     /* since 0.2 */
     const char *json_schema; /* the output is one JSON value valid under this JSON Schema
@@ -379,6 +400,11 @@ typedef struct {
     double t_gen;         /* seconds generating */
     /* since 0.2 */
     int64_t n_shared; /* decode steps that ran in one pass with other sessions' (n_parallel) */
+    /* since 0.3 */
+    int64_t n_decoded;  /* generated ids fed back through the model (t_gen's work) */
+    int64_t n_steps;    /* decode passes (verify passes with spec) */
+    int64_t n_drafted;  /* spec: drafts verified */
+    int64_t n_accepted; /* spec: of them, accepted */
 } pooled_result;
 
 /* Continue the session with prompt[0..n_prompt) - normally the conversation so far,

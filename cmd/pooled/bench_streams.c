@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/json_write.h"
+#include "runtime/generate.h"
 
 /* One count's medians. */
 typedef struct {
@@ -31,7 +32,7 @@ typedef struct {
 } count_result;
 
 struct bench_streams {
-    const loaded_model *lm;
+    const pl_model_parts *lm;
     const bench_opts *bo;
     int n_max;           /* the largest count */
     bool batched;        /* one pass a step (pl_model_can_batch), else a push per stream */
@@ -71,7 +72,7 @@ static pl_status check_memory(const bench_streams *b, int64_t other_bytes) {
                    mem > 0 ? mem / (double)b->state_bytes : 0.0);
 }
 
-pl_status bench_streams_new(const loaded_model *lm, const bench_opts *bo, int64_t other_bytes,
+pl_status bench_streams_new(const pl_model_parts *lm, const bench_opts *bo, int64_t other_bytes,
                             bench_streams **out) {
     *out = NULL;
     bench_streams *b = calloc(1, sizeof *b);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "api/api_internal.h"
 #include "cmd_opts.h"
 
 /* Shared with cmd_bench.c: the median of v[0..n) (sorts v), and n pseudo-random ids below
@@ -17,10 +18,10 @@ void bench_prompt(uint32_t seed, int32_t n_vocab, int32_t *ids, int64_t n);
 typedef struct bench_streams bench_streams;
 
 /* Make the sessions for the largest count of bo->streams (prompts of bo->n_prompt ids,
- * bo->n_gen decode steps) over lm's whole model, with lm->so's context and cache type.
+ * bo->n_gen decode steps) over p's whole model, with p->so's context and cache type.
  * Refuses, before making more than one, when that many states would not fit in the
  * machine's memory less the weights and other_bytes (the caller's own state). */
-pl_status bench_streams_new(const loaded_model *lm, const bench_opts *bo, int64_t other_bytes,
+pl_status bench_streams_new(const pl_model_parts *p, const bench_opts *bo, int64_t other_bytes,
                             bench_streams **out);
 void bench_streams_free(bench_streams *b);
 

@@ -23,8 +23,9 @@
 #include "bench_streams.h"
 #include "cmd_opts.h"
 #include "commands.h"
-#include "model_load.h"
+#include "api/api_internal.h"
 #include "model/model.h"
+#include "runtime/draft.h"
 #include "runtime/generate.h"
 
 static const char *const usage =
@@ -294,42 +295,51 @@ int cmd_bench(int argc, char **argv) {
     return bench_with(&bo, NULL, NULL);
 }
 
-int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud), void *ud) {
+_Static_assert(BENCH_SPEC_MAX == PL_SPEC_MAX, "--verify-cost's K is the library's");
+
+/* "off", "lookup" or "mtp": what drafter_of makes. */
+static const char *drafter_name(int spec, const pl_model_parts *p) {
+    return spec == MODEL_SPEC_OFF ? "off" : p->so.draft ? "mtp" : "lookup";
+}
+
+/* The drafter --spec asks for (*out NULL for off): the MTP drafter when the state keeps the
+ * block's (--spec mtp, or auto on a model with the block), else prompt lookup. */
+static pl_status drafter_of(int spec, const pl_model_parts *p, pl_session *ses, pl_drafter **out) {
+    *out = NULL;
+    if (spec == MODEL_SPEC_OFF) return PL_OK;
+    if (p->so.draft) return pl_drafter_mtp_new(ses, 0, spec == MODEL_SPEC_AUTO, out);
+    return pl_drafter_lookup_new(PL_SPEC_MAX, spec == MODEL_SPEC_AUTO, out);
+}
+
+int bench_with(const bench_opts *bo, model_opener open, void *ud) {
     model_args ma = bo->ma;
     int64_t n_prompt = bo->n_prompt, n_gen = bo->n_gen, reps = bo->reps;
     bool json = bo->json;
-    if (bo->n_streams && attach) /* a room's host: its workers' stages */
+    if (bo->n_streams && open) /* a room's host: its workers' stages */
         return die("bench: --streams steps whole sessions on this machine, not through a room");
-    loaded_model lm;
-    if (!model_load(&ma, false, &lm)) return 1;
     int64_t need = n_prompt > n_gen ? n_prompt : n_gen;
     int cols = 1; /* --verify-cost: the widest pass, 1 + the largest K */
     for (int i = 0; i < bo->n_verify; i++)
         if (bo->verify_k[i] + 1 > cols) cols = bo->verify_k[i] + 1;
     if (bo->n_verify && n_prompt + cols > need) need = n_prompt + cols;
     if (bo->n_streams && n_prompt + n_gen > need) need = n_prompt + n_gen; /* a stream's ids */
-    if (!ma.ctx) lm.so.n_ctx = (int)(bo->n_streams ? (need + 63) / 64 * 64 : need);
-    if (lm.so.n_ctx < need) {
-        int n_ctx = lm.so.n_ctx; /* unloading clears lm */
-        model_unload(&lm);
-        return die("bench: --ctx %d is smaller than the %lld ids a test needs", n_ctx,
+    if (!ma.ctx) ma.ctx = bo->n_streams ? (need + 63) / 64 * 64 : need;
+    if (ma.ctx < need)
+        return die("bench: --ctx %lld is smaller than the %lld ids a test needs", (long long)ma.ctx,
                    (long long)need);
-    }
-    lm.so.n_batch = n_prompt > 0 ? (int)n_prompt : 1;
-    if (ma.spec != MODEL_SPEC_OFF && lm.so.n_batch < PL_SPEC_MAX + 1)
-        lm.so.n_batch = lm.so.n_ctx < PL_SPEC_MAX + 1 ? lm.so.n_ctx : PL_SPEC_MAX + 1;
-    if (bo->n_verify) { /* a pass of cols columns, every one's logits, every one kept */
-        if (lm.so.n_batch < cols) lm.so.n_batch = cols;
-        if (lm.so.n_logits < cols) lm.so.n_logits = cols;
-        if (lm.so.n_snap < cols) lm.so.n_snap = cols;
-    }
-    if (lm.so.n_snap > lm.so.n_batch) lm.so.n_snap = lm.so.n_logits = lm.so.n_batch;
-    if (attach && !attach(&lm, ud)) { /* a room's host: its workers' stages */
-        model_unload(&lm);
-        return 1;
-    }
-    const pl_model_info *info = pl_model_get_info(lm.m);
+    /* the prompt in one pass; a verify pass (1 + K columns, every one's logits and state
+     * kept) fits the batch */
+    ma.n_batch = n_prompt > 0 ? n_prompt : 1;
+    int64_t wide = ma.spec != MODEL_SPEC_OFF ? PL_SPEC_MAX + 1 : 1;
+    if (bo->n_verify && wide < cols) wide = cols;
+    if (ma.n_batch < wide) ma.n_batch = ma.ctx < wide ? ma.ctx : wide;
+    ma.verify = bo->n_verify > 0;
+    pooled_model *m = open ? open(&ma, ud) : model_open(&ma, 0);
+    if (!m) return 1;
+    pl_model_parts *lp = pl_api_parts(m);
+    const pl_model_info *info = pl_model_get_info(lp->m);
     int rc = 1;
+    pooled_session *pses = NULL;
     pl_session *ses = NULL;
     pl_sampler *greedy = NULL;
     pl_drafter *dr = NULL;
@@ -341,17 +351,18 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     pl_sampler_params gp = pl_sampler_defaults();
     gp.temp = 0;
     pl_status s = ids && tp && td && tf ? PL_OK : pl_fail(PL_ERR_NOMEM, "out of memory");
-    if (!s) s = model_session(&lm, &ses);
+    if (!s && pooled_session_new(m, &pses)) s = PL_ERR;
+    if (!s) ses = pl_api_session(pses);
     if (!s) s = pl_sampler_new(&gp, info->n_vocab, &greedy);
-    if (!s) s = model_drafter(&ma, &lm, ses, &dr);
+    if (!s) s = drafter_of(ma.spec, lp, ses, &dr);
     if (!s && bo->n_streams) /* before any run: it refuses what memory cannot hold */
-        s = bench_streams_new(&lm, bo, pl_state_bytes(pl_session_state(ses)), &bs);
+        s = bench_streams_new(lp, bo, pl_state_bytes(pl_session_state(ses)), &bs);
     if (ids) bench_prompt(12345u, info->n_vocab, ids, n_prompt + 1);
     if (s) {
         die("bench: %s", pl_last_error());
         goto done;
     }
-    model_report(&lm);
+    model_open_report(m);
     double t, t1;
     /* warm-up: caches, page faults, thread start */
     if (!s && n_prompt) s = time_prefill(ses, greedy, ids, n_prompt, &t, &t1);
@@ -375,7 +386,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     getrusage(RUSAGE_SELF, &ru);
     double peak_mib = (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
     fprintf(tab, "model      %s (%s, %s)\n", ma.path, info->arch, info->weight_type);
-    fprintf(tab, "backend    %s | kv %s\n", lm.be->device, model_kv_name(ma.kv));
+    fprintf(tab, "backend    %s | kv %s\n", lp->be->device, model_kv_name(ma.kv));
     if (n_prompt) fprintf(tab, "prefill    pp%-6lld %10.1f tok/s\n", (long long)n_prompt, pp);
     if (n_prompt) fprintf(tab, "first id   pp%-6lld %10.1f ms\n", (long long)n_prompt, ttft_ms);
     if (n_gen) fprintf(tab, "decode     tg%-6lld %10.1f tok/s\n", (long long)n_gen, tg);
@@ -383,7 +394,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     double per = gs.n_steps ? (double)gs.n_decoded / (double)gs.n_steps : 0;
     if (n_gen && dr)
         fprintf(tab, "spec       %s: %.1f%% of %lld drafts accepted, %.2f ids per pass\n",
-                model_drafter_name(&ma, &lm), 100 * acc, (long long)gs.n_drafted, per);
+                drafter_name(ma.spec, lp), 100 * acc, (long long)gs.n_drafted, per);
     /* decode reads the weights a token needs once per token (decode_bytes: the experts it
      * runs, one embedding row), times tok/s; the file's size for scale */
     if (n_gen)
@@ -394,7 +405,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
     bool mib = state_bytes >= 1024 * 1024;
     fprintf(tab, "state      %.1f %s   (KV cache %s of %d positions, activations)\n",
             (double)state_bytes / (mib ? 1024.0 * 1024.0 : 1024.0), mib ? "MiB" : "KiB",
-            model_kv_name(ma.kv), lm.so.n_ctx);
+            model_kv_name(ma.kv), lp->so.n_ctx);
     if (bo->n_verify) verify_print(tab, bo, &vc);
     if (bs) bench_streams_print(bs, tab);
     fprintf(tab, "peak rss   %.1f MiB   (median of %lld repetitions)\n", peak_mib, (long long)reps);
@@ -404,8 +415,8 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
         printf(",\"arch\":");
         pl_json_str(stdout, info->arch, strlen(info->arch));
         printf(",\"weight_type\":\"%s\",\"backend\":\"%s\",\"device\":", info->weight_type,
-               lm.be->name);
-        pl_json_str(stdout, lm.be->device, strlen(lm.be->device));
+               lp->be->name);
+        pl_json_str(stdout, lp->be->device, strlen(lp->be->device));
         printf(",\"kv\":\"%s\",\"n_prompt\":%lld,\"n_gen\":%lld,\"repetitions\":%lld,"
                "\"prefill_tok_s\":",
                model_kv_name(ma.kv), (long long)n_prompt, (long long)n_gen, (long long)reps);
@@ -416,7 +427,7 @@ int bench_with(const bench_opts *bo, bool (*attach)(loaded_model *lm, void *ud),
         pl_json_num(stdout, tg, 0);
         printf(",\"decode_weight_gb_s\":");
         pl_json_num(stdout, info->decode_bytes * tg / 1e9, 0);
-        printf(",\"spec\":\"%s\",\"spec_acceptance\":", model_drafter_name(&ma, &lm));
+        printf(",\"spec\":\"%s\",\"spec_acceptance\":", drafter_name(ma.spec, lp));
         pl_json_num(stdout, acc, 0);
         printf(",\"spec_ids_per_pass\":");
         pl_json_num(stdout, per, 0);
@@ -438,7 +449,7 @@ done:
     pl_sampler_free(greedy);
     pl_drafter_free(dr);
     bench_streams_free(bs);
-    pl_session_free(ses);
-    model_unload(&lm);
+    pooled_session_free(pses);
+    pooled_model_close(m);
     return rc;
 }

@@ -3,10 +3,12 @@
  * ids that are not already in its KV cache. Replies stream to stdout as they are made.
  * Lines starting with / are commands: /reset forgets the conversation, /quit ends.
  * An input line longer than PL_LIMIT_CHAT_LINE (1 MiB), or holding a NUL byte, ends the
- * chat with one error line and status 1 (`chat < /dev/zero` stays within that memory). */
+ * chat with one error line and status 1 (`chat < /dev/zero` stays within that memory).
+ * On the public API (pooled.h) only. */
 #include <errno.h>
-#include <signal.h>
 #include <inttypes.h>
+#include <pooled.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +18,6 @@
 #include "base/limits.h"
 #include "cmd_opts.h"
 #include "commands.h"
-#include "model_load.h"
-#include "runtime/chat_ids.h"
-#include "runtime/generate.h"
 
 static const char *const usage =
     "usage: pooled chat -m FILE [options]     (then type; /reset clears, /quit or EOF ends)\n"
@@ -30,21 +29,21 @@ static const char *const usage =
     "it ends the chat.\n";
 
 typedef struct {
-    pl_chat_msg *msgs;
+    pooled_message *msgs;
     int n, cap;
 } conversation;
 
 static bool conv_add(conversation *c, const char *role, const char *content) {
     if (c->n == c->cap) {
         int nc = c->cap ? c->cap * 2 : 8;
-        pl_chat_msg *m = realloc(c->msgs, sizeof *m * (size_t)nc);
+        pooled_message *m = realloc(c->msgs, sizeof *m * (size_t)nc);
         if (!m) return false;
         c->msgs = m;
         c->cap = nc;
     }
     char *copy = strdup(content);
     if (!copy) return false;
-    c->msgs[c->n++] = (pl_chat_msg){.role = role, .content = copy};
+    c->msgs[c->n++] = (pooled_message){.role = role, .content = copy};
     return true;
 }
 
@@ -93,32 +92,29 @@ static ssize_t read_line(char **buf, size_t *cap) {
     return (ssize_t)n;
 }
 
-/* The reply as it streams: through the stop strings, printed, and kept as text for the
- * conversation. */
+/* The reply as it streams (the library holds back what may begin a stop string): printed,
+ * and kept as text for the conversation. */
 typedef struct {
-    const pl_tokenizer *tok;
-    pl_tok_stream *stream;
-    pl_stop stop;
-    bool stopped; /* a stop string ended it */
     char *text;
     size_t len, cap;
+    bool nomem;
 } reply;
 
-static void reply_add(reply *r, const char *piece, bool last) {
-    const char *s;
-    size_t n;
-    if (r->stopped || pl_stop_feed(&r->stop, piece, strlen(piece), last, &s, &n, &r->stopped))
-        return;
+static void reply_add(reply *r, const char *s, size_t n) {
     if (r->len + n + 1 > r->cap) {
         size_t nc = (r->len + n + 1) * 2;
         char *t = realloc(r->text, nc);
-        if (!t) return;
+        if (!t) {
+            r->nomem = true;
+            return;
+        }
         r->text = t;
         r->cap = nc;
     }
-    memcpy(r->text + r->len, s, n + 1);
+    memcpy(r->text + r->len, s, n);
     r->len += n;
-    fputs(s, stdout);
+    r->text[r->len] = 0;
+    fwrite(s, 1, n, stdout);
 }
 
 /* Ctrl-C while a reply is made: stop it after the current id, keep the chat going. */
@@ -128,17 +124,26 @@ static void on_interrupt(int sig) {
     interrupted = 1;
 }
 
-static bool on_token(void *ud, int32_t id) {
+static int on_token(void *ud, int32_t id, const char *text, size_t len) {
     reply *r = ud;
-    if (pl_tok_is_eog(r->tok, id)) return false;
-    reply_add(r, pl_tok_stream_push(r->stream, id), false);
+    (void)id;
+    reply_add(r, text, len);
     /* stdout failed: stop (main reports it) */
-    return out_flush() && !r->stopped && !interrupted;
+    return !out_flush() || interrupted || r->nomem;
+}
+
+/* The conversation as ids, for the model's template. */
+static bool conv_ids(pooled_model *m, const conversation *c, bool think, int32_t **ids, size_t *n) {
+    pooled_chat_opts o = pooled_chat_opts_default();
+    o.no_think = !think;
+    return !pooled_chat_tokenize(m, c->msgs, (size_t)c->n, &o, ids, n);
 }
 
 int chat_opts_parse(int argc, char **argv, chat_opts *o) {
-    *o = (chat_opts){
-        .ma = model_args_defaults(), .sp = pl_sampler_defaults(), .n_predict = -1, .think = true};
+    *o = (chat_opts){.ma = model_args_defaults(),
+                     .sp = pooled_sample_opts_default(),
+                     .n_predict = -1,
+                     .think = true};
     bool err = false;
     for (int i = 1; i < argc && !err; i++) {
         const char *v;
@@ -171,57 +176,56 @@ int cmd_chat(int argc, char **argv) {
     return chat_with(&co_, NULL, NULL);
 }
 
-int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud), void *ud) {
+int chat_with(const chat_opts *co_in, model_opener open, void *ud) {
     chat_opts co_ = *co_in;
-    model_args ma = co_.ma;
-    pl_sampler_params sp = co_.sp;
+    pooled_sample_opts so = co_.sp;
     const char *system = co_.system;
     int64_t n_predict = co_.n_predict;
     bool think = co_.think, timings = co_.timings;
-    if (!co_.seeded) sp.seed = sampler_args_clock_seed();
-    loaded_model lm;
-    if (!model_load(&ma, true, &lm)) return 1;
+    if (!co_.seeded) so.seed = sampler_args_clock_seed();
+    so.ignore_eos = 0;
+    so.stop = co_.stop.s;
+    so.n_stop = (size_t)co_.stop.n;
+    so.spec = co_.ma.spec;
+    pooled_model *m = open ? open(&co_.ma, ud) : model_open(&co_.ma, 0);
+    if (!m) return 1;
     int rc = 1;
-    pl_session *ses = NULL;
-    pl_sampler *smp = NULL;
-    pl_drafter *dr = NULL;
+    pooled_session *ses = NULL;
     conversation conv = {0};
-    reply r = {.tok = lm.tok};
+    reply r = {0};
     char *line = NULL;
     size_t line_cap = 0;
-    if (attach && !attach(&lm, ud)) goto done;
-    pl_status s = model_session(&lm, &ses);
-    if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
-    if (!s) s = model_drafter(&ma, &lm, ses, &dr);
-    if (!s && !(r.stream = pl_tok_stream_new(lm.tok, false)))
-        s = pl_fail(PL_ERR_NOMEM, "out of memory");
-    if (!s) s = pl_stop_init(&r.stop, co_.stop.s, co_.stop.n, "--stop");
-    if (s) {
-        die("%s", pl_last_error());
+    pooled_model_info in = {.size = sizeof in};
+    pooled_model_get_info(m, &in);
+    int64_t n_ctx = in.n_ctx;
+    if (pooled_session_new(m, &ses)) {
+        die("%s", pooled_last_error());
         goto done;
     }
     conv_clear(&conv, system);
     { /* no template, or a system message that cannot fit: no turn could ever run */
         int32_t *ids = NULL;
-        int64_t n_ids = 0;
-        pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = think};
+        size_t n_ids = 0;
         /* with an empty user message: templates may insist on one */
-        s = conv_add(&conv, "user", "") ? pl_chat_ids(lm.tok, conv.msgs, conv.n, &co, &ids, &n_ids)
-                                        : pl_fail(PL_ERR_NOMEM, "out of memory");
-        conv_clear(&conv, system);
-        free(ids);
-        if (s) {
-            die("%s: %s", ma.path, pl_last_error());
+        if (!conv_add(&conv, "user", "")) {
+            die("out of memory");
             goto done;
         }
-        if (n_ids >= pl_session_n_ctx(ses)) {
+        bool ok = conv_ids(m, &conv, think, &ids, &n_ids);
+        conv_clear(&conv, system);
+        pooled_free(ids);
+        if (!ok) {
+            die("%s: %s", co_.ma.path, pooled_last_error());
+            goto done;
+        }
+        if ((int64_t)n_ids >= n_ctx) {
             die("%s takes %lld tokens, the context holds %lld (%sraise --ctx)",
                 system ? "--system: the system message" : "the chat template alone",
-                (long long)n_ids, (long long)pl_session_n_ctx(ses), system ? "shorten it or " : "");
+                (long long)n_ids, (long long)n_ctx, system ? "shorten it or " : "");
             goto done;
         }
     }
-    model_report(&lm);
+    model_open_report(m);
     bool tty = isatty(0) && isatty(1);
     int turn = 0;
     for (;;) {
@@ -233,7 +237,7 @@ int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud)
         if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
         if (!strcmp(line, "/reset")) {
             conv_clear(&conv, system);
-            pl_session_reset(ses);
+            pooled_session_reset(ses);
             fprintf(stderr, "(conversation cleared)\n");
             continue;
         }
@@ -247,57 +251,55 @@ int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud)
             goto done;
         }
         int32_t *ids = NULL;
-        int64_t n_ids = 0;
-        pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = think};
-        if ((s = pl_chat_ids(lm.tok, conv.msgs, conv.n, &co, &ids, &n_ids))) {
-            die("%s", pl_last_error());
+        size_t n_ids = 0;
+        if (!conv_ids(m, &conv, think, &ids, &n_ids)) {
+            die("%s", pooled_last_error());
             goto done;
         }
         r.len = 0;
-        r.stopped = false;
         if (r.text) r.text[0] = 0;
-        int64_t room = pl_session_n_ctx(ses) - n_ids + 1;
-        pl_gen_opts go = {.n_predict = n_predict >= 0 && n_predict < room ? n_predict : room,
-                          .on_token = on_token,
-                          .ud = &r,
-                          .drafter = dr};
-        pl_gen_stats st;
-        if (n_ids >= pl_session_n_ctx(ses)) { /* say so, drop the message, carry on */
-            free(ids);
+        int64_t room = n_ctx - (int64_t)n_ids + 1;
+        if ((int64_t)n_ids >= n_ctx) { /* say so, drop the message, carry on */
+            pooled_free(ids);
             conv.n--;
             free((char *)conv.msgs[conv.n].content);
             if (conv.n > (system ? 1 : 0)) /* earlier turns take room: /reset frees it */
                 fprintf(stderr,
                         "pooled: the conversation no longer fits the context of %lld; "
                         "/reset to start over\n",
-                        (long long)pl_session_n_ctx(ses));
+                        (long long)n_ctx);
             else
                 fprintf(stderr,
                         "pooled: the message takes %lld tokens with the template, the "
                         "context holds %lld (raise --ctx)\n",
-                        (long long)n_ids, (long long)pl_session_n_ctx(ses));
+                        (long long)n_ids, (long long)n_ctx);
             continue;
         }
+        so.max_tokens = n_predict; /* (-1: until the turn ends or the context is full) */
+        pooled_result res = {.size = sizeof res};
         struct sigaction old, sa = {.sa_handler = on_interrupt};
         interrupted = 0;
         sigaction(SIGINT, &sa, &old);
-        s = pl_generate(ses, smp, ids, n_ids, &go, &st);
+        int s = pooled_generate(ses, ids, n_ids, &so, on_token, &r, &res);
         sigaction(SIGINT, &old, NULL);
-        free(ids);
-        reply_add(&r, pl_tok_stream_flush(r.stream), true);
+        pooled_free(ids);
         fputs("\n", stdout);
         if (interrupted) fprintf(stderr, "(reply stopped)\n");
         if (!out_flush()) break; /* nobody can read the replies: end (main reports it) */
         turn++;
         if (s) { /* the model failed (non-finite logits, a device error): nothing to retry */
-            die("%s", pl_last_error());
+            die("%s", pooled_last_error());
             goto done;
         }
-        if (go.n_predict == room && st.n_generated == room)
+        if (r.nomem) {
+            die("out of memory");
+            goto done;
+        }
+        if (res.stop_reason == POOLED_STOP_LENGTH && !(n_predict >= 0 && n_predict < room))
             fprintf(stderr,
                     "pooled: reply cut short: the context of %lld is full; /reset to start "
                     "over\n",
-                    (long long)pl_session_n_ctx(ses));
+                    (long long)n_ctx);
         if (!conv_add(&conv, "assistant", r.text ? r.text : "")) {
             die("out of memory");
             goto done;
@@ -306,10 +308,16 @@ int chat_with(const chat_opts *co_in, bool (*attach)(loaded_model *lm, void *ud)
             fprintf(stderr,
                     "turn %d: %lld prompt ids run (%lld reused) in %.1f ms | %lld generated "
                     "in %.1f ms, %.1f tok/s\n",
-                    turn, (long long)st.n_prompt_run, (long long)(n_ids - st.n_prompt_run),
-                    st.t_prompt * 1e3, (long long)st.n_generated, st.t_decode * 1e3,
-                    st.t_decode > 0 ? st.n_decoded / st.t_decode : 0.0);
-        if (timings && dr) spec_report(&st);
+                    turn, (long long)res.n_prompt_run, (long long)(res.n_prompt - res.n_prompt_run),
+                    res.t_prompt * 1e3, (long long)res.n_gen, res.t_gen * 1e3,
+                    res.t_gen > 0 ? res.n_decoded / res.t_gen : 0.0);
+        if (timings && so.spec != POOLED_SPEC_OFF)
+            fprintf(stderr,
+                    "spec: %lld passes, %lld of %lld drafts accepted (%.1f%%), %.2f ids per "
+                    "pass\n",
+                    (long long)res.n_steps, (long long)res.n_accepted, (long long)res.n_drafted,
+                    res.n_drafted ? 100.0 * (double)res.n_accepted / (double)res.n_drafted : 0.0,
+                    res.n_steps ? (double)res.n_decoded / (double)res.n_steps : 0.0);
     }
     rc = 0;
 done:
@@ -317,11 +325,7 @@ done:
     conv_clear(&conv, NULL);
     free(conv.msgs);
     free(r.text);
-    if (r.stream) pl_tok_stream_free(r.stream);
-    pl_stop_free(&r.stop);
-    pl_sampler_free(smp);
-    pl_drafter_free(dr);
-    pl_session_free(ses);
-    model_unload(&lm);
+    pooled_session_free(ses);
+    pooled_model_close(m);
     return rc;
 }

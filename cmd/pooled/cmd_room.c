@@ -19,7 +19,7 @@
 #include "base/file_map.h"
 #include "cmd_opts.h"
 #include "commands.h"
-#include "model_load.h"
+#include "api/api_internal.h"
 #include "../../room/guest.h"
 #include "../../room/room.h"
 #include "../../room/room_io.h"
@@ -105,7 +105,7 @@ static uint64_t spare_memory(void) {
 
 /* The host's own share of the plan (no --host-layers): a local stage over its own partial
  * model, in layer order among the workers' stages. */
-static pl_status host_stage(loaded_model *lm, int first, int last, int at) {
+static pl_status host_stage(pl_model_parts *lm, int first, int last, int at) {
     pl_model_opts mo = {
         .prefault = true, .layer_first = first, .layer_last = last, .ends = PL_ENDS_NONE};
     pl_status s = pl_model_load(lm->g, lm->be, &mo, &lm->parts[at]);
@@ -113,7 +113,7 @@ static pl_status host_stage(loaded_model *lm, int first, int last, int at) {
     return s;
 }
 
-static bool host_attach(loaded_model *lm, void *ud) {
+static bool host_attach(pl_model_parts *lm, void *ud) {
     host_opts *h = ud;
     const pl_model_info *in = pl_model_get_info(lm->m);
     int n = (int)h->workers, left = in->n_layer - (in->layer_last - in->layer_first);
@@ -173,7 +173,7 @@ static bool host_attach(loaded_model *lm, void *ud) {
         if (own && (i == nw || w[i].first >= hl)) {
             own = false;
             s = host_stage(lm, hf, hl, lm->n_stages);
-            lm->n_stages++; /* model_unload frees what was made */
+            lm->n_stages++; /* closing the model frees what was made */
         }
         if (s || i == nw) break;
         /* in a chain, the workers up to the host's layers (or the end) are one stage */
@@ -208,32 +208,67 @@ static bool host_attach(loaded_model *lm, void *ud) {
     return true;
 }
 
+/* The room host's model: the embedding, the head and its --host-layers, then the workers
+ * gathered, the layers dealt and their stages appended to the chain (host_attach). */
+static pooled_model *host_open(const model_args *a, void *ud) {
+    pooled_model_opts o;
+    if (!model_opts(a, 0, &o)) return NULL;
+    load_progress_state ps = {.last_pct = -1};
+    if (isatty(2)) o.progress = load_progress, o.progress_user = &ps;
+    pooled_model *m = NULL;
+    int rc = pl_api_open_host(a->path, &o, a->host_first, a->host_last, &m);
+    if (!(m = model_opened(a, rc, m, &ps))) return NULL;
+    if (host_attach(pl_api_parts(m), ud)) return m;
+    pooled_model_close(m);
+    return NULL;
+}
+
+/* The cache type of a --kv choice (POOLED_KV_*) as a worker's state options take it. */
+static uint32_t kv_type_of(int kv) {
+    return kv == POOLED_KV_F32 ? PL_TYPE_F32 : kv == POOLED_KV_Q8 ? PL_TYPE_Q8_0 : PL_TYPE_F16;
+}
+
+/* The sampling options of the command (pooled.h's) as the room's answerer takes them. */
+static pl_sampler_params sampler_of(const pooled_sample_opts *o) {
+    return (pl_sampler_params){.temp = o->temperature,
+                               .top_k = o->top_k,
+                               .top_p = o->top_p,
+                               .min_p = o->min_p,
+                               .repeat_penalty = o->repeat_penalty,
+                               .presence_penalty = o->presence_penalty,
+                               .frequency_penalty = o->frequency_penalty,
+                               .penalty_last_n = o->repeat_last_n,
+                               .seed = o->seed};
+}
+
 static bool parse_mem(const char *v, uint64_t *out);
 
 /* host --serve: the room answers its guests (`pooled room chat`), one ask at a time, until
  * Ctrl-C or SIGTERM (then bye to every worker and guest). All answers go through one
  * session, so a guest's turn reuses what the previous one left in the caches. */
 static int room_serve(const chat_opts *co, host_opts *h) {
-    model_args ma = co->ma;
-    loaded_model lm;
-    if (!model_load(&ma, true, &lm)) return 1;
-    pl_session *ses = NULL;
+    pooled_model *m = host_open(&co->ma, h);
+    if (!m) {
+        if (h->L) pl_listener_close(h->L);
+        return 1;
+    }
+    pl_model_parts *lp = pl_api_parts(m);
+    pooled_session *ses = NULL;
     int rc = 1;
-    if (!host_attach(&lm, h)) goto done;
-    if (model_session(&lm, &ses)) {
-        die("room host: %s", pl_last_error());
+    if (pooled_session_new(m, &ses)) {
+        die("room host: %s", pooled_last_error());
         goto done;
     }
-    model_report(&lm);
+    model_open_report(m);
     const char *bound = pl_listener_url(h->L);
     fprintf(stderr,
             "room: serving guests (Ctrl-C ends); on each, run:\n"
             "    pooled room chat %s --key %s\n",
             strncmp(bound, "tcp://", 6) ? bound : bound + 6, h->key);
-    pl_room_answerer a = {.ses = ses,
-                          .tok = lm.tok,
-                          .n_vocab = pl_model_get_info(lm.m)->n_vocab,
-                          .sp = co->sp,
+    pl_room_answerer a = {.ses = pl_api_session(ses),
+                          .tok = lp->tok,
+                          .n_vocab = pl_model_get_info(lp->m)->n_vocab,
+                          .sp = sampler_of(&co->sp),
                           .think = co->think};
     pl_room_guest_opts o = {
         .answer = pl_room_answer, .ud = &a, .stop = &stop_flag, .verbose = true};
@@ -242,9 +277,9 @@ static int room_serve(const chat_opts *co, host_opts *h) {
     rc = pl_room_guests_serve(h->L, &o) ? die("room host: %s", pl_last_error()) : 0;
     catch_stop(false);
 done:
-    pl_session_free(ses);
+    pooled_session_free(ses);
     if (h->L) pl_listener_close(h->L);
-    model_unload(&lm);
+    pooled_model_close(m);
     return rc;
 }
 
@@ -340,8 +375,8 @@ static int room_host(int argc, char **argv, bool bench) {
     if (h.serve && (bench || prompt))
         return die("room host: --serve answers guests: no -p, no --bench");
     if (h.serve) return room_serve(&co, &h);
-    if (bench) return bench_with(&bo, host_attach, &h);
-    return prompt ? run_with(&ro, host_attach, &h) : chat_with(&co, host_attach, &h);
+    if (bench) return bench_with(&bo, host_open, &h);
+    return prompt ? run_with(&ro, host_open, &h) : chat_with(&co, host_open, &h);
 }
 
 /* "123", "4K", "16G": bytes. */
@@ -415,7 +450,7 @@ static int room_join(int argc, char **argv) {
         .model = ma.path,
         .backend = ma.backend,
         .threads = (int)ma.threads,
-        .kv_type = model_kv_type(ma.kv),
+        .kv_type = kv_type_of(ma.kv),
         .act_q8 = ma.act_q8,
         .lend = lend ? lend : spare_memory(),
         .stop = &stop_flag,

@@ -1,11 +1,11 @@
 /* cmd_run.c - `pooled run`: continue a prompt. Only the generated text goes to stdout (or,
- * with --ids, the generated ids on one line); the load report and timings go to stderr. */
-#include <errno.h>
+ * with --ids, the generated ids on one line); the load report and timings go to stderr.
+ * On the public API (pooled.h) only. */
 #include <inttypes.h>
+#include <pooled.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "args.h"
@@ -13,9 +13,7 @@
 #include "base/limits.h"
 #include "cmd_opts.h"
 #include "commands.h"
-#include "model_load.h"
-#include "runtime/generate.h"
-#include "runtime/prompt_ids.h"
+#include "base/prompt_ids.h"
 
 static const char *const usage =
     "usage: pooled run -m FILE (-p PROMPT | -f FILE | --prompt-ids \"ID ...\") [options]\n"
@@ -27,46 +25,9 @@ static const char *const usage =
     "  --ids                print the generated ids on one line instead of text\n"
     "  --ignore-eos         keep going after an end-of-generation id\n";
 
-typedef struct {
-    const pl_tokenizer *tok;
-    pl_tok_stream *stream;
-    pl_stop stop; /* --stop */
-    bool ids;
-    bool ignore_eos;
-    bool failed;   /* out of memory in the stop filter */
-    bool stop_hit; /* a stop string ended the text */
-    int64_t n_out;
-} run_out;
-
-/* Text through the stop strings to stdout; false once one appeared (or on failure). */
-static bool put_text(run_out *o, const char *text, bool last) {
-    const char *out;
-    size_t n;
-    bool hit;
-    if (pl_stop_feed(&o->stop, text, strlen(text), last, &out, &n, &hit)) {
-        o->failed = true;
-        return false;
-    }
-    fwrite(out, 1, n, stdout);
-    o->stop_hit = o->stop_hit || hit;
-    return !hit;
-}
-
-static bool on_token(void *ud, int32_t id) {
-    run_out *o = ud;
-    if (!o->ignore_eos && o->tok && pl_tok_is_eog(o->tok, id)) return false;
-    bool more = true;
-    if (o->ids) {
-        printf(o->n_out ? " %d" : "%d", id);
-    } else {
-        more = put_text(o, pl_tok_stream_push(o->stream, id), false);
-    }
-    o->n_out++;
-    return out_flush() && more; /* stdout failed: stop generating (main reports it) */
-}
-
 int run_opts_parse(int argc, char **argv, run_opts *o) {
-    *o = (run_opts){.ma = model_args_defaults(), .sp = pl_sampler_defaults(), .n_predict = 128};
+    *o = (run_opts){
+        .ma = model_args_defaults(), .sp = pooled_sample_opts_default(), .n_predict = 128};
     bool err = false;
     for (int i = 1; i < argc && !err; i++) {
         const char *v;
@@ -90,7 +51,7 @@ int run_opts_parse(int argc, char **argv, run_opts *o) {
             err = err || !arg_int("-n", v, 0, INT32_MAX, &o->n_predict);
         } else if (arg_take(argc, argv, &i, "--split", NULL, &v, &err)) {
             /* (not in --help: a test switch, documented in the README) */
-            err = err || !arg_int("--split", v, 1, PL_CHAIN_MAX_STAGES - 1, &o->ma.split);
+            err = err || !arg_int("--split", v, 1, 63, &o->ma.split);
         } else if (!err) {
             /* argv[0]: "run", or "room host" when the room passes its options on */
             return die("%s: unknown option '%s' (pooled %s --help)", argv[0], argv[i], argv[0]);
@@ -110,90 +71,112 @@ int cmd_run(int argc, char **argv) {
     return run_with(&ro, NULL, NULL);
 }
 
-int run_with(const run_opts *ro_in, bool (*attach)(loaded_model *lm, void *ud), void *ud) {
-    run_opts ro = *ro_in;
-    model_args ma = ro.ma;
-    pl_sampler_params sp = ro.sp;
-    const char *prompt = ro.prompt, *prompt_ids = ro.prompt_ids;
-    int64_t n_predict = ro.n_predict;
-    bool print_ids = ro.print_ids, ignore_eos = ro.ignore_eos;
-    if (!ro.seeded) sp.seed = sampler_args_clock_seed();
+/* What goes to stdout: the text (or the ids) as the library settles it. */
+typedef struct {
+    bool ids;
+    int64_t n_out;
+} run_out;
 
+static int on_token(void *ud, int32_t id, const char *text, size_t len) {
+    run_out *o = ud;
+    if (o->ids && id >= 0) printf(o->n_out++ ? " %d" : "%d", id);
+    if (!o->ids) fwrite(text, 1, len, stdout);
+    return !out_flush(); /* stdout failed: stop generating (main reports it) */
+}
+
+/* "spec: 40 passes, 58 of 90 drafts accepted (64.4%), 2.45 ids per pass" on stderr. */
+static void spec_line(const pooled_result *r) {
+    fprintf(stderr, "spec: %lld passes, %lld of %lld drafts accepted (%.1f%%), %.2f ids per pass\n",
+            (long long)r->n_steps, (long long)r->n_accepted, (long long)r->n_drafted,
+            r->n_drafted ? 100.0 * (double)r->n_accepted / (double)r->n_drafted : 0.0,
+            r->n_steps ? (double)r->n_decoded / (double)r->n_steps : 0.0);
+}
+
+/* The prompt's ids: --prompt-ids as parsed (each checked against the vocabulary), or the
+ * text (-p, -f) tokenized as the model's tokenizer asks; within the context. */
+static bool prompt_of(pooled_model *m, const char *text, int32_t **ids, size_t *n) {
+    pooled_model_info in = {.size = sizeof in};
+    pooled_model_get_info(m, &in);
+    if (!text) {
+        for (size_t i = 0; i < *n; i++)
+            if ((*ids)[i] >= in.n_vocab)
+                return die("--prompt-ids: id %d is outside the vocabulary (0 to %d)", (*ids)[i],
+                           in.n_vocab - 1),
+                       false;
+    } else {
+        int32_t *lib = NULL;
+        if (pooled_tokenize(m, text, strlen(text), 1, 0, &lib, n))
+            return die("%s", pooled_last_error()), false;
+        *ids = malloc(sizeof **ids * (*n ? *n : 1));
+        if (*ids && *n) memcpy(*ids, lib, sizeof **ids * *n);
+        pooled_free(lib);
+        if (!*ids) return die("out of memory"), false;
+        if (!*n) return die("the prompt is empty (and the model has no BOS)"), false;
+    }
+    if (*n > (size_t)in.n_ctx)
+        return die("the prompt is %zu tokens, longer than the context of %d (raise --ctx)", *n,
+                   in.n_ctx),
+               false;
+    return true;
+}
+
+int run_with(const run_opts *ro_in, model_opener open, void *ud) {
+    run_opts ro = *ro_in;
+    pooled_sample_opts so = ro.sp;
+    if (!ro.seeded) so.seed = sampler_args_clock_seed();
     int32_t *ids = NULL;
-    int64_t n_ids = 0;
-    if (prompt_ids && pl_prompt_ids_parse(prompt_ids, &ids, &n_ids))
+    size_t n_ids = 0;
+    int64_t nn = 0;
+    if (ro.prompt_ids && pl_prompt_ids_parse(ro.prompt_ids, &ids, &nn))
         return die("--prompt-ids: %s", pl_last_error());
+    n_ids = (size_t)nn;
     char *file_text = NULL; /* -f FILE, -p - */
     if (ro.prompt_file && pl_file_read(ro.prompt_file, PL_LIMIT_TEXT_FILE,
                                        PL_READ_TEXT | PL_READ_STDIN, &file_text, NULL))
-        return die_path(ro.prompt_file, pl_last_error());
-    if (file_text) prompt = file_text;
-    loaded_model lm;
-    /* the tokenizer is needed for a text prompt, text output, or the end-of-generation ids */
-    if (!model_load(&ma, true, &lm)) {
-        free(ids);
-        free(file_text);
-        return 1;
-    }
+        return free(ids), die_path(ro.prompt_file, pl_last_error());
+    const char *text = file_text ? file_text : ro.prompt;
+    pooled_model *m = open ? open(&ro.ma, ud) : model_open(&ro.ma, 0);
+    if (!m) return free(ids), free(file_text), 1;
     int rc = 1;
-    pl_session *ses = NULL;
-    pl_sampler *smp = NULL;
-    pl_drafter *dr = NULL;
-    run_out out = {.tok = lm.tok, .ids = print_ids, .ignore_eos = ignore_eos};
-    pl_status s = PL_OK;
-    if (prompt) {
-        s = pl_tok_encode(lm.tok, prompt, strlen(prompt), true, false, &ids, &n_ids);
-        if (!s && n_ids == 0)
-            s = pl_fail(PL_ERR_ARG, "the prompt is empty (and the model has no BOS)");
-    }
-    int n_vocab = pl_model_get_info(lm.m)->n_vocab;
-    for (int64_t i = 0; !s && prompt_ids && i < n_ids; i++)
-        if (ids[i] >= n_vocab)
-            s = pl_fail(PL_ERR_ARG, "--prompt-ids: id %d is outside the vocabulary (0 to %d)",
-                        ids[i], n_vocab - 1);
-    if (!s && n_ids > lm.so.n_ctx)
-        s = pl_fail(PL_ERR_ARG,
-                    "the prompt is %lld tokens, longer than the context of %d (raise --ctx)",
-                    (long long)n_ids, lm.so.n_ctx);
-    if (!s && attach && !attach(&lm, ud)) goto done;
-    if (!s) s = model_session(&lm, &ses);
-    if (!s) s = pl_sampler_new(&sp, pl_model_get_info(lm.m)->n_vocab, &smp);
-    if (!s) s = model_drafter(&ma, &lm, ses, &dr);
-    if (!s && !print_ids && !(out.stream = pl_tok_stream_new(lm.tok, false)))
-        s = pl_fail(PL_ERR_NOMEM, "out of memory");
-    if (!s) s = pl_stop_init(&out.stop, ro.stop.s, ro.stop.n, "--stop");
-    if (s) {
-        die("%s", pl_last_error());
+    pooled_session *ses = NULL;
+    if (!prompt_of(m, ro.prompt_ids ? NULL : text, &ids, &n_ids)) goto done;
+    if (pooled_session_new(m, &ses)) {
+        die("%s", pooled_last_error());
         goto done;
     }
-    model_report(&lm);
-    pl_gen_opts go = {.n_predict = n_predict, .on_token = on_token, .ud = &out, .drafter = dr};
-    pl_gen_stats st;
-    s = pl_generate(ses, smp, ids, n_ids, &go, &st);
-    if (out.stream && !out.stop_hit) put_text(&out, pl_tok_stream_flush(out.stream), true);
-    if (!s && out.failed) s = PL_ERR_NOMEM;
-    if (print_ids || isatty(1)) putchar('\n');
+    so.max_tokens = ro.n_predict;
+    so.ignore_eos = ro.ignore_eos;
+    so.stop = ro.stop.s;
+    so.n_stop = (size_t)ro.stop.n;
+    so.spec = ro.ma.spec;
+    model_open_report(m);
+    run_out out = {.ids = ro.print_ids};
+    pooled_result r = {.size = sizeof r};
+    int s = pooled_generate(ses, ids, n_ids, &so, on_token, &out, &r);
+    if (ro.print_ids || isatty(1)) putchar('\n');
     fflush(stdout);
     fprintf(stderr,
             "prompt %lld tokens (%lld run) in %.1f ms, %.1f tok/s | generated %lld in %.1f ms, "
             "%.1f tok/s | seed %" PRIu64 "\n",
-            (long long)n_ids, (long long)st.n_prompt_run, st.t_prompt * 1e3,
-            st.t_prompt > 0 ? st.n_prompt_run / st.t_prompt : 0.0, (long long)st.n_generated,
-            st.t_decode * 1e3, st.t_decode > 0 ? st.n_decoded / st.t_decode : 0.0, sp.seed);
-    if (dr) spec_report(&st);
+            (long long)r.n_prompt, (long long)r.n_prompt_run, r.t_prompt * 1e3,
+            r.t_prompt > 0 ? r.n_prompt_run / r.t_prompt : 0.0, (long long)r.n_gen, r.t_gen * 1e3,
+            r.t_gen > 0 ? r.n_decoded / r.t_gen : 0.0, so.seed);
+    if (ro.ma.spec != MODEL_SPEC_OFF) spec_line(&r);
     if (s) {
-        die("%s", pl_last_error());
+        die("%s", pooled_last_error());
+        goto done;
+    }
+    if (r.stop_reason == POOLED_STOP_LENGTH && r.n_gen < ro.n_predict) { /* -n past the end */
+        pooled_model_info in = {.size = sizeof in};
+        pooled_model_get_info(m, &in);
+        die("context full: all %d positions are used (raise --ctx)", in.n_ctx);
         goto done;
     }
     rc = 0;
 done:
-    if (out.stream) pl_tok_stream_free(out.stream);
-    pl_stop_free(&out.stop);
-    free(file_text);
-    pl_sampler_free(smp);
-    pl_drafter_free(dr);
-    pl_session_free(ses);
-    model_unload(&lm);
+    pooled_session_free(ses);
+    pooled_model_close(m);
     free(ids);
+    free(file_text);
     return rc;
 }

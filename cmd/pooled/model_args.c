@@ -170,30 +170,46 @@ void load_report(const pooled_model_info *in) {
             in->weight_type, in->n_ctx, in->n_ctx_train, model_kv_name(in->kv_type), in->backend);
 }
 
-pooled_model *model_open(const model_args *a, int n_parallel) {
-    if (!a->path) return die("no model: give one with -m FILE"), NULL;
+bool model_opts(const model_args *a, int n_parallel, pooled_model_opts *o) {
+    if (!a->path) return die("no model: give one with -m FILE"), false;
     int copy = cpu_copy_from_env();
     if (copy == -2)
-        return die("POOLED_CPU_COPY=%.32s: expected 0 or 1", getenv("POOLED_CPU_COPY")), NULL;
-    const char *v;
-    pooled_model_opts o = pooled_model_opts_default();
-    o.backend = a->backend;
-    o.n_threads = (int)a->threads;
-    o.n_ctx = (int)a->ctx;
-    o.kv_type = a->kv;
-    o.act_type = a->act_q8 ? POOLED_ACT_Q8 : POOLED_ACT_F32;
-    o.dawn_lib = (v = getenv("POOLED_DAWN")) && *v ? v : NULL;
-    o.gpu_tune_cache = gpu_tune_cache_dir();
-    o.gpu_profile = getenv("POOLED_GPU_PROFILE");
-    o.gpu_options = gpu_options_from_env();
-    o.cpu_weights = copy;
-    o.n_parallel = n_parallel;
-    load_progress_state ps = {.last_pct = -1};
-    if (isatty(2)) o.progress = load_progress, o.progress_user = &ps;
-    pooled_model *m = NULL;
-    int rc = pooled_model_open(a->path, &o, &m);
-    if (ps.shown) fprintf(stderr, "\r%*s\r", 16, "");
-    if (rc) return die_path(a->path, pooled_last_error()), NULL;
+        return die("POOLED_CPU_COPY=%.32s: expected 0 or 1", getenv("POOLED_CPU_COPY")), false;
+    /* POOLED_ROOM_FRAME=N: the most columns of a prompt's frame through a chain's stages
+     * (the A/B of frame sizes; default 512) */
+    const char *v = getenv("POOLED_ROOM_FRAME");
+    long frame = 0;
+    if (v && *v) {
+        char *end;
+        frame = strtol(v, &end, 10);
+        if (*end || frame < 1 || frame > 4096)
+            return die("POOLED_ROOM_FRAME=%.32s: 1 to 4096 columns", v), false;
+    }
+    *o = pooled_model_opts_default();
+    o->backend = a->backend;
+    o->n_threads = (int)a->threads;
+    o->n_ctx = (int)a->ctx;
+    o->kv_type = a->kv;
+    o->act_type = a->act_q8 ? POOLED_ACT_Q8 : POOLED_ACT_F32;
+    o->dawn_lib = (v = getenv("POOLED_DAWN")) && *v ? v : NULL;
+    o->gpu_tune_cache = gpu_tune_cache_dir();
+    o->gpu_profile = getenv("POOLED_GPU_PROFILE");
+    o->gpu_options = gpu_options_from_env();
+    o->cpu_weights = copy;
+    o->n_parallel = n_parallel;
+    o->spec = a->spec == MODEL_SPEC_OFF && a->verify ? POOLED_SPEC_LOOKUP : a->spec;
+    o->n_batch = (int)a->n_batch;
+    o->n_stages = (int)a->split;
+    o->chain_frame = (int)frame;
+    return true;
+}
+
+pooled_model *model_opened(const model_args *a, int rc, pooled_model *m,
+                           const load_progress_state *ps) {
+    if (ps->shown) fprintf(stderr, "\r%*s\r", 16, "");
+    const char *why = pooled_last_error();
+    if (rc && !strncmp(why, "backend ", 8)) return die("--%s", why), NULL; /* not the file's */
+    if (rc) return die_path(a->path, why), NULL;
     pooled_model_info in = {.size = sizeof in};
     pooled_model_get_info(m, &in);
     if (in.nonfinite[0])
@@ -204,9 +220,61 @@ pooled_model *model_open(const model_args *a, int n_parallel) {
     return m;
 }
 
+pooled_model *model_open(const model_args *a, int n_parallel) {
+    pooled_model_opts o;
+    if (!model_opts(a, n_parallel, &o)) return NULL;
+    load_progress_state ps = {.last_pct = -1};
+    if (isatty(2)) o.progress = load_progress, o.progress_user = &ps;
+    pooled_model *m = NULL;
+    int rc = pooled_model_open(a->path, &o, &m);
+    return model_opened(a, rc, m, &ps);
+}
+
 void model_open_report(const pooled_model *m) {
     pooled_model_info in = {.size = sizeof in};
     if (!pooled_model_get_info(m, &in)) load_report(&in);
+}
+
+const char *const sampler_args_help =
+    "  --temp T             temperature, 0 = greedy (default 0.8)\n"
+    "  --top-k K, --top-p P, --min-p P   (defaults 40, 0.95, 0.05; 0/1/0 turn them off)\n"
+    "  --repeat-penalty P   transformers' repetition penalty (default 1 = off)\n"
+    "  --presence-penalty P, --frequency-penalty P   OpenAI's (default 0)\n"
+    "  --repeat-last-n N    ids the penalties look back over (default all)\n"
+    "  --seed S             sampling seed (default: from the clock, shown with the timings)\n";
+
+bool sampler_args_take(int argc, char **argv, int *i, pooled_sample_opts *p, bool *seeded,
+                       bool *err) {
+    const char *v;
+    int64_t iv;
+    double fv;
+#define FLOAT_OPT(name, lo, hi, field)                                                             \
+    if (arg_take(argc, argv, i, name, NULL, &v, err)) {                                            \
+        if (!*err && !arg_float(name, v, lo, hi, &fv)) *err = true;                                \
+        if (!*err) p->field = (float)fv;                                                           \
+        return true;                                                                               \
+    }
+    FLOAT_OPT("--temp", 0, 1e6, temperature)
+    FLOAT_OPT("--top-p", 1e-9, 1, top_p)
+    FLOAT_OPT("--min-p", 0, 1, min_p)
+    FLOAT_OPT("--repeat-penalty", 1e-6, 1e6, repeat_penalty)
+    FLOAT_OPT("--presence-penalty", -1e6, 1e6, presence_penalty)
+    FLOAT_OPT("--frequency-penalty", -1e6, 1e6, frequency_penalty)
+#undef FLOAT_OPT
+    if (arg_take(argc, argv, i, "--top-k", NULL, &v, err)) {
+        if (!*err && !arg_int("--top-k", v, 0, INT32_MAX, &iv)) *err = true;
+        if (!*err) p->top_k = (int)iv;
+    } else if (arg_take(argc, argv, i, "--repeat-last-n", NULL, &v, err)) {
+        if (!*err && !arg_int("--repeat-last-n", v, -1, INT32_MAX, &iv)) *err = true;
+        if (!*err) p->repeat_last_n = (int)iv;
+    } else if (arg_take(argc, argv, i, "--seed", "-s", &v, err)) {
+        if (!*err && !arg_int("--seed", v, 0, INT64_MAX, &iv)) *err = true;
+        if (!*err) p->seed = (uint64_t)iv;
+        *seeded = true;
+    } else {
+        return false;
+    }
+    return true;
 }
 
 uint64_t sampler_args_clock_seed(void) {

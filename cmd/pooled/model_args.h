@@ -23,9 +23,19 @@ typedef struct {
     bool room_host;
     int host_first, host_last;
     int spec; /* --spec: MODEL_SPEC_OFF, _LOOKUP, _MTP or _AUTO */
+    /* bench's: the prompt ids of one pass (0: the model's default), and the state sized for
+     * verify passes whatever --spec says */
+    int64_t n_batch;
+    bool verify;
 } model_args;
 
-enum { MODEL_SPEC_OFF, MODEL_SPEC_LOOKUP, MODEL_SPEC_MTP, MODEL_SPEC_AUTO };
+/* --spec's choices: pooled.h's (the model's sizing and a generation's drafter alike) */
+enum {
+    MODEL_SPEC_OFF = POOLED_SPEC_OFF,
+    MODEL_SPEC_LOOKUP = POOLED_SPEC_LOOKUP,
+    MODEL_SPEC_MTP = POOLED_SPEC_MTP,
+    MODEL_SPEC_AUTO = POOLED_SPEC_AUTO
+};
 
 model_args model_args_defaults(void);
 /* "f16", "f32" or "q8": the --kv name of a cache type (POOLED_KV_*) */
@@ -49,11 +59,17 @@ const char *gpu_tune_cache_dir(void);
 /* POOLED_CPU_COPY: unset 0 (auto), "0" -1 (the mapped file), "1" 1 (a copy), else -2. */
 int cpu_copy_from_env(void);
 
-/* Open the model as the options ask (the GPU switches and the tuning cache from the
- * environment as above; n_parallel: pooled_model_opts'), with a "loading NN%" line on a
- * terminal for big files and a warning for weights holding NaN or Inf. On failure prints
- * the one-line error and returns NULL. a->split, a->room_host and a->spec are not its
- * business (model_load.h). */
+/* The options of pooled_model_open as a asks (the GPU switches and the tuning cache from
+ * the environment as above, POOLED_CPU_COPY, POOLED_ROOM_FRAME; n_parallel: pooled_model_opts'),
+ * or false after printing why not. */
+bool model_opts(const model_args *a, int n_parallel, pooled_model_opts *o);
+/* After an open that returned rc with *m: the progress line cleared; the error printed and
+ * NULL, or m after a warning for weights holding NaN or Inf. */
+typedef struct load_progress_state load_progress_state;
+pooled_model *model_opened(const model_args *a, int rc, pooled_model *m,
+                           const load_progress_state *ps);
+/* model_opts, pooled_model_open with a "loading NN%" line on a terminal for big files, and
+ * model_opened: the model, or NULL after one error line. */
 pooled_model *model_open(const model_args *a, int n_parallel);
 /* "loaded llama 'stories260K' (292.8K params, 1.1 MiB f32) | ctx 512 of 2048 | kv f16 |
  * cpu, 2 threads" on stderr, after the backend's note if it has one. */
@@ -62,11 +78,18 @@ void load_report(const pooled_model_info *in);
 
 /* The "loading NN%" line (pooled_model_opts.progress): rewritten in place on stderr, for
  * files of 64 MiB or more; the caller clears it (shown) when the load returns. */
-typedef struct {
+struct load_progress_state {
     bool shown;
     int last_pct;
-} load_progress_state;
+};
 void load_progress(void *ud, uint64_t done, uint64_t total);
+
+/* --temp, --top-k, --top-p, --min-p, --repeat-penalty, --presence-penalty,
+ * --frequency-penalty, --repeat-last-n, --seed into p: like model_args_take. *seeded is set
+ * when --seed was given. */
+bool sampler_args_take(int argc, char **argv, int *i, pooled_sample_opts *p, bool *seeded,
+                       bool *err);
+extern const char *const sampler_args_help;
 
 /* --stop STRING, repeatable (run, chat): the text ends before the first one that appears. */
 enum { STOP_ARGS_MAX = 16, STOP_ARGS_LEN = 256 };

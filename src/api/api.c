@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_internal.h"
+
 #include "../base/json.h"
 #include "../base/thread.h"
 #include "../grammar/token_mask.h"
@@ -20,11 +22,7 @@
 /* only the pooled_* functions leave the shared library (Makefile: -fvisibility=hidden) */
 
 struct pooled_model {
-    pl_gguf *g;
-    pl_backend *be;
-    pl_model *m;
-    pl_tokenizer *tok;
-    pl_state_opts so;
+    pl_model_parts p; /* the file, backend, weights, tokenizer, state options, stages */
     char *dawn_lib, *tune_cache, *profile; /* copies the GPU options borrow */
     char *gpu_options;                     /* a copy, cut into the settings they borrow */
     char note[192];                        /* the backend's remark at opening, or "" */
@@ -88,18 +86,23 @@ static char *dup_or_null(const char *s, int *nomem) {
 /* ------------------------------------------------------------------ models */
 
 pooled_model_opts pooled_model_opts_default(void) {
-    return (pooled_model_opts){.size = sizeof(pooled_model_opts), .backend = "auto"};
+    return (pooled_model_opts){
+        .size = sizeof(pooled_model_opts), .backend = "auto", .spec = POOLED_SPEC_LOOKUP};
 }
 
 void pooled_model_close(pooled_model *m) {
     if (!m) return;
-    if (m->tok) pl_tok_free(m->tok);
+    if (m->p.tok) pl_tok_free(m->p.tok);
     pl_vocab_trie_free(m->trie);
     pl_batcher_free(m->bt);
     pl_batch_free(m->batch); /* (after its slots' sessions, which the caller freed) */
-    pl_model_free(m->m);
-    pl_be_destroy(m->be);
-    pl_gguf_free(m->g);
+    for (int i = 0; i < m->p.n_stages; i++) { /* (after the sessions: the caller's) */
+        pl_stage_free(m->p.stages[i]);
+        pl_model_free(m->p.parts[i]);
+    }
+    pl_model_free(m->p.m);
+    pl_be_destroy(m->p.be);
+    pl_gguf_free(m->p.g);
     free(m->dawn_lib);
     free(m->tune_cache);
     free(m->profile);
@@ -109,9 +112,54 @@ void pooled_model_close(pooled_model *m) {
     free(m);
 }
 
-/* The backend, the weights, the sessions' state options and, with n_parallel, the batch
- * whose slots the sessions' caches are; the turn. */
-static pl_status load_weights(pooled_model *m, const pooled_model_opts *o) {
+/* --split's stages: n local stages over equal shares of the layers, each its own partial
+ * model, after the host's embedding and head. */
+static pl_status load_stages(pooled_model *m, int n) {
+    pl_model_parts *p = &m->p;
+    int L = pl_model_get_info(p->m)->n_layer;
+    if (n > L) return pl_fail(PL_ERR_ARG, "n_stages %d: the model has only %d layers", n, L);
+    for (int i = 0; i < n; i++) {
+        int first = L * i / n, last = L * (i + 1) / n;
+        pl_model_opts mo = {
+            .prefault = true, .layer_first = first, .layer_last = last, .ends = PL_ENDS_NONE};
+        pl_status s = pl_model_load(p->g, p->be, &mo, &p->parts[i]);
+        if (!s) s = pl_stage_local_new(p->parts[i], &p->so, first, last, &p->stages[i]);
+        p->n_stages += p->parts[i] != NULL; /* (what was made is freed with the model) */
+        if (s) return s;
+    }
+    return PL_OK;
+}
+
+/* The sessions' state options: context, cache, the verify pass and draft state of o->spec. */
+static pl_status state_opts(pooled_model *m, const pooled_model_opts *o) {
+    pl_model_parts *p = &m->p;
+    p->so = pl_state_opts_default(p->m);
+    if (o->n_ctx) p->so.n_ctx = o->n_ctx;
+    if (o->n_batch) p->so.n_batch = o->n_batch;
+    if (p->so.n_batch > p->so.n_ctx) p->so.n_batch = p->so.n_ctx;
+    p->so.kv_type = o->kv_type == POOLED_KV_F32  ? PL_TYPE_F32
+                    : o->kv_type == POOLED_KV_Q8 ? PL_TYPE_Q8_0
+                                                 : PL_TYPE_F16;
+    if (o->spec == POOLED_SPEC_OFF) return PL_OK;
+    /* a verify pass: 1 + PL_SPEC_MAX columns, each kept */
+    int cols = PL_SPEC_MAX + 1 < p->so.n_batch ? PL_SPEC_MAX + 1 : p->so.n_batch;
+    p->so.n_logits = p->so.n_snap = cols;
+    /* the MTP block is loaded with the head (so a chain's host has it too) */
+    const pl_model_info *in = pl_model_get_info(p->m);
+    if (o->spec == POOLED_SPEC_MTP && !in->has_draft)
+        return pl_fail(PL_ERR_ARG, "spec mtp: this model (%s) has no MTP block (use lookup)",
+                       in->arch);
+    p->so.draft = in->has_draft && (o->spec == POOLED_SPEC_MTP || o->spec == POOLED_SPEC_AUTO);
+    return PL_OK;
+}
+
+/* The backend, the weights (all of them, or a room host's: the ends and layers [first,
+ * last)), the sessions' state options, --split's stages and, with n_parallel, the batch
+ * whose slots the sessions' caches are; the turn. *backend_failed: the backend did not open
+ * (not the file's fault). */
+static pl_status load_weights(pooled_model *m, const pooled_model_opts *o, const int *host,
+                              bool *backend_failed) {
+    pl_model_parts *p = &m->p;
     pl_backend_open_opts bo = {.name = o->backend ? o->backend : "auto", .n_threads = o->n_threads};
     bo.gpu.dawn_lib = m->dawn_lib;
     bo.gpu.tune_cache = m->tune_cache;
@@ -122,32 +170,33 @@ static pl_status load_weights(pooled_model *m, const pooled_model_opts *o) {
         if (s) return s;
     }
     const char *note;
-    pl_status s = pl_backend_open_with(&bo, &m->be, &note);
-    if (s) return s;
+    pl_status s = pl_backend_open_with(&bo, &p->be, &note);
+    if (s) return *backend_failed = true, s;
     snprintf(m->note, sizeof m->note, "%s", note ? note : "");
-    m->be->act_q8 = o->act_type == POOLED_ACT_Q8;
-    pl_model_opts mo = {.prefault = true, .progress = o->progress, .progress_ud = o->progress_user};
-    if ((s = pl_model_load(m->g, m->be, &mo, &m->m))) return s;
-    m->so = pl_state_opts_default(m->m);
-    if (o->n_ctx) m->so.n_ctx = o->n_ctx;
-    if (m->so.n_batch > m->so.n_ctx) m->so.n_batch = m->so.n_ctx;
-    m->so.kv_type = o->kv_type == POOLED_KV_F32  ? PL_TYPE_F32
-                    : o->kv_type == POOLED_KV_Q8 ? PL_TYPE_Q8_0
-                                                 : PL_TYPE_F16;
-    /* sized for a verify pass (1 + PL_SPEC_MAX columns), as the command's --spec */
-    int cols = PL_SPEC_MAX + 1 < m->so.n_batch ? PL_SPEC_MAX + 1 : m->so.n_batch;
-    m->so.n_logits = m->so.n_snap = cols;
+    p->be->act_q8 = o->act_type == POOLED_ACT_Q8;
+    pl_model_opts mo = {.prefault = true,
+                        .progress = o->progress,
+                        .progress_ud = o->progress_user,
+                        .layer_first = host ? host[0] : 0,
+                        .layer_last = host ? host[1] : 0,
+                        .ends = host || o->n_stages ? PL_ENDS_EMBED | PL_ENDS_HEAD : PL_ENDS_AUTO};
+    if ((s = pl_model_load(p->g, p->be, &mo, &p->m))) return s;
+    if ((s = state_opts(m, o))) return s;
+    p->chain = pl_chain_opts_default();
+    if (o->chain_frame) p->chain.frame_cols = o->chain_frame;
+    if (o->n_stages && (s = load_stages(m, o->n_stages))) return s;
     /* n_parallel sessions' caches as slots of one batch, their steps in one pass */
     m->n_parallel = o->n_parallel > 1 ? o->n_parallel : 1;
-    if (m->n_parallel > 1 && pl_model_can_batch(m->m)) {
-        if ((s = pl_batch_new_slots(m->m, m->n_parallel, &m->so, &m->batch))) return s;
+    if (m->n_parallel > 1 && !host && !o->n_stages && pl_model_can_batch(p->m)) {
+        if ((s = pl_batch_new_slots(p->m, m->n_parallel, &p->so, &m->batch))) return s;
         if (!(m->slot_used = calloc((size_t)m->n_parallel, sizeof *m->slot_used)))
             return pl_fail(PL_ERR_NOMEM, "out of memory");
     }
     return pl_batcher_new(m->batch, m->n_parallel, &m->bt);
 }
 
-int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_model **out) {
+static int open_model(const char *path, const pooled_model_opts *opts, const int *host,
+                      pooled_model **out) {
     if (!out) return fail_arg("pooled_model_open: out is NULL");
     *out = NULL;
     if (!path) return fail_arg("pooled_model_open: path is NULL");
@@ -163,6 +212,14 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
         return fail_arg("n_parallel: expected 0 to 64");
     if (o.cpu_weights < -1 || o.cpu_weights > 1)
         return fail_arg("cpu_weights: expected -1 (the mapped file), 0 (auto) or 1 (a copy)");
+    if (o.spec < POOLED_SPEC_OFF || o.spec > POOLED_SPEC_MTP)
+        return fail_arg("spec: expected POOLED_SPEC_OFF, _LOOKUP, _AUTO or _MTP");
+    if (o.n_stages < 0 || o.n_stages > PL_CHAIN_MAX_STAGES - 1)
+        return fail_arg("n_stages: expected 0 (none) to 63");
+    if (o.n_batch < 0 || o.n_batch > (1 << 24)) return fail_arg("n_batch: expected 0 to 16777216");
+    if (o.chain_frame < 0 || o.chain_frame > PL_CHAIN_MAX_FRAME)
+        return fail_arg("chain_frame: expected 0 (512) or 1 to 4096 columns");
+    if (host && o.n_stages) return fail_arg("n_stages: not with a room's host");
     if (!o.vocab_only && pl_backend_check_name(o.backend ? o.backend : "auto"))
         return POOLED_ERR_ARG;
     pooled_model *m = calloc(1, sizeof *m);
@@ -173,18 +230,38 @@ int pooled_model_open(const char *path, const pooled_model_opts *opts, pooled_mo
     m->tune_cache = dup_or_null(o.gpu_tune_cache, &nomem);
     m->profile = dup_or_null(o.gpu_profile, &nomem);
     m->gpu_options = dup_or_null(o.gpu_options, &nomem);
-    pl_status s = nomem ? pl_fail(PL_ERR_NOMEM, "out of memory") : pl_gguf_open(path, &m->g);
-    if (!s && !o.vocab_only) s = load_weights(m, &o);
-    if (!s) s = pl_tok_load(m->g, &m->tok);
+    bool backend_failed = false;
+    pl_status s = nomem ? pl_fail(PL_ERR_NOMEM, "out of memory") : pl_gguf_open(path, &m->p.g);
+    if (!s && !o.vocab_only) s = load_weights(m, &o, host, &backend_failed);
+    if (!s) s = pl_tok_load(m->p.g, &m->p.tok);
     if (s) {
-        /* the file's name leads the reason, as the command says it */
+        /* the file's name leads the reason, as the command says it (the backend's own
+         * failure is not the file's: its name instead) */
         char msg[600];
         snprintf(msg, sizeof msg, "%s", pl_last_error());
         pooled_model_close(m);
+        if (backend_failed)
+            return (int)pl_fail(s, "backend %.40s: %s", o.backend ? o.backend : "auto", msg);
+        size_t pl = strlen(path); /* (file errors name their path already) */
+        if (!strncmp(msg, path, pl) && msg[pl] == ':') return (int)pl_fail(s, "%s", msg);
         return (int)pl_fail(s, "%.300s: %s", path, msg);
     }
     *out = m;
     return POOLED_OK;
+}
+
+int pooled_model_open(const char *path, const pooled_model_opts *o, pooled_model **out) {
+    return open_model(path, o, NULL, out);
+}
+
+int pl_api_open_host(const char *path, const pooled_model_opts *o, int first, int last,
+                     pooled_model **out) {
+    int host[2] = {first, last};
+    return open_model(path, o, host, out);
+}
+
+pl_model_parts *pl_api_parts(pooled_model *m) {
+    return m && m->p.m ? &m->p : NULL;
 }
 
 /* A result struct of ours (n bytes, its size first) into the caller's, which may be older
@@ -199,11 +276,11 @@ static int put_sized(void *dst, const void *src, size_t n) {
 /* A vocab_only model's info: what the file says and the vocabulary; no backend. */
 static int vocab_info(const pooled_model *m, pooled_model_info *info) {
     pooled_model_info r = {.size = sizeof r,
-                           .n_vocab = pl_tok_n_vocab(m->tok),
-                           .bos = pl_tok_bos(m->tok),
-                           .eos = pl_tok_eos(m->tok)};
-    char *arch = pl_gguf_get_string(m->g, "general.architecture");
-    char *name = pl_gguf_get_string(m->g, "general.name");
+                           .n_vocab = pl_tok_n_vocab(m->p.tok),
+                           .bos = pl_tok_bos(m->p.tok),
+                           .eos = pl_tok_eos(m->p.tok)};
+    char *arch = pl_gguf_get_string(m->p.g, "general.architecture");
+    char *name = pl_gguf_get_string(m->p.g, "general.name");
     snprintf(r.arch, sizeof r.arch, "%s", arch ? arch : "");
     snprintf(r.name, sizeof r.name, "%s", name ? name : "");
     snprintf(r.backend, sizeof r.backend, "none (vocab_only)");
@@ -214,27 +291,27 @@ static int vocab_info(const pooled_model *m, pooled_model_info *info) {
 int pooled_model_get_info(const pooled_model *m, pooled_model_info *info) {
     if (!m || !info) return fail_arg("pooled_model_get_info: NULL argument");
     if (info->size < sizeof(size_t)) return fail_arg("pooled_model_info: size is not set");
-    if (!m->m) return vocab_info(m, info);
-    const pl_model_info *in = pl_model_get_info(m->m);
+    if (!m->p.m) return vocab_info(m, info);
+    const pl_model_info *in = pl_model_get_info(m->p.m);
     pooled_model_info r = {.size = sizeof r,
                            .n_ctx_train = in->n_ctx_train,
-                           .n_ctx = m->so.n_ctx,
+                           .n_ctx = m->p.so.n_ctx,
                            .n_vocab = in->n_vocab,
                            .n_embd = in->n_embd,
                            .n_layer = in->n_layer,
                            .n_params = in->n_params,
-                           .bos = pl_tok_bos(m->tok),
-                           .eos = pl_tok_eos(m->tok)};
+                           .bos = pl_tok_bos(m->p.tok),
+                           .eos = pl_tok_eos(m->p.tok)};
     snprintf(r.arch, sizeof r.arch, "%s", in->arch);
     snprintf(r.name, sizeof r.name, "%s", in->name);
-    snprintf(r.backend, sizeof r.backend, "%s", m->be->device);
+    snprintf(r.backend, sizeof r.backend, "%s", m->p.be->device);
     r.weight_bytes = in->weight_bytes;
     snprintf(r.weight_type, sizeof r.weight_type, "%s", in->weight_type);
     r.n_expert = in->n_expert;
     r.n_expert_used = in->n_expert_used;
-    r.kv_type = m->so.kv_type == PL_TYPE_F32    ? POOLED_KV_F32
-                : m->so.kv_type == PL_TYPE_Q8_0 ? POOLED_KV_Q8
-                                                : POOLED_KV_F16;
+    r.kv_type = m->p.so.kv_type == PL_TYPE_F32    ? POOLED_KV_F32
+                : m->p.so.kv_type == PL_TYPE_Q8_0 ? POOLED_KV_Q8
+                                                  : POOLED_KV_F16;
     snprintf(r.note, sizeof r.note, "%s", m->note);
     snprintf(r.nonfinite, sizeof r.nonfinite, "%s", in->nonfinite);
     return put_sized(info, &r, sizeof r);
@@ -249,13 +326,13 @@ int pooled_model_get_stats(const pooled_model *m, pooled_model_stats *stats) {
 }
 
 int pooled_token_is_eog(const pooled_model *m, int32_t id) {
-    return m && id >= 0 && id < pl_tok_n_vocab(m->tok) && pl_tok_is_eog(m->tok, id);
+    return m && id >= 0 && id < pl_tok_n_vocab(m->p.tok) && pl_tok_is_eog(m->p.tok, id);
 }
 
 /* ------------------------------------------------------------------ tokens and text */
 
 static int check_ids(const pooled_model *m, const int32_t *ids, size_t n) {
-    int32_t nv = pl_tok_n_vocab(m->tok);
+    int32_t nv = pl_tok_n_vocab(m->p.tok);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= nv)
             return (int)pl_fail(PL_ERR_ARG, "id %d is outside the vocabulary (0 to %d)", ids[i],
@@ -269,8 +346,8 @@ int pooled_tokenize(const pooled_model *m, const char *text, size_t len, int add
     *ids = NULL;
     *n_ids = 0;
     int64_t n = 0;
-    pl_status s =
-        pl_tok_encode(m->tok, text ? text : "", len, add_special != 0, parse_special != 0, ids, &n);
+    pl_status s = pl_tok_encode(m->p.tok, text ? text : "", len, add_special != 0,
+                                parse_special != 0, ids, &n);
     if (!s) *n_ids = (size_t)n;
     return (int)s;
 }
@@ -280,7 +357,7 @@ int pooled_detokenize(const pooled_model *m, const int32_t *ids, size_t n_ids, i
     if (!m || (!ids && n_ids) || !text) return fail_arg("pooled_detokenize: NULL argument");
     *text = NULL;
     if (check_ids(m, ids, n_ids)) return POOLED_ERR_ARG;
-    return (int)pl_tok_decode(m->tok, ids, (int64_t)n_ids, show_special != 0, text, len);
+    return (int)pl_tok_decode(m->p.tok, ids, (int64_t)n_ids, show_special != 0, text, len);
 }
 
 int pooled_token_piece(const pooled_model *m, int32_t id, int show_special, char **text,
@@ -288,7 +365,7 @@ int pooled_token_piece(const pooled_model *m, int32_t id, int show_special, char
     if (!m || !text) return fail_arg("pooled_token_piece: NULL argument");
     *text = NULL;
     size_t l = 0;
-    pl_status s = pl_tok_piece_str(m->tok, id, show_special != 0, text, &l);
+    pl_status s = pl_tok_piece_str(m->p.tok, id, show_special != 0, text, &l);
     if (len) *len = l;
     return (int)s;
 }
@@ -300,7 +377,7 @@ pooled_chat_opts pooled_chat_opts_default(void) {
 }
 
 const char *pooled_chat_template(const pooled_model *m) {
-    return m ? pl_tok_chat_template(m->tok) : NULL;
+    return m ? pl_tok_chat_template(m->p.tok) : NULL;
 }
 
 /* The caller's options (of any size) as the renderer takes them. */
@@ -327,7 +404,7 @@ static int chat_text(const pooled_model *m, const pooled_message *msgs, size_t n
     pl_chat_msg *pm = malloc(sizeof *pm * (n ? n : 1));
     if (!pm) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) pm[i] = (pl_chat_msg){msgs[i].role, msgs[i].content};
-    int rc = (int)pl_chat_render(m->tok, pm, (int)n, &co, text);
+    int rc = (int)pl_chat_render(m->p.tok, pm, (int)n, &co, text);
     free(pm);
     return rc;
 }
@@ -335,7 +412,7 @@ static int chat_text(const pooled_model *m, const pooled_message *msgs, size_t n
 /* Text ids as a conversation's: special tokens parsed, BOS settled (chat_ids.h). */
 static int text_ids(const pooled_model *m, const char *text, int32_t **ids, size_t *n_ids) {
     int64_t nn = 0;
-    int rc = (int)pl_chat_text_ids(m->tok, text, ids, &nn);
+    int rc = (int)pl_chat_text_ids(m->p.tok, text, ids, &nn);
     if (!rc) *n_ids = (size_t)nn;
     return rc;
 }
@@ -398,7 +475,7 @@ int pooled_chat_render_json(const pooled_model *m, const char *messages_json,
     if (!rc && tools && tools->type != PL_JSON_ARRAY && tools->type != PL_JSON_NULL)
         rc = (int)pl_fail(PL_ERR_ARG, "tools: expected a JSON array");
     if (tools && tools->type == PL_JSON_NULL) tools = NULL;
-    if (!rc) rc = (int)pl_chat_render_json(m->tok, msgs, tools, &co, text);
+    if (!rc) rc = (int)pl_chat_render_json(m->p.tok, msgs, tools, &co, text);
     pl_json_doc_free(md);
     pl_json_doc_free(td);
     return rc;
@@ -431,7 +508,7 @@ static void slot_free(pooled_session *s) {
 int pooled_session_new(pooled_model *m, pooled_session **out) {
     if (!m || !out) return fail_arg("pooled_session_new: NULL argument");
     *out = NULL;
-    if (!m->m) return fail_arg("pooled_session_new: the model was opened vocab_only");
+    if (!m->p.m) return fail_arg("pooled_session_new: the model was opened vocab_only");
     pooled_session *s = calloc(1, sizeof *s);
     if (!s) return (int)pl_fail(PL_ERR_NOMEM, "out of memory");
     s->m = m;
@@ -451,8 +528,10 @@ int pooled_session_new(pooled_model *m, pooled_session **out) {
         }
     }
     pl_batcher_take(m->bt); /* the state's buffers come from the shared backend */
-    pl_status st = m->batch ? pl_batch_session_new(m->batch, s->slot, &m->so, &s->s)
-                            : pl_session_new(m->m, &m->so, &s->s);
+    pl_status st = m->batch        ? pl_batch_session_new(m->batch, s->slot, &m->p.so, &s->s)
+                   : m->p.n_stages ? pl_session_new_chain(m->p.m, &m->p.so, m->p.stages,
+                                                          m->p.n_stages, &m->p.chain, &s->s)
+                                   : pl_session_new(m->p.m, &m->p.so, &s->s);
     pl_batcher_give(m->bt);
     if (st) {
         slot_free(s);
@@ -461,6 +540,10 @@ int pooled_session_new(pooled_model *m, pooled_session **out) {
     }
     *out = s;
     return POOLED_OK;
+}
+
+pl_session *pl_api_session(pooled_session *s) {
+    return s ? s->s : NULL;
 }
 
 void pooled_session_free(pooled_session *s) {
@@ -562,7 +645,7 @@ static bool text_step(gen_ctx *c, int32_t id, const char *piece, bool last) {
 static bool on_token(void *ud, int32_t id) {
     gen_ctx *c = ud;
     const pooled_model *m = c->ses->m;
-    if (!c->o->ignore_eos && pl_tok_is_eog(m->tok, id)) {
+    if (!c->o->ignore_eos && pl_tok_is_eog(m->p.tok, id)) {
         c->reason = POOLED_STOP_EOG;
         return false;
     }
@@ -610,8 +693,8 @@ int pooled_json_schema_check(const char *schema) {
 static int check_sample_opts(const pooled_sample_opts *o) {
     if (o->top_logprobs < 0 || o->top_logprobs > POOLED_MAX_TOP_LOGPROBS)
         return fail_arg("top_logprobs: expected 0 to 20");
-    if (o->spec < POOLED_SPEC_OFF || o->spec > POOLED_SPEC_AUTO)
-        return fail_arg("spec: expected POOLED_SPEC_OFF, _LOOKUP or _AUTO");
+    if (o->spec < POOLED_SPEC_OFF || o->spec > POOLED_SPEC_MTP)
+        return fail_arg("spec: expected POOLED_SPEC_OFF, _LOOKUP, _AUTO or _MTP");
     if (!(o->top_p > 0) || o->top_p > 1 || !(o->min_p >= 0) || o->min_p > 1 ||
         !(o->repeat_penalty > 0) || !(o->temperature >= 0) || o->repeat_last_n < -1)
         return fail_arg("sampling options out of range (top_p in (0,1], min_p in [0,1], "
@@ -633,9 +716,9 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
     if (!rc) rc = (int)pl_stop_init(&c.stop, o.stop, (int)o.n_stop, "stop");
     if (!rc && !n_prompt) rc = fail_arg("the prompt is empty");
     if (!rc) rc = check_ids(m, prompt, n_prompt);
-    if (!rc && n_prompt > (size_t)m->so.n_ctx)
+    if (!rc && n_prompt > (size_t)m->p.so.n_ctx)
         rc = (int)pl_fail(PL_ERR_ARG, "the prompt is %zu tokens, longer than the context of %d",
-                          n_prompt, m->so.n_ctx);
+                          n_prompt, m->p.so.n_ctx);
     if (rc) {
         atomic_store(&ses->cancel, 0);
         return rc;
@@ -662,18 +745,23 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
     /* one pick per emitted id, masked and watched in order: no drafts */
     if (gr || o.on_logprob) o.spec = POOLED_SPEC_OFF;
     /* up to the end of the context: n ids leave n - 1 of them in the cache */
-    int64_t room = (int64_t)m->so.n_ctx - (int64_t)n_prompt + 1;
+    int64_t room = (int64_t)m->p.so.n_ctx - (int64_t)n_prompt + 1;
     int64_t n = o.max_tokens < 0 || o.max_tokens > room ? room : o.max_tokens;
     pl_gen_stats st = {0};
     pl_batcher_take(m->bt);
-    pl_status s = pl_sampler_new(&sp, pl_tok_n_vocab(m->tok), &smp);
+    pl_status s = pl_sampler_new(&sp, pl_tok_n_vocab(m->p.tok), &smp);
     if (!s && o.on_logprob) pl_sampler_set_watch(smp, watch_logits, &c);
-    if (!s && gr && !m->trie) s = pl_vocab_trie_from_tok(m->tok, &m->trie);
+    if (!s && gr && !m->trie) s = pl_vocab_trie_from_tok(m->p.tok, &m->trie);
     if (!s && gr) s = pl_json_constraint_new(gr, m->trie, &c.con);
     if (!s && gr) s = pl_json_constraint_attach(c.con, smp);
-    if (!s && o.spec != POOLED_SPEC_OFF)
+    if (!s && o.spec == POOLED_SPEC_MTP && !m->p.so.draft)
+        s = pl_fail(PL_ERR_ARG, "spec mtp: the model was not opened for it "
+                                "(pooled_model_opts.spec POOLED_SPEC_MTP)");
+    if (!s && o.spec != POOLED_SPEC_OFF && m->p.so.draft) /* (mtp, or auto on the block) */
+        s = pl_drafter_mtp_new(ses->s, 0, o.spec == POOLED_SPEC_AUTO, &dr);
+    else if (!s && o.spec != POOLED_SPEC_OFF)
         s = pl_drafter_lookup_new(PL_SPEC_MAX, o.spec == POOLED_SPEC_AUTO, &dr);
-    if (!s && !(c.stream = pl_tok_stream_new(m->tok, false)))
+    if (!s && !(c.stream = pl_tok_stream_new(m->p.tok, false)))
         s = pl_fail(PL_ERR_NOMEM, "out of memory");
     if (!s) {
         pl_gen_opts go = {.n_predict = n, .on_token = on_token, .ud = &c, .drafter = dr};
@@ -695,7 +783,11 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
                            .stop_reason = c.reason,
                            .t_prompt = st.t_prompt,
                            .t_gen = st.t_decode,
-                           .n_shared = st.n_shared};
+                           .n_shared = st.n_shared,
+                           .n_decoded = st.n_decoded,
+                           .n_steps = st.n_steps,
+                           .n_drafted = st.n_drafted,
+                           .n_accepted = st.n_accepted};
         put_sized(res, &r, sizeof r);
     }
     if (c.stream) pl_tok_stream_free(c.stream);

@@ -76,6 +76,7 @@ pl_status pl_generate(pl_session *s, pl_sampler *smp, const int32_t *prompt, int
     if (pl_sampler_is_argmax(smp)) { /* ids stay on the device, a step ahead of the host */
         st = pl_session_greedy(s, o->n_predict, o->on_token, o->ud, &stats->n_generated);
         stats->n_decoded = stats->n_generated > 0 ? stats->n_generated - 1 : 0;
+        stats->n_steps = stats->n_decoded; /* one pass each */
         stats->t_decode = pl_now() - t0;
         return st;
     }
@@ -86,7 +87,7 @@ pl_status pl_generate(pl_session *s, pl_sampler *smp, const int32_t *prompt, int
         bool more = o->on_token ? o->on_token(o->ud, id) : true;
         if (!more || t + 1 == o->n_predict) break;
         if ((st = pl_session_push(s, id))) break;
-        stats->n_decoded++;
+        stats->n_decoded++, stats->n_steps++;
     }
     stats->t_decode = pl_now() - t0;
     return st;

@@ -3,6 +3,7 @@
  * that stops, stop strings, max_tokens, the end of the context, cancel from another thread,
  * and option structs of an older (smaller) size. Only pooled.h is used. */
 #include <pooled.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -63,6 +64,82 @@ static int greedy_after_bos(pooled_model *m, int n, sink *out) {
              pooled_generate(s, &bos, 1, &so, collect, out, &r) == POOLED_OK && r.n_gen == n;
     pooled_session_free(s);
     return ok;
+}
+
+/* The greedy text of n ids after a repetitive prompt (lookup drafts find it) with spec,
+ * from file opened with mo (its n_stages and spec sizing), into text; the counters in *r. */
+static bool greedy_text(const char *file, const pooled_model_opts *mo, int spec, int n, char *text,
+                        size_t cap, pooled_result *r) {
+    pooled_model *m = NULL;
+    pooled_session *s = NULL;
+    sink out = {0};
+    pooled_sample_opts so = pooled_sample_opts_default();
+    so.temperature = 0, so.max_tokens = n, so.ignore_eos = 1, so.spec = spec;
+    *r = (pooled_result){.size = sizeof *r};
+    int32_t prompt[8] = {1, 2, 3, 1, 2, 3, 1, 2};
+    bool ok = pooled_model_open(test_shared(file), mo, &m) == POOLED_OK &&
+              pooled_session_new(m, &s) == POOLED_OK &&
+              pooled_generate(s, prompt, 8, &so, collect, &out, r) == POOLED_OK && r->n_gen == n;
+    snprintf(text, cap, "%s", out.text);
+    pooled_session_free(s);
+    pooled_model_close(m);
+    return ok;
+}
+
+/* Since 0.3: the layers as a chain of stages, speculation with the model's MTP block and
+ * the counters of a speculative generation, the same text as plain decoding. */
+static void check_stages_and_mtp(void) {
+    pooled_model_opts mo = pooled_model_opts_default();
+    mo.backend = "cpu", mo.n_threads = 2, mo.n_ctx = 128;
+    char plain[8192], got[8192];
+    pooled_result r0, r;
+    CHECK(
+        greedy_text("models/stories260K.gguf", &mo, POOLED_SPEC_OFF, 24, plain, sizeof plain, &r0),
+        "plain: %s", pooled_last_error());
+    CHECK(r0.n_steps == r0.n_decoded && r0.n_drafted == 0 && r0.n_decoded > 0,
+          "plain counters: %lld steps, %lld decoded", (long long)r0.n_steps,
+          (long long)r0.n_decoded);
+    mo.n_stages = 3, mo.chain_frame = 4; /* the prompt in frames of 4 through 3 stages */
+    CHECK(greedy_text("models/stories260K.gguf", &mo, POOLED_SPEC_OFF, 24, got, sizeof got, &r) &&
+              !strcmp(got, plain),
+          "3 stages: '%s' against '%s' (%s)", got, plain, pooled_last_error());
+    CHECK(
+        greedy_text("models/stories260K.gguf", &mo, POOLED_SPEC_LOOKUP, 24, got, sizeof got, &r) &&
+            !strcmp(got, plain) && r.n_drafted > 0 && r.n_steps < r.n_decoded,
+        "3 stages, lookup: '%s' (%lld drafted, %lld steps)", got, (long long)r.n_drafted,
+        (long long)r.n_steps);
+    mo.n_stages = 64;
+    pooled_model *m = NULL;
+    CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) == POOLED_ERR_ARG &&
+              strstr(pooled_last_error(), "n_stages"),
+          "n_stages 64: %s", pooled_last_error());
+    mo.n_stages = 6; /* more than the layers */
+    CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) != POOLED_OK &&
+              strstr(pooled_last_error(), "only 5 layers"),
+          "n_stages 6: %s", pooled_last_error());
+    mo.n_stages = 0, mo.chain_frame = 0;
+    /* MTP: refused on a model without the block, at open; a model opened for lookup only
+     * refuses an MTP generation; with the block, the text of plain decoding */
+    mo.spec = POOLED_SPEC_MTP;
+    CHECK(pooled_model_open(test_shared("models/stories260K.gguf"), &mo, &m) != POOLED_OK &&
+              strstr(pooled_last_error(), "no MTP block"),
+          "spec mtp without the block: %s", pooled_last_error());
+    const char *q = "fixtures/hf/qwen3_5/qwen3_5-mtp-q8_0.gguf";
+    mo.spec = POOLED_SPEC_OFF;
+    CHECK(greedy_text(q, &mo, POOLED_SPEC_OFF, 16, plain, sizeof plain, &r0), "qwen3_5: %s",
+          pooled_last_error());
+    mo.spec = POOLED_SPEC_LOOKUP;
+    CHECK(!greedy_text(q, &mo, POOLED_SPEC_MTP, 16, got, sizeof got, &r) &&
+              strstr(pooled_last_error(), "not opened for it"),
+          "mtp on a lookup model: %s", pooled_last_error());
+    for (int k = 0; k < 2; k++) {
+        mo.spec = k ? POOLED_SPEC_AUTO : POOLED_SPEC_MTP;
+        CHECK(
+            greedy_text(q, &mo, k ? POOLED_SPEC_AUTO : POOLED_SPEC_MTP, 16, got, sizeof got, &r) &&
+                !strcmp(got, plain) && (k || r.n_drafted > 0),
+            "%s: '%s' against '%s', %lld drafted (%s)", k ? "auto" : "mtp", got, plain,
+            (long long)r.n_drafted, pooled_last_error());
+    }
 }
 
 static void check_generation(pooled_model *m) {
@@ -216,6 +293,7 @@ static void check_chat(void) {
 }
 
 static void run_tests(void) {
+    check_stages_and_mtp();
     int ma = -1, mi = -1, pa = -1;
     const char *v = pooled_version(&ma, &mi, &pa);
     char want[32];

@@ -18,7 +18,7 @@ static void run_tests(void) {
     fputs("typedef int pl_status; typedef int model; struct session { int x; };\n"
           "#include <pooled.h>\n"
           "int use(void) { pooled_model_opts o = pooled_model_opts_default();\n"
-          "    pooled_result r = {sizeof r, 0, 0, 0, 0, 0, 0, 0};\n"
+          "    pooled_result r = {sizeof r, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};\n"
           "    return (int)o.size + (int)r.size + POOLED_STOP_CANCELLED; }\n",
           f);
     fclose(f);

@@ -41,11 +41,20 @@ static void check_model_args(const model_args *a) {
     REQUIRE(a->act_q8 == 0 || a->act_q8 == 1);
 }
 
-static void check_sampler(const pl_sampler_params *p) {
+static void check_sampler(const pooled_sample_opts *o) {
+    pl_sampler_params p = {.temp = o->temperature,
+                           .top_k = o->top_k,
+                           .top_p = o->top_p,
+                           .min_p = o->min_p,
+                           .repeat_penalty = o->repeat_penalty,
+                           .presence_penalty = o->presence_penalty,
+                           .frequency_penalty = o->frequency_penalty,
+                           .penalty_last_n = o->repeat_last_n,
+                           .seed = o->seed};
     pl_sampler *s = NULL;
-    REQUIRE(pl_sampler_new(p, 1000, &s) == PL_OK);
+    REQUIRE(pl_sampler_new(&p, 1000, &s) == PL_OK);
     pl_sampler_free(s);
-    REQUIRE(p->top_k >= 0 && p->penalty_last_n >= -1);
+    REQUIRE(p.top_k >= 0 && p.penalty_last_n >= -1);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -95,9 +104,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             REQUIRE(o.n_prompt >= 0 && o.n_prompt <= (1 << 20) && o.n_gen >= 0 &&
                     o.n_gen <= (1 << 20) && (o.n_prompt || o.n_gen));
             REQUIRE(o.reps >= 1 && o.reps <= 1000);
-            REQUIRE(o.n_verify >= 0 && o.n_verify <= PL_SPEC_MAX && (!o.n_verify || o.n_prompt));
+            REQUIRE(o.n_verify >= 0 && o.n_verify <= BENCH_SPEC_MAX && (!o.n_verify || o.n_prompt));
             for (int i = 0; i < o.n_verify; i++) {
-                REQUIRE(o.verify_k[i] >= 1 && o.verify_k[i] <= PL_SPEC_MAX);
+                REQUIRE(o.verify_k[i] >= 1 && o.verify_k[i] <= BENCH_SPEC_MAX);
                 for (int j = 0; j < i; j++) REQUIRE(o.verify_k[i] != o.verify_k[j]);
             }
         }

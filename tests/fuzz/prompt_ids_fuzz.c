@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/prompt_ids.h"
+#include "base/prompt_ids.h"
 
 #define REQUIRE(cond)                                                                              \
     do {                                                                                           \

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/prompt_ids.h"
+#include "base/prompt_ids.h"
 #include "test.h"
 
 static void ok(const char *s, int64_t n, const int32_t *want) {

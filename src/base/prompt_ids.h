@@ -1,11 +1,11 @@
 /* prompt_ids.h - token ids written as text ("1 2, 3"), as users give a prompt with
  * `pooled run --prompt-ids`. */
-#ifndef PL_RUNTIME_PROMPT_IDS_H
-#define PL_RUNTIME_PROMPT_IDS_H
+#ifndef PL_BASE_PROMPT_IDS_H
+#define PL_BASE_PROMPT_IDS_H
 
 #include <stdint.h>
 
-#include "../base/status.h"
+#include "status.h"
 
 /* Parse s: decimal ids in [0, INT32_MAX] separated by spaces, tabs, newlines or commas.
  * *ids is malloc'd (caller frees; NULL on failure). Fails with a one-line reason that

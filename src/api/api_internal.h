@@ -1,0 +1,40 @@
+/* api_internal.h - an open pooled_model's parts through the internal API, for the programs
+ * of this repository that need more than pooled.h offers: the room's host (its own layers,
+ * the workers' stages appended to the chain) and the benchmarks' timings of the model's
+ * passes. Not installed: a program on pooled.h alone never includes it. */
+#ifndef PL_API_INTERNAL_H
+#define PL_API_INTERNAL_H
+
+#include <pooled.h>
+
+#include "../format/gguf.h"
+#include "../runtime/session.h"
+#include "../tokenizer/tokenizer.h"
+
+typedef struct {
+    pl_gguf *g;
+    pl_backend *be;
+    pl_model *m; /* with stages: the embedding, the head (and a room host's own layers) */
+    pl_tokenizer *tok;
+    pl_state_opts so; /* the sessions' state options */
+    /* the chain in layer order (n_stages 0: m runs every layer): each stage with the
+     * partial model it runs over (parts[i]; NULL for a remote stage), freed with the model.
+     * A caller may append stages before the first session is made. */
+    int n_stages;
+    pl_model *parts[PL_CHAIN_MAX_STAGES];
+    pl_stage *stages[PL_CHAIN_MAX_STAGES];
+    pl_chain_opts chain;
+} pl_model_parts;
+
+/* The parts of an open model (valid while it is open; NULL for NULL or a vocab_only one). */
+pl_model_parts *pl_api_parts(pooled_model *m);
+
+/* pooled_model_open for a room's host: the embedding, the head and only layers [first,
+ * last) (maybe none) loaded, no stages (the caller appends the workers'). */
+int pl_api_open_host(const char *path, const pooled_model_opts *o, int first, int last,
+                     pooled_model **out);
+
+/* The internal session of a pooled_session (for timing its passes one by one). */
+pl_session *pl_api_session(pooled_session *s);
+
+#endif
