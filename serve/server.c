@@ -553,9 +553,17 @@ int srv_serve(srv_engine *e, const srv_config *c) {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     int sig = 0;
-    while (sigwait(&set, &sig)) {
+    if (c->stop) { /* the caller's handlers set the flag */
+        while (!*c->stop) {
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        fprintf(stderr, "pooled serve: stopping\n");
+    } else {
+        while (sigwait(&set, &sig)) {
+        }
+        fprintf(stderr, "pooled serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     }
-    fprintf(stderr, "pooled serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     stop_workers(&s, th, nw);
     /* let the streams send their last events (a client that reads nothing: 5 s at most) */
     pthread_mutex_lock(&s.mu);

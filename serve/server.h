@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <signal.h>
+
 #include "engine.h"
 
 #define SRV_MAX_BODY        ((size_t)8 << 20)  /* a request body: 8 MiB */
@@ -22,6 +24,10 @@ typedef struct {
     const char *api_key;  /* NULL: none asked */
     int queue;            /* requests that may wait while every slot runs one */
     const char *model_id; /* the name /v1/models and responses show */
+    /* NULL: the server waits for SIGINT / SIGTERM with sigwait (the caller blocked them in
+     * every thread); else it stops once *stop is non-zero (the caller's signal handlers
+     * set it: a room's host, whose threads started before it could block them) */
+    volatile sig_atomic_t *stop;
 } srv_config;
 
 /* Whether host resolves to an address (false after one line on stderr): checked before
@@ -30,9 +36,9 @@ bool srv_check_host(const char *host);
 
 /* Listen, print "pooled serve: listening on http://HOST:PORT" on stdout, and answer until
  * SIGINT or SIGTERM, which the caller must have blocked in every thread (sigwait takes
- * them here). Then the running generations are cancelled (its stream ends properly), queued
- * requests get 503, and the server closes. Returns the exit status (1 after one line on
- * stderr when it cannot listen). */
+ * them here), or until *c->stop. Then the running generations are cancelled (its stream ends
+ * properly), queued requests get 503, and the server closes. Returns the exit status (1 after one
+ * line on stderr when it cannot listen). */
 int srv_serve(srv_engine *e, const srv_config *c);
 
 #endif

@@ -23,6 +23,8 @@
 #include "../../room/guest.h"
 #include "../../room/room.h"
 #include "../../room/room_io.h"
+#include "../../serve/engine.h"
+#include "../../serve/server.h"
 #include "format/gguf_hash.h"
 #include "runtime/probe.h"
 
@@ -49,6 +51,10 @@ static const char *const usage =
     "                       wait without end)\n"
     "  --serve              answer guests (`pooled room chat`) one at a time, until Ctrl-C,\n"
     "                       in place of a prompt or a chat on this terminal\n"
+    "  --http ADDR:PORT     once the room runs, answer `pooled serve`'s HTTP API (OpenAI,\n"
+    "                       Anthropic; docs/serve.md) on ADDR:PORT through it, one request\n"
+    "                       at a time, until Ctrl-C (port 0: a free one, printed)\n"
+    "  --api-key K, --queue N   as for `pooled serve`, with --http\n"
     "  and every option of `pooled run` (-p, --prompt-ids, -n, --temp, --seed, --ids, ...);\n"
     "  without a prompt, an interactive chat as `pooled chat` (and its options)\n"
     "join:\n"
@@ -92,8 +98,10 @@ typedef struct {
     uint64_t lend; /* --lend (0: what the machine can spare) */
     pl_wire_dtype dtype;
     char key_buf[33];
-    bool serve;     /* --serve: keep listening, for guests */
-    pl_listener *L; /* with serve: the listener, once the workers joined */
+    bool serve;                 /* --serve: keep listening, for guests */
+    pl_listener *L;             /* with serve: the listener, once the workers joined */
+    const char *http, *api_key; /* --http ADDR:PORT, --api-key */
+    int64_t queue;              /* --queue */
 } host_opts;
 
 /* What this machine can spare when --lend is not given: 90% of the memory Linux reports
@@ -283,6 +291,46 @@ done:
     return rc;
 }
 
+/* host --http: `pooled serve`'s API answered through the room (serve/), one request at a
+ * time (the chain's stages keep one conversation's caches), until Ctrl-C or SIGTERM. */
+static int room_http(const chat_opts *co, host_opts *h) {
+    char host[256];
+    const char *colon = strrchr(h->http, ':');
+    int64_t port = -1;
+    if (!colon || colon == h->http || (size_t)(colon - h->http) >= sizeof host ||
+        !arg_int("--http", colon + 1, 0, 65535, &port))
+        return die("room host: --http: expected ADDR:PORT, got '%s'", h->http);
+    snprintf(host, sizeof host, "%.*s", (int)(colon - h->http), h->http);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') /* [::1]:8080 */
+        memmove(host, host + 1, strlen(host)), host[strlen(host) - 1] = 0;
+    if (!srv_check_host(host)) return 1;
+    signal(SIGPIPE, SIG_IGN); /* a client gone mid-stream is the server's to notice */
+    pooled_model *m = host_open(&co->ma, h);
+    if (!m) return 1;
+    int rc = 1;
+    char why[512];
+    srv_engine *e = srv_engine_new(m, 1, why, sizeof why);
+    if (!e) {
+        die("room host: %s", why);
+    } else {
+        model_open_report(m);
+        const char *id = strrchr(co->ma.path, '/');
+        stop_flag = 0;
+        catch_stop(true);
+        srv_config c = {.host = host,
+                        .port = (int)port,
+                        .api_key = h->api_key,
+                        .queue = (int)h->queue,
+                        .model_id = id ? id + 1 : co->ma.path,
+                        .stop = &stop_flag};
+        rc = srv_serve(e, &c);
+        catch_stop(false);
+    }
+    srv_engine_free(e);
+    pooled_model_close(m); /* (the workers hear the host's bye) */
+    return rc;
+}
+
 /* "A-B" with 0 <= A <= B. */
 static bool parse_range(const char *opt, const char *v, int *a, int *b) {
     char *e1, *e2;
@@ -296,8 +344,11 @@ static bool parse_range(const char *opt, const char *v, int *a, int *b) {
 }
 
 static int room_host(int argc, char **argv, bool bench) {
-    host_opts h = {
-        .listen = "0.0.0.0:7700", .workers = 1, .lap_ms = PL_ROOM_LAP_MS, .dtype = PL_WIRE_F16};
+    host_opts h = {.listen = "0.0.0.0:7700",
+                   .workers = 1,
+                   .lap_ms = PL_ROOM_LAP_MS,
+                   .dtype = PL_WIRE_F16,
+                   .queue = 16};
     int host_first = 0, host_last = 0;
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     if (!rest) return die("out of memory");
@@ -330,6 +381,13 @@ static int room_host(int argc, char **argv, bool bench) {
             bench = true;
         } else if (!strcmp(argv[i], "--serve")) {
             h.serve = true;
+        } else if (arg_take(argc, argv, &i, "--http", NULL, &v, &err)) {
+            h.http = v;
+        } else if (arg_take(argc, argv, &i, "--api-key", NULL, &v, &err)) {
+            h.api_key = v;
+            if (!err && !*v) err = die("--api-key: the key is empty");
+        } else if (arg_take(argc, argv, &i, "--queue", NULL, &v, &err)) {
+            err = err || !arg_int("--queue", v, 0, SRV_MAX_QUEUE, &h.queue);
         } else if (arg_take(argc, argv, &i, "--emulate-latency-ms", NULL, &v, &err)) {
             int64_t ms = 0;
             err = err || !arg_int("--emulate-latency-ms", v, 0, PL_ROOM_MAX_LATENCY_MS, &ms);
@@ -374,7 +432,12 @@ static int room_host(int argc, char **argv, bool bench) {
     catch_stop(true);
     if (h.serve && (bench || prompt))
         return die("room host: --serve answers guests: no -p, no --bench");
+    if (h.http && (bench || prompt || h.serve))
+        return die("room host: --http answers HTTP requests: no -p, no --bench, no --serve");
+    if ((h.api_key || h.queue != 16) && !h.http)
+        return die("room host: --api-key and --queue go with --http");
     if (h.serve) return room_serve(&co, &h);
+    if (h.http) return room_http(&co, &h);
     if (bench) return bench_with(&bo, host_open, &h);
     return prompt ? run_with(&ro, host_open, &h) : chat_with(&co, host_open, &h);
 }

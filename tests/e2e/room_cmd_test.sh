@@ -15,6 +15,8 @@
 # the model file (no -m) fetch their layers from the host: the ids of pooled run, and a
 # second room with the same ranges sends nothing (their cache). A guest (room chat) of a host
 # that serves (--serve): pooled run's text; refused with one line while the room gathers.
+# A host with --http answers the HTTP API through the room: a greedy completion is pooled
+# run's text.
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
 Q=$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf
@@ -334,6 +336,36 @@ wait $host; rc=$?
 check "the serving host exits 0 on SIGTERM ($(tail -n 1 "$TMP/host.err"))" [ $rc -eq 0 ]
 wait $worker; rc=$?
 check "its worker exits 0 after bye ($(tail -n 1 "$TMP/w1.err"))" [ $rc -eq 0 ]
+# --http: the room answers `pooled serve`'s API (serve/ over the room's chain); a greedy
+# completion is pooled run's text, and SIGTERM ends the host and its worker cleanly
+rm -f "$TMP/host.err" "$TMP/host.out"
+timeout 90 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K --workers 1 \
+    --wait 30000 --http 127.0.0.1:0 </dev/null >"$TMP/host.out" 2>"$TMP/host.err" &
+host=$!
+addr=$(host_addr)
+timeout 90 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>"$TMP/w1.err" &
+worker=$!
+url=
+for i in $(seq 200); do
+    url=$(sed -n 's/^pooled serve: listening on //p' "$TMP/host.out")
+    [ -n "$url" ] && break
+    sleep 0.1
+done
+check "--http: the host serves once the room runs ($(tail -n 1 "$TMP/host.err"))" [ -n "$url" ]
+got=$(curl -s --max-time 30 "$url/v1/completions" -H 'content-type: application/json' \
+    -d '{"prompt":"Once upon a time","max_tokens":16,"temperature":0}' |
+    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{process.stdout.write(JSON.parse(s).choices[0].text)}catch(e){}})')
+want=$(run -m "$S" -p "Once upon a time" -n 16 --temp 0)
+check "--http: a completion is pooled run's text ('$got')" [ -n "$want" -a "$got" = "$want" ]
+kill -TERM $host
+wait $host; rc=$?
+check "--http: SIGTERM ends the host with status 0 ($(tail -n 1 "$TMP/host.err"))" [ $rc -eq 0 ]
+wait $worker; rc=$?
+check "--http: its worker exits 0 after bye ($(tail -n 1 "$TMP/w1.err"))" [ $rc -eq 0 ]
+check_err "--http with -p" "$POOLED" room host -m "$S" --http 127.0.0.1:0 -p x
+check_err "--api-key without --http" "$POOLED" room host -m "$S" --api-key k
+check_err "--http without a port" "$POOLED" room host -m "$S" --http 127.0.0.1 --wait 100
+
 check_err "room chat without a key" "$POOLED" room chat 127.0.0.1:1 -p x
 check_err "room chat --raw without -p" "$POOLED" room chat 127.0.0.1:1 --key $K --raw
 
