@@ -589,8 +589,12 @@ static void run_generation(srv_engine *e, const srv_request *r, const char *mode
     static const char *const finish[] = {"end of turn", "length", "stop string", "cancelled"};
     static const char *const kind[] = {"chat", "completion", "messages", "", "", "", "responses"};
     if (ok) srv_metrics_generation(o->metrics, &g);
-    fprintf(stderr, "pooled serve: %s %s: %lld prompt ids, %lld generated, %d tool calls, %s\n",
-            kind[r->kind], j.id, (long long)n, (long long)g.n_completion, j.n_calls,
+    char spec[64] = "";
+    if (g.n_drafted)
+        snprintf(spec, sizeof spec, ", %lld of %lld drafts accepted", (long long)g.n_accepted,
+                 (long long)g.n_drafted);
+    fprintf(stderr, "pooled serve: %s %s: %lld prompt ids, %lld generated%s, %d tool calls, %s\n",
+            kind[r->kind], j.id, (long long)n, (long long)g.n_completion, spec, j.n_calls,
             ok ? finish[g.finish] : err);
     job_end(&j, &g, ok, err);
 }

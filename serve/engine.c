@@ -27,6 +27,7 @@ struct srv_engine {
     int32_t bos;        /* -1: none */
     bool adds_bos;      /* the vocabulary starts a text with BOS */
     bool ignore_eos;    /* an end-of-generation id is text like any other */
+    int spec;           /* POOLED_SPEC_* of every generation */
     pthread_mutex_t mu; /* the slots' table */
     pthread_cond_t freed;
     uint64_t n_taken;
@@ -66,6 +67,10 @@ srv_engine *srv_engine_new(pooled_model *m, int n_slots, char *err, size_t cap) 
 
 void srv_engine_set_ignore_eos(srv_engine *e, bool on) {
     e->ignore_eos = on;
+}
+
+void srv_engine_set_spec(srv_engine *e, int spec) {
+    e->spec = spec;
 }
 
 bool srv_engine_batched(const srv_engine *e) {
@@ -412,6 +417,7 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const tf_call *con
     so.seed = r->has_seed ? r->seed : clock_seed();
     so.max_tokens = r->max_tokens; /* (-1: up to the end of the context) */
     so.ignore_eos = e->ignore_eos;
+    so.spec = e->spec;
     if (con && con->schema) {
         so.json_schema = con->schema;
         so.json_prefix = con->prefix, so.json_suffix = con->suffix;
@@ -429,6 +435,7 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const tf_call *con
     if (ok && pr.stop_reason == POOLED_STOP_EOG) res->finish = SRV_FINISH_EOG;
     if (ok && pr.stop_reason == POOLED_STOP_CANCELLED) res->finish = SRV_FINISH_CANCEL;
     res->n_cached = n - pr.n_prompt_run;
+    res->n_drafted = pr.n_drafted, res->n_accepted = pr.n_accepted;
     double t_end = now();
     if (res->t_first < 0 && pr.n_gen > 0) res->t_first = t_end - g.t0; /* only an end id */
     if (res->t_first >= 0) res->t_decode = (g.t_last > 0 ? g.t_last : t_end) - g.t0 - res->t_first;

@@ -35,6 +35,10 @@ void srv_engine_free(srv_engine *e);
  * `pooled run --ignore-eos`): only max_tokens, the context, a stop string or a cancel do.
  * Set before the first request. */
 void srv_engine_set_ignore_eos(srv_engine *e, bool on);
+/* --spec: the speculative decoding of every generation (POOLED_SPEC_*; the model opened for
+ * it): the same ids in fewer passes. A request with logprobs or a JSON constraint decodes
+ * plainly (pooled.h). Set before the first request. */
+void srv_engine_set_spec(srv_engine *e, int spec);
 int64_t srv_engine_n_ctx(const srv_engine *e);
 int srv_engine_n_slots(const srv_engine *e);
 /* Whether the slots' decode steps run batched (more than one slot, a model with a batched
@@ -98,8 +102,10 @@ typedef struct {
     int64_t n_cached;     /* of them, found in the slot's cache (not run again) */
     int64_t n_completion; /* ids generated, the end-of-turn id not counted */
     int64_t n_reasoning;  /* of them, ids of <think>...</think> (tags included; io->think) */
-    double t_first;       /* seconds from the start to the first id (-1: none) */
-    double t_decode;      /* seconds from the first id to the last */
+    int64_t n_drafted;    /* --spec: drafts verified, and of them accepted */
+    int64_t n_accepted;
+    double t_first;  /* seconds from the start to the first id (-1: none) */
+    double t_decode; /* seconds from the first id to the last */
 } srv_gen_result;
 
 /* tool_choice required / named: *call the schema of one call in the model's format and the

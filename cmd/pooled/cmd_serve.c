@@ -57,8 +57,7 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     if (err) return 1;
-    if (ma.split || ma.spec != MODEL_SPEC_OFF)
-        return die("serve: --spec is not supported by the server yet");
+    if (ma.split) return die("serve: --split is for `pooled run`");
     if (!srv_check_host(host)) return 1;
     /* SIGINT/SIGTERM are taken by the server's sigwait: blocked before any thread starts
      * (the backend's pool, the server's), so every thread inherits the mask */
@@ -78,6 +77,7 @@ int cmd_serve(int argc, char **argv) {
     } else {
         model_open_report(m);
         srv_engine_set_ignore_eos(e, ignore_eos);
+        srv_engine_set_spec(e, ma.spec);
         const char *id = strrchr(ma.path, '/');
         srv_config c = {.host = host,
                         .port = (int)port,

@@ -1,7 +1,8 @@
 # serve_test.sh - `pooled serve` on 127.0.0.1 with a free port: the OpenAI and Anthropic
 # client libraries (tests/serve/api.mjs) against what `pooled run` answers for the same
 # rendered prompt, then raw HTTP for what a client library never sends (malformed JSON, an
-# oversized body, a wrong method), and a clean stop on SIGTERM.
+# oversized body, a wrong method), and a clean stop on SIGTERM; --spec lookup's text is
+# pooled run's.
 . tests/e2e/lib.sh
 . tests/e2e/serve_lib.sh
 M=$SHARED/fixtures/hf/qwen3/qwen3-q8_0.gguf
@@ -151,5 +152,16 @@ if start chat -m "$M" --api-key "$KEY" --queue 0; then
     check "SIGINT while streaming: exit 0 (got $rc)" [ $rc = 0 ]
     check "SIGINT while streaming: the stream ended with [DONE]" grep -q '^data: \[DONE\]' "$TMP/sigint.sse"
     check "no sanitizer report" bash -c "! grep -q Sanitizer '$TMP'/*.err"
+fi
+
+# --spec lookup (2 slots): the drafts checked in one pass each, the greedy text pooled run's
+if start spec -m "$S" --spec lookup --parallel 2; then
+    curl -s "$URL/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0}' |
+        jq -r '.choices[0].text' | head -c -1 >"$TMP/spec.txt"
+    check "--spec lookup: the text of pooled run" cmp -s "$TMP/spec.txt" "$TMP/story"
+    kill -TERM $PID && wait $PID
+    check "--spec lookup: drafts were checked ($(grep completion "$TMP/spec.err"))" \
+        grep -Eq "generated, [0-9]+ of [1-9][0-9]* drafts accepted" "$TMP/spec.err"
 fi
 finish
