@@ -432,8 +432,10 @@ bool srv_engine_generate(srv_engine *e, const srv_request *r, const tf_call *con
         !pooled_generate(sl->ses, ids, (size_t)n, &so, on_token, &g, &pr) || lib_fail(err, cap);
     if (!ok) pooled_session_reset(sl->ses); /* a failed pass may leave the cache half-written */
     slot_give(e, sl);
-    if (ok && pr.stop_reason == POOLED_STOP_EOG) res->finish = SRV_FINISH_EOG;
-    if (ok && pr.stop_reason == POOLED_STOP_CANCELLED) res->finish = SRV_FINISH_CANCEL;
+    if (ok && res->finish == SRV_FINISH_LENGTH) /* (else the callback said why) */
+        res->finish = pr.stop_reason == POOLED_STOP_EOG         ? SRV_FINISH_EOG
+                      : pr.stop_reason == POOLED_STOP_CANCELLED ? SRV_FINISH_CANCEL
+                                                                : SRV_FINISH_LENGTH;
     res->n_cached = n - pr.n_prompt_run;
     res->n_drafted = pr.n_drafted, res->n_accepted = pr.n_accepted;
     double t_end = now();
