@@ -21,6 +21,7 @@ static void quotes(pl_strbuf *b, const char *s) {
 static const char *error_type(bool anthropic, int status) {
     switch (status) {
     case 401: return "authentication_error";
+    case 403: return "permission_error";
     case 404: return anthropic ? "not_found_error" : "invalid_request_error";
     case 413: return anthropic ? "request_too_large" : "invalid_request_error";
     case 503: return anthropic ? "overloaded_error" : "server_error";

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "api.h"
+#include "origin.h"
 #include "page.h"
 #include "base/json.h"
 #include "request.h"
@@ -86,6 +87,7 @@ typedef struct {
     bool too_big, answered;
     srv_metrics *metrics; /* where its answer is counted (NULL: counted already) */
     size_t received;      /* body bytes so far */
+    const char *cors;     /* another origin the server allows (its answers say so), or NULL */
 } conn;
 
 static void job_unref_locked(job *j) {
@@ -190,6 +192,13 @@ static void count(conn *k, int status) {
     srv_metrics_request(k->metrics, k->path ? k->path : "other", status);
 }
 
+/* An allowed other origin may read the answer (CORS). */
+static void cors_headers(struct MHD_Response *r, const conn *k) {
+    if (!k->cors) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", k->cors);
+    MHD_add_response_header(r, "Vary", "Origin");
+}
+
 static enum MHD_Result send_typed(struct MHD_Connection *c, conn *k, int status, const char *body,
                                   size_t len, const char *allow, const char *type) {
     count(k, status);
@@ -202,6 +211,7 @@ static enum MHD_Result send_typed(struct MHD_Connection *c, conn *k, int status,
         MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     }
     if (allow) MHD_add_response_header(r, "Allow", allow);
+    cors_headers(r, k);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ok;
@@ -219,6 +229,31 @@ static enum MHD_Result send_error(struct MHD_Connection *c, conn *k, int status,
     enum MHD_Result ok = send_body(c, k, status, b.s ? b.s : "{}", b.len, allow);
     pl_sb_free(&b);
     k->answered = true;
+    return ok;
+}
+
+/* OPTIONS: what the route takes; for an allowed other origin, what its page may send. */
+static enum MHD_Result send_preflight(struct MHD_Connection *c, conn *k, const char *allow) {
+    count(k, 204);
+    k->answered = true;
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Allow", allow);
+    if (k->cors) {
+        cors_headers(r, k);
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", allow);
+        /* the headers its page asks to send (an allowed origin's: the client libraries add
+         * their own), else the APIs' */
+        const char *want =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                want && *want && strlen(want) < 2048
+                                    ? want
+                                    : "Authorization, Content-Type, x-api-key, anthropic-version");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    }
+    enum MHD_Result ok = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
     return ok;
 }
 
@@ -349,6 +384,7 @@ static enum MHD_Result run_job(struct MHD_Connection *c, server *s, conn *k) {
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
+    cors_headers(r, k);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ok;
@@ -405,6 +441,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         k->metrics = s->metrics;
         k->anthropic = !strncmp(url, "/v1/messages", 12);
         k->body.max = SRV_MAX_BODY;
+        char why[300];
+        const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+        srv_origin v = srv_origin_check(s->c->host, s->c->allow_origins,
+                                        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"),
+                                        origin, why, sizeof why);
+        if (v == SRV_ORIGIN_REFUSED) return send_error(c, k, 403, why, NULL);
+        if (v == SRV_ORIGIN_ALLOWED) k->cors = origin;
         const char *allow = NULL;
         for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
             if (!strcmp(url, routes[i].path)) {
@@ -417,6 +460,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             snprintf(msg, sizeof msg, "no route %.200s (see docs/serve.md)", url);
             return send_error(c, k, 404, msg, NULL);
         }
+        if (k->route < 0 && !strcmp(method, "OPTIONS")) /* a browser's CORS preflight */
+            return send_preflight(c, k, allow);
         if (k->route < 0) {
             snprintf(msg, sizeof msg, "%.200s takes %s, not %.20s", url, allow, method);
             return send_error(c, k, 405, msg, allow);

@@ -24,6 +24,9 @@ typedef struct {
     const char *api_key;  /* NULL: none asked */
     int queue;            /* requests that may wait while every slot runs one */
     const char *model_id; /* the name /v1/models and responses show */
+    /* web pages of other origins allowed to call (comma-separated origins, "*": any; NULL:
+     * none but the server's own chat page): serve/origin.h */
+    const char *allow_origins;
     /* NULL: the server waits for SIGINT / SIGTERM with sigwait (the caller blocked them in
      * every thread); else it stops once *stop is non-zero (the caller's signal handlers
      * set it: a room's host, whose threads started before it could block them) */

@@ -54,7 +54,7 @@ static const char *const usage =
     "  --http ADDR:PORT     once the room runs, answer `pooled serve`'s HTTP API (OpenAI,\n"
     "                       Anthropic; docs/serve.md) on ADDR:PORT through it, one request\n"
     "                       at a time, until Ctrl-C (port 0: a free one, printed)\n"
-    "  --api-key K, --queue N   as for `pooled serve`, with --http\n"
+    "  --api-key K, --queue N, --allow-origin LIST   as for `pooled serve`, with --http\n"
     "  and every option of `pooled run` (-p, --prompt-ids, -n, --temp, --seed, --ids, ...);\n"
     "  without a prompt, an interactive chat as `pooled chat` (and its options)\n"
     "join:\n"
@@ -98,10 +98,10 @@ typedef struct {
     uint64_t lend; /* --lend (0: what the machine can spare) */
     pl_wire_dtype dtype;
     char key_buf[33];
-    bool serve;                 /* --serve: keep listening, for guests */
-    pl_listener *L;             /* with serve: the listener, once the workers joined */
-    const char *http, *api_key; /* --http ADDR:PORT, --api-key */
-    int64_t queue;              /* --queue */
+    bool serve;                           /* --serve: keep listening, for guests */
+    pl_listener *L;                       /* with serve: the listener, once the workers joined */
+    const char *http, *api_key, *origins; /* --http ADDR:PORT, --api-key, --allow-origin */
+    int64_t queue;                        /* --queue */
 } host_opts;
 
 /* What this machine can spare when --lend is not given: 90% of the memory Linux reports
@@ -322,7 +322,8 @@ static int room_http(const chat_opts *co, host_opts *h) {
                         .api_key = h->api_key,
                         .queue = (int)h->queue,
                         .model_id = id ? id + 1 : co->ma.path,
-                        .stop = &stop_flag};
+                        .stop = &stop_flag,
+                        .allow_origins = h->origins};
         rc = srv_serve(e, &c);
         catch_stop(false);
     }
@@ -386,6 +387,8 @@ static int room_host(int argc, char **argv, bool bench) {
         } else if (arg_take(argc, argv, &i, "--api-key", NULL, &v, &err)) {
             h.api_key = v;
             if (!err && !*v) err = die("--api-key: the key is empty");
+        } else if (arg_take(argc, argv, &i, "--allow-origin", NULL, &v, &err)) {
+            h.origins = v;
         } else if (arg_take(argc, argv, &i, "--queue", NULL, &v, &err)) {
             err = err || !arg_int("--queue", v, 0, SRV_MAX_QUEUE, &h.queue);
         } else if (arg_take(argc, argv, &i, "--emulate-latency-ms", NULL, &v, &err)) {
@@ -434,8 +437,8 @@ static int room_host(int argc, char **argv, bool bench) {
         return die("room host: --serve answers guests: no -p, no --bench");
     if (h.http && (bench || prompt || h.serve))
         return die("room host: --http answers HTTP requests: no -p, no --bench, no --serve");
-    if ((h.api_key || h.queue != 16) && !h.http)
-        return die("room host: --api-key and --queue go with --http");
+    if ((h.api_key || h.queue != 16 || h.origins) && !h.http)
+        return die("room host: --api-key, --queue and --allow-origin go with --http");
     if (h.serve) return room_serve(&co, &h);
     if (h.http) return room_http(&co, &h);
     if (bench) return bench_with(&bo, host_open, &h);

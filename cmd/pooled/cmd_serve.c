@@ -24,13 +24,16 @@ static const char *const usage =
     "                       with its own --ctx cache; default 1, at most 64)\n"
     "  --queue N            requests that may wait while every slot runs one; more get\n"
     "                       503 (default 16)\n"
+    "  --allow-origin LIST  web pages of these origins (comma-separated, e.g.\n"
+    "                       http://localhost:3000; * for any) may call the API from a\n"
+    "                       browser; others are refused (default: only the chat page at /)\n"
     "  --ignore-eos         keep generating after an end-of-generation id (until\n"
     "                       max_tokens, the context's end, a stop string or the client\n"
     "                       leaves)\n";
 
 int cmd_serve(int argc, char **argv) {
     model_args ma = model_args_defaults();
-    const char *host = "127.0.0.1", *key = NULL;
+    const char *host = "127.0.0.1", *key = NULL, *origins = NULL;
     int64_t port = 8080, parallel = 1, queue = 16;
     bool err = false, ignore_eos = false;
     for (int i = 1; i < argc && !err; i++) {
@@ -50,6 +53,8 @@ int cmd_serve(int argc, char **argv) {
             err = err || !arg_int("--parallel", v, 1, SRV_MAX_PARALLEL, &parallel);
         } else if (arg_take(argc, argv, &i, "--queue", NULL, &v, &err)) {
             err = err || !arg_int("--queue", v, 0, SRV_MAX_QUEUE, &queue);
+        } else if (arg_take(argc, argv, &i, "--allow-origin", NULL, &v, &err)) {
+            origins = v;
         } else if (!strcmp(argv[i], "--ignore-eos")) {
             ignore_eos = true;
         } else if (!err) {
@@ -83,7 +88,8 @@ int cmd_serve(int argc, char **argv) {
                         .port = (int)port,
                         .api_key = key,
                         .queue = (int)queue,
-                        .model_id = id ? id + 1 : ma.path};
+                        .model_id = id ? id + 1 : ma.path,
+                        .allow_origins = origins};
         rc = srv_serve(e, &c);
     }
     srv_engine_free(e); /* (its sessions, before the model) */

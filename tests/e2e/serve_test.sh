@@ -154,8 +154,23 @@ if start chat -m "$M" --api-key "$KEY" --queue 0; then
     check "no sanitizer report" bash -c "! grep -q Sanitizer '$TMP'/*.err"
 fi
 
-# --spec lookup (2 slots): the drafts checked in one pass each, the greedy text pooled run's
-if start spec -m "$S" --spec lookup --parallel 2; then
+# --spec lookup (2 slots): the drafts checked in one pass each, the greedy text pooled run's;
+# and who may call from a browser: another site's page is refused, a DNS name pointed at
+# this loopback server too, the server's own page and an allowed origin (with CORS) are not
+if start spec -m "$S" --spec lookup --parallel 2 --allow-origin http://app.example; then
+    code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+    check "another site's page: 403" [ "$(code -H 'Origin: http://evil.example' "$URL/v1/models")" = 403 ]
+    curl -s -H 'Origin: http://evil.example' "$URL/v1/completions" -d '{"prompt": "x"}' >"$TMP/evil.json"
+    check "... in the API's error shape" jq -e '.error.message | test("other origins")' "$TMP/evil.json"
+    check "a rebinding Host: 403" [ "$(code -H 'Host: evil.example' "$URL/health")" = 403 ]
+    check "the server's own page: 200" [ "$(code -H "Origin: $URL" "$URL/v1/models")" = 200 ]
+    curl -s -D "$TMP/pre.h" -o /dev/null -X OPTIONS -H 'Origin: http://app.example' \
+        -H 'Access-Control-Request-Method: POST' \
+        -H 'Access-Control-Request-Headers: content-type, x-stainless-os' "$URL/v1/completions"
+    check "an allowed origin's preflight: 204 with its headers" bash -c \
+        "grep -q '^HTTP/1.1 204' '$TMP/pre.h' && grep -qi '^Access-Control-Allow-Origin: http://app.example' '$TMP/pre.h' && grep -qi '^Access-Control-Allow-Headers: content-type, x-stainless-os' '$TMP/pre.h'"
+    curl -s -D "$TMP/cors.h" -o /dev/null -H 'Origin: http://app.example' "$URL/v1/models"
+    check "an allowed origin's answer names it" grep -qi '^Access-Control-Allow-Origin: http://app.example' "$TMP/cors.h"
     curl -s "$URL/v1/completions" -H 'Content-Type: application/json' \
         -d '{"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0}' |
         jq -r '.choices[0].text' | head -c -1 >"$TMP/spec.txt"
