@@ -297,18 +297,9 @@ int cmd_bench(int argc, char **argv) {
 
 _Static_assert(BENCH_SPEC_MAX == PL_SPEC_MAX, "--verify-cost's K is the library's");
 
-/* "off", "lookup" or "mtp": what drafter_of makes. */
+/* "off", "lookup" or "mtp": what pl_api_drafter_new makes. */
 static const char *drafter_name(int spec, const pl_model_parts *p) {
     return spec == MODEL_SPEC_OFF ? "off" : p->so.draft ? "mtp" : "lookup";
-}
-
-/* The drafter --spec asks for (*out NULL for off): the MTP drafter when the state keeps the
- * block's (--spec mtp, or auto on a model with the block), else prompt lookup. */
-static pl_status drafter_of(int spec, const pl_model_parts *p, pl_session *ses, pl_drafter **out) {
-    *out = NULL;
-    if (spec == MODEL_SPEC_OFF) return PL_OK;
-    if (p->so.draft) return pl_drafter_mtp_new(ses, 0, spec == MODEL_SPEC_AUTO, out);
-    return pl_drafter_lookup_new(PL_SPEC_MAX, spec == MODEL_SPEC_AUTO, out);
 }
 
 int bench_with(const bench_opts *bo, model_opener open, void *ud) {
@@ -354,7 +345,7 @@ int bench_with(const bench_opts *bo, model_opener open, void *ud) {
     if (!s && pooled_session_new(m, &pses)) s = PL_ERR;
     if (!s) ses = pl_api_session(pses);
     if (!s) s = pl_sampler_new(&gp, info->n_vocab, &greedy);
-    if (!s) s = drafter_of(ma.spec, lp, ses, &dr);
+    if (!s) s = pl_api_drafter_new(lp, ses, ma.spec, &dr);
     if (!s && bo->n_streams) /* before any run: it refuses what memory cannot hold */
         s = bench_streams_new(lp, bo, pl_state_bytes(pl_session_state(ses)), &bs);
     if (ids) bench_prompt(12345u, info->n_vocab, ids, n_prompt + 1);

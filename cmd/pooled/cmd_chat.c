@@ -311,13 +311,7 @@ int chat_with(const chat_opts *co_in, model_opener open, void *ud) {
                     turn, (long long)res.n_prompt_run, (long long)(res.n_prompt - res.n_prompt_run),
                     res.t_prompt * 1e3, (long long)res.n_gen, res.t_gen * 1e3,
                     res.t_gen > 0 ? res.n_decoded / res.t_gen : 0.0);
-        if (timings && so.spec != POOLED_SPEC_OFF)
-            fprintf(stderr,
-                    "spec: %lld passes, %lld of %lld drafts accepted (%.1f%%), %.2f ids per "
-                    "pass\n",
-                    (long long)res.n_steps, (long long)res.n_accepted, (long long)res.n_drafted,
-                    res.n_drafted ? 100.0 * (double)res.n_accepted / (double)res.n_drafted : 0.0,
-                    res.n_steps ? (double)res.n_decoded / (double)res.n_steps : 0.0);
+        if (timings && so.spec != POOLED_SPEC_OFF) spec_report(&res);
     }
     rc = 0;
 done:

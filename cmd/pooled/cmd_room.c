@@ -231,24 +231,6 @@ static pooled_model *host_open(const model_args *a, void *ud) {
     return NULL;
 }
 
-/* The cache type of a --kv choice (POOLED_KV_*) as a worker's state options take it. */
-static uint32_t kv_type_of(int kv) {
-    return kv == POOLED_KV_F32 ? PL_TYPE_F32 : kv == POOLED_KV_Q8 ? PL_TYPE_Q8_0 : PL_TYPE_F16;
-}
-
-/* The sampling options of the command (pooled.h's) as the room's answerer takes them. */
-static pl_sampler_params sampler_of(const pooled_sample_opts *o) {
-    return (pl_sampler_params){.temp = o->temperature,
-                               .top_k = o->top_k,
-                               .top_p = o->top_p,
-                               .min_p = o->min_p,
-                               .repeat_penalty = o->repeat_penalty,
-                               .presence_penalty = o->presence_penalty,
-                               .frequency_penalty = o->frequency_penalty,
-                               .penalty_last_n = o->repeat_last_n,
-                               .seed = o->seed};
-}
-
 static bool parse_mem(const char *v, uint64_t *out);
 
 /* host --serve: the room answers its guests (`pooled room chat`), one ask at a time, until
@@ -276,7 +258,7 @@ static int room_serve(const chat_opts *co, host_opts *h) {
     pl_room_answerer a = {.ses = pl_api_session(ses),
                           .tok = lp->tok,
                           .n_vocab = pl_model_get_info(lp->m)->n_vocab,
-                          .sp = sampler_of(&co->sp),
+                          .sp = pl_api_sampler_params(&co->sp),
                           .think = co->think};
     pl_room_guest_opts o = {
         .answer = pl_room_answer, .ud = &a, .stop = &stop_flag, .verbose = true};
@@ -516,7 +498,7 @@ static int room_join(int argc, char **argv) {
         .model = ma.path,
         .backend = ma.backend,
         .threads = (int)ma.threads,
-        .kv_type = kv_type_of(ma.kv),
+        .kv_type = pl_api_kv_type(ma.kv),
         .act_q8 = ma.act_q8,
         .lend = lend ? lend : spare_memory(),
         .stop = &stop_flag,

@@ -84,14 +84,6 @@ static int on_token(void *ud, int32_t id, const char *text, size_t len) {
     return !out_flush(); /* stdout failed: stop generating (main reports it) */
 }
 
-/* "spec: 40 passes, 58 of 90 drafts accepted (64.4%), 2.45 ids per pass" on stderr. */
-static void spec_line(const pooled_result *r) {
-    fprintf(stderr, "spec: %lld passes, %lld of %lld drafts accepted (%.1f%%), %.2f ids per pass\n",
-            (long long)r->n_steps, (long long)r->n_accepted, (long long)r->n_drafted,
-            r->n_drafted ? 100.0 * (double)r->n_accepted / (double)r->n_drafted : 0.0,
-            r->n_steps ? (double)r->n_decoded / (double)r->n_steps : 0.0);
-}
-
 /* The prompt's ids: --prompt-ids as parsed (each checked against the vocabulary), or the
  * text (-p, -f) tokenized as the model's tokenizer asks; within the context. */
 static bool prompt_of(pooled_model *m, const char *text, int32_t **ids, size_t *n) {
@@ -161,7 +153,7 @@ int run_with(const run_opts *ro_in, model_opener open, void *ud) {
             (long long)r.n_prompt, (long long)r.n_prompt_run, r.t_prompt * 1e3,
             r.t_prompt > 0 ? r.n_prompt_run / r.t_prompt : 0.0, (long long)r.n_gen, r.t_gen * 1e3,
             r.t_gen > 0 ? r.n_decoded / r.t_gen : 0.0, so.seed);
-    if (ro.ma.spec != MODEL_SPEC_OFF) spec_line(&r);
+    if (ro.ma.spec != MODEL_SPEC_OFF) spec_report(&r);
     if (s) {
         die("%s", pooled_last_error());
         goto done;

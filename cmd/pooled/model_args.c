@@ -170,6 +170,14 @@ void load_report(const pooled_model_info *in) {
             in->weight_type, in->n_ctx, in->n_ctx_train, model_kv_name(in->kv_type), in->backend);
 }
 
+/* "spec: 40 passes, 58 of 90 drafts accepted (64.4%), 2.45 ids per pass" on stderr. */
+void spec_report(const pooled_result *r) {
+    fprintf(stderr, "spec: %lld passes, %lld of %lld drafts accepted (%.1f%%), %.2f ids per pass\n",
+            (long long)r->n_steps, (long long)r->n_accepted, (long long)r->n_drafted,
+            r->n_drafted ? 100.0 * (double)r->n_accepted / (double)r->n_drafted : 0.0,
+            r->n_steps ? (double)r->n_decoded / (double)r->n_steps : 0.0);
+}
+
 bool model_opts(const model_args *a, int n_parallel, pooled_model_opts *o) {
     if (!a->path) return die("no model: give one with -m FILE"), false;
     int copy = cpu_copy_from_env();

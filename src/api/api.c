@@ -130,6 +130,10 @@ static pl_status load_stages(pooled_model *m, int n) {
     return PL_OK;
 }
 
+uint32_t pl_api_kv_type(int kv) {
+    return kv == POOLED_KV_F32 ? PL_TYPE_F32 : kv == POOLED_KV_Q8 ? PL_TYPE_Q8_0 : PL_TYPE_F16;
+}
+
 /* The sessions' state options: context, cache, the verify pass and draft state of o->spec. */
 static pl_status state_opts(pooled_model *m, const pooled_model_opts *o) {
     pl_model_parts *p = &m->p;
@@ -137,9 +141,7 @@ static pl_status state_opts(pooled_model *m, const pooled_model_opts *o) {
     if (o->n_ctx) p->so.n_ctx = o->n_ctx;
     if (o->n_batch) p->so.n_batch = o->n_batch;
     if (p->so.n_batch > p->so.n_ctx) p->so.n_batch = p->so.n_ctx;
-    p->so.kv_type = o->kv_type == POOLED_KV_F32  ? PL_TYPE_F32
-                    : o->kv_type == POOLED_KV_Q8 ? PL_TYPE_Q8_0
-                                                 : PL_TYPE_F16;
+    p->so.kv_type = pl_api_kv_type(o->kv_type);
     if (o->spec == POOLED_SPEC_OFF) return PL_OK;
     /* a verify pass: 1 + PL_SPEC_MAX columns, each kept */
     int cols = PL_SPEC_MAX + 1 < p->so.n_batch ? PL_SPEC_MAX + 1 : p->so.n_batch;
@@ -690,6 +692,25 @@ int pooled_json_schema_check(const char *schema) {
     return rc;
 }
 
+pl_sampler_params pl_api_sampler_params(const pooled_sample_opts *o) {
+    return (pl_sampler_params){.temp = o->temperature,
+                               .top_k = o->top_k,
+                               .top_p = o->top_p,
+                               .min_p = o->min_p,
+                               .repeat_penalty = o->repeat_penalty,
+                               .presence_penalty = o->presence_penalty,
+                               .frequency_penalty = o->frequency_penalty,
+                               .penalty_last_n = o->repeat_last_n,
+                               .seed = o->seed};
+}
+
+pl_status pl_api_drafter_new(const pl_model_parts *p, pl_session *s, int spec, pl_drafter **out) {
+    *out = NULL;
+    if (spec == POOLED_SPEC_OFF) return PL_OK;
+    if (p->so.draft) return pl_drafter_mtp_new(s, 0, spec == POOLED_SPEC_AUTO, out);
+    return pl_drafter_lookup_new(PL_SPEC_MAX, spec == POOLED_SPEC_AUTO, out);
+}
+
 static int check_sample_opts(const pooled_sample_opts *o) {
     if (o->top_logprobs < 0 || o->top_logprobs > POOLED_MAX_TOP_LOGPROBS)
         return fail_arg("top_logprobs: expected 0 to 20");
@@ -723,15 +744,7 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
         atomic_store(&ses->cancel, 0);
         return rc;
     }
-    pl_sampler_params sp = {.temp = o.temperature,
-                            .top_k = o.top_k,
-                            .top_p = o.top_p,
-                            .min_p = o.min_p,
-                            .repeat_penalty = o.repeat_penalty,
-                            .presence_penalty = o.presence_penalty,
-                            .frequency_penalty = o.frequency_penalty,
-                            .penalty_last_n = o.repeat_last_n,
-                            .seed = o.seed};
+    pl_sampler_params sp = pl_api_sampler_params(&o);
     pl_sampler *smp = NULL;
     pl_drafter *dr = NULL;
     pl_grammar *gr = NULL;
@@ -757,10 +770,7 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
     if (!s && o.spec == POOLED_SPEC_MTP && !m->p.so.draft)
         s = pl_fail(PL_ERR_ARG, "spec mtp: the model was not opened for it "
                                 "(pooled_model_opts.spec POOLED_SPEC_MTP)");
-    if (!s && o.spec != POOLED_SPEC_OFF && m->p.so.draft) /* (mtp, or auto on the block) */
-        s = pl_drafter_mtp_new(ses->s, 0, o.spec == POOLED_SPEC_AUTO, &dr);
-    else if (!s && o.spec != POOLED_SPEC_OFF)
-        s = pl_drafter_lookup_new(PL_SPEC_MAX, o.spec == POOLED_SPEC_AUTO, &dr);
+    if (!s) s = pl_api_drafter_new(&m->p, ses->s, o.spec, &dr);
     if (!s && !(c.stream = pl_tok_stream_new(m->p.tok, false)))
         s = pl_fail(PL_ERR_NOMEM, "out of memory");
     if (!s) {

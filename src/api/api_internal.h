@@ -8,6 +8,8 @@
 #include <pooled.h>
 
 #include "../format/gguf.h"
+#include "../runtime/draft.h"
+#include "../runtime/sampler.h"
 #include "../runtime/session.h"
 #include "../tokenizer/tokenizer.h"
 
@@ -33,6 +35,15 @@ pl_model_parts *pl_api_parts(pooled_model *m);
  * last) (maybe none) loaded, no stages (the caller appends the workers'). */
 int pl_api_open_host(const char *path, const pooled_model_opts *o, int first, int last,
                      pooled_model **out);
+
+/* pooled.h's sampling options as the sampler takes them. */
+pl_sampler_params pl_api_sampler_params(const pooled_sample_opts *o);
+/* A cache type of pooled.h (POOLED_KV_*) as the state options take it (PL_TYPE_*). */
+uint32_t pl_api_kv_type(int kv);
+/* The drafter of spec (POOLED_SPEC_*; *out NULL for off) over s, a session of p's state
+ * options: the model's MTP block when the state keeps its draft state (mtp, or auto on a
+ * model with the block), else prompt lookup (auto: pausing while drafts fail). */
+pl_status pl_api_drafter_new(const pl_model_parts *p, pl_session *s, int spec, pl_drafter **out);
 
 /* The internal session of a pooled_session (for timing its passes one by one). */
 pl_session *pl_api_session(pooled_session *s);

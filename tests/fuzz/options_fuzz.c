@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cmd_opts.h"
-#include "runtime/sampler.h"
+#include "api/api_internal.h"
 
 #define REQUIRE(cond)                                                                              \
     do {                                                                                           \
@@ -42,15 +42,7 @@ static void check_model_args(const model_args *a) {
 }
 
 static void check_sampler(const pooled_sample_opts *o) {
-    pl_sampler_params p = {.temp = o->temperature,
-                           .top_k = o->top_k,
-                           .top_p = o->top_p,
-                           .min_p = o->min_p,
-                           .repeat_penalty = o->repeat_penalty,
-                           .presence_penalty = o->presence_penalty,
-                           .frequency_penalty = o->frequency_penalty,
-                           .penalty_last_n = o->repeat_last_n,
-                           .seed = o->seed};
+    pl_sampler_params p = pl_api_sampler_params(o);
     pl_sampler *s = NULL;
     REQUIRE(pl_sampler_new(&p, 1000, &s) == PL_OK);
     pl_sampler_free(s);
