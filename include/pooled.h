@@ -36,7 +36,7 @@
 #include <stdint.h>
 
 #define POOLED_VERSION_MAJOR 0
-#define POOLED_VERSION_MINOR 3
+#define POOLED_VERSION_MINOR 4
 #define POOLED_VERSION_PATCH 0
 
 #if defined(_WIN32)
@@ -422,6 +422,161 @@ POOLED_API int pooled_generate(pooled_session *s, const int32_t *prompt, size_t 
 POOLED_API int pooled_generate_text(pooled_session *s, const char *prompt,
                                     const pooled_sample_opts *o, pooled_token_fn fn, void *user,
                                     pooled_result *res);
+
+/* ------------------------------------------------------------------ GGUF files (since 0.4) */
+
+/* A GGUF file's header, metadata and tensor table, read without loading a model (the file
+ * is mapped; the tensors' data is not read). What the lookups give points into the file:
+ * strings are NOT NUL-terminated (use their length) and stay valid while it is open. A
+ * file from anyone is safe to open: every count, length and offset is checked. */
+typedef struct pooled_gguf pooled_gguf;
+
+/* GGUF's value types (the file's own codes) */
+enum {
+    POOLED_GGUF_UINT8 = 0,
+    POOLED_GGUF_INT8 = 1,
+    POOLED_GGUF_UINT16 = 2,
+    POOLED_GGUF_INT16 = 3,
+    POOLED_GGUF_UINT32 = 4,
+    POOLED_GGUF_INT32 = 5,
+    POOLED_GGUF_FLOAT32 = 6,
+    POOLED_GGUF_BOOL = 7,
+    POOLED_GGUF_STRING = 8,
+    POOLED_GGUF_ARRAY = 9,
+    POOLED_GGUF_UINT64 = 10,
+    POOLED_GGUF_INT64 = 11,
+    POOLED_GGUF_FLOAT64 = 12
+};
+
+typedef struct {
+    int type;        /* POOLED_GGUF_* */
+    uint64_t u;      /* UINT8 .. UINT64 and BOOL (0 or 1) */
+    int64_t i;       /* INT8 .. INT64 */
+    double f;        /* FLOAT32, FLOAT64 */
+    const char *str; /* STRING: its bytes (len of them, not NUL-terminated) */
+    uint64_t len;
+    int elem_type; /* ARRAY: its elements' type and count (pooled_gguf_array_at) */
+    uint64_t count;
+    const void *ref; /* the library's: where the array's elements are */
+} pooled_gguf_value;
+
+typedef struct {
+    const char *name; /* name_len bytes, not NUL-terminated */
+    uint64_t name_len;
+    int type;              /* GGML's type id (0 f32, 1 f16, 2 q4_0, 8 q8_0, 12 q4_k, ...) */
+    const char *type_name; /* "f32", "q4_0", ... ("?" for an id this library does not know) */
+    int n_dims;
+    int64_t ne[4];   /* ne[0] the row length; dimensions past n_dims are 1 */
+    uint64_t offset; /* from the start of the data section */
+    uint64_t nbytes;
+} pooled_gguf_tensor;
+
+typedef struct {
+    size_t size; /* sizeof(pooled_gguf_header), set by the caller (pooled_model_info's rule) */
+    uint32_t version;
+    uint32_t alignment;
+    uint64_t data_offset; /* where the data section starts in the file */
+    uint64_t file_size;
+    int64_t n_kv;
+    int64_t n_tensors;
+} pooled_gguf_header;
+
+/* Open and check the file's header and tables; *out NULL on failure (POOLED_ERR_IO,
+ * POOLED_ERR_FORMAT with the reason). */
+POOLED_API int pooled_gguf_open(const char *path, pooled_gguf **out);
+POOLED_API void pooled_gguf_close(pooled_gguf *g); /* NULL is fine */
+POOLED_API int pooled_gguf_get_header(const pooled_gguf *g, pooled_gguf_header *h);
+/* Metadata item i (0 .. n_kv - 1): its key (*key, *key_len) and value. */
+POOLED_API int pooled_gguf_kv_at(const pooled_gguf *g, int64_t i, const char **key,
+                                 uint64_t *key_len, pooled_gguf_value *v);
+/* The value of key; POOLED_ERR_ARG when the file has no such key. */
+POOLED_API int pooled_gguf_find(const pooled_gguf *g, const char *key, pooled_gguf_value *v);
+/* Element i (0 .. count - 1) of an ARRAY value (itself maybe a STRING or an ARRAY). */
+POOLED_API int pooled_gguf_array_at(const pooled_gguf_value *arr, uint64_t i,
+                                    pooled_gguf_value *out);
+POOLED_API int pooled_gguf_tensor_at(const pooled_gguf *g, int64_t i, pooled_gguf_tensor *t);
+/* A value type's short name ("u32", "f32", "str", "arr", ...), "?" if unknown. */
+POOLED_API const char *pooled_gguf_type_name(int type);
+/* A tensor type's name ("q4_0", "f16", ...), NULL if the id is not one this library knows;
+ * known ids are below POOLED_TENSOR_TYPES. */
+#define POOLED_TENSOR_TYPES 64
+POOLED_API const char *pooled_tensor_type_name(int type);
+
+/* ------------------------------------------------------------------ writing models (0.4) */
+
+/* Convert a model's weights to another type, as llama-quantize does (same metadata; 1-D
+ * tensors such as norms stay as they are). */
+typedef struct {
+    size_t size; /* sizeof(pooled_quantize_opts) */
+    /* llama-quantize's file type ("Q4_K_M", "Q8_0", ...: pooled_quantize_types()); its main
+     * type is the weights' type. Required. */
+    const char *type;
+    /* 1: every weight in that type (llama-quantize --pure); 0: its mixture for the file type
+     * (output.weight in Q6_K unless Q8_0; Q4_K_M's attn_v and ffn_down of some layers in Q6_K) */
+    int pure;
+    /* n_tensor_types items "PATTERN=TYPE": tensors whose name matches PATTERN (a POSIX
+     * extended regex, found anywhere in the name) get TYPE (a plain type: "q8_0", "f16");
+     * the first match wins */
+    const char *const *tensor_types;
+    size_t n_tensor_types;
+    int n_threads; /* 0: one per core (at most 32); the output does not depend on it */
+    /* told one line per decision worth hearing (a fallback type for a row length the type
+     * cannot hold); NULL: none */
+    void (*note)(void *user, const char *line);
+    /* after each tensor: its index and name, the tensors in all, input bytes done and in
+     * all; NULL: none */
+    void (*progress)(void *user, int64_t i, int64_t n, uint64_t done, uint64_t total,
+                     const char *name);
+    void *user;
+} pooled_quantize_opts;
+
+POOLED_API pooled_quantize_opts pooled_quantize_opts_default(void);
+/* Read in_path, write out_path (under a temporary name, renamed when complete: on failure
+ * nothing is left at out_path). */
+POOLED_API int pooled_quantize(const char *in_path, const char *out_path,
+                               const pooled_quantize_opts *o);
+/* The file types pooled_quantize_opts.type takes, space-separated (static storage). */
+POOLED_API const char *pooled_quantize_types(void);
+
+/* A model file with seeded random weights and a real model's exact shapes and metadata (as
+ * llama.cpp's converter names them): for benchmarks and tests without a download. */
+typedef struct {
+    const char *name; /* "qwen3-8b" */
+    const char *arch; /* "llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe" */
+    int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
+    int tied;                                          /* 1: the output matrix is the embedding's */
+    int n_expert, n_expert_used, n_ff_exp, n_ff_shexp; /* 0: dense */
+    /* hybrids: full attention every full_attn_interval layers, Gated DeltaNet between (its
+     * key and value heads, the value heads' width); 0: none */
+    int full_attn_interval, ssm_k_heads, ssm_v_heads, ssm_v_dim;
+} pooled_synth_preset;
+
+/* Preset i (0, 1, ...); POOLED_ERR_ARG past the last. */
+POOLED_API int pooled_synth_preset_at(int i, pooled_synth_preset *p);
+
+typedef struct {
+    size_t size;        /* sizeof(pooled_synth_opts) */
+    const char *preset; /* a preset's name (pooled_synth_preset_at). Required */
+    /* the 2-D weights' type: a plain type ("q4_0", "f16") or a file type ("Q4_K_M": its
+     * main type); norms stay f32; a matrix whose rows do not fit the type's block is stored
+     * as f16 (a note says so). NULL: "f16" */
+    const char *type;
+    uint64_t seed;          /* same seed, same bytes (default 1) */
+    const char *vocab_from; /* copy the tokenizer (every tokenizer.* key) from this GGUF;
+                               NULL: a byte-level BPE vocabulary of n_vocab tokens */
+    int n_layer;            /* 0: the preset's (hybrids: a multiple of its interval) */
+    int n_vocab;            /* 0: the preset's; else at least 259 (not with vocab_from) */
+    int n_threads;          /* threads making the values, 1 to 64 (0: 2) */
+    int zeros;              /* 1: every weight zero, written as a sparse file (the shapes
+                               in no time; such a model computes nothing useful) */
+    void (*note)(void *user, const char *line);                  /* NULL: none */
+    void (*progress)(void *user, uint64_t done, uint64_t total); /* bytes; NULL: none */
+    void *user;
+} pooled_synth_opts;
+
+POOLED_API pooled_synth_opts pooled_synth_opts_default(void);
+/* Write the file at out_path (a temporary name renamed when complete). */
+POOLED_API int pooled_synth(const char *out_path, const pooled_synth_opts *o);
 
 #ifdef __cplusplus
 }

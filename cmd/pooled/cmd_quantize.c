@@ -1,5 +1,6 @@
 /* cmd_quantize.c - `pooled quantize IN OUT TYPE [--tensor-type PATTERN=TYPE]... [--pure]`:
- * convert a GGUF's weights to TYPE (the work is pl_quantize_file in src/format/quantize.c). */
+ * convert a GGUF's weights to TYPE (pooled_quantize of pooled.h does the work). */
+#include <pooled.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,8 +8,6 @@
 
 #include "args.h"
 #include "commands.h"
-#include "format/quant.h"
-#include "format/quantize.h"
 
 /* Files from this size up get a progress line per tensor. */
 #define PROGRESS_FROM_BYTES (64ull << 20)
@@ -40,7 +39,7 @@ static void usage(FILE *f) {
                "are) and write OUT with the same metadata, as llama-quantize does.\n"
                "\n"
                "  TYPE   ");
-    print_wrapped(f, pl_quantize_file_type_names());
+    print_wrapped(f, pooled_quantize_types());
     fprintf(f,
             "  --tensor-type PATTERN=TYPE   tensors whose name matches PATTERN (an extended\n"
             "         regex, found anywhere in the name, e.g. ffn_down or 'blk\\.[0-3]\\.attn_v')\n"
@@ -69,9 +68,10 @@ static void print_progress(void *ctx, int64_t i, int64_t n, uint64_t done, uint6
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3];
     int n_pos = 0;
-    pl_quant_override *ov = calloc((size_t)argc, sizeof *ov);
-    if (!ov) return die("out of memory");
-    pl_quantize_params p = {.overrides = ov, .note = print_note, .progress = print_progress};
+    const char **tt = calloc((size_t)argc, sizeof *tt);
+    if (!tt) return die("out of memory");
+    pooled_quantize_opts o = pooled_quantize_opts_default();
+    o.tensor_types = tt, o.note = print_note, o.progress = print_progress;
     int rc = 1;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -81,18 +81,10 @@ int cmd_quantize(int argc, char **argv) {
             rc = 0;
             goto out;
         } else if (!strcmp(argv[i], "--pure")) {
-            p.pure = true;
+            o.pure = 1;
         } else if (arg_take(argc, argv, &i, "--tensor-type", NULL, &v, &err)) {
             if (err) goto out;
-            const char *eq = strrchr(v, '=');
-            int t = eq ? pl_type_from_name(eq + 1) : -1;
-            if (!eq || eq == v || t < 0) {
-                die("--tensor-type: expected PATTERN=TYPE with a known type, got '%s'", v);
-                goto out;
-            }
-            /* argv outlives the call: cut the pattern off in place */
-            argv[i][eq - argv[i]] = 0;
-            ov[p.n_overrides++] = (pl_quant_override){argv[i], (uint32_t)t};
+            tt[o.n_tensor_types++] = v; /* PATTERN=TYPE, checked by pooled_quantize */
         } else if (argv[i][0] == '-' && argv[i][1]) {
             die("quantize: unknown option '%s' (see pooled quantize --help)", argv[i]);
             goto out;
@@ -107,21 +99,17 @@ int cmd_quantize(int argc, char **argv) {
         die("quantize: expected IN OUT TYPE (see pooled quantize --help)");
         goto out;
     }
-    p.file_type = pl_quantize_file_type_from_name(pos[2]);
-    if (p.file_type < 0) {
-        die("quantize: unknown or unsupported type '%s' (see pooled quantize --help)", pos[2]);
-        goto out;
-    }
-    /* stat, not open: opening a FIFO would block (pl_quantize_file refuses it) */
+    o.type = pos[2];
+    /* stat, not open: opening a FIFO would block (pooled_quantize refuses it) */
     struct stat in_st;
     uint64_t in_size = !stat(pos[0], &in_st) && in_st.st_size > 0 ? (uint64_t)in_st.st_size : 0;
-    p.ctx = &in_size;
-    if (pl_quantize_file(pos[0], pos[1], &p)) {
-        die("%s", pl_last_error());
+    o.user = &in_size;
+    if (pooled_quantize(pos[0], pos[1], &o)) {
+        die("%s", pooled_last_error());
         goto out;
     }
     rc = 0;
 out:
-    free(ov);
+    free(tt);
     return rc;
 }

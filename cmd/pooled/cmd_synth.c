@@ -1,4 +1,5 @@
-/* cmd_synth.c - `pooled synth`: write a GGUF with random weights and a real model's shapes.
+/* cmd_synth.c - `pooled synth`: write a GGUF with random weights and a real model's shapes
+ * (pooled_synth of pooled.h).
  *
  * The shapes and metadata come from a preset (src/synth/synth_presets.c); the values from
  * a seed. Big files are streamed; on a terminal the progress shows on stderr. */
@@ -8,13 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pooled.h>
+
 #include "args.h"
-#include "base/file_write.h"
 #include "commands.h"
-#include "format/gguf.h"
-#include "format/quant.h"
-#include "format/quantize.h"
-#include "synth/synth.h"
+
+#define MIN_VOCAB 259 /* 256 byte tokens and the three specials (pooled_synth_opts.n_vocab) */
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -45,13 +45,13 @@ static void usage(FILE *f) {
             "256 byte tokens, <|endoftext|> (BOS), <|im_start|>, <|im_end|> (EOS), then\n"
             "[PADn] filler tokens up to the vocabulary size, no merges, a ChatML template.\n"
             "\npresets:\n",
-            PL_SYNTH_MIN_VOCAB);
-    for (int i = 0; pl_synth_preset_at(i); i++) {
-        const pl_synth_config *c = pl_synth_preset_at(i);
+            MIN_VOCAB);
+    pooled_synth_preset p, *c = &p;
+    for (int i = 0; !pooled_synth_preset_at(i, &p); i++) {
         fprintf(f,
                 "  %-15s %-9s %2d layers, hidden %4d, heads %2d/%d, head_dim %3d, ffn %5d, vocab "
                 "%6d%s\n",
-                c->preset, c->arch, c->n_layer, c->n_embd, c->n_head, c->n_head_kv, c->head_dim,
+                c->name, c->arch, c->n_layer, c->n_embd, c->n_head, c->n_head_kv, c->head_dim,
                 c->n_ff, c->n_vocab, c->tied ? ", tied" : "");
         if (c->n_expert)
             fprintf(f, "  %27s %d experts of %d, %d used%s\n", "", c->n_expert, c->n_ff_exp,
@@ -118,7 +118,7 @@ int cmd_synth(int argc, char **argv) {
         } else if (arg_take(argc, argv, &i, "--layers", NULL, &v, &err)) {
             if (!err && !arg_int("--layers", v, 1, 1000, &layers)) return 1;
         } else if (arg_take(argc, argv, &i, "--vocab", NULL, &v, &err)) {
-            if (!err && !arg_int("--vocab", v, PL_SYNTH_MIN_VOCAB, 1 << 22, &vocab)) return 1;
+            if (!err && !arg_int("--vocab", v, MIN_VOCAB, 1 << 22, &vocab)) return 1;
         } else if (arg_take(argc, argv, &i, "--threads", NULL, &v, &err)) {
             if (!err && !arg_int("--threads", v, 1, 64, &threads)) return 1;
         } else
@@ -127,48 +127,39 @@ int cmd_synth(int argc, char **argv) {
     }
     if (!preset) return die("synth: --preset is required (see pooled synth --help for the list)");
     if (!out) return die("synth: -o OUT.gguf is required");
-    const pl_synth_config *found = pl_synth_preset(NULL, preset);
-    if (!found) return die("synth: unknown preset '%s' (see pooled synth --help)", preset);
-    if (arch && strcmp(arch, found->arch))
-        return die("synth: preset %s is a %s model, not %s", preset, found->arch, arch);
-    /* a plain type ("q4_k") or a llama-quantize file type ("Q4_K_M": its main type) */
-    int ft = pl_quantize_file_type_from_name(type_name);
-    int type = ft >= 0 ? pl_quantize_base_type(ft) : pl_type_from_name(type_name);
-    if (type < 0) return die("synth: unknown type '%s'", type_name);
-    if (vocab && vocab_path) return die("synth: --vocab and --vocab-from exclude each other");
-
-    pl_synth_config c = *found;
-    if (layers) c.n_layer = (int)layers;
-    if (vocab) c.n_vocab = (int)vocab;
-    if (vocab_path && pl_file_same(vocab_path, out))
-        return die("synth: %s: output would overwrite the --vocab-from file", out);
-    pl_gguf *vocab_src = NULL;
-    if (vocab_path && pl_gguf_open(vocab_path, &vocab_src)) return die("%s", pl_last_error());
-
-    pl_synth_opts o = {(uint32_t)type, vocab_src, on_note, NULL};
-    pl_gguf *plan;
-    pl_status st = pl_synth_plan(&c, &o, &plan);
-    pl_gguf_free(vocab_src); /* the plan holds copies of what it took */
-    if (st) return die("%s", pl_last_error());
-
+    pooled_synth_preset p = {0};
+    int i = 0;
+    while (!pooled_synth_preset_at(i, &p) && strcmp(p.name, preset)) i++;
+    if (pooled_synth_preset_at(i, &p))
+        return die("synth: unknown preset '%s' (see pooled synth --help)", preset);
+    if (arch && strcmp(arch, p.arch))
+        return die("synth: preset %s is a %s model, not %s", preset, p.arch, arch);
+    pooled_synth_opts o = pooled_synth_opts_default();
     progress_state ps = {isatty(2) != 0, 0, {0, 0}};
+    o.preset = preset, o.type = type_name, o.seed = (uint64_t)seed, o.vocab_from = vocab_path;
+    o.n_layer = (int)layers, o.n_vocab = (int)vocab, o.n_threads = (int)threads;
+    o.zeros = zeros, o.note = on_note, o.progress = zeros ? NULL : on_progress, o.user = &ps;
+    if (vocab && vocab_path) return die("synth: --vocab and --vocab-from exclude each other");
     clock_gettime(CLOCK_MONOTONIC, &ps.start);
-    st = zeros ? pl_synth_write_zeros(plan, out)
-               : pl_synth_write(plan, &c, (uint64_t)seed, (int)threads, out, on_progress, &ps);
-    if (st) {
-        if (ps.tty) fputc('\n', stderr);
-        pl_gguf_free(plan);
-        return die("%s", pl_last_error());
+    if (pooled_synth(out, &o)) {
+        if (ps.tty && !zeros) fputc('\n', stderr);
+        return die("%s", pooled_last_error());
     }
+    /* what was written, read back from the file */
+    pooled_gguf *g;
+    pooled_gguf_header h = {.size = sizeof h};
+    if (pooled_gguf_open(out, &g) || pooled_gguf_get_header(g, &h))
+        return die("synth: %s: wrote it but cannot read it back: %s", out, pooled_last_error());
     uint64_t params = 0, bytes = 0;
-    for (int64_t i = 0; i < pl_gguf_tensor_count(plan); i++) {
-        const pl_gguf_tensor *t = pl_gguf_tensor_at(plan, i);
-        params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
-        bytes += t->nbytes;
+    for (int64_t t = 0; t < h.n_tensors; t++) {
+        pooled_gguf_tensor x;
+        if (pooled_gguf_tensor_at(g, t, &x)) break;
+        params += (uint64_t)(x.ne[0] * x.ne[1] * x.ne[2] * x.ne[3]);
+        bytes += x.nbytes;
     }
+    pooled_gguf_close(g);
     printf("wrote %s: %s %s, %lld tensors, %llu parameters, %.3f GiB of weights in %.1f s\n", out,
-           c.arch, c.preset, (long long)pl_gguf_tensor_count(plan), (unsigned long long)params,
+           p.arch, p.name, (long long)h.n_tensors, (unsigned long long)params,
            (double)bytes / (1 << 30), seconds_since(&ps.start));
-    pl_gguf_free(plan);
     return 0;
 }

@@ -65,7 +65,7 @@ void pooled_free(void *p) {
 }
 
 /* Options of any size: the caller's first `size` bytes over the defaults in dst. */
-static int take_opts(void *dst, size_t cap, const void *src, const char *what) {
+int pl_api_take_opts(void *dst, size_t cap, const void *src, const char *what) {
     if (!src) return POOLED_OK;
     size_t n = *(const size_t *)src;
     if (n < sizeof(size_t) || n > (1u << 20))
@@ -203,7 +203,7 @@ static int open_model(const char *path, const pooled_model_opts *opts, const int
     *out = NULL;
     if (!path) return fail_arg("pooled_model_open: path is NULL");
     pooled_model_opts o = pooled_model_opts_default();
-    if (take_opts(&o, sizeof o, opts, "pooled_model_opts")) return POOLED_ERR_ARG;
+    if (pl_api_take_opts(&o, sizeof o, opts, "pooled_model_opts")) return POOLED_ERR_ARG;
     if (o.n_threads < 0 || o.n_threads > 1024) return fail_arg("n_threads: expected 0 to 1024");
     if (o.n_ctx < 0 || o.n_ctx > (1 << 24)) return fail_arg("n_ctx: expected 0 to 16777216");
     if (o.kv_type != POOLED_KV_F16 && o.kv_type != POOLED_KV_F32 && o.kv_type != POOLED_KV_Q8)
@@ -385,7 +385,7 @@ const char *pooled_chat_template(const pooled_model *m) {
 /* The caller's options (of any size) as the renderer takes them. */
 static int chat_opts(const pooled_chat_opts *opts, pl_chat_opts *co) {
     pooled_chat_opts o = pooled_chat_opts_default();
-    if (take_opts(&o, sizeof o, opts, "pooled_chat_opts")) return POOLED_ERR_ARG;
+    if (pl_api_take_opts(&o, sizeof o, opts, "pooled_chat_opts")) return POOLED_ERR_ARG;
     *co = (pl_chat_opts){.add_generation_prompt = o.add_generation_prompt != 0,
                          .enable_thinking = !o.no_think,
                          .tmpl = o.template_source};
@@ -730,7 +730,7 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
     if (!ses || (!prompt && n_prompt)) return fail_arg("pooled_generate: NULL argument");
     pooled_model *m = ses->m;
     pooled_sample_opts o = pooled_sample_opts_default();
-    int rc = take_opts(&o, sizeof o, opts, "pooled_sample_opts");
+    int rc = pl_api_take_opts(&o, sizeof o, opts, "pooled_sample_opts");
     if (!rc) rc = check_sample_opts(&o);
     gen_ctx c = {.ses = ses, .o = &o, .fn = fn, .user = user};
     if (!rc && o.n_stop > PL_STOP_MAX) rc = fail_arg("stop: at most 16 stop strings");

@@ -45,6 +45,10 @@ uint32_t pl_api_kv_type(int kv);
  * model with the block), else prompt lookup (auto: pausing while drafts fail). */
 pl_status pl_api_drafter_new(const pl_model_parts *p, pl_session *s, int spec, pl_drafter **out);
 
+/* Options of any size (pooled.h's rule): the caller's src, its first `size` bytes, over the
+ * defaults in dst (cap bytes); what: the struct's name for the error. */
+int pl_api_take_opts(void *dst, size_t cap, const void *src, const char *what);
+
 /* The internal session of a pooled_session (for timing its passes one by one). */
 pl_session *pl_api_session(pooled_session *s);
 
