@@ -182,6 +182,13 @@ typedef struct {
                               GPU (...), using the CPU"), or "" */
     char nonfinite[64];    /* the first weight tensor holding NaN or Inf values, or "": the
                               output of a model with one is meaningless */
+    /* since 0.4 */
+    char backend_name[16]; /* "cpu" or "webgpu" ("" for vocab_only) */
+    uint64_t decode_bytes; /* weight bytes one decoded token reads (a mixture of experts:
+                              the experts it runs; one embedding row) */
+    uint64_t loaded_bytes; /* weight bytes the backend holds in memory */
+    int spec;              /* what the sessions are sized for: POOLED_SPEC_OFF, _LOOKUP or
+                              _MTP (AUTO as it was resolved) */
 } pooled_model_info;
 
 /* Fill *info: its size field, set by the caller, says how many bytes may be written; on
@@ -295,6 +302,38 @@ POOLED_API int pooled_session_ids(const pooled_session *s, int32_t **ids, size_t
  * The flag is cleared when pooled_generate returns. The prompt's own pass is not
  * interrupted. */
 POOLED_API void pooled_session_cancel(pooled_session *s);
+
+/* The model's passes one at a time, for a program that drives decoding itself (its own
+ * sampler or drafter, scoring a text, a benchmark). Since 0.4. Each takes the model's turn
+ * as pooled_generate does, and returns when the device has done the work. */
+
+/* Run ids[0..n) after the ids the session holds (in passes of n_batch), leaving the
+ * logits after the last one ready. Fails when they do not fit in the context. */
+POOLED_API int pooled_session_eval(pooled_session *s, const int32_t *ids, size_t n);
+/* The logits after the session's last id (out: room for n_vocab floats, n of them) as the
+ * last pooled_session_eval or pooled_sessions_step left them. */
+POOLED_API int pooled_session_logits(pooled_session *s, float *out, size_t n);
+/* Run ids[0..n) after the ids the session holds in ONE pass (n from 1 to 16: what a
+ * speculative verify pass checks; the model must be opened with pooled_model_opts.spec
+ * other than OFF for more than 1) and give in next[j] the greedy id after ids[j] (the
+ * largest logit's, the lowest id on ties: what a plain step picks there). The session then
+ * holds all n (pooled_session_truncate drops rejected drafts); its logits are not left
+ * ready. */
+POOLED_API int pooled_session_verify(pooled_session *s, const int32_t *ids, size_t n,
+                                     int32_t *next);
+/* Keep only the first n ids the session holds (a model whose recurrent state cannot go
+ * back there runs them again). */
+POOLED_API int pooled_session_truncate(pooled_session *s, size_t n);
+/* Append ids[j] to sessions[j] for j in [0, n) and give in next[j] each one's greedy id
+ * after it: one decode step of several conversations. Sessions of a model opened with
+ * n_parallel >= n (a family that batches: pooled_model_stats.batched) run it as one
+ * batched pass, the weights read once for all; otherwise one pass each. All of one
+ * model, none twice; each one's logits are left ready. */
+POOLED_API int pooled_sessions_step(pooled_session *const *sessions, const int32_t *ids, size_t n,
+                                    int32_t *next);
+/* Bytes of memory the session's state takes (its cache and activations; a session of an
+ * n_parallel model: its slot's share). */
+POOLED_API int64_t pooled_session_bytes(const pooled_session *s);
 
 /* speculative decoding: drafts checked by one pass of the model, the very same ids in fewer
  * passes. LOOKUP: drafts from earlier text (the tokens that followed the last few where

@@ -7,21 +7,24 @@
  *    as a server that prefills one request at a time does, and picks its first id; the
  *    time to first id of stream j counts from the start of the round to its pick (the
  *    median and the max over the N are reported; the max is all N prefills);
- *  - then -n steps, each appending every stream's last id in one pl_session_push_batch
+ *  - then -n steps, each appending every stream's last id in one pooled_sessions_step
  *    (the weights read once for all N) and picking each stream's next id greedily (its
- *    own argmax, read back as serve's slots do). Aggregate tok/s = N * n / the steps' time.
+ *    own argmax, all read back at once). Aggregate tok/s = N * n / the steps' time.
  *
- * A family without a batched step (pl_model_can_batch false: the Qwen3.5 hybrids) still
- * runs, one pl_session_push per stream and step, and says so. Each count runs -r times
- * after a short warm-up (a few ids of prompt and two steps); the medians are reported. */
+ * The streams' model is opened again for them, with n_parallel the largest count (its
+ * sessions are slots of one batch); the caller's is closed first. A family without a
+ * batched step (the Qwen3.5 hybrids) still runs, one pass per stream and step, and says so.
+ * Each count runs -r times after a short warm-up (a few ids of prompt and two steps); the
+ * medians are reported. */
 #include "bench_streams.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "base/json_write.h"
-#include "runtime/generate.h"
+#include "model_args.h"
 
 /* One count's medians. */
 typedef struct {
@@ -32,14 +35,13 @@ typedef struct {
 } count_result;
 
 struct bench_streams {
-    const pl_model_parts *lm;
     const bench_opts *bo;
     int n_max;           /* the largest count */
-    bool batched;        /* one pass a step (pl_model_can_batch), else a push per stream */
+    bool batched;        /* one pass a step, else a pass per stream */
+    int n_ctx;           /* each stream's context */
     int64_t state_bytes; /* one stream's state: its KV cache and activations */
-    pl_session **ss;     /* [n_max] */
-    pl_batch *batch;     /* NULL when not batched or n_max is 1 */
-    pl_sampler *greedy;
+    pooled_model *m;
+    pooled_session **ss;           /* [n_max] */
     int32_t *prompts;              /* [n_max][n_prompt] */
     int32_t *next;                 /* [n_max]: each stream's id to append next */
     double *ttft;                  /* [n_max]: this round's times to first id */
@@ -53,80 +55,34 @@ static double machine_bytes(void) {
     return pages > 0 && page > 0 ? (double)pages * (double)page : 0;
 }
 
-/* n_max states of state_bytes each must fit in the machine's memory less the weights and
- * the caller's own state (the GPU's states are counted against it too: WebGPU says
- * nothing of a device's memory, and the H200's is about the host's). */
-static pl_status check_memory(const bench_streams *b, int64_t other_bytes) {
-    const double gib = 1024.0 * 1024.0 * 1024.0;
-    double mem = machine_bytes();
-    if (mem <= 0) return PL_OK;
-    mem -= (double)pl_model_get_info(b->lm->m)->loaded_bytes + (double)other_bytes;
-    double need = (double)b->n_max * (double)b->state_bytes;
-    if (need <= mem) return PL_OK;
-    return pl_fail(PL_ERR_ARG,
-                   "--streams %d: %d states of %.1f MiB (a KV cache of %d positions and "
-                   "activations) need %.1f GiB, more than the %.1f GiB of this machine's "
-                   "memory the weights leave (%.0f streams at most; a smaller --ctx helps)",
-                   b->n_max, b->n_max, (double)b->state_bytes / (1024.0 * 1024.0), b->lm->so.n_ctx,
-                   need / gib, mem > 0 ? mem / gib : 0.0,
-                   mem > 0 ? mem / (double)b->state_bytes : 0.0);
+static int largest(const bench_opts *bo) {
+    int n = 0;
+    for (int k = 0; k < bo->n_streams; k++)
+        if (bo->streams[k] > n) n = bo->streams[k];
+    return n;
 }
 
-pl_status bench_streams_new(const pl_model_parts *lm, const bench_opts *bo, int64_t other_bytes,
-                            bench_streams **out) {
-    *out = NULL;
-    bench_streams *b = calloc(1, sizeof *b);
-    if (!b) return pl_fail(PL_ERR_NOMEM, "out of memory");
-    b->lm = lm, b->bo = bo;
-    for (int k = 0; k < bo->n_streams; k++)
-        if (bo->streams[k] > b->n_max) b->n_max = bo->streams[k];
-    const pl_model_info *info = pl_model_get_info(lm->m);
-    int64_t p = bo->n_prompt, reps = bo->reps;
-    b->ss = calloc((size_t)b->n_max, sizeof *b->ss);
-    b->prompts = malloc(sizeof *b->prompts * (size_t)(b->n_max * p));
-    b->next = calloc((size_t)b->n_max, sizeof *b->next);
-    b->ttft = calloc((size_t)b->n_max, sizeof *b->ttft);
-    b->t_dec = calloc((size_t)reps, sizeof *b->t_dec);
-    b->t_med = calloc((size_t)reps, sizeof *b->t_med);
-    b->t_max = calloc((size_t)reps, sizeof *b->t_max);
-    pl_status st = PL_OK;
-    if (!b->ss || !b->prompts || !b->next || !b->ttft || !b->t_dec || !b->t_med || !b->t_max)
-        st = pl_fail(PL_ERR_NOMEM, "out of memory");
-    for (int j = 0; !st && j < b->n_max; j++) /* stream 0 reads the bench's own prompt */
-        bench_prompt(12345u + 7919u * (uint32_t)j, info->n_vocab, b->prompts + j * p, p);
-    /* plain states: a prompt in one batch, the last row's logits, no drafting */
-    pl_state_opts so = lm->so;
-    so.n_batch = (int)p, so.n_logits = 1, so.n_snap = 0, so.draft = false;
-    if (!st) st = pl_session_new(lm->m, &so, &b->ss[0]);
-    if (!st) b->state_bytes = pl_state_bytes(pl_session_state(b->ss[0]));
-    if (!st) st = check_memory(b, other_bytes);
-    /* batched: the streams' caches are slots of the batch's (one attention for all) */
-    b->batched = pl_model_can_batch(lm->m);
-    if (!st && b->batched && b->n_max > 1) {
-        pl_session_free(b->ss[0]);
-        b->ss[0] = NULL;
-        st = pl_batch_new_slots(lm->m, b->n_max, &so, &b->batch);
-    }
-    for (int j = 0; !st && j < b->n_max; j++)
-        if (!b->ss[j])
-            st = b->batch ? pl_batch_session_new(b->batch, j, &so, &b->ss[j])
-                          : pl_session_new(lm->m, &so, &b->ss[j]);
-    pl_sampler_params gp = pl_sampler_defaults();
-    gp.temp = 0;
-    if (!st) st = pl_sampler_new(&gp, info->n_vocab, &b->greedy);
-    if (st) {
-        bench_streams_free(b);
-        return st;
-    }
-    *out = b;
-    return PL_OK;
+/* (the GPU's states are counted against the host's memory too: WebGPU says nothing of a
+ * device's memory, and the H200's is about the host's) */
+int bench_streams_check(const bench_opts *bo, const pooled_model_info *info, int64_t state_bytes) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    int n_max = largest(bo);
+    double mem = machine_bytes();
+    if (mem <= 0) return 0;
+    mem -= (double)info->loaded_bytes + (double)state_bytes;
+    double need = (double)n_max * (double)state_bytes;
+    if (need <= mem) return 0;
+    return die("bench: --streams %d: %d states of %.1f MiB (a KV cache of %d positions and "
+               "activations) need %.1f GiB, more than the %.1f GiB of this machine's memory the "
+               "weights leave (%.0f streams at most; a smaller --ctx helps)",
+               n_max, n_max, (double)state_bytes / (1024.0 * 1024.0), info->n_ctx, need / gib,
+               mem > 0 ? mem / gib : 0.0, mem > 0 ? mem / (double)state_bytes : 0.0);
 }
 
 void bench_streams_free(bench_streams *b) {
     if (!b) return;
-    for (int j = 0; b->ss && j < b->n_max; j++) pl_session_free(b->ss[j]);
-    pl_batch_free(b->batch);
-    pl_sampler_free(b->greedy);
+    for (int j = 0; b->ss && j < b->n_max; j++) pooled_session_free(b->ss[j]);
+    pooled_model_close(b->m);
     free(b->ss);
     free(b->prompts);
     free(b->next);
@@ -137,36 +93,72 @@ void bench_streams_free(bench_streams *b) {
     free(b);
 }
 
-/* One decode step of streams [0, n): every next id appended (one pass when batched),
- * then every stream's next id picked. */
-static pl_status step(bench_streams *b, int n) {
-    pl_status st = PL_OK;
-    bool picked = false;
-    if (b->batch && n > 1) { /* every stream's greedy id in one read */
-        st = pl_session_push_batch(b->batch, b->ss, b->next, n);
-        picked = !st && !pl_batch_argmax(b->batch, n, b->next);
-        for (int j = 0; picked && j < n; j++) picked = b->next[j] >= 0;
-    } else {
-        for (int j = 0; j < n && !st; j++) st = pl_session_push(b->ss[j], b->next[j]);
+/* The streams' model and sessions, or NULL after one error line. */
+static bench_streams *streams_new(const model_args *ma, const bench_opts *bo) {
+    bench_streams *b = calloc(1, sizeof *b);
+    if (!b) return die("bench: out of memory"), NULL;
+    b->bo = bo;
+    b->n_max = largest(bo);
+    int64_t p = bo->n_prompt, reps = bo->reps;
+    b->ss = calloc((size_t)b->n_max, sizeof *b->ss);
+    b->prompts = malloc(sizeof *b->prompts * (size_t)(b->n_max * p));
+    b->next = calloc((size_t)b->n_max, sizeof *b->next);
+    b->ttft = calloc((size_t)b->n_max, sizeof *b->ttft);
+    b->t_dec = calloc((size_t)reps, sizeof *b->t_dec);
+    b->t_med = calloc((size_t)reps, sizeof *b->t_med);
+    b->t_max = calloc((size_t)reps, sizeof *b->t_max);
+    if (!b->ss || !b->prompts || !b->next || !b->ttft || !b->t_dec || !b->t_med || !b->t_max) {
+        bench_streams_free(b);
+        return die("bench: out of memory"), NULL;
     }
-    for (int j = 0; j < n && !st && !picked; j++)
-        st = pl_session_pick(b->ss[j], b->greedy, &b->next[j]);
-    return st;
+    /* plain sessions: a prompt in one pass, no drafting; slots of one batch */
+    model_args a = *ma;
+    a.spec = MODEL_SPEC_OFF, a.verify = false, a.n_batch = p;
+    if (!(b->m = model_open(&a, b->n_max))) return bench_streams_free(b), NULL;
+    pooled_model_info in = {.size = sizeof in};
+    pooled_model_stats stats = {.size = sizeof stats};
+    pooled_model_get_info(b->m, &in);
+    pooled_model_get_stats(b->m, &stats);
+    b->batched = stats.batched, b->n_ctx = in.n_ctx;
+    for (int j = 0; j < b->n_max; j++) {
+        if (pooled_session_new(b->m, &b->ss[j])) {
+            die("bench: %s", pooled_last_error());
+            return bench_streams_free(b), NULL;
+        }
+        /* stream 0 reads the bench's own prompt */
+        bench_prompt(12345u + 7919u * (uint32_t)j, in.n_vocab, b->prompts + j * p, p);
+    }
+    b->state_bytes = pooled_session_bytes(b->ss[0]);
+    return b;
+}
+
+/* One decode step of streams [0, n): every next id appended (one pass when batched),
+ * every stream's next id picked. */
+static int step(bench_streams *b, int n) {
+    return pooled_sessions_step(b->ss, b->next, (size_t)n, b->next);
+}
+
+/* Keeps a generation's first id. */
+static int first_id(void *user, int32_t id, const char *text, size_t len) {
+    (void)text, (void)len;
+    if (id >= 0) *(int32_t *)user = id;
+    return 0;
 }
 
 /* Streams [0, n) read their prompts' first m ids one after another and pick their first
  * id; b->ttft[j] gets the seconds from the start to stream j's pick. */
-static pl_status prefill(bench_streams *b, int n, int64_t m) {
+static int prefill(bench_streams *b, int n, int64_t m) {
     int64_t p = b->bo->n_prompt;
-    for (int j = 0; j < n; j++) pl_session_reset(b->ss[j]);
-    double t0 = pl_now();
-    pl_status st = PL_OK;
-    for (int j = 0; j < n && !st; j++) {
-        st = pl_session_set(b->ss[j], b->prompts + j * p, m, NULL);
-        if (!st) st = pl_session_pick(b->ss[j], b->greedy, &b->next[j]);
-        b->ttft[j] = pl_now() - t0;
+    for (int j = 0; j < n; j++) pooled_session_reset(b->ss[j]);
+    pooled_sample_opts o = bench_greedy(1, POOLED_SPEC_OFF);
+    double t0 = bench_now();
+    int rc = 0;
+    for (int j = 0; j < n && !rc; j++) {
+        rc = pooled_generate(b->ss[j], b->prompts + j * p, (size_t)m, &o, first_id, &b->next[j],
+                             NULL);
+        b->ttft[j] = bench_now() - t0;
     }
-    return st;
+    return rc;
 }
 
 /* "ids N=3 stream 1: PROMPT | GENERATED" for each of streams [0, n): the prompt and the
@@ -174,35 +166,39 @@ static pl_status prefill(bench_streams *b, int n, int64_t m) {
 static void print_ids(const bench_streams *b, int n, FILE *f) {
     int64_t p = b->bo->n_prompt;
     for (int j = 0; j < n; j++) {
-        int64_t n_ids;
-        const int32_t *ids = pl_session_ids(b->ss[j], &n_ids);
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        pooled_session_ids(b->ss[j], &ids, &n_ids);
         fprintf(f, "ids        N=%d stream %d:", n, j);
-        for (int64_t i = 0; i < n_ids; i++) fprintf(f, "%s %d", i == p ? " |" : "", ids[i]);
+        for (size_t i = 0; i < n_ids; i++) fprintf(f, "%s %d", (int64_t)i == p ? " |" : "", ids[i]);
         fprintf(f, " %d\n", b->next[j]);
+        pooled_free(ids);
     }
 }
 
-static pl_status run_count(bench_streams *b, count_result *r, FILE *ids_out) {
+static int run_count(bench_streams *b, count_result *r, FILE *ids_out) {
     const bench_opts *bo = b->bo;
     int n = r->n;
     int64_t p = bo->n_prompt, reps = bo->reps;
     /* warm-up: a few ids of prompt, two steps (the batched pass of n columns first made) */
-    pl_status st = prefill(b, n, p < 8 ? p : 8);
-    for (int i = 0; i < 2 && !st; i++) st = step(b, n);
-    for (int64_t rep = 0; rep < reps && !st; rep++) {
-        st = prefill(b, n, p);
+    int rc = prefill(b, n, p < 8 ? p : 8);
+    for (int i = 0; i < 2 && !rc; i++) rc = step(b, n);
+    for (int64_t rep = 0; rep < reps && !rc; rep++) {
+        rc = prefill(b, n, p);
         double t_max = b->ttft[n - 1];
         b->t_med[rep] = bench_median(b->ttft, n), b->t_max[rep] = t_max;
-        double t0 = pl_now();
-        for (int64_t i = 0; i < bo->n_gen && !st; i++) st = step(b, n);
-        b->t_dec[rep] = pl_now() - t0;
+        double t0 = bench_now();
+        for (int64_t i = 0; i < bo->n_gen && !rc; i++) rc = step(b, n);
+        b->t_dec[rep] = bench_now() - t0;
     }
-    if (st) return st;
+    if (rc) return rc;
     r->appended = 0;
     for (int j = 0; j < n; j++) {
-        int64_t n_ids;
-        pl_session_ids(b->ss[j], &n_ids);
-        r->appended += n_ids - p;
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        pooled_session_ids(b->ss[j], &ids, &n_ids);
+        pooled_free(ids);
+        r->appended += (int64_t)n_ids - p;
     }
     double dec = bench_median(b->t_dec, (int)reps);
     r->tok_s = (double)n * (double)bo->n_gen / dec;
@@ -210,16 +206,24 @@ static pl_status run_count(bench_streams *b, count_result *r, FILE *ids_out) {
     r->ttft_med = 1e3 * bench_median(b->t_med, (int)reps);
     r->ttft_max = 1e3 * bench_median(b->t_max, (int)reps);
     if (bo->print_ids) print_ids(b, n, ids_out);
-    return PL_OK;
+    return 0;
 }
 
-pl_status bench_streams_run(bench_streams *b, FILE *ids_out) {
-    pl_status st = PL_OK;
-    for (int k = 0; k < b->bo->n_streams && !st; k++) {
-        b->res[k].n = b->bo->streams[k];
-        st = run_count(b, &b->res[k], ids_out);
+int bench_streams_run(const model_args *ma, const bench_opts *bo, FILE *ids_out,
+                      bench_streams **out) {
+    *out = NULL;
+    bench_streams *b = streams_new(ma, bo);
+    if (!b) return 1;
+    for (int k = 0; k < bo->n_streams; k++) {
+        b->res[k].n = bo->streams[k];
+        if (run_count(b, &b->res[k], ids_out)) {
+            die("bench: %s", pooled_last_error());
+            bench_streams_free(b);
+            return 1;
+        }
     }
-    return st;
+    *out = b;
+    return 0;
 }
 
 /* Aggregate tok/s over that of one stream (0 when 1 is not among the counts). */
@@ -236,8 +240,7 @@ static const char *step_kind(const bench_streams *b) {
 void bench_streams_print(const bench_streams *b, FILE *f) {
     double mib = (double)b->state_bytes / (1024.0 * 1024.0);
     fprintf(f, "streams    pp%lld then tg%lld each; ctx %d, %.1f MiB of state per stream; %s\n",
-            (long long)b->bo->n_prompt, (long long)b->bo->n_gen, b->lm->so.n_ctx, mib,
-            step_kind(b));
+            (long long)b->bo->n_prompt, (long long)b->bo->n_gen, b->n_ctx, mib, step_kind(b));
     fprintf(f, "streams      N   agg tok/s    ms/step   x N=1   first id median / max ms\n");
     for (int k = 0; k < b->bo->n_streams; k++) {
         const count_result *r = &b->res[k];
@@ -252,7 +255,7 @@ void bench_streams_print(const bench_streams *b, FILE *f) {
 void bench_streams_json(const bench_streams *b) {
     printf(",\"streams_batched\":%s,\"streams_step\":\"%s\",\"streams_ctx\":%d,"
            "\"streams_state_bytes\":%lld,\"streams\":[",
-           b->batched ? "true" : "false", b->batched ? "batched" : "sequential", b->lm->so.n_ctx,
+           b->batched ? "true" : "false", b->batched ? "batched" : "sequential", b->n_ctx,
            (long long)b->state_bytes);
     for (int k = 0; k < b->bo->n_streams; k++) {
         const count_result *r = &b->res[k];

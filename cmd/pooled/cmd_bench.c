@@ -6,27 +6,30 @@
  * --json stdout is one JSON object (one line) and the table goes to stderr.
  *
  * --verify-cost K,...: what a speculative verify pass costs. At the depth of the -p prompt,
- * one plain decode step (push + device argmax) and one verify pass of 1 + K columns
- * (pl_session_spec_step: the batch, every column's argmax on the device, the choices) are
+ * one plain decode step (one id, its argmax on the device) and one verify pass of 1 + K
+ * columns (pooled_session_verify: the batch, every column's argmax on the device) are
  * timed, median of R; the drafts are the ids plain greedy steps make there, so every draft
  * is accepted and the pass does all its work. After each the cache goes back to the
  * prompt (a recurrent state that cannot runs the prompt again, untimed).
  *
- * --streams N,...: N sessions stepped together as serve's slots are (bench_streams.c). */
+ * --streams N,...: N sessions stepped together as serve's slots are (bench_streams.c).
+ *
+ * Everything goes through the public API (pooled.h): prefill and the first id are one
+ * pooled_generate of one id (its t_prompt, and the call's time), decode a pooled_generate
+ * of N ids from one (greedy, past end-of-generation ids), as a program on the library
+ * gets them. */
+#include <pooled.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "args.h"
 #include "base/json_write.h"
 #include "bench_streams.h"
 #include "cmd_opts.h"
 #include "commands.h"
-#include "api/api_internal.h"
-#include "model/model.h"
-#include "runtime/draft.h"
-#include "runtime/generate.h"
 
 static const char *const usage =
     "usage: pooled bench -m FILE [-p 512] [-n 128] [-r 5] [--json] [--verify-cost K,...]\n"
@@ -41,7 +44,7 @@ static const char *const usage =
     "                       pass of 1 + K columns for each K (1 to 15, at most 15 values):\n"
     "                       ms per pass, ratio to the step, and projected tok/s when each\n"
     "                       draft is accepted with probability 50, 70, 90%\n"
-    "  --streams N[,N...]   for each N (1 to 256, at most 8 values): N sessions, each its\n"
+    "  --streams N[,N...]   for each N (1 to 64, at most 8 values): N sessions, each its\n"
     "                       own cache, read their -p prompts one after another (time to\n"
     "                       first id: median, max), then -n steps append one greedy id to\n"
     "                       all N in one batched pass: aggregate tok/s, ms per step, ratio\n"
@@ -67,42 +70,48 @@ void bench_prompt(uint32_t seed, int32_t n_vocab, int32_t *ids, int64_t n) {
     }
 }
 
-/* Seconds to prefill ids[0..n) into an empty cache (*secs) and to the first generated id
- * (*first_secs: the prefill, the head and the greedy pick of the id, read back to the
- * host: what a user waits for before the first token of an answer). */
-static pl_status time_prefill(pl_session *s, pl_sampler *greedy, const int32_t *ids, int64_t n,
-                              double *secs, double *first_secs) {
-    pl_session_reset(s);
-    double t0 = pl_now();
-    pl_status st = pl_session_set(s, ids, n, NULL);
-    /* a backend may defer its work (the GPU records it): reading a value waits for it */
-    float first;
-    if (!st) st = pl_be_read(pl_state_logits(pl_session_state(s)), 0, &first, sizeof first);
-    *secs = pl_now() - t0;
-    int32_t id;
-    if (!st) st = pl_session_pick(s, greedy, &id);
-    *first_secs = pl_now() - t0;
-    return st;
+double bench_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Seconds to decode n ids one at a time from an empty cache (greedy, the ids kept on the
- * device as pl_generate does), or with a drafter by verify passes (*gs gets the counts). */
-static pl_status time_decode(pl_session *s, pl_sampler *greedy, pl_drafter *dr, int32_t first,
-                             int64_t n, double *secs, pl_gen_stats *gs) {
-    pl_session_reset(s);
-    double t0 = pl_now();
-    pl_status st;
-    memset(gs, 0, sizeof *gs);
-    if (dr) {
-        pl_gen_opts go = {.n_predict = n, .drafter = dr};
-        st = pl_generate(s, greedy, &first, 1, &go, gs);
-    } else {
-        st = pl_session_set(s, &first, 1, NULL);
-        int64_t got = 0;
-        if (!st && n > 1) st = pl_session_greedy(s, n, NULL, NULL, &got);
-    }
-    *secs = pl_now() - t0;
-    return st;
+pooled_sample_opts bench_greedy(int64_t n, int spec) {
+    pooled_sample_opts o = pooled_sample_opts_default();
+    o.temperature = 0; /* the largest logit's id, on the device */
+    o.max_tokens = n;
+    o.ignore_eos = 1; /* every run does the same work */
+    o.spec = spec;
+    return o;
+}
+
+/* Seconds to prefill ids[0..n) into an empty cache (*secs: the prompt's pass, its logits
+ * ready) and to the first generated id (*first_secs: the prefill, the head and the greedy
+ * pick of the id, read back to the host: what a user waits for before the first token of
+ * an answer). */
+static int time_prefill(pooled_session *s, const int32_t *ids, int64_t n, double *secs,
+                        double *first_secs) {
+    pooled_session_reset(s);
+    pooled_sample_opts o = bench_greedy(1, POOLED_SPEC_OFF);
+    pooled_result r = {.size = sizeof r};
+    double t0 = bench_now();
+    int rc = pooled_generate(s, ids, (size_t)n, &o, NULL, NULL, &r);
+    *first_secs = bench_now() - t0;
+    *secs = r.t_prompt;
+    return rc;
+}
+
+/* Seconds to decode n ids one at a time from an empty cache (greedy; with spec by verify
+ * passes, *r gets the counts). */
+static int time_decode(pooled_session *s, int spec, int32_t first, int64_t n, double *secs,
+                       pooled_result *r) {
+    pooled_session_reset(s);
+    pooled_sample_opts o = bench_greedy(n, spec);
+    *r = (pooled_result){.size = sizeof *r};
+    double t0 = bench_now();
+    int rc = pooled_generate(s, &first, 1, &o, NULL, NULL, r);
+    *secs = bench_now() - t0;
+    return rc;
 }
 
 /* A list like --verify-cost "1,3,7,15" (what: "K") into out[0..*n): at most max distinct
@@ -138,10 +147,10 @@ static const double verify_acc[] = {0.5, 0.7, 0.9};
 #define N_ACC ((int)(sizeof verify_acc / sizeof verify_acc[0]))
 
 typedef struct {
-    double step_ms;              /* one plain decode step */
-    double pass_ms[PL_SPEC_MAX]; /* one verify pass of 1 + verify_k[i] columns */
-    int accepted[PL_SPEC_MAX];   /* drafts that pass accepted (all, unless columns differ
-                                    from plain steps) */
+    double step_ms;                 /* one plain decode step */
+    double pass_ms[BENCH_SPEC_MAX]; /* one verify pass of 1 + verify_k[i] columns */
+    int accepted[BENCH_SPEC_MAX];   /* drafts that pass accepted (all, unless columns differ
+                                       from plain steps) */
 } verify_cost;
 
 /* Ids one pass yields when each draft is accepted with probability a, independently, until
@@ -152,59 +161,61 @@ static double ids_per_pass(double a, int k) {
     return n;
 }
 
-/* Back to the first n ids, and wait for the device when that ran them again: a recurrent
- * state (the Qwen3.5 hybrids) cannot go back past a snapshot, so the session re-runs the
- * prompt, and on the GPU that work would otherwise run inside the next timed step (the
- * 27B's plain step measured 513 ms, its prefill). */
-static pl_status back_to(pl_session *s, int64_t n, float *logits) {
-    pl_status st = pl_session_truncate(s, n);
-    if (!st) (void)pl_session_logits(s, logits); /* fails when nothing re-ran: no wait owed */
-    return st;
+/* The ids a generation gives, kept in order (at most PL_BENCH_IDS). */
+enum { BENCH_IDS = BENCH_SPEC_MAX + 2 };
+typedef struct {
+    int32_t ids[BENCH_IDS];
+    int n;
+} id_list;
+
+static int keep_id(void *user, int32_t id, const char *text, size_t len) {
+    (void)text, (void)len;
+    id_list *l = user;
+    if (id >= 0 && l->n < BENCH_IDS) l->ids[l->n++] = id;
+    return 0;
 }
 
 /* The --verify-cost measurements at depth n_prompt (see the file's comment). */
-static pl_status time_verify(pl_session *s, pl_sampler *greedy, const int32_t *ids, int64_t n_vocab,
-                             const bench_opts *bo, verify_cost *vc) {
+static int time_verify(pooled_session *s, const int32_t *ids, const bench_opts *bo,
+                       verify_cost *vc) {
     int64_t P = bo->n_prompt, reps = bo->reps;
     int kmax = 0;
     for (int i = 0; i < bo->n_verify; i++)
         if (bo->verify_k[i] > kmax) kmax = bo->verify_k[i];
-    int32_t g[PL_SPEC_MAX + 2], out[PL_SPEC_MAX + 1], got;
+    int32_t next[BENCH_SPEC_MAX + 1];
     double *t = calloc((size_t)reps, sizeof *t);
-    float *lg = malloc(sizeof *lg * (size_t)n_vocab);
-    if (!t || !lg) return free(t), free(lg), pl_fail(PL_ERR_NOMEM, "out of memory");
-    /* the drafts: what plain greedy steps choose after the prompt, g[0] the first */
-    pl_session_reset(s);
-    pl_status st = pl_session_set(s, ids, P, NULL);
-    if (!st) st = pl_session_pick(s, greedy, &g[0]);
-    for (int j = 1; !st && j <= kmax + 1; j++) {
-        st = pl_session_push(s, g[j - 1]);
-        if (!st) st = pl_session_pick(s, greedy, &g[j]);
-    }
-    if (!st) st = back_to(s, P, lg);
+    if (!t) return die("bench: out of memory"), 1;
+    /* the drafts: what plain greedy steps choose after the prompt, g.ids[0] the first */
+    id_list g = {.n = 0};
+    pooled_session_reset(s);
+    pooled_sample_opts o = bench_greedy(kmax + 2, POOLED_SPEC_OFF);
+    int rc = pooled_generate(s, ids, (size_t)P, &o, keep_id, &g, NULL);
+    if (!rc && g.n < kmax + 2) rc = die("bench: --verify-cost: the model gave %d ids", g.n);
+    if (!rc) rc = pooled_session_truncate(s, (size_t)P);
     /* one plain step: the first rep is a warm-up, as is each K's */
-    for (int64_t r = -1; !st && r < reps; r++) {
-        double t0 = pl_now();
-        st = pl_session_push(s, g[0]);
-        if (!st) st = pl_session_pick(s, greedy, &got);
-        if (r >= 0) t[r] = pl_now() - t0;
-        if (!st) st = back_to(s, P, lg);
+    for (int64_t r = -1; !rc && r < reps; r++) {
+        double t0 = bench_now();
+        rc = pooled_session_verify(s, g.ids, 1, next);
+        if (r >= 0) t[r] = bench_now() - t0;
+        if (!rc) rc = pooled_session_truncate(s, (size_t)P);
     }
-    if (!st) vc->step_ms = 1e3 * bench_median(t, (int)reps);
-    for (int i = 0; !st && i < bo->n_verify; i++) {
-        int k = bo->verify_k[i], n_out = 0;
-        for (int64_t r = -1; !st && r < reps; r++) {
-            double t0 = pl_now();
-            st = pl_session_spec_step(s, greedy, g[0], g + 1, k, out, &n_out);
-            if (r >= 0) t[r] = pl_now() - t0;
-            if (!st) st = back_to(s, P, lg);
+    if (!rc) vc->step_ms = 1e3 * bench_median(t, (int)reps);
+    for (int i = 0; !rc && i < bo->n_verify; i++) {
+        int k = bo->verify_k[i];
+        for (int64_t r = -1; !rc && r < reps; r++) {
+            double t0 = bench_now();
+            rc = pooled_session_verify(s, g.ids, (size_t)k + 1, next);
+            if (r >= 0) t[r] = bench_now() - t0;
+            if (!rc) rc = pooled_session_truncate(s, (size_t)P);
         }
-        vc->accepted[i] = n_out - 1;
-        if (!st) vc->pass_ms[i] = 1e3 * bench_median(t, (int)reps);
+        /* drafts accepted as a verify step takes them: until the first that differs */
+        int a = 0;
+        while (a < k && next[a] == g.ids[a + 1]) a++;
+        vc->accepted[i] = a;
+        if (!rc) vc->pass_ms[i] = 1e3 * bench_median(t, (int)reps);
     }
     free(t);
-    free(lg);
-    return st;
+    return rc;
 }
 
 static void verify_print(FILE *f, const bench_opts *bo, const verify_cost *vc) {
@@ -266,8 +277,8 @@ int bench_opts_parse(int argc, char **argv, bench_opts *o) {
         } else if (arg_take(argc, argv, &i, "-r", "--repetitions", &v, &err)) {
             err = err || !arg_int("-r", v, 1, 1000, &o->reps);
         } else if (arg_take(argc, argv, &i, "--verify-cost", NULL, &v, &err)) {
-            err = err || !parse_list("--verify-cost", "K", v, PL_SPEC_MAX, PL_SPEC_MAX, o->verify_k,
-                                     &o->n_verify);
+            err = err || !parse_list("--verify-cost", "K", v, BENCH_SPEC_MAX, BENCH_SPEC_MAX,
+                                     o->verify_k, &o->n_verify);
         } else if (arg_take(argc, argv, &i, "--streams", NULL, &v, &err)) {
             err = err || !parse_list("--streams", "N", v, BENCH_STREAM_LIMIT, BENCH_STREAMS_MAX,
                                      o->streams, &o->n_streams);
@@ -295,11 +306,9 @@ int cmd_bench(int argc, char **argv) {
     return bench_with(&bo, NULL, NULL);
 }
 
-_Static_assert(BENCH_SPEC_MAX == PL_SPEC_MAX, "--verify-cost's K is the library's");
-
-/* "off", "lookup" or "mtp": what pl_api_drafter_new makes. */
-static const char *drafter_name(int spec, const pl_model_parts *p) {
-    return spec == MODEL_SPEC_OFF ? "off" : p->so.draft ? "mtp" : "lookup";
+/* "off", "lookup" or "mtp": the drafter a generation with spec gets on this model. */
+static const char *drafter_name(int spec, const pooled_model_info *in) {
+    return spec == MODEL_SPEC_OFF ? "off" : in->spec == POOLED_SPEC_MTP ? "mtp" : "lookup";
 }
 
 int bench_with(const bench_opts *bo, model_opener open, void *ud) {
@@ -321,54 +330,55 @@ int bench_with(const bench_opts *bo, model_opener open, void *ud) {
     /* the prompt in one pass; a verify pass (1 + K columns, every one's logits and state
      * kept) fits the batch */
     ma.n_batch = n_prompt > 0 ? n_prompt : 1;
-    int64_t wide = ma.spec != MODEL_SPEC_OFF ? PL_SPEC_MAX + 1 : 1;
+    int64_t wide = ma.spec != MODEL_SPEC_OFF ? BENCH_SPEC_MAX + 1 : 1;
     if (bo->n_verify && wide < cols) wide = cols;
     if (ma.n_batch < wide) ma.n_batch = ma.ctx < wide ? ma.ctx : wide;
     ma.verify = bo->n_verify > 0;
     pooled_model *m = open ? open(&ma, ud) : model_open(&ma, 0);
     if (!m) return 1;
-    pl_model_parts *lp = pl_api_parts(m);
-    const pl_model_info *info = pl_model_get_info(lp->m);
+    pooled_model_info info = {.size = sizeof info};
+    pooled_model_get_info(m, &info);
     int rc = 1;
-    pooled_session *pses = NULL;
-    pl_session *ses = NULL;
-    pl_sampler *greedy = NULL;
-    pl_drafter *dr = NULL;
-    pl_gen_stats gs = {0};
+    pooled_session *ses = NULL;
+    pooled_result gs = {.size = sizeof gs};
     bench_streams *bs = NULL;
     int32_t *ids = malloc(sizeof *ids * (size_t)(n_prompt + 1));
     double *tp = calloc((size_t)reps, sizeof *tp), *td = calloc((size_t)reps, sizeof *td),
            *tf = calloc((size_t)reps, sizeof *tf);
-    pl_sampler_params gp = pl_sampler_defaults();
-    gp.temp = 0;
-    pl_status s = ids && tp && td && tf ? PL_OK : pl_fail(PL_ERR_NOMEM, "out of memory");
-    if (!s && pooled_session_new(m, &pses)) s = PL_ERR;
-    if (!s) ses = pl_api_session(pses);
-    if (!s) s = pl_sampler_new(&gp, info->n_vocab, &greedy);
-    if (!s) s = pl_api_drafter_new(lp, ses, ma.spec, &dr);
-    if (!s && bo->n_streams) /* before any run: it refuses what memory cannot hold */
-        s = bench_streams_new(lp, bo, pl_state_bytes(pl_session_state(ses)), &bs);
-    if (ids) bench_prompt(12345u, info->n_vocab, ids, n_prompt + 1);
-    if (s) {
-        die("bench: %s", pl_last_error());
+    if (!ids || !tp || !td || !tf) {
+        die("bench: out of memory");
         goto done;
     }
+    if (pooled_session_new(m, &ses)) {
+        die("bench: %s", pooled_last_error());
+        goto done;
+    }
+    /* before any run: refuse what memory cannot hold */
+    if (bo->n_streams && bench_streams_check(bo, &info, pooled_session_bytes(ses))) goto done;
+    bench_prompt(12345u, info.n_vocab, ids, n_prompt + 1);
     model_open_report(m);
     double t, t1;
+    int e = 0;
     /* warm-up: caches, page faults, thread start */
-    if (!s && n_prompt) s = time_prefill(ses, greedy, ids, n_prompt, &t, &t1);
-    if (!s && n_gen) s = time_decode(ses, greedy, dr, ids[0], n_gen < 8 ? n_gen : 8, &t, &gs);
-    for (int64_t r = 0; r < reps && !s; r++) {
-        if (n_prompt) s = time_prefill(ses, greedy, ids, n_prompt, &tp[r], &tf[r]);
-        if (!s && n_gen) s = time_decode(ses, greedy, dr, ids[0], n_gen, &td[r], &gs);
+    if (n_prompt) e = time_prefill(ses, ids, n_prompt, &t, &t1);
+    if (!e && n_gen) e = time_decode(ses, ma.spec, ids[0], n_gen < 8 ? n_gen : 8, &t, &gs);
+    for (int64_t r = 0; r < reps && !e; r++) {
+        if (n_prompt) e = time_prefill(ses, ids, n_prompt, &tp[r], &tf[r]);
+        if (!e && n_gen) e = time_decode(ses, ma.spec, ids[0], n_gen, &td[r], &gs);
     }
     verify_cost vc = {0};
-    if (!s && bo->n_verify) s = time_verify(ses, greedy, ids, info->n_vocab, bo, &vc);
+    if (!e && bo->n_verify) e = time_verify(ses, ids, bo, &vc);
+    int64_t state_bytes = pooled_session_bytes(ses);
     FILE *tab = json ? stderr : stdout; /* --json: stdout is the JSON object only */
-    if (!s && bs) s = bench_streams_run(bs, tab);
-    if (s) {
-        die("bench: %s", pl_last_error());
+    if (e) {
+        die("bench: %s", pooled_last_error());
         goto done;
+    }
+    if (bo->n_streams) { /* a model of its own, with n_parallel: this one goes first */
+        pooled_session_free(ses);
+        pooled_model_close(m);
+        ses = NULL, m = NULL;
+        if (bench_streams_run(&ma, bo, tab, &bs)) goto done;
     }
     double pp = n_prompt ? n_prompt / bench_median(tp, (int)reps) : 0;
     double tg = n_gen ? n_gen / bench_median(td, (int)reps) : 0;
@@ -376,27 +386,27 @@ int bench_with(const bench_opts *bo, model_opener open, void *ud) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mib = (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
-    fprintf(tab, "model      %s (%s, %s)\n", ma.path, info->arch, info->weight_type);
-    fprintf(tab, "backend    %s | kv %s\n", lp->be->device, model_kv_name(ma.kv));
+    fprintf(tab, "model      %s (%s, %s)\n", ma.path, info.arch, info.weight_type);
+    fprintf(tab, "backend    %s | kv %s\n", info.backend, model_kv_name(ma.kv));
     if (n_prompt) fprintf(tab, "prefill    pp%-6lld %10.1f tok/s\n", (long long)n_prompt, pp);
     if (n_prompt) fprintf(tab, "first id   pp%-6lld %10.1f ms\n", (long long)n_prompt, ttft_ms);
     if (n_gen) fprintf(tab, "decode     tg%-6lld %10.1f tok/s\n", (long long)n_gen, tg);
     double acc = gs.n_drafted ? (double)gs.n_accepted / (double)gs.n_drafted : 0;
     double per = gs.n_steps ? (double)gs.n_decoded / (double)gs.n_steps : 0;
-    if (n_gen && dr)
+    if (n_gen && ma.spec != MODEL_SPEC_OFF)
         fprintf(tab, "spec       %s: %.1f%% of %lld drafts accepted, %.2f ids per pass\n",
-                drafter_name(ma.spec, lp), 100 * acc, (long long)gs.n_drafted, per);
+                drafter_name(ma.spec, &info), 100 * acc, (long long)gs.n_drafted, per);
     /* decode reads the weights a token needs once per token (decode_bytes: the experts it
      * runs, one embedding row), times tok/s; the file's size for scale */
     if (n_gen)
         fprintf(tab, "weights    %.4g MB read per token (file %.4g MB), %.1f GB/s in decode\n",
-                info->decode_bytes / 1e6, info->weight_bytes / 1e6, info->decode_bytes * tg / 1e9);
+                (double)info.decode_bytes / 1e6, (double)info.weight_bytes / 1e6,
+                (double)info.decode_bytes * tg / 1e9);
     /* what the state's buffers hold: the KV cache of --ctx positions and the activations */
-    int64_t state_bytes = pl_state_bytes(pl_session_state(ses));
     bool mib = state_bytes >= 1024 * 1024;
     fprintf(tab, "state      %.1f %s   (KV cache %s of %d positions, activations)\n",
             (double)state_bytes / (mib ? 1024.0 * 1024.0 : 1024.0), mib ? "MiB" : "KiB",
-            model_kv_name(ma.kv), lp->so.n_ctx);
+            model_kv_name(ma.kv), info.n_ctx);
     if (bo->n_verify) verify_print(tab, bo, &vc);
     if (bs) bench_streams_print(bs, tab);
     fprintf(tab, "peak rss   %.1f MiB   (median of %lld repetitions)\n", peak_mib, (long long)reps);
@@ -404,10 +414,10 @@ int bench_with(const bench_opts *bo, model_opener open, void *ud) {
         printf("{\"model\":");
         pl_json_str(stdout, ma.path, strlen(ma.path));
         printf(",\"arch\":");
-        pl_json_str(stdout, info->arch, strlen(info->arch));
-        printf(",\"weight_type\":\"%s\",\"backend\":\"%s\",\"device\":", info->weight_type,
-               lp->be->name);
-        pl_json_str(stdout, lp->be->device, strlen(lp->be->device));
+        pl_json_str(stdout, info.arch, strlen(info.arch));
+        printf(",\"weight_type\":\"%s\",\"backend\":\"%s\",\"device\":", info.weight_type,
+               info.backend_name);
+        pl_json_str(stdout, info.backend, strlen(info.backend));
         printf(",\"kv\":\"%s\",\"n_prompt\":%lld,\"n_gen\":%lld,\"repetitions\":%lld,"
                "\"prefill_tok_s\":",
                model_kv_name(ma.kv), (long long)n_prompt, (long long)n_gen, (long long)reps);
@@ -417,8 +427,8 @@ int bench_with(const bench_opts *bo, model_opener open, void *ud) {
         printf(",\"decode_tok_s\":");
         pl_json_num(stdout, tg, 0);
         printf(",\"decode_weight_gb_s\":");
-        pl_json_num(stdout, info->decode_bytes * tg / 1e9, 0);
-        printf(",\"spec\":\"%s\",\"spec_acceptance\":", drafter_name(ma.spec, lp));
+        pl_json_num(stdout, (double)info.decode_bytes * tg / 1e9, 0);
+        printf(",\"spec\":\"%s\",\"spec_acceptance\":", drafter_name(ma.spec, &info));
         pl_json_num(stdout, acc, 0);
         printf(",\"spec_ids_per_pass\":");
         pl_json_num(stdout, per, 0);
@@ -428,8 +438,8 @@ int bench_with(const bench_opts *bo, model_opener open, void *ud) {
         pl_json_num(stdout, peak_mib, 0);
         printf(",\"weight_bytes\":%llu,\"decode_bytes\":%llu,\"n_params\":%lld,"
                "\"state_bytes\":%lld}\n",
-               (unsigned long long)info->weight_bytes, (unsigned long long)info->decode_bytes,
-               (long long)info->n_params, (long long)state_bytes);
+               (unsigned long long)info.weight_bytes, (unsigned long long)info.decode_bytes,
+               (long long)info.n_params, (long long)state_bytes);
     }
     rc = 0;
 done:
@@ -437,10 +447,8 @@ done:
     free(tp);
     free(td);
     free(tf);
-    pl_sampler_free(greedy);
-    pl_drafter_free(dr);
     bench_streams_free(bs);
-    pooled_session_free(pses);
+    pooled_session_free(ses);
     pooled_model_close(m);
     return rc;
 }

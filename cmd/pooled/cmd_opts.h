@@ -41,7 +41,9 @@ int chat_opts_parse(int argc, char **argv, chat_opts *o);
 /* Chat as `pooled chat` does with the options parsed; open as for run_with. */
 int chat_with(const chat_opts *co, model_opener open, void *ud);
 
-enum { BENCH_STREAMS_MAX = 8, BENCH_STREAM_LIMIT = 256, BENCH_SPEC_MAX = 15 };
+/* --streams: at most POOLED_MAX_PARALLEL sessions of one model; --verify-cost: a verify
+ * pass of pooled_session_verify checks up to 16 ids (1 + 15 drafts) */
+enum { BENCH_STREAMS_MAX = 8, BENCH_STREAM_LIMIT = POOLED_MAX_PARALLEL, BENCH_SPEC_MAX = 15 };
 
 typedef struct {
     model_args ma;

@@ -34,6 +34,7 @@ struct pooled_model {
     bool *slot_used; /* [n_parallel]: the batch's cache slots held by sessions */
     int n_parallel;
     pl_vocab_trie *trie; /* json_schema's, built by the first generation that has one */
+    pl_sampler *greedy;  /* pooled_sessions_step's picks, made by its first call */
 };
 
 struct pooled_session {
@@ -94,6 +95,7 @@ void pooled_model_close(pooled_model *m) {
     if (!m) return;
     if (m->p.tok) pl_tok_free(m->p.tok);
     pl_vocab_trie_free(m->trie);
+    pl_sampler_free(m->greedy);
     pl_batcher_free(m->bt);
     pl_batch_free(m->batch); /* (after its slots' sessions, which the caller freed) */
     for (int i = 0; i < m->p.n_stages; i++) { /* (after the sessions: the caller's) */
@@ -316,6 +318,12 @@ int pooled_model_get_info(const pooled_model *m, pooled_model_info *info) {
                                                   : POOLED_KV_F16;
     snprintf(r.note, sizeof r.note, "%s", m->note);
     snprintf(r.nonfinite, sizeof r.nonfinite, "%s", in->nonfinite);
+    snprintf(r.backend_name, sizeof r.backend_name, "%s", m->p.be->name);
+    r.decode_bytes = in->decode_bytes;
+    r.loaded_bytes = in->loaded_bytes;
+    r.spec = m->p.so.draft          ? POOLED_SPEC_MTP
+             : m->p.so.n_logits > 1 ? POOLED_SPEC_LOOKUP
+                                    : POOLED_SPEC_OFF;
     return put_sized(info, &r, sizeof r);
 }
 
@@ -542,6 +550,102 @@ int pooled_session_new(pooled_model *m, pooled_session **out) {
     }
     *out = s;
     return POOLED_OK;
+}
+
+/* ------------------------------------------------------------------ single passes */
+
+/* After work the backend may only have recorded (the GPU queue is asynchronous), wait for
+ * it: reading a logit does. */
+static pl_status wait_logits(pl_session *s) {
+    float first;
+    return pl_be_read(pl_state_logits(pl_session_state(s)), 0, &first, sizeof first);
+}
+
+int pooled_session_eval(pooled_session *ses, const int32_t *ids, size_t n) {
+    if (!ses || (!ids && n)) return fail_arg("pooled_session_eval: NULL argument");
+    if (!n) return fail_arg("pooled_session_eval: no ids");
+    if (check_ids(ses->m, ids, n)) return POOLED_ERR_ARG;
+    if (n > (size_t)ses->m->p.so.n_ctx)
+        return fail_arg("pooled_session_eval: longer than the context");
+    pl_batcher_take(ses->m->bt);
+    pl_status st = pl_session_append(ses->s, ids, (int64_t)n);
+    if (!st) st = wait_logits(ses->s);
+    pl_batcher_give(ses->m->bt);
+    return (int)st;
+}
+
+int pooled_session_logits(pooled_session *ses, float *out, size_t n) {
+    if (!ses || !out) return fail_arg("pooled_session_logits: NULL argument");
+    size_t nv = (size_t)pl_tok_n_vocab(ses->m->p.tok);
+    if (n < nv)
+        return (int)pl_fail(PL_ERR_ARG,
+                            "pooled_session_logits: room for %zu, the vocabulary has %zu", n, nv);
+    pl_batcher_take(ses->m->bt);
+    pl_status st = pl_session_logits(ses->s, out);
+    pl_batcher_give(ses->m->bt);
+    return (int)st;
+}
+
+int pooled_session_verify(pooled_session *ses, const int32_t *ids, size_t n, int32_t *next) {
+    if (!ses || !ids || !next) return fail_arg("pooled_session_verify: NULL argument");
+    if (n < 1 || n > PL_SPEC_MAX + 1) return fail_arg("pooled_session_verify: 1 to 16 ids");
+    if (check_ids(ses->m, ids, n)) return POOLED_ERR_ARG;
+    pl_batcher_take(ses->m->bt);
+    pl_status st = pl_session_verify(ses->s, ids, (int)n, next);
+    pl_batcher_give(ses->m->bt);
+    return (int)st;
+}
+
+int pooled_session_truncate(pooled_session *ses, size_t n) {
+    if (!ses) return fail_arg("pooled_session_truncate: NULL argument");
+    pl_batcher_take(ses->m->bt);
+    int64_t have;
+    pl_session_ids(ses->s, &have);
+    pl_status st = pl_session_truncate(ses->s, n < (size_t)have ? (int64_t)n : have);
+    /* a recurrent state ran the ids again: wait for that here, not in the next call */
+    if (!st && pl_session_has_logits(ses->s)) st = wait_logits(ses->s);
+    pl_batcher_give(ses->m->bt);
+    return (int)st;
+}
+
+int pooled_sessions_step(pooled_session *const *ss, const int32_t *ids, size_t n, int32_t *next) {
+    enum { MOST = 256 };
+    if (!ss || !ids || !next) return fail_arg("pooled_sessions_step: NULL argument");
+    if (n < 1 || n > MOST) return fail_arg("pooled_sessions_step: 1 to 256 sessions");
+    pooled_model *m = ss[0] ? ss[0]->m : NULL;
+    pl_session *in[MOST];
+    for (size_t i = 0; i < n; i++) {
+        if (!ss[i] || ss[i]->m != m) return fail_arg("pooled_sessions_step: sessions of one model");
+        for (size_t j = 0; j < i; j++)
+            if (ss[j] == ss[i]) return fail_arg("pooled_sessions_step: a session given twice");
+        in[i] = ss[i]->s;
+    }
+    if (check_ids(m, ids, n)) return POOLED_ERR_ARG;
+    bool batched = m->batch && n > 1 && n <= (size_t)m->n_parallel;
+    pl_batcher_take(m->bt);
+    pl_status st = PL_OK;
+    bool picked = false;
+    if (batched) { /* one pass, every column's greedy id in one read */
+        st = pl_session_push_batch(m->batch, in, ids, (int)n);
+        if (!st) picked = !pl_batch_argmax(m->batch, (int)n, next);
+        for (size_t j = 0; picked && j < n; j++) picked = next[j] >= 0;
+        if (!st && !picked) pl_clear_error(); /* each is picked alone below (its error) */
+    } else {
+        for (size_t j = 0; j < n && !st; j++) st = pl_session_push(in[j], ids[j]);
+    }
+    if (!st && !picked && !m->greedy) {
+        pl_sampler_params gp = pl_sampler_defaults();
+        gp.temp = 0;
+        st = pl_sampler_new(&gp, pl_tok_n_vocab(m->p.tok), &m->greedy);
+    }
+    for (size_t j = 0; j < n && !st && !picked; j++)
+        st = pl_session_pick(in[j], m->greedy, &next[j]);
+    pl_batcher_give(m->bt);
+    return (int)st;
+}
+
+int64_t pooled_session_bytes(const pooled_session *ses) {
+    return ses ? pl_state_bytes(pl_session_state(ses->s)) : 0;
 }
 
 pl_session *pl_api_session(pooled_session *s) {

@@ -1,7 +1,7 @@
 /* api_internal.h - an open pooled_model's parts through the internal API, for the programs
  * of this repository that need more than pooled.h offers: the room's host (its own layers,
- * the workers' stages appended to the chain) and the benchmarks' timings of the model's
- * passes. Not installed: a program on pooled.h alone never includes it. */
+ * the workers' stages appended to the chain), the option fuzzer, and api.c's own files.
+ * Not installed: a program on pooled.h alone never includes it. */
 #ifndef PL_API_INTERNAL_H
 #define PL_API_INTERNAL_H
 

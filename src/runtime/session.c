@@ -92,6 +92,7 @@ const int32_t *pl_session_ids(const pl_session *s, int64_t *n) {
 }
 
 static int64_t rewind_to(pl_session *s, int64_t keep);
+static pl_status pass_columns(pl_session *s, const int32_t *batch, int64_t n);
 
 /* Run ids[0..n) at position n_ids onwards, in batches, appending them. The state must
  * be at n_ids. */
@@ -270,6 +271,10 @@ pl_status pl_batch_argmax(pl_batch *b, int n, int32_t *ids) {
     return st ? st : pl_be_read(pl_state_ids(b->st), 0, ids, n * (int64_t)sizeof *ids);
 }
 
+bool pl_session_has_logits(const pl_session *s) {
+    return s->have_logits;
+}
+
 pl_status pl_session_logits(pl_session *s, float *out) {
     if (!s->have_logits) return pl_fail(PL_ERR_ARG, "no logits: nothing has been run");
     return pl_be_read(pl_state_logits(s->st), 0, out, (int64_t)s->n_vocab * (int64_t)sizeof *out);
@@ -351,12 +356,60 @@ int pl_session_draft_model(pl_session *s, int32_t last, int max, int32_t *out) {
     return n;
 }
 
+pl_status pl_session_append(pl_session *s, const int32_t *ids, int64_t n) {
+    int64_t n_ctx = pl_session_n_ctx(s);
+    if (n < 1) return pl_fail(PL_ERR_ARG, "nothing to run: no tokens");
+    if (n > n_ctx - s->n_ids)
+        return pl_fail(PL_ERR_ARG,
+                       "%lld more ids do not fit: %lld of the context's %lld positions are used",
+                       (long long)n, (long long)s->n_ids, (long long)n_ctx);
+    pl_status st = settle(s);
+    return st ? st : run(s, ids, n);
+}
+
+pl_status pl_session_verify(pl_session *s, const int32_t *ids, int n, int32_t *next) {
+    int64_t n_ctx = pl_session_n_ctx(s);
+    int most = pl_session_spec_max(s) + 1;
+    if (n < 1 || n > most)
+        return pl_fail(PL_ERR_ARG, "a pass of %d ids: this session checks 1 to %d at once", n,
+                       most);
+    if (n > n_ctx - s->n_ids)
+        return pl_fail(PL_ERR_ARG,
+                       "%d more ids do not fit: %lld of the context's %lld positions are used", n,
+                       (long long)s->n_ids, (long long)n_ctx);
+    pl_status st = pass_columns(s, ids, n);
+    if (!st) st = device_argmax_rows(s, n, next);
+    for (int j = 0; !st && j < n; j++) st = check_id(s, next[j]);
+    /* row 0 holds the first column's logits, not the last's */
+    s->have_logits = false;
+    return st;
+}
+
 pl_status pl_session_truncate(pl_session *s, int64_t n) {
     if (n < 0) n = 0;
     if (n > s->n_ids) n = s->n_ids;
     if (n == s->n_ids && s->n_state == s->n_ids) return PL_OK;
     s->have_logits = false;
     if (rewind_to(s, n) < n) return run(s, s->ids, n); /* went back to 0: redo them */
+    return PL_OK;
+}
+
+/* batch[0..n) after the session's ids in one pass with the logits of every column kept
+ * (rows 0..n-1), appended to the cache; on failure the cache holds what it held. */
+static pl_status pass_columns(pl_session *s, const int32_t *batch, int64_t n) {
+    pl_status st = settle(s);
+    if (st) return st;
+    int64_t n0 = s->n_ids;
+    s->have_logits = false;
+    st = s->chain ? pl_chain_forward(s->chain, batch, n, n0, true)
+                  : pl_model_forward(s->m, s->st, batch, n, n0, true);
+    if (st) {
+        s->n_state = -1;
+        rewind_to(s, n0);
+        return st;
+    }
+    memcpy(s->ids + n0, batch, sizeof *batch * (size_t)n);
+    s->n_ids = s->n_state = n0 + n;
     return PL_OK;
 }
 
@@ -371,22 +424,12 @@ pl_status pl_session_spec_step(pl_session *s, pl_sampler *smp, int32_t last, con
     if (k > kmax) k = kmax;
     if (k > n_ctx - s->n_ids - 1) k = (int)(n_ctx - s->n_ids - 1);
     if (k < 0) k = 0;
-    pl_status st = settle(s);
-    if (st) return st;
     int32_t batch[PL_SPEC_MAX + 1];
     batch[0] = last;
     for (int j = 0; j < k; j++) batch[j + 1] = drafts[j];
     int64_t n0 = s->n_ids, n = 1 + k;
-    s->have_logits = false;
-    st = s->chain ? pl_chain_forward(s->chain, batch, n, n0, true)
-                  : pl_model_forward(s->m, s->st, batch, n, n0, true);
-    if (st) {
-        s->n_state = -1;
-        rewind_to(s, n0);
-        return st;
-    }
-    memcpy(s->ids + n0, batch, sizeof *batch * (size_t)n);
-    s->n_ids = s->n_state = n0 + n;
+    pl_status st = pass_columns(s, batch, n);
+    if (st) return st;
     int j = 0;
     if (pl_sampler_is_argmax(smp)) {
         /* greedy: every column's argmax on the device, as a plain step takes it (the same

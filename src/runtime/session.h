@@ -125,8 +125,20 @@ int pl_session_draft_model(pl_session *s, int32_t last, int max, int32_t *out);
  * recurrent state that cannot go back there runs them again from 0. */
 pl_status pl_session_truncate(pl_session *s, int64_t n);
 
+/* Run ids[0..n) after the cached ids (in passes of the state's n_batch) and leave the logits
+ * after the last one ready. Fails when they do not fit in the context. */
+pl_status pl_session_append(pl_session *s, const int32_t *ids, int64_t n);
+
+/* Run ids[0..n) (1 to pl_session_spec_max + 1 of them) after the cached ids in one pass,
+ * as a verify pass does, and give in next[j] the largest logit's id after ids[j] (what a
+ * plain step's argmax picks there). The cache keeps all n (pl_session_truncate drops what
+ * the caller rejects); the logits are not left ready. */
+pl_status pl_session_verify(pl_session *s, const int32_t *ids, int n, int32_t *next);
+
 /* Copy the current logits (n_vocab values) to the host. */
 pl_status pl_session_logits(pl_session *s, float *out);
+/* Whether logits are ready (what pl_session_logits and pl_session_pick need). */
+bool pl_session_has_logits(const pl_session *s);
 
 /* The ids in the cache. */
 const int32_t *pl_session_ids(const pl_session *s, int64_t *n);

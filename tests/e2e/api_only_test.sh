@@ -2,14 +2,15 @@
 # api_only_test.sh - the pooled command's subcommands that issue 14 puts on the public API
 # call into libpooled only through it: each object below may use the pooled_* functions of
 # include/pooled.h and the utilities of src/base/ (JSON, strings, files), and no other symbol
-# libpooled.a defines. bench and room still take the model's internals (src/api/
-# api_internal.h: single passes, a room's stages) and are not on the list.
+# libpooled.a defines. The room (cmd_room.c: its host appends its workers' stages to the
+# chain through src/api/api_internal.h) is not on the list.
 . "$(dirname "$0")/lib.sh"
 B=$(dirname "$POOLED")
 LIB=$B/libpooled.a
 ON_API="cmd/pooled/main cmd/pooled/args cmd/pooled/model_args cmd/pooled/cmd_run
         cmd/pooled/cmd_chat cmd/pooled/cmd_serve cmd/pooled/cmd_template cmd/pooled/cmd_tokenize
         cmd/pooled/cmd_info cmd/pooled/cmd_quantize cmd/pooled/cmd_synth cmd/pooled/cmd_room_chat
+        cmd/pooled/cmd_bench cmd/pooled/bench_streams
         serve/api serve/engine serve/metrics serve/origin serve/page serve/request
         serve/responses serve/server serve/tool_force serve/tool_parse"
 check "libpooled.a exists" test -f "$LIB"

@@ -78,7 +78,7 @@ check "qwen3_5: each stream generates pooled run's 4 ids" same_as_run "$Q35" cpu
 
 # --- bad values: one line each
 B=("$POOLED" bench -m "$S" --backend cpu -p 4 -n 2 -r 1)
-for bad in 0 257 -1 x 1,,3 1, ,1 3,3 "1 3" 1,2,3,4,5,6,7,8,9 99999999999999999999; do
+for bad in 0 65 -1 x 1,,3 1, ,1 3,3 "1 3" 1,2,3,4,5,6,7,8,9 99999999999999999999; do
     check_err "--streams '$bad'" "${B[@]}" --streams "$bad"
 done
 check_err "--streams without a prompt" "${B[@]}" -p 0 --streams 2
@@ -86,12 +86,13 @@ check_err "--streams without steps" "${B[@]}" -n 0 --streams 2
 check_err "--ids without --streams" "${B[@]}" --ids
 check_err "--streams past --ctx" "${B[@]}" --ctx 5 --streams 2
 check_err "--streams through a room (before waiting for workers)" timeout 30 "$POOLED" room bench -m "$S" --listen 127.0.0.1:0 --streams 2
-# 256 streams of a 128th of the machine's memory each: refused after making one, before
-# the rest (stories260K's f32 cache: 1280 bytes a position)
+# 64 streams (pooled.h's most sessions of one model) of a 32nd of the machine's memory
+# each: refused after making one, before the rest (stories260K's f32 cache: 1280 bytes a
+# position)
 mem=$(($(getconf _PHYS_PAGES) * $(getconf PAGESIZE)))
-ctx=$((mem / 128 / 1280))
+ctx=$((mem / 32 / 1280))
 [ $ctx -gt 16777216 ] && ctx=16777216
-check_err "256 streams of --ctx $ctx" "${B[@]}" --kv f32 --ctx $ctx --streams 1,256
-check "... say what they need" grep -q -- "--streams 256: 256 states of .* MiB (a KV cache of $ctx positions" "$TMP/err"
+check_err "64 streams of --ctx $ctx" "${B[@]}" --kv f32 --ctx $ctx --streams 1,64
+check "... say what they need" grep -q -- "--streams 64: 64 states of .* MiB (a KV cache of $ctx positions" "$TMP/err"
 check "... and the rule" grep -q "more than the .* GiB of this machine's memory the weights leave" "$TMP/err"
 finish
