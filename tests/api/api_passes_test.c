@@ -4,7 +4,10 @@
  * decoding's, on a KV-cache model and on the recurrent hybrid, and truncate brings the
  * session back), sessions_step (several conversations, batched on an n_parallel model and
  * one by one on another, each one's ids those of its own generation), the new info fields,
- * and every misuse refused with POOLED_ERR_ARG. Includes nothing of the library but pooled.h. */
+ * and every misuse refused with POOLED_ERR_ARG; and against transformers: eval's logits at
+ * every position of the fixtures' 24-id prompt and 32-id greedy continuation (their
+ * seq_logits_fp64.f32), verify's ids equal to the reference continuation. Includes nothing of
+ * the library but pooled.h. */
 #include <pooled.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -219,7 +222,121 @@ static void check_step(const char *file, int n_parallel) {
     pooled_model_close(m);
 }
 
+/* ---- against transformers (tests/model/hf_test.c checks the same through the internals) */
+
+enum { REF_PROMPT = 24, REF_GEN = 32 };
+
+/* The ints of "key": [ ... ] in json into out (at most n); how many. */
+static int json_ints(const char *json, const char *key, int32_t *out, int n) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": [", key);
+    const char *p = json ? strstr(json, pat) : NULL;
+    if (!p) return 0;
+    p += strlen(pat);
+    int k = 0;
+    while (k < n) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        out[k++] = (int32_t)v;
+        p = end;
+        while (*p == ',' || *p == ' ' || *p == '\n') p++;
+    }
+    return k;
+}
+
+static void *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) free(b), b = NULL;
+    if (b) b[n] = 0, *len = (size_t)n;
+    fclose(f);
+    return b;
+}
+
+/* max |a - ref| / max |ref| */
+static double rel_err(const float *a, const float *ref, int n) {
+    double mx = 0, err = 0;
+    for (int i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)ref[i]);
+        if (d > err) err = d;
+        if (fabs((double)ref[i]) > mx) mx = fabs((double)ref[i]);
+    }
+    return mx > 0 ? err / mx : err;
+}
+
+/* dir's q8_0 file (lossless: its weights are the reference's) with an f32 cache and float
+ * activations, against transformers' float64 logits within tol of the largest logit (the
+ * tolerances of hf_test.c). */
+static void check_reference(const char *dir, double tol) {
+    char path[512], rel[256];
+    snprintf(rel, sizeof rel, "fixtures/hf/%s/ref.json", dir);
+    size_t len = 0;
+    char *ref = read_all(test_shared(rel), &len);
+    snprintf(rel, sizeof rel, "fixtures/hf/%s/seq_logits_fp64.f32", dir);
+    float *seq = read_all(test_shared(rel), &len);
+    int32_t ids[REF_PROMPT + REF_GEN];
+    CHECK(ref && seq && json_ints(ref, "prompt_ids", ids, REF_PROMPT) == REF_PROMPT &&
+              json_ints(ref, "greedy_fp64", ids + REF_PROMPT, REF_GEN) == REF_GEN,
+          "%s: reference files", dir);
+    snprintf(rel, sizeof rel, "fixtures/hf/%s/%s-q8_0.gguf", dir, dir);
+    snprintf(path, sizeof path, "%s", test_shared(rel));
+    pooled_model_opts mo = pooled_model_opts_default();
+    mo.backend = "cpu", mo.n_threads = 2, mo.n_ctx = 64, mo.kv_type = POOLED_KV_F32;
+    mo.act_type = POOLED_ACT_F32;
+    pooled_model *m = NULL;
+    pooled_session *s = NULL;
+    pooled_model_info in = {.size = sizeof in};
+    if (!ref || !seq || pooled_model_open(path, &mo, &m) || pooled_session_new(m, &s) ||
+        pooled_model_get_info(m, &in)) {
+        CHECK(0, "%s: %s", dir, pooled_last_error());
+        goto done;
+    }
+    int V = in.n_vocab;
+    CHECK(len == (size_t)(REF_PROMPT + REF_GEN) * (size_t)V * sizeof(float), "%s: seq logits", dir);
+    float *lg = malloc(sizeof *lg * (size_t)V);
+    /* the prompt in one call, then every continuation id alone: row 23 + t each time */
+    double worst = 0;
+    int rc = pooled_session_eval(s, ids, REF_PROMPT);
+    for (int t = 0; !rc && t < REF_GEN; t++) {
+        rc = pooled_session_logits(s, lg, (size_t)V);
+        double e = rc ? 1 : rel_err(lg, seq + (size_t)(REF_PROMPT - 1 + t) * (size_t)V, V);
+        if (e > worst) worst = e;
+        CHECK(!rc && argmax(lg, V) == ids[REF_PROMPT + t], "%s: step %d picks %d, reference %d",
+              dir, t, argmax(lg, V), ids[REF_PROMPT + t]);
+        if (!rc) rc = pooled_session_eval(s, ids + REF_PROMPT + t, 1);
+    }
+    CHECK(!rc && worst <= tol, "%s: eval's logits %.3g from transformers' (tolerance %g): %s", dir,
+          worst, tol, rc ? pooled_last_error() : "");
+    /* verify: back to the prompt and its first id, then 16 ids a pass; each column's id is
+     * the reference's next */
+    int32_t next[16];
+    bool same = !pooled_session_truncate(s, REF_PROMPT + 1);
+    for (int k = 0; same && k + 16 <= REF_GEN - 1; k += 16) {
+        same = !pooled_session_verify(s, ids + REF_PROMPT + 1 + k, 16, next);
+        for (int j = 0; same && j < 16; j++) same = next[j] == ids[REF_PROMPT + 2 + k + j];
+    }
+    CHECK(same, "%s: verify's ids are transformers' greedy continuation: %s", dir,
+          pooled_last_error());
+    free(lg);
+done:
+    pooled_session_free(s);
+    pooled_model_close(m);
+    free(ref);
+    free(seq);
+}
+
 static void run_tests(void) {
+    check_reference("llama", 5e-6);
+    check_reference("qwen2", 5e-6);
+    check_reference("qwen3", 5e-6);
+    check_reference("qwen3_moe", 5e-6);
+    check_reference("qwen3_5", 1e-5);
+    check_reference("qwen3_5_moe", 2e-5);
     check_eval("models/stories260K.gguf");
     check_eval("fixtures/hf/qwen3/qwen3-q8_0.gguf");
     check_eval("fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf"); /* recurrent: truncate re-runs */
