@@ -143,7 +143,8 @@ gpu-test: $(BUILD)/pooled $(BUILD)/libpooled.so $(GPU_TESTS:%=$(BUILD)/tests/%)
 # The library is compiled once with fuzzer instrumentation (-fsanitize=fuzzer-no-link)
 # and each target links against it.
 FUZZ_CC    ?= clang
-FUZZ_FLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=address,undefined -Isrc -Iinclude -I.
+FUZZ_FLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+              -Isrc -Iinclude -I.
 FUZZ_OBJ   := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
 FUZZ_ROOM_OBJ := $(ROOM_SRC:%.c=build/fuzz/obj/%.o)
 FUZZ_SERVE_OBJ := $(SERVE_SRC:%.c=build/fuzz/obj/%.o)

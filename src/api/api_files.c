@@ -33,6 +33,15 @@ struct pooled_gguf {
     pl_gguf *g;
 };
 
+pooled_gguf *pl_api_gguf_wrap(pl_gguf *g) {
+    pooled_gguf *h = g ? calloc(1, sizeof *h) : NULL;
+    if (h)
+        h->g = g;
+    else
+        pl_gguf_free(g);
+    return h;
+}
+
 int pooled_gguf_open(const char *path, pooled_gguf **out) {
     if (!out) return fail_arg("pooled_gguf_open: out is NULL");
     *out = NULL;

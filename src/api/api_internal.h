@@ -49,6 +49,10 @@ pl_status pl_api_drafter_new(const pl_model_parts *p, pl_session *s, int spec, p
  * defaults in dst (cap bytes); what: the struct's name for the error. */
 int pl_api_take_opts(void *dst, size_t cap, const void *src, const char *what);
 
+/* g (parsed from memory, say) as pooled.h's handle, which owns it from now on (NULL when
+ * out of memory: g is freed). For the GGUF fuzzer's walk through the public reader. */
+pooled_gguf *pl_api_gguf_wrap(pl_gguf *g);
+
 /* The internal session of a pooled_session (for timing its passes one by one). */
 pl_session *pl_api_session(pooled_session *s);
 

@@ -155,7 +155,11 @@ int64_t pl_gguf_arr_int(const pl_gguf_value *v, uint64_t i) {
     size_t es = pl_gguf_type_size(v->arr.elem_type);
     pl_gguf_load_scalar(&x, v->arr.elem_type, (const uint8_t *)v->arr.data + i * es);
     if (is_signed(x.type)) return x.i;
-    if (x.type == PL_GGUF_FLOAT32 || x.type == PL_GGUF_FLOAT64) return (int64_t)x.f;
+    if (x.type == PL_GGUF_FLOAT32 || x.type == PL_GGUF_FLOAT64) {
+        /* a float past int64's range (or NaN) has no integer: converting it is undefined */
+        if (!(x.f > -9223372036854775808.0 && x.f < 9223372036854775808.0)) return 0;
+        return (int64_t)x.f;
+    }
     return (int64_t)x.u;
 }
 

@@ -444,7 +444,29 @@ static void write_seeds(const uint8_t *rich, size_t rich_len) {
     free(b);
 }
 
+/* Numbers of a float array read as integers (what a model's loader does with an array it
+ * expects of ints: rope sections, token types): in range, truncated; NaN and floats past
+ * int64's range give 0, not undefined behaviour (UBSan reports it; gguf_fuzz found it). */
+static void check_arr_int_of_floats(void) {
+    pl_gguf *g = pl_gguf_new();
+    double d[6] = {3.7, -2.5, 1e300, -1e300, NAN, 9.3e18};
+    float f[3] = {INFINITY, -INFINITY, 12.0f};
+    CHECK(g && !pl_gguf_set_arr(g, "d", PL_GGUF_FLOAT64, d, 6) &&
+              !pl_gguf_set_arr(g, "f", PL_GGUF_FLOAT32, f, 3),
+          "building the arrays");
+    const pl_gguf_value *vd = g ? pl_gguf_get(g, "d") : NULL, *vf = g ? pl_gguf_get(g, "f") : NULL;
+    CHECK(vd && pl_gguf_arr_int(vd, 0) == 3 && pl_gguf_arr_int(vd, 1) == -2 &&
+              pl_gguf_arr_int(vd, 2) == 0 && pl_gguf_arr_int(vd, 3) == 0 &&
+              pl_gguf_arr_int(vd, 4) == 0 && pl_gguf_arr_int(vd, 5) == 0,
+          "f64 elements as ints");
+    CHECK(vf && pl_gguf_arr_int(vf, 0) == 0 && pl_gguf_arr_int(vf, 1) == 0 &&
+              pl_gguf_arr_int(vf, 2) == 12,
+          "f32 elements as ints");
+    pl_gguf_free(g);
+}
+
 static void run_tests(void) {
+    check_arr_int_of_floats();
     size_t rich_len;
     uint8_t *rich = sample_rich(&rich_len, PL_GGUF_DEFAULT_ALIGNMENT);
     CHECK(rich != NULL, "building the sample failed");
