@@ -32,6 +32,23 @@ check "example runs" test $? -eq 0
 "$POOLED" run -m "$M" -p "$P" -n 40 --temp 0 --backend cpu >"$TMP/cli.txt" 2>/dev/null
 check "the API's text is pooled run's" cmp "$TMP/api.txt" "$TMP/cli.txt"
 check "some text came" test -s "$TMP/api.txt"
+# examples/lookup_decode.c: prompt-lookup drafts checked by pooled_session_verify, rejected
+# ones dropped by pooled_session_truncate: pooled run's greedy ids, in fewer passes when the
+# text repeats (stories260K), and over a recurrent state that re-runs on truncate (qwen3_5)
+check "lookup_decode builds against the installed tree" \
+    cc -std=c11 -Wall -Wextra -Werror $san examples/lookup_decode.c $flags -o "$TMP/ld"
+RP="Tom and his dog. Tom and his dog. Tom and his dog."
+for mp in "$M|$RP" "$SHARED/fixtures/hf/qwen3_5/qwen3_5-q8_0.gguf|$RP"; do
+    mf=${mp%%|*} pr=${mp#*|}
+    LD_LIBRARY_PATH=$R/usr/lib "$TMP/ld" "$mf" "$pr" 48 cpu --ids >"$TMP/ld.ids" 2>"$TMP/ld.err"
+    check "lookup_decode runs on $(basename "$mf") ($(head -c 200 "$TMP/ld.err"))" test $? -eq 0
+    "$POOLED" run -m "$mf" -p "$pr" -n 48 --temp 0 --ids --backend cpu >"$TMP/run.ids" 2>/dev/null
+    check "lookup_decode's ids are pooled run's on $(basename "$mf")" cmp "$TMP/ld.ids" "$TMP/run.ids"
+done
+LD_LIBRARY_PATH=$R/usr/lib "$TMP/ld" "$M" "$RP" 48 cpu --ids >/dev/null 2>"$TMP/ld.err"
+acc=$(sed -n 's/.* \([0-9]*\) of \([0-9]*\) guesses accepted/\1 \2/p' "$TMP/ld.err")
+check "stories260K, a repeating prompt: some guesses accepted, some not ($acc)" \
+    awk -v a="${acc% *}" -v g="${acc#* }" 'BEGIN { exit !(a > 0 && g > a) }'
 # examples/parallel_json.c: three questions at once (n_parallel 3, one thread each), every
 # whole answer a JSON object of the schema's fields and types (random weights: any values)
 check "parallel_json builds against the installed tree" \
