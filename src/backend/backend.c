@@ -149,6 +149,23 @@ pl_status pl_be_read(const pl_buf *src, int64_t offset, void *dst, int64_t nbyte
     return src->be->m->read(src->be, src, offset, dst, nbytes);
 }
 
+pl_status pl_be_read_many(const pl_read_range *r, int n) {
+    CHECK(r && n >= 1 && n <= PL_READ_MANY_MAX, "read_many: 1 to %d reads, got %d",
+          PL_READ_MANY_MAX, n);
+    for (int i = 0; i < n; i++) {
+        const pl_buf *src = r[i].src;
+        CHECK(src && r[i].dst, "read_many: read %d: missing buffer", i);
+        CHECK(r[i].offset >= 0 && r[i].nbytes >= 0 &&
+                  r[i].offset + r[i].nbytes <= pl_be_buf_bytes(src),
+              "read_many: read %d: bytes [%lld, %lld) outside a buffer of %lld", i,
+              (long long)r[i].offset, (long long)(r[i].offset + r[i].nbytes),
+              (long long)pl_be_buf_bytes(src));
+        CHECK(src->be == r[0].src->be, "read_many: read %d: another backend's buffer", i);
+    }
+    if (n == 1) return pl_be_read(r[0].src, r[0].offset, r[0].dst, r[0].nbytes);
+    return r[0].src->be->m->read_many(r[0].src->be, r, n);
+}
+
 pl_status pl_be_embed(const pl_buf *table, const pl_buf *ids, int64_t n, pl_buf *out) {
     CHECK(table && table->weight, "embed: table must be a weight");
     CHECK(n >= 0, "embed: negative row count");

@@ -106,6 +106,15 @@ enum {
     PL_FUSE_ALL = (1u << 10) - 1
 };
 
+/* One read of pl_be_read_many: bytes [offset, offset + nbytes) of src into dst. */
+typedef struct {
+    const pl_buf *src;
+    int64_t offset;
+    void *dst;
+    int64_t nbytes;
+} pl_read_range;
+#define PL_READ_MANY_MAX 8
+
 /* The methods a backend fills in. Arguments arrive already checked by backend.c.
  * n = rows used in this call. */
 typedef struct pl_backend_methods {
@@ -134,6 +143,10 @@ typedef struct pl_backend_methods {
                        int64_t nbytes);
     /* Buffer -> host. Waits for every op issued before it: the only synchronising call. */
     pl_status (*read)(pl_backend *be, const pl_buf *src, int64_t offset, void *dst, int64_t nbytes);
+    /* n reads (2 to PL_READ_MANY_MAX, all of this backend's buffers) after ONE wait for the
+     * ops before them: what n reads in a row give, where a GPU pays its fixed cost of a
+     * read back once (a room's host reads the picked id and the next hidden row). */
+    pl_status (*read_many)(pl_backend *be, const pl_read_range *r, int n);
 
     /* ---- ops (all F32 activations unless said otherwise) ---- */
     /* out[i, :] = table[ids[i], :] dequantised.  table [n_vocab, d] any type; ids I32 [>=n];
@@ -294,6 +307,7 @@ typedef struct pl_backend_methods {
     X(buf_view)                                                                                    \
     X(write)                                                                                       \
     X(read)                                                                                        \
+    X(read_many)                                                                                   \
     X(embed)                                                                                       \
     X(rms_norm)                                                                                    \
     X(matmul)                                                                                      \
@@ -301,9 +315,10 @@ typedef struct pl_backend_methods {
     X(rope)                                                                                        \
     X(kv_store)                                                                                    \
     X(attention)                                                                                   \
-    X(rope_cols) X(kv_store_cols) X(attention_cols) X(swiglu) X(argmax) X(topk) X(copy)            \
-        X(softmax_rows) X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv)        \
-            X(delta_rule) X(fuse) X(destroy)
+    X(rope_cols)                                                                                   \
+    X(kv_store_cols) X(attention_cols) X(swiglu) X(argmax) X(topk) X(copy) X(softmax_rows)         \
+        X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv) X(delta_rule) X(fuse)  \
+            X(destroy)
 
 /* A backend instance; the implementation embeds it as its first member. */
 struct pl_backend {
@@ -339,6 +354,9 @@ void pl_be_buf_free(pl_buf *b);
 pl_status pl_be_buf_view(pl_buf *parent, int64_t row0, int64_t rows, pl_buf **out);
 pl_status pl_be_write(pl_buf *dst, int64_t offset, const void *src, int64_t nbytes);
 pl_status pl_be_read(const pl_buf *src, int64_t offset, void *dst, int64_t nbytes);
+/* r[0..n) read after one wait (1 <= n <= PL_READ_MANY_MAX, one backend's buffers): the
+ * bytes n pl_be_read calls in a row give. */
+pl_status pl_be_read_many(const pl_read_range *r, int n);
 
 pl_status pl_be_embed(const pl_buf *table, const pl_buf *ids, int64_t n, pl_buf *out);
 pl_status pl_be_rms_norm(const pl_buf *x, const pl_buf *w, int64_t rows, int64_t cols, float eps,

@@ -67,6 +67,16 @@ static pl_status buf_write(pl_backend *be, pl_buf *dst, int64_t off, const void 
     return PL_OK;
 }
 
+static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *dst, int64_t n);
+
+/* Nothing to wait for on the CPU: the reads one after another. */
+static pl_status buf_read_many(pl_backend *be, const pl_read_range *r, int n) {
+    pl_status st = PL_OK;
+    for (int i = 0; i < n && !st; i++)
+        st = buf_read(be, r[i].src, r[i].offset, r[i].dst, r[i].nbytes);
+    return st;
+}
+
 static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *dst, int64_t n) {
     (void)be;
     const cpu_buf *b = (const cpu_buf *)src;
@@ -577,6 +587,7 @@ static void buf_free_f(pl_backend *be, pl_buf *b) {
 }
 FLUSHED(buf_write, (pl_backend * be, pl_buf *dst, int64_t offset, const void *src, int64_t nbytes),
         (be, dst, offset, src, nbytes))
+FLUSHED(buf_read_many, (pl_backend * be, const pl_read_range *r, int n), (be, r, n))
 FLUSHED(buf_read, (pl_backend * be, const pl_buf *src, int64_t offset, void *dst, int64_t nbytes),
         (be, src, offset, dst, nbytes))
 FLUSHED(op_embed, (pl_backend * be, const pl_buf *table, const pl_buf *ids, int64_t n, pl_buf *out),
@@ -689,6 +700,7 @@ static const pl_backend_methods cpu_methods = {
     .buf_view = buf_view,
     .write = buf_write_f,
     .read = buf_read_f,
+    .read_many = buf_read_many_f,
     .embed = op_embed_f,
     .rms_norm = op_rms_norm_f,
     .matmul = pl_cpu_matmul,

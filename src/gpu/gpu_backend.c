@@ -60,9 +60,18 @@ static bool pending_write(const gpu_backend *gb, const gbuf *b) {
 
 /* Fuse and record the queue, write the arguments, submit. With rb, also copy
  * [off, off+n) of src into the read-back buffer in the same command buffer. */
-static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t n) {
+/* A range of a buffer a flush copies into the read-back buffer: bytes [off, off + n) of src
+ * (4-byte aligned) to offset `at` there. */
+typedef struct {
+    const gbuf *src;
+    uint64_t off, n, at;
+} rb_part;
+
+/* Encode and submit what is recorded, then copy parts[0..k) into the read-back buffer (k 0:
+ * nothing to read). */
+static pl_status flush_parts(gpu_backend *gb, const rb_part *parts, int k) {
     pl_status st = PL_OK;
-    if (!gb->n_ops && !src) return PL_OK;
+    if (!gb->n_ops && !k) return PL_OK;
     pl_gpu_fuse(gb);
     st = pl_gpu_tune_pending(gb); /* GEMV shapes seen for the first time */
     pl_gpu_begin(gb->g);
@@ -73,7 +82,7 @@ static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t 
      * through the whole recording (a room's stage, which cannot record its step before its
      * input arrives). The split changes no dispatch, so no result. */
     const pl_gpu_stats *gs = pl_gpu_get_stats(gb->g);
-    uint64_t chunk = src && !profile && gb->submit_every > 0 ? (uint64_t)gb->submit_every : 0;
+    uint64_t chunk = k && !profile && gb->submit_every > 0 ? (uint64_t)gb->submit_every : 0;
     uint64_t sent = gs->dispatches;
     for (int i = 0; i < gb->n_ops && st == PL_OK; i++) {
         if (gb->ops[i].dead) continue;
@@ -93,14 +102,18 @@ static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t 
         if (snap_worthy(gb->ops[i].out)) st = snapshot(gb, gb->ops[i].out);
         if (st == PL_OK && snap_worthy(gb->ops[i].vals)) st = snapshot(gb, gb->ops[i].vals);
     }
-    if (st == PL_OK && src) {
+    if (st == PL_OK && k) {
+        uint64_t n = parts[k - 1].at + parts[k - 1].n;
         if (!gb->readback || pl_gpu_buf_size(gb->readback) < n) {
             pl_gpu_retire(gb, gb->readback);
             gb->readback = NULL;
             st = pl_gpu_buf_new(gb->g, n < 4096 ? 4096 : n, PL_GPU_READBACK, "read back",
                                 &gb->readback);
         }
-        if (st == PL_OK) pl_gpu_copy(gb->g, src->buf, src->off + off, gb->readback, 0, n);
+        for (int i = 0; i < k && st == PL_OK; i++)
+            if (parts[i].n)
+                pl_gpu_copy(gb->g, parts[i].src->buf, parts[i].src->off + parts[i].off,
+                            gb->readback, parts[i].at, parts[i].n);
     }
     if (st == PL_OK && gb->args_used)
         st = pl_gpu_write(gb->g, gb->args, 0, gb->args_host,
@@ -111,13 +124,19 @@ static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t 
     if (profile && st == PL_OK && pl_gpu_finish(gb->g) == PL_OK)
         pl_gpu_profile(gb, gb->profile_path, pl_gpu_now() - gb->last_read_t);
     gb->n_ops = 0;
-    if (src) gb->last_read_t = pl_gpu_now();
+    if (k) gb->last_read_t = pl_gpu_now();
     if (gb->n_retired) {
         if (pl_gpu_finish(gb->g) == PL_OK || st != PL_OK)
             for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
         gb->n_retired = 0;
     }
     return st;
+}
+
+/* flush_parts with src's bytes [off, off + n) (4-byte aligned) read back at 0, if src. */
+static pl_status flush(gpu_backend *gb, const gbuf *src, uint64_t off, uint64_t n) {
+    rb_part p = {src, off, n, 0};
+    return flush_parts(gb, src ? &p : NULL, src ? 1 : 0);
 }
 
 /* ------------------------------------------------------------------ buffers */
@@ -315,6 +334,30 @@ static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *
     uint64_t lo = (uint64_t)off & ~3ull, hi = ((uint64_t)(off + n) + 3) & ~3ull;
     if (flush(gb, b, lo, hi - lo) != PL_OK) return PL_ERR;
     return pl_gpu_read(gb->g, gb->readback, (uint64_t)off - lo, dst, (size_t)n);
+}
+
+/* The ranges side by side in the read-back buffer (16-byte apart), one flush, one map. */
+static pl_status buf_read_many(pl_backend *be, const pl_read_range *r, int n) {
+    gpu_backend *gb = gbe(be);
+    rb_part parts[PL_READ_MANY_MAX] = {{0}};
+    uint64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t off = (uint64_t)r[i].offset, lo = off & ~3ull;
+        uint64_t hi = r[i].nbytes > 0 ? (off + (uint64_t)r[i].nbytes + 3) & ~3ull : lo;
+        parts[i] = (rb_part){(const gbuf *)r[i].src, lo, hi - lo, at};
+        at += (hi - lo + 15) & ~15ull;
+    }
+    if (flush_parts(gb, parts, n) != PL_OK) return PL_ERR;
+    if (!at) return PL_OK;
+    unsigned char *all = malloc((size_t)at);
+    if (!all) return pl_fail(PL_ERR_NOMEM, "out of memory for a read back");
+    pl_status st = pl_gpu_read(gb->g, gb->readback, 0, all, (size_t)at);
+    for (int i = 0; i < n && st == PL_OK; i++)
+        if (r[i].nbytes > 0)
+            memcpy(r[i].dst, all + parts[i].at + ((uint64_t)r[i].offset - parts[i].off),
+                   (size_t)r[i].nbytes);
+    free(all);
+    return st;
 }
 
 /* ------------------------------------------------------------------ recording */
@@ -539,6 +582,7 @@ static const pl_backend_methods gpu_methods = {
     .buf_view = buf_view,
     .write = buf_write,
     .read = buf_read,
+    .read_many = buf_read_many,
     .embed = op_embed,
     .rms_norm = op_rms_norm,
     .matmul = op_matmul,

@@ -23,6 +23,10 @@ struct pl_chain {
     int64_t *done;  /* [n_hops] frames collected from each stage */
     uint64_t pass;  /* forward passes so far (mod 2^32): the high half of every frame's tag */
     float *hidden;  /* [n_batch][n_embd] the batch's columns between stages */
+    /* pl_chain_pick_ahead read the pass's one column into hidden with its id (one wait,
+     * not two); the next finish at ahead_pos uses it instead of reading it again */
+    bool ahead_read;
+    int64_t ahead_pos;
 };
 
 pl_chain_opts pl_chain_opts_default(void) {
@@ -203,7 +207,9 @@ static pl_status pipeline(pl_chain *c, int64_t n, int64_t pos0, int k0) {
 static pl_status finish(pl_chain *c, int64_t n, int64_t pos0, int k0, bool all_rows) {
     int64_t d = pl_model_get_info(c->m)->n_embd;
     pl_buf *x = pl_state_hidden(c->s);
-    TRY(pl_be_read(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
+    bool have = c->ahead_read && n == 1 && pos0 == c->ahead_pos;
+    c->ahead_read = false;
+    if (!have) TRY(pl_be_read(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
     /* the head for the last position only: the last stage's other columns are not used */
     bool every = all_rows || pl_state_get_opts(c->s)->draft;
     c->hops[c->n_hops - 1]->tail = !every;
@@ -237,6 +243,7 @@ pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t p
         if (ids[i] < 0 || ids[i] >= in->n_vocab)
             return pl_fail(PL_ERR_ARG, "token id %d outside the vocabulary of %d", ids[i],
                            in->n_vocab);
+    c->ahead_read = false;
     TRY(pl_be_write(pl_state_ids(c->s), 0, ids, n * (int64_t)sizeof *ids));
     TRY(pl_model_embed(c->m, c->s, n));
     /* The host's own layers first and the batch in one frame (decode): they run on the
@@ -259,10 +266,18 @@ bool pl_chain_can_pick_ahead(const pl_chain *c, int64_t pos0) {
 pl_status pl_chain_pick_ahead(pl_chain *c, int64_t pos0, int32_t *id) {
     if (!pl_chain_can_pick_ahead(c, pos0))
         return pl_fail(PL_ERR_ARG, "the host's layers cannot run ahead of the pick");
+    c->ahead_read = false;
     TRY(pl_be_argmax(pl_state_logits(c->s), 1, pl_state_ids(c->s), 0));
     TRY(pl_model_embed(c->m, c->s, 1));
     if (own_first(c)) TRY(pl_model_layers(c->m, c->s, 1, pos0, c->own->first, c->own->last));
-    return pl_be_read(pl_state_ids(c->s), 0, id, (int64_t)sizeof *id);
+    /* the id and the column the pass goes on with, after one wait: on the GPU each read
+     * back has a fixed cost (~0.3 ms on the H200), which a second read would pay again */
+    int64_t d = pl_model_get_info(c->m)->n_embd;
+    pl_read_range r[2] = {{pl_state_ids(c->s), 0, id, (int64_t)sizeof *id},
+                          {pl_state_hidden(c->s), 0, c->hidden, d * (int64_t)sizeof(float)}};
+    TRY(pl_be_read_many(r, 2));
+    c->ahead_read = true, c->ahead_pos = pos0;
+    return PL_OK;
 }
 
 pl_status pl_chain_forward_ahead(pl_chain *c, int64_t pos0) {
@@ -270,6 +285,7 @@ pl_status pl_chain_forward_ahead(pl_chain *c, int64_t pos0) {
 }
 
 pl_status pl_chain_drop_ahead(pl_chain *c, int64_t pos0) {
+    c->ahead_read = false;
     return own_first(c) ? pl_state_rewind(c->s, pos0) : PL_OK;
 }
 
@@ -281,6 +297,7 @@ bool pl_chain_can_rewind(const pl_chain *c, int64_t n_past) {
 
 pl_status pl_chain_rewind(pl_chain *c, int64_t n_past) {
     pl_status first = PL_OK;
+    c->ahead_read = false;
     for (int k = 0; k < c->n_hops; k++) {
         pl_status s = pl_stage_rewind(c->hops[k], n_past);
         if (s && n_past) { /* some went back, some not: a fresh start for all */

@@ -831,6 +831,67 @@ static void case_fuse_norm_gate(void) {
 
 /* ------------------------------------------------------------------ driver */
 
+/* read_many: ranges of several buffers (unaligned offsets and lengths, an empty one, the
+ * output of an op recorded just before, not yet waited for) in one call give the bytes the
+ * reads one by one give, on both backends alike; bad calls are refused. */
+static void case_read_many(void) {
+    cover("read_many");
+    for (int round = 0; round < 4; round++) {
+        int64_t ne0 = rnd(8, 70), ne1 = rnd(1, 4), count = ne0 * ne1;
+        float *va = randv((size_t)count, -3, 3);
+        int32_t vi[9];
+        for (int i = 0; i < 9; i++) vi[i] = (int32_t)u32();
+        duo a = f32(ne0, ne1, va), out = f32(ne0, ne1, NULL), ids = act(PL_TYPE_I32, 9, 1, vi);
+        int64_t bytes = count * 4;
+        unsigned char got[2][4][300], one[4][300];
+        for (int be_i = 0; be_i < 2; be_i++) {
+            if (!a.b[be_i] || !out.b[be_i] || !ids.b[be_i]) continue;
+            /* out = a + a, recorded: read_many must wait for it */
+            CHECK(pl_be_add(a.b[be_i], a.b[be_i], count, out.b[be_i]) == PL_OK, "%s",
+                  pl_last_error());
+            int64_t o0 = rnd(0, (uint32_t)bytes - 1), n0 = rnd(1, (uint32_t)(bytes - o0));
+            if (n0 > 300) n0 = 300;
+            int64_t o1 = rnd(0, 35), n1 = rnd(1, (uint32_t)(36 - o1));
+            int64_t o3 = rnd(0, (uint32_t)bytes - 1), n3 = rnd(1, (uint32_t)(bytes - o3));
+            if (n3 > 300) n3 = 300;
+            pl_read_range r[4] = {{out.b[be_i], o0, got[be_i][0], n0},
+                                  {ids.b[be_i], o1, got[be_i][1], n1},
+                                  {a.b[be_i], 0, got[be_i][2], 0},
+                                  {a.b[be_i], o3, got[be_i][3], n3}};
+            CHECK(pl_be_read_many(r, 4) == PL_OK, "read_many on %s: %s", be2[be_i]->name,
+                  pl_last_error());
+            for (int k = 0; k < 4; k++)
+                CHECK(pl_be_read(r[k].src, r[k].offset, one[k], r[k].nbytes) == PL_OK, "%s",
+                      pl_last_error());
+            bool same = true;
+            for (int k = 0; k < 4; k++)
+                same = same && !memcmp(got[be_i][k], one[k], (size_t)r[k].nbytes);
+            CHECK(same, "read_many on %s: the reads one by one differ", be2[be_i]->name);
+            /* and what is there: a + a, the ids, a */
+            float sum[75 * 4];
+            for (int64_t i = 0; i < count; i++) sum[i] = va[i] + va[i];
+            CHECK(!memcmp(got[be_i][0], (unsigned char *)sum + o0, (size_t)n0) &&
+                      !memcmp(got[be_i][1], (unsigned char *)vi + o1, (size_t)n1) &&
+                      !memcmp(got[be_i][3], (unsigned char *)va + o3, (size_t)n3),
+                  "read_many on %s: wrong bytes", be2[be_i]->name);
+        }
+        /* bad calls: none, too many, another backend's buffer, past the end */
+        if (a.b[0] && a.b[1]) {
+            unsigned char t[8];
+            pl_read_range bad[9];
+            for (int k = 0; k < 9; k++) bad[k] = (pl_read_range){a.b[0], 0, t, 4};
+            CHECK(pl_be_read_many(bad, 0) == PL_ERR_ARG && pl_be_read_many(bad, 9) == PL_ERR_ARG,
+                  "read_many of 0 or 9 reads refused");
+            bad[1].src = a.b[1];
+            CHECK(pl_be_read_many(bad, 2) == PL_ERR_ARG, "read_many across backends refused");
+            bad[1] = (pl_read_range){a.b[0], bytes - 2, t, 4};
+            CHECK(pl_be_read_many(bad, 2) == PL_ERR_ARG, "read_many past a buffer's end refused");
+        }
+        dfree(a), dfree(out), dfree(ids);
+        free(va);
+    }
+}
+
 static void check_coverage(void) {
     static const char *const slots[] = {
 #define SLOT_NAME(name) #name,
@@ -880,7 +941,7 @@ static void run_tests(void) {
         case_embed_matmul, case_norm_ew,           case_rope_attention, case_views,
         case_cols,         case_attention_prefill, case_kv_q8,          case_select_copy,
         case_moe,          case_deltanet,          case_fuse,           case_fuse_experts,
-        case_fuse_router,  case_fuse_norm_gate};
+        case_fuse_router,  case_fuse_norm_gate,    case_read_many};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i]();
     check_coverage();
     pl_be_destroy(be2[1]);
