@@ -324,8 +324,8 @@ POOLED_API int pooled_session_verify(pooled_session *s, const int32_t *ids, size
 /* Keep only the first n ids the session holds (a model whose recurrent state cannot go
  * back there runs them again). */
 POOLED_API int pooled_session_truncate(pooled_session *s, size_t n);
-/* Append ids[j] to sessions[j] for j in [0, n) and give in next[j] each one's greedy id
- * after it: one decode step of several conversations. Sessions of a model opened with
+/* Append ids[j] to sessions[j] for j in [0, n) (1 to 256) and give in next[j] each one's
+ * greedy id after it: one decode step of several conversations. Sessions of a model opened with
  * n_parallel >= n (a family that batches: pooled_model_stats.batched) run it as one
  * batched pass, the weights read once for all; otherwise one pass each. All of one
  * model, none twice; each one's logits are left ready. */
