@@ -8,8 +8,6 @@
 #include "guest.h"
 #include "room.h"
 #include "room_io.h"
-#include "runtime/chat_ids.h"
-#include "runtime/generate.h"
 
 typedef struct {
     pl_link *link;
@@ -240,76 +238,63 @@ pl_status pl_room_guest_ask(pl_link *l, const pl_wire_ask *ask,
 }
 
 typedef struct {
-    const pl_tokenizer *tok;
-    pl_tok_stream *stream;
     pl_room_emit_fn emit;
     void *ctx;
-    bool eog, gone;
+    bool gone;
 } answering;
 
-static void pass(answering *a, const char *piece) {
-    if (!a->gone && piece && *piece) a->gone = a->emit(a->ctx, piece, strlen(piece)) != 0;
-}
-
-static bool on_id(void *ud, int32_t id) {
+/* pooled_generate's callback: the text that became final with each id, to the guest. */
+static int on_text(void *ud, int32_t id, const char *text, size_t len) {
+    (void)id;
     answering *a = ud;
-    if (pl_tok_is_eog(a->tok, id)) return !(a->eog = true);
-    pass(a, pl_tok_stream_push(a->stream, id));
-    return !a->gone;
+    if (!a->gone && len) a->gone = a->emit(a->ctx, text, len) != 0;
+    return a->gone;
 }
 
+/* Through pooled.h: the conversation's ids as `pooled chat` makes them (or, raw, as `pooled
+ * run` tokenizes -p), one pooled_generate on the host's session. */
 pl_status pl_room_answer(void *ud, const pl_wire_ask *ask, pl_room_emit_fn emit, void *ctx,
                          pl_wire_done *done) {
     static const char *const roles[] = {"system", "user", "assistant"};
     pl_room_answerer *r = ud;
-    pl_chat_msg msgs[PL_WIRE_MAX_TURNS];
-    int n = 0;
-    pl_status s = PL_OK;
-    for (; n < ask->n_turns && !s; n++) {
+    pooled_message msgs[PL_WIRE_MAX_TURNS];
+    int n = 0, rc = 0;
+    for (; n < ask->n_turns && !rc; n++) {
         char *t = malloc(ask->turns[n].n + 1);
         if (!t) {
-            s = pl_fail(PL_ERR_NOMEM, "out of memory for the conversation");
+            rc = (int)pl_fail(PL_ERR_NOMEM, "out of memory for the conversation");
             break;
         }
         memcpy(t, ask->turns[n].text, ask->turns[n].n), t[ask->turns[n].n] = 0;
-        msgs[n] = (pl_chat_msg){.role = roles[ask->turns[n].role], .content = t};
+        msgs[n] = (pooled_message){.role = roles[ask->turns[n].role], .content = t};
     }
     int32_t *ids = NULL;
-    int64_t n_ids = 0, n_ctx = pl_session_n_ctx(r->ses);
-    pl_chat_opts co = {.add_generation_prompt = true, .enable_thinking = r->think};
-    if (!s && (ask->flags & PL_ASK_RAW)) { /* as `pooled run` tokenizes -p */
-        s = pl_tok_encode(r->tok, msgs[0].content, ask->turns[0].n, true, false, &ids, &n_ids);
-        if (!s && !n_ids) s = pl_fail(PL_ERR_ARG, "the prompt is empty (and the model has no BOS)");
-    } else if (!s) {
-        s = pl_chat_ids(r->tok, msgs, n, &co, &ids, &n_ids);
+    size_t n_ids = 0;
+    pooled_model_info in = {.size = sizeof in};
+    pooled_model_get_info(r->m, &in);
+    if (!rc && (ask->flags & PL_ASK_RAW)) { /* as `pooled run` tokenizes -p */
+        rc = pooled_tokenize(r->m, msgs[0].content, ask->turns[0].n, 1, 0, &ids, &n_ids);
+        if (!rc && !n_ids)
+            rc = (int)pl_fail(PL_ERR_ARG, "the prompt is empty (and the model has no BOS)");
+    } else if (!rc) {
+        pooled_chat_opts co = pooled_chat_opts_default();
+        co.no_think = !r->think;
+        rc = pooled_chat_tokenize(r->m, msgs, (size_t)n, &co, &ids, &n_ids);
     }
-    if (!s && n_ids >= n_ctx)
-        s = pl_fail(PL_ERR_ARG, "the conversation takes %lld tokens, the context holds %lld",
-                    (long long)n_ids, (long long)n_ctx);
-    pl_sampler_params sp = r->sp;
-    sp.temp = ask->temp, sp.seed = ask->seed;
-    pl_sampler *smp = NULL;
-    answering a = {.tok = r->tok, .emit = emit, .ctx = ctx};
-    if (!s) s = pl_sampler_new(&sp, r->n_vocab, &smp);
-    if (!s && !(a.stream = pl_tok_stream_new(r->tok, false)))
-        s = pl_fail(PL_ERR_NOMEM, "out of memory");
-    pl_gen_stats st = {0};
-    int64_t room = n_ctx - n_ids + 1;
-    if (!s) {
-        pl_gen_opts go = {.n_predict =
-                              ask->n_predict && ask->n_predict < room ? ask->n_predict : room,
-                          .on_token = on_id,
-                          .ud = &a};
-        s = pl_generate(r->ses, smp, ids, n_ids, &go, &st);
-        if (!s) pass(&a, pl_tok_stream_flush(a.stream));
-    }
-    *done = (pl_wire_done){.reason = a.gone  ? PL_DONE_STOPPED
-                                     : a.eog ? PL_DONE_EOG
-                                             : PL_DONE_LENGTH,
-                           .n_gen = (uint32_t)st.n_generated};
-    pl_tok_stream_free(a.stream);
-    pl_sampler_free(smp);
-    free(ids);
+    if (!rc && n_ids >= (size_t)in.n_ctx)
+        rc = (int)pl_fail(PL_ERR_ARG, "the conversation takes %zu tokens, the context holds %d",
+                          n_ids, in.n_ctx);
+    pooled_sample_opts o = r->sp;
+    o.temperature = ask->temp, o.seed = ask->seed;
+    o.max_tokens = ask->n_predict ? (int64_t)ask->n_predict : -1; /* -1: to the context's end */
+    answering a = {.emit = emit, .ctx = ctx};
+    pooled_result res = {.size = sizeof res};
+    if (!rc) rc = pooled_generate(r->ses, ids, n_ids, &o, on_text, &a, &res);
+    *done = (pl_wire_done){.reason = a.gone                               ? PL_DONE_STOPPED
+                                     : res.stop_reason == POOLED_STOP_EOG ? PL_DONE_EOG
+                                                                          : PL_DONE_LENGTH,
+                           .n_gen = (uint32_t)res.n_gen};
+    pooled_free(ids);
     while (n--) free((char *)msgs[n].content);
-    return s;
+    return (pl_status)rc;
 }

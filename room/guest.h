@@ -15,10 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <pooled.h>
+
 #include "link.h"
-#include "runtime/sampler.h"
-#include "runtime/session.h"
-#include "tokenizer/tokenizer.h"
 #include "wire.h"
 
 #define PL_ROOM_MAX_GUESTS  16 /* guests connected at once; beyond, a new one is refused */
@@ -58,10 +57,9 @@ pl_status pl_room_guests_serve(pl_listener *L, const pl_room_guest_opts *o);
  * (its cached prefix reused where it matches), the ask's temperature and seed over sp's
  * other settings, the text streamed as `pooled chat` prints it. ud: a pl_room_answerer. */
 typedef struct {
-    pl_session *ses;
-    const pl_tokenizer *tok;
-    int n_vocab; /* the model's (the sampler's) */
-    pl_sampler_params sp;
+    pooled_model *m;
+    pooled_session *ses; /* of m: the caches every answer reuses what it can of */
+    pooled_sample_opts sp;
     bool think; /* Qwen3's enable_thinking */
 } pl_room_answerer;
 pl_status pl_room_answer(void *ud, const pl_wire_ask *ask, pl_room_emit_fn emit, void *ctx,

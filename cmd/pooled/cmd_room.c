@@ -242,7 +242,6 @@ static int room_serve(const chat_opts *co, host_opts *h) {
         if (h->L) pl_listener_close(h->L);
         return 1;
     }
-    pl_model_parts *lp = pl_api_parts(m);
     pooled_session *ses = NULL;
     int rc = 1;
     if (pooled_session_new(m, &ses)) {
@@ -255,11 +254,7 @@ static int room_serve(const chat_opts *co, host_opts *h) {
             "room: serving guests (Ctrl-C ends); on each, run:\n"
             "    pooled room chat %s --key %s\n",
             strncmp(bound, "tcp://", 6) ? bound : bound + 6, h->key);
-    pl_room_answerer a = {.ses = pl_api_session(ses),
-                          .tok = lp->tok,
-                          .n_vocab = pl_model_get_info(lp->m)->n_vocab,
-                          .sp = pl_api_sampler_params(&co->sp),
-                          .think = co->think};
+    pl_room_answerer a = {.m = m, .ses = ses, .sp = co->sp, .think = co->think};
     pl_room_guest_opts o = {
         .answer = pl_room_answer, .ud = &a, .stop = &stop_flag, .verbose = true};
     stop_flag = 0;

@@ -648,10 +648,6 @@ int64_t pooled_session_bytes(const pooled_session *ses) {
     return ses ? pl_state_bytes(pl_session_state(ses->s)) : 0;
 }
 
-pl_session *pl_api_session(pooled_session *s) {
-    return s ? s->s : NULL;
-}
-
 void pooled_session_free(pooled_session *s) {
     if (!s) return;
     pl_batcher_take(s->m->bt);
@@ -808,7 +804,10 @@ pl_sampler_params pl_api_sampler_params(const pooled_sample_opts *o) {
                                .seed = o->seed};
 }
 
-pl_status pl_api_drafter_new(const pl_model_parts *p, pl_session *s, int spec, pl_drafter **out) {
+/* The drafter of spec (POOLED_SPEC_*; *out NULL for off) over s, a session of p's state
+ * options: the model's MTP block when the state keeps its draft state (mtp, or auto on a
+ * model with the block), else prompt lookup (auto: pausing while drafts fail). */
+static pl_status drafter_new(const pl_model_parts *p, pl_session *s, int spec, pl_drafter **out) {
     *out = NULL;
     if (spec == POOLED_SPEC_OFF) return PL_OK;
     if (p->so.draft) return pl_drafter_mtp_new(s, 0, spec == POOLED_SPEC_AUTO, out);
@@ -874,7 +873,7 @@ int pooled_generate(pooled_session *ses, const int32_t *prompt, size_t n_prompt,
     if (!s && o.spec == POOLED_SPEC_MTP && !m->p.so.draft)
         s = pl_fail(PL_ERR_ARG, "spec mtp: the model was not opened for it "
                                 "(pooled_model_opts.spec POOLED_SPEC_MTP)");
-    if (!s) s = pl_api_drafter_new(&m->p, ses->s, o.spec, &dr);
+    if (!s) s = drafter_new(&m->p, ses->s, o.spec, &dr);
     if (!s && !(c.stream = pl_tok_stream_new(m->p.tok, false)))
         s = pl_fail(PL_ERR_NOMEM, "out of memory");
     if (!s) {

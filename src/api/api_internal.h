@@ -40,10 +40,6 @@ int pl_api_open_host(const char *path, const pooled_model_opts *o, int first, in
 pl_sampler_params pl_api_sampler_params(const pooled_sample_opts *o);
 /* A cache type of pooled.h (POOLED_KV_*) as the state options take it (PL_TYPE_*). */
 uint32_t pl_api_kv_type(int kv);
-/* The drafter of spec (POOLED_SPEC_*; *out NULL for off) over s, a session of p's state
- * options: the model's MTP block when the state keeps its draft state (mtp, or auto on a
- * model with the block), else prompt lookup (auto: pausing while drafts fail). */
-pl_status pl_api_drafter_new(const pl_model_parts *p, pl_session *s, int spec, pl_drafter **out);
 
 /* Options of any size (pooled.h's rule): the caller's src, its first `size` bytes, over the
  * defaults in dst (cap bytes); what: the struct's name for the error. */
@@ -52,8 +48,5 @@ int pl_api_take_opts(void *dst, size_t cap, const void *src, const char *what);
 /* g (parsed from memory, say) as pooled.h's handle, which owns it from now on (NULL when
  * out of memory: g is freed). For the GGUF fuzzer's walk through the public reader. */
 pooled_gguf *pl_api_gguf_wrap(pl_gguf *g);
-
-/* The internal session of a pooled_session (for timing its passes one by one). */
-pl_session *pl_api_session(pooled_session *s);
 
 #endif

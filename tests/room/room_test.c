@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/api_internal.h"
 #include "format/gguf_hash.h"
 #include "room/guest.h"
 #include "room/room.h"
@@ -981,12 +982,24 @@ static void check_guests(pl_backend *be) {
     if (!room_open(&r, "inproc://guests", rel, 2, in->n_layer, in->n_embd, PL_WIRE_F32, 0, 0,
                    false))
         goto out;
-    pl_state_opts o = cc_opts(w);
-    pl_session *cs = NULL;
-    CHECK(pl_session_new_chain(host, &o, r.st, r.n_st, NULL, &cs) == PL_OK, "%s", pl_last_error());
+    /* the host as `room host --serve` has it: a pooled_model of the ends whose chain gets the
+     * workers' stages (closing the model frees them), one session answering every guest */
+    pooled_model_opts mo = pooled_model_opts_default();
+    mo.backend = "cpu", mo.n_threads = 1, mo.n_ctx = CC_CTX, mo.spec = POOLED_SPEC_OFF;
+    pooled_model *pm = NULL;
+    pooled_session *cs = NULL;
+    CHECK(pl_api_open_host(test_shared(rel), &mo, 0, 0, &pm) == POOLED_OK, "%s",
+          pooled_last_error());
+    if (pm) {
+        pl_model_parts *pp = pl_api_parts(pm);
+        for (int i = 0; i < r.n_st; i++) pp->stages[pp->n_stages++] = r.st[i];
+        r.n_st = 0; /* the model's now */
+        CHECK(pooled_session_new(pm, &cs) == POOLED_OK, "%s", pooled_last_error());
+    }
     gh.L = r.L;
-    gh.a = (pl_room_answerer){
-        .ses = cs, .tok = tok, .n_vocab = in->n_vocab, .sp = pl_sampler_defaults(), .think = true};
+    pooled_sample_opts greedy = pooled_sample_opts_default();
+    greedy.temperature = 0;
+    gh.a = (pl_room_answerer){.m = pm, .ses = cs, .sp = greedy, .think = true};
     if (cs) pthread_create(&gh.th, NULL, guest_host_main, &gh);
     heard want;
     reference(w, tok, "Once upon a time", 8, &want);
@@ -1080,7 +1093,8 @@ static void check_guests(pl_backend *be) {
     }
     gh.stop = 1;
     if (cs) pthread_join(gh.th, NULL);
-    pl_session_free(cs);
+    pooled_session_free(cs);
+    pooled_model_close(pm); /* its stages first: their workers end when their links close */
     room_close(&r, true);
 out:
     pl_tok_free(tok);
