@@ -565,10 +565,8 @@ int pooled_session_eval(pooled_session *ses, const int32_t *ids, size_t n) {
     if (!ses || (!ids && n)) return fail_arg("pooled_session_eval: NULL argument");
     if (!n) return fail_arg("pooled_session_eval: no ids");
     if (check_ids(ses->m, ids, n)) return POOLED_ERR_ARG;
-    if (n > (size_t)ses->m->p.so.n_ctx)
-        return fail_arg("pooled_session_eval: longer than the context");
     pl_batcher_take(ses->m->bt);
-    pl_status st = pl_session_append(ses->s, ids, (int64_t)n);
+    pl_status st = pl_session_append(ses->s, ids, (int64_t)n); /* (it checks the context) */
     if (!st) st = wait_logits(ses->s);
     pl_batcher_give(ses->m->bt);
     return (int)st;

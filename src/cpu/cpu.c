@@ -67,16 +67,6 @@ static pl_status buf_write(pl_backend *be, pl_buf *dst, int64_t off, const void 
     return PL_OK;
 }
 
-static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *dst, int64_t n);
-
-/* Nothing to wait for on the CPU: the reads one after another. */
-static pl_status buf_read_many(pl_backend *be, const pl_read_range *r, int n) {
-    pl_status st = PL_OK;
-    for (int i = 0; i < n && !st; i++)
-        st = buf_read(be, r[i].src, r[i].offset, r[i].dst, r[i].nbytes);
-    return st;
-}
-
 static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *dst, int64_t n) {
     (void)be;
     const cpu_buf *b = (const cpu_buf *)src;
@@ -106,6 +96,14 @@ static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *
         at += len;
     }
     return PL_OK;
+}
+
+/* Nothing to wait for on the CPU: the reads one after another. */
+static pl_status buf_read_many(pl_backend *be, const pl_read_range *r, int n) {
+    pl_status st = PL_OK;
+    for (int i = 0; i < n && !st; i++)
+        st = buf_read(be, r[i].src, r[i].offset, r[i].dst, r[i].nbytes);
+    return st;
 }
 
 /* ---- weight rows in the GGUF layout (pl_cpu_wrow*, cpu_internal.h) ---- */

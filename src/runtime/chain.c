@@ -24,7 +24,7 @@ struct pl_chain {
     uint64_t pass;  /* forward passes so far (mod 2^32): the high half of every frame's tag */
     float *hidden;  /* [n_batch][n_embd] the batch's columns between stages */
     /* pl_chain_pick_ahead read the pass's one column into hidden with its id (one wait,
-     * not two); the next finish at ahead_pos uses it instead of reading it again */
+     * not two); pl_chain_forward_ahead at ahead_pos goes on from it without reading again */
     bool ahead_read;
     int64_t ahead_pos;
 };
@@ -203,13 +203,12 @@ static pl_status pipeline(pl_chain *c, int64_t n, int64_t pos0, int k0) {
 }
 
 /* The rest of a pass whose embedding is recorded in the state's hidden rows (and the host's
- * own layers too when k0 is 1): the columns back to the host, through the stages, the head. */
-static pl_status finish(pl_chain *c, int64_t n, int64_t pos0, int k0, bool all_rows) {
+ * own layers too when k0 is 1): the columns back to the host (unless `read`: already in
+ * c->hidden), through the stages, the head. */
+static pl_status finish(pl_chain *c, int64_t n, int64_t pos0, int k0, bool all_rows, bool read) {
     int64_t d = pl_model_get_info(c->m)->n_embd;
     pl_buf *x = pl_state_hidden(c->s);
-    bool have = c->ahead_read && n == 1 && pos0 == c->ahead_pos;
-    c->ahead_read = false;
-    if (!have) TRY(pl_be_read(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
+    if (!read) TRY(pl_be_read(x, 0, c->hidden, n * d * (int64_t)sizeof(float)));
     /* the head for the last position only: the last stage's other columns are not used */
     bool every = all_rows || pl_state_get_opts(c->s)->draft;
     c->hops[c->n_hops - 1]->tail = !every;
@@ -243,7 +242,7 @@ pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t p
         if (ids[i] < 0 || ids[i] >= in->n_vocab)
             return pl_fail(PL_ERR_ARG, "token id %d outside the vocabulary of %d", ids[i],
                            in->n_vocab);
-    c->ahead_read = false;
+    c->ahead_read = false; /* its column is not this pass's */
     TRY(pl_be_write(pl_state_ids(c->s), 0, ids, n * (int64_t)sizeof *ids));
     TRY(pl_model_embed(c->m, c->s, n));
     /* The host's own layers first and the batch in one frame (decode): they run on the
@@ -254,7 +253,7 @@ pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t p
         TRY(pl_model_layers(c->m, c->s, n, pos0, c->own->first, c->own->last));
         k0 = 1;
     }
-    return finish(c, n, pos0, k0, all_rows);
+    return finish(c, n, pos0, k0, all_rows, false);
 }
 
 bool pl_chain_can_pick_ahead(const pl_chain *c, int64_t pos0) {
@@ -281,7 +280,9 @@ pl_status pl_chain_pick_ahead(pl_chain *c, int64_t pos0, int32_t *id) {
 }
 
 pl_status pl_chain_forward_ahead(pl_chain *c, int64_t pos0) {
-    return finish(c, 1, pos0, own_first(c) ? 1 : 0, false);
+    bool read = c->ahead_read && c->ahead_pos == pos0;
+    c->ahead_read = false;
+    return finish(c, 1, pos0, own_first(c) ? 1 : 0, false, read);
 }
 
 pl_status pl_chain_drop_ahead(pl_chain *c, int64_t pos0) {

@@ -94,15 +94,16 @@ const int32_t *pl_session_ids(const pl_session *s, int64_t *n) {
 static int64_t rewind_to(pl_session *s, int64_t keep);
 static pl_status pass_columns(pl_session *s, const int32_t *batch, int64_t n);
 
-/* Run ids[0..n) at position n_ids onwards, in batches, appending them. The state must
- * be at n_ids. */
-static pl_status run(pl_session *s, const int32_t *ids, int64_t n) {
+/* Run ids[0..n) at position n_ids onwards, in batches, appending them; all_rows: every
+ * column's logits kept (rows 0..n-1; n within one batch), else the last one's. The state
+ * must be at n_ids. On failure the cache holds what it held, if it can go back to it. */
+static pl_status forward(pl_session *s, const int32_t *ids, int64_t n, bool all_rows) {
     int64_t batch = pl_state_get_opts(s->st)->n_batch;
     s->have_logits = false;
     for (int64_t i = 0; i < n; i += batch) {
         int64_t len = n - i < batch ? n - i : batch;
-        pl_status st = s->chain ? pl_chain_forward(s->chain, ids + i, len, s->n_ids, false)
-                                : pl_model_forward(s->m, s->st, ids + i, len, s->n_ids, false);
+        pl_status st = s->chain ? pl_chain_forward(s->chain, ids + i, len, s->n_ids, all_rows)
+                                : pl_model_forward(s->m, s->st, ids + i, len, s->n_ids, all_rows);
         if (st) { /* keep what is cached if the state can still go back to it, else none */
             s->n_state = -1;
             rewind_to(s, s->n_ids);
@@ -114,6 +115,10 @@ static pl_status run(pl_session *s, const int32_t *ids, int64_t n) {
     }
     s->have_logits = n > 0;
     return PL_OK;
+}
+
+static pl_status run(pl_session *s, const int32_t *ids, int64_t n) {
+    return forward(s, ids, n, false);
 }
 
 /* Put the state back to the first keep positions when it can (a KV cache always can),
@@ -356,32 +361,31 @@ int pl_session_draft_model(pl_session *s, int32_t last, int max, int32_t *out) {
     return n;
 }
 
-pl_status pl_session_append(pl_session *s, const int32_t *ids, int64_t n) {
+/* n more ids fit in the context, else why not. */
+static pl_status fits(const pl_session *s, int64_t n) {
     int64_t n_ctx = pl_session_n_ctx(s);
+    if (n <= n_ctx - s->n_ids) return PL_OK;
+    return pl_fail(PL_ERR_ARG,
+                   "%lld more ids do not fit: %lld of the context's %lld positions are used",
+                   (long long)n, (long long)s->n_ids, (long long)n_ctx);
+}
+
+pl_status pl_session_append(pl_session *s, const int32_t *ids, int64_t n) {
     if (n < 1) return pl_fail(PL_ERR_ARG, "nothing to run: no tokens");
-    if (n > n_ctx - s->n_ids)
-        return pl_fail(PL_ERR_ARG,
-                       "%lld more ids do not fit: %lld of the context's %lld positions are used",
-                       (long long)n, (long long)s->n_ids, (long long)n_ctx);
-    pl_status st = settle(s);
+    pl_status st = fits(s, n);
+    if (!st) st = settle(s);
     return st ? st : run(s, ids, n);
 }
 
 pl_status pl_session_verify(pl_session *s, const int32_t *ids, int n, int32_t *next) {
-    int64_t n_ctx = pl_session_n_ctx(s);
     int most = pl_session_spec_max(s) + 1;
     if (n < 1 || n > most)
         return pl_fail(PL_ERR_ARG, "a pass of %d ids: this session checks 1 to %d at once", n,
                        most);
-    if (n > n_ctx - s->n_ids)
-        return pl_fail(PL_ERR_ARG,
-                       "%d more ids do not fit: %lld of the context's %lld positions are used", n,
-                       (long long)s->n_ids, (long long)n_ctx);
-    pl_status st = pass_columns(s, ids, n);
+    pl_status st = fits(s, n);
+    if (!st) st = pass_columns(s, ids, n);
     if (!st) st = device_argmax_rows(s, n, next);
     for (int j = 0; !st && j < n; j++) st = check_id(s, next[j]);
-    /* row 0 holds the first column's logits, not the last's */
-    s->have_logits = false;
     return st;
 }
 
@@ -394,23 +398,14 @@ pl_status pl_session_truncate(pl_session *s, int64_t n) {
     return PL_OK;
 }
 
-/* batch[0..n) after the session's ids in one pass with the logits of every column kept
- * (rows 0..n-1), appended to the cache; on failure the cache holds what it held. */
+/* batch[0..n) (within one batch) after the session's ids in one pass with the logits of
+ * every column kept (rows 0..n-1), appended to the cache; on failure the cache holds what
+ * it held. The logits are not left ready: row 0 is the first column's, not the last's. */
 static pl_status pass_columns(pl_session *s, const int32_t *batch, int64_t n) {
     pl_status st = settle(s);
-    if (st) return st;
-    int64_t n0 = s->n_ids;
+    if (!st) st = forward(s, batch, n, true);
     s->have_logits = false;
-    st = s->chain ? pl_chain_forward(s->chain, batch, n, n0, true)
-                  : pl_model_forward(s->m, s->st, batch, n, n0, true);
-    if (st) {
-        s->n_state = -1;
-        rewind_to(s, n0);
-        return st;
-    }
-    memcpy(s->ids + n0, batch, sizeof *batch * (size_t)n);
-    s->n_ids = s->n_state = n0 + n;
-    return PL_OK;
+    return st;
 }
 
 pl_status pl_session_spec_step(pl_session *s, pl_sampler *smp, int32_t last, const int32_t *drafts,
