@@ -144,6 +144,10 @@ typedef struct {
     int chain_frame; /* with stages: most columns of a prompt's frame, 1 to 4096 (0: 512) */
     int n_batch;     /* most prompt ids one pass of the model runs (a longer prompt goes in
                         several); 0: the model's default (512), at most n_ctx */
+    /* with stages, on a backend that records its work (webgpu): while the last stage works
+     * on a greedy token, the next pick is recorded and made ready to run when the column
+     * returns (the same ids). 0: auto (on), -1: off (to measure what it saves) */
+    int chain_prepare;
 } pooled_model_opts;
 
 /* The defaults, size set. */

@@ -180,6 +180,11 @@ typedef struct {
     int mute_after;              /* tests: after serving this many frames go silent (no
                                     answers, no pongs) until bye (0: never) */
     int slow_ms;                 /* tests: take this much longer over the first frame */
+    bool no_prepare;             /* measurements: no decode frame's pass prepared ahead (a
+                                    GPU's stage records it when the frame comes) */
+    struct pl_room_join_counts {
+        int64_t frames, prepared; /* frames served; of them, through a pass prepared ahead */
+    } * counts;                   /* NULL, or filled as pl_room_join returns */
 } pl_room_join_opts;
 
 /* Join the room: open the model's header and the backend, measure the speed (probe.h), say

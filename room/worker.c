@@ -49,7 +49,10 @@ typedef struct {
     const char *note; /* the backend's remark */
     char path[1200];  /* the model file: -m, or the part fetched into the cache */
     float *cols;      /* one frame's columns, f32 */
-    void *out;        /* one result's payload */
+    int64_t prep_pos; /* the position of the one-column pass prepared for the next frame (-1:
+                         none; backend.h's prepare) */
+    int64_t n_frames, n_prepared; /* frames served; of them, through a prepared pass */
+    void *out;                    /* one result's payload */
 } worker;
 
 static int64_t now_ms(void) {
@@ -359,6 +362,26 @@ static pl_status prepare(worker *w, pl_wire_hello *h) {
     return PL_OK;
 }
 
+/* While the host works on the token just answered, record and encode this worker's layers
+ * for the next one (a decode frame at pos), to run the moment its column arrives: the GPU
+ * then waits a write and a submit for it, not the recording of every layer (backend.h's
+ * prepare). Only where nothing is left to undo if the frame that comes is another (a KV
+ * cache: the pass, dropped, never ran); any failure just leaves the next frame to the plain
+ * path. */
+static void prepare_next(worker *w, int64_t pos) {
+    if (!w->be->can_prepare || w->o->no_prepare || pos + 1 > w->n_ctx ||
+        !pl_state_rewinds_free(w->s))
+        return;
+    pl_buf *x = pl_state_hidden(w->s);
+    int64_t d = pl_model_get_info(w->m)->n_embd;
+    pl_read_range r = {x, 0, w->cols, d * (int64_t)sizeof(float)};
+    if (pl_model_layers(w->m, w->s, 1, pos, w->first, w->last) || pl_be_prepare(x, &r, 1)) {
+        pl_clear_error();
+        return;
+    }
+    w->prep_pos = pos;
+}
+
 /* Run the layers over one frame and send its result back. */
 static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
     int64_t d = pl_model_get_info(w->m)->n_embd, count = (int64_t)h->n_cols * d;
@@ -380,12 +403,20 @@ static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
     int64_t bytes = count * (int64_t)sizeof(float);
     /* the last worker answers a tail frame with its last column alone (read back alone) */
     int64_t skip = (h->flags & PL_HID_TAIL) && !w->next ? h->n_cols - 1 : 0;
-    pl_status s = pl_be_write(x, 0, w->cols, bytes);
-    if (!s) s = pl_model_layers(w->m, w->s, h->n_cols, h->pos0, w->first, w->last);
+    pl_status s = PL_OK;
     count -= skip * d;
-    if (!s)
-        s = pl_be_read(x, skip * d * (int64_t)sizeof(float), w->cols,
-                       count * (int64_t)sizeof(float));
+    if (h->n_cols == 1 && h->pos0 == w->prep_pos && pl_be_has_prepared(w->be)) {
+        s = pl_be_run_prepared(w->be, w->cols, bytes); /* its read fills w->cols */
+        w->n_prepared++;
+    } else {
+        s = pl_be_write(x, 0, w->cols, bytes);
+        if (!s) s = pl_model_layers(w->m, w->s, h->n_cols, h->pos0, w->first, w->last);
+        if (!s)
+            s = pl_be_read(x, skip * d * (int64_t)sizeof(float), w->cols,
+                           count * (int64_t)sizeof(float));
+    }
+    w->prep_pos = -1;
+    w->n_frames++;
     if (s) return s;
     /* down the chain as the next worker's frame, or back to the host as the result */
     pl_wire_msg r = {.type = w->next ? PL_MSG_HIDDEN : PL_MSG_RESULT, .hidden = *h};
@@ -395,8 +426,10 @@ static pl_status serve_frame(worker *w, const pl_wire_hidden *h) {
         pl_hidden_to_f16(w->cols, w->out, count);
         r.hidden.data = w->out;
     }
-    return r.hidden.n_cols == 1 ? post_now(w, &r, w->next != NULL)
-                                : post_to(w, &r, w->next != NULL);
+    pl_status s2 =
+        r.hidden.n_cols == 1 ? post_now(w, &r, w->next != NULL) : post_to(w, &r, w->next != NULL);
+    if (!s2 && h->n_cols == 1) prepare_next(w, h->pos0 + 1);
+    return s2;
 }
 
 static void set_busy(worker *w, bool busy) {
@@ -444,7 +477,13 @@ static pl_status serve(worker *w) {
             s = post(w, &p);
             break;
         }
-        case PL_MSG_BYE: return PL_OK;
+        case PL_MSG_BYE:
+            if (w->o->counts)
+                w->o->counts->frames = w->n_frames, w->o->counts->prepared = w->n_prepared;
+            if (w->o->verbose && w->n_frames)
+                fprintf(stderr, "room: %lld frames served, %lld through a pass prepared ahead\n",
+                        (long long)w->n_frames, (long long)w->n_prepared);
+            return PL_OK;
         default:
             s = pl_fail(PL_ERR_FORMAT, "a %s message while serving", pl_wire_type_name(m.type));
         }
@@ -460,7 +499,7 @@ static pl_status serve(worker *w) {
 }
 
 pl_status pl_room_join(const pl_room_join_opts *o) {
-    worker w = {.o = o};
+    worker w = {.o = o, .prep_pos = -1};
     pl_wire_msg m = {.type = PL_MSG_HELLO};
     pl_status s = prepare(&w, &m.hello);
     if (!s)

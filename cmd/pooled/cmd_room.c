@@ -497,7 +497,9 @@ static int room_join(int argc, char **argv) {
         .act_q8 = ma.act_q8,
         .lend = lend ? lend : spare_memory(),
         .stop = &stop_flag,
-        .verbose = true};
+        .verbose = true,
+        /* POOLED_ROOM_PREPARE=0: the next frame's pass is not prepared ahead (for A/B) */
+        .no_prepare = getenv("POOLED_ROOM_PREPARE") && !strcmp(getenv("POOLED_ROOM_PREPARE"), "0")};
     catch_stop(true);
     if (pl_room_join(&o)) return die("room join: %s", pl_last_error());
     fprintf(stderr, stop_flag ? "room: left the room\n" : "room: the host said bye\n");

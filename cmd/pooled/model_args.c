@@ -209,6 +209,9 @@ bool model_opts(const model_args *a, int n_parallel, pooled_model_opts *o) {
     o->n_batch = (int)a->n_batch;
     o->n_stages = (int)a->split;
     o->chain_frame = (int)frame;
+    /* POOLED_ROOM_PREPARE=0: no pass prepared ahead on a room's host (the A/B) */
+    v = getenv("POOLED_ROOM_PREPARE");
+    o->chain_prepare = v && !strcmp(v, "0") ? -1 : 0;
     return true;
 }
 

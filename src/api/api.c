@@ -188,6 +188,7 @@ static pl_status load_weights(pooled_model *m, const pooled_model_opts *o, const
     if ((s = state_opts(m, o))) return s;
     p->chain = pl_chain_opts_default();
     if (o->chain_frame) p->chain.frame_cols = o->chain_frame;
+    p->chain.no_prepare = o->chain_prepare < 0;
     if (o->n_stages && (s = load_stages(m, o->n_stages))) return s;
     /* n_parallel sessions' caches as slots of one batch, their steps in one pass */
     m->n_parallel = o->n_parallel > 1 ? o->n_parallel : 1;
@@ -221,6 +222,8 @@ static int open_model(const char *path, const pooled_model_opts *opts, const int
     if (o.n_stages < 0 || o.n_stages > PL_CHAIN_MAX_STAGES - 1)
         return fail_arg("n_stages: expected 0 (none) to 63");
     if (o.n_batch < 0 || o.n_batch > (1 << 24)) return fail_arg("n_batch: expected 0 to 16777216");
+    if (o.chain_prepare < -1 || o.chain_prepare > 0)
+        return fail_arg("chain_prepare: expected 0 (auto) or -1 (off)");
     if (o.chain_frame < 0 || o.chain_frame > PL_CHAIN_MAX_FRAME)
         return fail_arg("chain_frame: expected 0 (512) or 1 to 4096 columns");
     if (host && o.n_stages) return fail_arg("n_stages: not with a room's host");

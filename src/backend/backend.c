@@ -149,21 +149,46 @@ pl_status pl_be_read(const pl_buf *src, int64_t offset, void *dst, int64_t nbyte
     return src->be->m->read(src->be, src, offset, dst, nbytes);
 }
 
-pl_status pl_be_read_many(const pl_read_range *r, int n) {
-    CHECK(r && n >= 1 && n <= PL_READ_MANY_MAX, "read_many: 1 to %d reads, got %d",
-          PL_READ_MANY_MAX, n);
+static pl_status check_reads(const char *op, const pl_read_range *r, int n) {
+    CHECK(r && n >= 1 && n <= PL_READ_MANY_MAX, "%s: 1 to %d reads, got %d", op, PL_READ_MANY_MAX,
+          n);
     for (int i = 0; i < n; i++) {
         const pl_buf *src = r[i].src;
-        CHECK(src && r[i].dst, "read_many: read %d: missing buffer", i);
+        CHECK(src && r[i].dst, "%s: read %d: missing buffer", op, i);
         CHECK(r[i].offset >= 0 && r[i].nbytes >= 0 &&
                   r[i].offset + r[i].nbytes <= pl_be_buf_bytes(src),
-              "read_many: read %d: bytes [%lld, %lld) outside a buffer of %lld", i,
+              "%s: read %d: bytes [%lld, %lld) outside a buffer of %lld", op, i,
               (long long)r[i].offset, (long long)(r[i].offset + r[i].nbytes),
               (long long)pl_be_buf_bytes(src));
-        CHECK(src->be == r[0].src->be, "read_many: read %d: another backend's buffer", i);
+        CHECK(src->be == r[0].src->be, "%s: read %d: another backend's buffer", op, i);
     }
+    return PL_OK;
+}
+
+pl_status pl_be_read_many(const pl_read_range *r, int n) {
+    TRY(check_reads("read_many", r, n));
     if (n == 1) return pl_be_read(r[0].src, r[0].offset, r[0].dst, r[0].nbytes);
     return r[0].src->be->m->read_many(r[0].src->be, r, n);
+}
+
+pl_status pl_be_prepare(pl_buf *input, const pl_read_range *r, int n) {
+    CHECK(input, "prepare: missing input");
+    CHECK(input->type == PL_TYPE_F32, "prepare: the input must be f32");
+    TRY(check_reads("prepare", r, n));
+    CHECK(r[0].src->be == input->be, "prepare: the reads are another backend's");
+    CHECK(input->be->can_prepare, "prepare: the %s backend runs ops as they come", input->be->name);
+    return input->be->m->prepare(input->be, input, r, n);
+}
+
+pl_status pl_be_run_prepared(pl_backend *be, const void *src, int64_t nbytes) {
+    CHECK(be && src, "run_prepared: missing argument");
+    CHECK(nbytes > 0 && nbytes % 4 == 0, "run_prepared: %lld bytes (a multiple of 4 needed)",
+          (long long)nbytes);
+    return be->m->run_prepared(be, src, nbytes);
+}
+
+bool pl_be_has_prepared(const pl_backend *be) {
+    return be && be->m->has_prepared(be);
 }
 
 pl_status pl_be_embed(const pl_buf *table, const pl_buf *ids, int64_t n, pl_buf *out) {

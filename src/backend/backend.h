@@ -147,6 +147,19 @@ typedef struct pl_backend_methods {
      * ops before them: what n reads in a row give, where a GPU pays its fixed cost of a
      * read back once (a room's host reads the picked id and the next hidden row). */
     pl_status (*read_many)(pl_backend *be, const pl_read_range *r, int n);
+    /* ---- a pass prepared before its input arrives (a room's stage between frames) ----
+     * Only on a backend with can_prepare set, which records ops until a read or write.
+     * prepare: the ops issued since the last write, read or prepare form a pass; the backend
+     * gets it ready to run (the GPU: its command buffers encoded, not submitted) with the
+     * reads r[0..n) after it (1 to PL_READ_MANY_MAX). Nothing runs. run_prepared: writes
+     * src's nbytes into input at offset 0, runs the pass, waits once, fills the reads: what
+     * write + the same ops + read_many give, the write first though the ops were issued
+     * before it. Any other call on the backend before run_prepared (an op, a write, a read,
+     * a free) drops the pass unrun (has_prepared then false, run_prepared fails): the
+     * caller then issues the ops again. */
+    pl_status (*prepare)(pl_backend *be, pl_buf *input, const pl_read_range *r, int n);
+    pl_status (*run_prepared)(pl_backend *be, const void *src, int64_t nbytes);
+    bool (*has_prepared)(const pl_backend *be);
 
     /* ---- ops (all F32 activations unless said otherwise) ---- */
     /* out[i, :] = table[ids[i], :] dequantised.  table [n_vocab, d] any type; ids I32 [>=n];
@@ -308,6 +321,9 @@ typedef struct pl_backend_methods {
     X(write)                                                                                       \
     X(read)                                                                                        \
     X(read_many)                                                                                   \
+    X(prepare)                                                                                     \
+    X(run_prepared)                                                                                \
+    X(has_prepared)                                                                                \
     X(embed)                                                                                       \
     X(rms_norm)                                                                                    \
     X(matmul)                                                                                      \
@@ -316,9 +332,9 @@ typedef struct pl_backend_methods {
     X(kv_store)                                                                                    \
     X(attention)                                                                                   \
     X(rope_cols)                                                                                   \
-    X(kv_store_cols) X(attention_cols) X(swiglu) X(argmax) X(topk) X(copy) X(softmax_rows)         \
-        X(topk_rows) X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv) X(delta_rule) X(fuse)  \
-            X(destroy)
+    X(kv_store_cols)                                                                               \
+    X(attention_cols) X(swiglu) X(argmax) X(topk) X(copy) X(softmax_rows) X(topk_rows)             \
+        X(matmul_id) X(moe_combine) X(sigmoid_mul) X(ssm_conv) X(delta_rule) X(fuse) X(destroy)
 
 /* A backend instance; the implementation embeds it as its first member. */
 struct pl_backend {
@@ -334,6 +350,9 @@ struct pl_backend {
      * size), or 0: only the machine's memory limits it. Callers check big allocations (the
      * KV cache) against it up front, for a clear error. */
     uint64_t max_buf_bytes;
+    /* The backend records ops and runs them at a read (the GPU), so it can prepare a pass
+     * before its input is known (pl_be_prepare); 0: ops run as they are issued (the CPU). */
+    int can_prepare;
 };
 
 /* Fails with "<name> backend: method slot <slot> is empty" for the first NULL slot of
@@ -357,6 +376,13 @@ pl_status pl_be_read(const pl_buf *src, int64_t offset, void *dst, int64_t nbyte
 /* r[0..n) read after one wait (1 <= n <= PL_READ_MANY_MAX, one backend's buffers): the
  * bytes n pl_be_read calls in a row give. */
 pl_status pl_be_read_many(const pl_read_range *r, int n);
+/* A pass prepared before its input arrives (the prepare slot above): input an F32 buffer
+ * of be's, r as read_many's. Fails on a backend without can_prepare. */
+pl_status pl_be_prepare(pl_buf *input, const pl_read_range *r, int n);
+/* Write src's nbytes (a multiple of 4, within the input) into the prepared pass's input,
+ * run it, fill its reads. Fails when no pass is prepared (another call dropped it). */
+pl_status pl_be_run_prepared(pl_backend *be, const void *src, int64_t nbytes);
+bool pl_be_has_prepared(const pl_backend *be);
 
 pl_status pl_be_embed(const pl_buf *table, const pl_buf *ids, int64_t n, pl_buf *out);
 pl_status pl_be_rms_norm(const pl_buf *x, const pl_buf *w, int64_t rows, int64_t cols, float eps,

@@ -106,6 +106,22 @@ static pl_status buf_read_many(pl_backend *be, const pl_read_range *r, int n) {
     return st;
 }
 
+/* The CPU runs each op as it is issued (can_prepare 0): there is never a pass to prepare. */
+static pl_status op_prepare(pl_backend *be, pl_buf *input, const pl_read_range *r, int n) {
+    (void)be, (void)input, (void)r, (void)n;
+    return pl_fail(PL_ERR_ARG, "the CPU backend runs each op as it comes: no pass to prepare");
+}
+
+static pl_status op_run_prepared(pl_backend *be, const void *src, int64_t nbytes) {
+    (void)be, (void)src, (void)nbytes;
+    return pl_fail(PL_ERR_ARG, "no prepared pass");
+}
+
+static bool op_has_prepared(const pl_backend *be) {
+    (void)be;
+    return false;
+}
+
 /* ---- weight rows in the GGUF layout (pl_cpu_wrow*, cpu_internal.h) ---- */
 
 const unsigned char *pl_cpu_wrow(const pl_buf *w, int64_t r, unsigned char *tmp) {
@@ -699,6 +715,9 @@ static const pl_backend_methods cpu_methods = {
     .write = buf_write_f,
     .read = buf_read_f,
     .read_many = buf_read_many_f,
+    .prepare = op_prepare,
+    .run_prepared = op_run_prepared,
+    .has_prepared = op_has_prepared,
     .embed = op_embed_f,
     .rms_norm = op_rms_norm_f,
     .matmul = pl_cpu_matmul,

@@ -764,6 +764,36 @@ pl_status pl_gpu_submit(pl_gpu *g) {
     return take_error(g, "submit");
 }
 
+pl_status pl_gpu_end(pl_gpu *g, pl_gpu_cmd **out) {
+    *out = NULL;
+    if (!g->enc) return take_error(g, "recording");
+    end_pass(g);
+    WGPUCommandBuffer cb = g->p.wgpuCommandEncoderFinish(g->enc, NULL);
+    g->p.wgpuCommandEncoderRelease(g->enc);
+    g->enc = NULL;
+    pl_status st = take_error(g, "recording");
+    if (st != PL_OK || !cb) {
+        if (cb) g->p.wgpuCommandBufferRelease(cb);
+        return st != PL_OK ? st : pl_fail(PL_ERR, "GPU recording not finished");
+    }
+    *out = (pl_gpu_cmd *)cb;
+    return PL_OK;
+}
+
+pl_status pl_gpu_submit_cmd(pl_gpu *g, pl_gpu_cmd *c) {
+    if (!c) return PL_OK;
+    WGPUCommandBuffer cb = (WGPUCommandBuffer)c;
+    g->p.wgpuQueueSubmit(g->queue, 1, &cb);
+    g->p.wgpuCommandBufferRelease(cb);
+    g->staged = 0;
+    g->stats.submits++;
+    return take_error(g, "submit");
+}
+
+void pl_gpu_cmd_free(pl_gpu *g, pl_gpu_cmd *c) {
+    if (c) g->p.wgpuCommandBufferRelease((WGPUCommandBuffer)c);
+}
+
 pl_status pl_gpu_finish(pl_gpu *g) {
     reply r;
     memset(&r, 0, sizeof r);

@@ -128,6 +128,16 @@ void pl_gpu_copy(pl_gpu *g, pl_gpu_buf *src, uint64_t src_off, pl_gpu_buf *dst, 
 /* Finish the recording and submit it. Fails if any call since the last check was invalid
  * (the device reports it) or the device was lost. */
 pl_status pl_gpu_submit(pl_gpu *g);
+/* A finished recording kept to be submitted later (a pass prepared before its input
+ * arrives, gpu_backend.c). */
+typedef struct pl_gpu_cmd pl_gpu_cmd;
+/* Finish the recording without submitting it: *out its command buffer (NULL when nothing
+ * was recorded). Fails as pl_gpu_submit does. */
+pl_status pl_gpu_end(pl_gpu *g, pl_gpu_cmd **out);
+/* Submit a command buffer pl_gpu_end made, and free it (NULL: nothing). */
+pl_status pl_gpu_submit_cmd(pl_gpu *g, pl_gpu_cmd *c);
+/* Free one never submitted (NULL is fine). */
+void pl_gpu_cmd_free(pl_gpu *g, pl_gpu_cmd *c);
 /* Wait until everything submitted has run. */
 pl_status pl_gpu_finish(pl_gpu *g);
 

@@ -67,8 +67,45 @@ typedef struct {
     uint64_t off, n, at;
 } rb_part;
 
+pl_status pl_gpu_end_chunk(gpu_backend *gb) {
+    size_t n = (size_t)gb->args_used * gb->args_stride;
+    gb->args_used = 0;
+    if (!gb->holding) {
+        pl_status st = n ? pl_gpu_write(gb->g, gb->args, 0, gb->args_host, n) : PL_OK;
+        pl_status s2 = pl_gpu_submit(gb->g);
+        return st != PL_OK ? st : s2;
+    }
+    if (gb->n_held == gb->cap_held) {
+        int cap = gb->cap_held ? gb->cap_held * 2 : 8;
+        struct held_cmd *h = realloc(gb->held, (size_t)cap * sizeof *h);
+        if (!h) return pl_fail(PL_ERR_NOMEM, "out of memory preparing a pass");
+        gb->held = h, gb->cap_held = cap;
+    }
+    struct held_cmd *h = &gb->held[gb->n_held];
+    *h = (struct held_cmd){NULL, n ? malloc(n) : NULL, n};
+    if (n && !h->args) return pl_fail(PL_ERR_NOMEM, "out of memory preparing a pass");
+    if (n) memcpy(h->args, gb->args_host, n);
+    pl_status st = pl_gpu_end(gb->g, &h->cmd);
+    if (st != PL_OK) {
+        free(h->args);
+        return st;
+    }
+    gb->n_held++;
+    return PL_OK;
+}
+
+/* Forget the prepared pass (or the one being prepared): its command buffers never run. */
+static void drop_held(gpu_backend *gb) {
+    for (int i = 0; i < gb->n_held; i++) {
+        pl_gpu_cmd_free(gb->g, gb->held[i].cmd);
+        free(gb->held[i].args);
+    }
+    gb->n_held = 0;
+    gb->prepared = 0;
+}
+
 /* Encode and submit what is recorded, then copy parts[0..k) into the read-back buffer (k 0:
- * nothing to read). */
+ * nothing to read). While holding (a pass being prepared), keep the command buffers. */
 static pl_status flush_parts(gpu_backend *gb, const rb_part *parts, int k) {
     pl_status st = PL_OK;
     if (!gb->n_ops && !k) return PL_OK;
@@ -76,29 +113,33 @@ static pl_status flush_parts(gpu_backend *gb, const rb_part *parts, int k) {
     st = pl_gpu_tune_pending(gb); /* GEMV shapes seen for the first time */
     pl_gpu_begin(gb->g);
     /* the profiled flush: the profile_at-th that carries a real step's work */
-    int profile = gb->profile_path && gb->n_ops >= 16 && ++gb->n_reads == gb->profile_at;
+    int profile =
+        !gb->holding && gb->profile_path && gb->n_ops >= 16 && ++gb->n_reads == gb->profile_at;
     /* A flush the caller then waits on goes out in command buffers of submit_every
      * dispatches: the GPU runs the first while the rest are recorded, instead of idling
      * through the whole recording (a room's stage, which cannot record its step before its
      * input arrives). The split changes no dispatch, so no result. */
     const pl_gpu_stats *gs = pl_gpu_get_stats(gb->g);
-    uint64_t chunk = k && !profile && gb->submit_every > 0 ? (uint64_t)gb->submit_every : 0;
+    /* (a prepared pass goes out whole when its input comes: nothing to start early) */
+    uint64_t chunk =
+        k && !profile && !gb->holding && gb->submit_every > 0 ? (uint64_t)gb->submit_every : 0;
     uint64_t sent = gs->dispatches;
     for (int i = 0; i < gb->n_ops && st == PL_OK; i++) {
         if (gb->ops[i].dead) continue;
         st = pl_gpu_encode_op(gb, &gb->ops[i]);
         if (st == PL_OK && chunk && gs->dispatches - sent >= chunk) {
-            st = pl_gpu_write(gb->g, gb->args, 0, gb->args_host,
-                              (size_t)gb->args_used * gb->args_stride);
-            pl_status s2 = pl_gpu_submit(gb->g);
-            if (st == PL_OK) st = s2;
-            gb->args_used = 0;
+            st = pl_gpu_end_chunk(gb);
             pl_gpu_begin(gb->g);
             sent = gs->dispatches;
         }
     }
     gb->flush_no++;
     for (int i = 0; i < gb->n_ops && st == PL_OK; i++) {
+        if (gb->holding) { /* not run yet: no snapshot holds their bytes */
+            if (gb->ops[i].out) gb->ops[i].out->wflush = -1;
+            if (gb->ops[i].vals) gb->ops[i].vals->wflush = -1;
+            continue;
+        }
         if (snap_worthy(gb->ops[i].out)) st = snapshot(gb, gb->ops[i].out);
         if (st == PL_OK && snap_worthy(gb->ops[i].vals)) st = snapshot(gb, gb->ops[i].vals);
     }
@@ -115,17 +156,13 @@ static pl_status flush_parts(gpu_backend *gb, const rb_part *parts, int k) {
                 pl_gpu_copy(gb->g, parts[i].src->buf, parts[i].src->off + parts[i].off,
                             gb->readback, parts[i].at, parts[i].n);
     }
-    if (st == PL_OK && gb->args_used)
-        st = pl_gpu_write(gb->g, gb->args, 0, gb->args_host,
-                          (size_t)gb->args_used * gb->args_stride);
-    gb->args_used = 0;
-    pl_status s2 = pl_gpu_submit(gb->g); /* always: ends the recording */
+    pl_status s2 = pl_gpu_end_chunk(gb); /* always: ends the recording */
     if (st == PL_OK) st = s2;
     if (profile && st == PL_OK && pl_gpu_finish(gb->g) == PL_OK)
         pl_gpu_profile(gb, gb->profile_path, pl_gpu_now() - gb->last_read_t);
     gb->n_ops = 0;
     if (k) gb->last_read_t = pl_gpu_now();
-    if (gb->n_retired) {
+    if (gb->n_retired && !gb->holding) { /* a held pass may still use them */
         if (pl_gpu_finish(gb->g) == PL_OK || st != PL_OK)
             for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
         gb->n_retired = 0;
@@ -278,6 +315,7 @@ static pl_status buf_view(pl_backend *be, pl_buf *parent, int64_t row0, int64_t 
 
 static void buf_free(pl_backend *be, pl_buf *h) {
     gpu_backend *gb = gbe(be);
+    drop_held(gb); /* any other call drops a prepared pass */
     gbuf *b = (gbuf *)h;
     /* recorded ops may still use it: run them first */
     if (gb->n_ops) flush(gb, NULL, 0, 0);
@@ -301,6 +339,7 @@ static void buf_free(pl_backend *be, pl_buf *h) {
 static pl_status buf_write(pl_backend *be, pl_buf *dst, int64_t off, const void *src, int64_t n) {
     gpu_backend *gb = gbe(be);
     gbuf *b = (gbuf *)dst;
+    drop_held(gb);
     if (n <= 0) return PL_OK;
     if (flush(gb, NULL, 0, 0) != PL_OK) return PL_ERR; /* in call order with the ops */
     b->wflush = -1;                                    /* its snapshots are stale now */
@@ -322,6 +361,7 @@ static pl_status buf_write(pl_backend *be, pl_buf *dst, int64_t off, const void 
 static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *dst, int64_t n) {
     gpu_backend *gb = gbe(be);
     const gbuf *b = (const gbuf *)src;
+    drop_held(gb);
     /* reading nothing submits what is recorded without waiting: a caller can let the GPU
      * start a step while it records the next */
     if (n <= 0) return flush(gb, NULL, 0, 0);
@@ -336,10 +376,9 @@ static pl_status buf_read(pl_backend *be, const pl_buf *src, int64_t off, void *
     return pl_gpu_read(gb->g, gb->readback, (uint64_t)off - lo, dst, (size_t)n);
 }
 
-/* The ranges side by side in the read-back buffer (16-byte apart), one flush, one map. */
-static pl_status buf_read_many(pl_backend *be, const pl_read_range *r, int n) {
-    gpu_backend *gb = gbe(be);
-    rb_part parts[PL_READ_MANY_MAX] = {{0}};
+/* The ranges of r[0..n) side by side in the read-back buffer (16 bytes apart): parts[i]
+ * copies read i to parts[i].at; returns the bytes they span. */
+static uint64_t place_reads(const pl_read_range *r, int n, rb_part *parts) {
     uint64_t at = 0;
     for (int i = 0; i < n; i++) {
         uint64_t off = (uint64_t)r[i].offset, lo = off & ~3ull;
@@ -347,22 +386,99 @@ static pl_status buf_read_many(pl_backend *be, const pl_read_range *r, int n) {
         parts[i] = (rb_part){(const gbuf *)r[i].src, lo, hi - lo, at};
         at += (hi - lo + 15) & ~15ull;
     }
-    if (flush_parts(gb, parts, n) != PL_OK) return PL_ERR;
+    return at;
+}
+
+/* Map the read-back buffer's first `at` bytes once and hand each read its bytes (read i's
+ * range starts at at_i, from the 4-byte boundary lo_i below its offset). */
+static pl_status scatter_reads(gpu_backend *gb, const pl_read_range *r, int n, const uint64_t *at_i,
+                               uint64_t at) {
     if (!at) return PL_OK;
     unsigned char *all = malloc((size_t)at);
     if (!all) return pl_fail(PL_ERR_NOMEM, "out of memory for a read back");
     pl_status st = pl_gpu_read(gb->g, gb->readback, 0, all, (size_t)at);
     for (int i = 0; i < n && st == PL_OK; i++)
         if (r[i].nbytes > 0)
-            memcpy(r[i].dst, all + parts[i].at + ((uint64_t)r[i].offset - parts[i].off),
-                   (size_t)r[i].nbytes);
+            memcpy(r[i].dst, all + at_i[i] + ((uint64_t)r[i].offset & 3), (size_t)r[i].nbytes);
     free(all);
     return st;
+}
+
+/* One flush, one map. */
+static pl_status buf_read_many(pl_backend *be, const pl_read_range *r, int n) {
+    gpu_backend *gb = gbe(be);
+    drop_held(gb);
+    rb_part parts[PL_READ_MANY_MAX] = {{0}};
+    uint64_t at_i[PL_READ_MANY_MAX], at = place_reads(r, n, parts);
+    if (flush_parts(gb, parts, n) != PL_OK) return PL_ERR;
+    for (int i = 0; i < n; i++) at_i[i] = parts[i].at;
+    return scatter_reads(gb, r, n, at_i, at);
+}
+
+/* ------------------------------------------------------------------ a prepared pass */
+
+/* The ops recorded so far and the copies of the reads, encoded into command buffers that
+ * wait, unsubmitted, for run_prepared's input. */
+static pl_status op_prepare(pl_backend *be, pl_buf *input, const pl_read_range *r, int n) {
+    gpu_backend *gb = gbe(be);
+    drop_held(gb);
+    rb_part parts[PL_READ_MANY_MAX] = {{0}};
+    uint64_t at = place_reads(r, n, parts);
+    gb->holding = 1;
+    pl_status st = flush_parts(gb, parts, n);
+    gb->holding = 0;
+    if (st != PL_OK) {
+        drop_held(gb);
+        return st;
+    }
+    gb->held_input = (gbuf *)input;
+    memcpy(gb->held_reads, r, (size_t)n * sizeof *r);
+    for (int i = 0; i < n; i++) gb->held_at[i] = parts[i].at;
+    gb->n_held_reads = n, gb->held_bytes = at;
+    gb->prepared = 1;
+    return PL_OK;
+}
+
+/* The input first (a queued write lands before the command buffers submitted after it),
+ * then each command buffer after its arguments, then the reads after one wait. */
+static pl_status op_run_prepared(pl_backend *be, const void *src, int64_t nbytes) {
+    gpu_backend *gb = gbe(be);
+    if (!gb->prepared) return pl_fail(PL_ERR_ARG, "no prepared pass: another call dropped it");
+    gbuf *in = gb->held_input;
+    if (nbytes > pl_be_buf_bytes(&in->h)) {
+        drop_held(gb);
+        return pl_fail(PL_ERR_ARG, "run_prepared: %lld bytes for an input of %lld",
+                       (long long)nbytes, (long long)pl_be_buf_bytes(&in->h));
+    }
+    pl_status st = pl_gpu_write(gb->g, in->buf, in->off, src, (size_t)nbytes);
+    in->wflush = -1;
+    for (int i = 0; i < gb->n_held; i++) {
+        struct held_cmd *h = &gb->held[i];
+        if (st == PL_OK && h->n_args) st = pl_gpu_write(gb->g, gb->args, 0, h->args, h->n_args);
+        if (st == PL_OK)
+            st = pl_gpu_submit_cmd(gb->g, h->cmd);
+        else
+            pl_gpu_cmd_free(gb->g, h->cmd);
+        h->cmd = NULL;
+    }
+    drop_held(gb);
+    if (st == PL_OK)
+        st = scatter_reads(gb, gb->held_reads, gb->n_held_reads, gb->held_at, gb->held_bytes);
+    if (st == PL_OK && gb->n_retired) { /* the pass has run: nothing uses them now */
+        for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
+        gb->n_retired = 0;
+    }
+    return st;
+}
+
+static bool op_has_prepared(const pl_backend *be) {
+    return gbe((pl_backend *)be)->prepared != 0;
 }
 
 /* ------------------------------------------------------------------ recording */
 
 static op *push(gpu_backend *gb, op_kind kind) {
+    drop_held(gb);
     if (gb->n_ops == gb->cap_ops) {
         int cap = gb->cap_ops ? gb->cap_ops * 2 : 256;
         op *o = realloc(gb->ops, (size_t)cap * sizeof *o);
@@ -553,6 +669,7 @@ static void destroy(pl_backend *be) {
     gpu_backend *gb = gbe(be);
     if (!gb) return;
     if (gb->g) {
+        drop_held(gb);
         pl_gpu_finish(gb->g);
         pl_gpu_caches_free(gb);
         for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
@@ -562,6 +679,7 @@ static void destroy(pl_backend *be) {
         pl_gpu_close(gb->g);
     }
     free(gb->ops);
+    free(gb->held);
     free(gb->args_host);
     free(gb->shapes);
     free(gb);
@@ -583,6 +701,9 @@ static const pl_backend_methods gpu_methods = {
     .write = buf_write,
     .read = buf_read,
     .read_many = buf_read_many,
+    .prepare = op_prepare,
+    .run_prepared = op_run_prepared,
+    .has_prepared = op_has_prepared,
     .embed = op_embed,
     .rms_norm = op_rms_norm,
     .matmul = op_matmul,
@@ -645,6 +766,7 @@ pl_status pl_gpu_backend_new(const pl_gpu_backend_opts *o, pl_backend **out) {
         snprintf(gb->be.device, sizeof gb->be.device, "webgpu, %.100s | matrix units v%d %s",
                  gb->info->name, gb->smx, pl_gpu_smx_name(gb->info, gb->smx_cfg, nm, sizeof nm));
     }
+    gb->be.can_prepare = 1;
     gb->be.max_buf_bytes =
         gb->info->max_buffer < gb->info->max_binding ? gb->info->max_buffer : gb->info->max_binding;
     gb->args_stride = gb->info->uniform_align > sizeof(pl_gpu_args) ? gb->info->uniform_align

@@ -125,11 +125,7 @@ void pl_gpu_caches_free(gpu_backend *gb) {
  * and start again from slot 0 in a new command buffer. */
 pl_status pl_gpu_args_ref(gpu_backend *gb, pl_gpu_args a, pl_gpu_ref *ref) {
     if (gb->args_used == gb->args_cap) {
-        if (pl_gpu_write(gb->g, gb->args, 0, gb->args_host,
-                         (size_t)gb->args_used * gb->args_stride) != PL_OK ||
-            pl_gpu_submit(gb->g) != PL_OK)
-            return PL_ERR;
-        gb->args_used = 0;
+        if (pl_gpu_end_chunk(gb) != PL_OK) return PL_ERR;
         pl_gpu_begin(gb->g);
     }
     uint32_t slot = gb->args_used++;

@@ -223,6 +223,21 @@ typedef struct {
     const char *profile_path;
     int64_t profile_at, n_reads;
     double last_read_t;
+    /* a pass prepared before its input arrives (pl_be_prepare): its command buffers, each
+     * with the argument bytes to write before it, recorded but not submitted (holding:
+     * flush_parts keeps them instead of submitting); the input its run writes first and
+     * the reads it then fills (read i at held_at[i] of the read-back buffer) */
+    int holding, prepared;
+    struct held_cmd {
+        pl_gpu_cmd *cmd;
+        unsigned char *args;
+        size_t n_args;
+    } * held;
+    int n_held, cap_held;
+    gbuf *held_input;
+    pl_read_range held_reads[PL_READ_MANY_MAX];
+    uint64_t held_at[PL_READ_MANY_MAX], held_bytes;
+    int n_held_reads;
     /* buffers replaced while a recording still refers to them, freed after the submit */
     pl_gpu_buf *retired[16];
     int n_retired;
@@ -332,6 +347,10 @@ void pl_gpu_gemm_smx_shape(const gpu_backend *gb, pl_gemm_params *p);
 int pl_gpu_smx_wanted(int opt);
 /* At open: gb->smx and gb->smx_cfg from opts.smx and what the device took. */
 pl_status pl_gpu_smx_choose(gpu_backend *gb);
+/* gpu_backend.c: what is recorded out with its arguments (written first): submitted, or,
+ * while a pass is being prepared, kept for its run. Argument slots start again at 0. */
+pl_status pl_gpu_end_chunk(gpu_backend *gb);
+
 /* gpu_encode_moe.c / gpu_encode_ssm.c: the MoE and Gated DeltaNet ops. */
 pl_status pl_gpu_encode_moe(gpu_backend *gb, op *o);
 pl_status pl_gpu_encode_ssm(gpu_backend *gb, op *o);

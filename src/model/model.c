@@ -638,6 +638,10 @@ bool pl_state_can_rewind(const pl_state *s, int64_t n_past) {
     return !s->m->family->can_rewind || s->m->family->can_rewind(s, n_past);
 }
 
+bool pl_state_rewinds_free(const pl_state *s) {
+    return !s->m->family->can_rewind;
+}
+
 pl_status pl_state_rewind(pl_state *s, int64_t n_past) {
     if (n_past < 0 || n_past > s->o.n_ctx)
         return pl_fail(PL_ERR_ARG, "cannot rewind to position %lld: the context holds 0 to %d",

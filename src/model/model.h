@@ -136,6 +136,10 @@ pl_buf *pl_state_logits(pl_state *s);
  * and leaves the state as it was. 0 <= n_past <= n_ctx. */
 bool pl_state_can_rewind(const pl_state *s, int64_t n_past);
 pl_status pl_state_rewind(pl_state *s, int64_t n_past);
+/* Whether the state holds KV caches only: any rewind succeeds and changes nothing but
+ * where the next call runs, so a layers call whose work never ran (a dropped prepared
+ * pass, backend.h) leaves nothing to undo. */
+bool pl_state_rewinds_free(const pl_state *s);
 
 /* hidden[0..n) = embeddings of ids[0..n) (the ids buffer). Needs has_embed. */
 pl_status pl_model_embed(const pl_model *m, pl_state *s, int64_t n);

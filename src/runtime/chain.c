@@ -27,6 +27,11 @@ struct pl_chain {
      * not two); pl_chain_forward_ahead at ahead_pos goes on from it without reading again */
     bool ahead_read;
     int64_t ahead_pos;
+    /* pl_chain_forward_ahead(next) ran the next pick (prepared while the last stage worked)
+     * when the column came back: its id and the host's own layers at picked_pos are done */
+    bool picked, no_prepare;
+    int64_t picked_pos, n_prepared;
+    int32_t picked_id;
 };
 
 pl_chain_opts pl_chain_opts_default(void) {
@@ -133,6 +138,7 @@ pl_status pl_chain_new(const pl_model *host, pl_state *s, pl_stage *const *stage
         return st;
     }
     c->frame = o.frame_cols < so->n_batch ? o.frame_cols : so->n_batch;
+    c->no_prepare = o.no_prepare;
     for (int k = 0; k < c->n_hops; k++) {
         if (c->hops[k]->max_cols < c->frame) c->frame = c->hops[k]->max_cols;
         c->in_flight[k] =
@@ -242,7 +248,7 @@ pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t p
         if (ids[i] < 0 || ids[i] >= in->n_vocab)
             return pl_fail(PL_ERR_ARG, "token id %d outside the vocabulary of %d", ids[i],
                            in->n_vocab);
-    c->ahead_read = false; /* its column is not this pass's */
+    c->ahead_read = false, c->picked = false; /* its column is not this pass's */
     TRY(pl_be_write(pl_state_ids(c->s), 0, ids, n * (int64_t)sizeof *ids));
     TRY(pl_model_embed(c->m, c->s, n));
     /* The host's own layers first and the batch in one frame (decode): they run on the
@@ -256,6 +262,57 @@ pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t p
     return finish(c, n, pos0, k0, all_rows, false);
 }
 
+/* Whether the next pick (its head, argmax, embedding and the host's own layers at pos) can
+ * be prepared while the last stage works: a backend that records (backend.h's prepare),
+ * host layers with nothing to undo if the pass is dropped, and room in the context. */
+static bool can_prepare_pick(const pl_chain *c, int64_t pos) {
+    pl_buf *x = pl_state_hidden(c->s);
+    return x->be->can_prepare && !c->no_prepare && pos < pl_state_get_opts(c->s)->n_ctx &&
+           (!own_first(c) || pl_state_rewinds_free(c->s));
+}
+
+/* The one column of a decode step through the stages after the host's own; before the
+ * last stage's answer comes, the host records and prepares what follows it - the head on
+ * that column, the pick, the picked id's embedding and the host's own layers at pos0 + 1 -
+ * and runs it the moment the column arrives (one write, the submits, one wait), instead of
+ * recording it then. Where the prepared pass was dropped (a stage taken over here ran its
+ * layers on this backend meanwhile), the head as finish records it. */
+static pl_status forward_prepared(pl_chain *c, int64_t pos0, int k0) {
+    int K = c->n_hops;
+    const pl_model_info *in = pl_model_get_info(c->m);
+    pl_buf *x = pl_state_hidden(c->s);
+    c->pass = (c->pass + 1) & 0xffffffffu;
+    memset(c->sent, 0, sizeof *c->sent * (size_t)K);
+    memset(c->done, 0, sizeof *c->done * (size_t)K);
+    bool prepared = false;
+    for (int k = k0; k < K; k++) {
+        TRY(send_frame(c, k, 1, pos0));
+        if (k == K - 1) {
+            pl_read_range r[2] = {{pl_state_ids(c->s), 0, &c->picked_id, sizeof c->picked_id},
+                                  {x, 0, c->hidden, in->n_embd * (int64_t)sizeof(float)}};
+            pl_status s = pl_model_head(c->m, c->s, 1, false);
+            if (!s) s = pl_be_argmax(pl_state_logits(c->s), 1, pl_state_ids(c->s), 0);
+            if (!s) s = pl_model_embed(c->m, c->s, 1);
+            if (!s && own_first(c))
+                s = pl_model_layers(c->m, c->s, 1, pos0 + 1, c->own->first, c->own->last);
+            if (!s) s = pl_be_prepare(x, r, 2);
+            /* (a failure leaves recorded work that the write below runs first: on the
+             * host's KV caches only, at pos0 + 1, which the next step writes again) */
+            if (s) pl_clear_error();
+            prepared = !s;
+        }
+        TRY(take_frame(c, k, 1));
+    }
+    if (prepared && pl_be_has_prepared(x->be)) {
+        TRY(pl_be_run_prepared(x->be, c->hidden, in->n_embd * (int64_t)sizeof(float)));
+        c->picked = true, c->picked_pos = pos0 + 1;
+        c->n_prepared++;
+        return PL_OK;
+    }
+    TRY(pl_be_write(x, 0, c->hidden, in->n_embd * (int64_t)sizeof(float)));
+    return pl_model_head(c->m, c->s, 1, false);
+}
+
 bool pl_chain_can_pick_ahead(const pl_chain *c, int64_t pos0) {
     /* the host's own layers run ahead of the pick being kept: they must be able to go back
      * one position for free, which a KV cache can and a recurrent state cannot */
@@ -265,6 +322,13 @@ bool pl_chain_can_pick_ahead(const pl_chain *c, int64_t pos0) {
 pl_status pl_chain_pick_ahead(pl_chain *c, int64_t pos0, int32_t *id) {
     if (!pl_chain_can_pick_ahead(c, pos0))
         return pl_fail(PL_ERR_ARG, "the host's layers cannot run ahead of the pick");
+    if (c->picked && c->picked_pos == pos0) { /* done when the last column came back */
+        c->picked = false;
+        *id = c->picked_id;
+        c->ahead_read = true, c->ahead_pos = pos0;
+        return PL_OK;
+    }
+    c->picked = false;
     c->ahead_read = false;
     TRY(pl_be_argmax(pl_state_logits(c->s), 1, pl_state_ids(c->s), 0));
     TRY(pl_model_embed(c->m, c->s, 1));
@@ -279,14 +343,22 @@ pl_status pl_chain_pick_ahead(pl_chain *c, int64_t pos0, int32_t *id) {
     return PL_OK;
 }
 
-pl_status pl_chain_forward_ahead(pl_chain *c, int64_t pos0) {
+pl_status pl_chain_forward_ahead(pl_chain *c, int64_t pos0, bool pick_next) {
     bool read = c->ahead_read && c->ahead_pos == pos0;
-    c->ahead_read = false;
-    return finish(c, 1, pos0, own_first(c) ? 1 : 0, false, read);
+    int k0 = own_first(c) ? 1 : 0;
+    c->ahead_read = false, c->picked = false;
+    if (pick_next && read && k0 < c->n_hops && !pl_state_get_opts(c->s)->draft &&
+        can_prepare_pick(c, pos0 + 1))
+        return forward_prepared(c, pos0, k0);
+    return finish(c, 1, pos0, k0, false, read);
+}
+
+int64_t pl_chain_prepared(const pl_chain *c) {
+    return c ? c->n_prepared : 0;
 }
 
 pl_status pl_chain_drop_ahead(pl_chain *c, int64_t pos0) {
-    c->ahead_read = false;
+    c->ahead_read = false, c->picked = false;
     return own_first(c) ? pl_state_rewind(c->s, pos0) : PL_OK;
 }
 
@@ -298,7 +370,7 @@ bool pl_chain_can_rewind(const pl_chain *c, int64_t n_past) {
 
 pl_status pl_chain_rewind(pl_chain *c, int64_t n_past) {
     pl_status first = PL_OK;
-    c->ahead_read = false;
+    c->ahead_read = false, c->picked = false;
     for (int k = 0; k < c->n_hops; k++) {
         pl_status s = pl_stage_rewind(c->hops[k], n_past);
         if (s && n_past) { /* some went back, some not: a fresh start for all */

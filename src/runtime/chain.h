@@ -22,14 +22,15 @@
 #include "stage.h"
 
 typedef struct {
-    int frame_cols; /* most columns one frame carries, 1 to PL_CHAIN_MAX_FRAME (default 512;
-                       also capped by the host's batch and every stage's max_cols): a
-                       prompt goes in as few frames as that allows, since a frame costs a
-                       device wait and a read on every stage, and the GPU runs a frame of
-                       more than 16 columns as a GEMM, of 16 or fewer column by column */
-    int in_flight;  /* most frames submitted to a stage and not yet collected, 1 to
-                       PL_CHAIN_MAX_IN_FLIGHT (default 4; also capped by each stage's
-                       max_in_flight) */
+    int frame_cols;  /* most columns one frame carries, 1 to PL_CHAIN_MAX_FRAME (default 512;
+                        also capped by the host's batch and every stage's max_cols): a
+                        prompt goes in as few frames as that allows, since a frame costs a
+                        device wait and a read on every stage, and the GPU runs a frame of
+                        more than 16 columns as a GEMM, of 16 or fewer column by column */
+    bool no_prepare; /* no next pick prepared ahead (pl_chain_forward_ahead's pick_next) */
+    int in_flight;   /* most frames submitted to a stage and not yet collected, 1 to
+                        PL_CHAIN_MAX_IN_FLIGHT (default 4; also capped by each stage's
+                        max_in_flight) */
 } pl_chain_opts;
 
 #define PL_CHAIN_MAX_FRAME     4096
@@ -65,7 +66,14 @@ pl_status pl_chain_forward(pl_chain *c, const int32_t *ids, int64_t n, int64_t p
  * able to go back one position (attention only), else they run when the id is pushed. */
 bool pl_chain_can_pick_ahead(const pl_chain *c, int64_t pos0);
 pl_status pl_chain_pick_ahead(pl_chain *c, int64_t pos0, int32_t *id);
-pl_status pl_chain_forward_ahead(pl_chain *c, int64_t pos0);
+/* pick_next: the caller's next call is pl_chain_pick_ahead(c, pos0 + 1) (or drop_ahead,
+ * or a plain forward or rewind). Then, on a backend that records (backend.h's prepare),
+ * that pick is prepared while the last stage works and run when its column comes back, so
+ * the pick itself waits for nothing: the same ids and logits, the host's part of a token
+ * recorded off the critical path. */
+pl_status pl_chain_forward_ahead(pl_chain *c, int64_t pos0, bool pick_next);
+/* Picks that ran through a prepared pass so far (tests, bench). */
+int64_t pl_chain_prepared(const pl_chain *c);
 pl_status pl_chain_drop_ahead(pl_chain *c, int64_t pos0);
 
 /* Every stage can go back to n_past / make them all do it. A failed rewind sends every

@@ -499,7 +499,9 @@ static pl_status greedy_chain(pl_session *s, int64_t n, bool (*on_token)(void *u
             continue;
         }
         s->have_logits = false;
-        if ((e = pl_chain_forward_ahead(s->chain, s->n_ids))) {
+        /* the next turn of this loop picks ahead at n_ids + 1 when there is one */
+        bool next = t + 2 < n && s->n_ids + 1 < n_ctx;
+        if ((e = pl_chain_forward_ahead(s->chain, s->n_ids, next))) {
             s->n_state = -1;
             rewind_to(s, s->n_ids);
             break;
@@ -509,6 +511,10 @@ static pl_status greedy_chain(pl_session *s, int64_t n, bool (*on_token)(void *u
         s->have_logits = true;
     }
     return e;
+}
+
+const pl_chain *pl_session_chain(const pl_session *s) {
+    return s->chain;
 }
 
 pl_status pl_session_greedy(pl_session *s, int64_t n, bool (*on_token)(void *ud, int32_t id),

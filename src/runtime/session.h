@@ -142,6 +142,8 @@ bool pl_session_has_logits(const pl_session *s);
 
 /* The ids in the cache. */
 const int32_t *pl_session_ids(const pl_session *s, int64_t *n);
+/* The chain a session over stages runs (NULL: one over the whole model). */
+const pl_chain *pl_session_chain(const pl_session *s);
 int64_t pl_session_n_ctx(const pl_session *s);
 /* The state whose logits (and ids buffer) the session uses: over a chain, the host's. */
 pl_state *pl_session_state(pl_session *s);

@@ -892,6 +892,77 @@ static void case_read_many(void) {
     }
 }
 
+/* prepare / run_prepared: a pass recorded before its input is written (rms_norm, a matmul,
+ * the argmax of its rows) gives, run on that input, what the same ops after a plain write
+ * give: bit for bit on the backend itself, within the ops' tolerance of the CPU; a call
+ * between prepare and run drops the pass unrun; a backend that runs ops as they come (the
+ * CPU) refuses to prepare. */
+static void case_prepare(void) {
+    cover("prepare"), cover("run_prepared"), cover("has_prepared");
+    for (int round = 0; round < 3; round++) {
+        int64_t rows = rnd(1, 4), cols = rnd(8, 96), n_out = rnd(2, 40);
+        float *x0 = randv((size_t)(rows * cols), -2, 2), *x1 = randv((size_t)(rows * cols), -2, 2);
+        float *wn = randv((size_t)cols, 0.5f, 1.5f), *wm = weight_data(PL_TYPE_F32, cols, n_out);
+        duo x = f32(cols, rows, x0), y = f32(cols, rows, NULL), z = f32(n_out, rows, NULL);
+        duo ids = act(PL_TYPE_I32, rows, 1, NULL), other = f32(4, 1, NULL);
+        duo w = weight(PL_TYPE_F32, cols, 1, wn), m = weight(PL_TYPE_F32, cols, n_out, wm);
+        int64_t xb = rows * cols * 4, zb = rows * n_out * 4;
+        float zref[40 * 4], zplain[40 * 4], zprep[40 * 4], zdrop[40 * 4];
+        int32_t iref[4], iplain[4], iprep[4];
+#define PASS(be_i)                                                                                 \
+    (pl_be_rms_norm(x.b[be_i], w.b[be_i], rows, cols, 1e-6f, y.b[be_i]) ||                         \
+     pl_be_matmul(m.b[be_i], y.b[be_i], NULL, rows, false, z.b[be_i]) ||                           \
+     pl_be_argmax(z.b[be_i], rows, ids.b[be_i], 0))
+        /* the CPU: the write, then the ops */
+        CHECK(!pl_be_write(x.b[0], 0, x1, xb) && !PASS(0) && !pl_be_read(z.b[0], 0, zref, zb) &&
+                  !pl_be_read(ids.b[0], 0, iref, rows * 4),
+              "cpu pass: %s", pl_last_error());
+        CHECK(!be2[0]->can_prepare &&
+                  pl_be_prepare(x.b[0], &(pl_read_range){z.b[0], 0, zref, 4}, 1) == PL_ERR_ARG &&
+                  !pl_be_has_prepared(be2[0]),
+              "the CPU refuses to prepare a pass");
+        pl_backend *be = be2[1];
+        if (be && be->can_prepare) {
+            /* plain on the backend under test */
+            CHECK(!pl_be_write(x.b[1], 0, x1, xb) && !PASS(1) &&
+                      !pl_be_read(z.b[1], 0, zplain, zb) &&
+                      !pl_be_read(ids.b[1], 0, iplain, rows * 4),
+                  "%s plain pass: %s", be->name, pl_last_error());
+            /* prepared on the old input, run on the new */
+            pl_read_range r[2] = {{z.b[1], 0, zprep, zb}, {ids.b[1], 0, iprep, rows * 4}};
+            CHECK(!pl_be_write(x.b[1], 0, x0, xb) && !pl_be_write(z.b[1], 0, x0, 4) && !PASS(1) &&
+                      !pl_be_prepare(x.b[1], r, 2) && pl_be_has_prepared(be),
+                  "%s prepare: %s", be->name, pl_last_error());
+            CHECK(!pl_be_run_prepared(be, x1, xb) && !pl_be_has_prepared(be), "%s run_prepared: %s",
+                  be->name, pl_last_error());
+            CHECK(!memcmp(zprep, zplain, (size_t)zb) && !memcmp(iprep, iplain, (size_t)rows * 4),
+                  "%s: the prepared pass differs from the plain one", be->name);
+            double err = 0, ref = 0;
+            for (int64_t i = 0; i < rows * n_out; i++)
+                err += (zprep[i] - zref[i]) * (double)(zprep[i] - zref[i]),
+                    ref += zref[i] * (double)zref[i];
+            CHECK(err <= 1e-9 * (ref + 1e-30), "%s: prepared pass vs cpu nmse %g", be->name,
+                  err / (ref + 1e-30));
+            /* dropped by a write in between: nothing ran (z keeps what was written) */
+            float zero[40 * 4] = {0};
+            CHECK(!pl_be_write(z.b[1], 0, zero, zb) && !PASS(1) && !pl_be_prepare(x.b[1], r, 2) &&
+                      !pl_be_write(other.b[1], 0, x1, 4) && !pl_be_has_prepared(be) &&
+                      pl_be_run_prepared(be, x1, xb) == PL_ERR_ARG,
+                  "%s: a write drops the prepared pass", be->name);
+            CHECK(!pl_be_read(z.b[1], 0, zdrop, zb) && !memcmp(zdrop, zero, (size_t)zb),
+                  "%s: a dropped pass ran", be->name);
+            /* an input longer than the buffer: refused, the pass dropped */
+            CHECK(!PASS(1) && !pl_be_prepare(x.b[1], r, 2) &&
+                      pl_be_run_prepared(be, x1, xb + 4 * cols) == PL_ERR_ARG &&
+                      !pl_be_has_prepared(be),
+                  "%s: an input past the buffer refused", be->name);
+        }
+#undef PASS
+        dfree(x), dfree(y), dfree(z), dfree(ids), dfree(other), dfree(w), dfree(m);
+        free(x0), free(x1), free(wn), free(wm);
+    }
+}
+
 static void check_coverage(void) {
     static const char *const slots[] = {
 #define SLOT_NAME(name) #name,
@@ -941,7 +1012,7 @@ static void run_tests(void) {
         case_embed_matmul, case_norm_ew,           case_rope_attention, case_views,
         case_cols,         case_attention_prefill, case_kv_q8,          case_select_copy,
         case_moe,          case_deltanet,          case_fuse,           case_fuse_experts,
-        case_fuse_router,  case_fuse_norm_gate,    case_read_many};
+        case_fuse_router,  case_fuse_norm_gate,    case_read_many,      case_prepare};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i]();
     check_coverage();
     pl_be_destroy(be2[1]);

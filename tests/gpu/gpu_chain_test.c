@@ -37,6 +37,10 @@ static void check_submits(const pl_gguf *g, pl_backend *gpu, const pl_model *w) 
         CHECK(pl_session_greedy(cs, 8, NULL, NULL, &n) == PL_OK && n == 8, "greedy: %s",
               pl_last_error());
         pl_gpu_backend_counters(gpu, &d1, &s1);
+        /* each of the 7 picks after a stage frame was prepared while the frame ran, except
+         * the last (nothing follows it) */
+        CHECK(pl_chain_prepared(pl_session_chain(cs)) == 6, "%lld picks prepared, expected 6",
+              (long long)pl_chain_prepared(pl_session_chain(cs)));
         CHECK(s1 - s0 == 8 + 7,
               "greedy 8 through host [0, 1) + a stage: %llu submits, "
               "expected 15 (8 argmaxes with the host's layer, 7 stage frames)",

@@ -55,8 +55,13 @@ static bool narrow;        /* room_open: the workers' hellos without PL_CAP_WIDE
 static int lap_ms = 20000; /* room_open: the stages' lap timeout */
 static int deal_snap;      /* room_open: the plan's n_snap (the host speculates) */
 
+/* The joiners' backend, and what each served (joiner i of a room: join_counts[i]). */
+static const char *join_backend = "cpu";
+static struct pl_room_join_counts join_counts[4];
+
 static void start_joiner(joiner *j, const char *url, const char *key, const char *model) {
     j->o = (pl_room_join_opts){.url = url,
+                               .counts = j->o.counts,
                                .cache_dir = fetch_dir,
                                .test_die_after = j->o.test_die_after,
                                .want_first = j->o.want_first,
@@ -65,7 +70,7 @@ static void start_joiner(joiner *j, const char *url, const char *key, const char
                                .probe_s = 0.01,
                                .key = key,
                                .model = fetch_dir ? NULL : model,
-                               .backend = "cpu",
+                               .backend = join_backend,
                                .threads = 1,
                                .act_q8 = 1,
                                .kv_type = kv_type,
@@ -126,6 +131,8 @@ static bool room_open(room *r, const char *url, const char *rel, int n, int n_la
                 (pl_room_join_opts){.mute_after = mute_after, .slow_ms = slow_ms, .stop = &r->stop};
         r->j[i].o.want_first = i * n_layer / n, r->j[i].o.want_last = (i + 1) * n_layer / n;
         if (chain) snprintf(r->j[i].listen, sizeof r->j[i].listen, "%s-w%d", url, i);
+        join_counts[i] = (struct pl_room_join_counts){0, 0};
+        r->j[i].o.counts = &join_counts[i];
         start_joiner(&r->j[i], url, KEY, test_shared(rel));
     }
     uint8_t meta[32];
@@ -1103,6 +1110,33 @@ out:
     pl_gguf_free(g);
 }
 
+/* The host and 2 workers on the WebGPU backend (lavapipe in CI): the logits bits and ids of
+ * one session over the whole model on it, and the workers' decode frames go through passes
+ * prepared ahead (backend.h's prepare), which change nothing. Without an adapter this
+ * fails, as the GPU tests do; POOLED_SKIP_GPU=1 outside CI skips. */
+static void check_gpu_room(void) {
+    if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0); /* loader noise */
+    pl_backend *gpu = NULL;
+    const char *note;
+    if (pl_backend_open("webgpu", 1, &gpu, &note) != PL_OK) {
+        const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
+        if (skip && !strcmp(skip, "1") && !(ci && *ci))
+            fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
+        else
+            CHECK(0, "no usable GPU: %s (run tools/setup.sh)", pl_last_error());
+        return;
+    }
+    gpu->act_q8 = 1;
+    join_backend = "webgpu";
+    check_room(gpu, "models/stories260K.gguf", 2, PL_WIRE_F32, false, false);
+    join_backend = "cpu";
+    for (int i = 0; i < 2; i++)
+        CHECK(join_counts[i].frames > 10 && join_counts[i].prepared > 5,
+              "gpu worker %d: %lld frames, %lld through a prepared pass", i,
+              (long long)join_counts[i].frames, (long long)join_counts[i].prepared);
+    pl_be_destroy(gpu);
+}
+
 static void run_tests(void) {
     pl_backend *be = NULL;
     const char *note;
@@ -1137,4 +1171,5 @@ static void run_tests(void) {
     check_survival(be, 0, true);
     check_survival(be, 1, true);
     pl_be_destroy(be);
+    check_gpu_room();
 }
