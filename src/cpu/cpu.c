@@ -368,44 +368,13 @@ static pl_status op_rope(pl_backend *be, pl_buf *x, int64_t n, int64_t pos0,
     return PL_OK;
 }
 
-/* n values to half precision as pl_f32_to_f16 makes them: with F16C, 8 at a time where none
- * of the 8 is NaN (the hardware rounds to nearest even as it does, overflow and subnormals
- * included, but keeps a NaN's payload where it makes 0x7e00). */
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-__attribute__((target("avx2,f16c"))) static void to_half_avx2(const float *s, uint16_t *c,
-                                                              int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_loadu_ps(s + i);
-        if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))) {
-            for (int k = 0; k < 8; k++) c[i + k] = pl_f32_to_f16(s[i + k]);
-            continue;
-        }
-        _mm_storeu_si128((__m128i *)(c + i),
-                         _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
-    for (; i < n; i++) c[i] = pl_f32_to_f16(s[i]);
-}
-#endif
-
-static void to_half(const float *s, uint16_t *c, int64_t n) {
-#if defined(__x86_64__) || defined(__i386__)
-    if (pl_cpu_have_avx2()) {
-        to_half_avx2(s, c, n);
-        return;
-    }
-#endif
-    for (int64_t i = 0; i < n; i++) c[i] = pl_f32_to_f16(s[i]);
-}
-
 void pl_cpu_kv_span(const float *s, pl_buf *cache, int64_t e0, int64_t count) {
     if (cache->type == PL_TYPE_F32) {
         memcpy(fptr(cache) + e0, s, (size_t)count * sizeof(float));
     } else if (cache->type == PL_TYPE_Q8_0) { /* whole blocks: one run of them */
         pl_quant_act_q8_0(s, count, q8_quants(cache) + e0, q8_scales(cache) + e0 / 32);
     } else {
-        to_half(s, (uint16_t *)vptr(cache) + e0, count);
+        pl_f32_to_f16_row(s, (uint16_t *)vptr(cache) + e0, count);
     }
 }
 

@@ -39,6 +39,75 @@ uint16_t pl_f32_to_f16(float f) {
     return (uint16_t)(sign | (r >> 13));
 }
 
+/* ---- many at once ---- */
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define PL_F16_X86 1
+/* AVX and F16C (cpuid leaf 1, ECX bit 29: clang's builtin does not know it). */
+static int have_f16c(void) {
+    static int v = -1; /* benign race: every thread computes the same answer */
+    if (v < 0) {
+        unsigned a, b, c = 0, d;
+        int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+        v = f16c && __builtin_cpu_supports("avx") ? 1 : 0;
+    }
+    return v;
+}
+
+/* The hardware rounds to nearest even as pl_f32_to_f16 does (overflow and subnormals
+ * included) but keeps a NaN's payload where it makes 0x7e00: 8 with a NaN go one by one.
+ * Returns how many were done. */
+__attribute__((target("avx,f16c"))) static int64_t to_f16_x86(const float *x, uint16_t *out,
+                                                              int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+            for (int k = 0; k < 8; k++) out[i + k] = pl_f32_to_f16(x[i + k]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(out + i),
+                         _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    return i;
+}
+
+/* Exact for every half but a signalling NaN, which the hardware quiets: 8 with a NaN (a
+ * magnitude above 0x7c00) go one by one. */
+__attribute__((target("avx,f16c"))) static int64_t to_f32_x86(const uint16_t *h, float *out,
+                                                              int64_t n) {
+    int64_t i = 0;
+    const __m128i mag = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00);
+    for (; i + 8 <= n; i += 8) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(h + i));
+        if (_mm_movemask_epi8(_mm_cmpgt_epi16(_mm_and_si128(v, mag), inf))) {
+            for (int k = 0; k < 8; k++) out[i + k] = pl_f16_to_f32(h[i + k]);
+            continue;
+        }
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(v));
+    }
+    return i;
+}
+#endif
+
+void pl_f32_to_f16_row(const float *x, uint16_t *out, int64_t n) {
+    int64_t i = 0;
+#ifdef PL_F16_X86
+    if (have_f16c()) i = to_f16_x86(x, out, n);
+#endif
+    for (; i < n; i++) out[i] = pl_f32_to_f16(x[i]);
+}
+
+void pl_f16_to_f32_row(const uint16_t *h, float *out, int64_t n) {
+    int64_t i = 0;
+#ifdef PL_F16_X86
+    if (have_f16c()) i = to_f32_x86(h, out, n);
+#endif
+    for (; i < n; i++) out[i] = pl_f16_to_f32(h[i]);
+}
+
 float pl_bf16_to_f32(uint16_t h) {
     return u2f((uint32_t)h << 16);
 }

@@ -186,9 +186,9 @@ pl_status pl_stage_local_wrap(const pl_model *m, pl_state *s, int first, int las
 /* ---- f16 on the wire ---- */
 
 void pl_hidden_to_f16(const float *x, uint16_t *out, int64_t n) {
-    for (int64_t i = 0; i < n; i++) out[i] = pl_f32_to_f16(x[i]);
+    pl_f32_to_f16_row(x, out, n);
 }
 
 void pl_hidden_from_f16(const uint16_t *x, float *out, int64_t n) {
-    for (int64_t i = 0; i < n; i++) out[i] = pl_f16_to_f32(x[i]);
+    pl_f16_to_f32_row(x, out, n);
 }
