@@ -282,6 +282,10 @@ int bench_opts_parse(int argc, char **argv, bench_opts *o) {
         } else if (arg_take(argc, argv, &i, "--streams", NULL, &v, &err)) {
             err = err || !parse_list("--streams", "N", v, BENCH_STREAM_LIMIT, BENCH_STREAMS_MAX,
                                      o->streams, &o->n_streams);
+        } else if (arg_take(argc, argv, &i, "--split", NULL, &v, &err)) {
+            /* (as run's: a test switch, documented in the README) the model as a host and
+             * N - 1 local stages, one chain in one process: a room's passes without the wire */
+            err = err || !arg_int("--split", v, 1, 63, &o->ma.split);
         } else if (!strcmp(argv[i], "--ids")) {
             o->print_ids = true;
         } else if (!err) {

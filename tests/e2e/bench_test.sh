@@ -59,6 +59,14 @@ for kv in f32 f16 q8; do
 done
 check "the state is smaller with --kv q8 (f32 $state_f32, f16 $state_f16, q8 $state_q8 bytes)" \
     [ $((32 * (state_f16 - state_q8))) -eq $((15 * (state_f32 - state_f16))) -a $state_q8 -lt $state_f16 ]
+# --split 2: the model as a host and a local stage in one chain (a room without the wire)
+"$POOLED" bench -m "$SHARED/models/stories260K.gguf" -p 8 -n 8 -r 1 --backend cpu --split 2 \
+    --json >"$TMP/out" 2>"$TMP/err"
+rc=$?
+check "--split 2 exits 0 ($(tail -n 1 "$TMP/err"))" [ $rc -eq 0 ]
+check "--split 2 reports its speeds" jq -e '.prefill_tok_s > 0 and .decode_tok_s > 0' \
+    <<<"$(tail -n 1 "$TMP/out")" >/dev/null
+check_err "--split past 63" "$POOLED" bench -m "$SHARED/models/stories260K.gguf" --split 64
 check_err "bench with nothing to do" "$POOLED" bench -m "$SHARED/models/stories260K.gguf" -p 0 -n 0
 check_err "bench on a missing file" "$POOLED" bench -m "$TMP/none.gguf"
 finish
