@@ -3,7 +3,9 @@
 # and then `pooled room bench` (host + WORKERS workers on 127.0.0.1, every process on the
 # same device, the layers split in equal contiguous ranges: the host the first, each worker
 # the next with --layers), on the same model and options; prints both and the ratios
-# room / one process of prefill, decode and time to first token.
+# room / one process of prefill, decode and time to first token, and beside them one
+# process over a chain of as many local stages (`bench --split`, the host holding the ends
+# only): what the chain costs without the wire and the second process.
 # On the H200 machine, after the build of tools/device_bench.sh:
 #     tools/device_bench.sh run 'bash tools/room_device_bench.sh'
 # synthesises qwen3-8b Q4_0 (and qwen3.5-27b Q4_0 with --27b) into /tmp and measures each
@@ -46,6 +48,11 @@ measure() {
     # one process
     "$BIN" bench -m "$m" --backend "$BACKEND" $T $ARGS --json >"$WORK/one.json" 2>"$WORK/one.err" ||
         { echo "room_device_bench: pooled bench failed: $(tail -n 1 "$WORK/one.err")" >&2; return 1; }
+    # one process over a chain of as many stages (bench --split): the room's passes without
+    # the wire or a second process, to tell the chain's own cost from the hand-overs
+    "$BIN" bench -m "$m" --backend "$BACKEND" $T $ARGS --split "$n" --json >"$WORK/split.json" \
+        2>"$WORK/split.err" ||
+        { echo "room_device_bench: pooled bench --split failed: $(tail -n 1 "$WORK/split.err")" >&2; return 1; }
     # the room: layer ranges [b_i, b_{i+1}) with b_i = i * L / n
     local b=() lat=()
     for i in $(seq 0 "$n"); do b+=($((i * L / n))); done
@@ -70,13 +77,14 @@ measure() {
     for k in "${pids[@]}"; do wait "$k"; done
     [ $rc -eq 0 ] || { echo "room_device_bench: room bench failed: $(tail -n 1 "$WORK/host.err")" >&2; return 1; }
     echo "== $label ($BACKEND, $ARGS, host + $WORKERS worker(s), layers $(IFS=,; echo "${b[*]}"), latency $LATENCY ms)"
-    local f one room
+    local f one room split
     for f in prefill_tok_s decode_tok_s ttft_ms; do
         one=$(field $f <"$WORK/one.json")
         room=$(field $f <"$WORK/room.json")
-        awk -v f=$f -v a="$one" -v b="$room" 'BEGIN {
-            r = a > 0 ? b / a : 0
-            printf "%-14s one process %10.2f   room %10.2f   room/one %.3f\n", f, a, b, r }'
+        split=$(field $f <"$WORK/split.json")
+        awk -v f=$f -v a="$one" -v b="$room" -v c="$split" 'BEGIN {
+            r = a > 0 ? b / a : 0; q = a > 0 ? c / a : 0
+            printf "%-14s one process %10.2f   room %10.2f   room/one %.3f   split %10.2f   split/one %.3f\n", f, a, b, r, c, q }'
     done
 }
 

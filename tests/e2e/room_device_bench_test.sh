@@ -1,6 +1,7 @@
 # room_device_bench_test.sh - tools/room_device_bench.sh (the H200's room recipe) on
-# stories260K with the cpu backend: one process and a room of host + 2 workers measured,
-# a line per quantity with both numbers and a positive ratio, its temporary folder
+# stories260K with the cpu backend: one process, a room of host + 2 workers and one process
+# over 3 stages (--split) measured, a line per quantity with the numbers and positive
+# ratios, its temporary folder
 # removed; a model it cannot split is one line and exit 1.
 . tests/e2e/lib.sh
 S=$SHARED/models/stories260K.gguf
@@ -11,7 +12,8 @@ check "the script exits 0 ($(tail -n 1 "$TMP/err"))" [ $rc -eq 0 ]
 check "it names the split: host + 2 workers, layers 0,1,3,5" grep -q "host + 2 worker(s), layers 0,1,3,5" "$TMP/out"
 for f in prefill_tok_s decode_tok_s ttft_ms; do
     check "$f: one process, room and a positive ratio" awk -v f=$f \
-        '$1 == f && $2 == "one" && $4 > 0 && $5 == "room" && $6 > 0 && $8 > 0 { ok = 1 }
+        '$1 == f && $2 == "one" && $4 > 0 && $5 == "room" && $6 > 0 && $8 > 0 &&
+         $9 == "split" && $10 > 0 && $12 > 0 { ok = 1 }
          END { exit !ok }' "$TMP/out"
 done
 check "nothing left in its temporary folder" [ -z "$(ls "$TMP" | grep room-bench)" ]
