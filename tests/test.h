@@ -34,6 +34,17 @@ static int test_passed, test_failed;
         }                                                                                          \
     } while (0)
 
+/* No GPU (what did not open, why): a FAILURE, since CI installs lavapipe; only an explicit
+ * POOLED_SKIP_GPU=1 outside CI skips, and then nothing is counted as passed. */
+static inline void test_no_gpu(const char *what, const char *why) {
+    const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
+    if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
+        fprintf(stderr, "SKIP %s (POOLED_SKIP_GPU=1): %s\n", what, why);
+        return;
+    }
+    CHECK(0, "%s did not open: %s (run tools/setup.sh)", what, why);
+}
+
 /* Path of a file under shared/ (POOLED_SHARED, default ../shared from the repo root). */
 static inline const char *test_shared(const char *rel) {
     static char buf[8][1024];

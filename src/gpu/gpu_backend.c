@@ -16,14 +16,19 @@ static gpu_backend *gbe(pl_backend *be) {
     return (gpu_backend *)be;
 }
 
+/* Free the retired buffers: the caller knows nothing submitted uses them any more. */
+static void free_retired(gpu_backend *gb) {
+    for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
+    gb->n_retired = 0;
+}
+
 void pl_gpu_retire(gpu_backend *gb, pl_gpu_buf *b) {
     if (!b) return;
     pl_gpu_forget_buf(gb, b);
     if (gb->n_retired == (int)(sizeof gb->retired / sizeof gb->retired[0])) {
         /* full: wait for the GPU, then nothing can still use them */
         pl_gpu_finish(gb->g);
-        for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
-        gb->n_retired = 0;
+        free_retired(gb);
     }
     gb->retired[gb->n_retired++] = b;
 }
@@ -58,8 +63,6 @@ static bool pending_write(const gpu_backend *gb, const gbuf *b) {
     return false;
 }
 
-/* Fuse and record the queue, write the arguments, submit. With rb, also copy
- * [off, off+n) of src into the read-back buffer in the same command buffer. */
 /* A range of a buffer a flush copies into the read-back buffer: bytes [off, off + n) of src
  * (4-byte aligned) to offset `at` there. */
 typedef struct {
@@ -163,8 +166,7 @@ static pl_status flush_parts(gpu_backend *gb, const rb_part *parts, int k) {
     gb->n_ops = 0;
     if (k) gb->last_read_t = pl_gpu_now();
     if (gb->n_retired && !gb->holding) { /* a held pass may still use them */
-        if (pl_gpu_finish(gb->g) == PL_OK || st != PL_OK)
-            for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
+        if (pl_gpu_finish(gb->g) == PL_OK || st != PL_OK) free_retired(gb);
         gb->n_retired = 0;
     }
     return st;
@@ -390,7 +392,7 @@ static uint64_t place_reads(const pl_read_range *r, int n, rb_part *parts) {
 }
 
 /* Map the read-back buffer's first `at` bytes once and hand each read its bytes (read i's
- * range starts at at_i, from the 4-byte boundary lo_i below its offset). */
+ * copy starts at at_i[i], from the 4-byte boundary below its offset). */
 static pl_status scatter_reads(gpu_backend *gb, const pl_read_range *r, int n, const uint64_t *at_i,
                                uint64_t at) {
     if (!at) return PL_OK;
@@ -464,10 +466,7 @@ static pl_status op_run_prepared(pl_backend *be, const void *src, int64_t nbytes
     drop_held(gb);
     if (st == PL_OK)
         st = scatter_reads(gb, gb->held_reads, gb->n_held_reads, gb->held_at, gb->held_bytes);
-    if (st == PL_OK && gb->n_retired) { /* the pass has run: nothing uses them now */
-        for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
-        gb->n_retired = 0;
-    }
+    if (st == PL_OK) free_retired(gb); /* the pass has run: nothing uses them now */
     return st;
 }
 
@@ -672,7 +671,7 @@ static void destroy(pl_backend *be) {
         drop_held(gb);
         pl_gpu_finish(gb->g);
         pl_gpu_caches_free(gb);
-        for (int i = 0; i < gb->n_retired; i++) pl_gpu_buf_free(gb->retired[i]);
+        free_retired(gb);
         pl_gpu_buf_free(gb->args), pl_gpu_buf_free(gb->rope_tab);
         pl_gpu_buf_free(gb->partials), pl_gpu_buf_free(gb->pairs), pl_gpu_buf_free(gb->readback);
         pl_gpu_buf_free(gb->gemm_xq), pl_gpu_buf_free(gb->gemm_xd), pl_gpu_buf_free(gb->gemm_grp);

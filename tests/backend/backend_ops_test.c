@@ -986,12 +986,7 @@ static pl_backend *open_gpu(void) {
     pl_gpu_backend_opts o = {.no_tune = 1, .no_selftest = 1, .fa = 1};
     pl_backend *be = NULL;
     if (pl_gpu_backend_new(&o, &be) == PL_OK) return be;
-    const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
-    if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
-        fprintf(stderr, "SKIP webgpu (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
-        return NULL;
-    }
-    CHECK(0, "the webgpu backend did not open: %s (run tools/setup.sh)", pl_last_error());
+    test_no_gpu("the webgpu backend", pl_last_error());
     return NULL;
 }
 

@@ -66,11 +66,5 @@ static void run_tests(void) {
         pl_be_destroy(gpu);
         return;
     }
-    const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
-    if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
-        fprintf(stderr, "SKIP webgpu (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
-        return;
-    }
-    CHECK(0, "the webgpu backend did not open: %s (no adapter? run tools/setup.sh)",
-          pl_last_error());
+    test_no_gpu("the webgpu backend", pl_last_error());
 }

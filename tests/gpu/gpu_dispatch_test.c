@@ -296,11 +296,7 @@ static void run_tests(void) {
     if (!s) s = pl_gpu_backend_new(&so, &simple);
     if (!s) s = pl_gpu_backend_new(&xo, &xpre);
     if (s) {
-        const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
-        if (skip && !strcmp(skip, "1") && !(ci && *ci))
-            fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
-        else
-            CHECK(0, "the webgpu backend did not open: %s (run tools/setup.sh)", pl_last_error());
+        test_no_gpu("the webgpu backend", pl_last_error());
         pl_be_destroy(fused);
         pl_be_destroy(simple);
         return;

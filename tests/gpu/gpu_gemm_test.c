@@ -668,7 +668,7 @@ static void run_tests(void) {
     pl_gpu_open_opts go = {.smx = 1}; /* takes subgroup matrices where offered */
     pl_gpu *g = NULL;
     if (pl_gpu_open_with(&go, &g) != PL_OK) {
-        gt_no_gpu("adapter");
+        gt_no_gpu("the GPU adapter");
         return;
     }
     test_prepass(g);

@@ -19,12 +19,7 @@ static pl_backend *open_gpu(void) {
         fprintf(stderr, "GPU: %s\n", be->device);
         return be;
     }
-    const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
-    if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
-        fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
-        return NULL;
-    }
-    CHECK(0, "the webgpu backend did not open: %s (run tools/setup.sh)", pl_last_error());
+    gt_no_gpu("the webgpu backend");
     return NULL;
 }
 

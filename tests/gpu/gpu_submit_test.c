@@ -59,7 +59,7 @@ static void run_tests(void) {
     pl_status s = pl_gpu_backend_new(&so, &split);
     if (!s) s = pl_gpu_backend_new(&wo, &whole);
     if (s) {
-        gt_no_gpu("for the split submits");
+        gt_no_gpu("the webgpu backend (split submits)");
         pl_be_destroy(split);
         pl_be_destroy(whole);
         return;

@@ -12,15 +12,9 @@
 #include "gpu/gpu.h"
 #include "gpu/wgsl_gen.h"
 
-/* No GPU: a FAILURE (CI installs lavapipe); only an explicit POOLED_SKIP_GPU=1 outside CI
- * skips, and then nothing is counted as passed. */
+/* No GPU: test.h's test_no_gpu (a failure unless POOLED_SKIP_GPU=1 outside CI). */
 static inline void gt_no_gpu(const char *what) {
-    const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
-    if (skip && !strcmp(skip, "1") && !(ci && *ci)) {
-        fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
-        return;
-    }
-    CHECK(0, "no usable GPU %s: %s (run tools/setup.sh)", what, pl_last_error());
+    test_no_gpu(what, pl_last_error());
 }
 
 /* Open the GPU device (NULL: see gt_no_gpu). */
@@ -31,7 +25,7 @@ static inline pl_gpu *gt_open(void) {
         fprintf(stderr, "GPU: %s\n", pl_gpu_get_info(g)->name);
         return g;
     }
-    gt_no_gpu("adapter");
+    gt_no_gpu("the GPU adapter");
     return NULL;
 }
 
@@ -40,7 +34,7 @@ static inline pl_backend *gt_backend(void) {
     if (!getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0);
     pl_backend *be = NULL;
     if (pl_gpu_backend_new(NULL, &be) == PL_OK) return be;
-    gt_no_gpu("backend");
+    gt_no_gpu("the webgpu backend");
     return NULL;
 }
 

@@ -133,11 +133,7 @@ static void run_tests(void) {
     pl_gpu_backend_opts go = {.no_tune = 1, .no_selftest = 1};
     pl_backend *gpu = NULL;
     if (pl_gpu_backend_new(&go, &gpu) != PL_OK) {
-        const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
-        if (skip && !strcmp(skip, "1") && !(ci && *ci))
-            fprintf(stderr, "SKIP webgpu (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
-        else
-            CHECK(0, "the webgpu backend did not open: %s (run tools/setup.sh)", pl_last_error());
+        test_no_gpu("the webgpu backend", pl_last_error());
         return;
     }
     check_snapshots(gpu);

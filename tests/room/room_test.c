@@ -1119,11 +1119,7 @@ static void check_gpu_room(void) {
     pl_backend *gpu = NULL;
     const char *note;
     if (pl_backend_open("webgpu", 1, &gpu, &note) != PL_OK) {
-        const char *skip = getenv("POOLED_SKIP_GPU"), *ci = getenv("CI");
-        if (skip && !strcmp(skip, "1") && !(ci && *ci))
-            fprintf(stderr, "SKIP (POOLED_SKIP_GPU=1): %s\n", pl_last_error());
-        else
-            CHECK(0, "no usable GPU: %s (run tools/setup.sh)", pl_last_error());
+        test_no_gpu("the webgpu backend", pl_last_error());
         return;
     }
     gpu->act_q8 = 1;
