@@ -259,9 +259,8 @@ static int room_serve(const chat_opts *co, host_opts *h) {
         .answer = pl_room_answer, .ud = &a, .stop = &stop_flag, .verbose = true};
     stop_flag = 0;
     catch_stop(true);
-    /* the handlers stay: a second SIGTERM while the room winds down (timeout(1) sends one to
-     * the process and one to its group) must not kill it before its bye to every worker */
     rc = pl_room_guests_serve(h->L, &o) ? die("room host: %s", pl_last_error()) : 0;
+    catch_stop(false);
 done:
     pooled_session_free(ses);
     if (h->L) pl_listener_close(h->L);
@@ -302,7 +301,8 @@ static int room_http(const chat_opts *co, host_opts *h) {
                         .model_id = id ? id + 1 : co->ma.path,
                         .stop = &stop_flag,
                         .allow_origins = h->origins};
-        rc = srv_serve(e, &c); /* (the handlers stay while it winds down, as room_serve's) */
+        rc = srv_serve(e, &c);
+        catch_stop(false);
     }
     srv_engine_free(e);
     pooled_model_close(m); /* (the workers hear the host's bye) */
