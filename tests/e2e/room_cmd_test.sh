@@ -313,10 +313,13 @@ check_err "bad --emulate-latency-ms" "$POOLED" room join 127.0.0.1:1 --key $K -m
 # pooled run's text; a guest with a wrong key is refused with one line; SIGTERM ends the
 # host, and the worker hears bye. The host and worker's timeouts only stop a hang: they
 # outlive every step below (three guests of up to 30 s each and the wait for the worker), so
-# a slow machine cannot kill them before the SIGTERM (a CI run under load once did at 60 s)
+# a slow machine cannot kill them before the SIGTERM (a CI run under load once did at 60 s).
+# The hosts' timeouts run in the foreground: `kill -TERM $host` reaches the host once (a
+# timeout in the background sends it again to its whole group, and a second SIGTERM that
+# lands after the host has reset its handler - while it exits - kills it: a CI run saw it)
 want8=$(run -m "$S" -p "$p" -n 8 --temp 0)
-timeout 150 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K \
-    --workers 1 --wait 30000 --serve </dev/null >/dev/null 2>"$TMP/host.err" &
+timeout --foreground 150 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 \
+    --key $K --workers 1 --wait 30000 --serve </dev/null >/dev/null 2>"$TMP/host.err" &
 host=$!
 addr=$(host_addr)
 check_err "a guest while the room still gathers its workers" timeout 30 "$POOLED" room chat \
@@ -339,8 +342,8 @@ check "its worker exits 0 after bye ($(tail -n 1 "$TMP/w1.err"))" [ $rc -eq 0 ]
 # --http: the room answers `pooled serve`'s API (serve/ over the room's chain); a greedy
 # completion is pooled run's text, and SIGTERM ends the host and its worker cleanly
 rm -f "$TMP/host.err" "$TMP/host.out"
-timeout 90 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K --workers 1 \
-    --wait 30000 --http 127.0.0.1:0 </dev/null >"$TMP/host.out" 2>"$TMP/host.err" &
+timeout --foreground 90 "$POOLED" room host -m "$S" --backend cpu --listen 127.0.0.1:0 --key $K \
+    --workers 1 --wait 30000 --http 127.0.0.1:0 </dev/null >"$TMP/host.out" 2>"$TMP/host.err" &
 host=$!
 addr=$(host_addr)
 timeout 90 "$POOLED" room join "$addr" --key $K -m "$S" --backend cpu -t 1 2>"$TMP/w1.err" &
